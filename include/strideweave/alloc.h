@@ -1,0 +1,38 @@
+/* Counted, aligned host allocations and the fault-injection switchboard.
+ *
+ * Every byte the core hands out goes through sw_malloc/sw_calloc so that
+ * sw_alloc_live_bytes() can prove the absence of leaks: tracemalloc cannot
+ * see C allocations. Pointers are aligned to SW_ALIGNMENT bytes. */
+#ifndef STRIDEWEAVE_ALLOC_H
+#define STRIDEWEAVE_ALLOC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "strideweave/status.h"
+
+#define SW_ALIGNMENT 64
+
+/* NULL on failure (or when the "alloc" fault fires). sw_malloc(0) returns a
+ * valid unique pointer. */
+void *sw_malloc(size_t bytes);
+/* Zero-filled; large blocks come from calloc's mmap path, so untouched pages
+ * cost nothing. Overflow of count*size returns NULL. */
+void *sw_calloc(size_t count, size_t size);
+void sw_free(void *p);
+/* Bytes requested for a live block from sw_malloc/sw_calloc. */
+size_t sw_alloc_size(const void *p);
+/* Sum of the requested sizes of all live blocks. */
+int64_t sw_alloc_live_bytes(void);
+
+/* Fault injection. With SW_FAULT_INJECTION compiled in, sw_fault_arm makes
+ * the operation `name` ("alloc", "pread", "pwrite", "truncate", "open", ...)
+ * succeed `skip` more times and then fail `count` times (count < 0: forever).
+ * Without it, arm returns SW_ENOTSUP and hit always answers 0. */
+int sw_fault_enabled(void);
+sw_status sw_fault_arm(const char *name, long skip, long count);
+void sw_fault_clear(void);
+/* 1 when the current call of `name` must fail. Thread-safe. */
+int sw_fault_hit(const char *name);
+
+#endif

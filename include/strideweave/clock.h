@@ -1,0 +1,10 @@
+/* Monotonic clock used by profiling and benchmarks. */
+#ifndef STRIDEWEAVE_CLOCK_H
+#define STRIDEWEAVE_CLOCK_H
+
+#include <stdint.h>
+
+/* Nanoseconds from an arbitrary origin; never goes backwards. */
+uint64_t sw_clock_ns(void);
+
+#endif

@@ -1,0 +1,35 @@
+/* Status codes and the optional error record every core function can fill. */
+#ifndef STRIDEWEAVE_STATUS_H
+#define STRIDEWEAVE_STATUS_H
+
+#include <stddef.h>
+
+typedef enum sw_status {
+    SW_OK = 0,
+    SW_EINVAL,    /* bad argument value (maps to ValueError) */
+    SW_ETYPE,     /* bad argument kind (maps to TypeError) */
+    SW_ENOMEM,    /* allocation failed (MemoryError) */
+    SW_EIO,       /* read/write/truncate failed (OSError, errno kept) */
+    SW_EOVERFLOW, /* arithmetic would exceed int64 / size_t (OverflowError) */
+    SW_ERANGE,    /* index out of range (IndexError) */
+    SW_ESTATE,    /* object in the wrong state, e.g. released (RuntimeError) */
+    SW_EEXIST,    /* file already exists (FileExistsError) */
+    SW_ENOTSUP    /* not supported (NotImplementedError) */
+} sw_status;
+
+typedef struct sw_error {
+    sw_status code;
+    int sys_errno; /* errno for SW_EIO and friends, else 0 */
+    char msg[256];
+} sw_error;
+
+/* Fill `err` (which may be NULL) and return `code`, so callers can write
+ * `return sw_error_set(err, SW_EINVAL, "...")`. */
+sw_status sw_error_set(sw_error *err, sw_status code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+sw_status sw_error_set_errno(sw_error *err, sw_status code, int errnum,
+                             const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void sw_error_clear(sw_error *err);
+
+#endif

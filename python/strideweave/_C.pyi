@@ -1,0 +1,1 @@
+"""Type stubs for strideweave._C (filled in as the API lands)."""

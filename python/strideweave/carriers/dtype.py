@@ -1,0 +1,10 @@
+"""Storage dtype helpers (C-8)."""
+
+from strideweave._C import (
+    DType,
+    validate_storage_dtype,
+    accepts_storage_dtype,
+    storage_zero,
+)
+
+__all__ = ["DType", "validate_storage_dtype", "accepts_storage_dtype", "storage_zero"]

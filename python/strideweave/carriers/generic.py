@@ -1,0 +1,5 @@
+"""The Generic carrier (contract-carriers)."""
+
+from strideweave._C import Generic
+
+__all__ = ["Generic"]

@@ -1,0 +1,147 @@
+#include "strideweave/alloc.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Each block carries a small header just below the aligned pointer:
+ * the pointer malloc returned (to free it) and the requested size. */
+typedef struct block_header {
+    void *base;
+    size_t bytes;
+} block_header;
+
+static _Atomic int64_t live_bytes;
+
+static void *place(void *base, size_t bytes)
+{
+    uintptr_t raw = (uintptr_t)base + sizeof(block_header);
+    uintptr_t aligned = (raw + SW_ALIGNMENT - 1) & ~(uintptr_t)(SW_ALIGNMENT - 1);
+    block_header *h = (block_header *)aligned - 1;
+    h->base = base;
+    h->bytes = bytes;
+    atomic_fetch_add(&live_bytes, (int64_t)bytes);
+    return (void *)aligned;
+}
+
+static int padded(size_t bytes, size_t *out)
+{
+    return !__builtin_add_overflow(bytes, SW_ALIGNMENT + sizeof(block_header), out);
+}
+
+void *sw_malloc(size_t bytes)
+{
+    size_t total;
+    if (sw_fault_hit("alloc") || !padded(bytes, &total))
+        return NULL;
+    void *base = malloc(total);
+    return base ? place(base, bytes) : NULL;
+}
+
+void *sw_calloc(size_t count, size_t size)
+{
+    size_t bytes, total;
+    if (sw_fault_hit("alloc") || __builtin_mul_overflow(count, size, &bytes) ||
+        !padded(bytes, &total))
+        return NULL;
+    void *base = calloc(1, total);
+    return base ? place(base, bytes) : NULL;
+}
+
+void sw_free(void *p)
+{
+    if (!p)
+        return;
+    block_header *h = (block_header *)p - 1;
+    atomic_fetch_sub(&live_bytes, (int64_t)h->bytes);
+    free(h->base);
+}
+
+size_t sw_alloc_size(const void *p)
+{
+    return p ? ((const block_header *)p - 1)->bytes : 0;
+}
+
+int64_t sw_alloc_live_bytes(void)
+{
+    return atomic_load(&live_bytes);
+}
+
+/* ---- fault injection ---------------------------------------------------- */
+
+#ifdef SW_FAULT_INJECTION
+#define FAULT_SLOTS 8
+
+typedef struct fault_slot {
+    char name[32];
+    long skip;
+    long count;
+} fault_slot;
+
+static pthread_mutex_t fault_lock = PTHREAD_MUTEX_INITIALIZER;
+static fault_slot faults[FAULT_SLOTS];
+static _Atomic int faults_armed; /* fast path: no lock when nothing is armed */
+
+int sw_fault_enabled(void) { return 1; }
+
+sw_status sw_fault_arm(const char *name, long skip, long count)
+{
+    if (!name || strlen(name) >= sizeof faults[0].name || skip < 0)
+        return SW_EINVAL;
+    pthread_mutex_lock(&fault_lock);
+    sw_status st = SW_ENOMEM;
+    for (int i = 0; i < FAULT_SLOTS; i++) {
+        if (faults[i].name[0] == '\0' || strcmp(faults[i].name, name) == 0) {
+            strcpy(faults[i].name, name);
+            faults[i].skip = skip;
+            faults[i].count = count;
+            atomic_store(&faults_armed, 1);
+            st = SW_OK;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&fault_lock);
+    return st;
+}
+
+void sw_fault_clear(void)
+{
+    pthread_mutex_lock(&fault_lock);
+    memset(faults, 0, sizeof faults);
+    atomic_store(&faults_armed, 0);
+    pthread_mutex_unlock(&fault_lock);
+}
+
+int sw_fault_hit(const char *name)
+{
+    if (!atomic_load(&faults_armed))
+        return 0;
+    int hit = 0;
+    pthread_mutex_lock(&fault_lock);
+    for (int i = 0; i < FAULT_SLOTS; i++) {
+        fault_slot *f = &faults[i];
+        if (f->name[0] == '\0' || strcmp(f->name, name) != 0)
+            continue;
+        if (f->skip > 0) {
+            f->skip--;
+        } else if (f->count != 0) {
+            hit = 1;
+            if (f->count > 0)
+                f->count--;
+        }
+        break;
+    }
+    pthread_mutex_unlock(&fault_lock);
+    return hit;
+}
+#else
+int sw_fault_enabled(void) { return 0; }
+sw_status sw_fault_arm(const char *name, long skip, long count)
+{
+    (void)name; (void)skip; (void)count;
+    return SW_ENOTSUP;
+}
+void sw_fault_clear(void) {}
+int sw_fault_hit(const char *name) { (void)name; return 0; }
+#endif

@@ -1,0 +1,91 @@
+/* strideweave._C: module definition, init order, and the test aids
+ * (_live_bytes, fault injection) the architecture asks for. */
+#include "sw_python.h"
+
+static PyObject *live_bytes(PyObject *mod, PyObject *unused)
+{
+    (void)mod; (void)unused;
+    return PyLong_FromLongLong(sw_alloc_live_bytes());
+}
+
+static PyObject *fault_injection_enabled(PyObject *mod, PyObject *unused)
+{
+    (void)mod; (void)unused;
+    return PyBool_FromLong(sw_fault_enabled());
+}
+
+static PyObject *fault_inject(PyObject *mod, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"name", "skip", "count", NULL};
+    const char *name;
+    long skip = 0, count = 1;
+    (void)mod;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s|ll:_fault_inject", kwlist,
+                                     &name, &skip, &count))
+        return NULL;
+    if (!sw_fault_enabled()) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "fault injection is not compiled in "
+                        "(build with -Dfault_injection=true)");
+        return NULL;
+    }
+    if (sw_fault_arm(name, skip, count) != SW_OK) {
+        PyErr_Format(PyExc_ValueError, "cannot arm fault %R", PyTuple_GET_ITEM(args, 0));
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *fault_clear(PyObject *mod, PyObject *unused)
+{
+    (void)mod; (void)unused;
+    sw_fault_clear();
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"_live_bytes", live_bytes, METH_NOARGS,
+     "_live_bytes()\n--\n\nBytes the core currently holds in live allocations."},
+    {"_fault_injection_enabled", fault_injection_enabled, METH_NOARGS,
+     "_fault_injection_enabled()\n--\n\nWhether this build can inject faults."},
+    {"_fault_inject", (PyCFunction)(void (*)(void))fault_inject,
+     METH_VARARGS | METH_KEYWORDS,
+     "_fault_inject(name, skip=0, count=1)\n--\n\n"
+     "Make core operation `name` succeed `skip` times, then fail `count` times "
+     "(negative: until cleared)."},
+    {"_fault_clear", fault_clear, METH_NOARGS,
+     "_fault_clear()\n--\n\nDisarm every injected fault."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "strideweave._C",
+    .m_doc = "strideweave's C extension: every public type and function lives here.",
+    .m_size = -1,
+    .m_methods = module_methods,
+};
+
+typedef int (*init_fn)(PyObject *);
+
+/* Order matters: later concepts use earlier ones' types. */
+static const init_fn inits[] = {
+    sw_py_layout_init,  sw_py_dtype_init, sw_py_carrier_init,
+    sw_py_generic_init, sw_py_cpu_init,   sw_py_file_backed_init,
+    sw_py_tensor_init,  sw_py_view_init,  sw_py_friendly_init,
+    sw_py_dlpack_init,
+};
+
+PyMODINIT_FUNC PyInit__C(void)
+{
+    PyObject *m = PyModule_Create(&module_def);
+    if (!m)
+        return NULL;
+    for (size_t i = 0; i < sizeof inits / sizeof inits[0]; i++) {
+        if (inits[i](m) < 0) {
+            Py_DECREF(m);
+            return NULL;
+        }
+    }
+    return m;
+}

@@ -1,0 +1,50 @@
+/* The one place core status codes become Python exceptions. */
+#include "sw_python.h"
+
+int sw_py_raise(const sw_error *err)
+{
+    PyObject *type;
+    switch (err->code) {
+    case SW_EINVAL: type = PyExc_ValueError; break;
+    case SW_ETYPE: type = PyExc_TypeError; break;
+    case SW_ENOMEM:
+        if (err->msg[0] == '\0') {
+            PyErr_NoMemory();
+            return -1;
+        }
+        type = PyExc_MemoryError;
+        break;
+    case SW_EOVERFLOW: type = PyExc_OverflowError; break;
+    case SW_ERANGE: type = PyExc_IndexError; break;
+    case SW_ESTATE: type = PyExc_RuntimeError; break;
+    case SW_EEXIST: type = PyExc_FileExistsError; break;
+    case SW_ENOTSUP: type = PyExc_NotImplementedError; break;
+    case SW_EIO: {
+        PyObject *exc = PyObject_CallFunction(PyExc_OSError, "is",
+                                              err->sys_errno, err->msg);
+        if (exc) {
+            PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+            Py_DECREF(exc);
+        }
+        return -1;
+    }
+    default: type = PyExc_SystemError; break;
+    }
+    PyErr_SetString(type, err->msg[0] ? err->msg : "strideweave core error");
+    return -1;
+}
+
+int sw_py_is_integer(PyObject *obj)
+{
+    return !PyBool_Check(obj) && PyIndex_Check(obj);
+}
+
+PyObject *sw_py_types_attr(const char *name)
+{
+    PyObject *mod = PyImport_ImportModule("strideweave._types");
+    if (!mod)
+        return NULL;
+    PyObject *attr = PyObject_GetAttrString(mod, name);
+    Py_DECREF(mod);
+    return attr;
+}

@@ -1,0 +1,167 @@
+/* Internal interface between the files of the strideweave._C extension.
+ * One file per Python-visible concept; each exposes an init function that
+ * readies its types and adds its names to the module, plus the small C API
+ * below that other files use instead of Python-level calls on hot paths. */
+#ifndef STRIDEWEAVE_SW_PYTHON_H
+#define STRIDEWEAVE_SW_PYTHON_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+#include "strideweave/alloc.h"
+#include "strideweave/dtype.h"
+#include "strideweave/layout.h"
+#include "strideweave/status.h"
+
+/* ---- module / errors (module.c, py_errors.c) ---------------------------- */
+
+/* Raise the Python exception for a core status (one mapping, here) and
+ * return -1. SW_EIO raises OSError with err->sys_errno. */
+int sw_py_raise(const sw_error *err);
+/* Import strideweave._types and return attribute `name` (new reference). */
+PyObject *sw_py_types_attr(const char *name);
+/* G-2 integer check: operator.index-able and not bool. 1/0. */
+int sw_py_is_integer(PyObject *obj);
+
+int sw_py_layout_init(PyObject *module);
+int sw_py_dtype_init(PyObject *module);
+int sw_py_carrier_init(PyObject *module);
+int sw_py_generic_init(PyObject *module);
+int sw_py_cpu_init(PyObject *module);
+int sw_py_file_backed_init(PyObject *module);
+int sw_py_tensor_init(PyObject *module);
+int sw_py_view_init(PyObject *module);
+int sw_py_friendly_init(PyObject *module);
+int sw_py_dlpack_init(PyObject *module);
+
+/* ---- layouts (py_layout.c) ---------------------------------------------- */
+
+extern PyTypeObject SwShape_Type;
+extern PyTypeObject SwStride_Type;
+extern PyTypeObject SwLayout_Type;
+
+/* Shape, Stride and Layout all wrap an sw_layout: a Shape holds its extents
+ * (strides all 0), a Stride holds its strides in `strides` (extents all 1). */
+typedef struct SwLayoutObject {
+    PyObject_HEAD
+    sw_layout *layout;  /* owned */
+    Py_hash_t hash;     /* -1 until computed */
+} SwLayoutObject;
+
+#define SwShape_Check(o) PyObject_TypeCheck((o), &SwShape_Type)
+#define SwStride_Check(o) PyObject_TypeCheck((o), &SwStride_Type)
+#define SwLayout_Check(o) PyObject_TypeCheck((o), &SwLayout_Type)
+#define SwLayout_CORE(o) (((SwLayoutObject *)(o))->layout)
+
+/* New Layout/Shape/Stride object taking ownership of `layout` (freed on
+ * failure too). */
+PyObject *sw_py_layout_wrap(sw_layout *layout);
+PyObject *sw_py_shape_wrap(sw_layout *layout);
+PyObject *sw_py_stride_wrap(sw_layout *layout);
+/* Layout.canonical(shape) for a Shape object (L-15). */
+PyObject *sw_py_layout_canonical(PyObject *shape);
+
+/* ---- dtypes (py_dtype.c) ------------------------------------------------ */
+
+extern PyTypeObject SwDType_Type;         /* DType */
+extern PyTypeObject SwDTypeCategory_Type; /* DTypeCategory(DType) */
+extern PyTypeObject SwSimpleDType_Type;   /* SimpleDType(DType) */
+extern PyTypeObject SwCompoundDType_Type; /* CompoundDType(DType) */
+
+typedef struct SwDTypeObject {
+    PyObject_HEAD
+    sw_dtype id;
+} SwDTypeObject;
+
+#define SwDType_Check(o) PyObject_TypeCheck((o), &SwDType_Type)
+#define SwDType_ID(o) (((SwDTypeObject *)(o))->id)
+/* Borrowed reference to the process-wide singleton for `id`. */
+PyObject *sw_py_dtype(sw_dtype id);
+
+/* ---- carriers (py_carrier.c and one file per built-in) ------------------ */
+
+extern PyTypeObject SwCarrier_Type;
+extern PyTypeObject SwGeneric_Type;
+extern PyTypeObject SwCPU_Type;
+extern PyTypeObject SwFileBacked_Type;
+
+/* Framework state every carrier has from allocation (C-1). */
+typedef struct SwCarrierObject {
+    PyObject_HEAD
+    PyObject *weakreflist;
+    int64_t version;         /* C-14 */
+    int released;            /* C-15 */
+    int intrinsic_mutable;   /* built-ins: the `mutable` argument */
+    int pending;             /* pending-transfer guard (movement, later) */
+    int64_t owner_token;     /* 0 when not owned (C-13) */
+    unsigned long owner_thread;
+    int owner_depth;         /* re-entrant owner access on owner_thread */
+} SwCarrierObject;
+
+/* Host-memory carriers (Generic, CPU) share this body. */
+typedef struct SwHostCarrierObject {
+    SwCarrierObject base;
+    sw_dtype dtype;
+    int64_t nslots;
+    void *data;              /* NULL after release */
+    int owns_data;           /* CPU(pointer=...) wraps without owning */
+} SwHostCarrierObject;
+
+typedef struct SwFileBackedObject {
+    SwCarrierObject base;
+    sw_dtype dtype;
+    int64_t nslots;
+    int fd;                  /* -1 after release */
+    PyObject *path;          /* pathlib.Path, kept after release */
+    char *cpath;             /* sw_malloc'd, NULL once unlinked */
+} SwFileBackedObject;
+
+#define SwCarrier_Check(o) PyObject_TypeCheck((o), &SwCarrier_Type)
+
+/* Calls through the hooks for user classes, C fast paths for exact
+ * built-ins. Each returns NULL / -1 with a Python exception set on failure. */
+PyObject *sw_py_carrier_dtype(PyObject *carrier);                 /* new ref */
+int sw_py_carrier_size(PyObject *carrier, int64_t *out);
+PyObject *sw_py_carrier_getitem(PyObject *carrier, int64_t index); /* C-4 */
+int sw_py_carrier_setitem(PyObject *carrier, int64_t index, PyObject *value); /* C-5 */
+int sw_py_carrier_is_mutable(PyObject *carrier);                   /* 1/0/-1 */
+/* A fresh, owned exact-CPU carrier of `nslots` slots (F-1 factories and
+ * gradients). zero: fill with the dtype's zero. */
+PyObject *sw_py_cpu_new(sw_dtype dtype, int64_t nslots, int mutable_, int zero);
+
+/* ---- tensors (py_tensor.c, py_view.c, py_friendly.c) -------------------- */
+
+extern PyTypeObject SwTensor_Type;
+
+typedef struct SwSubtensor {
+    PyObject *storage_dtype; /* a DType */
+    PyObject *carrier;
+    int64_t offset;
+    PyObject *layout;        /* a Layout object */
+} SwSubtensor;
+
+typedef struct SwTensorObject {
+    PyObject_HEAD
+    PyObject *weakreflist;
+    PyObject *dtype;         /* logical DType */
+    Py_ssize_t nsub;
+    SwSubtensor *subs;       /* nsub entries, PyMem-allocated */
+    PyObject *adjacent;      /* tuple of Layouts, nsub - 1 entries */
+    PyObject *autograd_ctx;  /* autograd hook points (contract) */
+    PyObject *grad;
+    int retains_grad;
+} SwTensorObject;
+
+#define SwTensor_Check(o) PyObject_TypeCheck((o), &SwTensor_Type)
+
+/* Build a validated one-subtensor Tensor (T-1 checks). New reference. */
+PyObject *sw_py_tensor_new1(PyObject *carrier, int64_t offset, PyObject *layout);
+
+/* ---- DLPack (py_dlpack.c), listed in Tensor's method table -------------- */
+
+PyObject *sw_py_tensor_dlpack(PyObject *self, PyObject *const *args,
+                              Py_ssize_t nargs, PyObject *kwnames);
+PyObject *sw_py_tensor_dlpack_device(PyObject *self, PyObject *unused);
+
+#endif
