@@ -79,6 +79,19 @@ typedef struct SwDTypeObject {
 /* Borrowed reference to the process-wide singleton for `id`. */
 PyObject *sw_py_dtype(sw_dtype id);
 
+/* C-7: TypeError for a non-DType; ValueError for a descriptor not among
+ * `accepted` (compound: homogeneous storage cannot hold several planes;
+ * category: names the accepted concrete dtypes). `carrier_name` only names
+ * the carrier in messages. 0 on success, -1 with an exception set. */
+int sw_py_check_storage_dtype(PyObject *dtype, const char *carrier_name,
+                              const sw_dtype *accepted, int naccepted);
+/* C-9 normalization of `value` into one host slot of `dtype` (Float32,
+ * Int32 or Bool; 4, 4 and 1 bytes, native order). TypeError/OverflowError
+ * per C-9; nothing is written on failure. 0 / -1. */
+int sw_py_store_slot(sw_dtype dtype, PyObject *value, void *slot);
+/* Python value of one host slot: float (binary32 value), int or bool. */
+PyObject *sw_py_load_slot(sw_dtype dtype, const void *slot);
+
 /* ---- carriers (py_carrier.c and one file per built-in) ------------------ */
 
 extern PyTypeObject SwCarrier_Type;
