@@ -699,7 +699,29 @@ static PyObject *storage_zero(PyObject *mod, PyObject *dtype)
     Py_RETURN_NONE;
 }
 
+/* Test aid: store `value` into one host slot of `dtype` and read it back,
+ * so C-9 can be tested before any carrier exists. */
+static PyObject *slot_roundtrip(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    unsigned char slot[8] = {0};
+    (void)mod;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "_slot_roundtrip() takes exactly 2 arguments");
+        return NULL;
+    }
+    if (!SwDType_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "dtype must be a DType");
+        return NULL;
+    }
+    if (sw_py_store_slot(SwDType_ID(args[0]), args[1], slot) < 0)
+        return NULL;
+    return sw_py_load_slot(SwDType_ID(args[0]), slot);
+}
+
 static PyMethodDef dtype_functions[] = {
+    {"_slot_roundtrip", (PyCFunction)(void (*)(void))slot_roundtrip, METH_FASTCALL,
+     "_slot_roundtrip(dtype, value, /)\n--\n\n"
+     "Test aid: C-9 normalization of `value` into one host slot, read back."},
     {"validate_storage_dtype", (PyCFunction)(void (*)(void))validate_storage_dtype,
      METH_VARARGS | METH_KEYWORDS,
      "validate_storage_dtype(dtype, *, carrier, accepted)\n--\n\n"
