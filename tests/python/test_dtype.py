@@ -369,6 +369,12 @@ def test_c8_helpers_no_leak():
             accepts_storage_dtype(D.Int32, HOST)
             D.Float32.supertypes()
             D.registered()
+            _C._slot_roundtrip(D.Float32, 2**60 + 1)
+            for dt, bad in ((D.Int32, 2**40), (D.Float32, "x"), (D.Bool, 1)):
+                try:
+                    _C._slot_roundtrip(dt, bad)
+                except (TypeError, OverflowError):
+                    pass
 
     churn()
     gc.collect()
