@@ -106,11 +106,17 @@ typedef struct SwCarrierObject {
     int64_t version;         /* C-14 */
     int released;            /* C-15 */
     int intrinsic_mutable;   /* built-ins: the `mutable` argument */
-    int pending;             /* pending-transfer guard (movement, later) */
+    int pending;             /* pending-transfer guard: SW_PENDING_* bits */
     int64_t owner_token;     /* 0 when not owned (C-13) */
     unsigned long owner_thread;
     int owner_depth;         /* re-entrant owner access on owner_thread */
 } SwCarrierObject;
+
+/* `pending` bits (architecture.md, "Pending guard"): while non-zero,
+ * mutation, release and claims fail RuntimeError mentioning `pending` and
+ * is_mutable() is False; a pending destination also refuses reads. */
+#define SW_PENDING_SOURCE 1
+#define SW_PENDING_DESTINATION 2
 
 /* Host-memory carriers (Generic, CPU) share this body. */
 typedef struct SwHostCarrierObject {
@@ -128,6 +134,7 @@ typedef struct SwFileBackedObject {
     int fd;                  /* -1 after release */
     PyObject *path;          /* pathlib.Path, kept after release */
     char *cpath;             /* sw_malloc'd, NULL once unlinked */
+    long creator_pid;        /* only this process unlinks the file */
 } SwFileBackedObject;
 
 #define SwCarrier_Check(o) PyObject_TypeCheck((o), &SwCarrier_Type)
