@@ -46,48 +46,99 @@ static int interpreter_gone(void)
 /* The core deleter's release callback: drop the capsule's reference to the
  * Tensor. Consumers call the deleter from any thread, with or without the
  * GIL, possibly while the interpreter is finalizing or after it is gone;
- * then the reference is leaked rather than touching a dead interpreter. */
+ * then the reference is leaked rather than touching a dead interpreter.
+ * NULL: the capsule destructor already took the reference (below). */
 static void release_tensor(void *ctx)
 {
-    if (interpreter_gone())
+    if (!ctx || interpreter_gone())
         return;
     PyGILState_STATE gil = PyGILState_Ensure();
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    Py_DECREF((PyObject *)ctx);
-    PyErr_Restore(type, value, tb);
+    if (PyErr_Occurred()) {
+        /* Dropping the Tensor may run arbitrary code (finalizers); keep the
+         * caller's pending exception out of its way. */
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        Py_DECREF((PyObject *)ctx);
+        PyErr_Restore(type, value, tb);
+    } else {
+        Py_DECREF((PyObject *)ctx);
+    }
     PyGILState_Release(gil);
 }
 
 /* Capsule destructors: a consumer that renamed the capsule to used_* owns
  * the managed tensor and calls its deleter; otherwise nobody took it and the
- * deleter runs here, exactly once. Any pending exception survives. */
+ * deleter runs here, exactly once. A destructor runs with the GIL held, so
+ * it takes the Tensor reference out of manager_ctx and drops it itself: the
+ * deleter then only frees the block, with no GIL round trip. Any pending
+ * exception survives. */
+static void run_deleter_holding_gil(void **manager_ctx, void (*run)(void *),
+                                    void *managed)
+{
+    PyObject *owner = *manager_ctx;
+    *manager_ctx = NULL;
+    run(managed);
+    if (PyErr_Occurred()) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        Py_XDECREF(owner);
+        PyErr_Restore(type, value, tb);
+    } else {
+        Py_XDECREF(owner);
+    }
+}
+
+static void call_legacy_deleter(void *m)
+{
+    ((DLManagedTensor *)m)->deleter(m);
+}
+
+static void call_versioned_deleter(void *m)
+{
+    ((DLManagedTensorVersioned *)m)->deleter(m);
+}
 static void legacy_capsule_destructor(PyObject *capsule)
 {
-    if (PyCapsule_IsValid(capsule, LEGACY_USED))
-        return;
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    DLManagedTensor *m = PyCapsule_GetPointer(capsule, LEGACY_NAME);
-    if (!m)
+    const char *name = PyCapsule_GetName(capsule);
+    if (name != LEGACY_NAME && name && strcmp(name, LEGACY_USED) == 0)
+        return; /* consumed: the consumer calls the deleter */
+    DLManagedTensor *m = name == LEGACY_NAME || (name && strcmp(name, LEGACY_NAME) == 0)
+        ? PyCapsule_GetPointer(capsule, name) : NULL;
+    if (!m) {
+        /* not ours any more (renamed to something else): report, keep
+         * whatever exception was pending */
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_SetString(PyExc_RuntimeError,
+                        "DLPack capsule destroyed with an unexpected name");
         PyErr_WriteUnraisable(capsule);
-    else if (m->deleter)
-        m->deleter(m);
-    PyErr_Restore(type, value, tb);
+        PyErr_Restore(type, value, tb);
+        return;
+    }
+    if (m->deleter)
+        run_deleter_holding_gil(&m->manager_ctx, call_legacy_deleter, m);
 }
 
 static void versioned_capsule_destructor(PyObject *capsule)
 {
-    if (PyCapsule_IsValid(capsule, VERSIONED_USED))
-        return;
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    DLManagedTensorVersioned *m = PyCapsule_GetPointer(capsule, VERSIONED_NAME);
-    if (!m)
+    const char *name = PyCapsule_GetName(capsule);
+    if (name != VERSIONED_NAME && name && strcmp(name, VERSIONED_USED) == 0)
+        return; /* consumed: the consumer calls the deleter */
+    DLManagedTensorVersioned *m = name == VERSIONED_NAME || (name && strcmp(name, VERSIONED_NAME) == 0)
+        ? PyCapsule_GetPointer(capsule, name) : NULL;
+    if (!m) {
+        /* not ours any more (renamed to something else): report, keep
+         * whatever exception was pending */
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_SetString(PyExc_RuntimeError,
+                        "DLPack capsule destroyed with an unexpected name");
         PyErr_WriteUnraisable(capsule);
-    else if (m->deleter)
-        m->deleter(m);
-    PyErr_Restore(type, value, tb);
+        PyErr_Restore(type, value, tb);
+        return;
+    }
+    if (m->deleter)
+        run_deleter_holding_gil(&m->manager_ctx, call_versioned_deleter, m);
 }
 
 /* ---- argument parsing --------------------------------------------------- */
@@ -190,14 +241,13 @@ static int two_elements(PyObject *seq, const char *argname, PyObject **a,
  * for a non-integer (bool included, G-2). */
 static int int_sign(PyObject *obj, const char *argname)
 {
-    int overflow;
     if (PyLong_CheckExact(obj)) {
-        long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
-        if (overflow)
-            return overflow;
-        if (v == -1 && PyErr_Occurred())
-            return -2;
-        return (v > 0) - (v < 0);
+#if PY_VERSION_HEX >= 0x030E0000
+        int sign;
+        return PyLong_GetSign(obj, &sign) < 0 ? -2 : sign;
+#else
+        return _PyLong_Sign(obj);
+#endif
     }
     if (!sw_py_is_integer(obj)) {
         PyErr_Format(PyExc_TypeError, "%s elements must be integers, not %.200s",
@@ -295,17 +345,11 @@ static PyObject *required_key(PyObject *dict, PyObject *key)
     return v;
 }
 
-/* C-16: exact CPU answers from its struct; anything else calls the public
- * dlpack_info() hook (whose own exception propagates unchanged) and converts
- * the result with dict(). */
-static int carrier_dlpack_info(PyObject *carrier, carrier_info *info)
+/* C-16 for everything but the exact CPU: call the public dlpack_info()
+ * hook (whose own exception propagates unchanged) and convert the result
+ * with dict(). */
+static int hook_dlpack_info(PyObject *carrier, carrier_info *info)
 {
-    memset(info, 0, sizeof *info);
-    if (Py_IS_TYPE(carrier, &SwCPU_Type)) {
-        info->cpu = 1;
-        info->data = ((SwHostCarrierObject *)carrier)->data;
-        return 0;
-    }
     PyObject *raw = PyObject_CallMethodNoArgs(carrier, str_dlpack_info);
     if (!raw)
         return -1;
@@ -347,7 +391,19 @@ static int carrier_dlpack_info(PyObject *carrier, carrier_info *info)
 /* ---- checks shared by both methods -------------------------------------- */
 
 /* (1) T-11: before touching any carrier. */
-static int check_one_subtensor(SwTensorObject *t)
+/* (4) Exact CPU answers from its struct (what CPU.dlpack_info() reports:
+ * its pointer, device (1, 0)) without building a dict. */
+static inline int carrier_dlpack_info(PyObject *carrier, carrier_info *info)
+{
+    if (Py_IS_TYPE(carrier, &SwCPU_Type)) {
+        info->cpu = 1;
+        info->data = ((SwHostCarrierObject *)carrier)->data;
+        return 0;
+    }
+    return hook_dlpack_info(carrier, info);
+}
+
+static inline int check_one_subtensor(SwTensorObject *t)
 {
     if (t->nsub != 1) {
         PyErr_SetString(PyExc_NotImplementedError,
@@ -418,7 +474,7 @@ PyObject *sw_py_tensor_dlpack_device(PyObject *self, PyObject *unused)
 {
     (void)unused;
     SwTensorObject *t = (SwTensorObject *)self;
-    carrier_info info;
+    carrier_info info = {0, NULL, NULL, NULL, NULL};
     if (check_one_subtensor(t) < 0 ||
         carrier_dlpack_info(t->subs[0].carrier, &info) < 0)
         return NULL;

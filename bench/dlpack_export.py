@@ -1,0 +1,82 @@
+"""DLPack export cost against NumPy and PyTorch, measured in the same run.
+
+One line per case: our median time per call, the anchor's median time per
+call, and the ratio (ours / anchor). Targets (issue 3): export <= 1.0x NumPy's
+ndarray.__dlpack__ with the same arguments; np.from_dlpack(t) <= 1.2x
+np.from_dlpack(ndarray).
+
+    tools/dev python bench/dlpack_export.py          # debug build (slower)
+    python bench/dlpack_export.py --rounds 15        # against an installed build
+"""
+
+import argparse
+import statistics
+import timeit
+
+import numpy as np
+import torch
+
+import strideweave as sw
+
+
+def rank1():
+    n = 1024
+    c = sw.CPU(n)
+    t = sw.Tensor(c, 0, sw.Layout(sw.Shape([n]), sw.Stride([1])))
+    return t, np.zeros(n, dtype=np.float32), torch.zeros(n)
+
+
+def rank6():
+    shape = [2, [3, [4, 2]], [5, 3]]
+    stride = [1, [2, [6, 24]], [48, 240]]
+    layout = sw.Layout(sw.Shape(shape), sw.Stride(stride))
+    t = sw.Tensor(sw.CPU(layout.cosize), 0, layout)
+    a = np.zeros((3, 5, 2, 4, 3, 2), dtype=np.float32).transpose(5, 4, 3, 2, 1, 0)
+    assert a.shape == (2, 3, 4, 2, 5, 3) and a.ndim == len(t.layout.infix())
+    x = torch.zeros(3, 5, 2, 4, 3, 2).permute(5, 4, 3, 2, 1, 0)
+    return t, a, x
+
+
+def per_call(fn, number, rounds):
+    """Median seconds per call over `rounds` timings of `number` calls."""
+    times = timeit.repeat(fn, number=number, repeat=rounds)
+    return statistics.median(times) / number
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=11)
+    parser.add_argument("--number", type=int, default=20000)
+    args = parser.parse_args()
+
+    print(f"numpy {np.__version__}, torch {torch.__version__}; median of {args.rounds} x {args.number} calls")
+    print(f"{'case':<44} {'ours ns':>9} {'anchor':<18} {'anchor ns':>9} {'ratio':>6}")
+    results = []
+    for label, build in (("rank-1", rank1), ("rank-6 hierarchical", rank6)):
+        t, a, x = build()
+        mv = (1, 0)
+        cases = [
+            ("__dlpack__()", t.__dlpack__, "ndarray.__dlpack__", a.__dlpack__),
+            ("__dlpack__()", t.__dlpack__, "torch.__dlpack__", x.__dlpack__),
+            ("__dlpack__(max_version=(1,0))", lambda: t.__dlpack__(max_version=mv),
+             "ndarray.__dlpack__", lambda: a.__dlpack__(max_version=mv)),
+            ("__dlpack__(max_version=(1,0))", lambda: t.__dlpack__(max_version=mv),
+             "torch.__dlpack__", lambda: x.__dlpack__(max_version=mv)),
+            ("np.from_dlpack(t)", lambda: np.from_dlpack(t),
+             "np.from_dlpack(nd)", lambda: np.from_dlpack(a)),
+        ]
+        for name, ours, anchor_name, anchor in cases:
+            # interleave the two measurements so drift hits both alike
+            o, n = [], []
+            for _ in range(args.rounds):
+                o.append(per_call(ours, args.number, 1))
+                n.append(per_call(anchor, args.number, 1))
+            ours_t, anchor_t = statistics.median(o), statistics.median(n)
+            ratio = ours_t / anchor_t
+            results.append((label, name, anchor_name, ratio))
+            print(f"{label + ' ' + name:<44} {ours_t * 1e9:9.1f} {anchor_name:<18} "
+                  f"{anchor_t * 1e9:9.1f} {ratio:6.2f}")
+
+
+if __name__ == "__main__":
+    main()
