@@ -88,6 +88,21 @@ static void run_deleter_holding_gil(void **manager_ctx, void (*run)(void *),
     }
 }
 
+/* Renamed to neither our name nor used_*: whoever renamed it owns the
+ * managed tensor. Say so without disturbing a pending exception, and without
+ * handing the capsule (mid-deallocation) to the hook, which would revive it. */
+static void report_foreign_name(const char *name)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_Format(PyExc_RuntimeError,
+                 "a strideweave DLPack capsule was destroyed under the "
+                 "foreign name %.100s; its managed tensor is left to whoever "
+                 "renamed it", name ? name : "NULL");
+    PyErr_WriteUnraisable(NULL);
+    PyErr_Restore(type, value, tb);
+}
+
 static void call_legacy_deleter(void *m)
 {
     ((DLManagedTensor *)m)->deleter(m);
@@ -105,14 +120,7 @@ static void legacy_capsule_destructor(PyObject *capsule)
     DLManagedTensor *m = name == LEGACY_NAME || (name && strcmp(name, LEGACY_NAME) == 0)
         ? PyCapsule_GetPointer(capsule, name) : NULL;
     if (!m) {
-        /* not ours any more (renamed to something else): report, keep
-         * whatever exception was pending */
-        PyObject *type, *value, *tb;
-        PyErr_Fetch(&type, &value, &tb);
-        PyErr_SetString(PyExc_RuntimeError,
-                        "DLPack capsule destroyed with an unexpected name");
-        PyErr_WriteUnraisable(capsule);
-        PyErr_Restore(type, value, tb);
+        report_foreign_name(name);
         return;
     }
     if (m->deleter)
@@ -127,14 +135,7 @@ static void versioned_capsule_destructor(PyObject *capsule)
     DLManagedTensorVersioned *m = name == VERSIONED_NAME || (name && strcmp(name, VERSIONED_NAME) == 0)
         ? PyCapsule_GetPointer(capsule, name) : NULL;
     if (!m) {
-        /* not ours any more (renamed to something else): report, keep
-         * whatever exception was pending */
-        PyObject *type, *value, *tb;
-        PyErr_Fetch(&type, &value, &tb);
-        PyErr_SetString(PyExc_RuntimeError,
-                        "DLPack capsule destroyed with an unexpected name");
-        PyErr_WriteUnraisable(capsule);
-        PyErr_Restore(type, value, tb);
+        report_foreign_name(name);
         return;
     }
     if (m->deleter)

@@ -287,3 +287,32 @@ def test_torch_observed_ignores_read_only_flag():
     assert c[1] == 7.0
     assert c.version == 0
     assert not np.from_dlpack(t).flags.writeable  # NumPy honors the same flag
+
+
+def test_observed_consumer_requests():
+    # Observed: NumPy 2.4 calls __dlpack__(dl_device=None, copy=None,
+    # max_version=(1, 0)) without asking __dlpack_device__(); PyTorch 2.13
+    # asks __dlpack_device__() first, then __dlpack__(max_version=(1, 0)).
+    t = make_tensor([4], [1], 0)
+
+    class Recorder:
+        def __init__(self):
+            self.calls = []
+
+        def __dlpack_device__(self):
+            self.calls.append("device")
+            return t.__dlpack_device__()
+
+        def __dlpack__(self, *args, **kwargs):
+            self.calls.append((args, kwargs))
+            return t.__dlpack__(*args, **kwargs)
+
+    r = Recorder()
+    np.from_dlpack(r)
+    assert r.calls == [((), {"dl_device": None, "copy": None, "max_version": (1, 0)})]
+    r = Recorder()
+    np.from_dlpack(r, device="cpu")
+    assert r.calls == [((), {"dl_device": (1, 0), "copy": None, "max_version": (1, 0)})]
+    r = Recorder()
+    torch.from_dlpack(r)
+    assert r.calls == ["device", ((), {"max_version": (1, 0)})]

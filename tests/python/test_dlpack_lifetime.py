@@ -22,6 +22,7 @@ from strideweave import _C
 
 USED_LEGACY = b"used_dltensor"
 USED_VERSIONED = b"used_dltensor_versioned"
+FOREIGN_NAME = b"not_a_dltensor"
 
 DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)  # called with the GIL released
 
@@ -119,6 +120,25 @@ def test_used_capsule_destructor_does_nothing_consumer_deleter_frees(versioned):
     worker = threading.Thread(target=deleter_of(ptr, versioned), args=(ptr,))
     worker.start()
     worker.join()
+    assert gone.n == 1
+
+
+def test_capsule_renamed_to_foreign_name_reports_and_leaves_managed_tensor(monkeypatch):
+    # Neither ours nor used_: the destructor must not guess. It reports through
+    # sys.unraisablehook and leaves the managed tensor to whoever renamed it.
+    t = fresh_tensor()
+    gone = watch(t)
+    cap = t.__dlpack__(max_version=(1, 0))
+    ptr = _get_pointer(cap, b"dltensor_versioned")
+    assert _set_name(cap, FOREIGN_NAME) == 0
+    seen = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: seen.append((u.exc_type, str(u.exc_value))))
+    del t, cap
+    gc.collect()
+    assert len(seen) == 1 and seen[0][0] is RuntimeError
+    assert "foreign name not_a_dltensor" in seen[0][1]
+    assert gone.n == 0
+    deleter_of(ptr, True)(ptr)  # the renaming party cleans up
     assert gone.n == 1
 
 
