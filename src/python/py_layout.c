@@ -563,6 +563,28 @@ static PyObject *layout_repr(PyObject *self)
     return r;
 }
 
+/* Immutable values pickle and copy by their constructor arguments. */
+static PyObject *layout_reduce(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (kind_of(self) != KIND_LAYOUT) {
+        PyObject *top = get_top_level(self, NULL);
+        return top ? Py_BuildValue("(O(N))", (PyObject *)Py_TYPE(self), top) : NULL;
+    }
+    PyObject *shape = PyObject_GetAttrString(self, "shape");
+    PyObject *stride = shape ? PyObject_GetAttrString(self, "stride") : NULL;
+    if (!stride) {
+        Py_XDECREF(shape);
+        return NULL;
+    }
+    return Py_BuildValue("(O(NN))", (PyObject *)&SwLayout_Type, shape, stride);
+}
+
+static PyMethodDef shape_stride_methods[] = {
+    {"__reduce__", layout_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
 /* ---- Shape / Stride types ------------------------------------------------ */
 
 static PyGetSetDef shape_getset[] = {
@@ -606,6 +628,7 @@ PyTypeObject SwShape_Type = {
     .tp_as_sequence = &layout_as_sequence,
     .tp_as_mapping = &layout_as_mapping,
     .tp_getset = shape_getset,
+    .tp_methods = shape_stride_methods,
 };
 
 PyTypeObject SwStride_Type = {
@@ -624,6 +647,7 @@ PyTypeObject SwStride_Type = {
     .tp_as_sequence = &layout_as_sequence,
     .tp_as_mapping = &layout_as_mapping,
     .tp_getset = stride_getset,
+    .tp_methods = shape_stride_methods,
 };
 
 /* ---- Layout construction ------------------------------------------------- */
@@ -1137,6 +1161,7 @@ static PyGetSetDef layout_getset[] = {
 };
 
 static PyMethodDef layout_methods[] = {
+    {"__reduce__", layout_reduce, METH_NOARGS, NULL},
     {"infix", layout_infix, METH_NOARGS,
      "infix($self, /)\n--\n\nLeaf modes as (extent, stride) pairs (L-8)."},
     {"index", layout_index, METH_O,

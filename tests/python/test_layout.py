@@ -774,3 +774,13 @@ def test_fault_injection_alloc_failure_raises_memoryerror():
     assert a.is_injective is False  # not cached as a failure
     del a
     assert c._live_bytes() == before
+
+
+def test_L3_L5_pickle_and_copy_roundtrip():
+    import copy
+    import pickle
+
+    for obj in [Shape(2, [3, 4]), Shape(), Stride(1, [0, 6]), lay([2, [3, 4]], [1, [2, 6]]),
+                lay([], [])]:
+        assert pickle.loads(pickle.dumps(obj)) == obj
+        assert copy.copy(obj) == obj and copy.deepcopy(obj) == obj
