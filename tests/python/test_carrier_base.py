@@ -663,3 +663,48 @@ def test_c1_user_carriers_collected():
     del c
     gc.collect()
     assert sw._C._live_bytes() == before
+
+
+# ---- C-12 allocatable-empty (through the C API the movement code uses) ----------
+
+
+def test_c12_allocatable_empty_predicate():
+    is_empty = sw._C._carrier_is_allocatable_empty
+    assert is_empty(sw.FileBacked()) is True  # the only shipped one
+    grown = sw.FileBacked()
+    grown._allocate(1)
+    assert is_empty(grown) is False
+    assert is_empty(sw.CPU(0)) is False
+    assert is_empty(sw.Generic([])) is False
+
+    class Growable(ListCarrier):
+        def _allocate(self, size):
+            self.values = [0.0] * size
+
+    class NotCallable(ListCarrier):
+        _allocate = 5
+
+    assert is_empty(Growable([])) is True
+    assert is_empty(Growable([1.0])) is False
+    assert is_empty(ListCarrier([])) is False
+    assert is_empty(NotCallable([])) is False
+
+
+def test_c12_allocate_growth_and_non_none_result():
+    class Growable(ListCarrier):
+        def _allocate(self, size):
+            self.values = [0.0] * size
+
+    class Bad(ListCarrier):
+        def _allocate(self, size):
+            self.values = [0.0] * size
+            return size
+
+    g = Growable([])
+    assert sw._C._carrier_allocate(g, 3) is None
+    assert g.size() == 3
+    with pytest.raises(TypeError, match="must return None"):
+        sw._C._carrier_allocate(Bad([]), 2)
+    f = sw.FileBacked()
+    sw._C._carrier_allocate(f, 2)
+    assert f.size() == 2 and f[1] == 0.0
