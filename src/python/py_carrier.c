@@ -938,7 +938,25 @@ static PyObject *aid_allocate(PyObject *mod, PyObject *const *args, Py_ssize_t n
     Py_RETURN_NONE;
 }
 
+/* Test aid until movement sets the pending guard itself. */
+static PyObject *aid_set_pending(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)mod;
+    if (nargs != 2 || !SwCarrier_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "_carrier_set_pending(carrier, flags)");
+        return NULL;
+    }
+    long flags = PyLong_AsLong(args[1]);
+    if (flags == -1 && PyErr_Occurred())
+        return NULL;
+    CARRIER(args[0])->pending = (int)flags;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_functions[] = {
+    {"_carrier_set_pending", (PyCFunction)(void (*)(void))aid_set_pending, METH_FASTCALL,
+     "_carrier_set_pending(carrier, flags)\n--\n\n"
+     "Test aid: set the pending guard (1 source, 2 destination, 0 clear)."},
     {"_carrier_is_allocatable_empty", aid_is_allocatable_empty, METH_O,
      "_carrier_is_allocatable_empty(carrier)\n--\n\nTest aid: the C-12 predicate."},
     {"_carrier_allocate", (PyCFunction)(void (*)(void))aid_allocate, METH_FASTCALL,

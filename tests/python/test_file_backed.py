@@ -171,6 +171,11 @@ def test_c12_allocate_errors():
         f._allocate(True)
     with pytest.raises(ValueError):
         f._allocate(-1)
+    with pytest.raises(OverflowError):
+        f._allocate(2**62)
+    with pytest.raises(OverflowError):
+        f._allocate(2**64)
+    assert f.size() == 0 and f.path.stat().st_size == 0
     f._allocate(2)
     with pytest.raises(ValueError, match="shrink"):
         f._allocate(1)
