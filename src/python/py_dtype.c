@@ -139,6 +139,11 @@ static PyObject *dtype_storage_schema(PyObject *self, PyObject *unused)
     return res;
 }
 
+PyObject *sw_py_dtype_storage_schema(PyObject *dtype)
+{
+    return dtype_storage_schema(dtype, NULL);
+}
+
 static PyObject *dtype_self(PyObject *self, PyObject *unused)
 {
     (void)unused;
@@ -501,11 +506,22 @@ static int to_float32(PyObject *value, float *out)
                          Py_TYPE(value)->tp_name);
             return -1;
         }
-        PyObject *f = PyNumber_Float(value);
-        if (!f)
-            return -1;
-        d = PyFloat_AS_DOUBLE(f);
-        Py_DECREF(f);
+        if (PyIndex_Check(value)) {
+            /* numbers.Integral (numpy ints): exact value, rounded once. */
+            PyObject *n = PyNumber_Index(value);
+            if (!n)
+                return -1;
+            int rc = long_to_double_round_odd(n, &d);
+            Py_DECREF(n);
+            if (rc < 0)
+                return -1;
+        } else {
+            PyObject *f = PyNumber_Float(value);
+            if (!f)
+                return -1;
+            d = PyFloat_AS_DOUBLE(f);
+            Py_DECREF(f);
+        }
     }
     *out = round_to_float(d);
     return 0;

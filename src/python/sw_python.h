@@ -78,6 +78,10 @@ typedef struct SwDTypeObject {
 #define SwDType_ID(o) (((SwDTypeObject *)(o))->id)
 /* Borrowed reference to the process-wide singleton for `id`. */
 PyObject *sw_py_dtype(sw_dtype id);
+/* D-4 storage schema of a DType: a tuple of storage DTypes, one per
+ * subtensor ((D,), (Any,), (Floating,) or the compound's planes); ValueError
+ * for Integer. New reference. */
+PyObject *sw_py_dtype_storage_schema(PyObject *dtype);
 
 /* C-7: TypeError for a non-DType; ValueError for a descriptor not among
  * `accepted` (compound: homogeneous storage cannot hold several planes;

@@ -369,6 +369,12 @@ def test_c8_helpers_no_leak():
             accepts_storage_dtype(D.Int32, HOST)
             D.Float32.supertypes()
             D.registered()
+            _C._slot_roundtrip(D.Float32, 2**60 + 1)
+            for dt, bad in ((D.Int32, 2**40), (D.Float32, "x"), (D.Bool, 1)):
+                try:
+                    _C._slot_roundtrip(dt, bad)
+                except (TypeError, OverflowError):
+                    pass
 
     churn()
     gc.collect()
@@ -440,6 +446,11 @@ def test_c9_float32_numpy_scalars():
     assert rt(D.Float32, np.float32(0.1)) == f32(0.1)
     assert rt(D.Float32, np.float64(0.5)) == 0.5
     assert rt(D.Float32, np.int64(7)) == 7.0
+    # numbers.Integral goes through its exact value, rounded once (C-9).
+    assert rt(D.Float32, np.int64(2**60 + 2**36 + 1)) == float(2**60 + 2**37)
+    assert rt(D.Float32, np.float16(0.5)) == 0.5
+    with pytest.raises(TypeError, match="Float32"):
+        rt(D.Float32, np.True_)  # not a numbers.Real
 
 
 @pytest.mark.parametrize("bad", ["1.0", None, 1j, [1.0], object()])
