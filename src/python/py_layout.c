@@ -1034,19 +1034,25 @@ static PyObject *layout_permute(PyObject *self, PyObject *const *args,
 {
     const sw_layout *l = SwLayout_CORE(self);
     PyObject *const *items = args;
+    PyObject *owned = NULL, *result = NULL;
+    int32_t *order = NULL;
     Py_ssize_t n = nargs;
     if (nargs == 1 && !sw_py_is_integer(args[0])) {
         if (PyTuple_Check(args[0])) {
             items = &PyTuple_GET_ITEM(args[0], 0);
             n = PyTuple_GET_SIZE(args[0]);
         } else if (PyList_Check(args[0])) {
-            items = &PyList_GET_ITEM(args[0], 0);
-            n = PyList_GET_SIZE(args[0]);
+            /* A snapshot: __index__ of an entry could change the list. */
+            owned = PyList_AsTuple(args[0]);
+            if (!owned)
+                return NULL;
+            items = &PyTuple_GET_ITEM(owned, 0);
+            n = PyTuple_GET_SIZE(owned);
         } else {
             PyErr_Format(PyExc_TypeError,
                          "permute order must be integers or one list/tuple of "
                          "integers, not %.100s", Py_TYPE(args[0])->tp_name);
-            return NULL;
+            goto done;
         }
     }
     for (Py_ssize_t j = 0; j < n; j++)
@@ -1054,23 +1060,35 @@ static PyObject *layout_permute(PyObject *self, PyObject *const *args,
             PyErr_Format(PyExc_TypeError,
                          "permute order entries must be integers, not %.100s",
                          Py_TYPE(items[j])->tp_name);
-            return NULL;
+            goto done;
         }
     if (n != l->rank) {
         PyErr_Format(PyExc_ValueError,
                      "permute order has %zd entries for a layout of rank %d", n,
                      (int)l->rank);
-        return NULL;
+        goto done;
     }
-    int32_t *order = PyMem_Malloc((size_t)n * sizeof(int32_t) + 1);
-    if (!order)
-        return PyErr_NoMemory();
-    PyObject *result = NULL;
+    order = PyMem_Malloc((size_t)n * sizeof(int32_t) + 1);
+    if (!order) {
+        PyErr_NoMemory();
+        goto done;
+    }
     for (Py_ssize_t j = 0; j < n; j++) {
         int64_t v;
-        /* Re-read: a list may not change under PyNumber_Index of an int. */
-        if (key_int(items[j], l->rank, "the layout rank", &v) < 0)
+        int overflow;
+        PyObject *idx = PyNumber_Index(items[j]);
+        if (!idx)
             goto done;
+        v = PyLong_AsLongLongAndOverflow(idx, &overflow);
+        Py_DECREF(idx);
+        if (v == -1 && PyErr_Occurred())
+            goto done;
+        if (overflow || v < 0 || v >= l->rank) {
+            PyErr_Format(PyExc_ValueError,
+                         "permute order entry %R is outside [0, %d)", items[j],
+                         (int)l->rank);
+            goto done;
+        }
         order[j] = (int32_t)v;
     }
     sw_error err;
@@ -1078,6 +1096,7 @@ static PyObject *layout_permute(PyObject *self, PyObject *const *args,
                          &err);
 done:
     PyMem_Free(order);
+    Py_XDECREF(owned);
     return result;
 }
 
