@@ -21,6 +21,7 @@ install-demo: $(PY)
 	$(PIP) install --quiet --no-build-isolation .
 
 demo: install-demo
+	$(PIP) install --quiet $(FIND_LINKS) "numpy>=2.3" torch==2.13.0
 	$(PY) examples/tour.py
 
 install-test: $(PY)

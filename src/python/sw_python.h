@@ -78,6 +78,10 @@ typedef struct SwDTypeObject {
 #define SwDType_ID(o) (((SwDTypeObject *)(o))->id)
 /* Borrowed reference to the process-wide singleton for `id`. */
 PyObject *sw_py_dtype(sw_dtype id);
+/* D-4 storage schema of a DType: a tuple of storage DTypes, one per
+ * subtensor ((D,), (Any,), (Floating,) or the compound's planes); ValueError
+ * for Integer. New reference. */
+PyObject *sw_py_dtype_storage_schema(PyObject *dtype);
 
 /* C-7: TypeError for a non-DType; ValueError for a descriptor not among
  * `accepted` (compound: homogeneous storage cannot hold several planes;
@@ -106,11 +110,17 @@ typedef struct SwCarrierObject {
     int64_t version;         /* C-14 */
     int released;            /* C-15 */
     int intrinsic_mutable;   /* built-ins: the `mutable` argument */
-    int pending;             /* pending-transfer guard (movement, later) */
+    int pending;             /* pending-transfer guard: SW_PENDING_* bits */
     int64_t owner_token;     /* 0 when not owned (C-13) */
     unsigned long owner_thread;
     int owner_depth;         /* re-entrant owner access on owner_thread */
 } SwCarrierObject;
+
+/* `pending` bits (architecture.md, "Pending guard"): while non-zero,
+ * mutation, release and claims fail RuntimeError mentioning `pending` and
+ * is_mutable() is False; a pending destination also refuses reads. */
+#define SW_PENDING_SOURCE 1
+#define SW_PENDING_DESTINATION 2
 
 /* Host-memory carriers (Generic, CPU) share this body. */
 typedef struct SwHostCarrierObject {
@@ -128,6 +138,7 @@ typedef struct SwFileBackedObject {
     int fd;                  /* -1 after release */
     PyObject *path;          /* pathlib.Path, kept after release */
     char *cpath;             /* sw_malloc'd, NULL once unlinked */
+    long creator_pid;        /* only this process unlinks the file */
 } SwFileBackedObject;
 
 #define SwCarrier_Check(o) PyObject_TypeCheck((o), &SwCarrier_Type)
