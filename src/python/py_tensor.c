@@ -73,7 +73,6 @@ static SwTensorObject *tensor_alloc(PyObject *dtype, Py_ssize_t nsub)
 
 static int tensor_traverse(SwTensorObject *self, visitproc visit, void *arg)
 {
-    Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->dtype);
     if (self->subs) {
         for (Py_ssize_t i = 0; i < self->nsub; i++) {
@@ -374,6 +373,57 @@ static PyObject *tensor_tp_new(PyTypeObject *type, PyObject *args, PyObject *kwa
                                      &layout))
         return NULL;
     return tensor_new1(carrier, offset, 0, layout);
+}
+
+int sw_py_parse_required(const char *fn, const char *const *names, Py_ssize_t n,
+                          PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                          PyObject **out)
+{
+    if (nargs > n) {
+        PyErr_Format(PyExc_TypeError, "%s() takes %zd positional arguments but %zd were given",
+                     fn, n, nargs);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        out[i] = i < nargs ? args[i] : NULL;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, k);
+        Py_ssize_t i = 0;
+        while (i < n && PyUnicode_CompareWithASCIIString(name, names[i]) != 0)
+            i++;
+        if (i == n) {
+            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fn,
+                         name);
+            return -1;
+        }
+        if (out[i]) {
+            PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", fn,
+                         names[i]);
+            return -1;
+        }
+        out[i] = args[nargs + k];
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!out[i]) {
+            PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s' (pos %zd)", fn,
+                         names[i], i + 1);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Tensor(carrier, offset, layout) through vectorcall: the hot path. */
+static PyObject *tensor_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf,
+                                   PyObject *kwnames)
+{
+    static const char *const names[] = {"carrier", "offset", "layout"};
+    PyObject *a[3];
+    (void)type;
+    if (sw_py_parse_required("Tensor", names, 3, args, PyVectorcall_NARGS(nargsf), kwnames, a) < 0)
+        return NULL;
+    return tensor_new1(a[0], a[1], 0, a[2]);
 }
 
 /* Tensor._from_representation(logical_dtype, subtensors, adjacent_layouts=()) */
@@ -930,6 +980,7 @@ PyTypeObject SwTensor_Type = {
     .tp_methods = tensor_methods,
     .tp_getset = tensor_getset,
     .tp_new = tensor_tp_new,
+    .tp_vectorcall = tensor_vectorcall,
 };
 
 int sw_py_tensor_init(PyObject *module)

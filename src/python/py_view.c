@@ -480,15 +480,18 @@ static sw_layout *scaled_canonical(const sw_layout *shape, int64_t b)
     return out;
 }
 
-static PyObject *view_reshape(PyObject *mod, PyObject *args, PyObject *kwargs)
+static PyObject *view_reshape(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
+                              PyObject *kwnames)
 {
-    static char *kwlist[] = {"tensor", "shape", NULL};
-    PyObject *tobj, *shape;
+    static const char *const names[] = {"tensor", "shape"};
+    PyObject *a[2], *tobj, *shape;
     sw_layout *new_l = NULL, *new_s = NULL;
     int64_t bl, bs;
     (void)mod;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:reshape", kwlist, &tobj, &shape))
+    if (sw_py_parse_required("reshape", names, 2, args, nargs, kwnames, a) < 0)
         return NULL;
+    tobj = a[0];
+    shape = a[1];
     SwTensorObject *t = require_tensor(tobj, "reshape");
     if (!t)
         return NULL;
@@ -532,15 +535,18 @@ static PyObject *view_reshape(PyObject *mod, PyObject *args, PyObject *kwargs)
 
 /* ---- broadcast_to (V-8) --------------------------------------------------- */
 
-static PyObject *view_broadcast_to(PyObject *mod, PyObject *args, PyObject *kwargs)
+static PyObject *view_broadcast_to(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
+                                   PyObject *kwnames)
 {
-    static char *kwlist[] = {"tensor", "target", NULL};
-    PyObject *tobj, *target;
+    static const char *const names[] = {"tensor", "target"};
+    PyObject *a[2], *tobj, *target;
     sw_layout *new_l = NULL, *new_s = NULL;
     sw_error err;
     (void)mod;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:broadcast_to", kwlist, &tobj, &target))
+    if (sw_py_parse_required("broadcast_to", names, 2, args, nargs, kwnames, a) < 0)
         return NULL;
+    tobj = a[0];
+    target = a[1];
     SwTensorObject *t = require_tensor(tobj, "broadcast_to");
     if (!t)
         return NULL;
@@ -569,11 +575,11 @@ static PyMethodDef view_functions[] = {
     {"permute", (PyCFunction)(void (*)(void))view_permute, METH_FASTCALL | METH_KEYWORDS,
      "permute(tensor, *order)\n--\n\n"
      "View with result mode j = source mode order[j] (contract-core V-6)."},
-    {"reshape", (PyCFunction)(void (*)(void))view_reshape, METH_VARARGS | METH_KEYWORDS,
+    {"reshape", (PyCFunction)(void (*)(void))view_reshape, METH_FASTCALL | METH_KEYWORDS,
      "reshape(tensor, shape)\n--\n\n"
      "View with a new shape over a reshape-compatible layout (contract-core V-7)."},
     {"broadcast_to", (PyCFunction)(void (*)(void))view_broadcast_to,
-     METH_VARARGS | METH_KEYWORDS,
+     METH_FASTCALL | METH_KEYWORDS,
      "broadcast_to(tensor, target)\n--\n\n"
      "View widening extent-1 leaves with stride 0 (contract-core V-8)."},
     {NULL, NULL, 0, NULL},

@@ -191,6 +191,11 @@ PyObject *sw_py_tensor_from_parts(PyObject *logical_dtype, Py_ssize_t nsub,
  * (TypeError for a non-Tensor). */
 PyObject *sw_py_tensor_item(PyObject *tensor);
 PyObject *sw_py_tensor_tolist(PyObject *tensor);
+/* Vectorcall parsing of `n` required positional-or-keyword parameters
+ * `names` into out[] (borrowed references). 0, or -1 with TypeError. */
+int sw_py_parse_required(const char *fn, const char *const *names, Py_ssize_t n,
+                         PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                         PyObject **out);
 /* V-5 slice view for Tensor.__getitem__ (py_view.c). */
 PyObject *sw_py_tensor_slice(PyObject *tensor, PyObject *key);
 /* V-9 hook point (py_view.c): called once after each view is built with its
