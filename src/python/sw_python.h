@@ -189,6 +189,27 @@ typedef struct SwTensorObject {
 
 /* Build a validated one-subtensor Tensor (T-1 checks). New reference. */
 PyObject *sw_py_tensor_new1(PyObject *carrier, int64_t offset, PyObject *layout);
+/* Build a Tensor from a representation, validated by T-4..T-7: nsub
+ * (carrier, offset, layout) planes and nsub - 1 adjacent Layouts. Borrows
+ * every argument. New reference. */
+PyObject *sw_py_tensor_from_parts(PyObject *logical_dtype, Py_ssize_t nsub,
+                                  PyObject *const *carriers, const int64_t *offsets,
+                                  PyObject *const *layouts, PyObject *const *adjacent);
+/* V-10: friendly.item / Tensor.item and friendly.to_list / Tensor.tolist
+ * (TypeError for a non-Tensor). */
+PyObject *sw_py_tensor_item(PyObject *tensor);
+PyObject *sw_py_tensor_tolist(PyObject *tensor);
+/* Vectorcall parsing of `n` required positional-or-keyword parameters
+ * `names` into out[] (borrowed references). 0, or -1 with TypeError. */
+int sw_py_parse_required(const char *fn, const char *const *names, Py_ssize_t n,
+                         PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                         PyObject **out);
+/* V-5 slice view for Tensor.__getitem__ (py_view.c). */
+PyObject *sw_py_tensor_slice(PyObject *tensor, PyObject *key);
+/* V-9 hook point (py_view.c): called once after each view is built with its
+ * kind ("slice", "permute", "reshape", "broadcast_to"), source and result.
+ * 0, or -1 with an exception set (the view then fails). */
+int sw_py_view_record(const char *kind, PyObject *source, PyObject *result);
 
 /* ---- DLPack (py_dlpack.c), listed in Tensor's method table -------------- */
 
