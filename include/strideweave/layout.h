@@ -53,6 +53,10 @@ sw_layout *sw_layout_mode(const sw_layout *layout, int32_t i, sw_error *err);
 /* Top-level modes [start, stop) kept whole. */
 sw_layout *sw_layout_slice(const sw_layout *layout, int32_t start, int32_t stop,
                            sw_error *err);
+/* Result mode j is source mode modes[j]; entries in [0, rank) (SW_ERANGE),
+ * repeats and any count allowed. */
+sw_layout *sw_layout_select(const sw_layout *layout, const int32_t *modes,
+                            int32_t n, sw_error *err);
 /* Result mode j is source mode order[j] (L-14); order is a permutation. */
 sw_layout *sw_layout_permute(const sw_layout *layout, const int32_t *order,
                              int32_t n, sw_error *err);
@@ -66,6 +70,8 @@ sw_layout *sw_layout_append(const sw_layout *a, const sw_layout *b,
 sw_layout *sw_layout_broadcast(const sw_layout *layout, int32_t nprofile,
                                const uint8_t *profile,
                                const int64_t *extents, sw_error *err);
+/* 1 for rank 0 or a single leaf mode (L-5 is_leaf). */
+int sw_layout_is_leaf(const sw_layout *layout);
 /* 1 when the two layouts have the same profile, extents and strides. */
 int sw_layout_equal(const sw_layout *a, const sw_layout *b);
 

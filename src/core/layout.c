@@ -1,2 +1,580 @@
-/* Placeholder: filled in by the layout work. */
-typedef int sw_layout_placeholder;
+/* Hierarchical layouts: one allocation per layout holding the struct, the
+ * leaf extents and strides and the profile; every derived fact is computed
+ * when the layout is finished, injectivity on first request. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "strideweave/alloc.h"
+#include "strideweave/layout.h"
+
+/* The arrays follow the struct in the same block; int64 arrays first so
+ * they stay 8-byte aligned whatever nprofile is. */
+static sw_layout *layout_alloc(int32_t nprofile, int32_t nleaves, sw_error *err)
+{
+    size_t bytes = sizeof(sw_layout) + 2 * (size_t)nleaves * sizeof(int64_t) +
+                   (size_t)nprofile;
+    sw_layout *l = sw_malloc(bytes);
+    if (!l) {
+        sw_error_set(err, SW_ENOMEM, "out of memory allocating a layout");
+        return NULL;
+    }
+    memset(l, 0, sizeof *l);
+    l->nleaves = nleaves;
+    l->nprofile = nprofile;
+    l->injective = -1;
+    l->extents = (int64_t *)(l + 1);
+    l->strides = l->extents + nleaves;
+    l->profile = (uint8_t *)(l->strides + nleaves);
+    return l;
+}
+
+/* Validates the filled arrays and computes rank, depth, size and cosize. */
+static sw_status layout_finish(sw_layout *l, sw_error *err)
+{
+    int32_t level = 0, maxlevel = 0, rank = 0, leaf = 0;
+    for (int32_t p = 0; p < l->nprofile; p++) {
+        switch (l->profile[p]) {
+        case SW_NODE_LEAF:
+            if (level == 0)
+                rank++;
+            leaf++;
+            break;
+        case SW_NODE_PUSH:
+            if (level == 0)
+                rank++;
+            if (p + 1 >= l->nprofile || l->profile[p + 1] == SW_NODE_POP)
+                return sw_error_set(err, SW_EINVAL,
+                                    "a nested mode must not be empty");
+            if (++level > maxlevel)
+                maxlevel = level;
+            break;
+        case SW_NODE_POP:
+            if (--level < 0)
+                return sw_error_set(err, SW_EINVAL,
+                                    "profile has an unmatched Pop");
+            break;
+        default:
+            return sw_error_set(err, SW_EINVAL, "profile marker %d is not a Node",
+                                (int)l->profile[p]);
+        }
+    }
+    if (level != 0)
+        return sw_error_set(err, SW_EINVAL, "profile has an unmatched Push");
+    if (leaf != l->nleaves)
+        return sw_error_set(err, SW_EINVAL, "profile leaf count mismatch");
+    int64_t size = 1, cosize = 1;
+    for (int32_t i = 0; i < l->nleaves; i++) {
+        int64_t e = l->extents[i], s = l->strides[i], span;
+        if (e < 1)
+            return sw_error_set(err, SW_EINVAL,
+                                "extent %lld is below 1", (long long)e);
+        if (s < 0)
+            return sw_error_set(err, SW_EINVAL,
+                                "stride %lld is negative", (long long)s);
+        if (__builtin_mul_overflow(size, e, &size))
+            return sw_error_set(err, SW_EOVERFLOW,
+                                "layout size exceeds signed 64 bits");
+        if (__builtin_mul_overflow(s, e - 1, &span) ||
+            __builtin_add_overflow(cosize, span, &cosize))
+            return sw_error_set(err, SW_EOVERFLOW,
+                                "layout cosize exceeds signed 64 bits");
+    }
+    l->rank = rank;
+    l->depth = 1 + maxlevel;
+    l->size = size;
+    l->cosize = cosize;
+    return SW_OK;
+}
+
+static sw_layout *layout_build(sw_layout *l, sw_error *err)
+{
+    if (layout_finish(l, err) != SW_OK) {
+        sw_free(l);
+        return NULL;
+    }
+    return l;
+}
+
+sw_layout *sw_layout_new(int32_t nprofile, const uint8_t *profile,
+                         const int64_t *extents, const int64_t *strides,
+                         sw_error *err)
+{
+    if (nprofile < 0 || (nprofile > 0 && !profile))
+        return sw_error_set(err, SW_EINVAL, "bad profile"), NULL;
+    int32_t nleaves = 0;
+    for (int32_t p = 0; p < nprofile; p++)
+        nleaves += profile[p] == SW_NODE_LEAF;
+    if (nleaves > 0 && (!extents || !strides))
+        return sw_error_set(err, SW_EINVAL, "missing extents or strides"), NULL;
+    sw_layout *l = layout_alloc(nprofile, nleaves, err);
+    if (!l)
+        return NULL;
+    if (nleaves) {
+        memcpy(l->extents, extents, (size_t)nleaves * sizeof(int64_t));
+        memcpy(l->strides, strides, (size_t)nleaves * sizeof(int64_t));
+    }
+    if (nprofile)
+        memcpy(l->profile, profile, (size_t)nprofile);
+    return layout_build(l, err);
+}
+
+sw_layout *sw_layout_canonical(int32_t nprofile, const uint8_t *profile,
+                               const int64_t *extents, sw_error *err)
+{
+    if (nprofile < 0 || (nprofile > 0 && !profile))
+        return sw_error_set(err, SW_EINVAL, "bad profile"), NULL;
+    int32_t nleaves = 0;
+    for (int32_t p = 0; p < nprofile; p++)
+        nleaves += profile[p] == SW_NODE_LEAF;
+    sw_layout *l = layout_alloc(nprofile, nleaves, err);
+    if (!l)
+        return NULL;
+    if (nprofile)
+        memcpy(l->profile, profile, (size_t)nprofile);
+    int64_t stride = 1;
+    for (int32_t i = 0; i < nleaves; i++) {
+        int64_t e = extents[i];
+        l->extents[i] = e;
+        l->strides[i] = stride;
+        /* Only a stride that a later leaf needs may overflow; the size
+         * check in layout_finish covers the rest. */
+        if (i + 1 < nleaves && e >= 1 &&
+            __builtin_mul_overflow(stride, e, &stride)) {
+            sw_error_set(err, SW_EOVERFLOW, "layout size exceeds signed 64 bits");
+            sw_free(l);
+            return NULL;
+        }
+    }
+    return layout_build(l, err);
+}
+
+void sw_layout_free(sw_layout *layout)
+{
+    sw_free(layout);
+}
+
+sw_layout *sw_layout_copy(const sw_layout *layout, sw_error *err)
+{
+    sw_layout *l = layout_alloc(layout->nprofile, layout->nleaves, err);
+    if (!l)
+        return NULL;
+    int32_t n = layout->nleaves;
+    memcpy(l->extents, layout->extents, (size_t)n * sizeof(int64_t));
+    memcpy(l->strides, layout->strides, (size_t)n * sizeof(int64_t));
+    memcpy(l->profile, layout->profile, (size_t)layout->nprofile);
+    l->rank = layout->rank;
+    l->depth = layout->depth;
+    l->size = layout->size;
+    l->cosize = layout->cosize;
+    l->injective = layout->injective;
+    return l;
+}
+
+/* ---- injectivity (L-11) ------------------------------------------------- */
+
+typedef struct { int64_t extent, stride; } leaf_pair;
+
+/* Odometer over the leaves (all extent > 1): calls visit(index) for every
+ * coordinate; stops early when visit answers non-zero. */
+static int enumerate_indices(const leaf_pair *leaves, int32_t n, int64_t *coord,
+                             int (*visit)(void *, int64_t), void *ctx)
+{
+    int64_t idx = 0;
+    memset(coord, 0, (size_t)n * sizeof *coord);
+    for (;;) {
+        if (visit(ctx, idx))
+            return 1;
+        int32_t i = 0;
+        while (i < n) {
+            if (++coord[i] < leaves[i].extent) {
+                idx += leaves[i].stride;
+                break;
+            }
+            idx -= leaves[i].stride * (leaves[i].extent - 1);
+            coord[i] = 0;
+            i++;
+        }
+        if (i == n)
+            return 0;
+    }
+}
+
+static int visit_bitmap(void *ctx, int64_t idx)
+{
+    uint8_t *bits = ctx;
+    uint8_t mask = (uint8_t)(1u << (idx & 7));
+    if (bits[idx >> 3] & mask)
+        return 1;
+    bits[idx >> 3] |= mask;
+    return 0;
+}
+
+typedef struct { int64_t *out; int64_t n; } collect_ctx;
+
+static int visit_collect(void *ctx, int64_t idx)
+{
+    collect_ctx *c = ctx;
+    c->out[c->n++] = idx;
+    return 0;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int cmp_pair_stride(const void *a, const void *b)
+{
+    const leaf_pair *x = a, *y = b;
+    return (x->stride > y->stride) - (x->stride < y->stride);
+}
+
+static int injective_compute(const sw_layout *l, sw_error *err)
+{
+    leaf_pair *leaves = sw_malloc((size_t)l->nleaves * 2 * sizeof(int64_t) + 1);
+    int result = -1;
+    if (!leaves) {
+        sw_error_set(err, SW_ENOMEM, "out of memory checking injectivity");
+        return -1;
+    }
+    int32_t n = 0;
+    for (int32_t i = 0; i < l->nleaves; i++) {
+        if (l->extents[i] == 1)
+            continue;  /* a single coordinate never collides */
+        if (l->strides[i] == 0) {
+            result = 0;
+            goto done;
+        }
+        leaves[n].extent = l->extents[i];
+        leaves[n].stride = l->strides[i];
+        n++;
+    }
+    if (l->size > l->cosize) {
+        result = 0;
+        goto done;
+    }
+    qsort(leaves, (size_t)n, sizeof *leaves, cmp_pair_stride);
+    /* Each stride at least the span of the smaller ones: a mixed-radix
+     * number system with gaps, so distinct coordinates give distinct
+     * indices. Spans stay below cosize, so no overflow. */
+    int64_t span = 1;
+    int32_t i;
+    for (i = 0; i < n; i++) {
+        if (leaves[i].stride < span)
+            break;
+        span += leaves[i].stride * (leaves[i].extent - 1);
+    }
+    if (i == n) {
+        result = 1;
+        goto done;
+    }
+    /* Enumerate exactly, with whichever record is smaller: a bitmap over
+     * cosize or the sorted list of the size indices. */
+    int64_t *coord = sw_malloc((size_t)n * sizeof(int64_t));
+    if (!coord) {
+        sw_error_set(err, SW_ENOMEM, "out of memory checking injectivity");
+        goto done;
+    }
+    uint64_t bitmap_bytes = ((uint64_t)l->cosize + 7) / 8;
+    uint64_t list_bytes = (uint64_t)l->size * 8;
+    if (bitmap_bytes <= list_bytes) {
+        uint8_t *bits = sw_calloc((size_t)bitmap_bytes, 1);
+        if (!bits) {
+            sw_error_set(err, SW_ENOMEM,
+                         "out of memory enumerating a layout of cosize %lld",
+                         (long long)l->cosize);
+        } else {
+            result = !enumerate_indices(leaves, n, coord, visit_bitmap, bits);
+            sw_free(bits);
+        }
+    } else {
+        collect_ctx c = {NULL, 0};
+        c.out = list_bytes <= SIZE_MAX ? sw_malloc((size_t)list_bytes) : NULL;
+        if (!c.out) {
+            sw_error_set(err, SW_ENOMEM,
+                         "out of memory enumerating a layout of size %lld",
+                         (long long)l->size);
+        } else {
+            enumerate_indices(leaves, n, coord, visit_collect, &c);
+            qsort(c.out, (size_t)c.n, sizeof(int64_t), cmp_i64);
+            result = 1;
+            for (int64_t k = 1; k < c.n; k++)
+                if (c.out[k] == c.out[k - 1]) {
+                    result = 0;
+                    break;
+                }
+            sw_free(c.out);
+        }
+    }
+    sw_free(coord);
+done:
+    sw_free(leaves);
+    return result;
+}
+
+int sw_layout_is_injective(sw_layout *layout, sw_error *err)
+{
+    if (layout->injective < 0)
+        layout->injective = injective_compute(layout, err);
+    return layout->injective;
+}
+
+/* ---- indexing ----------------------------------------------------------- */
+
+sw_status sw_layout_index(const sw_layout *layout, int64_t k, int64_t *out,
+                          sw_error *err)
+{
+    if (k < 0 || k >= layout->size)
+        return sw_error_set(err, SW_EINVAL,
+                            "ordinal %lld is outside [0, %lld)", (long long)k,
+                            (long long)layout->size);
+    int64_t idx = 0;
+    for (int32_t i = 0; i < layout->nleaves; i++) {
+        int64_t e = layout->extents[i];
+        idx += (k % e) * layout->strides[i];
+        k /= e;
+    }
+    *out = idx;
+    return SW_OK;
+}
+
+/* ---- building from pieces ----------------------------------------------- */
+
+typedef struct {
+    const uint8_t *profile;
+    int32_t nprofile;
+    const int64_t *extents, *strides;
+    int32_t nleaves;
+} piece;
+
+static const uint8_t PUSH_MARK = SW_NODE_PUSH, POP_MARK = SW_NODE_POP;
+
+static sw_layout *assemble(const piece *pieces, int32_t npieces, sw_error *err)
+{
+    int64_t np = 0, nl = 0;
+    for (int32_t i = 0; i < npieces; i++) {
+        np += pieces[i].nprofile;
+        nl += pieces[i].nleaves;
+    }
+    if (np > INT32_MAX)
+        return sw_error_set(err, SW_EOVERFLOW, "layout has too many modes"), NULL;
+    sw_layout *l = layout_alloc((int32_t)np, (int32_t)nl, err);
+    if (!l)
+        return NULL;
+    int32_t p = 0, leaf = 0;
+    for (int32_t i = 0; i < npieces; i++) {
+        const piece *pc = &pieces[i];
+        if (pc->nprofile)
+            memcpy(l->profile + p, pc->profile, (size_t)pc->nprofile);
+        if (pc->nleaves) {
+            memcpy(l->extents + leaf, pc->extents, (size_t)pc->nleaves * 8);
+            memcpy(l->strides + leaf, pc->strides, (size_t)pc->nleaves * 8);
+        }
+        p += pc->nprofile;
+        leaf += pc->nleaves;
+    }
+    return layout_build(l, err);
+}
+
+static piece whole(const sw_layout *l)
+{
+    piece pc = {l->profile, l->nprofile, l->extents, l->strides, l->nleaves};
+    return pc;
+}
+
+/* The piece covering top-level mode i (found by one scan). */
+static piece top_mode(const sw_layout *l, int32_t i)
+{
+    int32_t p = 0, leaf = 0, mode = 0;
+    for (;;) {
+        int32_t start = p, start_leaf = leaf, level = 0;
+        do {
+            uint8_t m = l->profile[p++];
+            if (m == SW_NODE_LEAF)
+                leaf++;
+            else if (m == SW_NODE_PUSH)
+                level++;
+            else
+                level--;
+        } while (level > 0);
+        if (mode++ == i) {
+            piece pc = {l->profile + start, p - start, l->extents + start_leaf,
+                        l->strides + start_leaf, leaf - start_leaf};
+            return pc;
+        }
+    }
+}
+
+/* Pieces for every top-level mode, in order. `out` holds rank entries. */
+static void top_modes(const sw_layout *l, piece *out)
+{
+    int32_t p = 0, leaf = 0;
+    for (int32_t mode = 0; mode < l->rank; mode++) {
+        int32_t start = p, start_leaf = leaf, level = 0;
+        do {
+            uint8_t m = l->profile[p++];
+            if (m == SW_NODE_LEAF)
+                leaf++;
+            else if (m == SW_NODE_PUSH)
+                level++;
+            else
+                level--;
+        } while (level > 0);
+        piece pc = {l->profile + start, p - start, l->extents + start_leaf,
+                    l->strides + start_leaf, leaf - start_leaf};
+        out[mode] = pc;
+    }
+}
+
+sw_layout *sw_layout_mode(const sw_layout *layout, int32_t i, sw_error *err)
+{
+    if (i < 0 || i >= layout->rank)
+        return sw_error_set(err, SW_ERANGE, "mode index %d out of range for rank %d",
+                            (int)i, (int)layout->rank), NULL;
+    piece pc = top_mode(layout, i);
+    if (pc.profile[0] == SW_NODE_PUSH) {  /* its children become top-level */
+        pc.profile++;
+        pc.nprofile -= 2;
+    }
+    return assemble(&pc, 1, err);
+}
+
+sw_layout *sw_layout_select(const sw_layout *layout, const int32_t *modes,
+                            int32_t n, sw_error *err)
+{
+    piece *all = sw_malloc(((size_t)layout->rank + (size_t)n) * sizeof(piece));
+    if (!all)
+        return sw_error_set(err, SW_ENOMEM, "out of memory"), NULL;
+    piece *chosen = all + layout->rank;
+    sw_layout *out = NULL;
+    top_modes(layout, all);
+    for (int32_t j = 0; j < n; j++) {
+        if (modes[j] < 0 || modes[j] >= layout->rank) {
+            sw_error_set(err, SW_ERANGE, "mode index %d out of range for rank %d",
+                         (int)modes[j], (int)layout->rank);
+            goto done;
+        }
+        chosen[j] = all[modes[j]];
+    }
+    out = assemble(chosen, n, err);
+done:
+    sw_free(all);
+    return out;
+}
+
+sw_layout *sw_layout_slice(const sw_layout *layout, int32_t start, int32_t stop,
+                           sw_error *err)
+{
+    if (start < 0)
+        start = 0;
+    if (stop > layout->rank)
+        stop = layout->rank;
+    if (stop <= start)
+        return assemble(NULL, 0, err);
+    piece *all = sw_malloc((size_t)layout->rank * sizeof(piece));
+    if (!all)
+        return sw_error_set(err, SW_ENOMEM, "out of memory"), NULL;
+    top_modes(layout, all);
+    sw_layout *out = assemble(all + start, stop - start, err);
+    sw_free(all);
+    return out;
+}
+
+sw_layout *sw_layout_permute(const sw_layout *layout, const int32_t *order,
+                             int32_t n, sw_error *err)
+{
+    if (n != layout->rank)
+        return sw_error_set(err, SW_EINVAL,
+                            "permutation has %d entries for rank %d", (int)n,
+                            (int)layout->rank), NULL;
+    uint8_t *seen = sw_calloc((size_t)n + 1, 1);
+    if (!seen)
+        return sw_error_set(err, SW_ENOMEM, "out of memory"), NULL;
+    for (int32_t j = 0; j < n; j++) {
+        if (order[j] < 0 || order[j] >= n) {
+            sw_error_set(err, SW_EINVAL,
+                         "permutation entry %d is outside [0, %d)", (int)order[j],
+                         (int)n);
+            sw_free(seen);
+            return NULL;
+        }
+        if (seen[order[j]]++) {
+            sw_error_set(err, SW_EINVAL, "permutation repeats entry %d",
+                         (int)order[j]);
+            sw_free(seen);
+            return NULL;
+        }
+    }
+    sw_free(seen);
+    return sw_layout_select(layout, order, n, err);
+}
+
+sw_layout *sw_layout_concat(const sw_layout *a, const sw_layout *b,
+                            sw_error *err)
+{
+    piece pcs[2] = {whole(a), whole(b)};
+    return assemble(pcs, 2, err);
+}
+
+int sw_layout_is_leaf(const sw_layout *layout)
+{
+    return layout->nprofile == 0 ||
+           (layout->nprofile == 1 && layout->profile[0] == SW_NODE_LEAF);
+}
+
+sw_layout *sw_layout_append(const sw_layout *a, const sw_layout *b,
+                            sw_error *err)
+{
+    if (sw_layout_is_leaf(b))
+        return sw_layout_concat(a, b, err);
+    piece push = {&PUSH_MARK, 1, NULL, NULL, 0};
+    piece pop = {&POP_MARK, 1, NULL, NULL, 0};
+    piece pcs[4] = {whole(a), push, whole(b), pop};
+    return assemble(pcs, 4, err);
+}
+
+sw_layout *sw_layout_broadcast(const sw_layout *layout, int32_t nprofile,
+                               const uint8_t *profile,
+                               const int64_t *extents, sw_error *err)
+{
+    if (nprofile != layout->nprofile ||
+        (nprofile && memcmp(profile, layout->profile, (size_t)nprofile) != 0))
+        return sw_error_set(err, SW_EINVAL,
+                            "broadcast target must have the layout's profile "
+                            "(same nesting and leaf positions)"), NULL;
+    sw_layout *l = layout_alloc(nprofile, layout->nleaves, err);
+    if (!l)
+        return NULL;
+    if (nprofile)
+        memcpy(l->profile, profile, (size_t)nprofile);
+    for (int32_t i = 0; i < layout->nleaves; i++) {
+        int64_t e = layout->extents[i], t = extents[i];
+        l->extents[i] = t;
+        if (e == t) {
+            l->strides[i] = layout->strides[i];
+        } else if (e == 1) {
+            l->strides[i] = 0;
+        } else {
+            sw_error_set(err, SW_EINVAL,
+                         "cannot broadcast leaf %d of extent %lld to extent %lld "
+                         "(only extent 1 widens)",
+                         (int)i, (long long)e, (long long)t);
+            sw_free(l);
+            return NULL;
+        }
+    }
+    return layout_build(l, err);
+}
+
+int sw_layout_equal(const sw_layout *a, const sw_layout *b)
+{
+    if (a == b)
+        return 1;
+    if (a->nprofile != b->nprofile || a->nleaves != b->nleaves)
+        return 0;
+    size_t n = (size_t)a->nleaves * sizeof(int64_t);
+    return memcmp(a->profile, b->profile, (size_t)a->nprofile) == 0 &&
+           memcmp(a->extents, b->extents, n) == 0 &&
+           memcmp(a->strides, b->strides, n) == 0;
+}
