@@ -951,7 +951,7 @@ static PyMethodDef tensor_methods[] = {
      "tolist($self, /)\n--\n\nFlat list of values in ordinal order (V-10)."},
     {"__dlpack__", (PyCFunction)(void (*)(void))sw_py_tensor_dlpack,
      METH_FASTCALL | METH_KEYWORDS,
-     "__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)\n"
+     "__dlpack__($self, /, stream=None, *, max_version=None, dl_device=None, copy=None)\n"
      "--\n\nExport as a DLPack capsule (seed)."},
     {"__dlpack_device__", sw_py_tensor_dlpack_device, METH_NOARGS,
      "__dlpack_device__($self, /)\n--\n\n(device_type, device_id) (seed)."},
