@@ -150,6 +150,14 @@ int sw_py_carrier_size(PyObject *carrier, int64_t *out);
 PyObject *sw_py_carrier_getitem(PyObject *carrier, int64_t index); /* C-4 */
 int sw_py_carrier_setitem(PyObject *carrier, int64_t index, PyObject *value); /* C-5 */
 int sw_py_carrier_is_mutable(PyObject *carrier);                   /* 1/0/-1 */
+/* C-6 supports_storage_dtype (TypeError for a non-DType): 1/0/-1. */
+int sw_py_carrier_supports_dtype(PyObject *carrier, PyObject *dtype);
+/* C-15 release(), framework-owned (never a Python override): 0 / -1. */
+int sw_py_carrier_release(PyObject *carrier);
+/* C-12: size() == 0 and a callable `_allocate` exists. 1/0/-1. */
+int sw_py_carrier_is_allocatable_empty(PyObject *carrier);
+/* C-12 growth: call `_allocate(nslots)`; a non-None result → TypeError. */
+int sw_py_carrier_allocate(PyObject *carrier, int64_t nslots);
 /* A fresh, owned exact-CPU carrier of `nslots` slots (F-1 factories and
  * gradients). zero: fill with the dtype's zero. */
 PyObject *sw_py_cpu_new(sw_dtype dtype, int64_t nslots, int mutable_, int zero);

@@ -451,3 +451,10 @@ def test_leak_create_and_drop_100k_cpu_carriers():
             del n
     del c
     assert _C._live_bytes() == before
+
+
+def test_c20_size_required():
+    with pytest.raises(TypeError):
+        sw.CPU()
+    with pytest.raises(TypeError):
+        sw.CPU(1, None, 2)  # at most two positional arguments
