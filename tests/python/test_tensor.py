@@ -957,3 +957,58 @@ def test_g3_allocation_failures_in_factories_leave_nothing():
         lambda: f.scaled_int32([[1, 2], [3, 4]], scale=0.5),
     ):
         assert _alloc_fault_sweep(call) >= 1
+
+
+# ---- carrier guards seen through a Tensor (T-10, V-3, V-4, C-13) -----------------
+
+PENDING_SOURCE, PENDING_DESTINATION = 1, 2
+
+
+def test_t10_v4_pending_source_is_read_only_through_tensor():
+    cpu = CPU(3)
+    t = Tensor(cpu, 0, L([3], [1]))
+    sw._C._carrier_set_pending(cpu, PENDING_SOURCE)
+    try:
+        assert t.is_mutable() is False
+        assert t[1] == 0.0  # reads of a pending source stay allowed
+        with pytest.raises(RuntimeError, match="pending"):
+            t[1] = 2.0
+        assert t.version == 0
+    finally:
+        sw._C._carrier_set_pending(cpu, 0)
+    assert t.is_mutable() is True
+
+
+def test_v3_pending_destination_refuses_reads_through_tensor():
+    cpu = CPU(3)
+    t = Tensor(cpu, 0, L([3], [1]))
+    sw._C._carrier_set_pending(cpu, PENDING_DESTINATION)
+    try:
+        with pytest.raises(RuntimeError, match="pending"):
+            t[0]
+        with pytest.raises(RuntimeError, match="pending"):
+            t.tolist()
+        assert "CPU" in repr(t)  # repr reads nothing
+        assert t[0:2].size() == 2  # views read nothing
+    finally:
+        sw._C._carrier_set_pending(cpu, 0)
+
+
+def test_t10_v4_owned_carrier():
+    cpu = CPU(3)
+    t = Tensor(cpu, 0, L([3], [1]))
+    token = cpu._claim_ownership()
+    try:
+        assert t.is_mutable() is False
+        assert t[0] == 0.0
+        with pytest.raises(RuntimeError):
+            t[0] = 1.0
+        cpu._begin_owner_access(token)
+        try:
+            assert t.is_mutable() is True
+            t[0] = 1.0
+        finally:
+            cpu._end_owner_access(token)
+    finally:
+        cpu._relinquish_ownership(token)
+    assert t[0] == 1.0 and t.version == 1
