@@ -1012,3 +1012,16 @@ def test_t10_v4_owned_carrier():
     finally:
         cpu._relinquish_ownership(token)
     assert t[0] == 1.0 and t.version == 1
+
+
+def test_v3_key_mutated_by_index_hook_is_safe():
+    key = []
+
+    class Evil:
+        def __index__(self):
+            key.clear()
+            return 0
+
+    key.extend([Evil(), 1])
+    t = Tensor(Generic(list(range(6)), dtype=DType.Int32), 0, L([2, 3], [1, 2]))
+    assert t[key] == 2  # the walk uses a snapshot of the key
