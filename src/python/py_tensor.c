@@ -477,7 +477,7 @@ static PyObject *tensor_from_representation(PyObject *unused, PyObject *args, Py
         layouts[i] = PyTuple_GET_ITEM(e, 2);
     }
     result = tensor_build(dtype, nsub, carriers, offsets, NULL, layouts, nadj,
-                          &PyList_GET_ITEM(adj, 0));
+                          PySequence_Fast_ITEMS(adj));
 done:
     Py_XDECREF(subs);
     Py_XDECREF(adj);
@@ -662,13 +662,9 @@ static int key_check_types(PyObject *key)
             return -1;
         int rc = 0;
         Py_ssize_t n = PySequence_Fast_GET_SIZE(key);
-        for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
-            /* re-read each time: a list may not change under us (no calls
-             * back into Python happen here), but stay index-safe anyway */
-            if (i >= PySequence_Fast_GET_SIZE(key))
-                break;
+        /* Only type checks run here: no Python code can resize the list. */
+        for (Py_ssize_t i = 0; i < n && rc == 0; i++)
             rc = key_check_types(PySequence_Fast_GET_ITEM(key, i));
-        }
         Py_LeaveRecursiveCall();
         return rc;
     }
@@ -758,12 +754,18 @@ static int index_level(const sw_layout *L, int32_t pos, int32_t end, int32_t lea
                      key, PySequence_Fast_GET_SIZE(key), nchild);
         return -1;
     }
-    int rc = 0;
-    if (Py_EnterRecursiveCall(" while indexing a tensor"))
+    /* A component's __index__ may run Python code: walk an immutable copy. */
+    PyObject *items = PySequence_Tuple(key);
+    if (!items)
         return -1;
+    int rc = 0;
+    if (Py_EnterRecursiveCall(" while indexing a tensor")) {
+        Py_DECREF(items);
+        return -1;
+    }
     Py_ssize_t c = 0;
     for (int32_t p = pos, nl; p < end && rc == 0; c++) {
-        PyObject *comp = PySequence_Fast_GET_ITEM(key, c);
+        PyObject *comp = PyTuple_GET_ITEM(items, c);
         int32_t q = mode_span(L, p, &nl);
         if (L->profile[p] == SW_NODE_LEAF) {
             if (PyTuple_Check(comp) || PyList_Check(comp)) {
@@ -781,6 +783,7 @@ static int index_level(const sw_layout *L, int32_t pos, int32_t end, int32_t lea
         p = q;
     }
     Py_LeaveRecursiveCall();
+    Py_DECREF(items);
     return rc;
 }
 
@@ -951,7 +954,7 @@ static PyMethodDef tensor_methods[] = {
      "tolist($self, /)\n--\n\nFlat list of values in ordinal order (V-10)."},
     {"__dlpack__", (PyCFunction)(void (*)(void))sw_py_tensor_dlpack,
      METH_FASTCALL | METH_KEYWORDS,
-     "__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)\n"
+     "__dlpack__($self, /, stream=None, *, max_version=None, dl_device=None, copy=None)\n"
      "--\n\nExport as a DLPack capsule (seed)."},
     {"__dlpack_device__", sw_py_tensor_dlpack_device, METH_NOARGS,
      "__dlpack_device__($self, /)\n--\n\n(device_type, device_id) (seed)."},

@@ -79,11 +79,6 @@ done:
     return result;
 }
 
-static int raise_core(const sw_error *err)
-{
-    return sw_py_raise(err);
-}
-
 /* Profile span of the mode starting at profile[p]: returns one past its end
  * and its leaf count. */
 static int32_t mode_span(const sw_layout *L, int32_t p, int32_t *nleaves)
@@ -310,13 +305,13 @@ PyObject *sw_py_tensor_slice(PyObject *obj, PyObject *key)
     }
     new_l = sw_layout_new(out_np, profile, ext, strl, &err);
     if (!new_l) {
-        raise_core(&err);
+        sw_py_raise(&err);
         goto done;
     }
     if (S) {
         new_s = sw_layout_new(out_np, profile, ext, strs, &err);
         if (!new_s) {
-            raise_core(&err);
+            sw_py_raise(&err);
             goto done;
         }
     }
@@ -411,13 +406,13 @@ static PyObject *view_permute(PyObject *mod, PyObject *const *args, Py_ssize_t n
     }
     new_l = sw_layout_permute(L, order, (int32_t)n, &err);
     if (!new_l) {
-        raise_core(&err);
+        sw_py_raise(&err);
         goto done;
     }
     if (S) {
         new_s = sw_layout_permute(S, order, (int32_t)n, &err);
         if (!new_s) {
-            raise_core(&err);
+            sw_py_raise(&err);
             goto done;
         }
     }
@@ -476,7 +471,7 @@ static sw_layout *scaled_canonical(const sw_layout *shape, int64_t b)
     sw_layout *out = sw_layout_new(shape->nprofile, shape->profile, shape->extents, strides, &err);
     PyMem_Free(strides);
     if (!out)
-        raise_core(&err);
+        sw_py_raise(&err);
     return out;
 }
 
@@ -560,12 +555,12 @@ static PyObject *view_broadcast_to(PyObject *mod, PyObject *const *args, Py_ssiz
     const sw_layout *T = SwLayout_CORE(target);
     new_l = sw_layout_broadcast(L, T->nprofile, T->profile, T->extents, &err);
     if (!new_l)
-        return raise_core(&err), NULL;
+        return sw_py_raise(&err), NULL;
     if (S) {
         new_s = sw_layout_broadcast(S, T->nprofile, T->profile, T->extents, &err);
         if (!new_s) {
             sw_layout_free(new_l);
-            return raise_core(&err), NULL;
+            return sw_py_raise(&err), NULL;
         }
     }
     return finish_view("broadcast_to", t, new_l, new_s, t->subs[0].offset);

@@ -12,6 +12,8 @@ import strideweave as sw
 from strideweave import CPU, DType, Generic, Layout, Shape, Stride, Tensor
 from strideweave.friendly import (
     arange,
+    column_major,
+    row_major,
     full,
     item,
     ones,
@@ -35,12 +37,6 @@ def live():
     return sw._C._live_bytes()
 
 
-def row_major(*extents):
-    strides, acc = [], 1
-    for e in reversed(extents):
-        strides.insert(0, acc)
-        acc *= e
-    return L(list(extents), strides)
 
 
 # ---- G-1 ---------------------------------------------------------------------
@@ -167,7 +163,7 @@ def test_f2_row_major_layout_example():
 def test_f2_nested_values_land_at_coordinates():
     vals = [[[i + 10 * j + 100 * k for k in range(4)] for j in range(3)] for i in range(2)]
     t = tensor(vals, dtype=DType.Int32)
-    assert t.layout == Layout.canonical(Shape(2, 3, 4))
+    assert t.layout == column_major(2, 3, 4) == Layout.canonical(Shape(2, 3, 4))
     assert all(t[i, j, k] == vals[i][j][k] for i in range(2) for j in range(3) for k in range(4))
     assert tensor((1, 2, 3), dtype=DType.Int32).layout == L([3], [1])
     assert tensor([(True,), (False,)], dtype=DType.Bool).layout == L([2, 1], [1, 2])
@@ -289,7 +285,8 @@ def test_f2_float32_rounding():
 
 
 def test_f3_zeros_ones_full_values():
-    assert zeros(2, 3).layout == Layout.canonical(Shape(2, 3))
+    assert zeros(2, 3).layout == column_major(2, 3) == Layout.canonical(Shape(2, 3))
+    assert zeros(2, 3, 4).layout == column_major(2, 3, 4)
     assert to_list(zeros(2, 3)) == [0.0] * 6
     assert to_list(zeros(2, dtype=DType.Int32)) == [0, 0]
     assert to_list(zeros(2, dtype=DType.Bool)) == [False, False]
@@ -327,7 +324,7 @@ def test_f3_extents_are_integer_like():
 def test_f4_arange():
     t = arange(4)
     assert to_list(t) == [0.0, 1.0, 2.0, 3.0]
-    assert t.layout == Layout.canonical(Shape(4)) and t.dtype() is DType.Float32
+    assert t.layout == column_major(4) and t.dtype() is DType.Float32
     t = arange(3, dtype=DType.Int32)
     assert to_list(t) == [0, 1, 2] and t.dtype() is DType.Int32
     assert to_list(arange(1)) == [0.0]

@@ -823,3 +823,205 @@ def test_no_leak_on_failed_construction():
 
 def test_dlpack_methods_are_in_the_method_table():
     assert "__dlpack__" in Tensor.__dict__ and "__dlpack_device__" in Tensor.__dict__
+
+
+# ---- argument forms ----------------------------------------------------------
+
+
+def test_t1_argument_parsing():
+    cpu, layout = CPU(2), L([2], [1])
+    assert Tensor(cpu, offset=0, layout=layout).carrier is cpu
+    with pytest.raises(TypeError, match="missing required argument 'layout'"):
+        Tensor(cpu, 0)
+    with pytest.raises(TypeError, match="missing"):
+        Tensor()
+    with pytest.raises(TypeError, match="positional"):
+        Tensor(cpu, 0, layout, 1)
+    with pytest.raises(TypeError, match="multiple values"):
+        Tensor(cpu, 0, layout, offset=0)
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        Tensor(cpu, 0, layout, dtype=DType.Float32)
+
+
+def test_t4_argument_parsing():
+    cpu = CPU(1)
+    t = Tensor._from_representation(
+        logical_dtype=DType.Float32, subtensors=[(cpu, 0, L([1], [1]))], adjacent_layouts=[]
+    )
+    assert t.carrier is cpu
+    with pytest.raises(TypeError):
+        Tensor._from_representation(DType.Float32)
+
+
+def test_v4_write_through_user_carrier_hook():
+    class Store(sw.Carrier):
+        def __init__(self):
+            super().__init__()
+            self.slots = {}
+
+        def size(self):
+            return 8
+
+        def dtype(self):
+            return DType.Int32
+
+        def get_value(self, i):
+            return self.slots.get(i, 0)
+
+        def set_value(self, i, v):
+            self.slots[i] = v
+
+        def _is_mutable(self):
+            return True
+
+    s = Store()
+    t = Tensor(s, 2, L([2, 3], [1, 2]))
+    t[1, 2] = 5
+    assert s.slots == {2 + 1 + 4: 5}
+    assert t[1, 2] == 5 and t.version == 1
+
+
+def test_views_and_access_do_not_leak():
+    cpu = CPU(16)
+    t = Tensor(cpu, 0, L([4, 4], [1, 4]))
+    for _ in range(100):
+        t[1:3, :], sw.permute(t, 1, 0), sw.reshape(t, Shape(16)), t.tolist()
+    gc.collect()
+    live0 = sw._C._live_bytes()
+    rc = sys.getrefcount(cpu)
+    for _ in range(20_000):
+        t[1:3, ::2]
+        sw.permute(t, [1, 0])
+        sw.reshape(t, Shape([2, 8]))
+        sw.broadcast_to(t, Shape(4, 4))
+        t[1, 2] = 1.0
+        t[3]
+        t.tolist()
+        for bad in (lambda: t[5, 0], lambda: t[0:9, :], lambda: sw.permute(t, 0, 0)):
+            try:
+                bad()
+            except ValueError:
+                pass
+    gc.collect()
+    assert sw._C._live_bytes() == live0
+    assert sys.getrefcount(cpu) == rc
+
+
+def _alloc_fault_sweep(call, limit=64):
+    """Fail the n-th core allocation for n = 0, 1, ... until `call` succeeds; every
+    failure must raise MemoryError and leave no live allocation (G-3)."""
+    c = sw._C
+    assert c._fault_injection_enabled()
+    for skip in range(limit):
+        gc.collect()
+        before = c._live_bytes()
+        c._fault_inject("alloc", skip, 1)
+        try:
+            result = call()
+        except MemoryError:
+            result = None
+        finally:
+            c._fault_clear()
+        gc.collect()
+        if result is not None:
+            return skip
+        assert c._live_bytes() == before
+    raise AssertionError("call never succeeded")
+
+
+def test_g3_allocation_failures_in_views_leave_nothing():
+    t = Tensor(CPU(16), 0, L([4, 4], [1, 4]))
+    s = sw.friendly.scaled_int32([[1, 2], [3, 4]])
+    for call in (
+        lambda: t[1:3, :],
+        lambda: sw.permute(t, 1, 0),
+        lambda: sw.reshape(t, Shape(16)),
+        lambda: sw.broadcast_to(t, Shape(4, 4)),
+        lambda: s[0:1, :],
+        lambda: sw.permute(s, 1, 0),
+        lambda: sw.reshape(s, Shape(4)),
+        lambda: sw.broadcast_to(s, Shape(2, 2)),
+    ):
+        assert _alloc_fault_sweep(call) >= 1
+
+
+def test_g3_allocation_failures_in_factories_leave_nothing():
+    f = sw.friendly
+    for call in (
+        lambda: f.tensor([[1.0, 2.0], [3.0, 4.0]]),
+        lambda: f.tensor([1, 2, 3], layout=L([3], [2]), dtype=DType.Int32),
+        lambda: f.zeros(2, 3),
+        lambda: f.ones(2, dtype=DType.Bool),
+        lambda: f.full(3, value=2.0),
+        lambda: f.arange(5, dtype=DType.Int32),
+        lambda: f.scaled_int32([[1, 2], [3, 4]], scale=0.5),
+    ):
+        assert _alloc_fault_sweep(call) >= 1
+
+
+# ---- carrier guards seen through a Tensor (T-10, V-3, V-4, C-13) -----------------
+
+PENDING_SOURCE, PENDING_DESTINATION = 1, 2
+
+
+def test_t10_v4_pending_source_is_read_only_through_tensor():
+    cpu = CPU(3)
+    t = Tensor(cpu, 0, L([3], [1]))
+    sw._C._carrier_set_pending(cpu, PENDING_SOURCE)
+    try:
+        assert t.is_mutable() is False
+        assert t[1] == 0.0  # reads of a pending source stay allowed
+        with pytest.raises(RuntimeError, match="pending"):
+            t[1] = 2.0
+        assert t.version == 0
+    finally:
+        sw._C._carrier_set_pending(cpu, 0)
+    assert t.is_mutable() is True
+
+
+def test_v3_pending_destination_refuses_reads_through_tensor():
+    cpu = CPU(3)
+    t = Tensor(cpu, 0, L([3], [1]))
+    sw._C._carrier_set_pending(cpu, PENDING_DESTINATION)
+    try:
+        with pytest.raises(RuntimeError, match="pending"):
+            t[0]
+        with pytest.raises(RuntimeError, match="pending"):
+            t.tolist()
+        assert "CPU" in repr(t)  # repr reads nothing
+        assert t[0:2].size() == 2  # views read nothing
+    finally:
+        sw._C._carrier_set_pending(cpu, 0)
+
+
+def test_t10_v4_owned_carrier():
+    cpu = CPU(3)
+    t = Tensor(cpu, 0, L([3], [1]))
+    token = cpu._claim_ownership()
+    try:
+        assert t.is_mutable() is False
+        assert t[0] == 0.0
+        with pytest.raises(RuntimeError):
+            t[0] = 1.0
+        cpu._begin_owner_access(token)
+        try:
+            assert t.is_mutable() is True
+            t[0] = 1.0
+        finally:
+            cpu._end_owner_access(token)
+    finally:
+        cpu._relinquish_ownership(token)
+    assert t[0] == 1.0 and t.version == 1
+
+
+def test_v3_key_mutated_by_index_hook_is_safe():
+    key = []
+
+    class Evil:
+        def __index__(self):
+            key.clear()
+            return 0
+
+    key.extend([Evil(), 1])
+    t = Tensor(Generic(list(range(6)), dtype=DType.Int32), 0, L([2, 3], [1, 2]))
+    assert t[key] == 2  # the walk uses a snapshot of the key
