@@ -1,2 +1,307 @@
-/* Placeholder: filled in by the filestore work. */
-typedef int sw_filestore_placeholder;
+#include "strideweave/filestore.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "strideweave/alloc.h"
+
+#define DIR_PREFIX ".strideweave-filebacked-"
+
+static pthread_mutex_t session_lock = PTHREAD_MUTEX_INITIALIZER;
+static char session_dir[PATH_MAX];
+static _Atomic long session_pid; /* 0 until the directory exists */
+
+static int random_bytes(unsigned char *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = getrandom(buf + got, n - got, 0);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        got += (size_t)r;
+    }
+    if (got == n)
+        return 0;
+    /* getrandom unavailable: fall back to the device. */
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            close(fd);
+            return -1;
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    return 0;
+}
+
+static int random_hex32(char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    unsigned char raw[16];
+    if (random_bytes(raw, sizeof raw) < 0)
+        return -1;
+    for (int i = 0; i < 16; i++) {
+        out[2 * i] = digits[raw[i] >> 4];
+        out[2 * i + 1] = digits[raw[i] & 15];
+    }
+    out[32] = '\0';
+    return 0;
+}
+
+/* Remove the directory's (flat) contents, then the directory. */
+static void remove_tree(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *e;
+        char path[PATH_MAX];
+        while ((e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                continue;
+            if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path)
+                continue;
+            struct stat st;
+            if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
+                remove_tree(path);
+            else
+                unlink(path);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+}
+
+static void remove_session_at_exit(void)
+{
+    if (session_pid != 0 && session_pid == (long)getpid())
+        remove_tree(session_dir);
+}
+
+sw_status sw_filestore_session_dir(const char **dir, sw_error *err)
+{
+    sw_status st = SW_OK;
+    pthread_mutex_lock(&session_lock);
+    if (session_pid == 0) {
+        const char *base = getenv("TMPDIR");
+        if (!base || !*base)
+            base = "/tmp";
+        size_t baselen = strlen(base);
+        while (baselen > 1 && base[baselen - 1] == '/')
+            baselen--; /* "dir/" → "dir" (but keep "/") */
+        if (baselen == 1 && base[0] == '/')
+            baselen = 0;
+        char hex[33];
+        int made = 0;
+        for (int attempt = 0; attempt < 16 && !made; attempt++) {
+            if (random_hex32(hex) < 0) {
+                st = sw_error_set_errno(err, SW_EIO, errno ? errno : EIO,
+                                        "cannot generate a random directory name");
+                goto out;
+            }
+            if (snprintf(session_dir, sizeof session_dir, "%.*s/%s%s", (int)baselen, base,
+                         DIR_PREFIX, hex) >= (int)sizeof session_dir) {
+                st = sw_error_set(err, SW_EINVAL, "TMPDIR path is too long: %s", base);
+                goto out;
+            }
+            if (mkdir(session_dir, 0700) == 0)
+                made = 1;
+            else if (errno != EEXIST) {
+                int e = errno;
+                st = sw_error_set_errno(err, SW_EIO, e,
+                                        "cannot create the FileBacked directory %s: %s",
+                                        session_dir, strerror(e));
+                goto out;
+            }
+        }
+        if (!made) {
+            st = sw_error_set_errno(err, SW_EIO, EEXIST,
+                                    "cannot create a unique FileBacked directory in %s",
+                                    base);
+            goto out;
+        }
+        chmod(session_dir, 0700); /* a umask could have narrowed it */
+        static int registered;
+        if (!registered) {
+            atexit(remove_session_at_exit);
+            registered = 1;
+        }
+        session_pid = (long)getpid();
+    }
+out:
+    if (st != SW_OK)
+        session_dir[0] = '\0';
+    pthread_mutex_unlock(&session_lock);
+    if (st == SW_OK && dir)
+        *dir = session_dir;
+    return st;
+}
+
+long sw_filestore_creator_pid(void)
+{
+    return session_pid;
+}
+
+int sw_filestore_is_owner(void)
+{
+    return session_pid != 0 && session_pid == (long)getpid();
+}
+
+sw_status sw_filestore_generate_name(char *out, sw_error *err)
+{
+    if (random_hex32(out) < 0)
+        return sw_error_set_errno(err, SW_EIO, errno ? errno : EIO,
+                                  "cannot generate a random file name");
+    memcpy(out + 32, ".bin", 5);
+    return SW_OK;
+}
+
+sw_status sw_filestore_check_name(const char *name, size_t len, sw_error *err)
+{
+    if (len == 0)
+        return sw_error_set(err, SW_EINVAL, "filename must not be empty");
+    if ((len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.'))
+        return sw_error_set(err, SW_EINVAL, "filename must not be '.' or '..'");
+    if (memchr(name, '/', len))
+        return sw_error_set(err, SW_EINVAL, "filename must not contain '/'");
+    if (memchr(name, '\0', len))
+        return sw_error_set(err, SW_EINVAL, "filename must not contain NUL");
+    return SW_OK;
+}
+
+sw_status sw_filestore_create(const char *name, int *fd, char **path, sw_error *err)
+{
+    const char *dir;
+    sw_status st = sw_filestore_check_name(name, strlen(name), err);
+    if (st != SW_OK)
+        return st;
+    if ((st = sw_filestore_session_dir(&dir, err)) != SW_OK)
+        return st;
+    size_t need = strlen(dir) + 1 + strlen(name) + 1;
+    char *full = sw_malloc(need);
+    if (!full)
+        return sw_error_set(err, SW_ENOMEM, "out of memory for a FileBacked path");
+    snprintf(full, need, "%s/%s", dir, name);
+    if (sw_fault_hit("open")) {
+        sw_free(full);
+        return sw_error_set_errno(err, SW_EIO, EIO, "cannot create %s: injected fault",
+                                  name);
+    }
+    int f = open(full, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (f < 0) {
+        int e = errno;
+        sw_free(full);
+        if (e == EEXIST)
+            return sw_error_set_errno(err, SW_EEXIST, e,
+                                      "FileBacked file already exists: %s", name);
+        return sw_error_set_errno(err, SW_EIO, e, "cannot create %s: %s", name,
+                                  strerror(e));
+    }
+    *fd = f;
+    *path = full;
+    return SW_OK;
+}
+
+sw_status sw_filestore_create_unique(int *fd, char **path, sw_error *err)
+{
+    char name[SW_FILESTORE_NAME_LEN];
+    sw_status st = SW_EEXIST;
+    for (int attempt = 0; attempt < 16 && st == SW_EEXIST; attempt++) {
+        if ((st = sw_filestore_generate_name(name, err)) != SW_OK)
+            return st;
+        st = sw_filestore_create(name, fd, path, err);
+    }
+    return st;
+}
+
+sw_status sw_filestore_pread(int fd, void *buf, size_t bytes, int64_t offset,
+                             sw_error *err)
+{
+    if (sw_fault_hit("pread"))
+        return sw_error_set_errno(err, SW_EIO, EIO, "pread failed: injected fault");
+    char *p = buf;
+    while (bytes > 0) {
+        ssize_t r = pread(fd, p, bytes, (off_t)offset);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            int e = errno;
+            return sw_error_set_errno(err, SW_EIO, e, "pread failed: %s", strerror(e));
+        }
+        if (r == 0)
+            return sw_error_set_errno(err, SW_EIO, EIO,
+                                      "pread failed: unexpected end of file");
+        p += r;
+        bytes -= (size_t)r;
+        offset += r;
+    }
+    return SW_OK;
+}
+
+sw_status sw_filestore_pwrite(int fd, const void *buf, size_t bytes, int64_t offset,
+                              sw_error *err)
+{
+    if (sw_fault_hit("pwrite"))
+        return sw_error_set_errno(err, SW_EIO, EIO, "pwrite failed: injected fault");
+    const char *p = buf;
+    while (bytes > 0) {
+        ssize_t r = pwrite(fd, p, bytes, (off_t)offset);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            int e = errno;
+            return sw_error_set_errno(err, SW_EIO, e, "pwrite failed: %s", strerror(e));
+        }
+        if (r == 0)
+            return sw_error_set_errno(err, SW_EIO, EIO, "pwrite wrote nothing");
+        p += r;
+        bytes -= (size_t)r;
+        offset += r;
+    }
+    return SW_OK;
+}
+
+sw_status sw_filestore_resize(int fd, int64_t bytes, sw_error *err)
+{
+    if (bytes < 0)
+        return sw_error_set(err, SW_EINVAL, "file length must be >= 0");
+    if (sw_fault_hit("truncate"))
+        return sw_error_set_errno(err, SW_EIO, EIO, "ftruncate failed: injected fault");
+    while (ftruncate(fd, (off_t)bytes) != 0) {
+        if (errno == EINTR)
+            continue;
+        int e = errno;
+        return sw_error_set_errno(err, SW_EIO, e, "ftruncate failed: %s", strerror(e));
+    }
+    return SW_OK;
+}
+
+void sw_filestore_remove(int fd, char *path, long creator_pid)
+{
+    if (fd >= 0)
+        close(fd);
+    if (path) {
+        if (creator_pid == (long)getpid())
+            unlink(path);
+        sw_free(path);
+    }
+}

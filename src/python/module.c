@@ -2,6 +2,10 @@
  * (_live_bytes, fault injection) the architecture asks for. */
 #include "sw_python.h"
 
+#ifdef Py_GIL_DISABLED
+#error "strideweave does not support free-threaded CPython builds"
+#endif
+
 static PyObject *live_bytes(PyObject *mod, PyObject *unused)
 {
     (void)mod; (void)unused;
@@ -30,7 +34,7 @@ static PyObject *fault_inject(PyObject *mod, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     if (sw_fault_arm(name, skip, count) != SW_OK) {
-        PyErr_Format(PyExc_ValueError, "cannot arm fault %R", PyTuple_GET_ITEM(args, 0));
+        PyErr_Format(PyExc_ValueError, "cannot arm fault '%s'", name);
         return NULL;
     }
     Py_RETURN_NONE;

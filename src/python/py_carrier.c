@@ -1,8 +1,1000 @@
-/* Placeholder: filled in by the carrier work. */
-#include "sw_python.h"
+/* The open Carrier base type (contract-carriers C-1 .. C-18).
+ *
+ * Framework state (version, released flag, ownership, pending guard) lives in
+ * the C struct from allocation, so Python subclasses work with or without
+ * super().__init__(). Framework-owned methods never consult Python overrides;
+ * hooks (size, dtype, get_value, ...) are looked up dynamically on user
+ * classes, while exact built-in carriers take C fast paths through their
+ * sw_carrier_ops. */
+#include "sw_carrier.h"
+
+#include <string.h>
+
+static PyObject *str_size, *str_dtype, *str_get_value, *str_set_value,
+    *str_is_mutable_hook, *str_supports_hook, *str_release_hook, *str_format,
+    *str_allocate_hook;
+static PyObject *closed_message; /* CLOSED_CARRIER_MESSAGE */
+static int64_t last_owner_token;  /* guarded by the GIL */
+
+#define CARRIER(o) ((SwCarrierObject *)(o))
+
+const sw_carrier_ops *sw_carrier_builtin_ops(PyObject *obj)
+{
+    PyTypeObject *t = Py_TYPE(obj);
+    if (t == &SwCPU_Type)
+        return &sw_cpu_ops;
+    if (t == &SwGeneric_Type)
+        return &sw_generic_ops;
+    if (t == &SwFileBacked_Type)
+        return &sw_file_backed_ops;
+    return NULL;
+}
+
+static const char *type_name(PyObject *self)
+{
+    return _PyType_Name(Py_TYPE(self));
+}
+
+/* ---- construction (C-1) ------------------------------------------------- */
+
+PyObject *sw_carrier_alloc(PyTypeObject *type, int intrinsic_mutable)
+{
+    PyObject *self = type->tp_alloc(type, 0);
+    if (!self)
+        return NULL;
+    SwCarrierObject *c = CARRIER(self);
+    c->weakreflist = NULL;
+    c->version = 0;
+    c->released = 0;
+    c->intrinsic_mutable = intrinsic_mutable;
+    c->pending = 0;
+    c->owner_token = 0;
+    c->owner_thread = 0;
+    c->owner_depth = 0;
+    return self;
+}
+
+static PyObject *carrier_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    (void)args;
+    (void)kwds;
+    return sw_carrier_alloc(type, 1);
+}
+
+static int carrier_init(PyObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"slots", "dtype", "mutable", NULL};
+    PyObject *slots = Py_None, *dtype = Py_None, *mutable_ = Py_True;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$OO:Carrier", kwlist,
+                                     &slots, &dtype, &mutable_))
+        return -1;
+    /* Definition-backed construction (X-5) belongs to the extension API;
+     * every class is definition-free until it lands. */
+    if (slots != Py_None || dtype != Py_None || mutable_ != Py_True) {
+        PyErr_Format(PyExc_TypeError,
+                     "definition-free Carrier construction takes no slots, "
+                     "dtype or mutable arguments (%s has no CarrierDefinition)",
+                     type_name(self));
+        return -1;
+    }
+    return 0;
+}
+
+static void carrier_dealloc(PyObject *self)
+{
+    if (CARRIER(self)->weakreflist)
+        PyObject_ClearWeakRefs(self);
+    Py_TYPE(self)->tp_free(self);
+}
+
+/* ---- state predicates --------------------------------------------------- */
+
+static int has_owner_access(SwCarrierObject *c)
+{
+    return c->owner_token != 0 && c->owner_depth > 0 &&
+           c->owner_thread == PyThread_get_thread_ident();
+}
+
+/* RuntimeError when the carrier is pending or owned without owner access;
+ * `what` names the refused action. 0 when allowed. */
+static int refuse_guarded(PyObject *self, const char *what)
+{
+    SwCarrierObject *c = CARRIER(self);
+    if (c->pending) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "cannot %s a %s carrier that is pending in a move",
+                     what, type_name(self));
+        return -1;
+    }
+    if (c->owner_token != 0 && !has_owner_access(c)) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "cannot %s a %s carrier owned by a composite carrier "
+                     "without owner access", what, type_name(self));
+        return -1;
+    }
+    return 0;
+}
+
+static int refuse_released(PyObject *self, const char *what)
+{
+    if (CARRIER(self)->released) {
+        PyErr_Format(PyExc_RuntimeError, "cannot %s a released %s carrier",
+                     what, type_name(self));
+        return -1;
+    }
+    return 0;
+}
+
+static int intrinsic_mutable(PyObject *self)
+{
+    if (sw_carrier_builtin_ops(self))
+        return CARRIER(self)->intrinsic_mutable != 0;
+    PyObject *r = PyObject_CallMethodNoArgs(self, str_is_mutable_hook);
+    if (!r)
+        return -1;
+    int t = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    return t;
+}
+
+/* C-13: intrinsic AND (not owned OR owner access) AND not pending. */
+int sw_py_carrier_is_mutable(PyObject *carrier)
+{
+    SwCarrierObject *c = CARRIER(carrier);
+    if (c->pending)
+        return 0;
+    if (c->owner_token != 0 && !has_owner_access(c))
+        return 0;
+    return intrinsic_mutable(carrier);
+}
+
+/* C-5 check 3 with a message saying why. */
+static int refuse_immutable(PyObject *self)
+{
+    if (refuse_guarded(self, "write to") < 0)
+        return -1;
+    int m = intrinsic_mutable(self);
+    if (m < 0)
+        return -1;
+    if (!m) {
+        PyErr_Format(PyExc_RuntimeError, "%s carrier is not mutable",
+                     type_name(self));
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- hooks through the C API ------------------------------------------- */
+
+PyObject *sw_py_carrier_dtype(PyObject *carrier)
+{
+    const sw_carrier_ops *ops = sw_carrier_builtin_ops(carrier);
+    if (ops) {
+        PyObject *d = sw_py_dtype(ops->dtype(carrier));
+        Py_XINCREF(d);
+        return d;
+    }
+    PyObject *d = PyObject_CallMethodNoArgs(carrier, str_dtype);
+    if (d && !SwDType_Check(d)) {
+        PyErr_Format(PyExc_TypeError, "%s.dtype() must return a DType, not %.100s",
+                     type_name(carrier), Py_TYPE(d)->tp_name);
+        Py_CLEAR(d);
+    }
+    return d;
+}
+
+int sw_py_carrier_size(PyObject *carrier, int64_t *out)
+{
+    const sw_carrier_ops *ops = sw_carrier_builtin_ops(carrier);
+    if (ops) {
+        *out = ops->size(carrier);
+        return 0;
+    }
+    PyObject *r = PyObject_CallMethodNoArgs(carrier, str_size);
+    if (!r)
+        return -1;
+    if (!sw_py_is_integer(r)) {
+        PyErr_Format(PyExc_TypeError, "%s.size() must return an int, not %.100s",
+                     type_name(carrier), Py_TYPE(r)->tp_name);
+        Py_DECREF(r);
+        return -1;
+    }
+    int overflow = 0;
+    PyObject *i = PyNumber_Index(r);
+    Py_DECREF(r);
+    if (!i)
+        return -1;
+    long long v = PyLong_AsLongLongAndOverflow(i, &overflow);
+    Py_DECREF(i);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow > 0) {
+        PyErr_Format(PyExc_OverflowError, "%s.size() exceeds 64 bits",
+                     type_name(carrier));
+        return -1;
+    }
+    if (overflow < 0 || v < 0) {
+        PyErr_Format(PyExc_ValueError, "%s.size() must be >= 0",
+                     type_name(carrier));
+        return -1;
+    }
+    *out = (int64_t)v;
+    return 0;
+}
+
+/* ---- slot access (C-4, C-5) -------------------------------------------- */
+
+static int parse_index(PyObject *index, int64_t *out)
+{
+    if (!sw_py_is_integer(index)) {
+        PyErr_Format(PyExc_TypeError, "carrier indices must be integers, not %.100s",
+                     Py_TYPE(index)->tp_name);
+        return -1;
+    }
+    Py_ssize_t v = PyNumber_AsSsize_t(index, NULL); /* clamps: still out of range */
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    *out = (int64_t)v;
+    return 0;
+}
+
+static int check_range(PyObject *self, int64_t index)
+{
+    int64_t size;
+    if (sw_py_carrier_size(self, &size) < 0)
+        return -1;
+    if (index < 0 || index >= size) {
+        PyErr_Format(PyExc_IndexError,
+                     "carrier index %lld is out of range for a %s carrier of "
+                     "size %lld", (long long)index, type_name(self), (long long)size);
+        return -1;
+    }
+    return 0;
+}
+
+static int refuse_read(PyObject *self)
+{
+    if (refuse_released(self, "read") < 0)
+        return -1;
+    if (CARRIER(self)->pending & SW_PENDING_DESTINATION) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "cannot read a %s carrier that is a pending move destination",
+                     type_name(self));
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *load_value(PyObject *self, int64_t index)
+{
+    const sw_carrier_ops *ops = sw_carrier_builtin_ops(self);
+    if (ops)
+        return ops->load(self, index);
+    PyObject *i = PyLong_FromLongLong(index);
+    if (!i)
+        return NULL;
+    PyObject *r = PyObject_CallMethodOneArg(self, str_get_value, i);
+    Py_DECREF(i);
+    return r;
+}
+
+static int store_value(PyObject *self, int64_t index, PyObject *value)
+{
+    SwCarrierObject *c = CARRIER(self);
+    const sw_carrier_ops *ops = sw_carrier_builtin_ops(self);
+    if (ops) {
+        if (ops->store(self, index, value) < 0)
+            return -1;
+        c->version++;
+        return 0;
+    }
+    int64_t before = c->version;
+    PyObject *i = PyLong_FromLongLong(index);
+    if (!i)
+        return -1;
+    PyObject *r = PyObject_CallMethodObjArgs(self, str_set_value, i, value, NULL);
+    Py_DECREF(i);
+    if (!r)
+        return -1;
+    Py_DECREF(r);
+    if (c->version == before)
+        c->version++;
+    return 0;
+}
+
+PyObject *sw_py_carrier_getitem(PyObject *carrier, int64_t index)
+{
+    if (refuse_read(carrier) < 0 || check_range(carrier, index) < 0)
+        return NULL;
+    return load_value(carrier, index);
+}
+
+int sw_py_carrier_setitem(PyObject *carrier, int64_t index, PyObject *value)
+{
+    if (refuse_released(carrier, "write to") < 0 || refuse_immutable(carrier) < 0 ||
+        check_range(carrier, index) < 0)
+        return -1;
+    return store_value(carrier, index, value);
+}
+
+PyObject *sw_carrier_get_checked(PyObject *self, PyObject *index)
+{
+    int64_t i;
+    if (refuse_read(self) < 0 || parse_index(index, &i) < 0 ||
+        check_range(self, i) < 0)
+        return NULL;
+    return load_value(self, i);
+}
+
+int sw_carrier_set_checked(PyObject *self, PyObject *index, PyObject *value)
+{
+    int64_t i;
+    if (refuse_released(self, "write to") < 0 || parse_index(index, &i) < 0 ||
+        refuse_immutable(self) < 0 || check_range(self, i) < 0)
+        return -1;
+    return store_value(self, i, value);
+}
+
+static int carrier_ass_subscript(PyObject *self, PyObject *index, PyObject *value)
+{
+    if (!value) {
+        PyErr_SetString(PyExc_TypeError, "carrier slots cannot be deleted");
+        return -1;
+    }
+    return sw_carrier_set_checked(self, index, value);
+}
+
+/* ---- methods shared by the built-ins ------------------------------------ */
+
+PyObject *sw_carrier_meth_size(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return PyLong_FromLongLong(sw_carrier_builtin_ops(self)->size(self));
+}
+
+PyObject *sw_carrier_meth_dtype(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return sw_py_carrier_dtype(self);
+}
+
+PyObject *sw_carrier_meth_get_value(PyObject *self, PyObject *index)
+{
+    return sw_carrier_get_checked(self, index);
+}
+
+PyObject *sw_carrier_meth_set_value(PyObject *self, PyObject *const *args,
+                                    Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError,
+                     "set_value() takes exactly 2 arguments (index, value), %zd given",
+                     nargs);
+        return NULL;
+    }
+    if (sw_carrier_set_checked(self, args[0], args[1]) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+PyObject *sw_carrier_meth_intrinsic_mutable(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return PyBool_FromLong(CARRIER(self)->intrinsic_mutable);
+}
+
+PyObject *sw_carrier_meth_supports_own(PyObject *self, PyObject *dtype)
+{
+    if (!SwDType_Check(dtype)) {
+        PyErr_Format(PyExc_TypeError, "dtype must be a DType, not %.100s",
+                     Py_TYPE(dtype)->tp_name);
+        return NULL;
+    }
+    return PyBool_FromLong(sw_carrier_builtin_ops(self)->supports(SwDType_ID(dtype)));
+}
+
+/* ---- argument helpers --------------------------------------------------- */
+
+int sw_carrier_parse_size(PyObject *obj, const char *what, int64_t *out)
+{
+    if (!sw_py_is_integer(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an integer, not %.100s", what,
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    PyObject *i = PyNumber_Index(obj);
+    if (!i)
+        return -1;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(i, &overflow);
+    Py_DECREF(i);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow < 0 || (overflow == 0 && v < 0)) {
+        PyErr_Format(PyExc_ValueError, "%s must be >= 0", what);
+        return -1;
+    }
+    if (overflow > 0) {
+        PyErr_Format(PyExc_OverflowError, "%s does not fit in 64 bits", what);
+        return -1;
+    }
+    *out = (int64_t)v;
+    return 0;
+}
+
+int sw_carrier_parse_dtype(PyObject *obj, sw_dtype dflt, const char *carrier,
+                           const sw_dtype *accepted, int naccepted, sw_dtype *out)
+{
+    if (!obj) {
+        *out = dflt;
+        return 0;
+    }
+    if (sw_py_check_storage_dtype(obj, carrier, accepted, naccepted) < 0)
+        return -1;
+    *out = SwDType_ID(obj);
+    return 0;
+}
+
+int sw_carrier_truth(PyObject *obj, int dflt)
+{
+    return obj ? PyObject_IsTrue(obj) : dflt;
+}
+
+int sw_carrier_fill_slots(sw_dtype dtype, PyObject *seq, int none_is_zero, void *buf)
+{
+    size_t width = sw_dtype_slot_bytes(dtype);
+    Py_ssize_t n = PyList_GET_SIZE(seq);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(seq, i);
+        char *slot = (char *)buf + (size_t)i * width;
+        if (item == Py_None && none_is_zero) {
+            memset(slot, 0, width);
+            continue;
+        }
+        if (sw_py_store_slot(dtype, item, slot) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* ---- closed carriers (C-18) --------------------------------------------- */
+
+PyObject *sw_carrier_reject_subclass(const char *name)
+{
+    PyObject *msg = NULL, *kwargs = NULL, *fmt = NULL, *empty = NULL;
+    kwargs = Py_BuildValue("{s:s}", "name", name);
+    fmt = kwargs ? PyObject_GetAttr(closed_message, str_format) : NULL;
+    empty = fmt ? PyTuple_New(0) : NULL;
+    msg = empty ? PyObject_Call(fmt, empty, kwargs) : NULL;
+    if (msg)
+        PyErr_SetObject(PyExc_TypeError, msg);
+    Py_XDECREF(msg);
+    Py_XDECREF(empty);
+    Py_XDECREF(fmt);
+    Py_XDECREF(kwargs);
+    return NULL;
+}
+
+int sw_carrier_check_exact(PyTypeObject *type, PyTypeObject *closed)
+{
+    if (type == closed)
+        return 0;
+    sw_carrier_reject_subclass(_PyType_Name(closed));
+    return -1;
+}
+
+static PyObject *reject_carrier_subclass(PyObject *mod, PyObject *name)
+{
+    (void)mod;
+    PyObject *s = PyObject_Str(name);
+    if (!s)
+        return NULL;
+    const char *cs = PyUnicode_AsUTF8(s);
+    if (cs)
+        sw_carrier_reject_subclass(cs);
+    Py_DECREF(s);
+    return NULL;
+}
+
+/* ---- Carrier methods ---------------------------------------------------- */
+
+static PyObject *missing_hook(PyObject *self, const char *hook)
+{
+    PyErr_Format(PyExc_NotImplementedError,
+                 "%s must implement the carrier hook %s", type_name(self), hook);
+    return NULL;
+}
+
+static PyObject *carrier_size(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return missing_hook(self, "size()");
+}
+
+static PyObject *carrier_dtype(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return missing_hook(self, "dtype()");
+}
+
+static PyObject *carrier_get_value(PyObject *self, PyObject *index)
+{
+    (void)index;
+    return missing_hook(self, "get_value(index)");
+}
+
+static PyObject *carrier_set_value(PyObject *self, PyObject *const *args,
+                                   Py_ssize_t nargs)
+{
+    (void)args;
+    (void)nargs;
+    PyErr_Format(PyExc_RuntimeError, "%s does not support writing slots (no set_value hook)",
+                 type_name(self));
+    return NULL;
+}
+
+static PyObject *carrier_new_like(PyObject *self, PyObject *args, PyObject *kwds)
+{
+    (void)args;
+    (void)kwds;
+    return missing_hook(self, "new_like(values, *, mutable=True, dtype=None)");
+}
+
+static PyObject *carrier_allocate_like(PyObject *self, PyObject *args, PyObject *kwds)
+{
+    (void)args;
+    (void)kwds;
+    return missing_hook(self,
+                        "allocate_like(size, *, mutable=True, dtype=None, empty=False)");
+}
+
+static PyObject *carrier_intrinsic_default(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    Py_RETURN_FALSE;
+}
+
+static PyObject *carrier_supports_default(PyObject *self, PyObject *dtype)
+{
+    PyObject *own = PyObject_CallMethodNoArgs(self, str_dtype);
+    if (!own)
+        return NULL;
+    int same = own == dtype;
+    Py_DECREF(own);
+    return PyBool_FromLong(same);
+}
+
+static PyObject *carrier_release_default(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    Py_RETURN_NONE;
+}
+
+static PyObject *carrier_dlpack_info(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    PyErr_Format(PyExc_BufferError, "DLPack is not supported by %s carriers",
+                 type_name(self));
+    return NULL;
+}
+
+static PyObject *carrier_scatter(PyObject *self, PyObject *args, PyObject *kwds)
+{
+    (void)args;
+    (void)kwds;
+    PyErr_Format(PyExc_NotImplementedError,
+                 "storage scatter is not supported by %s carriers", type_name(self));
+    return NULL;
+}
+
+static PyObject *carrier_is_mutable(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    int m = sw_py_carrier_is_mutable(self);
+    return m < 0 ? NULL : PyBool_FromLong(m);
+}
+
+static PyObject *carrier_is_owned(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return PyBool_FromLong(CARRIER(self)->owner_token != 0);
+}
+
+static PyObject *carrier_is_released(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return PyBool_FromLong(CARRIER(self)->released);
+}
+
+int sw_py_carrier_supports_dtype(PyObject *carrier, PyObject *dtype)
+{
+    if (!SwDType_Check(dtype)) {
+        PyErr_Format(PyExc_TypeError, "dtype must be a DType, not %.100s",
+                     Py_TYPE(dtype)->tp_name);
+        return -1;
+    }
+    const sw_carrier_ops *ops = sw_carrier_builtin_ops(carrier);
+    if (ops)
+        return ops->supports(SwDType_ID(dtype)) != 0;
+    PyObject *r = PyObject_CallMethodOneArg(carrier, str_supports_hook, dtype);
+    if (!r)
+        return -1;
+    int t = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    return t;
+}
+
+static PyObject *carrier_supports_storage_dtype(PyObject *self, PyObject *dtype)
+{
+    int t = sw_py_carrier_supports_dtype(self, dtype);
+    return t < 0 ? NULL : PyBool_FromLong(t);
+}
+
+static PyObject *carrier_increment_version(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (refuse_released(self, "advance the version of") < 0 ||
+        refuse_guarded(self, "advance the version of") < 0)
+        return NULL;
+    CARRIER(self)->version++;
+    Py_RETURN_NONE;
+}
+
+/* C-15: idempotent; owned without owner access or pending → RuntimeError. */
+int sw_py_carrier_release(PyObject *carrier)
+{
+    SwCarrierObject *c = CARRIER(carrier);
+    if (refuse_guarded(carrier, "release") < 0)
+        return -1;
+    if (c->released)
+        return 0;
+    const sw_carrier_ops *ops = sw_carrier_builtin_ops(carrier);
+    if (ops) {
+        ops->drop(carrier);
+    } else {
+        PyObject *r = PyObject_CallMethodNoArgs(carrier, str_release_hook);
+        if (!r)
+            return -1;
+        Py_DECREF(r);
+    }
+    c->released = 1;
+    return 0;
+}
+
+static PyObject *carrier_release(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (sw_py_carrier_release(self) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+int sw_py_carrier_is_allocatable_empty(PyObject *carrier)
+{
+    int64_t size;
+    if (sw_py_carrier_size(carrier, &size) < 0)
+        return -1;
+    if (size != 0)
+        return 0;
+    PyObject *hook = PyObject_GetAttr(carrier, str_allocate_hook);
+    if (!hook) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return -1;
+        PyErr_Clear();
+    }
+    int ok = hook && PyCallable_Check(hook);
+    Py_XDECREF(hook);
+    return ok;
+}
+
+int sw_py_carrier_allocate(PyObject *carrier, int64_t nslots)
+{
+    PyObject *n = PyLong_FromLongLong(nslots);
+    if (!n)
+        return -1;
+    PyObject *r = PyObject_CallMethodOneArg(carrier, str_allocate_hook, n);
+    Py_DECREF(n);
+    if (!r)
+        return -1;
+    if (r != Py_None) {
+        PyErr_Format(PyExc_TypeError, "%s._allocate() must return None, not %.100s",
+                     type_name(carrier), Py_TYPE(r)->tp_name);
+        Py_DECREF(r);
+        return -1;
+    }
+    Py_DECREF(r);
+    return 0;
+}
+
+/* ---- ownership (C-13) ---------------------------------------------------- */
+
+static int parse_token(PyObject *self, PyObject *arg, int64_t *token)
+{
+    if (!PyLong_CheckExact(arg) && !sw_py_is_integer(arg)) {
+        PyErr_Format(PyExc_TypeError, "ownership token must be an int, not %.100s",
+                     Py_TYPE(arg)->tp_name);
+        return -1;
+    }
+    int overflow = 0;
+    PyObject *i = PyNumber_Index(arg);
+    if (!i)
+        return -1;
+    long long v = PyLong_AsLongLongAndOverflow(i, &overflow);
+    Py_DECREF(i);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    SwCarrierObject *c = CARRIER(self);
+    if (c->owner_token == 0) {
+        PyErr_Format(PyExc_RuntimeError, "%s carrier is not owned", type_name(self));
+        return -1;
+    }
+    if (overflow || v != c->owner_token) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "wrong ownership token for this %s carrier", type_name(self));
+        return -1;
+    }
+    *token = v;
+    return 0;
+}
+
+static PyObject *carrier_claim_ownership(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    SwCarrierObject *c = CARRIER(self);
+    if (refuse_released(self, "claim") < 0)
+        return NULL;
+    if (c->owner_token != 0) {
+        PyErr_Format(PyExc_RuntimeError, "%s carrier is already owned",
+                     type_name(self));
+        return NULL;
+    }
+    if (c->pending) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "cannot claim a %s carrier that is pending in a move",
+                     type_name(self));
+        return NULL;
+    }
+    c->owner_token = ++last_owner_token;
+    c->owner_depth = 0;
+    c->owner_thread = 0;
+    return PyLong_FromLongLong(c->owner_token);
+}
+
+static PyObject *carrier_relinquish_ownership(PyObject *self, PyObject *token)
+{
+    int64_t t;
+    if (parse_token(self, token, &t) < 0)
+        return NULL;
+    SwCarrierObject *c = CARRIER(self);
+    c->owner_token = 0;
+    c->owner_depth = 0;
+    c->owner_thread = 0;
+    Py_RETURN_NONE;
+}
+
+static PyObject *carrier_begin_owner_access(PyObject *self, PyObject *token)
+{
+    int64_t t;
+    if (parse_token(self, token, &t) < 0)
+        return NULL;
+    SwCarrierObject *c = CARRIER(self);
+    unsigned long me = PyThread_get_thread_ident();
+    if (c->owner_depth > 0 && c->owner_thread != me) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "owner access to this %s carrier is held by another thread",
+                     type_name(self));
+        return NULL;
+    }
+    c->owner_thread = me;
+    c->owner_depth++;
+    Py_RETURN_NONE;
+}
+
+static PyObject *carrier_end_owner_access(PyObject *self, PyObject *token)
+{
+    int64_t t;
+    if (parse_token(self, token, &t) < 0)
+        return NULL;
+    SwCarrierObject *c = CARRIER(self);
+    if (c->owner_depth == 0 || c->owner_thread != PyThread_get_thread_ident()) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "this thread holds no owner access to this %s carrier",
+                     type_name(self));
+        return NULL;
+    }
+    if (--c->owner_depth == 0)
+        c->owner_thread = 0;
+    Py_RETURN_NONE;
+}
+
+static PyObject *carrier_has_owner_access(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return PyBool_FromLong(has_owner_access(CARRIER(self)));
+}
+
+static PyObject *carrier_get_version(PyObject *self, void *closure)
+{
+    (void)closure;
+    return PyLong_FromLongLong(CARRIER(self)->version);
+}
+
+static PyMethodDef carrier_methods[] = {
+    /* hooks (C-2): overridable */
+    {"size", carrier_size, METH_NOARGS, "size()\n--\n\nNumber of physical slots (must hook)."},
+    {"dtype", carrier_dtype, METH_NOARGS, "dtype()\n--\n\nStorage DType (must hook)."},
+    {"get_value", carrier_get_value, METH_O,
+     "get_value(index)\n--\n\nRead one slot (must hook)."},
+    {"set_value", (PyCFunction)(void (*)(void))carrier_set_value, METH_FASTCALL,
+     "set_value(index, value)\n--\n\nWrite one slot; the default refuses."},
+    {"new_like", (PyCFunction)(void (*)(void))carrier_new_like,
+     METH_VARARGS | METH_KEYWORDS,
+     "new_like(values, *, mutable=True, dtype=None)\n--\n\nFresh carrier holding values (C-10)."},
+    {"allocate_like", (PyCFunction)(void (*)(void))carrier_allocate_like,
+     METH_VARARGS | METH_KEYWORDS,
+     "allocate_like(size, *, mutable=True, dtype=None, empty=False)\n--\n\n"
+     "Fresh carrier of size slots (C-11)."},
+    {"_is_mutable", carrier_intrinsic_default, METH_NOARGS,
+     "_is_mutable()\n--\n\nIntrinsic mutability; default False."},
+    {"_supports_storage_dtype", carrier_supports_default, METH_O,
+     "_supports_storage_dtype(dtype)\n--\n\nDefault: dtype is self.dtype()."},
+    {"_release", carrier_release_default, METH_NOARGS,
+     "_release()\n--\n\nDrop storage; default no-op."},
+    {"dlpack_info", carrier_dlpack_info, METH_NOARGS,
+     "dlpack_info()\n--\n\nDLPack opt-in (C-16); the default refuses."},
+    /* framework-owned */
+    {"scatter", (PyCFunction)(void (*)(void))carrier_scatter, METH_VARARGS | METH_KEYWORDS,
+     "scatter(to_scatter, scatter_onto, mapping, mapping_offset=0)\n--\n\n"
+     "Not supported (C-17)."},
+    {"is_mutable", carrier_is_mutable, METH_NOARGS,
+     "is_mutable()\n--\n\nPublic mutability (C-13)."},
+    {"is_owned", carrier_is_owned, METH_NOARGS,
+     "is_owned()\n--\n\nWhether a composite holds the ownership token."},
+    {"is_released", carrier_is_released, METH_NOARGS, "is_released()\n--\n\n"},
+    {"supports_storage_dtype", carrier_supports_storage_dtype, METH_O,
+     "supports_storage_dtype(dtype)\n--\n\nWhether this class can allocate dtype (C-6)."},
+    {"_increment_version", carrier_increment_version, METH_NOARGS,
+     "_increment_version()\n--\n\nAdvance the version by one (C-14)."},
+    {"release", carrier_release, METH_NOARGS,
+     "release()\n--\n\nFree owned storage; idempotent (C-15)."},
+    {"_claim_ownership", carrier_claim_ownership, METH_NOARGS,
+     "_claim_ownership()\n--\n\nClaim for a composite; returns the token."},
+    {"_relinquish_ownership", carrier_relinquish_ownership, METH_O,
+     "_relinquish_ownership(token)\n--\n\n"},
+    {"_begin_owner_access", carrier_begin_owner_access, METH_O,
+     "_begin_owner_access(token)\n--\n\nRe-entrant, bound to the calling thread."},
+    {"_end_owner_access", carrier_end_owner_access, METH_O,
+     "_end_owner_access(token)\n--\n\n"},
+    {"_has_owner_access", carrier_has_owner_access, METH_NOARGS,
+     "_has_owner_access()\n--\n\n"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef carrier_getset[] = {
+    {"version", carrier_get_version, NULL,
+     "Monotonic write counter (C-14).", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMappingMethods carrier_as_mapping = {
+    .mp_subscript = sw_carrier_get_checked,
+    .mp_ass_subscript = carrier_ass_subscript,
+};
+
+PyTypeObject SwCarrier_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "strideweave.Carrier",
+    .tp_basicsize = sizeof(SwCarrierObject),
+    .tp_dealloc = carrier_dealloc,
+    .tp_as_mapping = &carrier_as_mapping,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "Carrier(slots=None, *, dtype=None, mutable=True)\n--\n\n"
+              "A flat run of typed slots; open base for Python carriers (C-1).",
+    .tp_weaklistoffset = offsetof(SwCarrierObject, weakreflist),
+    .tp_methods = carrier_methods,
+    .tp_getset = carrier_getset,
+    .tp_init = carrier_init,
+    .tp_new = carrier_new,
+};
+
+/* Open marker base of the dependent (composite) carriers. */
+static PyTypeObject SwDependentCarrier_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "strideweave.DependentCarrier",
+    .tp_basicsize = sizeof(SwCarrierObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "Marker base of carriers composed of other carriers "
+              "(Evictable, TiledEvictable).",
+    .tp_base = &SwCarrier_Type,
+};
+
+/* Test aids for the C-12 predicate and growth the movement code uses. */
+static PyObject *aid_is_allocatable_empty(PyObject *mod, PyObject *carrier)
+{
+    (void)mod;
+    if (!SwCarrier_Check(carrier)) {
+        PyErr_SetString(PyExc_TypeError, "expected a Carrier");
+        return NULL;
+    }
+    int t = sw_py_carrier_is_allocatable_empty(carrier);
+    return t < 0 ? NULL : PyBool_FromLong(t);
+}
+
+static PyObject *aid_allocate(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)mod;
+    long long n;
+    if (nargs != 2 || !SwCarrier_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "_carrier_allocate(carrier, nslots)");
+        return NULL;
+    }
+    n = PyLong_AsLongLong(args[1]);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    if (sw_py_carrier_allocate(args[0], n) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* Test aid until movement sets the pending guard itself. */
+static PyObject *aid_set_pending(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)mod;
+    if (nargs != 2 || !SwCarrier_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "_carrier_set_pending(carrier, flags)");
+        return NULL;
+    }
+    long flags = PyLong_AsLong(args[1]);
+    if (flags == -1 && PyErr_Occurred())
+        return NULL;
+    CARRIER(args[0])->pending = (int)flags;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_functions[] = {
+    {"_carrier_set_pending", (PyCFunction)(void (*)(void))aid_set_pending, METH_FASTCALL,
+     "_carrier_set_pending(carrier, flags)\n--\n\n"
+     "Test aid: set the pending guard (1 source, 2 destination, 0 clear)."},
+    {"_carrier_is_allocatable_empty", aid_is_allocatable_empty, METH_O,
+     "_carrier_is_allocatable_empty(carrier)\n--\n\nTest aid: the C-12 predicate."},
+    {"_carrier_allocate", (PyCFunction)(void (*)(void))aid_allocate, METH_FASTCALL,
+     "_carrier_allocate(carrier, nslots)\n--\n\nTest aid: C-12 growth."},
+    {"reject_carrier_subclass", reject_carrier_subclass, METH_O,
+     "reject_carrier_subclass(name)\n--\n\n"
+     "Raise TypeError(CLOSED_CARRIER_MESSAGE.format(name=name))."},
+    {NULL, NULL, 0, NULL},
+};
+
+static int intern(PyObject **slot, const char *s)
+{
+    *slot = PyUnicode_InternFromString(s);
+    return *slot ? 0 : -1;
+}
 
 int sw_py_carrier_init(PyObject *module)
 {
-    (void)module;
+    if (intern(&str_size, "size") < 0 || intern(&str_dtype, "dtype") < 0 ||
+        intern(&str_get_value, "get_value") < 0 ||
+        intern(&str_set_value, "set_value") < 0 ||
+        intern(&str_is_mutable_hook, "_is_mutable") < 0 ||
+        intern(&str_supports_hook, "_supports_storage_dtype") < 0 ||
+        intern(&str_release_hook, "_release") < 0 || intern(&str_format, "format") < 0 ||
+        intern(&str_allocate_hook, "_allocate") < 0)
+        return -1;
+    closed_message = PyUnicode_FromString(
+        "{name} is a closed carrier implementation and cannot be subclassed; "
+        "subclass strideweave.Carrier instead");
+    if (!closed_message)
+        return -1;
+    if (PyType_Ready(&SwCarrier_Type) < 0 || PyType_Ready(&SwDependentCarrier_Type) < 0)
+        return -1;
+    if (PyModule_AddObjectRef(module, "Carrier", (PyObject *)&SwCarrier_Type) < 0 ||
+        PyModule_AddObjectRef(module, "DependentCarrier",
+                              (PyObject *)&SwDependentCarrier_Type) < 0 ||
+        PyModule_AddObjectRef(module, "CLOSED_CARRIER_MESSAGE", closed_message) < 0 ||
+        PyModule_AddFunctions(module, module_functions) < 0)
+        return -1;
     return 0;
 }

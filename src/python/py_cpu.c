@@ -1,8 +1,339 @@
-/* Placeholder: filled in by the cpu work. */
-#include "sw_python.h"
+/* CPU: a closed carrier over contiguous host memory (C-20, C-21), owned or
+ * wrapped. Also the host-memory body it shares with Generic. */
+#include "sw_carrier.h"
+
+#include <string.h>
+
+#define HOST(o) ((SwHostCarrierObject *)(o))
+
+const sw_dtype sw_host_accepted[] = {SW_DT_FLOAT32, SW_DT_INT32, SW_DT_BOOL};
+
+/* ---- host body (shared with Generic) ------------------------------------ */
+
+static sw_dtype host_dtype(PyObject *self)
+{
+    return HOST(self)->dtype;
+}
+
+static int64_t host_size(PyObject *self)
+{
+    return HOST(self)->nslots;
+}
+
+static PyObject *host_load(PyObject *self, int64_t index)
+{
+    SwHostCarrierObject *h = HOST(self);
+    size_t width = sw_dtype_slot_bytes(h->dtype);
+    return sw_py_load_slot(h->dtype, (char *)h->data + (size_t)index * width);
+}
+
+static int host_store(PyObject *self, int64_t index, PyObject *value)
+{
+    SwHostCarrierObject *h = HOST(self);
+    size_t width = sw_dtype_slot_bytes(h->dtype);
+    return sw_py_store_slot(h->dtype, value, (char *)h->data + (size_t)index * width);
+}
+
+static int host_supports(sw_dtype dtype)
+{
+    return dtype == SW_DT_FLOAT32 || dtype == SW_DT_INT32 || dtype == SW_DT_BOOL;
+}
+
+static void host_drop(PyObject *self)
+{
+    SwHostCarrierObject *h = HOST(self);
+    if (h->owns_data)
+        sw_free(h->data);
+    h->data = NULL;
+    h->owns_data = 0;
+    h->nslots = 0;
+}
+
+const sw_carrier_ops sw_cpu_ops = {
+    "CPU", host_dtype, host_size, host_load, host_store, host_supports, host_drop,
+};
+const sw_carrier_ops sw_generic_ops = {
+    "Generic", host_dtype, host_size, host_load, host_store, host_supports, host_drop,
+};
+
+/* Allocate owned storage for `nslots` slots of `dtype` (at least one byte so
+ * the address is positive), zeroed when `zero`. */
+static int host_allocate(SwHostCarrierObject *h, sw_dtype dtype, int64_t nslots, int zero)
+{
+    size_t bytes;
+    if (nslots < 0 || (uint64_t)nslots > SIZE_MAX ||
+        __builtin_mul_overflow((size_t)nslots, sw_dtype_slot_bytes(dtype), &bytes)) {
+        PyErr_Format(PyExc_OverflowError, "%lld slots do not fit in memory",
+                     (long long)nslots);
+        return -1;
+    }
+    if (bytes == 0)
+        bytes = 1;
+    void *data = zero ? sw_calloc(1, bytes) : sw_malloc(bytes);
+    if (!data) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    h->dtype = dtype;
+    h->nslots = nslots;
+    h->data = data;
+    h->owns_data = 1;
+    return 0;
+}
+
+/* Fresh carrier of exactly `type` (Generic or CPU) with owned storage. */
+PyObject *sw_host_new(PyTypeObject *type, sw_dtype dtype, int64_t nslots,
+                          int mutable_, int zero)
+{
+    PyObject *self = sw_carrier_alloc(type, mutable_);
+    if (!self)
+        return NULL;
+    HOST(self)->data = NULL;
+    HOST(self)->nslots = 0;
+    HOST(self)->owns_data = 0;
+    HOST(self)->dtype = dtype;
+    if (host_allocate(HOST(self), dtype, nslots, zero) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return self;
+}
+
+/* Fresh host carrier of `type` holding `list` (already a list). */
+PyObject *sw_host_from_list(PyTypeObject *type, sw_dtype dtype, PyObject *list,
+                                int mutable_, int none_is_zero)
+{
+    PyObject *self = sw_host_new(type, dtype, PyList_GET_SIZE(list), mutable_, 1);
+    if (!self)
+        return NULL;
+    if (sw_carrier_fill_slots(dtype, list, none_is_zero, HOST(self)->data) < 0) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return self;
+}
+
+void sw_host_dealloc(PyObject *self)
+{
+    host_drop(self);
+    SwCarrier_Type.tp_dealloc(self);
+}
+
+/* Materialize `values` into a fresh list; TypeError naming `what` when it is
+ * not iterable. */
+PyObject *sw_carrier_materialize(PyObject *values, const char *what)
+{
+    PyObject *it = PyObject_GetIter(values);
+    if (!it) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "%s must be iterable, not %.100s", what,
+                         Py_TYPE(values)->tp_name);
+        }
+        return NULL;
+    }
+    PyObject *list = PySequence_List(it);
+    Py_DECREF(it);
+    return list;
+}
+
+/* C-10 for Generic and CPU. */
+PyObject *sw_host_new_like(PyObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"values", "mutable", "dtype", NULL};
+    PyObject *values, *mutable_obj = NULL, *dtype_obj = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$OO:new_like", kwlist, &values,
+                                     &mutable_obj, &dtype_obj))
+        return NULL;
+    const char *name = sw_carrier_builtin_ops(self)->name;
+    PyObject *list = sw_carrier_materialize(values, "values");
+    if (!list)
+        return NULL;
+    sw_dtype dtype;
+    int mutable_ = sw_carrier_truth(mutable_obj, 1);
+    PyObject *result = NULL;
+    if (mutable_ < 0 ||
+        sw_carrier_parse_dtype(dtype_obj == Py_None ? NULL : dtype_obj,
+                               HOST(self)->dtype, name, sw_host_accepted,
+                               SW_HOST_NACCEPTED, &dtype) < 0)
+        goto done;
+    result = sw_host_from_list(Py_TYPE(self), dtype, list, mutable_, 1);
+done:
+    Py_DECREF(list);
+    return result;
+}
+
+/* C-11 for Generic and CPU (Generic always zeroes). */
+PyObject *sw_host_allocate_like(PyObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"size", "mutable", "dtype", "empty", NULL};
+    PyObject *size_obj, *mutable_obj = NULL, *dtype_obj = NULL, *empty_obj = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$OOO:allocate_like", kwlist,
+                                     &size_obj, &mutable_obj, &dtype_obj, &empty_obj))
+        return NULL;
+    const char *name = sw_carrier_builtin_ops(self)->name;
+    int64_t size;
+    sw_dtype dtype;
+    if (sw_carrier_parse_size(size_obj, "size", &size) < 0 ||
+        sw_carrier_parse_dtype(dtype_obj == Py_None ? NULL : dtype_obj,
+                               HOST(self)->dtype, name, sw_host_accepted,
+                               SW_HOST_NACCEPTED, &dtype) < 0)
+        return NULL;
+    int mutable_ = sw_carrier_truth(mutable_obj, 1);
+    int empty = sw_carrier_truth(empty_obj, 0);
+    if (mutable_ < 0 || empty < 0)
+        return NULL;
+    int zero = Py_TYPE(self) == &SwGeneric_Type ? 1 : !empty;
+    return sw_host_new(Py_TYPE(self), dtype, size, mutable_, zero);
+}
+
+/* ---- CPU ---------------------------------------------------------------- */
+
+PyObject *sw_py_cpu_new(sw_dtype dtype, int64_t nslots, int mutable_, int zero)
+{
+    if (!host_supports(dtype)) {
+        PyErr_Format(PyExc_ValueError, "CPU does not support storage dtype %s",
+                     sw_dtype_info_of(dtype)->name);
+        return NULL;
+    }
+    if (nslots < 0) {
+        PyErr_SetString(PyExc_ValueError, "size must be >= 0");
+        return NULL;
+    }
+    return sw_host_new(&SwCPU_Type, dtype, nslots, mutable_, zero);
+}
+
+static PyObject *cpu_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"size", "pointer", "mutable", "dtype", "empty", NULL};
+    PyObject *size_obj, *pointer_obj = Py_None, *mutable_obj = NULL, *dtype_obj = NULL,
+                        *empty_obj = NULL;
+    if (sw_carrier_check_exact(type, &SwCPU_Type) < 0)
+        return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O$OOO:CPU", kwlist, &size_obj,
+                                     &pointer_obj, &mutable_obj, &dtype_obj, &empty_obj))
+        return NULL;
+    int64_t size;
+    sw_dtype dtype;
+    if (sw_carrier_parse_size(size_obj, "size", &size) < 0 ||
+        sw_carrier_parse_dtype(dtype_obj, SW_DT_FLOAT32, "CPU", sw_host_accepted,
+                               SW_HOST_NACCEPTED, &dtype) < 0)
+        return NULL;
+    uintptr_t address = 0;
+    if (pointer_obj != Py_None) {
+        if (!PyLong_Check(pointer_obj) || PyBool_Check(pointer_obj)) {
+            PyErr_Format(PyExc_TypeError, "pointer must be None or an int, not %.100s",
+                         Py_TYPE(pointer_obj)->tp_name);
+            return NULL;
+        }
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(pointer_obj, &overflow);
+        if (v == -1 && PyErr_Occurred())
+            return NULL;
+        if (overflow < 0 || (overflow == 0 && v <= 0)) {
+            PyErr_SetString(PyExc_ValueError, "pointer must be a positive address");
+            return NULL;
+        }
+        if (overflow > 0) {
+            unsigned long long u = PyLong_AsUnsignedLongLong(pointer_obj);
+            if (PyErr_Occurred() || (unsigned long long)(uintptr_t)u != u) {
+                PyErr_Clear();
+                PyErr_SetString(PyExc_OverflowError,
+                                "pointer does not fit in a machine address");
+                return NULL;
+            }
+            address = (uintptr_t)u;
+        } else {
+            address = (uintptr_t)v;
+        }
+        size_t bytes;
+        if ((uint64_t)size > SIZE_MAX ||
+            __builtin_mul_overflow((size_t)size, sw_dtype_slot_bytes(dtype), &bytes)) {
+            PyErr_Format(PyExc_OverflowError, "%lld slots do not fit in memory",
+                         (long long)size);
+            return NULL;
+        }
+    }
+    int mutable_ = sw_carrier_truth(mutable_obj, 1);
+    int empty = sw_carrier_truth(empty_obj, 0);
+    if (mutable_ < 0 || empty < 0)
+        return NULL;
+    if (pointer_obj == Py_None)
+        return sw_host_new(&SwCPU_Type, dtype, size, mutable_, !empty);
+    PyObject *self = sw_carrier_alloc(&SwCPU_Type, mutable_);
+    if (!self)
+        return NULL;
+    HOST(self)->dtype = dtype;
+    HOST(self)->nslots = size;
+    HOST(self)->data = (void *)address;
+    HOST(self)->owns_data = 0;
+    return self;
+}
+
+/* Construction happens in tp_new; __init__ must not reach Carrier.__init__'s
+ * definition-free check. */
+int sw_carrier_builtin_init(PyObject *self, PyObject *args, PyObject *kwds)
+{
+    (void)self;
+    (void)args;
+    (void)kwds;
+    return 0;
+}
+
+static PyObject *cpu_pointer(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return PyLong_FromSize_t((size_t)(uintptr_t)HOST(self)->data);
+}
+
+static PyObject *cpu_dlpack_info(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    PyObject *ptr = cpu_pointer(self, NULL);
+    if (!ptr)
+        return NULL;
+    PyObject *d = Py_BuildValue("{s:N,s:i,s:i}", "pointer", ptr, "device_type", 1,
+                                "device_id", 0);
+    return d;
+}
+
+static PyObject *cpu_init_subclass(PyObject *cls, PyObject *args, PyObject *kwds)
+{
+    (void)cls;
+    (void)args;
+    (void)kwds;
+    return sw_carrier_reject_subclass("CPU");
+}
+
+static PyMethodDef cpu_methods[] = {
+    SW_HOST_METHODS,
+    {"pointer", cpu_pointer, METH_NOARGS,
+     "pointer()\n--\n\nAddress of slot 0; 0 after release (C-21)."},
+    {"dlpack_info", cpu_dlpack_info, METH_NOARGS,
+     "dlpack_info()\n--\n\n{'pointer': ..., 'device_type': 1, 'device_id': 0}"},
+    {"__init_subclass__", (PyCFunction)(void (*)(void))cpu_init_subclass,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS, "CPU is closed (C-18)."},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject SwCPU_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "strideweave.CPU",
+    .tp_basicsize = sizeof(SwHostCarrierObject),
+    .tp_dealloc = sw_host_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "CPU(size, pointer=None, *, mutable=True, dtype=DType.Float32, "
+              "empty=False)\n--\n\nContiguous host memory, owned or wrapped (C-20).",
+    .tp_methods = cpu_methods,
+    .tp_base = &SwCarrier_Type,
+    .tp_init = sw_carrier_builtin_init,
+    .tp_new = cpu_new,
+};
 
 int sw_py_cpu_init(PyObject *module)
 {
-    (void)module;
-    return 0;
+    if (PyType_Ready(&SwCPU_Type) < 0)
+        return -1;
+    return PyModule_AddObjectRef(module, "CPU", (PyObject *)&SwCPU_Type);
 }
+

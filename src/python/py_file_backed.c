@@ -1,8 +1,344 @@
-/* Placeholder: filled in by the file_backed work. */
-#include "sw_python.h"
+/* FileBacked: a closed carrier whose slots are a raw file in the hidden
+ * session directory (C-22, C-23). Starts empty and allocatable (C-12). */
+#include "sw_carrier.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#include "strideweave/filestore.h"
+
+#define FB(o) ((SwFileBackedObject *)(o))
+#define SLOT_BYTES 4
+
+static const sw_dtype fb_accepted[] = {SW_DT_FLOAT32, SW_DT_INT32};
+#define FB_NACCEPTED 2
+
+static PyObject *path_class; /* pathlib.Path */
+
+static sw_dtype fb_dtype(PyObject *self)
+{
+    return FB(self)->dtype;
+}
+
+static int64_t fb_size(PyObject *self)
+{
+    return FB(self)->nslots;
+}
+
+static PyObject *fb_load(PyObject *self, int64_t index)
+{
+    unsigned char slot[SLOT_BYTES];
+    sw_error err;
+    if (sw_filestore_pread(FB(self)->fd, slot, SLOT_BYTES, index * SLOT_BYTES, &err) !=
+        SW_OK) {
+        sw_py_raise(&err);
+        return NULL;
+    }
+    return sw_py_load_slot(FB(self)->dtype, slot);
+}
+
+static int fb_store(PyObject *self, int64_t index, PyObject *value)
+{
+    unsigned char slot[SLOT_BYTES];
+    sw_error err;
+    if (sw_py_store_slot(FB(self)->dtype, value, slot) < 0)
+        return -1;
+    if (sw_filestore_pwrite(FB(self)->fd, slot, SLOT_BYTES, index * SLOT_BYTES, &err) !=
+        SW_OK)
+        return sw_py_raise(&err);
+    return 0;
+}
+
+static int fb_supports(sw_dtype dtype)
+{
+    return dtype == SW_DT_FLOAT32 || dtype == SW_DT_INT32;
+}
+
+/* Close and delete the file once (release or collection). */
+static void fb_drop(PyObject *self)
+{
+    SwFileBackedObject *f = FB(self);
+    if (f->fd >= 0 || f->cpath)
+        sw_filestore_remove(f->fd, f->cpath, f->creator_pid);
+    f->fd = -1;
+    f->cpath = NULL;
+    f->nslots = 0;
+}
+
+const sw_carrier_ops sw_file_backed_ops = {
+    "FileBacked", fb_dtype, fb_size, fb_load, fb_store, fb_supports, fb_drop,
+};
+
+/* A FileBacked over a newly created file: `name` NULL → generated. */
+static PyObject *fb_create(const char *name, sw_dtype dtype, int mutable_)
+{
+    PyObject *self = sw_carrier_alloc(&SwFileBacked_Type, mutable_);
+    if (!self)
+        return NULL;
+    SwFileBackedObject *f = FB(self);
+    f->dtype = dtype;
+    f->nslots = 0;
+    f->fd = -1;
+    f->path = NULL;
+    f->cpath = NULL;
+    f->creator_pid = (long)getpid();
+    sw_error err;
+    sw_status st = name ? sw_filestore_create(name, &f->fd, &f->cpath, &err)
+                        : sw_filestore_create_unique(&f->fd, &f->cpath, &err);
+    if (st != SW_OK) {
+        sw_py_raise(&err);
+        Py_DECREF(self);
+        return NULL;
+    }
+    f->path = PyObject_CallFunction(path_class, "s", f->cpath);
+    if (!f->path) {
+        Py_DECREF(self); /* deletes the file */
+        return NULL;
+    }
+    return self;
+}
+
+/* Grow to `nslots` (zero fill). */
+static int fb_grow(PyObject *self, int64_t nslots)
+{
+    int64_t bytes;
+    sw_error err;
+    if (__builtin_mul_overflow(nslots, (int64_t)SLOT_BYTES, &bytes)) {
+        PyErr_Format(PyExc_OverflowError, "%lld slots exceed the file size limit",
+                     (long long)nslots);
+        return -1;
+    }
+    if (sw_filestore_resize(FB(self)->fd, bytes, &err) != SW_OK)
+        return sw_py_raise(&err);
+    FB(self)->nslots = nslots;
+    return 0;
+}
+
+static PyObject *fb_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"filename", "mutable", "dtype", NULL};
+    PyObject *filename = Py_None, *mutable_obj = NULL, *dtype_obj = NULL;
+    if (sw_carrier_check_exact(type, &SwFileBacked_Type) < 0)
+        return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$OO:FileBacked", kwlist, &filename,
+                                     &mutable_obj, &dtype_obj))
+        return NULL;
+    sw_dtype dtype;
+    if (sw_carrier_parse_dtype(dtype_obj, SW_DT_FLOAT32, "FileBacked", fb_accepted,
+                               FB_NACCEPTED, &dtype) < 0)
+        return NULL;
+    const char *name = NULL;
+    if (filename != Py_None) {
+        if (!PyUnicode_Check(filename)) {
+            PyErr_Format(PyExc_TypeError, "filename must be a str or None, not %.100s",
+                         Py_TYPE(filename)->tp_name);
+            return NULL;
+        }
+        Py_ssize_t len;
+        name = PyUnicode_AsUTF8AndSize(filename, &len);
+        if (!name)
+            return NULL;
+        sw_error err;
+        if (sw_filestore_check_name(name, (size_t)len, &err) != SW_OK) {
+            sw_py_raise(&err);
+            return NULL;
+        }
+    }
+    int mutable_ = sw_carrier_truth(mutable_obj, 1);
+    if (mutable_ < 0)
+        return NULL;
+    return fb_create(name, dtype, mutable_);
+}
+
+static void fb_dealloc(PyObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    fb_drop(self);
+    Py_CLEAR(FB(self)->path);
+    SwCarrier_Type.tp_dealloc(self);
+}
+
+static int fb_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(FB(self)->path);
+    return 0;
+}
+
+static int fb_clear(PyObject *self)
+{
+    Py_CLEAR(FB(self)->path);
+    return 0;
+}
+
+/* C-12: grow an allocatable-empty carrier (or any live one) to `size`. */
+static PyObject *fb_allocate(PyObject *self, PyObject *size_obj)
+{
+    int64_t size;
+    if (sw_carrier_parse_size(size_obj, "size", &size) < 0)
+        return NULL;
+    if (((SwCarrierObject *)self)->released) {
+        PyErr_SetString(PyExc_RuntimeError, "cannot allocate a released FileBacked carrier");
+        return NULL;
+    }
+    if (size < FB(self)->nslots) {
+        PyErr_Format(PyExc_ValueError,
+                     "_allocate cannot shrink a FileBacked carrier from %lld to %lld slots",
+                     (long long)FB(self)->nslots, (long long)size);
+        return NULL;
+    }
+    if (size > FB(self)->nslots && fb_grow(self, size) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* C-10: values are normalized in memory first so a failure creates no file. */
+static PyObject *fb_new_like(PyObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"values", "mutable", "dtype", NULL};
+    PyObject *values, *mutable_obj = NULL, *dtype_obj = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$OO:new_like", kwlist, &values,
+                                     &mutable_obj, &dtype_obj))
+        return NULL;
+    PyObject *list = sw_carrier_materialize(values, "values");
+    if (!list)
+        return NULL;
+    PyObject *result = NULL;
+    void *buf = NULL;
+    sw_dtype dtype;
+    int mutable_ = sw_carrier_truth(mutable_obj, 1);
+    if (mutable_ < 0 ||
+        sw_carrier_parse_dtype(dtype_obj == Py_None ? NULL : dtype_obj, FB(self)->dtype,
+                               "FileBacked", fb_accepted, FB_NACCEPTED, &dtype) < 0)
+        goto done;
+    int64_t n = PyList_GET_SIZE(list);
+    buf = sw_calloc((size_t)n + 1, SLOT_BYTES);
+    if (!buf) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (sw_carrier_fill_slots(dtype, list, 1, buf) < 0)
+        goto done;
+    result = fb_create(NULL, dtype, mutable_);
+    if (!result || fb_grow(result, n) < 0)
+        goto fail;
+    sw_error err;
+    if (sw_filestore_pwrite(FB(result)->fd, buf, (size_t)n * SLOT_BYTES, 0, &err) != SW_OK) {
+        sw_py_raise(&err);
+        goto fail;
+    }
+    goto done;
+fail:
+    Py_CLEAR(result); /* deletes the file */
+done:
+    sw_free(buf);
+    Py_DECREF(list);
+    return result;
+}
+
+/* C-11: always zero-filled (growth reads back as zeros). */
+static PyObject *fb_allocate_like(PyObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"size", "mutable", "dtype", "empty", NULL};
+    PyObject *size_obj, *mutable_obj = NULL, *dtype_obj = NULL, *empty_obj = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$OOO:allocate_like", kwlist,
+                                     &size_obj, &mutable_obj, &dtype_obj, &empty_obj))
+        return NULL;
+    int64_t size;
+    sw_dtype dtype;
+    if (sw_carrier_parse_size(size_obj, "size", &size) < 0 ||
+        sw_carrier_parse_dtype(dtype_obj == Py_None ? NULL : dtype_obj, FB(self)->dtype,
+                               "FileBacked", fb_accepted, FB_NACCEPTED, &dtype) < 0)
+        return NULL;
+    int mutable_ = sw_carrier_truth(mutable_obj, 1);
+    int empty = sw_carrier_truth(empty_obj, 0);
+    if (mutable_ < 0 || empty < 0)
+        return NULL;
+    int64_t bytes;
+    if (__builtin_mul_overflow(size, (int64_t)SLOT_BYTES, &bytes)) {
+        PyErr_Format(PyExc_OverflowError, "%lld slots exceed the file size limit",
+                     (long long)size);
+        return NULL;
+    }
+    PyObject *result = fb_create(NULL, dtype, mutable_);
+    if (result && fb_grow(result, size) < 0)
+        Py_CLEAR(result);
+    return result;
+}
+
+static PyObject *fb_get_path(PyObject *self, void *closure)
+{
+    (void)closure;
+    if (!FB(self)->path) {
+        PyErr_SetString(PyExc_AttributeError, "FileBacked carrier has no path");
+        return NULL;
+    }
+    return Py_NewRef(FB(self)->path);
+}
+
+static PyObject *fb_init_subclass(PyObject *cls, PyObject *args, PyObject *kwds)
+{
+    (void)cls;
+    (void)args;
+    (void)kwds;
+    return sw_carrier_reject_subclass("FileBacked");
+}
+
+static PyMethodDef fb_methods[] = {
+    {"size", sw_carrier_meth_size, METH_NOARGS,
+     "size()\n--\n\nFile length // 4; 0 after release."},
+    {"dtype", sw_carrier_meth_dtype, METH_NOARGS, "dtype()\n--\n\nStorage DType."},
+    {"get_value", sw_carrier_meth_get_value, METH_O,
+     "get_value(index)\n--\n\nRead one slot (C-4)."},
+    {"set_value", (PyCFunction)(void (*)(void))sw_carrier_meth_set_value, METH_FASTCALL,
+     "set_value(index, value)\n--\n\nWrite one slot (C-5)."},
+    {"_is_mutable", sw_carrier_meth_intrinsic_mutable, METH_NOARGS,
+     "_is_mutable()\n--\n\nIntrinsic mutability."},
+    {"_supports_storage_dtype", sw_carrier_meth_supports_own, METH_O,
+     "_supports_storage_dtype(dtype)\n--\n\n"},
+    {"_allocate", fb_allocate, METH_O,
+     "_allocate(size)\n--\n\nGrow to size slots, new slots read 0 (C-12)."},
+    {"new_like", (PyCFunction)(void (*)(void))fb_new_like, METH_VARARGS | METH_KEYWORDS,
+     "new_like(values, *, mutable=True, dtype=None)\n--\n\n(C-10)"},
+    {"allocate_like", (PyCFunction)(void (*)(void))fb_allocate_like,
+     METH_VARARGS | METH_KEYWORDS,
+     "allocate_like(size, *, mutable=True, dtype=None, empty=False)\n--\n\n(C-11)"},
+    {"__init_subclass__", (PyCFunction)(void (*)(void))fb_init_subclass,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS, "FileBacked is closed (C-18)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef fb_getset[] = {
+    {"path", fb_get_path, NULL, "pathlib.Path of the file (kept after release).", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyTypeObject SwFileBacked_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "strideweave.FileBacked",
+    .tp_basicsize = sizeof(SwFileBackedObject),
+    .tp_dealloc = fb_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "FileBacked(filename=None, *, mutable=True, dtype=DType.Float32)\n--\n\n"
+              "Slots in a raw file of the hidden session directory (C-22).",
+    .tp_traverse = fb_traverse,
+    .tp_clear = fb_clear,
+    .tp_methods = fb_methods,
+    .tp_getset = fb_getset,
+    .tp_base = &SwCarrier_Type,
+    .tp_init = sw_carrier_builtin_init,
+    .tp_new = fb_new,
+};
 
 int sw_py_file_backed_init(PyObject *module)
 {
-    (void)module;
-    return 0;
+    PyObject *pathlib = PyImport_ImportModule("pathlib");
+    if (!pathlib)
+        return -1;
+    path_class = PyObject_GetAttrString(pathlib, "Path");
+    Py_DECREF(pathlib);
+    if (!path_class)
+        return -1;
+    if (PyType_Ready(&SwFileBacked_Type) < 0)
+        return -1;
+    return PyModule_AddObjectRef(module, "FileBacked", (PyObject *)&SwFileBacked_Type);
 }

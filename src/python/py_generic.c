@@ -1,8 +1,64 @@
-/* Placeholder: filled in by the generic work. */
-#include "sw_python.h"
+/* Generic: a closed, fixed-size host carrier filled from an iterable
+ * (C-19). Shares the host body with CPU (py_cpu.c). */
+#include "sw_carrier.h"
+
+static PyObject *generic_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"values", "mutable", "dtype", NULL};
+    PyObject *values, *mutable_obj = NULL, *dtype_obj = NULL;
+    if (sw_carrier_check_exact(type, &SwGeneric_Type) < 0)
+        return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$OO:Generic", kwlist, &values,
+                                     &mutable_obj, &dtype_obj))
+        return NULL;
+    PyObject *list = sw_carrier_materialize(values, "values");
+    if (!list)
+        return NULL;
+    PyObject *result = NULL;
+    sw_dtype dtype;
+    int mutable_;
+    if (sw_carrier_parse_dtype(dtype_obj, SW_DT_FLOAT32, "Generic", sw_host_accepted,
+                               SW_HOST_NACCEPTED, &dtype) < 0 ||
+        (mutable_ = sw_carrier_truth(mutable_obj, 1)) < 0)
+        goto done;
+    result = sw_host_from_list(&SwGeneric_Type, dtype, list, mutable_, 0);
+done:
+    Py_DECREF(list);
+    return result;
+}
+
+static PyObject *generic_init_subclass(PyObject *cls, PyObject *args, PyObject *kwds)
+{
+    (void)cls;
+    (void)args;
+    (void)kwds;
+    return sw_carrier_reject_subclass("Generic");
+}
+
+static PyMethodDef generic_methods[] = {
+    SW_HOST_METHODS,
+    {"__init_subclass__", (PyCFunction)(void (*)(void))generic_init_subclass,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS, "Generic is closed (C-18)."},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject SwGeneric_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "strideweave.Generic",
+    .tp_basicsize = sizeof(SwHostCarrierObject),
+    .tp_dealloc = sw_host_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "Generic(values, *, mutable=True, dtype=DType.Float32)\n--\n\n"
+              "Fixed-size host storage copied from values (C-19).",
+    .tp_methods = generic_methods,
+    .tp_base = &SwCarrier_Type,
+    .tp_init = sw_carrier_builtin_init,
+    .tp_new = generic_new,
+};
 
 int sw_py_generic_init(PyObject *module)
 {
-    (void)module;
-    return 0;
+    if (PyType_Ready(&SwGeneric_Type) < 0)
+        return -1;
+    return PyModule_AddObjectRef(module, "Generic", (PyObject *)&SwGeneric_Type);
 }

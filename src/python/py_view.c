@@ -1,8 +1,586 @@
-/* Placeholder: filled in by the view work. */
+/* Views (contract-core V-1, V-2, V-5..V-8): permute, reshape, broadcast_to
+ * and the slice view behind Tensor.__getitem__.
+ *
+ * A view is a fresh representation over the same carriers: the transform
+ * applies to L_0 and S_0 (V-2), everything deeper is kept, and the result
+ * passes the full T-4..T-7 validation. Nothing is read, written, allocated
+ * in a carrier or versioned. */
 #include "sw_python.h"
+
+#include <string.h>
+
+/* ---- V-9 hook point ------------------------------------------------------ */
+
+/* Called once after every view is built. The autograd engine attaches
+ * here: with graph construction on and a differentiable source it records
+ * one node saving the source and its version token (contract-core V-9,
+ * autograd contract). Until then views record nothing. */
+int sw_py_view_record(const char *kind, PyObject *source, PyObject *result)
+{
+    (void)kind;
+    (void)source;
+    (void)result;
+    return 0;
+}
+
+/* ---- shared ----------------------------------------------------------- */
+
+static SwTensorObject *require_tensor(PyObject *obj, const char *fn)
+{
+    if (!SwTensor_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s() requires a Tensor as its first argument, not %.100s",
+                     fn, Py_TYPE(obj)->tp_name);
+        return NULL;
+    }
+    return (SwTensorObject *)obj;
+}
+
+/* Build the view result: L_0 := new_l0, S_0 := new_s0 (when the source has
+ * one), subtensor 0's offset := offset0; all else kept. Takes ownership of
+ * the two core layouts (NULL new_s0 for one-subtensor sources). */
+static PyObject *finish_view(const char *kind, SwTensorObject *t, sw_layout *new_l0,
+                             sw_layout *new_s0, int64_t offset0)
+{
+    PyObject *carriers[2], *layouts[2] = {NULL, NULL}, *adjacent[1] = {NULL};
+    int64_t offsets[2];
+    PyObject *l0 = NULL, *s0 = NULL, *result = NULL;
+
+    if (t->nsub > 2) { /* no shipped dtype has more planes */
+        sw_layout_free(new_l0);
+        sw_layout_free(new_s0);
+        PyErr_SetString(PyExc_NotImplementedError, "views support at most two subtensors");
+        return NULL;
+    }
+    l0 = sw_py_layout_wrap(new_l0);
+    if (!l0) {
+        sw_layout_free(new_s0);
+        return NULL;
+    }
+    if (new_s0) {
+        s0 = sw_py_layout_wrap(new_s0);
+        if (!s0)
+            goto done;
+    }
+    for (Py_ssize_t i = 0; i < t->nsub; i++) {
+        carriers[i] = t->subs[i].carrier;
+        offsets[i] = t->subs[i].offset;
+        layouts[i] = t->subs[i].layout;
+    }
+    offsets[0] = offset0;
+    layouts[0] = l0;
+    if (t->nsub > 1)
+        adjacent[0] = s0 ? s0 : PyTuple_GET_ITEM(t->adjacent, 0);
+    result = sw_py_tensor_from_parts(t->dtype, t->nsub, carriers, offsets, layouts, adjacent);
+    if (result && sw_py_view_record(kind, (PyObject *)t, result) < 0)
+        Py_CLEAR(result);
+done:
+    Py_XDECREF(l0);
+    Py_XDECREF(s0);
+    return result;
+}
+
+/* Profile span of the mode starting at profile[p]: returns one past its end
+ * and its leaf count. */
+static int32_t mode_span(const sw_layout *L, int32_t p, int32_t *nleaves)
+{
+    int32_t leaves = 0;
+    int depth = 0;
+    if (L->profile[p] == SW_NODE_LEAF) {
+        *nleaves = 1;
+        return p + 1;
+    }
+    do {
+        if (L->profile[p] == SW_NODE_PUSH)
+            depth++;
+        else if (L->profile[p] == SW_NODE_POP)
+            depth--;
+        else
+            leaves++;
+        p++;
+    } while (depth > 0);
+    *nleaves = leaves;
+    return p;
+}
+
+/* ---- slice view (V-5) --------------------------------------------------- */
+
+static int contains_slice(PyObject *obj)
+{
+    if (PySlice_Check(obj))
+        return 1;
+    if (!PyTuple_Check(obj) && !PyList_Check(obj))
+        return 0;
+    if (Py_EnterRecursiveCall(" while reading a tensor key"))
+        return -1;
+    int found = 0;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(obj) && found == 0; i++)
+        found = contains_slice(PySequence_Fast_GET_ITEM(obj, i));
+    Py_LeaveRecursiveCall();
+    return found;
+}
+
+/* An integer entry for a mode of `size` coordinates: 0 <= i < size. */
+static int slice_integer(PyObject *entry, int64_t size, int m, int64_t *out)
+{
+    PyObject *num = PyNumber_Index(entry);
+    if (!num)
+        return -1;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(num, &overflow);
+    Py_DECREF(num);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow || v < 0 || v >= size) {
+        PyErr_Format(PyExc_ValueError,
+                     "slice key entry %d: index %R is out of range [0, %lld)", m, entry,
+                     (long long)size);
+        return -1;
+    }
+    *out = (int64_t)v;
+    return 0;
+}
+
+/* Normalized (start, stop, step) of a slice entry over `length`: step must
+ * be a positive integer (None is 1). */
+static int slice_bounds(PyObject *entry, int64_t length, int m, Py_ssize_t *start,
+                        Py_ssize_t *stop, Py_ssize_t *step)
+{
+    PyObject *st = ((PySliceObject *)entry)->step;
+    if (st != Py_None) {
+        if (!sw_py_is_integer(st)) {
+            PyErr_Format(PyExc_TypeError, "slice key entry %d: step must be an integer, not %.100s",
+                         m, Py_TYPE(st)->tp_name);
+            return -1;
+        }
+        PyObject *num = PyNumber_Index(st);
+        if (!num)
+            return -1;
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(num, &overflow);
+        Py_DECREF(num);
+        if (v == -1 && PyErr_Occurred())
+            return -1;
+        if (overflow < 0 || (overflow == 0 && v <= 0)) {
+            PyErr_Format(PyExc_ValueError, "slice key entry %d: step must be positive, got %R",
+                         m, st);
+            return -1;
+        }
+    }
+    if (PySlice_Unpack(entry, start, stop, step) < 0)
+        return -1;
+    PySlice_AdjustIndices((Py_ssize_t)length, start, stop, *step);
+    return 0;
+}
+
+PyObject *sw_py_tensor_slice(PyObject *obj, PyObject *key)
+{
+    SwTensorObject *t = (SwTensorObject *)obj;
+    const sw_layout *L = SwLayout_CORE(t->subs[0].layout);
+    const sw_layout *S = t->nsub > 1 ? SwLayout_CORE(PyTuple_GET_ITEM(t->adjacent, 0)) : NULL;
+    PyObject *tuple = NULL, *result = NULL;
+    uint8_t *profile = NULL;
+    int64_t *ext = NULL, *strl = NULL, *strs = NULL;
+    sw_layout *new_l = NULL, *new_s = NULL;
+    sw_error err;
+    int nonzero = 0;
+
+    if (PySlice_Check(key)) {
+        tuple = PyTuple_Pack(1, key);
+        if (!tuple)
+            return NULL;
+    } else if (PyTuple_Check(key)) {
+        tuple = Py_NewRef(key);
+    } else {
+        PyErr_Format(PyExc_TypeError,
+                     "a slice key must be a slice or a tuple of integers and slices, not %.100s",
+                     Py_TYPE(key)->tp_name);
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(tuple);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *e = PyTuple_GET_ITEM(tuple, i);
+        if (PyTuple_Check(e) || PyList_Check(e)) {
+            int c = contains_slice(e);
+            if (c < 0)
+                goto done;
+            if (c) {
+                PyErr_SetString(PyExc_TypeError,
+                                "slices may appear only as top-level entries of a tuple key");
+                goto done;
+            }
+        }
+    }
+    /* 1. one entry per top-level mode */
+    if (n != L->rank) {
+        PyErr_Format(PyExc_ValueError, "slice key has %zd entries, the tensor has rank %d", n,
+                     (int)L->rank);
+        goto done;
+    }
+    size_t np = (size_t)L->nprofile + 1, nl = (size_t)L->nleaves + 1;
+    profile = PyMem_Malloc(np);
+    ext = PyMem_Malloc(nl * sizeof(int64_t));
+    strl = PyMem_Malloc(nl * sizeof(int64_t));
+    strs = PyMem_Malloc(nl * sizeof(int64_t));
+    if (!profile || !ext || !strl || !strs) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* 2. each entry against its top-level mode */
+    int32_t out_np = 0, out_nl = 0, p = 0, leaf = 0;
+    int64_t growth = 0;
+    for (int m = 0; m < L->rank; m++) {
+        PyObject *e = PyTuple_GET_ITEM(tuple, m);
+        int32_t nleaves, q = mode_span(L, p, &nleaves);
+        int is_leaf = L->profile[p] == SW_NODE_LEAF;
+        int64_t size = 1;
+        for (int32_t j = 0; j < nleaves; j++)
+            size *= L->extents[leaf + j];
+        if (sw_py_is_integer(e)) {
+            int64_t i;
+            if (slice_integer(e, size, m, &i) < 0)
+                goto done;
+            nonzero |= i != 0;
+            for (int32_t j = 0; j < nleaves; j++) { /* first-mode-fastest */
+                int64_t x = L->extents[leaf + j];
+                growth += (i % x) * L->strides[leaf + j];
+                i /= x;
+            }
+        } else if (PySlice_Check(e)) {
+            Py_ssize_t start, stop, step;
+            if (slice_bounds(e, size, m, &start, &stop, &step) < 0)
+                goto done;
+            if (is_leaf) {
+                if (stop <= start || (stop - start) % step != 0) {
+                    PyErr_Format(PyExc_ValueError,
+                                 "slice key entry %d: normalized slice [%zd:%zd:%zd] must be "
+                                 "non-empty with a width divisible by its step",
+                                 m, start, stop, step);
+                    goto done;
+                }
+                int64_t s = L->strides[leaf];
+                profile[out_np++] = SW_NODE_LEAF;
+                ext[out_nl] = (stop - start) / step;
+                if (__builtin_mul_overflow(s, (int64_t)step, &strl[out_nl]) ||
+                    (S && __builtin_mul_overflow(S->strides[leaf], (int64_t)step,
+                                                 &strs[out_nl]))) {
+                    PyErr_Format(PyExc_OverflowError,
+                                 "slice key entry %d: stride times step exceeds 64 bits", m);
+                    goto done;
+                }
+                out_nl++;
+                growth += (int64_t)start * s;
+                nonzero |= start != 0;
+            } else {
+                if (start != 0 || stop != size || step != 1) {
+                    PyErr_Format(PyExc_ValueError,
+                                 "slice key entry %d: a nested mode takes only the whole-mode "
+                                 "slice (':' or 0:%lld), not [%zd:%zd:%zd]",
+                                 m, (long long)size, start, stop, step);
+                    goto done;
+                }
+                memcpy(profile + out_np, L->profile + p, (size_t)(q - p));
+                out_np += q - p;
+                for (int32_t j = 0; j < nleaves; j++) {
+                    ext[out_nl] = L->extents[leaf + j];
+                    strl[out_nl] = L->strides[leaf + j];
+                    if (S)
+                        strs[out_nl] = S->strides[leaf + j];
+                    out_nl++;
+                }
+            }
+        } else {
+            PyErr_Format(PyExc_TypeError,
+                         "slice key entry %d must be an integer or a slice, not %.100s", m,
+                         Py_TYPE(e)->tp_name);
+            goto done;
+        }
+        p = q;
+        leaf += nleaves;
+    }
+    if (S && nonzero) {
+        PyErr_SetString(PyExc_NotImplementedError,
+                        "slicing a multi-subtensor Tensor supports only selections that start "
+                        "at coordinate 0");
+        goto done;
+    }
+    new_l = sw_layout_new(out_np, profile, ext, strl, &err);
+    if (!new_l) {
+        sw_py_raise(&err);
+        goto done;
+    }
+    if (S) {
+        new_s = sw_layout_new(out_np, profile, ext, strs, &err);
+        if (!new_s) {
+            sw_py_raise(&err);
+            goto done;
+        }
+    }
+    result = finish_view("slice", t, new_l, new_s, S ? t->subs[0].offset : t->subs[0].offset + growth);
+    new_l = new_s = NULL;
+done:
+    sw_layout_free(new_l);
+    sw_layout_free(new_s);
+    PyMem_Free(profile);
+    PyMem_Free(ext);
+    PyMem_Free(strl);
+    PyMem_Free(strs);
+    Py_XDECREF(tuple);
+    return result;
+}
+
+/* ---- permute (V-6) -------------------------------------------------------- */
+
+static PyObject *view_permute(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
+                              PyObject *kwnames)
+{
+    PyObject *const *items;
+    Py_ssize_t n;
+    int32_t *order = NULL;
+    char *seen = NULL;
+    sw_layout *new_l = NULL, *new_s = NULL;
+    sw_error err;
+    PyObject *result = NULL, *seq = NULL;
+    (void)mod;
+
+    if (kwnames && PyTuple_GET_SIZE(kwnames) > 0) {
+        PyErr_SetString(PyExc_TypeError, "permute() takes no keyword arguments");
+        return NULL;
+    }
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError, "permute() missing required argument 'tensor'");
+        return NULL;
+    }
+    SwTensorObject *t = require_tensor(args[0], "permute");
+    if (!t)
+        return NULL;
+    const sw_layout *L = SwLayout_CORE(t->subs[0].layout);
+    const sw_layout *S = t->nsub > 1 ? SwLayout_CORE(PyTuple_GET_ITEM(t->adjacent, 0)) : NULL;
+
+    items = args + 1;
+    n = nargs - 1;
+    if (n == 1 && (PyList_Check(args[1]) || PyTuple_Check(args[1]))) {
+        seq = PySequence_Tuple(args[1]); /* a snapshot __index__ cannot mutate */
+        if (!seq)
+            return NULL;
+        items = &PyTuple_GET_ITEM(seq, 0);
+        n = PyTuple_GET_SIZE(seq);
+    } else if (n == 1 && !sw_py_is_integer(args[1])) {
+        PyErr_Format(PyExc_TypeError,
+                     "permute order must be integers or one list/tuple of integers, not %.100s",
+                     Py_TYPE(args[1])->tp_name);
+        return NULL;
+    }
+    order = PyMem_Malloc(sizeof(int32_t) * (size_t)(n + 1));
+    seen = PyMem_Calloc((size_t)L->rank + 1, 1);
+    if (!order || !seen) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t j = 0; j < n; j++) {
+        if (!sw_py_is_integer(items[j])) {
+            PyErr_Format(PyExc_TypeError, "permute order entry %zd must be an integer, not %.100s",
+                         j, Py_TYPE(items[j])->tp_name);
+            goto done;
+        }
+    }
+    if (n != L->rank) {
+        PyErr_Format(PyExc_ValueError, "permute order has %zd entries, the tensor has rank %d", n,
+                     (int)L->rank);
+        goto done;
+    }
+    for (Py_ssize_t j = 0; j < n; j++) {
+        Py_ssize_t v = PyNumber_AsSsize_t(items[j], NULL); /* clamps huge values */
+        if (v == -1 && PyErr_Occurred())
+            goto done;
+        if (v < 0 || v >= L->rank) {
+            PyErr_Format(PyExc_ValueError, "permute order entry %R is outside [0, %d)", items[j],
+                         (int)L->rank);
+            goto done;
+        }
+        if (seen[v]) {
+            PyErr_Format(PyExc_ValueError, "permute order repeats mode %zd", v);
+            goto done;
+        }
+        seen[v] = 1;
+        order[j] = (int32_t)v;
+    }
+    new_l = sw_layout_permute(L, order, (int32_t)n, &err);
+    if (!new_l) {
+        sw_py_raise(&err);
+        goto done;
+    }
+    if (S) {
+        new_s = sw_layout_permute(S, order, (int32_t)n, &err);
+        if (!new_s) {
+            sw_py_raise(&err);
+            goto done;
+        }
+    }
+    result = finish_view("permute", t, new_l, new_s, t->subs[0].offset);
+    new_l = new_s = NULL;
+done:
+    sw_layout_free(new_l);
+    sw_layout_free(new_s);
+    PyMem_Free(order);
+    PyMem_Free(seen);
+    Py_XDECREF(seq);
+    return result;
+}
+
+/* ---- reshape (V-7) -------------------------------------------------------- */
+
+/* Reshape base of L: ordinals 0, 1, 2, ... map to 0, b, 2b, ... (1/0). */
+static int reshape_base(const sw_layout *L, int64_t *base)
+{
+    int first = 1, overflowed = 0;
+    int64_t expect = 0;
+    *base = 1;
+    for (int32_t j = 0; j < L->nleaves; j++) {
+        int64_t e = L->extents[j], s = L->strides[j];
+        if (e == 1)
+            continue;
+        if (first) {
+            *base = s;
+            first = 0;
+        } else if (overflowed || s != expect) {
+            return 0;
+        }
+        overflowed = __builtin_mul_overflow(s, e, &expect);
+    }
+    return 1;
+}
+
+/* Layout.canonical(shape) strides times b. Owned result or NULL (raised). */
+static sw_layout *scaled_canonical(const sw_layout *shape, int64_t b)
+{
+    sw_error err;
+    int64_t *strides = PyMem_Malloc(sizeof(int64_t) * ((size_t)shape->nleaves + 1));
+    if (!strides) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    int64_t acc = 1;
+    for (int32_t j = 0; j < shape->nleaves; j++) {
+        if (__builtin_mul_overflow(acc, b, &strides[j])) {
+            PyMem_Free(strides);
+            PyErr_SetString(PyExc_OverflowError, "reshape strides exceed 64 bits");
+            return NULL;
+        }
+        acc *= shape->extents[j]; /* bounded by shape->size */
+    }
+    sw_layout *out = sw_layout_new(shape->nprofile, shape->profile, shape->extents, strides, &err);
+    PyMem_Free(strides);
+    if (!out)
+        sw_py_raise(&err);
+    return out;
+}
+
+static PyObject *view_reshape(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
+                              PyObject *kwnames)
+{
+    static const char *const names[] = {"tensor", "shape"};
+    PyObject *a[2], *tobj, *shape;
+    sw_layout *new_l = NULL, *new_s = NULL;
+    int64_t bl, bs;
+    (void)mod;
+    if (sw_py_parse_required("reshape", names, 2, args, nargs, kwnames, a) < 0)
+        return NULL;
+    tobj = a[0];
+    shape = a[1];
+    SwTensorObject *t = require_tensor(tobj, "reshape");
+    if (!t)
+        return NULL;
+    if (!SwShape_Check(shape)) {
+        PyErr_Format(PyExc_TypeError, "reshape shape must be a Shape, not %.100s",
+                     Py_TYPE(shape)->tp_name);
+        return NULL;
+    }
+    const sw_layout *L = SwLayout_CORE(t->subs[0].layout);
+    const sw_layout *S = t->nsub > 1 ? SwLayout_CORE(PyTuple_GET_ITEM(t->adjacent, 0)) : NULL;
+    const sw_layout *target = SwLayout_CORE(shape);
+    if (target->size != L->size) {
+        PyErr_Format(PyExc_ValueError, "reshape shape size %lld differs from the tensor size %lld",
+                     (long long)target->size, (long long)L->size);
+        return NULL;
+    }
+    if (!reshape_base(L, &bl)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "tensor layout is not reshape-compatible: its leaves of extent > 1 "
+                        "must map ordinals to 0, b, 2b, ... (first-mode-fastest)");
+        return NULL;
+    }
+    if (S && !reshape_base(S, &bs)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "adjacent layout 0 is not reshape-compatible: its leaves of extent > 1 "
+                        "must map ordinals to 0, b, 2b, ... (first-mode-fastest)");
+        return NULL;
+    }
+    new_l = scaled_canonical(target, bl);
+    if (!new_l)
+        return NULL;
+    if (S) {
+        new_s = scaled_canonical(target, bs);
+        if (!new_s) {
+            sw_layout_free(new_l);
+            return NULL;
+        }
+    }
+    return finish_view("reshape", t, new_l, new_s, t->subs[0].offset);
+}
+
+/* ---- broadcast_to (V-8) --------------------------------------------------- */
+
+static PyObject *view_broadcast_to(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
+                                   PyObject *kwnames)
+{
+    static const char *const names[] = {"tensor", "target"};
+    PyObject *a[2], *tobj, *target;
+    sw_layout *new_l = NULL, *new_s = NULL;
+    sw_error err;
+    (void)mod;
+    if (sw_py_parse_required("broadcast_to", names, 2, args, nargs, kwnames, a) < 0)
+        return NULL;
+    tobj = a[0];
+    target = a[1];
+    SwTensorObject *t = require_tensor(tobj, "broadcast_to");
+    if (!t)
+        return NULL;
+    if (!SwShape_Check(target)) {
+        PyErr_Format(PyExc_TypeError, "broadcast_to target must be a Shape, not %.100s",
+                     Py_TYPE(target)->tp_name);
+        return NULL;
+    }
+    const sw_layout *L = SwLayout_CORE(t->subs[0].layout);
+    const sw_layout *S = t->nsub > 1 ? SwLayout_CORE(PyTuple_GET_ITEM(t->adjacent, 0)) : NULL;
+    const sw_layout *T = SwLayout_CORE(target);
+    new_l = sw_layout_broadcast(L, T->nprofile, T->profile, T->extents, &err);
+    if (!new_l)
+        return sw_py_raise(&err), NULL;
+    if (S) {
+        new_s = sw_layout_broadcast(S, T->nprofile, T->profile, T->extents, &err);
+        if (!new_s) {
+            sw_layout_free(new_l);
+            return sw_py_raise(&err), NULL;
+        }
+    }
+    return finish_view("broadcast_to", t, new_l, new_s, t->subs[0].offset);
+}
+
+static PyMethodDef view_functions[] = {
+    {"permute", (PyCFunction)(void (*)(void))view_permute, METH_FASTCALL | METH_KEYWORDS,
+     "permute(tensor, *order)\n--\n\n"
+     "View with result mode j = source mode order[j] (contract-core V-6)."},
+    {"reshape", (PyCFunction)(void (*)(void))view_reshape, METH_FASTCALL | METH_KEYWORDS,
+     "reshape(tensor, shape)\n--\n\n"
+     "View with a new shape over a reshape-compatible layout (contract-core V-7)."},
+    {"broadcast_to", (PyCFunction)(void (*)(void))view_broadcast_to,
+     METH_FASTCALL | METH_KEYWORDS,
+     "broadcast_to(tensor, target)\n--\n\n"
+     "View widening extent-1 leaves with stride 0 (contract-core V-8)."},
+    {NULL, NULL, 0, NULL},
+};
 
 int sw_py_view_init(PyObject *module)
 {
-    (void)module;
-    return 0;
+    return PyModule_AddFunctions(module, view_functions);
 }

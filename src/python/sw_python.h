@@ -78,6 +78,10 @@ typedef struct SwDTypeObject {
 #define SwDType_ID(o) (((SwDTypeObject *)(o))->id)
 /* Borrowed reference to the process-wide singleton for `id`. */
 PyObject *sw_py_dtype(sw_dtype id);
+/* D-4 storage schema of a DType: a tuple of storage DTypes, one per
+ * subtensor ((D,), (Any,), (Floating,) or the compound's planes); ValueError
+ * for Integer. New reference. */
+PyObject *sw_py_dtype_storage_schema(PyObject *dtype);
 
 /* C-7: TypeError for a non-DType; ValueError for a descriptor not among
  * `accepted` (compound: homogeneous storage cannot hold several planes;
@@ -106,11 +110,17 @@ typedef struct SwCarrierObject {
     int64_t version;         /* C-14 */
     int released;            /* C-15 */
     int intrinsic_mutable;   /* built-ins: the `mutable` argument */
-    int pending;             /* pending-transfer guard (movement, later) */
+    int pending;             /* pending-transfer guard: SW_PENDING_* bits */
     int64_t owner_token;     /* 0 when not owned (C-13) */
     unsigned long owner_thread;
     int owner_depth;         /* re-entrant owner access on owner_thread */
 } SwCarrierObject;
+
+/* `pending` bits (architecture.md, "Pending guard"): while non-zero,
+ * mutation, release and claims fail RuntimeError mentioning `pending` and
+ * is_mutable() is False; a pending destination also refuses reads. */
+#define SW_PENDING_SOURCE 1
+#define SW_PENDING_DESTINATION 2
 
 /* Host-memory carriers (Generic, CPU) share this body. */
 typedef struct SwHostCarrierObject {
@@ -128,6 +138,7 @@ typedef struct SwFileBackedObject {
     int fd;                  /* -1 after release */
     PyObject *path;          /* pathlib.Path, kept after release */
     char *cpath;             /* sw_malloc'd, NULL once unlinked */
+    long creator_pid;        /* only this process unlinks the file */
 } SwFileBackedObject;
 
 #define SwCarrier_Check(o) PyObject_TypeCheck((o), &SwCarrier_Type)
@@ -139,6 +150,14 @@ int sw_py_carrier_size(PyObject *carrier, int64_t *out);
 PyObject *sw_py_carrier_getitem(PyObject *carrier, int64_t index); /* C-4 */
 int sw_py_carrier_setitem(PyObject *carrier, int64_t index, PyObject *value); /* C-5 */
 int sw_py_carrier_is_mutable(PyObject *carrier);                   /* 1/0/-1 */
+/* C-6 supports_storage_dtype (TypeError for a non-DType): 1/0/-1. */
+int sw_py_carrier_supports_dtype(PyObject *carrier, PyObject *dtype);
+/* C-15 release(), framework-owned (never a Python override): 0 / -1. */
+int sw_py_carrier_release(PyObject *carrier);
+/* C-12: size() == 0 and a callable `_allocate` exists. 1/0/-1. */
+int sw_py_carrier_is_allocatable_empty(PyObject *carrier);
+/* C-12 growth: call `_allocate(nslots)`; a non-None result → TypeError. */
+int sw_py_carrier_allocate(PyObject *carrier, int64_t nslots);
 /* A fresh, owned exact-CPU carrier of `nslots` slots (F-1 factories and
  * gradients). zero: fill with the dtype's zero. */
 PyObject *sw_py_cpu_new(sw_dtype dtype, int64_t nslots, int mutable_, int zero);
@@ -170,6 +189,27 @@ typedef struct SwTensorObject {
 
 /* Build a validated one-subtensor Tensor (T-1 checks). New reference. */
 PyObject *sw_py_tensor_new1(PyObject *carrier, int64_t offset, PyObject *layout);
+/* Build a Tensor from a representation, validated by T-4..T-7: nsub
+ * (carrier, offset, layout) planes and nsub - 1 adjacent Layouts. Borrows
+ * every argument. New reference. */
+PyObject *sw_py_tensor_from_parts(PyObject *logical_dtype, Py_ssize_t nsub,
+                                  PyObject *const *carriers, const int64_t *offsets,
+                                  PyObject *const *layouts, PyObject *const *adjacent);
+/* V-10: friendly.item / Tensor.item and friendly.to_list / Tensor.tolist
+ * (TypeError for a non-Tensor). */
+PyObject *sw_py_tensor_item(PyObject *tensor);
+PyObject *sw_py_tensor_tolist(PyObject *tensor);
+/* Vectorcall parsing of `n` required positional-or-keyword parameters
+ * `names` into out[] (borrowed references). 0, or -1 with TypeError. */
+int sw_py_parse_required(const char *fn, const char *const *names, Py_ssize_t n,
+                         PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                         PyObject **out);
+/* V-5 slice view for Tensor.__getitem__ (py_view.c). */
+PyObject *sw_py_tensor_slice(PyObject *tensor, PyObject *key);
+/* V-9 hook point (py_view.c): called once after each view is built with its
+ * kind ("slice", "permute", "reshape", "broadcast_to"), source and result.
+ * 0, or -1 with an exception set (the view then fails). */
+int sw_py_view_record(const char *kind, PyObject *source, PyObject *result);
 
 /* ---- DLPack (py_dlpack.c), listed in Tensor's method table -------------- */
 

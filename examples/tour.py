@@ -1,0 +1,75 @@
+"""A tour of strideweave: hierarchical layouts, tensors on carriers, views,
+and zero-copy hand-off to NumPy and PyTorch through DLPack.
+
+Run it with `make demo`.
+"""
+
+import strideweave as sw
+from strideweave import CPU, DType, FileBacked, Layout, Shape, Stride, Tensor
+from strideweave.friendly import arange, tensor, to_list
+
+
+def section(title):
+    print()
+    print(f"== {title} ==")
+
+
+section("1. Hierarchical layouts")
+# A rank-2 layout whose second mode is itself two modes: (2, (3, 4)):(1, (2, 6)).
+L = Layout(Shape(2, [3, 4]), Stride(1, [2, 6]))
+print("layout          ", L)
+print("size, cosize    ", L.size, L.cosize)
+print("leaf modes      ", L.infix(), "(what DLPack sees: one dim per leaf)")
+print("profile         ", [n.name for n in L.profile])
+print("L(23) == L([1, [2, 3]])", L(23), L([1, [2, 3]]))
+gapped = Layout(Shape(2, 3), Stride(1, 4))
+print("gapped", gapped, "cosize", gapped.cosize, "injective", gapped.is_injective)
+bcast = Layout(Shape(2, 3), Stride(1, 0))
+print("broadcast", bcast, "cosize", bcast.cosize, "injective", bcast.is_injective)
+print("canonical of (2,(3,4))", Layout.canonical(Shape(2, [3, 4])))
+
+section("2. Tensors on a CPU carrier")
+t = tensor(list(range(24)), layout=L)
+print(t)
+print("t[1, [2, 3]] =", t[1, [2, 3]], "  t[5] =", t[5], "(first-mode-fastest ordinal)")
+t[0, [0, 0]] = 100.0
+print("after a write: t[0] =", t[0], " carrier version", t.version)
+
+section("3. Views share storage: slice, permute, reshape, broadcast")
+col = t[1, :]                       # drop mode 0 at index 1, keep the nested mode
+print("t[1, :]        ", col.layout, "offset", col.offset, "first values", to_list(col)[:4])
+p = sw.permute(t, 1, 0)
+print("permute(t,1,0) ", p.layout)
+r = sw.reshape(arange(6), Shape(2, 3))
+print("reshape        ", r.layout, to_list(r))
+b = sw.broadcast_to(tensor([1.0, 2.0], layout=Layout(Shape(2, 1), Stride(1, 1))), Shape(2, 3))
+print("broadcast_to   ", b.layout, to_list(b))
+
+section("4. A tensor on a FileBacked carrier")
+fb = FileBacked(dtype=DType.Int32)
+print("file", fb.path.name, "in hidden dir", fb.path.parent.name, "size", fb.size())
+fb._allocate(6)                        # grows the file, new slots read 0
+for i in range(6):
+    fb[i] = i * i
+ft = Tensor(fb, 0, Layout(Shape(3, 2), Stride(2, 1)))
+print(ft, "values", to_list(ft))
+fb.release()
+print("released; file exists:", fb.path.exists())
+
+section("5. Zero-copy export to NumPy and PyTorch (DLPack)")
+import numpy as np  # noqa: E402  (optional consumers, imported only here)
+import torch  # noqa: E402
+
+h = tensor(list(range(24)), layout=L)
+a = np.from_dlpack(h)
+print("numpy sees shape", a.shape, "strides (bytes)", a.strides)
+print("a[1, 2, 3] == h[1, [2, 3]]:", a[1, 2, 3], h[1, [2, 3]])
+a[1, 2, 3] = -1.0                   # a write through NumPy ...
+print("... is seen by strideweave: h[1, [2, 3]] =", h[1, [2, 3]])
+tt = torch.from_dlpack(h)
+print("torch sees", tuple(tt.shape), tt.stride(), tt.dtype, "tt[1,2,3] =", float(tt[1, 2, 3]))
+ro = Tensor(CPU(4, mutable=False), 0, Layout(Shape(4), Stride(1)))
+print("immutable carrier -> numpy writeable:",
+      np.from_dlpack(ro).flags.writeable, "(read-only flag of DLPack 1.0)")
+print()
+print("tour complete")

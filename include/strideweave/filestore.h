@@ -1,0 +1,58 @@
+/* The FileBacked file store (contract-carriers C-22, C-23).
+ *
+ * Files live flat in one hidden per-process session directory,
+ * `$TMPDIR/.strideweave-filebacked-<32 hex>` (TMPDIR unset or empty: /tmp),
+ * mode 0700, created on first use (thread-safe) and removed recursively at
+ * exit by an atexit handler in the process that created it only, so a forked
+ * child never deletes its parent's files. A slot file is raw native-order
+ * data with no header. I/O loops survive EINTR and short transfers and
+ * consult fault injection ("open", "pread", "pwrite", "truncate"). */
+#ifndef STRIDEWEAVE_FILESTORE_H
+#define STRIDEWEAVE_FILESTORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "strideweave/status.h"
+
+/* "<32 hex>.bin" plus the terminating NUL. */
+#define SW_FILESTORE_NAME_LEN 37
+
+/* The session directory's absolute path, creating it on first use. The
+ * string stays valid for the life of the process. */
+sw_status sw_filestore_session_dir(const char **dir, sw_error *err);
+/* Process id that created the session directory, 0 if none yet. */
+long sw_filestore_creator_pid(void);
+/* Whether the calling process created the session directory: only then
+ * does it remove files at release and the directory at exit. */
+int sw_filestore_is_owner(void);
+
+/* Fill `out` (SW_FILESTORE_NAME_LEN bytes) with a fresh random
+ * "<32 hex>.bin". */
+sw_status sw_filestore_generate_name(char *out, sw_error *err);
+/* SW_EINVAL unless `name` (`len` bytes) is a plain file name: not empty,
+ * ".", or "..", and without '/' or NUL. */
+sw_status sw_filestore_check_name(const char *name, size_t len, sw_error *err);
+
+/* Create `name` exclusively (O_EXCL) in the session directory, length 0.
+ * An existing file → SW_EEXIST and it is left untouched. On success `*fd`
+ * is open read-write and `*path` is the sw_malloc'd absolute path. */
+sw_status sw_filestore_create(const char *name, int *fd, char **path, sw_error *err);
+/* sw_filestore_create with a generated name (retried on a collision). */
+sw_status sw_filestore_create_unique(int *fd, char **path, sw_error *err);
+
+/* Transfer exactly `bytes` at `offset`; EINTR and short transfers are
+ * continued. End of file while reading → SW_EIO (errno EIO). */
+sw_status sw_filestore_pread(int fd, void *buf, size_t bytes, int64_t offset,
+                             sw_error *err);
+sw_status sw_filestore_pwrite(int fd, const void *buf, size_t bytes,
+                              int64_t offset, sw_error *err);
+/* Set the file length to `bytes`; growth reads back as zeros. */
+sw_status sw_filestore_resize(int fd, int64_t bytes, sw_error *err);
+
+/* Close `fd` (if >= 0), unlink `path` when `creator_pid` is this process,
+ * and sw_free `path` (if not NULL). Errors are ignored: the file may already
+ * be gone. */
+void sw_filestore_remove(int fd, char *path, long creator_pid);
+
+#endif

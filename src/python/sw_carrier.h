@@ -1,0 +1,110 @@
+/* Private interface between the carrier files of the extension
+ * (py_carrier.c, py_generic.c, py_cpu.c, py_file_backed.c).
+ *
+ * The framework-owned paths in py_carrier.c (C-4/C-5 checks, release,
+ * mutability) use `sw_carrier_ops` for exact built-in carriers instead of
+ * calling their Python-visible hooks; user subclasses go through dynamic
+ * attribute lookup. */
+#ifndef STRIDEWEAVE_SW_CARRIER_H
+#define STRIDEWEAVE_SW_CARRIER_H
+
+#include "sw_python.h"
+
+typedef struct sw_carrier_ops {
+    const char *name;                       /* class name for messages */
+    sw_dtype (*dtype)(PyObject *self);
+    int64_t (*size)(PyObject *self);        /* 0 after release */
+    /* Slot access on a live carrier, index in range. */
+    PyObject *(*load)(PyObject *self, int64_t index);
+    /* Normalize (C-9) and write; nothing changes on failure. No version. */
+    int (*store)(PyObject *self, int64_t index, PyObject *value);
+    int (*supports)(sw_dtype dtype);        /* C-6 table */
+    void (*drop)(PyObject *self);           /* free storage (C-15) */
+} sw_carrier_ops;
+
+extern const sw_carrier_ops sw_generic_ops;
+extern const sw_carrier_ops sw_cpu_ops;
+extern const sw_carrier_ops sw_file_backed_ops;
+
+/* ops for an object whose type is exactly a built-in carrier, else NULL. */
+const sw_carrier_ops *sw_carrier_builtin_ops(PyObject *obj);
+
+/* A fresh instance of `type` (a Carrier subtype) with framework state set
+ * (C-1). */
+PyObject *sw_carrier_alloc(PyTypeObject *type, int intrinsic_mutable);
+
+/* C-4 / C-5 on a Python index object (get_value/set_value of built-ins,
+ * __getitem__/__setitem__ of every carrier). */
+PyObject *sw_carrier_get_checked(PyObject *self, PyObject *index);
+int sw_carrier_set_checked(PyObject *self, PyObject *index, PyObject *value);
+
+/* Methods every built-in carrier lists in its method table; they read the
+ * exact built-in's ops. */
+PyObject *sw_carrier_meth_size(PyObject *self, PyObject *unused);
+PyObject *sw_carrier_meth_dtype(PyObject *self, PyObject *unused);
+PyObject *sw_carrier_meth_get_value(PyObject *self, PyObject *index);
+PyObject *sw_carrier_meth_set_value(PyObject *self, PyObject *const *args,
+                                    Py_ssize_t nargs);
+PyObject *sw_carrier_meth_intrinsic_mutable(PyObject *self, PyObject *unused);
+PyObject *sw_carrier_meth_supports_own(PyObject *self, PyObject *dtype);
+
+/* C-18: the TypeError for subclassing the closed carrier `name`. Returns
+ * NULL with the exception set. */
+PyObject *sw_carrier_reject_subclass(const char *name);
+/* tp_new backstop: -1 with TypeError unless `type` is exactly `closed`. */
+int sw_carrier_check_exact(PyTypeObject *type, PyTypeObject *closed);
+
+/* Argument helpers shared by the built-ins. */
+/* G-2 integer >= 0 named `what`: TypeError / ValueError / OverflowError. */
+int sw_carrier_parse_size(PyObject *obj, const char *what, int64_t *out);
+/* Resolve a dtype argument (NULL or None → `dflt`) against `accepted`
+ * (C-7). */
+int sw_carrier_parse_dtype(PyObject *obj, sw_dtype dflt, const char *carrier,
+                           const sw_dtype *accepted, int naccepted,
+                           sw_dtype *out);
+/* bool(obj) for mutable/empty flags: 1/0/-1. */
+int sw_carrier_truth(PyObject *obj, int dflt);
+
+/* Normalize every entry of `seq` (a list/tuple, None → zero when
+ * `none_is_zero`) into `buf` of slots of `dtype`. */
+int sw_carrier_fill_slots(sw_dtype dtype, PyObject *seq, int none_is_zero,
+                          void *buf);
+
+/* ---- host body shared by Generic and CPU (py_cpu.c) -------------------- */
+
+extern const sw_dtype sw_host_accepted[];
+#define SW_HOST_NACCEPTED 3
+/* Fresh carrier of exactly `type` with owned storage (zeroed when `zero`). */
+PyObject *sw_host_new(PyTypeObject *type, sw_dtype dtype, int64_t nslots,
+                      int mutable_, int zero);
+/* Fresh host carrier of `type` holding the entries of `list` (a list). */
+PyObject *sw_host_from_list(PyTypeObject *type, sw_dtype dtype, PyObject *list,
+                            int mutable_, int none_is_zero);
+void sw_host_dealloc(PyObject *self);
+PyObject *sw_host_new_like(PyObject *self, PyObject *args, PyObject *kwds);
+PyObject *sw_host_allocate_like(PyObject *self, PyObject *args, PyObject *kwds);
+/* A fresh list of `values`; TypeError naming `what` if not iterable. */
+PyObject *sw_carrier_materialize(PyObject *values, const char *what);
+/* tp_init of the built-ins: construction is done in tp_new. */
+int sw_carrier_builtin_init(PyObject *self, PyObject *args, PyObject *kwds);
+
+#define SW_HOST_METHODS                                                              \
+    {"size", sw_carrier_meth_size, METH_NOARGS,                                   \
+     "size()\n--\n\nNumber of slots; 0 after release."},                          \
+    {"dtype", sw_carrier_meth_dtype, METH_NOARGS, "dtype()\n--\n\nStorage DType."}, \
+    {"get_value", sw_carrier_meth_get_value, METH_O,                              \
+     "get_value(index)\n--\n\nRead one slot (C-4)."},                             \
+    {"set_value", (PyCFunction)(void (*)(void))sw_carrier_meth_set_value,         \
+     METH_FASTCALL, "set_value(index, value)\n--\n\nWrite one slot (C-5)."},      \
+    {"_is_mutable", sw_carrier_meth_intrinsic_mutable, METH_NOARGS,               \
+     "_is_mutable()\n--\n\nIntrinsic mutability."},                               \
+    {"_supports_storage_dtype", sw_carrier_meth_supports_own, METH_O,             \
+     "_supports_storage_dtype(dtype)\n--\n\n"},                                   \
+    {"new_like", (PyCFunction)(void (*)(void))sw_host_new_like,                      \
+     METH_VARARGS | METH_KEYWORDS,                                                \
+     "new_like(values, *, mutable=True, dtype=None)\n--\n\n(C-10)"},              \
+    {"allocate_like", (PyCFunction)(void (*)(void))sw_host_allocate_like,            \
+     METH_VARARGS | METH_KEYWORDS,                                                \
+     "allocate_like(size, *, mutable=True, dtype=None, empty=False)\n--\n\n(C-11)"}
+
+#endif
