@@ -4,6 +4,7 @@
  * printing; the Python side only parses keys and maps errors. */
 #include "sw_python.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -31,6 +32,9 @@ static PyTypeObject *kind_type(enum kind k)
 
 /* ---- wrapping ----------------------------------------------------------- */
 
+static PyObject *layout_call_vector(PyObject *self, PyObject *const *args,
+                                    size_t nargsf, PyObject *kwnames);
+
 static PyObject *wrap(PyTypeObject *type, sw_layout *layout)
 {
     if (!layout)
@@ -42,6 +46,7 @@ static PyObject *wrap(PyTypeObject *type, sw_layout *layout)
     }
     self->layout = layout;
     self->hash = -1;
+    self->vectorcall = type == &SwLayout_Type ? layout_call_vector : NULL;
     return (PyObject *)self;
 }
 
@@ -984,19 +989,20 @@ static PyObject *layout_get_index(PyObject *unused, PyObject *const *args,
     return index_result(args[0], args[1]);
 }
 
-static PyObject *layout_call(PyObject *self, PyObject *args, PyObject *kwds)
+static PyObject *layout_call_vector(PyObject *self, PyObject *const *args,
+                                    size_t nargsf, PyObject *kwnames)
 {
-    if (kwds && PyDict_GET_SIZE(kwds)) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (kwnames && PyTuple_GET_SIZE(kwnames)) {
         PyErr_SetString(PyExc_TypeError, "Layout call takes no keyword arguments");
         return NULL;
     }
-    if (PyTuple_GET_SIZE(args) != 1) {
+    if (nargs != 1) {
         PyErr_Format(PyExc_TypeError,
-                     "Layout call takes exactly one key, got %zd arguments",
-                     PyTuple_GET_SIZE(args));
+                     "Layout call takes exactly one key, got %zd arguments", nargs);
         return NULL;
     }
-    return index_result(self, PyTuple_GET_ITEM(args, 0));
+    return index_result(self, args[0]);
 }
 
 /* ---- Layout algebra ------------------------------------------------------ */
@@ -1191,13 +1197,14 @@ PyTypeObject SwLayout_Type = {
     .tp_name = "strideweave.Layout",
     .tp_doc = "Layout(shape, stride)\n--\n\nA Shape with a congruent Stride (L-4).",
     .tp_basicsize = sizeof(SwLayoutObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_new = layout_new,
     .tp_vectorcall = layout_vectorcall,
     .tp_dealloc = layout_dealloc,
     .tp_repr = layout_repr,
     .tp_hash = layout_hash,
-    .tp_call = layout_call,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(SwLayoutObject, vectorcall),
     .tp_richcompare = layout_richcompare,
     .tp_setattro = layout_setattro,
     .tp_as_sequence = &layout_as_sequence,

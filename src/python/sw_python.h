@@ -47,6 +47,7 @@ typedef struct SwLayoutObject {
     PyObject_HEAD
     sw_layout *layout;  /* owned */
     Py_hash_t hash;     /* -1 until computed */
+    vectorcallfunc vectorcall; /* layout(key) without an argument tuple */
 } SwLayoutObject;
 
 #define SwShape_Check(o) PyObject_TypeCheck((o), &SwShape_Type)
