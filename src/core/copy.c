@@ -126,7 +126,7 @@ sw_status sw_copy_strided(void *dst, const int64_t *dst_strides,
                           const int64_t *extents, int ndim, size_t itemsize,
                           sw_error *err)
 {
-    int64_t count;
+    int64_t count = 0;
     sw_status st = validate(dst, dst_strides, src, src_strides, extents, ndim,
                             itemsize, &count, err);
     if (st != SW_OK || count == 0)

@@ -105,6 +105,11 @@ sw_status sw_filestore_session_dir(const char **dir, sw_error *err)
         const char *base = getenv("TMPDIR");
         if (!base || !*base)
             base = "/tmp";
+        size_t baselen = strlen(base);
+        while (baselen > 1 && base[baselen - 1] == '/')
+            baselen--; /* "dir/" → "dir" (but keep "/") */
+        if (baselen == 1 && base[0] == '/')
+            baselen = 0;
         char hex[33];
         int made = 0;
         for (int attempt = 0; attempt < 16 && !made; attempt++) {
@@ -113,8 +118,8 @@ sw_status sw_filestore_session_dir(const char **dir, sw_error *err)
                                         "cannot generate a random directory name");
                 goto out;
             }
-            if (snprintf(session_dir, sizeof session_dir, "%s/%s%s", base, DIR_PREFIX,
-                         hex) >= (int)sizeof session_dir) {
+            if (snprintf(session_dir, sizeof session_dir, "%.*s/%s%s", (int)baselen, base,
+                         DIR_PREFIX, hex) >= (int)sizeof session_dir) {
                 st = sw_error_set(err, SW_EINVAL, "TMPDIR path is too long: %s", base);
                 goto out;
             }

@@ -11,7 +11,8 @@
 #include <string.h>
 
 static PyObject *str_size, *str_dtype, *str_get_value, *str_set_value,
-    *str_is_mutable_hook, *str_supports_hook, *str_release_hook, *str_format;
+    *str_is_mutable_hook, *str_supports_hook, *str_release_hook, *str_format,
+    *str_allocate_hook;
 static PyObject *closed_message; /* CLOSED_CARRIER_MESSAGE */
 static int64_t last_owner_token;  /* guarded by the GIL */
 
@@ -607,21 +608,27 @@ static PyObject *carrier_is_released(PyObject *self, PyObject *unused)
     return PyBool_FromLong(CARRIER(self)->released);
 }
 
-static PyObject *carrier_supports_storage_dtype(PyObject *self, PyObject *dtype)
+int sw_py_carrier_supports_dtype(PyObject *carrier, PyObject *dtype)
 {
     if (!SwDType_Check(dtype)) {
         PyErr_Format(PyExc_TypeError, "dtype must be a DType, not %.100s",
                      Py_TYPE(dtype)->tp_name);
-        return NULL;
+        return -1;
     }
-    const sw_carrier_ops *ops = sw_carrier_builtin_ops(self);
+    const sw_carrier_ops *ops = sw_carrier_builtin_ops(carrier);
     if (ops)
-        return PyBool_FromLong(ops->supports(SwDType_ID(dtype)));
-    PyObject *r = PyObject_CallMethodOneArg(self, str_supports_hook, dtype);
+        return ops->supports(SwDType_ID(dtype)) != 0;
+    PyObject *r = PyObject_CallMethodOneArg(carrier, str_supports_hook, dtype);
     if (!r)
-        return NULL;
+        return -1;
     int t = PyObject_IsTrue(r);
     Py_DECREF(r);
+    return t;
+}
+
+static PyObject *carrier_supports_storage_dtype(PyObject *self, PyObject *dtype)
+{
+    int t = sw_py_carrier_supports_dtype(self, dtype);
     return t < 0 ? NULL : PyBool_FromLong(t);
 }
 
@@ -636,27 +643,69 @@ static PyObject *carrier_increment_version(PyObject *self, PyObject *unused)
 }
 
 /* C-15: idempotent; owned without owner access or pending → RuntimeError. */
+int sw_py_carrier_release(PyObject *carrier)
+{
+    SwCarrierObject *c = CARRIER(carrier);
+    if (refuse_guarded(carrier, "release") < 0)
+        return -1;
+    if (c->released)
+        return 0;
+    const sw_carrier_ops *ops = sw_carrier_builtin_ops(carrier);
+    if (ops) {
+        ops->drop(carrier);
+    } else {
+        PyObject *r = PyObject_CallMethodNoArgs(carrier, str_release_hook);
+        if (!r)
+            return -1;
+        Py_DECREF(r);
+    }
+    c->released = 1;
+    return 0;
+}
+
 static PyObject *carrier_release(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    SwCarrierObject *c = CARRIER(self);
-    if (refuse_guarded(self, "release") < 0)
+    if (sw_py_carrier_release(self) < 0)
         return NULL;
-    if (c->released)
-        Py_RETURN_NONE;
-    const sw_carrier_ops *ops = sw_carrier_builtin_ops(self);
-    if (ops) {
-        ops->drop(self);
-    } else {
-        PyObject *r = PyObject_CallMethodNoArgs(self, str_release_hook);
-        if (!r)
-            return NULL;
-        Py_DECREF(r);
-        if (c->released) /* the hook released us re-entrantly */
-            Py_RETURN_NONE;
-    }
-    c->released = 1;
     Py_RETURN_NONE;
+}
+
+int sw_py_carrier_is_allocatable_empty(PyObject *carrier)
+{
+    int64_t size;
+    if (sw_py_carrier_size(carrier, &size) < 0)
+        return -1;
+    if (size != 0)
+        return 0;
+    PyObject *hook = PyObject_GetAttr(carrier, str_allocate_hook);
+    if (!hook) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return -1;
+        PyErr_Clear();
+    }
+    int ok = hook && PyCallable_Check(hook);
+    Py_XDECREF(hook);
+    return ok;
+}
+
+int sw_py_carrier_allocate(PyObject *carrier, int64_t nslots)
+{
+    PyObject *n = PyLong_FromLongLong(nslots);
+    if (!n)
+        return -1;
+    PyObject *r = PyObject_CallMethodOneArg(carrier, str_allocate_hook, n);
+    Py_DECREF(n);
+    if (!r)
+        return -1;
+    if (r != Py_None) {
+        PyErr_Format(PyExc_TypeError, "%s._allocate() must return None, not %.100s",
+                     type_name(carrier), Py_TYPE(r)->tp_name);
+        Py_DECREF(r);
+        return -1;
+    }
+    Py_DECREF(r);
+    return 0;
 }
 
 /* ---- ownership (C-13) ---------------------------------------------------- */
@@ -861,7 +910,57 @@ static PyTypeObject SwDependentCarrier_Type = {
     .tp_base = &SwCarrier_Type,
 };
 
+/* Test aids for the C-12 predicate and growth the movement code uses. */
+static PyObject *aid_is_allocatable_empty(PyObject *mod, PyObject *carrier)
+{
+    (void)mod;
+    if (!SwCarrier_Check(carrier)) {
+        PyErr_SetString(PyExc_TypeError, "expected a Carrier");
+        return NULL;
+    }
+    int t = sw_py_carrier_is_allocatable_empty(carrier);
+    return t < 0 ? NULL : PyBool_FromLong(t);
+}
+
+static PyObject *aid_allocate(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)mod;
+    long long n;
+    if (nargs != 2 || !SwCarrier_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "_carrier_allocate(carrier, nslots)");
+        return NULL;
+    }
+    n = PyLong_AsLongLong(args[1]);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    if (sw_py_carrier_allocate(args[0], n) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* Test aid until movement sets the pending guard itself. */
+static PyObject *aid_set_pending(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)mod;
+    if (nargs != 2 || !SwCarrier_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "_carrier_set_pending(carrier, flags)");
+        return NULL;
+    }
+    long flags = PyLong_AsLong(args[1]);
+    if (flags == -1 && PyErr_Occurred())
+        return NULL;
+    CARRIER(args[0])->pending = (int)flags;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_functions[] = {
+    {"_carrier_set_pending", (PyCFunction)(void (*)(void))aid_set_pending, METH_FASTCALL,
+     "_carrier_set_pending(carrier, flags)\n--\n\n"
+     "Test aid: set the pending guard (1 source, 2 destination, 0 clear)."},
+    {"_carrier_is_allocatable_empty", aid_is_allocatable_empty, METH_O,
+     "_carrier_is_allocatable_empty(carrier)\n--\n\nTest aid: the C-12 predicate."},
+    {"_carrier_allocate", (PyCFunction)(void (*)(void))aid_allocate, METH_FASTCALL,
+     "_carrier_allocate(carrier, nslots)\n--\n\nTest aid: C-12 growth."},
     {"reject_carrier_subclass", reject_carrier_subclass, METH_O,
      "reject_carrier_subclass(name)\n--\n\n"
      "Raise TypeError(CLOSED_CARRIER_MESSAGE.format(name=name))."},
@@ -881,7 +980,8 @@ int sw_py_carrier_init(PyObject *module)
         intern(&str_set_value, "set_value") < 0 ||
         intern(&str_is_mutable_hook, "_is_mutable") < 0 ||
         intern(&str_supports_hook, "_supports_storage_dtype") < 0 ||
-        intern(&str_release_hook, "_release") < 0 || intern(&str_format, "format") < 0)
+        intern(&str_release_hook, "_release") < 0 || intern(&str_format, "format") < 0 ||
+        intern(&str_allocate_hook, "_allocate") < 0)
         return -1;
     closed_message = PyUnicode_FromString(
         "{name} is a closed carrier implementation and cannot be subclassed; "

@@ -4,6 +4,7 @@
  * printing; the Python side only parses keys and maps errors. */
 #include "sw_python.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -31,6 +32,9 @@ static PyTypeObject *kind_type(enum kind k)
 
 /* ---- wrapping ----------------------------------------------------------- */
 
+static PyObject *layout_call_vector(PyObject *self, PyObject *const *args,
+                                    size_t nargsf, PyObject *kwnames);
+
 static PyObject *wrap(PyTypeObject *type, sw_layout *layout)
 {
     if (!layout)
@@ -42,6 +46,7 @@ static PyObject *wrap(PyTypeObject *type, sw_layout *layout)
     }
     self->layout = layout;
     self->hash = -1;
+    self->vectorcall = type == &SwLayout_Type ? layout_call_vector : NULL;
     return (PyObject *)self;
 }
 
@@ -563,6 +568,28 @@ static PyObject *layout_repr(PyObject *self)
     return r;
 }
 
+/* Immutable values pickle and copy by their constructor arguments. */
+static PyObject *layout_reduce(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (kind_of(self) != KIND_LAYOUT) {
+        PyObject *top = get_top_level(self, NULL);
+        return top ? Py_BuildValue("(O(N))", (PyObject *)Py_TYPE(self), top) : NULL;
+    }
+    PyObject *shape = PyObject_GetAttrString(self, "shape");
+    PyObject *stride = shape ? PyObject_GetAttrString(self, "stride") : NULL;
+    if (!stride) {
+        Py_XDECREF(shape);
+        return NULL;
+    }
+    return Py_BuildValue("(O(NN))", (PyObject *)&SwLayout_Type, shape, stride);
+}
+
+static PyMethodDef shape_stride_methods[] = {
+    {"__reduce__", layout_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
 /* ---- Shape / Stride types ------------------------------------------------ */
 
 static PyGetSetDef shape_getset[] = {
@@ -606,6 +633,7 @@ PyTypeObject SwShape_Type = {
     .tp_as_sequence = &layout_as_sequence,
     .tp_as_mapping = &layout_as_mapping,
     .tp_getset = shape_getset,
+    .tp_methods = shape_stride_methods,
 };
 
 PyTypeObject SwStride_Type = {
@@ -624,6 +652,7 @@ PyTypeObject SwStride_Type = {
     .tp_as_sequence = &layout_as_sequence,
     .tp_as_mapping = &layout_as_mapping,
     .tp_getset = stride_getset,
+    .tp_methods = shape_stride_methods,
 };
 
 /* ---- Layout construction ------------------------------------------------- */
@@ -960,19 +989,20 @@ static PyObject *layout_get_index(PyObject *unused, PyObject *const *args,
     return index_result(args[0], args[1]);
 }
 
-static PyObject *layout_call(PyObject *self, PyObject *args, PyObject *kwds)
+static PyObject *layout_call_vector(PyObject *self, PyObject *const *args,
+                                    size_t nargsf, PyObject *kwnames)
 {
-    if (kwds && PyDict_GET_SIZE(kwds)) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (kwnames && PyTuple_GET_SIZE(kwnames)) {
         PyErr_SetString(PyExc_TypeError, "Layout call takes no keyword arguments");
         return NULL;
     }
-    if (PyTuple_GET_SIZE(args) != 1) {
+    if (nargs != 1) {
         PyErr_Format(PyExc_TypeError,
-                     "Layout call takes exactly one key, got %zd arguments",
-                     PyTuple_GET_SIZE(args));
+                     "Layout call takes exactly one key, got %zd arguments", nargs);
         return NULL;
     }
-    return index_result(self, PyTuple_GET_ITEM(args, 0));
+    return index_result(self, args[0]);
 }
 
 /* ---- Layout algebra ------------------------------------------------------ */
@@ -1034,19 +1064,25 @@ static PyObject *layout_permute(PyObject *self, PyObject *const *args,
 {
     const sw_layout *l = SwLayout_CORE(self);
     PyObject *const *items = args;
+    PyObject *owned = NULL, *result = NULL;
+    int32_t *order = NULL;
     Py_ssize_t n = nargs;
     if (nargs == 1 && !sw_py_is_integer(args[0])) {
         if (PyTuple_Check(args[0])) {
             items = &PyTuple_GET_ITEM(args[0], 0);
             n = PyTuple_GET_SIZE(args[0]);
         } else if (PyList_Check(args[0])) {
-            items = &PyList_GET_ITEM(args[0], 0);
-            n = PyList_GET_SIZE(args[0]);
+            /* A snapshot: __index__ of an entry could change the list. */
+            owned = PyList_AsTuple(args[0]);
+            if (!owned)
+                return NULL;
+            items = &PyTuple_GET_ITEM(owned, 0);
+            n = PyTuple_GET_SIZE(owned);
         } else {
             PyErr_Format(PyExc_TypeError,
                          "permute order must be integers or one list/tuple of "
                          "integers, not %.100s", Py_TYPE(args[0])->tp_name);
-            return NULL;
+            goto done;
         }
     }
     for (Py_ssize_t j = 0; j < n; j++)
@@ -1054,23 +1090,35 @@ static PyObject *layout_permute(PyObject *self, PyObject *const *args,
             PyErr_Format(PyExc_TypeError,
                          "permute order entries must be integers, not %.100s",
                          Py_TYPE(items[j])->tp_name);
-            return NULL;
+            goto done;
         }
     if (n != l->rank) {
         PyErr_Format(PyExc_ValueError,
                      "permute order has %zd entries for a layout of rank %d", n,
                      (int)l->rank);
-        return NULL;
+        goto done;
     }
-    int32_t *order = PyMem_Malloc((size_t)n * sizeof(int32_t) + 1);
-    if (!order)
-        return PyErr_NoMemory();
-    PyObject *result = NULL;
+    order = PyMem_Malloc((size_t)n * sizeof(int32_t) + 1);
+    if (!order) {
+        PyErr_NoMemory();
+        goto done;
+    }
     for (Py_ssize_t j = 0; j < n; j++) {
         int64_t v;
-        /* Re-read: a list may not change under PyNumber_Index of an int. */
-        if (key_int(items[j], l->rank, "the layout rank", &v) < 0)
+        int overflow;
+        PyObject *idx = PyNumber_Index(items[j]);
+        if (!idx)
             goto done;
+        v = PyLong_AsLongLongAndOverflow(idx, &overflow);
+        Py_DECREF(idx);
+        if (v == -1 && PyErr_Occurred())
+            goto done;
+        if (overflow || v < 0 || v >= l->rank) {
+            PyErr_Format(PyExc_ValueError,
+                         "permute order entry %R is outside [0, %d)", items[j],
+                         (int)l->rank);
+            goto done;
+        }
         order[j] = (int32_t)v;
     }
     sw_error err;
@@ -1078,6 +1126,7 @@ static PyObject *layout_permute(PyObject *self, PyObject *const *args,
                          &err);
 done:
     PyMem_Free(order);
+    Py_XDECREF(owned);
     return result;
 }
 
@@ -1118,6 +1167,7 @@ static PyGetSetDef layout_getset[] = {
 };
 
 static PyMethodDef layout_methods[] = {
+    {"__reduce__", layout_reduce, METH_NOARGS, NULL},
     {"infix", layout_infix, METH_NOARGS,
      "infix($self, /)\n--\n\nLeaf modes as (extent, stride) pairs (L-8)."},
     {"index", layout_index, METH_O,
@@ -1147,13 +1197,14 @@ PyTypeObject SwLayout_Type = {
     .tp_name = "strideweave.Layout",
     .tp_doc = "Layout(shape, stride)\n--\n\nA Shape with a congruent Stride (L-4).",
     .tp_basicsize = sizeof(SwLayoutObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_new = layout_new,
     .tp_vectorcall = layout_vectorcall,
     .tp_dealloc = layout_dealloc,
     .tp_repr = layout_repr,
     .tp_hash = layout_hash,
-    .tp_call = layout_call,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(SwLayoutObject, vectorcall),
     .tp_richcompare = layout_richcompare,
     .tp_setattro = layout_setattro,
     .tp_as_sequence = &layout_as_sequence,

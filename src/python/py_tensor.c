@@ -73,7 +73,6 @@ static SwTensorObject *tensor_alloc(PyObject *dtype, Py_ssize_t nsub)
 
 static int tensor_traverse(SwTensorObject *self, visitproc visit, void *arg)
 {
-    Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->dtype);
     if (self->subs) {
         for (Py_ssize_t i = 0; i < self->nsub; i++) {
@@ -376,6 +375,57 @@ static PyObject *tensor_tp_new(PyTypeObject *type, PyObject *args, PyObject *kwa
     return tensor_new1(carrier, offset, 0, layout);
 }
 
+int sw_py_parse_required(const char *fn, const char *const *names, Py_ssize_t n,
+                          PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                          PyObject **out)
+{
+    if (nargs > n) {
+        PyErr_Format(PyExc_TypeError, "%s() takes %zd positional arguments but %zd were given",
+                     fn, n, nargs);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        out[i] = i < nargs ? args[i] : NULL;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, k);
+        Py_ssize_t i = 0;
+        while (i < n && PyUnicode_CompareWithASCIIString(name, names[i]) != 0)
+            i++;
+        if (i == n) {
+            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fn,
+                         name);
+            return -1;
+        }
+        if (out[i]) {
+            PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", fn,
+                         names[i]);
+            return -1;
+        }
+        out[i] = args[nargs + k];
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!out[i]) {
+            PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s' (pos %zd)", fn,
+                         names[i], i + 1);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Tensor(carrier, offset, layout) through vectorcall: the hot path. */
+static PyObject *tensor_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf,
+                                   PyObject *kwnames)
+{
+    static const char *const names[] = {"carrier", "offset", "layout"};
+    PyObject *a[3];
+    (void)type;
+    if (sw_py_parse_required("Tensor", names, 3, args, PyVectorcall_NARGS(nargsf), kwnames, a) < 0)
+        return NULL;
+    return tensor_new1(a[0], a[1], 0, a[2]);
+}
+
 /* Tensor._from_representation(logical_dtype, subtensors, adjacent_layouts=()) */
 static PyObject *tensor_from_representation(PyObject *unused, PyObject *args, PyObject *kwargs)
 {
@@ -427,7 +477,7 @@ static PyObject *tensor_from_representation(PyObject *unused, PyObject *args, Py
         layouts[i] = PyTuple_GET_ITEM(e, 2);
     }
     result = tensor_build(dtype, nsub, carriers, offsets, NULL, layouts, nadj,
-                          &PyList_GET_ITEM(adj, 0));
+                          PySequence_Fast_ITEMS(adj));
 done:
     Py_XDECREF(subs);
     Py_XDECREF(adj);
@@ -612,13 +662,9 @@ static int key_check_types(PyObject *key)
             return -1;
         int rc = 0;
         Py_ssize_t n = PySequence_Fast_GET_SIZE(key);
-        for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
-            /* re-read each time: a list may not change under us (no calls
-             * back into Python happen here), but stay index-safe anyway */
-            if (i >= PySequence_Fast_GET_SIZE(key))
-                break;
+        /* Only type checks run here: no Python code can resize the list. */
+        for (Py_ssize_t i = 0; i < n && rc == 0; i++)
             rc = key_check_types(PySequence_Fast_GET_ITEM(key, i));
-        }
         Py_LeaveRecursiveCall();
         return rc;
     }
@@ -708,12 +754,18 @@ static int index_level(const sw_layout *L, int32_t pos, int32_t end, int32_t lea
                      key, PySequence_Fast_GET_SIZE(key), nchild);
         return -1;
     }
-    int rc = 0;
-    if (Py_EnterRecursiveCall(" while indexing a tensor"))
+    /* A component's __index__ may run Python code: walk an immutable copy. */
+    PyObject *items = PySequence_Tuple(key);
+    if (!items)
         return -1;
+    int rc = 0;
+    if (Py_EnterRecursiveCall(" while indexing a tensor")) {
+        Py_DECREF(items);
+        return -1;
+    }
     Py_ssize_t c = 0;
     for (int32_t p = pos, nl; p < end && rc == 0; c++) {
-        PyObject *comp = PySequence_Fast_GET_ITEM(key, c);
+        PyObject *comp = PyTuple_GET_ITEM(items, c);
         int32_t q = mode_span(L, p, &nl);
         if (L->profile[p] == SW_NODE_LEAF) {
             if (PyTuple_Check(comp) || PyList_Check(comp)) {
@@ -731,6 +783,7 @@ static int index_level(const sw_layout *L, int32_t pos, int32_t end, int32_t lea
         p = q;
     }
     Py_LeaveRecursiveCall();
+    Py_DECREF(items);
     return rc;
 }
 
@@ -901,7 +954,7 @@ static PyMethodDef tensor_methods[] = {
      "tolist($self, /)\n--\n\nFlat list of values in ordinal order (V-10)."},
     {"__dlpack__", (PyCFunction)(void (*)(void))sw_py_tensor_dlpack,
      METH_FASTCALL | METH_KEYWORDS,
-     "__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)\n"
+     "__dlpack__($self, /, stream=None, *, max_version=None, dl_device=None, copy=None)\n"
      "--\n\nExport as a DLPack capsule (seed)."},
     {"__dlpack_device__", sw_py_tensor_dlpack_device, METH_NOARGS,
      "__dlpack_device__($self, /)\n--\n\n(device_type, device_id) (seed)."},
@@ -930,6 +983,7 @@ PyTypeObject SwTensor_Type = {
     .tp_methods = tensor_methods,
     .tp_getset = tensor_getset,
     .tp_new = tensor_tp_new,
+    .tp_vectorcall = tensor_vectorcall,
 };
 
 int sw_py_tensor_init(PyObject *module)

@@ -79,11 +79,6 @@ done:
     return result;
 }
 
-static int raise_core(const sw_error *err)
-{
-    return sw_py_raise(err);
-}
-
 /* Profile span of the mode starting at profile[p]: returns one past its end
  * and its leaf count. */
 static int32_t mode_span(const sw_layout *L, int32_t p, int32_t *nleaves)
@@ -310,13 +305,13 @@ PyObject *sw_py_tensor_slice(PyObject *obj, PyObject *key)
     }
     new_l = sw_layout_new(out_np, profile, ext, strl, &err);
     if (!new_l) {
-        raise_core(&err);
+        sw_py_raise(&err);
         goto done;
     }
     if (S) {
         new_s = sw_layout_new(out_np, profile, ext, strs, &err);
         if (!new_s) {
-            raise_core(&err);
+            sw_py_raise(&err);
             goto done;
         }
     }
@@ -411,13 +406,13 @@ static PyObject *view_permute(PyObject *mod, PyObject *const *args, Py_ssize_t n
     }
     new_l = sw_layout_permute(L, order, (int32_t)n, &err);
     if (!new_l) {
-        raise_core(&err);
+        sw_py_raise(&err);
         goto done;
     }
     if (S) {
         new_s = sw_layout_permute(S, order, (int32_t)n, &err);
         if (!new_s) {
-            raise_core(&err);
+            sw_py_raise(&err);
             goto done;
         }
     }
@@ -476,19 +471,22 @@ static sw_layout *scaled_canonical(const sw_layout *shape, int64_t b)
     sw_layout *out = sw_layout_new(shape->nprofile, shape->profile, shape->extents, strides, &err);
     PyMem_Free(strides);
     if (!out)
-        raise_core(&err);
+        sw_py_raise(&err);
     return out;
 }
 
-static PyObject *view_reshape(PyObject *mod, PyObject *args, PyObject *kwargs)
+static PyObject *view_reshape(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
+                              PyObject *kwnames)
 {
-    static char *kwlist[] = {"tensor", "shape", NULL};
-    PyObject *tobj, *shape;
+    static const char *const names[] = {"tensor", "shape"};
+    PyObject *a[2], *tobj, *shape;
     sw_layout *new_l = NULL, *new_s = NULL;
     int64_t bl, bs;
     (void)mod;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:reshape", kwlist, &tobj, &shape))
+    if (sw_py_parse_required("reshape", names, 2, args, nargs, kwnames, a) < 0)
         return NULL;
+    tobj = a[0];
+    shape = a[1];
     SwTensorObject *t = require_tensor(tobj, "reshape");
     if (!t)
         return NULL;
@@ -532,15 +530,18 @@ static PyObject *view_reshape(PyObject *mod, PyObject *args, PyObject *kwargs)
 
 /* ---- broadcast_to (V-8) --------------------------------------------------- */
 
-static PyObject *view_broadcast_to(PyObject *mod, PyObject *args, PyObject *kwargs)
+static PyObject *view_broadcast_to(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
+                                   PyObject *kwnames)
 {
-    static char *kwlist[] = {"tensor", "target", NULL};
-    PyObject *tobj, *target;
+    static const char *const names[] = {"tensor", "target"};
+    PyObject *a[2], *tobj, *target;
     sw_layout *new_l = NULL, *new_s = NULL;
     sw_error err;
     (void)mod;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:broadcast_to", kwlist, &tobj, &target))
+    if (sw_py_parse_required("broadcast_to", names, 2, args, nargs, kwnames, a) < 0)
         return NULL;
+    tobj = a[0];
+    target = a[1];
     SwTensorObject *t = require_tensor(tobj, "broadcast_to");
     if (!t)
         return NULL;
@@ -554,12 +555,12 @@ static PyObject *view_broadcast_to(PyObject *mod, PyObject *args, PyObject *kwar
     const sw_layout *T = SwLayout_CORE(target);
     new_l = sw_layout_broadcast(L, T->nprofile, T->profile, T->extents, &err);
     if (!new_l)
-        return raise_core(&err), NULL;
+        return sw_py_raise(&err), NULL;
     if (S) {
         new_s = sw_layout_broadcast(S, T->nprofile, T->profile, T->extents, &err);
         if (!new_s) {
             sw_layout_free(new_l);
-            return raise_core(&err), NULL;
+            return sw_py_raise(&err), NULL;
         }
     }
     return finish_view("broadcast_to", t, new_l, new_s, t->subs[0].offset);
@@ -569,11 +570,11 @@ static PyMethodDef view_functions[] = {
     {"permute", (PyCFunction)(void (*)(void))view_permute, METH_FASTCALL | METH_KEYWORDS,
      "permute(tensor, *order)\n--\n\n"
      "View with result mode j = source mode order[j] (contract-core V-6)."},
-    {"reshape", (PyCFunction)(void (*)(void))view_reshape, METH_VARARGS | METH_KEYWORDS,
+    {"reshape", (PyCFunction)(void (*)(void))view_reshape, METH_FASTCALL | METH_KEYWORDS,
      "reshape(tensor, shape)\n--\n\n"
      "View with a new shape over a reshape-compatible layout (contract-core V-7)."},
     {"broadcast_to", (PyCFunction)(void (*)(void))view_broadcast_to,
-     METH_VARARGS | METH_KEYWORDS,
+     METH_FASTCALL | METH_KEYWORDS,
      "broadcast_to(tensor, target)\n--\n\n"
      "View widening extent-1 leaves with stride 0 (contract-core V-8)."},
     {NULL, NULL, 0, NULL},

@@ -47,6 +47,7 @@ typedef struct SwLayoutObject {
     PyObject_HEAD
     sw_layout *layout;  /* owned */
     Py_hash_t hash;     /* -1 until computed */
+    vectorcallfunc vectorcall; /* layout(key) without an argument tuple */
 } SwLayoutObject;
 
 #define SwShape_Check(o) PyObject_TypeCheck((o), &SwShape_Type)
@@ -150,6 +151,14 @@ int sw_py_carrier_size(PyObject *carrier, int64_t *out);
 PyObject *sw_py_carrier_getitem(PyObject *carrier, int64_t index); /* C-4 */
 int sw_py_carrier_setitem(PyObject *carrier, int64_t index, PyObject *value); /* C-5 */
 int sw_py_carrier_is_mutable(PyObject *carrier);                   /* 1/0/-1 */
+/* C-6 supports_storage_dtype (TypeError for a non-DType): 1/0/-1. */
+int sw_py_carrier_supports_dtype(PyObject *carrier, PyObject *dtype);
+/* C-15 release(), framework-owned (never a Python override): 0 / -1. */
+int sw_py_carrier_release(PyObject *carrier);
+/* C-12: size() == 0 and a callable `_allocate` exists. 1/0/-1. */
+int sw_py_carrier_is_allocatable_empty(PyObject *carrier);
+/* C-12 growth: call `_allocate(nslots)`; a non-None result → TypeError. */
+int sw_py_carrier_allocate(PyObject *carrier, int64_t nslots);
 /* A fresh, owned exact-CPU carrier of `nslots` slots (F-1 factories and
  * gradients). zero: fill with the dtype's zero. */
 PyObject *sw_py_cpu_new(sw_dtype dtype, int64_t nslots, int mutable_, int zero);
@@ -191,6 +200,11 @@ PyObject *sw_py_tensor_from_parts(PyObject *logical_dtype, Py_ssize_t nsub,
  * (TypeError for a non-Tensor). */
 PyObject *sw_py_tensor_item(PyObject *tensor);
 PyObject *sw_py_tensor_tolist(PyObject *tensor);
+/* Vectorcall parsing of `n` required positional-or-keyword parameters
+ * `names` into out[] (borrowed references). 0, or -1 with TypeError. */
+int sw_py_parse_required(const char *fn, const char *const *names, Py_ssize_t n,
+                         PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                         PyObject **out);
 /* V-5 slice view for Tensor.__getitem__ (py_view.c). */
 PyObject *sw_py_tensor_slice(PyObject *tensor, PyObject *key);
 /* V-9 hook point (py_view.c): called once after each view is built with its

@@ -83,7 +83,7 @@ static void random_strides(const int64_t *e, int ndim, int64_t *st, int allow_ze
 static void random_case(int dst_may_alias)
 {
     static const size_t items[] = {1, 2, 4, 8, 3, 16};
-    int64_t e[8], ss[8], ds[8];
+    int64_t e[8] = {0}, ss[8] = {0}, ds[8] = {0};
     int ndim = (int)rnd_in(0, 6);
     size_t item = items[rnd_in(0, 5)];
     for (int i = 0; i < ndim; i++)
