@@ -48,21 +48,26 @@ static int interpreter_gone(void)
  * GIL, possibly while the interpreter is finalizing or after it is gone;
  * then the reference is leaked rather than touching a dead interpreter.
  * NULL: the capsule destructor already took the reference (below). */
+/* Dropping the Tensor may run arbitrary code (finalizers); keep a pending
+ * exception out of its way and restore it afterwards. GIL held. */
+static void drop_keeping_error(PyObject *obj)
+{
+    if (PyErr_Occurred()) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        Py_XDECREF(obj);
+        PyErr_Restore(type, value, tb);
+    } else {
+        Py_XDECREF(obj);
+    }
+}
+
 static void release_tensor(void *ctx)
 {
     if (!ctx || interpreter_gone())
         return;
     PyGILState_STATE gil = PyGILState_Ensure();
-    if (PyErr_Occurred()) {
-        /* Dropping the Tensor may run arbitrary code (finalizers); keep the
-         * caller's pending exception out of its way. */
-        PyObject *type, *value, *tb;
-        PyErr_Fetch(&type, &value, &tb);
-        Py_DECREF((PyObject *)ctx);
-        PyErr_Restore(type, value, tb);
-    } else {
-        Py_DECREF((PyObject *)ctx);
-    }
+    drop_keeping_error((PyObject *)ctx);
     PyGILState_Release(gil);
 }
 
@@ -78,14 +83,7 @@ static void run_deleter_holding_gil(void **manager_ctx, void (*run)(void *),
     PyObject *owner = *manager_ctx;
     *manager_ctx = NULL;
     run(managed);
-    if (PyErr_Occurred()) {
-        PyObject *type, *value, *tb;
-        PyErr_Fetch(&type, &value, &tb);
-        Py_XDECREF(owner);
-        PyErr_Restore(type, value, tb);
-    } else {
-        Py_XDECREF(owner);
-    }
+    drop_keeping_error(owner);
 }
 
 /* Renamed to neither our name nor used_*: whoever renamed it owns the
