@@ -12,6 +12,8 @@ README.md's "Consumer compatibility" section records (NumPy 2.4, PyTorch
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import strideweave as sw
 
@@ -316,3 +318,43 @@ def test_observed_consumer_requests():
     r = Recorder()
     torch.from_dlpack(r)
     assert r.calls == ["device", ((), {"max_version": (1, 0)})]
+
+
+# ---- property: random hierarchical layouts ---------------------------------------
+
+def _modes(depth):
+    leaf = st.tuples(st.integers(1, 3), st.integers(0, 5))
+    if depth == 0:
+        return leaf
+    return st.one_of(leaf, st.lists(_modes(depth - 1), min_size=1, max_size=3))
+
+
+def _split(modes):
+    shape, stride = [], []
+    for m in modes:
+        if isinstance(m, tuple):
+            shape.append(m[0])
+            stride.append(m[1])
+        else:
+            s, d = _split(m)
+            shape.append(s)
+            stride.append(d)
+    return shape, stride
+
+
+@settings(max_examples=150, deadline=None)
+@given(modes=st.lists(_modes(2), min_size=0, max_size=3), offset=st.integers(0, 4),
+       dtype=st.sampled_from([F32, I32]))
+def test_random_hierarchical_layouts_read_by_numpy_and_torch(modes, offset, dtype):
+    # Seed: the exported buffer describes the layout's flattened leaf modes.
+    shape, stride = _split(modes)
+    t = make_tensor(shape, stride, offset, dtype, spare=0)
+    infix = t.layout.infix()
+    expected = logical_values(t)
+    a = np.from_dlpack(t)
+    assert a.shape == tuple(e for e, _ in infix)
+    assert a.strides == tuple(4 * s for _, s in infix)
+    assert numpy_fortran(a) == expected
+    x = torch.from_dlpack(t.__dlpack__(max_version=(1, 0)))
+    assert x.stride() == tuple(s for _, s in infix)
+    assert torch_fortran(x) == expected

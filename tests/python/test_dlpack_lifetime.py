@@ -314,3 +314,34 @@ def test_process_exit_with_live_capsules_does_not_crash(how):
     assert proc.returncode == 0, proc.stderr
     assert "exiting 196" in proc.stdout
     assert "Fatal" not in proc.stderr and "Segmentation" not in proc.stderr
+
+
+def test_concurrent_exports_and_imports_from_threads():
+    # Consumers drop their arrays (and so call our deleter) on many threads.
+    t = fresh_tensor()
+    refs = sys.getrefcount(t)
+    live = _C._live_bytes()
+    expected = [t[i] for i in range(t.size())]
+    errors = []
+    start = threading.Barrier(4)
+
+    def work():
+        try:
+            start.wait()
+            for k in range(2000):
+                a = np.from_dlpack(t)
+                if k % 500 == 0 and np.ravel(a, order="F").tolist() != expected:
+                    errors.append("values")
+                cap = t.__dlpack__(max_version=(1, 0))
+                del a, cap
+        except Exception as exc:  # reported below
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == []
+    assert sys.getrefcount(t) == refs
+    assert _C._live_bytes() == live

@@ -714,3 +714,17 @@ def test_no_import_path():
         sw.CPU(6, cap)
     with pytest.raises(TypeError):
         sw.Generic(cap)
+
+
+def test_signature_as_introspected():
+    # Seed: __dlpack__(stream=None, *, max_version=None, dl_device=None, copy=None)
+    import inspect
+
+    t = flat()
+    params = inspect.signature(t.__dlpack__).parameters
+    assert list(params) == ["stream", "max_version", "dl_device", "copy"]
+    assert params["stream"].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+    for name in ("max_version", "dl_device", "copy"):
+        assert params[name].kind is inspect.Parameter.KEYWORD_ONLY
+    assert all(p.default is None for p in params.values())
+    assert list(inspect.signature(t.__dlpack_device__).parameters) == []
