@@ -12,8 +12,13 @@ np.from_dlpack(ndarray).
 """
 
 import argparse
+import os
 import statistics
 import timeit
+
+# No BLAS work here; idle BLAS threads spinning on a small machine only add noise.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np
 import torch
