@@ -75,6 +75,15 @@ def test_L1_single_non_integer_item(bad):
         Shape(bad)
 
 
+def test_L1_L2_single_item_of_the_other_class():
+    with pytest.raises(ValueError, match="Shape elements.*not strideweave.Stride"):
+        Shape(Stride(2))
+    with pytest.raises(ValueError, match="Stride elements.*not strideweave.Shape"):
+        Stride(Shape(2))
+    with pytest.raises(ValueError, match="Shape elements.*not strideweave.Layout"):
+        Shape(lay([2], [1]))
+
+
 def test_L1_nested_shape_among_items():
     with pytest.raises(ValueError, match="not strideweave.Shape"):
         Shape(2, Shape(3))
