@@ -20,7 +20,8 @@ typedef struct sw_layout {
     int32_t depth;     /* 1 when flat or empty, +1 per nesting level (L-3) */
     int64_t size;      /* product of extents, 1 for rank 0 */
     int64_t cosize;    /* 1 + sum(stride * (extent - 1)) */
-    int injective;     /* -1 until sw_layout_is_injective computes it */
+    int injective;     /* 1/0; -1 while undecided (construction decides when
+                        * no enumeration is needed, else sw_layout_is_injective) */
     int64_t *extents;  /* nleaves, depth-first */
     int64_t *strides;  /* nleaves, depth-first */
     uint8_t *profile;  /* nprofile markers */

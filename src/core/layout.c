@@ -28,6 +28,8 @@ static sw_layout *layout_alloc(int32_t nprofile, int32_t nleaves, sw_error *err)
     return l;
 }
 
+static int injective_quick(const sw_layout *l);
+
 /* Validates the filled arrays and computes rank, depth, size and cosize. */
 static sw_status layout_finish(sw_layout *l, sw_error *err)
 {
@@ -83,6 +85,7 @@ static sw_status layout_finish(sw_layout *l, sw_error *err)
     l->depth = 1 + maxlevel;
     l->size = size;
     l->cosize = cosize;
+    l->injective = injective_quick(l);
     return SW_OK;
 }
 
@@ -230,45 +233,74 @@ static int cmp_pair_stride(const void *a, const void *b)
     return (x->stride > y->stride) - (x->stride < y->stride);
 }
 
-static int injective_compute(const sw_layout *l, sw_error *err)
+static void sort_by_stride(leaf_pair *leaves, int32_t n)
 {
-    leaf_pair *leaves = sw_malloc((size_t)l->nleaves * 2 * sizeof(int64_t) + 1);
-    int result = -1;
-    if (!leaves) {
-        sw_error_set(err, SW_ENOMEM, "out of memory checking injectivity");
-        return -1;
+    if (n > 16) {
+        qsort(leaves, (size_t)n, sizeof *leaves, cmp_pair_stride);
+        return;
     }
+    for (int32_t i = 1; i < n; i++) {
+        leaf_pair x = leaves[i];
+        int32_t j = i;
+        for (; j > 0 && leaves[j - 1].stride > x.stride; j--)
+            leaves[j] = leaves[j - 1];
+        leaves[j] = x;
+    }
+}
+
+/* The decisions L-11 allows without enumerating: 1 or 0, or -1 when only
+ * enumeration can tell. `leaves` (nleaves entries) receives the extent > 1
+ * leaves sorted by stride, *n their count. */
+static int injective_decide(const sw_layout *l, leaf_pair *leaves, int32_t *n_out)
+{
     int32_t n = 0;
     for (int32_t i = 0; i < l->nleaves; i++) {
         if (l->extents[i] == 1)
             continue;  /* a single coordinate never collides */
-        if (l->strides[i] == 0) {
-            result = 0;
-            goto done;
-        }
+        if (l->strides[i] == 0)
+            return 0;
         leaves[n].extent = l->extents[i];
         leaves[n].stride = l->strides[i];
         n++;
     }
-    if (l->size > l->cosize) {
-        result = 0;
-        goto done;
-    }
-    qsort(leaves, (size_t)n, sizeof *leaves, cmp_pair_stride);
+    *n_out = n;
+    if (l->size > l->cosize)
+        return 0;
+    sort_by_stride(leaves, n);
     /* Each stride at least the span of the smaller ones: a mixed-radix
      * number system with gaps, so distinct coordinates give distinct
      * indices. Spans stay below cosize, so no overflow. */
     int64_t span = 1;
-    int32_t i;
-    for (i = 0; i < n; i++) {
+    for (int32_t i = 0; i < n; i++) {
         if (leaves[i].stride < span)
-            break;
+            return -1;
         span += leaves[i].stride * (leaves[i].extent - 1);
     }
-    if (i == n) {
-        result = 1;
-        goto done;
+    return 1;
+}
+
+/* At construction: decide small layouts without allocating. */
+static int injective_quick(const sw_layout *l)
+{
+    leaf_pair buf[16];
+    int32_t n;
+    if (l->nleaves > 16)
+        return -1;
+    return injective_decide(l, buf, &n);
+}
+
+static int injective_compute(const sw_layout *l, sw_error *err)
+{
+    leaf_pair *leaves = sw_malloc((size_t)l->nleaves * 2 * sizeof(int64_t) + 1);
+    int result;
+    int32_t n = 0;
+    if (!leaves) {
+        sw_error_set(err, SW_ENOMEM, "out of memory checking injectivity");
+        return -1;
     }
+    result = injective_decide(l, leaves, &n);
+    if (result >= 0)
+        goto done;
     /* Enumerate exactly, with whichever record is smaller: a bitmap over
      * cosize or the sorted list of the size indices. */
     int64_t *coord = sw_malloc((size_t)n * sizeof(int64_t));

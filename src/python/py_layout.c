@@ -810,7 +810,19 @@ static PyObject *layout_get_is_injective(PyObject *self, void *closure)
 {
     (void)closure;
     sw_error err;
-    int r = sw_layout_is_injective(SwLayout_CORE(self), &err);
+    sw_layout *l = SwLayout_CORE(self);
+    int r = l->injective;
+    if (r < 0) {
+        /* Only enumeration is left; it touches no Python object. Racing
+         * threads would both store the same answer. */
+        if (l->size > (1 << 16)) {
+            Py_BEGIN_ALLOW_THREADS
+            r = sw_layout_is_injective(l, &err);
+            Py_END_ALLOW_THREADS
+        } else {
+            r = sw_layout_is_injective(l, &err);
+        }
+    }
     if (r < 0) {
         sw_py_raise(&err);
         return NULL;

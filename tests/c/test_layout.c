@@ -30,7 +30,7 @@ static void test_new_and_facts(void)
     CHECK_EQ_I64(l->depth, 2);
     CHECK_EQ_I64(l->size, 24);
     CHECK_EQ_I64(l->cosize, 24);
-    CHECK_EQ_I64(l->injective, -1);
+    CHECK_EQ_I64(l->injective, 1);  /* decided at construction */
     CHECK_EQ_I64(l->extents[2], 4);
     CHECK_EQ_I64(l->strides[1], 2);
     CHECK(sw_layout_is_leaf(l) == 0);
@@ -118,6 +118,46 @@ static int brute_injective(const sw_layout *l)
                 return 0;
     }
     return 1;
+}
+
+static void test_injective_decided_early(void)
+{
+    const int64_t e[] = {4, 2}, s_overlap[] = {1, 1}, s_zero[] = {0, 1},
+                  s_ok[] = {2, 1}, s_hole[] = {3, 1};
+    const int64_t e43[] = {4, 3}, s23[] = {2, 3};
+    sw_layout *l = flat(2, e43, s23);
+    CHECK_EQ_I64(l->injective, -1);  /* only enumeration can tell */
+    CHECK_EQ_I64(sw_layout_is_injective(l, NULL), 0);
+    CHECK_EQ_I64(l->injective, 0);
+    sw_layout_free(l);
+    l = flat(2, e, s_overlap);  /* size 8 > cosize 5 */
+    CHECK_EQ_I64(l->injective, 0);
+    sw_layout_free(l);
+    l = flat(2, e, s_zero);
+    CHECK_EQ_I64(l->injective, 0);
+    sw_layout_free(l);
+    l = flat(2, e, s_ok);  /* strides {1 (extent 2), 2 (extent 4)} */
+    CHECK_EQ_I64(l->injective, 1);
+    sw_layout_free(l);
+    l = flat(2, e, s_hole);  /* 1 < span? stride 1 span 2, stride 3 >= 2 */
+    CHECK_EQ_I64(l->injective, 1);
+    sw_layout_free(l);
+    /* more than 16 leaves: left to the first request */
+    int64_t e17[17], s17[17];
+    uint8_t prof[17];
+    for (int i = 0; i < 17; i++) {
+        e17[i] = 2;
+        s17[i] = INT64_C(1) << i;
+        prof[i] = L;
+    }
+    l = sw_layout_new(17, prof, e17, s17, NULL);
+    CHECK_EQ_I64(l->injective, -1);
+    CHECK_EQ_I64(sw_layout_is_injective(l, NULL), 1);
+    sw_layout_free(l);
+    s17[16] = 3;  /* overlaps: 3 = 1 + 2 */
+    l = sw_layout_new(17, prof, e17, s17, NULL);
+    CHECK_EQ_I64(sw_layout_is_injective(l, NULL), 0);
+    sw_layout_free(l);
 }
 
 static void test_injective_table(void)
@@ -301,7 +341,7 @@ static void test_alloc_failure(void)
     if (!sw_fault_enabled())
         return;
     int64_t before = sw_alloc_live_bytes();
-    const int64_t e[] = {4, 2}, s[] = {1, 1};
+    const int64_t e[] = {4, 3}, s[] = {2, 3};
     sw_error err;
     sw_fault_arm("alloc", 0, 1);
     CHECK(flat(2, e, s) == NULL);
@@ -320,6 +360,7 @@ int main(void)
     int64_t before = sw_alloc_live_bytes();
     test_new_and_facts();
     test_invalid();
+    test_injective_decided_early();
     test_injective_table();
     test_injective_random();
     test_index();
