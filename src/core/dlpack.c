@@ -143,7 +143,7 @@ static void fill_tensor(DLTensor *t, const sw_dlpack_request *req,
 sw_status sw_dlpack_pack(const sw_dlpack_request *req, DLManagedTensor **out,
                          sw_error *err)
 {
-    uint64_t byte_offset;
+    uint64_t byte_offset = 0;
     sw_status st = check_request(req, 0, &byte_offset, err);
     if (st != SW_OK)
         return st;
@@ -163,7 +163,7 @@ sw_status sw_dlpack_pack_versioned(const sw_dlpack_request *req,
                                    DLManagedTensorVersioned **out,
                                    sw_error *err)
 {
-    uint64_t byte_offset;
+    uint64_t byte_offset = 0;
     sw_status st = check_request(req, 1, &byte_offset, err);
     if (st != SW_OK)
         return st;
