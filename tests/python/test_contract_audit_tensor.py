@@ -396,3 +396,65 @@ def test_f3_fill_values_reach_every_slot(dtype, one, value):
 def test_f3_full_float32_value_rounds_once():
     t = full(4, value=0.1)
     assert to_list(t) == [tensor([0.1]).item()] * 4
+
+
+# ---- T-8 / GC: every held reference is visible to the collector -----------------------
+
+
+def test_t8_gc_sees_every_plane_and_layout():
+    t = scaled_int32([[1, 2], [3, 4]], scale=0.5)
+    refs = gc.get_referents(t)
+    assert gc.is_tracked(t)
+    for _, carrier, _, layout in t._subtensors:
+        assert any(r is carrier for r in refs) and any(r is layout for r in refs)
+    assert any(r is t._adjacent_layouts for r in refs)
+    assert any(r is DType.ScaledInt32 for r in refs)
+
+
+def test_t8_cycle_through_plane1_carrier_is_collected():
+    import weakref
+
+    class Keeper(sw.Carrier):
+        def __init__(self, dtype, n):
+            super().__init__()
+            self._dtype, self._n = dtype, n
+
+        def size(self):
+            return self._n
+
+        def dtype(self):
+            return self._dtype
+
+        def get_value(self, i):
+            return 0
+
+    c0, c1 = Keeper(DType.Int32, 4), Keeper(DType.Float32, 1)
+    t = Tensor._from_representation(
+        DType.ScaledInt32, [(c0, 0, L([4], [1])), (c1, 0, L([1], [1]))], [L([4], [0])]
+    )
+    c1.back = t  # cycle: t -> c1 -> t, only through plane 1
+    refs = [weakref.ref(t), weakref.ref(c1)]
+    del t, c0, c1
+    gc.collect()
+    assert [r() for r in refs] == [None, None]
+
+
+# ---- V-6: permute reads follow the order ---------------------------------------------
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    exts=st.lists(st.integers(1, 4), min_size=1, max_size=4),
+    data=st.data(),
+)
+def test_v6_permuted_view_reads_the_moved_coordinates(exts, data):
+    strides = [data.draw(st.integers(0, 5)) for _ in exts]
+    t = over(L(exts, strides), offset=1)
+    order = data.draw(st.permutations(range(len(exts))))
+    v = sw.permute(t, *order)
+    assert v.offset == 1 and v.carrier is t.carrier
+    for coord in itertools.product(*[range(e) for e in exts]):
+        moved = tuple(coord[order[j]] for j in range(len(exts)))
+        assert v[moved] == t[coord]
+    back = [order.index(i) for i in range(len(exts))]
+    assert sw.permute(v, back).layout == t.layout
