@@ -157,9 +157,21 @@ static PyObject *cpu_filled(sw_dtype dt, int64_t nslots, const void *pattern)
     PyObject *cpu = sw_py_cpu_new(dt, nslots, 1, pattern == NULL);
     if (!cpu || !pattern)
         return cpu;
+    /* Typed loops the compiler vectorizes; a per-slot memcpy of a runtime
+     * width was ~25x slower than numpy.ones. */
+    void *data = ((SwHostCarrierObject *)cpu)->data;
     size_t bytes = sw_dtype_slot_bytes(dt);
-    for (int64_t i = 0; i < nslots; i++)
-        memcpy(slot_at(cpu, bytes, i), pattern, bytes);
+    if (bytes == 1) {
+        memset(data, *(const uint8_t *)pattern, (size_t)nslots);
+    } else if (bytes == 4) {
+        uint32_t v, *p = data;
+        memcpy(&v, pattern, 4);
+        for (int64_t i = 0; i < nslots; i++)
+            p[i] = v;
+    } else {
+        for (int64_t i = 0; i < nslots; i++)
+            memcpy(slot_at(cpu, bytes, i), pattern, bytes);
+    }
     return cpu;
 }
 

@@ -166,6 +166,17 @@ static int slice_bounds(PyObject *entry, int64_t length, int m, Py_ssize_t *star
             return -1;
         }
     }
+    /* G-2: bool is never an integer, so Python's normalization (which takes
+     * True as 1) only sees integers or None. */
+    PyObject *bounds[2] = {((PySliceObject *)entry)->start, ((PySliceObject *)entry)->stop};
+    for (int b = 0; b < 2; b++) {
+        if (bounds[b] != Py_None && !sw_py_is_integer(bounds[b])) {
+            PyErr_Format(PyExc_TypeError,
+                         "slice key entry %d: %s must be an integer or None, not %.100s", m,
+                         b == 0 ? "start" : "stop", Py_TYPE(bounds[b])->tp_name);
+            return -1;
+        }
+    }
     if (PySlice_Unpack(entry, start, stop, step) < 0)
         return -1;
     PySlice_AdjustIndices((Py_ssize_t)length, start, stop, *step);
@@ -182,7 +193,6 @@ PyObject *sw_py_tensor_slice(PyObject *obj, PyObject *key)
     int64_t *ext = NULL, *strl = NULL, *strs = NULL;
     sw_layout *new_l = NULL, *new_s = NULL;
     sw_error err;
-    int nonzero = 0;
 
     if (PySlice_Check(key)) {
         tuple = PyTuple_Pack(1, key);
@@ -233,6 +243,7 @@ PyObject *sw_py_tensor_slice(PyObject *obj, PyObject *key)
         int32_t nleaves, q = mode_span(L, p, &nleaves);
         int is_leaf = L->profile[p] == SW_NODE_LEAF;
         int64_t size = 1;
+        int nonzero = 0;
         for (int32_t j = 0; j < nleaves; j++)
             size *= L->extents[leaf + j];
         if (sw_py_is_integer(e)) {
@@ -294,14 +305,16 @@ PyObject *sw_py_tensor_slice(PyObject *obj, PyObject *key)
                          Py_TYPE(e)->tp_name);
             goto done;
         }
+        /* Multi-subtensor: the last check of this entry, before the next
+         * entry is read (V-5 step 2). */
+        if (S && nonzero) {
+            PyErr_Format(PyExc_NotImplementedError,
+                         "slice key entry %d: slicing a multi-subtensor Tensor supports only "
+                         "selections that start at coordinate 0", m);
+            goto done;
+        }
         p = q;
         leaf += nleaves;
-    }
-    if (S && nonzero) {
-        PyErr_SetString(PyExc_NotImplementedError,
-                        "slicing a multi-subtensor Tensor supports only selections that start "
-                        "at coordinate 0");
-        goto done;
     }
     new_l = sw_layout_new(out_np, profile, ext, strl, &err);
     if (!new_l) {

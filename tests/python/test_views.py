@@ -293,11 +293,17 @@ def test_v5_multi_subtensor_integers_and_offsets():
 
 
 def test_v5_multi_subtensor_entry_checks_come_first():
+    # V-5 step 2 per entry, left to right: an entry's own checks, then the
+    # multi-subtensor rule for that entry, then the next entry.
     t = scaled_int32([[1, 2], [3, 4]])
     with pytest.raises(ValueError):
-        t[1:2, 5]
+        t[0:1, 5]
     with pytest.raises(TypeError):
-        t[1:2, 0.5]
+        t[0:1, 0.5]
+    with pytest.raises(ValueError):
+        t[2:3, 0]
+    with pytest.raises(NotImplementedError):
+        t[1:2, 5]
     with pytest.raises(ValueError, match="rank"):
         t[1:2]
 
