@@ -167,12 +167,16 @@ static PyObject *dtype_reduce(PyObject *self, PyObject *unused)
 
 static PyObject *lookup_name(PyObject *name)
 {
-    const char *s = PyUnicode_AsUTF8(name);
+    Py_ssize_t len;
+    const char *s = PyUnicode_AsUTF8AndSize(name, &len);
     if (!s)
         return NULL;
-    for (int i = 0; i < SW_DT_COUNT; i++)
-        if (strcmp(sw_dtype_info_of((sw_dtype)i)->name, s) == 0)
+    /* Compare lengths too: "Float32\0junk" is not Float32 (D-8 exact name). */
+    for (int i = 0; i < SW_DT_COUNT; i++) {
+        const char *n = sw_dtype_info_of((sw_dtype)i)->name;
+        if (strlen(n) == (size_t)len && memcmp(n, s, (size_t)len) == 0)
             return singletons[i];
+    }
     return NULL;
 }
 

@@ -219,7 +219,11 @@ def test_d8_from_name_non_str_type_error(bad):
         D.from_name(bad)
 
 
-@pytest.mark.parametrize("name", ["", "float32", "Float16", "Float32 ", "\ud800"])
+@pytest.mark.parametrize(
+    "name",
+    # D-8 exact name: an embedded NUL must not truncate the comparison.
+    ["", "float32", "Float16", "Float32 ", "\ud800", "Float32\x00", "Int32\x00junk"],
+)
 def test_d8_from_name_unknown_lookup_error(name):
     with pytest.raises(LookupError):
         D.from_name(name)
