@@ -27,11 +27,12 @@ static PyObject *host_load(PyObject *self, int64_t index)
     return sw_py_load_slot(h->dtype, (char *)h->data + (size_t)index * width);
 }
 
-static int host_store(PyObject *self, int64_t index, PyObject *value)
+static int host_store(PyObject *self, int64_t index, const void *slot)
 {
     SwHostCarrierObject *h = HOST(self);
     size_t width = sw_dtype_slot_bytes(h->dtype);
-    return sw_py_store_slot(h->dtype, value, (char *)h->data + (size_t)index * width);
+    memcpy((char *)h->data + (size_t)index * width, slot, width);
+    return 0;
 }
 
 static int host_supports(sw_dtype dtype)

@@ -37,12 +37,9 @@ static PyObject *fb_load(PyObject *self, int64_t index)
     return sw_py_load_slot(FB(self)->dtype, slot);
 }
 
-static int fb_store(PyObject *self, int64_t index, PyObject *value)
+static int fb_store(PyObject *self, int64_t index, const void *slot)
 {
-    unsigned char slot[SLOT_BYTES];
     sw_error err;
-    if (sw_py_store_slot(FB(self)->dtype, value, slot) < 0)
-        return -1;
     if (sw_filestore_pwrite(FB(self)->fd, slot, SLOT_BYTES, index * SLOT_BYTES, &err) !=
         SW_OK)
         return sw_py_raise(&err);

@@ -16,8 +16,10 @@ typedef struct sw_carrier_ops {
     int64_t (*size)(PyObject *self);        /* 0 after release */
     /* Slot access on a live carrier, index in range. */
     PyObject *(*load)(PyObject *self, int64_t index);
-    /* Normalize (C-9) and write; nothing changes on failure. No version. */
-    int (*store)(PyObject *self, int64_t index, PyObject *value);
+    /* Write one slot already normalized (C-9) by sw_py_store_slot into
+     * `slot`; live carrier, index in range. Nothing changes on failure. No
+     * version. */
+    int (*store)(PyObject *self, int64_t index, const void *slot);
     int (*supports)(sw_dtype dtype);        /* C-6 table */
     void (*drop)(PyObject *self);           /* free storage (C-15) */
 } sw_carrier_ops;

@@ -1,0 +1,117 @@
+"""Contract audit of the shipped carriers (contract-carriers C-1 .. C-23):
+cases the per-carrier test files did not reach."""
+
+import numbers
+
+import pytest
+
+import strideweave as sw
+
+D = sw.DType
+
+
+def _cpu(dtype):
+    return sw.CPU(3, dtype=dtype)
+
+
+def _generic(dtype):
+    return sw.Generic([0, 0, 0], dtype=dtype)
+
+
+def _file_backed(dtype):
+    c = sw.FileBacked(dtype=dtype)
+    c._allocate(3)
+    return c
+
+
+MAKERS = [_cpu, _generic, _file_backed]
+
+
+class _IndexHook:
+    """An Int32 value whose __index__ runs `action` first (C-9 conversion
+    runs Python code after C-5 checks 1-4 passed)."""
+
+    def __init__(self, action, value=7):
+        self.action = action
+        self.value = value
+
+    def __index__(self):
+        self.action()
+        return self.value
+
+
+class _RealHook(numbers.Real):
+    """A Float32 value (numbers.Real) whose __float__ runs `action` first."""
+
+    def __init__(self, action):
+        self.action = action
+
+    def __float__(self):
+        self.action()
+        return 2.5
+
+    # numbers.Real's abstract methods; never called here.
+    def _no(self, *args):
+        raise AssertionError("not used")
+
+    __abs__ = __add__ = __ceil__ = __eq__ = __floor__ = __floordiv__ = _no
+    __le__ = __lt__ = __mod__ = __mul__ = __neg__ = __pos__ = __pow__ = _no
+    __radd__ = __rfloordiv__ = __rmod__ = __rmul__ = __round__ = _no
+    __rpow__ = __rtruediv__ = __truediv__ = __trunc__ = _no
+    __hash__ = object.__hash__
+
+
+@pytest.mark.parametrize("make", MAKERS)
+@pytest.mark.parametrize("how", ["setitem", "set_value"])
+def test_c5_release_during_normalization_refused(make, how):
+    # C-5/C-15: a value whose conversion releases the carrier must not be
+    # written into freed storage (or a closed descriptor); the write fails
+    # RuntimeError (released) and the version does not move.
+    c = make(D.Int32)
+    v = _IndexHook(c.release)
+    with pytest.raises(RuntimeError, match="released"):
+        if how == "setitem":
+            c[1] = v
+        else:
+            c.set_value(1, v)
+    assert c.is_released()
+    assert c.version == 0
+
+
+@pytest.mark.parametrize("make", MAKERS)
+def test_c5_release_during_float_normalization_refused(make):
+    c = make(D.Float32)
+    with pytest.raises(RuntimeError, match="released"):
+        c[0] = _RealHook(c.release)
+    assert c.version == 0
+
+
+@pytest.mark.parametrize("make", MAKERS)
+def test_c13_claim_during_normalization_refused(make):
+    # C-13: owned outside owner access, writes fail RuntimeError -- also when
+    # the claim happens while the value is being converted.
+    c = make(D.Int32)
+    tokens = []
+    with pytest.raises(RuntimeError, match="owned"):
+        c[2] = _IndexHook(lambda: tokens.append(c._claim_ownership()))
+    assert c.is_owned()
+    assert c.version == 0
+    c._begin_owner_access(tokens[0])
+    assert c[2] == 0
+    c[2] = 5  # with owner access the same write works
+    c._end_owner_access(tokens[0])
+    assert c[2] == 5
+    assert c.version == 1
+
+
+def test_c5_normalization_still_checked_last():
+    # C-5: normalization remains check 5 -- an index out of range wins over a
+    # bad value, and a bad value on a valid index is TypeError / OverflowError.
+    c = sw.CPU(2, dtype=D.Int32)
+    with pytest.raises(IndexError):
+        c[5] = "x"
+    with pytest.raises(TypeError):
+        c[0] = "x"
+    with pytest.raises(OverflowError):
+        c[0] = 2**31
+    assert c.version == 0
