@@ -326,10 +326,12 @@ int sw_py_carrier_setitem(PyObject *carrier, int64_t index, PyObject *value)
     return store_value(carrier, index, value);
 }
 
+/* parse_index may run the index's __index__, which may release the carrier:
+ * check 1 is repeated after it so that case still reads as "released". */
 PyObject *sw_carrier_get_checked(PyObject *self, PyObject *index)
 {
     int64_t i;
-    if (refuse_read(self) < 0 || parse_index(index, &i) < 0 ||
+    if (refuse_read(self) < 0 || parse_index(index, &i) < 0 || refuse_read(self) < 0 ||
         check_range(self, i) < 0)
         return NULL;
     return load_value(self, i);
@@ -339,7 +341,8 @@ int sw_carrier_set_checked(PyObject *self, PyObject *index, PyObject *value)
 {
     int64_t i;
     if (refuse_released(self, "write to") < 0 || parse_index(index, &i) < 0 ||
-        refuse_immutable(self) < 0 || check_range(self, i) < 0)
+        refuse_released(self, "write to") < 0 || refuse_immutable(self) < 0 ||
+        check_range(self, i) < 0)
         return -1;
     return store_value(self, i, value);
 }

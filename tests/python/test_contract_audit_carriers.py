@@ -115,3 +115,53 @@ def test_c5_normalization_still_checked_last():
     with pytest.raises(OverflowError):
         c[0] = 2**31
     assert c.version == 0
+
+
+class _ReleasingIndex:
+    """An index whose __index__ releases `carrier` (C-4/C-5 check 2 runs
+    Python code after check 1 passed)."""
+
+    def __init__(self, carrier):
+        self.carrier = carrier
+
+    def __index__(self):
+        self.carrier.release()
+        return 0
+
+
+@pytest.mark.parametrize("make", MAKERS)
+def test_c4_c5_release_inside_index_conversion_reads_as_released(make):
+    # C-4/C-5 check 1: a carrier released while its index is converted fails
+    # RuntimeError (released), not IndexError from its new size 0.
+    c = make(D.Float32)
+    with pytest.raises(RuntimeError, match="released"):
+        c[_ReleasingIndex(c)]
+    c = make(D.Float32)
+    with pytest.raises(RuntimeError, match="released"):
+        c.get_value(_ReleasingIndex(c))
+    c = make(D.Float32)
+    with pytest.raises(RuntimeError, match="released"):
+        c[_ReleasingIndex(c)] = 1.0
+    assert c.version == 0
+
+
+def test_c4_release_inside_index_conversion_user_class():
+    # The framework's __getitem__ never reaches a user hook on a carrier
+    # released during the index conversion (C-4 check 1, C-15).
+    calls = []
+
+    class Keeps(sw.Carrier):
+        def size(self):
+            return 4  # a user hook need not report 0 after release
+
+        def dtype(self):
+            return D.Float32
+
+        def get_value(self, i):
+            calls.append(i)
+            return 0.0
+
+    k = Keeps()
+    with pytest.raises(RuntimeError, match="released"):
+        k[_ReleasingIndex(k)]
+    assert calls == []
