@@ -520,11 +520,33 @@ static int to_float32(PyObject *value, float *out)
             if (rc < 0)
                 return -1;
         } else {
+            /* Other reals (Fraction, numpy longdouble) may carry more bits
+             * than a double: round to odd as for ints, comparing the value
+             * with its double exactly, so binary32 rounding happens once. */
             PyObject *f = PyNumber_Float(value);
             if (!f)
                 return -1;
             d = PyFloat_AS_DOUBLE(f);
+            int lt = 0, le = 1;
+            if (isfinite(d) && !double_lsb_odd(d)) {
+                /* __lt__ and __le__ are the comparisons numbers.Real
+                 * requires; a real that cannot compare with a float
+                 * (TypeError) keeps the plain double. */
+                lt = PyObject_RichCompareBool(value, f, Py_LT);
+                le = lt == 0 ? PyObject_RichCompareBool(value, f, Py_LE) : 1;
+                if ((lt < 0 || le < 0) && PyErr_ExceptionMatches(PyExc_TypeError)) {
+                    PyErr_Clear();
+                    lt = 0;
+                    le = 1;
+                }
+            }
             Py_DECREF(f);
+            if (lt < 0 || le < 0)
+                return -1;
+            if (lt)
+                d = nextafter(d, -INFINITY);
+            else if (!le)
+                d = nextafter(d, INFINITY);
         }
     }
     *out = round_to_float(d);

@@ -50,12 +50,18 @@ class _RealHook(numbers.Real):
         self.action()
         return 2.5
 
-    # numbers.Real's abstract methods; never called here.
+    def __lt__(self, other):
+        return 2.5 < other
+
+    def __le__(self, other):
+        return 2.5 <= other
+
+    # numbers.Real's other abstract methods; never called here.
     def _no(self, *args):
         raise AssertionError("not used")
 
     __abs__ = __add__ = __ceil__ = __eq__ = __floor__ = __floordiv__ = _no
-    __le__ = __lt__ = __mod__ = __mul__ = __neg__ = __pos__ = __pow__ = _no
+    __mod__ = __mul__ = __neg__ = __pos__ = __pow__ = _no
     __radd__ = __rfloordiv__ = __rmod__ = __rmul__ = __round__ = _no
     __rpow__ = __rtruediv__ = __truediv__ = __trunc__ = _no
     __hash__ = object.__hash__
