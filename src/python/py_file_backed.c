@@ -87,7 +87,11 @@ static PyObject *fb_create(const char *name, sw_dtype dtype, int mutable_)
         Py_DECREF(self);
         return NULL;
     }
-    f->path = PyObject_CallFunction(path_class, "s", f->cpath);
+    /* The file system encoding, as os.fsdecode: a TMPDIR that is not UTF-8
+     * still gives a usable path. */
+    PyObject *spath = PyUnicode_DecodeFSDefault(f->cpath);
+    f->path = spath ? PyObject_CallOneArg(path_class, spath) : NULL;
+    Py_XDECREF(spath);
     if (!f->path) {
         Py_DECREF(self); /* deletes the file */
         return NULL;

@@ -504,3 +504,21 @@ def test_c23_relative_tmpdir_resolved_once(tmp_path):
     assert p.parent.parent == tmp_path / "work" / "tmp"
     assert not p.parent.exists()  # removed at exit despite the chdir
     assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_c23_tmpdir_not_utf8(tmp_path):
+    # C-23: the session directory lives under any TMPDIR; `path` decodes the
+    # bytes as os.fsdecode does instead of failing on a non-UTF-8 name.
+    base = os.fsdecode(os.fsencode(str(tmp_path)) + b"/t\xff")
+    os.mkdir(base)
+    out = run_python("""
+        import os
+        import strideweave as sw
+        f = sw.FileBacked()
+        f._allocate(1)
+        f[0] = 2.0
+        print(f.path.exists(), f[0])
+        print(os.fsencode(f.path.parent.parent) == os.fsencode(os.environ["TMPDIR"]))
+    """, TMPDIR=base)
+    assert out.split("\n")[:2] == ["True 2.0", "True"]
+    assert os.listdir(base) == []
