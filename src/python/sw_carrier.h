@@ -59,7 +59,8 @@ int sw_carrier_check_exact(PyTypeObject *type, PyTypeObject *closed);
 /* Argument helpers shared by the built-ins. */
 /* G-2 integer >= 0 named `what`: TypeError / ValueError / OverflowError. */
 int sw_carrier_parse_size(PyObject *obj, const char *what, int64_t *out);
-/* Resolve a dtype argument (NULL or None → `dflt`) against `accepted`
+/* Resolve a dtype argument (NULL → `dflt`; None is a non-DType, so callers
+ * where None means "keep", like new_like, pass NULL) against `accepted`
  * (C-7). */
 int sw_carrier_parse_dtype(PyObject *obj, sw_dtype dflt, const char *carrier,
                            const sw_dtype *accepted, int naccepted,

@@ -171,3 +171,87 @@ def test_c4_release_inside_index_conversion_user_class():
     with pytest.raises(RuntimeError, match="released"):
         k[_ReleasingIndex(k)]
     assert calls == []
+
+
+SUPPORTED = {
+    _cpu: (D.Float32, D.Int32, D.Bool),
+    _generic: (D.Float32, D.Int32, D.Bool),
+    _file_backed: (D.Float32, D.Int32),
+}
+
+
+@pytest.mark.parametrize("make", MAKERS)
+def test_c14_version_unchanged_by_everything_but_writes(make):
+    # C-14: construction, reads, ownership changes, factories, failed writes
+    # (each numbered check), release and queries after it leave the version.
+    c = make(D.Int32)
+    assert c.version == 0
+    c[0], c.get_value(1)
+    c.new_like([1, 2]), c.allocate_like(2)
+    token = c._claim_ownership()
+    with pytest.raises(RuntimeError):
+        c[0] = 1  # owned, no owner access
+    c._begin_owner_access(token)
+    c._begin_owner_access(token)
+    c._end_owner_access(token)
+    c._end_owner_access(token)
+    c._relinquish_ownership(token)
+    for index, value, exc in [("0", 1, TypeError), (9, 1, IndexError),
+                              (0, "x", TypeError), (0, 2**40, OverflowError)]:
+        with pytest.raises(exc):
+            c[index] = value
+    assert c.version == 0
+    c[0] = 3
+    c.set_value(1, 4)
+    assert c.version == 2
+    c.release()
+    c.release()
+    assert c.version == 2
+    with pytest.raises(RuntimeError, match="released"):
+        c[0] = 1
+    assert c.version == 2
+
+
+@pytest.mark.parametrize("make", MAKERS)
+def test_c3_c6_c15_queries_independent_of_state(make):
+    # C-6: the answer depends on the class only -- not on dtype, ownership,
+    # release; C-3: dtype() never changes and size() is 0 after release.
+    c = make(D.Int32)
+    everything = sw.DType.registered()
+    expected = [d in SUPPORTED[make] for d in everything]
+
+    def answers():
+        return [c.supports_storage_dtype(d) for d in everything]
+
+    assert answers() == expected
+    token = c._claim_ownership()
+    assert answers() == expected
+    c._relinquish_ownership(token)
+    c.release()
+    assert answers() == expected
+    assert c.dtype() is D.Int32 and c.size() == 0
+    assert c.is_released() and c.is_mutable() and not c.is_owned()
+
+
+@pytest.mark.parametrize("make", MAKERS)
+def test_c13_c15_owned_release_refused_then_allowed_with_access(make):
+    # C-13/C-15: owned without owner access, release() fails RuntimeError and
+    # changes nothing; with owner access it releases.
+    c = make(D.Float32)
+    c[0] = 1.5
+    token = c._claim_ownership()
+    with pytest.raises(RuntimeError, match="owner access"):
+        c.release()
+    assert not c.is_released() and c.size() == 3 and c[0] == 1.5
+    c._begin_owner_access(token)
+    assert c.release() is None
+    c._end_owner_access(token)
+    assert c.is_released() and c.is_owned()
+
+
+@pytest.mark.parametrize("make", MAKERS)
+def test_c12_only_file_backed_is_allocatable_empty(make):
+    # C-12: among shipped carriers only FileBacked (size 0 and `_allocate`).
+    c = make(D.Float32).allocate_like(0)
+    assert sw._C._carrier_is_allocatable_empty(c) is (make is _file_backed)
+    assert sw._C._carrier_is_allocatable_empty(make(D.Float32)) is False
