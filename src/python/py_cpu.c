@@ -248,9 +248,18 @@ static PyObject *cpu_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             address = (uintptr_t)v;
         }
         size_t bytes;
+        uintptr_t end;
         if ((uint64_t)size > SIZE_MAX ||
             __builtin_mul_overflow((size_t)size, sw_dtype_slot_bytes(dtype), &bytes)) {
             PyErr_Format(PyExc_OverflowError, "%lld slots do not fit in memory",
+                         (long long)size);
+            return NULL;
+        }
+        /* Slot addresses are computed as pointer + index * width: a range
+         * that wraps past the end of the address space is never memory. */
+        if (__builtin_add_overflow(address, (uintptr_t)bytes, &end)) {
+            PyErr_Format(PyExc_OverflowError,
+                         "pointer + %lld slots exceeds the address space",
                          (long long)size);
             return NULL;
         }

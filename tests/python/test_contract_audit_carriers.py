@@ -255,3 +255,18 @@ def test_c12_only_file_backed_is_allocatable_empty(make):
     c = make(D.Float32).allocate_like(0)
     assert sw._C._carrier_is_allocatable_empty(c) is (make is _file_backed)
     assert sw._C._carrier_is_allocatable_empty(make(D.Float32)) is False
+
+
+def test_c20_wrapped_range_must_not_wrap_the_address_space():
+    # C-20 with the overflow rule: pointer + size * width past 2**64 is no
+    # memory range; refused before anything is created.
+    top = 2**64 - 8
+    with pytest.raises(OverflowError, match="address space"):
+        sw.CPU(4, top, dtype=D.Int32)
+    with pytest.raises(OverflowError, match="address space"):
+        sw.CPU(2**61, 2**63 + 4096)
+    # the last slot may end exactly at the top of the address space
+    c = sw.CPU(2, top, dtype=D.Int32)
+    assert c.pointer() == top and c.size() == 2
+    c.release()
+    assert c.pointer() == 0
