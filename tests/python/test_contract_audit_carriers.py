@@ -270,3 +270,39 @@ def test_c20_wrapped_range_must_not_wrap_the_address_space():
     assert c.pointer() == top - 8 and c.size() == 2
     c.release()
     assert c.pointer() == 0
+
+
+def test_c13_concurrent_claims_one_winner_distinct_tokens():
+    # C-13: claiming is atomic -- of threads racing for one carrier exactly
+    # one gets a token, the others RuntimeError; tokens are never reused.
+    import threading
+
+    carriers = [sw.CPU(1) for _ in range(50)]
+    barrier = threading.Barrier(8)
+    won, lost = [], []
+    lock = threading.Lock()
+
+    def claim_all():
+        barrier.wait()
+        for c in carriers:
+            try:
+                t = c._claim_ownership()
+            except RuntimeError:
+                with lock:
+                    lost.append(c)
+            else:
+                with lock:
+                    won.append((c, t))
+
+    threads = [threading.Thread(target=claim_all) for _ in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert sorted(id(c) for c, _ in won) == sorted(id(c) for c in carriers)
+    assert len(lost) == 7 * len(carriers)
+    assert len({t for _, t in won}) == len(carriers)
+    for c, t in won:
+        c._relinquish_ownership(t)
+    again = carriers[0]._claim_ownership()
+    assert again not in {t for _, t in won}
