@@ -200,16 +200,17 @@ static PyObject *fb_new_like(PyObject *self, PyObject *args, PyObject *kwds)
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$OO:new_like", kwlist, &values,
                                      &mutable_obj, &dtype_obj))
         return NULL;
-    PyObject *list = sw_carrier_materialize(values, "values");
-    if (!list)
+    PyObject *it = sw_carrier_iter(values, "values");
+    if (!it)
         return NULL;
-    PyObject *result = NULL;
+    PyObject *list = NULL, *result = NULL;
     void *buf = NULL;
     sw_dtype dtype;
     int mutable_ = sw_carrier_truth(mutable_obj, 1);
     if (mutable_ < 0 ||
         sw_carrier_parse_dtype(dtype_obj == Py_None ? NULL : dtype_obj, FB(self)->dtype,
-                               "FileBacked", fb_accepted, FB_NACCEPTED, &dtype) < 0)
+                               "FileBacked", fb_accepted, FB_NACCEPTED, &dtype) < 0 ||
+        !(list = PySequence_List(it)))
         goto done;
     int64_t n = PyList_GET_SIZE(list);
     buf = sw_calloc((size_t)n + 1, SLOT_BYTES);
@@ -232,7 +233,8 @@ fail:
     Py_CLEAR(result); /* deletes the file */
 done:
     sw_free(buf);
-    Py_DECREF(list);
+    Py_XDECREF(list);
+    Py_DECREF(it);
     return result;
 }
 

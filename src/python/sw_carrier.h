@@ -86,8 +86,10 @@ PyObject *sw_host_from_list(PyTypeObject *type, sw_dtype dtype, PyObject *list,
 void sw_host_dealloc(PyObject *self);
 PyObject *sw_host_new_like(PyObject *self, PyObject *args, PyObject *kwds);
 PyObject *sw_host_allocate_like(PyObject *self, PyObject *args, PyObject *kwds);
-/* A fresh list of `values`; TypeError naming `what` if not iterable. */
-PyObject *sw_carrier_materialize(PyObject *values, const char *what);
+/* iter(values); TypeError naming `what` if not iterable. Callers check the
+ * other arguments before draining it (PySequence_List), so a failing call
+ * leaves the caller's iterator unconsumed. */
+PyObject *sw_carrier_iter(PyObject *values, const char *what);
 /* tp_init of the built-ins: construction is done in tp_new. */
 int sw_carrier_builtin_init(PyObject *self, PyObject *args, PyObject *kwds);
 

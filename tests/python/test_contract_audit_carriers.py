@@ -306,3 +306,30 @@ def test_c13_concurrent_claims_one_winner_distinct_tokens():
         c._relinquish_ownership(t)
     again = carriers[0]._claim_ownership()
     assert again not in {t for _, t in won}
+
+
+class _BadTruth:
+    def __bool__(self):
+        raise ValueError("no truth value")
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda it: sw.Generic(it, dtype=D.Float64),
+        lambda it: sw.Generic(it, dtype="Float32"),
+        lambda it: sw.Generic(it, mutable=_BadTruth()),
+        lambda it: sw.CPU(1).new_like(it, dtype=D.Any),
+        lambda it: sw.Generic([0.0]).new_like(it, mutable=_BadTruth()),
+        lambda it: sw.FileBacked().new_like(it, dtype=D.Bool),
+        lambda it: sw.FileBacked().new_like(it, mutable=_BadTruth()),
+    ],
+)
+def test_c10_c19_failed_argument_checks_leave_the_iterator_unconsumed(call):
+    # C-19/C-10 check order: values must be iterable first, then dtype (C-7);
+    # a call failing there has no observable effect -- the caller's iterator
+    # is not drained.
+    it = iter([1.0, 2.0, 3.0])
+    with pytest.raises((TypeError, ValueError)):
+        call(it)
+    assert list(it) == [1.0, 2.0, 3.0]
