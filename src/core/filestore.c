@@ -105,6 +105,26 @@ sw_status sw_filestore_session_dir(const char **dir, sw_error *err)
         const char *base = getenv("TMPDIR");
         if (!base || !*base)
             base = "/tmp";
+        /* A relative TMPDIR is resolved now, once: the paths kept for
+         * `path`, release and the exit cleanup must not follow later
+         * chdir() calls. */
+        static char absbase[PATH_MAX];
+        if (base[0] != '/') {
+            char cwd[PATH_MAX];
+            if (!getcwd(cwd, sizeof cwd)) {
+                int e = errno;
+                st = sw_error_set_errno(err, SW_EIO, e,
+                                        "cannot resolve the relative TMPDIR %s: %s", base,
+                                        strerror(e));
+                goto out;
+            }
+            if (snprintf(absbase, sizeof absbase, "%s/%s", strcmp(cwd, "/") ? cwd : "",
+                         base) >= (int)sizeof absbase) {
+                st = sw_error_set(err, SW_EINVAL, "TMPDIR path is too long: %s", base);
+                goto out;
+            }
+            base = absbase;
+        }
         size_t baselen = strlen(base);
         while (baselen > 1 && base[baselen - 1] == '/')
             baselen--; /* "dir/" → "dir" (but keep "/") */

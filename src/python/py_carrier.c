@@ -283,7 +283,16 @@ static int store_value(PyObject *self, int64_t index, PyObject *value)
     SwCarrierObject *c = CARRIER(self);
     const sw_carrier_ops *ops = sw_carrier_builtin_ops(self);
     if (ops) {
-        if (ops->store(self, index, value) < 0)
+        /* C-5 check 5 first, into a local slot: normalization can run Python
+         * code (__index__, __float__, an ABC check) that releases, claims,
+         * marks pending or makes the carrier read-only. Checks 1, 3 and 4
+         * are then repeated on the state it left, with no Python code
+         * between them and the write (a released host carrier's memory is
+         * freed, a released FileBacked's descriptor may be reused). */
+        unsigned char slot[8];
+        if (sw_py_store_slot(ops->dtype(self), value, slot) < 0 ||
+            refuse_released(self, "write to") < 0 || refuse_immutable(self) < 0 ||
+            check_range(self, index) < 0 || ops->store(self, index, slot) < 0)
             return -1;
         c->version++;
         return 0;
@@ -317,10 +326,12 @@ int sw_py_carrier_setitem(PyObject *carrier, int64_t index, PyObject *value)
     return store_value(carrier, index, value);
 }
 
+/* parse_index may run the index's __index__, which may release the carrier:
+ * check 1 is repeated after it so that case still reads as "released". */
 PyObject *sw_carrier_get_checked(PyObject *self, PyObject *index)
 {
     int64_t i;
-    if (refuse_read(self) < 0 || parse_index(index, &i) < 0 ||
+    if (refuse_read(self) < 0 || parse_index(index, &i) < 0 || refuse_read(self) < 0 ||
         check_range(self, i) < 0)
         return NULL;
     return load_value(self, i);
@@ -330,7 +341,8 @@ int sw_carrier_set_checked(PyObject *self, PyObject *index, PyObject *value)
 {
     int64_t i;
     if (refuse_released(self, "write to") < 0 || parse_index(index, &i) < 0 ||
-        refuse_immutable(self) < 0 || check_range(self, i) < 0)
+        refuse_released(self, "write to") < 0 || refuse_immutable(self) < 0 ||
+        check_range(self, i) < 0)
         return -1;
     return store_value(self, i, value);
 }

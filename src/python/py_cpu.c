@@ -27,11 +27,12 @@ static PyObject *host_load(PyObject *self, int64_t index)
     return sw_py_load_slot(h->dtype, (char *)h->data + (size_t)index * width);
 }
 
-static int host_store(PyObject *self, int64_t index, PyObject *value)
+static int host_store(PyObject *self, int64_t index, const void *slot)
 {
     SwHostCarrierObject *h = HOST(self);
     size_t width = sw_dtype_slot_bytes(h->dtype);
-    return sw_py_store_slot(h->dtype, value, (char *)h->data + (size_t)index * width);
+    memcpy((char *)h->data + (size_t)index * width, slot, width);
+    return 0;
 }
 
 static int host_supports(sw_dtype dtype)
@@ -119,22 +120,15 @@ void sw_host_dealloc(PyObject *self)
     SwCarrier_Type.tp_dealloc(self);
 }
 
-/* Materialize `values` into a fresh list; TypeError naming `what` when it is
- * not iterable. */
-PyObject *sw_carrier_materialize(PyObject *values, const char *what)
+PyObject *sw_carrier_iter(PyObject *values, const char *what)
 {
     PyObject *it = PyObject_GetIter(values);
-    if (!it) {
-        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
-            PyErr_Clear();
-            PyErr_Format(PyExc_TypeError, "%s must be iterable, not %.100s", what,
-                         Py_TYPE(values)->tp_name);
-        }
-        return NULL;
+    if (!it && PyErr_ExceptionMatches(PyExc_TypeError)) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s must be iterable, not %.100s", what,
+                     Py_TYPE(values)->tp_name);
     }
-    PyObject *list = PySequence_List(it);
-    Py_DECREF(it);
-    return list;
+    return it;
 }
 
 /* C-10 for Generic and CPU. */
@@ -146,20 +140,22 @@ PyObject *sw_host_new_like(PyObject *self, PyObject *args, PyObject *kwds)
                                      &mutable_obj, &dtype_obj))
         return NULL;
     const char *name = sw_carrier_builtin_ops(self)->name;
-    PyObject *list = sw_carrier_materialize(values, "values");
-    if (!list)
+    PyObject *it = sw_carrier_iter(values, "values");
+    if (!it)
         return NULL;
     sw_dtype dtype;
     int mutable_ = sw_carrier_truth(mutable_obj, 1);
-    PyObject *result = NULL;
+    PyObject *list = NULL, *result = NULL;
     if (mutable_ < 0 ||
         sw_carrier_parse_dtype(dtype_obj == Py_None ? NULL : dtype_obj,
                                HOST(self)->dtype, name, sw_host_accepted,
-                               SW_HOST_NACCEPTED, &dtype) < 0)
+                               SW_HOST_NACCEPTED, &dtype) < 0 ||
+        !(list = PySequence_List(it)))
         goto done;
     result = sw_host_from_list(Py_TYPE(self), dtype, list, mutable_, 1);
 done:
-    Py_DECREF(list);
+    Py_XDECREF(list);
+    Py_DECREF(it);
     return result;
 }
 
@@ -247,9 +243,18 @@ static PyObject *cpu_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             address = (uintptr_t)v;
         }
         size_t bytes;
+        uintptr_t end;
         if ((uint64_t)size > SIZE_MAX ||
             __builtin_mul_overflow((size_t)size, sw_dtype_slot_bytes(dtype), &bytes)) {
             PyErr_Format(PyExc_OverflowError, "%lld slots do not fit in memory",
+                         (long long)size);
+            return NULL;
+        }
+        /* Slot addresses are computed as pointer + index * width: a range
+         * that wraps past the end of the address space is never memory. */
+        if (__builtin_add_overflow(address, (uintptr_t)bytes, &end)) {
+            PyErr_Format(PyExc_OverflowError,
+                         "pointer + %lld slots exceeds the address space",
                          (long long)size);
             return NULL;
         }

@@ -167,12 +167,16 @@ static PyObject *dtype_reduce(PyObject *self, PyObject *unused)
 
 static PyObject *lookup_name(PyObject *name)
 {
-    const char *s = PyUnicode_AsUTF8(name);
+    Py_ssize_t len;
+    const char *s = PyUnicode_AsUTF8AndSize(name, &len);
     if (!s)
         return NULL;
-    for (int i = 0; i < SW_DT_COUNT; i++)
-        if (strcmp(sw_dtype_info_of((sw_dtype)i)->name, s) == 0)
+    /* Compare lengths too: "Float32\0junk" is not Float32 (D-8 exact name). */
+    for (int i = 0; i < SW_DT_COUNT; i++) {
+        const char *n = sw_dtype_info_of((sw_dtype)i)->name;
+        if (strlen(n) == (size_t)len && memcmp(n, s, (size_t)len) == 0)
             return singletons[i];
+    }
     return NULL;
 }
 
@@ -516,11 +520,33 @@ static int to_float32(PyObject *value, float *out)
             if (rc < 0)
                 return -1;
         } else {
+            /* Other reals (Fraction, numpy longdouble) may carry more bits
+             * than a double: round to odd as for ints, comparing the value
+             * with its double exactly, so binary32 rounding happens once. */
             PyObject *f = PyNumber_Float(value);
             if (!f)
                 return -1;
             d = PyFloat_AS_DOUBLE(f);
+            int lt = 0, le = 1;
+            if (isfinite(d) && !double_lsb_odd(d)) {
+                /* __lt__ and __le__ are the comparisons numbers.Real
+                 * requires; a real that cannot compare with a float
+                 * (TypeError) keeps the plain double. */
+                lt = PyObject_RichCompareBool(value, f, Py_LT);
+                le = lt == 0 ? PyObject_RichCompareBool(value, f, Py_LE) : 1;
+                if ((lt < 0 || le < 0) && PyErr_ExceptionMatches(PyExc_TypeError)) {
+                    PyErr_Clear();
+                    lt = 0;
+                    le = 1;
+                }
+            }
             Py_DECREF(f);
+            if (lt < 0 || le < 0)
+                return -1;
+            if (lt)
+                d = nextafter(d, -INFINITY);
+            else if (!le)
+                d = nextafter(d, INFINITY);
         }
     }
     *out = round_to_float(d);

@@ -37,12 +37,9 @@ static PyObject *fb_load(PyObject *self, int64_t index)
     return sw_py_load_slot(FB(self)->dtype, slot);
 }
 
-static int fb_store(PyObject *self, int64_t index, PyObject *value)
+static int fb_store(PyObject *self, int64_t index, const void *slot)
 {
-    unsigned char slot[SLOT_BYTES];
     sw_error err;
-    if (sw_py_store_slot(FB(self)->dtype, value, slot) < 0)
-        return -1;
     if (sw_filestore_pwrite(FB(self)->fd, slot, SLOT_BYTES, index * SLOT_BYTES, &err) !=
         SW_OK)
         return sw_py_raise(&err);
@@ -90,7 +87,11 @@ static PyObject *fb_create(const char *name, sw_dtype dtype, int mutable_)
         Py_DECREF(self);
         return NULL;
     }
-    f->path = PyObject_CallFunction(path_class, "s", f->cpath);
+    /* The file system encoding, as os.fsdecode: a TMPDIR that is not UTF-8
+     * still gives a usable path. */
+    PyObject *spath = PyUnicode_DecodeFSDefault(f->cpath);
+    f->path = spath ? PyObject_CallOneArg(path_class, spath) : NULL;
+    Py_XDECREF(spath);
     if (!f->path) {
         Py_DECREF(self); /* deletes the file */
         return NULL;
@@ -199,16 +200,17 @@ static PyObject *fb_new_like(PyObject *self, PyObject *args, PyObject *kwds)
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$OO:new_like", kwlist, &values,
                                      &mutable_obj, &dtype_obj))
         return NULL;
-    PyObject *list = sw_carrier_materialize(values, "values");
-    if (!list)
+    PyObject *it = sw_carrier_iter(values, "values");
+    if (!it)
         return NULL;
-    PyObject *result = NULL;
+    PyObject *list = NULL, *result = NULL;
     void *buf = NULL;
     sw_dtype dtype;
     int mutable_ = sw_carrier_truth(mutable_obj, 1);
     if (mutable_ < 0 ||
         sw_carrier_parse_dtype(dtype_obj == Py_None ? NULL : dtype_obj, FB(self)->dtype,
-                               "FileBacked", fb_accepted, FB_NACCEPTED, &dtype) < 0)
+                               "FileBacked", fb_accepted, FB_NACCEPTED, &dtype) < 0 ||
+        !(list = PySequence_List(it)))
         goto done;
     int64_t n = PyList_GET_SIZE(list);
     buf = sw_calloc((size_t)n + 1, SLOT_BYTES);
@@ -231,7 +233,8 @@ fail:
     Py_CLEAR(result); /* deletes the file */
 done:
     sw_free(buf);
-    Py_DECREF(list);
+    Py_XDECREF(list);
+    Py_DECREF(it);
     return result;
 }
 

@@ -11,19 +11,21 @@ static PyObject *generic_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$OO:Generic", kwlist, &values,
                                      &mutable_obj, &dtype_obj))
         return NULL;
-    PyObject *list = sw_carrier_materialize(values, "values");
-    if (!list)
+    PyObject *it = sw_carrier_iter(values, "values");
+    if (!it)
         return NULL;
-    PyObject *result = NULL;
+    PyObject *list = NULL, *result = NULL;
     sw_dtype dtype;
     int mutable_;
     if (sw_carrier_parse_dtype(dtype_obj, SW_DT_FLOAT32, "Generic", sw_host_accepted,
                                SW_HOST_NACCEPTED, &dtype) < 0 ||
-        (mutable_ = sw_carrier_truth(mutable_obj, 1)) < 0)
+        (mutable_ = sw_carrier_truth(mutable_obj, 1)) < 0 ||
+        !(list = PySequence_List(it)))
         goto done;
     result = sw_host_from_list(&SwGeneric_Type, dtype, list, mutable_, 0);
 done:
-    Py_DECREF(list);
+    Py_XDECREF(list);
+    Py_DECREF(it);
     return result;
 }
 

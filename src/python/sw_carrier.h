@@ -16,8 +16,10 @@ typedef struct sw_carrier_ops {
     int64_t (*size)(PyObject *self);        /* 0 after release */
     /* Slot access on a live carrier, index in range. */
     PyObject *(*load)(PyObject *self, int64_t index);
-    /* Normalize (C-9) and write; nothing changes on failure. No version. */
-    int (*store)(PyObject *self, int64_t index, PyObject *value);
+    /* Write one slot already normalized (C-9) by sw_py_store_slot into
+     * `slot`; live carrier, index in range. Nothing changes on failure. No
+     * version. */
+    int (*store)(PyObject *self, int64_t index, const void *slot);
     int (*supports)(sw_dtype dtype);        /* C-6 table */
     void (*drop)(PyObject *self);           /* free storage (C-15) */
 } sw_carrier_ops;
@@ -57,7 +59,8 @@ int sw_carrier_check_exact(PyTypeObject *type, PyTypeObject *closed);
 /* Argument helpers shared by the built-ins. */
 /* G-2 integer >= 0 named `what`: TypeError / ValueError / OverflowError. */
 int sw_carrier_parse_size(PyObject *obj, const char *what, int64_t *out);
-/* Resolve a dtype argument (NULL or None → `dflt`) against `accepted`
+/* Resolve a dtype argument (NULL → `dflt`; None is a non-DType, so callers
+ * where None means "keep", like new_like, pass NULL) against `accepted`
  * (C-7). */
 int sw_carrier_parse_dtype(PyObject *obj, sw_dtype dflt, const char *carrier,
                            const sw_dtype *accepted, int naccepted,
@@ -83,8 +86,10 @@ PyObject *sw_host_from_list(PyTypeObject *type, sw_dtype dtype, PyObject *list,
 void sw_host_dealloc(PyObject *self);
 PyObject *sw_host_new_like(PyObject *self, PyObject *args, PyObject *kwds);
 PyObject *sw_host_allocate_like(PyObject *self, PyObject *args, PyObject *kwds);
-/* A fresh list of `values`; TypeError naming `what` if not iterable. */
-PyObject *sw_carrier_materialize(PyObject *values, const char *what);
+/* iter(values); TypeError naming `what` if not iterable. Callers check the
+ * other arguments before draining it (PySequence_List), so a failing call
+ * leaves the caller's iterator unconsumed. */
+PyObject *sw_carrier_iter(PyObject *values, const char *what);
 /* tp_init of the built-ins: construction is done in tp_new. */
 int sw_carrier_builtin_init(PyObject *self, PyObject *args, PyObject *kwds);
 

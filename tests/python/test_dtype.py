@@ -219,7 +219,11 @@ def test_d8_from_name_non_str_type_error(bad):
         D.from_name(bad)
 
 
-@pytest.mark.parametrize("name", ["", "float32", "Float16", "Float32 ", "\ud800"])
+@pytest.mark.parametrize(
+    "name",
+    # D-8 exact name: an embedded NUL must not truncate the comparison.
+    ["", "float32", "Float16", "Float32 ", "\ud800", "Float32\x00", "Int32\x00junk"],
+)
 def test_d8_from_name_unknown_lookup_error(name):
     with pytest.raises(LookupError):
         D.from_name(name)
@@ -503,3 +507,51 @@ def test_c9_bool_exactly_true_false():
 def test_c9_no_host_slot_for_other_dtypes(d):
     with pytest.raises(ValueError, match=d.name):
         rt(d, 0)
+
+
+def test_c9_float32_other_reals_rounded_once():
+    # C-9: any real is rounded to the nearest binary32 once. 1 + 2**-24 +
+    # 2**-80 lies just above the tie between 1 and 1 + 2**-23; rounding it
+    # through a double first lands exactly on the tie and goes to even (1.0).
+    from fractions import Fraction
+
+    import numpy as np
+
+    above = Fraction(1) + Fraction(1, 2**24) + Fraction(1, 2**80)
+    below = Fraction(1) + Fraction(1, 2**24) - Fraction(1, 2**80)
+    tie = Fraction(1) + Fraction(1, 2**24)
+    assert _C._slot_roundtrip(D.Float32, above) == 1 + 2**-23
+    assert _C._slot_roundtrip(D.Float32, below) == 1.0
+    assert _C._slot_roundtrip(D.Float32, tie) == 1.0
+    assert _C._slot_roundtrip(D.Float32, -above) == -(1 + 2**-23)
+    assert _C._slot_roundtrip(D.Float32, Fraction(3, 4)) == 0.75
+    ld = np.longdouble(1) + np.longdouble(2.0**-24) + np.longdouble(2.0**-60)
+    if ld > np.longdouble(1 + 2**-24):  # longdouble wider than double here
+        assert _C._slot_roundtrip(D.Float32, ld) == 1 + 2**-23
+
+
+def test_c9_float32_real_without_float_comparison_still_accepted():
+    # C-9: a numbers.Real whose comparisons do not support float operands is
+    # still taken through float(); only the exactness refinement is skipped.
+    import numbers
+
+    class Opaque(numbers.Real):
+        def __float__(self):
+            return 0.1
+
+        def __lt__(self, other):
+            return NotImplemented
+
+        __le__ = __lt__
+
+        def _no(self, *args):
+            raise AssertionError("not used")
+
+        __abs__ = __add__ = __ceil__ = __eq__ = __floor__ = __floordiv__ = _no
+        __mod__ = __mul__ = __neg__ = __pos__ = __pow__ = __radd__ = _no
+        __rfloordiv__ = __rmod__ = __rmul__ = __round__ = __rpow__ = _no
+        __rtruediv__ = __truediv__ = __trunc__ = _no
+        __hash__ = object.__hash__
+
+    expected = struct.unpack("f", struct.pack("f", 0.1))[0]
+    assert _C._slot_roundtrip(D.Float32, Opaque()) == expected

@@ -45,12 +45,12 @@ def unique_name():
     return f"test-{uuid.uuid4().hex}.bin"
 
 
-def run_python(code, **env_extra):
+def run_python(code, cwd=None, **env_extra):
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in sys.path if p)
     env.update(env_extra)
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, cwd=cwd)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -476,3 +476,49 @@ def test_leak_file_backed_carriers():
     del f
     assert _C._live_bytes() == before
     assert len(listing()) == n_files
+
+
+def test_c23_relative_tmpdir_resolved_once(tmp_path):
+    # C-23: the session directory lives under TMPDIR; a relative TMPDIR is
+    # resolved against the working directory of first use, so a later chdir
+    # neither moves `path` nor stops release and exit from deleting files.
+    (tmp_path / "work" / "tmp").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    out = run_python("""
+        import os
+        import strideweave as sw
+        os.chdir("work")  # TMPDIR=tmp now names work/tmp
+        f = sw.FileBacked()
+        g = sw.FileBacked()
+        g._allocate(2)
+        os.chdir("../elsewhere")
+        print(f.path.is_absolute(), f.path.exists())
+        f.release()
+        print(f.path.exists())
+        print(g.path)
+    """, cwd=str(tmp_path), TMPDIR="tmp")
+    lines = out.split("\n")
+    assert lines[0] == "True True"
+    assert lines[1] == "False"
+    p = pathlib.Path(lines[2])
+    assert p.parent.parent == tmp_path / "work" / "tmp"
+    assert not p.parent.exists()  # removed at exit despite the chdir
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_c23_tmpdir_not_utf8(tmp_path):
+    # C-23: the session directory lives under any TMPDIR; `path` decodes the
+    # bytes as os.fsdecode does instead of failing on a non-UTF-8 name.
+    base = os.fsdecode(os.fsencode(str(tmp_path)) + b"/t\xff")
+    os.mkdir(base)
+    out = run_python("""
+        import os
+        import strideweave as sw
+        f = sw.FileBacked()
+        f._allocate(1)
+        f[0] = 2.0
+        print(f.path.exists(), f[0])
+        print(os.fsencode(f.path.parent.parent) == os.fsencode(os.environ["TMPDIR"]))
+    """, TMPDIR=base)
+    assert out.split("\n")[:2] == ["True 2.0", "True"]
+    assert os.listdir(base) == []
