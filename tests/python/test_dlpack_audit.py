@@ -393,3 +393,45 @@ def test_no_import_path_on_any_public_module_or_class():
                 found.update(a for a in dir(value) if "dlpack" in a.lower())
     assert found <= allowed
     assert "dlpack_info" in found and "__dlpack__" in found
+
+
+# ---- used_ rename by real consumers ----------------------------------------------
+
+
+_is_valid = ctypes.pythonapi.PyCapsule_IsValid
+_is_valid.restype = ctypes.c_int
+_is_valid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+@pytest.mark.parametrize("versioned", [False, True], ids=["legacy", "versioned"])
+@pytest.mark.parametrize("consumer", ["numpy", "torch"])
+def test_real_consumers_take_ownership_by_rename_and_free_once(consumer, versioned):
+    # Seed: a consumer renames to used_dltensor[_versioned] and then owns the
+    # deleter; our capsule destructor leaves a used_ capsule alone, so the
+    # Tensor reference and the block are released exactly once.
+    t = sw.Tensor(filled_cpu(6), 1, layout(5))
+    refs = sys.getrefcount(t)
+    live = sw._C._live_bytes()
+    cap = t.__dlpack__(max_version=(1, 0) if versioned else None)
+    if consumer == "numpy":
+
+        class Holder:  # NumPy imports through the protocol, not a bare capsule
+            def __dlpack__(self, **kwargs):
+                return cap
+
+            def __dlpack_device__(self):
+                return (1, 0)
+
+        arr = np.from_dlpack(Holder())
+        values = arr.tolist()
+    else:
+        arr = torch.from_dlpack(cap)
+        values = arr.tolist()
+    assert values == [1.5, 2.5, 3.5, 4.5, 5.5]
+    assert _is_valid(cap, USED[versioned]) == 1  # ownership moved to the consumer
+    assert sys.getrefcount(t) == refs + 1
+    del cap
+    assert sys.getrefcount(t) == refs + 1  # the used_ capsule's destructor did nothing
+    del arr
+    assert sys.getrefcount(t) == refs  # the consumer's deleter call dropped it
+    assert sw._C._live_bytes() == live
