@@ -10,7 +10,10 @@
 #include "strideweave/alloc.h"
 
 /* The ABI a consumer reads: sizes and offsets of the standard's LP64 layout. */
+_Static_assert(sizeof(DLPackVersion) == 8, "DLPackVersion is two 32-bit words");
 _Static_assert(sizeof(DLDevice) == 8, "DLDevice is two 32-bit words");
+_Static_assert(offsetof(DLDataType, bits) == 1 && offsetof(DLDataType, lanes) == 2,
+               "DLDataType fields");
 _Static_assert(sizeof(DLDataType) == 4, "DLDataType is 4 bytes");
 _Static_assert(offsetof(DLTensor, device) == 8, "DLTensor.device");
 _Static_assert(offsetof(DLTensor, ndim) == 16, "DLTensor.ndim");
@@ -21,10 +24,14 @@ _Static_assert(offsetof(DLTensor, byte_offset) == 40, "DLTensor.byte_offset");
 _Static_assert(sizeof(DLTensor) == 48, "DLTensor size");
 _Static_assert(offsetof(DLManagedTensor, manager_ctx) == 48, "legacy manager_ctx");
 _Static_assert(offsetof(DLManagedTensor, deleter) == 56, "legacy deleter");
+_Static_assert(sizeof(DLManagedTensor) == 64, "legacy size");
+_Static_assert(offsetof(DLManagedTensorVersioned, version) == 0, "versioned version");
 _Static_assert(offsetof(DLManagedTensorVersioned, manager_ctx) == 8, "versioned ctx");
 _Static_assert(offsetof(DLManagedTensorVersioned, deleter) == 16, "versioned deleter");
 _Static_assert(offsetof(DLManagedTensorVersioned, flags) == 24, "versioned flags");
 _Static_assert(offsetof(DLManagedTensorVersioned, dl_tensor) == 32, "versioned tensor");
+_Static_assert(sizeof(DLManagedTensorVersioned) == 80, "versioned size");
+_Static_assert(DLPACK_FLAG_BITMASK_READ_ONLY == 1, "read-only is flags bit 0");
 
 typedef struct legacy_block {
     DLManagedTensor m;

@@ -447,9 +447,35 @@ static int device_mismatch(PyObject *want_type, PyObject *want_id,
     return -1;
 }
 
-static int to_int32(PyObject *obj, int32_t *out)
+/* G-2: the hook's values are integers (operator.index, bool excluded); the
+ * seed leaves the failure for anything else unspecified, ours is TypeError. */
+static int require_integer(PyObject *obj, const char *key)
+{
+    if (sw_py_is_integer(obj))
+        return 0;
+    PyErr_Format(PyExc_TypeError,
+                 "dlpack_info() %s must be an integer, not %.200s", key,
+                 Py_TYPE(obj)->tp_name);
+    return -1;
+}
+
+static int to_pointer(PyObject *obj, void **out)
+{
+    if (require_integer(obj, "pointer") < 0)
+        return -1;
+    PyObject *index = PyNumber_Index(obj);
+    if (!index)
+        return -1;
+    *out = PyLong_AsVoidPtr(index);
+    Py_DECREF(index);
+    return !*out && PyErr_Occurred() ? -1 : 0;
+}
+
+static int to_int32(PyObject *obj, const char *key, int32_t *out)
 {
     int overflow;
+    if (require_integer(obj, key) < 0)
+        return -1;
     PyObject *index = PyNumber_Index(obj);
     if (!index)
         return -1;
@@ -531,11 +557,9 @@ PyObject *sw_py_tensor_dlpack(PyObject *self, PyObject *const *args,
         req.device_type = kDLCPU;
         req.device_id = 0;
     } else {
-        req.data = PyLong_AsVoidPtr(info.pointer);
-        if (!req.data && PyErr_Occurred())
-            goto error;
-        if (to_int32(info.device_type, &req.device_type) < 0 ||
-            to_int32(info.device_id, &req.device_id) < 0)
+        if (to_pointer(info.pointer, &req.data) < 0 ||
+            to_int32(info.device_type, "device_type", &req.device_type) < 0 ||
+            to_int32(info.device_id, "device_id", &req.device_id) < 0)
             goto error;
     }
     if (!req.data && layout->size > 0) {                       /* (7) */

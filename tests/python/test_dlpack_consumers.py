@@ -9,6 +9,8 @@ The facts asserted in the "observed consumer behaviour" tests are the ones
 README.md's "Consumer compatibility" section records (NumPy 2.4, PyTorch
 2.13)."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -283,9 +285,11 @@ def test_torch_observed_ignores_read_only_flag():
     # (the flag is advisory, seed). The carrier's version does not move.
     c = sw.CPU(5, mutable=False)
     t = sw.Tensor(c, 1, sw.Layout(sw.Shape([4]), sw.Stride([1])))
-    x = torch.from_dlpack(t)
-    assert x.tolist() == [0.0] * 4
-    x[0] = 7.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # README: "no warning is given"
+        x = torch.from_dlpack(t)
+        assert x.tolist() == [0.0] * 4
+        x[0] = 7.0
     assert c[1] == 7.0
     assert c.version == 0
     assert not np.from_dlpack(t).flags.writeable  # NumPy honors the same flag
