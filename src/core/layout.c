@@ -309,9 +309,13 @@ static int injective_compute(const sw_layout *l, sw_error *err)
         goto done;
     }
     uint64_t bitmap_bytes = ((uint64_t)l->cosize + 7) / 8;
-    uint64_t list_bytes = (uint64_t)l->size * 8;
+    uint64_t list_bytes;
+    /* size * 8 wraps for sizes from 2^61: such a list can never be made. */
+    if (__builtin_mul_overflow((uint64_t)l->size, 8, &list_bytes))
+        list_bytes = UINT64_MAX;
     if (bitmap_bytes <= list_bytes) {
-        uint8_t *bits = sw_calloc((size_t)bitmap_bytes, 1);
+        uint8_t *bits = bitmap_bytes <= SIZE_MAX
+                            ? sw_calloc((size_t)bitmap_bytes, 1) : NULL;
         if (!bits) {
             sw_error_set(err, SW_ENOMEM,
                          "out of memory enumerating a layout of cosize %lld",

@@ -8,6 +8,16 @@
 #include "strideweave/alloc.h"
 #include "strideweave/layout.h"
 
+/* test_injective_unenumerable asks for a record of ~2^58 bytes and expects
+ * the allocation to fail cleanly: ASan must return NULL rather than abort. */
+#if defined(__SANITIZE_ADDRESS__)
+const char *__asan_default_options(void);
+const char *__asan_default_options(void)
+{
+    return "allocator_may_return_null=1";
+}
+#endif
+
 enum { L = SW_NODE_LEAF, PU = SW_NODE_PUSH, PO = SW_NODE_POP };
 
 static sw_layout *flat(int n, const int64_t *e, const int64_t *s)
@@ -183,6 +193,29 @@ static void test_injective_table(void)
     l = flat(3, e3, s4);
     CHECK_EQ_I64(sw_layout_is_injective(l, NULL), 0);
     sw_layout_free(l);
+}
+
+/* L-11 when enumeration is impossible: size 2^61 + 2 (size * 8 wraps in 64
+ * bits), cosize 2^61 + 4, strides {3, 2} not decidable without enumerating.
+ * Neither record can be made, so the answer is an ENOMEM error, never a
+ * guess and never a short buffer overrun. */
+static void test_injective_unenumerable(void)
+{
+    int64_t before = sw_alloc_live_bytes();
+    const int64_t e[] = {2, (INT64_C(1) << 60) + 1}, s[] = {3, 2};
+    sw_layout *l = flat(2, e, s);
+    CHECK(l != NULL);
+    if (!l)
+        return;
+    CHECK_EQ_I64(l->size, (INT64_C(1) << 61) + 2);
+    CHECK_EQ_I64(l->injective, -1);
+    sw_error err;
+    err.code = SW_OK;
+    CHECK_EQ_I64(sw_layout_is_injective(l, &err), -1);
+    CHECK(err.code == SW_ENOMEM);
+    CHECK_EQ_I64(l->injective, -1);  /* not cached: a later request retries */
+    sw_layout_free(l);
+    CHECK_EQ_I64(sw_alloc_live_bytes(), before);
 }
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
@@ -363,6 +396,7 @@ int main(void)
     test_injective_decided_early();
     test_injective_table();
     test_injective_random();
+    test_injective_unenumerable();
     test_index();
     test_algebra();
     test_broadcast();
