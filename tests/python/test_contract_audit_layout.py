@@ -21,3 +21,25 @@ def test_l11_unenumerable_layout_raises_memory_error_not_a_crash():
     # Not cached as an answer: asking again fails the same way.
     with pytest.raises(MemoryError, match="out of memory enumerating"):
         layout.is_injective
+
+
+@pytest.mark.parametrize("obj", [Shape(2, [3, 4], 5), Stride(1, [2, 6], 24),
+                                 Layout(Shape(2, [3, 4], 5), Stride(1, [2, 6], 24))])
+@pytest.mark.parametrize("key", [slice(True, None), slice(None, False),
+                                 slice(0, 2, True), slice(1.0, 2), slice("a", None)])
+def test_G2_L3_L5_slice_bounds_must_be_integers(obj, key):
+    # G-2: bool is not an integer, so x[True:] is not x[1:]; other keys
+    # raise TypeError (L-3).
+    with pytest.raises(TypeError, match="slice|integer"):
+        obj[key]
+
+
+def test_L3_slice_bounds_index_objects_and_none_still_work():
+    class Idx:
+        def __index__(self):
+            return 1
+
+    s = Shape(2, [3, 4], 5)
+    assert s[Idx():] == s[1:] == Shape([[3, 4], 5])
+    assert s[None:Idx()] == Shape(2)
+    assert s[::Idx()] == s
