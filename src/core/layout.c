@@ -129,6 +129,8 @@ sw_layout *sw_layout_canonical(int32_t nprofile, const uint8_t *profile,
     int32_t nleaves = 0;
     for (int32_t p = 0; p < nprofile; p++)
         nleaves += profile[p] == SW_NODE_LEAF;
+    if (nleaves > 0 && !extents)
+        return sw_error_set(err, SW_EINVAL, "missing extents"), NULL;
     sw_layout *l = layout_alloc(nprofile, nleaves, err);
     if (!l)
         return NULL;

@@ -92,6 +92,13 @@ static void test_invalid(void)
     CHECK(flat(2, zero, s) == NULL);
     CHECK(sw_layout_new(-1, NULL, NULL, NULL, &err) == NULL);
     CHECK(err.code == SW_EINVAL);
+    CHECK(sw_layout_new(2, (const uint8_t[]){L, L}, e, NULL, &err) == NULL);
+    CHECK(err.code == SW_EINVAL);
+    /* bad input is an error, never a crash: canonical without extents */
+    CHECK(sw_layout_canonical(2, (const uint8_t[]){L, L}, NULL, &err) == NULL);
+    CHECK(err.code == SW_EINVAL);
+    CHECK(sw_layout_canonical(-1, NULL, NULL, &err) == NULL);
+    CHECK(err.code == SW_EINVAL);
     CHECK(sw_layout_new(2, extra_pop, e, neg, &err) == NULL);
     uint8_t prof[2] = {L, L};
     CHECK(sw_layout_new(2, prof, e, neg, &err) == NULL);

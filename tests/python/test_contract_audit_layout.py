@@ -258,3 +258,28 @@ def test_L11_many_leaves_matches_brute_force(ls):
     shape, stride = ls
     layout = Layout(Shape(shape), Stride(stride))
     assert layout.is_injective is brute_injective(layout)
+
+
+# ---- L-1 / L-7 wording not covered elsewhere ----------------------------------
+
+
+def test_L1_several_items_each_is_a_top_level_mode():
+    # "Otherwise each item is one top-level mode": a list among several items
+    # is a nested mode, not the list of modes.
+    assert Shape([2, 3], 4) == Shape([[2, 3], 4])
+    assert len(Shape([2, 3], 4)) == 2
+    assert Shape([2, 3], 4)[0] == Shape(2, 3)
+    assert Stride((1, 2), 0) == Stride([[1, 2], 0])
+    # exactly one list whose only element is a list: one nested mode
+    assert len(Shape([[2, 3]])) == 1 and Shape([[2, 3]]).depth == 2
+
+
+def test_L7_node_is_an_enum_with_the_contract_values():
+    import enum
+
+    from strideweave import Node
+    from strideweave.layout import Node as LayoutNode
+
+    assert Node is LayoutNode
+    assert issubclass(Node, enum.Enum)
+    assert [(m.name, m.value) for m in Node] == [("Leaf", 1), ("Push", 2), ("Pop", 3)]
