@@ -5,12 +5,13 @@ sentence by sentence; each names the contract ID it checks.
 """
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import strideweave as sw
 from strideweave import Layout, Shape, Stride
 
 
-def test_l11_unenumerable_layout_raises_memory_error_not_a_crash():
+def test_L11_unenumerable_layout_raises_memory_error_not_a_crash():
     # L-11: size 2**61 + 2 with strides {3, 2} cannot be decided without
     # enumerating, and no record for 2**61 indices can be made. size * 8
     # wrapped to 16 bytes and the enumeration overran that buffer (segfault).
@@ -229,9 +230,6 @@ def test_G2_beyond_int64_overflow_for_values_ordinary_errors_for_keys():
 
 # ---- L-11 property: more than 16 leaves (decided on first request) ------------
 
-from hypothesis import given, settings, strategies as st  # noqa: E402
-
-
 @st.composite
 def many_leaf_layouts(draw):
     n = draw(st.integers(17, 28))
@@ -283,3 +281,12 @@ def test_L7_node_is_an_enum_with_the_contract_values():
     assert Node is LayoutNode
     assert issubclass(Node, enum.Enum)
     assert [(m.name, m.value) for m in Node] == [("Leaf", 1), ("Push", 2), ("Pop", 3)]
+
+
+def test_G4_ordinals_are_first_mode_fastest_mixed_radix():
+    # G-4: ordinal k names coordinate (k mod 2, (k div 2) mod 3, k div 6) for
+    # extents (2, 3, 4); strides 1, 10, 100 make the digits visible.
+    a = Layout(Shape(2, [3, 4]), Stride(1, [10, 100]))
+    want = [i + 10 * j + 100 * m for m in range(4) for j in range(3) for i in range(2)]
+    assert [a(k) for k in range(a.size)] == want
+    assert [a.index(k) for k in range(a.size)] == want
