@@ -351,11 +351,17 @@ done:
     return result;
 }
 
+/* Threads may ask at once (the binding enumerates without the GIL): the
+ * cache is read and written atomically; racing computations agree. */
 int sw_layout_is_injective(sw_layout *layout, sw_error *err)
 {
-    if (layout->injective < 0)
-        layout->injective = injective_compute(layout, err);
-    return layout->injective;
+    int r = __atomic_load_n(&layout->injective, __ATOMIC_RELAXED);
+    if (r < 0) {
+        r = injective_compute(layout, err);
+        if (r >= 0)
+            __atomic_store_n(&layout->injective, r, __ATOMIC_RELAXED);
+    }
+    return r;
 }
 
 /* ---- indexing ----------------------------------------------------------- */

@@ -824,7 +824,7 @@ static PyObject *layout_get_is_injective(PyObject *self, void *closure)
     (void)closure;
     sw_error err;
     sw_layout *l = SwLayout_CORE(self);
-    int r = l->injective;
+    int r = __atomic_load_n(&l->injective, __ATOMIC_RELAXED);
     if (r < 0) {
         /* Only enumeration is left; it touches no Python object. Racing
          * threads would both store the same answer. */

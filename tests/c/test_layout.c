@@ -1,6 +1,7 @@
 /* Core layouts: construction checks, size/cosize (L-6), indexing (L-9),
  * exact injectivity against brute force (L-11), the mode algebra (L-3,
  * L-12..L-15) and allocation failure. */
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -9,10 +10,18 @@
 #include "strideweave/layout.h"
 
 /* test_injective_unenumerable asks for a record of ~2^58 bytes and expects
- * the allocation to fail cleanly: ASan must return NULL rather than abort. */
+ * the allocation to fail cleanly: a sanitizer must return NULL rather than
+ * abort. */
 #if defined(__SANITIZE_ADDRESS__)
 const char *__asan_default_options(void);
 const char *__asan_default_options(void)
+{
+    return "allocator_may_return_null=1";
+}
+#endif
+#if defined(__SANITIZE_THREAD__)
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void)
 {
     return "allocator_may_return_null=1";
 }
@@ -225,6 +234,55 @@ static void test_injective_unenumerable(void)
     CHECK_EQ_I64(sw_alloc_live_bytes(), before);
 }
 
+/* L-11 first requests from several threads (the binding enumerates without
+ * the GIL): every thread gets the exact answer and the cache is written
+ * without a data race (run under -fsanitize=thread to see one). */
+typedef struct { sw_layout *l; int answer; } inj_job;
+
+static void *inj_thread(void *arg)
+{
+    inj_job *job = arg;
+    job->answer = sw_layout_is_injective(job->l, NULL);
+    return NULL;
+}
+
+static void test_injective_concurrent(void)
+{
+    /* head {3, 3}:{2, 3} (or {4, 3}, which collides), then 14 doubling
+     * leaves: undecided until enumerated, 147k / 196k coordinates. */
+    for (int collide = 0; collide < 2; collide++) {
+        int64_t e[16], s[16];
+        uint8_t prof[16];
+        e[0] = collide ? 4 : 3;
+        e[1] = 3;
+        s[0] = 2;
+        s[1] = 3;
+        int64_t span = 1 + 2 * (e[0] - 1) + 3 * (e[1] - 1);
+        for (int i = 2; i < 16; i++) {
+            e[i] = 2;
+            s[i] = span << (i - 2);
+        }
+        memset(prof, L, sizeof prof);
+        sw_layout *l = sw_layout_new(16, prof, e, s, NULL);
+        CHECK(l != NULL && l->injective == -1);
+        if (!l)
+            return;
+        inj_job jobs[4];
+        pthread_t tids[4];
+        for (int t = 0; t < 4; t++) {
+            jobs[t].l = l;
+            jobs[t].answer = -2;
+            CHECK(pthread_create(&tids[t], NULL, inj_thread, &jobs[t]) == 0);
+        }
+        for (int t = 0; t < 4; t++) {
+            pthread_join(tids[t], NULL);
+            CHECK_EQ_I64(jobs[t].answer, !collide);
+        }
+        CHECK_EQ_I64(sw_layout_is_injective(l, NULL), !collide);
+        sw_layout_free(l);
+    }
+}
+
 static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
 static uint32_t rnd(uint32_t n)
 {
@@ -404,6 +462,7 @@ int main(void)
     test_injective_table();
     test_injective_random();
     test_injective_unenumerable();
+    test_injective_concurrent();
     test_index();
     test_algebra();
     test_broadcast();
