@@ -171,7 +171,7 @@ sw_layout *sw_layout_copy(const sw_layout *layout, sw_error *err)
     l->depth = layout->depth;
     l->size = layout->size;
     l->cosize = layout->cosize;
-    l->injective = layout->injective;
+    l->injective = __atomic_load_n(&layout->injective, __ATOMIC_RELAXED);
     return l;
 }
 

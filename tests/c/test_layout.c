@@ -274,6 +274,11 @@ static void test_injective_concurrent(void)
             jobs[t].answer = -2;
             CHECK(pthread_create(&tids[t], NULL, inj_thread, &jobs[t]) == 0);
         }
+        for (int k = 0; k < 200; k++) {  /* copies read the cache meanwhile */
+            sw_layout *cp = sw_layout_copy(l, NULL);
+            CHECK(cp != NULL && cp->injective >= -1 && cp->injective <= 1);
+            sw_layout_free(cp);
+        }
         for (int t = 0; t < 4; t++) {
             pthread_join(tids[t], NULL);
             CHECK_EQ_I64(jobs[t].answer, !collide);
