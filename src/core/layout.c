@@ -129,6 +129,8 @@ sw_layout *sw_layout_canonical(int32_t nprofile, const uint8_t *profile,
     int32_t nleaves = 0;
     for (int32_t p = 0; p < nprofile; p++)
         nleaves += profile[p] == SW_NODE_LEAF;
+    if (nleaves > 0 && !extents)
+        return sw_error_set(err, SW_EINVAL, "missing extents"), NULL;
     sw_layout *l = layout_alloc(nprofile, nleaves, err);
     if (!l)
         return NULL;
@@ -169,7 +171,7 @@ sw_layout *sw_layout_copy(const sw_layout *layout, sw_error *err)
     l->depth = layout->depth;
     l->size = layout->size;
     l->cosize = layout->cosize;
-    l->injective = layout->injective;
+    l->injective = __atomic_load_n(&layout->injective, __ATOMIC_RELAXED);
     return l;
 }
 
@@ -309,9 +311,13 @@ static int injective_compute(const sw_layout *l, sw_error *err)
         goto done;
     }
     uint64_t bitmap_bytes = ((uint64_t)l->cosize + 7) / 8;
-    uint64_t list_bytes = (uint64_t)l->size * 8;
+    uint64_t list_bytes;
+    /* size * 8 wraps for sizes from 2^61: such a list can never be made. */
+    if (__builtin_mul_overflow((uint64_t)l->size, 8, &list_bytes))
+        list_bytes = UINT64_MAX;
     if (bitmap_bytes <= list_bytes) {
-        uint8_t *bits = sw_calloc((size_t)bitmap_bytes, 1);
+        uint8_t *bits = bitmap_bytes <= SIZE_MAX
+                            ? sw_calloc((size_t)bitmap_bytes, 1) : NULL;
         if (!bits) {
             sw_error_set(err, SW_ENOMEM,
                          "out of memory enumerating a layout of cosize %lld",
@@ -345,11 +351,17 @@ done:
     return result;
 }
 
+/* Threads may ask at once (the binding enumerates without the GIL): the
+ * cache is read and written atomically; racing computations agree. */
 int sw_layout_is_injective(sw_layout *layout, sw_error *err)
 {
-    if (layout->injective < 0)
-        layout->injective = injective_compute(layout, err);
-    return layout->injective;
+    int r = __atomic_load_n(&layout->injective, __ATOMIC_RELAXED);
+    if (r < 0) {
+        r = injective_compute(layout, err);
+        if (r >= 0)
+            __atomic_store_n(&layout->injective, r, __ATOMIC_RELAXED);
+    }
+    return r;
 }
 
 /* ---- indexing ----------------------------------------------------------- */

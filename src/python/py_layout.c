@@ -398,6 +398,19 @@ static PyObject *layout_subscript(PyObject *self, PyObject *key)
     enum kind k = kind_of(self);
     sw_error err;
     if (PySlice_Check(key)) {
+        /* G-2: bool is never an integer; Python's slice normalization
+         * would take True as 1. */
+        PySliceObject *sl = (PySliceObject *)key;
+        PyObject *parts[3] = {sl->start, sl->stop, sl->step};
+        static const char *part_names[3] = {"start", "stop", "step"};
+        for (int j = 0; j < 3; j++)
+            if (parts[j] != Py_None && !sw_py_is_integer(parts[j])) {
+                PyErr_Format(PyExc_TypeError,
+                             "%s slice %s must be an integer or None, not %.100s",
+                             kind_name(k), part_names[j],
+                             Py_TYPE(parts[j])->tp_name);
+                return NULL;
+            }
         Py_ssize_t start, stop, step;
         if (PySlice_Unpack(key, &start, &stop, &step) < 0)
             return NULL;
@@ -811,7 +824,7 @@ static PyObject *layout_get_is_injective(PyObject *self, void *closure)
     (void)closure;
     sw_error err;
     sw_layout *l = SwLayout_CORE(self);
-    int r = l->injective;
+    int r = __atomic_load_n(&l->injective, __ATOMIC_RELAXED);
     if (r < 0) {
         /* Only enumeration is left; it touches no Python object. Racing
          * threads would both store the same answer. */

@@ -1,12 +1,31 @@
 /* Core layouts: construction checks, size/cosize (L-6), indexing (L-9),
  * exact injectivity against brute force (L-11), the mode algebra (L-3,
  * L-12..L-15) and allocation failure. */
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "check.h"
 #include "strideweave/alloc.h"
 #include "strideweave/layout.h"
+
+/* test_injective_unenumerable asks for a record of ~2^58 bytes and expects
+ * the allocation to fail cleanly: a sanitizer must return NULL rather than
+ * abort. */
+#if defined(__SANITIZE_ADDRESS__)
+const char *__asan_default_options(void);
+const char *__asan_default_options(void)
+{
+    return "allocator_may_return_null=1";
+}
+#endif
+#if defined(__SANITIZE_THREAD__)
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void)
+{
+    return "allocator_may_return_null=1";
+}
+#endif
 
 enum { L = SW_NODE_LEAF, PU = SW_NODE_PUSH, PO = SW_NODE_POP };
 
@@ -81,6 +100,13 @@ static void test_invalid(void)
     CHECK(err.code == SW_EINVAL);
     CHECK(flat(2, zero, s) == NULL);
     CHECK(sw_layout_new(-1, NULL, NULL, NULL, &err) == NULL);
+    CHECK(err.code == SW_EINVAL);
+    CHECK(sw_layout_new(2, (const uint8_t[]){L, L}, e, NULL, &err) == NULL);
+    CHECK(err.code == SW_EINVAL);
+    /* bad input is an error, never a crash: canonical without extents */
+    CHECK(sw_layout_canonical(2, (const uint8_t[]){L, L}, NULL, &err) == NULL);
+    CHECK(err.code == SW_EINVAL);
+    CHECK(sw_layout_canonical(-1, NULL, NULL, &err) == NULL);
     CHECK(err.code == SW_EINVAL);
     CHECK(sw_layout_new(2, extra_pop, e, neg, &err) == NULL);
     uint8_t prof[2] = {L, L};
@@ -183,6 +209,83 @@ static void test_injective_table(void)
     l = flat(3, e3, s4);
     CHECK_EQ_I64(sw_layout_is_injective(l, NULL), 0);
     sw_layout_free(l);
+}
+
+/* L-11 when enumeration is impossible: size 2^61 + 2 (size * 8 wraps in 64
+ * bits), cosize 2^61 + 4, strides {3, 2} not decidable without enumerating.
+ * Neither record can be made, so the answer is an ENOMEM error, never a
+ * guess and never a short buffer overrun. */
+static void test_injective_unenumerable(void)
+{
+    int64_t before = sw_alloc_live_bytes();
+    const int64_t e[] = {2, (INT64_C(1) << 60) + 1}, s[] = {3, 2};
+    sw_layout *l = flat(2, e, s);
+    CHECK(l != NULL);
+    if (!l)
+        return;
+    CHECK_EQ_I64(l->size, (INT64_C(1) << 61) + 2);
+    CHECK_EQ_I64(l->injective, -1);
+    sw_error err;
+    err.code = SW_OK;
+    CHECK_EQ_I64(sw_layout_is_injective(l, &err), -1);
+    CHECK(err.code == SW_ENOMEM);
+    CHECK_EQ_I64(l->injective, -1);  /* not cached: a later request retries */
+    sw_layout_free(l);
+    CHECK_EQ_I64(sw_alloc_live_bytes(), before);
+}
+
+/* L-11 first requests from several threads (the binding enumerates without
+ * the GIL): every thread gets the exact answer and the cache is written
+ * without a data race (run under -fsanitize=thread to see one). */
+typedef struct { sw_layout *l; int answer; } inj_job;
+
+static void *inj_thread(void *arg)
+{
+    inj_job *job = arg;
+    job->answer = sw_layout_is_injective(job->l, NULL);
+    return NULL;
+}
+
+static void test_injective_concurrent(void)
+{
+    /* head {3, 3}:{2, 3} (or {4, 3}, which collides), then 14 doubling
+     * leaves: undecided until enumerated, 147k / 196k coordinates. */
+    for (int collide = 0; collide < 2; collide++) {
+        int64_t e[16], s[16];
+        uint8_t prof[16];
+        e[0] = collide ? 4 : 3;
+        e[1] = 3;
+        s[0] = 2;
+        s[1] = 3;
+        int64_t span = 1 + 2 * (e[0] - 1) + 3 * (e[1] - 1);
+        for (int i = 2; i < 16; i++) {
+            e[i] = 2;
+            s[i] = span << (i - 2);
+        }
+        memset(prof, L, sizeof prof);
+        sw_layout *l = sw_layout_new(16, prof, e, s, NULL);
+        CHECK(l != NULL && l->injective == -1);
+        if (!l)
+            return;
+        inj_job jobs[4];
+        pthread_t tids[4];
+        for (int t = 0; t < 4; t++) {
+            jobs[t].l = l;
+            jobs[t].answer = -2;
+            CHECK(pthread_create(&tids[t], NULL, inj_thread, &jobs[t]) == 0);
+        }
+        for (int k = 0; k < 200; k++) {  /* copies read the cache meanwhile */
+            sw_layout *cp = sw_layout_copy(l, NULL);
+            CHECK(cp != NULL && cp->injective >= -1 && cp->injective <= 1);
+            sw_layout_free(cp);
+        }
+        for (int t = 0; t < 4; t++) {
+            pthread_join(tids[t], NULL);
+            CHECK_EQ_I64(jobs[t].answer, !collide);
+        }
+        CHECK_EQ_I64(sw_layout_is_injective(l, NULL), !collide);
+        sw_layout_free(l);
+    }
 }
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
@@ -363,6 +466,8 @@ int main(void)
     test_injective_decided_early();
     test_injective_table();
     test_injective_random();
+    test_injective_unenumerable();
+    test_injective_concurrent();
     test_index();
     test_algebra();
     test_broadcast();
