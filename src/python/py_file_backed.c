@@ -224,7 +224,13 @@ static PyObject *fb_new_like(PyObject *self, PyObject *args, PyObject *kwds)
     if (!result || fb_grow(result, n) < 0)
         goto fail;
     sw_error err;
-    if (sw_filestore_pwrite(FB(result)->fd, buf, (size_t)n * SLOT_BYTES, 0, &err) != SW_OK) {
+    sw_status st;
+    /* The file is new and private to this call, so the bulk write touches
+     * no Python state and runs without the GIL. */
+    Py_BEGIN_ALLOW_THREADS
+    st = sw_filestore_pwrite(FB(result)->fd, buf, (size_t)n * SLOT_BYTES, 0, &err);
+    Py_END_ALLOW_THREADS
+    if (st != SW_OK) {
         sw_py_raise(&err);
         goto fail;
     }
