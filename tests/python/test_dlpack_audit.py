@@ -8,6 +8,7 @@ interpreter is gone, pending exceptions across a consumer's deleter call,
 and the absence of any import path on the whole public surface."""
 
 import ctypes
+import gc
 import importlib
 import pkgutil
 import subprocess
@@ -302,6 +303,7 @@ def test_deleter_on_threads_python_has_never_seen(versioned):
     # pthread_join calls release the GIL, as a consumer's C code would.
     t = sw.Tensor(filled_cpu(8), 0, layout(8))
     gone = watch(t)
+    gc.collect()  # earlier tests' garbage must not be freed mid-measurement
     refs = sys.getrefcount(t)
     live = sw._C._live_bytes()
     owned = [consumed(t, versioned) for _ in range(16)]
