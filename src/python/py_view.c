@@ -79,29 +79,6 @@ done:
     return result;
 }
 
-/* Profile span of the mode starting at profile[p]: returns one past its end
- * and its leaf count. */
-static int32_t mode_span(const sw_layout *L, int32_t p, int32_t *nleaves)
-{
-    int32_t leaves = 0;
-    int depth = 0;
-    if (L->profile[p] == SW_NODE_LEAF) {
-        *nleaves = 1;
-        return p + 1;
-    }
-    do {
-        if (L->profile[p] == SW_NODE_PUSH)
-            depth++;
-        else if (L->profile[p] == SW_NODE_POP)
-            depth--;
-        else
-            leaves++;
-        p++;
-    } while (depth > 0);
-    *nleaves = leaves;
-    return p;
-}
-
 /* ---- slice view (V-5) --------------------------------------------------- */
 
 static int contains_slice(PyObject *obj)
@@ -240,7 +217,7 @@ PyObject *sw_py_tensor_slice(PyObject *obj, PyObject *key)
     int64_t growth = 0;
     for (int m = 0; m < L->rank; m++) {
         PyObject *e = PyTuple_GET_ITEM(tuple, m);
-        int32_t nleaves, q = mode_span(L, p, &nleaves);
+        int32_t nleaves, q = sw_py_mode_span(L, p, &nleaves);
         int is_leaf = L->profile[p] == SW_NODE_LEAF;
         int64_t size = 1;
         int nonzero = 0;
