@@ -169,15 +169,11 @@ static int parse_value(PyObject *item, enum kind k, int64_t *out)
 {
     int overflow;
     long long v;
-    if (PyLong_CheckExact(item)) {
+    /* Exact ints skip the operator.index round trip (hot path). */
+    if (PyLong_CheckExact(item))
         v = PyLong_AsLongLongAndOverflow(item, &overflow);
-    } else {
-        PyObject *idx = PyNumber_Index(item);
-        if (!idx)
-            return -1;
-        v = PyLong_AsLongLongAndOverflow(idx, &overflow);
-        Py_DECREF(idx);
-    }
+    else if (sw_py_index_ll(item, &v, &overflow) < 0)
+        return -1;
     if (v == -1 && PyErr_Occurred())
         return -1;
     if (overflow > 0) {
@@ -869,12 +865,7 @@ static int key_int(PyObject *obj, int64_t bound, const char *what, int64_t *out)
 {
     int overflow;
     long long v;
-    PyObject *idx = PyNumber_Index(obj);
-    if (!idx)
-        return -1;
-    v = PyLong_AsLongLongAndOverflow(idx, &overflow);
-    Py_DECREF(idx);
-    if (v == -1 && PyErr_Occurred())
+    if (sw_py_index_ll(obj, &v, &overflow) < 0)
         return -1;
     if (overflow || v < 0 || v >= bound) {
         PyErr_Format(PyExc_ValueError,
@@ -1129,14 +1120,9 @@ static PyObject *layout_permute(PyObject *self, PyObject *const *args,
         goto done;
     }
     for (Py_ssize_t j = 0; j < n; j++) {
-        int64_t v;
+        long long v;
         int overflow;
-        PyObject *idx = PyNumber_Index(items[j]);
-        if (!idx)
-            goto done;
-        v = PyLong_AsLongLongAndOverflow(idx, &overflow);
-        Py_DECREF(idx);
-        if (v == -1 && PyErr_Occurred())
+        if (sw_py_index_ll(items[j], &v, &overflow) < 0)
             goto done;
         if (overflow || v < 0 || v >= l->rank) {
             PyErr_Format(PyExc_ValueError,
@@ -1260,12 +1246,7 @@ static int flat_extents(PyObject *const *args, Py_ssize_t nargs, int64_t **out)
         int overflow = 0;
         long long v = -1;
         if (sw_py_is_integer(args[i])) {
-            PyObject *idx = PyNumber_Index(args[i]);
-            if (!idx)
-                goto error;
-            v = PyLong_AsLongLongAndOverflow(idx, &overflow);
-            Py_DECREF(idx);
-            if (v == -1 && PyErr_Occurred())
+            if (sw_py_index_ll(args[i], &v, &overflow) < 0)
                 goto error;
             if (overflow > 0) {
                 PyErr_Format(PyExc_OverflowError,

@@ -29,13 +29,9 @@ static const char *short_type_name(PyTypeObject *type)
  * The caller has already checked sw_py_is_integer(obj). */
 static int integer_value(PyObject *obj, int64_t *out, int *sign)
 {
-    PyObject *num = PyNumber_Index(obj);
-    if (!num)
-        return -1;
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(num, &overflow);
-    Py_DECREF(num);
-    if (v == -1 && PyErr_Occurred())
+    long long v;
+    int overflow;
+    if (sw_py_index_ll(obj, &v, &overflow) < 0)
         return -1;
     *sign = overflow;
     *out = overflow ? 0 : (int64_t)v;

@@ -99,13 +99,9 @@ static int contains_slice(PyObject *obj)
 /* An integer entry for a mode of `size` coordinates: 0 <= i < size. */
 static int slice_integer(PyObject *entry, int64_t size, int m, int64_t *out)
 {
-    PyObject *num = PyNumber_Index(entry);
-    if (!num)
-        return -1;
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(num, &overflow);
-    Py_DECREF(num);
-    if (v == -1 && PyErr_Occurred())
+    long long v;
+    int overflow;
+    if (sw_py_index_ll(entry, &v, &overflow) < 0)
         return -1;
     if (overflow || v < 0 || v >= size) {
         PyErr_Format(PyExc_ValueError,
@@ -129,13 +125,9 @@ static int slice_bounds(PyObject *entry, int64_t length, int m, Py_ssize_t *star
                          m, Py_TYPE(st)->tp_name);
             return -1;
         }
-        PyObject *num = PyNumber_Index(st);
-        if (!num)
-            return -1;
-        int overflow = 0;
-        long long v = PyLong_AsLongLongAndOverflow(num, &overflow);
-        Py_DECREF(num);
-        if (v == -1 && PyErr_Occurred())
+        long long v;
+        int overflow;
+        if (sw_py_index_ll(st, &v, &overflow) < 0)
             return -1;
         if (overflow < 0 || (overflow == 0 && v <= 0)) {
             PyErr_Format(PyExc_ValueError, "slice key entry %d: step must be positive, got %R",

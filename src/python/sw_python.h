@@ -23,6 +23,10 @@ int sw_py_raise(const sw_error *err);
 PyObject *sw_py_types_attr(const char *name);
 /* G-2 integer check: operator.index-able and not bool. 1/0. */
 int sw_py_is_integer(PyObject *obj);
+/* operator.index(obj) read as long long, overflow reported in *overflow
+ * (-1/0/+1) rather than raised: the one conversion every integer argument
+ * reader shares. 0, or -1 with an exception set. */
+int sw_py_index_ll(PyObject *obj, long long *v, int *overflow);
 
 int sw_py_layout_init(PyObject *module);
 int sw_py_dtype_init(PyObject *module);
