@@ -457,26 +457,39 @@ static sw_layout *scaled_canonical(const sw_layout *shape, int64_t b)
     return out;
 }
 
+/* The (tensor, Shape) arguments of reshape and broadcast_to, parsed and
+ * checked in one order for both: the Tensor, and the Shape (borrowed) in
+ * *shape. NULL with an exception set. */
+static SwTensorObject *tensor_and_shape(const char *fn, const char *const names[2],
+                                        PyObject *const *args, Py_ssize_t nargs,
+                                        PyObject *kwnames, PyObject **shape)
+{
+    PyObject *a[2];
+    if (sw_py_parse_required(fn, names, 2, args, nargs, kwnames, a) < 0)
+        return NULL;
+    SwTensorObject *t = require_tensor(a[0], fn);
+    if (!t)
+        return NULL;
+    if (!SwShape_Check(a[1])) {
+        PyErr_Format(PyExc_TypeError, "%s %s must be a Shape, not %.100s", fn, names[1],
+                     Py_TYPE(a[1])->tp_name);
+        return NULL;
+    }
+    *shape = a[1];
+    return t;
+}
+
 static PyObject *view_reshape(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
                               PyObject *kwnames)
 {
     static const char *const names[] = {"tensor", "shape"};
-    PyObject *a[2], *tobj, *shape;
+    PyObject *shape;
     sw_layout *new_l = NULL, *new_s = NULL;
     int64_t bl, bs;
     (void)mod;
-    if (sw_py_parse_required("reshape", names, 2, args, nargs, kwnames, a) < 0)
-        return NULL;
-    tobj = a[0];
-    shape = a[1];
-    SwTensorObject *t = require_tensor(tobj, "reshape");
+    SwTensorObject *t = tensor_and_shape("reshape", names, args, nargs, kwnames, &shape);
     if (!t)
         return NULL;
-    if (!SwShape_Check(shape)) {
-        PyErr_Format(PyExc_TypeError, "reshape shape must be a Shape, not %.100s",
-                     Py_TYPE(shape)->tp_name);
-        return NULL;
-    }
     const sw_layout *L = SwLayout_CORE(t->subs[0].layout);
     const sw_layout *S = t->nsub > 1 ? SwLayout_CORE(PyTuple_GET_ITEM(t->adjacent, 0)) : NULL;
     const sw_layout *target = SwLayout_CORE(shape);
@@ -516,22 +529,13 @@ static PyObject *view_broadcast_to(PyObject *mod, PyObject *const *args, Py_ssiz
                                    PyObject *kwnames)
 {
     static const char *const names[] = {"tensor", "target"};
-    PyObject *a[2], *tobj, *target;
+    PyObject *target;
     sw_layout *new_l = NULL, *new_s = NULL;
     sw_error err;
     (void)mod;
-    if (sw_py_parse_required("broadcast_to", names, 2, args, nargs, kwnames, a) < 0)
-        return NULL;
-    tobj = a[0];
-    target = a[1];
-    SwTensorObject *t = require_tensor(tobj, "broadcast_to");
+    SwTensorObject *t = tensor_and_shape("broadcast_to", names, args, nargs, kwnames, &target);
     if (!t)
         return NULL;
-    if (!SwShape_Check(target)) {
-        PyErr_Format(PyExc_TypeError, "broadcast_to target must be a Shape, not %.100s",
-                     Py_TYPE(target)->tp_name);
-        return NULL;
-    }
     const sw_layout *L = SwLayout_CORE(t->subs[0].layout);
     const sw_layout *S = t->nsub > 1 ? SwLayout_CORE(PyTuple_GET_ITEM(t->adjacent, 0)) : NULL;
     const sw_layout *T = SwLayout_CORE(target);
