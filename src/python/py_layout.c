@@ -341,8 +341,8 @@ static PyObject *stride_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 
 /* ---- profile walking ---------------------------------------------------- */
 
-/* Position just after the mode that starts at profile position p. */
-static int32_t mode_end(const uint8_t *profile, int32_t p, int32_t *nleaves)
+/* Declared in sw_python.h: py_tensor.c and py_view.c walk modes with it. */
+int32_t sw_py_mode_end(const uint8_t *profile, int32_t p, int32_t *nleaves)
 {
     int32_t level = 0, leaves = 0;
     do {
@@ -363,7 +363,7 @@ static Py_ssize_t count_children(const uint8_t *profile, int32_t p, int32_t end)
 {
     Py_ssize_t n = 0;
     while (p < end) {
-        p = mode_end(profile, p, NULL);
+        p = sw_py_mode_end(profile, p, NULL);
         n++;
     }
     return n;
@@ -488,7 +488,7 @@ static PyObject *tuple_span(const sw_layout *l, const int64_t *vals, int32_t *p,
             item = PyLong_FromLongLong(vals[(*leaf)++]);
             (*p)++;
         } else {
-            int32_t cend = mode_end(l->profile, *p, NULL);
+            int32_t cend = sw_py_mode_end(l->profile, *p, NULL);
             (*p)++;
             item = tuple_span(l, vals, p, cend - 1, leaf);
             (*p)++;  /* the Pop */
@@ -941,7 +941,7 @@ static int index_span(const sw_layout *l, int32_t p, int32_t end, int32_t leaf,
             leaf++;
         } else {
             int32_t nl;
-            int32_t cend = mode_end(l->profile, p, &nl);
+            int32_t cend = sw_py_mode_end(l->profile, p, &nl);
             if (Py_EnterRecursiveCall(" while indexing a layout")) {
                 rc = -1;
             } else {

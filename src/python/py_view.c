@@ -209,7 +209,7 @@ PyObject *sw_py_tensor_slice(PyObject *obj, PyObject *key)
     int64_t growth = 0;
     for (int m = 0; m < L->rank; m++) {
         PyObject *e = PyTuple_GET_ITEM(tuple, m);
-        int32_t nleaves, q = sw_py_mode_span(L, p, &nleaves);
+        int32_t nleaves, q = sw_py_mode_end(L->profile, p, &nleaves);
         int is_leaf = L->profile[p] == SW_NODE_LEAF;
         int64_t size = 1;
         int nonzero = 0;

@@ -64,6 +64,10 @@ typedef struct SwLayoutObject {
 PyObject *sw_py_layout_wrap(sw_layout *layout);
 PyObject *sw_py_shape_wrap(sw_layout *layout);
 PyObject *sw_py_stride_wrap(sw_layout *layout);
+/* Position just after the mode that starts at profile[p], and its leaf
+ * count in *nleaves (may be NULL). Shared so Layout,
+ * Tensor indexing (py_tensor.c) and slicing (py_view.c) walk modes alike. */
+int32_t sw_py_mode_end(const uint8_t *profile, int32_t p, int32_t *nleaves);
 /* Layout.canonical(shape) for a Shape object (L-15). */
 PyObject *sw_py_layout_canonical(PyObject *shape);
 
@@ -209,10 +213,6 @@ PyObject *sw_py_tensor_tolist(PyObject *tensor);
 int sw_py_parse_required(const char *fn, const char *const *names, Py_ssize_t n,
                          PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                          PyObject **out);
-/* Profile span of the mode starting at L->profile[p]: one past its end,
- * and its leaf count in *nleaves. Shared so Tensor indexing (py_tensor.c)
- * and slicing (py_view.c) walk modes the same way. */
-int32_t sw_py_mode_span(const sw_layout *L, int32_t p, int32_t *nleaves);
 /* V-5 slice view for Tensor.__getitem__ (py_view.c). */
 PyObject *sw_py_tensor_slice(PyObject *tensor, PyObject *key);
 /* V-9 hook point (py_view.c): called once after each view is built with its
