@@ -206,9 +206,11 @@ static int any_empty(const int64_t *extents, int ndim)
     return 0;
 }
 
-sw_status sw_copy_gather(void *dst, const void *src, const int64_t *src_strides,
-                         const int64_t *extents, int ndim, size_t itemsize,
-                         sw_error *err)
+/* Gather and scatter differ only in which side is the packed buffer, so the
+ * checks (and their order) live here once; `packed_dst` picks the side. */
+static sw_status copy_packed(void *dst, const int64_t *dst_strides, const void *src,
+                             const int64_t *src_strides, const int64_t *extents, int ndim,
+                             size_t itemsize, int packed_dst, sw_error *err)
 {
     int64_t contig[SW_COPY_MAX_DIMS];
     if (ndim > 0 && !extents)
@@ -218,20 +220,20 @@ sw_status sw_copy_gather(void *dst, const void *src, const int64_t *src_strides,
         return st;
     if (any_empty(extents, ndim))
         return SW_OK;
-    return sw_copy_strided(dst, contig, src, src_strides, extents, ndim, itemsize, err);
+    return sw_copy_strided(dst, packed_dst ? contig : dst_strides, src,
+                           packed_dst ? src_strides : contig, extents, ndim, itemsize, err);
+}
+
+sw_status sw_copy_gather(void *dst, const void *src, const int64_t *src_strides,
+                         const int64_t *extents, int ndim, size_t itemsize,
+                         sw_error *err)
+{
+    return copy_packed(dst, NULL, src, src_strides, extents, ndim, itemsize, 1, err);
 }
 
 sw_status sw_copy_scatter(void *dst, const int64_t *dst_strides, const void *src,
                           const int64_t *extents, int ndim, size_t itemsize,
                           sw_error *err)
 {
-    int64_t contig[SW_COPY_MAX_DIMS];
-    if (ndim > 0 && !extents)
-        return sw_error_set(err, SW_EINVAL, "copy: NULL extents or strides");
-    sw_status st = sw_copy_contiguous_strides(extents, ndim, contig, err);
-    if (st != SW_OK)
-        return st;
-    if (any_empty(extents, ndim))
-        return SW_OK;
-    return sw_copy_strided(dst, dst_strides, src, contig, extents, ndim, itemsize, err);
+    return copy_packed(dst, dst_strides, src, NULL, extents, ndim, itemsize, 0, err);
 }

@@ -427,26 +427,33 @@ static piece whole(const sw_layout *l)
     return pc;
 }
 
+/* The piece for the top-level mode starting at profile[*p] / leaf *leaf;
+ * advances both past it. One scan step shared by top_mode and top_modes. */
+static piece next_mode(const sw_layout *l, int32_t *p, int32_t *leaf)
+{
+    int32_t start = *p, start_leaf = *leaf, level = 0;
+    do {
+        uint8_t m = l->profile[(*p)++];
+        if (m == SW_NODE_LEAF)
+            (*leaf)++;
+        else if (m == SW_NODE_PUSH)
+            level++;
+        else
+            level--;
+    } while (level > 0);
+    piece pc = {l->profile + start, *p - start, l->extents + start_leaf,
+                l->strides + start_leaf, *leaf - start_leaf};
+    return pc;
+}
+
 /* The piece covering top-level mode i (found by one scan). */
 static piece top_mode(const sw_layout *l, int32_t i)
 {
-    int32_t p = 0, leaf = 0, mode = 0;
-    for (;;) {
-        int32_t start = p, start_leaf = leaf, level = 0;
-        do {
-            uint8_t m = l->profile[p++];
-            if (m == SW_NODE_LEAF)
-                leaf++;
-            else if (m == SW_NODE_PUSH)
-                level++;
-            else
-                level--;
-        } while (level > 0);
-        if (mode++ == i) {
-            piece pc = {l->profile + start, p - start, l->extents + start_leaf,
-                        l->strides + start_leaf, leaf - start_leaf};
+    int32_t p = 0, leaf = 0;
+    for (int32_t mode = 0;; mode++) {
+        piece pc = next_mode(l, &p, &leaf);
+        if (mode == i)
             return pc;
-        }
     }
 }
 
@@ -454,21 +461,8 @@ static piece top_mode(const sw_layout *l, int32_t i)
 static void top_modes(const sw_layout *l, piece *out)
 {
     int32_t p = 0, leaf = 0;
-    for (int32_t mode = 0; mode < l->rank; mode++) {
-        int32_t start = p, start_leaf = leaf, level = 0;
-        do {
-            uint8_t m = l->profile[p++];
-            if (m == SW_NODE_LEAF)
-                leaf++;
-            else if (m == SW_NODE_PUSH)
-                level++;
-            else
-                level--;
-        } while (level > 0);
-        piece pc = {l->profile + start, p - start, l->extents + start_leaf,
-                    l->strides + start_leaf, leaf - start_leaf};
-        out[mode] = pc;
-    }
+    for (int32_t mode = 0; mode < l->rank; mode++)
+        out[mode] = next_mode(l, &p, &leaf);
 }
 
 sw_layout *sw_layout_mode(const sw_layout *layout, int32_t i, sw_error *err)

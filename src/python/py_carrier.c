@@ -199,14 +199,11 @@ int sw_py_carrier_size(PyObject *carrier, int64_t *out)
         Py_DECREF(r);
         return -1;
     }
-    int overflow = 0;
-    PyObject *i = PyNumber_Index(r);
+    long long v;
+    int overflow;
+    int rc = sw_py_index_ll(r, &v, &overflow);
     Py_DECREF(r);
-    if (!i)
-        return -1;
-    long long v = PyLong_AsLongLongAndOverflow(i, &overflow);
-    Py_DECREF(i);
-    if (v == -1 && PyErr_Occurred())
+    if (rc < 0)
         return -1;
     if (overflow > 0) {
         PyErr_Format(PyExc_OverflowError, "%s.size() exceeds 64 bits",
@@ -414,13 +411,9 @@ int sw_carrier_parse_size(PyObject *obj, const char *what, int64_t *out)
                      Py_TYPE(obj)->tp_name);
         return -1;
     }
-    PyObject *i = PyNumber_Index(obj);
-    if (!i)
-        return -1;
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(i, &overflow);
-    Py_DECREF(i);
-    if (v == -1 && PyErr_Occurred())
+    long long v;
+    int overflow;
+    if (sw_py_index_ll(obj, &v, &overflow) < 0)
         return -1;
     if (overflow < 0 || (overflow == 0 && v < 0)) {
         PyErr_Format(PyExc_ValueError, "%s must be >= 0", what);
@@ -729,13 +722,9 @@ static int parse_token(PyObject *self, PyObject *arg, int64_t *token)
                      Py_TYPE(arg)->tp_name);
         return -1;
     }
-    int overflow = 0;
-    PyObject *i = PyNumber_Index(arg);
-    if (!i)
-        return -1;
-    long long v = PyLong_AsLongLongAndOverflow(i, &overflow);
-    Py_DECREF(i);
-    if (v == -1 && PyErr_Occurred())
+    long long v;
+    int overflow;
+    if (sw_py_index_ll(arg, &v, &overflow) < 0)
         return -1;
     SwCarrierObject *c = CARRIER(self);
     if (c->owner_token == 0) {

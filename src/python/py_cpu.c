@@ -302,13 +302,7 @@ static PyObject *cpu_dlpack_info(PyObject *self, PyObject *unused)
     return d;
 }
 
-static PyObject *cpu_init_subclass(PyObject *cls, PyObject *args, PyObject *kwds)
-{
-    (void)cls;
-    (void)args;
-    (void)kwds;
-    return sw_carrier_reject_subclass("CPU");
-}
+SW_CARRIER_CLOSED_INIT_SUBCLASS(cpu_init_subclass, "CPU")
 
 static PyMethodDef cpu_methods[] = {
     SW_HOST_METHODS,

@@ -476,12 +476,8 @@ static int to_int32(PyObject *obj, const char *key, int32_t *out)
     int overflow;
     if (require_integer(obj, key) < 0)
         return -1;
-    PyObject *index = PyNumber_Index(obj);
-    if (!index)
-        return -1;
-    long long v = PyLong_AsLongLongAndOverflow(index, &overflow);
-    Py_DECREF(index);
-    if (v == -1 && PyErr_Occurred())
+    long long v;
+    if (sw_py_index_ll(obj, &v, &overflow) < 0)
         return -1;
     if (overflow || v < INT32_MIN || v > INT32_MAX) {
         PyErr_Format(PyExc_BufferError,

@@ -39,6 +39,17 @@ int sw_py_is_integer(PyObject *obj)
     return !PyBool_Check(obj) && PyIndex_Check(obj);
 }
 
+int sw_py_index_ll(PyObject *obj, long long *v, int *overflow)
+{
+    PyObject *num = PyNumber_Index(obj);
+    if (!num)
+        return -1;
+    *overflow = 0;
+    *v = PyLong_AsLongLongAndOverflow(num, overflow);
+    Py_DECREF(num);
+    return *v == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
 PyObject *sw_py_types_attr(const char *name)
 {
     PyObject *mod = PyImport_ImportModule("strideweave._types");

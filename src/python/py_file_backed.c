@@ -284,13 +284,7 @@ static PyObject *fb_get_path(PyObject *self, void *closure)
     return Py_NewRef(FB(self)->path);
 }
 
-static PyObject *fb_init_subclass(PyObject *cls, PyObject *args, PyObject *kwds)
-{
-    (void)cls;
-    (void)args;
-    (void)kwds;
-    return sw_carrier_reject_subclass("FileBacked");
-}
+SW_CARRIER_CLOSED_INIT_SUBCLASS(fb_init_subclass, "FileBacked")
 
 static PyMethodDef fb_methods[] = {
     {"size", sw_carrier_meth_size, METH_NOARGS,

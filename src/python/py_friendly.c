@@ -82,13 +82,9 @@ static int positive_extent(PyObject *obj, int64_t *out)
         PyErr_SetString(PyExc_ValueError, "extents must be positive integers");
         return -1;
     }
-    PyObject *num = PyNumber_Index(obj);
-    if (!num)
-        return -1;
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(num, &overflow);
-    Py_DECREF(num);
-    if (v == -1 && PyErr_Occurred())
+    long long v;
+    int overflow;
+    if (sw_py_index_ll(obj, &v, &overflow) < 0)
         return -1;
     if (overflow > 0) {
         PyErr_Format(PyExc_OverflowError, "extent %R exceeds signed 64 bits", obj);

@@ -29,13 +29,7 @@ done:
     return result;
 }
 
-static PyObject *generic_init_subclass(PyObject *cls, PyObject *args, PyObject *kwds)
-{
-    (void)cls;
-    (void)args;
-    (void)kwds;
-    return sw_carrier_reject_subclass("Generic");
-}
+SW_CARRIER_CLOSED_INIT_SUBCLASS(generic_init_subclass, "Generic")
 
 static PyMethodDef generic_methods[] = {
     SW_HOST_METHODS,

@@ -169,15 +169,11 @@ static int parse_value(PyObject *item, enum kind k, int64_t *out)
 {
     int overflow;
     long long v;
-    if (PyLong_CheckExact(item)) {
+    /* Exact ints skip the operator.index round trip (hot path). */
+    if (PyLong_CheckExact(item))
         v = PyLong_AsLongLongAndOverflow(item, &overflow);
-    } else {
-        PyObject *idx = PyNumber_Index(item);
-        if (!idx)
-            return -1;
-        v = PyLong_AsLongLongAndOverflow(idx, &overflow);
-        Py_DECREF(idx);
-    }
+    else if (sw_py_index_ll(item, &v, &overflow) < 0)
+        return -1;
     if (v == -1 && PyErr_Occurred())
         return -1;
     if (overflow > 0) {
@@ -345,8 +341,8 @@ static PyObject *stride_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 
 /* ---- profile walking ---------------------------------------------------- */
 
-/* Position just after the mode that starts at profile position p. */
-static int32_t mode_end(const uint8_t *profile, int32_t p, int32_t *nleaves)
+/* Declared in sw_python.h: py_tensor.c and py_view.c walk modes with it. */
+int32_t sw_py_mode_end(const uint8_t *profile, int32_t p, int32_t *nleaves)
 {
     int32_t level = 0, leaves = 0;
     do {
@@ -367,7 +363,7 @@ static Py_ssize_t count_children(const uint8_t *profile, int32_t p, int32_t end)
 {
     Py_ssize_t n = 0;
     while (p < end) {
-        p = mode_end(profile, p, NULL);
+        p = sw_py_mode_end(profile, p, NULL);
         n++;
     }
     return n;
@@ -492,7 +488,7 @@ static PyObject *tuple_span(const sw_layout *l, const int64_t *vals, int32_t *p,
             item = PyLong_FromLongLong(vals[(*leaf)++]);
             (*p)++;
         } else {
-            int32_t cend = mode_end(l->profile, *p, NULL);
+            int32_t cend = sw_py_mode_end(l->profile, *p, NULL);
             (*p)++;
             item = tuple_span(l, vals, p, cend - 1, leaf);
             (*p)++;  /* the Pop */
@@ -869,12 +865,7 @@ static int key_int(PyObject *obj, int64_t bound, const char *what, int64_t *out)
 {
     int overflow;
     long long v;
-    PyObject *idx = PyNumber_Index(obj);
-    if (!idx)
-        return -1;
-    v = PyLong_AsLongLongAndOverflow(idx, &overflow);
-    Py_DECREF(idx);
-    if (v == -1 && PyErr_Occurred())
+    if (sw_py_index_ll(obj, &v, &overflow) < 0)
         return -1;
     if (overflow || v < 0 || v >= bound) {
         PyErr_Format(PyExc_ValueError,
@@ -950,7 +941,7 @@ static int index_span(const sw_layout *l, int32_t p, int32_t end, int32_t leaf,
             leaf++;
         } else {
             int32_t nl;
-            int32_t cend = mode_end(l->profile, p, &nl);
+            int32_t cend = sw_py_mode_end(l->profile, p, &nl);
             if (Py_EnterRecursiveCall(" while indexing a layout")) {
                 rc = -1;
             } else {
@@ -1129,14 +1120,9 @@ static PyObject *layout_permute(PyObject *self, PyObject *const *args,
         goto done;
     }
     for (Py_ssize_t j = 0; j < n; j++) {
-        int64_t v;
+        long long v;
         int overflow;
-        PyObject *idx = PyNumber_Index(items[j]);
-        if (!idx)
-            goto done;
-        v = PyLong_AsLongLongAndOverflow(idx, &overflow);
-        Py_DECREF(idx);
-        if (v == -1 && PyErr_Occurred())
+        if (sw_py_index_ll(items[j], &v, &overflow) < 0)
             goto done;
         if (overflow || v < 0 || v >= l->rank) {
             PyErr_Format(PyExc_ValueError,
@@ -1260,12 +1246,7 @@ static int flat_extents(PyObject *const *args, Py_ssize_t nargs, int64_t **out)
         int overflow = 0;
         long long v = -1;
         if (sw_py_is_integer(args[i])) {
-            PyObject *idx = PyNumber_Index(args[i]);
-            if (!idx)
-                goto error;
-            v = PyLong_AsLongLongAndOverflow(idx, &overflow);
-            Py_DECREF(idx);
-            if (v == -1 && PyErr_Occurred())
+            if (sw_py_index_ll(args[i], &v, &overflow) < 0)
                 goto error;
             if (overflow > 0) {
                 PyErr_Format(PyExc_OverflowError,

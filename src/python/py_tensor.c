@@ -29,13 +29,9 @@ static const char *short_type_name(PyTypeObject *type)
  * The caller has already checked sw_py_is_integer(obj). */
 static int integer_value(PyObject *obj, int64_t *out, int *sign)
 {
-    PyObject *num = PyNumber_Index(obj);
-    if (!num)
-        return -1;
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(num, &overflow);
-    Py_DECREF(num);
-    if (v == -1 && PyErr_Occurred())
+    long long v;
+    int overflow;
+    if (sw_py_index_ll(obj, &v, &overflow) < 0)
         return -1;
     *sign = overflow;
     *out = overflow ? 0 : (int64_t)v;
@@ -674,29 +670,6 @@ static int key_check_types(PyObject *key)
     return -1;
 }
 
-/* Profile span of the mode starting at profile[p]: end (one past) and leaf
- * count. */
-static int32_t mode_span(const sw_layout *L, int32_t p, int32_t *nleaves)
-{
-    int32_t leaves = 0;
-    if (L->profile[p] == SW_NODE_LEAF) {
-        *nleaves = 1;
-        return p + 1;
-    }
-    int depth = 0;
-    do {
-        if (L->profile[p] == SW_NODE_PUSH)
-            depth++;
-        else if (L->profile[p] == SW_NODE_POP)
-            depth--;
-        else
-            leaves++;
-        p++;
-    } while (depth > 0);
-    *nleaves = leaves;
-    return p;
-}
-
 static int key_component(PyObject *obj, int64_t *out)
 {
     int sign;
@@ -747,7 +720,7 @@ static int index_level(const sw_layout *L, int32_t pos, int32_t end, int32_t lea
         return index_integer(L, leaf, n, key, acc);
     }
     Py_ssize_t nchild = 0;
-    for (int32_t p = pos, nl; p < end; p = mode_span(L, p, &nl))
+    for (int32_t p = pos, nl; p < end; p = sw_py_mode_end(L->profile, p, &nl))
         nchild++;
     if (PySequence_Fast_GET_SIZE(key) != nchild) {
         PyErr_Format(PyExc_ValueError, "index %R has %zd components, the mode has %zd",
@@ -766,7 +739,7 @@ static int index_level(const sw_layout *L, int32_t pos, int32_t end, int32_t lea
     Py_ssize_t c = 0;
     for (int32_t p = pos, nl; p < end && rc == 0; c++) {
         PyObject *comp = PyTuple_GET_ITEM(items, c);
-        int32_t q = mode_span(L, p, &nl);
+        int32_t q = sw_py_mode_end(L->profile, p, &nl);
         if (L->profile[p] == SW_NODE_LEAF) {
             if (PyTuple_Check(comp) || PyList_Check(comp)) {
                 PyErr_Format(PyExc_ValueError,

@@ -79,29 +79,6 @@ done:
     return result;
 }
 
-/* Profile span of the mode starting at profile[p]: returns one past its end
- * and its leaf count. */
-static int32_t mode_span(const sw_layout *L, int32_t p, int32_t *nleaves)
-{
-    int32_t leaves = 0;
-    int depth = 0;
-    if (L->profile[p] == SW_NODE_LEAF) {
-        *nleaves = 1;
-        return p + 1;
-    }
-    do {
-        if (L->profile[p] == SW_NODE_PUSH)
-            depth++;
-        else if (L->profile[p] == SW_NODE_POP)
-            depth--;
-        else
-            leaves++;
-        p++;
-    } while (depth > 0);
-    *nleaves = leaves;
-    return p;
-}
-
 /* ---- slice view (V-5) --------------------------------------------------- */
 
 static int contains_slice(PyObject *obj)
@@ -122,13 +99,9 @@ static int contains_slice(PyObject *obj)
 /* An integer entry for a mode of `size` coordinates: 0 <= i < size. */
 static int slice_integer(PyObject *entry, int64_t size, int m, int64_t *out)
 {
-    PyObject *num = PyNumber_Index(entry);
-    if (!num)
-        return -1;
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(num, &overflow);
-    Py_DECREF(num);
-    if (v == -1 && PyErr_Occurred())
+    long long v;
+    int overflow;
+    if (sw_py_index_ll(entry, &v, &overflow) < 0)
         return -1;
     if (overflow || v < 0 || v >= size) {
         PyErr_Format(PyExc_ValueError,
@@ -152,13 +125,9 @@ static int slice_bounds(PyObject *entry, int64_t length, int m, Py_ssize_t *star
                          m, Py_TYPE(st)->tp_name);
             return -1;
         }
-        PyObject *num = PyNumber_Index(st);
-        if (!num)
-            return -1;
-        int overflow = 0;
-        long long v = PyLong_AsLongLongAndOverflow(num, &overflow);
-        Py_DECREF(num);
-        if (v == -1 && PyErr_Occurred())
+        long long v;
+        int overflow;
+        if (sw_py_index_ll(st, &v, &overflow) < 0)
             return -1;
         if (overflow < 0 || (overflow == 0 && v <= 0)) {
             PyErr_Format(PyExc_ValueError, "slice key entry %d: step must be positive, got %R",
@@ -240,7 +209,7 @@ PyObject *sw_py_tensor_slice(PyObject *obj, PyObject *key)
     int64_t growth = 0;
     for (int m = 0; m < L->rank; m++) {
         PyObject *e = PyTuple_GET_ITEM(tuple, m);
-        int32_t nleaves, q = mode_span(L, p, &nleaves);
+        int32_t nleaves, q = sw_py_mode_end(L->profile, p, &nleaves);
         int is_leaf = L->profile[p] == SW_NODE_LEAF;
         int64_t size = 1;
         int nonzero = 0;
@@ -488,26 +457,39 @@ static sw_layout *scaled_canonical(const sw_layout *shape, int64_t b)
     return out;
 }
 
+/* The (tensor, Shape) arguments of reshape and broadcast_to, parsed and
+ * checked in one order for both: the Tensor, and the Shape (borrowed) in
+ * *shape. NULL with an exception set. */
+static SwTensorObject *tensor_and_shape(const char *fn, const char *const names[2],
+                                        PyObject *const *args, Py_ssize_t nargs,
+                                        PyObject *kwnames, PyObject **shape)
+{
+    PyObject *a[2];
+    if (sw_py_parse_required(fn, names, 2, args, nargs, kwnames, a) < 0)
+        return NULL;
+    SwTensorObject *t = require_tensor(a[0], fn);
+    if (!t)
+        return NULL;
+    if (!SwShape_Check(a[1])) {
+        PyErr_Format(PyExc_TypeError, "%s %s must be a Shape, not %.100s", fn, names[1],
+                     Py_TYPE(a[1])->tp_name);
+        return NULL;
+    }
+    *shape = a[1];
+    return t;
+}
+
 static PyObject *view_reshape(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
                               PyObject *kwnames)
 {
     static const char *const names[] = {"tensor", "shape"};
-    PyObject *a[2], *tobj, *shape;
+    PyObject *shape;
     sw_layout *new_l = NULL, *new_s = NULL;
     int64_t bl, bs;
     (void)mod;
-    if (sw_py_parse_required("reshape", names, 2, args, nargs, kwnames, a) < 0)
-        return NULL;
-    tobj = a[0];
-    shape = a[1];
-    SwTensorObject *t = require_tensor(tobj, "reshape");
+    SwTensorObject *t = tensor_and_shape("reshape", names, args, nargs, kwnames, &shape);
     if (!t)
         return NULL;
-    if (!SwShape_Check(shape)) {
-        PyErr_Format(PyExc_TypeError, "reshape shape must be a Shape, not %.100s",
-                     Py_TYPE(shape)->tp_name);
-        return NULL;
-    }
     const sw_layout *L = SwLayout_CORE(t->subs[0].layout);
     const sw_layout *S = t->nsub > 1 ? SwLayout_CORE(PyTuple_GET_ITEM(t->adjacent, 0)) : NULL;
     const sw_layout *target = SwLayout_CORE(shape);
@@ -547,22 +529,13 @@ static PyObject *view_broadcast_to(PyObject *mod, PyObject *const *args, Py_ssiz
                                    PyObject *kwnames)
 {
     static const char *const names[] = {"tensor", "target"};
-    PyObject *a[2], *tobj, *target;
+    PyObject *target;
     sw_layout *new_l = NULL, *new_s = NULL;
     sw_error err;
     (void)mod;
-    if (sw_py_parse_required("broadcast_to", names, 2, args, nargs, kwnames, a) < 0)
-        return NULL;
-    tobj = a[0];
-    target = a[1];
-    SwTensorObject *t = require_tensor(tobj, "broadcast_to");
+    SwTensorObject *t = tensor_and_shape("broadcast_to", names, args, nargs, kwnames, &target);
     if (!t)
         return NULL;
-    if (!SwShape_Check(target)) {
-        PyErr_Format(PyExc_TypeError, "broadcast_to target must be a Shape, not %.100s",
-                     Py_TYPE(target)->tp_name);
-        return NULL;
-    }
     const sw_layout *L = SwLayout_CORE(t->subs[0].layout);
     const sw_layout *S = t->nsub > 1 ? SwLayout_CORE(PyTuple_GET_ITEM(t->adjacent, 0)) : NULL;
     const sw_layout *T = SwLayout_CORE(target);

@@ -53,6 +53,16 @@ PyObject *sw_carrier_meth_supports_own(PyObject *self, PyObject *dtype);
 /* C-18: the TypeError for subclassing the closed carrier `name`. Returns
  * NULL with the exception set. */
 PyObject *sw_carrier_reject_subclass(const char *name);
+/* Defines `fn`, the __init_subclass__ classmethod of the closed built-in
+ * carrier `name` (C-18): one body for CPU, Generic and FileBacked. */
+#define SW_CARRIER_CLOSED_INIT_SUBCLASS(fn, name)                             \
+    static PyObject *fn(PyObject *cls, PyObject *args, PyObject *kwds)        \
+    {                                                                         \
+        (void)cls;                                                            \
+        (void)args;                                                           \
+        (void)kwds;                                                           \
+        return sw_carrier_reject_subclass(name);                              \
+    }
 /* tp_new backstop: -1 with TypeError unless `type` is exactly `closed`. */
 int sw_carrier_check_exact(PyTypeObject *type, PyTypeObject *closed);
 

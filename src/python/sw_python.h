@@ -23,6 +23,10 @@ int sw_py_raise(const sw_error *err);
 PyObject *sw_py_types_attr(const char *name);
 /* G-2 integer check: operator.index-able and not bool. 1/0. */
 int sw_py_is_integer(PyObject *obj);
+/* operator.index(obj) read as long long, overflow reported in *overflow
+ * (-1/0/+1) rather than raised: the one conversion every integer argument
+ * reader shares. 0, or -1 with an exception set. */
+int sw_py_index_ll(PyObject *obj, long long *v, int *overflow);
 
 int sw_py_layout_init(PyObject *module);
 int sw_py_dtype_init(PyObject *module);
@@ -60,6 +64,10 @@ typedef struct SwLayoutObject {
 PyObject *sw_py_layout_wrap(sw_layout *layout);
 PyObject *sw_py_shape_wrap(sw_layout *layout);
 PyObject *sw_py_stride_wrap(sw_layout *layout);
+/* Position just after the mode that starts at profile[p], and its leaf
+ * count in *nleaves (may be NULL). Shared so Layout,
+ * Tensor indexing (py_tensor.c) and slicing (py_view.c) walk modes alike. */
+int32_t sw_py_mode_end(const uint8_t *profile, int32_t p, int32_t *nleaves);
 /* Layout.canonical(shape) for a Shape object (L-15). */
 PyObject *sw_py_layout_canonical(PyObject *shape);
 

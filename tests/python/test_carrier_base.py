@@ -10,6 +10,7 @@ import pytest
 
 import strideweave as sw
 from strideweave.carriers import base
+from carriers_for_tests import Foreign
 
 D = sw.DType
 
@@ -232,23 +233,6 @@ def test_c2_no_allocate_hook_on_base():
 
 
 def test_c2_dlpack_opt_in_hook_overridable():
-    class Foreign(sw.Carrier):
-        def __init__(self, cpu):
-            super().__init__()
-            self.cpu = cpu
-
-        def size(self):
-            return self.cpu.size()
-
-        def dtype(self):
-            return self.cpu.dtype()
-
-        def get_value(self, i):
-            return self.cpu[i]
-
-        def dlpack_info(self):
-            return {"pointer": self.cpu.pointer(), "device_type": 2, "device_id": 0}
-
     cpu = sw.CPU(3)
     f = Foreign(cpu)
     assert f.dlpack_info()["pointer"] == cpu.pointer()

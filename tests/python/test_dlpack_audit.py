@@ -22,17 +22,15 @@ import pytest
 import torch
 
 import strideweave as sw
+from carriers_for_tests import Foreign
+from carriers_for_tests import capsule_get_pointer as _get_pointer
+from carriers_for_tests import capsule_is_valid as _is_valid
+from carriers_for_tests import capsule_set_name as _set_name
 
 F32 = sw.DType.Float32
 I32 = sw.DType.Int32
 BOOL = sw.DType.Bool
 
-_get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-_get_pointer.restype = ctypes.c_void_p
-_get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_set_name = ctypes.pythonapi.PyCapsule_SetName
-_set_name.restype = ctypes.c_int
-_set_name.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 USED = {False: b"used_dltensor", True: b"used_dltensor_versioned"}  # alive for the module's lifetime
 NAME = {False: b"dltensor", True: b"dltensor_versioned"}
@@ -51,22 +49,13 @@ def filled_cpu(n, dtype=F32, mutable=True):
     return c
 
 
-class Hooked(sw.Carrier):
+class Hooked(Foreign):
     """A Python carrier aliasing a CPU carrier whose dlpack_info() and
     _is_mutable() answers the test chooses."""
 
     def __init__(self, cpu, info, mutable=False):
-        super().__init__()
-        self.cpu, self.info, self.mut = cpu, info, mutable
-
-    def size(self):
-        return self.cpu.size()
-
-    def dtype(self):
-        return self.cpu.dtype()
-
-    def get_value(self, i):
-        return self.cpu[i]
+        super().__init__(cpu, info)
+        self.mut = mutable
 
     def _is_mutable(self):
         if isinstance(self.mut, BaseException):
@@ -398,11 +387,6 @@ def test_no_import_path_on_any_public_module_or_class():
 
 
 # ---- used_ rename by real consumers ----------------------------------------------
-
-
-_is_valid = ctypes.pythonapi.PyCapsule_IsValid
-_is_valid.restype = ctypes.c_int
-_is_valid.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 
 @pytest.mark.parametrize("versioned", [False, True], ids=["legacy", "versioned"])

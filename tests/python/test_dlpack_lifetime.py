@@ -19,22 +19,15 @@ import torch
 
 import strideweave as sw
 from strideweave import _C
+from carriers_for_tests import capsule_get_pointer as _get_pointer
+from carriers_for_tests import capsule_is_valid as _is_valid
+from carriers_for_tests import capsule_set_name as _set_name
 
 USED_LEGACY = b"used_dltensor"
 USED_VERSIONED = b"used_dltensor_versioned"
 FOREIGN_NAME = b"not_a_dltensor"
 
 DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)  # called with the GIL released
-
-_get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-_get_pointer.restype = ctypes.c_void_p
-_get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_set_name = ctypes.pythonapi.PyCapsule_SetName
-_set_name.restype = ctypes.c_int
-_set_name.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_is_valid = ctypes.pythonapi.PyCapsule_IsValid
-_is_valid.restype = ctypes.c_int
-_is_valid.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 
 def deleter_of(ptr, versioned):

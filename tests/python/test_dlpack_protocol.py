@@ -11,6 +11,9 @@ import ctypes
 import pytest
 
 import strideweave as sw
+from carriers_for_tests import Foreign
+from carriers_for_tests import capsule_get_pointer as _get_pointer
+from carriers_for_tests import capsule_is_valid as _is_valid
 
 F32 = sw.DType.Float32
 I32 = sw.DType.Int32
@@ -61,14 +64,6 @@ class DLManagedTensorVersioned(ctypes.Structure):
     ]
 
 
-_is_valid = ctypes.pythonapi.PyCapsule_IsValid
-_is_valid.restype = ctypes.c_int
-_is_valid.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-_get_pointer.restype = ctypes.c_void_p
-_get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-
-
 def capsule_name(cap):
     for name in ("dltensor", "dltensor_versioned", "used_dltensor", "used_dltensor_versioned"):
         if _is_valid(cap, name.encode()):
@@ -116,29 +111,6 @@ def make_tensor(shape, stride, offset=0, dtype=F32, spare=2, mutable=True):
 
 def flat(n=6, dtype=F32, offset=0, mutable=True):
     return make_tensor([n], [1], offset, dtype, mutable=mutable)
-
-
-class Foreign(sw.Carrier):
-    """C-2's DLPack-test carrier: aliases a CPU carrier, reports `device`."""
-
-    def __init__(self, cpu, info=None):
-        super().__init__()
-        self.cpu = cpu
-        self.info = info
-
-    def size(self):
-        return self.cpu.size()
-
-    def dtype(self):
-        return self.cpu.dtype()
-
-    def get_value(self, i):
-        return self.cpu[i]
-
-    def dlpack_info(self):
-        if self.info is not None:
-            return self.info(self)
-        return {"pointer": self.cpu.pointer(), "device_type": 2, "device_id": 0}
 
 
 class NoOptIn(sw.Carrier):
