@@ -397,6 +397,7 @@ def test_real_consumers_take_ownership_by_rename_and_free_once(consumer, version
     # Tensor reference and the block are released exactly once.
     t = sw.Tensor(filled_cpu(6), 1, layout(5))
     refs = sys.getrefcount(t)
+    gc.collect()  # earlier garbage must not be freed mid-measurement
     live = sw._C._live_bytes()
     cap = t.__dlpack__(max_version=(1, 0) if versioned else None)
     if consumer == "numpy":

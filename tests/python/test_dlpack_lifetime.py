@@ -85,6 +85,7 @@ def test_unconsumed_capsule_runs_deleter_once(max_version):
     # Seed: "Free once for an unconsumed capsule"
     t = fresh_tensor()
     gone = watch(t)
+    gc.collect()  # earlier garbage must not be freed mid-measurement
     live = _C._live_bytes()
     cap = t.__dlpack__(max_version=max_version)
     assert _C._live_bytes() > live
@@ -173,6 +174,7 @@ def test_release_succeeds_while_capsule_outstanding():
 def test_export_and_import_keep_refcount_and_live_bytes_flat():
     t = fresh_tensor()
     base_refs = sys.getrefcount(t)
+    gc.collect()  # earlier garbage must not be freed mid-measurement
     live = _C._live_bytes()
     for _ in range(100):
         a = np.from_dlpack(t)
@@ -213,6 +215,7 @@ def test_100000_numpy_import_cycles_flat():
     t = fresh_tensor()
     for _ in range(1000):
         np.from_dlpack(t)
+    gc.collect()  # earlier garbage must not be freed mid-measurement
     live = _C._live_bytes()
     refs = sys.getrefcount(t)
     tracemalloc.start()
@@ -230,6 +233,7 @@ def test_100000_numpy_import_cycles_flat():
 
 def test_failed_exports_leave_nothing():
     t = fresh_tensor()
+    gc.collect()  # earlier garbage must not be freed mid-measurement
     live = _C._live_bytes()
     refs = sys.getrefcount(t)
     for _ in range(1000):
@@ -245,6 +249,7 @@ def test_failed_exports_leave_nothing():
 def test_alloc_fault_is_memory_error_and_leaves_nothing(max_version):
     t = fresh_tensor()
     gone = watch(t)
+    gc.collect()  # earlier garbage must not be freed mid-measurement
     live = _C._live_bytes()
     refs = sys.getrefcount(t)
     _C._fault_inject("alloc")
@@ -313,6 +318,7 @@ def test_concurrent_exports_and_imports_from_threads():
     # Consumers drop their arrays (and so call our deleter) on many threads.
     t = fresh_tensor()
     refs = sys.getrefcount(t)
+    gc.collect()  # earlier garbage must not be freed mid-measurement
     live = _C._live_bytes()
     expected = [t[i] for i in range(t.size())]
     errors = []
