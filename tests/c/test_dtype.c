@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "strideweave/dtype.h"
+#include "strideweave/strideweave.h" /* the umbrella header compiles on its own */
 
 int main(void)
 {

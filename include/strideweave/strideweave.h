@@ -1,0 +1,15 @@
+/* Umbrella header of libstrideweave, the pure-C core: include this one to get
+ * the whole C API. */
+#ifndef STRIDEWEAVE_STRIDEWEAVE_H
+#define STRIDEWEAVE_STRIDEWEAVE_H
+
+#include "strideweave/status.h"
+#include "strideweave/alloc.h"
+#include "strideweave/clock.h"
+#include "strideweave/dtype.h"
+#include "strideweave/layout.h"
+#include "strideweave/copy.h"
+#include "strideweave/filestore.h"
+#include "strideweave/dlpack.h"
+
+#endif
