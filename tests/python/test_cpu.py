@@ -2,13 +2,13 @@
 C-20, C-21)."""
 
 import ctypes
-import gc
 import struct
 
 import pytest
 
 import strideweave as sw
 from strideweave import _C
+from measure import settled_live_bytes
 
 D = sw.DType
 
@@ -81,8 +81,7 @@ def test_c20_size_negative_value_error():
 
 
 def test_c20_huge_size_memory_or_overflow_error():
-    gc.collect()  # earlier garbage must not be freed mid-measurement
-    before = _C._live_bytes()
+    before = settled_live_bytes()
     with pytest.raises((MemoryError, OverflowError)):
         sw.CPU(2**62)
     with pytest.raises(OverflowError):
@@ -111,8 +110,7 @@ def test_c7_compound_and_category_messages():
 
 
 def test_c7_nothing_allocated_on_failure():
-    gc.collect()  # earlier garbage must not be freed mid-measurement
-    before = _C._live_bytes()
+    before = settled_live_bytes()
     for bad in (D.Float64, D.Any, "x"):
         with pytest.raises((TypeError, ValueError)):
             sw.CPU(1000, dtype=bad)
@@ -168,8 +166,7 @@ def test_c20_empty_skips_zeroing_but_works():
 def test_c20_wraps_foreign_memory_without_copy_or_free():
     buf = (ctypes.c_float * 4)(1.0, 2.0, 3.0, 4.0)
     addr = ctypes.addressof(buf)
-    gc.collect()  # earlier garbage must not be freed mid-measurement
-    before = _C._live_bytes()
+    before = settled_live_bytes()
     c = sw.CPU(4, addr)
     assert _C._live_bytes() == before  # no allocation
     assert c.pointer() == addr
@@ -286,8 +283,7 @@ def test_c14_pointer_writes_bypass_version():
                                       ("Floating", False), ("ScaledInt32", False)])
 def test_c6_supports_storage_dtype(name, ok):
     c = sw.CPU(1, dtype=D.Bool, mutable=False)
-    gc.collect()  # earlier garbage must not be freed mid-measurement
-    before = _C._live_bytes()
+    before = settled_live_bytes()
     assert c.supports_storage_dtype(getattr(D, name)) is ok
     token = c._claim_ownership()
     c._begin_owner_access(token)
@@ -305,8 +301,7 @@ def test_c6_supports_non_dtype_type_error():
 
 
 def test_c15_release_frees_and_keeps_queries():
-    gc.collect()  # earlier garbage must not be freed mid-measurement
-    before = _C._live_bytes()
+    before = settled_live_bytes()
     c = sw.CPU(1000, dtype=D.Int32, mutable=False)
     assert _C._live_bytes() >= before + 4000
     assert c.release() is None
@@ -377,8 +372,7 @@ def test_c10_new_like_on_released_receiver_never_reads():
 def test_c10_new_like_of_wrapping_cpu_owns_memory():
     buf = (ctypes.c_float * 2)()
     w = sw.CPU(2, ctypes.addressof(buf))
-    gc.collect()  # earlier garbage must not be freed mid-measurement
-    before = _C._live_bytes()
+    before = settled_live_bytes()
     n = w.new_like([1.0, 2.0])
     assert _C._live_bytes() > before
     del n
@@ -387,8 +381,7 @@ def test_c10_new_like_of_wrapping_cpu_owns_memory():
 
 def test_c10_new_like_errors():
     c = sw.CPU(1)
-    gc.collect()  # earlier garbage must not be freed mid-measurement
-    before = _C._live_bytes()
+    before = settled_live_bytes()
     with pytest.raises(TypeError, match="iterable"):
         c.new_like(5)
     with pytest.raises(TypeError, match="DType"):
@@ -448,8 +441,7 @@ def test_c18_cpu_closed():
 
 
 def test_leak_create_and_drop_100k_cpu_carriers():
-    gc.collect()  # earlier garbage must not be freed mid-measurement
-    before = _C._live_bytes()
+    before = settled_live_bytes()
     for i in range(100_000):
         c = sw.CPU(8, dtype=D.Int32)
         c[i % 8] = i

@@ -8,7 +8,6 @@ interpreter is gone, pending exceptions across a consumer's deleter call,
 and the absence of any import path on the whole public surface."""
 
 import ctypes
-import gc
 import importlib
 import pkgutil
 import subprocess
@@ -26,6 +25,7 @@ from carriers_for_tests import Foreign
 from carriers_for_tests import capsule_get_pointer as _get_pointer
 from carriers_for_tests import capsule_is_valid as _is_valid
 from carriers_for_tests import capsule_set_name as _set_name
+from measure import settled_live_bytes
 
 F32 = sw.DType.Float32
 I32 = sw.DType.Int32
@@ -292,9 +292,8 @@ def test_deleter_on_threads_python_has_never_seen(versioned):
     # pthread_join calls release the GIL, as a consumer's C code would.
     t = sw.Tensor(filled_cpu(8), 0, layout(8))
     gone = watch(t)
-    gc.collect()  # earlier tests' garbage must not be freed mid-measurement
     refs = sys.getrefcount(t)
-    live = sw._C._live_bytes()
+    live = settled_live_bytes()
     owned = [consumed(t, versioned) for _ in range(16)]
     assert sys.getrefcount(t) == refs + 16
     tids = []
@@ -397,8 +396,7 @@ def test_real_consumers_take_ownership_by_rename_and_free_once(consumer, version
     # Tensor reference and the block are released exactly once.
     t = sw.Tensor(filled_cpu(6), 1, layout(5))
     refs = sys.getrefcount(t)
-    gc.collect()  # earlier garbage must not be freed mid-measurement
-    live = sw._C._live_bytes()
+    live = settled_live_bytes()
     cap = t.__dlpack__(max_version=(1, 0) if versioned else None)
     if consumer == "numpy":
 

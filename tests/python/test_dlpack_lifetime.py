@@ -22,6 +22,7 @@ from strideweave import _C
 from carriers_for_tests import capsule_get_pointer as _get_pointer
 from carriers_for_tests import capsule_is_valid as _is_valid
 from carriers_for_tests import capsule_set_name as _set_name
+from measure import settled_live_bytes
 
 USED_LEGACY = b"used_dltensor"
 USED_VERSIONED = b"used_dltensor_versioned"
@@ -85,8 +86,7 @@ def test_unconsumed_capsule_runs_deleter_once(max_version):
     # Seed: "Free once for an unconsumed capsule"
     t = fresh_tensor()
     gone = watch(t)
-    gc.collect()  # earlier garbage must not be freed mid-measurement
-    live = _C._live_bytes()
+    live = settled_live_bytes()
     cap = t.__dlpack__(max_version=max_version)
     assert _C._live_bytes() > live
     del t
@@ -174,8 +174,7 @@ def test_release_succeeds_while_capsule_outstanding():
 def test_export_and_import_keep_refcount_and_live_bytes_flat():
     t = fresh_tensor()
     base_refs = sys.getrefcount(t)
-    gc.collect()  # earlier garbage must not be freed mid-measurement
-    live = _C._live_bytes()
+    live = settled_live_bytes()
     for _ in range(100):
         a = np.from_dlpack(t)
         x = torch.from_dlpack(t)
@@ -215,8 +214,7 @@ def test_100000_numpy_import_cycles_flat():
     t = fresh_tensor()
     for _ in range(1000):
         np.from_dlpack(t)
-    gc.collect()  # earlier garbage must not be freed mid-measurement
-    live = _C._live_bytes()
+    live = settled_live_bytes()
     refs = sys.getrefcount(t)
     tracemalloc.start()
     try:
@@ -233,8 +231,7 @@ def test_100000_numpy_import_cycles_flat():
 
 def test_failed_exports_leave_nothing():
     t = fresh_tensor()
-    gc.collect()  # earlier garbage must not be freed mid-measurement
-    live = _C._live_bytes()
+    live = settled_live_bytes()
     refs = sys.getrefcount(t)
     for _ in range(1000):
         for kwargs in ({"copy": True}, {"dl_device": (2, 0)}, {"max_version": (-1, 0)}):
@@ -249,8 +246,7 @@ def test_failed_exports_leave_nothing():
 def test_alloc_fault_is_memory_error_and_leaves_nothing(max_version):
     t = fresh_tensor()
     gone = watch(t)
-    gc.collect()  # earlier garbage must not be freed mid-measurement
-    live = _C._live_bytes()
+    live = settled_live_bytes()
     refs = sys.getrefcount(t)
     _C._fault_inject("alloc")
     with pytest.raises(MemoryError, match="DLPack"):
@@ -318,8 +314,7 @@ def test_concurrent_exports_and_imports_from_threads():
     # Consumers drop their arrays (and so call our deleter) on many threads.
     t = fresh_tensor()
     refs = sys.getrefcount(t)
-    gc.collect()  # earlier garbage must not be freed mid-measurement
-    live = _C._live_bytes()
+    live = settled_live_bytes()
     expected = [t[i] for i in range(t.size())]
     errors = []
     start = threading.Barrier(4)

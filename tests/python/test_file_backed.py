@@ -16,6 +16,7 @@ import pytest
 
 import strideweave as sw
 from strideweave import _C
+from measure import settled_live_bytes
 
 D = sw.DType
 
@@ -393,8 +394,7 @@ def test_fault_open_creates_nothing():
 def test_fault_factories_leave_no_file(fault):
     f = sw.FileBacked()
     before = listing()
-    gc.collect()  # earlier garbage must not be freed mid-measurement
-    live = _C._live_bytes()
+    live = settled_live_bytes()
     _C._fault_inject(fault)
     with pytest.raises(OSError):
         f.new_like([1.0, 2.0])
@@ -466,8 +466,7 @@ def test_c23_forked_child_exit_keeps_parent_directory(tmp_path):
 
 
 def test_leak_file_backed_carriers():
-    gc.collect()  # earlier garbage must not be freed mid-measurement
-    before = _C._live_bytes()
+    before = settled_live_bytes()
     n_files = len(listing())
     for i in range(2000):
         f = sw.FileBacked()

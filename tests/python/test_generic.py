@@ -1,11 +1,11 @@
 """The Generic carrier (contract-carriers C-6, C-7, C-10, C-11, C-15, C-16,
 C-18, C-19)."""
 
-import gc
 import pytest
 
 import strideweave as sw
 from strideweave import _C
+from measure import settled_live_bytes
 
 D = sw.DType
 
@@ -96,8 +96,7 @@ def test_c7_dtype_value_error(dtype):
     (D.Bool, None, TypeError),
 ])
 def test_c9_normalization_errors(dtype, bad, exc):
-    gc.collect()  # earlier garbage must not be freed mid-measurement
-    before = _C._live_bytes()
+    before = settled_live_bytes()
     with pytest.raises(exc):
         sw.Generic([0, bad] if dtype is not D.Bool else [False, bad], dtype=dtype)
     assert _C._live_bytes() == before
@@ -154,8 +153,7 @@ def test_c6_supports(name, ok):
 
 
 def test_c15_release():
-    gc.collect()  # earlier garbage must not be freed mid-measurement
-    before = _C._live_bytes()
+    before = settled_live_bytes()
     g = sw.Generic([1.0] * 100, dtype=D.Float32)
     assert _C._live_bytes() >= before + 400
     assert g.release() is None
@@ -216,8 +214,7 @@ def test_c18_generic_closed():
 
 
 def test_leak_create_and_drop_100k_generic_carriers():
-    gc.collect()  # earlier garbage must not be freed mid-measurement
-    before = _C._live_bytes()
+    before = settled_live_bytes()
     for i in range(100_000):
         g = sw.Generic((i, 1, 2), dtype=D.Int32)
         g[0] = 5
