@@ -1,0 +1,59 @@
+/* Move kernels: copy a tensor's slots between two storage endpoints, each
+ * host memory or a file descriptor, without Python and without the GIL.
+ *
+ * A move keeps the source Layout: the destination tensor has the same
+ * extents and strides at offset 0. A *bulk* transfer copies the whole
+ * physical span (`cosize` slots starting at the source offset, holes
+ * included) into destination slots [dst.offset, dst.offset + cosize). An
+ * *elementwise* transfer copies the logical values only: for every
+ * coordinate c, dst[dst.offset + sum c_i*strides[i]] =
+ * src[src.offset + sum c_i*strides[i]]; destination slots the layout does
+ * not address are unspecified (a file destination may have them
+ * overwritten with zeros, since files are written span-wise through a
+ * staging buffer).
+ *
+ * File endpoints are read and written through sw_filestore_pread/pwrite in
+ * chunks of at most SW_TRANSFER_CHUNK_BYTES each, so fault injection
+ * ("pread", "pwrite") can fail a transfer part way through; a failure
+ * returns SW_EIO with errno kept and leaves the source untouched. */
+#ifndef STRIDEWEAVE_TRANSFER_H
+#define STRIDEWEAVE_TRANSFER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "strideweave/status.h"
+
+#define SW_TRANSFER_CHUNK_BYTES ((size_t)8 << 20)
+
+typedef enum sw_endpoint_kind {
+    SW_ENDPOINT_HOST = 1, /* `host` points at slot 0 */
+    SW_ENDPOINT_FILE = 2  /* `fd` holds slot 0 at byte 0 */
+} sw_endpoint_kind;
+
+typedef struct sw_endpoint {
+    sw_endpoint_kind kind;
+    void *host;
+    int fd;
+    int64_t offset; /* slot of coordinate 0 (the tensor's offset) */
+} sw_endpoint;
+
+typedef struct sw_transfer {
+    sw_endpoint src;
+    sw_endpoint dst;
+    size_t itemsize;          /* bytes per slot, > 0 */
+    int bulk;                 /* 1: physical span; 0: logical values */
+    int64_t cosize;           /* physical span in slots (>= 0) */
+    int ndim;                 /* leaf modes, [0, SW_COPY_MAX_DIMS] */
+    const int64_t *extents;   /* ndim leaf extents (>= 1) */
+    const int64_t *strides;   /* ndim leaf strides (>= 0), shared by both */
+} sw_transfer;
+
+/* Run one transfer. SW_EINVAL for a malformed description (unknown kind,
+ * NULL host pointer with something to copy, negative offset, itemsize 0,
+ * bad ndim); SW_EOVERFLOW when a byte offset does not fit in int64;
+ * SW_ENOMEM when a staging buffer cannot be allocated; SW_EIO for a file
+ * error. cosize 0 copies nothing and succeeds. */
+sw_status sw_transfer_run(const sw_transfer *t, sw_error *err);
+
+#endif
