@@ -1,5 +1,6 @@
 """A tour of strideweave: hierarchical layouts, tensors on carriers, views,
-and zero-copy hand-off to NumPy and PyTorch through DLPack.
+zero-copy hand-off to NumPy and PyTorch through DLPack, and moving tensors
+between carriers.
 
 Run it with `make demo`.
 """
@@ -71,5 +72,20 @@ print("torch sees", tuple(tt.shape), tt.stride(), tt.dtype, "tt[1,2,3] =", float
 ro = Tensor(CPU(4, mutable=False), 0, Layout(Shape(4), Stride(1)))
 print("immutable carrier -> numpy writeable:",
       np.from_dlpack(ro).flags.writeable, "(read-only flag of DLPack 1.0)")
+
+section("6. Moving a tensor to a file and back")
+n = 1 << 20                              # 4 MiB of Float32
+src = arange(n)
+handle = sw.move_async(src, FileBacked())   # returns at once; a worker copies
+print("handle.done right after move_async:", handle.done)
+on_file = handle.wait()                     # the tensor, now on the file
+print("handle.done after wait():          ", handle.done)
+print("on", type(on_file.carrier).__name__, "of", on_file.carrier.size(), "slots;",
+      "source carrier released:", src.carrier.is_released())
+print("on_file[12345] =", on_file[12345], " same layout:", on_file.layout == src.layout)
+back = sw.move(on_file, CPU(n))             # move() is move_async(...).wait()
+ok = np.array_equal(np.from_dlpack(back), np.arange(n, dtype=np.float32))
+print("back on CPU, values intact:", ok, "; file removed:", not on_file.carrier.path.exists())
+assert ok
 print()
 print("tour complete")

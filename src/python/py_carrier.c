@@ -51,6 +51,8 @@ PyObject *sw_carrier_alloc(PyTypeObject *type, int intrinsic_mutable)
     c->owner_token = 0;
     c->owner_thread = 0;
     c->owner_depth = 0;
+    c->transfer_thread = 0;
+    c->transfer_depth = 0;
     return self;
 }
 
@@ -95,12 +97,49 @@ static int has_owner_access(SwCarrierObject *c)
            c->owner_thread == PyThread_get_thread_ident();
 }
 
+static int has_transfer_access(SwCarrierObject *c)
+{
+    return c->transfer_depth > 0 && c->transfer_thread == PyThread_get_thread_ident();
+}
+
+int sw_py_carrier_in_transfer(PyObject *carrier)
+{
+    return has_transfer_access(CARRIER(carrier));
+}
+
+void sw_py_carrier_begin_transfer(PyObject *carrier)
+{
+    SwCarrierObject *c = CARRIER(carrier);
+    c->transfer_thread = PyThread_get_thread_ident();
+    c->transfer_depth++;
+}
+
+void sw_py_carrier_end_transfer(PyObject *carrier)
+{
+    SwCarrierObject *c = CARRIER(carrier);
+    if (c->transfer_depth > 0 && --c->transfer_depth == 0)
+        c->transfer_thread = 0;
+}
+
+int sw_py_carrier_owned_elsewhere(PyObject *carrier)
+{
+    SwCarrierObject *c = CARRIER(carrier);
+    return c->owner_token != 0 && !has_owner_access(c);
+}
+
+/* The one exception to the pending guard: the move's own transfer writes
+ * its destination. */
+static int transfer_may_write(SwCarrierObject *c)
+{
+    return c->pending == SW_PENDING_DESTINATION && has_transfer_access(c);
+}
+
 /* RuntimeError when the carrier is pending or owned without owner access;
  * `what` names the refused action. 0 when allowed. */
-static int refuse_guarded(PyObject *self, const char *what)
+static int refuse_guarded(PyObject *self, const char *what, int write)
 {
     SwCarrierObject *c = CARRIER(self);
-    if (c->pending) {
+    if (c->pending && !(write && transfer_may_write(c))) {
         PyErr_Format(PyExc_RuntimeError,
                      "cannot %s a %s carrier that is pending in a move",
                      what, type_name(self));
@@ -141,7 +180,7 @@ static int intrinsic_mutable(PyObject *self)
 int sw_py_carrier_is_mutable(PyObject *carrier)
 {
     SwCarrierObject *c = CARRIER(carrier);
-    if (c->pending)
+    if (c->pending && !transfer_may_write(c))
         return 0;
     if (c->owner_token != 0 && !has_owner_access(c))
         return 0;
@@ -151,7 +190,7 @@ int sw_py_carrier_is_mutable(PyObject *carrier)
 /* C-5 check 3 with a message saying why. */
 static int refuse_immutable(PyObject *self)
 {
-    if (refuse_guarded(self, "write to") < 0)
+    if (refuse_guarded(self, "write to", 1) < 0)
         return -1;
     int m = intrinsic_mutable(self);
     if (m < 0)
@@ -253,7 +292,8 @@ static int refuse_read(PyObject *self)
 {
     if (refuse_released(self, "read") < 0)
         return -1;
-    if (CARRIER(self)->pending & SW_PENDING_DESTINATION) {
+    if ((CARRIER(self)->pending & SW_PENDING_DESTINATION) &&
+        !has_transfer_access(CARRIER(self))) {
         PyErr_Format(PyExc_RuntimeError,
                      "cannot read a %s carrier that is a pending move destination",
                      type_name(self));
@@ -291,7 +331,8 @@ static int store_value(PyObject *self, int64_t index, PyObject *value)
             refuse_released(self, "write to") < 0 || refuse_immutable(self) < 0 ||
             check_range(self, index) < 0 || ops->store(self, index, slot) < 0)
             return -1;
-        c->version++;
+        if (!has_transfer_access(c)) /* a move is not an in-place mutation */
+            c->version++;
         return 0;
     }
     int64_t before = c->version;
@@ -303,7 +344,7 @@ static int store_value(PyObject *self, int64_t index, PyObject *value)
     if (!r)
         return -1;
     Py_DECREF(r);
-    if (c->version == before)
+    if (c->version == before && !has_transfer_access(c))
         c->version++;
     return 0;
 }
@@ -641,9 +682,10 @@ static PyObject *carrier_increment_version(PyObject *self, PyObject *unused)
 {
     (void)unused;
     if (refuse_released(self, "advance the version of") < 0 ||
-        refuse_guarded(self, "advance the version of") < 0)
+        refuse_guarded(self, "advance the version of", 1) < 0)
         return NULL;
-    CARRIER(self)->version++;
+    if (!has_transfer_access(CARRIER(self)))
+        CARRIER(self)->version++;
     Py_RETURN_NONE;
 }
 
@@ -651,7 +693,7 @@ static PyObject *carrier_increment_version(PyObject *self, PyObject *unused)
 int sw_py_carrier_release(PyObject *carrier)
 {
     SwCarrierObject *c = CARRIER(carrier);
-    if (refuse_guarded(carrier, "release") < 0)
+    if (refuse_guarded(carrier, "release", 0) < 0)
         return -1;
     if (c->released)
         return 0;
@@ -939,25 +981,7 @@ static PyObject *aid_allocate(PyObject *mod, PyObject *const *args, Py_ssize_t n
     Py_RETURN_NONE;
 }
 
-/* Test aid until movement sets the pending guard itself. */
-static PyObject *aid_set_pending(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
-{
-    (void)mod;
-    if (nargs != 2 || !SwCarrier_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "_carrier_set_pending(carrier, flags)");
-        return NULL;
-    }
-    long flags = PyLong_AsLong(args[1]);
-    if (flags == -1 && PyErr_Occurred())
-        return NULL;
-    CARRIER(args[0])->pending = (int)flags;
-    Py_RETURN_NONE;
-}
-
 static PyMethodDef module_functions[] = {
-    {"_carrier_set_pending", (PyCFunction)(void (*)(void))aid_set_pending, METH_FASTCALL,
-     "_carrier_set_pending(carrier, flags)\n--\n\n"
-     "Test aid: set the pending guard (1 source, 2 destination, 0 clear)."},
     {"_carrier_is_allocatable_empty", aid_is_allocatable_empty, METH_O,
      "_carrier_is_allocatable_empty(carrier)\n--\n\nTest aid: the C-12 predicate."},
     {"_carrier_allocate", (PyCFunction)(void (*)(void))aid_allocate, METH_FASTCALL,

@@ -1,5 +1,5 @@
-/* CPU: a closed carrier over contiguous host memory (C-20, C-21), owned or
- * wrapped. Also the host-memory body it shares with Generic. */
+/* CPU: a closed carrier over contiguous host memory it always allocates
+ * and owns (C-20, C-21). Also the host-memory body it shares with Generic. */
 #include "sw_carrier.h"
 
 #include <string.h>
@@ -201,13 +201,15 @@ PyObject *sw_py_cpu_new(sw_dtype dtype, int64_t nslots, int mutable_, int zero)
 
 static PyObject *cpu_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"size", "pointer", "mutable", "dtype", "empty", NULL};
-    PyObject *size_obj, *pointer_obj = Py_None, *mutable_obj = NULL, *dtype_obj = NULL,
-                        *empty_obj = NULL;
+    static char *kwlist[] = {"size", "mutable", "dtype", "empty", NULL};
+    PyObject *size_obj, *mutable_obj = NULL, *dtype_obj = NULL, *empty_obj = NULL;
     if (sw_carrier_check_exact(type, &SwCPU_Type) < 0)
         return NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|O$OOO:CPU", kwlist, &size_obj,
-                                     &pointer_obj, &mutable_obj, &dtype_obj, &empty_obj))
+    /* There is no `pointer=` argument (C-20): a CPU carrier never adopts
+     * memory it did not allocate, so passing one is an unexpected-argument
+     * TypeError from the parser. */
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$OOO:CPU", kwlist, &size_obj,
+                                     &mutable_obj, &dtype_obj, &empty_obj))
         return NULL;
     int64_t size;
     sw_dtype dtype;
@@ -215,64 +217,11 @@ static PyObject *cpu_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         sw_carrier_parse_dtype(dtype_obj, SW_DT_FLOAT32, "CPU", sw_host_accepted,
                                SW_HOST_NACCEPTED, &dtype) < 0)
         return NULL;
-    uintptr_t address = 0;
-    if (pointer_obj != Py_None) {
-        if (!PyLong_Check(pointer_obj) || PyBool_Check(pointer_obj)) {
-            PyErr_Format(PyExc_TypeError, "pointer must be None or an int, not %.100s",
-                         Py_TYPE(pointer_obj)->tp_name);
-            return NULL;
-        }
-        int overflow = 0;
-        long long v = PyLong_AsLongLongAndOverflow(pointer_obj, &overflow);
-        if (v == -1 && PyErr_Occurred())
-            return NULL;
-        if (overflow < 0 || (overflow == 0 && v <= 0)) {
-            PyErr_SetString(PyExc_ValueError, "pointer must be a positive address");
-            return NULL;
-        }
-        if (overflow > 0) {
-            unsigned long long u = PyLong_AsUnsignedLongLong(pointer_obj);
-            if (PyErr_Occurred() || (unsigned long long)(uintptr_t)u != u) {
-                PyErr_Clear();
-                PyErr_SetString(PyExc_OverflowError,
-                                "pointer does not fit in a machine address");
-                return NULL;
-            }
-            address = (uintptr_t)u;
-        } else {
-            address = (uintptr_t)v;
-        }
-        size_t bytes;
-        uintptr_t end;
-        if ((uint64_t)size > SIZE_MAX ||
-            __builtin_mul_overflow((size_t)size, sw_dtype_slot_bytes(dtype), &bytes)) {
-            PyErr_Format(PyExc_OverflowError, "%lld slots do not fit in memory",
-                         (long long)size);
-            return NULL;
-        }
-        /* Slot addresses are computed as pointer + index * width: a range
-         * that wraps past the end of the address space is never memory. */
-        if (__builtin_add_overflow(address, (uintptr_t)bytes, &end)) {
-            PyErr_Format(PyExc_OverflowError,
-                         "pointer + %lld slots exceeds the address space",
-                         (long long)size);
-            return NULL;
-        }
-    }
     int mutable_ = sw_carrier_truth(mutable_obj, 1);
     int empty = sw_carrier_truth(empty_obj, 0);
     if (mutable_ < 0 || empty < 0)
         return NULL;
-    if (pointer_obj == Py_None)
-        return sw_host_new(&SwCPU_Type, dtype, size, mutable_, !empty);
-    PyObject *self = sw_carrier_alloc(&SwCPU_Type, mutable_);
-    if (!self)
-        return NULL;
-    HOST(self)->dtype = dtype;
-    HOST(self)->nslots = size;
-    HOST(self)->data = (void *)address;
-    HOST(self)->owns_data = 0;
-    return self;
+    return sw_host_new(&SwCPU_Type, dtype, size, mutable_, !empty);
 }
 
 /* Construction happens in tp_new; __init__ must not reach Carrier.__init__'s
@@ -307,11 +256,12 @@ SW_CARRIER_CLOSED_INIT_SUBCLASS(cpu_init_subclass, "CPU")
 static PyMethodDef cpu_methods[] = {
     SW_HOST_METHODS,
     {"pointer", cpu_pointer, METH_NOARGS,
-     "pointer()\n--\n\nAddress of slot 0; 0 after release (C-21)."},
+     "pointer()\n--\n\nAddress of slot 0; 0 after release."},
     {"dlpack_info", cpu_dlpack_info, METH_NOARGS,
      "dlpack_info()\n--\n\n{'pointer': ..., 'device_type': 1, 'device_id': 0}"},
     {"__init_subclass__", (PyCFunction)(void (*)(void))cpu_init_subclass,
-     METH_VARARGS | METH_KEYWORDS | METH_CLASS, "CPU is closed (C-18)."},
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     "CPU cannot be subclassed: defining a subclass raises TypeError."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -321,8 +271,12 @@ PyTypeObject SwCPU_Type = {
     .tp_basicsize = sizeof(SwHostCarrierObject),
     .tp_dealloc = sw_host_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "CPU(size, pointer=None, *, mutable=True, dtype=DType.Float32, "
-              "empty=False)\n--\n\nContiguous host memory, owned or wrapped (C-20).",
+    .tp_doc = "CPU(size, *, mutable=True, dtype=DType.Float32, empty=False)\n--\n\n"
+              "Contiguous host memory of size slots of dtype (Float32, Int32 or "
+              "Bool), allocated and owned by the carrier; zeroed unless empty is "
+              "true. A bad size raises TypeError (not an integer) or ValueError "
+              "(negative); a bad dtype raises TypeError (not a DType) or "
+              "ValueError (unsupported).",
     .tp_methods = cpu_methods,
     .tp_base = &SwCarrier_Type,
     .tp_init = sw_carrier_builtin_init,

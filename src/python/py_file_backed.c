@@ -115,6 +115,17 @@ static int fb_grow(PyObject *self, int64_t nslots)
     return 0;
 }
 
+/* A move grew this carrier from empty and then failed before submission:
+ * give the space back so the destination is exactly as it was. */
+void sw_py_file_backed_undo_growth(PyObject *carrier)
+{
+    if (Py_TYPE(carrier) != &SwFileBacked_Type || FB(carrier)->fd < 0)
+        return;
+    sw_error err;
+    if (sw_filestore_resize(FB(carrier)->fd, 0, &err) == SW_OK)
+        FB(carrier)->nslots = 0;
+}
+
 static PyObject *fb_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"filename", "mutable", "dtype", NULL};

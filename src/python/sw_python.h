@@ -34,10 +34,14 @@ int sw_py_carrier_init(PyObject *module);
 int sw_py_generic_init(PyObject *module);
 int sw_py_cpu_init(PyObject *module);
 int sw_py_file_backed_init(PyObject *module);
+int sw_py_metal_init(PyObject *module);
 int sw_py_tensor_init(PyObject *module);
 int sw_py_view_init(PyObject *module);
 int sw_py_friendly_init(PyObject *module);
 int sw_py_dlpack_init(PyObject *module);
+int sw_py_await_init(PyObject *module);
+int sw_py_move_operation_init(PyObject *module);
+int sw_py_move_init(PyObject *module);
 
 /* ---- layouts (py_layout.c) ---------------------------------------------- */
 
@@ -111,6 +115,7 @@ extern PyTypeObject SwCarrier_Type;
 extern PyTypeObject SwGeneric_Type;
 extern PyTypeObject SwCPU_Type;
 extern PyTypeObject SwFileBacked_Type;
+extern PyTypeObject SwMetal_Type;  /* never instantiated on our hosts */
 
 /* Framework state every carrier has from allocation (C-1). */
 typedef struct SwCarrierObject {
@@ -123,6 +128,11 @@ typedef struct SwCarrierObject {
     int64_t owner_token;     /* 0 when not owned (C-13) */
     unsigned long owner_thread;
     int owner_depth;         /* re-entrant owner access on owner_thread */
+    /* Transfer access: the thread running a pending move's own transfer
+     * (a Python _copy) may read the source and read and write the
+     * destination; its writes advance no version. */
+    unsigned long transfer_thread;
+    int transfer_depth;
 } SwCarrierObject;
 
 /* `pending` bits (architecture.md, "Pending guard"): while non-zero,
@@ -137,7 +147,7 @@ typedef struct SwHostCarrierObject {
     sw_dtype dtype;
     int64_t nslots;
     void *data;              /* NULL after release */
-    int owns_data;           /* CPU(pointer=...) wraps without owning */
+    int owns_data;           /* always 1 while data is set */
 } SwHostCarrierObject;
 
 typedef struct SwFileBackedObject {
@@ -167,6 +177,17 @@ int sw_py_carrier_release(PyObject *carrier);
 int sw_py_carrier_is_allocatable_empty(PyObject *carrier);
 /* C-12 growth: call `_allocate(nslots)`; a non-None result → TypeError. */
 int sw_py_carrier_allocate(PyObject *carrier, int64_t nslots);
+/* Whether the calling thread holds transfer access to `carrier`. */
+int sw_py_carrier_in_transfer(PyObject *carrier);
+/* Grant / withdraw transfer access on the calling thread (re-entrant). */
+void sw_py_carrier_begin_transfer(PyObject *carrier);
+void sw_py_carrier_end_transfer(PyObject *carrier);
+/* Whether the carrier is owned and the calling thread lacks owner access
+ * (C-13): such a carrier cannot take part in a move. */
+int sw_py_carrier_owned_elsewhere(PyObject *carrier);
+/* Undo the growth a failed move made to an allocatable-empty FileBacked:
+ * back to 0 slots. Other carriers have no way to shrink; nothing happens. */
+void sw_py_file_backed_undo_growth(PyObject *carrier);
 /* A fresh, owned exact-CPU carrier of `nslots` slots (F-1 factories and
  * gradients). zero: fill with the dtype's zero. */
 PyObject *sw_py_cpu_new(sw_dtype dtype, int64_t nslots, int mutable_, int zero);

@@ -11,6 +11,7 @@ import pytest
 import strideweave as sw
 from strideweave.carriers import base
 from carriers_for_tests import Foreign
+from moves_for_tests import BIG, BlockedCopy, held
 
 D = sw.DType
 
@@ -696,54 +697,90 @@ def test_c12_allocate_growth_and_non_none_result():
 
 
 # ---- pending guard (architecture.md "Pending guard", C-13) ------------------------
+# Observed through real moves: a built-in route held queued by
+# _C._hold_moves(True), or a Python _copy blocked on an event on another thread.
 
-PENDING_SOURCE, PENDING_DESTINATION = 1, 2
+
+def _pending_source_checks(c):
+    assert c.is_mutable() is False
+    assert c.is_owned() is False
+    assert c[1] == 0.0
+    with pytest.raises(RuntimeError, match="pending"):
+        c[0] = 1.0
+    with pytest.raises(RuntimeError, match="pending"):
+        c.release()
+    with pytest.raises(RuntimeError, match="pending"):
+        c._increment_version()
+    with pytest.raises(RuntimeError, match="pending"):
+        c._claim_ownership()
+    assert c.version == 0 and not c.is_released() and not c.is_owned()
 
 
-@pytest.mark.parametrize("make", [lambda: sw.CPU(2), lambda: sw.Generic([0.0, 0.0]),
-                                  lambda: ListCarrier([0.0, 0.0])])
+@pytest.mark.parametrize("make", [lambda: sw.CPU(BIG), lambda: sw.Generic([0.0] * BIG)],
+                         ids=["CPU", "Generic"])
 def test_pending_source_blocks_mutation_allows_reads(make):
     c = make()
-    sw._C._carrier_set_pending(c, PENDING_SOURCE)
-    try:
+    t = sw.Tensor(c, 0, sw.Layout(sw.Shape([BIG]), sw.Stride([1])))
+    with held():
+        h = sw.move_async(t, sw.FileBacked())
+        assert not h.done
+        _pending_source_checks(c)
+    h.wait()
+    assert c.is_released() and c.version == 0
+
+
+def test_pending_python_source_blocks_mutation_allows_reads():
+    c = ListCarrier([0.0, 0.0])
+    t = sw.Tensor(c, 0, sw.Layout(sw.Shape([2]), sw.Stride([1])))
+    with BlockedCopy(t, sw.CPU(2)) as b:
+        _pending_source_checks(c)
+    assert b.error is None, b.error
+    assert c.is_released() and c.set_calls == []
+
+
+def test_pending_state_ends_with_a_failed_move():
+    # After a failed move the source is mutable again and writes advance the version.
+    c = ListCarrier([0.0, 0.0])
+    t = sw.Tensor(c, 0, sw.Layout(sw.Shape([2]), sw.Stride([1])))
+
+    def fail(tensor, destination, output):
+        raise LookupError("stop")
+
+    with BlockedCopy(t, sw.CPU(2), inside=fail) as b:
         assert c.is_mutable() is False
-        assert c.is_owned() is False
-        assert c[1] == 0.0
-        with pytest.raises(RuntimeError, match="pending"):
-            c[0] = 1.0
-        with pytest.raises(RuntimeError, match="pending"):
-            c.release()
-        with pytest.raises(RuntimeError, match="pending"):
-            c._increment_version()
-        with pytest.raises(RuntimeError, match="pending"):
-            c._claim_ownership()
-        assert c.version == 0 and not c.is_released() and not c.is_owned()
-    finally:
-        sw._C._carrier_set_pending(c, 0)
-    assert c.is_mutable()
+    assert isinstance(b.error, LookupError)
+    assert c.is_mutable() and not c.is_released()
     c[0] = 1.0
     assert c.version == 1
 
 
 def test_pending_destination_refuses_reads():
-    c = sw.CPU(2)
-    sw._C._carrier_set_pending(c, PENDING_DESTINATION)
-    with pytest.raises(RuntimeError, match="pending"):
-        c[0]
-    with pytest.raises(RuntimeError, match="pending"):
-        c.get_value(0)
-    sw._C._carrier_set_pending(c, 0)
-    assert c[0] == 0.0
+    c = sw.CPU(BIG)
+    src = sw.Tensor(sw.Generic([2.0] * BIG), 0, sw.Layout(sw.Shape([BIG]), sw.Stride([1])))
+    with held():
+        h = sw.move_async(src, c)
+        with pytest.raises(RuntimeError, match="pending"):
+            c[0]
+        with pytest.raises(RuntimeError, match="pending"):
+            c.get_value(0)
+    h.wait()
+    assert c[0] == 2.0
 
 
 def test_pending_does_not_change_ownership():
-    c = sw.CPU(1)
+    # An owned destination, moved into by its owner (owner access on this thread).
+    c = sw.CPU(BIG)
     token = c._claim_ownership()
     c._begin_owner_access(token)
-    sw._C._carrier_set_pending(c, PENDING_SOURCE)
-    assert c.is_owned() and c.is_mutable() is False
-    with pytest.raises(RuntimeError, match="pending"):
-        c[0] = 1.0
-    sw._C._carrier_set_pending(c, 0)
-    assert c.is_mutable()
-    c._end_owner_access(token)
+    src = sw.Tensor(sw.CPU(BIG), 0, sw.Layout(sw.Shape([BIG]), sw.Stride([1])))
+    try:
+        with held():
+            h = sw.move_async(src, c)
+            assert c.is_owned() and c.is_mutable() is False
+            with pytest.raises(RuntimeError, match="pending"):
+                c[0] = 1.0
+        h.wait()
+        assert c.is_owned() and c.is_mutable()
+    finally:
+        c._end_owner_access(token)
+        c._relinquish_ownership(token)

@@ -122,28 +122,22 @@ def test_c20_check_order():
         sw.CPU("x", dtype="y")  # size before dtype
     with pytest.raises(ValueError, match="size"):
         sw.CPU(-1, dtype=D.Float64)
-    with pytest.raises(ValueError, match="Float64"):
-        sw.CPU(1, 0, dtype=D.Float64)  # dtype before pointer
-    with pytest.raises(ValueError, match="Float64"):
-        sw.CPU(1, "p", dtype=D.Float64)
 
 
-@pytest.mark.parametrize("bad", ["1", 1.0, True, False, b"x"])
-def test_c20_pointer_type_error(bad):
-    with pytest.raises(TypeError, match="pointer"):
-        sw.CPU(1, bad)
-
-
-@pytest.mark.parametrize("bad", [0, -1, -(2**70)])
-def test_c20_pointer_non_positive_value_error(bad):
-    with pytest.raises(ValueError, match="pointer"):
-        sw.CPU(1, bad)
+def test_c20_no_pointer_argument():
+    # C-20 / seed "DLPack is export-only": no other way to adopt foreign memory.
+    with pytest.raises(TypeError):
+        sw.CPU(4, pointer=123)
+    with pytest.raises(TypeError):
+        sw.CPU(4, 123)  # nor positionally
+    with pytest.raises(TypeError):
+        sw.CPU(4, None)
 
 
 def test_c20_keyword_only_arguments():
     with pytest.raises(TypeError):
-        sw.CPU(1, None, False)
-    c = sw.CPU(size=2, pointer=None, mutable=False, dtype=D.Int32, empty=True)
+        sw.CPU(1, False)
+    c = sw.CPU(size=2, mutable=False, dtype=D.Int32, empty=True)
     assert c.size() == 2 and not c.is_mutable()
 
 
@@ -161,32 +155,6 @@ def test_c20_empty_skips_zeroing_but_works():
     assert c.size() == 16 and c.pointer() > 0
     c[3] = 2.0
     assert c[3] == 2.0
-
-
-def test_c20_wraps_foreign_memory_without_copy_or_free():
-    buf = (ctypes.c_float * 4)(1.0, 2.0, 3.0, 4.0)
-    addr = ctypes.addressof(buf)
-    before = settled_live_bytes()
-    c = sw.CPU(4, addr)
-    assert _C._live_bytes() == before  # no allocation
-    assert c.pointer() == addr
-    assert [c[i] for i in range(4)] == [1.0, 2.0, 3.0, 4.0]  # not zeroed
-    c[1] = 9.5
-    assert buf[1] == 9.5
-    buf[2] = -1.0
-    assert c[2] == -1.0
-    c.release()
-    assert c.pointer() == 0 and c.size() == 0
-    assert list(buf) == [1.0, 9.5, -1.0, 4.0]  # still ours, untouched
-    assert _C._live_bytes() == before
-    del c
-
-
-def test_c20_wrap_with_int32_dtype():
-    buf = (ctypes.c_int32 * 2)(5, -6)
-    c = sw.CPU(2, ctypes.addressof(buf), dtype=D.Int32, mutable=False)
-    assert [c[0], c[1]] == [5, -6]
-    assert not c.is_mutable()
 
 
 # ---- C-4, C-5, C-9 access ------------------------------------------------------
@@ -362,21 +330,6 @@ def test_c10_new_like_on_released_receiver_never_reads():
     c.release()
     n = c.new_like([5, 6])
     assert [n[0], n[1]] == [5, 6] and n.dtype() is D.Int32
-    buf = (ctypes.c_float * 1)(1.0)
-    w = sw.CPU(1, ctypes.addressof(buf))
-    w.release()
-    n2 = w.new_like([2.0])
-    assert n2.pointer() != ctypes.addressof(buf)  # factories own their memory
-
-
-def test_c10_new_like_of_wrapping_cpu_owns_memory():
-    buf = (ctypes.c_float * 2)()
-    w = sw.CPU(2, ctypes.addressof(buf))
-    before = settled_live_bytes()
-    n = w.new_like([1.0, 2.0])
-    assert _C._live_bytes() > before
-    del n
-    assert _C._live_bytes() == before
 
 
 def test_c10_new_like_errors():
@@ -458,4 +411,4 @@ def test_c20_size_required():
     with pytest.raises(TypeError):
         sw.CPU()
     with pytest.raises(TypeError):
-        sw.CPU(1, None, 2)  # at most two positional arguments
+        sw.CPU(1, 2)  # one positional argument

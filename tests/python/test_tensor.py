@@ -9,6 +9,7 @@ import pytest
 
 import strideweave as sw
 from strideweave import CPU, DType, Generic, Layout, Shape, Stride, Tensor
+from moves_for_tests import BIG, held
 
 
 def L(shape, stride):
@@ -961,37 +962,36 @@ def test_g3_allocation_failures_in_factories_leave_nothing():
 
 # ---- carrier guards seen through a Tensor (T-10, V-3, V-4, C-13) -----------------
 
-PENDING_SOURCE, PENDING_DESTINATION = 1, 2
-
-
 def test_t10_v4_pending_source_is_read_only_through_tensor():
-    cpu = CPU(3)
-    t = Tensor(cpu, 0, L([3], [1]))
-    sw._C._carrier_set_pending(cpu, PENDING_SOURCE)
-    try:
+    # A real move held queued (_C._hold_moves) keeps its source pending.
+    n = BIG
+    cpu = CPU(n)
+    t = Tensor(cpu, 0, L([n], [1]))
+    with held():
+        h = sw.move_async(t, sw.FileBacked())
         assert t.is_mutable() is False
         assert t[1] == 0.0  # reads of a pending source stay allowed
         with pytest.raises(RuntimeError, match="pending"):
             t[1] = 2.0
         assert t.version == 0
-    finally:
-        sw._C._carrier_set_pending(cpu, 0)
-    assert t.is_mutable() is True
+    h.wait()
+    assert cpu.is_released() and t.version == 0
 
 
 def test_v3_pending_destination_refuses_reads_through_tensor():
-    cpu = CPU(3)
-    t = Tensor(cpu, 0, L([3], [1]))
-    sw._C._carrier_set_pending(cpu, PENDING_DESTINATION)
-    try:
+    n = BIG
+    cpu = CPU(n)
+    t = Tensor(cpu, 0, L([n], [1]))
+    with held():
+        h = sw.move_async(Tensor(Generic([1.0] * n), 0, L([n], [1])), cpu)
         with pytest.raises(RuntimeError, match="pending"):
             t[0]
         with pytest.raises(RuntimeError, match="pending"):
             t.tolist()
         assert "CPU" in repr(t)  # repr reads nothing
         assert t[0:2].size() == 2  # views read nothing
-    finally:
-        sw._C._carrier_set_pending(cpu, 0)
+    h.wait()
+    assert t[0] == 1.0
 
 
 def test_t10_v4_owned_carrier():

@@ -10,8 +10,9 @@ from strideweave._C import (
     Generic,
     CPU,
     FileBacked,
+    Metal,
 )
-from strideweave.carriers import base, dtype, generic, cpu, file_backed
+from strideweave.carriers import base, dtype, generic, cpu, file_backed, metal, move
 
 __all__ = [
     "DType",
@@ -23,9 +24,12 @@ __all__ = [
     "Generic",
     "CPU",
     "FileBacked",
+    "Metal",
     "base",
     "dtype",
     "generic",
+    "move",
     "cpu",
     "file_backed",
+    "metal",
 ]

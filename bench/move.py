@@ -1,0 +1,236 @@
+"""Movement speed against NumPy and raw file I/O, measured in the same run.
+
+One line per case: our median time, the anchor's median time (both also as
+GB/s of tensor data), and the ratio of throughputs (anchor time / our time,
+so 1.0 means as fast as the anchor and more is faster). The two sides are
+measured alternately, round by round, each once per round on fresh
+destinations; the figure is the median over rounds, after one warm-up round.
+Targets (issue 6): >= 0.9x on every bulk case, >= 1.0x on the strided case,
+and move_async returning in <= 100 us whatever the size.
+
+Cases, 256 MiB of Float32 each:
+  CPU->CPU         move() into a fresh CPU carrier vs np.copyto into a fresh
+                   np.empty (memcpy);
+  CPU->FileBacked  move() into a fresh FileBacked vs ndarray.tofile and an
+                   os.pwrite loop into a fresh file of the same directory;
+  FileBacked->CPU  move() into a fresh CPU carrier vs np.fromfile and a
+                   readinto loop into a fresh np.empty, each reading the file
+                   its own side just wrote;
+  strided CPU->CPU a gapped hierarchical layout moved elementwise vs
+                   np.copyto between the equivalent strided views (the source
+                   view is np.from_dlpack of the tensor, the destination the
+                   same shape and strides over a fresh np.empty);
+  move_async       the time the call takes to return (the copy itself is
+                   waited for outside the timing).
+
+Run it against an installed, release-built package (`make demo` installs one
+into .venv):
+
+    .venv/bin/python bench/move.py
+    .venv/bin/python bench/move.py --rounds 9 --mib 512
+"""
+
+import argparse
+import os
+import statistics
+import time
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+import strideweave as sw
+from strideweave import CPU, FileBacked, Layout, Shape, Stride, Tensor, move, move_async
+
+F32 = np.dtype(np.float32)
+
+
+def flat_tensor(n):
+    """A Float32 CPU tensor 0, 1, 2, ... of n slots, filled through NumPy."""
+    t = Tensor(CPU(n, empty=True), 0, Layout(Shape(n), Stride(1)))
+    a = np.from_dlpack(t)
+    a[:] = np.arange(n, dtype=np.float32)
+    del a  # a move releases the carrier: no view may outlive it
+    return t
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    r = fn()
+    return time.perf_counter() - t0, r
+
+
+def pwrite_all(fd, buf):
+    mv = memoryview(buf).cast("B")
+    off = 0
+    while off < len(mv):
+        off += os.pwrite(fd, mv[off:], off)
+
+
+def readinto_all(f, buf):
+    mv = memoryview(buf).cast("B")
+    off = 0
+    while off < len(mv):
+        got = f.readinto(mv[off:])
+        if not got:
+            raise EOFError("short file")
+        off += got
+
+
+class Table:
+    def __init__(self, nbytes):
+        self.nbytes = nbytes
+        self.rows = []
+        print(f"{'case':<34} {'ours ms':>8} {'GB/s':>6}  {'anchor':<22} {'anchor ms':>9} "
+              f"{'GB/s':>6} {'ratio':>6}  target")
+
+    def add(self, case, ours, anchor_name, anchor, target):
+        o, a = statistics.median(ours), statistics.median(anchor)
+        ratio = a / o
+        mark = "ok" if ratio >= target else "MISSED"
+        print(f"{case:<34} {o * 1e3:8.1f} {self.nbytes / o / 1e9:6.2f}  {anchor_name:<22} "
+              f"{a * 1e3:9.1f} {self.nbytes / a / 1e9:6.2f} {ratio:6.2f}  >= {target:.1f}x {mark}")
+
+
+def bench_cpu_cpu(n, rounds, table):
+    src = flat_tensor(n)
+    ref = np.arange(n, dtype=np.float32)
+    ours, anchor = [], []
+    for r in range(rounds + 1):
+        dst = np.empty(n, dtype=np.float32)
+        ta, _ = timed(lambda: np.copyto(dst, ref))
+        carrier = CPU(n, empty=True)
+        to, src = timed(lambda: move(src, carrier))
+        del dst
+        if r:
+            ours.append(to)
+            anchor.append(ta)
+    assert np.array_equal(np.from_dlpack(src), ref), "CPU->CPU values differ"
+    table.add("CPU->CPU move", ours, "np.copyto", anchor, 0.9)
+    return src
+
+
+def bench_file(n, rounds, table, directory):
+    cpu_t = flat_tensor(n)
+    ref = np.arange(n, dtype=np.float32)
+    w_ours, w_tofile, w_pwrite = [], [], []
+    r_ours, r_fromfile, r_readinto = [], [], []
+    path_a = os.path.join(directory, f"bench-anchor-tofile-{os.getpid()}")
+    path_b = os.path.join(directory, f"bench-anchor-pwrite-{os.getpid()}")
+    try:
+        for r in range(rounds + 1):
+            # writes: every side into a fresh file of the same directory
+            ta, _ = timed(lambda: ref.tofile(path_a))
+            fd = os.open(path_b, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                tp, _ = timed(lambda: pwrite_all(fd, ref))
+            finally:
+                os.close(fd)
+            fb = FileBacked()
+            tw, fb_t = timed(lambda: move(cpu_t, fb))
+            # reads: each side reads back the file it just wrote
+            tf, back = timed(lambda: np.fromfile(path_a, dtype=np.float32))
+            dst = np.empty(n, dtype=np.float32)
+            with open(path_b, "rb", buffering=0) as f:
+                ti, _ = timed(lambda: readinto_all(f, dst))
+            carrier = CPU(n, empty=True)
+            tr, cpu_t = timed(lambda: move(fb_t, carrier))
+            os.unlink(path_a)
+            os.unlink(path_b)
+            assert np.array_equal(back, ref) and np.array_equal(dst, ref)
+            del back, dst
+            if r:
+                w_ours.append(tw)
+                w_tofile.append(ta)
+                w_pwrite.append(tp)
+                r_ours.append(tr)
+                r_fromfile.append(tf)
+                r_readinto.append(ti)
+    finally:
+        for p in (path_a, path_b):
+            if os.path.exists(p):
+                os.unlink(p)
+    assert np.array_equal(np.from_dlpack(cpu_t), ref), "file round trip values differ"
+    table.add("CPU->FileBacked move", w_ours, "ndarray.tofile", w_tofile, 0.9)
+    table.add("CPU->FileBacked move", w_ours, "os.pwrite loop", w_pwrite, 0.9)
+    table.add("FileBacked->CPU move", r_ours, "np.fromfile", r_fromfile, 0.9)
+    table.add("FileBacked->CPU move", r_ours, "readinto loop", r_readinto, 0.9)
+
+
+def gapped_layout(n):
+    """(16, (64, m)) : (1, (17, 17*64 + 5)): rows of 16 contiguous floats, one
+    slot of gap between rows, five between blocks of 64 rows; n logical
+    elements."""
+    m = n // (16 * 64)
+    return Layout(Shape(16, [64, m]), Stride(1, [17, 17 * 64 + 5]))
+
+
+def bench_strided(n, rounds, table):
+    layout = gapped_layout(n)
+    cosize = layout.cosize
+    src = Tensor(flat_tensor(cosize).carrier, 0, layout)
+    ours, anchor = [], []
+    expect = None
+    for r in range(rounds + 1):
+        sv = np.from_dlpack(src)
+        base = np.empty(cosize, dtype=np.float32)
+        dv = as_strided(base, shape=sv.shape, strides=sv.strides)
+        ta, _ = timed(lambda: np.copyto(dv, sv))
+        if expect is None:
+            expect = dv.copy()
+        del sv, dv, base  # no view of the source may outlive the move
+        carrier = CPU(cosize, empty=True)
+        to, src = timed(lambda: move(src, carrier))
+        if r:
+            ours.append(to)
+            anchor.append(ta)
+    assert src.layout == layout and np.array_equal(np.from_dlpack(src), expect), \
+        "strided values differ"
+    table.add("strided CPU->CPU elementwise", ours, "np.copyto(view, view)", anchor, 1.0)
+
+
+def bench_async(n, rounds):
+    t = flat_tensor(n)
+    cpu_calls, fb_calls = [], []
+    for r in range(rounds + 1):
+        carrier = CPU(n, empty=True)
+        tc, h = timed(lambda: move_async(t, carrier))
+        t = h.wait()
+        fb = FileBacked()
+        tf, h = timed(lambda: move_async(t, fb))
+        t = h.wait()
+        t = move(t, CPU(n, empty=True))
+        if r:
+            cpu_calls.append(tc)
+            fb_calls.append(tf)
+    for case, calls in (("CPU->CPU", cpu_calls), ("CPU->FileBacked, growing the file", fb_calls)):
+        us = statistics.median(calls) * 1e6
+        mark = "ok" if us <= 100 else "MISSED"
+        print(f"{'move_async returns, ' + case:<54} {us:9.1f} us   target <= 100 us {mark}")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--mib", type=int, default=256, help="tensor size in MiB (Float32)")
+    args = parser.parse_args()
+    n = args.mib * 2**20 // 4
+    probe = FileBacked()
+    directory = str(probe.path.parent)
+    probe.release()
+
+    print(f"strideweave from {os.path.dirname(sw._C.__file__)}, numpy {np.__version__}, "
+          f"{os.cpu_count()} CPUs; {args.mib} MiB Float32, median of {args.rounds} rounds "
+          f"after 1 warm-up")
+    print(f"files in {directory}")
+    table = Table(n * 4)
+    bench_cpu_cpu(n, args.rounds, table)
+    bench_file(n, args.rounds, table, directory)
+    bench_strided(n, args.rounds, table)
+    bench_async(n, args.rounds)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,289 @@
+/* Move kernels between host memory and file descriptors (see transfer.h).
+ *
+ * Everything reduces to two shapes: a span copy (bulk transfers, and
+ * elementwise ones whose layout covers its span exactly once) moving bytes
+ * straight between the endpoints, and a strided copy that goes through a
+ * staging buffer when a file is involved. File I/O is cut into chunks of
+ * SW_TRANSFER_CHUNK_BYTES so that fault injection can stop a transfer part
+ * way, the way a full disk would. */
+#include "strideweave/transfer.h"
+
+#include "strideweave/alloc.h"
+#include "strideweave/copy.h"
+#include "strideweave/filestore.h"
+
+/* Byte positions of the span in each endpoint, proven to fit in int64. */
+typedef struct span_bytes {
+    int64_t src_pos;
+    int64_t dst_pos;
+    size_t len;
+} span_bytes;
+
+/* ---- validation --------------------------------------------------------- */
+
+static sw_status check_endpoint(const sw_endpoint *e, const char *side, sw_error *err)
+{
+    if (e->kind != SW_ENDPOINT_HOST && e->kind != SW_ENDPOINT_FILE)
+        return sw_error_set(err, SW_EINVAL, "transfer: unknown %s endpoint kind %d", side,
+                            (int)e->kind);
+    if (e->offset < 0)
+        return sw_error_set(err, SW_EINVAL, "transfer: negative %s offset %lld", side,
+                            (long long)e->offset);
+    return SW_OK;
+}
+
+/* Only once there is something to copy: an empty transfer may name no
+ * storage at all. */
+static sw_status check_storage(const sw_endpoint *e, const char *side, sw_error *err)
+{
+    if (e->kind == SW_ENDPOINT_HOST && !e->host)
+        return sw_error_set(err, SW_EINVAL, "transfer: NULL %s host pointer", side);
+    if (e->kind == SW_ENDPOINT_FILE && e->fd < 0)
+        return sw_error_set(err, SW_EINVAL, "transfer: bad %s file descriptor %d", side,
+                            e->fd);
+    return SW_OK;
+}
+
+static sw_status check_header(const sw_transfer *t, sw_error *err)
+{
+    if (!t)
+        return sw_error_set(err, SW_EINVAL, "transfer: NULL description");
+    sw_status st = check_endpoint(&t->src, "source", err);
+    if (st == SW_OK)
+        st = check_endpoint(&t->dst, "destination", err);
+    if (st != SW_OK)
+        return st;
+    if (t->itemsize == 0)
+        return sw_error_set(err, SW_EINVAL, "transfer: itemsize must be positive");
+    if (t->ndim < 0 || t->ndim > SW_COPY_MAX_DIMS)
+        return sw_error_set(err, SW_EINVAL, "transfer: ndim must be in [0, %d], got %d",
+                            SW_COPY_MAX_DIMS, t->ndim);
+    if (t->cosize < 0)
+        return sw_error_set(err, SW_EINVAL, "transfer: negative cosize %lld",
+                            (long long)t->cosize);
+    return SW_OK;
+}
+
+/* Every slot the layout addresses must lie in [0, cosize): the kernels
+ * trust the layout to stay inside the span they were given. */
+static sw_status check_layout(const sw_transfer *t, sw_error *err)
+{
+    if (t->ndim > 0 && (!t->extents || !t->strides))
+        return sw_error_set(err, SW_EINVAL, "transfer: NULL extents or strides");
+    int64_t last = 0;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->extents[i] < 1 || t->strides[i] < 0)
+            return sw_error_set(err, SW_EINVAL,
+                                "transfer: mode %d needs extent >= 1 and stride >= 0, "
+                                "got %lld:%lld", i, (long long)t->extents[i],
+                                (long long)t->strides[i]);
+        int64_t reach;
+        if (__builtin_mul_overflow(t->extents[i] - 1, t->strides[i], &reach) ||
+            __builtin_add_overflow(last, reach, &last))
+            return sw_error_set(err, SW_EOVERFLOW, "transfer: layout offset overflows int64");
+    }
+    if (last >= t->cosize)
+        return sw_error_set(err, SW_EINVAL,
+                            "transfer: layout reaches slot %lld, beyond cosize %lld",
+                            (long long)last, (long long)t->cosize);
+    return SW_OK;
+}
+
+/* Byte position of slot `offset` in an endpoint, checking that the span's
+ * end fits as well. */
+static int span_position(int64_t offset, int64_t cosize, size_t itemsize, int64_t *pos)
+{
+    int64_t end;
+    return !__builtin_add_overflow(offset, cosize, &end) &&
+           !__builtin_mul_overflow(end, (int64_t)itemsize, &end) &&
+           !__builtin_mul_overflow(offset, (int64_t)itemsize, pos);
+}
+
+static sw_status plan_span(const sw_transfer *t, span_bytes *sb, sw_error *err)
+{
+    /* The builtins check the exact product against the result type. */
+    if (t->itemsize > (size_t)INT64_MAX ||
+        __builtin_mul_overflow(t->cosize, t->itemsize, &sb->len) ||
+        !span_position(t->src.offset, t->cosize, t->itemsize, &sb->src_pos) ||
+        !span_position(t->dst.offset, t->cosize, t->itemsize, &sb->dst_pos))
+        return sw_error_set(err, SW_EOVERFLOW, "transfer: byte offset overflows int64");
+    return SW_OK;
+}
+
+static sw_status validate(const sw_transfer *t, span_bytes *sb, sw_error *err)
+{
+    sw_status st = check_storage(&t->src, "source", err);
+    if (st == SW_OK)
+        st = check_storage(&t->dst, "destination", err);
+    if (st == SW_OK)
+        st = check_layout(t, err);
+    if (st == SW_OK)
+        st = plan_span(t, sb, err);
+    return st;
+}
+
+/* Whether the layout addresses every slot of [0, cosize) exactly once, in
+ * some order: then the logical values are the whole span, and an
+ * elementwise transfer is a span copy that needs no staging. Sorting the
+ * modes by stride, each stride must be the product of the extents below. */
+static int covers_span(const sw_transfer *t)
+{
+    int64_t e[SW_COPY_MAX_DIMS], s[SW_COPY_MAX_DIMS];
+    int n = 0;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->extents[i] == 1)
+            continue;
+        int k = n++;
+        for (; k > 0 && s[k - 1] > t->strides[i]; k--) {
+            e[k] = e[k - 1];
+            s[k] = s[k - 1];
+        }
+        e[k] = t->extents[i];
+        s[k] = t->strides[i];
+    }
+    int64_t expect = 1;
+    for (int k = 0; k < n; k++)
+        if (s[k] != expect || __builtin_mul_overflow(expect, e[k], &expect))
+            return 0;
+    return expect == t->cosize;
+}
+
+/* ---- file chunks -------------------------------------------------------- */
+
+static size_t chunk_of(size_t remaining)
+{
+    return remaining < SW_TRANSFER_CHUNK_BYTES ? remaining : SW_TRANSFER_CHUNK_BYTES;
+}
+
+static sw_status write_chunks(int fd, const char *src, size_t len, int64_t pos, sw_error *err)
+{
+    for (size_t done = 0; done < len;) {
+        size_t n = chunk_of(len - done);
+        sw_status st = sw_filestore_pwrite(fd, src + done, n, pos + (int64_t)done, err);
+        if (st != SW_OK)
+            return st;
+        done += n;
+    }
+    return SW_OK;
+}
+
+static sw_status read_chunks(int fd, char *dst, size_t len, int64_t pos, sw_error *err)
+{
+    for (size_t done = 0; done < len;) {
+        size_t n = chunk_of(len - done);
+        sw_status st = sw_filestore_pread(fd, dst + done, n, pos + (int64_t)done, err);
+        if (st != SW_OK)
+            return st;
+        done += n;
+    }
+    return SW_OK;
+}
+
+static sw_status no_staging(size_t bytes, sw_error *err)
+{
+    return sw_error_set(err, SW_ENOMEM, "transfer: cannot allocate a %zu-byte staging buffer",
+                        bytes);
+}
+
+/* File to file through one chunk-sized buffer: memory stays bounded however
+ * large the span is. */
+static sw_status copy_file_span(int src_fd, int64_t src_pos, int dst_fd, int64_t dst_pos,
+                                size_t len, sw_error *err)
+{
+    char *buf = sw_malloc(chunk_of(len));
+    if (!buf)
+        return no_staging(chunk_of(len), err);
+    sw_status st = SW_OK;
+    for (size_t done = 0; done < len && st == SW_OK;) {
+        size_t n = chunk_of(len - done);
+        st = sw_filestore_pread(src_fd, buf, n, src_pos + (int64_t)done, err);
+        if (st == SW_OK)
+            st = sw_filestore_pwrite(dst_fd, buf, n, dst_pos + (int64_t)done, err);
+        done += n;
+    }
+    sw_free(buf);
+    return st;
+}
+
+/* ---- the two shapes ----------------------------------------------------- */
+
+static char *host_at(const sw_endpoint *e, int64_t pos)
+{
+    return (char *)e->host + pos;
+}
+
+/* The span [offset, offset + cosize) of slots, straight between endpoints:
+ * host memory is written to or read from a file in place. */
+static sw_status move_span(const sw_transfer *t, const span_bytes *sb, sw_error *err)
+{
+    const sw_endpoint *s = &t->src, *d = &t->dst;
+    if (s->kind == SW_ENDPOINT_HOST && d->kind == SW_ENDPOINT_HOST)
+        return sw_copy_span(host_at(d, sb->dst_pos), host_at(s, sb->src_pos), sb->len, err);
+    if (s->kind == SW_ENDPOINT_HOST)
+        return write_chunks(d->fd, host_at(s, sb->src_pos), sb->len, sb->dst_pos, err);
+    if (d->kind == SW_ENDPOINT_HOST)
+        return read_chunks(s->fd, host_at(d, sb->dst_pos), sb->len, sb->src_pos, err);
+    return copy_file_span(s->fd, sb->src_pos, d->fd, sb->dst_pos, sb->len, err);
+}
+
+static sw_status strided(char *dst, const char *src, const sw_transfer *t, sw_error *err)
+{
+    return sw_copy_strided(dst, t->strides, src, t->strides, t->extents, t->ndim,
+                           t->itemsize, err);
+}
+
+/* Host values into a zeroed span image, then the image to the file: the
+ * holes of the file span become zeros, which the header allows. */
+static sw_status values_to_file(const sw_transfer *t, const span_bytes *sb, sw_error *err)
+{
+    char *buf = sw_calloc(1, sb->len);
+    if (!buf)
+        return no_staging(sb->len, err);
+    sw_status st = strided(buf, host_at(&t->src, sb->src_pos), t, err);
+    if (st == SW_OK)
+        st = write_chunks(t->dst.fd, buf, sb->len, sb->dst_pos, err);
+    sw_free(buf);
+    return st;
+}
+
+/* The whole file span first, then the values: a failed read leaves the
+ * host destination untouched. */
+static sw_status values_from_file(const sw_transfer *t, const span_bytes *sb, sw_error *err)
+{
+    char *buf = sw_malloc(sb->len);
+    if (!buf)
+        return no_staging(sb->len, err);
+    sw_status st = read_chunks(t->src.fd, buf, sb->len, sb->src_pos, err);
+    if (st == SW_OK)
+        st = strided(host_at(&t->dst, sb->dst_pos), buf, t, err);
+    sw_free(buf);
+    return st;
+}
+
+/* Logical values only. File to file copies the span: the values are part
+ * of it, and the destination's holes are unspecified anyway. */
+static sw_status move_values(const sw_transfer *t, const span_bytes *sb, sw_error *err)
+{
+    const sw_endpoint *s = &t->src, *d = &t->dst;
+    if (s->kind == SW_ENDPOINT_HOST && d->kind == SW_ENDPOINT_HOST)
+        return strided(host_at(d, sb->dst_pos), host_at(s, sb->src_pos), t, err);
+    if (s->kind == SW_ENDPOINT_HOST)
+        return values_to_file(t, sb, err);
+    if (d->kind == SW_ENDPOINT_HOST)
+        return values_from_file(t, sb, err);
+    return move_span(t, sb, err);
+}
+
+sw_status sw_transfer_run(const sw_transfer *t, sw_error *err)
+{
+    sw_status st = check_header(t, err);
+    if (st != SW_OK || t->cosize == 0)
+        return st;
+    span_bytes sb;
+    st = validate(t, &sb, err);
+    if (st != SW_OK)
+        return st;
+    if (t->bulk || covers_span(t))
+        return move_span(t, &sb, err);
+    return move_values(t, &sb, err);
+}

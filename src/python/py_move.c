@@ -1,0 +1,656 @@
+/* move_async and move: one path from validation to one terminal commit
+ * (architecture.md, "Movement").
+ *
+ *   validate (rows 1-8) -> resolve the route -> rows 9-10 -> allocate the
+ *   destination -> mark both carriers pending -> submit -> commit once.
+ *
+ * Everything before the pending marks raises straight out of move_async
+ * and leaves both carriers as they were. From submission on, a failure is
+ * the handle's terminal failure.
+ *
+ * Where the work runs: routes whose transfer is pure C (the shipped
+ * operations between built-in carriers) become jobs on the core executor;
+ * its pool threads never touch Python. One completion thread, with its own
+ * thread state, pops finished jobs and commits them holding the GIL. Routes
+ * that must call Python (a user _copy, carriers written in Python) run on
+ * the submitting thread, with transfer access to the two carriers, and
+ * commit there. A dropped handle changes nothing: the request holds its own
+ * references until the commit. At interpreter exit an atexit hook refuses
+ * new moves and waits for those in flight. */
+#include "sw_move.h"
+
+#include <pthread.h>
+
+#define CARRIER(o) ((SwCarrierObject *)(o))
+#define TENSOR(o) ((SwTensorObject *)(o))
+
+/* Transfers this small finish on the submitting thread: a pool round trip
+ * would cost more than the copy. */
+#define INLINE_BYTES ((size_t)64 << 10)
+
+typedef struct move_request {
+    sw_job job;                 /* first: what the executor sees */
+    sw_transfer transfer;       /* GIL-free description of the copy */
+    int64_t extents[SW_COPY_MAX_DIMS];
+    int64_t strides[SW_COPY_MAX_DIMS];
+    sw_status status;           /* written by the pool thread */
+    sw_error err;
+    PyObject *handle;           /* the AwaitMove */
+    PyObject *source;           /* source carrier */
+    PyObject *destination;
+    PyObject *output;           /* result Tensor, published at commit */
+    int64_t cosize;
+    struct move_request *held_next;
+} move_request;
+
+/* Executor state. The pointers change only with the GIL held; the in-flight
+ * count has its own lock because the exit hook waits on it without the
+ * GIL. */
+static sw_executor *executor;
+static sw_completion *completion_exited;
+static int closing;                       /* set at interpreter exit */
+static int holding;                       /* test aid: _hold_moves(True) */
+static move_request *held_head, *held_tail;
+static pthread_mutex_t inflight_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t inflight_cv = PTHREAD_COND_INITIALIZER;
+static long inflight;
+static PyObject *str_copy;
+
+static void inflight_add(long delta)
+{
+    pthread_mutex_lock(&inflight_mu);
+    inflight += delta;
+    if (inflight == 0)
+        pthread_cond_broadcast(&inflight_cv);
+    pthread_mutex_unlock(&inflight_mu);
+}
+
+/* The pending exception as one instance carrying its traceback. */
+static PyObject *take_exception(void)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (value && tb)
+        PyException_SetTraceback(value, tb);
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+    return value;
+}
+
+/* ---- validation (the seed's table, rows 1-8) ------------------------------ */
+
+static const char *cname(PyObject *carrier)
+{
+    return _PyType_Name(Py_TYPE(carrier));
+}
+
+static int refuse_sequence(PyObject *obj, const char *what)
+{
+    if (PyList_Check(obj) || PyTuple_Check(obj)) {
+        PyErr_Format(PyExc_TypeError,
+                     "move takes one %s, not a %.50s: moving several at once is not "
+                     "supported, move them one by one", what, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    return 0;
+}
+
+static int check_source(PyObject *tensor)
+{
+    if (SwTensor_Check(tensor) && TENSOR(tensor)->nsub != 1) {
+        PyErr_SetString(PyExc_NotImplementedError,
+                        "moving a Tensor made of several subtensors is not implemented");
+        return -1;
+    }
+    if (!SwTensor_Check(tensor)) {
+        if (refuse_sequence(tensor, "Tensor") == 0)
+            PyErr_Format(PyExc_TypeError, "tensor must be a Tensor, not %.100s",
+                         Py_TYPE(tensor)->tp_name);
+        return -1;
+    }
+    PyObject *src = TENSOR(tensor)->subs[0].carrier;
+    if (CARRIER(src)->released) {
+        PyErr_Format(PyExc_RuntimeError, "cannot move a Tensor whose %s carrier is released",
+                     cname(src));
+        return -1;
+    }
+    if (sw_py_carrier_owned_elsewhere(src)) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "cannot move a Tensor whose %s carrier is owned by a composite carrier",
+                     cname(src));
+        return -1;
+    }
+    if (CARRIER(src)->pending) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "cannot move a Tensor whose %s carrier is pending in another move; "
+                     "wait() for that move first", cname(src));
+        return -1;
+    }
+    return 0;
+}
+
+static int check_destination(PyObject *tensor, PyObject *dst)
+{
+    if (!SwCarrier_Check(dst)) {
+        if (refuse_sequence(dst, "destination carrier") == 0)
+            PyErr_Format(PyExc_TypeError, "destination must be a Carrier, not %.100s",
+                         Py_TYPE(dst)->tp_name);
+        return -1;
+    }
+    if (dst == TENSOR(tensor)->subs[0].carrier) {
+        PyErr_SetString(PyExc_ValueError,
+                        "destination is the Tensor's own carrier; move into a different "
+                        "carrier");
+        return -1;
+    }
+    if (CARRIER(dst)->released) {
+        PyErr_Format(PyExc_RuntimeError, "the destination %s carrier is released",
+                     cname(dst));
+        return -1;
+    }
+    if (CARRIER(dst)->pending) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "the destination %s carrier is pending in another move; wait() for "
+                     "that move first", cname(dst));
+        return -1;
+    }
+    int m = sw_py_carrier_is_mutable(dst);
+    if (m <= 0) {
+        if (m == 0)
+            PyErr_Format(PyExc_RuntimeError,
+                         "the destination %s carrier is not mutable (immutable, or owned "
+                         "by a composite carrier)", cname(dst));
+        return -1;
+    }
+    PyObject *dtype = sw_py_carrier_dtype(dst);
+    if (!dtype)
+        return -1;
+    int same = dtype == TENSOR(tensor)->dtype;
+    if (!same)
+        PyErr_Format(PyExc_TypeError,
+                     "the destination %s carrier holds %S but the Tensor is %S; they must "
+                     "match", cname(dst), dtype, TENSOR(tensor)->dtype);
+    Py_DECREF(dtype);
+    return same ? 0 : -1;
+}
+
+/* Row 10: 1 when the destination must grow (allocatable-empty), 0 when it
+ * is big enough, -1 with ValueError when it is too small. */
+static int check_capacity(PyObject *dst, int64_t cosize)
+{
+    int64_t size;
+    if (sw_py_carrier_size(dst, &size) < 0)
+        return -1;
+    if (size >= cosize)
+        return 0;
+    int grows = sw_py_carrier_is_allocatable_empty(dst);
+    if (grows != 0)
+        return grows;
+    PyErr_Format(PyExc_ValueError,
+                 "the destination %s carrier has %lld slots but the Tensor's layout spans "
+                 "%lld (its cosize), and it cannot grow", cname(dst), (long long)size,
+                 (long long)cosize);
+    return -1;
+}
+
+/* Hooks called during validation run user code, which may release, claim
+ * or move either carrier. Re-read the states (no Python from here on). */
+static int recheck(PyObject *src, PyObject *dst)
+{
+    PyObject *c[2] = {src, dst};
+    for (int i = 0; i < 2; i++) {
+        if (CARRIER(c[i])->released || CARRIER(c[i])->pending ||
+            sw_py_carrier_owned_elsewhere(c[i])) {
+            PyErr_Format(PyExc_RuntimeError,
+                         "the %s %s carrier was released, claimed or moved while the move "
+                         "was being checked", i ? "destination" : "source", cname(c[i]));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---- requests and the one terminal commit ---------------------------------- */
+
+static void request_free(move_request *r)
+{
+    Py_XDECREF(r->handle);
+    Py_XDECREF(r->source);
+    Py_XDECREF(r->destination);
+    Py_XDECREF(r->output);
+    sw_free(r);
+}
+
+static void set_pending(move_request *r, int on)
+{
+    if (on) {
+        CARRIER(r->source)->pending |= SW_PENDING_SOURCE;
+        CARRIER(r->destination)->pending |= SW_PENDING_DESTINATION;
+    } else {
+        CARRIER(r->source)->pending &= ~SW_PENDING_SOURCE;
+        CARRIER(r->destination)->pending &= ~SW_PENDING_DESTINATION;
+    }
+}
+
+/* The destination must still be the live carrier the output is bound to,
+ * with room for the whole span. */
+static PyObject *validate_result(move_request *r)
+{
+    int64_t size = 0;
+    if (CARRIER(r->destination)->released) {
+        PyErr_Format(PyExc_RuntimeError, "the destination %s carrier was released during "
+                     "the move", cname(r->destination));
+        return take_exception();
+    }
+    if (sw_py_carrier_size(r->destination, &size) < 0)
+        return take_exception();
+    if (size < r->cosize) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "the destination %s carrier shrank to %lld slots during the move "
+                     "(needs %lld)", cname(r->destination), (long long)size,
+                     (long long)r->cosize);
+        return take_exception();
+    }
+    return NULL;
+}
+
+/* Publish or fail, exactly once, GIL held. `error` (borrowed) is the
+ * failure of the transfer if any; the request is freed. */
+static void commit(move_request *r, PyObject *error)
+{
+    PyObject *err = Py_XNewRef(error);
+    if (!err && r->status != SW_OK) {
+        sw_py_raise(&r->err);
+        err = take_exception();
+    }
+    if (!err)
+        err = validate_result(r);
+    set_pending(r, 0);
+    /* The source goes only after the values are safely in the destination;
+     * on failure it stays live with its values and version. */
+    if (!err && sw_py_carrier_release(r->source) < 0)
+        err = take_exception();
+    sw_py_await_complete(r->handle, err ? NULL : r->output, err);
+    Py_XDECREF(err);
+    request_free(r);
+}
+
+/* ---- the executor, its completion thread, and the exit hook --------------- */
+
+static void run_request(sw_job *job)
+{
+    move_request *r = (move_request *)job;
+    r->status = sw_transfer_run(&r->transfer, &r->err);
+}
+
+static void completion_main(void *arg)
+{
+    (void)arg;
+    sw_executor *ex = executor;
+    sw_completion *exited = completion_exited;
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyThreadState *ts = PyEval_SaveThread();
+    sw_job *job;
+    while ((job = sw_executor_next_completed(ex, 1)) != NULL) {
+        PyEval_RestoreThread(ts);
+        commit((move_request *)job, NULL);
+        if (PyErr_Occurred())
+            PyErr_WriteUnraisable(NULL);
+        inflight_add(-1);
+        ts = PyEval_SaveThread();
+    }
+    PyEval_RestoreThread(ts);
+    PyGILState_Release(g);
+    sw_completion_signal(exited);
+}
+
+static int ensure_executor(void)
+{
+    if (executor)
+        return 0;
+    sw_error err;
+    sw_executor *ex;
+    if (sw_executor_create(0, &ex, &err) != SW_OK)
+        return sw_py_raise(&err);
+    sw_completion *exited = sw_completion_new();
+    if (!exited) {
+        sw_executor_destroy(ex);
+        PyErr_NoMemory();
+        return -1;
+    }
+    executor = ex;
+    completion_exited = exited;
+    if (PyThread_start_new_thread(completion_main, NULL) == PYTHREAD_INVALID_THREAD_ID) {
+        executor = NULL;
+        completion_exited = NULL;
+        sw_executor_destroy(ex);
+        sw_completion_free(exited);
+        PyErr_SetString(PyExc_RuntimeError, "cannot start the move completion thread");
+        return -1;
+    }
+    return 0;
+}
+
+static int submit_job(move_request *r)
+{
+    sw_error err;
+    if (sw_executor_submit(executor, &r->job, &err) != SW_OK)
+        return sw_py_raise(&err);
+    return 0;
+}
+
+/* Hand a request to the pool; -1 (nothing queued) when it cannot be. */
+static int enqueue(move_request *r)
+{
+    if (ensure_executor() < 0)
+        return -1;
+    r->job.run = run_request;
+    r->job.next = NULL;
+    if (holding) {
+        r->held_next = NULL;
+        if (held_tail)
+            held_tail->held_next = r;
+        else
+            held_head = r;
+        held_tail = r;
+        inflight_add(1);
+        return 0;
+    }
+    inflight_add(1);
+    if (submit_job(r) < 0) {
+        inflight_add(-1);
+        return -1;
+    }
+    return 0;
+}
+
+/* Submit every held request, in order. A request the pool refuses fails
+ * terminally here. */
+static void release_held(void)
+{
+    holding = 0;
+    while (held_head) {
+        move_request *r = held_head;
+        held_head = r->held_next;
+        if (!held_head)
+            held_tail = NULL;
+        if (submit_job(r) < 0) {
+            PyObject *e = take_exception();
+            commit(r, e);
+            Py_XDECREF(e);
+            inflight_add(-1);
+        }
+    }
+}
+
+static PyObject *shutdown_moves(PyObject *mod, PyObject *unused)
+{
+    (void)mod;
+    (void)unused;
+    closing = 1;
+    release_held();
+    if (!executor)
+        Py_RETURN_NONE;
+    sw_executor *ex = executor;
+    sw_completion *exited = completion_exited;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&inflight_mu);
+    while (inflight > 0)
+        pthread_cond_wait(&inflight_cv, &inflight_mu);
+    pthread_mutex_unlock(&inflight_mu);
+    sw_executor_shutdown(ex);
+    sw_completion_wait(exited);
+    Py_END_ALLOW_THREADS
+    /* The completion thread may still be returning from its last signal:
+     * the completion object stays; the executor is no longer used. */
+    sw_executor_destroy(ex);
+    executor = NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *hold_moves(PyObject *mod, PyObject *flag)
+{
+    (void)mod;
+    int on = PyObject_IsTrue(flag);
+    if (on < 0)
+        return NULL;
+    if (on)
+        holding = 1;
+    else
+        release_held();
+    Py_RETURN_NONE;
+}
+
+/* A forked child has none of the parent's threads: start afresh. Moves in
+ * flight in the parent never complete in the child. */
+static void reset_after_fork(void)
+{
+    executor = NULL;
+    completion_exited = NULL;
+    held_head = held_tail = NULL;
+    holding = 0;
+    inflight = 0;
+    pthread_mutex_init(&inflight_mu, NULL);
+    pthread_cond_init(&inflight_cv, NULL);
+}
+
+/* ---- submission ------------------------------------------------------------- */
+
+/* Run the route's _copy on this thread, with transfer access to both
+ * carriers; NULL on success, else the exception (new reference). */
+static PyObject *run_python_copy(move_request *r, PyObject *op, PyObject *tensor)
+{
+    PyObject *count = PyLong_FromLongLong(r->cosize);
+    if (!count)
+        return take_exception();
+    sw_py_carrier_begin_transfer(r->source);
+    sw_py_carrier_begin_transfer(r->destination);
+    PyObject *res = PyObject_CallMethodObjArgs(op, str_copy, tensor, r->destination,
+                                               r->output, count, NULL);
+    sw_py_carrier_end_transfer(r->destination);
+    sw_py_carrier_end_transfer(r->source);
+    Py_DECREF(count);
+    if (!res)
+        return take_exception();
+    int is_none = res == Py_None;
+    Py_DECREF(res);
+    if (is_none)
+        return NULL;
+    PyErr_Format(PyExc_TypeError, "%s._copy must return None", _PyType_Name(Py_TYPE(op)));
+    return take_exception();
+}
+
+/* From here on every failure is the handle's. */
+static void submit(move_request *r, PyObject *op, PyObject *tensor)
+{
+    sw_route_kind kind = sw_py_move_route_kind(Py_TYPE(op));
+    if (kind != SW_ROUTE_PYTHON) {
+        SwSubtensor *s = &TENSOR(tensor)->subs[0];
+        int c = sw_py_move_describe(s->carrier, s->offset, SwLayout_CORE(s->layout),
+                                    r->destination, kind == SW_ROUTE_BULK, &r->transfer,
+                                    r->extents, r->strides);
+        if (c == 1 && (size_t)r->cosize * r->transfer.itemsize <= INLINE_BYTES) {
+            r->status = sw_transfer_run(&r->transfer, &r->err);
+            commit(r, NULL);
+            return;
+        }
+        if (c == 1 && enqueue(r) == 0)
+            return;
+        if (c != 0) { /* describe or enqueue failed */
+            PyObject *e = take_exception();
+            commit(r, e);
+            Py_XDECREF(e);
+            return;
+        }
+    }
+    PyObject *e = run_python_copy(r, op, tensor);
+    commit(r, e);
+    Py_XDECREF(e);
+}
+
+static move_request *request_new(PyObject *source, PyObject *destination, int64_t cosize)
+{
+    move_request *r = sw_calloc(1, sizeof *r);
+    if (!r) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    r->status = SW_OK;
+    r->cosize = cosize;
+    r->source = Py_NewRef(source);
+    r->destination = Py_NewRef(destination);
+    r->handle = sw_py_await_new(&SwAwaitMove_Type);
+    if (!r->handle) {
+        request_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* The destination grows to exactly the span, and the output Tensor is
+ * bound to it; on failure the growth is undone. */
+static int allocate_and_bind(move_request *r, int grow, PyObject *layout)
+{
+    if (grow && sw_py_carrier_allocate(r->destination, r->cosize) < 0)
+        return -1;
+    int64_t size;
+    if (grow && sw_py_carrier_size(r->destination, &size) == 0 && size < r->cosize)
+        PyErr_Format(PyExc_ValueError,
+                     "the destination %s carrier grew to %lld slots, not the %lld asked for",
+                     cname(r->destination), (long long)size, (long long)r->cosize);
+    if (!PyErr_Occurred())
+        r->output = sw_py_tensor_new1(r->destination, 0, layout);
+    if (r->output && recheck(r->source, r->destination) == 0)
+        return 0;
+    Py_CLEAR(r->output);
+    if (grow)
+        sw_py_file_backed_undo_growth(r->destination);
+    return -1;
+}
+
+PyObject *sw_py_move_initiate(PyObject *tensor, PyObject *destination, PyObject *op)
+{
+    if (closing) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "the interpreter is shutting down; no new moves can start");
+        return NULL;
+    }
+    if (check_source(tensor) < 0 || check_destination(tensor, destination) < 0)
+        return NULL;
+    SwSubtensor *s = &TENSOR(tensor)->subs[0];
+    PyObject *source = s->carrier, *layout = s->layout;
+    int64_t cosize = SwLayout_CORE(layout)->cosize;
+    PyObject *op_type = op ? (PyObject *)Py_TYPE(op)
+                           : sw_py_move_dispatch((PyObject *)Py_TYPE(source),
+                                                 (PyObject *)Py_TYPE(destination));
+    if (!op_type || sw_py_move_check_operation((PyTypeObject *)op_type, source,
+                                               destination) < 0)
+        return NULL;
+    int grow = check_capacity(destination, cosize);
+    if (grow < 0)
+        return NULL;
+    PyObject *own_op = op ? Py_NewRef(op) : PyObject_CallNoArgs(op_type);
+    if (!own_op)
+        return NULL;
+    Py_INCREF(tensor); /* user code below must not free what we read */
+    move_request *r = NULL;
+    PyObject *handle = NULL;
+    if (recheck(source, destination) < 0 ||
+        !(r = request_new(source, destination, cosize)))
+        goto done;
+    if (allocate_and_bind(r, grow, layout) < 0) {
+        request_free(r);
+        goto done;
+    }
+    handle = Py_NewRef(r->handle);
+    set_pending(r, 1);
+    submit(r, own_op, tensor);
+done:
+    Py_DECREF(tensor);
+    Py_DECREF(own_op);
+    return handle;
+}
+
+/* ---- the public functions ---------------------------------------------------- */
+
+static const char *const move_names[] = {"tensor", "destination"};
+
+static PyObject *move_async(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames)
+{
+    (void)mod;
+    PyObject *a[2];
+    if (sw_py_parse_required("move_async", move_names, 2, args, nargs, kwnames, a) < 0)
+        return NULL;
+    return sw_py_move_initiate(a[0], a[1], NULL);
+}
+
+static PyObject *move(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
+                      PyObject *kwnames)
+{
+    (void)mod;
+    PyObject *a[2];
+    if (sw_py_parse_required("move", move_names, 2, args, nargs, kwnames, a) < 0)
+        return NULL;
+    PyObject *handle = sw_py_move_initiate(a[0], a[1], NULL);
+    if (!handle)
+        return NULL;
+    PyObject *result = sw_py_await_wait(handle);
+    Py_DECREF(handle);
+    return result;
+}
+
+static PyMethodDef move_functions[] = {
+    {"move_async", (PyCFunction)(void (*)(void))move_async, METH_FASTCALL | METH_KEYWORDS,
+     "move_async(tensor, destination)\n--\n\n"
+     "Start moving `tensor`'s values into the carrier `destination` and return\n"
+     "an AwaitMove at once; its wait() gives the moved Tensor: on\n"
+     "`destination`, offset 0, the same Layout. The source carrier is released\n"
+     "when the move succeeds and stays untouched when it fails. An empty\n"
+     "destination that can grow (FileBacked) is sized to the layout's cosize.\n"
+     "Until the move finishes neither carrier can be written, released or\n"
+     "moved again, and the destination cannot be read.\n\n"
+     "Raises TypeError, ValueError or RuntimeError straight away for a request\n"
+     "that cannot work (wrong types, same carrier, released, immutable or too\n"
+     "small destination, different dtypes); failures while copying are raised\n"
+     "by wait().\n\n"
+     "    handle = move_async(t, FileBacked())\n"
+     "    on_file = handle.wait()"},
+    {"move", (PyCFunction)(void (*)(void))move, METH_FASTCALL | METH_KEYWORDS,
+     "move(tensor, destination)\n--\n\n"
+     "Move `tensor` into `destination` and return the moved Tensor; the same as\n"
+     "move_async(tensor, destination).wait()."},
+    {"_hold_moves", hold_moves, METH_O,
+     "_hold_moves(flag)\n--\n\n"
+     "Test aid: while true, moves for the worker pool are queued but not\n"
+     "started; false starts them in order."},
+    {"_shutdown_moves", shutdown_moves, METH_NOARGS,
+     "_shutdown_moves()\n--\n\n"
+     "Wait for every move in flight and stop the worker threads; runs at exit."},
+    {NULL, NULL, 0, NULL},
+};
+
+static int register_exit_hook(PyObject *module)
+{
+    PyObject *atexit = PyImport_ImportModule("atexit");
+    PyObject *hook = atexit ? PyObject_GetAttrString(module, "_shutdown_moves") : NULL;
+    PyObject *r = hook ? PyObject_CallMethod(atexit, "register", "O", hook) : NULL;
+    Py_XDECREF(r);
+    Py_XDECREF(hook);
+    Py_XDECREF(atexit);
+    return r ? 0 : -1;
+}
+
+int sw_py_move_init(PyObject *module)
+{
+    str_copy = PyUnicode_InternFromString("_copy");
+    if (!str_copy || PyModule_AddFunctions(module, move_functions) < 0 ||
+        register_exit_hook(module) < 0)
+        return -1;
+    if (pthread_atfork(NULL, NULL, reset_after_fork) != 0) {
+        PyErr_SetString(PyExc_RuntimeError, "cannot install the fork handler");
+        return -1;
+    }
+    return 0;
+}

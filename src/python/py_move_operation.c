@@ -1,0 +1,696 @@
+/* MoveOperation, the shipped move operations, and the legacy registry.
+ *
+ * A move operation performs the transfer of one move through its _copy
+ * hook; everything around it (validation, allocation, pending marks,
+ * publication, source release) belongs to the framework (py_move.c). The
+ * shipped operations implement _copy in C: between built-in carriers that
+ * keep their slots in host memory or a file it is one GIL-free transfer
+ * (src/core/transfer.c); otherwise a per-slot loop through carrier hooks.
+ *
+ * The legacy registry maps an exact (source class, destination class) pair
+ * to an operation class. Keys are the type objects themselves, so a
+ * subclass never matches its parent's entry. */
+#include "sw_move.h"
+
+#include "strideweave/copy.h"
+
+#define HOST(o) ((SwHostCarrierObject *)(o))
+#define FB(o) ((SwFileBackedObject *)(o))
+
+/* Copies at most this big run with the GIL held: releasing it costs more. */
+#define GIL_FREE_BYTES ((size_t)64 << 10)
+
+extern PyTypeObject SwMetal_Type;
+
+static PyObject *registry;          /* {(source class, destination class): op class} */
+static PyObject *base_copy;         /* MoveOperation._copy, the unimplemented hook */
+static PyObject *str_source_class, *str_destination_class, *str_copy;
+
+static const char *class_name(PyObject *cls)
+{
+    return PyType_Check(cls) ? _PyType_Name((PyTypeObject *)cls) : Py_TYPE(cls)->tp_name;
+}
+
+/* ---- the transfer between built-in carriers ------------------------------ */
+
+static int endpoint_of(PyObject *carrier, sw_endpoint *e)
+{
+    PyTypeObject *t = Py_TYPE(carrier);
+    e->host = NULL;
+    e->fd = -1;
+    if (t == &SwCPU_Type || t == &SwGeneric_Type) {
+        e->kind = SW_ENDPOINT_HOST;
+        e->host = HOST(carrier)->data;
+        return 1;
+    }
+    if (t == &SwFileBacked_Type) {
+        e->kind = SW_ENDPOINT_FILE;
+        e->fd = FB(carrier)->fd;
+        return 1;
+    }
+    return 0;
+}
+
+int sw_py_move_describe(PyObject *src, int64_t offset, const sw_layout *layout,
+                        PyObject *dst, int bulk, sw_transfer *t, int64_t *extents,
+                        int64_t *strides)
+{
+    const sw_carrier_ops *ops = sw_carrier_builtin_ops(src);
+    if (!ops || !endpoint_of(src, &t->src) || !endpoint_of(dst, &t->dst))
+        return 0;
+    t->src.offset = offset;
+    t->dst.offset = 0;
+    t->itemsize = sw_dtype_slot_bytes(ops->dtype(src));
+    t->bulk = bulk;
+    t->cosize = layout->cosize;
+    /* Extent-1 leaves address nothing new; dropping them keeps any layout
+     * within the kernel's mode limit (63 leaves of extent >= 2 already
+     * overflow a 64-bit size). */
+    int n = 0;
+    for (int32_t i = 0; i < layout->nleaves; i++) {
+        if (layout->extents[i] == 1)
+            continue;
+        if (n == SW_COPY_MAX_DIMS) {
+            PyErr_SetString(PyExc_ValueError, "layout has too many modes to move");
+            return -1;
+        }
+        extents[n] = layout->extents[i];
+        strides[n] = layout->strides[i];
+        n++;
+    }
+    t->ndim = n;
+    t->extents = extents;
+    t->strides = strides;
+    return 1;
+}
+
+/* One transfer on the calling thread, the GIL released when it is big. */
+static int run_transfer(const sw_transfer *t)
+{
+    sw_error err;
+    sw_status st;
+    size_t bytes = (size_t)t->cosize * t->itemsize;
+    if (bytes <= GIL_FREE_BYTES) {
+        st = sw_transfer_run(t, &err);
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        st = sw_transfer_run(t, &err);
+        Py_END_ALLOW_THREADS
+    }
+    return st == SW_OK ? 0 : sw_py_raise(&err);
+}
+
+/* Logical values slot by slot through the carriers' hooks: the route for
+ * carriers written in Python. */
+static int copy_by_slots(PyObject *src, int64_t offset, sw_layout *layout, PyObject *dst)
+{
+    for (int64_t k = 0; k < layout->size; k++) {
+        int64_t j;
+        sw_error err;
+        if (sw_layout_index(layout, k, &j, &err) != SW_OK)
+            return sw_py_raise(&err);
+        PyObject *v = sw_py_carrier_getitem(src, offset + j);
+        if (!v)
+            return -1;
+        int rc = sw_py_carrier_setitem(dst, j, v);
+        Py_DECREF(v);
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* _copy(tensor, destination, output, element_count) of the shipped
+ * operations: argument checks, then the C transfer or the slot loop. */
+static int copy_hook(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                     int bulk, const char *opname)
+{
+    static const char *const names[] = {"tensor", "destination", "output", "element_count"};
+    PyObject *a[4];
+    if (sw_py_parse_required("_copy", names, 4, args, nargs, kwnames, a) < 0)
+        return -1;
+    if (!SwTensor_Check(a[0]) || ((SwTensorObject *)a[0])->nsub != 1) {
+        PyErr_Format(PyExc_TypeError, "%s._copy: tensor must be a one-plane Tensor", opname);
+        return -1;
+    }
+    if (!SwCarrier_Check(a[1])) {
+        PyErr_Format(PyExc_TypeError, "%s._copy: destination must be a Carrier, not %.100s",
+                     opname, Py_TYPE(a[1])->tp_name);
+        return -1;
+    }
+    SwSubtensor *s = &((SwTensorObject *)a[0])->subs[0];
+    sw_layout *layout = SwLayout_CORE(s->layout);
+    long long count;
+    int overflow;
+    if (!sw_py_is_integer(a[3]) || sw_py_index_ll(a[3], &count, &overflow) < 0 ||
+        overflow || count != layout->cosize) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_ValueError,
+                         "%s._copy: element_count must be the layout's cosize (%lld)",
+                         opname, (long long)layout->cosize);
+        return -1;
+    }
+    sw_transfer t;
+    int64_t extents[SW_COPY_MAX_DIMS], strides[SW_COPY_MAX_DIMS];
+    int c = sw_py_move_describe(s->carrier, s->offset, layout, a[1], bulk, &t, extents,
+                                strides);
+    if (c < 0)
+        return -1;
+    if (c == 1)
+        return run_transfer(&t);
+    if (bulk) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s copies between CPU and FileBacked carriers only, not from %s to %s",
+                     opname, Py_TYPE(s->carrier)->tp_name, Py_TYPE(a[1])->tp_name);
+        return -1;
+    }
+    return copy_by_slots(s->carrier, s->offset, layout, a[1]);
+}
+
+static PyObject *elementwise_copy(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                  PyObject *kwnames)
+{
+    (void)self;
+    if (copy_hook(args, nargs, kwnames, 0, "ElementwiseMoveOperation") < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *bulk_copy(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames)
+{
+    if (copy_hook(args, nargs, kwnames, 1, _PyType_Name(Py_TYPE(self))) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* The Metal pairs' transfers need the Metal device, which no Metal carrier
+ * on this host can have (construction always fails). */
+static PyObject *metal_copy(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames)
+{
+    (void)args;
+    (void)nargs;
+    (void)kwnames;
+    PyErr_Format(PyExc_NotImplementedError,
+                 "%s needs Apple's Metal (MPS) device, which this host does not have",
+                 _PyType_Name(Py_TYPE(self)));
+    return NULL;
+}
+
+static PyObject *base_copy_impl(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames)
+{
+    (void)args;
+    (void)nargs;
+    (void)kwnames;
+    PyErr_Format(PyExc_NotImplementedError,
+                 "%s does not implement _copy(tensor, destination, output, element_count); "
+                 "subclasses of MoveOperation must", _PyType_Name(Py_TYPE(self)));
+    return NULL;
+}
+
+/* ---- MoveOperation -------------------------------------------------------- */
+
+typedef struct SwMoveOperationObject {
+    PyObject_HEAD
+} SwMoveOperationObject;
+
+static PyObject *operation_forward(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                   PyObject *kwnames)
+{
+    static const char *const names[] = {"tensor", "destination"};
+    PyObject *a[2];
+    if (sw_py_parse_required("forward", names, 2, args, nargs, kwnames, a) < 0)
+        return NULL;
+    PyObject *handle = sw_py_move_initiate(a[0], a[1], self);
+    if (!handle)
+        return NULL;
+    PyObject *result = sw_py_await_wait(handle);
+    Py_DECREF(handle);
+    return result;
+}
+
+static int operation_init(PyObject *self, PyObject *args, PyObject *kwds)
+{
+    (void)self;
+    if (PyTuple_GET_SIZE(args) || (kwds && PyDict_GET_SIZE(kwds))) {
+        PyErr_Format(PyExc_TypeError, "%s() takes no arguments", _PyType_Name(Py_TYPE(self)));
+        return -1;
+    }
+    return 0;
+}
+
+#define COPY_DOC(what)                                                                \
+    "_copy(tensor, destination, output, element_count)\n--\n\n" what                 \
+    "\n\nCalled by the framework after every check has passed; element_count\n"     \
+    "is the number of storage slots to transfer (the layout's cosize)."
+
+static PyMethodDef operation_methods[] = {
+    {"_copy", (PyCFunction)(void (*)(void))base_copy_impl,
+     METH_FASTCALL | METH_KEYWORDS,
+     COPY_DOC("Transfer the values of `tensor` into `destination`, where `output`\n"
+              "is the result Tensor already bound to it. Subclasses implement this;\n"
+              "the base class raises NotImplementedError.")},
+    {"forward", (PyCFunction)(void (*)(void))operation_forward,
+     METH_FASTCALL | METH_KEYWORDS,
+     "forward(tensor, destination)\n--\n\n"
+     "Move `tensor` into `destination` with this operation, whatever the\n"
+     "registry would choose, and return the moved Tensor (blocking).\n"
+     "Every check of move() applies; the source carrier is released."},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject SwMoveOperation_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "strideweave.MoveOperation",
+    .tp_basicsize = sizeof(SwMoveOperationObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "MoveOperation()\n--\n\n"
+              "Base class of the operations that move a Tensor from one carrier to\n"
+              "another. Subclass it, implement _copy, and register the subclass for\n"
+              "an exact pair of carrier classes with register_move_operation.\n"
+              "Set the class attributes source_class / destination_class to refuse\n"
+              "other carriers.",
+    .tp_methods = operation_methods,
+    .tp_init = operation_init,
+    .tp_new = PyType_GenericNew,
+};
+
+#define SHIPPED_OPERATION(var, name, copyfn, doc)                                     \
+    static PyMethodDef var##_methods[] = {                                           \
+        {"_copy", (PyCFunction)(void (*)(void))copyfn, METH_FASTCALL | METH_KEYWORDS, \
+         COPY_DOC("Transfer the values (see the class).")},                          \
+        {NULL, NULL, 0, NULL},                                                       \
+    };                                                                               \
+    static PyTypeObject var = {                                                      \
+        PyVarObject_HEAD_INIT(NULL, 0)                                               \
+        .tp_name = "strideweave." name,                                              \
+        .tp_basicsize = sizeof(SwMoveOperationObject),                               \
+        .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,                        \
+        .tp_doc = name "()\n--\n\n" doc,                                             \
+        .tp_methods = var##_methods,                                                 \
+        .tp_base = &SwMoveOperation_Type,                                            \
+    }
+
+SHIPPED_OPERATION(SwElementwise_Type, "ElementwiseMoveOperation", elementwise_copy,
+                  "Copies the logical values of any Tensor into any carrier of the same\n"
+                  "dtype, one coordinate at a time (a strided C loop between built-in\n"
+                  "carriers). Slots the layout does not address are left unspecified.\n"
+                  "Used for every carrier pair without a registered operation.");
+SHIPPED_OPERATION(SwCpuToFileBacked_Type, "CpuToFileBackedMoveOperation", bulk_copy,
+                  "Moves a CPU Tensor into a FileBacked carrier by writing its whole\n"
+                  "physical span (holes included) to the file in large writes.");
+SHIPPED_OPERATION(SwFileBackedToCpu_Type, "FileBackedToCpuMoveOperation", bulk_copy,
+                  "Moves a FileBacked Tensor into a CPU carrier by reading its whole\n"
+                  "physical span (holes included) from the file in large reads.");
+SHIPPED_OPERATION(SwCpuToMetal_Type, "CpuToMetalMoveOperation", metal_copy,
+                  "Moves a CPU Tensor to a Metal carrier (needs Apple's MPS device).");
+SHIPPED_OPERATION(SwMetalToCpu_Type, "MetalToCpuMoveOperation", metal_copy,
+                  "Moves a Metal Tensor to a CPU carrier (needs Apple's MPS device).");
+SHIPPED_OPERATION(SwMetalToMetal_Type, "MetalToMetalMoveOperation", metal_copy,
+                  "Moves a Metal Tensor to another Metal carrier (needs Apple's MPS "
+                  "device).");
+
+sw_route_kind sw_py_move_route_kind(PyTypeObject *op_type)
+{
+    if (op_type == &SwElementwise_Type)
+        return SW_ROUTE_ELEMENTWISE;
+    if (op_type == &SwCpuToFileBacked_Type || op_type == &SwFileBackedToCpu_Type)
+        return SW_ROUTE_BULK;
+    return SW_ROUTE_PYTHON;
+}
+
+/* ---- row 9: pinned classes, and an operation that cannot copy ------------ */
+
+static int check_pin(PyTypeObject *op_type, PyObject *attr, PyObject *carrier,
+                     const char *role)
+{
+    PyObject *pin = PyObject_GetAttr((PyObject *)op_type, attr);
+    if (!pin)
+        return -1;
+    int rc = 0;
+    if (pin != Py_None && pin != (PyObject *)Py_TYPE(carrier)) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s requires a %s %s carrier, not %s",
+                     _PyType_Name(op_type), class_name(pin), role,
+                     _PyType_Name(Py_TYPE(carrier)));
+        rc = -1;
+    }
+    Py_DECREF(pin);
+    return rc;
+}
+
+int sw_py_move_check_operation(PyTypeObject *op_type, PyObject *source, PyObject *destination)
+{
+    if (check_pin(op_type, str_source_class, source, "source") < 0 ||
+        check_pin(op_type, str_destination_class, destination, "destination") < 0)
+        return -1;
+    PyObject *hook = PyObject_GetAttr((PyObject *)op_type, str_copy);
+    if (!hook)
+        return -1;
+    int missing = hook == base_copy;
+    Py_DECREF(hook);
+    if (missing) {
+        PyErr_Format(PyExc_NotImplementedError,
+                     "%s does not implement _copy(tensor, destination, output, "
+                     "element_count), so it cannot move anything",
+                     _PyType_Name(op_type));
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the legacy registry --------------------------------------------------- */
+
+static int is_carrier_class(PyObject *obj)
+{
+    return PyType_Check(obj) &&
+           PyType_IsSubtype((PyTypeObject *)obj, &SwCarrier_Type);
+}
+
+/* Carrier classes with a CarrierDefinition route through TransferRoute,
+ * never through this registry. No class has a definition until the
+ * extension API lands; the check runs where the requirement puts it. */
+static int has_definition(PyObject *cls)
+{
+    (void)cls;
+    return 0;
+}
+
+static int check_pair(PyObject *src, PyObject *dst)
+{
+    if (!is_carrier_class(src)) {
+        PyErr_Format(PyExc_TypeError, "source_class must be a Carrier subclass, not %R", src);
+        return -1;
+    }
+    if (!is_carrier_class(dst)) {
+        PyErr_Format(PyExc_TypeError,
+                     "destination_class must be a Carrier subclass, not %R", dst);
+        return -1;
+    }
+    if (has_definition(src) || has_definition(dst)) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "%s and %s: a carrier with a CarrierDefinition declares its moves "
+                     "as TransferRoute entries, not in the move registry",
+                     class_name(src), class_name(dst));
+        return -1;
+    }
+    return 0;
+}
+
+static int check_registration(PyObject *src, PyObject *dst, PyObject *op)
+{
+    if (check_pair(src, dst) < 0)
+        return -1;
+    if (!PyType_Check(op) ||
+        !PyType_IsSubtype((PyTypeObject *)op, &SwMoveOperation_Type)) {
+        PyErr_Format(PyExc_TypeError,
+                     "operation_class must be a MoveOperation subclass, not %R", op);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *pair_key(PyObject *src, PyObject *dst)
+{
+    return PyTuple_Pack(2, src, dst);
+}
+
+static int registry_add(PyObject *src, PyObject *dst, PyObject *op)
+{
+    if (check_registration(src, dst, op) < 0)
+        return -1;
+    PyObject *key = pair_key(src, dst);
+    if (!key)
+        return -1;
+    int rc = PyDict_Contains(registry, key);
+    if (rc == 1) {
+        PyErr_Format(PyExc_ValueError,
+                     "a move operation is already registered from %s to %s (%s); "
+                     "unregister it first",
+                     class_name(src), class_name(dst),
+                     class_name(PyDict_GetItemWithError(registry, key)));
+        rc = -1;
+    } else if (rc == 0) {
+        rc = PyDict_SetItem(registry, key, op);
+    }
+    Py_DECREF(key);
+    return rc;
+}
+
+static PyObject *registry_pop(PyObject *src, PyObject *dst)
+{
+    PyObject *key = pair_key(src, dst);
+    if (!key)
+        return NULL;
+    PyObject *op = PyDict_GetItemWithError(registry, key);
+    if (op) {
+        Py_INCREF(op);
+        if (PyDict_DelItem(registry, key) < 0)
+            Py_CLEAR(op);
+    } else if (!PyErr_Occurred()) {
+        PyErr_Format(PyExc_KeyError, "no move operation is registered from %s to %s",
+                     class_name(src), class_name(dst));
+    }
+    Py_DECREF(key);
+    return op;
+}
+
+PyObject *sw_py_move_dispatch(PyObject *src, PyObject *dst)
+{
+    PyObject *key = pair_key(src, dst);
+    if (!key)
+        return NULL;
+    PyObject *op = PyDict_GetItemWithError(registry, key);
+    Py_DECREF(key);
+    if (!op && !PyErr_Occurred())
+        op = (PyObject *)&SwElementwise_Type;
+    return op;
+}
+
+static const char *const triple_names[] = {"source_class", "destination_class",
+                                           "operation_class"};
+
+static PyObject *register_move_operation(PyObject *mod, PyObject *const *args,
+                                         Py_ssize_t nargs, PyObject *kwnames)
+{
+    (void)mod;
+    PyObject *a[3];
+    if (sw_py_parse_required("register_move_operation", triple_names, 3, args, nargs,
+                             kwnames, a) < 0 ||
+        registry_add(a[0], a[1], a[2]) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *unregister_move_operation(PyObject *mod, PyObject *const *args,
+                                           Py_ssize_t nargs, PyObject *kwnames)
+{
+    (void)mod;
+    PyObject *a[2];
+    if (sw_py_parse_required("unregister_move_operation", triple_names, 2, args, nargs,
+                             kwnames, a) < 0 ||
+        check_pair(a[0], a[1]) < 0)
+        return NULL;
+    return registry_pop(a[0], a[1]);
+}
+
+static PyObject *dispatch_move(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames)
+{
+    (void)mod;
+    PyObject *a[2];
+    if (sw_py_parse_required("dispatch_move", triple_names, 2, args, nargs, kwnames, a) < 0 ||
+        check_pair(a[0], a[1]) < 0)
+        return NULL;
+    return Py_XNewRef(sw_py_move_dispatch(a[0], a[1]));
+}
+
+/* registered_move_operation(...): a context manager over one registration. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *src, *dst, *op;
+    int entered;
+} SwRegisteredObject;
+
+static int registered_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    SwRegisteredObject *r = (SwRegisteredObject *)self;
+    Py_VISIT(r->src);
+    Py_VISIT(r->dst);
+    Py_VISIT(r->op);
+    return 0;
+}
+
+static int registered_clear(PyObject *self)
+{
+    SwRegisteredObject *r = (SwRegisteredObject *)self;
+    Py_CLEAR(r->src);
+    Py_CLEAR(r->dst);
+    Py_CLEAR(r->op);
+    return 0;
+}
+
+static void registered_dealloc(PyObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    registered_clear(self);
+    PyObject_GC_Del(self);
+}
+
+static PyObject *registered_enter(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    SwRegisteredObject *r = (SwRegisteredObject *)self;
+    if (r->entered) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "this registered_move_operation block is already in use");
+        return NULL;
+    }
+    if (registry_add(r->src, r->dst, r->op) < 0)
+        return NULL;
+    r->entered = 1;
+    return Py_NewRef(r->op);
+}
+
+static PyObject *registered_exit(PyObject *self, PyObject *args)
+{
+    (void)args;
+    SwRegisteredObject *r = (SwRegisteredObject *)self;
+    if (r->entered) {
+        r->entered = 0;
+        PyObject *removed = registry_pop(r->src, r->dst);
+        if (!removed)
+            return NULL;
+        Py_DECREF(removed);
+    }
+    Py_RETURN_FALSE;
+}
+
+static PyMethodDef registered_methods[] = {
+    {"__enter__", registered_enter, METH_NOARGS, "Register the pair; returns the operation class."},
+    {"__exit__", registered_exit, METH_VARARGS, "Unregister the pair; never suppresses."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject SwRegistered_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "strideweave.carriers.move._RegisteredMoveOperation",
+    .tp_basicsize = sizeof(SwRegisteredObject),
+    .tp_dealloc = registered_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "A block during which a move operation is registered.",
+    .tp_traverse = registered_traverse,
+    .tp_clear = registered_clear,
+    .tp_methods = registered_methods,
+};
+
+static PyObject *registered_move_operation(PyObject *mod, PyObject *const *args,
+                                           Py_ssize_t nargs, PyObject *kwnames)
+{
+    (void)mod;
+    PyObject *a[3];
+    if (sw_py_parse_required("registered_move_operation", triple_names, 3, args, nargs,
+                             kwnames, a) < 0 ||
+        check_registration(a[0], a[1], a[2]) < 0)
+        return NULL;
+    PyObject *key = pair_key(a[0], a[1]);
+    if (!key)
+        return NULL;
+    int taken = PyDict_Contains(registry, key);
+    Py_DECREF(key);
+    if (taken) {
+        if (taken > 0)
+            PyErr_Format(PyExc_ValueError,
+                         "a move operation is already registered from %s to %s; "
+                         "unregister it first", class_name(a[0]), class_name(a[1]));
+        return NULL;
+    }
+    SwRegisteredObject *r = PyObject_GC_New(SwRegisteredObject, &SwRegistered_Type);
+    if (!r)
+        return NULL;
+    r->src = Py_NewRef(a[0]);
+    r->dst = Py_NewRef(a[1]);
+    r->op = Py_NewRef(a[2]);
+    r->entered = 0;
+    PyObject_GC_Track(r);
+    return (PyObject *)r;
+}
+
+static PyMethodDef registry_functions[] = {
+    {"register_move_operation", (PyCFunction)(void (*)(void))register_move_operation,
+     METH_FASTCALL | METH_KEYWORDS,
+     "register_move_operation(source_class, destination_class, operation_class)\n--\n\n"
+     "Use operation_class for moves from exactly source_class to exactly\n"
+     "destination_class (subclasses do not match). Raises TypeError for an\n"
+     "argument of the wrong kind and ValueError when the pair already has an\n"
+     "operation (the existing one is kept)."},
+    {"unregister_move_operation", (PyCFunction)(void (*)(void))unregister_move_operation,
+     METH_FASTCALL | METH_KEYWORDS,
+     "unregister_move_operation(source_class, destination_class)\n--\n\n"
+     "Remove and return the operation registered for the exact pair; KeyError\n"
+     "when there is none."},
+    {"dispatch_move", (PyCFunction)(void (*)(void))dispatch_move,
+     METH_FASTCALL | METH_KEYWORDS,
+     "dispatch_move(source_class, destination_class)\n--\n\n"
+     "The operation class a move between these exact carrier classes uses:\n"
+     "the registered one, else ElementwiseMoveOperation."},
+    {"registered_move_operation", (PyCFunction)(void (*)(void))registered_move_operation,
+     METH_FASTCALL | METH_KEYWORDS,
+     "registered_move_operation(source_class, destination_class, operation_class)\n--\n\n"
+     "A context manager: register the pair on entry (yielding operation_class)\n"
+     "and unregister it on exit, whether the block returns or raises.\n\n"
+     "    with registered_move_operation(CPU, MyCarrier, MyMove):\n"
+     "        move(t, MyCarrier())"},
+    {NULL, NULL, 0, NULL},
+};
+
+/* ---- module setup -------------------------------------------------------------- */
+
+static int set_pins(PyTypeObject *op, PyObject *src, PyObject *dst)
+{
+    if (PyDict_SetItem(op->tp_dict, str_source_class, src) < 0 ||
+        PyDict_SetItem(op->tp_dict, str_destination_class, dst) < 0)
+        return -1;
+    PyType_Modified(op);
+    return 0;
+}
+
+static int add_shipped(PyObject *module, PyTypeObject *op, PyTypeObject *src,
+                       PyTypeObject *dst, int registered)
+{
+    if (PyType_Ready(op) < 0)
+        return -1;
+    if (src && set_pins(op, (PyObject *)src, (PyObject *)dst) < 0)
+        return -1;
+    if (registered && registry_add((PyObject *)src, (PyObject *)dst, (PyObject *)op) < 0)
+        return -1;
+    return PyModule_AddObjectRef(module, _PyType_Name(op), (PyObject *)op);
+}
+
+int sw_py_move_operation_init(PyObject *module)
+{
+    str_source_class = PyUnicode_InternFromString("source_class");
+    str_destination_class = PyUnicode_InternFromString("destination_class");
+    str_copy = PyUnicode_InternFromString("_copy");
+    registry = PyDict_New();
+    if (!str_source_class || !str_destination_class || !str_copy || !registry)
+        return -1;
+    if (PyType_Ready(&SwMoveOperation_Type) < 0 || PyType_Ready(&SwRegistered_Type) < 0 ||
+        set_pins(&SwMoveOperation_Type, Py_None, Py_None) < 0)
+        return -1;
+    base_copy = PyDict_GetItemWithError(SwMoveOperation_Type.tp_dict, str_copy);
+    if (!base_copy)
+        return -1;
+    Py_INCREF(base_copy);
+    if (PyModule_AddObjectRef(module, "MoveOperation", (PyObject *)&SwMoveOperation_Type) < 0 ||
+        add_shipped(module, &SwElementwise_Type, NULL, NULL, 0) < 0 ||
+        add_shipped(module, &SwCpuToFileBacked_Type, &SwCPU_Type, &SwFileBacked_Type, 1) < 0 ||
+        add_shipped(module, &SwFileBackedToCpu_Type, &SwFileBacked_Type, &SwCPU_Type, 1) < 0 ||
+        add_shipped(module, &SwCpuToMetal_Type, &SwCPU_Type, &SwMetal_Type, 1) < 0 ||
+        add_shipped(module, &SwMetalToCpu_Type, &SwMetal_Type, &SwCPU_Type, 1) < 0 ||
+        add_shipped(module, &SwMetalToMetal_Type, &SwMetal_Type, &SwMetal_Type, 1) < 0)
+        return -1;
+    return PyModule_AddFunctions(module, registry_functions);
+}

@@ -1,0 +1,77 @@
+/* Private interface between the movement files of the extension:
+ * py_await.c (completion handles), py_move_operation.c (MoveOperation, the
+ * built-in operations, the legacy registry) and py_move.c (move_async, the
+ * executor glue, the one terminal commit). */
+#ifndef STRIDEWEAVE_SW_MOVE_H
+#define STRIDEWEAVE_SW_MOVE_H
+
+#include "sw_carrier.h"
+#include "strideweave/copy.h"
+#include "strideweave/executor.h"
+#include "strideweave/transfer.h"
+
+/* ---- handles (py_await.c) ----------------------------------------------- */
+
+extern PyTypeObject SwAwaitResult_Type;
+extern PyTypeObject SwAwaitMove_Type;
+
+typedef struct SwAwaitObject {
+    PyObject_HEAD
+    sw_completion *completion;
+    PyObject *result; /* written once, before the completion is signalled */
+    PyObject *error;  /* an exception instance, same rule */
+} SwAwaitObject;
+
+/* A fresh, incomplete handle of `type` (AwaitMove, or a later subtype). */
+PyObject *sw_py_await_new(PyTypeObject *type);
+/* Record the terminal outcome, GIL held: `error` (an exception instance)
+ * when not NULL, else `result`. Both borrowed. Runs once per handle. */
+void sw_py_await_complete(PyObject *handle, PyObject *result, PyObject *error);
+/* handle.wait(): the GIL is released while blocking. New reference. */
+PyObject *sw_py_await_wait(PyObject *handle);
+int sw_py_await_init(PyObject *module);
+
+/* ---- operations and routes (py_move_operation.c) ------------------------ */
+
+extern PyTypeObject SwMoveOperation_Type;
+
+/* How the framework may run an operation class without calling Python:
+ * a built-in class whose _copy is the C one. */
+typedef enum sw_route_kind {
+    SW_ROUTE_PYTHON = 0,     /* call op._copy on the submitting thread */
+    SW_ROUTE_ELEMENTWISE = 1,
+    SW_ROUTE_BULK = 2
+} sw_route_kind;
+sw_route_kind sw_py_move_route_kind(PyTypeObject *op_type);
+
+/* The legacy registry's answer for the exact pair: the registered class or
+ * ElementwiseMoveOperation. Borrowed reference. */
+PyObject *sw_py_move_dispatch(PyObject *source_class, PyObject *destination_class);
+
+/* Rows 9 of the validation table for `op_type` on these carriers: pinned
+ * classes (TypeError), then an operation that does not implement _copy
+ * (NotImplementedError). 0 / -1. */
+int sw_py_move_check_operation(PyTypeObject *op_type, PyObject *source,
+                               PyObject *destination);
+
+/* Describe a move of `src` (tensor offset, layout) into `dst` at offset 0
+ * as a GIL-free transfer when both carriers are exact built-ins that keep
+ * their slots in host memory or a file: 1 (t, extents, strides filled;
+ * extents/strides must hold SW_COPY_MAX_DIMS entries), 0 when either is
+ * not, -1 with an exception set. */
+int sw_py_move_describe(PyObject *src, int64_t offset, const sw_layout *layout,
+                        PyObject *dst, int bulk, sw_transfer *t,
+                        int64_t *extents, int64_t *strides);
+
+int sw_py_move_operation_init(PyObject *module);
+
+/* ---- the move path (py_move.c) ------------------------------------------ */
+
+/* move_async's one path. `op` NULL: dispatch by the exact classes; else
+ * the route is type(op) and `op` performs it (MoveOperation.forward).
+ * Returns an AwaitMove (new reference), or NULL with the exception of a
+ * failure before submission. */
+PyObject *sw_py_move_initiate(PyObject *tensor, PyObject *destination, PyObject *op);
+int sw_py_move_init(PyObject *module);
+
+#endif
