@@ -4,7 +4,8 @@ One line per case: our median time, the anchor's median time (both also as
 GB/s of tensor data), and the ratio of throughputs (anchor time / our time,
 so 1.0 means as fast as the anchor and more is faster). The two sides are
 measured alternately, round by round, each once per round on fresh
-destinations; the figure is the median over rounds, after one warm-up round.
+destinations (untouched pages, or with --prefault pages touched on both sides
+beforehand); the figure is the median over rounds, after one warm-up round.
 Targets (issue 6): >= 0.9x on every bulk case, >= 1.0x on the strided case,
 and move_async returning in <= 100 us whatever the size.
 
@@ -56,6 +57,27 @@ def flat_tensor(n):
     return t
 
 
+PREFAULT = False
+
+
+def fresh_cpu(n):
+    """A fresh CPU carrier for a destination; its pages touched first when
+    --prefault asks for it (through a NumPy view dropped before the move)."""
+    c = CPU(n, empty=True)
+    if PREFAULT:
+        a = np.from_dlpack(Tensor(c, 0, Layout(Shape(n), Stride(1))))
+        a[:] = 0
+        del a
+    return c
+
+
+def fresh_np(n):
+    a = np.empty(n, dtype=np.float32)
+    if PREFAULT:
+        a[:] = 0
+    return a
+
+
 def timed(fn):
     t0 = time.perf_counter()
     r = fn()
@@ -99,9 +121,9 @@ def bench_cpu_cpu(n, rounds, table):
     ref = np.arange(n, dtype=np.float32)
     ours, anchor = [], []
     for r in range(rounds + 1):
-        dst = np.empty(n, dtype=np.float32)
+        dst = fresh_np(n)
         ta, _ = timed(lambda: np.copyto(dst, ref))
-        carrier = CPU(n, empty=True)
+        carrier = fresh_cpu(n)
         to, src = timed(lambda: move(src, carrier))
         del dst
         if r:
@@ -132,10 +154,10 @@ def bench_file(n, rounds, table, directory):
             tw, fb_t = timed(lambda: move(cpu_t, fb))
             # reads: each side reads back the file it just wrote
             tf, back = timed(lambda: np.fromfile(path_a, dtype=np.float32))
-            dst = np.empty(n, dtype=np.float32)
+            dst = fresh_np(n)
             with open(path_b, "rb", buffering=0) as f:
                 ti, _ = timed(lambda: readinto_all(f, dst))
-            carrier = CPU(n, empty=True)
+            carrier = fresh_cpu(n)
             tr, cpu_t = timed(lambda: move(fb_t, carrier))
             os.unlink(path_a)
             os.unlink(path_b)
@@ -175,13 +197,13 @@ def bench_strided(n, rounds, table):
     expect = None
     for r in range(rounds + 1):
         sv = np.from_dlpack(src)
-        base = np.empty(cosize, dtype=np.float32)
+        base = fresh_np(cosize)
         dv = as_strided(base, shape=sv.shape, strides=sv.strides)
         ta, _ = timed(lambda: np.copyto(dv, sv))
         if expect is None:
             expect = dv.copy()
         del sv, dv, base  # no view of the source may outlive the move
-        carrier = CPU(cosize, empty=True)
+        carrier = fresh_cpu(cosize)
         to, src = timed(lambda: move(src, carrier))
         if r:
             ours.append(to)
@@ -215,7 +237,12 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--mib", type=int, default=256, help="tensor size in MiB (Float32)")
+    parser.add_argument("--prefault", action="store_true",
+                        help="touch every CPU/NumPy destination before timing (np.fromfile "
+                             "still allocates its own)")
     args = parser.parse_args()
+    global PREFAULT
+    PREFAULT = args.prefault
     n = args.mib * 2**20 // 4
     probe = FileBacked()
     directory = str(probe.path.parent)
@@ -223,7 +250,7 @@ def main():
 
     print(f"strideweave from {os.path.dirname(sw._C.__file__)}, numpy {np.__version__}, "
           f"{os.cpu_count()} CPUs; {args.mib} MiB Float32, median of {args.rounds} rounds "
-          f"after 1 warm-up")
+          f"after 1 warm-up; destinations {'pre-faulted' if PREFAULT else 'fresh'}")
     print(f"files in {directory}")
     table = Table(n * 4)
     bench_cpu_cpu(n, args.rounds, table)

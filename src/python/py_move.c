@@ -89,8 +89,8 @@ static int refuse_sequence(PyObject *obj, const char *what)
 {
     if (PyList_Check(obj) || PyTuple_Check(obj)) {
         PyErr_Format(PyExc_TypeError,
-                     "move takes one %s, not a %.50s: moving several at once is not "
-                     "supported, move them one by one", what, Py_TYPE(obj)->tp_name);
+                     "move takes one %s, not a %.50s: batched moves of a sequence are "
+                     "not supported, move them one by one", what, Py_TYPE(obj)->tp_name);
         return -1;
     }
     return 0;
@@ -100,7 +100,7 @@ static int check_source(PyObject *tensor)
 {
     if (SwTensor_Check(tensor) && TENSOR(tensor)->nsub != 1) {
         PyErr_SetString(PyExc_NotImplementedError,
-                        "moving a Tensor made of several subtensors is not implemented");
+                        "move of a Tensor made of several subtensors is not implemented");
         return -1;
     }
     if (!SwTensor_Check(tensor)) {
@@ -140,8 +140,8 @@ static int check_destination(PyObject *tensor, PyObject *dst)
     }
     if (dst == TENSOR(tensor)->subs[0].carrier) {
         PyErr_SetString(PyExc_ValueError,
-                        "destination is the Tensor's own carrier; move into a different "
-                        "carrier");
+                        "destination is the Tensor's own source carrier; move into a "
+                        "different carrier");
         return -1;
     }
     if (CARRIER(dst)->released) {
@@ -169,8 +169,9 @@ static int check_destination(PyObject *tensor, PyObject *dst)
     int same = dtype == TENSOR(tensor)->dtype;
     if (!same)
         PyErr_Format(PyExc_TypeError,
-                     "the destination %s carrier holds %S but the Tensor is %S; they must "
-                     "match", cname(dst), dtype, TENSOR(tensor)->dtype);
+                     "dtype mismatch: the destination %s carrier holds %s but the Tensor "
+                     "is %s", cname(dst), sw_dtype_info_of(SwDType_ID(dtype))->name,
+                     sw_dtype_info_of(SwDType_ID(TENSOR(tensor)->dtype))->name);
     Py_DECREF(dtype);
     return same ? 0 : -1;
 }
