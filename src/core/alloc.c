@@ -4,6 +4,28 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+
+/* Large blocks ask for transparent huge pages, as NumPy does: a fresh
+ * 256 MiB buffer then takes 128 page faults instead of 65536, which is
+ * most of the cost of a first write into it. */
+#define HUGE_PAGE ((uintptr_t)2 << 20)
+#define HUGE_ADVICE_MIN ((size_t)4 << 20)
+
+static void advise_huge_pages(void *p, size_t bytes)
+{
+#ifdef MADV_HUGEPAGE
+    if (bytes < HUGE_ADVICE_MIN)
+        return;
+    uintptr_t start = ((uintptr_t)p + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    uintptr_t end = ((uintptr_t)p + bytes) & ~(HUGE_PAGE - 1);
+    if (end > start)
+        (void)madvise((void *)start, end - start, MADV_HUGEPAGE); /* advice only */
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
 
 /* Each block carries a small header just below the aligned pointer:
  * the pointer malloc returned (to free it) and the requested size. */
@@ -22,6 +44,7 @@ static void *place(void *base, size_t bytes)
     h->base = base;
     h->bytes = bytes;
     atomic_fetch_add(&live_bytes, (int64_t)bytes);
+    advise_huge_pages((void *)aligned, bytes);
     return (void *)aligned;
 }
 

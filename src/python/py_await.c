@@ -44,6 +44,13 @@ void sw_py_await_complete(PyObject *handle, PyObject *result, PyObject *error)
 PyObject *sw_py_await_wait(PyObject *handle)
 {
     SwAwaitObject *self = AWAIT(handle);
+    if (!sw_completion_is_done(self->completion) && sw_py_move_on_completion_thread()) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "cannot wait() for an unfinished move from code that runs while "
+                        "strideweave finishes moves (a finalizer or __del__); wait "
+                        "elsewhere");
+        return NULL;
+    }
     while (!sw_completion_is_done(self->completion)) {
         int done;
         Py_BEGIN_ALLOW_THREADS

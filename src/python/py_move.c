@@ -55,6 +55,12 @@ static pthread_mutex_t inflight_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t inflight_cv = PTHREAD_COND_INITIALIZER;
 static long inflight;
 static PyObject *str_copy;
+static unsigned long completion_ident; /* the completion thread, 0 if none */
+
+int sw_py_move_on_completion_thread(void)
+{
+    return completion_ident != 0 && completion_ident == PyThread_get_thread_ident();
+}
 
 static void inflight_add(long delta)
 {
@@ -291,6 +297,7 @@ static void completion_main(void *arg)
     sw_executor *ex = executor;
     sw_completion *exited = completion_exited;
     PyGILState_STATE g = PyGILState_Ensure();
+    completion_ident = PyThread_get_thread_ident();
     PyThreadState *ts = PyEval_SaveThread();
     sw_job *job;
     while ((job = sw_executor_next_completed(ex, 1)) != NULL) {
@@ -302,6 +309,7 @@ static void completion_main(void *arg)
         ts = PyEval_SaveThread();
     }
     PyEval_RestoreThread(ts);
+    completion_ident = 0;
     PyGILState_Release(g);
     sw_completion_signal(exited);
 }
@@ -429,6 +437,7 @@ static void reset_after_fork(void)
 {
     executor = NULL;
     completion_exited = NULL;
+    completion_ident = 0;
     held_head = held_tail = NULL;
     holding = 0;
     inflight = 0;

@@ -73,5 +73,8 @@ int sw_py_move_operation_init(PyObject *module);
  * failure before submission. */
 PyObject *sw_py_move_initiate(PyObject *tensor, PyObject *destination, PyObject *op);
 int sw_py_move_init(PyObject *module);
+/* Whether the caller runs on the thread that commits pool moves: waiting
+ * there for an unfinished move would wait forever. */
+int sw_py_move_on_completion_thread(void);
 
 #endif
