@@ -8,6 +8,8 @@
  * way, the way a full disk would. */
 #include "strideweave/transfer.h"
 
+#include <fcntl.h>
+
 #include "strideweave/alloc.h"
 #include "strideweave/copy.h"
 #include "strideweave/filestore.h"
@@ -155,8 +157,24 @@ static size_t chunk_of(size_t remaining)
     return remaining < SW_TRANSFER_CHUNK_BYTES ? remaining : SW_TRANSFER_CHUNK_BYTES;
 }
 
+/* Reserve the file blocks about to be written, as NumPy's tofile does:
+ * ext4 then writes a large span markedly faster. Advice only: a file
+ * system without fallocate, or a full disk, is reported by the writes. */
+static void reserve(int fd, int64_t pos, size_t len)
+{
+#ifdef FALLOC_FL_KEEP_SIZE
+    if (len >= SW_TRANSFER_CHUNK_BYTES)
+        (void)fallocate(fd, FALLOC_FL_KEEP_SIZE, (off_t)pos, (off_t)len);
+#else
+    (void)fd;
+    (void)pos;
+    (void)len;
+#endif
+}
+
 static sw_status write_chunks(int fd, const char *src, size_t len, int64_t pos, sw_error *err)
 {
+    reserve(fd, pos, len);
     for (size_t done = 0; done < len;) {
         size_t n = chunk_of(len - done);
         sw_status st = sw_filestore_pwrite(fd, src + done, n, pos + (int64_t)done, err);
@@ -194,6 +212,7 @@ static sw_status copy_file_span(int src_fd, int64_t src_pos, int dst_fd, int64_t
     if (!buf)
         return no_staging(chunk_of(len), err);
     sw_status st = SW_OK;
+    reserve(dst_fd, dst_pos, len);
     for (size_t done = 0; done < len && st == SW_OK;) {
         size_t n = chunk_of(len - done);
         st = sw_filestore_pread(src_fd, buf, n, src_pos + (int64_t)done, err);
