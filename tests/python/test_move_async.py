@@ -523,6 +523,28 @@ def test_interpreter_exit_waits_for_moves_in_flight(keep_handle):
                       "last": [1.0, 2.0, 3.0]}
 
 
+def test_forked_child_starts_its_own_workers():
+    # After fork() the child has none of the parent's threads: its moves must
+    # run on a fresh executor rather than wait on threads that do not exist.
+    out = run_python("""
+        import os
+        import strideweave as sw
+        n = 1 << 20  # 4 MiB: runs on the worker pool
+        def pooled_move(value):
+            c = sw.CPU(n)
+            c[n - 1] = value
+            r = sw.move(sw.Tensor(c, 0, sw.Layout(sw.Shape([n]), sw.Stride([1]))), sw.CPU(n))
+            return r[n - 1] == value and c.is_released()
+        assert pooled_move(1.0)          # the parent's pool is running now
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if pooled_move(2.0) and pooled_move(3.0) else 1)
+        _, status = os.waitpid(pid, 0)
+        print("child", os.waitstatus_to_exitcode(status), "parent", pooled_move(4.0))
+    """)
+    assert out.strip().splitlines()[-1] == "child 0 parent True"
+
+
 # ---- faults ---------------------------------------------------------------------------------
 
 
