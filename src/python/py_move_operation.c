@@ -417,26 +417,37 @@ static PyObject *pair_key(PyObject *src, PyObject *dst)
     return PyTuple_Pack(2, src, dst);
 }
 
-static int registry_add(PyObject *src, PyObject *dst, PyObject *op)
+/* ValueError when the exact pair already has an operation: 0 free, -1. */
+static int check_free(PyObject *src, PyObject *dst, PyObject *key)
+{
+    PyObject *existing = PyDict_GetItemWithError(registry, key);
+    if (!existing)
+        return PyErr_Occurred() ? -1 : 0;
+    PyErr_Format(PyExc_ValueError,
+                 "a move operation is already registered from %s to %s (%s); "
+                 "unregister it first",
+                 class_name(src), class_name(dst), class_name(existing));
+    return -1;
+}
+
+/* Validation and duplicate rejection; `add` 0 only checks. */
+static int registry_check_or_add(PyObject *src, PyObject *dst, PyObject *op, int add)
 {
     if (check_registration(src, dst, op) < 0)
         return -1;
     PyObject *key = pair_key(src, dst);
     if (!key)
         return -1;
-    int rc = PyDict_Contains(registry, key);
-    if (rc == 1) {
-        PyErr_Format(PyExc_ValueError,
-                     "a move operation is already registered from %s to %s (%s); "
-                     "unregister it first",
-                     class_name(src), class_name(dst),
-                     class_name(PyDict_GetItemWithError(registry, key)));
-        rc = -1;
-    } else if (rc == 0) {
+    int rc = check_free(src, dst, key);
+    if (rc == 0 && add)
         rc = PyDict_SetItem(registry, key, op);
-    }
     Py_DECREF(key);
     return rc;
+}
+
+static int registry_add(PyObject *src, PyObject *dst, PyObject *op)
+{
+    return registry_check_or_add(src, dst, op, 1);
 }
 
 static PyObject *registry_pop(PyObject *src, PyObject *dst)
@@ -593,20 +604,8 @@ static PyObject *registered_move_operation(PyObject *mod, PyObject *const *args,
     PyObject *a[3];
     if (sw_py_parse_required("registered_move_operation", triple_names, 3, args, nargs,
                              kwnames, a) < 0 ||
-        check_registration(a[0], a[1], a[2]) < 0)
+        registry_check_or_add(a[0], a[1], a[2], 0) < 0)
         return NULL;
-    PyObject *key = pair_key(a[0], a[1]);
-    if (!key)
-        return NULL;
-    int taken = PyDict_Contains(registry, key);
-    Py_DECREF(key);
-    if (taken) {
-        if (taken > 0)
-            PyErr_Format(PyExc_ValueError,
-                         "a move operation is already registered from %s to %s; "
-                         "unregister it first", class_name(a[0]), class_name(a[1]));
-        return NULL;
-    }
     SwRegisteredObject *r = PyObject_GC_New(SwRegisteredObject, &SwRegistered_Type);
     if (!r)
         return NULL;
