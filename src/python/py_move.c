@@ -560,6 +560,9 @@ PyObject *sw_py_move_initiate(PyObject *tensor, PyObject *destination, PyObject 
     int grow = check_capacity(destination, cosize);
     if (grow < 0)
         return NULL;
+    /* Autograd's reverse-route capture (a permitted route back to the
+     * source's exact class) belongs here, before anything is allocated, and
+     * a definition-owned route's prepare() just after it. */
     PyObject *own_op = op ? Py_NewRef(op) : PyObject_CallNoArgs(op_type);
     if (!own_op)
         return NULL;
