@@ -4,7 +4,7 @@ Everything here is implemented in C (``strideweave._C``); this module only
 re-exports it.
 """
 
-from strideweave._types import Node
+from strideweave._types import Node, ProfilerEvent, MoveEvent, ProfilerAggregate
 from strideweave._C import (
     Shape,
     Stride,
@@ -34,11 +34,18 @@ from strideweave._C import (
     CpuToMetalMoveOperation,
     MetalToCpuMoveOperation,
     MetalToMetalMoveOperation,
+    Profiler,
+    profile,
 )
-from strideweave import layout, carriers, friendly
+from strideweave import layout, carriers, friendly, operation
 
 __all__ = [
     "Node",
+    "Profiler",
+    "profile",
+    "ProfilerEvent",
+    "MoveEvent",
+    "ProfilerAggregate",
     "Shape",
     "Stride",
     "Layout",
@@ -70,4 +77,5 @@ __all__ = [
     "layout",
     "carriers",
     "friendly",
+    "operation",
 ]

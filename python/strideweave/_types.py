@@ -3,9 +3,11 @@
 Only declarations live here (architecture.md): no behaviour.
 """
 
+import dataclasses
 import enum
+import typing
 
-__all__ = ["Node"]
+__all__ = ["Node", "ProfilerEvent", "MoveEvent", "ProfilerAggregate"]
 
 
 class Node(enum.Enum):
@@ -14,3 +16,53 @@ class Node(enum.Enum):
     Leaf = 1
     Push = 2
     Pop = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class ProfilerEvent:
+    """One execution of a dispatched operation seen by a profiler."""
+
+    id: typing.Any
+    parent_id: typing.Any
+    name: typing.Any
+    carrier_type: typing.Any
+    implementation_type: typing.Any
+    input_shapes: typing.Any
+    start_time_ns: typing.Any
+    duration_ns: typing.Any
+    self_time_ns: typing.Any
+    thread_id: typing.Any
+    succeeded: typing.Any
+
+
+@dataclasses.dataclass(frozen=True)
+class MoveEvent:
+    """The submission ("submit") or the outcome ("complete") of one move."""
+
+    id: typing.Any
+    phase: typing.Any
+    move_id: typing.Any
+    request_id: typing.Any
+    source_type: typing.Any
+    destination_type: typing.Any
+    operation_type: typing.Any
+    route_id: typing.Any
+    start_time_ns: typing.Any
+    duration_ns: typing.Any
+    thread_id: typing.Any
+    succeeded: typing.Any
+
+
+@dataclasses.dataclass(frozen=True)
+class ProfilerAggregate:
+    """Operation events grouped by name and carrier class (and input shapes)."""
+
+    name: typing.Any
+    carrier_type: typing.Any
+    input_shapes: typing.Any
+    count: typing.Any
+    total_time_ns: typing.Any
+    self_total_time_ns: typing.Any
+    mean_time_ns: typing.Any
+    min_time_ns: typing.Any
+    max_time_ns: typing.Any

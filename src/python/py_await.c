@@ -20,6 +20,7 @@ PyObject *sw_py_await_new(PyTypeObject *type)
         return NULL;
     self->result = NULL;
     self->error = NULL;
+    self->weakreflist = NULL;
     self->completion = sw_completion_new();
     if (!self->completion) {
         PyObject_GC_Del(self);
@@ -105,6 +106,8 @@ static int await_clear(PyObject *self)
 static void await_dealloc(PyObject *self)
 {
     PyObject_GC_UnTrack(self);
+    if (AWAIT(self)->weakreflist)
+        PyObject_ClearWeakRefs(self);
     await_clear(self);
     sw_completion_free(AWAIT(self)->completion);
     PyObject_GC_Del(self);
@@ -151,6 +154,7 @@ PyTypeObject SwAwaitResult_Type = {
               "constructed directly.",
     .tp_traverse = await_traverse,
     .tp_clear = await_clear,
+    .tp_weaklistoffset = offsetof(SwAwaitObject, weakreflist),
     .tp_methods = await_methods,
     .tp_getset = await_getset,
     .tp_new = await_new,
@@ -168,6 +172,7 @@ PyTypeObject SwAwaitMove_Type = {
               "and releases the source.",
     .tp_traverse = await_traverse,
     .tp_clear = await_clear,
+    .tp_weaklistoffset = offsetof(SwAwaitObject, weakreflist),
     .tp_base = &SwAwaitResult_Type,
     .tp_new = await_new,
 };

@@ -18,6 +18,8 @@
  * references until the commit. At interpreter exit an atexit hook refuses
  * new moves and waits for those in flight. */
 #include "sw_move.h"
+#include "sw_profiling.h"
+#include "strideweave/clock.h"
 
 #include <pthread.h>
 
@@ -40,6 +42,7 @@ typedef struct move_request {
     PyObject *destination;
     PyObject *output;           /* result Tensor, published at commit */
     int64_t cosize;
+    sw_move_trace *trace;       /* profiling record, or NULL */
     struct move_request *held_next;
 } move_request;
 
@@ -278,6 +281,7 @@ static void commit(move_request *r, PyObject *error)
      * on failure it stays live with its values and version. */
     if (!err && sw_py_carrier_release(r->source) < 0)
         err = take_exception();
+    sw_py_profile_move_completed(r->trace, err == NULL);
     sw_py_await_complete(r->handle, err ? NULL : r->output, err);
     Py_XDECREF(err);
     request_free(r);
@@ -563,6 +567,7 @@ PyObject *sw_py_move_initiate(PyObject *tensor, PyObject *destination, PyObject 
     /* Autograd's reverse-route capture (a permitted route back to the
      * source's exact class) belongs here, before anything is allocated, and
      * a definition-owned route's prepare() just after it. */
+    uint64_t start_ns = sw_clock_ns(); /* submission begins (profiling) */
     PyObject *own_op = op ? Py_NewRef(op) : PyObject_CallNoArgs(op_type);
     if (!own_op)
         return NULL;
@@ -577,8 +582,11 @@ PyObject *sw_py_move_initiate(PyObject *tensor, PyObject *destination, PyObject 
         goto done;
     }
     handle = Py_NewRef(r->handle);
+    sw_move_trace *trace = sw_py_profile_move_begin(source, destination, op_type, start_ns);
+    r->trace = trace;
     set_pending(r, 1);
-    submit(r, own_op, tensor);
+    submit(r, own_op, tensor); /* may commit, and free r, before it returns */
+    sw_py_profile_move_submitted(trace);
 done:
     Py_DECREF(tensor);
     Py_DECREF(own_op);

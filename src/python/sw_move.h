@@ -20,6 +20,7 @@ typedef struct SwAwaitObject {
     sw_completion *completion;
     PyObject *result; /* written once, before the completion is signalled */
     PyObject *error;  /* an exception instance, same rule */
+    PyObject *weakreflist;
 } SwAwaitObject;
 
 /* A fresh, incomplete handle of `type` (AwaitMove, or a later subtype). */

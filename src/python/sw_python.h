@@ -42,6 +42,7 @@ int sw_py_dlpack_init(PyObject *module);
 int sw_py_await_init(PyObject *module);
 int sw_py_move_operation_init(PyObject *module);
 int sw_py_move_init(PyObject *module);
+int sw_py_profiling_init(PyObject *module);
 
 /* ---- layouts (py_layout.c) ---------------------------------------------- */
 

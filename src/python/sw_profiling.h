@@ -1,0 +1,26 @@
+/* Private interface of the profiler (py_profiling.c) for the code paths it
+ * records: movement now, dispatched operations when they land. */
+#ifndef STRIDEWEAVE_SW_PROFILING_H
+#define STRIDEWEAVE_SW_PROFILING_H
+
+#include "sw_python.h"
+
+extern PyTypeObject SwProfiler_Type;
+
+/* The profiling record of one move: NULL when no profiler active on this
+ * thread selects the exact source or destination class (or when the record
+ * could not be made: profiling never fails a move). Call at the start of
+ * submission (`start_ns`: sw_clock_ns() when it began); then exactly once
+ * each, in either order, both with the GIL held:
+ * sw_py_profile_move_submitted on the initiating thread when submission
+ * returns, and sw_py_profile_move_completed at the terminal commit. The
+ * complete record always follows the submit record. */
+typedef struct sw_move_trace sw_move_trace;
+sw_move_trace *sw_py_profile_move_begin(PyObject *source, PyObject *destination,
+                                        PyObject *op_type, uint64_t start_ns);
+void sw_py_profile_move_submitted(sw_move_trace *trace);
+void sw_py_profile_move_completed(sw_move_trace *trace, int succeeded);
+
+int sw_py_profiling_init(PyObject *module);
+
+#endif
