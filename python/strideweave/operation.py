@@ -1,11 +1,23 @@
-"""Operations and their profiling: MoveOperation, the profiler and its
-record types."""
+"""Operations and their profiling: the Operation base, grad mode,
+MoveOperation, the profiler and its record types."""
 
 from strideweave._types import ProfilerEvent, MoveEvent, ProfilerAggregate
-from strideweave._C import MoveOperation, Profiler, profile
+from strideweave._C import (
+    Operation,
+    MoveOperation,
+    is_grad_enabled,
+    set_grad_enabled,
+    no_grad,
+    Profiler,
+    profile,
+)
 
 __all__ = [
+    "Operation",
     "MoveOperation",
+    "is_grad_enabled",
+    "set_grad_enabled",
+    "no_grad",
     "Profiler",
     "profile",
     "ProfilerEvent",

@@ -212,8 +212,10 @@ static PyObject *base_copy_impl(PyObject *self, PyObject *const *args, Py_ssize_
 
 /* ---- MoveOperation -------------------------------------------------------- */
 
+/* A move operation is an Operation (O-11): same saved-input, token and node
+ * state, inherited allocation, GC and deallocation. */
 typedef struct SwMoveOperationObject {
-    PyObject_HEAD
+    SwOperationObject base;
 } SwMoveOperationObject;
 
 static PyObject *operation_forward(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
@@ -265,16 +267,18 @@ PyTypeObject SwMoveOperation_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "strideweave.MoveOperation",
     .tp_basicsize = sizeof(SwMoveOperationObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "MoveOperation()\n--\n\n"
               "Base class of the operations that move a Tensor from one carrier to\n"
               "another. Subclass it, implement _copy, and register the subclass for\n"
               "an exact pair of carrier classes with register_move_operation.\n"
               "Set the class attributes source_class / destination_class to refuse\n"
               "other carriers.",
+    .tp_traverse = sw_py_operation_traverse,
+    .tp_clear = sw_py_operation_clear,
     .tp_methods = operation_methods,
     .tp_init = operation_init,
-    .tp_new = PyType_GenericNew,
+    .tp_base = &SwOperation_Type, /* tp_new inherited: Operation state from allocation */
 };
 
 #define SHIPPED_OPERATION(var, name, copyfn, doc)                                     \
@@ -287,9 +291,11 @@ PyTypeObject SwMoveOperation_Type = {
         PyVarObject_HEAD_INIT(NULL, 0)                                               \
         .tp_name = "strideweave." name,                                              \
         .tp_basicsize = sizeof(SwMoveOperationObject),                               \
-        .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,                        \
+        .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,   \
         .tp_doc = name "()\n--\n\n" doc,                                             \
         .tp_methods = var##_methods,                                                 \
+        .tp_traverse = sw_py_operation_traverse,                                     \
+        .tp_clear = sw_py_operation_clear,                                           \
         .tp_base = &SwMoveOperation_Type,                                            \
     }
 

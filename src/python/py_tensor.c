@@ -889,9 +889,83 @@ static PyObject *tensor_tolist(PyObject *self, PyObject *unused)
     return sw_py_tensor_tolist(self);
 }
 
+/* ---- autograd attributes (A-2..A-4) --------------------------------------- */
+
+static int require_differentiable(SwTensorObject *self, const char *what)
+{
+    if (self->dtype == sw_py_dtype(SW_DT_FLOAT32))
+        return 0;
+    PyErr_Format(PyExc_RuntimeError,
+                 "%s: this Tensor is non-differentiable (dtype %R); only Float32 "
+                 "Tensors take part in autograd", what, self->dtype);
+    return -1;
+}
+
+static PyObject *tensor_get_autograd_ctx(SwTensorObject *self, void *closure)
+{
+    (void)closure;
+    return Py_NewRef(self->autograd_ctx);
+}
+
+static int tensor_set_autograd_ctx(SwTensorObject *self, PyObject *value, void *closure)
+{
+    (void)closure;
+    if (!value) {
+        PyErr_SetString(PyExc_AttributeError,
+                        "autograd_ctx cannot be deleted; assign None instead");
+        return -1;
+    }
+    if (value != Py_None) {
+        if (require_differentiable(self, "cannot set autograd_ctx") < 0)
+            return -1;
+        if (!SwOperation_Check(value)) {
+            PyErr_Format(PyExc_TypeError,
+                         "autograd_ctx must be an Operation or None, not %.100s",
+                         Py_TYPE(value)->tp_name);
+            return -1;
+        }
+    }
+    Py_SETREF(self->autograd_ctx, Py_NewRef(value));
+    return 0;
+}
+
+static PyObject *tensor_get_grad(SwTensorObject *self, void *closure)
+{
+    (void)closure;
+    if (require_differentiable(self, "no grad") < 0)
+        return NULL;
+    return Py_NewRef(self->grad);
+}
+
+static int tensor_set_grad(SwTensorObject *self, PyObject *value, void *closure)
+{
+    (void)closure;
+    if (!value) {
+        PyErr_SetString(PyExc_AttributeError, "grad cannot be deleted; assign None instead");
+        return -1;
+    }
+    if (value != Py_None) {
+        if (require_differentiable(self, "cannot set grad") < 0)
+            return -1;
+        if (!SwTensor_Check(value)) {
+            PyErr_Format(PyExc_TypeError, "grad must be a Tensor or None, not %.100s",
+                         Py_TYPE(value)->tp_name);
+            return -1;
+        }
+    }
+    Py_SETREF(self->grad, Py_NewRef(value));
+    return 0;
+}
+
 /* ---- type ---------------------------------------------------------------- */
 
 static PyGetSetDef tensor_getset[] = {
+    {"autograd_ctx", (getter)tensor_get_autograd_ctx, (setter)tensor_set_autograd_ctx,
+     "The Operation that produced this Tensor, or None for a leaf. Only a\n"
+     "differentiable (Float32) Tensor can hold an Operation.", NULL},
+    {"grad", (getter)tensor_get_grad, (setter)tensor_set_grad,
+     "The accumulated gradient (a Tensor) or None. RuntimeError on a\n"
+     "non-differentiable Tensor.", NULL},
     {"carrier", (getter)tensor_get_carrier, NULL, "Carrier of subtensor 0 (T-3).", NULL},
     {"offset", (getter)tensor_get_offset, NULL, "Offset of subtensor 0 (T-3).", NULL},
     {"layout", (getter)tensor_get_layout, NULL, "Placement layout of subtensor 0 (T-3).",

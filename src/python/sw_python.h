@@ -39,6 +39,8 @@ int sw_py_tensor_init(PyObject *module);
 int sw_py_view_init(PyObject *module);
 int sw_py_friendly_init(PyObject *module);
 int sw_py_dlpack_init(PyObject *module);
+int sw_py_grad_mode_init(PyObject *module);
+int sw_py_operation_init(PyObject *module);
 int sw_py_await_init(PyObject *module);
 int sw_py_move_operation_init(PyObject *module);
 int sw_py_move_init(PyObject *module);
@@ -241,6 +243,41 @@ PyObject *sw_py_tensor_slice(PyObject *tensor, PyObject *key);
  * kind ("slice", "permute", "reshape", "broadcast_to"), source and result.
  * 0, or -1 with an exception set (the view then fails). */
 int sw_py_view_record(const char *kind, PyObject *source, PyObject *result);
+
+/* ---- grad mode and Operation (py_grad_mode.c, py_operation.c) ---------- */
+
+/* the calling thread's recording state (1 enabled, 0 disabled). */
+int sw_py_grad_enabled(void);
+void sw_py_set_grad_enabled(int enabled);
+
+extern PyTypeObject SwOperation_Type;
+
+/* State every Operation has from allocation (O-1). MoveOperation and the
+ * shipped moves start with this struct. */
+typedef struct SwOperationObject {
+    PyObject_HEAD
+    PyObject *weakreflist;
+    PyObject *ctx;                    /* dict, owned (O-3) */
+    PyObject *saved;                  /* tuple of Tensors or NULL (O-6) */
+    PyObject *versions;               /* aligned tuple of tokens or NULL (O-7) */
+    PyObject *operation_name;         /* O-9, NULL when constructed directly */
+    PyObject *dispatch_carrier_class; /* O-9, NULL when constructed directly */
+} SwOperationObject;
+
+/* GC slots of Operation, for C subtypes that declare Py_TPFLAGS_HAVE_GC
+ * themselves (a subtype with the flag does not inherit them). */
+int sw_py_operation_traverse(PyObject *self, visitproc visit, void *arg);
+int sw_py_operation_clear(PyObject *self);
+
+#define SwOperation_Check(o) PyObject_TypeCheck((o), &SwOperation_Type)
+
+/* O-5: save the Tensors among items[0..n) (order kept) and snapshot their
+ * version tokens now. 0, or -1 with an exception set (state unchanged). */
+int sw_py_operation_store(PyObject *op, PyObject *const *items, Py_ssize_t n);
+/* Drop the saved inputs and their tokens. */
+void sw_py_operation_clear_saved(PyObject *op);
+/* result.autograd_ctx = op, for a differentiable result (caller checks). */
+int sw_py_operation_attach(PyObject *op, PyObject *result);
 
 /* ---- DLPack (py_dlpack.c), listed in Tensor's method table -------------- */
 
