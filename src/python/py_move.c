@@ -43,6 +43,7 @@ typedef struct move_request {
     PyObject *output;           /* result Tensor, published at commit */
     int64_t cosize;
     sw_move_trace *trace;       /* profiling record, or NULL */
+    PyObject *node;             /* the move's autograd node, or NULL */
     struct move_request *held_next;
 } move_request;
 
@@ -229,6 +230,7 @@ static void request_free(move_request *r)
     Py_XDECREF(r->source);
     Py_XDECREF(r->destination);
     Py_XDECREF(r->output);
+    Py_XDECREF(r->node);
     sw_free(r);
 }
 
@@ -279,8 +281,15 @@ static void commit(move_request *r, PyObject *error)
     set_pending(r, 0);
     /* The source goes only after the values are safely in the destination;
      * on failure it stays live with its values and version. */
+    if (!err && r->node)
+        sw_py_move_node_attach(r->node, r->output);
     if (!err && sw_py_carrier_release(r->source) < 0)
         err = take_exception();
+    if (err && r->node) {
+        sw_py_operation_clear_saved(r->node);
+        if (TENSOR(r->output)->autograd_ctx == r->node)
+            Py_SETREF(TENSOR(r->output)->autograd_ctx, Py_NewRef(Py_None));
+    }
     sw_py_profile_move_completed(r->trace, err == NULL);
     sw_py_await_complete(r->handle, err ? NULL : r->output, err);
     Py_XDECREF(err);
@@ -564,13 +573,24 @@ PyObject *sw_py_move_initiate(PyObject *tensor, PyObject *destination, PyObject 
     int grow = check_capacity(destination, cosize);
     if (grow < 0)
         return NULL;
-    /* Autograd's reverse-route capture (a permitted route back to the
-     * source's exact class) belongs here, before anything is allocated, and
-     * a definition-owned route's prepare() just after it. */
+    /* A differentiable move records a node: its route back must exist
+     * before anything is allocated or submitted. A definition-owned route's
+     * prepare() comes just after this. */
+    int record = sw_py_grad_enabled() &&
+                 TENSOR(tensor)->dtype == sw_py_dtype(SW_DT_FLOAT32);
+    PyObject *reverse = NULL;
+    if (record && sw_py_move_capture_reverse(source, destination, &reverse) < 0)
+        return NULL;
     uint64_t start_ns = sw_clock_ns(); /* submission begins (profiling) */
     PyObject *own_op = op ? Py_NewRef(op) : PyObject_CallNoArgs(op_type);
-    if (!own_op)
+    if (!own_op || (record && sw_py_operation_store(own_op, &tensor, 1) < 0)) {
+        Py_XDECREF(own_op);
+        Py_XDECREF(reverse);
         return NULL;
+    }
+    if (record)
+        sw_py_move_node_prepare(own_op, reverse);
+    Py_XDECREF(reverse);
     Py_INCREF(tensor); /* user code below must not free what we read */
     move_request *r = NULL;
     PyObject *handle = NULL;
@@ -581,6 +601,8 @@ PyObject *sw_py_move_initiate(PyObject *tensor, PyObject *destination, PyObject 
         request_free(r);
         goto done;
     }
+    if (record)
+        r->node = Py_NewRef(own_op);
     handle = Py_NewRef(r->handle);
     sw_move_trace *trace = sw_py_profile_move_begin(source, destination, op_type, start_ns);
     r->trace = trace;
@@ -588,6 +610,8 @@ PyObject *sw_py_move_initiate(PyObject *tensor, PyObject *destination, PyObject 
     submit(r, own_op, tensor); /* may commit, and free r, before it returns */
     sw_py_profile_move_submitted(trace);
 done:
+    if (!handle && record)
+        sw_py_operation_clear_saved(own_op);
     Py_DECREF(tensor);
     Py_DECREF(own_op);
     return handle;

@@ -14,6 +14,8 @@
 
 #include "strideweave/copy.h"
 
+#include <string.h>
+
 #define HOST(o) ((SwHostCarrierObject *)(o))
 #define FB(o) ((SwFileBackedObject *)(o))
 
@@ -216,7 +218,221 @@ static PyObject *base_copy_impl(PyObject *self, PyObject *const *args, Py_ssize_
  * state, inherited allocation, GC and deallocation. */
 typedef struct SwMoveOperationObject {
     SwOperationObject base;
+    /* Set when the move records a node: the reverse route captured at
+     * initiation and the result's carrier, whose class holds the private
+     * copy of a cotangent on its way back (the carrier, not the result:
+     * the result refers to this node). */
+    PyObject *reverse;
+    PyObject *output;
 } SwMoveOperationObject;
+
+#define MOVEOP(o) ((SwMoveOperationObject *)(o))
+
+static int move_op_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(MOVEOP(self)->reverse);
+    Py_VISIT(MOVEOP(self)->output);
+    return sw_py_operation_traverse(self, visit, arg);
+}
+
+static int move_op_clear(PyObject *self)
+{
+    Py_CLEAR(MOVEOP(self)->reverse);
+    Py_CLEAR(MOVEOP(self)->output);
+    return sw_py_operation_clear(self);
+}
+
+static void move_op_dealloc(PyObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(MOVEOP(self)->reverse);
+    Py_CLEAR(MOVEOP(self)->output);
+    SwOperation_Type.tp_dealloc(self);
+}
+
+/* ---- autograd across a move ---------------------------------------------------- */
+
+int sw_py_move_capture_reverse(PyObject *source, PyObject *destination, PyObject **reverse)
+{
+    PyObject *rev = sw_py_move_dispatch((PyObject *)Py_TYPE(destination),
+                                        (PyObject *)Py_TYPE(source));
+    if (!rev)
+        return -1;
+    if (sw_py_move_check_operation((PyTypeObject *)rev, destination, source) < 0) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyErr_Format(PyExc_NotImplementedError,
+                     "a differentiable move from %s to %s needs a move back from %s to %s "
+                     "for its gradient, and there is none (%S); register one, or move "
+                     "inside no_grad()",
+                     _PyType_Name(Py_TYPE(source)), _PyType_Name(Py_TYPE(destination)),
+                     _PyType_Name(Py_TYPE(destination)), _PyType_Name(Py_TYPE(source)),
+                     value ? value : Py_None);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        return -1;
+    }
+    *reverse = Py_NewRef(rev);
+    return 0;
+}
+
+void sw_py_move_node_prepare(PyObject *op, PyObject *reverse)
+{
+    Py_XSETREF(MOVEOP(op)->reverse, Py_NewRef(reverse));
+}
+
+void sw_py_move_node_attach(PyObject *op, PyObject *output)
+{
+    Py_XSETREF(MOVEOP(op)->output, Py_NewRef(((SwTensorObject *)output)->subs[0].carrier));
+    sw_py_operation_attach(op, output);
+}
+
+/* The cotangent a move node accepts: a live Tensor of the source's shape
+ * with an injective layout (its layout need not equal the source's). */
+static int check_cotangent(PyObject *g, PyObject *source)
+{
+    if (!SwTensor_Check(g) || ((SwTensorObject *)g)->nsub != 1) {
+        PyErr_Format(PyExc_TypeError, "the gradient of a move must be a Tensor, not %.100s",
+                     Py_TYPE(g)->tp_name);
+        return -1;
+    }
+    SwSubtensor *gs = &((SwTensorObject *)g)->subs[0];
+    if (((SwCarrierObject *)gs->carrier)->released) {
+        PyErr_SetString(PyExc_RuntimeError, "the gradient's carrier is released");
+        return -1;
+    }
+    sw_layout *gl = SwLayout_CORE(gs->layout);
+    sw_layout *sl = SwLayout_CORE(((SwTensorObject *)source)->subs[0].layout);
+    int same = gl->nprofile == sl->nprofile && gl->nleaves == sl->nleaves &&
+               memcmp(gl->profile, sl->profile, (size_t)gl->nprofile) == 0 &&
+               memcmp(gl->extents, sl->extents, sizeof(int64_t) * (size_t)gl->nleaves) == 0;
+    if (!same) {
+        PyErr_SetString(PyExc_ValueError,
+                        "the gradient of a move must have the moved Tensor's shape");
+        return -1;
+    }
+    sw_error err;
+    int inj = sw_layout_is_injective(gl, &err);
+    if (inj < 0)
+        return sw_py_raise(&err);
+    if (!inj) {
+        PyErr_SetString(PyExc_ValueError,
+                        "an injective gradient Layout is required to move a gradient back");
+        return -1;
+    }
+    return 0;
+}
+
+/* The layout the gradient takes: the source's when injective, else the
+ * canonical layout of its shape. New reference. */
+static PyObject *gradient_layout(PyObject *layout)
+{
+    sw_error err;
+    int inj = sw_layout_is_injective(SwLayout_CORE(layout), &err);
+    if (inj < 0) {
+        sw_py_raise(&err);
+        return NULL;
+    }
+    if (inj)
+        return Py_NewRef(layout);
+    const sw_layout *L = SwLayout_CORE(layout);
+    sw_layout *c = sw_layout_canonical(L->nprofile, L->profile, L->extents, &err);
+    if (!c) {
+        sw_py_raise(&err);
+        return NULL;
+    }
+    return sw_py_layout_wrap(c);
+}
+
+/* The cotangent's logical values placed in `layout`'s slots (zeros in the
+ * holes), as a list for new_like. */
+static PyObject *slots_of(PyObject *g, PyObject *layout)
+{
+    SwSubtensor *gs = &((SwTensorObject *)g)->subs[0];
+    sw_layout *gl = SwLayout_CORE(gs->layout), *L = SwLayout_CORE(layout);
+    PyObject *slots = PyList_New(L->cosize);
+    if (!slots)
+        return NULL;
+    for (Py_ssize_t i = 0; i < L->cosize; i++)
+        PyList_SET_ITEM(slots, i, PyFloat_FromDouble(0.0));
+    for (int64_t k = 0; k < L->size; k++) {
+        int64_t gj, j;
+        sw_error err;
+        if (sw_layout_index(gl, k, &gj, &err) != SW_OK ||
+            sw_layout_index(L, k, &j, &err) != SW_OK) {
+            Py_DECREF(slots);
+            sw_py_raise(&err);
+            return NULL;
+        }
+        PyObject *v = sw_py_carrier_getitem(gs->carrier, gs->offset + gj);
+        if (!v) {
+            Py_DECREF(slots);
+            return NULL;
+        }
+        PyList_SetItem(slots, (Py_ssize_t)j, v);
+    }
+    return slots;
+}
+
+/* carrier.allocate_like(nslots, empty=True): fresh storage of the same
+ * class, which the reverse move fills completely. */
+static PyObject *allocate_empty_like(PyObject *carrier, int64_t nslots)
+{
+    PyObject *fn = PyObject_GetAttrString(carrier, "allocate_like");
+    PyObject *args = fn ? Py_BuildValue("(L)", (long long)nslots) : NULL;
+    PyObject *kwargs = args ? Py_BuildValue("{s:O}", "empty", Py_True) : NULL;
+    PyObject *r = kwargs ? PyObject_Call(fn, args, kwargs) : NULL;
+    Py_XDECREF(kwargs);
+    Py_XDECREF(args);
+    Py_XDECREF(fn);
+    return r;
+}
+
+/* backward(gradient): move the cotangent back through the captured route
+ * into fresh storage of the source carrier's exact class, and wait. */
+static PyObject *move_backward(PyObject *self, PyObject *g)
+{
+    SwMoveOperationObject *op = MOVEOP(self);
+    PyObject *saved = op->base.saved;
+    if (!saved || PyTuple_GET_SIZE(saved) != 1 || !op->reverse || !op->output) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "this move recorded no gradient path, or its graph was released "
+                        "(use retain_graph=True to run backward twice)");
+        return NULL;
+    }
+    PyObject *source = PyTuple_GET_ITEM(saved, 0);
+    if (check_cotangent(g, source) < 0)
+        return NULL;
+    SwSubtensor *ss = &((SwTensorObject *)source)->subs[0];
+    PyObject *layout = gradient_layout(ss->layout);
+    PyObject *slots = layout ? slots_of(g, layout) : NULL;
+    PyObject *out_carrier = op->output;
+    PyObject *private = slots ? PyObject_CallMethod(out_carrier, "new_like", "O", slots)
+                              : NULL;
+    PyObject *ptensor = private ? sw_py_tensor_new1(private, 0, layout) : NULL;
+    PyObject *dest = ptensor ? allocate_empty_like(ss->carrier, SwLayout_CORE(layout)->cosize)
+                             : NULL;
+    PyObject *rev_op = dest ? PyObject_CallNoArgs(op->reverse) : NULL;
+    PyObject *result = NULL;
+    if (rev_op) {
+        int was = sw_py_grad_enabled();
+        sw_py_set_grad_enabled(0); /* the reverse move records no node */
+        PyObject *handle = sw_py_move_initiate(ptensor, dest, rev_op);
+        sw_py_set_grad_enabled(was);
+        PyObject *moved = handle ? sw_py_await_wait(handle) : NULL;
+        Py_XDECREF(handle);
+        result = moved ? PyTuple_Pack(1, moved) : NULL;
+        Py_XDECREF(moved);
+    }
+    Py_XDECREF(rev_op);
+    Py_XDECREF(dest);
+    Py_XDECREF(ptensor);
+    Py_XDECREF(private);
+    Py_XDECREF(slots);
+    Py_XDECREF(layout);
+    return result;
+}
 
 static PyObject *operation_forward(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                                    PyObject *kwnames)
@@ -249,6 +465,11 @@ static int operation_init(PyObject *self, PyObject *args, PyObject *kwds)
     "is the number of storage slots to transfer (the layout's cosize)."
 
 static PyMethodDef operation_methods[] = {
+    {"backward", move_backward, METH_O,
+     "backward(gradient)\n--\n\n"
+     "Gradient of a recorded move: moves `gradient` (a Tensor of the moved\n"
+     "Tensor's shape with an injective layout) back to the source's carrier\n"
+     "class and returns it as a one-element tuple. Called by Tensor.backward."},
     {"_copy", (PyCFunction)(void (*)(void))base_copy_impl,
      METH_FASTCALL | METH_KEYWORDS,
      COPY_DOC("Transfer the values of `tensor` into `destination`, where `output`\n"
@@ -274,8 +495,9 @@ PyTypeObject SwMoveOperation_Type = {
               "an exact pair of carrier classes with register_move_operation.\n"
               "Set the class attributes source_class / destination_class to refuse\n"
               "other carriers.",
-    .tp_traverse = sw_py_operation_traverse,
-    .tp_clear = sw_py_operation_clear,
+    .tp_dealloc = move_op_dealloc,
+    .tp_traverse = move_op_traverse,
+    .tp_clear = move_op_clear,
     .tp_methods = operation_methods,
     .tp_init = operation_init,
     .tp_base = &SwOperation_Type, /* tp_new inherited: Operation state from allocation */
@@ -294,8 +516,9 @@ PyTypeObject SwMoveOperation_Type = {
         .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,   \
         .tp_doc = name "()\n--\n\n" doc,                                             \
         .tp_methods = var##_methods,                                                 \
-        .tp_traverse = sw_py_operation_traverse,                                     \
-        .tp_clear = sw_py_operation_clear,                                           \
+        .tp_dealloc = move_op_dealloc,                                               \
+        .tp_traverse = move_op_traverse,                                             \
+        .tp_clear = move_op_clear,                                                   \
         .tp_base = &SwMoveOperation_Type,                                            \
     }
 

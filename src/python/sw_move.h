@@ -64,6 +64,14 @@ int sw_py_move_describe(PyObject *src, int64_t offset, const sw_layout *layout,
                         PyObject *dst, int bulk, sw_transfer *t,
                         int64_t *extents, int64_t *strides);
 
+/* Autograd across a move: the reverse route for a differentiable move
+ * (NotImplementedError naming the reverse pair when none is permitted;
+ * new reference to the operation class), remembering it on the node, and
+ * attaching the node to the published result. */
+int sw_py_move_capture_reverse(PyObject *source, PyObject *destination, PyObject **reverse);
+void sw_py_move_node_prepare(PyObject *op, PyObject *reverse);
+void sw_py_move_node_attach(PyObject *op, PyObject *output);
+
 int sw_py_move_operation_init(PyObject *module);
 
 /* ---- the move path (py_move.c) ------------------------------------------ */
