@@ -4,6 +4,9 @@ MoveOperation, the profiler and its record types."""
 from strideweave._types import ProfilerEvent, MoveEvent, ProfilerAggregate
 from strideweave._C import (
     Operation,
+    add,
+    elementwise_mul,
+    reduce_sum,
     MoveOperation,
     is_grad_enabled,
     set_grad_enabled,
@@ -14,6 +17,9 @@ from strideweave._C import (
 
 __all__ = [
     "Operation",
+    "add",
+    "elementwise_mul",
+    "reduce_sum",
     "MoveOperation",
     "is_grad_enabled",
     "set_grad_enabled",

@@ -635,6 +635,43 @@ static PyObject *carrier_scatter(PyObject *self, PyObject *args, PyObject *kwds)
     return NULL;
 }
 
+/* F-0 / O-9: the operation implementing `name` for this carrier's exact
+ * class, with its dispatch metadata set. broadcast_to is the framework's view
+ * for every class; the arithmetic operations exist for the built-ins. */
+static PyObject *carrier_dispatch_op(PyObject *self, PyObject *name)
+{
+    if (!PyUnicode_Check(name)) {
+        PyErr_Format(PyExc_TypeError, "dispatch_op: name must be a str, not %.100s",
+                     Py_TYPE(name)->tp_name);
+        return NULL;
+    }
+    PyObject *op = NULL;
+    if (PyUnicode_CompareWithASCIIString(name, "broadcast_to") == 0) {
+        op = sw_py_view_broadcast_operation();
+    } else {
+        PyTypeObject *type = sw_py_minimal_op_type(name);
+        if (!type || !sw_carrier_builtin_ops(self)) {
+            PyErr_Format(PyExc_NotImplementedError,
+                         "%s carriers do not implement the operation %R",
+                         type_name(self), name);
+            return NULL;
+        }
+        op = PyObject_CallNoArgs((PyObject *)type);
+    }
+    if (!op)
+        return NULL;
+    if (!SwOperation_Check(op)) {
+        PyErr_Format(PyExc_TypeError, "dispatch_op(%R) made a %.100s, not an Operation",
+                     name, Py_TYPE(op)->tp_name);
+        Py_DECREF(op);
+        return NULL;
+    }
+    SwOperationObject *o = (SwOperationObject *)op;
+    Py_XSETREF(o->operation_name, Py_NewRef(name));
+    Py_XSETREF(o->dispatch_carrier_class, Py_NewRef((PyObject *)Py_TYPE(self)));
+    return op;
+}
+
 static PyObject *carrier_is_mutable(PyObject *self, PyObject *unused)
 {
     (void)unused;
@@ -902,6 +939,12 @@ static PyMethodDef carrier_methods[] = {
      "_increment_version()\n--\n\nAdvance the version by one (C-14)."},
     {"release", carrier_release, METH_NOARGS,
      "release()\n--\n\nFree owned storage; idempotent (C-15)."},
+    {"dispatch_op", carrier_dispatch_op, METH_O,
+     "dispatch_op(name)\n--\n\n"
+     "A fresh operation that runs `name` for this carrier's class: \"add\",\n"
+     "\"elementwise_mul\" and \"reduce_sum\" on Generic, CPU and FileBacked, and\n"
+     "\"broadcast_to\" on every carrier class. Raises NotImplementedError for\n"
+     "anything else and TypeError when name is not a str."},
     {"_claim_ownership", carrier_claim_ownership, METH_NOARGS,
      "_claim_ownership()\n--\n\nClaim for a composite; returns the token."},
     {"_relinquish_ownership", carrier_relinquish_ownership, METH_O,

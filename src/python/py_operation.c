@@ -7,6 +7,7 @@
  * record, or that fails, leaves nothing saved and attaches nothing.
  * MoveOperation (py_move_operation.c) extends this struct. */
 #include "sw_python.h"
+#include "sw_profiling.h"
 
 static PyObject *str_forward, *str_version_token, *str_options;
 
@@ -48,6 +49,7 @@ int sw_py_operation_store(PyObject *op, PyObject *const *items, Py_ssize_t n)
     SwOperationObject *o = (SwOperationObject *)op;
     Py_XSETREF(o->saved, saved);
     Py_XSETREF(o->versions, versions);
+    o->released = 0;
     return 0;
 error:
     Py_XDECREF(saved);
@@ -171,6 +173,22 @@ static int check_keywords(PyObject *const *args, Py_ssize_t nargs, PyObject *kwn
     return 0;
 }
 
+/* self._forward(*args), which must return a Tensor. New reference. */
+static PyObject *call_forward(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *fn = PyObject_GetAttr(self, str_forward);
+    if (!fn)
+        return NULL;
+    PyObject *result = PyObject_Vectorcall(fn, args, (size_t)nargs, NULL);
+    Py_DECREF(fn);
+    if (result && !SwTensor_Check(result)) {
+        PyErr_Format(PyExc_TypeError, "%s._forward must return a Tensor, not %.100s",
+                     _PyType_Name(Py_TYPE(self)), Py_TYPE(result)->tp_name);
+        Py_CLEAR(result);
+    }
+    return result;
+}
+
 static PyObject *operation_forward(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                                    PyObject *kwnames)
 {
@@ -180,7 +198,7 @@ static PyObject *operation_forward(PyObject *self, PyObject *const *args, Py_ssi
     for (Py_ssize_t i = 0; i < nargs; i++) {
         if (!SwTensor_Check(args[i]))
             continue;
-        if (((SwTensorObject *)args[i])->nsub != 1) {
+        if (((SwTensorObject *)args[i])->nsub != 1 && !sw_py_view_preserves_planes(self)) {
             PyErr_Format(PyExc_NotImplementedError,
                          "%s.forward: input %zd has several subtensors (a compound "
                          "dtype), which this operation does not support",
@@ -196,19 +214,13 @@ static PyObject *operation_forward(PyObject *self, PyObject *const *args, Py_ssi
     if (record && sw_py_operation_store(self, args, nargs) < 0)
         goto error;
 
-    PyObject *fn = PyObject_GetAttr(self, str_forward);
-    if (!fn)
-        goto error;
-    PyObject *result = PyObject_Vectorcall(fn, args, (size_t)nargs, NULL);
-    Py_DECREF(fn);
+    /* The computation boundary a profiler times (dispatched operations
+     * only): _forward and the result check. */
+    sw_op_span *span = sw_py_profile_op_begin(self, args, nargs);
+    PyObject *result = call_forward(self, args, nargs);
+    sw_py_profile_op_end(span, result != NULL);
     if (!result)
         goto error;
-    if (!SwTensor_Check(result)) {
-        PyErr_Format(PyExc_TypeError, "%s._forward must return a Tensor, not %.100s",
-                     _PyType_Name(Py_TYPE(self)), Py_TYPE(result)->tp_name);
-        Py_DECREF(result);
-        goto error;
-    }
     if (record && is_differentiable(result)) {
         for (Py_ssize_t i = 0; i < nargs; i++) {
             if (args[i] == result) {

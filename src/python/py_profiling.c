@@ -1,6 +1,7 @@
 /* Profiler: a single-use context that records, for its entering thread,
  * move submissions and their terminal outcomes (MoveEvent records), and
- * operation events (ProfilerEvent) once dispatched operations exist.
+ * executions of dispatched operations (ProfilerEvent), nested through a
+ * per-thread stack of open spans.
  *
  * State lives in C; the record types are frozen dataclasses declared in
  * strideweave._types (architecture.md allows exactly that). Every mutation
@@ -32,6 +33,8 @@ typedef struct SwProfilerObject {
 static _Thread_local PyObject *active; /* strong reference, or NULL */
 static int64_t last_move_id, last_request_id; /* guarded by the GIL */
 static PyObject *move_event_class, *aggregate_class;
+
+static int in_computation(PyObject *profiler);
 
 /* ---- construction -------------------------------------------------------- */
 
@@ -174,6 +177,12 @@ static PyObject *profiler_exit(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_RuntimeError,
                         "a profiler must be exited on the thread that entered it; "
                         "this one is now abandoned and keeps no records");
+        return NULL;
+    }
+    if (in_computation(self)) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "cannot exit a profiler while an operation it records is running "
+                        "on this thread");
         return NULL;
     }
     p->state = P_EXITED;
@@ -455,6 +464,166 @@ void sw_py_profile_move_completed(sw_move_trace *t, int succeeded)
     trace_drop(t);
 }
 
+/* ---- operation events -------------------------------------------------------- */
+
+struct sw_op_span {
+    sw_op_span *parent;    /* enclosing execution on this thread */
+    PyObject *profiler;    /* strong */
+    PyObject *name, *carrier_type, *impl_type, *shapes; /* strong; shapes may be NULL */
+    int selected;          /* holds events[id] as a placeholder */
+    Py_ssize_t id;
+    uint64_t start_ns;
+    uint64_t child_ns;     /* inclusive time of immediately nested executions */
+};
+
+static _Thread_local sw_op_span *op_top; /* innermost open span */
+static PyObject *event_class;
+
+/* A Shape's extents as nested tuples: Shape(2) -> (2,), Shape([2, [3, 4]])
+ * -> (2, (3, 4)). Iterative over the profile. */
+static PyObject *shape_tuple(const sw_layout *L)
+{
+    PyObject *stack = PyList_New(0), *cur = PyList_New(0), *out = NULL;
+    int32_t leaf = 0;
+    if (!stack || !cur)
+        goto done;
+    for (int32_t p = 0; p < L->nprofile; p++) {
+        uint8_t m = L->profile[p];
+        if (m == SW_NODE_LEAF) {
+            PyObject *v = PyLong_FromLongLong(L->extents[leaf++]);
+            int rc = v ? PyList_Append(cur, v) : -1;
+            Py_XDECREF(v);
+            if (rc < 0)
+                goto done;
+        } else if (m == SW_NODE_PUSH) {
+            if (PyList_Append(stack, cur) < 0)
+                goto done;
+            Py_SETREF(cur, PyList_New(0));
+            if (!cur)
+                goto done;
+        } else {
+            Py_ssize_t top = PyList_GET_SIZE(stack) - 1;
+            PyObject *t = PyList_AsTuple(cur);
+            if (!t)
+                goto done;
+            Py_SETREF(cur, Py_NewRef(PyList_GET_ITEM(stack, top)));
+            int rc = PyList_Append(cur, t);
+            Py_DECREF(t);
+            if (rc < 0 || PyList_SetSlice(stack, top, top + 1, NULL) < 0)
+                goto done;
+        }
+    }
+    out = PyList_AsTuple(cur);
+done:
+    Py_XDECREF(stack);
+    Py_XDECREF(cur);
+    return out;
+}
+
+static PyObject *input_shapes(PyObject *const *inputs, Py_ssize_t n)
+{
+    PyObject *t = PyTuple_New(n);
+    for (Py_ssize_t i = 0; t && i < n; i++) {
+        PyObject *e = SwTensor_Check(inputs[i])
+                          ? shape_tuple(SwLayout_CORE(((SwTensorObject *)inputs[i])->subs[0].layout))
+                          : Py_NewRef(Py_None);
+        if (!e)
+            Py_CLEAR(t);
+        else
+            PyTuple_SET_ITEM(t, i, e);
+    }
+    return t;
+}
+
+static void span_free(sw_op_span *s)
+{
+    Py_DECREF(s->profiler);
+    Py_XDECREF(s->name);
+    Py_XDECREF(s->carrier_type);
+    Py_XDECREF(s->impl_type);
+    Py_XDECREF(s->shapes);
+    PyMem_Free(s);
+}
+
+sw_op_span *sw_py_profile_op_begin(PyObject *op, PyObject *const *inputs, Py_ssize_t n)
+{
+    PyObject *p = current();
+    SwOperationObject *o = (SwOperationObject *)op;
+    if (!p || !o->operation_name || !o->dispatch_carrier_class)
+        return NULL;
+    sw_op_span *s = PyMem_Calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->profiler = Py_NewRef(p);
+    s->name = Py_NewRef(o->operation_name);
+    s->carrier_type = Py_NewRef(o->dispatch_carrier_class);
+    s->impl_type = Py_NewRef((PyObject *)Py_TYPE(op));
+    s->selected = selects(p, s->carrier_type, s->carrier_type);
+    if (s->selected) {
+        PyObject *saved_type, *saved_value, *saved_tb;
+        PyErr_Fetch(&saved_type, &saved_value, &saved_tb);
+        /* The id is taken in start order; the event fills its slot at the end. */
+        s->id = PyList_GET_SIZE(PROF(p)->events);
+        if (PROF(p)->record_shapes && !(s->shapes = input_shapes(inputs, n)))
+            s->selected = 0;
+        if (s->selected && PyList_Append(PROF(p)->events, Py_None) < 0)
+            s->selected = 0;
+        if (!s->selected)
+            PyErr_Clear();
+        PyErr_Restore(saved_type, saved_value, saved_tb);
+    }
+    s->parent = op_top;
+    op_top = s;
+    s->start_ns = sw_clock_ns();
+    return s;
+}
+
+void sw_py_profile_op_end(sw_op_span *s, int succeeded)
+{
+    if (!s)
+        return;
+    uint64_t end = sw_clock_ns();
+    uint64_t dur = end >= s->start_ns ? end - s->start_ns : 0;
+    op_top = s->parent;
+    if (s->parent)
+        s->parent->child_ns += dur;
+    SwProfilerObject *p = PROF(s->profiler);
+    if (s->selected && p->state == P_ACTIVE && s->id < PyList_GET_SIZE(p->events)) {
+        PyObject *parent_id = Py_None;
+        for (sw_op_span *a = s->parent; a; a = a->parent) {
+            if (a->selected && a->profiler == s->profiler) {
+                parent_id = PyLong_FromSsize_t(a->id);
+                break;
+            }
+        }
+        PyObject *saved_type, *saved_value, *saved_tb;
+        PyErr_Fetch(&saved_type, &saved_value, &saved_tb);
+        PyObject *ev = NULL;
+        if (parent_id)
+            ev = PyObject_CallFunction(
+                event_class, "nOOOOOKKKkO", s->id, parent_id, s->name, s->carrier_type,
+                s->impl_type, s->shapes ? s->shapes : Py_None, (unsigned long long)s->start_ns,
+                (unsigned long long)dur,
+                (unsigned long long)(dur > s->child_ns ? dur - s->child_ns : 0),
+                PyThread_get_thread_ident(), succeeded ? Py_True : Py_False);
+        if (parent_id != Py_None)
+            Py_XDECREF(parent_id);
+        if (!ev || PyList_SetItem(p->events, s->id, ev) < 0)
+            PyErr_Clear();
+        PyErr_Restore(saved_type, saved_value, saved_tb);
+    }
+    span_free(s);
+}
+
+/* Whether an operation this profiler records is running on this thread. */
+static int in_computation(PyObject *profiler)
+{
+    for (sw_op_span *a = op_top; a; a = a->parent)
+        if (a->profiler == profiler)
+            return 1;
+    return 0;
+}
+
 /* ---- type and module ----------------------------------------------------------- */
 
 static PyMethodDef profiler_methods[] = {
@@ -512,8 +681,9 @@ static PyMethodDef profiling_functions[] = {
 int sw_py_profiling_init(PyObject *module)
 {
     move_event_class = sw_py_types_attr("MoveEvent");
+    event_class = sw_py_types_attr("ProfilerEvent");
     aggregate_class = sw_py_types_attr("ProfilerAggregate");
-    if (!move_event_class || !aggregate_class || PyType_Ready(&SwProfiler_Type) < 0 ||
+    if (!move_event_class || !aggregate_class || !event_class || PyType_Ready(&SwProfiler_Type) < 0 ||
         PyModule_AddObjectRef(module, "Profiler", (PyObject *)&SwProfiler_Type) < 0 ||
         PyModule_AddFunctions(module, profiling_functions) < 0)
         return -1;

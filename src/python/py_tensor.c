@@ -999,6 +999,25 @@ static PyMethodDef tensor_methods[] = {
      "item($self, /)\n--\n\nThe single value of a one-element tensor (V-10)."},
     {"tolist", tensor_tolist, METH_NOARGS,
      "tolist($self, /)\n--\n\nFlat list of values in ordinal order (V-10)."},
+    {"backward", (PyCFunction)(void (*)(void))sw_py_tensor_backward,
+     METH_FASTCALL | METH_KEYWORDS,
+     "backward($self, /, gradient=None, retain_graph=False)\n--\n\n"
+     "Compute gradients of this Tensor with respect to the leaves of its\n"
+     "graph and add them into their .grad (and the .grad of Tensors that\n"
+     "retain theirs). gradient is the cotangent: a Tensor with this Tensor's\n"
+     "layout (or, for a broadcast layout, its shape in an injective layout);\n"
+     "it may be omitted only for a one-element Tensor, which then uses 1.0.\n"
+     "Unless retain_graph is True, the traversed graph is released and\n"
+     "cannot be traversed again. Raises RuntimeError for a non-differentiable\n"
+     "Tensor, a released graph or a saved input modified in place, TypeError\n"
+     "or ValueError for a bad gradient. When it raises, no .grad changes."},
+    {"retain_grad", (PyCFunction)(void (*)(void))sw_py_tensor_retain_grad,
+     METH_FASTCALL | METH_KEYWORDS,
+     "retain_grad($self, /, retain=True)\n--\n\n"
+     "Make later backward passes that reach this non-leaf Tensor accumulate\n"
+     "its gradient into .grad (retain=False stops it). No effect on leaves.\n"
+     "Raises RuntimeError for a non-differentiable Tensor and TypeError when\n"
+     "retain is not a bool."},
     {"__dlpack__", (PyCFunction)(void (*)(void))sw_py_tensor_dlpack,
      METH_FASTCALL | METH_KEYWORDS,
      "__dlpack__($self, /, stream=None, *, max_version=None, dl_device=None, copy=None)\n"

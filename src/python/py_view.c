@@ -4,24 +4,12 @@
  * A view is a fresh representation over the same carriers: the transform
  * applies to L_0 and S_0 (V-2), everything deeper is kept, and the result
  * passes the full T-4..T-7 validation. Nothing is read, written, allocated
- * in a carrier or versioned. */
+ * in a carrier or versioned. With grad mode on and a Float32 source, each
+ * view records a node (V-9); broadcast_to's node is its dispatched
+ * operation (F-4), the others are recorded by sw_py_view_record. */
 #include "sw_python.h"
 
 #include <string.h>
-
-/* ---- V-9 hook point ------------------------------------------------------ */
-
-/* Called once after every view is built. The autograd engine attaches
- * here: with graph construction on and a differentiable source it records
- * one node saving the source and its version token (contract-core V-9,
- * autograd contract). Until then views record nothing. */
-int sw_py_view_record(const char *kind, PyObject *source, PyObject *result)
-{
-    (void)kind;
-    (void)source;
-    (void)result;
-    return 0;
-}
 
 /* ---- shared ----------------------------------------------------------- */
 
@@ -39,7 +27,7 @@ static SwTensorObject *require_tensor(PyObject *obj, const char *fn)
  * one), subtensor 0's offset := offset0; all else kept. Takes ownership of
  * the two core layouts (NULL new_s0 for one-subtensor sources). */
 static PyObject *finish_view(const char *kind, SwTensorObject *t, sw_layout *new_l0,
-                             sw_layout *new_s0, int64_t offset0)
+                             sw_layout *new_s0, int64_t offset0, PyObject *param)
 {
     PyObject *carriers[2], *layouts[2] = {NULL, NULL}, *adjacent[1] = {NULL};
     int64_t offsets[2];
@@ -71,7 +59,7 @@ static PyObject *finish_view(const char *kind, SwTensorObject *t, sw_layout *new
     if (t->nsub > 1)
         adjacent[0] = s0 ? s0 : PyTuple_GET_ITEM(t->adjacent, 0);
     result = sw_py_tensor_from_parts(t->dtype, t->nsub, carriers, offsets, layouts, adjacent);
-    if (result && sw_py_view_record(kind, (PyObject *)t, result) < 0)
+    if (result && param && sw_py_view_record(kind, (PyObject *)t, result, param) < 0)
         Py_CLEAR(result);
 done:
     Py_XDECREF(l0);
@@ -297,7 +285,8 @@ PyObject *sw_py_tensor_slice(PyObject *obj, PyObject *key)
             goto done;
         }
     }
-    result = finish_view("slice", t, new_l, new_s, S ? t->subs[0].offset : t->subs[0].offset + growth);
+    result = finish_view("slice", t, new_l, new_s,
+                         S ? t->subs[0].offset : t->subs[0].offset + growth, tuple);
     new_l = new_s = NULL;
 done:
     sw_layout_free(new_l);
@@ -398,7 +387,19 @@ static PyObject *view_permute(PyObject *mod, PyObject *const *args, Py_ssize_t n
             goto done;
         }
     }
-    result = finish_view("permute", t, new_l, new_s, t->subs[0].offset);
+    PyObject *param = PyTuple_New(n);
+    if (!param)
+        goto done;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *v = PyLong_FromLong(order[j]);
+        if (!v) {
+            Py_DECREF(param);
+            goto done;
+        }
+        PyTuple_SET_ITEM(param, j, v);
+    }
+    result = finish_view("permute", t, new_l, new_s, t->subs[0].offset, param);
+    Py_DECREF(param);
     new_l = new_s = NULL;
 done:
     sw_layout_free(new_l);
@@ -520,19 +521,19 @@ static PyObject *view_reshape(PyObject *mod, PyObject *const *args, Py_ssize_t n
             return NULL;
         }
     }
-    return finish_view("reshape", t, new_l, new_s, t->subs[0].offset);
+    return finish_view("reshape", t, new_l, new_s, t->subs[0].offset, shape);
 }
 
 /* ---- broadcast_to (V-8) --------------------------------------------------- */
 
-static PyObject *view_broadcast_to(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
-                                   PyObject *kwnames)
+/* The broadcast view itself, recording nothing: its node is the dispatched
+ * operation, which Operation.forward attaches. */
+static PyObject *broadcast_view(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     static const char *const names[] = {"tensor", "target"};
     PyObject *target;
     sw_layout *new_l = NULL, *new_s = NULL;
     sw_error err;
-    (void)mod;
     SwTensorObject *t = tensor_and_shape("broadcast_to", names, args, nargs, kwnames, &target);
     if (!t)
         return NULL;
@@ -549,8 +550,359 @@ static PyObject *view_broadcast_to(PyObject *mod, PyObject *const *args, Py_ssiz
             return sw_py_raise(&err), NULL;
         }
     }
-    return finish_view("broadcast_to", t, new_l, new_s, t->subs[0].offset);
+    return finish_view("broadcast_to", t, new_l, new_s, t->subs[0].offset, NULL);
 }
+
+/* F-0 / F-4: check the arguments, then run the carrier's dispatched
+ * operation, whose forward records the node (and the profiling event). */
+static PyObject *view_broadcast_to(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
+                                   PyObject *kwnames)
+{
+    static const char *const names[] = {"tensor", "target"};
+    PyObject *target;
+    (void)mod;
+    SwTensorObject *t = tensor_and_shape("broadcast_to", names, args, nargs, kwnames, &target);
+    if (!t)
+        return NULL;
+    PyObject *op = PyObject_CallMethod(t->subs[0].carrier, "dispatch_op", "s", "broadcast_to");
+    if (!op)
+        return NULL;
+    PyObject *fwd = PyObject_GetAttrString(op, "forward");
+    Py_DECREF(op);
+    if (!fwd)
+        return NULL;
+    PyObject *argv[2] = {(PyObject *)t, target};
+    PyObject *r = PyObject_Vectorcall(fwd, argv, 2, NULL);
+    Py_DECREF(fwd);
+    return r;
+}
+
+/* ---- view nodes (V-9, F-4) ------------------------------------------------ */
+
+/* One Operation type per view kind; all share this struct. `param` is the
+ * view's argument (slice key tuple, order tuple, Shape) and `view_layout`
+ * the result's layout. Backward re-applies the view to a probe Tensor whose
+ * canonical layout maps each source ordinal to the slot of that number, so
+ * the probe view tells, per view coordinate, which source ordinal it reads. */
+typedef struct {
+    SwOperationObject base;
+    PyObject *param;
+    PyObject *view_layout;
+} SwViewOperationObject;
+
+static int same_shape(const sw_layout *a, const sw_layout *b)
+{
+    return a->nprofile == b->nprofile && a->nleaves == b->nleaves &&
+           memcmp(a->profile, b->profile, (size_t)a->nprofile) == 0 &&
+           memcmp(a->extents, b->extents, sizeof(int64_t) * (size_t)a->nleaves) == 0;
+}
+
+enum { VIEW_SLICE, VIEW_PERMUTE, VIEW_RESHAPE, VIEW_BROADCAST, VIEW_KINDS };
+
+static PyTypeObject view_op_types[VIEW_KINDS];
+static const char *const view_kind_names[VIEW_KINDS] = {"slice", "permute", "reshape",
+                                                        "broadcast_to"};
+
+static int view_kind(PyObject *op)
+{
+    for (int i = 0; i < VIEW_KINDS; i++)
+        if (Py_TYPE(op) == &view_op_types[i])
+            return i;
+    return -1;
+}
+
+static int view_op_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    SwViewOperationObject *v = (SwViewOperationObject *)self;
+    Py_VISIT(v->param);
+    Py_VISIT(v->view_layout);
+    return sw_py_operation_traverse(self, visit, arg);
+}
+
+static int view_op_clear(PyObject *self)
+{
+    SwViewOperationObject *v = (SwViewOperationObject *)self;
+    Py_CLEAR(v->param);
+    Py_CLEAR(v->view_layout);
+    return sw_py_operation_clear(self);
+}
+
+static void view_op_dealloc(PyObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    if (((SwOperationObject *)self)->weakreflist)
+        PyObject_ClearWeakRefs(self);
+    view_op_clear(self);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyObject *new_view_op(int kind)
+{
+    PyTypeObject *type = &view_op_types[kind];
+    PyObject *op = type->tp_new(type, NULL, NULL); /* Operation's: makes ctx */
+    return op;
+}
+
+int sw_py_view_record(const char *kind, PyObject *source, PyObject *result, PyObject *param)
+{
+    if (!sw_py_grad_enabled() || ((SwTensorObject *)source)->dtype != sw_py_dtype(SW_DT_FLOAT32))
+        return 0;
+    int k = 0;
+    while (k < VIEW_KINDS && strcmp(view_kind_names[k], kind) != 0)
+        k++;
+    if (k == VIEW_KINDS) {
+        PyErr_Format(PyExc_SystemError, "unknown view kind %s", kind);
+        return -1;
+    }
+    PyObject *op = new_view_op(k);
+    if (!op)
+        return -1;
+    SwViewOperationObject *v = (SwViewOperationObject *)op;
+    v->param = Py_NewRef(param);
+    v->view_layout = Py_NewRef(((SwTensorObject *)result)->subs[0].layout);
+    int rc = sw_py_operation_store(op, &source, 1);
+    if (rc == 0)
+        rc = sw_py_operation_attach(op, result);
+    Py_DECREF(op);
+    return rc;
+}
+
+int sw_py_view_preserves_planes(PyObject *op)
+{
+    return Py_TYPE(op) == &view_op_types[VIEW_BROADCAST];
+}
+
+PyObject *sw_py_view_broadcast_operation(void)
+{
+    return new_view_op(VIEW_BROADCAST);
+}
+
+/* The probe view of this node's kind over `probe`. New reference. */
+static PyObject *probe_view(int kind, PyObject *probe, PyObject *param)
+{
+    PyObject *argv[2] = {probe, param};
+    switch (kind) {
+    case VIEW_SLICE:
+        return sw_py_tensor_slice(probe, param);
+    case VIEW_RESHAPE:
+        return view_reshape(NULL, argv, 2, NULL);
+    case VIEW_BROADCAST:
+        return broadcast_view(argv, 2, NULL);
+    default: {
+        Py_ssize_t n = PyTuple_GET_SIZE(param);
+        PyObject **pargs = PyMem_Malloc(sizeof(PyObject *) * ((size_t)n + 1));
+        if (!pargs)
+            return PyErr_NoMemory();
+        pargs[0] = probe;
+        for (Py_ssize_t j = 0; j < n; j++)
+            pargs[j + 1] = PyTuple_GET_ITEM(param, j);
+        PyObject *r = view_permute(NULL, pargs, n + 1, NULL);
+        PyMem_Free(pargs);
+        return r;
+    }
+    }
+}
+
+/* Per view coordinate, the source ordinal it reads (nview entries). */
+static int64_t *view_source_map(int kind, PyObject *source, PyObject *param, int64_t *nview)
+{
+    sw_error err;
+    const sw_layout *L = SwLayout_CORE(((SwTensorObject *)source)->subs[0].layout);
+    int64_t *map = NULL;
+    PyObject *layout = NULL, *carrier = NULL, *probe = NULL, *pv = NULL;
+    sw_layout *c = sw_layout_canonical(L->nprofile, L->profile, L->extents, &err);
+    if (!c)
+        return sw_py_raise(&err), NULL;
+    layout = sw_py_layout_wrap(c);
+    if (!layout)
+        return NULL;
+    carrier = sw_py_cpu_new(SW_DT_INT32, L->size, 0, 0); /* never read */
+    if (!carrier)
+        goto done;
+    probe = sw_py_tensor_new1(carrier, 0, layout);
+    if (!probe)
+        goto done;
+    int was = sw_py_grad_enabled();
+    sw_py_set_grad_enabled(0);
+    pv = probe_view(kind, probe, param);
+    sw_py_set_grad_enabled(was);
+    if (!pv)
+        goto done;
+    const sw_layout *V = SwLayout_CORE(((SwTensorObject *)pv)->subs[0].layout);
+    int64_t off = ((SwTensorObject *)pv)->subs[0].offset;
+    map = PyMem_Malloc(sizeof(int64_t) * ((size_t)V->size + 1));
+    if (!map) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (int64_t k = 0; k < V->size; k++) {
+        int64_t j;
+        if (sw_layout_index(V, k, &j, &err) != SW_OK) {
+            sw_py_raise(&err);
+            PyMem_Free(map);
+            map = NULL;
+            goto done;
+        }
+        map[k] = off + j;
+    }
+    *nview = V->size;
+done:
+    Py_XDECREF(layout);
+    Py_XDECREF(carrier);
+    Py_XDECREF(probe);
+    Py_XDECREF(pv);
+    return map;
+}
+
+/* Cotangent checks for a view node: an injective view needs its exact
+ * layout, a non-injective one its shape in an injective layout. */
+static int check_view_cotangent(PyObject *self, PyObject *g)
+{
+    SwViewOperationObject *v = (SwViewOperationObject *)self;
+    sw_error err;
+    if (!SwTensor_Check(g)) {
+        PyErr_Format(PyExc_TypeError, "%s.backward: gradient must be a Tensor, not %.100s",
+                     _PyType_Name(Py_TYPE(self)), Py_TYPE(g)->tp_name);
+        return -1;
+    }
+    SwTensorObject *gt = (SwTensorObject *)g;
+    if (gt->nsub != 1) {
+        PyErr_Format(PyExc_NotImplementedError,
+                     "%s.backward requires a one-subtensor gradient", _PyType_Name(Py_TYPE(self)));
+        return -1;
+    }
+    if (((SwCarrierObject *)gt->subs[0].carrier)->released) {
+        PyErr_Format(PyExc_RuntimeError, "%s.backward: the gradient's carrier is released",
+                     _PyType_Name(Py_TYPE(self)));
+        return -1;
+    }
+    sw_layout *VL = SwLayout_CORE(v->view_layout), *GL = SwLayout_CORE(gt->subs[0].layout);
+    int vinj = sw_layout_is_injective(VL, &err);
+    int ginj = vinj < 0 ? -1 : sw_layout_is_injective(GL, &err);
+    if (ginj < 0)
+        return sw_py_raise(&err);
+    int ok = vinj ? sw_layout_equal(VL, GL)
+                  : ginj && same_shape(VL, GL);
+    if (!ok) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s.backward: gradient layout %R does not fit the view layout %R (an "
+                     "injective view needs the same layout, a broadcast one its shape in an "
+                     "injective layout)",
+                     _PyType_Name(Py_TYPE(self)), gt->subs[0].layout, v->view_layout);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *view_op_backward(PyObject *self, PyObject *g)
+{
+    SwViewOperationObject *v = (SwViewOperationObject *)self;
+    SwOperationObject *o = &v->base;
+    int kind = view_kind(self);
+    if (kind < 0 || !o->saved || PyTuple_GET_SIZE(o->saved) != 1 || !v->param ||
+        !v->view_layout) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "%s.backward: this view recorded no source, or a backward pass "
+                     "released it (pass retain_graph=True to keep it)",
+                     _PyType_Name(Py_TYPE(self)));
+        return NULL;
+    }
+    if (check_view_cotangent(self, g) < 0)
+        return NULL;
+    PyObject *source = Py_NewRef(PyTuple_GET_ITEM(o->saved, 0));
+    PyObject *param = Py_NewRef(v->param), *grad = NULL, *result = NULL;
+    int64_t nview = 0, nsrc = SwLayout_CORE(((SwTensorObject *)source)->subs[0].layout)->size;
+    float *gv = NULL, *acc = NULL;
+    int64_t *map = view_source_map(kind, source, param, &nview);
+    if (!map)
+        goto done;
+    gv = PyMem_Malloc(sizeof(float) * ((size_t)nview + 1));
+    acc = PyMem_Calloc((size_t)nsrc + 1, sizeof(float));
+    if (!gv || !acc) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (sw_py_read_float_values(g, gv) < 0)
+        goto done;
+    for (int64_t k = 0; k < nview; k++)
+        acc[map[k]] += gv[k];
+    grad = sw_py_grad_buffer(source, acc);
+    if (grad)
+        result = PyTuple_Pack(1, grad);
+done:
+    PyMem_Free(map);
+    PyMem_Free(gv);
+    PyMem_Free(acc);
+    Py_XDECREF(grad);
+    Py_DECREF(source);
+    Py_DECREF(param);
+    return result;
+}
+
+/* broadcast_to's dispatched form: Operation.forward records the node. */
+static PyObject *view_op_forward(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    SwViewOperationObject *v = (SwViewOperationObject *)self;
+    if (view_kind(self) != VIEW_BROADCAST) {
+        PyErr_Format(PyExc_TypeError, "%s is recorded by its view and cannot run forward",
+                     _PyType_Name(Py_TYPE(self)));
+        return NULL;
+    }
+    PyObject *r = broadcast_view(args, nargs, NULL);
+    if (!r)
+        return NULL;
+    Py_XSETREF(v->param, Py_NewRef(args[1]));
+    Py_XSETREF(v->view_layout, Py_NewRef(((SwTensorObject *)r)->subs[0].layout));
+    return r;
+}
+
+static PyMethodDef view_op_methods[] = {
+    {"_forward", (PyCFunction)(void (*)(void))view_op_forward, METH_FASTCALL,
+     "_forward($self, tensor, target, /)\n--\n\n"
+     "For the broadcast_to operation: the broadcast_to view of tensor to the\n"
+     "Shape target. The other view kinds raise TypeError."},
+    {"backward", view_op_backward, METH_O,
+     "backward($self, gradient, /)\n--\n\n"
+     "The source's gradient, as a one-element tuple: gradient placed back\n"
+     "through the view (summed where several view positions read one source\n"
+     "position), in fresh storage of the source carrier's class. Raises\n"
+     "TypeError for a non-Tensor, RuntimeError for a released carrier or\n"
+     "graph, and ValueError for a gradient that does not fit the view."},
+    {NULL, NULL, 0, NULL},
+};
+
+#define VIEW_OP_TYPE(name)                                                           \
+    {                                                                                \
+        PyVarObject_HEAD_INIT(NULL, 0)                                               \
+        .tp_name = "strideweave." name,                                              \
+        .tp_basicsize = sizeof(SwViewOperationObject),                               \
+        .tp_dealloc = view_op_dealloc,                                               \
+        .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,                          \
+        .tp_doc = "The autograd node a view records; backward maps the view's\n"     \
+                  "gradient back onto its source.",                                  \
+        .tp_traverse = view_op_traverse,                                             \
+        .tp_clear = view_op_clear,                                                   \
+        .tp_methods = view_op_methods,                                               \
+    }
+
+static PyTypeObject view_op_types[VIEW_KINDS] = {
+    VIEW_OP_TYPE("SliceViewOperation"),
+    VIEW_OP_TYPE("PermuteViewOperation"),
+    VIEW_OP_TYPE("ReshapeViewOperation"),
+    VIEW_OP_TYPE("BroadcastToOperation"),
+};
+
+static int view_nodes_init(PyObject *module)
+{
+    (void)module;
+    for (int i = 0; i < VIEW_KINDS; i++) {
+        view_op_types[i].tp_base = &SwOperation_Type;
+        if (PyType_Ready(&view_op_types[i]) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 
 static PyMethodDef view_functions[] = {
     {"permute", (PyCFunction)(void (*)(void))view_permute, METH_FASTCALL | METH_KEYWORDS,
@@ -568,5 +920,7 @@ static PyMethodDef view_functions[] = {
 
 int sw_py_view_init(PyObject *module)
 {
+    if (sw_py_autograd_init(module) < 0 || view_nodes_init(module) < 0)
+        return -1;
     return PyModule_AddFunctions(module, view_functions);
 }

@@ -1,5 +1,5 @@
 /* Private interface of the profiler (py_profiling.c) for the code paths it
- * records: movement now, dispatched operations when they land. */
+ * records: movement and dispatched operations. */
 #ifndef STRIDEWEAVE_SW_PROFILING_H
 #define STRIDEWEAVE_SW_PROFILING_H
 
@@ -20,6 +20,17 @@ sw_move_trace *sw_py_profile_move_begin(PyObject *source, PyObject *destination,
                                         PyObject *op_type, uint64_t start_ns);
 void sw_py_profile_move_submitted(sw_move_trace *trace);
 void sw_py_profile_move_completed(sw_move_trace *trace, int succeeded);
+
+/* The profiling span of one dispatched operation execution: NULL when no
+ * profiler is active on this thread (or the span could not be made:
+ * profiling never fails an operation). Call sw_py_profile_op_begin after
+ * forward's preflight, with the positional inputs, and
+ * sw_py_profile_op_end exactly once when _forward and the result check are
+ * done (succeeded: a Tensor came back). Both with the GIL held, on the same
+ * thread; spans nest like calls. */
+typedef struct sw_op_span sw_op_span;
+sw_op_span *sw_py_profile_op_begin(PyObject *op, PyObject *const *inputs, Py_ssize_t n);
+void sw_py_profile_op_end(sw_op_span *span, int succeeded);
 
 int sw_py_profiling_init(PyObject *module);
 

@@ -45,6 +45,7 @@ int sw_py_await_init(PyObject *module);
 int sw_py_move_operation_init(PyObject *module);
 int sw_py_move_init(PyObject *module);
 int sw_py_profiling_init(PyObject *module);
+int sw_py_minimal_ops_init(PyObject *module);
 
 /* ---- layouts (py_layout.c) ---------------------------------------------- */
 
@@ -239,10 +240,12 @@ int sw_py_parse_required(const char *fn, const char *const *names, Py_ssize_t n,
                          PyObject **out);
 /* V-5 slice view for Tensor.__getitem__ (py_view.c). */
 PyObject *sw_py_tensor_slice(PyObject *tensor, PyObject *key);
-/* V-9 hook point (py_view.c): called once after each view is built with its
- * kind ("slice", "permute", "reshape", "broadcast_to"), source and result.
+/* V-9 (py_view.c): called once after each view is built with its kind
+ * ("slice", "permute", "reshape", "broadcast_to"), source, result and the
+ * view's argument (slice key tuple, order tuple, Shape); records the view's
+ * node when grad mode is on and the source is differentiable.
  * 0, or -1 with an exception set (the view then fails). */
-int sw_py_view_record(const char *kind, PyObject *source, PyObject *result);
+int sw_py_view_record(const char *kind, PyObject *source, PyObject *result, PyObject *param);
 
 /* ---- grad mode and Operation (py_grad_mode.c, py_operation.c) ---------- */
 
@@ -262,6 +265,7 @@ typedef struct SwOperationObject {
     PyObject *versions;               /* aligned tuple of tokens or NULL (O-7) */
     PyObject *operation_name;         /* O-9, NULL when constructed directly */
     PyObject *dispatch_carrier_class; /* O-9, NULL when constructed directly */
+    int released;                     /* a backward pass released it */
 } SwOperationObject;
 
 /* GC slots of Operation, for C subtypes that declare Py_TPFLAGS_HAVE_GC
@@ -278,6 +282,37 @@ int sw_py_operation_store(PyObject *op, PyObject *const *items, Py_ssize_t n);
 void sw_py_operation_clear_saved(PyObject *op);
 /* result.autograd_ctx = op, for a differentiable result (caller checks). */
 int sw_py_operation_attach(PyObject *op, PyObject *result);
+
+/* ---- autograd (py_autograd.c) ----------------------------------------------- */
+
+/* Called from sw_py_view_init: interned names the engine uses. */
+int sw_py_autograd_init(PyObject *module);
+/* Tensor.backward and Tensor.retain_grad, listed in Tensor's method table. */
+PyObject *sw_py_tensor_backward(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames);
+PyObject *sw_py_tensor_retain_grad(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                   PyObject *kwnames);
+/* A-10 gradient layout of a one-subtensor Tensor: its layout when
+ * injective, else the canonical layout of its shape. New reference. */
+PyObject *sw_py_grad_layout(PyObject *tensor);
+/* The Tensor's values in logical order as floats (size() entries). 0 / -1. */
+int sw_py_read_float_values(PyObject *tensor, float *out);
+/* A detached Tensor holding vals (logical order) in target's gradient
+ * layout, offset 0, storage from target.carrier.new_like. New reference. */
+PyObject *sw_py_grad_buffer(PyObject *target, const float *vals);
+/* A fresh broadcast_to view operation: _forward(tensor, target) returns
+ * the broadcast_to view of tensor; backward sums back to the source. */
+PyObject *sw_py_view_broadcast_operation(void);
+/* Whether `op` is a view operation that keeps every plane (broadcast_to),
+ * which forward accepts for multi-subtensor Tensors. */
+int sw_py_view_preserves_planes(PyObject *op);
+
+/* ---- minimal operations (py_minimal_ops.c) ------------------------------ */
+
+/* The operation type behind add / elementwise_mul / reduce_sum for the
+ * built-in carriers, by dispatch name (a str); NULL, with no exception set,
+ * for any other name. Borrowed. */
+PyTypeObject *sw_py_minimal_op_type(PyObject *name);
 
 /* ---- DLPack (py_dlpack.c), listed in Tensor's method table -------------- */
 

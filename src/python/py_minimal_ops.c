@@ -1,0 +1,982 @@
+/* The minimal differentiable operations (contract F-0..F-3): add,
+ * elementwise_mul and reduce_sum, each an Operation subtype dispatched by the
+ * built-in carriers (Carrier.dispatch_op in py_carrier.c).
+ *
+ * Values are read by logical ordinal (first leaf fastest) straight from host
+ * memory for live CPU/Generic carriers, through the carrier's checked slot
+ * read otherwise, and computed in C: Int32 exactly in 64 bits, Float32 in
+ * double and rounded once to binary32 (a sum or product of two binary32
+ * values is exact in double, so the rounding is correct). Results and
+ * gradients get fresh storage from the operand's carrier.new_like(...). */
+#include "sw_carrier.h"
+
+#include <string.h>
+
+_Static_assert(sizeof(double) == sizeof(int64_t), "reduce_sum reuses its sums buffer");
+
+static PyObject *str_new_like, *str_dtype_kw, *str_dispatch_op, *str_forward_m,
+    *str_kept, *str_result_layout;
+
+/* ---- reading and writing values ------------------------------------------ */
+
+static int is_dtype(PyObject *tensor, sw_dtype id)
+{
+    return ((SwTensorObject *)tensor)->dtype == sw_py_dtype(id);
+}
+
+static const sw_layout *core_of(PyObject *tensor)
+{
+    return SwLayout_CORE(((SwTensorObject *)tensor)->subs[0].layout);
+}
+
+/* Advance the leaf odometer `digit` of L by one ordinal, updating *idx. */
+static void odometer_step(const sw_layout *L, int64_t *digit, int64_t *idx)
+{
+    for (int32_t j = 0; j < L->nleaves; j++) {
+        if (++digit[j] < L->extents[j]) {
+            *idx += L->strides[j];
+            return;
+        }
+        *idx -= L->strides[j] * (L->extents[j] - 1);
+        digit[j] = 0;
+    }
+}
+
+/* The tensor's values in logical order as doubles (Float32 and Int32 are
+ * exact in double). out has size() entries. 0 / -1. */
+static int read_values(PyObject *tensor, double *out)
+{
+    SwTensorObject *t = (SwTensorObject *)tensor;
+    const sw_layout *L = SwLayout_CORE(t->subs[0].layout);
+    PyObject *carrier = t->subs[0].carrier;
+    SwCarrierObject *c = (SwCarrierObject *)carrier;
+    int64_t *digit = PyMem_Calloc((size_t)L->nleaves + 1, sizeof(int64_t));
+    if (!digit) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int64_t idx = t->subs[0].offset;
+    int fast = (Py_TYPE(carrier) == &SwCPU_Type || Py_TYPE(carrier) == &SwGeneric_Type) &&
+               !c->released && !(c->pending & SW_PENDING_DESTINATION) &&
+               ((SwHostCarrierObject *)carrier)->data != NULL &&
+               t->dtype == sw_py_dtype(((SwHostCarrierObject *)carrier)->dtype);
+    sw_dtype dt = fast ? ((SwHostCarrierObject *)carrier)->dtype : SW_DT_FLOAT32;
+    const void *data = fast ? ((SwHostCarrierObject *)carrier)->data : NULL;
+    for (int64_t k = 0; k < L->size; k++) {
+        if (fast) {
+            out[k] = dt == SW_DT_FLOAT32 ? (double)((const float *)data)[idx]
+                                         : (double)((const int32_t *)data)[idx];
+        } else {
+            PyObject *v = sw_py_carrier_getitem(carrier, idx);
+            if (!v)
+                goto error;
+            out[k] = PyFloat_AsDouble(v);
+            Py_DECREF(v);
+            if (out[k] == -1.0 && PyErr_Occurred())
+                goto error;
+        }
+        odometer_step(L, digit, &idx);
+    }
+    PyMem_Free(digit);
+    return 0;
+error:
+    PyMem_Free(digit);
+    return -1;
+}
+
+/* Values of a tensor as a freshly allocated array (PyMem), or NULL. */
+static double *values_of(PyObject *tensor)
+{
+    int64_t n = core_of(tensor)->size;
+    double *v = PyMem_Malloc(sizeof(double) * (size_t)(n ? n : 1));
+    if (!v) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    if (read_values(tensor, v) < 0) {
+        PyMem_Free(v);
+        return NULL;
+    }
+    return v;
+}
+
+/* carrier.new_like(slots, dtype=dtype) for n slot values. Int32 slots are
+ * exact integers; Float32 slots are rounded to binary32 here. */
+static PyObject *new_storage(PyObject *carrier, sw_dtype dtype, const double *slots,
+                             int64_t n)
+{
+    if (Py_TYPE(carrier) == &SwCPU_Type || Py_TYPE(carrier) == &SwGeneric_Type) {
+        /* What their new_like builds, written directly. */
+        PyObject *c = sw_host_new(Py_TYPE(carrier), dtype, n, 1, 0);
+        if (!c)
+            return NULL;
+        void *data = ((SwHostCarrierObject *)c)->data;
+        for (int64_t i = 0; i < n; i++) {
+            if (dtype == SW_DT_INT32)
+                ((int32_t *)data)[i] = (int32_t)slots[i];
+            else
+                ((float *)data)[i] = (float)slots[i];
+        }
+        return c;
+    }
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    if (!list)
+        return NULL;
+    for (int64_t i = 0; i < n; i++) {
+        PyObject *v = dtype == SW_DT_INT32 ? PyLong_FromLongLong((long long)slots[i])
+                                           : PyFloat_FromDouble((double)(float)slots[i]);
+        if (!v) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, v);
+    }
+    PyObject *args[3] = {carrier, list, sw_py_dtype(dtype)};
+    PyObject *kw = PyTuple_Pack(1, str_dtype_kw);
+    PyObject *result = kw ? PyObject_VectorcallMethod(str_new_like, args,
+                                                      2 | PY_VECTORCALL_ARGUMENTS_OFFSET, kw)
+                          : NULL;
+    Py_XDECREF(kw);
+    Py_DECREF(list);
+    return result;
+}
+
+/* Tensor(carrier.new_like(...), 0, layout) holding `vals` (logical order)
+ * placed through `layout`, an injective Layout object; unaddressed slots 0. */
+static PyObject *tensor_from_values(PyObject *carrier, sw_dtype dtype, PyObject *layout,
+                                    const double *vals)
+{
+    const sw_layout *L = SwLayout_CORE(layout);
+    int64_t n = L->cosize;
+    double *slots = PyMem_Calloc((size_t)(n ? n : 1), sizeof(double));
+    int64_t *digit = PyMem_Calloc((size_t)L->nleaves + 1, sizeof(int64_t));
+    PyObject *storage = NULL, *result = NULL;
+    if (!slots || !digit) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t idx = 0;
+    for (int64_t k = 0; k < L->size; k++) {
+        slots[idx] = vals[k];
+        odometer_step(L, digit, &idx);
+    }
+    storage = new_storage(carrier, dtype, slots, n);
+    if (storage)
+        result = sw_py_tensor_new1(storage, 0, layout);
+done:
+    PyMem_Free(slots);
+    PyMem_Free(digit);
+    Py_XDECREF(storage);
+    return result;
+}
+
+/* Canonical injective layout of L's shape, as a Layout object. */
+static PyObject *canonical_of(const sw_layout *L)
+{
+    sw_error err;
+    sw_layout *c = sw_layout_canonical(L->nprofile, L->profile, L->extents, &err);
+    if (!c) {
+        sw_py_raise(&err);
+        return NULL;
+    }
+    return sw_py_layout_wrap(c);
+}
+
+/* A gradient for `target` holding `vals` (logical order): its layout when
+ * injective, else the canonical layout of its shape; Float32 storage from
+ * target.carrier.new_like (which works on a released carrier). */
+static PyObject *make_gradient(PyObject *target, const double *vals)
+{
+    SwTensorObject *t = (SwTensorObject *)target;
+    sw_layout *L = SwLayout_CORE(t->subs[0].layout);
+    sw_error err;
+    int inj = sw_layout_is_injective(L, &err);
+    if (inj < 0) {
+        sw_py_raise(&err);
+        return NULL;
+    }
+    PyObject *layout = inj ? Py_NewRef(t->subs[0].layout) : canonical_of(L);
+    if (!layout)
+        return NULL;
+    PyObject *g = tensor_from_values(t->subs[0].carrier, SW_DT_FLOAT32, layout, vals);
+    Py_DECREF(layout);
+    return g;
+}
+
+/* ---- shared checks ---------------------------------------------------------- */
+
+static int same_shape(const sw_layout *a, const sw_layout *b)
+{
+    return a->nprofile == b->nprofile && a->nleaves == b->nleaves &&
+           memcmp(a->profile, b->profile, (size_t)a->nprofile) == 0 &&
+           memcmp(a->extents, b->extents, sizeof(int64_t) * (size_t)a->nleaves) == 0;
+}
+
+static int require_tensor(PyObject *obj, const char *what)
+{
+    if (SwTensor_Check(obj))
+        return 0;
+    PyErr_Format(PyExc_TypeError, "%s must be a Tensor, not %.100s", what,
+                 Py_TYPE(obj)->tp_name);
+    return -1;
+}
+
+static PyObject *carrier_of(PyObject *tensor)
+{
+    return ((SwTensorObject *)tensor)->subs[0].carrier;
+}
+
+static int require_one_subtensor(PyObject *tensor, const char *fn, const char *what)
+{
+    if (((SwTensorObject *)tensor)->nsub == 1)
+        return 0;
+    PyErr_Format(PyExc_NotImplementedError,
+                 "%s: %s has several subtensors (a compound dtype), which is not supported",
+                 fn, what);
+    return -1;
+}
+
+/* The operand's carrier class must be the one that dispatched this
+ * operation, or a built-in one when it was constructed directly. */
+static int require_carrier_class(PyObject *self, PyObject *tensor, const char *fn)
+{
+    PyObject *cls = (PyObject *)Py_TYPE(carrier_of(tensor));
+    PyObject *dispatch = ((SwOperationObject *)self)->dispatch_carrier_class;
+    if (dispatch) {
+        if (cls == dispatch)
+            return 0;
+        PyErr_Format(PyExc_TypeError,
+                     "%s was dispatched for %s carriers and cannot run on a %s carrier", fn,
+                     _PyType_Name((PyTypeObject *)dispatch), _PyType_Name((PyTypeObject *)cls));
+        return -1;
+    }
+    if (cls == (PyObject *)&SwCPU_Type || cls == (PyObject *)&SwGeneric_Type ||
+        cls == (PyObject *)&SwFileBacked_Type)
+        return 0;
+    PyErr_Format(PyExc_NotImplementedError, "%s is not implemented for %s carriers", fn,
+                 _PyType_Name((PyTypeObject *)cls));
+    return -1;
+}
+
+static int require_live(PyObject *tensor, const char *fn, const char *what)
+{
+    if (!((SwCarrierObject *)carrier_of(tensor))->released)
+        return 0;
+    PyErr_Format(PyExc_RuntimeError, "%s: the carrier of %s is released", fn, what);
+    return -1;
+}
+
+static int require_numeric(PyObject *tensor, const char *fn, const char *what)
+{
+    if (is_dtype(tensor, SW_DT_FLOAT32) || is_dtype(tensor, SW_DT_INT32))
+        return 0;
+    PyErr_Format(PyExc_TypeError, "%s supports Float32 and Int32 tensors; %s is %R", fn,
+                 what, ((SwTensorObject *)tensor)->dtype);
+    return -1;
+}
+
+static int check_int32(double v, const char *fn)
+{
+    if (v >= -2147483648.0 && v <= 2147483647.0)
+        return 0;
+    PyErr_Format(PyExc_OverflowError, "%s: Int32 result %.0f is out of range", fn, v);
+    return -1;
+}
+
+/* The cotangent of a backward call: a live one-subtensor Tensor. */
+static int check_cotangent(PyObject *g, const char *fn)
+{
+    if (!SwTensor_Check(g)) {
+        PyErr_Format(PyExc_TypeError, "%s.backward: gradient must be a Tensor, not %.100s",
+                     fn, Py_TYPE(g)->tp_name);
+        return -1;
+    }
+    if (require_one_subtensor(g, fn, "the gradient") < 0)
+        return -1;
+    if (((SwCarrierObject *)carrier_of(g))->released) {
+        PyErr_Format(PyExc_RuntimeError, "%s.backward: the gradient's carrier is released",
+                     fn);
+        return -1;
+    }
+    return 0;
+}
+
+/* The saved inputs, requiring exactly n of them (new reference). */
+static PyObject *saved_inputs(PyObject *self, Py_ssize_t n, const char *fn)
+{
+    PyObject *saved = ((SwOperationObject *)self)->saved;
+    if (!saved || PyTuple_GET_SIZE(saved) != n) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "%s.backward: the operation holds no saved inputs (it was not "
+                     "recorded, or its graph was released)", fn);
+        return NULL;
+    }
+    return Py_NewRef(saved);
+}
+
+/* ---- add and elementwise_mul -------------------------------------------------- */
+
+static PyObject *binary_forward(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                int mul)
+{
+    const char *fn = mul ? "elementwise_mul" : "add";
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "%s takes exactly 2 inputs (lhs, rhs), %zd given", fn,
+                     nargs);
+        return NULL;
+    }
+    PyObject *lhs = args[0], *rhs = args[1];
+    if (require_tensor(lhs, "lhs") < 0 || require_tensor(rhs, "rhs") < 0 ||
+        require_one_subtensor(lhs, fn, "lhs") < 0 || require_one_subtensor(rhs, fn, "rhs") < 0)
+        return NULL;
+    if (Py_TYPE(carrier_of(lhs)) != Py_TYPE(carrier_of(rhs))) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s needs lhs and rhs on the same carrier class, not %s and %s", fn,
+                     Py_TYPE(carrier_of(lhs))->tp_name, Py_TYPE(carrier_of(rhs))->tp_name);
+        return NULL;
+    }
+    if (require_carrier_class(self, lhs, fn) < 0 || require_live(lhs, fn, "lhs") < 0 ||
+        require_live(rhs, fn, "rhs") < 0)
+        return NULL;
+    const sw_layout *A = core_of(lhs), *B = core_of(rhs);
+    if (!same_shape(A, B)) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s needs lhs and rhs of the same shape, not %R and %R (use "
+                     "broadcast_to first)",
+                     fn, ((SwTensorObject *)lhs)->subs[0].layout,
+                     ((SwTensorObject *)rhs)->subs[0].layout);
+        return NULL;
+    }
+    if (require_numeric(lhs, fn, "lhs") < 0 || require_numeric(rhs, fn, "rhs") < 0)
+        return NULL;
+    int int_result = is_dtype(lhs, SW_DT_INT32) && is_dtype(rhs, SW_DT_INT32);
+    int lhs_int = is_dtype(lhs, SW_DT_INT32), rhs_int = is_dtype(rhs, SW_DT_INT32);
+    double *a = values_of(lhs), *b = a ? values_of(rhs) : NULL;
+    PyObject *layout = NULL, *result = NULL;
+    if (!b)
+        goto done;
+    for (int64_t k = 0; k < A->size; k++) {
+        if (int_result) {
+            int64_t x = (int64_t)a[k], y = (int64_t)b[k];
+            a[k] = (double)(mul ? x * y : x + y);
+            if (check_int32(a[k], fn) < 0)
+                goto done;
+        } else {
+            /* Int32 operands become binary32 first. */
+            double x = lhs_int ? (double)(float)a[k] : a[k];
+            double y = rhs_int ? (double)(float)b[k] : b[k];
+            a[k] = (double)(float)(mul ? x * y : x + y);
+        }
+    }
+    layout = canonical_of(A);
+    if (layout)
+        result = tensor_from_values(carrier_of(lhs), int_result ? SW_DT_INT32 : SW_DT_FLOAT32,
+                                    layout, a);
+done:
+    PyMem_Free(a);
+    PyMem_Free(b);
+    Py_XDECREF(layout);
+    return result;
+}
+
+static PyObject *binary_backward(PyObject *self, PyObject *g, int mul)
+{
+    const char *fn = mul ? "elementwise_mul" : "add";
+    if (check_cotangent(g, fn) < 0)
+        return NULL;
+    PyObject *saved = saved_inputs(self, 2, fn);
+    if (!saved)
+        return NULL;
+    PyObject *in[2] = {PyTuple_GET_ITEM(saved, 0), PyTuple_GET_ITEM(saved, 1)};
+    PyObject *out = NULL, *grads[2] = {NULL, NULL};
+    double *gv = NULL, *other = NULL, *vals = NULL;
+    if (!same_shape(core_of(g), core_of(in[0]))) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s.backward: gradient layout %R does not have the result's shape", fn,
+                     ((SwTensorObject *)g)->subs[0].layout);
+        goto done;
+    }
+    int64_t n = core_of(g)->size;
+    if (!(gv = values_of(g)))
+        goto done;
+    for (int i = 0; i < 2; i++) {
+        if (!is_dtype(in[i], SW_DT_FLOAT32)) {
+            grads[i] = Py_NewRef(Py_None);
+            continue;
+        }
+        const double *src = gv;
+        if (mul) {
+            PyMem_Free(other);
+            PyMem_Free(vals);
+            other = NULL;
+            if (!(other = values_of(in[1 - i])))
+                goto done;
+            vals = PyMem_Malloc(sizeof(double) * (size_t)(n ? n : 1));
+            if (!vals) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            for (int64_t k = 0; k < n; k++)
+                vals[k] = (double)(float)(gv[k] * (double)(float)other[k]);
+            src = vals;
+        }
+        if (!(grads[i] = make_gradient(in[i], src)))
+            goto done;
+    }
+    out = PyTuple_Pack(2, grads[0], grads[1]);
+done:
+    Py_XDECREF(grads[0]);
+    Py_XDECREF(grads[1]);
+    PyMem_Free(gv);
+    PyMem_Free(other);
+    PyMem_Free(vals);
+    Py_DECREF(saved);
+    return out;
+}
+
+static PyObject *add_forward(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return binary_forward(self, args, nargs, 0);
+}
+
+static PyObject *mul_forward(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return binary_forward(self, args, nargs, 1);
+}
+
+static PyObject *add_backward(PyObject *self, PyObject *g)
+{
+    return binary_backward(self, g, 0);
+}
+
+static PyObject *mul_backward(PyObject *self, PyObject *g)
+{
+    return binary_backward(self, g, 1);
+}
+
+/* ---- reduce_sum ------------------------------------------------------------------ */
+
+/* Parse "L -> R" against a tensor of `rank` top-level modes into the kept
+ * mode indices (new tuple of ints, () for "1"). ValueError on bad grammar. */
+static PyObject *parse_description(PyObject *description, int32_t rank)
+{
+    PyObject *tokens = PyUnicode_Split(description, NULL, -1);
+    PyObject *kept = NULL, *arrow = NULL, *lhs = NULL;
+    if (!tokens)
+        return NULL;
+    arrow = PyUnicode_FromString("->");
+    if (!arrow)
+        goto done;
+    Py_ssize_t n = PyList_GET_SIZE(tokens), at = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int eq = PyUnicode_Compare(PyList_GET_ITEM(tokens, i), arrow);
+        if (eq == 0) {
+            if (at >= 0)
+                goto bad;
+            at = i;
+        }
+    }
+    if (at < 0 || at == n - 1)
+        goto bad;
+    lhs = PyList_GetSlice(tokens, 0, at);
+    if (!lhs)
+        goto done;
+    for (Py_ssize_t i = 0; i < at; i++) {
+        PyObject *tok = PyList_GET_ITEM(lhs, i);
+        if (!PyUnicode_IsIdentifier(tok))
+            goto bad;
+        for (Py_ssize_t j = 0; j < i; j++)
+            if (PyUnicode_Compare(tok, PyList_GET_ITEM(lhs, j)) == 0)
+                goto bad;
+    }
+    if (at != rank) {
+        PyErr_Format(PyExc_ValueError,
+                     "reduce_sum: description %R names %zd input modes, but the tensor has %d "
+                     "top-level modes",
+                     description, at, (int)rank);
+        goto done;
+    }
+    Py_ssize_t nr = n - at - 1;
+    if (nr == 1 && PyUnicode_CompareWithASCIIString(PyList_GET_ITEM(tokens, at + 1), "1") == 0) {
+        kept = PyTuple_New(0);
+        goto done;
+    }
+    kept = PyTuple_New(nr);
+    if (!kept)
+        goto done;
+    for (Py_ssize_t j = 0; j < nr; j++) {
+        PyObject *tok = PyList_GET_ITEM(tokens, at + 1 + j);
+        Py_ssize_t found = -1;
+        for (Py_ssize_t i = 0; i < at; i++)
+            if (PyUnicode_Compare(tok, PyList_GET_ITEM(lhs, i)) == 0)
+                found = i;
+        for (Py_ssize_t i = 0; i < j; i++)
+            if (PyUnicode_Compare(tok, PyList_GET_ITEM(tokens, at + 1 + i)) == 0)
+                found = -1;
+        if (found < 0) {
+            Py_CLEAR(kept);
+            goto bad;
+        }
+        PyObject *v = PyLong_FromSsize_t(found);
+        if (!v) {
+            Py_CLEAR(kept);
+            goto done;
+        }
+        PyTuple_SET_ITEM(kept, j, v);
+    }
+    goto done;
+bad:
+    PyErr_Format(PyExc_ValueError,
+                 "reduce_sum: description %R must read \"L -> R\": distinct identifiers for "
+                 "the input modes, one '->', then '1' or distinct identifiers from L",
+                 description);
+done:
+    Py_XDECREF(lhs);
+    Py_XDECREF(arrow);
+    Py_DECREF(tokens);
+    return kept;
+}
+
+/* Mode-local sizes of L's top-level modes into size[rank]. */
+static void mode_sizes(const sw_layout *L, int64_t *size)
+{
+    int32_t p = 0, leaf = 0;
+    for (int32_t i = 0; i < L->rank; i++) {
+        int32_t nl;
+        int32_t end = sw_py_mode_end(L->profile, p, &nl);
+        size[i] = 1;
+        for (int32_t j = 0; j < nl; j++)
+            size[i] *= L->extents[leaf + j];
+        leaf += nl;
+        p = end;
+    }
+}
+
+/* The result layout of reducing L to the kept modes (canonical). */
+static PyObject *reduced_layout(const sw_layout *L, PyObject *kept)
+{
+    Py_ssize_t nk = PyTuple_GET_SIZE(kept);
+    sw_error err;
+    sw_layout *sel = NULL;
+    if (nk == 0) {
+        const uint8_t prof[1] = {SW_NODE_LEAF};
+        const int64_t one[1] = {1};
+        sel = sw_layout_new(1, prof, one, one, &err);
+    } else if (nk == 1) {
+        sel = sw_layout_mode(L, (int32_t)PyLong_AsLong(PyTuple_GET_ITEM(kept, 0)), &err);
+    } else {
+        int32_t *modes = PyMem_Malloc(sizeof(int32_t) * (size_t)nk);
+        if (!modes)
+            return PyErr_NoMemory();
+        for (Py_ssize_t j = 0; j < nk; j++)
+            modes[j] = (int32_t)PyLong_AsLong(PyTuple_GET_ITEM(kept, j));
+        sel = sw_layout_select(L, modes, (int32_t)nk, &err);
+        PyMem_Free(modes);
+    }
+    if (!sel) {
+        sw_py_raise(&err);
+        return NULL;
+    }
+    PyObject *r = canonical_of(sel);
+    sw_layout_free(sel);
+    return r;
+}
+
+/* out[k] = result ordinal that input ordinal k contributes to. */
+static int result_ordinals(const sw_layout *L, PyObject *kept, int64_t *out)
+{
+    int64_t *size = PyMem_Calloc((size_t)L->rank + 1, sizeof(int64_t));
+    int64_t *mult = PyMem_Calloc((size_t)L->rank + 1, sizeof(int64_t));
+    if (!size || !mult) {
+        PyMem_Free(size);
+        PyMem_Free(mult);
+        PyErr_NoMemory();
+        return -1;
+    }
+    mode_sizes(L, size);
+    int64_t m = 1;
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(kept); j++) {
+        long i = PyLong_AsLong(PyTuple_GET_ITEM(kept, j));
+        mult[i] = m;
+        m *= size[i];
+    }
+    for (int64_t k = 0; k < L->size; k++) {
+        int64_t rest = k, r = 0;
+        for (int32_t i = 0; i < L->rank; i++) {
+            r += (rest % size[i]) * mult[i];
+            rest /= size[i];
+        }
+        out[k] = r;
+    }
+    PyMem_Free(size);
+    PyMem_Free(mult);
+    return 0;
+}
+
+static PyObject *reduce_forward(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    const char *fn = "reduce_sum";
+    if (nargs != 2 && nargs != 3) {
+        PyErr_Format(PyExc_TypeError,
+                     "reduce_sum takes 2 or 3 inputs (tensor, description, "
+                     "accumulator_dtype), %zd given", nargs);
+        return NULL;
+    }
+    PyObject *tensor = args[0], *description = args[1];
+    PyObject *acc = nargs == 3 ? args[2] : Py_None;
+    if (require_tensor(tensor, "tensor") < 0)
+        return NULL;
+    if (!PyUnicode_Check(description)) {
+        PyErr_Format(PyExc_TypeError, "reduce_sum: description must be a str, not %.100s",
+                     Py_TYPE(description)->tp_name);
+        return NULL;
+    }
+    if (acc != Py_None && !PyObject_TypeCheck(acc, &SwSimpleDType_Type)) {
+        PyErr_Format(PyExc_TypeError,
+                     "reduce_sum: accumulator_dtype must be None or a simple DType, not %R",
+                     acc);
+        return NULL;
+    }
+    if (require_one_subtensor(tensor, fn, "tensor") < 0 ||
+        require_carrier_class(self, tensor, fn) < 0 || require_live(tensor, fn, "tensor") < 0 ||
+        require_numeric(tensor, fn, "tensor") < 0)
+        return NULL;
+    const sw_layout *L = core_of(tensor);
+    PyObject *kept = parse_description(description, L->rank);
+    if (!kept)
+        return NULL;
+    int is_int = is_dtype(tensor, SW_DT_INT32);
+    int wide = acc == sw_py_dtype(SW_DT_FLOAT64);
+    PyObject *layout = NULL, *result = NULL;
+    double *v = NULL, *sums = NULL;
+    int64_t *ord = NULL;
+    if (is_int && acc != Py_None) {
+        PyErr_Format(PyExc_TypeError,
+                     "reduce_sum: an Int32 tensor is summed exactly; accumulator_dtype must "
+                     "be None, not %R", acc);
+        goto done;
+    }
+    if (acc != Py_None && !wide && acc != sw_py_dtype(SW_DT_FLOAT32)) {
+        PyErr_Format(PyExc_NotImplementedError,
+                     "reduce_sum: accumulator_dtype %R is not supported (Float32 or Float64)",
+                     acc);
+        goto done;
+    }
+    layout = reduced_layout(L, kept);
+    if (!layout)
+        goto done;
+    int64_t nout = SwLayout_CORE(layout)->size;
+    v = values_of(tensor);
+    sums = v ? PyMem_Calloc((size_t)nout, sizeof(double)) : NULL;
+    ord = sums ? PyMem_Malloc(sizeof(int64_t) * (size_t)(L->size ? L->size : 1)) : NULL;
+    if (!ord) {
+        if (v && !PyErr_Occurred())
+            PyErr_NoMemory();
+        goto done;
+    }
+    if (result_ordinals(L, kept, ord) < 0)
+        goto done;
+    if (is_int) {
+        /* Exact: 64-bit partial sums, the range checked once at the end. */
+        int64_t *isums = (int64_t *)sums; /* same size as double */
+        for (int64_t k = 0; k < L->size; k++) {
+            if (__builtin_add_overflow(isums[ord[k]], (int64_t)v[k], &isums[ord[k]])) {
+                PyErr_SetString(PyExc_OverflowError, "reduce_sum: Int32 sum is out of range");
+                goto done;
+            }
+        }
+        for (int64_t r = 0; r < nout; r++) {
+            if (check_int32((double)isums[r], fn) < 0)
+                goto done;
+            sums[r] = (double)isums[r];
+        }
+    } else if (wide) {
+        for (int64_t k = 0; k < L->size; k++)
+            sums[ord[k]] += v[k];
+    } else {
+        for (int64_t k = 0; k < L->size; k++)
+            sums[ord[k]] = (double)((float)sums[ord[k]] + (float)v[k]);
+    }
+    if (PyDict_SetItem(((SwOperationObject *)self)->ctx, str_kept, kept) < 0 ||
+        PyDict_SetItem(((SwOperationObject *)self)->ctx, str_result_layout, layout) < 0)
+        goto done;
+    result = tensor_from_values(carrier_of(tensor), is_int ? SW_DT_INT32 : SW_DT_FLOAT32,
+                                layout, sums);
+done:
+    PyMem_Free(v);
+    PyMem_Free(sums);
+    PyMem_Free(ord);
+    Py_XDECREF(layout);
+    Py_DECREF(kept);
+    return result;
+}
+
+static PyObject *reduce_backward(PyObject *self, PyObject *g)
+{
+    const char *fn = "reduce_sum";
+    if (check_cotangent(g, fn) < 0)
+        return NULL;
+    PyObject *saved = saved_inputs(self, 1, fn);
+    if (!saved)
+        return NULL;
+    PyObject *ctx = ((SwOperationObject *)self)->ctx;
+    PyObject *kept = PyDict_GetItemWithError(ctx, str_kept);
+    PyObject *layout = kept ? PyDict_GetItemWithError(ctx, str_result_layout) : NULL;
+    PyObject *x = PyTuple_GET_ITEM(saved, 0), *out = NULL, *grad = NULL;
+    double *gv = NULL, *vals = NULL;
+    int64_t *ord = NULL;
+    if (!layout || !PyTuple_Check(kept) || !SwLayout_Check(layout)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError,
+                            "reduce_sum.backward: the operation's state is missing");
+        goto done;
+    }
+    Py_INCREF(kept);
+    Py_INCREF(layout);
+    if (!sw_layout_equal(core_of(g), SwLayout_CORE(layout))) {
+        PyErr_Format(PyExc_ValueError,
+                     "reduce_sum.backward: gradient layout %R must equal the result layout %R",
+                     ((SwTensorObject *)g)->subs[0].layout, layout);
+        goto release;
+    }
+    if (!is_dtype(x, SW_DT_FLOAT32)) {
+        out = PyTuple_Pack(1, Py_None);
+        goto release;
+    }
+    const sw_layout *L = core_of(x);
+    gv = values_of(g);
+    vals = gv ? PyMem_Malloc(sizeof(double) * (size_t)(L->size ? L->size : 1)) : NULL;
+    ord = vals ? PyMem_Malloc(sizeof(int64_t) * (size_t)(L->size ? L->size : 1)) : NULL;
+    if (!ord) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        goto release;
+    }
+    if (result_ordinals(L, kept, ord) < 0)
+        goto release;
+    for (int64_t k = 0; k < L->size; k++)
+        vals[k] = gv[ord[k]];
+    grad = make_gradient(x, vals);
+    if (grad)
+        out = PyTuple_Pack(1, grad);
+release:
+    Py_DECREF(kept);
+    Py_DECREF(layout);
+done:
+    Py_XDECREF(grad);
+    PyMem_Free(gv);
+    PyMem_Free(vals);
+    PyMem_Free(ord);
+    Py_DECREF(saved);
+    return out;
+}
+
+/* ---- types ---------------------------------------------------------------------------- */
+
+#define OP_METHODS(fwd, bwd, doc_fwd, doc_bwd)                                          \
+    {                                                                                   \
+        {"_forward", (PyCFunction)(void (*)(void))fwd, METH_FASTCALL, doc_fwd},         \
+        {"backward", bwd, METH_O, doc_bwd}, {NULL, NULL, 0, NULL},                      \
+    }
+
+static PyMethodDef add_methods[] = OP_METHODS(
+    add_forward, add_backward,
+    "_forward($self, lhs, rhs, /)\n--\n\nThe sum of lhs and rhs, coordinate by coordinate.",
+    "backward($self, gradient, /)\n--\n\n"
+    "Both operands receive the gradient, laid out like each operand.");
+
+static PyMethodDef mul_methods[] = OP_METHODS(
+    mul_forward, mul_backward,
+    "_forward($self, lhs, rhs, /)\n--\n\n"
+    "The product of lhs and rhs, coordinate by coordinate.",
+    "backward($self, gradient, /)\n--\n\n"
+    "lhs receives gradient * rhs and rhs receives gradient * lhs, read from the\n"
+    "saved inputs now.");
+
+static PyMethodDef reduce_methods[] = OP_METHODS(
+    reduce_forward, reduce_backward,
+    "_forward($self, tensor, description, accumulator_dtype=None, /)\n--\n\n"
+    "Sum tensor over the modes description drops.",
+    "backward($self, gradient, /)\n--\n\n"
+    "Each input coordinate receives the gradient at its kept coordinates.");
+
+#define OP_TYPE(var, pyname, methods, doc)                                              \
+    static PyTypeObject var = {                                                         \
+        PyVarObject_HEAD_INIT(NULL, 0)                                                  \
+        .tp_name = pyname,                                                              \
+        .tp_basicsize = sizeof(SwOperationObject),                                      \
+        .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,                            \
+        .tp_doc = doc,                                                                  \
+        .tp_traverse = sw_py_operation_traverse,                                        \
+        .tp_clear = sw_py_operation_clear,                                              \
+        .tp_methods = methods,                                                          \
+        .tp_base = &SwOperation_Type,                                                   \
+    }
+
+OP_TYPE(SwAddOperation_Type, "strideweave.operation.AddOperation", add_methods,
+        "AddOperation()\n--\n\nThe operation behind add(lhs, rhs) on the built-in carriers.");
+OP_TYPE(SwMulOperation_Type, "strideweave.operation.ElementwiseMulOperation", mul_methods,
+        "ElementwiseMulOperation()\n--\n\nThe operation behind elementwise_mul(lhs, rhs) on the built-in carriers.");
+OP_TYPE(SwReduceSumOperation_Type, "strideweave.operation.ReduceSumOperation",
+        reduce_methods, "ReduceSumOperation()\n--\n\nThe operation behind reduce_sum(tensor, description) on the "
+                        "built-in carriers.");
+
+PyTypeObject *sw_py_minimal_op_type(PyObject *name)
+{
+    if (PyUnicode_CompareWithASCIIString(name, "add") == 0)
+        return &SwAddOperation_Type;
+    if (PyUnicode_CompareWithASCIIString(name, "elementwise_mul") == 0)
+        return &SwMulOperation_Type;
+    if (PyUnicode_CompareWithASCIIString(name, "reduce_sum") == 0)
+        return &SwReduceSumOperation_Type;
+    return NULL;
+}
+
+/* ---- public functions ------------------------------------------------------------------ */
+
+/* first.carrier.dispatch_op(name).forward(*inputs[0..n)). */
+static PyObject *dispatch(PyObject *first, const char *name, PyObject *const *inputs,
+                          Py_ssize_t n)
+{
+    PyObject *pyname = PyUnicode_FromString(name);
+    if (!pyname)
+        return NULL;
+    PyObject *margs[2] = {carrier_of(first), pyname};
+    PyObject *op = PyObject_VectorcallMethod(str_dispatch_op, margs,
+                                             2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    Py_DECREF(pyname);
+    if (!op)
+        return NULL;
+    PyObject *fargs[4] = {op, NULL, NULL, NULL};
+    for (Py_ssize_t i = 0; i < n; i++)
+        fargs[1 + i] = inputs[i];
+    PyObject *r = PyObject_VectorcallMethod(str_forward_m, fargs,
+                                            (size_t)(n + 1) | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                            NULL);
+    Py_DECREF(op);
+    return r;
+}
+
+static PyObject *binary_public(const char *fn, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames)
+{
+    static const char *const names[] = {"lhs", "rhs"};
+    PyObject *a[2];
+    if (sw_py_parse_required(fn, names, 2, args, nargs, kwnames, a) < 0 ||
+        require_tensor(a[0], "lhs") < 0 || require_tensor(a[1], "rhs") < 0)
+        return NULL;
+    if (Py_TYPE(carrier_of(a[0])) != Py_TYPE(carrier_of(a[1]))) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s needs lhs and rhs on the same carrier class, not %s and %s", fn,
+                     Py_TYPE(carrier_of(a[0]))->tp_name, Py_TYPE(carrier_of(a[1]))->tp_name);
+        return NULL;
+    }
+    return dispatch(a[0], fn, a, 2);
+}
+
+static PyObject *public_add(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames)
+{
+    (void)mod;
+    return binary_public("add", args, nargs, kwnames);
+}
+
+static PyObject *public_mul(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames)
+{
+    (void)mod;
+    return binary_public("elementwise_mul", args, nargs, kwnames);
+}
+
+static PyObject *public_reduce_sum(PyObject *mod, PyObject *args, PyObject *kwds)
+{
+    (void)mod;
+    static char *kwlist[] = {"tensor", "description", "accumulator_dtype", NULL};
+    PyObject *tensor, *description, *acc = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|$O:reduce_sum", kwlist, &tensor,
+                                     &description, &acc))
+        return NULL;
+    if (require_tensor(tensor, "tensor") < 0)
+        return NULL;
+    if (!PyUnicode_Check(description)) {
+        PyErr_Format(PyExc_TypeError, "reduce_sum: description must be a str, not %.100s",
+                     Py_TYPE(description)->tp_name);
+        return NULL;
+    }
+    if (acc != Py_None && !PyObject_TypeCheck(acc, &SwSimpleDType_Type)) {
+        PyErr_Format(PyExc_TypeError,
+                     "reduce_sum: accumulator_dtype must be None or a simple DType, not %R",
+                     acc);
+        return NULL;
+    }
+    PyObject *inputs[3] = {tensor, description, acc};
+    return dispatch(tensor, "reduce_sum", inputs, acc == Py_None ? 2 : 3);
+}
+
+/* Test aid: give any Operation dispatch metadata, so tests can build
+ * dispatched operations whose _forward runs Python (nesting, exits). */
+static PyObject *aid_set_dispatch_metadata(PyObject *mod, PyObject *const *args,
+                                           Py_ssize_t nargs)
+{
+    (void)mod;
+    if (nargs != 3 || !SwOperation_Check(args[0]) || !PyUnicode_Check(args[1]) ||
+        !PyType_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_set_dispatch_metadata(operation, name, carrier_class)");
+        return NULL;
+    }
+    SwOperationObject *o = (SwOperationObject *)args[0];
+    Py_XSETREF(o->operation_name, Py_NewRef(args[1]));
+    Py_XSETREF(o->dispatch_carrier_class, Py_NewRef(args[2]));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef minimal_functions[] = {
+    {"_set_dispatch_metadata", (PyCFunction)(void (*)(void))aid_set_dispatch_metadata,
+     METH_FASTCALL,
+     "_set_dispatch_metadata(operation, name, carrier_class)\n--\n\n"
+     "Test aid: make operation report name and carrier_class as if dispatched."},
+    {"add", (PyCFunction)(void (*)(void))public_add, METH_FASTCALL | METH_KEYWORDS,
+     "add(lhs, rhs)\n--\n\n"
+     "The coordinate-wise sum of two tensors of the same shape on the same carrier\n"
+     "class, in fresh storage of lhs's carrier class with a compact layout.\n"
+     "Int32 + Int32 is Int32 (OverflowError when out of range); otherwise the\n"
+     "result is Float32. Raises TypeError for non-Tensors, different carrier\n"
+     "classes or other dtypes, RuntimeError for a released carrier, and\n"
+     "ValueError for different shapes (use broadcast_to first)."},
+    {"elementwise_mul", (PyCFunction)(void (*)(void))public_mul,
+     METH_FASTCALL | METH_KEYWORDS,
+     "elementwise_mul(lhs, rhs)\n--\n\n"
+     "The coordinate-wise product of two tensors, with the same rules as add."},
+    {"reduce_sum", (PyCFunction)(void (*)(void))public_reduce_sum,
+     METH_VARARGS | METH_KEYWORDS,
+     "reduce_sum(tensor, description, *, accumulator_dtype=None)\n--\n\n"
+     "Sum a Float32 or Int32 tensor over some of its top-level modes.\n"
+     "description reads \"L -> R\": one name per top-level mode, '->', then either\n"
+     "'1' (sum everything into one value) or the names of the modes to keep, in\n"
+     "the order the result should have them. For example \"a b -> a\" sums over b.\n"
+     "accumulator_dtype=DType.Float64 sums a Float32 tensor in double precision\n"
+     "and rounds once. Raises TypeError, ValueError for a bad description,\n"
+     "RuntimeError for a released carrier, OverflowError for an Int32 sum out\n"
+     "of range and NotImplementedError for an unsupported accumulator."},
+    {NULL, NULL, 0, NULL},
+};
+
+int sw_py_minimal_ops_init(PyObject *module)
+{
+    str_new_like = PyUnicode_InternFromString("new_like");
+    str_dtype_kw = PyUnicode_InternFromString("dtype");
+    str_dispatch_op = PyUnicode_InternFromString("dispatch_op");
+    str_forward_m = PyUnicode_InternFromString("forward");
+    str_kept = PyUnicode_InternFromString("kept_modes");
+    str_result_layout = PyUnicode_InternFromString("result_layout");
+    if (!str_new_like || !str_dtype_kw || !str_dispatch_op || !str_forward_m || !str_kept ||
+        !str_result_layout)
+        return -1;
+    PyTypeObject *types[] = {&SwAddOperation_Type, &SwMulOperation_Type,
+                             &SwReduceSumOperation_Type};
+    for (size_t i = 0; i < 3; i++)
+        if (PyType_Ready(types[i]) < 0)
+            return -1;
+    return PyModule_AddFunctions(module, minimal_functions);
+}
