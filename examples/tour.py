@@ -87,5 +87,17 @@ back = sw.move(on_file, CPU(n))             # move() is move_async(...).wait()
 ok = np.array_equal(np.from_dlpack(back), np.arange(n, dtype=np.float32))
 print("back on CPU, values intact:", ok, "; file removed:", not on_file.carrier.path.exists())
 assert ok
+
+section("7. A gradient that crosses a move to a file and back")
+x = tensor([1.0, -2.0, 3.0, 0.5], layout=Layout(Shape([2, 2]), Stride([1, 2])))
+x_on_file = sw.move(x, FileBacked())        # records one move node
+y = sw.elementwise_mul(x_on_file, x_on_file)  # computed on the file carrier
+loss = sw.reduce_sum(y, "a b -> 1")
+print("loss =", loss.item(), " node of the moved tensor:",
+      type(x_on_file.autograd_ctx).__name__)
+loss.backward()                             # the gradient moves back to CPU
+print("x.grad =", x.grad.tolist(), "on", type(x.grad.carrier).__name__,
+      "(d/dx of sum(x*x) is 2x)")
+assert x.grad.tolist() == [2.0, -4.0, 6.0, 1.0]
 print()
 print("tour complete")

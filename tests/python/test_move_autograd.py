@@ -167,3 +167,69 @@ def test_reverse_move_is_profiled_as_a_move():
         r.autograd_ctx.backward(cpu_tensor([3.0, 4.0], L(2, 1)))
     phases = [(e.phase, e.source_type, e.destination_type) for e in p.move_events()]
     assert phases == [("submit", sw.FileBacked, sw.CPU), ("complete", sw.FileBacked, sw.CPU)]
+
+
+# ---- end to end through Tensor.backward ------------------------------------------
+
+
+def loss_of(x):
+    return sw.reduce_sum(sw.elementwise_mul(x, x), "a b -> 1")
+
+
+def test_scenario_gradient_crosses_a_move_to_a_file_and_back():
+    # Seed: a CPU Tensor moved to FileBacked, loss computed there; backward
+    # returns a fresh CPU gradient equal to the gradient without the move.
+    layout = L((2, 3), (1, 2))
+    values = [1.0, -2.0, 3.5, 0.25, 4.0, -1.5]
+    plain = cpu_tensor(values, layout)
+    loss_of(plain).backward()
+    expected = plain.grad.tolist()
+    assert expected == [2.0 * v for v in values]
+
+    x = cpu_tensor(values, layout)
+    on_file = sw.move(x, sw.FileBacked())
+    assert x.carrier.is_released()
+    loss = loss_of(on_file)
+    loss.backward()
+    assert type(x.grad.carrier) is sw.CPU and x.grad.carrier is not x.carrier
+    assert x.grad.layout == layout and x.grad.tolist() == expected
+    assert x.grad.autograd_ctx is None and on_file.grad is None
+
+
+def test_gradient_through_cpu_file_cpu_round_trip():
+    layout = L((2, 2), (1, 2))
+    x = cpu_tensor([1.0, 2.0, 3.0, 4.0], layout)
+    back = sw.move(sw.move(x, sw.FileBacked()), sw.CPU(4))
+    loss_of(back).backward()
+    assert x.grad.tolist() == [2.0, 4.0, 6.0, 8.0] and type(x.grad.carrier) is sw.CPU
+
+
+def test_gradient_through_a_python_carrier_pair():
+    x = cpu_tensor([1.0, 2.0, 3.0], L(3, 1))
+    on_mine = sw.move(x, Mine())
+    back = sw.move(on_mine, sw.CPU(3))
+    s = sw.reduce_sum(sw.elementwise_mul(back, back), "a -> 1")
+    s.backward()
+    assert x.grad.tolist() == [2.0, 4.0, 6.0]
+
+
+def test_moved_broadcast_view_hands_the_broadcast_node_an_injective_gradient():
+    # F-4's example: moving the broadcast first gives the same x.grad.
+    x = cpu_tensor([1.0, 2.0, 3.0], L((1, 3), (1, 1)))
+    y = sw.broadcast_to(x, sw.Shape(4, 3))
+    moved = sw.move(y, sw.FileBacked())
+    assert moved.carrier.size() == 3
+    s = sw.reduce_sum(moved, "a b -> 1")
+    assert s.tolist() == [24.0]
+    s.backward()
+    assert x.grad.tolist() == [4.0, 4.0, 4.0] and x.grad.layout == x.layout
+
+
+def test_move_node_released_after_backward_needs_retain_graph():
+    x = cpu_tensor([1.0, 2.0], L(2, 1))
+    s = sw.reduce_sum(sw.move(x, sw.FileBacked()), "a -> 1")
+    s.backward(retain_graph=True)
+    s.backward()
+    assert x.grad.tolist() == [2.0, 2.0]
+    with pytest.raises(RuntimeError, match="retain_graph=True"):
+        s.backward()
