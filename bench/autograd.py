@@ -66,8 +66,8 @@ def main():
     for _ in range(args.rounds):
         a.append(ours(x, w))
         b.append(theirs(tx, tw))
-    np.testing.assert_allclose(np.from_dlpack(x.grad), tw.grad.numpy(), rtol=1e-6)
-    np.testing.assert_allclose(np.from_dlpack(w.grad), tx.grad.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(np.from_dlpack(x.grad), tx.grad.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(np.from_dlpack(w.grad), tw.grad.numpy(), rtol=1e-6)
     ma, mb = statistics.median(a), statistics.median(b)
     ratio = ma / mb
     print(f"strideweave {sw.__file__}, torch {torch.__version__}, n={args.n}, "

@@ -7,7 +7,7 @@
  * float arrays in logical order; a node's cotangent is materialized as a
  * detached Tensor in its output's gradient layout (A-10) only when it runs.
  * Nothing touches .grad until the whole traversal succeeded (A-13). */
-#include "sw_python.h"
+#include "sw_carrier.h"
 
 #include <string.h>
 
@@ -103,6 +103,24 @@ PyObject *sw_py_grad_buffer(PyObject *target, const float *vals)
     if (!layout)
         return NULL;
     const sw_layout *G = SwLayout_CORE(layout);
+    PyObject *tc = ((SwTensorObject *)target)->subs[0].carrier;
+    if ((Py_IS_TYPE(tc, &SwCPU_Type) || Py_IS_TYPE(tc, &SwGeneric_Type)) &&
+        ((SwHostCarrierObject *)tc)->dtype == SW_DT_FLOAT32) {
+        /* new_like of an exact host carrier, without a list of Python
+         * floats: same class, version 0, mutable, zeros in the holes. */
+        carrier = sw_host_new(Py_TYPE(tc), SW_DT_FLOAT32, G->cosize, 1, 1);
+        if (!carrier)
+            goto done;
+        float *data = ((SwHostCarrierObject *)carrier)->data;
+        for (int64_t k = 0; k < G->size; k++) {
+            int64_t j;
+            if (slot_of(G, k, &j) < 0)
+                goto done;
+            data[j] = vals[k];
+        }
+        result = sw_py_tensor_new1(carrier, 0, layout);
+        goto done;
+    }
     list = PyList_New((Py_ssize_t)G->cosize);
     if (!list)
         goto done;
