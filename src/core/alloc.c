@@ -8,9 +8,11 @@
 
 /* Large blocks ask for transparent huge pages, as NumPy does: a fresh
  * 256 MiB buffer then takes 128 page faults instead of 65536, which is
- * most of the cost of a first write into it. */
+ * most of the cost of a first write into it. From 2 MiB on, so that the
+ * 4 MB buffers of a million Float32 values get their aligned interior
+ * (usually one huge page) too. */
 #define HUGE_PAGE ((uintptr_t)2 << 20)
-#define HUGE_ADVICE_MIN ((size_t)4 << 20)
+#define HUGE_ADVICE_MIN ((size_t)2 << 20)
 
 static void advise_huge_pages(void *p, size_t bytes)
 {

@@ -8,6 +8,7 @@
  * detached Tensor in its output's gradient layout (A-10) only when it runs.
  * Nothing touches .grad until the whole traversal succeeded (A-13). */
 #include "sw_carrier.h"
+#include "sw_layout_walk.h"
 
 #include <string.h>
 
@@ -55,44 +56,58 @@ PyObject *sw_py_grad_layout(PyObject *tensor)
     return sw_py_layout_wrap(c);
 }
 
-/* Slot of logical ordinal k. 0 / -1. */
-static int slot_of(const sw_layout *L, int64_t k, int64_t *j)
-{
-    sw_error err;
-    if (sw_layout_index(L, k, j, &err) != SW_OK)
-        return sw_py_raise(&err);
-    return 0;
-}
-
 int sw_py_read_float_values(PyObject *tensor, float *out)
 {
     SwTensorObject *t = (SwTensorObject *)tensor;
     const sw_layout *L = core0(tensor);
     PyObject *carrier = t->subs[0].carrier;
     int64_t off = t->subs[0].offset;
-    SwHostCarrierObject *h = (SwHostCarrierObject *)carrier;
-    int fast = Py_IS_TYPE(carrier, &SwCPU_Type) && h->dtype == SW_DT_FLOAT32 && h->data &&
-               !h->base.pending && !h->base.released;
-    for (int64_t k = 0; k < L->size; k++) {
-        int64_t j;
-        if (slot_of(L, k, &j) < 0)
-            return -1;
-        if (fast) {
-            out[k] = ((const float *)h->data)[off + j];
+    if (L->size == 0)
+        return 0;
+    const float *data = sw_host_f32_readable(carrier, off, L->cosize);
+    if (data && sw_layout_is_flat(L)) {
+        memcpy(out, data + off, sizeof(float) * (size_t)L->size);
+        return 0;
+    }
+    sw_walk w;
+    if (sw_walk_init(&w, L, off) < 0)
+        return -1;
+    for (int64_t k = 0; k < L->size; k++, sw_walk_next(&w)) {
+        if (data) {
+            out[k] = data[w.idx];
             continue;
         }
-        PyObject *v = sw_py_carrier_getitem(carrier, off + j);
+        PyObject *v = sw_py_carrier_getitem(carrier, w.idx);
         if (!v)
-            return -1;
+            goto error;
         double d = PyFloat_AsDouble(v);
         Py_DECREF(v);
         if (d == -1.0 && PyErr_Occurred())
-            return -1;
+            goto error;
         out[k] = (float)d;
         /* a getitem hook may have swapped things; re-read the fast path */
-        fast = Py_IS_TYPE(carrier, &SwCPU_Type) && h->dtype == SW_DT_FLOAT32 && h->data &&
-               !h->base.pending && !h->base.released;
+        data = sw_host_f32_readable(carrier, off, L->cosize);
     }
+    sw_walk_done(&w);
+    return 0;
+error:
+    sw_walk_done(&w);
+    return -1;
+}
+
+/* data[slot of k] = vals[k] for G's ordinals (data holds G->cosize). */
+static int place_values(const sw_layout *G, float *data, const float *vals)
+{
+    if (sw_layout_is_flat(G)) {
+        memcpy(data, vals, sizeof(float) * (size_t)G->size);
+        return 0;
+    }
+    sw_walk w;
+    if (sw_walk_init(&w, G, 0) < 0)
+        return -1;
+    for (int64_t k = 0; k < G->size; k++, sw_walk_next(&w))
+        data[w.idx] = vals[k];
+    sw_walk_done(&w);
     return 0;
 }
 
@@ -108,16 +123,12 @@ PyObject *sw_py_grad_buffer(PyObject *target, const float *vals)
         ((SwHostCarrierObject *)tc)->dtype == SW_DT_FLOAT32) {
         /* new_like of an exact host carrier, without a list of Python
          * floats: same class, version 0, mutable, zeros in the holes. */
-        carrier = sw_host_new(Py_TYPE(tc), SW_DT_FLOAT32, G->cosize, 1, 1);
+        int flat = sw_layout_is_flat(G) && G->cosize == G->size;
+        carrier = sw_host_new(Py_TYPE(tc), SW_DT_FLOAT32, G->cosize, 1, !flat);
         if (!carrier)
             goto done;
-        float *data = ((SwHostCarrierObject *)carrier)->data;
-        for (int64_t k = 0; k < G->size; k++) {
-            int64_t j;
-            if (slot_of(G, k, &j) < 0)
-                goto done;
-            data[j] = vals[k];
-        }
+        if (G->size > 0 && place_values(G, ((SwHostCarrierObject *)carrier)->data, vals) < 0)
+            goto done;
         result = sw_py_tensor_new1(carrier, 0, layout);
         goto done;
     }
@@ -130,15 +141,18 @@ PyObject *sw_py_grad_buffer(PyObject *target, const float *vals)
             goto done;
         PyList_SET_ITEM(list, (Py_ssize_t)s, zero);
     }
-    for (int64_t k = 0; k < G->size; k++) {
-        int64_t j;
-        if (slot_of(G, k, &j) < 0)
-            goto done;
+    sw_walk w;
+    if (sw_walk_init(&w, G, 0) < 0)
+        goto done;
+    for (int64_t k = 0; k < G->size; k++, sw_walk_next(&w)) {
         PyObject *v = PyFloat_FromDouble((double)vals[k]);
-        if (!v)
+        if (!v) {
+            sw_walk_done(&w);
             goto done;
-        PyList_SetItem(list, (Py_ssize_t)j, v);
+        }
+        PyList_SetItem(list, (Py_ssize_t)w.idx, v);
     }
+    sw_walk_done(&w);
     carrier = PyObject_CallMethodOneArg(((SwTensorObject *)target)->subs[0].carrier,
                                         str_new_like, list);
     if (!carrier)
@@ -240,6 +254,7 @@ typedef struct {
     Py_ssize_t edges;
     Py_ssize_t node;    /* index of its discovered node, -1 for none */
     float *sum;         /* pending total in logical order, NULL = none yet */
+    PyObject *held;     /* owned host carrier whose memory `sum` is, or NULL */
 } tinfo;
 
 typedef struct {
@@ -257,8 +272,12 @@ typedef struct {
 
 static void graph_free(graph *g)
 {
-    for (Py_ssize_t i = 0; i < g->nt; i++)
-        PyMem_Free(g->t[i].sum);
+    for (Py_ssize_t i = 0; i < g->nt; i++) {
+        if (g->t[i].held)
+            Py_DECREF(g->t[i].held);
+        else
+            PyMem_Free(g->t[i].sum);
+    }
     for (Py_ssize_t i = 0; i < g->nn; i++)
         Py_XDECREF(g->n[i].inputs);
     PyMem_Free(g->t);
@@ -327,6 +346,7 @@ static Py_ssize_t add_tensor(graph *g, PyObject *tensor, int *added)
     g->t[i].edges = 0;
     g->t[i].node = -1;
     g->t[i].sum = NULL;
+    g->t[i].held = NULL;
     g->nt++;
     return i;
 }
@@ -397,10 +417,59 @@ done:
     return rc;
 }
 
-/* Add cotangent c's values (already validated for tensor ti) into its sum. */
-static int accumulate(graph *g, Py_ssize_t ti, PyObject *c)
+/* The carrier of cotangent c when nothing but the engine can reach it (c
+ * only in `items`, the tuple a node's backward returned and nothing else
+ * holds; the carrier only in c): an exact fresh Float32 CPU/Generic carrier
+ * holding c's values in logical order. Its memory can then be the pending
+ * sum, and later the gradient's storage, without copies. Else NULL. */
+static PyObject *exclusive_carrier(PyObject *c, PyObject *items)
 {
-    int64_t n = core0(g->t[ti].tensor)->size;
+    if (!items || Py_REFCNT(items) != 2 || Py_REFCNT(c) != 1 ||
+        !Py_IS_TYPE(c, &SwTensor_Type))
+        return NULL;
+    SwTensorObject *t = (SwTensorObject *)c;
+    if (t->nsub != 1 || t->weakreflist || t->subs[0].offset != 0)
+        return NULL;
+    PyObject *carrier = t->subs[0].carrier;
+    if (!Py_IS_TYPE(carrier, &SwCPU_Type) && !Py_IS_TYPE(carrier, &SwGeneric_Type))
+        return NULL;
+    SwHostCarrierObject *h = (SwHostCarrierObject *)carrier;
+    const sw_layout *L = core0(c);
+    if (Py_REFCNT(carrier) != 1 || h->base.weakreflist || h->base.version != 0 ||
+        h->base.released || h->base.pending || h->base.owner_token != 0 ||
+        h->base.intrinsic_mutable != 1 || h->base.transfer_depth != 0 ||
+        h->dtype != SW_DT_FLOAT32 || !h->data || !h->owns_data || L->size == 0 ||
+        L->size != L->cosize || L->size != h->nslots || !sw_layout_is_flat(L))
+        return NULL;
+    return carrier;
+}
+
+/* Add cotangent c's values (already validated for tensor ti) into its sum.
+ * items: the tuple holding c when it came from a node's backward, else NULL. */
+static int accumulate(graph *g, Py_ssize_t ti, PyObject *c, PyObject *items)
+{
+    tinfo *T = &g->t[ti];
+    int64_t n = core0(T->tensor)->size;
+    if (!T->sum) {
+        PyObject *carrier = exclusive_carrier(c, items);
+        if (carrier) {
+            T->held = Py_NewRef(carrier);
+            T->sum = ((SwHostCarrierObject *)carrier)->data;
+            return 0;
+        }
+    } else {
+        SwTensorObject *ct = (SwTensorObject *)c;
+        const sw_layout *CL = core0(c);
+        const float *data =
+            sw_host_f32_readable(ct->subs[0].carrier, ct->subs[0].offset, CL->cosize);
+        if (n > 0 && data && sw_layout_is_flat(CL)) {
+            /* float += float straight from host memory */
+            data += ct->subs[0].offset;
+            for (int64_t k = 0; k < n; k++)
+                T->sum[k] += data[k];
+            return 0;
+        }
+    }
     float *vals = PyMem_Malloc(sizeof(float) * ((size_t)n + 1));
     if (!vals)
         return PyErr_NoMemory(), -1;
@@ -408,14 +477,44 @@ static int accumulate(graph *g, Py_ssize_t ti, PyObject *c)
         PyMem_Free(vals);
         return -1;
     }
-    if (!g->t[ti].sum) {
-        g->t[ti].sum = vals;
+    if (!T->sum) {
+        T->sum = vals;
         return 0;
     }
     for (int64_t k = 0; k < n; k++)
-        g->t[ti].sum[k] += vals[k];
+        T->sum[k] += vals[k];
     PyMem_Free(vals);
     return 0;
+}
+
+/* The gradient buffer for tensor ti holding its pending sum (A-10): the
+ * held carrier itself when the buffer would be a plain copy of it into a
+ * fresh carrier of the same kind (the sum is then given away), else
+ * sw_py_grad_buffer(tensor, vals). */
+static PyObject *buffer_of(tinfo *T, const float *vals)
+{
+    PyObject *target = T->tensor;
+    PyObject *tc = ((SwTensorObject *)target)->subs[0].carrier;
+    if (T->held && vals == T->sum && Py_IS_TYPE(tc, Py_TYPE(T->held)) &&
+        ((SwHostCarrierObject *)tc)->dtype == SW_DT_FLOAT32) {
+        PyObject *layout = sw_py_grad_layout(target);
+        if (!layout)
+            return NULL;
+        const sw_layout *G = SwLayout_CORE(layout);
+        PyObject *result = NULL;
+        if (G->size == G->cosize && G->size == ((SwHostCarrierObject *)T->held)->nslots &&
+            sw_layout_is_flat(G)) {
+            result = sw_py_tensor_new1(T->held, 0, layout);
+            if (result) {
+                Py_CLEAR(T->held);
+                T->sum = NULL;
+            }
+            Py_DECREF(layout);
+            return result;
+        }
+        Py_DECREF(layout);
+    }
+    return sw_py_grad_buffer(target, vals);
 }
 
 /* A-12 step 1 for node ni with cotangent c (non-NULL). */
@@ -466,7 +565,7 @@ static int run_node(graph *g, Py_ssize_t ni, PyObject *c)
         PyObject *v = PyDict_GetItemWithError(g->tdict, u);
         if (!v)
             goto done;
-        if (accumulate(g, PyLong_AsSsize_t(v), e) < 0)
+        if (accumulate(g, PyLong_AsSsize_t(v), e, items == r ? items : NULL) < 0)
             goto done;
     }
     rc = 0;
@@ -518,8 +617,15 @@ static int propagate(graph *g, PyObject *root_cot, Py_ssize_t *sched, Py_ssize_t
             if (g->t[ti].node < 0)
                 continue;
             PyObject *cot = NULL;
-            if (g->t[ti].sum && !(cot = sw_py_grad_buffer(u, g->t[ti].sum)))
-                goto done;
+            if (g->t[ti].sum) {
+                /* a retained sum is committed later: hand over a copy */
+                if (ut->retains_grad)
+                    cot = sw_py_grad_buffer(u, g->t[ti].sum);
+                else
+                    cot = buffer_of(&g->t[ti], g->t[ti].sum);
+                if (!cot)
+                    goto done;
+            }
             if (grow((void **)&ready, &cap, sp + 1, sizeof(ready_item)) < 0) {
                 Py_XDECREF(cot);
                 goto done;
@@ -537,40 +643,37 @@ done:
 
 /* ---- commit ---------------------------------------------------------------------- */
 
-/* the total as a contribution in logical order (n floats, owned). */
-static float *contribution(PyObject *T, const float *total)
+/* A-14: the total as a contribution in logical order (n floats): total
+ * itself when T's layout is injective, else a fresh buffer (*owned). */
+static const float *contribution(PyObject *T, const float *total, float **owned)
 {
     const sw_layout *L = core0(T);
-    float *out = PyMem_Malloc(sizeof(float) * ((size_t)L->size + 1));
-    if (!out)
-        return PyErr_NoMemory(), NULL;
+    *owned = NULL;
     int inj = injective(L);
     if (inj < 0)
-        goto error;
-    if (inj) {
-        memcpy(out, total, sizeof(float) * (size_t)L->size);
-        return out;
-    }
+        return NULL;
+    if (inj)
+        return total;
+    float *out = PyMem_Malloc(sizeof(float) * ((size_t)L->size + 1));
     float *slots = PyMem_Calloc((size_t)L->cosize + 1, sizeof(float));
-    if (!slots)
+    sw_walk w;
+    if (!out || !slots) {
+        PyErr_NoMemory();
         goto error;
-    for (int64_t k = 0; k < L->size; k++) {
-        int64_t j;
-        if (slot_of(L, k, &j) < 0) {
-            PyMem_Free(slots);
-            goto error;
-        }
-        slots[j] += total[k];
     }
-    for (int64_t k = 0; k < L->size; k++) {
-        int64_t j;
-        slot_of(L, k, &j); /* succeeded above */
-        out[k] = slots[j];
-    }
+    if (sw_walk_init(&w, L, 0) < 0)
+        goto error;
+    for (int64_t k = 0; k < L->size; k++, sw_walk_next(&w))
+        slots[w.idx] += total[k];
+    for (int64_t k = 0; k < L->size; k++, sw_walk_next(&w))
+        out[k] = slots[w.idx];
+    sw_walk_done(&w);
     PyMem_Free(slots);
+    *owned = out;
     return out;
 error:
     PyMem_Free(out);
+    PyMem_Free(slots);
     return NULL;
 }
 
@@ -607,31 +710,59 @@ static int check_existing_grad(PyObject *T)
     return 0;
 }
 
+/* grad += vals, slot by slot. On an exact CPU/Generic Float32 carrier the
+ * memory is written directly and the version advances once (one public
+ * mutation); otherwise through the checked slot writes. */
 static int add_in_place(PyObject *grad, const float *vals)
 {
     SwTensorObject *g = (SwTensorObject *)grad;
     const sw_layout *L = core0(grad);
-    for (int64_t k = 0; k < L->size; k++) {
-        int64_t j;
-        if (slot_of(L, k, &j) < 0)
-            return -1;
-        int64_t at = g->subs[0].offset + j;
-        PyObject *old = sw_py_carrier_getitem(g->subs[0].carrier, at);
+    PyObject *carrier = g->subs[0].carrier;
+    int64_t off = g->subs[0].offset;
+    if (L->size == 0)
+        return 0;
+    float *data = sw_host_f32_writable(carrier, off, L->cosize);
+    if (data) {
+        if (sw_layout_is_flat(L)) {
+            float *d = data + off;
+            for (int64_t k = 0; k < L->size; k++)
+                d[k] += vals[k];
+        } else {
+            sw_walk w;
+            if (sw_walk_init(&w, L, off) < 0)
+                return -1;
+            for (int64_t k = 0; k < L->size; k++, sw_walk_next(&w))
+                data[w.idx] += vals[k];
+            sw_walk_done(&w);
+        }
+        if (!sw_py_carrier_in_transfer(carrier))
+            ((SwCarrierObject *)carrier)->version++;
+        return 0;
+    }
+    sw_walk w;
+    if (sw_walk_init(&w, L, off) < 0)
+        return -1;
+    for (int64_t k = 0; k < L->size; k++, sw_walk_next(&w)) {
+        PyObject *old = sw_py_carrier_getitem(carrier, w.idx);
         if (!old)
-            return -1;
+            goto error;
         double d = PyFloat_AsDouble(old);
         Py_DECREF(old);
         if (d == -1.0 && PyErr_Occurred())
-            return -1;
+            goto error;
         PyObject *nv = PyFloat_FromDouble((double)((float)d + vals[k]));
         if (!nv)
-            return -1;
-        int rc = sw_py_carrier_setitem(g->subs[0].carrier, at, nv);
+            goto error;
+        int rc = sw_py_carrier_setitem(carrier, w.idx, nv);
         Py_DECREF(nv);
         if (rc < 0)
-            return -1;
+            goto error;
     }
+    sw_walk_done(&w);
     return 0;
+error:
+    sw_walk_done(&w);
+    return -1;
 }
 
 static int commit(graph *g, const Py_ssize_t *sched, Py_ssize_t nsched)
@@ -641,13 +772,14 @@ static int commit(graph *g, const Py_ssize_t *sched, Py_ssize_t nsched)
             return -1;
     for (Py_ssize_t i = 0; i < nsched; i++) {
         PyObject *T = g->t[sched[i]].tensor;
-        float *vals = contribution(T, g->t[sched[i]].sum);
+        float *owned;
+        const float *vals = contribution(T, g->t[sched[i]].sum, &owned);
         if (!vals)
             return -1;
         SwTensorObject *t = (SwTensorObject *)T;
         int rc = 0;
         if (t->grad == Py_None) {
-            PyObject *fresh = sw_py_grad_buffer(T, vals);
+            PyObject *fresh = buffer_of(&g->t[sched[i]], vals);
             if (fresh)
                 Py_SETREF(t->grad, fresh);
             else
@@ -657,7 +789,7 @@ static int commit(graph *g, const Py_ssize_t *sched, Py_ssize_t nsched)
             rc = add_in_place(grad, vals);
             Py_DECREF(grad);
         }
-        PyMem_Free(vals);
+        PyMem_Free(owned);
         if (rc < 0)
             return -1;
     }
@@ -773,7 +905,7 @@ PyObject *sw_py_tensor_backward(PyObject *self, PyObject *const *args, Py_ssize_
     g.ndict = PyDict_New();
     if (!g.tdict || !g.ndict || add_tensor(&g, self, &added) < 0)
         goto done;
-    if (accumulate(&g, 0, cot) < 0 || discover(&g) < 0)
+    if (accumulate(&g, 0, cot, NULL) < 0 || discover(&g) < 0)
         goto done;
     sched = PyMem_Malloc(sizeof(Py_ssize_t) * ((size_t)g.nt + 1));
     if (!sched) {

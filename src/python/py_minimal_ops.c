@@ -9,6 +9,7 @@
  * values is exact in double, so the rounding is correct). Results and
  * gradients get fresh storage from the operand's carrier.new_like(...). */
 #include "sw_carrier.h"
+#include "sw_layout_walk.h"
 
 #include <string.h>
 
@@ -29,19 +30,6 @@ static const sw_layout *core_of(PyObject *tensor)
     return SwLayout_CORE(((SwTensorObject *)tensor)->subs[0].layout);
 }
 
-/* Advance the leaf odometer `digit` of L by one ordinal, updating *idx. */
-static void odometer_step(const sw_layout *L, int64_t *digit, int64_t *idx)
-{
-    for (int32_t j = 0; j < L->nleaves; j++) {
-        if (++digit[j] < L->extents[j]) {
-            *idx += L->strides[j];
-            return;
-        }
-        *idx -= L->strides[j] * (L->extents[j] - 1);
-        digit[j] = 0;
-    }
-}
-
 /* The tensor's values in logical order as doubles (Float32 and Int32 are
  * exact in double). out has size() entries. 0 / -1. */
 static int read_values(PyObject *tensor, double *out)
@@ -50,19 +38,29 @@ static int read_values(PyObject *tensor, double *out)
     const sw_layout *L = SwLayout_CORE(t->subs[0].layout);
     PyObject *carrier = t->subs[0].carrier;
     SwCarrierObject *c = (SwCarrierObject *)carrier;
-    int64_t *digit = PyMem_Calloc((size_t)L->nleaves + 1, sizeof(int64_t));
-    if (!digit) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    int64_t idx = t->subs[0].offset;
     int fast = (Py_TYPE(carrier) == &SwCPU_Type || Py_TYPE(carrier) == &SwGeneric_Type) &&
                !c->released && !(c->pending & SW_PENDING_DESTINATION) &&
                ((SwHostCarrierObject *)carrier)->data != NULL &&
                t->dtype == sw_py_dtype(((SwHostCarrierObject *)carrier)->dtype);
     sw_dtype dt = fast ? ((SwHostCarrierObject *)carrier)->dtype : SW_DT_FLOAT32;
     const void *data = fast ? ((SwHostCarrierObject *)carrier)->data : NULL;
-    for (int64_t k = 0; k < L->size; k++) {
+    if (fast && sw_layout_is_flat(L)) {
+        const float *f = (const float *)data + t->subs[0].offset;
+        const int32_t *i = (const int32_t *)data + t->subs[0].offset;
+        if (dt == SW_DT_FLOAT32)
+            for (int64_t k = 0; k < L->size; k++)
+                out[k] = (double)f[k];
+        else
+            for (int64_t k = 0; k < L->size; k++)
+                out[k] = (double)i[k];
+        return 0;
+    }
+    sw_walk w;
+    if (sw_walk_init(&w, L, t->subs[0].offset) < 0)
+        return -1;
+    int64_t idx;
+    for (int64_t k = 0; k < L->size; k++, sw_walk_next(&w)) {
+        idx = w.idx;
         if (fast) {
             out[k] = dt == SW_DT_FLOAT32 ? (double)((const float *)data)[idx]
                                          : (double)((const int32_t *)data)[idx];
@@ -75,12 +73,11 @@ static int read_values(PyObject *tensor, double *out)
             if (out[k] == -1.0 && PyErr_Occurred())
                 goto error;
         }
-        odometer_step(L, digit, &idx);
     }
-    PyMem_Free(digit);
+    sw_walk_done(&w);
     return 0;
 error:
-    PyMem_Free(digit);
+    sw_walk_done(&w);
     return -1;
 }
 
@@ -148,25 +145,134 @@ static PyObject *tensor_from_values(PyObject *carrier, sw_dtype dtype, PyObject 
 {
     const sw_layout *L = SwLayout_CORE(layout);
     int64_t n = L->cosize;
-    double *slots = PyMem_Calloc((size_t)(n ? n : 1), sizeof(double));
-    int64_t *digit = PyMem_Calloc((size_t)L->nleaves + 1, sizeof(int64_t));
     PyObject *storage = NULL, *result = NULL;
-    if (!slots || !digit) {
-        PyErr_NoMemory();
-        goto done;
+    double *slots = NULL;
+    sw_walk w;
+    if (sw_walk_init(&w, L, 0) < 0)
+        return NULL;
+    if (Py_TYPE(carrier) == &SwCPU_Type || Py_TYPE(carrier) == &SwGeneric_Type) {
+        /* What their new_like builds, written directly. */
+        storage = sw_host_new(Py_TYPE(carrier), dtype, n, 1, 1);
+        if (!storage)
+            goto done;
+        void *data = ((SwHostCarrierObject *)storage)->data;
+        for (int64_t k = 0; k < L->size; k++, sw_walk_next(&w)) {
+            if (dtype == SW_DT_INT32)
+                ((int32_t *)data)[w.idx] = (int32_t)vals[k];
+            else
+                ((float *)data)[w.idx] = (float)vals[k];
+        }
+    } else {
+        slots = PyMem_Calloc((size_t)(n ? n : 1), sizeof(double));
+        if (!slots) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (int64_t k = 0; k < L->size; k++, sw_walk_next(&w))
+            slots[w.idx] = vals[k];
+        storage = new_storage(carrier, dtype, slots, n);
     }
-    int64_t idx = 0;
-    for (int64_t k = 0; k < L->size; k++) {
-        slots[idx] = vals[k];
-        odometer_step(L, digit, &idx);
-    }
-    storage = new_storage(carrier, dtype, slots, n);
     if (storage)
         result = sw_py_tensor_new1(storage, 0, layout);
 done:
+    sw_walk_done(&w);
     PyMem_Free(slots);
-    PyMem_Free(digit);
     Py_XDECREF(storage);
+    return result;
+}
+
+/* ---- Float32 fast paths on exact CPU/Generic carriers ------------------------- */
+
+/* The Float32 values of a Float32 tensor on an exact host carrier, in
+ * logical order: its memory when the layout is flat, else a copy (*owned).
+ * 1 done, 0 not eligible (use the general path), -1 error. */
+static int f32_values(PyObject *tensor, const float **vals, float **owned)
+{
+    SwTensorObject *t = (SwTensorObject *)tensor;
+    const sw_layout *L = SwLayout_CORE(t->subs[0].layout);
+    int64_t off = t->subs[0].offset;
+    *owned = NULL;
+    if (!is_dtype(tensor, SW_DT_FLOAT32))
+        return 0;
+    const float *data = sw_host_f32_readable(t->subs[0].carrier, off, L->size ? L->cosize : 0);
+    if (!data)
+        return 0;
+    if (sw_layout_is_flat(L)) {
+        *vals = data + off;
+        return 1;
+    }
+    float *buf = PyMem_Malloc(sizeof(float) * (size_t)(L->size + 1));
+    sw_walk w;
+    if (!buf) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (sw_walk_init(&w, L, off) < 0) {
+        PyMem_Free(buf);
+        return -1;
+    }
+    for (int64_t k = 0; k < L->size; k++, sw_walk_next(&w))
+        buf[k] = data[w.idx];
+    sw_walk_done(&w);
+    *vals = *owned = buf;
+    return 1;
+}
+
+static int exact_host(PyObject *carrier)
+{
+    return Py_TYPE(carrier) == &SwCPU_Type || Py_TYPE(carrier) == &SwGeneric_Type;
+}
+
+/* A Float32 result in fresh storage of `type` (CPU or Generic) laid out by
+ * `layout` (injective): open, write size() values in logical order at
+ * s.out, close. Unaddressed slots hold 0. */
+typedef struct {
+    PyObject *layout, *storage;
+    float *out, *scratch;
+} f32_sink;
+
+static int sink_open(f32_sink *s, PyTypeObject *type, PyObject *layout)
+{
+    const sw_layout *L = SwLayout_CORE(layout);
+    int flat = sw_layout_is_flat(L) && (L->size == 0 || L->cosize == L->size);
+    s->layout = layout;
+    s->scratch = NULL;
+    s->storage = sw_host_new(type, SW_DT_FLOAT32, L->cosize, 1, !flat);
+    if (!s->storage)
+        return -1;
+    if (flat) {
+        s->out = ((SwHostCarrierObject *)s->storage)->data;
+        return 0;
+    }
+    s->out = s->scratch = PyMem_Malloc(sizeof(float) * (size_t)(L->size + 1));
+    if (!s->scratch) {
+        Py_CLEAR(s->storage);
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+/* The result Tensor (NULL on error; ok = 0 discards). */
+static PyObject *sink_close(f32_sink *s, int ok)
+{
+    PyObject *result = NULL;
+    if (ok && s->scratch) {
+        const sw_layout *L = SwLayout_CORE(s->layout);
+        float *data = ((SwHostCarrierObject *)s->storage)->data;
+        sw_walk w;
+        if (sw_walk_init(&w, L, 0) < 0) {
+            ok = 0;
+        } else {
+            for (int64_t k = 0; k < L->size; k++, sw_walk_next(&w))
+                data[w.idx] = s->scratch[k];
+            sw_walk_done(&w);
+        }
+    }
+    if (ok)
+        result = sw_py_tensor_new1(s->storage, 0, s->layout);
+    PyMem_Free(s->scratch);
+    Py_CLEAR(s->storage);
     return result;
 }
 
@@ -316,6 +422,77 @@ static PyObject *saved_inputs(PyObject *self, Py_ssize_t n, const char *fn)
 
 /* ---- add and elementwise_mul -------------------------------------------------- */
 
+/* Float32 op Float32 on exact host carriers: one rounding per element, as
+ * in double (binary32 sums and products are correctly rounded either way).
+ * 1 with *result, 0 not eligible, -1 error. */
+static int binary_forward_f32(PyObject *lhs, PyObject *rhs, int mul, PyObject **result)
+{
+    const float *a, *b;
+    float *oa = NULL, *ob = NULL;
+    int rc, ra = 0, rb = 0;
+    if (!is_dtype(lhs, SW_DT_FLOAT32) || !is_dtype(rhs, SW_DT_FLOAT32) ||
+        !exact_host(carrier_of(lhs)))
+        return 0;
+    if ((ra = f32_values(lhs, &a, &oa)) <= 0 || (rb = f32_values(rhs, &b, &ob)) <= 0) {
+        rc = ra < 0 || rb < 0 ? -1 : 0;
+        goto done;
+    }
+    const sw_layout *A = core_of(lhs);
+    PyObject *layout = canonical_of(A);
+    f32_sink sink;
+    rc = -1;
+    if (!layout)
+        goto done;
+    if (sink_open(&sink, Py_TYPE(carrier_of(lhs)), layout) == 0) {
+        float *out = sink.out;
+        if (mul)
+            for (int64_t k = 0; k < A->size; k++)
+                out[k] = a[k] * b[k];
+        else
+            for (int64_t k = 0; k < A->size; k++)
+                out[k] = a[k] + b[k];
+        *result = sink_close(&sink, 1);
+        rc = *result ? 1 : -1;
+    }
+    Py_DECREF(layout);
+done:
+    PyMem_Free(oa);
+    PyMem_Free(ob);
+    return rc;
+}
+
+/* The Float32 gradient for `target` (its layout when injective, else the
+ * canonical one) as g * other (mul) or g, on an exact host carrier class.
+ * 1 with *grad, 0 not eligible, -1 error. */
+static int binary_grad_f32(PyObject *target, const float *g, PyObject *other, int mul,
+                           PyObject **grad)
+{
+    const float *o = NULL;
+    float *oo = NULL;
+    int rc;
+    if (!exact_host(carrier_of(target)))
+        return 0;
+    if (mul && (rc = f32_values(other, &o, &oo)) <= 0)
+        return rc;
+    PyObject *layout = sw_py_grad_layout(target);
+    f32_sink sink;
+    rc = -1;
+    if (layout && sink_open(&sink, Py_TYPE(carrier_of(target)), layout) == 0) {
+        int64_t n = SwLayout_CORE(layout)->size;
+        float *out = sink.out;
+        if (mul)
+            for (int64_t k = 0; k < n; k++)
+                out[k] = g[k] * o[k];
+        else
+            memcpy(out, g, sizeof(float) * (size_t)n);
+        *grad = sink_close(&sink, 1);
+        rc = *grad ? 1 : -1;
+    }
+    Py_XDECREF(layout);
+    PyMem_Free(oo);
+    return rc;
+}
+
 static PyObject *binary_forward(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                                 int mul)
 {
@@ -349,6 +526,10 @@ static PyObject *binary_forward(PyObject *self, PyObject *const *args, Py_ssize_
     }
     if (require_numeric(lhs, fn, "lhs") < 0 || require_numeric(rhs, fn, "rhs") < 0)
         return NULL;
+    PyObject *fast = NULL;
+    int f = binary_forward_f32(lhs, rhs, mul, &fast);
+    if (f != 0)
+        return f > 0 ? fast : NULL;
     int int_result = is_dtype(lhs, SW_DT_INT32) && is_dtype(rhs, SW_DT_INT32);
     int lhs_int = is_dtype(lhs, SW_DT_INT32), rhs_int = is_dtype(rhs, SW_DT_INT32);
     double *a = values_of(lhs), *b = a ? values_of(rhs) : NULL;
@@ -397,9 +578,35 @@ static PyObject *binary_backward(PyObject *self, PyObject *g, int mul)
         goto done;
     }
     int64_t n = core_of(g)->size;
+    {
+        /* Float32 fast path: each operand either takes it or the general
+         * path below (which then computes that operand's gradient). */
+        const float *gf;
+        float *gown = NULL;
+        int f = f32_values(g, &gf, &gown);
+        if (f < 0)
+            goto done;
+        for (int i = 0; f > 0 && i < 2; i++) {
+            if (!is_dtype(in[i], SW_DT_FLOAT32)) {
+                grads[i] = Py_NewRef(Py_None);
+                continue;
+            }
+            if (binary_grad_f32(in[i], gf, in[1 - i], mul, &grads[i]) < 0) {
+                PyMem_Free(gown);
+                goto done;
+            }
+        }
+        PyMem_Free(gown);
+        if (grads[0] && grads[1]) {
+            out = PyTuple_Pack(2, grads[0], grads[1]);
+            goto done;
+        }
+    }
     if (!(gv = values_of(g)))
         goto done;
     for (int i = 0; i < 2; i++) {
+        if (grads[i])
+            continue;
         if (!is_dtype(in[i], SW_DT_FLOAT32)) {
             grads[i] = Py_NewRef(Py_None);
             continue;
@@ -666,6 +873,32 @@ static PyObject *reduce_forward(PyObject *self, PyObject *const *args, Py_ssize_
     if (!layout)
         goto done;
     int64_t nout = SwLayout_CORE(layout)->size;
+    if (!is_int && PyTuple_GET_SIZE(kept) == 0) {
+        /* Everything into one value, in ordinal order, from host memory. */
+        const float *f;
+        float *fown = NULL;
+        int fr = f32_values(tensor, &f, &fown);
+        if (fr < 0)
+            goto done;
+        if (fr > 0) {
+            double total = 0.0;
+            if (wide) {
+                for (int64_t k = 0; k < L->size; k++)
+                    total += (double)f[k];
+            } else {
+                float acc32 = 0.0f;
+                for (int64_t k = 0; k < L->size; k++)
+                    acc32 += f[k];
+                total = (double)acc32;
+            }
+            PyMem_Free(fown);
+            if (PyDict_SetItem(((SwOperationObject *)self)->ctx, str_kept, kept) < 0 ||
+                PyDict_SetItem(((SwOperationObject *)self)->ctx, str_result_layout, layout) < 0)
+                goto done;
+            result = tensor_from_values(carrier_of(tensor), SW_DT_FLOAT32, layout, &total);
+            goto done;
+        }
+    }
     v = values_of(tensor);
     sums = v ? PyMem_Calloc((size_t)nout, sizeof(double)) : NULL;
     ord = sums ? PyMem_Malloc(sizeof(int64_t) * (size_t)(L->size ? L->size : 1)) : NULL;
@@ -744,6 +977,29 @@ static PyObject *reduce_backward(PyObject *self, PyObject *g)
         goto release;
     }
     const sw_layout *L = core_of(x);
+    if (PyTuple_GET_SIZE(kept) == 0 && exact_host(carrier_of(x))) {
+        /* Every coordinate receives the one gradient value. */
+        const float *gf;
+        float *gown = NULL;
+        int fr = f32_values(g, &gf, &gown);
+        if (fr < 0)
+            goto release;
+        if (fr > 0) {
+            float g0 = gf[0];
+            PyMem_Free(gown);
+            PyObject *glayout = sw_py_grad_layout(x);
+            f32_sink sink;
+            if (glayout && sink_open(&sink, Py_TYPE(carrier_of(x)), glayout) == 0) {
+                for (int64_t k = 0; k < L->size; k++)
+                    sink.out[k] = g0;
+                grad = sink_close(&sink, 1);
+            }
+            Py_XDECREF(glayout);
+            if (grad)
+                out = PyTuple_Pack(1, grad);
+            goto release;
+        }
+    }
     gv = values_of(g);
     vals = gv ? PyMem_Malloc(sizeof(double) * (size_t)(L->size ? L->size : 1)) : NULL;
     ord = vals ? PyMem_Malloc(sizeof(int64_t) * (size_t)(L->size ? L->size : 1)) : NULL;

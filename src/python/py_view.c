@@ -8,6 +8,7 @@
  * view records a node (V-9); broadcast_to's node is its dispatched
  * operation (F-4), the others are recorded by sw_py_view_record. */
 #include "sw_python.h"
+#include "sw_layout_walk.h"
 
 #include <string.h>
 
@@ -735,16 +736,15 @@ static int64_t *view_source_map(int kind, PyObject *source, PyObject *param, int
         PyErr_NoMemory();
         goto done;
     }
-    for (int64_t k = 0; k < V->size; k++) {
-        int64_t j;
-        if (sw_layout_index(V, k, &j, &err) != SW_OK) {
-            sw_py_raise(&err);
-            PyMem_Free(map);
-            map = NULL;
-            goto done;
-        }
-        map[k] = off + j;
+    sw_walk w;
+    if (sw_walk_init(&w, V, off) < 0) {
+        PyMem_Free(map);
+        map = NULL;
+        goto done;
     }
+    for (int64_t k = 0; k < V->size; k++, sw_walk_next(&w))
+        map[k] = w.idx;
+    sw_walk_done(&w);
     *nview = V->size;
 done:
     Py_XDECREF(layout);
