@@ -20,6 +20,11 @@ void *sw_malloc(size_t bytes);
  * cost nothing. Overflow of count*size returns NULL. */
 void *sw_calloc(size_t count, size_t size);
 void sw_free(void *p);
+/* Freed blocks of 1 MiB or more are kept (up to 8 blocks, 64 MiB) and
+ * reused by later allocations of about the same size, so repeated tensor
+ * computations do not fault fresh pages in each time. This returns them
+ * to the system. Cached blocks are not live bytes. */
+void sw_alloc_trim(void);
 /* Bytes requested for a live block from sw_malloc/sw_calloc. */
 size_t sw_alloc_size(const void *p);
 /* Sum of the requested sizes of all live blocks. */

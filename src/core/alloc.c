@@ -34,17 +34,19 @@ static void advise_huge_pages(void *p, size_t bytes)
 typedef struct block_header {
     void *base;
     size_t bytes;
+    size_t total; /* bytes malloc handed out at base */
 } block_header;
 
 static _Atomic int64_t live_bytes;
 
-static void *place(void *base, size_t bytes)
+static void *place(void *base, size_t bytes, size_t total)
 {
     uintptr_t raw = (uintptr_t)base + sizeof(block_header);
     uintptr_t aligned = (raw + SW_ALIGNMENT - 1) & ~(uintptr_t)(SW_ALIGNMENT - 1);
     block_header *h = (block_header *)aligned - 1;
     h->base = base;
     h->bytes = bytes;
+    h->total = total;
     atomic_fetch_add(&live_bytes, (int64_t)bytes);
     advise_huge_pages((void *)aligned, bytes);
     return (void *)aligned;
@@ -55,13 +57,88 @@ static int padded(size_t bytes, size_t *out)
     return !__builtin_add_overflow(bytes, SW_ALIGNMENT + sizeof(block_header), out);
 }
 
+/* A small cache of large freed blocks. A tensor computation allocates and
+ * frees buffers of the same few sizes over and over (results, gradients);
+ * handing memory back to the kernel each time makes every reuse pay page
+ * faults and page clearing again, which costs more than the arithmetic.
+ * Cached blocks are not live: sw_alloc_live_bytes() does not count them.
+ * Builds with AddressSanitizer skip the cache so it still sees every
+ * use after free. */
+#define CACHE_MIN ((size_t)1 << 20)
+#define CACHE_SLOTS 8
+#define CACHE_MAX_BYTES ((size_t)64 << 20)
+
+#if defined(__SANITIZE_ADDRESS__)
+#define CACHE_ENABLED 0
+#else
+#define CACHE_ENABLED 1
+#endif
+
+static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static void *cache_base[CACHE_SLOTS];
+static size_t cache_total[CACHE_SLOTS];
+static size_t cache_bytes;
+
+/* A cached block of at least `total` bytes, wasting at most a quarter. */
+static void *cache_take(size_t total, size_t *got)
+{
+    if (!CACHE_ENABLED || total < CACHE_MIN)
+        return NULL;
+    void *base = NULL;
+    pthread_mutex_lock(&cache_mu);
+    for (int i = 0; i < CACHE_SLOTS; i++) {
+        if (cache_base[i] && cache_total[i] >= total &&
+            cache_total[i] - total <= total / 4) {
+            base = cache_base[i];
+            *got = cache_total[i];
+            cache_base[i] = NULL;
+            cache_bytes -= cache_total[i];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&cache_mu);
+    return base;
+}
+
+/* Keep a freed block for reuse; 0 when the cache has no room for it. */
+static int cache_keep(void *base, size_t total)
+{
+    if (!CACHE_ENABLED || total < CACHE_MIN)
+        return 0;
+    int kept = 0;
+    pthread_mutex_lock(&cache_mu);
+    for (int i = 0; i < CACHE_SLOTS && !kept; i++) {
+        if (!cache_base[i] && cache_bytes + total <= CACHE_MAX_BYTES) {
+            cache_base[i] = base;
+            cache_total[i] = total;
+            cache_bytes += total;
+            kept = 1;
+        }
+    }
+    pthread_mutex_unlock(&cache_mu);
+    return kept;
+}
+
+void sw_alloc_trim(void)
+{
+    pthread_mutex_lock(&cache_mu);
+    for (int i = 0; i < CACHE_SLOTS; i++) {
+        free(cache_base[i]);
+        cache_base[i] = NULL;
+    }
+    cache_bytes = 0;
+    pthread_mutex_unlock(&cache_mu);
+}
+
 void *sw_malloc(size_t bytes)
 {
     size_t total;
     if (sw_fault_hit("alloc") || !padded(bytes, &total))
         return NULL;
-    void *base = malloc(total);
-    return base ? place(base, bytes) : NULL;
+    void *base = cache_take(total, &total);
+    if (!base)
+        base = malloc(total);
+    return base ? place(base, bytes, total) : NULL;
 }
 
 void *sw_calloc(size_t count, size_t size)
@@ -70,8 +147,14 @@ void *sw_calloc(size_t count, size_t size)
     if (sw_fault_hit("alloc") || __builtin_mul_overflow(count, size, &bytes) ||
         !padded(bytes, &total))
         return NULL;
-    void *base = calloc(1, total);
-    return base ? place(base, bytes) : NULL;
+    void *base = cache_take(total, &total);
+    if (base) {
+        void *p = place(base, bytes, total);
+        memset(p, 0, bytes);
+        return p;
+    }
+    base = calloc(1, total);
+    return base ? place(base, bytes, total) : NULL;
 }
 
 void sw_free(void *p)
@@ -80,7 +163,9 @@ void sw_free(void *p)
         return;
     block_header *h = (block_header *)p - 1;
     atomic_fetch_sub(&live_bytes, (int64_t)h->bytes);
-    free(h->base);
+    void *base = h->base;
+    if (!cache_keep(base, h->total))
+        free(base);
 }
 
 size_t sw_alloc_size(const void *p)

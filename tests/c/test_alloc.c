@@ -74,6 +74,35 @@ static void test_fault_injection(void)
     CHECK(sw_fault_arm("alloc", -1, 1) == SW_EINVAL);
 }
 
+/* Large freed blocks are reused; a reused calloc block is zero again and
+ * none of it counts as live. */
+static void test_large_block_reuse(void)
+{
+    const size_t n = (size_t)4 << 20;
+    int64_t before = sw_alloc_live_bytes();
+    unsigned char *a = sw_malloc(n);
+    CHECK(a != NULL);
+    memset(a, 0xAB, n);
+    sw_free(a);
+    CHECK_EQ_I64(sw_alloc_live_bytes(), before);
+    unsigned char *b = sw_calloc(1, n - 100); /* about the same size */
+    CHECK(b != NULL);
+    int zero = 1;
+    for (size_t i = 0; i < n - 100; i++)
+        zero &= b[i] == 0;
+    CHECK(zero);
+    CHECK_EQ_I64((uintptr_t)b % SW_ALIGNMENT, 0);
+    CHECK_EQ_I64(sw_alloc_live_bytes() - before, (int64_t)(n - 100));
+    unsigned char *c = sw_malloc(n * 4); /* much larger: a fresh block */
+    CHECK(c != NULL && c != b);
+    c[n * 4 - 1] = 1;
+    sw_free(b);
+    sw_free(c);
+    sw_alloc_trim();
+    sw_alloc_trim(); /* idempotent */
+    CHECK_EQ_I64(sw_alloc_live_bytes(), before);
+}
+
 static void test_clock_and_errors(void)
 {
     uint64_t t0 = sw_clock_ns(), t1 = sw_clock_ns();
@@ -93,6 +122,7 @@ int main(void)
     test_zero_and_overflow();
     test_large_calloc_is_zero();
     test_fault_injection();
+    test_large_block_reuse();
     test_clock_and_errors();
     return check_report("alloc");
 }
