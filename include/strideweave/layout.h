@@ -75,5 +75,8 @@ sw_layout *sw_layout_broadcast(const sw_layout *layout, int32_t nprofile,
 int sw_layout_is_leaf(const sw_layout *layout);
 /* 1 when the two layouts have the same profile, extents and strides. */
 int sw_layout_equal(const sw_layout *a, const sw_layout *b);
+/* 1 when the two layouts have the same profile and extents (strides may
+ * differ): the same shape tree. */
+int sw_layout_same_shape(const sw_layout *a, const sw_layout *b);
 
 #endif

@@ -605,14 +605,17 @@ sw_layout *sw_layout_broadcast(const sw_layout *layout, int32_t nprofile,
     return layout_build(l, err);
 }
 
-int sw_layout_equal(const sw_layout *a, const sw_layout *b)
+int sw_layout_same_shape(const sw_layout *a, const sw_layout *b)
 {
     if (a == b)
         return 1;
-    if (a->nprofile != b->nprofile || a->nleaves != b->nleaves)
-        return 0;
-    size_t n = (size_t)a->nleaves * sizeof(int64_t);
-    return memcmp(a->profile, b->profile, (size_t)a->nprofile) == 0 &&
-           memcmp(a->extents, b->extents, n) == 0 &&
-           memcmp(a->strides, b->strides, n) == 0;
+    return a->nprofile == b->nprofile && a->nleaves == b->nleaves &&
+           memcmp(a->profile, b->profile, (size_t)a->nprofile) == 0 &&
+           memcmp(a->extents, b->extents, (size_t)a->nleaves * sizeof(int64_t)) == 0;
+}
+
+int sw_layout_equal(const sw_layout *a, const sw_layout *b)
+{
+    return sw_layout_same_shape(a, b) &&
+           memcmp(a->strides, b->strides, (size_t)a->nleaves * sizeof(int64_t)) == 0;
 }

@@ -113,12 +113,19 @@ static int place_values(const sw_layout *G, float *data, const float *vals)
 
 PyObject *sw_py_grad_buffer(PyObject *target, const float *vals)
 {
-    PyObject *layout = NULL, *list = NULL, *carrier = NULL, *result = NULL;
-    layout = sw_py_grad_layout(target);
+    PyObject *layout = sw_py_grad_layout(target);
     if (!layout)
         return NULL;
+    PyObject *r = sw_py_grad_buffer_on(((SwTensorObject *)target)->subs[0].carrier, layout,
+                                       vals);
+    Py_DECREF(layout);
+    return r;
+}
+
+PyObject *sw_py_grad_buffer_on(PyObject *tc, PyObject *layout, const float *vals)
+{
+    PyObject *list = NULL, *carrier = NULL, *result = NULL;
     const sw_layout *G = SwLayout_CORE(layout);
-    PyObject *tc = ((SwTensorObject *)target)->subs[0].carrier;
     if ((Py_IS_TYPE(tc, &SwCPU_Type) || Py_IS_TYPE(tc, &SwGeneric_Type)) &&
         ((SwHostCarrierObject *)tc)->dtype == SW_DT_FLOAT32) {
         /* new_like of an exact host carrier, without a list of Python
@@ -153,23 +160,14 @@ PyObject *sw_py_grad_buffer(PyObject *target, const float *vals)
         PyList_SetItem(list, (Py_ssize_t)w.idx, v);
     }
     sw_walk_done(&w);
-    carrier = PyObject_CallMethodOneArg(((SwTensorObject *)target)->subs[0].carrier,
-                                        str_new_like, list);
+    carrier = PyObject_CallMethodOneArg(tc, str_new_like, list);
     if (!carrier)
         goto done;
     result = sw_py_tensor_new1(carrier, 0, layout);
 done:
-    Py_XDECREF(layout);
     Py_XDECREF(list);
     Py_XDECREF(carrier);
     return result;
-}
-
-static int same_shape(const sw_layout *a, const sw_layout *b)
-{
-    return a->nprofile == b->nprofile && a->nleaves == b->nleaves &&
-           memcmp(a->profile, b->profile, (size_t)a->nprofile) == 0 &&
-           memcmp(a->extents, b->extents, sizeof(int64_t) * (size_t)a->nleaves) == 0;
 }
 
 /* Broadcast aliasing: injective once every stride-0 leaf of extent > 1
@@ -237,7 +235,7 @@ static int validate_cotangent(PyObject *T, PyObject *c, const char *what)
     int cinj = injective(CL);
     if (cinj < 0)
         return -1;
-    if (!same_shape(TL, CL) || !cinj) {
+    if (!sw_layout_same_shape(TL, CL) || !cinj) {
         PyErr_Format(PyExc_ValueError,
                      "%s must have the shape of the Tensor it is for, in an injective "
                      "layout, not %R",
@@ -687,7 +685,7 @@ static int check_existing_grad(PyObject *T)
                         "accumulating into a .grad with several subtensors is not supported");
         return -1;
     }
-    if (!same_shape(core0(g), core0(T))) {
+    if (!sw_layout_same_shape(core0(g), core0(T))) {
         PyErr_Format(PyExc_ValueError,
                      "existing .grad has layout %R, whose shape differs from the Tensor's %R",
                      ((SwTensorObject *)g)->subs[0].layout,

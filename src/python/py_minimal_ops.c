@@ -311,13 +311,6 @@ static PyObject *make_gradient(PyObject *target, const double *vals)
 
 /* ---- shared checks ---------------------------------------------------------- */
 
-static int same_shape(const sw_layout *a, const sw_layout *b)
-{
-    return a->nprofile == b->nprofile && a->nleaves == b->nleaves &&
-           memcmp(a->profile, b->profile, (size_t)a->nprofile) == 0 &&
-           memcmp(a->extents, b->extents, sizeof(int64_t) * (size_t)a->nleaves) == 0;
-}
-
 static int require_tensor(PyObject *obj, const char *what)
 {
     if (SwTensor_Check(obj))
@@ -516,7 +509,7 @@ static PyObject *binary_forward(PyObject *self, PyObject *const *args, Py_ssize_
         require_live(rhs, fn, "rhs") < 0)
         return NULL;
     const sw_layout *A = core_of(lhs), *B = core_of(rhs);
-    if (!same_shape(A, B)) {
+    if (!sw_layout_same_shape(A, B)) {
         PyErr_Format(PyExc_ValueError,
                      "%s needs lhs and rhs of the same shape, not %R and %R (use "
                      "broadcast_to first)",
@@ -571,7 +564,7 @@ static PyObject *binary_backward(PyObject *self, PyObject *g, int mul)
     PyObject *in[2] = {PyTuple_GET_ITEM(saved, 0), PyTuple_GET_ITEM(saved, 1)};
     PyObject *out = NULL, *grads[2] = {NULL, NULL};
     double *gv = NULL, *other = NULL, *vals = NULL;
-    if (!same_shape(core_of(g), core_of(in[0]))) {
+    if (!sw_layout_same_shape(core_of(g), core_of(in[0]))) {
         PyErr_Format(PyExc_ValueError,
                      "%s.backward: gradient layout %R does not have the result's shape", fn,
                      ((SwTensorObject *)g)->subs[0].layout);

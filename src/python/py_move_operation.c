@@ -303,11 +303,7 @@ static int check_cotangent(PyObject *g, PyObject *source)
         return -1;
     }
     sw_layout *gl = SwLayout_CORE(gs->layout);
-    sw_layout *sl = SwLayout_CORE(((SwTensorObject *)source)->subs[0].layout);
-    int same = gl->nprofile == sl->nprofile && gl->nleaves == sl->nleaves &&
-               memcmp(gl->profile, sl->profile, (size_t)gl->nprofile) == 0 &&
-               memcmp(gl->extents, sl->extents, sizeof(int64_t) * (size_t)gl->nleaves) == 0;
-    if (!same) {
+    if (!sw_layout_same_shape(gl, SwLayout_CORE(((SwTensorObject *)source)->subs[0].layout))) {
         PyErr_SetString(PyExc_ValueError,
                         "the gradient of a move must have the moved Tensor's shape");
         return -1;
@@ -324,55 +320,20 @@ static int check_cotangent(PyObject *g, PyObject *source)
     return 0;
 }
 
-/* The layout the gradient takes: the source's when injective, else the
- * canonical layout of its shape. New reference. */
-static PyObject *gradient_layout(PyObject *layout)
+/* The private copy of the cotangent that travels back: its values in the
+ * source's gradient layout, on a new carrier of the result's class. */
+static PyObject *private_copy(PyObject *g, PyObject *source, PyObject *out_carrier)
 {
-    sw_error err;
-    int inj = sw_layout_is_injective(SwLayout_CORE(layout), &err);
-    if (inj < 0) {
-        sw_py_raise(&err);
-        return NULL;
-    }
-    if (inj)
-        return Py_NewRef(layout);
-    const sw_layout *L = SwLayout_CORE(layout);
-    sw_layout *c = sw_layout_canonical(L->nprofile, L->profile, L->extents, &err);
-    if (!c) {
-        sw_py_raise(&err);
-        return NULL;
-    }
-    return sw_py_layout_wrap(c);
-}
-
-/* The cotangent's logical values placed in `layout`'s slots (zeros in the
- * holes), as a list for new_like. */
-static PyObject *slots_of(PyObject *g, PyObject *layout)
-{
-    SwSubtensor *gs = &((SwTensorObject *)g)->subs[0];
-    sw_layout *gl = SwLayout_CORE(gs->layout), *L = SwLayout_CORE(layout);
-    PyObject *slots = PyList_New(L->cosize);
-    if (!slots)
-        return NULL;
-    for (Py_ssize_t i = 0; i < L->cosize; i++)
-        PyList_SET_ITEM(slots, i, PyFloat_FromDouble(0.0));
-    for (int64_t k = 0; k < L->size; k++) {
-        int64_t gj, j;
-        sw_error err;
-        if (sw_layout_index(gl, k, &gj, &err) != SW_OK ||
-            sw_layout_index(L, k, &j, &err) != SW_OK) {
-            Py_DECREF(slots);
-            sw_py_raise(&err);
-            return NULL;
-        }
-        PyObject *v = sw_py_carrier_getitem(gs->carrier, gs->offset + gj);
-        if (!v) {
-            Py_DECREF(slots);
-            return NULL;
-        }
-        PyList_SetItem(slots, (Py_ssize_t)j, v);
-    }
-    return slots;
+    int64_t n = SwLayout_CORE(((SwTensorObject *)g)->subs[0].layout)->size;
+    float *vals = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    if (!vals)
+        return PyErr_NoMemory();
+    PyObject *layout = NULL, *copy = NULL;
+    if (sw_py_read_float_values(g, vals) == 0 && (layout = sw_py_grad_layout(source)))
+        copy = sw_py_grad_buffer_on(out_carrier, layout, vals);
+    Py_XDECREF(layout);
+    PyMem_Free(vals);
+    return copy;
 }
 
 /* carrier.allocate_like(nslots, empty=True): fresh storage of the same
@@ -405,14 +366,12 @@ static PyObject *move_backward(PyObject *self, PyObject *g)
     if (check_cotangent(g, source) < 0)
         return NULL;
     SwSubtensor *ss = &((SwTensorObject *)source)->subs[0];
-    PyObject *layout = gradient_layout(ss->layout);
-    PyObject *slots = layout ? slots_of(g, layout) : NULL;
-    PyObject *out_carrier = op->output;
-    PyObject *private = slots ? PyObject_CallMethod(out_carrier, "new_like", "O", slots)
-                              : NULL;
-    PyObject *ptensor = private ? sw_py_tensor_new1(private, 0, layout) : NULL;
-    PyObject *dest = ptensor ? allocate_empty_like(ss->carrier, SwLayout_CORE(layout)->cosize)
-                             : NULL;
+    PyObject *ptensor = private_copy(g, source, op->output);
+    PyObject *dest = NULL;
+    if (ptensor) {
+        PyObject *playout = ((SwTensorObject *)ptensor)->subs[0].layout;
+        dest = allocate_empty_like(ss->carrier, SwLayout_CORE(playout)->cosize);
+    }
     PyObject *rev_op = dest ? PyObject_CallNoArgs(op->reverse) : NULL;
     PyObject *result = NULL;
     if (rev_op) {
@@ -428,9 +387,6 @@ static PyObject *move_backward(PyObject *self, PyObject *g)
     Py_XDECREF(rev_op);
     Py_XDECREF(dest);
     Py_XDECREF(ptensor);
-    Py_XDECREF(private);
-    Py_XDECREF(slots);
-    Py_XDECREF(layout);
     return result;
 }
 

@@ -38,14 +38,6 @@ static int integer_value(PyObject *obj, int64_t *out, int *sign)
     return 0;
 }
 
-/* Same profile and extents (strides ignored): Shape equality. */
-static int same_shape(const sw_layout *a, const sw_layout *b)
-{
-    return a->nprofile == b->nprofile && a->nleaves == b->nleaves &&
-           memcmp(a->profile, b->profile, (size_t)a->nprofile) == 0 &&
-           memcmp(a->extents, b->extents, sizeof(int64_t) * (size_t)a->nleaves) == 0;
-}
-
 /* ---- allocation and GC -------------------------------------------------- */
 
 static SwTensorObject *tensor_alloc(PyObject *dtype, Py_ssize_t nsub)
@@ -301,7 +293,7 @@ static PyObject *tensor_build(PyObject *dtype, Py_ssize_t nsub, PyObject *const 
                          i, Py_TYPE(s)->tp_name);
             goto error;
         }
-        if (!same_shape(SwLayout_CORE(s), SwLayout_CORE(layouts[i]))) {
+        if (!sw_layout_same_shape(SwLayout_CORE(s), SwLayout_CORE(layouts[i]))) {
             PyErr_Format(PyExc_ValueError,
                          "adjacent layout %zd: shape must equal subtensor %zd's layout shape",
                          i, i);

@@ -591,13 +591,6 @@ typedef struct {
     PyObject *view_layout;
 } SwViewOperationObject;
 
-static int same_shape(const sw_layout *a, const sw_layout *b)
-{
-    return a->nprofile == b->nprofile && a->nleaves == b->nleaves &&
-           memcmp(a->profile, b->profile, (size_t)a->nprofile) == 0 &&
-           memcmp(a->extents, b->extents, sizeof(int64_t) * (size_t)a->nleaves) == 0;
-}
-
 enum { VIEW_SLICE, VIEW_PERMUTE, VIEW_RESHAPE, VIEW_BROADCAST, VIEW_KINDS };
 
 static PyTypeObject view_op_types[VIEW_KINDS];
@@ -782,7 +775,7 @@ static int check_view_cotangent(PyObject *self, PyObject *g)
     if (ginj < 0)
         return sw_py_raise(&err);
     int ok = vinj ? sw_layout_equal(VL, GL)
-                  : ginj && same_shape(VL, GL);
+                  : ginj && sw_layout_same_shape(VL, GL);
     if (!ok) {
         PyErr_Format(PyExc_ValueError,
                      "%s.backward: gradient layout %R does not fit the view layout %R (an "

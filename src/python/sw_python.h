@@ -300,6 +300,8 @@ int sw_py_read_float_values(PyObject *tensor, float *out);
 /* A detached Tensor holding vals (logical order) in target's gradient
  * layout, offset 0, storage from target.carrier.new_like. New reference. */
 PyObject *sw_py_grad_buffer(PyObject *target, const float *vals);
+/* The same with the storage from like.new_like and the given layout. */
+PyObject *sw_py_grad_buffer_on(PyObject *like, PyObject *layout, const float *vals);
 /* A fresh broadcast_to view operation: _forward(tensor, target) returns
  * the broadcast_to view of tensor; backward sums back to the source. */
 PyObject *sw_py_view_broadcast_operation(void);

@@ -416,6 +416,7 @@ static void test_algebra(void)
         }
     }
     CHECK(sw_layout_equal(k, l));
+    CHECK(sw_layout_same_shape(k, l) && sw_layout_same_shape(k, k));
     sw_layout *cp = sw_layout_copy(k, &err);
     CHECK(cp && sw_layout_equal(cp, k) && cp->injective == 1 && cp->depth == 2);
     sw_layout_free(cp);
@@ -458,6 +459,29 @@ static void test_alloc_failure(void)
     CHECK_EQ_I64(sw_alloc_live_bytes(), before);
 }
 
+/* Same shape tree: strides may differ, profile and extents may not. */
+static void test_same_shape(void)
+{
+    sw_error err;
+    const uint8_t nested[] = {SW_NODE_LEAF, SW_NODE_PUSH, SW_NODE_LEAF, SW_NODE_LEAF,
+                              SW_NODE_POP};
+    const uint8_t flat[] = {SW_NODE_LEAF, SW_NODE_LEAF, SW_NODE_LEAF};
+    const int64_t e[] = {2, 3, 4}, e2[] = {2, 4, 3};
+    const int64_t s1[] = {1, 2, 6}, s2[] = {12, 4, 1};
+    sw_layout *a = sw_layout_new(5, nested, e, s1, &err);
+    sw_layout *b = sw_layout_new(5, nested, e, s2, &err);
+    sw_layout *c = sw_layout_new(3, flat, e, s1, &err);
+    sw_layout *d = sw_layout_new(5, nested, e2, s1, &err);
+    CHECK(a && b && c && d);
+    CHECK(sw_layout_same_shape(a, b) && !sw_layout_equal(a, b));
+    CHECK(!sw_layout_same_shape(a, c)); /* same leaves, other nesting */
+    CHECK(!sw_layout_same_shape(a, d)); /* other extents */
+    sw_layout_free(a);
+    sw_layout_free(b);
+    sw_layout_free(c);
+    sw_layout_free(d);
+}
+
 int main(void)
 {
     int64_t before = sw_alloc_live_bytes();
@@ -472,6 +496,7 @@ int main(void)
     test_algebra();
     test_broadcast();
     test_alloc_failure();
+    test_same_shape();
     CHECK_EQ_I64(sw_alloc_live_bytes(), before);
     return check_report("layout");
 }
