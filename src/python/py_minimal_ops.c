@@ -813,6 +813,26 @@ static int result_ordinals(const sw_layout *L, PyObject *kept, int64_t *out)
     return 0;
 }
 
+/* reduce_sum's argument kinds, checked by the function and again by a
+ * directly dispatched operation: 0 / -1. */
+static int check_reduce_arguments(PyObject *tensor, PyObject *description, PyObject *acc)
+{
+    if (require_tensor(tensor, "tensor") < 0)
+        return -1;
+    if (!PyUnicode_Check(description)) {
+        PyErr_Format(PyExc_TypeError, "reduce_sum: description must be a str, not %.100s",
+                     Py_TYPE(description)->tp_name);
+        return -1;
+    }
+    if (acc != Py_None && !PyObject_TypeCheck(acc, &SwSimpleDType_Type)) {
+        PyErr_Format(PyExc_TypeError,
+                     "reduce_sum: accumulator_dtype must be None or a simple DType, not %R",
+                     acc);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *reduce_forward(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     const char *fn = "reduce_sum";
@@ -824,19 +844,8 @@ static PyObject *reduce_forward(PyObject *self, PyObject *const *args, Py_ssize_
     }
     PyObject *tensor = args[0], *description = args[1];
     PyObject *acc = nargs == 3 ? args[2] : Py_None;
-    if (require_tensor(tensor, "tensor") < 0)
+    if (check_reduce_arguments(tensor, description, acc) < 0)
         return NULL;
-    if (!PyUnicode_Check(description)) {
-        PyErr_Format(PyExc_TypeError, "reduce_sum: description must be a str, not %.100s",
-                     Py_TYPE(description)->tp_name);
-        return NULL;
-    }
-    if (acc != Py_None && !PyObject_TypeCheck(acc, &SwSimpleDType_Type)) {
-        PyErr_Format(PyExc_TypeError,
-                     "reduce_sum: accumulator_dtype must be None or a simple DType, not %R",
-                     acc);
-        return NULL;
-    }
     if (require_one_subtensor(tensor, fn, "tensor") < 0 ||
         require_carrier_class(self, tensor, fn) < 0 || require_live(tensor, fn, "tensor") < 0 ||
         require_numeric(tensor, fn, "tensor") < 0)
@@ -1145,19 +1154,8 @@ static PyObject *public_reduce_sum(PyObject *mod, PyObject *args, PyObject *kwds
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|$O:reduce_sum", kwlist, &tensor,
                                      &description, &acc))
         return NULL;
-    if (require_tensor(tensor, "tensor") < 0)
+    if (check_reduce_arguments(tensor, description, acc) < 0)
         return NULL;
-    if (!PyUnicode_Check(description)) {
-        PyErr_Format(PyExc_TypeError, "reduce_sum: description must be a str, not %.100s",
-                     Py_TYPE(description)->tp_name);
-        return NULL;
-    }
-    if (acc != Py_None && !PyObject_TypeCheck(acc, &SwSimpleDType_Type)) {
-        PyErr_Format(PyExc_TypeError,
-                     "reduce_sum: accumulator_dtype must be None or a simple DType, not %R",
-                     acc);
-        return NULL;
-    }
     PyObject *inputs[3] = {tensor, description, acc};
     return dispatch(tensor, "reduce_sum", inputs, acc == Py_None ? 2 : 3);
 }
