@@ -911,11 +911,11 @@ static PyMethodDef carrier_methods[] = {
      "set_value(index, value)\n--\n\nWrite one slot; the default refuses."},
     {"new_like", (PyCFunction)(void (*)(void))carrier_new_like,
      METH_VARARGS | METH_KEYWORDS,
-     "new_like(values, *, mutable=True, dtype=None)\n--\n\nFresh carrier holding values (C-10)."},
+     "new_like(values, *, mutable=True, dtype=None)\n--\n\nFresh carrier holding values."},
     {"allocate_like", (PyCFunction)(void (*)(void))carrier_allocate_like,
      METH_VARARGS | METH_KEYWORDS,
      "allocate_like(size, *, mutable=True, dtype=None, empty=False)\n--\n\n"
-     "Fresh carrier of size slots (C-11)."},
+     "Fresh carrier of size slots."},
     {"_is_mutable", carrier_intrinsic_default, METH_NOARGS,
      "_is_mutable()\n--\n\nIntrinsic mutability; default False."},
     {"_supports_storage_dtype", carrier_supports_default, METH_O,
@@ -923,22 +923,22 @@ static PyMethodDef carrier_methods[] = {
     {"_release", carrier_release_default, METH_NOARGS,
      "_release()\n--\n\nDrop storage; default no-op."},
     {"dlpack_info", carrier_dlpack_info, METH_NOARGS,
-     "dlpack_info()\n--\n\nDLPack opt-in (C-16); the default refuses."},
+     "dlpack_info()\n--\n\nDLPack opt-in; the default refuses."},
     /* framework-owned */
     {"scatter", (PyCFunction)(void (*)(void))carrier_scatter, METH_VARARGS | METH_KEYWORDS,
      "scatter(to_scatter, scatter_onto, mapping, mapping_offset=0)\n--\n\n"
-     "Not supported (C-17)."},
+     "Not supported."},
     {"is_mutable", carrier_is_mutable, METH_NOARGS,
-     "is_mutable()\n--\n\nPublic mutability (C-13)."},
+     "is_mutable()\n--\n\nPublic mutability."},
     {"is_owned", carrier_is_owned, METH_NOARGS,
      "is_owned()\n--\n\nWhether a composite holds the ownership token."},
     {"is_released", carrier_is_released, METH_NOARGS, "is_released()\n--\n\n"},
     {"supports_storage_dtype", carrier_supports_storage_dtype, METH_O,
-     "supports_storage_dtype(dtype)\n--\n\nWhether this class can allocate dtype (C-6)."},
+     "supports_storage_dtype(dtype)\n--\n\nWhether this class can allocate dtype."},
     {"_increment_version", carrier_increment_version, METH_NOARGS,
-     "_increment_version()\n--\n\nAdvance the version by one (C-14)."},
+     "_increment_version()\n--\n\nAdvance the version by one."},
     {"release", carrier_release, METH_NOARGS,
-     "release()\n--\n\nFree owned storage; idempotent (C-15)."},
+     "release()\n--\n\nFree owned storage; idempotent."},
     {"dispatch_op", carrier_dispatch_op, METH_O,
      "dispatch_op(name)\n--\n\n"
      "A fresh operation that runs `name` for this carrier's class: \"add\",\n"
@@ -960,7 +960,7 @@ static PyMethodDef carrier_methods[] = {
 
 static PyGetSetDef carrier_getset[] = {
     {"version", carrier_get_version, NULL,
-     "Monotonic write counter (C-14).", NULL},
+     "Monotonic write counter.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -977,7 +977,7 @@ PyTypeObject SwCarrier_Type = {
     .tp_as_mapping = &carrier_as_mapping,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_doc = "Carrier(slots=None, *, dtype=None, mutable=True)\n--\n\n"
-              "A flat run of typed slots; open base for Python carriers (C-1).",
+              "A flat run of typed slots; open base for Python carriers.",
     .tp_weaklistoffset = offsetof(SwCarrierObject, weakreflist),
     .tp_methods = carrier_methods,
     .tp_getset = carrier_getset,
@@ -1026,9 +1026,9 @@ static PyObject *aid_allocate(PyObject *mod, PyObject *const *args, Py_ssize_t n
 
 static PyMethodDef module_functions[] = {
     {"_carrier_is_allocatable_empty", aid_is_allocatable_empty, METH_O,
-     "_carrier_is_allocatable_empty(carrier)\n--\n\nTest aid: the C-12 predicate."},
+     "_carrier_is_allocatable_empty(carrier)\n--\n\nTest aid: whether the carrier is empty and can grow."},
     {"_carrier_allocate", (PyCFunction)(void (*)(void))aid_allocate, METH_FASTCALL,
-     "_carrier_allocate(carrier, nslots)\n--\n\nTest aid: C-12 growth."},
+     "_carrier_allocate(carrier, nslots)\n--\n\nTest aid: grow the carrier through its _allocate hook."},
     {"reject_carrier_subclass", reject_carrier_subclass, METH_O,
      "reject_carrier_subclass(name)\n--\n\n"
      "Raise TypeError(CLOSED_CARRIER_MESSAGE.format(name=name))."},

@@ -226,31 +226,31 @@ static PyObject *dtype_registered(PyObject *cls, PyObject *unused)
 
 static PyMethodDef dtype_methods[] = {
     {"is_category", dtype_is_category, METH_NOARGS,
-     "is_category()\n--\n\nWhether this descriptor is a DTypeCategory (D-2)."},
+     "is_category()\n--\n\nWhether this descriptor is a DTypeCategory."},
     {"is_simple", dtype_is_simple, METH_NOARGS,
-     "is_simple()\n--\n\nWhether this descriptor is a SimpleDType (D-2)."},
+     "is_simple()\n--\n\nWhether this descriptor is a SimpleDType."},
     {"is_compound", dtype_is_compound, METH_NOARGS,
-     "is_compound()\n--\n\nWhether this descriptor is a CompoundDType (D-2)."},
+     "is_compound()\n--\n\nWhether this descriptor is a CompoundDType."},
     {"supertypes", dtype_supertypes, METH_NOARGS,
-     "supertypes()\n--\n\nThe enclosing categories, nearest first (D-2)."},
+     "supertypes()\n--\n\nThe enclosing categories, nearest first."},
     {"is_subtype_of", dtype_is_subtype_of, METH_O,
      "is_subtype_of(other, /)\n--\n\n"
-     "`self is other or other in self.supertypes()` (D-2)."},
+     "`self is other or other in self.supertypes()`."},
     {"is_opaque_storage", dtype_is_opaque_storage, METH_NOARGS,
      "is_opaque_storage()\n--\n\nTrue only for the legacy opaque storage "
-     "categories Any and Floating (D-4)."},
+     "categories Any and Floating."},
     {"_storage_schema", dtype_storage_schema, METH_NOARGS,
-     "_storage_schema()\n--\n\nThe storage dtypes, one per subtensor (D-4); "
+     "_storage_schema()\n--\n\nThe storage dtypes, one per subtensor; "
      "ValueError for Integer."},
-    {"__copy__", dtype_self, METH_NOARGS, "The descriptor itself (D-1)."},
-    {"__deepcopy__", dtype_self, METH_O, "The descriptor itself (D-1)."},
-    {"__reduce__", dtype_reduce, METH_NOARGS, "Pickled by name (D-1)."},
+    {"__copy__", dtype_self, METH_NOARGS, "The descriptor itself."},
+    {"__deepcopy__", dtype_self, METH_O, "The descriptor itself."},
+    {"__reduce__", dtype_reduce, METH_NOARGS, "Pickled by name."},
     {"from_name", dtype_from_name, METH_O | METH_CLASS,
      "from_name(name, /)\n--\n\nThe built-in descriptor called `name`, of this "
-     "class's kind (D-8)."},
+     "class's kind."},
     {"registered", dtype_registered, METH_NOARGS | METH_CLASS,
      "registered()\n--\n\nEvery built-in descriptor of this class's kind, in "
-     "D-3 order (D-8)."},
+     "the order of the dtype table (categories first)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -258,7 +258,7 @@ static PyGetSetDef dtype_getset[] = {
     {"name", dtype_get_name, NULL, "The descriptor's name.", NULL},
     {"value", dtype_get_name, NULL, "The descriptor's name (enum-style alias).", NULL},
     {"supertype", dtype_get_supertype, NULL,
-     "The enclosing category, or None for Any (D-2).", NULL},
+     "The enclosing category, or None for Any.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -269,7 +269,7 @@ static PyObject *simple_get_bits(PyObject *self, void *closure)
 }
 
 static PyGetSetDef simple_getset[] = {
-    {"bits", simple_get_bits, NULL, "Bits one value takes (D-3).", NULL},
+    {"bits", simple_get_bits, NULL, "Bits one value takes.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -286,9 +286,9 @@ static PyObject *compound_get_num_carriers(PyObject *self, void *closure)
 
 static PyGetSetDef compound_getset[] = {
     {"simple_types", compound_get_simple_types, NULL,
-     "The plane dtypes in schema order (D-5).", NULL},
+     "The plane dtypes in schema order.", NULL},
     {"num_carriers", compound_get_num_carriers, NULL,
-     "len(simple_types) (D-5).", NULL},
+     "len(simple_types).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -299,7 +299,7 @@ PyTypeObject SwDType_Type = {
     .tp_name = "strideweave.DType",
     .tp_basicsize = sizeof(SwDTypeObject),
     .tp_flags = SW_DTYPE_FLAGS,
-    .tp_doc = "DType\n--\n\nA process-wide dtype descriptor (contract-core D-1..D-8). "
+    .tp_doc = "DType\n--\n\nA process-wide dtype descriptor. "
               "Built-ins are DType.<Name>; descriptors cannot be created.",
     .tp_repr = dtype_repr,
     .tp_methods = dtype_methods,
@@ -311,7 +311,7 @@ PyTypeObject SwDTypeCategory_Type = {
     .tp_name = "strideweave.DTypeCategory",
     .tp_basicsize = sizeof(SwDTypeObject),
     .tp_flags = SW_DTYPE_FLAGS,
-    .tp_doc = "A dtype category: Any, Floating or Integer (D-3).",
+    .tp_doc = "A dtype category: Any, Floating or Integer.",
     .tp_base = &SwDType_Type,
 };
 
@@ -320,7 +320,7 @@ PyTypeObject SwSimpleDType_Type = {
     .tp_name = "strideweave.SimpleDType",
     .tp_basicsize = sizeof(SwDTypeObject),
     .tp_flags = SW_DTYPE_FLAGS,
-    .tp_doc = "A simple dtype with a fixed bit width (D-3).",
+    .tp_doc = "A simple dtype with a fixed bit width.",
     .tp_getset = simple_getset,
     .tp_base = &SwDType_Type,
 };
@@ -330,7 +330,7 @@ PyTypeObject SwCompoundDType_Type = {
     .tp_name = "strideweave.CompoundDType",
     .tp_basicsize = sizeof(SwDTypeObject),
     .tp_flags = SW_DTYPE_FLAGS,
-    .tp_doc = "A logical dtype built from planes, one carrier each (D-5).",
+    .tp_doc = "A logical dtype built from planes, one carrier each.",
     .tp_getset = compound_getset,
     .tp_base = &SwDType_Type,
 };
@@ -763,20 +763,20 @@ static PyObject *slot_roundtrip(PyObject *mod, PyObject *const *args, Py_ssize_t
 static PyMethodDef dtype_functions[] = {
     {"_slot_roundtrip", (PyCFunction)(void (*)(void))slot_roundtrip, METH_FASTCALL,
      "_slot_roundtrip(dtype, value, /)\n--\n\n"
-     "Test aid: C-9 normalization of `value` into one host slot, read back."},
+     "Test aid: normalize `value` into one host slot, read back."},
     {"validate_storage_dtype", (PyCFunction)(void (*)(void))validate_storage_dtype,
      METH_VARARGS | METH_KEYWORDS,
      "validate_storage_dtype(dtype, *, carrier, accepted)\n--\n\n"
-     "Return `dtype` if it is one of `accepted`, else fail as C-7: TypeError "
+     "Return `dtype` if it is one of `accepted`, else raise as the carrier constructors do: TypeError "
      "for a non-DType, ValueError for an unsupported descriptor. `carrier` "
      "only names the carrier in messages."},
     {"accepts_storage_dtype", (PyCFunction)(void (*)(void))accepts_storage_dtype,
      METH_VARARGS | METH_KEYWORDS,
      "accepts_storage_dtype(dtype, accepted)\n--\n\n"
-     "Whether `dtype` is identical to a member of `accepted` (C-8)."},
+     "Whether `dtype` is identical to a member of `accepted`."},
     {"storage_zero", storage_zero, METH_O,
      "storage_zero(dtype, /)\n--\n\n"
-     "0.0, 0 or False for Float32, Int32 or Bool; None otherwise (C-8)."},
+     "0.0, 0 or False for Float32, Int32 or Bool; None otherwise."},
     {NULL, NULL, 0, NULL},
 };
 

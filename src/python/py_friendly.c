@@ -574,24 +574,24 @@ static PyObject *friendly_to_list(PyObject *mod, PyObject *t)
 static PyMethodDef friendly_functions[] = {
     {"tensor", (PyCFunction)(void (*)(void))friendly_tensor, METH_FASTCALL | METH_KEYWORDS,
      "tensor(values, *, layout=None, dtype=DType.Float32)\n--\n\n"
-     "CPU tensor from nested lists, or from a flat iterable placed by `layout` (F-2)."},
+     "CPU tensor from nested lists, or from a flat iterable placed by `layout`."},
     {"zeros", (PyCFunction)(void (*)(void))friendly_zeros, METH_FASTCALL | METH_KEYWORDS,
-     "zeros(*extents, dtype=DType.Float32)\n--\n\nColumn-major CPU tensor of zeros (F-3)."},
+     "zeros(*extents, dtype=DType.Float32)\n--\n\nColumn-major CPU tensor of zeros."},
     {"ones", (PyCFunction)(void (*)(void))friendly_ones, METH_FASTCALL | METH_KEYWORDS,
-     "ones(*extents, dtype=DType.Float32)\n--\n\nColumn-major CPU tensor of ones (F-3)."},
+     "ones(*extents, dtype=DType.Float32)\n--\n\nColumn-major CPU tensor of ones."},
     {"full", (PyCFunction)(void (*)(void))friendly_full, METH_FASTCALL | METH_KEYWORDS,
      "full(*extents, value, dtype=DType.Float32)\n--\n\n"
-     "Column-major CPU tensor holding `value` everywhere (F-3)."},
+     "Column-major CPU tensor holding `value` everywhere."},
     {"arange", (PyCFunction)(void (*)(void))friendly_arange, METH_FASTCALL | METH_KEYWORDS,
-     "arange(count, *, dtype=DType.Float32)\n--\n\nValues 0 ... count-1 (F-4)."},
+     "arange(count, *, dtype=DType.Float32)\n--\n\nValues 0 ... count-1."},
     {"scaled_int32", (PyCFunction)(void (*)(void))friendly_scaled_int32,
      METH_FASTCALL | METH_KEYWORDS,
      "scaled_int32(values, *, scale=1.0, layout=None)\n--\n\n"
-     "ScaledInt32 tensor: Int32 elements and one Float32 scale (F-5)."},
+     "ScaledInt32 tensor: Int32 elements and one Float32 scale."},
     {"item", friendly_item, METH_O,
-     "item(tensor, /)\n--\n\nThe single value of a one-element tensor (V-10)."},
+     "item(tensor, /)\n--\n\nThe single value of a one-element tensor."},
     {"to_list", friendly_to_list, METH_O,
-     "to_list(tensor, /)\n--\n\nFlat list of values in ordinal order (V-10)."},
+     "to_list(tensor, /)\n--\n\nFlat list of values in ordinal order."},
     {NULL, NULL, 0, NULL},
 };
 

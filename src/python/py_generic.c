@@ -34,7 +34,7 @@ SW_CARRIER_CLOSED_INIT_SUBCLASS(generic_init_subclass, "Generic")
 static PyMethodDef generic_methods[] = {
     SW_HOST_METHODS,
     {"__init_subclass__", (PyCFunction)(void (*)(void))generic_init_subclass,
-     METH_VARARGS | METH_KEYWORDS | METH_CLASS, "Generic is closed (C-18)."},
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS, "Generic is closed."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -45,7 +45,7 @@ PyTypeObject SwGeneric_Type = {
     .tp_dealloc = sw_host_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_doc = "Generic(values, *, mutable=True, dtype=DType.Float32)\n--\n\n"
-              "Fixed-size host storage copied from values (C-19).",
+              "Fixed-size host storage copied from values.",
     .tp_methods = generic_methods,
     .tp_base = &SwCarrier_Type,
     .tp_init = sw_carrier_builtin_init,

@@ -603,7 +603,7 @@ static PyMethodDef shape_stride_methods[] = {
 
 static PyGetSetDef shape_getset[] = {
     {"top_level", get_top_level, NULL,
-     "The nested-tuple form, e.g. (2, (3, 4)) (L-3).", NULL},
+     "The nested-tuple form, e.g. (2, (3, 4)).", NULL},
     {"depth", get_depth, NULL, "1 when flat or empty, +1 per nesting level.", NULL},
     {"size", get_size, NULL, "Product of the extents (1 when empty).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -611,7 +611,7 @@ static PyGetSetDef shape_getset[] = {
 
 static PyGetSetDef stride_getset[] = {
     {"top_level", get_top_level, NULL,
-     "The nested-tuple form, e.g. (1, (2, 6)) (L-3).", NULL},
+     "The nested-tuple form, e.g. (1, (2, 6)).", NULL},
     {"depth", get_depth, NULL, "1 when flat or empty, +1 per nesting level.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
@@ -629,7 +629,7 @@ static PyMappingMethods layout_as_mapping = {
 PyTypeObject SwShape_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "strideweave.Shape",
-    .tp_doc = "Shape(*items)\n--\n\nAn immutable hierarchical shape (L-1).",
+    .tp_doc = "Shape(*items)\n--\n\nAn immutable hierarchical shape.",
     .tp_basicsize = sizeof(SwLayoutObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_new = shape_new,
@@ -648,7 +648,7 @@ PyTypeObject SwShape_Type = {
 PyTypeObject SwStride_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "strideweave.Stride",
-    .tp_doc = "Stride(*items)\n--\n\nAn immutable hierarchical stride (L-2).",
+    .tp_doc = "Stride(*items)\n--\n\nAn immutable hierarchical stride.",
     .tp_basicsize = sizeof(SwLayoutObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_new = stride_new,
@@ -1162,40 +1162,40 @@ static PyObject *layout_canonical(PyObject *unused, PyObject *shape)
 }
 
 static PyGetSetDef layout_getset[] = {
-    {"shape", layout_get_shape, NULL, "The Shape (L-5).", NULL},
-    {"stride", layout_get_stride, NULL, "The Stride (L-5).", NULL},
+    {"shape", layout_get_shape, NULL, "The Shape.", NULL},
+    {"stride", layout_get_stride, NULL, "The Stride.", NULL},
     {"depth", get_depth, NULL, "1 when flat or empty, +1 per nesting level.", NULL},
-    {"size", get_size, NULL, "Product of the extents (L-6).", NULL},
+    {"size", get_size, NULL, "Product of the extents.", NULL},
     {"cosize", layout_get_cosize, NULL,
-     "1 + sum(stride * (extent - 1)) over leaves (L-6).", NULL},
+     "1 + sum(stride * (extent - 1)) over leaves.", NULL},
     {"is_leaf", layout_get_is_leaf, NULL,
-     "True for rank 0 and for one leaf mode (L-5).", NULL},
+     "True for rank 0 and for one leaf mode.", NULL},
     {"profile", layout_get_profile, NULL,
-     "A fresh list of Node markers, depth-first (L-7).", NULL},
+     "A fresh list of Node markers, depth-first.", NULL},
     {"is_injective", layout_get_is_injective, NULL,
-     "True exactly when no two coordinates share a scalar index (L-11).", NULL},
+     "True exactly when no two coordinates share a scalar index.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyMethodDef layout_methods[] = {
     {"__reduce__", layout_reduce, METH_NOARGS, NULL},
     {"infix", layout_infix, METH_NOARGS,
-     "infix($self, /)\n--\n\nLeaf modes as (extent, stride) pairs (L-8)."},
+     "infix($self, /)\n--\n\nLeaf modes as (extent, stride) pairs."},
     {"index", layout_index, METH_O,
-     "index($self, key, /)\n--\n\nScalar index of key (L-9)."},
+     "index($self, key, /)\n--\n\nScalar index of key."},
     {"get_index", (PyCFunction)(void (*)(void))layout_get_index,
      METH_FASTCALL | METH_STATIC,
-     "get_index(layout, key, /)\n--\n\nScalar index of key in layout (L-9)."},
+     "get_index(layout, key, /)\n--\n\nScalar index of key in layout."},
     {"broadcast_to", layout_broadcast_to, METH_O,
-     "broadcast_to($self, target, /)\n--\n\nWiden extent-1 leaves (L-12)."},
+     "broadcast_to($self, target, /)\n--\n\nWiden extent-1 leaves."},
     {"concat", layout_concat, METH_O,
-     "concat($self, other, /)\n--\n\nTop-level modes of self then other (L-13)."},
+     "concat($self, other, /)\n--\n\nTop-level modes of self then other."},
     {"append", layout_append, METH_O,
-     "append($self, other, /)\n--\n\nConcat, or other as one nested mode (L-13)."},
+     "append($self, other, /)\n--\n\nConcat, or other as one nested mode."},
     {"permute", (PyCFunction)(void (*)(void))layout_permute, METH_FASTCALL,
-     "permute($self, *order)\n--\n\nResult mode j is mode order[j] (L-14)."},
+     "permute($self, *order)\n--\n\nResult mode j is mode order[j]."},
     {"canonical", layout_canonical, METH_O | METH_STATIC,
-     "canonical(shape, /)\n--\n\nThe canonical injective layout (L-15)."},
+     "canonical(shape, /)\n--\n\nThe canonical injective layout."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1206,7 +1206,7 @@ static PyNumberMethods layout_as_number = {
 PyTypeObject SwLayout_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "strideweave.Layout",
-    .tp_doc = "Layout(shape, stride)\n--\n\nA Shape with a congruent Stride (L-4).",
+    .tp_doc = "Layout(shape, stride)\n--\n\nA Shape with a congruent Stride.",
     .tp_basicsize = sizeof(SwLayoutObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_new = layout_new,
@@ -1320,10 +1320,10 @@ static PyObject *row_major(PyObject *mod, PyObject *const *args, Py_ssize_t narg
 
 static PyMethodDef module_functions[] = {
     {"column_major", (PyCFunction)(void (*)(void))column_major, METH_FASTCALL,
-     "column_major(*extents)\n--\n\nLayout.canonical(Shape(*extents)) (L-15)."},
+     "column_major(*extents)\n--\n\nLayout.canonical(Shape(*extents))."},
     {"row_major", (PyCFunction)(void (*)(void))row_major, METH_FASTCALL,
      "row_major(*extents)\n--\n\nLast mode stride 1, each earlier one the product "
-     "of later extents (L-15)."},
+     "of later extents."},
     {NULL, NULL, 0, NULL},
 };
 

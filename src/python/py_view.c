@@ -900,14 +900,14 @@ static int view_nodes_init(PyObject *module)
 static PyMethodDef view_functions[] = {
     {"permute", (PyCFunction)(void (*)(void))view_permute, METH_FASTCALL | METH_KEYWORDS,
      "permute(tensor, *order)\n--\n\n"
-     "View with result mode j = source mode order[j] (contract-core V-6)."},
+     "View with result mode j = source mode order[j]."},
     {"reshape", (PyCFunction)(void (*)(void))view_reshape, METH_FASTCALL | METH_KEYWORDS,
      "reshape(tensor, shape)\n--\n\n"
-     "View with a new shape over a reshape-compatible layout (contract-core V-7)."},
+     "View with a new shape over a reshape-compatible layout."},
     {"broadcast_to", (PyCFunction)(void (*)(void))view_broadcast_to,
      METH_FASTCALL | METH_KEYWORDS,
      "broadcast_to(tensor, target)\n--\n\n"
-     "View widening extent-1 leaves with stride 0 (contract-core V-8)."},
+     "View widening extent-1 leaves with stride 0."},
     {NULL, NULL, 0, NULL},
 };
 

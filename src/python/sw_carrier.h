@@ -108,18 +108,20 @@ int sw_carrier_builtin_init(PyObject *self, PyObject *args, PyObject *kwds);
      "size()\n--\n\nNumber of slots; 0 after release."},                          \
     {"dtype", sw_carrier_meth_dtype, METH_NOARGS, "dtype()\n--\n\nStorage DType."}, \
     {"get_value", sw_carrier_meth_get_value, METH_O,                              \
-     "get_value(index)\n--\n\nRead one slot (C-4)."},                             \
+     "get_value(index)\n--\n\nRead one slot."},                             \
     {"set_value", (PyCFunction)(void (*)(void))sw_carrier_meth_set_value,         \
-     METH_FASTCALL, "set_value(index, value)\n--\n\nWrite one slot (C-5)."},      \
+     METH_FASTCALL, "set_value(index, value)\n--\n\nWrite one slot."},      \
     {"_is_mutable", sw_carrier_meth_intrinsic_mutable, METH_NOARGS,               \
      "_is_mutable()\n--\n\nIntrinsic mutability."},                               \
     {"_supports_storage_dtype", sw_carrier_meth_supports_own, METH_O,             \
      "_supports_storage_dtype(dtype)\n--\n\n"},                                   \
     {"new_like", (PyCFunction)(void (*)(void))sw_host_new_like,                      \
      METH_VARARGS | METH_KEYWORDS,                                                \
-     "new_like(values, *, mutable=True, dtype=None)\n--\n\n(C-10)"},              \
+     "new_like(values, *, mutable=True, dtype=None)\n--\n\n"                     \
+     "A new carrier of the same class holding values; None entries are 0."},     \
     {"allocate_like", (PyCFunction)(void (*)(void))sw_host_allocate_like,            \
      METH_VARARGS | METH_KEYWORDS,                                                \
-     "allocate_like(size, *, mutable=True, dtype=None, empty=False)\n--\n\n(C-11)"}
+     "allocate_like(size, *, mutable=True, dtype=None, empty=False)\n--\n\n"     \
+     "A new carrier of the same class with size slots, zeroed unless empty."}
 
 #endif
