@@ -54,6 +54,12 @@ sw_status sw_executor_submit(sw_executor *ex, sw_job *job, sw_error *err);
  * queued or running job is left. block == 0: NULL when none is ready. */
 sw_job *sw_executor_next_completed(sw_executor *ex, int block);
 
+/* Put a job whose work finished outside the pool (a device or provider
+ * completion another thread observed) straight onto the completion queue,
+ * so the one popper commits it like any other job; `run` is not called.
+ * SW_ESTATE after shutdown began (the poppers may already have left). */
+sw_status sw_executor_post_completed(sw_executor *ex, sw_job *job, sw_error *err);
+
 /* Jobs submitted and not yet popped from the completion queue. */
 long sw_executor_outstanding(sw_executor *ex);
 

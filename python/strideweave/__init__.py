@@ -43,6 +43,11 @@ from strideweave._C import (
     MetalToMetalMoveOperation,
     Profiler,
     profile,
+    CarrierDefinition,
+    StorageProvider,
+    TransferRoute,
+    Unsupported,
+    register_carrier_definition,
 )
 from strideweave import layout, carriers, friendly, operation
 
@@ -88,6 +93,11 @@ __all__ = [
     "CpuToMetalMoveOperation",
     "MetalToCpuMoveOperation",
     "MetalToMetalMoveOperation",
+    "CarrierDefinition",
+    "StorageProvider",
+    "TransferRoute",
+    "Unsupported",
+    "register_carrier_definition",
     "layout",
     "carriers",
     "friendly",

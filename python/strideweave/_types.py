@@ -7,7 +7,7 @@ import dataclasses
 import enum
 import typing
 
-__all__ = ["Node", "ProfilerEvent", "MoveEvent", "ProfilerAggregate"]
+__all__ = ["Node", "ProfilerEvent", "MoveEvent", "ProfilerAggregate", "ProviderCompletion"]
 
 
 class Node(enum.Enum):
@@ -66,3 +66,16 @@ class ProfilerAggregate:
     mean_time_ns: typing.Any
     min_time_ns: typing.Any
     max_time_ns: typing.Any
+
+
+@typing.runtime_checkable
+class ProviderCompletion(typing.Protocol):
+    """What a transfer provider's submit() may return for work that finishes
+    later: `done` tells whether it finished, `wait()` blocks until it has and
+    returns None (or raises the transfer's failure). It must not be awaitable.
+    """
+
+    @property
+    def done(self) -> bool: ...
+
+    def wait(self) -> None: ...

@@ -237,6 +237,22 @@ sw_status sw_executor_submit(sw_executor *ex, sw_job *job, sw_error *err)
     return SW_OK;
 }
 
+sw_status sw_executor_post_completed(sw_executor *ex, sw_job *job, sw_error *err)
+{
+    if (!ex || !job)
+        return sw_error_set(err, SW_EINVAL, "executor: NULL executor or job");
+    pthread_mutex_lock(&ex->lock);
+    if (ex->stopping) {
+        pthread_mutex_unlock(&ex->lock);
+        return sw_error_set(err, SW_ESTATE, "executor: shut down, no new completions");
+    }
+    queue_push(&ex->done, job);
+    ex->outstanding++;
+    pthread_cond_signal(&ex->done_ready);
+    pthread_mutex_unlock(&ex->lock);
+    return SW_OK;
+}
+
 sw_job *sw_executor_next_completed(sw_executor *ex, int block)
 {
     pthread_mutex_lock(&ex->lock);

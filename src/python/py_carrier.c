@@ -7,6 +7,7 @@
  * classes, while exact built-in carriers take C fast paths through their
  * sw_carrier_ops. */
 #include "sw_carrier.h"
+#include "sw_extension.h"
 
 #include <string.h>
 
@@ -53,6 +54,8 @@ PyObject *sw_carrier_alloc(PyTypeObject *type, int intrinsic_mutable)
     c->owner_depth = 0;
     c->transfer_thread = 0;
     c->transfer_depth = 0;
+    c->definition = NULL;
+    c->storage_dtype = NULL;
     return self;
 }
 
@@ -60,18 +63,25 @@ static PyObject *carrier_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     (void)args;
     (void)kwds;
-    return sw_carrier_alloc(type, 1);
+    /* Making an instance freezes the class's definition status (X-13), so
+     * the definition found here stays the class's for good. */
+    if (sw_py_observe_class(type) < 0)
+        return NULL;
+    PyObject *self = sw_carrier_alloc(type, 1);
+    if (self)
+        CARRIER(self)->definition = Py_XNewRef(sw_py_definition_of(type));
+    return self;
 }
 
 static int carrier_init(PyObject *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"slots", "dtype", "mutable", NULL};
     PyObject *slots = Py_None, *dtype = Py_None, *mutable_ = Py_True;
+    if (SW_DEFINED(self))
+        return sw_defined_init(self, args, kwds);
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$OO:Carrier", kwlist,
                                      &slots, &dtype, &mutable_))
         return -1;
-    /* Definition-backed construction (X-5) belongs to the extension API;
-     * every class is definition-free until it lands. */
     if (slots != Py_None || dtype != Py_None || mutable_ != Py_True) {
         PyErr_Format(PyExc_TypeError,
                      "definition-free Carrier construction takes no slots, "
@@ -86,6 +96,8 @@ static void carrier_dealloc(PyObject *self)
 {
     if (CARRIER(self)->weakreflist)
         PyObject_ClearWeakRefs(self);
+    Py_CLEAR(CARRIER(self)->definition);
+    Py_CLEAR(CARRIER(self)->storage_dtype);
     Py_TYPE(self)->tp_free(self);
 }
 
@@ -166,7 +178,7 @@ static int refuse_released(PyObject *self, const char *what)
 
 static int intrinsic_mutable(PyObject *self)
 {
-    if (sw_carrier_builtin_ops(self))
+    if (sw_carrier_builtin_ops(self) || SW_DEFINED(self))
         return CARRIER(self)->intrinsic_mutable != 0;
     PyObject *r = PyObject_CallMethodNoArgs(self, str_is_mutable_hook);
     if (!r)
@@ -213,6 +225,9 @@ PyObject *sw_py_carrier_dtype(PyObject *carrier)
         Py_XINCREF(d);
         return d;
     }
+    if (SW_DEFINED(carrier))
+        return sw_defined_ready(carrier) < 0 ? NULL
+                                             : Py_NewRef(CARRIER(carrier)->storage_dtype);
     PyObject *d = PyObject_CallMethodNoArgs(carrier, str_dtype);
     if (d && !SwDType_Check(d)) {
         PyErr_Format(PyExc_TypeError, "%s.dtype() must return a DType, not %.100s",
@@ -229,6 +244,8 @@ int sw_py_carrier_size(PyObject *carrier, int64_t *out)
         *out = ops->size(carrier);
         return 0;
     }
+    if (SW_DEFINED(carrier))
+        return sw_defined_size(carrier, out);
     PyObject *r = PyObject_CallMethodNoArgs(carrier, str_size);
     if (!r)
         return -1;
@@ -307,6 +324,8 @@ static PyObject *load_value(PyObject *self, int64_t index)
     const sw_carrier_ops *ops = sw_carrier_builtin_ops(self);
     if (ops)
         return ops->load(self, index);
+    if (SW_DEFINED(self))
+        return sw_defined_load(self, index);
     PyObject *i = PyLong_FromLongLong(index);
     if (!i)
         return NULL;
@@ -334,6 +353,19 @@ static int store_value(PyObject *self, int64_t index, PyObject *value)
         if (!has_transfer_access(c)) /* a move is not an in-place mutation */
             c->version++;
         return 0;
+    }
+    if (SW_DEFINED(self)) {
+        /* The same order for a provider's storage: normalize, re-check,
+         * write; a failed write changes no version. */
+        PyObject *v = sw_defined_normalize(self, value);
+        int rc = v && refuse_released(self, "write to") == 0 && refuse_immutable(self) == 0 &&
+                         check_range(self, index) == 0
+                     ? sw_defined_store(self, index, v)
+                     : -1;
+        Py_XDECREF(v);
+        if (rc == 0 && !has_transfer_access(c))
+            c->version++;
+        return rc;
     }
     int64_t before = c->version;
     PyObject *i = PyLong_FromLongLong(index);
@@ -551,29 +583,39 @@ static PyObject *missing_hook(PyObject *self, const char *hook)
     return NULL;
 }
 
+static PyObject *carrier_supports_storage_dtype(PyObject *self, PyObject *dtype);
+
+/* The base hooks serve a definition-backed carrier through its provider
+ * (X-6); a definition-free class must implement them. */
 static PyObject *carrier_size(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    return missing_hook(self, "size()");
+    int64_t n;
+    if (!SW_DEFINED(self))
+        return missing_hook(self, "size()");
+    return sw_py_carrier_size(self, &n) < 0 ? NULL : PyLong_FromLongLong(n);
 }
 
 static PyObject *carrier_dtype(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    return missing_hook(self, "dtype()");
+    if (!SW_DEFINED(self))
+        return missing_hook(self, "dtype()");
+    return sw_py_carrier_dtype(self);
 }
 
 static PyObject *carrier_get_value(PyObject *self, PyObject *index)
 {
-    (void)index;
-    return missing_hook(self, "get_value(index)");
+    if (!SW_DEFINED(self))
+        return missing_hook(self, "get_value(index)");
+    return sw_carrier_get_checked(self, index);
 }
 
 static PyObject *carrier_set_value(PyObject *self, PyObject *const *args,
                                    Py_ssize_t nargs)
 {
-    (void)args;
-    (void)nargs;
+    if (SW_DEFINED(self))
+        return sw_carrier_meth_set_value(self, args, nargs);
     PyErr_Format(PyExc_RuntimeError, "%s does not support writing slots (no set_value hook)",
                  type_name(self));
     return NULL;
@@ -581,28 +623,29 @@ static PyObject *carrier_set_value(PyObject *self, PyObject *const *args,
 
 static PyObject *carrier_new_like(PyObject *self, PyObject *args, PyObject *kwds)
 {
-    (void)args;
-    (void)kwds;
+    if (SW_DEFINED(self))
+        return sw_defined_new_like(self, args, kwds);
     return missing_hook(self, "new_like(values, *, mutable=True, dtype=None)");
 }
 
 static PyObject *carrier_allocate_like(PyObject *self, PyObject *args, PyObject *kwds)
 {
-    (void)args;
-    (void)kwds;
+    if (SW_DEFINED(self))
+        return sw_defined_allocate_like(self, args, kwds);
     return missing_hook(self,
                         "allocate_like(size, *, mutable=True, dtype=None, empty=False)");
 }
 
 static PyObject *carrier_intrinsic_default(PyObject *self, PyObject *unused)
 {
-    (void)self;
     (void)unused;
-    Py_RETURN_FALSE;
+    return PyBool_FromLong(SW_DEFINED(self) && CARRIER(self)->intrinsic_mutable);
 }
 
 static PyObject *carrier_supports_default(PyObject *self, PyObject *dtype)
 {
+    if (SW_DEFINED(self))
+        return carrier_supports_storage_dtype(self, dtype);
     PyObject *own = PyObject_CallMethodNoArgs(self, str_dtype);
     if (!own)
         return NULL;
@@ -701,6 +744,8 @@ int sw_py_carrier_supports_dtype(PyObject *carrier, PyObject *dtype)
     const sw_carrier_ops *ops = sw_carrier_builtin_ops(carrier);
     if (ops)
         return ops->supports(SwDType_ID(dtype)) != 0;
+    if (SW_DEFINED(carrier))
+        return sw_defined_supports(carrier, dtype);
     PyObject *r = PyObject_CallMethodOneArg(carrier, str_supports_hook, dtype);
     if (!r)
         return -1;
@@ -737,6 +782,10 @@ int sw_py_carrier_release(PyObject *carrier)
     const sw_carrier_ops *ops = sw_carrier_builtin_ops(carrier);
     if (ops) {
         ops->drop(carrier);
+    } else if (SW_DEFINED(carrier)) {
+        /* A provider that refuses keeps the carrier live. */
+        if (c->storage_dtype && sw_defined_release(carrier) < 0)
+            return -1;
     } else {
         PyObject *r = PyObject_CallMethodNoArgs(carrier, str_release_hook);
         if (!r)
@@ -762,6 +811,8 @@ int sw_py_carrier_is_allocatable_empty(PyObject *carrier)
         return -1;
     if (size != 0)
         return 0;
+    if (SW_DEFINED(carrier))
+        return 1;
     PyObject *hook = PyObject_GetAttr(carrier, str_allocate_hook);
     if (!hook) {
         if (!PyErr_ExceptionMatches(PyExc_AttributeError))
@@ -775,6 +826,8 @@ int sw_py_carrier_is_allocatable_empty(PyObject *carrier)
 
 int sw_py_carrier_allocate(PyObject *carrier, int64_t nslots)
 {
+    if (SW_DEFINED(carrier))
+        return sw_defined_allocate(carrier, nslots);
     PyObject *n = PyLong_FromLongLong(nslots);
     if (!n)
         return -1;
@@ -986,7 +1039,7 @@ PyTypeObject SwCarrier_Type = {
 };
 
 /* Open marker base of the dependent (composite) carriers. */
-static PyTypeObject SwDependentCarrier_Type = {
+PyTypeObject SwDependentCarrier_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "strideweave.DependentCarrier",
     .tp_basicsize = sizeof(SwCarrierObject),

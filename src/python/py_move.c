@@ -17,6 +17,7 @@
  * commit there. A dropped handle changes nothing: the request holds its own
  * references until the commit. At interpreter exit an atexit hook refuses
  * new moves and waits for those in flight. */
+#include "sw_extension.h"
 #include "sw_move.h"
 #include "sw_profiling.h"
 #include "strideweave/clock.h"
@@ -44,6 +45,8 @@ typedef struct move_request {
     int64_t cosize;
     sw_move_trace *trace;       /* profiling record, or NULL */
     PyObject *node;             /* the move's autograd node, or NULL */
+    PyObject *prepared;         /* a definition route's PreparedTransfer, or NULL */
+    sw_provider_wait wait;      /* its incomplete ProviderCompletion, if any */
     struct move_request *held_next;
 } move_request;
 
@@ -231,6 +234,9 @@ static void request_free(move_request *r)
     Py_XDECREF(r->destination);
     Py_XDECREF(r->output);
     Py_XDECREF(r->node);
+    Py_XDECREF(r->prepared);
+    Py_XDECREF(r->wait.completion);
+    Py_XDECREF(r->wait.error);
     sw_free(r);
 }
 
@@ -315,7 +321,9 @@ static void completion_main(void *arg)
     sw_job *job;
     while ((job = sw_executor_next_completed(ex, 1)) != NULL) {
         PyEval_RestoreThread(ts);
-        commit((move_request *)job, NULL);
+        /* A provider's failure came with its completion; pool jobs carry
+         * theirs in the status. */
+        commit((move_request *)job, ((move_request *)job)->wait.error);
         if (PyErr_Occurred())
             PyErr_WriteUnraisable(NULL);
         inflight_add(-1);
@@ -423,6 +431,7 @@ static PyObject *shutdown_moves(PyObject *mod, PyObject *unused)
     pthread_mutex_unlock(&inflight_mu);
     sw_executor_shutdown(ex);
     sw_completion_wait(exited);
+    sw_py_provider_wait_shutdown();
     Py_END_ALLOW_THREADS
     /* The completion thread may still be returning from its last signal:
      * the completion object stays; the executor is no longer used. */
@@ -456,6 +465,7 @@ static void reset_after_fork(void)
     inflight = 0;
     pthread_mutex_init(&inflight_mu, NULL);
     pthread_cond_init(&inflight_cv, NULL);
+    sw_py_provider_wait_after_fork();
 }
 
 /* ---- submission ------------------------------------------------------------- */
@@ -512,6 +522,118 @@ static void submit(move_request *r, PyObject *op, PyObject *tensor)
     Py_XDECREF(e);
 }
 
+/* ---- definition routes: prepare, submit, provider completions ------------- */
+
+typedef struct carrier_state {
+    int64_t version, owner_token;
+    int released, pending;
+} carrier_state;
+
+static void snapshot(PyObject *carrier, carrier_state *s)
+{
+    SwCarrierObject *c = CARRIER(carrier);
+    s->version = c->version;
+    s->owner_token = c->owner_token;
+    s->released = c->released;
+    s->pending = c->pending;
+}
+
+static int same_state(PyObject *carrier, const carrier_state *s)
+{
+    carrier_state now;
+    snapshot(carrier, &now);
+    return now.version == s->version && now.owner_token == s->owner_token &&
+           now.released == s->released && now.pending == s->pending;
+}
+
+/* X-9: the route's prepare(request), with graph construction off. A
+ * PreparedTransfer goes to *prepared; Unsupported switches `route` to the
+ * elementwise fallback where X-14 permits it, else NotImplementedError; a
+ * prepare that changed either carrier is refused. */
+static int prepare_route(PyObject *tensor, PyObject *dst, sw_route *route, PyObject **prepared)
+{
+    PyObject *src = TENSOR(tensor)->subs[0].carrier;
+    PyObject *id = SW_RECORD_FIELD(route->route, SW_ROUTE_ID);
+    PyObject *provider = SW_RECORD_FIELD(route->route, SW_ROUTE_PROVIDER);
+    carrier_state before_src, before_dst;
+    snapshot(src, &before_src);
+    snapshot(dst, &before_dst);
+    PyObject *request = sw_py_transfer_request_new(tensor, dst);
+    if (!request)
+        return -1;
+    int was = sw_py_grad_enabled();
+    sw_py_set_grad_enabled(0);
+    PyObject *res = PyObject_CallOneArg(SW_RECORD_FIELD(provider, 0), request);
+    sw_py_set_grad_enabled(was);
+    Py_DECREF(request);
+    if (!res)
+        return -1;
+    if (!same_state(src, &before_src) || !same_state(dst, &before_dst)) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "the prepare() of route %R changed a carrier; prepare must only "
+                     "inspect the request (submit() does the transfer)", id);
+    } else if (Py_TYPE(res) == &SwPreparedTransfer_Type) {
+        *prepared = res;
+        return 0;
+    } else if (Py_TYPE(res) == &SwUnsupported_Type && route->may_fall_back) {
+        route->route = NULL;
+        route->op_type = (PyObject *)&SwElementwise_Type;
+        Py_DECREF(res);
+        return 0;
+    } else if (Py_TYPE(res) == &SwUnsupported_Type) {
+        PyErr_Format(PyExc_NotImplementedError,
+                     "cannot move from %s to %s: route %R does not support this request "
+                     "(%S), and the two carriers do not both allow the element-by-element "
+                     "fallback", cname(src), cname(dst), id, SW_RECORD_FIELD(res, 0));
+    } else {
+        PyErr_Format(PyExc_TypeError,
+                     "the prepare() of route %R must return a PreparedTransfer or "
+                     "Unsupported, not %.100s", id, Py_TYPE(res)->tp_name);
+    }
+    Py_DECREF(res);
+    return -1;
+}
+
+/* On a waiter thread, GIL held, once the provider's wait() returned: the
+ * completion thread commits, as for pool jobs. */
+static void provider_finished(sw_provider_wait *w)
+{
+    move_request *r = (move_request *)((char *)w - offsetof(move_request, wait));
+    sw_error err;
+    if (sw_executor_post_completed(executor, &r->job, &err) == SW_OK)
+        return;
+    commit(r, r->wait.error); /* the pool is gone: commit right here */
+    inflight_add(-1);
+}
+
+/* X-9/X-10: submit() once, with transfer access to both carriers. None:
+ * the destination is ready, commit now. A ProviderCompletion: the waiter
+ * threads watch it and the handle stays incomplete. */
+static void submit_prepared(move_request *r)
+{
+    sw_py_carrier_begin_transfer(r->source);
+    sw_py_carrier_begin_transfer(r->destination);
+    PyObject *res = PyObject_CallNoArgs(SW_RECORD_FIELD(r->prepared, 0));
+    sw_py_carrier_end_transfer(r->destination);
+    sw_py_carrier_end_transfer(r->source);
+    if (res && res != Py_None && sw_py_check_provider_completion(res) == 0 &&
+        ensure_executor() == 0) {
+        r->wait.completion = res;
+        r->wait.finish = provider_finished;
+        inflight_add(1);
+        if (sw_py_provider_wait_submit(&r->wait) == 0)
+            return;
+        inflight_add(-1);
+        res = NULL; /* owned by the request now */
+    }
+    PyObject *e = PyErr_Occurred() ? take_exception() : NULL;
+    if (res && res != Py_None)
+        Py_CLEAR(res);
+    Py_XDECREF(res);
+    commit(r, e);
+    Py_XDECREF(e);
+}
+
 static move_request *request_new(PyObject *source, PyObject *destination, int64_t cosize)
 {
     move_request *r = sw_calloc(1, sizeof *r);
@@ -552,7 +674,45 @@ static int allocate_and_bind(move_request *r, int grow, PyObject *layout)
     return -1;
 }
 
-PyObject *sw_py_move_initiate(PyObject *tensor, PyObject *destination, PyObject *op)
+/* The route of this move: forced by the caller (an operation instance, or a
+ * captured TransferRoute) or resolved by the exact classes (X-14). Row 9
+ * for operation routes; a forced TransferRoute must match the pair. */
+static int choose_route(PyObject *source, PyObject *destination, PyObject *forced,
+                        sw_route *route)
+{
+    if (forced && Py_TYPE(forced) == &SwTransferRoute_Type) {
+        sw_py_route_of(forced, route);
+        if (SW_RECORD_FIELD(forced, SW_ROUTE_SOURCE_CLASS) == (PyObject *)Py_TYPE(source) &&
+            SW_RECORD_FIELD(forced, SW_ROUTE_DESTINATION_CLASS) ==
+                (PyObject *)Py_TYPE(destination))
+            return 0;
+        PyErr_Format(PyExc_TypeError, "route %R moves from %s to %s, not from %s to %s",
+                     SW_RECORD_FIELD(forced, SW_ROUTE_ID),
+                     _PyType_Name((PyTypeObject *)SW_RECORD_FIELD(forced, SW_ROUTE_SOURCE_CLASS)),
+                     _PyType_Name((PyTypeObject *)SW_RECORD_FIELD(forced,
+                                                                  SW_ROUTE_DESTINATION_CLASS)),
+                     cname(source), cname(destination));
+        return -1;
+    }
+    if (forced && Py_TYPE(forced) == &SwTransferRouteMove_Type) {
+        PyErr_SetString(PyExc_NotImplementedError,
+                        "TransferRouteMoveOperation cannot move on its own: move() runs "
+                        "TransferRoutes through their providers");
+        return -1;
+    }
+    if (forced) {
+        route->op_type = (PyObject *)Py_TYPE(forced);
+        route->route = NULL;
+        route->may_fall_back = 0;
+    } else if (sw_py_route_resolve(Py_TYPE(source), Py_TYPE(destination), route) < 0) {
+        return -1;
+    }
+    if (route->route)
+        return 0;
+    return sw_py_move_check_operation((PyTypeObject *)route->op_type, source, destination);
+}
+
+PyObject *sw_py_move_initiate(PyObject *tensor, PyObject *destination, PyObject *forced)
 {
     if (closing) {
         PyErr_SetString(PyExc_RuntimeError,
@@ -564,36 +724,35 @@ PyObject *sw_py_move_initiate(PyObject *tensor, PyObject *destination, PyObject 
     SwSubtensor *s = &TENSOR(tensor)->subs[0];
     PyObject *source = s->carrier, *layout = s->layout;
     int64_t cosize = SwLayout_CORE(layout)->cosize;
-    PyObject *op_type = op ? (PyObject *)Py_TYPE(op)
-                           : sw_py_move_dispatch((PyObject *)Py_TYPE(source),
-                                                 (PyObject *)Py_TYPE(destination));
-    if (!op_type || sw_py_move_check_operation((PyTypeObject *)op_type, source,
-                                               destination) < 0)
+    sw_route route;
+    if (choose_route(source, destination, forced, &route) < 0)
         return NULL;
     int grow = check_capacity(destination, cosize);
     if (grow < 0)
         return NULL;
     /* A differentiable move records a node: its route back must exist
-     * before anything is allocated or submitted. A definition-owned route's
-     * prepare() comes just after this. */
+     * before anything is prepared, allocated or submitted. */
     int record = sw_py_grad_enabled() &&
                  TENSOR(tensor)->dtype == sw_py_dtype(SW_DT_FLOAT32);
-    PyObject *reverse = NULL;
+    PyObject *reverse = NULL, *prepared = NULL;
     if (record && sw_py_move_capture_reverse(source, destination, &reverse) < 0)
         return NULL;
-    uint64_t start_ns = sw_clock_ns(); /* submission begins (profiling) */
-    PyObject *own_op = op ? Py_NewRef(op) : PyObject_CallNoArgs(op_type);
-    if (!own_op || (record && sw_py_operation_store(own_op, &tensor, 1) < 0)) {
-        Py_XDECREF(own_op);
+    Py_INCREF(tensor); /* user code below must not free what we read */
+    if (route.route && prepare_route(tensor, destination, &route, &prepared) < 0) {
         Py_XDECREF(reverse);
+        Py_DECREF(tensor);
         return NULL;
     }
-    if (record)
-        sw_py_move_node_prepare(own_op, reverse);
-    Py_XDECREF(reverse);
-    Py_INCREF(tensor); /* user code below must not free what we read */
+    PyObject *route_id = route.route ? SW_RECORD_FIELD(route.route, SW_ROUTE_ID) : NULL;
+    uint64_t start_ns = sw_clock_ns(); /* submission begins (profiling) */
+    PyObject *op = forced && Py_TYPE(forced) != &SwTransferRoute_Type ? forced : NULL;
+    PyObject *own_op = op ? Py_NewRef(op) : PyObject_CallNoArgs(route.op_type);
     move_request *r = NULL;
     PyObject *handle = NULL;
+    if (!own_op || (record && sw_py_operation_store(own_op, &tensor, 1) < 0))
+        goto done;
+    if (record)
+        sw_py_move_node_prepare(own_op, reverse);
     if (recheck(source, destination) < 0 ||
         !(r = request_new(source, destination, cosize)))
         goto done;
@@ -603,17 +762,26 @@ PyObject *sw_py_move_initiate(PyObject *tensor, PyObject *destination, PyObject 
     }
     if (record)
         r->node = Py_NewRef(own_op);
+    r->prepared = prepared;
+    prepared = NULL;
     handle = Py_NewRef(r->handle);
-    sw_move_trace *trace = sw_py_profile_move_begin(source, destination, op_type, start_ns);
+    sw_move_trace *trace =
+        sw_py_profile_move_begin(source, destination, route.op_type, route_id, start_ns);
     r->trace = trace;
     set_pending(r, 1);
-    submit(r, own_op, tensor); /* may commit, and free r, before it returns */
+    /* Either may commit, and free r, before it returns. */
+    if (r->prepared)
+        submit_prepared(r);
+    else
+        submit(r, own_op, tensor);
     sw_py_profile_move_submitted(trace);
 done:
-    if (!handle && record)
+    if (!handle && record && own_op)
         sw_py_operation_clear_saved(own_op);
+    Py_XDECREF(prepared);
+    Py_XDECREF(reverse);
     Py_DECREF(tensor);
-    Py_DECREF(own_op);
+    Py_XDECREF(own_op);
     return handle;
 }
 

@@ -10,6 +10,7 @@
  * The legacy registry maps an exact (source class, destination class) pair
  * to an operation class. Keys are the type objects themselves, so a
  * subclass never matches its parent's entry. */
+#include "sw_extension.h"
 #include "sw_move.h"
 
 #include "strideweave/copy.h"
@@ -252,29 +253,40 @@ static void move_op_dealloc(PyObject *self)
 
 /* ---- autograd across a move ---------------------------------------------------- */
 
+/* The reverse of (source, destination) by X-14, or for a definition-free
+ * pair the legacy registry's answer with its row-9 checks. */
+static int resolve_reverse(PyObject *source, PyObject *destination, PyObject **reverse)
+{
+    sw_route route;
+    if (sw_py_route_resolve(Py_TYPE(destination), Py_TYPE(source), &route) < 0)
+        return -1;
+    if (route.route) {
+        *reverse = Py_NewRef(route.route);
+        return 0;
+    }
+    if (sw_py_move_check_operation((PyTypeObject *)route.op_type, destination, source) < 0)
+        return -1;
+    *reverse = Py_NewRef(route.op_type);
+    return 0;
+}
+
 int sw_py_move_capture_reverse(PyObject *source, PyObject *destination, PyObject **reverse)
 {
-    PyObject *rev = sw_py_move_dispatch((PyObject *)Py_TYPE(destination),
-                                        (PyObject *)Py_TYPE(source));
-    if (!rev)
-        return -1;
-    if (sw_py_move_check_operation((PyTypeObject *)rev, destination, source) < 0) {
-        PyObject *type, *value, *tb;
-        PyErr_Fetch(&type, &value, &tb);
-        PyErr_Format(PyExc_NotImplementedError,
-                     "a differentiable move from %s to %s needs a move back from %s to %s "
-                     "for its gradient, and there is none (%S); register one, or move "
-                     "inside no_grad()",
-                     _PyType_Name(Py_TYPE(source)), _PyType_Name(Py_TYPE(destination)),
-                     _PyType_Name(Py_TYPE(destination)), _PyType_Name(Py_TYPE(source)),
-                     value ? value : Py_None);
-        Py_XDECREF(type);
-        Py_XDECREF(value);
-        Py_XDECREF(tb);
-        return -1;
-    }
-    *reverse = Py_NewRef(rev);
-    return 0;
+    if (resolve_reverse(source, destination, reverse) == 0)
+        return 0;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_Format(PyExc_NotImplementedError,
+                 "a differentiable move from %s to %s needs a move back from %s to %s "
+                 "for its gradient, and there is none (%S); add one, or move "
+                 "inside no_grad()",
+                 _PyType_Name(Py_TYPE(source)), _PyType_Name(Py_TYPE(destination)),
+                 _PyType_Name(Py_TYPE(destination)), _PyType_Name(Py_TYPE(source)),
+                 value ? value : Py_None);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    return -1;
 }
 
 void sw_py_move_node_prepare(PyObject *op, PyObject *reverse)
@@ -372,7 +384,12 @@ static PyObject *move_backward(PyObject *self, PyObject *g)
         PyObject *playout = ((SwTensorObject *)ptensor)->subs[0].layout;
         dest = allocate_empty_like(ss->carrier, SwLayout_CORE(playout)->cosize);
     }
-    PyObject *rev_op = dest ? PyObject_CallNoArgs(op->reverse) : NULL;
+    /* The captured reverse: a TransferRoute drives the move itself, an
+     * operation class is instantiated. */
+    int is_route = Py_TYPE(op->reverse) == &SwTransferRoute_Type;
+    PyObject *rev_op = !dest ? NULL
+                       : is_route ? Py_NewRef(op->reverse)
+                                  : PyObject_CallNoArgs(op->reverse);
     PyObject *result = NULL;
     if (rev_op) {
         int was = sw_py_grad_enabled();
@@ -465,7 +482,7 @@ PyTypeObject SwMoveOperation_Type = {
          COPY_DOC("Transfer the values (see the class).")},                          \
         {NULL, NULL, 0, NULL},                                                       \
     };                                                                               \
-    static PyTypeObject var = {                                                      \
+    PyTypeObject var = {                                                             \
         PyVarObject_HEAD_INIT(NULL, 0)                                               \
         .tp_name = "strideweave." name,                                              \
         .tp_basicsize = sizeof(SwMoveOperationObject),                               \
@@ -493,6 +510,26 @@ SHIPPED_OPERATION(SwCpuToMetal_Type, "CpuToMetalMoveOperation", metal_copy,
                   "Moves a CPU Tensor to a Metal carrier (needs Apple's MPS device).");
 SHIPPED_OPERATION(SwMetalToCpu_Type, "MetalToCpuMoveOperation", metal_copy,
                   "Moves a Metal Tensor to a CPU carrier (needs Apple's MPS device).");
+/* A definition route moves through its provider's prepare/submit, never
+ * through _copy; this class only names the route's operation (profiling)
+ * and carries its autograd node. */
+static PyObject *route_copy(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames)
+{
+    (void)args;
+    (void)nargs;
+    (void)kwnames;
+    PyErr_Format(PyExc_NotImplementedError,
+                 "%s moves values only inside move() and move_async(), through the "
+                 "TransferRoute's provider", _PyType_Name(Py_TYPE(self)));
+    return NULL;
+}
+
+SHIPPED_OPERATION(SwTransferRouteMove_Type, "TransferRouteMoveOperation", route_copy,
+                  "The operation of every move that runs through a TransferRoute of a\n"
+                  "CarrierDefinition: profiling reports it as the move's operation_type, and\n"
+                  "it is the move's node in the autograd graph. It cannot be used on its\n"
+                  "own.");
 SHIPPED_OPERATION(SwMetalToMetal_Type, "MetalToMetalMoveOperation", metal_copy,
                   "Moves a Metal Tensor to another Metal carrier (needs Apple's MPS "
                   "device).");
@@ -555,12 +592,10 @@ static int is_carrier_class(PyObject *obj)
 }
 
 /* Carrier classes with a CarrierDefinition route through TransferRoute,
- * never through this registry. No class has a definition until the
- * extension API lands; the check runs where the requirement puts it. */
+ * never through this registry. */
 static int has_definition(PyObject *cls)
 {
-    (void)cls;
-    return 0;
+    return sw_py_definition_of((PyTypeObject *)cls) != NULL;
 }
 
 static int check_pair(PyObject *src, PyObject *dst)
@@ -574,6 +609,10 @@ static int check_pair(PyObject *src, PyObject *dst)
                      "destination_class must be a Carrier subclass, not %R", dst);
         return -1;
     }
+    /* X-13: naming a class here freezes its definition status. */
+    if (sw_py_observe_class((PyTypeObject *)src) < 0 ||
+        sw_py_observe_class((PyTypeObject *)dst) < 0)
+        return -1;
     if (has_definition(src) || has_definition(dst)) {
         PyErr_Format(PyExc_RuntimeError,
                      "%s and %s: a carrier with a CarrierDefinition declares its moves "
@@ -874,7 +913,8 @@ int sw_py_move_operation_init(PyObject *module)
         add_shipped(module, &SwFileBackedToCpu_Type, &SwFileBacked_Type, &SwCPU_Type, 1) < 0 ||
         add_shipped(module, &SwCpuToMetal_Type, &SwCPU_Type, &SwMetal_Type, 1) < 0 ||
         add_shipped(module, &SwMetalToCpu_Type, &SwMetal_Type, &SwCPU_Type, 1) < 0 ||
-        add_shipped(module, &SwMetalToMetal_Type, &SwMetal_Type, &SwMetal_Type, 1) < 0)
+        add_shipped(module, &SwMetalToMetal_Type, &SwMetal_Type, &SwMetal_Type, 1) < 0 ||
+        add_shipped(module, &SwTransferRouteMove_Type, NULL, NULL, 0) < 0)
         return -1;
     return PyModule_AddFunctions(module, registry_functions);
 }

@@ -362,6 +362,7 @@ struct sw_move_trace {
     PyObject *profiler;
     int64_t move_id, request_id;
     PyObject *source_type, *destination_type, *operation_type;
+    PyObject *route_id;        /* the TransferRoute's id, or None */
     uint64_t start_ns;
     int submitted;
     int completed;             /* outcome known, complete record pending */
@@ -384,7 +385,8 @@ static int selects(PyObject *profiler, PyObject *a, PyObject *b)
 }
 
 sw_move_trace *sw_py_profile_move_begin(PyObject *source, PyObject *destination,
-                                        PyObject *op_type, uint64_t start_ns)
+                                        PyObject *op_type, PyObject *route_id,
+                                        uint64_t start_ns)
 {
     PyObject *p = current();
     PyObject *st = (PyObject *)Py_TYPE(source), *dt = (PyObject *)Py_TYPE(destination);
@@ -400,6 +402,7 @@ sw_move_trace *sw_py_profile_move_begin(PyObject *source, PyObject *destination,
     t->source_type = Py_NewRef(st);
     t->destination_type = Py_NewRef(dt);
     t->operation_type = Py_NewRef(op_type);
+    t->route_id = Py_NewRef(route_id ? route_id : Py_None);
     t->start_ns = start_ns;
     return t;
 }
@@ -412,6 +415,7 @@ static void trace_drop(sw_move_trace *t)
     Py_DECREF(t->source_type);
     Py_DECREF(t->destination_type);
     Py_DECREF(t->operation_type);
+    Py_DECREF(t->route_id);
     PyMem_Free(t);
 }
 
@@ -426,7 +430,7 @@ static void emit(sw_move_trace *t, const char *phase, uint64_t end_ns, unsigned 
     PyObject *ev = PyObject_CallFunction(
         move_event_class, "nsLLOOOOKKkO", PyList_GET_SIZE(p->move_events), phase,
         (long long)t->move_id, (long long)t->request_id, t->source_type,
-        t->destination_type, t->operation_type, Py_None,
+        t->destination_type, t->operation_type, t->route_id,
         (unsigned long long)t->start_ns, (unsigned long long)(end_ns - t->start_ns), thread,
         succeeded);
     if (!ev || PyList_Append(p->move_events, ev) < 0)

@@ -35,6 +35,7 @@ int sw_py_await_init(PyObject *module);
 /* ---- operations and routes (py_move_operation.c) ------------------------ */
 
 extern PyTypeObject SwMoveOperation_Type;
+extern PyTypeObject SwElementwise_Type;
 
 /* How the framework may run an operation class without calling Python:
  * a built-in class whose _copy is the C one. */
@@ -76,8 +77,10 @@ int sw_py_move_operation_init(PyObject *module);
 
 /* ---- the move path (py_move.c) ------------------------------------------ */
 
-/* move_async's one path. `op` NULL: dispatch by the exact classes; else
- * the route is type(op) and `op` performs it (MoveOperation.forward).
+/* move_async's one path. `op` NULL: resolve the route by the exact
+ * classes; a MoveOperation: the route is type(op) and `op` performs it
+ * (MoveOperation.forward, a legacy reverse move); a TransferRoute: that
+ * captured route (a reverse move through a definition).
  * Returns an AwaitMove (new reference), or NULL with the exception of a
  * failure before submission. */
 PyObject *sw_py_move_initiate(PyObject *tensor, PyObject *destination, PyObject *op);

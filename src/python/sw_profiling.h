@@ -9,7 +9,8 @@ extern PyTypeObject SwProfiler_Type;
 
 /* The profiling record of one move: NULL when no profiler active on this
  * thread selects the exact source or destination class (or when the record
- * could not be made: profiling never fails a move). Call at the start of
+ * could not be made: profiling never fails a move). `route_id`: the
+ * TransferRoute's id, or NULL for an operation route. Call at the start of
  * submission (`start_ns`: sw_clock_ns() when it began); then exactly once
  * each, in either order, both with the GIL held:
  * sw_py_profile_move_submitted on the initiating thread when submission
@@ -17,7 +18,8 @@ extern PyTypeObject SwProfiler_Type;
  * complete record always follows the submit record. */
 typedef struct sw_move_trace sw_move_trace;
 sw_move_trace *sw_py_profile_move_begin(PyObject *source, PyObject *destination,
-                                        PyObject *op_type, uint64_t start_ns);
+                                        PyObject *op_type, PyObject *route_id,
+                                        uint64_t start_ns);
 void sw_py_profile_move_submitted(sw_move_trace *trace);
 void sw_py_profile_move_completed(sw_move_trace *trace, int succeeded);
 

@@ -44,6 +44,7 @@ int sw_py_operation_init(PyObject *module);
 int sw_py_await_init(PyObject *module);
 int sw_py_move_operation_init(PyObject *module);
 int sw_py_move_init(PyObject *module);
+int sw_py_extension_init(PyObject *module);
 int sw_py_profiling_init(PyObject *module);
 int sw_py_minimal_ops_init(PyObject *module);
 
@@ -116,6 +117,7 @@ PyObject *sw_py_load_slot(sw_dtype dtype, const void *slot);
 /* ---- carriers (py_carrier.c and one file per built-in) ------------------ */
 
 extern PyTypeObject SwCarrier_Type;
+extern PyTypeObject SwDependentCarrier_Type; /* open marker of composites */
 extern PyTypeObject SwGeneric_Type;
 extern PyTypeObject SwCPU_Type;
 extern PyTypeObject SwFileBacked_Type;
@@ -137,6 +139,11 @@ typedef struct SwCarrierObject {
      * destination; its writes advance no version. */
     unsigned long transfer_thread;
     int transfer_depth;
+    /* Definition-backed carriers (extension API): the exact class's
+     * CarrierDefinition from allocation, and the storage DType once
+     * Carrier.__init__ has finished. NULL otherwise. */
+    PyObject *definition;
+    PyObject *storage_dtype;
 } SwCarrierObject;
 
 /* `pending` bits (architecture.md, "Pending guard"): while non-zero,

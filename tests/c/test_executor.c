@@ -592,6 +592,33 @@ static void test_bad_submit(void)
     sw_executor_destroy(NULL);
 }
 
+/* A job finished elsewhere (a provider completion) reaches the one popper
+ * without running on the pool, in order with pool jobs; refused once
+ * shutdown began. */
+static void test_post_completed(void)
+{
+    sw_executor *ex = make(1);
+    sw_error err;
+    test_job posted, pooled, late;
+    test_job_init(&posted, 1, NULL);
+    test_job_init(&pooled, 2, NULL);
+    test_job_init(&late, 3, NULL);
+    CHECK_EQ_I64(sw_executor_post_completed(ex, &posted.base, &err), SW_OK);
+    CHECK_EQ_I64(sw_executor_started_threads(ex), 0);
+    CHECK_EQ_I64(sw_executor_outstanding(ex), 1);
+    CHECK(sw_executor_next_completed(ex, 1) == &posted.base);
+    CHECK_EQ_I64(atomic_load(&posted.runs), 0);
+    CHECK_EQ_I64(sw_executor_submit(ex, &pooled.base, &err), SW_OK);
+    CHECK(sw_executor_next_completed(ex, 1) == &pooled.base);
+    CHECK_EQ_I64(sw_executor_post_completed(NULL, &late.base, &err), SW_EINVAL);
+    CHECK_EQ_I64(sw_executor_post_completed(ex, NULL, &err), SW_EINVAL);
+    sw_executor_shutdown(ex);
+    CHECK_EQ_I64(sw_executor_post_completed(ex, &late.base, &err), SW_ESTATE);
+    CHECK(sw_executor_next_completed(ex, 1) == NULL);
+    CHECK_EQ_I64(sw_executor_outstanding(ex), 0);
+    sw_executor_destroy(ex);
+}
+
 /* ---- injected failures -------------------------------------------------- */
 
 static void test_faults(void)
@@ -783,6 +810,7 @@ int main(void)
     test_shutdown_splits_last_jobs();
     test_concurrent_shutdown();
     test_bad_submit();
+    test_post_completed();
     test_faults();
     test_completion_basics();
     test_completion_threads();

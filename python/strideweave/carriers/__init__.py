@@ -12,7 +12,7 @@ from strideweave._C import (
     FileBacked,
     Metal,
 )
-from strideweave.carriers import base, dtype, generic, cpu, file_backed, metal, move
+from strideweave.carriers import base, dtype, generic, cpu, file_backed, metal, move, extension
 
 __all__ = [
     "DType",
@@ -32,4 +32,5 @@ __all__ = [
     "cpu",
     "file_backed",
     "metal",
+    "extension",
 ]

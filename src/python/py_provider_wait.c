@@ -1,0 +1,223 @@
+/* Waiting for transfer providers' completions (architecture.md, "Where the
+ * work runs").
+ *
+ * A provider's submit() may return a ProviderCompletion whose Python wait()
+ * blocks until its own background work is done. Nobody the caller can see
+ * may block on it, and the C I/O pool never calls Python, so a small pool
+ * of waiter threads, each with its own thread state, takes incomplete
+ * completions in order, calls wait() (which normally releases the GIL while
+ * it blocks), checks the outcome, and hands the request back through its
+ * `finish` callback; the movement code then lets its completion thread
+ * commit. Threads start lazily, up to MAX_WAITERS, and stop at exit once no
+ * move is in flight. The queue lock is never held while taking the GIL. */
+#include "sw_extension.h"
+
+#include <pthread.h>
+
+#define MAX_WAITERS 4
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t work_ready = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t waiter_left = PTHREAD_COND_INITIALIZER;
+static sw_provider_wait *head, *tail;
+static long queued;   /* entries in the queue */
+static int nthreads;  /* started and not yet left */
+static int nbusy;     /* inside a wait() */
+static int stopping;
+static PyObject *str_done, *str_wait, *str_await;
+
+/* ---- the ProviderCompletion shape (X-10) ----------------------------------- */
+
+static int has_attr(PyObject *obj, PyObject *name)
+{
+    PyObject *v;
+    int rc = _PyObject_LookupAttr(obj, name, &v);
+    Py_XDECREF(v);
+    return rc;
+}
+
+/* `done` must be exactly a bool. */
+static int read_done(PyObject *obj, int *done)
+{
+    PyObject *v;
+    int rc = _PyObject_LookupAttr(obj, str_done, &v);
+    if (rc <= 0) {
+        if (rc == 0)
+            PyErr_Format(PyExc_TypeError,
+                         "a ProviderCompletion needs a `done` property and a wait() method; "
+                         "%.100s has no `done`", Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    if (!PyBool_Check(v)) {
+        PyErr_Format(PyExc_TypeError, "ProviderCompletion.done must be a bool, not %.100s",
+                     Py_TYPE(v)->tp_name);
+        Py_DECREF(v);
+        return -1;
+    }
+    *done = v == Py_True;
+    Py_DECREF(v);
+    return 0;
+}
+
+int sw_py_check_provider_completion(PyObject *obj)
+{
+    int done;
+    if (read_done(obj, &done) < 0)
+        return -1;
+    PyObject *wait;
+    int rc = _PyObject_LookupAttr(obj, str_wait, &wait);
+    if (rc < 0)
+        return -1;
+    int callable = rc > 0 && PyCallable_Check(wait);
+    Py_XDECREF(wait);
+    if (!callable) {
+        PyErr_Format(PyExc_TypeError,
+                     "a ProviderCompletion needs a callable wait(); %.100s has none",
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    rc = has_attr(obj, str_await);
+    if (rc != 0) {
+        if (rc > 0)
+            PyErr_Format(PyExc_TypeError,
+                         "a ProviderCompletion must not be awaitable (%.100s has __await__): "
+                         "strideweave waits for it with wait()", Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- one wait ----------------------------------------------------------------- */
+
+static PyObject *take_exception(void)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (value && tb)
+        PyException_SetTraceback(value, tb);
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+    return value;
+}
+
+/* wait(), then the result must be None and `done` True. */
+static void run_wait(sw_provider_wait *w)
+{
+    PyObject *r = PyObject_CallMethodNoArgs(w->completion, str_wait);
+    int done = 0;
+    if (r && r != Py_None)
+        PyErr_Format(PyExc_TypeError, "ProviderCompletion.wait() must return None, not %.100s",
+                     Py_TYPE(r)->tp_name);
+    else if (r && read_done(w->completion, &done) == 0 && !done)
+        PyErr_SetString(PyExc_TypeError,
+                        "ProviderCompletion.done is still False after wait() returned");
+    Py_XDECREF(r);
+    if (PyErr_Occurred())
+        w->error = take_exception();
+    w->finish(w);
+    if (PyErr_Occurred())
+        PyErr_WriteUnraisable(NULL);
+}
+
+static sw_provider_wait *next_wait(void)
+{
+    pthread_mutex_lock(&mu);
+    while (!head && !stopping)
+        pthread_cond_wait(&work_ready, &mu);
+    sw_provider_wait *w = head;
+    if (w) {
+        head = w->next;
+        if (!head)
+            tail = NULL;
+        queued--;
+        nbusy++;
+    }
+    pthread_mutex_unlock(&mu);
+    return w;
+}
+
+static void waiter_main(void *arg)
+{
+    (void)arg;
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyThreadState *ts = PyEval_SaveThread();
+    sw_provider_wait *w;
+    while ((w = next_wait()) != NULL) {
+        PyEval_RestoreThread(ts);
+        run_wait(w);
+        ts = PyEval_SaveThread();
+        pthread_mutex_lock(&mu);
+        nbusy--;
+        pthread_mutex_unlock(&mu);
+    }
+    PyEval_RestoreThread(ts);
+    PyGILState_Release(g);
+    pthread_mutex_lock(&mu);
+    nthreads--;
+    pthread_cond_broadcast(&waiter_left);
+    pthread_mutex_unlock(&mu);
+}
+
+/* ---- the queue ---------------------------------------------------------------- */
+
+int sw_py_provider_wait_submit(sw_provider_wait *w)
+{
+    w->next = NULL;
+    w->error = NULL;
+    pthread_mutex_lock(&mu);
+    int need = queued + 1 > nthreads - nbusy && nthreads < MAX_WAITERS;
+    if (need)
+        nthreads++; /* counted now, so two submits do not both start one */
+    pthread_mutex_unlock(&mu);
+    if (need && PyThread_start_new_thread(waiter_main, NULL) == PYTHREAD_INVALID_THREAD_ID) {
+        pthread_mutex_lock(&mu);
+        int none = --nthreads == 0;
+        pthread_mutex_unlock(&mu);
+        if (none) {
+            PyErr_SetString(PyExc_RuntimeError,
+                            "cannot start a thread to wait for the transfer provider");
+            return -1;
+        }
+    }
+    pthread_mutex_lock(&mu);
+    if (tail)
+        tail->next = w;
+    else
+        head = w;
+    tail = w;
+    queued++;
+    pthread_cond_signal(&work_ready);
+    pthread_mutex_unlock(&mu);
+    return 0;
+}
+
+void sw_py_provider_wait_shutdown(void)
+{
+    pthread_mutex_lock(&mu);
+    stopping = 1;
+    pthread_cond_broadcast(&work_ready);
+    while (nthreads > 0)
+        pthread_cond_wait(&waiter_left, &mu);
+    pthread_mutex_unlock(&mu);
+}
+
+/* A forked child has none of the parent's threads. */
+void sw_py_provider_wait_after_fork(void)
+{
+    pthread_mutex_init(&mu, NULL);
+    pthread_cond_init(&work_ready, NULL);
+    pthread_cond_init(&waiter_left, NULL);
+    head = tail = NULL;
+    queued = 0;
+    nthreads = nbusy = 0;
+    stopping = 0;
+}
+
+int sw_py_provider_wait_init(void)
+{
+    str_done = PyUnicode_InternFromString("done");
+    str_wait = PyUnicode_InternFromString("wait");
+    str_await = PyUnicode_InternFromString("__await__");
+    return str_done && str_wait && str_await ? 0 : -1;
+}
