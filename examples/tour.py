@@ -1,6 +1,6 @@
 """A tour of strideweave: hierarchical layouts, tensors on carriers, views,
 zero-copy hand-off to NumPy and PyTorch through DLPack, and moving tensors
-between carriers.
+between carriers, and carriers written in Python.
 
 Run it with `make demo`.
 """
@@ -99,5 +99,77 @@ loss.backward()                             # the gradient moves back to CPU
 print("x.grad =", x.grad.tolist(), "on", type(x.grad.carrier).__name__,
       "(d/dx of sum(x*x) is 2x)")
 assert x.grad.tolist() == [2.0, -4.0, 6.0, 1.0]
+
+section("8. Carriers written in Python, with their own asynchronous routes")
+import struct
+import threading
+from strideweave.carriers.extension import (
+    CarrierDefinition, PreparedTransfer, StorageProvider, TransferProvider, TransferRoute,
+    register_carrier_definition)
+
+
+class Local(sw.Carrier):       # two carrier classes whose slots live in a bytearray;
+    pass                       # their CarrierDefinitions say how
+
+
+class Remote(sw.Carrier):
+    pass
+
+
+def bytearray_storage():
+    return StorageProvider(
+        supports_dtype=lambda c, dtype: dtype is DType.Float32,
+        physical_size=lambda c: len(c.buf) // 4,
+        allocate=lambda c, slots: setattr(c, "buf", bytearray(4 * slots)),
+        release=lambda c: setattr(c, "buf", None),
+        read=lambda c, i: struct.unpack_from("<f", c.buf, 4 * i)[0],
+        write=lambda c, i, v: struct.pack_into("<f", c.buf, 4 * i, v))
+
+
+class Upload:                  # a ProviderCompletion: a `done` property and wait()
+    def __init__(self, copy):
+        self.worker = threading.Thread(target=copy)
+        self.worker.start()
+
+    @property
+    def done(self):
+        return not self.worker.is_alive()
+
+    def wait(self):
+        self.worker.join()
+
+
+def byte_copy(in_background):
+    def prepare(request):      # may refuse with Unsupported(reason); changes nothing
+        src, dst = request.tensor.carrier, request.destination
+        first, n = 4 * request.tensor.offset, 4 * request.physical_span
+
+        def copy():
+            dst.buf[0:n] = src.buf[first:first + n]
+
+        def submit():          # returns None when done, or a completion to wait for
+            return Upload(copy) if in_background else copy()
+        return PreparedTransfer(submit)
+    return TransferProvider(prepare)
+
+
+register_carrier_definition(Local, CarrierDefinition(bytearray_storage(), transfers=[
+    TransferRoute(Local, Remote, "upload", byte_copy(in_background=True))]))
+register_carrier_definition(Remote, CarrierDefinition(bytearray_storage(), transfers=[
+    TransferRoute(Remote, Local, "download", byte_copy(in_background=False))]))
+
+x = Tensor(Local(4, dtype=DType.Float32), 0, Layout(Shape(4), Stride(1)))
+for i, v in enumerate([0.5, 1.5, 2.5, 3.5]):
+    x.carrier[i] = v
+with sw.profile() as prof:
+    handle = sw.move_async(x, Remote(0, dtype=DType.Float32))  # the upload runs on a thread
+    up = handle.wait()
+print("on", type(up.carrier).__name__, up.tolist(), "through routes",
+      sorted({e.route_id for e in prof.move_events()}))
+down = sw.move(up, Local(0, dtype=DType.Float32))             # the "download" route
+ones = Tensor(down.carrier.new_like([1, 1, 1, 1]), 0, down.layout)
+down.backward(ones)                 # the gradient moves back: "upload", then "download"
+print("x.grad =", x.grad.tolist(), "on", type(x.grad.carrier).__name__)
+assert x.grad.tolist() == [1.0, 1.0, 1.0, 1.0] and down.tolist() == [0.5, 1.5, 2.5, 3.5]
 print()
 print("tour complete")

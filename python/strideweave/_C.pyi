@@ -1,12 +1,12 @@
 """Type stubs for strideweave._C, the C extension that implements strideweave."""
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar, TypeVar, overload
 from typing import Generic as _Generic
 
-from strideweave._types import Node
+from strideweave._types import Node, ProviderCompletion
 
 _Int = int  # any object accepted by operator.index except bool (contract G-2)
 _Nested = int | Sequence["_Nested"]
@@ -316,6 +316,72 @@ def registered_move_operation(
     source_class: type[Carrier], destination_class: type[Carrier],
     operation_class: type[MoveOperation],
 ) -> AbstractContextManager[type[MoveOperation]]: ...
+
+# ---- carriers written in Python (the extension API) --------------------------
+
+class Unsupported:
+    reason: str
+    def __init__(self, reason: str) -> None: ...
+
+class StorageProvider:
+    supports_dtype: Callable[[Carrier, DType], bool]
+    physical_size: Callable[[Carrier], int]
+    allocate: Callable[[Carrier, int], None]
+    release: Callable[[Carrier], None]
+    read: Callable[[Carrier, int], Any]
+    write: Callable[[Carrier, int, Any], None]
+    elementwise_fallback: bool
+    def __init__(self, supports_dtype: Callable[[Carrier, DType], bool],
+                 physical_size: Callable[[Carrier], int],
+                 allocate: Callable[[Carrier, int], None],
+                 release: Callable[[Carrier], None],
+                 read: Callable[[Carrier, int], Any],
+                 write: Callable[[Carrier, int, Any], None],
+                 elementwise_fallback: bool = False) -> None: ...
+
+class TransferRequest:
+    tensor: Tensor
+    destination: Carrier
+    source_class: type[Carrier]
+    destination_class: type[Carrier]
+    dtype: DType
+    layout: Layout
+    physical_span: int
+    def __init__(self, tensor: Tensor, destination: Carrier, source_class: type[Carrier],
+                 destination_class: type[Carrier], dtype: DType, layout: Layout,
+                 physical_span: int) -> None: ...
+
+class PreparedTransfer:
+    submit: Callable[[], ProviderCompletion | None]
+    def __init__(self, submit: Callable[[], ProviderCompletion | None]) -> None: ...
+
+class TransferProvider:
+    prepare: Callable[[TransferRequest], PreparedTransfer | Unsupported]
+    def __init__(self,
+                 prepare: Callable[[TransferRequest], PreparedTransfer | Unsupported]) -> None: ...
+
+class TransferRoute:
+    source_class: type[Carrier]
+    destination_class: type[Carrier]
+    route_id: str
+    provider: TransferProvider
+    def __init__(self, source_class: type[Carrier], destination_class: type[Carrier],
+                 route_id: str, provider: TransferProvider) -> None: ...
+
+class CarrierDefinition:
+    storage: StorageProvider
+    kernels: None
+    transfers: tuple[TransferRoute, ...]
+    composite: None
+    facets: tuple[()]
+    def __init__(self, storage: StorageProvider, kernels: None = None,
+                 transfers: Iterable[TransferRoute] = (), composite: None = None,
+                 facets: Iterable[Any] = ()) -> None: ...
+
+class TransferRouteMoveOperation(MoveOperation): ...
+
+def register_carrier_definition(carrier_class: type[Carrier],
+                                definition: CarrierDefinition) -> None: ...
 
 # ---- profiling -----------------------------------------------------------------
 

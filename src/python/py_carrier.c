@@ -1030,7 +1030,13 @@ PyTypeObject SwCarrier_Type = {
     .tp_as_mapping = &carrier_as_mapping,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_doc = "Carrier(slots=None, *, dtype=None, mutable=True)\n--\n\n"
-              "A flat run of typed slots; open base for Python carriers.",
+              "A flat run of typed slots; the open base for carriers written in\n"
+              "Python. Either implement the hooks (size, dtype, get_value, and\n"
+              "optionally set_value, new_like, allocate_like, _is_mutable, _release)\n"
+              "and construct with no arguments, or attach a CarrierDefinition to your\n"
+              "class with register_carrier_definition and construct it as\n"
+              "MyCarrier(slots, dtype=DType.Float32, mutable=True): its storage then\n"
+              "comes from the definition's StorageProvider.",
     .tp_weaklistoffset = offsetof(SwCarrierObject, weakreflist),
     .tp_methods = carrier_methods,
     .tp_getset = carrier_getset,
