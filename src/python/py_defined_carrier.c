@@ -148,15 +148,9 @@ static PyObject *normalize_as(PyObject *dtype, PyObject *value, int none_is_zero
 static PyObject *normalize(PyObject *self, PyObject *value, const char *what)
 {
     PyObject *v = normalize_as(CARRIER(self)->storage_dtype, value, 0);
-    if (!v && what) {
-        PyObject *type, *exc, *tb;
-        PyErr_Fetch(&type, &exc, &tb);
-        PyErr_Format(PyExc_TypeError, "%s's StorageProvider.%s returned %.100s: %S",
-                     cname(self), what, Py_TYPE(value)->tp_name, exc ? exc : Py_None);
-        Py_XDECREF(type);
-        Py_XDECREF(exc);
-        Py_XDECREF(tb);
-    }
+    if (!v && what)
+        sw_py_reraise_prefixed(PyExc_TypeError, "%s's StorageProvider.%s returned %.100s",
+                               cname(self), what, Py_TYPE(value)->tp_name);
     return v;
 }
 
@@ -244,17 +238,10 @@ int sw_defined_init(PyObject *self, PyObject *args, PyObject *kwds)
     SwCarrierObject *c = CARRIER(self);
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$OO", kwlist, &slots_obj, &dtype,
                                      &mutable_obj) ||
-        (!dtype && !PyErr_Format(PyExc_TypeError, "missing required argument 'dtype'"))) {
+        (!dtype && !PyErr_Format(PyExc_TypeError, "missing required argument 'dtype'")))
         /* Name the class, which is what the user called. */
-        PyObject *type, *exc, *tb;
-        PyErr_Fetch(&type, &exc, &tb);
-        PyErr_Format(PyExc_TypeError, "%s(slots, *, dtype, mutable=True): %S", cname(self),
-                     exc ? exc : Py_None);
-        Py_XDECREF(type);
-        Py_XDECREF(exc);
-        Py_XDECREF(tb);
-        return -1;
-    }
+        return sw_py_reraise_prefixed(PyExc_TypeError, "%s(slots, *, dtype, mutable=True)",
+                                      cname(self));
     if (c->storage_dtype) {
         PyErr_Format(PyExc_RuntimeError, "this %s is already constructed", cname(self));
         return -1;

@@ -1,6 +1,8 @@
 /* The one place core status codes become Python exceptions. */
 #include "sw_python.h"
 
+#include <stdarg.h>
+
 int sw_py_raise(const sw_error *err)
 {
     PyObject *type;
@@ -58,4 +60,30 @@ PyObject *sw_py_types_attr(const char *name)
     PyObject *attr = PyObject_GetAttrString(mod, name);
     Py_DECREF(mod);
     return attr;
+}
+
+PyObject *sw_py_take_exception(void)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (value && tb)
+        PyException_SetTraceback(value, tb);
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+    return value;
+}
+
+int sw_py_reraise_prefixed(PyObject *type, const char *fmt, ...)
+{
+    PyObject *old = sw_py_take_exception();
+    va_list va;
+    va_start(va, fmt);
+    PyObject *prefix = PyUnicode_FromFormatV(fmt, va);
+    va_end(va);
+    if (prefix)
+        PyErr_Format(type, "%U: %S", prefix, old ? old : Py_None);
+    Py_XDECREF(prefix);
+    Py_XDECREF(old);
+    return -1;
 }

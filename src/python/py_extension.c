@@ -272,9 +272,12 @@ RECORD_TYPE(SwTransferProvider_Type, "TransferProvider", 1, transfer_provider_me
 RECORD_TYPE(SwPreparedTransfer_Type, "PreparedTransfer", 1, prepared_members, prepared_new,
             "PreparedTransfer(submit)\n--\n\n"
             "A transfer that is ready to start. move_async calls submit() once, on the\n"
-            "calling thread, with access to both carriers; it returns None when the\n"
-            "destination is filled, or a ProviderCompletion that finishes later.\n"
-            "Raises TypeError when submit is not callable.");
+            "calling thread, with access to both carriers (carrier[i] reads and\n"
+            "destination[i] = v writes work there and change no version); it returns\n"
+            "None when the destination is filled, or a ProviderCompletion that\n"
+            "finishes later. That access belongs to the calling thread: work that\n"
+            "finishes on another thread writes the destination's own storage\n"
+            "directly. Raises TypeError when submit is not callable.");
 
 /* ---- TransferRoute (X-7) ---------------------------------------------------------- */
 

@@ -78,19 +78,6 @@ static void inflight_add(long delta)
     pthread_mutex_unlock(&inflight_mu);
 }
 
-/* The pending exception as one instance carrying its traceback. */
-static PyObject *take_exception(void)
-{
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    PyErr_NormalizeException(&type, &value, &tb);
-    if (value && tb)
-        PyException_SetTraceback(value, tb);
-    Py_XDECREF(type);
-    Py_XDECREF(tb);
-    return value;
-}
-
 /* ---- validation (the seed's table, rows 1-8) ------------------------------ */
 
 static const char *cname(PyObject *carrier)
@@ -259,16 +246,16 @@ static PyObject *validate_result(move_request *r)
     if (CARRIER(r->destination)->released) {
         PyErr_Format(PyExc_RuntimeError, "the destination %s carrier was released during "
                      "the move", cname(r->destination));
-        return take_exception();
+        return sw_py_take_exception();
     }
     if (sw_py_carrier_size(r->destination, &size) < 0)
-        return take_exception();
+        return sw_py_take_exception();
     if (size < r->cosize) {
         PyErr_Format(PyExc_RuntimeError,
                      "the destination %s carrier shrank to %lld slots during the move "
                      "(needs %lld)", cname(r->destination), (long long)size,
                      (long long)r->cosize);
-        return take_exception();
+        return sw_py_take_exception();
     }
     return NULL;
 }
@@ -280,7 +267,7 @@ static void commit(move_request *r, PyObject *error)
     PyObject *err = Py_XNewRef(error);
     if (!err && r->status != SW_OK) {
         sw_py_raise(&r->err);
-        err = take_exception();
+        err = sw_py_take_exception();
     }
     if (!err)
         err = validate_result(r);
@@ -290,7 +277,7 @@ static void commit(move_request *r, PyObject *error)
     if (!err && r->node)
         sw_py_move_node_attach(r->node, r->output);
     if (!err && sw_py_carrier_release(r->source) < 0)
-        err = take_exception();
+        err = sw_py_take_exception();
     if (err && r->node) {
         sw_py_operation_clear_saved(r->node);
         if (TENSOR(r->output)->autograd_ctx == r->node)
@@ -406,7 +393,7 @@ static void release_held(void)
         if (!held_head)
             held_tail = NULL;
         if (submit_job(r) < 0) {
-            PyObject *e = take_exception();
+            PyObject *e = sw_py_take_exception();
             commit(r, e);
             Py_XDECREF(e);
             inflight_add(-1);
@@ -476,7 +463,7 @@ static PyObject *run_python_copy(move_request *r, PyObject *op, PyObject *tensor
 {
     PyObject *count = PyLong_FromLongLong(r->cosize);
     if (!count)
-        return take_exception();
+        return sw_py_take_exception();
     sw_py_carrier_begin_transfer(r->source);
     sw_py_carrier_begin_transfer(r->destination);
     PyObject *res = PyObject_CallMethodObjArgs(op, str_copy, tensor, r->destination,
@@ -485,13 +472,13 @@ static PyObject *run_python_copy(move_request *r, PyObject *op, PyObject *tensor
     sw_py_carrier_end_transfer(r->source);
     Py_DECREF(count);
     if (!res)
-        return take_exception();
+        return sw_py_take_exception();
     int is_none = res == Py_None;
     Py_DECREF(res);
     if (is_none)
         return NULL;
     PyErr_Format(PyExc_TypeError, "%s._copy must return None", _PyType_Name(Py_TYPE(op)));
-    return take_exception();
+    return sw_py_take_exception();
 }
 
 /* From here on every failure is the handle's. */
@@ -511,7 +498,7 @@ static void submit(move_request *r, PyObject *op, PyObject *tensor)
         if (c == 1 && enqueue(r) == 0)
             return;
         if (c != 0) { /* describe or enqueue failed */
-            PyObject *e = take_exception();
+            PyObject *e = sw_py_take_exception();
             commit(r, e);
             Py_XDECREF(e);
             return;
@@ -626,7 +613,7 @@ static void submit_prepared(move_request *r)
         inflight_add(-1);
         res = NULL; /* owned by the request now */
     }
-    PyObject *e = PyErr_Occurred() ? take_exception() : NULL;
+    PyObject *e = PyErr_Occurred() ? sw_py_take_exception() : NULL;
     if (res && res != Py_None)
         Py_CLEAR(res);
     Py_XDECREF(res);

@@ -274,19 +274,12 @@ int sw_py_move_capture_reverse(PyObject *source, PyObject *destination, PyObject
 {
     if (resolve_reverse(source, destination, reverse) == 0)
         return 0;
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    PyErr_Format(PyExc_NotImplementedError,
-                 "a differentiable move from %s to %s needs a move back from %s to %s "
-                 "for its gradient, and there is none (%S); add one, or move "
-                 "inside no_grad()",
-                 _PyType_Name(Py_TYPE(source)), _PyType_Name(Py_TYPE(destination)),
-                 _PyType_Name(Py_TYPE(destination)), _PyType_Name(Py_TYPE(source)),
-                 value ? value : Py_None);
-    Py_XDECREF(type);
-    Py_XDECREF(value);
-    Py_XDECREF(tb);
-    return -1;
+    return sw_py_reraise_prefixed(
+        PyExc_NotImplementedError,
+        "a differentiable move from %s to %s needs a move back from %s to %s for its "
+        "gradient (add one, or move inside no_grad())",
+        _PyType_Name(Py_TYPE(source)), _PyType_Name(Py_TYPE(destination)),
+        _PyType_Name(Py_TYPE(destination)), _PyType_Name(Py_TYPE(source)));
 }
 
 void sw_py_move_node_prepare(PyObject *op, PyObject *reverse)

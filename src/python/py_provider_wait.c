@@ -89,18 +89,6 @@ int sw_py_check_provider_completion(PyObject *obj)
 
 /* ---- one wait ----------------------------------------------------------------- */
 
-static PyObject *take_exception(void)
-{
-    PyObject *type, *value, *tb;
-    PyErr_Fetch(&type, &value, &tb);
-    PyErr_NormalizeException(&type, &value, &tb);
-    if (value && tb)
-        PyException_SetTraceback(value, tb);
-    Py_XDECREF(type);
-    Py_XDECREF(tb);
-    return value;
-}
-
 /* wait(), then the result must be None and `done` True. */
 static void run_wait(sw_provider_wait *w)
 {
@@ -114,7 +102,7 @@ static void run_wait(sw_provider_wait *w)
                         "ProviderCompletion.done is still False after wait() returned");
     Py_XDECREF(r);
     if (PyErr_Occurred())
-        w->error = take_exception();
+        w->error = sw_py_take_exception();
     w->finish(w);
     if (PyErr_Occurred())
         PyErr_WriteUnraisable(NULL);

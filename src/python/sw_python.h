@@ -19,6 +19,14 @@
 /* Raise the Python exception for a core status (one mapping, here) and
  * return -1. SW_EIO raises OSError with err->sys_errno. */
 int sw_py_raise(const sw_error *err);
+/* The pending exception as one instance carrying its traceback (new
+ * reference; NULL when none is pending): what a handle records as its
+ * terminal failure. */
+PyObject *sw_py_take_exception(void);
+/* Replace the pending exception by `type` with the message
+ * "<fmt % args>: <old message>", so the user sees what was being done.
+ * Returns -1. */
+int sw_py_reraise_prefixed(PyObject *type, const char *fmt, ...);
 /* Import strideweave._types and return attribute `name` (new reference). */
 PyObject *sw_py_types_attr(const char *name);
 /* G-2 integer check: operator.index-able and not bool. 1/0. */
