@@ -621,7 +621,8 @@ static int check_definition_target(PyObject *cls, PyObject *definition)
     }
     if (PyType_IsSubtype(t, &SwDependentCarrier_Type)) {
         PyErr_Format(PyExc_TypeError,
-                     "%s is a DependentCarrier: composite carriers cannot be defined", name);
+                     "%s is a DependentCarrier: composite carriers cannot be defined%s", name,
+                     sw_py_definition_of(t) ? " (it already has a CarrierDefinition)" : "");
         return -1;
     }
     int seen = is_observed(t);
@@ -660,6 +661,47 @@ static PyObject *register_carrier_definition(PyObject *mod, PyObject *const *arg
     if (rc < 0)
         return NULL;
     Py_RETURN_NONE;
+}
+
+/* A shipped carrier that manages its own storage in C but is
+ * definition-backed for dispatch (TiledEvictable): its definition has no
+ * routes, no fallback, and storage callbacks that are never called (the
+ * class is a C type, so its instances never take the provider path). */
+static PyObject *own_storage(PyObject *self, PyObject *args)
+{
+    (void)self;
+    (void)args;
+    PyErr_SetString(PyExc_RuntimeError,
+                    "this shipped carrier keeps its own storage; its StorageProvider is "
+                    "never called");
+    return NULL;
+}
+
+static PyMethodDef own_storage_def = {"own_storage", own_storage, METH_VARARGS, NULL};
+
+int sw_py_register_shipped_definition(PyTypeObject *cls)
+{
+    PyObject *fn = PyCFunction_New(&own_storage_def, NULL);
+    if (!fn)
+        return -1;
+    PyObject *cb[SW_STORAGE_NFIELDS] = {fn, fn, fn, fn, fn, fn, Py_False};
+    PyObject *storage = record_make(&SwStorageProvider_Type, cb);
+    PyObject *routes = storage ? PyTuple_New(0) : NULL;
+    PyObject *def = NULL;
+    if (routes) {
+        PyObject *v[SW_DEFINITION_NFIELDS] = {storage, Py_None, routes, Py_None, routes};
+        def = record_make(&SwCarrierDefinition_Type, v);
+    }
+    PyObject *key = def ? class_key(cls) : NULL;
+    PyObject *entry = key ? PyTuple_Pack(2, (PyObject *)cls, def) : NULL;
+    int rc = entry ? PyDict_SetItem(definitions, key, entry) : -1;
+    Py_XDECREF(entry);
+    Py_XDECREF(key);
+    Py_XDECREF(def);
+    Py_XDECREF(routes);
+    Py_XDECREF(storage);
+    Py_DECREF(fn);
+    return rc;
 }
 
 /* ---- route resolution (X-14) ------------------------------------------------------ */

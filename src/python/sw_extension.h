@@ -41,6 +41,11 @@ extern PyTypeObject SwTransferRouteMove_Type;
 /* The CarrierDefinition registered for exactly `cls` (no base-class
  * lookup), borrowed, or NULL (no exception) for a definition-free class. */
 PyObject *sw_py_definition_of(PyTypeObject *cls);
+/* Make the shipped C carrier type `cls` definition-backed with no routes
+ * and no fallback (TiledEvictable): moves from or into it fail
+ * NotImplementedError, legacy registry calls naming it RuntimeError, and
+ * registering a definition for it TypeError. Call from its init. */
+int sw_py_register_shipped_definition(PyTypeObject *cls);
 /* freeze the definition status of exactly `cls`. 0 / -1. */
 int sw_py_observe_class(PyTypeObject *cls);
 
