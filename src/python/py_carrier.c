@@ -28,6 +28,8 @@ const sw_carrier_ops *sw_carrier_builtin_ops(PyObject *obj)
         return &sw_generic_ops;
     if (t == &SwFileBacked_Type)
         return &sw_file_backed_ops;
+    if (t == &SwEvictable_Type)
+        return &sw_evictable_ops;
     return NULL;
 }
 
@@ -305,9 +307,21 @@ static int check_range(PyObject *self, int64_t index)
     return 0;
 }
 
+/* A carrier that exists but cannot reach its slots right now (an evicted
+ * Evictable) answers reads and writes like a released one. */
+static int refuse_unavailable(PyObject *self)
+{
+    const sw_carrier_ops *ops = sw_carrier_builtin_ops(self);
+    const char *why = ops && ops->unavailable ? ops->unavailable(self) : NULL;
+    if (!why)
+        return 0;
+    PyErr_SetString(PyExc_RuntimeError, why);
+    return -1;
+}
+
 static int refuse_read(PyObject *self)
 {
-    if (refuse_released(self, "read") < 0)
+    if (refuse_released(self, "read") < 0 || refuse_unavailable(self) < 0)
         return -1;
     if ((CARRIER(self)->pending & SW_PENDING_DESTINATION) &&
         !has_transfer_access(CARRIER(self))) {
@@ -347,7 +361,8 @@ static int store_value(PyObject *self, int64_t index, PyObject *value)
          * freed, a released FileBacked's descriptor may be reused). */
         unsigned char slot[8];
         if (sw_py_store_slot(ops->dtype(self), value, slot) < 0 ||
-            refuse_released(self, "write to") < 0 || refuse_immutable(self) < 0 ||
+            refuse_released(self, "write to") < 0 || refuse_unavailable(self) < 0 ||
+            refuse_immutable(self) < 0 ||
             check_range(self, index) < 0 || ops->store(self, index, slot) < 0)
             return -1;
         if (!has_transfer_access(c)) /* a move is not an in-place mutation */
@@ -390,7 +405,8 @@ PyObject *sw_py_carrier_getitem(PyObject *carrier, int64_t index)
 
 int sw_py_carrier_setitem(PyObject *carrier, int64_t index, PyObject *value)
 {
-    if (refuse_released(carrier, "write to") < 0 || refuse_immutable(carrier) < 0 ||
+    if (refuse_released(carrier, "write to") < 0 || refuse_unavailable(carrier) < 0 ||
+        refuse_immutable(carrier) < 0 ||
         check_range(carrier, index) < 0)
         return -1;
     return store_value(carrier, index, value);
@@ -410,8 +426,9 @@ PyObject *sw_carrier_get_checked(PyObject *self, PyObject *index)
 int sw_carrier_set_checked(PyObject *self, PyObject *index, PyObject *value)
 {
     int64_t i;
-    if (refuse_released(self, "write to") < 0 || parse_index(index, &i) < 0 ||
-        refuse_released(self, "write to") < 0 || refuse_immutable(self) < 0 ||
+    if (refuse_released(self, "write to") < 0 || refuse_unavailable(self) < 0 ||
+        parse_index(index, &i) < 0 || refuse_released(self, "write to") < 0 ||
+        refuse_unavailable(self) < 0 || refuse_immutable(self) < 0 ||
         check_range(self, i) < 0)
         return -1;
     return store_value(self, i, value);
@@ -742,6 +759,8 @@ int sw_py_carrier_supports_dtype(PyObject *carrier, PyObject *dtype)
         return -1;
     }
     const sw_carrier_ops *ops = sw_carrier_builtin_ops(carrier);
+    if (ops && ops->supports_self)
+        return ops->supports_self(carrier, SwDType_ID(dtype));
     if (ops)
         return ops->supports(SwDType_ID(dtype)) != 0;
     if (SW_DEFINED(carrier))
@@ -771,12 +790,29 @@ static PyObject *carrier_increment_version(PyObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+static int release_storage(PyObject *carrier);
+
 /* C-15: idempotent; owned without owner access or pending → RuntimeError. */
 int sw_py_carrier_release(PyObject *carrier)
 {
-    SwCarrierObject *c = CARRIER(carrier);
     if (refuse_guarded(carrier, "release", 0) < 0)
         return -1;
+    return release_storage(carrier);
+}
+
+/* A move's commit releases its source on whichever thread commits: the
+ * initiating thread had the access a release needs (ownership was checked
+ * when the move started), so only the pending guard applies here. */
+int sw_py_carrier_release_moved(PyObject *carrier)
+{
+    if (CARRIER(carrier)->pending)
+        return refuse_guarded(carrier, "release", 0);
+    return release_storage(carrier);
+}
+
+static int release_storage(PyObject *carrier)
+{
+    SwCarrierObject *c = CARRIER(carrier);
     if (c->released)
         return 0;
     const sw_carrier_ops *ops = sw_carrier_builtin_ops(carrier);
@@ -946,6 +982,45 @@ static PyObject *carrier_has_owner_access(PyObject *self, PyObject *unused)
 {
     (void)unused;
     return PyBool_FromLong(has_owner_access(CARRIER(self)));
+}
+
+/* The ownership protocol for composites written in C (Evictable,
+ * TiledEvictable): the same rules as the methods above, without Python
+ * objects for the token. */
+int64_t sw_py_carrier_claim(PyObject *carrier)
+{
+    PyObject *r = carrier_claim_ownership(carrier, NULL);
+    if (!r)
+        return -1;
+    Py_DECREF(r);
+    return CARRIER(carrier)->owner_token;
+}
+
+void sw_py_carrier_relinquish(PyObject *carrier, int64_t token)
+{
+    SwCarrierObject *c = CARRIER(carrier);
+    if (token == 0 || c->owner_token != token)
+        return;
+    c->owner_token = 0;
+    c->owner_depth = 0;
+    c->owner_thread = 0;
+}
+
+int sw_py_carrier_begin_owner(PyObject *carrier, int64_t token)
+{
+    PyObject *t = PyLong_FromLongLong(token);
+    PyObject *r = t ? carrier_begin_owner_access(carrier, t) : NULL;
+    Py_XDECREF(t);
+    Py_XDECREF(r);
+    return r ? 0 : -1;
+}
+
+void sw_py_carrier_end_owner(PyObject *carrier, int64_t token)
+{
+    SwCarrierObject *c = CARRIER(carrier);
+    if (c->owner_token == token && c->owner_depth > 0 &&
+        c->owner_thread == PyThread_get_thread_ident() && --c->owner_depth == 0)
+        c->owner_thread = 0;
 }
 
 static PyObject *carrier_get_version(PyObject *self, void *closure)

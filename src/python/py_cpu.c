@@ -51,10 +51,11 @@ static void host_drop(PyObject *self)
 }
 
 const sw_carrier_ops sw_cpu_ops = {
-    "CPU", host_dtype, host_size, host_load, host_store, host_supports, host_drop,
+    "CPU", host_dtype, host_size, host_load, host_store, host_supports, host_drop, NULL, NULL,
 };
 const sw_carrier_ops sw_generic_ops = {
-    "Generic", host_dtype, host_size, host_load, host_store, host_supports, host_drop,
+    "Generic", host_dtype, host_size, host_load, host_store, host_supports, host_drop, NULL,
+    NULL,
 };
 
 /* Allocate owned storage for `nslots` slots of `dtype` (at least one byte so

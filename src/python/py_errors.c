@@ -87,3 +87,9 @@ int sw_py_reraise_prefixed(PyObject *type, const char *fmt, ...)
     Py_XDECREF(old);
     return -1;
 }
+
+void sw_py_restore_exception(PyObject *exc)
+{
+    if (exc)
+        PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(exc)), exc, PyException_GetTraceback(exc));
+}

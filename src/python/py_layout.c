@@ -1342,3 +1342,16 @@ int sw_py_layout_init(PyObject *module)
     }
     return PyModule_AddFunctions(module, module_functions);
 }
+
+PyObject *sw_py_flat_layout(int64_t n)
+{
+    static const uint8_t leaf[1] = {SW_NODE_LEAF};
+    const int64_t one = 1;
+    sw_error err;
+    sw_layout *core = sw_layout_new(1, leaf, &n, &one, &err);
+    if (!core) {
+        sw_py_raise(&err);
+        return NULL;
+    }
+    return sw_py_layout_wrap(core);
+}

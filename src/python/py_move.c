@@ -276,7 +276,7 @@ static void commit(move_request *r, PyObject *error)
      * on failure it stays live with its values and version. */
     if (!err && r->node)
         sw_py_move_node_attach(r->node, r->output);
-    if (!err && sw_py_carrier_release(r->source) < 0)
+    if (!err && sw_py_carrier_release_moved(r->source) < 0)
         err = sw_py_take_exception();
     if (err && r->node) {
         sw_py_operation_clear_saved(r->node);

@@ -384,10 +384,19 @@ static int selects(PyObject *profiler, PyObject *a, PyObject *b)
     return 0;
 }
 
+static _Thread_local int internal_moves; /* > 0: tier transitions running here */
+
+void sw_py_profile_internal_moves(int delta)
+{
+    internal_moves += delta;
+}
+
 sw_move_trace *sw_py_profile_move_begin(PyObject *source, PyObject *destination,
                                         PyObject *op_type, PyObject *route_id,
                                         uint64_t start_ns)
 {
+    if (internal_moves > 0)
+        return NULL;
     PyObject *p = current();
     PyObject *st = (PyObject *)Py_TYPE(source), *dt = (PyObject *)Py_TYPE(destination);
     if (!p || !selects(p, st, dt))

@@ -22,14 +22,31 @@ typedef struct sw_carrier_ops {
     int (*store)(PyObject *self, int64_t index, const void *slot);
     int (*supports)(sw_dtype dtype);        /* C-6 table */
     void (*drop)(PyObject *self);           /* free storage (C-15) */
+    /* Optional. A message when the live carrier cannot reach its slots
+     * now (reads and writes fail RuntimeError with it), else NULL. */
+    const char *(*unavailable)(PyObject *self);
+    /* Optional. C-6 for carriers whose answer depends on the instance
+     * (composites: the tiers' intersection); 1/0/-1. */
+    int (*supports_self)(PyObject *self, sw_dtype dtype);
 } sw_carrier_ops;
 
 extern const sw_carrier_ops sw_generic_ops;
 extern const sw_carrier_ops sw_cpu_ops;
 extern const sw_carrier_ops sw_file_backed_ops;
+extern const sw_carrier_ops sw_evictable_ops;
 
 /* ops for an object whose type is exactly a built-in carrier, else NULL. */
 const sw_carrier_ops *sw_carrier_builtin_ops(PyObject *obj);
+
+/* Ownership (C-13) for composites written in C: claim returns the token
+ * (-1 with RuntimeError when released, owned or pending); relinquish and
+ * end do nothing for a wrong token. */
+int64_t sw_py_carrier_claim(PyObject *carrier);
+void sw_py_carrier_relinquish(PyObject *carrier, int64_t token);
+int sw_py_carrier_begin_owner(PyObject *carrier, int64_t token);
+void sw_py_carrier_end_owner(PyObject *carrier, int64_t token);
+/* The release a move's commit does to its source (see py_carrier.c). */
+int sw_py_carrier_release_moved(PyObject *carrier);
 
 /* A fresh instance of `type` (a Carrier subtype) with framework state set
  * (C-1). */

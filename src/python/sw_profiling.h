@@ -21,6 +21,9 @@ sw_move_trace *sw_py_profile_move_begin(PyObject *source, PyObject *destination,
                                         PyObject *op_type, PyObject *route_id,
                                         uint64_t start_ns);
 void sw_py_profile_move_submitted(sw_move_trace *trace);
+/* Framework-internal moves (tier transitions) record nothing: +1 before
+ * starting one on this thread, -1 after. */
+void sw_py_profile_internal_moves(int delta);
 void sw_py_profile_move_completed(sw_move_trace *trace, int succeeded);
 
 /* The profiling span of one dispatched operation execution: NULL when no

@@ -19,6 +19,8 @@
 /* Raise the Python exception for a core status (one mapping, here) and
  * return -1. SW_EIO raises OSError with err->sys_errno. */
 int sw_py_raise(const sw_error *err);
+/* Raise `exc` again (an instance from sw_py_take_exception; stolen). */
+void sw_py_restore_exception(PyObject *exc);
 /* The pending exception as one instance carrying its traceback (new
  * reference; NULL when none is pending): what a handle records as its
  * terminal failure. */
@@ -53,6 +55,7 @@ int sw_py_await_init(PyObject *module);
 int sw_py_move_operation_init(PyObject *module);
 int sw_py_move_init(PyObject *module);
 int sw_py_extension_init(PyObject *module);
+int sw_py_evictable_init(PyObject *module);
 int sw_py_profiling_init(PyObject *module);
 int sw_py_minimal_ops_init(PyObject *module);
 
@@ -85,6 +88,8 @@ PyObject *sw_py_stride_wrap(sw_layout *layout);
  * count in *nleaves (may be NULL). Shared so Layout,
  * Tensor indexing (py_tensor.c) and slicing (py_view.c) walk modes alike. */
 int32_t sw_py_mode_end(const uint8_t *profile, int32_t p, int32_t *nleaves);
+/* The flat Layout (n):(1) of a whole carrier (n >= 1). */
+PyObject *sw_py_flat_layout(int64_t n);
 /* Layout.canonical(shape) for a Shape object (L-15). */
 PyObject *sw_py_layout_canonical(PyObject *shape);
 
@@ -130,6 +135,7 @@ extern PyTypeObject SwGeneric_Type;
 extern PyTypeObject SwCPU_Type;
 extern PyTypeObject SwFileBacked_Type;
 extern PyTypeObject SwMetal_Type;  /* never instantiated on our hosts */
+extern PyTypeObject SwEvictable_Type;
 
 /* Framework state every carrier has from allocation (C-1). */
 typedef struct SwCarrierObject {

@@ -11,8 +11,9 @@ from strideweave._C import (
     CPU,
     FileBacked,
     Metal,
+    Evictable,
 )
-from strideweave.carriers import base, dtype, generic, cpu, file_backed, metal, move, extension
+from strideweave.carriers import base, dtype, generic, cpu, file_backed, metal, move, extension, evictable
 
 __all__ = [
     "DType",
@@ -25,6 +26,7 @@ __all__ = [
     "CPU",
     "FileBacked",
     "Metal",
+    "Evictable",
     "base",
     "dtype",
     "generic",
@@ -33,4 +35,5 @@ __all__ = [
     "file_backed",
     "metal",
     "extension",
+    "evictable",
 ]

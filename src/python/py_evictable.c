@@ -1,0 +1,639 @@
+/* Evictable (contract-carriers E-1 .. E-10): a carrier whose values live in
+ * one of two tiers it owns, a primary (fast) and a secondary (large).
+ *
+ * The wrapper claims both tiers (C-13), so the caller's references to them
+ * stay readable but cannot write, release or move them. Promoted, slot
+ * access goes to the primary under owner access; evicted, it fails until
+ * promote(). evict()/promote() are ordinary moves over the flat layout
+ * (size):(1) between the exact tier classes, made with graph construction
+ * and profiling off and the tiers' owner access held by the calling
+ * thread; the move releases the tier it read. Nothing about the hierarchy
+ * changes unless the move succeeded (E-5). */
+#include "sw_carrier.h"
+#include "sw_extension.h"
+#include "sw_move.h"
+#include "sw_profiling.h"
+
+#include <string.h>
+
+#define EV(o) ((SwEvictableObject *)(o))
+#define CARRIER(o) ((SwCarrierObject *)(o))
+
+typedef struct SwEvictableObject {
+    SwCarrierObject base;
+    PyObject *primary;       /* current tiers, claimed by this wrapper */
+    PyObject *secondary;
+    int64_t primary_token;   /* 0 once relinquished */
+    int64_t secondary_token;
+    PyObject *dtype;         /* captured at construction */
+    int64_t nslots;          /* primary size at construction */
+    int evicted;
+} SwEvictableObject;
+
+PyTypeObject SwEvictable_Type;
+
+static const char *cname(PyObject *o)
+{
+    return _PyType_Name(Py_TYPE(o));
+}
+
+/* ---- carrier ops --------------------------------------------------------- */
+
+static sw_dtype ev_dtype(PyObject *self)
+{
+    return SwDType_ID(EV(self)->dtype);
+}
+
+static int64_t ev_size(PyObject *self)
+{
+    return CARRIER(self)->released ? 0 : EV(self)->nslots;
+}
+
+static const char *ev_unavailable(PyObject *self)
+{
+    return EV(self)->evicted ? "this Evictable is evicted: call promote() before reading or "
+                               "writing its slots"
+                             : NULL;
+}
+
+static PyObject *ev_load(PyObject *self, int64_t index)
+{
+    SwEvictableObject *e = EV(self);
+    if (sw_py_carrier_begin_owner(e->primary, e->primary_token) < 0)
+        return NULL;
+    PyObject *v = sw_py_carrier_getitem(e->primary, index);
+    sw_py_carrier_end_owner(e->primary, e->primary_token);
+    return v;
+}
+
+static int ev_store(PyObject *self, int64_t index, const void *slot)
+{
+    SwEvictableObject *e = EV(self);
+    PyObject *v = sw_py_load_slot(ev_dtype(self), slot);
+    if (!v || sw_py_carrier_begin_owner(e->primary, e->primary_token) < 0) {
+        Py_XDECREF(v);
+        return -1;
+    }
+    int rc = sw_py_carrier_setitem(e->primary, index, v);
+    sw_py_carrier_end_owner(e->primary, e->primary_token);
+    Py_DECREF(v);
+    return rc;
+}
+
+static int ev_supports(sw_dtype dtype)
+{
+    (void)dtype;
+    return 0; /* unused: supports_self answers */
+}
+
+/* The tiers' intersection, asked of the tier objects in any state. */
+static int ev_supports_self(PyObject *self, sw_dtype dtype)
+{
+    PyObject *d = sw_py_dtype(dtype);
+    int a = sw_py_carrier_supports_dtype(EV(self)->primary, d);
+    if (a <= 0)
+        return a;
+    return sw_py_carrier_supports_dtype(EV(self)->secondary, d);
+}
+
+/* Release a claimed tier through owner access, then let it go. */
+static int release_tier(PyObject *tier, int64_t *token)
+{
+    int rc = 0;
+    if (*token && !CARRIER(tier)->released) {
+        rc = sw_py_carrier_begin_owner(tier, *token);
+        if (rc == 0) {
+            rc = sw_py_carrier_release(tier);
+            sw_py_carrier_end_owner(tier, *token);
+        }
+    }
+    if (rc == 0) {
+        sw_py_carrier_relinquish(tier, *token);
+        *token = 0;
+    }
+    return rc;
+}
+
+/* E-8: both tiers go. A tier that refuses is reported, not fatal: the
+ * hierarchy is released either way. */
+static void ev_drop(PyObject *self)
+{
+    SwEvictableObject *e = EV(self);
+    if (release_tier(e->primary, &e->primary_token) < 0)
+        PyErr_WriteUnraisable(self);
+    if (release_tier(e->secondary, &e->secondary_token) < 0)
+        PyErr_WriteUnraisable(self);
+}
+
+const sw_carrier_ops sw_evictable_ops = {
+    .name = "Evictable",
+    .dtype = ev_dtype,
+    .size = ev_size,
+    .load = ev_load,
+    .store = ev_store,
+    .supports = ev_supports,
+    .drop = ev_drop,
+    .unavailable = ev_unavailable,
+    .supports_self = ev_supports_self,
+};
+
+/* ---- construction (E-1, E-10) ---------------------------------------------- */
+
+static int is_block_device_carrier(PyObject *tier)
+{
+    return strcmp(Py_TYPE(tier)->tp_name, "strideweave.BlockDeviceCarrier") == 0;
+}
+
+/* E-10: the exact pair must be able to move a -> b now. */
+static int check_edge(PyObject *a, PyObject *b)
+{
+    sw_route route;
+    if (sw_py_route_resolve(Py_TYPE(a), Py_TYPE(b), &route) < 0)
+        return sw_py_reraise_prefixed(PyExc_NotImplementedError,
+                                      "an Evictable needs moves both ways between its tiers");
+    int metal = Py_TYPE(a) == &SwMetal_Type || Py_TYPE(b) == &SwMetal_Type;
+    if (metal && route.op_type == (PyObject *)&SwElementwise_Type) {
+        PyErr_Format(PyExc_NotImplementedError,
+                     "an Evictable with a Metal tier needs a registered move from %s to %s",
+                     cname(a), cname(b));
+        return -1;
+    }
+    return 0;
+}
+
+/* Checks (1) to (5) for one tier. */
+static int check_tier(PyObject *tier, const char *role)
+{
+    if (!SwCarrier_Check(tier)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a Carrier, not %.100s", role,
+                     Py_TYPE(tier)->tp_name);
+        return -1;
+    }
+    return 0;
+}
+
+static int check_tiers(PyObject *p, PyObject *s)
+{
+    if (check_tier(p, "primary") < 0 || check_tier(s, "secondary") < 0)
+        return -1;
+    if (is_block_device_carrier(p) || is_block_device_carrier(s)) {
+        PyErr_SetString(PyExc_TypeError, "a BlockDeviceCarrier cannot be an Evictable tier");
+        return -1;
+    }
+    if (p == s) {
+        PyErr_SetString(PyExc_ValueError, "primary and secondary must be different carriers");
+        return -1;
+    }
+    PyObject *tiers[2] = {p, s};
+    const char *roles[2] = {"primary", "secondary"};
+    for (int i = 0; i < 2; i++)
+        if (CARRIER(tiers[i])->released) {
+            PyErr_Format(PyExc_RuntimeError, "the %s %s carrier is released", roles[i],
+                         cname(tiers[i]));
+            return -1;
+        }
+    for (int i = 0; i < 2; i++)
+        if (CARRIER(tiers[i])->owner_token != 0) {
+            PyErr_Format(PyExc_RuntimeError,
+                         "the %s %s carrier is already owned by another composite", roles[i],
+                         cname(tiers[i]));
+            return -1;
+        }
+    return 0;
+}
+
+static int check_dtypes_and_size(PyObject *p, PyObject *s, PyObject **dtype, int64_t *n)
+{
+    PyObject *pd = sw_py_carrier_dtype(p);
+    PyObject *sd = pd ? sw_py_carrier_dtype(s) : NULL;
+    int rc = -1;
+    if (sd && pd != sd)
+        PyErr_Format(PyExc_TypeError, "the tiers hold different dtypes (%s and %s)",
+                     sw_dtype_info_of(SwDType_ID(pd))->name,
+                     sw_dtype_info_of(SwDType_ID(sd))->name);
+    else if (sd) {
+        int m = sw_py_carrier_is_mutable(s);
+        if (m == 0)
+            PyErr_Format(PyExc_RuntimeError, "the secondary %s carrier is not mutable",
+                         cname(s));
+        if (m > 0 && sw_py_carrier_size(p, n) == 0) {
+            if (*n == 0)
+                PyErr_SetString(PyExc_ValueError, "the primary carrier is empty (size 0)");
+            else
+                rc = 0;
+        }
+    }
+    if (rc == 0)
+        *dtype = Py_NewRef(pd);
+    Py_XDECREF(pd);
+    Py_XDECREF(sd);
+    return rc;
+}
+
+/* Check (10): claim primary then secondary, or neither. */
+static int claim_tiers(SwEvictableObject *e)
+{
+    e->primary_token = sw_py_carrier_claim(e->primary);
+    if (e->primary_token < 0) {
+        e->primary_token = 0;
+        return -1;
+    }
+    e->secondary_token = sw_py_carrier_claim(e->secondary);
+    if (e->secondary_token < 0) {
+        e->secondary_token = 0;
+        sw_py_carrier_relinquish(e->primary, e->primary_token);
+        e->primary_token = 0;
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *ev_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"primary", "secondary", NULL};
+    PyObject *p, *s, *dtype = NULL;
+    int64_t n = 0;
+    if (sw_carrier_check_exact(type, &SwEvictable_Type) < 0 ||
+        !PyArg_ParseTupleAndKeywords(args, kwds, "OO:Evictable", kwlist, &p, &s) ||
+        check_tiers(p, s) < 0 || check_dtypes_and_size(p, s, &dtype, &n) < 0)
+        return NULL;
+    int mutable_ = sw_py_carrier_is_mutable(p);
+    /* The checks above ran tier hooks (user code): repeat the state checks
+     * with no Python in between them and the claims. */
+    if (mutable_ < 0 || check_edge(p, s) < 0 || check_edge(s, p) < 0 || check_tiers(p, s) < 0) {
+        Py_DECREF(dtype);
+        return NULL;
+    }
+    PyObject *self = sw_carrier_alloc(type, mutable_);
+    if (!self) {
+        Py_DECREF(dtype);
+        return NULL;
+    }
+    SwEvictableObject *e = EV(self);
+    e->primary = Py_NewRef(p);
+    e->secondary = Py_NewRef(s);
+    e->dtype = dtype;
+    e->nslots = n;
+    if (claim_tiers(e) < 0)
+        Py_CLEAR(self);
+    return self;
+}
+
+/* ---- transitions (E-4, E-5, E-6) ------------------------------------------------ */
+
+static int refuse_transition(PyObject *self, const char *what)
+{
+    SwCarrierObject *c = CARRIER(self);
+    if (sw_py_carrier_owned_elsewhere(self)) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "cannot %s an Evictable owned by a composite carrier without owner access",
+                     what);
+        return -1;
+    }
+    if (c->released) {
+        PyErr_Format(PyExc_RuntimeError, "cannot %s a released Evictable", what);
+        return -1;
+    }
+    if (c->pending) {
+        PyErr_Format(PyExc_RuntimeError, "cannot %s an Evictable that is pending in a move",
+                     what);
+        return -1;
+    }
+    return 0;
+}
+
+/* The target tier when it is live and big enough, else a fresh one from
+ * its factory. *fresh tells which. */
+static PyObject *transition_destination(SwEvictableObject *e, PyObject *target, int *fresh)
+{
+    int64_t size = 0;
+    if (!CARRIER(target)->released && sw_py_carrier_size(target, &size) < 0)
+        return NULL;
+    *fresh = CARRIER(target)->released || size < e->nslots;
+    if (!*fresh)
+        return Py_NewRef(target);
+    PyObject *fn = PyObject_GetAttrString(target, "allocate_like");
+    PyObject *args = fn ? Py_BuildValue("(L)", (long long)e->nslots) : NULL;
+    PyObject *kwargs =
+        args ? Py_BuildValue("{s:O,s:O}", "mutable", Py_True, "dtype", e->dtype) : NULL;
+    PyObject *d = kwargs ? PyObject_Call(fn, args, kwargs) : NULL;
+    Py_XDECREF(kwargs);
+    Py_XDECREF(args);
+    Py_XDECREF(fn);
+    if (d && !SwCarrier_Check(d)) {
+        PyErr_Format(PyExc_TypeError, "%s.allocate_like returned %.100s, not a Carrier",
+                     cname(target), Py_TYPE(d)->tp_name);
+        Py_CLEAR(d);
+    }
+    return d;
+}
+
+/* The move itself: (n):(1) from `from` into `dst`, blocking, no graph, no
+ * profiling record, with owner access to the claimed tiers on this
+ * thread. Returns the moved Tensor. */
+static PyObject *move_tier(SwEvictableObject *e, PyObject *from, int64_t from_token,
+                           PyObject *dst, int64_t dst_token)
+{
+    PyObject *layout = sw_py_flat_layout(e->nslots);
+    PyObject *t = layout ? sw_py_tensor_new1(from, 0, layout) : NULL;
+    Py_XDECREF(layout);
+    if (!t)
+        return NULL;
+    if (sw_py_carrier_begin_owner(from, from_token) < 0) {
+        Py_DECREF(t);
+        return NULL;
+    }
+    if (dst_token && sw_py_carrier_begin_owner(dst, dst_token) < 0) {
+        sw_py_carrier_end_owner(from, from_token);
+        Py_DECREF(t);
+        return NULL;
+    }
+    int was = sw_py_grad_enabled();
+    sw_py_set_grad_enabled(0);
+    sw_py_profile_internal_moves(1);
+    PyObject *handle = sw_py_move_initiate(t, dst, NULL);
+    sw_py_profile_internal_moves(-1);
+    sw_py_set_grad_enabled(was);
+    PyObject *moved = handle ? sw_py_await_wait(handle) : NULL;
+    Py_XDECREF(handle);
+    if (dst_token)
+        sw_py_carrier_end_owner(dst, dst_token);
+    sw_py_carrier_end_owner(from, from_token);
+    Py_DECREF(t);
+    if (moved && ((SwTensorObject *)moved)->subs[0].carrier != dst) {
+        PyErr_SetString(PyExc_RuntimeError, "the tier move did not land on its destination");
+        Py_CLEAR(moved);
+    }
+    return moved;
+}
+
+static int transition(PyObject *self, int evict)
+{
+    SwEvictableObject *e = EV(self);
+    if (refuse_transition(self, evict ? "evict" : "promote") < 0)
+        return -1;
+    if (e->evicted == evict)
+        return 0;
+    PyObject **from = evict ? &e->primary : &e->secondary;
+    PyObject **to = evict ? &e->secondary : &e->primary;
+    int64_t *from_token = evict ? &e->primary_token : &e->secondary_token;
+    int64_t *to_token = evict ? &e->secondary_token : &e->primary_token;
+    int fresh;
+    PyObject *dst = transition_destination(e, *to, &fresh);
+    if (!dst)
+        return -1;
+    PyObject *moved = NULL;
+    if (refuse_transition(self, evict ? "evict" : "promote") == 0)
+        moved = move_tier(e, *from, *from_token, dst, fresh ? 0 : *to_token);
+    if (!moved) {
+        if (fresh && !CARRIER(dst)->released && sw_py_carrier_release(dst) < 0)
+            PyErr_WriteUnraisable(self); /* the move's own error wins */
+        Py_DECREF(dst);
+        return -1;
+    }
+    Py_DECREF(moved);
+    if (fresh) {
+        int64_t token = sw_py_carrier_claim(dst);
+        if (token < 0 || release_tier(*to, to_token) < 0) {
+            /* Cannot happen for a carrier fresh from a factory; keep the
+             * hierarchy consistent anyway. */
+            PyErr_WriteUnraisable(self);
+            sw_py_carrier_relinquish(*to, *to_token);
+        }
+        Py_SETREF(*to, dst);
+        *to_token = token > 0 ? token : 0;
+    } else {
+        Py_DECREF(dst);
+    }
+    e->evicted = evict; /* the source tier was released by the move */
+    return 0;
+}
+
+static PyObject *ev_evict(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return transition(self, 1) < 0 ? NULL : Py_NewRef(Py_None);
+}
+
+static PyObject *ev_promote(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return transition(self, 0) < 0 ? NULL : Py_NewRef(Py_None);
+}
+
+/* ---- introspection, factories ------------------------------------------------- */
+
+static PyObject *ev_is_evicted(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    return PyBool_FromLong(EV(self)->evicted);
+}
+
+static PyObject *ev_get_primary(PyObject *self, void *closure)
+{
+    (void)closure;
+    return Py_NewRef(EV(self)->primary);
+}
+
+static PyObject *ev_get_secondary(PyObject *self, void *closure)
+{
+    (void)closure;
+    return Py_NewRef(EV(self)->secondary);
+}
+
+/* Evictable(p, s) over two fresh tiers; both are released when it cannot
+ * be built. */
+static PyObject *wrap_fresh(PyObject *p, PyObject *s)
+{
+    PyObject *made = p && s ? PyObject_CallFunctionObjArgs((PyObject *)&SwEvictable_Type, p, s,
+                                                           NULL)
+                            : NULL;
+    if (!made) {
+        PyObject *exc = sw_py_take_exception();
+        if (p && sw_py_carrier_release(p) < 0)
+            PyErr_Clear();
+        if (s && sw_py_carrier_release(s) < 0)
+            PyErr_Clear();
+        sw_py_restore_exception(exc);
+    }
+    Py_XDECREF(p);
+    Py_XDECREF(s);
+    return made;
+}
+
+static PyObject *call_factory(PyObject *tier, const char *name, PyObject *first,
+                              PyObject *mutable_, PyObject *dtype)
+{
+    PyObject *fn = PyObject_GetAttrString(tier, name);
+    PyObject *args = fn ? PyTuple_Pack(1, first) : NULL;
+    PyObject *kwargs = args ? Py_BuildValue("{s:O,s:O}", "mutable", mutable_, "dtype", dtype)
+                            : NULL;
+    PyObject *r = kwargs ? PyObject_Call(fn, args, kwargs) : NULL;
+    Py_XDECREF(kwargs);
+    Py_XDECREF(args);
+    Py_XDECREF(fn);
+    return r;
+}
+
+/* E-9: a promoted Evictable over primary.<factory>(...) and an empty
+ * secondary of the same class. */
+static PyObject *ev_factory(PyObject *self, const char *name, PyObject *first,
+                            PyObject *mutable_, PyObject *dtype)
+{
+    PyObject *zero = PyLong_FromLong(0);
+    PyObject *p = zero ? call_factory(EV(self)->primary, name, first, mutable_, dtype) : NULL;
+    PyObject *s = p ? call_factory(EV(self)->secondary, "allocate_like", zero, Py_True, dtype)
+                    : NULL;
+    Py_XDECREF(zero);
+    if (!s && p) {
+        PyObject *exc = sw_py_take_exception();
+        if (sw_py_carrier_release(p) < 0)
+            PyErr_Clear();
+        sw_py_restore_exception(exc);
+        Py_CLEAR(p);
+    }
+    return p ? wrap_fresh(p, s) : NULL;
+}
+
+static PyObject *ev_new_like(PyObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"values", "mutable", "dtype", NULL};
+    PyObject *values, *mutable_ = Py_True, *dtype = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$OO:new_like", kwlist, &values, &mutable_,
+                                     &dtype))
+        return NULL;
+    return ev_factory(self, "new_like", values, mutable_, dtype);
+}
+
+static PyObject *ev_allocate_like(PyObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"size", "mutable", "dtype", "empty", NULL};
+    PyObject *size, *mutable_ = Py_True, *dtype = Py_None, *empty = Py_False;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$OOO:allocate_like", kwlist, &size,
+                                     &mutable_, &dtype, &empty))
+        return NULL;
+    return ev_factory(self, "allocate_like", size, mutable_, dtype);
+}
+
+static PyObject *ev_dlpack_info(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    PyErr_Format(PyExc_BufferError,
+                 "DLPack is not supported by Evictable carriers (%s): move the values to a "
+                 "CPU carrier to export them", EV(self)->evicted ? "evicted" : "promoted");
+    return NULL;
+}
+
+/* ---- lifetime ------------------------------------------------------------------- */
+
+static int ev_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(EV(self)->primary);
+    Py_VISIT(EV(self)->secondary);
+    return 0;
+}
+
+/* E-8: collecting an unreleased hierarchy only relinquishes the tiers. */
+static int ev_clear(PyObject *self)
+{
+    SwEvictableObject *e = EV(self);
+    if (e->primary)
+        sw_py_carrier_relinquish(e->primary, e->primary_token);
+    if (e->secondary)
+        sw_py_carrier_relinquish(e->secondary, e->secondary_token);
+    e->primary_token = e->secondary_token = 0;
+    Py_CLEAR(e->primary);
+    Py_CLEAR(e->secondary);
+    return 0;
+}
+
+static void ev_dealloc(PyObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    ev_clear(self);
+    Py_CLEAR(EV(self)->dtype);
+    if (CARRIER(self)->weakreflist)
+        PyObject_ClearWeakRefs(self);
+    Py_TYPE(self)->tp_free(self);
+}
+
+SW_CARRIER_CLOSED_INIT_SUBCLASS(ev_init_subclass, "Evictable")
+
+static PyMethodDef ev_methods[] = {
+    {"size", sw_carrier_meth_size, METH_NOARGS,
+     "size()\n--\n\nNumber of slots (the primary's size when built); 0 after release."},
+    {"dtype", sw_carrier_meth_dtype, METH_NOARGS, "dtype()\n--\n\nStorage DType."},
+    {"get_value", sw_carrier_meth_get_value, METH_O,
+     "get_value(index)\n--\n\nRead one slot (promoted only)."},
+    {"set_value", (PyCFunction)(void (*)(void))sw_carrier_meth_set_value, METH_FASTCALL,
+     "set_value(index, value)\n--\n\nWrite one slot (promoted only)."},
+    {"_is_mutable", sw_carrier_meth_intrinsic_mutable, METH_NOARGS,
+     "_is_mutable()\n--\n\nWhether the primary was mutable when the Evictable was built."},
+    {"is_evicted", ev_is_evicted, METH_NOARGS,
+     "is_evicted()\n--\n\nTrue while the values live in the secondary tier."},
+    {"evict", ev_evict, METH_NOARGS,
+     "evict()\n--\n\n"
+     "Move the values to the secondary tier (reusing it when it is big enough,\n"
+     "else a new carrier from its allocate_like) and release the primary's\n"
+     "storage. Slots cannot be read or written until promote(). Nothing changes\n"
+     "if the move fails; doing it twice does nothing. Raises RuntimeError for a\n"
+     "released Evictable or one owned by another composite."},
+    {"promote", ev_promote, METH_NOARGS,
+     "promote()\n--\n\n"
+     "Move the values back to the primary tier (a new carrier from the primary's\n"
+     "allocate_like when it was released) and release the secondary's storage."},
+    {"new_like", (PyCFunction)(void (*)(void))ev_new_like, METH_VARARGS | METH_KEYWORDS,
+     "new_like(values, *, mutable=True, dtype=None)\n--\n\n"
+     "A promoted Evictable over primary.new_like(values, ...) and an empty\n"
+     "carrier of the secondary's class."},
+    {"allocate_like", (PyCFunction)(void (*)(void))ev_allocate_like,
+     METH_VARARGS | METH_KEYWORDS,
+     "allocate_like(size, *, mutable=True, dtype=None, empty=False)\n--\n\n"
+     "A promoted Evictable over primary.allocate_like(size, ...) and an empty\n"
+     "carrier of the secondary's class."},
+    {"dlpack_info", ev_dlpack_info, METH_NOARGS,
+     "dlpack_info()\n--\n\nAlways raises BufferError: Evictable values are not exported."},
+    {"__init_subclass__", (PyCFunction)(void (*)(void))ev_init_subclass,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS, "Evictable is closed."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef ev_getset[] = {
+    {"primary", ev_get_primary, NULL, "The primary (fast) tier carrier.", NULL},
+    {"secondary", ev_get_secondary, NULL, "The secondary (large) tier carrier.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyTypeObject SwEvictable_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "strideweave.Evictable",
+    .tp_basicsize = sizeof(SwEvictableObject),
+    .tp_dealloc = ev_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Evictable(primary, secondary)\n--\n\n"
+              "Values that live in one of two carriers: a fast primary and a large\n"
+              "secondary. It takes ownership of both (your references to them can\n"
+              "still read but no longer write, release or move them). evict() moves\n"
+              "the values to the secondary, promote() brings them back; slots are\n"
+              "readable and writable only while promoted. Raises TypeError for\n"
+              "non-carriers, a BlockDeviceCarrier tier or different dtypes,\n"
+              "ValueError for the same carrier twice or an empty primary,\n"
+              "RuntimeError for a released, owned or (secondary) immutable tier,\n"
+              "NotImplementedError when the tiers cannot move into each other.\n\n"
+              "    e = Evictable(CPU(1024), FileBacked())\n"
+              "    e.evict(); e.promote()",
+    .tp_traverse = ev_traverse,
+    .tp_clear = ev_clear,
+    .tp_methods = ev_methods,
+    .tp_getset = ev_getset,
+    .tp_base = &SwDependentCarrier_Type,
+    .tp_init = sw_carrier_builtin_init,
+    .tp_new = ev_new,
+};
+
+int sw_py_evictable_init(PyObject *module)
+{
+    if (PyType_Ready(&SwEvictable_Type) < 0)
+        return -1;
+    return PyModule_AddObjectRef(module, "Evictable", (PyObject *)&SwEvictable_Type);
+}
