@@ -314,8 +314,10 @@ static PyObject *transition_destination(SwEvictableObject *e, PyObject *target, 
         return Py_NewRef(target);
     PyObject *fn = PyObject_GetAttrString(target, "allocate_like");
     PyObject *args = fn ? Py_BuildValue("(L)", (long long)e->nslots) : NULL;
-    PyObject *kwargs =
-        args ? Py_BuildValue("{s:O,s:O}", "mutable", Py_True, "dtype", e->dtype) : NULL;
+    /* empty=True: the move fills every slot, so zeroing first is wasted. */
+    PyObject *kwargs = args ? Py_BuildValue("{s:O,s:O,s:O}", "mutable", Py_True, "dtype",
+                                            e->dtype, "empty", Py_True)
+                            : NULL;
     PyObject *d = kwargs ? PyObject_Call(fn, args, kwargs) : NULL;
     Py_XDECREF(kwargs);
     Py_XDECREF(args);
