@@ -171,5 +171,22 @@ ones = Tensor(down.carrier.new_like([1, 1, 1, 1]), 0, down.layout)
 down.backward(ones)                 # the gradient moves back: "upload", then "download"
 print("x.grad =", x.grad.tolist(), "on", type(x.grad.carrier).__name__)
 assert x.grad.tolist() == [1.0, 1.0, 1.0, 1.0] and down.tolist() == [0.5, 1.5, 2.5, 3.5]
+
+section("9. An Evictable: values that step down to a file and back")
+hot = arange(1 << 16)                                  # 256 KiB on a CPU carrier
+tiers = sw.Evictable(hot.carrier, FileBacked())      # owns both carriers now
+et = Tensor(tiers, 0, hot.layout)
+print("promoted:", not tiers.is_evicted(), " et[1000] =", et[1000],
+      " the CPU alias is read-only now:", not hot.carrier.is_mutable())
+tiers.evict()                                          # the values move to the file
+print("evicted to", type(tiers.secondary).__name__, "of", tiers.secondary.size(),
+      "slots; CPU storage released:", hot.carrier.is_released())
+try:
+    et[1000]
+except RuntimeError as err:
+    print("reading while evicted:", err)
+tiers.promote()                                        # and back to a fresh CPU carrier
+print("promoted again: et[1000] =", et[1000], " version unchanged:", tiers.version)
+assert et[1000] == 1000.0
 print()
 print("tour complete")
