@@ -535,12 +535,14 @@ int sw_carrier_truth(PyObject *obj, int dflt)
     return obj ? PyObject_IsTrue(obj) : dflt;
 }
 
+/* `seq` is a tuple the caller made privately: a conversion hook that runs
+ * below cannot shrink it or drop its items. */
 int sw_carrier_fill_slots(sw_dtype dtype, PyObject *seq, int none_is_zero, void *buf)
 {
     size_t width = sw_dtype_slot_bytes(dtype);
-    Py_ssize_t n = PyList_GET_SIZE(seq);
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyList_GET_ITEM(seq, i);
+        PyObject *item = PyTuple_GET_ITEM(seq, i);
         char *slot = (char *)buf + (size_t)i * width;
         if (item == Py_None && none_is_zero) {
             memset(slot, 0, width);

@@ -101,14 +101,14 @@ PyObject *sw_host_new(PyTypeObject *type, sw_dtype dtype, int64_t nslots,
     return self;
 }
 
-/* Fresh host carrier of `type` holding `list` (already a list). */
-PyObject *sw_host_from_list(PyTypeObject *type, sw_dtype dtype, PyObject *list,
-                                int mutable_, int none_is_zero)
+/* Fresh host carrier of `type` holding `values` (a private tuple). */
+PyObject *sw_host_from_values(PyTypeObject *type, sw_dtype dtype, PyObject *values,
+                              int mutable_, int none_is_zero)
 {
-    PyObject *self = sw_host_new(type, dtype, PyList_GET_SIZE(list), mutable_, 1);
+    PyObject *self = sw_host_new(type, dtype, PyTuple_GET_SIZE(values), mutable_, 1);
     if (!self)
         return NULL;
-    if (sw_carrier_fill_slots(dtype, list, none_is_zero, HOST(self)->data) < 0) {
+    if (sw_carrier_fill_slots(dtype, values, none_is_zero, HOST(self)->data) < 0) {
         Py_DECREF(self);
         return NULL;
     }
@@ -151,9 +151,9 @@ PyObject *sw_host_new_like(PyObject *self, PyObject *args, PyObject *kwds)
         sw_carrier_parse_dtype(dtype_obj == Py_None ? NULL : dtype_obj,
                                HOST(self)->dtype, name, sw_host_accepted,
                                SW_HOST_NACCEPTED, &dtype) < 0 ||
-        !(list = PySequence_List(it)))
+        !(list = PySequence_Tuple(it)))
         goto done;
-    result = sw_host_from_list(Py_TYPE(self), dtype, list, mutable_, 1);
+    result = sw_host_from_values(Py_TYPE(self), dtype, list, mutable_, 1);
 done:
     Py_XDECREF(list);
     Py_DECREF(it);

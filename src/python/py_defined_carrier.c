@@ -307,29 +307,29 @@ PyObject *sw_defined_new_like(PyObject *self, PyObject *args, PyObject *kwds)
         return NULL;
     int mutable_ = sw_carrier_truth(mutable_obj, 1);
     PyObject *dtype = mutable_ < 0 ? NULL : factory_dtype(self, dtype_obj);
-    PyObject *list = dtype ? PySequence_List(it) : NULL;
+    PyObject *raw = dtype ? PySequence_Tuple(it) : NULL;
     Py_DECREF(it);
-    if (!list)
+    if (!raw)
         return NULL;
-    /* Every value is normalized before anything is made. */
-    Py_ssize_t n = PyList_GET_SIZE(list);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *v = normalize_as(dtype, PyList_GET_ITEM(list, i), 1);
-        if (!v) {
-            Py_DECREF(list);
-            return NULL;
-        }
-        PyObject *raw = PyList_GET_ITEM(list, i);
-        PyList_SET_ITEM(list, i, v);
-        Py_DECREF(raw);
+    /* Every value is normalized before anything is made, from a private
+     * tuple that conversion hooks cannot change. */
+    Py_ssize_t n = PyTuple_GET_SIZE(raw);
+    PyObject *vals = PyTuple_New(n);
+    for (Py_ssize_t i = 0; vals && i < n; i++) {
+        PyObject *v = normalize_as(dtype, PyTuple_GET_ITEM(raw, i), 1);
+        if (!v)
+            Py_CLEAR(vals);
+        else
+            PyTuple_SET_ITEM(vals, i, v);
     }
-    PyObject *made = construct_like(self, n, dtype, mutable_);
+    Py_DECREF(raw);
+    PyObject *made = vals ? construct_like(self, n, dtype, mutable_) : NULL;
     /* The provider's writes, without the framework's mutability check or
      * version: a factory's result starts at version 0. */
     for (Py_ssize_t i = 0; made && i < n; i++)
-        if (sw_defined_store(made, i, PyList_GET_ITEM(list, i)) < 0)
+        if (sw_defined_store(made, i, PyTuple_GET_ITEM(vals, i)) < 0)
             Py_CLEAR(made);
-    Py_DECREF(list);
+    Py_XDECREF(vals);
     return made;
 }
 

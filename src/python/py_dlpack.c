@@ -546,10 +546,21 @@ PyObject *sw_py_tensor_dlpack(PyObject *self, PyObject *const *args,
         }
     }
 
+    /* Every piece of user code this export can run has run by the end of
+     * this block (copy.__bool__ above, the _is_mutable hook, __index__ of
+     * the hook's numbers); only then is the pointer the capsule will hold
+     * taken, and the carrier's liveness checked again. */
     sw_dlpack_request req;
     const sw_layout *layout = SwLayout_CORE(sub->layout);
+    req.flags = 0;
+    if (versioned) {
+        int mutable_ = sw_py_carrier_is_mutable(sub->carrier); /* T-10 */
+        if (mutable_ < 0)
+            goto error;
+        if (!mutable_)
+            req.flags = DLPACK_FLAG_BITMASK_READ_ONLY;
+    }
     if (info.cpu) {
-        req.data = info.data;
         req.device_type = kDLCPU;
         req.device_id = 0;
     } else {
@@ -558,6 +569,10 @@ PyObject *sw_py_tensor_dlpack(PyObject *self, PyObject *const *args,
             to_int32(info.device_id, "device_id", &req.device_id) < 0)
             goto error;
     }
+    if (info.cpu)
+        req.data = ((SwHostCarrierObject *)sub->carrier)->data; /* NULL once released */
+    else if (((SwCarrierObject *)sub->carrier)->released)
+        req.data = NULL;
     if (!req.data && layout->size > 0) {                       /* (7) */
         PyErr_SetString(PyExc_BufferError,
                         "DLPack data pointer must be non-null for a tensor "
@@ -577,14 +592,6 @@ PyObject *sw_py_tensor_dlpack(PyObject *self, PyObject *const *args,
     }
     req.bits = 32;
     req.lanes = 1;
-    req.flags = 0;
-    if (versioned) {
-        int mutable_ = sw_py_carrier_is_mutable(sub->carrier); /* T-10 */
-        if (mutable_ < 0)
-            goto error;
-        if (!mutable_)
-            req.flags = DLPACK_FLAG_BITMASK_READ_ONLY;
-    }
     req.ndim = layout->nleaves;
     req.extents = layout->extents;
     req.strides = layout->strides;

@@ -221,9 +221,9 @@ static PyObject *fb_new_like(PyObject *self, PyObject *args, PyObject *kwds)
     if (mutable_ < 0 ||
         sw_carrier_parse_dtype(dtype_obj == Py_None ? NULL : dtype_obj, FB(self)->dtype,
                                "FileBacked", fb_accepted, FB_NACCEPTED, &dtype) < 0 ||
-        !(list = PySequence_List(it)))
+        !(list = PySequence_Tuple(it)))
         goto done;
-    int64_t n = PyList_GET_SIZE(list);
+    int64_t n = PyTuple_GET_SIZE(list);
     buf = sw_calloc((size_t)n + 1, SLOT_BYTES);
     if (!buf) {
         PyErr_NoMemory();

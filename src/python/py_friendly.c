@@ -171,9 +171,10 @@ static PyObject *cpu_filled(sw_dtype dt, int64_t nslots, const void *pattern)
     return cpu;
 }
 
-/* T-13 placement: items[k] (ordinal order) goes to slot L.index(k) of a
- * fresh zeroed carrier of L.cosize slots; on a shared slot the later value
- * wins. Converts each value by C-9; the first failure drops the carrier. */
+/* T-13 placement: items[k] (a private tuple, ordinal order) goes to slot
+ * L.index(k) of a fresh zeroed carrier of L.cosize slots; on a shared slot
+ * the later value wins. Converts each value by C-9; the first failure
+ * drops the carrier. */
 static PyObject *cpu_placed(sw_dtype dt, const sw_layout *L, PyObject *items)
 {
     size_t bytes = sw_dtype_slot_bytes(dt);
@@ -185,8 +186,8 @@ static PyObject *cpu_placed(sw_dtype dt, const sw_layout *L, PyObject *items)
         goto error;
     int64_t idx = 0;
     for (int64_t k = 0; k < L->size; k++) {
-        PyObject *v = PyList_GET_ITEM(items, (Py_ssize_t)k);
-        Py_INCREF(v); /* a conversion hook may mutate the list */
+        PyObject *v = PyTuple_GET_ITEM(items, (Py_ssize_t)k);
+        Py_INCREF(v);
         int rc = sw_py_store_slot(dt, v, slot_at(cpu, bytes, idx));
         Py_DECREF(v);
         if (rc < 0)
@@ -330,15 +331,19 @@ static PyObject *make_tensor(PyObject *values, PyObject *layout, PyObject *dtype
         return NULL;
     if (layout) {
         Py_INCREF(layout);
-        flat = PySequence_List(values);
+        flat = PySequence_Tuple(values);
         if (!flat)
             goto done;
-        if (PyList_GET_SIZE(flat) != SwLayout_CORE(layout)->size) {
+        if (PyTuple_GET_SIZE(flat) != SwLayout_CORE(layout)->size) {
             PyErr_SetString(PyExc_ValueError, "values length must equal the layout logical size");
             goto done;
         }
     } else {
         flat = nested_read(values, &layout);
+        if (!flat)
+            goto done;
+        /* A private tuple: conversion hooks cannot empty it under cpu_placed. */
+        Py_SETREF(flat, PyList_AsTuple(flat));
         if (!flat)
             goto done;
     }

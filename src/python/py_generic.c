@@ -20,9 +20,9 @@ static PyObject *generic_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (sw_carrier_parse_dtype(dtype_obj, SW_DT_FLOAT32, "Generic", sw_host_accepted,
                                SW_HOST_NACCEPTED, &dtype) < 0 ||
         (mutable_ = sw_carrier_truth(mutable_obj, 1)) < 0 ||
-        !(list = PySequence_List(it)))
+        !(list = PySequence_Tuple(it)))
         goto done;
-    result = sw_host_from_list(&SwGeneric_Type, dtype, list, mutable_, 0);
+    result = sw_host_from_values(&SwGeneric_Type, dtype, list, mutable_, 0);
 done:
     Py_XDECREF(list);
     Py_DECREF(it);

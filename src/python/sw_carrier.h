@@ -95,8 +95,10 @@ int sw_carrier_parse_dtype(PyObject *obj, sw_dtype dflt, const char *carrier,
 /* bool(obj) for mutable/empty flags: 1/0/-1. */
 int sw_carrier_truth(PyObject *obj, int dflt);
 
-/* Normalize every entry of `seq` (a list/tuple, None → zero when
- * `none_is_zero`) into `buf` of slots of `dtype`. */
+/* Normalize every entry of `seq` (a private tuple, None → zero when
+ * `none_is_zero`) into `buf` of slots of `dtype`. Values are always taken
+ * as a tuple (PySequence_Tuple), never a list: conversion hooks run in the
+ * loop and could otherwise empty the container under it. */
 int sw_carrier_fill_slots(sw_dtype dtype, PyObject *seq, int none_is_zero,
                           void *buf);
 
@@ -107,8 +109,8 @@ extern const sw_dtype sw_host_accepted[];
 /* Fresh carrier of exactly `type` with owned storage (zeroed when `zero`). */
 PyObject *sw_host_new(PyTypeObject *type, sw_dtype dtype, int64_t nslots,
                       int mutable_, int zero);
-/* Fresh host carrier of `type` holding the entries of `list` (a list). */
-PyObject *sw_host_from_list(PyTypeObject *type, sw_dtype dtype, PyObject *list,
+/* Fresh host carrier of `type` holding the entries of `values` (a tuple). */
+PyObject *sw_host_from_values(PyTypeObject *type, sw_dtype dtype, PyObject *values,
                             int mutable_, int none_is_zero);
 void sw_host_dealloc(PyObject *self);
 PyObject *sw_host_new_like(PyObject *self, PyObject *args, PyObject *kwds);
