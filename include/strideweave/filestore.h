@@ -4,7 +4,10 @@
  * `$TMPDIR/.strideweave-filebacked-<32 hex>` (TMPDIR unset or empty: /tmp),
  * mode 0700, created on first use (thread-safe) and removed recursively at
  * exit by an atexit handler in the process that created it only, so a forked
- * child never deletes its parent's files. A slot file is raw native-order
+ * child never deletes its parent's files. The creator holds an flock on
+ * `.lock` inside it for its whole life, so a directory left by a process
+ * that was killed is recognized (its lock is free) and removed by the next
+ * process that makes FileBacked storage. A slot file is raw native-order
  * data with no header. I/O loops survive EINTR and short transfers and
  * consult fault injection ("open", "pread", "pwrite", "truncate"). */
 #ifndef STRIDEWEAVE_FILESTORE_H
@@ -21,6 +24,11 @@
 /* The session directory's absolute path, creating it on first use. The
  * string stays valid for the life of the process. */
 sw_status sw_filestore_session_dir(const char **dir, sw_error *err);
+/* Remove the session directories under `base` whose process is gone (its
+ * lock on the directory is free), never one whose owner is alive, never
+ * through a symlink, only directories of this user. Runs once before the
+ * session directory is first made; exposed for tests. */
+void sw_filestore_reclaim_abandoned(const char *base);
 /* Process id that created the session directory, 0 if none yet. */
 long sw_filestore_creator_pid(void);
 /* Whether the calling process created the session directory: only then

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,6 +17,8 @@
 #include "strideweave/alloc.h"
 
 #define DIR_PREFIX ".strideweave-filebacked-"
+#define NEW_PREFIX ".strideweave-filebacked-new-"
+#define LOCK_NAME ".lock"
 
 static pthread_mutex_t session_lock = PTHREAD_MUTEX_INITIALIZER;
 static char session_dir[PATH_MAX];
@@ -97,6 +100,122 @@ static void remove_session_at_exit(void)
         remove_tree(session_dir);
 }
 
+/* ---- reclaiming the directories of processes that died ---------------------
+ *
+ * A live process holds an exclusive flock on LOCK_NAME inside its session
+ * directory for as long as it runs (the descriptor is never closed; the
+ * kernel drops the lock when the process dies, however it dies). A
+ * directory only gets its final name once that lock is held (it is made
+ * under NEW_PREFIX and renamed), so a session directory whose lock can be
+ * taken belongs to nobody alive. Reclaiming works through descriptors
+ * opened with O_NOFOLLOW relative to TMPDIR, so a symlink planted there
+ * never leads the removal elsewhere, and only directories owned by this
+ * user are touched. */
+
+static int lock_fd = -1; /* held for the life of the process */
+
+static int is_session_name(const char *name)
+{
+    size_t plen = strlen(DIR_PREFIX);
+    if (strncmp(name, DIR_PREFIX, plen) != 0 || strlen(name) != plen + 32)
+        return 0;
+    for (size_t i = plen; i < plen + 32; i++)
+        if (!((name[i] >= '0' && name[i] <= '9') || (name[i] >= 'a' && name[i] <= 'f')))
+            return 0;
+    return 1;
+}
+
+/* Remove the flat contents of the open directory `dfd`. */
+static void empty_dir(int dfd)
+{
+    int dup_fd = dup(dfd);
+    DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+    if (!d) {
+        if (dup_fd >= 0)
+            close(dup_fd);
+        return;
+    }
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            unlinkat(dfd, e->d_name, 0); /* a subdirectory is not ours: left */
+    closedir(d);
+}
+
+static void reclaim_one(int basefd, const char *name)
+{
+    int dfd = openat(basefd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0)
+        return;
+    struct stat st;
+    int lfd = -1;
+    if (fstat(dfd, &st) == 0 && st.st_uid == geteuid())
+        lfd = openat(dfd, LOCK_NAME, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (lfd >= 0 && flock(lfd, LOCK_EX | LOCK_NB) == 0) {
+        empty_dir(dfd);
+        unlinkat(basefd, name, AT_REMOVEDIR);
+    }
+    if (lfd >= 0)
+        close(lfd); /* drops our lock, if we took it */
+    close(dfd);
+}
+
+void sw_filestore_reclaim_abandoned(const char *base)
+{
+    int basefd = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (basefd < 0)
+        return;
+    int list_fd = dup(basefd);
+    DIR *d = list_fd >= 0 ? fdopendir(list_fd) : NULL;
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL)
+            if (is_session_name(e->d_name))
+                reclaim_one(basefd, e->d_name);
+        closedir(d);
+    } else if (list_fd >= 0) {
+        close(list_fd);
+    }
+    close(basefd);
+}
+
+/* Make `final` (a session directory path) with its lock held: create it
+ * under a temporary name, lock, then rename. 0, EEXIST to try another
+ * name, or another errno. */
+static int make_locked_dir(const char *base, const char *hex, const char *final)
+{
+    char tmp[PATH_MAX];
+    if (snprintf(tmp, sizeof tmp, "%s/%s%s", base, NEW_PREFIX, hex) >= (int)sizeof tmp)
+        return ENAMETOOLONG;
+    if (mkdir(tmp, 0700) != 0)
+        return errno;
+    char lock_path[PATH_MAX];
+    int fd = -1, e = 0;
+    if (snprintf(lock_path, sizeof lock_path, "%s/%s", tmp, LOCK_NAME) >= (int)sizeof lock_path)
+        e = ENAMETOOLONG;
+    if (!e && (fd = open(lock_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0)
+        e = errno;
+    if (!e && flock(fd, LOCK_EX | LOCK_NB) != 0)
+        e = errno;
+    /* rename() would replace an existing empty directory: refuse that. */
+    if (!e && mkdir(final, 0700) == 0) {
+        rmdir(final);
+    } else if (!e) {
+        e = errno;
+    }
+    if (!e && rename(tmp, final) != 0)
+        e = errno;
+    if (e) {
+        if (fd >= 0)
+            close(fd);
+        unlink(lock_path);
+        rmdir(tmp);
+        return e;
+    }
+    lock_fd = fd;
+    return 0;
+}
+
 sw_status sw_filestore_session_dir(const char **dir, sw_error *err)
 {
     sw_status st = SW_OK;
@@ -130,6 +249,10 @@ sw_status sw_filestore_session_dir(const char **dir, sw_error *err)
             baselen--; /* "dir/" → "dir" (but keep "/") */
         if (baselen == 1 && base[0] == '/')
             baselen = 0;
+        char basecopy[PATH_MAX];
+        snprintf(basecopy, sizeof basecopy, "%.*s", (int)baselen, base);
+        /* Storage left by processes that died without cleaning up goes first. */
+        sw_filestore_reclaim_abandoned(baselen ? basecopy : "/");
         char hex[33];
         int made = 0;
         for (int attempt = 0; attempt < 16 && !made; attempt++) {
@@ -143,10 +266,10 @@ sw_status sw_filestore_session_dir(const char **dir, sw_error *err)
                 st = sw_error_set(err, SW_EINVAL, "TMPDIR path is too long: %s", base);
                 goto out;
             }
-            if (mkdir(session_dir, 0700) == 0)
+            int e = make_locked_dir(baselen ? basecopy : "", hex, session_dir);
+            if (e == 0)
                 made = 1;
-            else if (errno != EEXIST) {
-                int e = errno;
+            else if (e != EEXIST) {
                 st = sw_error_set_errno(err, SW_EIO, e,
                                         "cannot create the FileBacked directory %s: %s",
                                         session_dir, strerror(e));
