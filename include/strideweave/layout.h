@@ -27,6 +27,11 @@ typedef struct sw_layout {
     uint8_t *profile;  /* nprofile markers */
 } sw_layout;
 
+/* The deepest nesting a layout may have: depth 1 is flat, each nested mode
+ * adds one. Every construction path refuses more (SW_EINVAL), so walks over
+ * the nesting (recursive or not) stay shallow. */
+#define SW_LAYOUT_MAX_DEPTH 64
+
 /* Builds a layout from a well-formed profile (balanced Push/Pop, no empty
  * nested mode) and nleaves = count of SW_NODE_LEAF entries extents/strides.
  * Extents must be >= 1, strides >= 0 (SW_EINVAL); size/cosize overflowing

@@ -49,6 +49,10 @@ static sw_status layout_finish(sw_layout *l, sw_error *err)
                                     "a nested mode must not be empty");
             if (++level > maxlevel)
                 maxlevel = level;
+            if (1 + level > SW_LAYOUT_MAX_DEPTH)
+                return sw_error_set(err, SW_EINVAL,
+                                    "layout nesting is deeper than the maximum of %d levels",
+                                    SW_LAYOUT_MAX_DEPTH);
             break;
         case SW_NODE_POP:
             if (--level < 0)

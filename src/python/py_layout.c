@@ -110,6 +110,7 @@ typedef struct {
     Py_ssize_t np, nl, capp, capl;
     uint8_t pbuf[BUILDER_INLINE];
     int64_t vbuf[BUILDER_INLINE];
+    int level;               /* nesting of the mode being parsed */
 } builder;
 
 static void builder_init(builder *b)
@@ -117,6 +118,7 @@ static void builder_init(builder *b)
     b->profile = b->pbuf;
     b->vals = b->vbuf;
     b->np = b->nl = 0;
+    b->level = 0;
     b->capp = b->capl = BUILDER_INLINE;
 }
 
@@ -209,13 +211,22 @@ static int parse_elem(builder *b, PyObject *item, enum kind k)
                          kind_name(k));
             return -1;
         }
+        /* The one nesting limit, checked before recursing any deeper. */
+        if (b->level + 2 > SW_LAYOUT_MAX_DEPTH) {
+            PyErr_Format(PyExc_ValueError,
+                         "%s is nested too deeply: layouts have at most %d levels",
+                         kind_name(k), SW_LAYOUT_MAX_DEPTH);
+            return -1;
+        }
         if (Py_EnterRecursiveCall(" while parsing a nested mode"))
             return -1;
+        b->level++;
         int rc = builder_mark(b, SW_NODE_PUSH);
         if (rc == 0)
             rc = parse_seq(b, item, k);
         if (rc == 0)
             rc = builder_mark(b, SW_NODE_POP);
+        b->level--;
         Py_LeaveRecursiveCall();
         return rc;
     }

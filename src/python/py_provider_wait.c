@@ -8,13 +8,18 @@
  * completions in order, calls wait() (which normally releases the GIL while
  * it blocks), checks the outcome, and hands the request back through its
  * `finish` callback; the movement code then lets its completion thread
- * commit. Threads start lazily, up to MAX_WAITERS, and stop at exit once no
- * move is in flight. The queue lock is never held while taking the GIL. */
+ * commit. A waiter is busy for as long as its provider's wait() blocks, so
+ * one slow provider must not hold up a finished one: a new thread starts
+ * whenever every thread is busy (up to MAX_WAITERS), and threads beyond
+ * KEEP_WAITERS leave once there is nothing to wait for. All stop at exit
+ * once no move is in flight. The queue lock is never held while taking the
+ * GIL. */
 #include "sw_extension.h"
 
 #include <pthread.h>
 
-#define MAX_WAITERS 4
+#define KEEP_WAITERS 4
+#define MAX_WAITERS 64
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t work_ready = PTHREAD_COND_INITIALIZER;
@@ -108,11 +113,20 @@ static void run_wait(sw_provider_wait *w)
         PyErr_WriteUnraisable(NULL);
 }
 
-static sw_provider_wait *next_wait(void)
+/* The next completion to wait for; NULL tells the thread to leave (exit,
+ * or a surplus thread with nothing to do, already uncounted). */
+static sw_provider_wait *next_wait(int *uncounted)
 {
     pthread_mutex_lock(&mu);
-    while (!head && !stopping)
+    while (!head && !stopping) {
+        if (nthreads > KEEP_WAITERS) {
+            nthreads--;
+            *uncounted = 1;
+            pthread_mutex_unlock(&mu);
+            return NULL;
+        }
         pthread_cond_wait(&work_ready, &mu);
+    }
     sw_provider_wait *w = head;
     if (w) {
         head = w->next;
@@ -131,7 +145,8 @@ static void waiter_main(void *arg)
     PyGILState_STATE g = PyGILState_Ensure();
     PyThreadState *ts = PyEval_SaveThread();
     sw_provider_wait *w;
-    while ((w = next_wait()) != NULL) {
+    int uncounted = 0;
+    while ((w = next_wait(&uncounted)) != NULL) {
         PyEval_RestoreThread(ts);
         run_wait(w);
         ts = PyEval_SaveThread();
@@ -141,6 +156,8 @@ static void waiter_main(void *arg)
     }
     PyEval_RestoreThread(ts);
     PyGILState_Release(g);
+    if (uncounted)
+        return;
     pthread_mutex_lock(&mu);
     nthreads--;
     pthread_cond_broadcast(&waiter_left);
@@ -153,21 +170,8 @@ int sw_py_provider_wait_submit(sw_provider_wait *w)
 {
     w->next = NULL;
     w->error = NULL;
-    pthread_mutex_lock(&mu);
-    int need = queued + 1 > nthreads - nbusy && nthreads < MAX_WAITERS;
-    if (need)
-        nthreads++; /* counted now, so two submits do not both start one */
-    pthread_mutex_unlock(&mu);
-    if (need && PyThread_start_new_thread(waiter_main, NULL) == PYTHREAD_INVALID_THREAD_ID) {
-        pthread_mutex_lock(&mu);
-        int none = --nthreads == 0;
-        pthread_mutex_unlock(&mu);
-        if (none) {
-            PyErr_SetString(PyExc_RuntimeError,
-                            "cannot start a thread to wait for the transfer provider");
-            return -1;
-        }
-    }
+    /* Queue it and decide on a new thread in one step: an idle thread that
+     * sees the queue non-empty stays. */
     pthread_mutex_lock(&mu);
     if (tail)
         tail->next = w;
@@ -175,9 +179,35 @@ int sw_py_provider_wait_submit(sw_provider_wait *w)
         head = w;
     tail = w;
     queued++;
+    int need = queued > nthreads - nbusy && nthreads < MAX_WAITERS;
+    if (need)
+        nthreads++; /* counted now, so two submits do not both start one */
     pthread_cond_signal(&work_ready);
     pthread_mutex_unlock(&mu);
-    return 0;
+    if (!need || PyThread_start_new_thread(waiter_main, NULL) != PYTHREAD_INVALID_THREAD_ID)
+        return 0;
+    pthread_mutex_lock(&mu);
+    int none = --nthreads == 0;
+    if (none) { /* nobody will ever take it: take it back */
+        sw_provider_wait **pp = &head;
+        while (*pp && *pp != w)
+            pp = &(*pp)->next;
+        if (*pp) {
+            *pp = w->next;
+            if (tail == w) {
+                tail = NULL;
+                for (sw_provider_wait *q = head; q; q = q->next)
+                    tail = q;
+            }
+            queued--;
+        }
+    }
+    pthread_mutex_unlock(&mu);
+    if (!none)
+        return 0;
+    PyErr_SetString(PyExc_RuntimeError,
+                    "cannot start a thread to wait for the transfer provider");
+    return -1;
 }
 
 void sw_py_provider_wait_shutdown(void)
