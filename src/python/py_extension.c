@@ -535,8 +535,21 @@ static int is_shipped(PyTypeObject *cls)
     return !(cls->tp_flags & Py_TPFLAGS_HEAPTYPE);
 }
 
+/* Shipped C types get a definition only through
+ * sw_py_register_shipped_definition: they are answered from this short
+ * list, so moves between built-ins never build a dictionary key. */
+#define MAX_SHIPPED_DEFINED 4
+static PyTypeObject *shipped_defined[MAX_SHIPPED_DEFINED];
+static PyObject *shipped_definitions[MAX_SHIPPED_DEFINED];
+
 PyObject *sw_py_definition_of(PyTypeObject *cls)
 {
+    if (is_shipped(cls)) {
+        for (int i = 0; i < MAX_SHIPPED_DEFINED && shipped_defined[i]; i++)
+            if (shipped_defined[i] == cls)
+                return shipped_definitions[i];
+        return NULL;
+    }
     if (PyDict_GET_SIZE(definitions) == 0)
         return NULL;
     PyObject *key = class_key(cls);
@@ -695,6 +708,12 @@ int sw_py_register_shipped_definition(PyTypeObject *cls)
     PyObject *key = def ? class_key(cls) : NULL;
     PyObject *entry = key ? PyTuple_Pack(2, (PyObject *)cls, def) : NULL;
     int rc = entry ? PyDict_SetItem(definitions, key, entry) : -1;
+    for (int i = 0; rc == 0 && i < MAX_SHIPPED_DEFINED; i++)
+        if (!shipped_defined[i]) {
+            shipped_defined[i] = cls;
+            shipped_definitions[i] = def; /* the table entry keeps it alive */
+            break;
+        }
     Py_XDECREF(entry);
     Py_XDECREF(key);
     Py_XDECREF(def);

@@ -614,8 +614,6 @@ static void submit_prepared(move_request *r)
         res = NULL; /* owned by the request now */
     }
     PyObject *e = PyErr_Occurred() ? sw_py_take_exception() : NULL;
-    if (res && res != Py_None)
-        Py_CLEAR(res);
     Py_XDECREF(res);
     commit(r, e);
     Py_XDECREF(e);
