@@ -333,6 +333,11 @@ static int refuse_read(PyObject *self)
     return 0;
 }
 
+int sw_py_carrier_check_readable(PyObject *carrier)
+{
+    return refuse_read(carrier);
+}
+
 static PyObject *load_value(PyObject *self, int64_t index)
 {
     const sw_carrier_ops *ops = sw_carrier_builtin_ops(self);
@@ -1105,6 +1110,7 @@ PyTypeObject SwCarrier_Type = {
     .tp_basicsize = sizeof(SwCarrierObject),
     .tp_dealloc = carrier_dealloc,
     .tp_as_mapping = &carrier_as_mapping,
+    .tp_repr = sw_py_carrier_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_doc = "Carrier(slots=None, *, dtype=None, mutable=True)\n--\n\n"
               "A flat run of typed slots; the open base for carriers written in\n"

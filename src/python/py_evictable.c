@@ -639,3 +639,17 @@ int sw_py_evictable_init(PyObject *module)
         return -1;
     return PyModule_AddObjectRef(module, "Evictable", (PyObject *)&SwEvictable_Type);
 }
+
+/* For bulk reads (py_values_read.c): the caller has checked that the
+ * Evictable is readable (live, promoted, not a pending destination). */
+PyObject *sw_py_evictable_primary(PyObject *carrier, int64_t *token)
+{
+    SwEvictableObject *e = EV(carrier);
+    if (!e->primary || e->evicted) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "this Evictable's values are not in its primary tier");
+        return NULL;
+    }
+    *token = e->primary_token;
+    return Py_NewRef(e->primary);
+}

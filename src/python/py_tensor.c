@@ -1014,6 +1014,14 @@ static PyMethodDef tensor_methods[] = {
      METH_FASTCALL | METH_KEYWORDS,
      "__dlpack__($self, /, stream=None, *, max_version=None, dl_device=None, copy=None)\n"
      "--\n\nExport as a DLPack capsule (seed)."},
+    {"__array__", (PyCFunction)(void (*)(void))sw_py_tensor_array,
+     METH_FASTCALL | METH_KEYWORDS,
+     "__array__($self, /, dtype=None, copy=None)\n--\n\n"
+     "The values as a NumPy array shaped like the layout's leaf modes:\n"
+     "the carrier's own memory when NumPy can take it over DLPack (as\n"
+     "numpy.from_dlpack does, read-only when the carrier cannot be written),\n"
+     "otherwise a fresh copy. copy=True always copies; copy=False raises\n"
+     "ValueError when a copy would be needed. dtype converts the result."},
     {"__dlpack_device__", sw_py_tensor_dlpack_device, METH_NOARGS,
      "__dlpack_device__($self, /)\n--\n\n(device_type, device_id) (seed)."},
     {NULL, NULL, 0, NULL},
@@ -1031,6 +1039,7 @@ PyTypeObject SwTensor_Type = {
     .tp_basicsize = sizeof(SwTensorObject),
     .tp_dealloc = (destructor)tensor_dealloc,
     .tp_repr = (reprfunc)tensor_repr,
+    .tp_str = sw_py_tensor_str,
     .tp_as_mapping = &tensor_as_mapping,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "Tensor(carrier, offset, layout)\n--\n\n"

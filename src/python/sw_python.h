@@ -343,4 +343,27 @@ PyObject *sw_py_tensor_dlpack(PyObject *self, PyObject *const *args,
                               Py_ssize_t nargs, PyObject *kwnames);
 PyObject *sw_py_tensor_dlpack_device(PyObject *self, PyObject *unused);
 
+/* ---- NumPy conversion and printing (py_values_read.c, py_array.c,
+ * py_repr.c, py_friendly_buffer.c) ---------------------------------------- */
+
+/* Raw host slots (storage dtype width, native order) of a one-subtensor
+ * Tensor in ordinal order into out (size() slots); read errors as a read
+ * would raise them. 0 / -1. */
+int sw_py_tensor_gather(PyObject *tensor, void *out);
+/* One raw slot of the same Tensor's carrier, by slot index. 0 / -1. */
+int sw_py_tensor_read_slot(PyObject *tensor, int64_t slot, void *out);
+/* The read refusals of a slot read (released, unavailable, pending
+ * destination), without reading. 0 / -1. */
+int sw_py_carrier_check_readable(PyObject *carrier);
+/* The promoted primary tier of an Evictable and its owner token (new
+ * reference), or NULL with an exception set. */
+PyObject *sw_py_evictable_primary(PyObject *carrier, int64_t *token);
+PyObject *sw_py_tensor_array(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames);
+PyObject *sw_py_tensor_str(PyObject *self);
+PyObject *sw_py_carrier_repr(PyObject *self);
+/* friendly.tensor(values) for a buffer-protocol object: NULL with no
+ * exception set when `values` exports no buffer (F-2 then applies). */
+PyObject *sw_py_friendly_from_buffer(PyObject *values, sw_dtype dt);
+
 #endif
