@@ -109,10 +109,35 @@ static int maybe_exportable(SwTensorObject *t)
              Py_IS_TYPE(c, &SwEvictable_Type) || Py_IS_TYPE(c, &SwMetal_Type));
 }
 
+/* 1 when the carrier reports the CPU as its DLPack device, 0 when it
+ * declines DLPack (BufferError) or lives elsewhere (NumPy would refuse
+ * it), -1 on any other error. */
+static int exports_to_cpu(PyObject *self)
+{
+    PyObject *dev = sw_py_tensor_dlpack_device(self, NULL);
+    if (!dev) {
+        if (!PyErr_ExceptionMatches(PyExc_BufferError))
+            return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *cpu = Py_BuildValue("(ii)", 1, 0);
+    int eq = cpu ? PyObject_RichCompareBool(dev, cpu, Py_EQ) : -1;
+    Py_XDECREF(cpu);
+    Py_DECREF(dev);
+    return eq;
+}
+
 /* numpy.from_dlpack(t), or NULL with no exception set when the carrier
- * declined the export (BufferError): the caller then copies. */
+ * declined the export (BufferError) or is not on the CPU: the caller then
+ * copies. */
 static PyObject *try_dlpack(PyObject *self, int must)
 {
+    if (!must) {
+        int cpu = exports_to_cpu(self);
+        if (cpu <= 0)
+            return NULL;
+    }
     PyObject *arr = PyObject_CallOneArg(np_from_dlpack, self);
     if (arr || must || !PyErr_ExceptionMatches(PyExc_BufferError))
         return arr;

@@ -339,6 +339,14 @@ static PyObject *make_tensor(PyObject *values, PyObject *layout, PyObject *dtype
             goto done;
         }
     } else {
+        /* F-2 extended: a numeric buffer (a NumPy array) is copied as its
+         * nested-list form would be. */
+        result = sw_py_friendly_from_buffer(values, dt);
+        if (result || PyErr_Occurred()) {
+            if (result && dt_out)
+                *dt_out = dt;
+            return result;
+        }
         flat = nested_read(values, &layout);
         if (!flat)
             goto done;

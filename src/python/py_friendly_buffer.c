@@ -1,0 +1,321 @@
+/* friendly.tensor(values) for objects exporting the buffer protocol with a
+ * numeric format (NumPy arrays, array.array, memoryview, bytes): F-2
+ * extended (our decision).
+ *
+ * The result is what the nested-list form values.tolist() would give:
+ * element (i, j, ...) lands at (i, j, ...) of column_major(*shape), and
+ * each element converts to the requested dtype by the same rules a Python
+ * int, float or bool would (C-9): floats do not become Int32, only bools
+ * become Bool, Int32 overflow is OverflowError. The values are copied into
+ * fresh CPU storage in one C pass with the GIL released; the exporter's
+ * memory is never adopted. Formats that are not numbers fall back to F-2
+ * (which refuses what is not a list or tuple); complex numbers are refused
+ * with TypeError. */
+#include "sw_python.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+typedef enum { K_SINT, K_UINT, K_FLOAT, K_BOOL, K_COMPLEX, K_OTHER } elem_kind;
+
+typedef struct {
+    elem_kind kind;
+    int swap;    /* byte order differs from the host's */
+    Py_ssize_t size;
+} elem_format;
+
+static int host_little(void)
+{
+    const uint16_t one = 1;
+    return *(const uint8_t *)&one == 1;
+}
+
+/* struct-module format of one element: [@=<>!] then one code ('Z' + code
+ * for complex). */
+static elem_format parse_format(const char *fmt, Py_ssize_t itemsize)
+{
+    elem_format f = {K_OTHER, 0, itemsize};
+    if (!fmt)
+        fmt = "B";
+    if (*fmt == '<' || *fmt == '>' || *fmt == '!') {
+        f.swap = (*fmt == '<') != host_little();
+        fmt++;
+    } else if (*fmt == '@' || *fmt == '=') {
+        fmt++;
+    }
+    if (fmt[0] == 'Z' && fmt[1] && !fmt[2]) {
+        f.kind = K_COMPLEX;
+        return f;
+    }
+    if (!fmt[0] || fmt[1])
+        return f;
+    if (strchr("bhilqn", fmt[0]))
+        f.kind = K_SINT;
+    else if (strchr("BHILQN", fmt[0]))
+        f.kind = K_UINT;
+    else if (strchr("efd", fmt[0]))
+        f.kind = K_FLOAT;
+    else if (fmt[0] == '?')
+        f.kind = K_BOOL;
+    /* sizes we can read */
+    if ((f.kind == K_SINT || f.kind == K_UINT) && itemsize != 1 && itemsize != 2 &&
+        itemsize != 4 && itemsize != 8)
+        f.kind = K_OTHER;
+    if (f.kind == K_FLOAT && itemsize != 2 && itemsize != 4 && itemsize != 8)
+        f.kind = K_OTHER;
+    if (f.kind == K_BOOL && itemsize != 1)
+        f.kind = K_OTHER;
+    return f;
+}
+
+static void load_bytes(const char *p, Py_ssize_t n, int swap, unsigned char *out)
+{
+    for (Py_ssize_t k = 0; k < n; k++)
+        out[k] = (unsigned char)p[swap ? n - 1 - k : k];
+}
+
+static double half_to_double(uint16_t h)
+{
+    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+/* One element as the Python value tolist() would give: a float (*d), an
+ * int (*i / *u), or a bool (*i). */
+typedef struct {
+    double d;
+    int64_t i;
+    uint64_t u;
+    int is_unsigned;
+} scalar;
+
+static void read_scalar(const char *p, const elem_format *f, scalar *s)
+{
+    unsigned char b[8];
+    load_bytes(p, f->size, f->swap, b);
+    s->is_unsigned = 0;
+    if (f->kind == K_FLOAT) {
+        if (f->size == 2) {
+            uint16_t h;
+            memcpy(&h, b, 2);
+            s->d = half_to_double(h);
+        } else if (f->size == 4) {
+            float x;
+            memcpy(&x, b, 4);
+            s->d = x;
+        } else {
+            memcpy(&s->d, b, 8);
+        }
+    } else if (f->kind == K_SINT) {
+        int8_t a; int16_t c; int32_t e; int64_t g;
+        switch (f->size) {
+        case 1: memcpy(&a, b, 1); s->i = a; break;
+        case 2: memcpy(&c, b, 2); s->i = c; break;
+        case 4: memcpy(&e, b, 4); s->i = e; break;
+        default: memcpy(&g, b, 8); s->i = g; break;
+        }
+    } else {
+        uint8_t a; uint16_t c; uint32_t e; uint64_t g;
+        switch (f->size) {
+        case 1: memcpy(&a, b, 1); s->u = a; break;
+        case 2: memcpy(&c, b, 2); s->u = c; break;
+        case 4: memcpy(&e, b, 4); s->u = e; break;
+        default: memcpy(&g, b, 8); s->u = g; break;
+        }
+        s->is_unsigned = 1;
+        if (f->kind == K_BOOL)
+            s->u = s->u != 0;
+    }
+}
+
+/* As py_dtype.c's binary32 rounding: nearest, ties to even, overflow to
+ * +-inf, never the undefined out-of-range conversion. */
+static float to_binary32(double x)
+{
+    const double overflow_at = 0x1.ffffffp127;
+    if (isnan(x))
+        return (float)x;
+    if (fabs(x) >= overflow_at)
+        return x > 0 ? INFINITY : -INFINITY;
+    if (fabs(x) > FLT_MAX)
+        return x > 0 ? FLT_MAX : -FLT_MAX;
+    return (float)x;
+}
+
+/* Conversion outcome, raised once the GIL is back. */
+typedef enum { CONV_OK, CONV_OVERFLOW } conv_status;
+
+static conv_status convert(const scalar *s, const elem_format *f, sw_dtype dt, void *slot)
+{
+    if (dt == SW_DT_FLOAT32) {
+        /* int64/uint64 -> float is one correctly rounded conversion */
+        float v = f->kind == K_FLOAT ? to_binary32(s->d)
+                  : s->is_unsigned  ? (float)s->u
+                                    : (float)s->i;
+        memcpy(slot, &v, 4);
+        return CONV_OK;
+    }
+    if (dt == SW_DT_INT32) {
+        int64_t v = s->is_unsigned ? (s->u > INT32_MAX ? (int64_t)INT32_MAX + 1 : (int64_t)s->u)
+                                   : s->i;
+        if (v < INT32_MIN || v > INT32_MAX)
+            return CONV_OVERFLOW;
+        int32_t w = (int32_t)v;
+        memcpy(slot, &w, 4);
+        return CONV_OK;
+    }
+    *(unsigned char *)slot = (unsigned char)(s->u != 0);
+    return CONV_OK;
+}
+
+/* The element kinds a dtype cannot take at all, as TypeError (the message
+ * the nested-list form's elements would get). */
+static int check_kind(const elem_format *f, sw_dtype dt)
+{
+    const char *pyname = f->kind == K_FLOAT ? "float" : f->kind == K_BOOL ? "bool" : "int";
+    if (dt == SW_DT_INT32 && (f->kind == K_FLOAT || f->kind == K_BOOL)) {
+        PyErr_Format(PyExc_TypeError, "Int32 value must be an integer, not %s", pyname);
+        return -1;
+    }
+    if (dt == SW_DT_BOOL && f->kind != K_BOOL) {
+        PyErr_Format(PyExc_TypeError, "Bool value must be True or False, not %s", pyname);
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct {
+    const Py_buffer *view;
+    elem_format fmt;
+    sw_dtype dt;
+    char *out;
+    size_t slot_bytes;
+    int64_t bad; /* ordinal of the first value that did not fit, or -1 */
+    scalar bad_value;
+} fill_job;
+
+/* Element (i0, i1, ...) to ordinal i0 + e0*i1 + ...: an odometer over
+ * the buffer's indices, first index fastest. No Python calls. */
+static void fill(fill_job *job, int64_t *digit)
+{
+    const Py_buffer *v = job->view;
+    const char *p = v->buf;
+    int64_t total = 1;
+    for (int d = 0; d < v->ndim; d++)
+        total *= v->shape[d];
+    for (int64_t k = 0; k < total; k++) {
+        scalar s;
+        read_scalar(p, &job->fmt, &s);
+        if (convert(&s, &job->fmt, job->dt, job->out + (size_t)k * job->slot_bytes) != CONV_OK) {
+            job->bad = k;
+            job->bad_value = s;
+            return;
+        }
+        for (int d = 0; d < v->ndim; d++) {
+            if (++digit[d] < v->shape[d]) {
+                p += v->strides[d];
+                break;
+            }
+            p -= v->strides[d] * (v->shape[d] - 1);
+            digit[d] = 0;
+        }
+    }
+}
+
+static PyObject *canonical_layout(const Py_buffer *v)
+{
+    int64_t extents[PyBUF_MAX_NDIM];
+    uint8_t profile[PyBUF_MAX_NDIM];
+    for (int d = 0; d < v->ndim; d++) {
+        extents[d] = v->shape[d];
+        profile[d] = SW_NODE_LEAF;
+    }
+    sw_error err;
+    sw_layout *L = sw_layout_canonical(v->ndim, profile, extents, &err);
+    if (!L) {
+        sw_py_raise(&err);
+        return NULL;
+    }
+    return sw_py_layout_wrap(L);
+}
+
+static int check_shape(const Py_buffer *v)
+{
+    if (v->ndim == 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "values must be a non-empty list or tuple; a 0-dimensional array "
+                        "holds a single value: wrap it in a list, e.g. tensor([a.item()])");
+        return -1;
+    }
+    for (int d = 0; d < v->ndim; d++) {
+        if (v->shape[d] == 0) {
+            PyErr_SetString(PyExc_ValueError, "values must not contain empty levels");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *raise_overflow(const fill_job *job)
+{
+    if (job->bad_value.is_unsigned)
+        PyErr_Format(PyExc_OverflowError, "Int32 value %llu is out of range [-2**31, 2**31-1]",
+                     (unsigned long long)job->bad_value.u);
+    else
+        PyErr_Format(PyExc_OverflowError, "Int32 value %lld is out of range [-2**31, 2**31-1]",
+                     (long long)job->bad_value.i);
+    return NULL;
+}
+
+static PyObject *from_view(const Py_buffer *view, const elem_format *fmt, sw_dtype dt)
+{
+    if (check_shape(view) < 0 || check_kind(fmt, dt) < 0)
+        return NULL;
+    PyObject *layout = canonical_layout(view);
+    if (!layout)
+        return NULL;
+    PyObject *result = NULL;
+    PyObject *cpu = sw_py_cpu_new(dt, SwLayout_CORE(layout)->cosize, 1, 0);
+    if (!cpu)
+        goto done;
+    fill_job job = {view, *fmt, dt, ((SwHostCarrierObject *)cpu)->data,
+                    sw_dtype_slot_bytes(dt), -1, {0, 0, 0, 0}};
+    int64_t digit[PyBUF_MAX_NDIM] = {0};
+    if (SwLayout_CORE(layout)->size * (int64_t)job.slot_bytes > 16384) {
+        Py_BEGIN_ALLOW_THREADS
+        fill(&job, digit);
+        Py_END_ALLOW_THREADS
+    } else {
+        fill(&job, digit);
+    }
+    if (job.bad >= 0)
+        raise_overflow(&job);
+    else
+        result = sw_py_tensor_new1(cpu, 0, layout);
+done:
+    Py_XDECREF(cpu);
+    Py_DECREF(layout);
+    return result;
+}
+
+PyObject *sw_py_friendly_from_buffer(PyObject *values, sw_dtype dt)
+{
+    if (PyList_Check(values) || PyTuple_Check(values) || !PyObject_CheckBuffer(values))
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(values, &view, PyBUF_RECORDS_RO) < 0)
+        return NULL;
+    elem_format fmt = parse_format(view.format, view.itemsize);
+    PyObject *result = NULL;
+    if (fmt.kind == K_COMPLEX)
+        PyErr_Format(PyExc_TypeError,
+                     "complex values cannot be stored in a %s tensor; pass the real "
+                     "part (a.real) or the magnitude (abs(a))",
+                     sw_dtype_info_of(dt)->name);
+    else if (fmt.kind != K_OTHER)
+        result = from_view(&view, &fmt, dt);
+    PyBuffer_Release(&view);
+    return result;
+}
