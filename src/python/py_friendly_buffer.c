@@ -132,7 +132,17 @@ static void read_scalar(const char *p, const elem_format *f, scalar *s)
 
 /* As py_dtype.c's binary32 rounding: nearest, ties to even, overflow to
  * +-inf, never the undefined out-of-range conversion. */
-static float to_binary32(double x)
+static float to_binary32_edge(double x);
+
+/* The common case inline (in range: one conversion), the rest aside. */
+static inline float to_binary32(double x)
+{
+    if (fabs(x) <= FLT_MAX)
+        return (float)x;
+    return to_binary32_edge(x);
+}
+
+static float to_binary32_edge(double x)
 {
     const double overflow_at = 0x1.ffffffp127;
     if (isnan(x))
@@ -196,24 +206,141 @@ typedef struct {
     scalar bad_value;
 } fill_job;
 
-/* Element (i0, i1, ...) to ordinal i0 + e0*i1 + ...: an odometer over
- * the buffer's indices, first index fastest. No Python calls. */
+/* Row converters: n elements `stride` bytes apart into n consecutive
+ * slots. They return the index of the first element that does not fit
+ * (Int32 overflow), else -1. Typed loops for the native-order formats;
+ * the general reader (byte swaps, half floats) otherwise. */
+typedef int64_t (*row_fn)(const char *p, Py_ssize_t stride, int64_t n, void *out);
+
+#define ROW_TO_F32(name, T, EXPR)                                               \
+    static int64_t name(const char *p, Py_ssize_t stride, int64_t n, void *out) \
+    {                                                                           \
+        float *o = out;                                                         \
+        if (stride == (Py_ssize_t)sizeof(T)) { /* contiguous: vectorizable */  \
+            for (int64_t k = 0; k < n; k++) {                                   \
+                T v;                                                            \
+                memcpy(&v, p + k * (Py_ssize_t)sizeof(T), sizeof v);            \
+                o[k] = EXPR;                                                    \
+            }                                                                   \
+            return -1;                                                          \
+        }                                                                       \
+        for (int64_t k = 0; k < n; k++, p += stride) {                          \
+            T v;                                                                \
+            memcpy(&v, p, sizeof v);                                            \
+            o[k] = EXPR;                                                        \
+        }                                                                       \
+        return -1;                                                              \
+    }
+#define ROW_TO_I32(name, T, TOO_BIG)                                            \
+    static int64_t name(const char *p, Py_ssize_t stride, int64_t n, void *out) \
+    {                                                                           \
+        int32_t *o = out;                                                       \
+        if (stride == (Py_ssize_t)sizeof(T)) { /* contiguous: vectorizable */  \
+            for (int64_t k = 0; k < n; k++) {                                   \
+                T v;                                                            \
+                memcpy(&v, p + k * (Py_ssize_t)sizeof(T), sizeof v);            \
+                if (TOO_BIG)                                                    \
+                    return k;                                                   \
+                o[k] = (int32_t)v;                                              \
+            }                                                                   \
+            return -1;                                                          \
+        }                                                                       \
+        for (int64_t k = 0; k < n; k++, p += stride) {                          \
+            T v;                                                                \
+            memcpy(&v, p, sizeof v);                                            \
+            if (TOO_BIG)                                                        \
+                return k;                                                       \
+            o[k] = (int32_t)v;                                                  \
+        }                                                                       \
+        return -1;                                                              \
+    }
+
+ROW_TO_F32(f64_f32, double, to_binary32(v))
+ROW_TO_F32(f32_f32, float, v)
+ROW_TO_F32(i8_f32, int8_t, (float)v)
+ROW_TO_F32(i16_f32, int16_t, (float)v)
+ROW_TO_F32(i32_f32, int32_t, (float)v)
+ROW_TO_F32(i64_f32, int64_t, (float)v)
+ROW_TO_F32(u8_f32, uint8_t, (float)v)
+ROW_TO_F32(u16_f32, uint16_t, (float)v)
+ROW_TO_F32(u32_f32, uint32_t, (float)v)
+ROW_TO_F32(u64_f32, uint64_t, (float)v)
+ROW_TO_F32(b_f32, uint8_t, v ? 1.0f : 0.0f)
+ROW_TO_I32(i8_i32, int8_t, 0)
+ROW_TO_I32(i16_i32, int16_t, 0)
+ROW_TO_I32(i32_i32, int32_t, 0)
+ROW_TO_I32(i64_i32, int64_t, v < INT32_MIN || v > INT32_MAX)
+ROW_TO_I32(u8_i32, uint8_t, 0)
+ROW_TO_I32(u16_i32, uint16_t, 0)
+ROW_TO_I32(u32_i32, uint32_t, v > INT32_MAX)
+ROW_TO_I32(u64_i32, uint64_t, v > INT32_MAX)
+
+static int64_t b_b(const char *p, Py_ssize_t stride, int64_t n, void *out)
+{
+    uint8_t *o = out;
+    for (int64_t k = 0; k < n; k++, p += stride)
+        o[k] = *(const uint8_t *)p != 0;
+    return -1;
+}
+
+static row_fn typed_row(const elem_format *f, sw_dtype dt)
+{
+    static const row_fn to_f32[2][4] = {{i8_f32, i16_f32, i32_f32, i64_f32},
+                                        {u8_f32, u16_f32, u32_f32, u64_f32}};
+    static const row_fn to_i32[2][4] = {{i8_i32, i16_i32, i32_i32, i64_i32},
+                                        {u8_i32, u16_i32, u32_i32, u64_i32}};
+    int w = f->size == 1 ? 0 : f->size == 2 ? 1 : f->size == 4 ? 2 : 3;
+    if (f->swap)
+        return NULL;
+    if (f->kind == K_BOOL)
+        return dt == SW_DT_BOOL ? b_b : dt == SW_DT_FLOAT32 ? b_f32 : NULL;
+    if (f->kind == K_FLOAT && dt == SW_DT_FLOAT32)
+        return f->size == 8 ? f64_f32 : f->size == 4 ? f32_f32 : NULL;
+    if (f->kind == K_SINT || f->kind == K_UINT) {
+        int u = f->kind == K_UINT;
+        return dt == SW_DT_FLOAT32 ? to_f32[u][w] : dt == SW_DT_INT32 ? to_i32[u][w] : NULL;
+    }
+    return NULL;
+}
+
+/* The general row: any format this file reads, one element at a time. */
+static int64_t general_row(fill_job *job, const char *p, Py_ssize_t stride, int64_t n,
+                           char *out)
+{
+    for (int64_t k = 0; k < n; k++, p += stride) {
+        scalar s;
+        read_scalar(p, &job->fmt, &s);
+        if (convert(&s, &job->fmt, job->dt, out + (size_t)k * job->slot_bytes) != CONV_OK) {
+            job->bad_value = s;
+            return k;
+        }
+    }
+    return -1;
+}
+
+/* Element (i0, i1, ...) to ordinal i0 + e0*i1 + ...: rows along the first
+ * index (consecutive ordinals), an odometer over the others. No Python
+ * calls. */
 static void fill(fill_job *job, int64_t *digit)
 {
     const Py_buffer *v = job->view;
     const char *p = v->buf;
-    int64_t total = 1;
-    for (int d = 0; d < v->ndim; d++)
-        total *= v->shape[d];
-    for (int64_t k = 0; k < total; k++) {
-        scalar s;
-        read_scalar(p, &job->fmt, &s);
-        if (convert(&s, &job->fmt, job->dt, job->out + (size_t)k * job->slot_bytes) != CONV_OK) {
-            job->bad = k;
-            job->bad_value = s;
+    int64_t rows = 1, n0 = v->shape[0];
+    for (int d = 1; d < v->ndim; d++)
+        rows *= v->shape[d];
+    row_fn typed = typed_row(&job->fmt, job->dt);
+    char *out = job->out;
+    size_t row_bytes = (size_t)n0 * job->slot_bytes;
+    for (int64_t r = 0; r < rows; r++, out += row_bytes) {
+        int64_t bad = typed ? typed(p, v->strides[0], n0, out)
+                            : general_row(job, p, v->strides[0], n0, out);
+        if (bad >= 0) {
+            if (typed)
+                read_scalar(p + bad * v->strides[0], &job->fmt, &job->bad_value);
+            job->bad = r * n0 + bad;
             return;
         }
-        for (int d = 0; d < v->ndim; d++) {
+        for (int d = 1; d < v->ndim; d++) {
             if (++digit[d] < v->shape[d]) {
                 p += v->strides[d];
                 break;

@@ -28,27 +28,75 @@ static void span_of(const sw_layout *L, int64_t off, int64_t *lo, int64_t *hi)
     }
 }
 
-/* out[k] = base[slot(k) - lo], slots of `bytes` each, in ordinal order. */
+/* Leaf modes merged where one continues the previous (stride = previous
+ * stride * previous extent) and extent-1 leaves dropped: the same ordinal
+ * walk over fewer, longer runs. Returns the count in ext/str. */
+static int32_t coalesce(const sw_layout *L, int64_t *ext, int64_t *str)
+{
+    int32_t n = 0;
+    for (int32_t j = 0; j < L->nleaves; j++) {
+        if (L->extents[j] == 1)
+            continue;
+        if (n > 0 && L->strides[j] == str[n - 1] * ext[n - 1]) {
+            ext[n - 1] *= L->extents[j];
+            continue;
+        }
+        ext[n] = L->extents[j];
+        str[n] = L->strides[j];
+        n++;
+    }
+    if (n == 0) {
+        ext[0] = 1;
+        str[0] = 0;
+        n = 1;
+    }
+    return n;
+}
+
+/* One run: n slots `stride` apart from base[first] into out. */
+static void gather_run(const char *base, int64_t first, int64_t stride, int64_t n, size_t bytes,
+                       char *out)
+{
+    if (stride == 1) {
+        memcpy(out, base + (size_t)first * bytes, (size_t)n * bytes);
+    } else if (bytes == 4) {
+        const uint32_t *b = (const uint32_t *)base + first;
+        uint32_t *o = (uint32_t *)out;
+        for (int64_t k = 0; k < n; k++)
+            o[k] = b[k * stride];
+    } else {
+        for (int64_t k = 0; k < n; k++)
+            memcpy(out + (size_t)k * bytes, base + (size_t)(first + k * stride) * bytes, bytes);
+    }
+}
+
+/* out[k] = base[slot(k) - lo], slots of `bytes` each, in ordinal order:
+ * runs along the first coalesced mode, an odometer over the others. */
 static int gather_from(const sw_layout *L, int64_t off, const char *base, int64_t lo,
                        size_t bytes, char *out)
 {
-    if (sw_layout_is_flat(L) && off == lo) {
-        memcpy(out, base, bytes * (size_t)L->size);
-        return 0;
-    }
-    sw_walk w;
-    if (sw_walk_init(&w, L, off - lo) < 0)
+    size_t cells = (size_t)L->nleaves + 1;
+    int64_t *ext = PyMem_Malloc(3 * cells * sizeof(int64_t));
+    if (!ext) {
+        PyErr_NoMemory();
         return -1;
-    if (bytes == 4) {
-        uint32_t *o = (uint32_t *)out;
-        const uint32_t *b = (const uint32_t *)base;
-        for (int64_t k = 0; k < L->size; k++, sw_walk_next(&w))
-            o[k] = b[w.idx];
-    } else {
-        for (int64_t k = 0; k < L->size; k++, sw_walk_next(&w))
-            memcpy(out + (size_t)k * bytes, base + (size_t)w.idx * bytes, bytes);
     }
-    sw_walk_done(&w);
+    int64_t *str = ext + cells, *digit = str + cells;
+    int32_t n = coalesce(L, ext, str);
+    memset(digit, 0, cells * sizeof(int64_t));
+    int64_t rows = L->size / ext[0], idx = off - lo;
+    for (int64_t r = 0; r < rows; r++) {
+        gather_run(base, idx, str[0], ext[0], bytes, out + (size_t)(r * ext[0]) * bytes);
+        for (int32_t j = 1; j < n; j++) {
+            if (++digit[j] < ext[j]) {
+                idx += str[j];
+                break;
+            }
+            idx -= str[j] * (ext[j] - 1);
+            digit[j] = 0;
+        }
+    }
+    PyMem_Free(ext);
     return 0;
 }
 
