@@ -249,3 +249,22 @@ def test_python_carrier_reprs():
     c = filled(cls, [1.0, 2.0])
     assert repr(c) == "Remote(size=2, dtype=Float32)"
     assert values_part(sw.Tensor(c, 0, L([2], [1]))) == "[1. 2.]"
+
+
+def test_str_hook_releasing_midway_prints_a_marker():
+    class Releasing(sw.Carrier):
+        def size(self):
+            return 4
+
+        def dtype(self):
+            return D.Float32
+
+        def get_value(self, i):
+            if i == 1:
+                self.release()
+            return float(i)
+
+    c = Releasing()
+    text = str(sw.Tensor(c, 0, L([4], [1])))
+    assert text.startswith("<values unavailable: ") and "released" in text.split("\n")[0]
+    assert c.is_released()
