@@ -90,7 +90,8 @@ static int copy_mode(PyObject *copy)
 {
     if (copy == Py_None)
         return -1;
-    return PyObject_IsTrue(copy) ? 1 : (PyErr_Occurred() ? -2 : 0);
+    int truth = PyObject_IsTrue(copy);
+    return truth < 0 ? -2 : truth;
 }
 
 /* Whether NumPy can take this Tensor over DLPack without a copy: the exact

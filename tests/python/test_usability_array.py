@@ -385,3 +385,16 @@ def test_large_file_backed_copy():
     full = np.int32(values(D.Int32, n))
     want = np.lib.stride_tricks.as_strided(full[1:], shape=(10, n // 20), strides=(8, 80))
     np.testing.assert_array_equal(np.asarray(t), want)
+
+
+def test_copy_flag_whose_truth_raises_propagates_before_any_read():
+    class Bad:
+        def __bool__(self):
+            raise LookupError("no truth")
+
+    c = make("CPU", D.Float32, 2)
+    t = sw.Tensor(c, 0, L([2], [1]))
+    v = c.version
+    with pytest.raises(LookupError, match="no truth"):
+        t.__array__(copy=Bad())
+    assert c.version == v and not c.is_released()
