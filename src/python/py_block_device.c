@@ -581,8 +581,9 @@ static PyObject *bdev_repr(PyObject *self)
 
 static PyMethodDef bdev_methods[] = {
     {"allocate", (PyCFunction)(void (*)(void))bdev_allocate, METH_VARARGS | METH_KEYWORDS,
-     "allocate(size, *, mutable=True, dtype=DType.Float32, empty=False)\n--\n\n"
-     "Reserve a BlockDeviceCarrier of size Float32 slots at the lowest free\n"
+     "allocate(size, *, mutable=True, dtype=..., empty=False)\n--\n\n"
+     "Reserve a BlockDeviceCarrier of size Float32 slots (dtype defaults to\n"
+     "DType.Float32, the only one supported) at the lowest free\n"
      "offset (start and length multiples of allocation_alignment) and write\n"
      "zeros over it unless empty is True. Raises TypeError / ValueError /\n"
      "OverflowError for a bad size, TypeError when mutable or empty is not a\n"
