@@ -522,9 +522,19 @@ static PyObject *bdev_close(PyObject *self, PyObject *unused)
         return NULL;
     }
     dev_lock(b->dev);
-    sw_blockdev_close(b->dev);
-    b->closed = 1;
+    /* Waiting for the lock may have let another thread start a carrier. */
+    int busy = b->carriers > 0;
+    if (!busy) {
+        sw_blockdev_close(b->dev);
+        b->closed = 1;
+    }
     dev_unlock(b->dev);
+    if (busy) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "cannot close the block device %U: a BlockDeviceCarrier was created "
+                     "from it meanwhile (drop every reference to it first)", b->path);
+        return NULL;
+    }
     Py_RETURN_NONE;
 }
 

@@ -592,3 +592,32 @@ def test_b10_interpreter_exit_with_a_pending_move(loop_device):
     assert r.returncode == 0, r.stderr
     assert "exiting" in r.stdout
     assert raw_floats(loop_device, (4 << 20) * 4 - 4, 1) == [5.0]
+
+
+def test_b10_differentiable_block_moves_move_gradients_back(dev):
+    # C-14 and the move node: the reverse of each block route is the other
+    # block route, outside the registry.
+    t = flat(cpu_of([1.0, 2.0, 3.0]))
+    r = sw.CpuToBlockDeviceMoveOperation().forward(t, dev.allocate(3))
+    node = r.autograd_ctx
+    assert type(node) is sw.CpuToBlockDeviceMoveOperation and node.inputs() == (t,)
+    g = flat(cpu_of([0.5, 1.5, 2.5]))
+    (grad,) = node.backward(g)
+    assert type(grad.carrier) is sw.CPU
+    assert [grad.carrier[i] for i in range(3)] == [0.5, 1.5, 2.5]
+    back = sw.BlockDeviceToCpuMoveOperation().forward(r, sw.CPU(3))
+    assert type(back.autograd_ctx) is sw.BlockDeviceToCpuMoveOperation
+    (g2,) = back.autograd_ctx.backward(g)
+    assert type(g2.carrier) is sw.BlockDeviceCarrier and g2.carrier.device is dev
+    assert [g2.carrier[i] for i in range(3)] == [0.5, 1.5, 2.5]
+
+
+def test_public_callables_have_signatures():
+    import inspect
+    for f in [sw.BlockDevice, sw.BlockDevice.allocate, sw.BlockDevice.close,
+              sw.BlockDevice.is_closed, sw.BlockDevice.is_faulted,
+              sw.BlockDeviceCarrier.new_like, sw.BlockDeviceCarrier.allocate_like]:
+        assert f.__doc__
+        inspect.signature(f)
+    assert list(inspect.signature(sw.BlockDevice.allocate).parameters) == [
+        "size", "mutable", "dtype", "empty"]
