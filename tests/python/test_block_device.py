@@ -621,3 +621,23 @@ def test_public_callables_have_signatures():
         inspect.signature(f)
     assert list(inspect.signature(sw.BlockDevice.allocate).parameters) == [
         "size", "mutable", "dtype", "empty"]
+
+
+def test_b7_no_leak_over_many_carriers(dev):
+    # carriers, extents and factory buffers come and go without leaving core
+    # allocations or reserved ranges behind
+    def churn():
+        for k in range(50):
+            c = dev.allocate(1 + k, empty=bool(k % 2))
+            n = c.new_like([1.0] * (k + 1))
+            c[0] = float(k)
+            if k % 3 == 0:
+                c.release()
+            del c, n
+    churn()
+    gc.collect()
+    before = _C._live_bytes()
+    churn()
+    gc.collect()
+    assert _C._live_bytes() == before
+    assert dev.allocate(dev.capacity_bytes // 4, empty=True).device_offset_bytes == 0
