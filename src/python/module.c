@@ -76,7 +76,7 @@ typedef int (*init_fn)(PyObject *);
 static const init_fn inits[] = {
     sw_py_layout_init,  sw_py_dtype_init, sw_py_carrier_init,
     sw_py_generic_init, sw_py_cpu_init,   sw_py_file_backed_init,
-    sw_py_metal_init,   sw_py_evictable_init,
+    sw_py_metal_init,   sw_py_evictable_init, sw_py_block_device_init,
     sw_py_tensor_init,  sw_py_view_init,  sw_py_friendly_init,
     sw_py_dlpack_init,  sw_py_grad_mode_init, sw_py_operation_init, sw_py_minimal_ops_init,
     sw_py_await_init, sw_py_extension_init, sw_py_move_operation_init,

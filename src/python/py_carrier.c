@@ -30,6 +30,8 @@ const sw_carrier_ops *sw_carrier_builtin_ops(PyObject *obj)
         return &sw_file_backed_ops;
     if (t == &SwEvictable_Type)
         return &sw_evictable_ops;
+    if (t == &SwBlockDeviceCarrier_Type)
+        return &sw_block_device_carrier_ops;
     return NULL;
 }
 

@@ -141,7 +141,7 @@ const sw_carrier_ops sw_evictable_ops = {
 
 static int is_block_device_carrier(PyObject *tier)
 {
-    return strcmp(Py_TYPE(tier)->tp_name, "strideweave.BlockDeviceCarrier") == 0;
+    return Py_TYPE(tier) == &SwBlockDeviceCarrier_Type;
 }
 
 /* E-10: the exact pair must be able to move a -> b now. */

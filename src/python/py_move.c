@@ -20,6 +20,7 @@
 #include "sw_extension.h"
 #include "sw_move.h"
 #include "sw_profiling.h"
+#include "strideweave/blockdev.h"
 #include "strideweave/clock.h"
 
 #include <pthread.h>
@@ -48,6 +49,7 @@ typedef struct move_request {
     PyObject *prepared;         /* a definition route's PreparedTransfer, or NULL */
     sw_provider_wait wait;      /* its incomplete ProviderCompletion, if any */
     struct move_request *held_next;
+    struct sw_blockdev *blockdev; /* a block device endpoint's, else NULL */
 } move_request;
 
 /* Executor state. The pointers change only with the GIL held; the in-flight
@@ -294,7 +296,8 @@ static void commit(move_request *r, PyObject *error)
 static void run_request(sw_job *job)
 {
     move_request *r = (move_request *)job;
-    r->status = sw_transfer_run(&r->transfer, &r->err);
+    r->status = r->blockdev ? sw_blockdev_transfer(r->blockdev, &r->transfer, &r->err)
+                            : sw_transfer_run(&r->transfer, &r->err);
 }
 
 static void completion_main(void *arg)
@@ -490,7 +493,13 @@ static void submit(move_request *r, PyObject *op, PyObject *tensor)
         int c = sw_py_move_describe(s->carrier, s->offset, SwLayout_CORE(s->layout),
                                     r->destination, kind == SW_ROUTE_BULK, &r->transfer,
                                     r->extents, r->strides);
-        if (c == 1 && (size_t)r->cosize * r->transfer.itemsize <= INLINE_BYTES) {
+        r->blockdev = sw_py_block_device_core(r->source);
+        if (!r->blockdev)
+            r->blockdev = sw_py_block_device_core(r->destination);
+        /* A block device's lock may be held by a pool thread: its moves
+         * always go to the pool rather than wait here with the GIL. */
+        if (c == 1 && !r->blockdev &&
+            (size_t)r->cosize * r->transfer.itemsize <= INLINE_BYTES) {
             r->status = sw_transfer_run(&r->transfer, &r->err);
             commit(r, NULL);
             return;

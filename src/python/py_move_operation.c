@@ -13,6 +13,7 @@
 #include "sw_extension.h"
 #include "sw_move.h"
 
+#include "strideweave/blockdev.h"
 #include "strideweave/copy.h"
 
 #include <string.h>
@@ -51,7 +52,7 @@ static int endpoint_of(PyObject *carrier, sw_endpoint *e)
         e->fd = FB(carrier)->fd;
         return 1;
     }
-    return 0;
+    return sw_py_block_device_endpoint(carrier, e);
 }
 
 int sw_py_move_describe(PyObject *src, int64_t offset, const sw_layout *layout,
@@ -59,10 +60,10 @@ int sw_py_move_describe(PyObject *src, int64_t offset, const sw_layout *layout,
                         int64_t *strides)
 {
     const sw_carrier_ops *ops = sw_carrier_builtin_ops(src);
+    t->src.offset = t->dst.offset = 0; /* a block device's extent start, else 0 */
     if (!ops || !endpoint_of(src, &t->src) || !endpoint_of(dst, &t->dst))
         return 0;
-    t->src.offset = offset;
-    t->dst.offset = 0;
+    t->src.offset += offset;
     t->itemsize = sw_dtype_slot_bytes(ops->dtype(src));
     t->bulk = bulk;
     t->cosize = layout->cosize;
@@ -88,12 +89,16 @@ int sw_py_move_describe(PyObject *src, int64_t offset, const sw_layout *layout,
 }
 
 /* One transfer on the calling thread, the GIL released when it is big. */
-static int run_transfer(const sw_transfer *t)
+static int run_transfer(const sw_transfer *t, struct sw_blockdev *dev)
 {
     sw_error err;
     sw_status st;
     size_t bytes = (size_t)t->cosize * t->itemsize;
-    if (bytes <= GIL_FREE_BYTES) {
+    if (dev) { /* its lock may be held by a pool thread: never wait with the GIL */
+        Py_BEGIN_ALLOW_THREADS
+        st = sw_blockdev_transfer(dev, t, &err);
+        Py_END_ALLOW_THREADS
+    } else if (bytes <= GIL_FREE_BYTES) {
         st = sw_transfer_run(t, &err);
     } else {
         Py_BEGIN_ALLOW_THREADS
@@ -125,8 +130,8 @@ static int copy_by_slots(PyObject *src, int64_t offset, sw_layout *layout, PyObj
 
 /* _copy(tensor, destination, output, element_count) of the shipped
  * operations: argument checks, then the C transfer or the slot loop. */
-static int copy_hook(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                     int bulk, const char *opname)
+static int copy_hook(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                     PyObject *kwnames, int bulk, const char *opname)
 {
     static const char *const names[] = {"tensor", "destination", "output", "element_count"};
     PyObject *a[4];
@@ -142,6 +147,8 @@ static int copy_hook(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
         return -1;
     }
     SwSubtensor *s = &((SwTensorObject *)a[0])->subs[0];
+    if (sw_py_block_device_check_route(Py_TYPE(self), s->carrier, a[1]) < 0)
+        return -1;
     sw_layout *layout = SwLayout_CORE(s->layout);
     long long count;
     int overflow;
@@ -159,8 +166,10 @@ static int copy_hook(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                                 strides);
     if (c < 0)
         return -1;
-    if (c == 1)
-        return run_transfer(&t);
+    if (c == 1) {
+        struct sw_blockdev *dev = sw_py_block_device_core(s->carrier);
+        return run_transfer(&t, dev ? dev : sw_py_block_device_core(a[1]));
+    }
     if (bulk) {
         PyErr_Format(PyExc_TypeError,
                      "%s copies between CPU and FileBacked carriers only, not from %s to %s",
@@ -173,8 +182,7 @@ static int copy_hook(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
 static PyObject *elementwise_copy(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                                   PyObject *kwnames)
 {
-    (void)self;
-    if (copy_hook(args, nargs, kwnames, 0, "ElementwiseMoveOperation") < 0)
+    if (copy_hook(self, args, nargs, kwnames, 0, "ElementwiseMoveOperation") < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -182,7 +190,7 @@ static PyObject *elementwise_copy(PyObject *self, PyObject *const *args, Py_ssiz
 static PyObject *bulk_copy(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                            PyObject *kwnames)
 {
-    if (copy_hook(args, nargs, kwnames, 1, _PyType_Name(Py_TYPE(self))) < 0)
+    if (copy_hook(self, args, nargs, kwnames, 1, _PyType_Name(Py_TYPE(self))) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -258,6 +266,16 @@ static void move_op_dealloc(PyObject *self)
 static int resolve_reverse(PyObject *source, PyObject *destination, PyObject **reverse)
 {
     sw_route route;
+    /* B-10: the block pairs are outside the registry; each is the other's
+     * way back. */
+    if (Py_TYPE(source) == &SwCPU_Type && Py_TYPE(destination) == &SwBlockDeviceCarrier_Type) {
+        *reverse = Py_NewRef((PyObject *)&SwBlockDeviceToCpu_Type);
+        return 0;
+    }
+    if (Py_TYPE(source) == &SwBlockDeviceCarrier_Type && Py_TYPE(destination) == &SwCPU_Type) {
+        *reverse = Py_NewRef((PyObject *)&SwCpuToBlockDevice_Type);
+        return 0;
+    }
     if (sw_py_route_resolve(Py_TYPE(destination), Py_TYPE(source), &route) < 0)
         return -1;
     if (route.route) {
@@ -523,6 +541,16 @@ SHIPPED_OPERATION(SwTransferRouteMove_Type, "TransferRouteMoveOperation", route_
                   "CarrierDefinition: profiling reports it as the move's operation_type, and\n"
                   "it is the move's node in the autograd graph. It cannot be used on its\n"
                   "own.");
+SHIPPED_OPERATION(SwCpuToBlockDevice_Type, "CpuToBlockDeviceMoveOperation", bulk_copy,
+                  "Moves a CPU Tensor into a BlockDeviceCarrier by writing its whole\n"
+                  "physical span (cosize slots from its offset, holes included) to the\n"
+                  "device in one transfer. Run it with\n"
+                  "CpuToBlockDeviceMoveOperation().forward(tensor, destination): moves\n"
+                  "naming a BlockDeviceCarrier are not in the move registry.");
+SHIPPED_OPERATION(SwBlockDeviceToCpu_Type, "BlockDeviceToCpuMoveOperation", bulk_copy,
+                  "Moves a BlockDeviceCarrier Tensor into a CPU carrier by reading its\n"
+                  "whole physical span from the device in one transfer. Run it with\n"
+                  "BlockDeviceToCpuMoveOperation().forward(tensor, destination).");
 SHIPPED_OPERATION(SwMetalToMetal_Type, "MetalToMetalMoveOperation", metal_copy,
                   "Moves a Metal Tensor to another Metal carrier (needs Apple's MPS "
                   "device).");
@@ -531,7 +559,8 @@ sw_route_kind sw_py_move_route_kind(PyTypeObject *op_type)
 {
     if (op_type == &SwElementwise_Type)
         return SW_ROUTE_ELEMENTWISE;
-    if (op_type == &SwCpuToFileBacked_Type || op_type == &SwFileBackedToCpu_Type)
+    if (op_type == &SwCpuToFileBacked_Type || op_type == &SwFileBackedToCpu_Type ||
+        op_type == &SwCpuToBlockDevice_Type || op_type == &SwBlockDeviceToCpu_Type)
         return SW_ROUTE_BULK;
     return SW_ROUTE_PYTHON;
 }
@@ -558,7 +587,8 @@ static int check_pin(PyTypeObject *op_type, PyObject *attr, PyObject *carrier,
 
 int sw_py_move_check_operation(PyTypeObject *op_type, PyObject *source, PyObject *destination)
 {
-    if (check_pin(op_type, str_source_class, source, "source") < 0 ||
+    if (sw_py_block_device_check_route(op_type, source, destination) < 0 ||
+        check_pin(op_type, str_source_class, source, "source") < 0 ||
         check_pin(op_type, str_destination_class, destination, "destination") < 0)
         return -1;
     PyObject *hook = PyObject_GetAttr((PyObject *)op_type, str_copy);
@@ -616,9 +646,22 @@ static int check_pair(PyObject *src, PyObject *dst)
     return 0;
 }
 
+/* B-10: BlockDeviceCarrier moves are fixed; the registry never names it. */
+static int refuse_block_device(PyObject *src, PyObject *dst)
+{
+    if (src != (PyObject *)&SwBlockDeviceCarrier_Type &&
+        dst != (PyObject *)&SwBlockDeviceCarrier_Type)
+        return 0;
+    PyErr_Format(PyExc_ValueError,
+                 "%s to %s: moves of a BlockDeviceCarrier cannot be registered or "
+                 "unregistered; use CpuToBlockDeviceMoveOperation or "
+                 "BlockDeviceToCpuMoveOperation", class_name(src), class_name(dst));
+    return -1;
+}
+
 static int check_registration(PyObject *src, PyObject *dst, PyObject *op)
 {
-    if (check_pair(src, dst) < 0)
+    if (check_pair(src, dst) < 0 || refuse_block_device(src, dst) < 0)
         return -1;
     if (!PyType_Check(op) ||
         !PyType_IsSubtype((PyTypeObject *)op, &SwMoveOperation_Type)) {
@@ -719,7 +762,7 @@ static PyObject *unregister_move_operation(PyObject *mod, PyObject *const *args,
     PyObject *a[2];
     if (sw_py_parse_required("unregister_move_operation", triple_names, 2, args, nargs,
                              kwnames, a) < 0 ||
-        check_pair(a[0], a[1]) < 0)
+        check_pair(a[0], a[1]) < 0 || refuse_block_device(a[0], a[1]) < 0)
         return NULL;
     return registry_pop(a[0], a[1]);
 }
@@ -907,6 +950,10 @@ int sw_py_move_operation_init(PyObject *module)
         add_shipped(module, &SwCpuToMetal_Type, &SwCPU_Type, &SwMetal_Type, 1) < 0 ||
         add_shipped(module, &SwMetalToCpu_Type, &SwMetal_Type, &SwCPU_Type, 1) < 0 ||
         add_shipped(module, &SwMetalToMetal_Type, &SwMetal_Type, &SwMetal_Type, 1) < 0 ||
+        add_shipped(module, &SwCpuToBlockDevice_Type, &SwCPU_Type,
+                    &SwBlockDeviceCarrier_Type, 0) < 0 ||
+        add_shipped(module, &SwBlockDeviceToCpu_Type, &SwBlockDeviceCarrier_Type,
+                    &SwCPU_Type, 0) < 0 ||
         add_shipped(module, &SwTransferRouteMove_Type, NULL, NULL, 0) < 0)
         return -1;
     return PyModule_AddFunctions(module, registry_functions);

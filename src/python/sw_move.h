@@ -75,6 +75,21 @@ void sw_py_move_node_attach(PyObject *op, PyObject *output);
 
 int sw_py_move_operation_init(PyObject *module);
 
+/* ---- block devices (py_block_device.c, B-10) ------------------------------ */
+
+struct sw_blockdev;
+extern PyTypeObject SwCpuToBlockDevice_Type;
+extern PyTypeObject SwBlockDeviceToCpu_Type;
+/* The core device of an exact BlockDeviceCarrier, else NULL. */
+struct sw_blockdev *sw_py_block_device_core(PyObject *carrier);
+/* Fill `e` as a FILE endpoint on the device, `e->offset` the slot of the
+ * extent's start: 1 for an exact BlockDeviceCarrier, else 0. */
+int sw_py_block_device_endpoint(PyObject *carrier, sw_endpoint *e);
+/* NotImplementedError unless `op_type` is the block operation of this exact
+ * pair (when either carrier is a BlockDeviceCarrier); RuntimeError for a
+ * faulted device. 0 / -1. */
+int sw_py_block_device_check_route(PyTypeObject *op_type, PyObject *src, PyObject *dst);
+
 /* ---- the move path (py_move.c) ------------------------------------------ */
 
 /* move_async's one path. `op` NULL: resolve the route by the exact

@@ -58,6 +58,7 @@ int sw_py_extension_init(PyObject *module);
 int sw_py_evictable_init(PyObject *module);
 int sw_py_profiling_init(PyObject *module);
 int sw_py_minimal_ops_init(PyObject *module);
+int sw_py_block_device_init(PyObject *module);
 
 /* ---- layouts (py_layout.c) ---------------------------------------------- */
 
@@ -136,6 +137,7 @@ extern PyTypeObject SwCPU_Type;
 extern PyTypeObject SwFileBacked_Type;
 extern PyTypeObject SwMetal_Type;  /* never instantiated on our hosts */
 extern PyTypeObject SwEvictable_Type;
+extern PyTypeObject SwBlockDeviceCarrier_Type;
 
 /* Framework state every carrier has from allocation (C-1). */
 typedef struct SwCarrierObject {

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import strideweave as sw
+from loop_device import loop_device  # noqa: F401
 from strideweave import CPU, FileBacked, Evictable, Generic, _C
 from strideweave.carriers.extension import (
     CarrierDefinition,
@@ -59,6 +60,28 @@ def test_e1_check1_not_a_carrier(args, which):
 def test_e1_check1_primary_before_secondary():
     with pytest.raises(TypeError, match="primary"):
         Evictable(1, 2)
+
+
+def test_e1_check2_block_device_carrier_tier(loop_device):
+    # E-1 check 2 with a real BlockDeviceCarrier, before checks 3-7 (the
+    # same object in both positions, a released one): TypeError, nothing
+    # claimed.
+    dev = sw.BlockDevice(loop_device)
+    b = dev.allocate(2)
+    c = CPU(2)
+    with pytest.raises(TypeError, match="BlockDeviceCarrier"):
+        Evictable(b, c)
+    with pytest.raises(TypeError, match="BlockDeviceCarrier"):
+        Evictable(c, b)
+    with pytest.raises(TypeError, match="BlockDeviceCarrier"):
+        Evictable(b, b)
+    b.release()
+    with pytest.raises(TypeError, match="BlockDeviceCarrier"):
+        Evictable(c, b)
+    assert not b.is_owned() and not c.is_owned() and not c.is_released()
+    del b
+    gc.collect()
+    dev.close()
 
 
 def test_e1_check3_same_object():

@@ -12,8 +12,11 @@ from strideweave._C import (
     FileBacked,
     Metal,
     Evictable,
+    BlockDevice,
+    BlockDeviceCarrier,
 )
 from strideweave.carriers import base, dtype, generic, cpu, file_backed, metal, move, extension, evictable
+from strideweave.carriers import block_device
 
 __all__ = [
     "DType",
@@ -36,4 +39,7 @@ __all__ = [
     "metal",
     "extension",
     "evictable",
+    "BlockDevice",
+    "BlockDeviceCarrier",
+    "block_device",
 ]

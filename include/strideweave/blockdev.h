@@ -1,0 +1,108 @@
+/* Block devices as slot storage (contract-carriers B-1..B-10).
+ *
+ * An sw_blockdev is one open Linux block-special node: its geometry (from
+ * the BLKGETSIZE64 / BLKSSZGET / BLKPBSZGET ioctls), an extent allocator
+ * over its capacity, one mutex that serializes allocation, release and
+ * transfers on it, and a fault flag. Once an I/O error or a zero-byte
+ * completion happens the device is *faulted* for good: nothing may trust
+ * what is on it any more, so callers refuse further access.
+ *
+ * The allocator is a sorted array of live extents; free space is the gaps
+ * between them, so freeing an extent coalesces with its free neighbours
+ * by construction. Allocation is first fit at the lowest offset. */
+#ifndef STRIDEWEAVE_BLOCKDEV_H
+#define STRIDEWEAVE_BLOCKDEV_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "strideweave/status.h"
+#include "strideweave/transfer.h"
+
+typedef struct sw_extent {
+    int64_t start;
+    int64_t length;
+} sw_extent;
+
+/* Live extents in [0, capacity), sorted by start, never overlapping. */
+typedef struct sw_extent_map {
+    int64_t capacity;
+    int64_t alignment; /* > 0; starts and lengths are multiples of it */
+    sw_extent *items;  /* sw_malloc'd */
+    size_t count, cap;
+} sw_extent_map;
+
+void sw_extent_map_init(sw_extent_map *m, int64_t capacity, int64_t alignment);
+void sw_extent_map_destroy(sw_extent_map *m);
+/* Reserve `bytes` rounded up to the alignment at the lowest offset where
+ * it fits. bytes == 0 reserves nothing and gives *start = 0.
+ * SW_EOVERFLOW when rounding overflows, SW_ENOMEM when no gap fits (or the
+ * table cannot grow). */
+sw_status sw_extent_map_alloc(sw_extent_map *m, int64_t bytes, int64_t *start,
+                              int64_t *length, sw_error *err);
+/* Retire the extent that starts at `start`; SW_EINVAL if none does. */
+sw_status sw_extent_map_free(sw_extent_map *m, int64_t start, sw_error *err);
+/* Round `bytes` up to a multiple of `alignment`; 0 on overflow. */
+int sw_extent_round_up(int64_t bytes, int64_t alignment, int64_t *out);
+
+/* Positional I/O of exactly `bytes`: EINTR is retried, short transfers are
+ * continued. An OS error → SW_EIO (errno kept); a call that transfers zero
+ * bytes → SW_ESTATE. Fault injection: "pread" / "pwrite" fail with EIO on
+ * entry; per system call, "blockdev_eintr" simulates EINTR,
+ * "blockdev_short" halves the request, "blockdev_zero" returns 0. */
+sw_status sw_blockdev_pread(int fd, void *buf, size_t bytes, int64_t offset,
+                            sw_error *err);
+sw_status sw_blockdev_pwrite(int fd, const void *buf, size_t bytes, int64_t offset,
+                             sw_error *err);
+
+typedef struct sw_blockdev {
+    int fd;                 /* -1 once closed */
+    int64_t capacity_bytes;
+    int64_t logical_block_size;
+    int64_t physical_block_size;
+    int64_t alignment;      /* max(logical, physical) */
+    _Atomic int faulted;
+    pthread_mutex_t lock;   /* guards `extents`, `fd` and every transfer */
+    sw_extent_map extents;
+} sw_blockdev;
+
+/* Open `path` read-write and read its geometry. SW_EIO (errno kept) when
+ * it cannot be opened; SW_EINVAL when it is not a block device or its
+ * geometry is inconsistent; SW_EOVERFLOW when a size does not fit int64;
+ * SW_ENOTSUP off Linux. Nothing is written; failures close what they
+ * opened. */
+sw_status sw_blockdev_open(const char *path, sw_blockdev **out, sw_error *err);
+/* Close the descriptor (idempotent); the struct stays until free. */
+void sw_blockdev_close(sw_blockdev *d);
+void sw_blockdev_free(sw_blockdev *d);
+
+/* Callers hold d->lock around the calls below. */
+/* Reserve an extent for `bytes` and, when `zero`, write zeros over it (a
+ * failed zero-write frees it again and faults the device). */
+sw_status sw_blockdev_alloc_locked(sw_blockdev *d, int64_t bytes, int zero,
+                                   int64_t *start, int64_t *length, sw_error *err);
+void sw_blockdev_free_locked(sw_blockdev *d, int64_t start);
+/* Slot I/O that faults the device when it fails. */
+sw_status sw_blockdev_read_locked(sw_blockdev *d, void *buf, size_t bytes,
+                                  int64_t offset, sw_error *err);
+sw_status sw_blockdev_write_locked(sw_blockdev *d, const void *buf, size_t bytes,
+                                   int64_t offset, sw_error *err);
+
+/* A move's transfer with one endpoint on `d` (its descriptor in a FILE
+ * endpoint): takes d->lock, refuses a faulted or closed device
+ * (SW_ESTATE), and faults the device when the transfer fails. No Python,
+ * no GIL: pool threads call it. */
+sw_status sw_blockdev_transfer(sw_blockdev *d, const sw_transfer *t, sw_error *err);
+
+static inline int sw_blockdev_is_faulted(sw_blockdev *d)
+{
+    return atomic_load(&d->faulted);
+}
+static inline void sw_blockdev_set_faulted(sw_blockdev *d)
+{
+    atomic_store(&d->faulted, 1);
+}
+
+#endif

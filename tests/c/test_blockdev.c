@@ -1,0 +1,201 @@
+/* Block devices (B-2, B-3, B-5, B-7): the extent allocator (first fit,
+ * alignment, coalescing, exhaustion) and the positional I/O loop (short
+ * transfers, EINTR, zero-byte completions, errors) through fault injection
+ * on a regular file, plus the refusals of sw_blockdev_open. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "strideweave/alloc.h"
+#include "strideweave/blockdev.h"
+
+static void test_round_up(void)
+{
+    int64_t v;
+    CHECK(sw_extent_round_up(0, 512, &v) && v == 0);
+    CHECK(sw_extent_round_up(1, 512, &v) && v == 512);
+    CHECK(sw_extent_round_up(512, 512, &v) && v == 512);
+    CHECK(sw_extent_round_up(513, 4096, &v) && v == 4096);
+    CHECK(!sw_extent_round_up(INT64_MAX - 10, 4096, &v));
+    CHECK(!sw_extent_round_up(-1, 512, &v));
+}
+
+/* B-3: lowest fitting offset, aligned start and length. */
+static void test_first_fit_alignment(void)
+{
+    sw_extent_map m;
+    sw_extent_map_init(&m, 16 * 4096, 4096);
+    int64_t s, l;
+    sw_error err;
+    CHECK_EQ_I64(sw_extent_map_alloc(&m, 4, &s, &l, &err), SW_OK);
+    CHECK_EQ_I64(s, 0);
+    CHECK_EQ_I64(l, 4096);
+    CHECK_EQ_I64(sw_extent_map_alloc(&m, 4097, &s, &l, &err), SW_OK);
+    CHECK_EQ_I64(s, 4096);
+    CHECK_EQ_I64(l, 8192);
+    CHECK_EQ_I64(sw_extent_map_alloc(&m, 4096, &s, &l, &err), SW_OK);
+    CHECK_EQ_I64(s, 3 * 4096);
+    /* size 0 reserves nothing */
+    CHECK_EQ_I64(sw_extent_map_alloc(&m, 0, &s, &l, &err), SW_OK);
+    CHECK_EQ_I64(l, 0);
+    CHECK_EQ_I64((long long)m.count, 3);
+    /* a hole at the front is reused first, a larger request skips it */
+    CHECK_EQ_I64(sw_extent_map_free(&m, 0, &err), SW_OK);
+    CHECK_EQ_I64(sw_extent_map_alloc(&m, 8192, &s, &l, &err), SW_OK);
+    CHECK_EQ_I64(s, 4 * 4096);
+    CHECK_EQ_I64(sw_extent_map_alloc(&m, 100, &s, &l, &err), SW_OK);
+    CHECK_EQ_I64(s, 0);
+    for (size_t i = 0; i + 1 < m.count; i++) {
+        CHECK(m.items[i].start + m.items[i].length <= m.items[i + 1].start);
+        CHECK(m.items[i].start % 4096 == 0 && m.items[i].length % 4096 == 0);
+    }
+    CHECK_EQ_I64(sw_extent_map_free(&m, 12345, &err), SW_EINVAL);
+    sw_extent_map_destroy(&m);
+}
+
+/* B-7: freed neighbours form one range a larger request can use. */
+static void test_coalescing(void)
+{
+    sw_extent_map m;
+    sw_extent_map_init(&m, 4 * 512, 512);
+    int64_t s[4], l;
+    sw_error err;
+    for (int i = 0; i < 4; i++)
+        CHECK_EQ_I64(sw_extent_map_alloc(&m, 512, &s[i], &l, &err), SW_OK);
+    CHECK_EQ_I64(sw_extent_map_alloc(&m, 512, &s[0], &l, &err), SW_ENOMEM);
+    CHECK_EQ_I64(sw_extent_map_free(&m, 512, &err), SW_OK);
+    CHECK_EQ_I64(sw_extent_map_free(&m, 1024, &err), SW_OK);
+    int64_t big;
+    CHECK_EQ_I64(sw_extent_map_alloc(&m, 1024, &big, &l, &err), SW_OK);
+    CHECK_EQ_I64(big, 512);
+    CHECK_EQ_I64(sw_extent_map_free(&m, 0, &err), SW_OK);
+    CHECK_EQ_I64(sw_extent_map_free(&m, 512, &err), SW_OK);
+    CHECK_EQ_I64(sw_extent_map_free(&m, 1536, &err), SW_OK);
+    CHECK_EQ_I64(sw_extent_map_alloc(&m, 4 * 512, &big, &l, &err), SW_OK);
+    CHECK_EQ_I64(big, 0);
+    sw_extent_map_destroy(&m);
+}
+
+/* B-3: none fits → ENOMEM, and byte overflow → EOVERFLOW; nothing kept. */
+static void test_exhaustion(void)
+{
+    sw_extent_map m;
+    sw_extent_map_init(&m, 8192, 4096);
+    int64_t s, l;
+    sw_error err;
+    CHECK_EQ_I64(sw_extent_map_alloc(&m, 8193, &s, &l, &err), SW_ENOMEM);
+    CHECK_EQ_I64((long long)m.count, 0);
+    CHECK_EQ_I64(sw_extent_map_alloc(&m, INT64_MAX, &s, &l, &err), SW_EOVERFLOW);
+    CHECK_EQ_I64(sw_extent_map_alloc(&m, 8192, &s, &l, &err), SW_OK);
+    CHECK_EQ_I64(sw_extent_map_alloc(&m, 1, &s, &l, &err), SW_ENOMEM);
+    CHECK_EQ_I64((long long)m.count, 1);
+    /* many small extents grow the table */
+    sw_extent_map_destroy(&m);
+    sw_extent_map_init(&m, 1000 * 512, 512);
+    for (int i = 0; i < 1000; i++) {
+        CHECK_EQ_I64(sw_extent_map_alloc(&m, 512, &s, &l, &err), SW_OK);
+        CHECK_EQ_I64(s, (int64_t)i * 512);
+    }
+    CHECK_EQ_I64(sw_extent_map_alloc(&m, 512, &s, &l, &err), SW_ENOMEM);
+    sw_extent_map_destroy(&m);
+}
+
+static int temp_file(char *path)
+{
+    strcpy(path, "/tmp/sw-blockdev-test-XXXXXX");
+    int fd = mkstemp(path);
+    if (fd >= 0 && ftruncate(fd, 1 << 16) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* B-5: short transfers and EINTR are continued; zero bytes and errors are
+ * reported with their own codes. */
+static void test_io_loop(void)
+{
+    char path[64];
+    int fd = temp_file(path);
+    CHECK(fd >= 0);
+    if (fd < 0)
+        return;
+    unsigned char out[4096], in[4096];
+    for (int i = 0; i < 4096; i++)
+        out[i] = (unsigned char)(i * 7 + 1);
+    sw_error err;
+    CHECK_EQ_I64(sw_blockdev_pwrite(fd, out, sizeof out, 512, &err), SW_OK);
+    CHECK_EQ_I64(sw_blockdev_pread(fd, in, sizeof in, 512, &err), SW_OK);
+    CHECK(memcmp(in, out, sizeof in) == 0);
+    if (sw_fault_enabled()) {
+        memset(in, 0, sizeof in);
+        CHECK_EQ_I64(sw_fault_arm("blockdev_short", 0, 5), SW_OK);
+        CHECK_EQ_I64(sw_fault_arm("blockdev_eintr", 1, 3), SW_OK);
+        CHECK_EQ_I64(sw_blockdev_pread(fd, in, sizeof in, 512, &err), SW_OK);
+        CHECK(memcmp(in, out, sizeof in) == 0);
+        CHECK(!sw_fault_hit("blockdev_eintr")); /* all three were used */
+        sw_fault_clear();
+
+        CHECK_EQ_I64(sw_fault_arm("blockdev_short", 0, 3), SW_OK);
+        CHECK_EQ_I64(sw_fault_arm("blockdev_eintr", 0, 2), SW_OK);
+        for (int i = 0; i < 4096; i++)
+            out[i] = (unsigned char)(255 - i);
+        CHECK_EQ_I64(sw_blockdev_pwrite(fd, out, sizeof out, 0, &err), SW_OK);
+        sw_fault_clear();
+        CHECK_EQ_I64(sw_blockdev_pread(fd, in, sizeof in, 0, &err), SW_OK);
+        CHECK(memcmp(in, out, sizeof in) == 0);
+
+        CHECK_EQ_I64(sw_fault_arm("blockdev_zero", 1, 1), SW_OK);
+        CHECK_EQ_I64(sw_fault_arm("blockdev_short", 0, 1), SW_OK);
+        CHECK_EQ_I64(sw_blockdev_pwrite(fd, out, sizeof out, 0, &err), SW_ESTATE);
+        sw_fault_clear();
+
+        CHECK_EQ_I64(sw_fault_arm("pread", 0, 1), SW_OK);
+        CHECK_EQ_I64(sw_blockdev_pread(fd, in, sizeof in, 0, &err), SW_EIO);
+        CHECK_EQ_I64(err.sys_errno, EIO);
+        sw_fault_clear();
+    }
+    /* reading past the end completes with zero bytes */
+    CHECK_EQ_I64(sw_blockdev_pread(fd, in, sizeof in, 1 << 16, &err), SW_ESTATE);
+    /* a bad descriptor is an OS error */
+    CHECK_EQ_I64(sw_blockdev_pwrite(-1, out, 4, 0, &err), SW_EIO);
+    CHECK_EQ_I64(err.sys_errno, EBADF);
+    close(fd);
+    unlink(path);
+}
+
+/* B-2: refusals of open, and nothing left open. */
+static void test_open_refusals(void)
+{
+    sw_blockdev *d = NULL;
+    sw_error err;
+    char path[64];
+    int fd = temp_file(path);
+    CHECK(fd >= 0);
+    if (fd >= 0) {
+        close(fd);
+        CHECK_EQ_I64(sw_blockdev_open(path, &d, &err), SW_EINVAL);
+        unlink(path);
+    }
+    CHECK_EQ_I64(sw_blockdev_open("/dev/null", &d, &err), SW_EINVAL);
+    CHECK_EQ_I64(sw_blockdev_open("/tmp", &d, &err), SW_EINVAL);
+    CHECK_EQ_I64(sw_blockdev_open("/nonexistent/sw-blockdev", &d, &err), SW_EIO);
+    CHECK_EQ_I64(err.sys_errno, ENOENT);
+    CHECK(d == NULL);
+}
+
+int main(void)
+{
+    int64_t live = sw_alloc_live_bytes();
+    test_round_up();
+    test_first_fit_alignment();
+    test_coalescing();
+    test_exhaustion();
+    test_io_loop();
+    test_open_refusals();
+    CHECK_EQ_I64(sw_alloc_live_bytes(), live);
+    return check_report("blockdev");
+}
