@@ -5,6 +5,7 @@ re-exports it.
 """
 
 from strideweave._types import Node, ProfilerEvent, MoveEvent, ProfilerAggregate
+from strideweave._types import ResidencyPolicy
 from strideweave._C import (
     Shape,
     Stride,
@@ -20,6 +21,12 @@ from strideweave._C import (
     FileBacked,
     Metal,
     Evictable,
+    TiledEvictable,
+    TileSelection,
+    TileSet,
+    ResidencyPlan,
+    AwaitProjection,
+    AwaitResidency,
     Tensor,
     permute,
     reshape,
@@ -73,6 +80,13 @@ __all__ = [
     "FileBacked",
     "Metal",
     "Evictable",
+    "TiledEvictable",
+    "TileSelection",
+    "TileSet",
+    "ResidencyPlan",
+    "ResidencyPolicy",
+    "AwaitProjection",
+    "AwaitResidency",
     "Tensor",
     "permute",
     "reshape",

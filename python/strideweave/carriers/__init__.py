@@ -12,8 +12,10 @@ from strideweave._C import (
     FileBacked,
     Metal,
     Evictable,
+    TiledEvictable,
 )
 from strideweave.carriers import base, dtype, generic, cpu, file_backed, metal, move, extension, evictable
+from strideweave.carriers import tiled_evictable
 
 __all__ = [
     "DType",
@@ -36,4 +38,6 @@ __all__ = [
     "metal",
     "extension",
     "evictable",
+    "TiledEvictable",
+    "tiled_evictable",
 ]
