@@ -595,9 +595,14 @@ def test_x14_move_from_or_into_refused_naming_both_before_effects():
 
 
 def test_x14_legacy_registry_calls_naming_it_fail_runtime_error():
-    with pytest.raises(RuntimeError, match="TransferRoute"):
-        sw.carriers.move.dispatch_move(TE, CPU) if hasattr(sw.carriers.move, "dispatch_move") \
-            else sw.MoveOperation.dispatch_move(TE, CPU)
+    mv = sw.carriers.move
+    calls = [lambda: mv.dispatch_move(TE, CPU), lambda: mv.dispatch_move(CPU, TE),
+             lambda: mv.registered_move_operation(TE, CPU, mv.ElementwiseMoveOperation),
+             lambda: mv.register_move_operation(CPU, TE, mv.ElementwiseMoveOperation),
+             lambda: mv.unregister_move_operation(TE, CPU)]
+    for call in calls:
+        with pytest.raises(RuntimeError, match="TransferRoute"):
+            call()
 
 
 def test_dispatch_op_refuses_arithmetic_for_a_definition_backed_class():
