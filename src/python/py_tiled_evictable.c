@@ -286,12 +286,12 @@ static int64_t *check_request(PyObject *self, PyObject *tiles, int evict, int64_
 static PyObject *residency_async(PyObject *self, PyObject *tiles, int evict)
 {
     int64_t n = 0;
-    int64_t *idx = check_request(self, tiles, evict, &n);
-    if (!idx)
-        return NULL;
+    /* The handle first: allocating it may run a collection (finalizers,
+     * user code), which must not fall between the checks and the marks. */
     PyObject *handle = sw_py_await_new(&SwAwaitResidency_Type);
-    if (!handle) {
-        PyMem_Free(idx);
+    int64_t *idx = handle ? check_request(self, tiles, evict, &n) : NULL;
+    if (!idx) {
+        Py_XDECREF(handle);
         return NULL;
     }
     /* Every copy here is synchronous, so the handle is terminal on return

@@ -402,13 +402,16 @@ PyObject *sw_tiled_project(PyObject *self, PyObject *args, PyObject *kwds)
         add_pins(&pj, plan->promote);
         add_pins(&pj, plan->retain);
     }
-    if (sw_tiled_check_tensor(self, tensor) < 0 ||
-        (destination != Py_None && check_destination(self, destination, pj.n) < 0) ||
-        check_tiles(&pj, nsel) < 0)
-        goto done;
+    /* The handle before the re-checks: allocating it may run finalizers. */
     handle = sw_py_await_new(&SwAwaitProjection_Type);
     if (!handle)
         goto done;
+    if (sw_tiled_check_tensor(self, tensor) < 0 ||
+        (destination != Py_None && check_destination(self, destination, pj.n) < 0) ||
+        check_tiles(&pj, nsel) < 0) {
+        Py_CLEAR(handle);
+        goto done;
+    }
     pj.default_dest = destination == Py_None;
     pj.dest = destination == Py_None ? NULL : Py_NewRef(destination);
     Py_INCREF(tensor);
