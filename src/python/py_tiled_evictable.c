@@ -54,7 +54,7 @@ static size_t elem_bytes(PyObject *self)
 
 /* ---- tile storage --------------------------------------------------------- */
 
-/* Owner access to a claimed prototype around access to its slots. */
+/* Owner access to a claimed prototype around writes to its slots. */
 static int begin_store(PyObject *self, PyObject *store)
 {
     SwTiledEvictableObject *te = TILED(self);
@@ -137,15 +137,14 @@ int sw_tiled_copy_tile(PyObject *self, int64_t t, PyObject *dst)
         copy_host(self, t, sb, db);
         return 0;
     }
+    /* Reads of a claimed prototype need no owner access (C-13), so no
+     * thread-bound access is held across the tiers' hooks. */
     Py_INCREF(src);
-    int rc = begin_store(self, src);
-    if (rc == 0) {
-        for (int64_t w = 0; rc == 0 && w < te->geo.tile_size; w++) {
-            PyObject *v = sw_py_carrier_getitem(src, store_index(self, t, w));
-            rc = v ? sw_py_carrier_setitem(dst, w, v) : -1;
-            Py_XDECREF(v);
-        }
-        end_store(self, src);
+    int rc = 0;
+    for (int64_t w = 0; rc == 0 && w < te->geo.tile_size; w++) {
+        PyObject *v = sw_py_carrier_getitem(src, store_index(self, t, w));
+        rc = v ? sw_py_carrier_setitem(dst, w, v) : -1;
+        Py_XDECREF(v);
     }
     Py_DECREF(src);
     return rc;
@@ -386,11 +385,7 @@ static PyObject *te_load(PyObject *self, int64_t index)
         return zero_value(self);
     PyObject *store = Py_NewRef(r->store);
     int64_t at = store_index(self, t, w);
-    PyObject *v = NULL;
-    if (begin_store(self, store) == 0) {
-        v = sw_py_carrier_getitem(store, at);
-        end_store(self, store);
-    }
+    PyObject *v = sw_py_carrier_getitem(store, at); /* reads need no owner access */
     Py_DECREF(store);
     return v;
 }
@@ -935,11 +930,7 @@ static int tile_is_zero(PyObject *made, int64_t t)
                 return 0;
             continue;
         }
-        PyObject *v = NULL;
-        if (begin_store(made, store) == 0) {
-            v = sw_py_carrier_getitem(store, at);
-            end_store(made, store);
-        }
+        PyObject *v = sw_py_carrier_getitem(store, at);
         int nz = v ? PyObject_IsTrue(v) : -1;
         Py_XDECREF(v);
         if (nz != 0)

@@ -366,3 +366,21 @@ def test_te11_two_gradients_sum_into_one_carrier_of_the_same_configuration():
     assert [g[i] for i in range(8)] == [1.0, 2.0, 13.0, 24.0, 0, 0, 0, 0]
     assert [g.tile_state((k,)).location for k in range(4)] == [
         "primary", "primary", "implicit", "implicit"]
+
+
+def test_te11_backward_checks_the_saved_version():
+    te = numbered((2,), (2,))
+    x = full_tensor(te)
+    y = te.project(x, TileSelection([[1]])).wait()
+    te[0] = 5.0  # the source changed after the projection read it
+    with pytest.raises(RuntimeError):
+        y.backward(sw.Tensor(cpu_values([1.0, 1.0]), 0, y.layout))
+    assert x.grad is None
+
+
+def test_te11_handles_are_not_operands():
+    te = numbered((2,), (2,))
+    h = te.project(full_tensor(te), TileSelection([[1]]))
+    with pytest.raises(TypeError):
+        sw.add(h, h)
+    assert not isinstance(h, sw.Operation)
