@@ -1102,7 +1102,7 @@ static PyMethodDef te_methods[] = {
     {"promote", te_promote, METH_O,
      "promote(tiles)\n--\n\npromote_async(tiles).wait()."},
     {"evict", te_evict, METH_O, "evict(tiles)\n--\n\nevict_async(tiles).wait()."},
-    {"project", (PyCFunction)(void (*)(void))sw_tiled_project, METH_VARARGS | METH_KEYWORDS,
+    {"project", (PyCFunction)(void (*)(void))sw_tiled_project, METH_FASTCALL | METH_KEYWORDS,
      "project(tensor, selection, destination=None)\n--\n\n"
      "Start copying the tiles `selection` picks out of `tensor` (a full Tensor\n"
      "over this carrier) into a dense Tensor on `destination` (a carrier of the\n"

@@ -353,13 +353,49 @@ static PyObject *run_projection(projection *pj)
     return result;
 }
 
-PyObject *sw_tiled_project(PyObject *self, PyObject *args, PyObject *kwds)
+/* project(tensor, selection, destination=None) from vectorcall arguments. */
+static int parse_project(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                         PyObject **a)
 {
-    static char *kwlist[] = {"tensor", "selection", "destination", NULL};
-    PyObject *tensor, *selection, *destination = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|O:project", kwlist, &tensor, &selection,
-                                     &destination))
+    static const char *const names[] = {"tensor", "selection", "destination"};
+    a[0] = a[1] = NULL;
+    a[2] = Py_None;
+    if (nargs > 3) {
+        PyErr_Format(PyExc_TypeError, "project() takes at most 3 arguments (%zd given)", nargs);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        a[i] = args[i];
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t j = 0; j < nkw; j++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, j);
+        int k = 0;
+        while (k < 3 && PyUnicode_CompareWithASCIIString(key, names[k]) != 0)
+            k++;
+        if (k == 3 || k < nargs) {
+            PyErr_Format(PyExc_TypeError, k == 3 ? "project() got an unexpected keyword "
+                                                   "argument %R"
+                                                 : "project() got multiple values for %R",
+                         key);
+            return -1;
+        }
+        a[k] = args[nargs + j];
+    }
+    for (int k = 0; k < 2; k++)
+        if (!a[k]) {
+            PyErr_Format(PyExc_TypeError, "project() missing required argument '%s'", names[k]);
+            return -1;
+        }
+    return 0;
+}
+
+PyObject *sw_tiled_project(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames)
+{
+    PyObject *a[3];
+    if (parse_project(args, nargs, kwnames, a) < 0)
         return NULL;
+    PyObject *tensor = a[0], *selection = a[1], *destination = a[2];
     SwTiledEvictableObject *te = TILED(self);
     projection pj = {.self = self, .tensor = tensor, .selection = selection};
     if (sw_tiled_check_tensor(self, tensor) < 0)

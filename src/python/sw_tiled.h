@@ -102,7 +102,8 @@ const unsigned char *sw_tiled_host_base(PyObject *carrier);
 /* Promote tiles idx[0..n) (all or nothing), ignoring pins. 0 / -1. */
 int sw_tiled_promote_indices(PyObject *self, const int64_t *idx, int64_t n);
 
-PyObject *sw_tiled_project(PyObject *self, PyObject *args, PyObject *kwds);
+PyObject *sw_tiled_project(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames);
 int sw_tiled_project_init(PyObject *module);
 int sw_py_tiled_evictable_init(PyObject *module);
 

@@ -320,11 +320,14 @@ def test_te7_file_backed_secondary():
 
 
 def test_te7_python_tiers_use_their_slot_access():
+    made = []
+
     class Slots(sw.Carrier):
         def __init__(self, n):
             super().__init__()
             self.v = [0.0] * n
             self.released = False
+            made.append(self)
 
         def size(self):
             return len(self.v)
@@ -349,11 +352,12 @@ def test_te7_python_tiers_use_their_slot_access():
 
     te = TE(cpu_values([float(i) for i in range(8)]), Slots(0), (2,), (4,))
     te.evict(TileSet([(1,)]))
-    store_count = sum(1 for o in gc.get_referrers(te) if isinstance(o, Slots))
     assert te[5] == 5.0 and te.secondary_tiles == TileSet([(1,)])
     te.promote(TileSet([(1,)]))
     assert slots(te) == [float(i) for i in range(8)]
-    del store_count
+    te.evict(TileSet([(0,), (1,)]))
+    te.release()  # the prototype and every tile carrier made from it
+    assert len(made) == 4 and all(c.released for c in made)
 
 
 # ---- TE-8 asynchrony, pending and pinned --------------------------------------------------

@@ -384,3 +384,15 @@ def test_te11_handles_are_not_operands():
     with pytest.raises(TypeError):
         sw.add(h, h)
     assert not isinstance(h, sw.Operation)
+
+
+def test_project_argument_binding():
+    te = numbered((2,), (2,))
+    t = full_tensor(te)
+    sel = TileSelection([[1]])
+    r = te.project(selection=sel, tensor=t, destination=CPU(2)).wait()
+    assert r.carrier[0] == 3.0
+    for bad in [lambda: te.project(t), lambda: te.project(t, sel, None, 1),
+                lambda: te.project(t, sel, tensor=t), lambda: te.project(t, sel, dest=None)]:
+        with pytest.raises(TypeError):
+            bad()
