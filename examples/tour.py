@@ -188,5 +188,15 @@ except RuntimeError as err:
 tiers.promote()                                        # and back to a fresh CPU carrier
 print("promoted again: et[1000] =", et[1000], " version unchanged:", tiers.version)
 assert et[1000] == 1000.0
+
+section("10. A TiledEvictable: a grid of tiles, projected without moving")
+grid = arange(64)                                      # an 8x8 grid of values 0..63
+tiled = sw.TiledEvictable(grid.carrier, FileBacked(), (4, 4), (2, 2))  # 16 tiles of 2x2
+full = Tensor(tiled, 0, Layout(Shape([8, 8]), Stride([1, 8])))
+tiled.evict(sw.TileSelection([[3], [0, 1, 2, 3]]))     # one column of tiles to the file
+picked = tiled.project(full, sw.TileSelection([[3], [1, 0]])).wait()  # tiles (3,1), (3,0)
+print("tile (3,0) now lives in", tiled.tile_state((3, 0)).location, "; projected",
+      picked.layout.shape, "->", to_list(picked))
+assert to_list(picked) == [22.0, 23.0, 30.0, 31.0, 6.0, 7.0, 14.0, 15.0]
 print()
 print("tour complete")

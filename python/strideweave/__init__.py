@@ -5,6 +5,7 @@ re-exports it.
 """
 
 from strideweave._types import Node, ProfilerEvent, MoveEvent, ProfilerAggregate
+from strideweave._types import ResidencyPolicy
 from strideweave._C import (
     Shape,
     Stride,
@@ -24,6 +25,12 @@ from strideweave._C import (
     BlockDeviceCarrier,
     CpuToBlockDeviceMoveOperation,
     BlockDeviceToCpuMoveOperation,
+    TiledEvictable,
+    TileSelection,
+    TileSet,
+    ResidencyPlan,
+    AwaitProjection,
+    AwaitResidency,
     Tensor,
     permute,
     reshape,
@@ -81,6 +88,13 @@ __all__ = [
     "BlockDeviceCarrier",
     "CpuToBlockDeviceMoveOperation",
     "BlockDeviceToCpuMoveOperation",
+    "TiledEvictable",
+    "TileSelection",
+    "TileSet",
+    "ResidencyPlan",
+    "ResidencyPolicy",
+    "AwaitProjection",
+    "AwaitResidency",
     "Tensor",
     "permute",
     "reshape",

@@ -7,7 +7,15 @@ import dataclasses
 import enum
 import typing
 
-__all__ = ["Node", "ProfilerEvent", "MoveEvent", "ProfilerAggregate", "ProviderCompletion"]
+__all__ = [
+    "Node",
+    "ProfilerEvent",
+    "MoveEvent",
+    "ProfilerAggregate",
+    "ProviderCompletion",
+    "TileState",
+    "ResidencyPolicy",
+]
 
 
 class Node(enum.Enum):
@@ -79,3 +87,23 @@ class ProviderCompletion(typing.Protocol):
     def done(self) -> bool: ...
 
     def wait(self) -> None: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class TileState:
+    """Where one tile of a TiledEvictable lives: location is "primary",
+    "secondary", "implicit" or "invalid"; valid is False only for invalid
+    tiles; dirty is True for a primary tile written since it got there."""
+
+    location: str
+    valid: bool
+    dirty: bool
+
+
+@typing.runtime_checkable
+class ResidencyPolicy(typing.Protocol):
+    """Decides residency around a projection: plan(required, purpose) gets
+    the TileSet the work reads and a purpose string ("projection") and
+    returns a ResidencyPlan (tiles to promote, retain, evict afterwards)."""
+
+    def plan(self, required: typing.Any, purpose: str) -> typing.Any: ...

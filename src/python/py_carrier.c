@@ -32,6 +32,8 @@ const sw_carrier_ops *sw_carrier_builtin_ops(PyObject *obj)
         return &sw_evictable_ops;
     if (t == &SwBlockDeviceCarrier_Type)
         return &sw_block_device_carrier_ops;
+    if (t == &SwTiledEvictable_Type)
+        return &sw_tiled_evictable_ops;
     return NULL;
 }
 
@@ -719,7 +721,8 @@ static PyObject *carrier_dispatch_op(PyObject *self, PyObject *name)
         op = sw_py_view_broadcast_operation();
     } else {
         PyTypeObject *type = sw_py_minimal_op_type(name);
-        if (!type || !sw_carrier_builtin_ops(self)) {
+        /* Arithmetic needs a kernel; definition-backed classes have none. */
+        if (!type || !sw_carrier_builtin_ops(self) || sw_py_definition_of(Py_TYPE(self))) {
             PyErr_Format(PyExc_NotImplementedError,
                          "%s carriers do not implement the operation %R",
                          type_name(self), name);

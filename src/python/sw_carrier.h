@@ -35,6 +35,8 @@ extern const sw_carrier_ops sw_cpu_ops;
 extern const sw_carrier_ops sw_file_backed_ops;
 extern const sw_carrier_ops sw_evictable_ops;
 extern const sw_carrier_ops sw_block_device_carrier_ops;
+extern const sw_carrier_ops sw_tiled_evictable_ops;
+extern PyTypeObject SwTiledEvictable_Type;
 
 /* ops for an object whose type is exactly a built-in carrier, else NULL. */
 const sw_carrier_ops *sw_carrier_builtin_ops(PyObject *obj);

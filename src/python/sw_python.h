@@ -56,6 +56,7 @@ int sw_py_move_operation_init(PyObject *module);
 int sw_py_move_init(PyObject *module);
 int sw_py_extension_init(PyObject *module);
 int sw_py_evictable_init(PyObject *module);
+int sw_py_tiled_evictable_init(PyObject *module);
 int sw_py_profiling_init(PyObject *module);
 int sw_py_minimal_ops_init(PyObject *module);
 int sw_py_block_device_init(PyObject *module);

@@ -14,9 +14,10 @@ from strideweave._C import (
     Evictable,
     BlockDevice,
     BlockDeviceCarrier,
+    TiledEvictable,
 )
 from strideweave.carriers import base, dtype, generic, cpu, file_backed, metal, move, extension, evictable
-from strideweave.carriers import block_device
+from strideweave.carriers import block_device, tiled_evictable
 
 __all__ = [
     "DType",
@@ -42,4 +43,6 @@ __all__ = [
     "BlockDevice",
     "BlockDeviceCarrier",
     "block_device",
+    "TiledEvictable",
+    "tiled_evictable",
 ]

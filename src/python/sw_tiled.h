@@ -1,0 +1,110 @@
+/* Private interface of the TiledEvictable files (contract-carriers
+ * TE-1 .. TE-14): py_tile_sets.c (TileSet, TileSelection, ResidencyPlan),
+ * py_tiled_evictable.c (the carrier, residency, slot access, release,
+ * factories) and py_tiled_project.c (project and its gradient). */
+#ifndef STRIDEWEAVE_SW_TILED_H
+#define STRIDEWEAVE_SW_TILED_H
+
+#include "sw_carrier.h"
+#include "strideweave/tiles.h"
+
+/* ---- value types (py_tile_sets.c) ---------------------------------------- */
+
+typedef struct SwTileSetObject {
+    PyObject_HEAD
+    int32_t rank;     /* -1 for the empty, rank-agnostic TileSet() */
+    int64_t n;
+    int64_t *coords;  /* n rows of rank entries, reversed-tuple order */
+    Py_hash_t hash;
+} SwTileSetObject;
+
+typedef struct SwTileSelectionObject {
+    PyObject_HEAD
+    int32_t rank;
+    int64_t *counts;
+    int64_t **axes;      /* rank arrays of counts[k] coordinates */
+    PyObject *per_axis;  /* tuple of tuples, caller order */
+    Py_hash_t hash;
+} SwTileSelectionObject;
+
+typedef struct SwResidencyPlanObject {
+    PyObject_HEAD
+    PyObject *promote, *retain, *evict; /* TileSets */
+} SwResidencyPlanObject;
+
+extern PyTypeObject SwTileSet_Type;
+extern PyTypeObject SwTileSelection_Type;
+extern PyTypeObject SwResidencyPlan_Type;
+extern PyTypeObject SwTiledEvictable_Type;
+extern PyTypeObject SwAwaitResidency_Type;
+extern PyTypeObject SwAwaitProjection_Type;
+
+/* A TileSet of the given rows (copied); rank -1 only with n == 0. */
+PyObject *sw_tile_set_new(int32_t rank, int64_t n, const int64_t *coords);
+/* The selection's Cartesian product as a TileSet (new reference). */
+PyObject *sw_tile_selection_tile_set(PyObject *selection);
+/* View a selection as the core struct (points into the object). */
+void sw_tile_selection_view(PyObject *selection, sw_tile_selection *out);
+/* TE-4/TE-5 binding to a grid: ValueError for a rank mismatch or a tile
+ * outside it (an empty rank-agnostic TileSet binds to any grid). */
+int sw_tile_set_bind(PyObject *tile_set, const sw_tile_geometry *g);
+int sw_tile_sets_init(PyObject *module);
+
+/* ---- the carrier (py_tiled_evictable.c) ---------------------------------- */
+
+enum { SW_TILE_PRIMARY, SW_TILE_SECONDARY, SW_TILE_IMPLICIT, SW_TILE_INVALID };
+
+typedef struct sw_tile_rec {
+    uint8_t loc;
+    uint8_t dirty;
+    int32_t pending;  /* residency requests in flight */
+    int32_t pins;     /* projections in flight */
+    PyObject *store;  /* carrier holding the values (primary/secondary), or NULL */
+    int full;         /* store is a full-size prototype indexed by slot */
+} sw_tile_rec;
+
+typedef struct SwTiledEvictableObject {
+    SwCarrierObject base;
+    PyObject *primary, *secondary;      /* the claimed prototypes */
+    int64_t primary_token, secondary_token;
+    PyObject *dtype;
+    PyObject *policy;                   /* None or an object with plan() */
+    sw_tile_geometry geo;
+    sw_tile_rec *tiles;                 /* geo.ntiles, NULL after release */
+    int64_t busy;                       /* requests not yet terminal */
+} SwTiledEvictableObject;
+
+#define TILED(o) ((SwTiledEvictableObject *)(o))
+
+extern const sw_carrier_ops sw_tiled_evictable_ops;
+
+/* TE-3 on `tensor` for `self`; 0 / -1. */
+int sw_tiled_check_tensor(PyObject *self, PyObject *tensor);
+/* RuntimeError when released. */
+int sw_tiled_refuse_released(PyObject *self, const char *what);
+/* Fresh storage for one tile from the prototype `proto`'s allocate_like
+ * (tile_size slots, mutable, the dtype). */
+PyObject *sw_tiled_new_tile_store(PyObject *self, PyObject *proto, int zero);
+/* Copy tile t's values from its current storage into `dst` (tile-local
+ * positions). */
+int sw_tiled_copy_tile(PyObject *self, int64_t t, PyObject *dst);
+/* Replace tile t's storage by `store` (a fresh tile carrier) at `loc`,
+ * releasing the storage it replaces when private. */
+void sw_tiled_commit_tile(PyObject *self, int64_t t, PyObject *store, int loc);
+/* Release a private tile carrier (errors reported as unraisable). */
+void sw_tiled_drop_store(PyObject *self, PyObject *store);
+/* Blocking eviction of the unpinned, non-pending tiles of `tile_set` (a
+ * policy's evict set after a projection). 0 / -1. */
+int sw_tiled_evict_set(PyObject *self, PyObject *tile_set);
+/* The host base pointer of a carrier's slots (exact CPU/Generic), or NULL. */
+const unsigned char *sw_tiled_host_base(PyObject *carrier);
+
+/* Promote tiles idx[0..n) (all or nothing), ignoring pins. 0 / -1. */
+int sw_tiled_promote_indices(PyObject *self, const int64_t *idx, int64_t n);
+
+PyObject *sw_tiled_project(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames);
+int sw_tiled_project_init(PyObject *module);
+int sw_py_tiled_evictable_init(PyObject *module);
+
+#endif
