@@ -281,7 +281,7 @@ static PyObject *simple_get_bits(PyObject *self, void *closure)
 }
 
 static PyGetSetDef simple_getset[] = {
-    {"bits", simple_get_bits, NULL, "Bits one value takes: 32 for Float32, 1 for Bool.", NULL},
+    {"bits", simple_get_bits, NULL, "Bits one value takes: 32 for Float32, 8 for Bool.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -1220,7 +1220,7 @@ static PyMethodDef layout_methods[] = {
      "index($self, key, /)\n--\n\n"
      "The slot index of coordinate `key`: an int (expanded first mode fastest)\n"
      "or a nested list/tuple of ints matching the shape. Raises TypeError for\n"
-     "another kind of key and IndexError for a coordinate out of range."},
+     "another kind of key and ValueError for a coordinate out of range."},
     {"get_index", (PyCFunction)(void (*)(void))layout_get_index,
      METH_FASTCALL | METH_STATIC,
      "get_index(layout, key, /)\n--\n\nThe same as layout.index(key)."},

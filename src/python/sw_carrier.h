@@ -129,7 +129,7 @@ int sw_carrier_builtin_init(PyObject *self, PyObject *args, PyObject *kwds);
     {"get_value", sw_carrier_meth_get_value, METH_O,                              \
      "get_value($self, index, /)\n--\n\nRead slot `index`. Raises IndexError when out of range."},                             \
     {"set_value", (PyCFunction)(void (*)(void))sw_carrier_meth_set_value,         \
-     METH_FASTCALL, "set_value($self, index, value, /)\n--\n\nWrite `value` into slot `index`. Raises IndexError when out of range,\nValueError when the carrier is immutable."},      \
+     METH_FASTCALL, "set_value($self, index, value, /)\n--\n\nWrite `value` into slot `index`. Raises IndexError when out of range,\nRuntimeError when the carrier is not mutable."},      \
     {"_is_mutable", sw_carrier_meth_intrinsic_mutable, METH_NOARGS,               \
      "_is_mutable($self, /)\n--\n\nWhether the storage itself accepts writes."},                               \
     {"_supports_storage_dtype", sw_carrier_meth_supports_own, METH_O,             \
