@@ -1047,7 +1047,8 @@ PyTypeObject SwTensor_Type = {
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "Tensor(carrier, offset, layout)\n--\n\n"
               "Values of one dtype placed in a carrier by a Layout.\n\n"
-              "Element at coordinate c lives in slot offset + layout(c) of carrier.\n"
+              "Element at coordinate c lives in slot offset + layout(c) of carrier;\n"
+              "t[c] reads it and t[c] = v writes it.\n"
               "Raises TypeError when carrier is not a Carrier, offset not an int or\n"
               "layout not a Layout; ValueError for a negative offset, a carrier\n"
               "dtype with several planes, or a layout that reaches past the end.\n\n"

@@ -26,8 +26,13 @@ Fix python/strideweave/_C.pyi (or the text signature at the head of the C
 docstring) until they agree. Reproduce with:
     tools/dev python -m mypy.stubtest strideweave --concise \\
         --allowlist tests/python/stubtest_allowlist.txt
-Only a difference the stubs cannot express goes into
-tests/python/stubtest_allowlist.txt, with a comment saying why."""
+Common fixes: a C method's text signature needs "$self, " and "/" after
+positional-only parameters; a type built in tp_new takes __new__ in the stub;
+a class nobody can subclass is @final; a class whose constructor has an object
+default (dtype=DType.Float32) carries __signature__, declared in its stub as
+"__signature__: ClassVar[Signature]". Only a difference the stubs cannot
+express goes into tests/python/stubtest_allowlist.txt, with a comment saying
+why."""
 
 
 def run_stubtest(tmp_path, *extra):
