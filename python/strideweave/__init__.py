@@ -62,6 +62,7 @@ from strideweave._C import (
     register_carrier_definition,
 )
 from strideweave import layout, carriers, friendly, operation
+from strideweave._C import __version__
 
 __all__ = [
     "Node",

@@ -1,6 +1,5 @@
-"""Declarations the contracts require to be standard Python types.
-
-Only declarations live here (architecture.md): no behaviour.
+"""Declarations that must be standard Python types (an Enum, dataclasses,
+a Protocol). Only declarations live here: no behaviour.
 """
 
 import dataclasses
@@ -19,7 +18,8 @@ __all__ = [
 
 
 class Node(enum.Enum):
-    """Profile marker of a layout's depth-first walk (contract-core L-7)."""
+    """One marker of Layout.profile, the depth-first walk of a layout's nesting:
+    Leaf for a leaf mode, Push and Pop around the children of a nested mode."""
 
     Leaf = 1
     Push = 2
@@ -84,9 +84,13 @@ class ProviderCompletion(typing.Protocol):
     """
 
     @property
-    def done(self) -> bool: ...
+    def done(self) -> bool:
+        """True once the transfer has finished, successfully or not."""
+        ...
 
-    def wait(self) -> None: ...
+    def wait(self) -> None:
+        """Block until the transfer has finished; raise its failure, if any."""
+        ...
 
 
 @dataclasses.dataclass(frozen=True)

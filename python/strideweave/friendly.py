@@ -1,4 +1,5 @@
-"""Friendly CPU tensor creation and access (contract-core F-1..F-5, V-10)."""
+"""Friendly creation of CPU Tensors (tensor, zeros, ones, full, arange,
+scaled_int32), the common layouts, and reading values back (item, to_list)."""
 
 from strideweave._C import (
     tensor,

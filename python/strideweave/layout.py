@@ -1,4 +1,5 @@
-"""Hierarchical layouts (contract-core section 1)."""
+"""Hierarchical layouts: Shape, Stride, and the Layout that maps coordinates
+to slot indices."""
 
 from strideweave._types import Node
 from strideweave._C import Shape, Stride, Layout

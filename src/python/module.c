@@ -82,6 +82,7 @@ static const init_fn inits[] = {
     sw_py_await_init, sw_py_extension_init, sw_py_move_operation_init,
     sw_py_move_init,    sw_py_profiling_init,
     sw_py_tiled_evictable_init,
+    sw_py_signature_init, /* last: it reads every other public name */
 };
 
 PyMODINIT_FUNC PyInit__C(void)
@@ -89,6 +90,11 @@ PyMODINIT_FUNC PyInit__C(void)
     PyObject *m = PyModule_Create(&module_def);
     if (!m)
         return NULL;
+    /* meson.build's project version, the one version the package declares. */
+    if (PyModule_AddStringConstant(m, "__version__", SW_VERSION) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     for (size_t i = 0; i < sizeof inits / sizeof inits[0]; i++) {
         if (inits[i](m) < 0) {
             Py_DECREF(m);

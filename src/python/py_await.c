@@ -125,11 +125,12 @@ static PyObject *await_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 
 static PyMethodDef await_methods[] = {
     {"wait", await_wait, METH_NOARGS,
-     "wait()\n--\n\n"
+     "wait($self, /)\n--\n\n"
      "Block until the operation has finished, then return its result, or\n"
      "raise the exception it failed with. Every call returns the same\n"
      "object or raises the same exception; any number of threads may wait."},
     {"__class_getitem__", Py_GenericAlias, METH_O | METH_CLASS,
+     "__class_getitem__($type, item, /)\n--\n\n"
      "Subscript the class for type hints, as in AwaitMove[Tensor]."},
     {NULL, NULL, 0, NULL},
 };

@@ -1043,64 +1043,99 @@ static PyObject *carrier_get_version(PyObject *self, void *closure)
 
 static PyMethodDef carrier_methods[] = {
     /* hooks (C-2): overridable */
-    {"size", carrier_size, METH_NOARGS, "size()\n--\n\nNumber of physical slots (must hook)."},
-    {"dtype", carrier_dtype, METH_NOARGS, "dtype()\n--\n\nStorage DType (must hook)."},
+    {"size", carrier_size, METH_NOARGS, "size($self, /)\n--\n\n"
+     "Number of slots (an int >= 0). A Python subclass must implement it;\n"
+     "the base raises NotImplementedError."},
+    {"dtype", carrier_dtype, METH_NOARGS, "dtype($self, /)\n--\n\n"
+     "The DType the slots store. A Python subclass must implement it; the\n"
+     "base raises NotImplementedError."},
     {"get_value", carrier_get_value, METH_O,
-     "get_value(index)\n--\n\nRead one slot (must hook)."},
+     "get_value($self, index, /)\n--\n\n"
+     "Return the value of slot `index`. A Python subclass must implement it;\n"
+     "carrier[index] checks the index and then calls it."},
     {"set_value", (PyCFunction)(void (*)(void))carrier_set_value, METH_FASTCALL,
-     "set_value(index, value)\n--\n\nWrite one slot; the default refuses."},
+     "set_value($self, index, value, /)\n--\n\n"
+     "Write `value` into slot `index`. Optional in a Python subclass; the\n"
+     "base raises RuntimeError. carrier[index] = value checks and calls it."},
     {"new_like", (PyCFunction)(void (*)(void))carrier_new_like,
      METH_VARARGS | METH_KEYWORDS,
-     "new_like(values, *, mutable=True, dtype=None)\n--\n\nFresh carrier holding values."},
+     "new_like($self, values, *, mutable=True, dtype=None)\n--\n\n"
+     "A new carrier of the same class holding `values` (dtype None keeps\n"
+     "this carrier's). Works on a released carrier. A Python subclass should\n"
+     "implement it; moving gradients back relies on it."},
     {"allocate_like", (PyCFunction)(void (*)(void))carrier_allocate_like,
      METH_VARARGS | METH_KEYWORDS,
-     "allocate_like(size, *, mutable=True, dtype=None, empty=False)\n--\n\n"
-     "Fresh carrier of size slots."},
+     "allocate_like($self, size, *, mutable=True, dtype=None, empty=False)\n--\n\n"
+     "A new carrier of the same class with `size` slots, zeroed unless\n"
+     "empty=True (dtype None keeps this carrier's). Works on a released\n"
+     "carrier. A Python subclass should implement it."},
     {"_is_mutable", carrier_intrinsic_default, METH_NOARGS,
-     "_is_mutable()\n--\n\nIntrinsic mutability; default False."},
+     "_is_mutable($self, /)\n--\n\n"
+     "Whether the storage itself accepts writes; the base answers False."},
     {"_supports_storage_dtype", carrier_supports_default, METH_O,
-     "_supports_storage_dtype(dtype)\n--\n\nDefault: dtype is self.dtype()."},
+     "_supports_storage_dtype($self, dtype, /)\n--\n\n"
+     "Whether this class can store `dtype`; the base answers dtype is self.dtype()."},
     {"_release", carrier_release_default, METH_NOARGS,
-     "_release()\n--\n\nDrop storage; default no-op."},
+     "_release($self, /)\n--\n\n"
+     "Drop the storage; called once by release(). The base does nothing."},
     {"dlpack_info", carrier_dlpack_info, METH_NOARGS,
-     "dlpack_info()\n--\n\nDLPack opt-in; the default refuses."},
+     "dlpack_info($self, /)\n--\n\n"
+     "Where the storage lives, for DLPack export: a dict with 'pointer',\n"
+     "'device_type' and 'device_id'. The base raises BufferError, so a\n"
+     "carrier class is not exportable unless it overrides this."},
     /* framework-owned */
     {"scatter", (PyCFunction)(void (*)(void))carrier_scatter, METH_VARARGS | METH_KEYWORDS,
-     "scatter(to_scatter, scatter_onto, mapping, mapping_offset=0)\n--\n\n"
-     "Not supported."},
+     "scatter($self, to_scatter, scatter_onto, mapping, mapping_offset=0)\n--\n\n"
+     "Not supported by any carrier: always raises NotImplementedError."},
     {"is_mutable", carrier_is_mutable, METH_NOARGS,
-     "is_mutable()\n--\n\nPublic mutability."},
+     "is_mutable($self, /)\n--\n\n"
+     "Whether writes are allowed now: the storage accepts writes and no\n"
+     "composite carrier or pending move holds this carrier."},
     {"is_owned", carrier_is_owned, METH_NOARGS,
-     "is_owned()\n--\n\nWhether a composite holds the ownership token."},
-    {"is_released", carrier_is_released, METH_NOARGS, "is_released()\n--\n\n"},
+     "is_owned($self, /)\n--\n\nWhether a composite carrier (such as Evictable) has taken it over."},
+    {"is_released", carrier_is_released, METH_NOARGS, "is_released($self, /)\n--\n\nWhether release() has been called; its slots can no longer be used."},
     {"supports_storage_dtype", carrier_supports_storage_dtype, METH_O,
-     "supports_storage_dtype(dtype)\n--\n\nWhether this class can allocate dtype."},
+     "supports_storage_dtype($self, dtype, /)\n--\n\n"
+     "Whether this carrier class can store `dtype` (allocates nothing).\n"
+     "Raises TypeError when dtype is not a DType."},
     {"_increment_version", carrier_increment_version, METH_NOARGS,
-     "_increment_version()\n--\n\nAdvance the version by one."},
+     "_increment_version($self, /)\n--\n\n"
+     "Advance the version by one, for writes that bypass carrier[i] = v.\n"
+     "Raises RuntimeError when a composite carrier holds this one."},
     {"release", carrier_release, METH_NOARGS,
-     "release()\n--\n\nFree owned storage; idempotent."},
+     "release($self, /)\n--\n\n"
+     "Free the storage. Calling it again does nothing; afterwards size() is 0\n"
+     "and reading or writing a slot raises RuntimeError. Raises RuntimeError\n"
+     "when a composite carrier holds this one."},
     {"dispatch_op", carrier_dispatch_op, METH_O,
-     "dispatch_op(name)\n--\n\n"
+     "dispatch_op($self, name, /)\n--\n\n"
      "A fresh operation that runs `name` for this carrier's class: \"add\",\n"
      "\"elementwise_mul\" and \"reduce_sum\" on Generic, CPU and FileBacked, and\n"
      "\"broadcast_to\" on every carrier class. Raises NotImplementedError for\n"
      "anything else and TypeError when name is not a str."},
     {"_claim_ownership", carrier_claim_ownership, METH_NOARGS,
-     "_claim_ownership()\n--\n\nClaim for a composite; returns the token."},
+     "_claim_ownership($self, /)\n--\n\n"
+     "Take the carrier over for a composite carrier and return the token\n"
+     "that proves it. Raises RuntimeError when released or already held."},
     {"_relinquish_ownership", carrier_relinquish_ownership, METH_O,
-     "_relinquish_ownership(token)\n--\n\n"},
+     "_relinquish_ownership($self, token, /)\n--\n\n"
+     "Give the carrier back; `token` is the one _claim_ownership returned."},
     {"_begin_owner_access", carrier_begin_owner_access, METH_O,
-     "_begin_owner_access(token)\n--\n\nRe-entrant, bound to the calling thread."},
+     "_begin_owner_access($self, token, /)\n--\n\n"
+     "Let the holder of `token` write on this thread until _end_owner_access.\n"
+     "Nests. Raises RuntimeError for a wrong token."},
     {"_end_owner_access", carrier_end_owner_access, METH_O,
-     "_end_owner_access(token)\n--\n\n"},
+     "_end_owner_access($self, token, /)\n--\n\n"
+     "End one _begin_owner_access on this thread. Raises RuntimeError for a\n"
+     "wrong token or thread."},
     {"_has_owner_access", carrier_has_owner_access, METH_NOARGS,
-     "_has_owner_access()\n--\n\n"},
+     "_has_owner_access($self, /)\n--\n\nWhether this thread is inside _begin_owner_access."},
     {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef carrier_getset[] = {
     {"version", carrier_get_version, NULL,
-     "Monotonic write counter.", NULL},
+     "Write counter: starts at 0 and grows by one per slot write.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -1124,7 +1159,9 @@ PyTypeObject SwCarrier_Type = {
               "and construct with no arguments, or attach a CarrierDefinition to your\n"
               "class with register_carrier_definition and construct it as\n"
               "MyCarrier(slots, dtype=DType.Float32, mutable=True): its storage then\n"
-              "comes from the definition's StorageProvider.",
+              "comes from the definition's StorageProvider.\n\n"
+              "slots, dtype and mutable are for definition-backed classes only;\n"
+              "other classes raise TypeError when they are given.",
     .tp_weaklistoffset = offsetof(SwCarrierObject, weakreflist),
     .tp_methods = carrier_methods,
     .tp_getset = carrier_getset,
@@ -1138,8 +1175,9 @@ PyTypeObject SwDependentCarrier_Type = {
     .tp_name = "strideweave.DependentCarrier",
     .tp_basicsize = sizeof(SwCarrierObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "Marker base of carriers composed of other carriers "
-              "(Evictable, TiledEvictable).",
+    .tp_doc = "DependentCarrier()\n--\n\n"
+              "Base class of carriers built from other carriers they take over\n"
+              "(Evictable). It adds no methods.",
     .tp_base = &SwCarrier_Type,
 };
 
@@ -1173,12 +1211,13 @@ static PyObject *aid_allocate(PyObject *mod, PyObject *const *args, Py_ssize_t n
 
 static PyMethodDef module_functions[] = {
     {"_carrier_is_allocatable_empty", aid_is_allocatable_empty, METH_O,
-     "_carrier_is_allocatable_empty(carrier)\n--\n\nTest aid: whether the carrier is empty and can grow."},
+     "_carrier_is_allocatable_empty(carrier, /)\n--\n\nTest aid: whether the carrier is empty and can grow."},
     {"_carrier_allocate", (PyCFunction)(void (*)(void))aid_allocate, METH_FASTCALL,
-     "_carrier_allocate(carrier, nslots)\n--\n\nTest aid: grow the carrier through its _allocate hook."},
+     "_carrier_allocate(carrier, nslots, /)\n--\n\nTest aid: grow the carrier through its _allocate hook."},
     {"reject_carrier_subclass", reject_carrier_subclass, METH_O,
-     "reject_carrier_subclass(name)\n--\n\n"
-     "Raise TypeError(CLOSED_CARRIER_MESSAGE.format(name=name))."},
+     "reject_carrier_subclass(name, /)\n--\n\n"
+     "Raise the TypeError a subclass of the closed carrier class `name`\n"
+     "gets: CLOSED_CARRIER_MESSAGE.format(name=name)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -257,11 +257,16 @@ SW_CARRIER_CLOSED_INIT_SUBCLASS(cpu_init_subclass, "CPU")
 static PyMethodDef cpu_methods[] = {
     SW_HOST_METHODS,
     {"pointer", cpu_pointer, METH_NOARGS,
-     "pointer()\n--\n\nAddress of slot 0; 0 after release."},
+     "pointer($self, /)\n--\n\n"
+     "The memory address of slot 0 as an int; 0 after release(). Writes\n"
+     "through it bypass the version counter."},
     {"dlpack_info", cpu_dlpack_info, METH_NOARGS,
-     "dlpack_info()\n--\n\n{'pointer': ..., 'device_type': 1, 'device_id': 0}"},
+     "dlpack_info($self, /)\n--\n\n"
+     "Where the storage lives, for DLPack export:\n"
+     "{'pointer': self.pointer(), 'device_type': 1, 'device_id': 0}."},
     {"__init_subclass__", (PyCFunction)(void (*)(void))cpu_init_subclass,
      METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     "__init_subclass__($type, /, *args, **kwargs)\n--\n\n"
      "CPU cannot be subclassed: defining a subclass raises TypeError."},
     {NULL, NULL, 0, NULL},
 };
@@ -277,7 +282,9 @@ PyTypeObject SwCPU_Type = {
               "Bool), allocated and owned by the carrier; zeroed unless empty is "
               "true. A bad size raises TypeError (not an integer) or ValueError "
               "(negative); a bad dtype raises TypeError (not a DType) or "
-              "ValueError (unsupported).",
+              "ValueError (unsupported). Tensors on a CPU carrier can be exported "
+              "with DLPack.\n\n"
+              "    CPU(4, dtype=DType.Int32)",
     .tp_methods = cpu_methods,
     .tp_base = &SwCarrier_Type,
     .tp_init = sw_carrier_builtin_init,

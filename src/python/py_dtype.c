@@ -226,37 +226,49 @@ static PyObject *dtype_registered(PyObject *cls, PyObject *unused)
 
 static PyMethodDef dtype_methods[] = {
     {"is_category", dtype_is_category, METH_NOARGS,
-     "is_category()\n--\n\nWhether this descriptor is a DTypeCategory."},
+     "is_category($self, /)\n--\n\nWhether this is a category (Any, Floating or Integer)."},
     {"is_simple", dtype_is_simple, METH_NOARGS,
-     "is_simple()\n--\n\nWhether this descriptor is a SimpleDType."},
+     "is_simple($self, /)\n--\n\nWhether this is a concrete dtype with a bit width, such as Float32."},
     {"is_compound", dtype_is_compound, METH_NOARGS,
-     "is_compound()\n--\n\nWhether this descriptor is a CompoundDType."},
+     "is_compound($self, /)\n--\n\nWhether this dtype is built from several planes (ScaledInt32)."},
     {"supertypes", dtype_supertypes, METH_NOARGS,
-     "supertypes()\n--\n\nThe enclosing categories, nearest first."},
+     "supertypes($self, /)\n--\n\n"
+     "The categories that contain this dtype, nearest first:\n"
+     "DType.Float32.supertypes() == (DType.Floating, DType.Any)."},
     {"is_subtype_of", dtype_is_subtype_of, METH_O,
-     "is_subtype_of(other, /)\n--\n\n"
-     "`self is other or other in self.supertypes()`."},
+     "is_subtype_of($self, other, /)\n--\n\n"
+     "Whether this dtype is `other` or lies inside it:\n"
+     "self is other or other in self.supertypes(). Raises TypeError when\n"
+     "other is not a DType."},
     {"is_opaque_storage", dtype_is_opaque_storage, METH_NOARGS,
-     "is_opaque_storage()\n--\n\nTrue only for the legacy opaque storage "
-     "categories Any and Floating."},
+     "is_opaque_storage($self, /)\n--\n\n"
+     "Whether a carrier of this dtype may hold values of any of its members:\n"
+     "true only for the categories Any and Floating."},
     {"_storage_schema", dtype_storage_schema, METH_NOARGS,
-     "_storage_schema()\n--\n\nThe storage dtypes, one per subtensor; "
-     "ValueError for Integer."},
-    {"__copy__", dtype_self, METH_NOARGS, "The descriptor itself."},
-    {"__deepcopy__", dtype_self, METH_O, "The descriptor itself."},
-    {"__reduce__", dtype_reduce, METH_NOARGS, "Pickled by name."},
+     "_storage_schema($self, /)\n--\n\n"
+     "The dtypes the carriers of a Tensor of this dtype store, one per plane.\n"
+     "Raises ValueError for Integer, which no carrier can store."},
+    {"__copy__", dtype_self, METH_NOARGS,
+     "__copy__($self, /)\n--\n\nThe descriptor itself: there is one of each."},
+    {"__deepcopy__", dtype_self, METH_O,
+     "__deepcopy__($self, memo, /)\n--\n\nThe descriptor itself: there is one of each."},
+    {"__reduce__", dtype_reduce, METH_NOARGS,
+     "__reduce__($self, /)\n--\n\nPickle support: a descriptor is pickled by name."},
     {"from_name", dtype_from_name, METH_O | METH_CLASS,
-     "from_name(name, /)\n--\n\nThe built-in descriptor called `name`, of this "
-     "class's kind."},
+     "from_name($type, name, /)\n--\n\n"
+     "The descriptor called `name` (exact spelling), DType.from_name(\"Int32\")\n"
+     "is DType.Int32. On a subclass only its kind is found. Raises TypeError\n"
+     "when name is not a str and LookupError for an unknown name or one of\n"
+     "another kind."},
     {"registered", dtype_registered, METH_NOARGS | METH_CLASS,
-     "registered()\n--\n\nEvery built-in descriptor of this class's kind, in "
+     "registered($type, /)\n--\n\nEvery built-in descriptor of this class's kind, in "
      "the order of the dtype table (categories first)."},
     {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef dtype_getset[] = {
-    {"name", dtype_get_name, NULL, "The descriptor's name.", NULL},
-    {"value", dtype_get_name, NULL, "The descriptor's name (enum-style alias).", NULL},
+    {"name", dtype_get_name, NULL, "The dtype's name, such as 'Float32'.", NULL},
+    {"value", dtype_get_name, NULL, "The dtype's name again, as enum members have it.", NULL},
     {"supertype", dtype_get_supertype, NULL,
      "The enclosing category, or None for Any.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -269,7 +281,7 @@ static PyObject *simple_get_bits(PyObject *self, void *closure)
 }
 
 static PyGetSetDef simple_getset[] = {
-    {"bits", simple_get_bits, NULL, "Bits one value takes.", NULL},
+    {"bits", simple_get_bits, NULL, "Bits one value takes: 32 for Float32, 8 for Bool.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -286,9 +298,9 @@ static PyObject *compound_get_num_carriers(PyObject *self, void *closure)
 
 static PyGetSetDef compound_getset[] = {
     {"simple_types", compound_get_simple_types, NULL,
-     "The plane dtypes in schema order.", NULL},
+     "The dtypes of its planes, in order: (Int32, Float32) for ScaledInt32.", NULL},
     {"num_carriers", compound_get_num_carriers, NULL,
-     "len(simple_types).", NULL},
+     "Number of planes, hence of carriers a Tensor of it uses.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -299,8 +311,10 @@ PyTypeObject SwDType_Type = {
     .tp_name = "strideweave.DType",
     .tp_basicsize = sizeof(SwDTypeObject),
     .tp_flags = SW_DTYPE_FLAGS,
-    .tp_doc = "DType\n--\n\nA process-wide dtype descriptor. "
-              "Built-ins are DType.<Name>; descriptors cannot be created.",
+    .tp_doc = "The kind of value a Tensor or carrier holds.\n\n"
+              "Every dtype is one shared object, DType.<Name> (DType.Float32,\n"
+              "DType.Int32, DType.Bool, ...); compare them with `is` or ==.\n"
+              "Dtypes cannot be created: calling DType raises TypeError.",
     .tp_repr = dtype_repr,
     .tp_methods = dtype_methods,
     .tp_getset = dtype_getset,
@@ -311,7 +325,7 @@ PyTypeObject SwDTypeCategory_Type = {
     .tp_name = "strideweave.DTypeCategory",
     .tp_basicsize = sizeof(SwDTypeObject),
     .tp_flags = SW_DTYPE_FLAGS,
-    .tp_doc = "A dtype category: Any, Floating or Integer.",
+    .tp_doc = "A category of dtypes: DType.Any, DType.Floating or DType.Integer.",
     .tp_base = &SwDType_Type,
 };
 
@@ -320,7 +334,7 @@ PyTypeObject SwSimpleDType_Type = {
     .tp_name = "strideweave.SimpleDType",
     .tp_basicsize = sizeof(SwDTypeObject),
     .tp_flags = SW_DTYPE_FLAGS,
-    .tp_doc = "A simple dtype with a fixed bit width.",
+    .tp_doc = "A concrete dtype with a fixed bit width, such as DType.Float32.",
     .tp_getset = simple_getset,
     .tp_base = &SwDType_Type,
 };
@@ -330,7 +344,8 @@ PyTypeObject SwCompoundDType_Type = {
     .tp_name = "strideweave.CompoundDType",
     .tp_basicsize = sizeof(SwDTypeObject),
     .tp_flags = SW_DTYPE_FLAGS,
-    .tp_doc = "A logical dtype built from planes, one carrier each.",
+    .tp_doc = "A dtype whose values are built from several planes, one carrier\n"
+              "each, such as DType.ScaledInt32 (Int32 values and a Float32 scale).",
     .tp_getset = compound_getset,
     .tp_base = &SwDType_Type,
 };
@@ -763,20 +778,22 @@ static PyObject *slot_roundtrip(PyObject *mod, PyObject *const *args, Py_ssize_t
 static PyMethodDef dtype_functions[] = {
     {"_slot_roundtrip", (PyCFunction)(void (*)(void))slot_roundtrip, METH_FASTCALL,
      "_slot_roundtrip(dtype, value, /)\n--\n\n"
-     "Test aid: normalize `value` into one host slot, read back."},
+     "Test aid: store `value` in one host slot of `dtype` and read it back."},
     {"validate_storage_dtype", (PyCFunction)(void (*)(void))validate_storage_dtype,
      METH_VARARGS | METH_KEYWORDS,
      "validate_storage_dtype(dtype, *, carrier, accepted)\n--\n\n"
-     "Return `dtype` if it is one of `accepted`, else raise as the carrier constructors do: TypeError "
-     "for a non-DType, ValueError for an unsupported descriptor. `carrier` "
-     "only names the carrier in messages."},
+     "Return `dtype` if it is one of the tuple `accepted`; otherwise raise\n"
+     "as the carrier constructors do: TypeError for something that is not a\n"
+     "DType, ValueError for a dtype the carrier cannot store. `carrier` is the\n"
+     "carrier name the messages use."},
     {"accepts_storage_dtype", (PyCFunction)(void (*)(void))accepts_storage_dtype,
      METH_VARARGS | METH_KEYWORDS,
      "accepts_storage_dtype(dtype, accepted)\n--\n\n"
-     "Whether `dtype` is identical to a member of `accepted`."},
+     "Whether `dtype` is one of the tuple `accepted` (compared by identity)."},
     {"storage_zero", storage_zero, METH_O,
      "storage_zero(dtype, /)\n--\n\n"
-     "0.0, 0 or False for Float32, Int32 or Bool; None otherwise."},
+     "The zero value of a storage dtype: 0.0, 0 or False for Float32, Int32\n"
+     "or Bool; None for any other dtype."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -563,40 +563,42 @@ SW_CARRIER_CLOSED_INIT_SUBCLASS(ev_init_subclass, "Evictable")
 
 static PyMethodDef ev_methods[] = {
     {"size", sw_carrier_meth_size, METH_NOARGS,
-     "size()\n--\n\nNumber of slots (the primary's size when built); 0 after release."},
-    {"dtype", sw_carrier_meth_dtype, METH_NOARGS, "dtype()\n--\n\nStorage DType."},
+     "size($self, /)\n--\n\nNumber of slots (the primary's size when built); 0 after release."},
+    {"dtype", sw_carrier_meth_dtype, METH_NOARGS, "dtype($self, /)\n--\n\nThe DType its slots store (both tiers store it)."},
     {"get_value", sw_carrier_meth_get_value, METH_O,
-     "get_value(index)\n--\n\nRead one slot (promoted only)."},
+     "get_value($self, index, /)\n--\n\nRead slot `index`. Raises RuntimeError while evicted."},
     {"set_value", (PyCFunction)(void (*)(void))sw_carrier_meth_set_value, METH_FASTCALL,
-     "set_value(index, value)\n--\n\nWrite one slot (promoted only)."},
+     "set_value($self, index, value, /)\n--\n\nWrite `value` into slot `index`. Raises RuntimeError while evicted."},
     {"_is_mutable", sw_carrier_meth_intrinsic_mutable, METH_NOARGS,
-     "_is_mutable()\n--\n\nWhether the primary was mutable when the Evictable was built."},
+     "_is_mutable($self, /)\n--\n\nWhether the primary was mutable when the Evictable was built."},
     {"is_evicted", ev_is_evicted, METH_NOARGS,
-     "is_evicted()\n--\n\nTrue while the values live in the secondary tier."},
+     "is_evicted($self, /)\n--\n\nTrue while the values live in the secondary tier."},
     {"evict", ev_evict, METH_NOARGS,
-     "evict()\n--\n\n"
+     "evict($self, /)\n--\n\n"
      "Move the values to the secondary tier (reusing it when it is big enough,\n"
      "else a new carrier from its allocate_like) and release the primary's\n"
      "storage. Slots cannot be read or written until promote(). Nothing changes\n"
      "if the move fails; doing it twice does nothing. Raises RuntimeError for a\n"
      "released Evictable or one owned by another composite."},
     {"promote", ev_promote, METH_NOARGS,
-     "promote()\n--\n\n"
+     "promote($self, /)\n--\n\n"
      "Move the values back to the primary tier (a new carrier from the primary's\n"
      "allocate_like when it was released) and release the secondary's storage."},
     {"new_like", (PyCFunction)(void (*)(void))ev_new_like, METH_VARARGS | METH_KEYWORDS,
-     "new_like(values, *, mutable=True, dtype=None)\n--\n\n"
+     "new_like($self, values, *, mutable=True, dtype=None)\n--\n\n"
      "A promoted Evictable over primary.new_like(values, ...) and an empty\n"
      "carrier of the secondary's class."},
     {"allocate_like", (PyCFunction)(void (*)(void))ev_allocate_like,
      METH_VARARGS | METH_KEYWORDS,
-     "allocate_like(size, *, mutable=True, dtype=None, empty=False)\n--\n\n"
+     "allocate_like($self, size, *, mutable=True, dtype=None, empty=False)\n--\n\n"
      "A promoted Evictable over primary.allocate_like(size, ...) and an empty\n"
      "carrier of the secondary's class."},
     {"dlpack_info", ev_dlpack_info, METH_NOARGS,
-     "dlpack_info()\n--\n\nAlways raises BufferError: Evictable values are not exported."},
+     "dlpack_info($self, /)\n--\n\nAlways raises BufferError: Evictable values are not exported."},
     {"__init_subclass__", (PyCFunction)(void (*)(void))ev_init_subclass,
-     METH_VARARGS | METH_KEYWORDS | METH_CLASS, "Evictable is closed."},
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     "__init_subclass__($type, /, *args, **kwargs)\n--\n\n"
+     "Evictable cannot be subclassed: defining a subclass raises TypeError."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -299,32 +299,36 @@ SW_CARRIER_CLOSED_INIT_SUBCLASS(fb_init_subclass, "FileBacked")
 
 static PyMethodDef fb_methods[] = {
     {"size", sw_carrier_meth_size, METH_NOARGS,
-     "size()\n--\n\nFile length // 4; 0 after release."},
-    {"dtype", sw_carrier_meth_dtype, METH_NOARGS, "dtype()\n--\n\nStorage DType."},
+     "size($self, /)\n--\n\nNumber of slots: the file length divided by 4; 0 after release()."},
+    {"dtype", sw_carrier_meth_dtype, METH_NOARGS, "dtype($self, /)\n--\n\nThe DType its slots store."},
     {"get_value", sw_carrier_meth_get_value, METH_O,
-     "get_value(index)\n--\n\nRead one slot."},
+     "get_value($self, index, /)\n--\n\nRead slot `index` from the file. Raises IndexError when out of range."},
     {"set_value", (PyCFunction)(void (*)(void))sw_carrier_meth_set_value, METH_FASTCALL,
-     "set_value(index, value)\n--\n\nWrite one slot."},
+     "set_value($self, index, value, /)\n--\n\n"
+     "Write `value` into slot `index` of the file. Raises IndexError when out\n"
+     "of range, RuntimeError when the carrier is not mutable."},
     {"_is_mutable", sw_carrier_meth_intrinsic_mutable, METH_NOARGS,
-     "_is_mutable()\n--\n\nIntrinsic mutability."},
+     "_is_mutable($self, /)\n--\n\nWhether the storage itself accepts writes."},
     {"_supports_storage_dtype", sw_carrier_meth_supports_own, METH_O,
-     "_supports_storage_dtype(dtype)\n--\n\n"},
+     "_supports_storage_dtype($self, dtype, /)\n--\n\nWhether FileBacked can store `dtype`: Float32 or Int32."},
     {"_allocate", fb_allocate, METH_O,
-     "_allocate(size)\n--\n\nGrow to size slots, new slots read 0."},
+     "_allocate($self, size, /)\n--\n\nGrow the file to `size` slots; the new slots read 0."},
     {"new_like", (PyCFunction)(void (*)(void))fb_new_like, METH_VARARGS | METH_KEYWORDS,
-     "new_like(values, *, mutable=True, dtype=None)\n--\n\n"
+     "new_like($self, values, *, mutable=True, dtype=None)\n--\n\n"
      "A new FileBacked carrier (a new file) holding values; None entries are 0."},
     {"allocate_like", (PyCFunction)(void (*)(void))fb_allocate_like,
      METH_VARARGS | METH_KEYWORDS,
-     "allocate_like(size, *, mutable=True, dtype=None, empty=False)\n--\n\n"
+     "allocate_like($self, size, *, mutable=True, dtype=None, empty=False)\n--\n\n"
      "A new FileBacked carrier (a new file) of size zero-filled slots."},
     {"__init_subclass__", (PyCFunction)(void (*)(void))fb_init_subclass,
-     METH_VARARGS | METH_KEYWORDS | METH_CLASS, "FileBacked is closed."},
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     "__init_subclass__($type, /, *args, **kwargs)\n--\n\n"
+     "FileBacked cannot be subclassed: defining a subclass raises TypeError."},
     {NULL, NULL, 0, NULL},
 };
 
 static PyGetSetDef fb_getset[] = {
-    {"path", fb_get_path, NULL, "pathlib.Path of the file (kept after release).", NULL},
+    {"path", fb_get_path, NULL, "The file's pathlib.Path (still readable after release()).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -335,7 +339,13 @@ PyTypeObject SwFileBacked_Type = {
     .tp_dealloc = fb_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "FileBacked(filename=None, *, mutable=True, dtype=DType.Float32)\n--\n\n"
-              "Slots in a raw file of the hidden session directory.",
+              "Slots stored in a raw file, 4 bytes each, in this process's own\n"
+              "temporary directory; it starts with 0 slots and grows when a move\n"
+              "fills it. filename names the file (a plain name, no '/'); None picks\n"
+              "a fresh name. dtype is Float32 or Int32. Raises TypeError when\n"
+              "filename is not a str, ValueError for an unusable name, and\n"
+              "FileExistsError when that file exists already.\n\n"
+              "    move(friendly.arange(4), FileBacked())",
     .tp_traverse = fb_traverse,
     .tp_clear = fb_clear,
     .tp_methods = fb_methods,

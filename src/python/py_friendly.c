@@ -587,24 +587,48 @@ static PyObject *friendly_to_list(PyObject *mod, PyObject *t)
 static PyMethodDef friendly_functions[] = {
     {"tensor", (PyCFunction)(void (*)(void))friendly_tensor, METH_FASTCALL | METH_KEYWORDS,
      "tensor(values, *, layout=None, dtype=DType.Float32)\n--\n\n"
-     "CPU tensor from nested lists, or from a flat iterable placed by `layout`."},
+     "A new CPU Tensor holding `values`.\n\n"
+     "Without layout, values is a non-empty nested list/tuple; its nesting\n"
+     "gives the extents and values[i][j] lands at coordinate (i, j) of\n"
+     "column_major(*extents). With layout, values is any iterable of\n"
+     "layout.size values, placed in order. dtype is Float32, Int32 or Bool.\n"
+     "Raises TypeError for a layout that is not a Layout or a dtype that is\n"
+     "not a DType; ValueError for ragged or empty values, a wrong count, or\n"
+     "an unsupported dtype.\n\n"
+     "    tensor([[1.0, 2.0], [3.0, 4.0]])[1, 0] == 3.0"},
     {"zeros", (PyCFunction)(void (*)(void))friendly_zeros, METH_FASTCALL | METH_KEYWORDS,
-     "zeros(*extents, dtype=DType.Float32)\n--\n\nColumn-major CPU tensor of zeros."},
+     "zeros(*extents, dtype=DType.Float32)\n--\n\n"
+     "A new CPU Tensor of zeros laid out by column_major(*extents).\n"
+     "Raises ValueError when no extent is given or one is not an int >= 1,\n"
+     "TypeError or ValueError for a bad dtype. zeros(2, 3).size() == 6."},
     {"ones", (PyCFunction)(void (*)(void))friendly_ones, METH_FASTCALL | METH_KEYWORDS,
-     "ones(*extents, dtype=DType.Float32)\n--\n\nColumn-major CPU tensor of ones."},
+     "ones(*extents, dtype=DType.Float32)\n--\n\n"
+     "A new CPU Tensor of ones (True for Bool) laid out by\n"
+     "column_major(*extents). Raises as zeros does."},
     {"full", (PyCFunction)(void (*)(void))friendly_full, METH_FASTCALL | METH_KEYWORDS,
      "full(*extents, value, dtype=DType.Float32)\n--\n\n"
-     "Column-major CPU tensor holding `value` everywhere."},
+     "A new CPU Tensor holding `value` (a required keyword) at every\n"
+     "coordinate, laid out by column_major(*extents). Raises as zeros does,\n"
+     "and TypeError or OverflowError when value does not fit the dtype.\n"
+     "full(2, 2, value=7, dtype=DType.Int32)"},
     {"arange", (PyCFunction)(void (*)(void))friendly_arange, METH_FASTCALL | METH_KEYWORDS,
-     "arange(count, *, dtype=DType.Float32)\n--\n\nValues 0 ... count-1."},
+     "arange(count, *, dtype=DType.Float32)\n--\n\n"
+     "A new CPU Tensor holding 0, 1, ..., count - 1 (Float32 or Int32).\n"
+     "Raises ValueError when count is not an int >= 1 or dtype is Bool.\n"
+     "arange(4).tolist() == [0.0, 1.0, 2.0, 3.0]"},
     {"scaled_int32", (PyCFunction)(void (*)(void))friendly_scaled_int32,
      METH_FASTCALL | METH_KEYWORDS,
      "scaled_int32(values, *, scale=1.0, layout=None)\n--\n\n"
-     "ScaledInt32 tensor: Int32 elements and one Float32 scale."},
+     "A new ScaledInt32 Tensor: `values` as Int32 (same forms and errors as\n"
+     "tensor) and one Float32 `scale` shared by every element."},
     {"item", friendly_item, METH_O,
-     "item(tensor, /)\n--\n\nThe single value of a one-element tensor."},
+     "item(tensor, /)\n--\n\n"
+     "The value of a one-element Tensor. Raises ValueError when it has more\n"
+     "elements and TypeError when tensor is not a Tensor."},
     {"to_list", friendly_to_list, METH_O,
-     "to_list(tensor, /)\n--\n\nFlat list of values in ordinal order."},
+     "to_list(tensor, /)\n--\n\n"
+     "All values of a Tensor as a flat list, first mode fastest:\n"
+     "to_list(tensor([[1, 2], [3, 4]], dtype=DType.Int32)) == [1, 3, 2, 4]."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -34,7 +34,9 @@ SW_CARRIER_CLOSED_INIT_SUBCLASS(generic_init_subclass, "Generic")
 static PyMethodDef generic_methods[] = {
     SW_HOST_METHODS,
     {"__init_subclass__", (PyCFunction)(void (*)(void))generic_init_subclass,
-     METH_VARARGS | METH_KEYWORDS | METH_CLASS, "Generic is closed."},
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     "__init_subclass__($type, /, *args, **kwargs)\n--\n\n"
+     "Generic cannot be subclassed: defining a subclass raises TypeError."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -45,7 +47,11 @@ PyTypeObject SwGeneric_Type = {
     .tp_dealloc = sw_host_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_doc = "Generic(values, *, mutable=True, dtype=DType.Float32)\n--\n\n"
-              "Fixed-size host storage copied from values.",
+              "Host storage holding a copy of `values` (any iterable); its size\n"
+              "is fixed. dtype is Float32, Int32 or Bool. Raises TypeError when\n"
+              "values is not iterable or a value does not fit the dtype (None\n"
+              "included), TypeError or ValueError for a bad dtype.\n\n"
+              "    Generic([1.0, 2.0, 3.0])",
     .tp_methods = generic_methods,
     .tp_base = &SwCarrier_Type,
     .tp_init = sw_carrier_builtin_init,

@@ -119,7 +119,7 @@ static PyMethodDef grad_mode_functions[] = {
      "Whether operations run on this thread record autograd nodes. True until\n"
      "the thread changes it."},
     {"set_grad_enabled", set_grad_enabled, METH_O,
-     "set_grad_enabled(enabled)\n--\n\n"
+     "set_grad_enabled(enabled, /)\n--\n\n"
      "Turn autograd recording on or off for the calling thread. enabled must\n"
      "be a bool (TypeError otherwise)."},
     {NULL, NULL, 0, NULL},

@@ -606,7 +606,8 @@ static PyObject *layout_reduce(PyObject *self, PyObject *unused)
 }
 
 static PyMethodDef shape_stride_methods[] = {
-    {"__reduce__", layout_reduce, METH_NOARGS, NULL},
+    {"__reduce__", layout_reduce, METH_NOARGS,
+     "__reduce__($self, /)\n--\n\nPickle support: rebuilt from its nested tuples."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -614,16 +615,20 @@ static PyMethodDef shape_stride_methods[] = {
 
 static PyGetSetDef shape_getset[] = {
     {"top_level", get_top_level, NULL,
-     "The nested-tuple form, e.g. (2, (3, 4)).", NULL},
-    {"depth", get_depth, NULL, "1 when flat or empty, +1 per nesting level.", NULL},
-    {"size", get_size, NULL, "Product of the extents (1 when empty).", NULL},
+     "The shape as nested tuples of extents: Shape(2, [3, 4]).top_level == (2, (3, 4)).",
+     NULL},
+    {"depth", get_depth, NULL,
+     "Nesting depth: 1 when flat or empty, plus 1 per level of nesting.", NULL},
+    {"size", get_size, NULL,
+     "Number of coordinates: the product of the extents (1 for the empty shape).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyGetSetDef stride_getset[] = {
     {"top_level", get_top_level, NULL,
-     "The nested-tuple form, e.g. (1, (2, 6)).", NULL},
-    {"depth", get_depth, NULL, "1 when flat or empty, +1 per nesting level.", NULL},
+     "The stride as nested tuples: Stride(1, [2, 6]).top_level == (1, (2, 6)).", NULL},
+    {"depth", get_depth, NULL,
+     "Nesting depth: 1 when flat or empty, plus 1 per level of nesting.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -640,7 +645,15 @@ static PyMappingMethods layout_as_mapping = {
 PyTypeObject SwShape_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "strideweave.Shape",
-    .tp_doc = "Shape(*items)\n--\n\nAn immutable hierarchical shape.",
+    .tp_doc = "Shape(*items)\n--\n\n"
+              "An immutable hierarchical shape: extents, possibly nested.\n\n"
+              "Each item is one top-level mode: an int is a leaf with that extent, a\n"
+              "list or tuple is a nested mode. A single list or tuple gives the\n"
+              "top-level modes; a single Shape gives an equal Shape; no items give\n"
+              "the empty shape (rank 0, size 1). Raises ValueError for an extent\n"
+              "below 1, an empty nested list, or an item that is neither an int nor\n"
+              "a list/tuple (a Shape inside other items included).\n\n"
+              "    Shape(2, [3, 4]) == Shape([2, [3, 4]])",
     .tp_basicsize = sizeof(SwLayoutObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_new = shape_new,
@@ -659,7 +672,12 @@ PyTypeObject SwShape_Type = {
 PyTypeObject SwStride_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "strideweave.Stride",
-    .tp_doc = "Stride(*items)\n--\n\nAn immutable hierarchical stride.",
+    .tp_doc = "Stride(*items)\n--\n\n"
+              "An immutable hierarchical stride: slot steps, nested like a Shape.\n\n"
+              "Takes the same forms as Shape, with leaves that are ints >= 0.\n"
+              "Raises ValueError for a negative stride, an empty nested list or an\n"
+              "item that is neither an int nor a list/tuple.\n\n"
+              "    Stride(1, [2, 6])",
     .tp_basicsize = sizeof(SwLayoutObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_new = stride_new,
@@ -1173,40 +1191,62 @@ static PyObject *layout_canonical(PyObject *unused, PyObject *shape)
 }
 
 static PyGetSetDef layout_getset[] = {
-    {"shape", layout_get_shape, NULL, "The Shape.", NULL},
-    {"stride", layout_get_stride, NULL, "The Stride.", NULL},
-    {"depth", get_depth, NULL, "1 when flat or empty, +1 per nesting level.", NULL},
-    {"size", get_size, NULL, "Product of the extents.", NULL},
+    {"shape", layout_get_shape, NULL, "The layout's Shape.", NULL},
+    {"stride", layout_get_stride, NULL, "The layout's Stride.", NULL},
+    {"depth", get_depth, NULL,
+     "Nesting depth: 1 when flat or empty, plus 1 per level of nesting.", NULL},
+    {"size", get_size, NULL, "Number of coordinates: the product of the extents.", NULL},
     {"cosize", layout_get_cosize, NULL,
-     "1 + sum(stride * (extent - 1)) over leaves.", NULL},
+     "Slots the layout spans: one plus the largest index it reaches,\n"
+     "1 + sum(stride * (extent - 1)) over the leaves.", NULL},
     {"is_leaf", layout_get_is_leaf, NULL,
-     "True for rank 0 and for one leaf mode.", NULL},
+     "True for rank 0 and for a layout of one leaf mode.", NULL},
     {"profile", layout_get_profile, NULL,
-     "A fresh list of Node markers, depth-first.", NULL},
+     "The nesting pattern as a new list of Node markers from a depth-first\n"
+     "walk: Leaf per leaf, Push ... Pop around each nested mode.", NULL},
     {"is_injective", layout_get_is_injective, NULL,
      "True exactly when no two coordinates share a scalar index.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyMethodDef layout_methods[] = {
-    {"__reduce__", layout_reduce, METH_NOARGS, NULL},
+    {"__reduce__", layout_reduce, METH_NOARGS,
+     "__reduce__($self, /)\n--\n\nPickle support: rebuilt from its shape and stride."},
     {"infix", layout_infix, METH_NOARGS,
-     "infix($self, /)\n--\n\nLeaf modes as (extent, stride) pairs."},
+     "infix($self, /)\n--\n\n"
+     "The leaf modes as a new list of (extent, stride) pairs, depth-first:\n"
+     "Layout(Shape([2, [3, 4]]), Stride([1, [2, 6]])).infix() == [(2, 1), (3, 2), (4, 6)]."},
     {"index", layout_index, METH_O,
-     "index($self, key, /)\n--\n\nScalar index of key."},
+     "index($self, key, /)\n--\n\n"
+     "The slot index of coordinate `key`: an int (expanded first mode fastest)\n"
+     "or a nested list/tuple of ints matching the shape. Raises TypeError for\n"
+     "another kind of key and ValueError for a coordinate out of range."},
     {"get_index", (PyCFunction)(void (*)(void))layout_get_index,
      METH_FASTCALL | METH_STATIC,
-     "get_index(layout, key, /)\n--\n\nScalar index of key in layout."},
+     "get_index(layout, key, /)\n--\n\nThe same as layout.index(key)."},
     {"broadcast_to", layout_broadcast_to, METH_O,
-     "broadcast_to($self, target, /)\n--\n\nWiden extent-1 leaves."},
+     "broadcast_to($self, target, /)\n--\n\n"
+     "A layout of Shape `target` that repeats this one: leaves of extent 1 widen\n"
+     "to the target's extent with stride 0. Raises TypeError when target is not\n"
+     "a Shape and ValueError when the shapes are not compatible."},
     {"concat", layout_concat, METH_O,
-     "concat($self, other, /)\n--\n\nTop-level modes of self then other."},
+     "concat($self, other, /)\n--\n\n"
+     "A layout whose top-level modes are this layout's, then other's.\n"
+     "Raises TypeError when other is not a Layout. layout + other is the same."},
     {"append", layout_append, METH_O,
-     "append($self, other, /)\n--\n\nConcat, or other as one nested mode."},
+     "append($self, other, /)\n--\n\n"
+     "This layout with `other` added as one more top-level mode (nested when\n"
+     "other has several modes). Raises TypeError when other is not a Layout."},
     {"permute", (PyCFunction)(void (*)(void))layout_permute, METH_FASTCALL,
-     "permute($self, *order)\n--\n\nResult mode j is mode order[j]."},
+     "permute($self, *order)\n--\n\n"
+     "Reorder the top-level modes: mode j of the result is mode order[j].\n"
+     "order is given as ints or as one list/tuple; it must name every mode\n"
+     "once (ValueError otherwise). layout.permute(1, 0) swaps two modes."},
     {"canonical", layout_canonical, METH_O | METH_STATIC,
-     "canonical(shape, /)\n--\n\nThe canonical injective layout."},
+     "canonical(shape, /)\n--\n\n"
+     "The compact column-major layout of `shape`: first mode stride 1, each\n"
+     "later one the product of the extents before it. Raises TypeError when\n"
+     "shape is not a Shape."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1217,7 +1257,12 @@ static PyNumberMethods layout_as_number = {
 PyTypeObject SwLayout_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "strideweave.Layout",
-    .tp_doc = "Layout(shape, stride)\n--\n\nA Shape with a congruent Stride.",
+    .tp_doc = "Layout(shape, stride)\n--\n\n"
+              "Maps coordinates of `shape` to slot indices through `stride`.\n\n"
+              "stride must have the same nesting as shape. Raises ValueError when\n"
+              "shape is not a Shape, stride is not a Stride, or they do not match.\n"
+              "Calling a layout, layout(key), is layout.index(key).\n\n"
+              "    Layout(Shape([2, 3]), Stride([3, 1]))(1) == 3",
     .tp_basicsize = sizeof(SwLayoutObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_new = layout_new,
@@ -1331,10 +1376,13 @@ static PyObject *row_major(PyObject *mod, PyObject *const *args, Py_ssize_t narg
 
 static PyMethodDef module_functions[] = {
     {"column_major", (PyCFunction)(void (*)(void))column_major, METH_FASTCALL,
-     "column_major(*extents)\n--\n\nLayout.canonical(Shape(*extents))."},
+     "column_major(*extents)\n--\n\n"
+     "The compact layout with the first mode fastest: column_major(2, 3) has\n"
+     "strides (1, 2). Extents are ints >= 1 (ValueError otherwise)."},
     {"row_major", (PyCFunction)(void (*)(void))row_major, METH_FASTCALL,
-     "row_major(*extents)\n--\n\nLast mode stride 1, each earlier one the product "
-     "of later extents."},
+     "row_major(*extents)\n--\n\n"
+     "The compact layout with the last mode fastest: row_major(2, 3) has\n"
+     "strides (3, 1). Extents are ints >= 1 (ValueError otherwise)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -65,11 +65,12 @@ SW_CARRIER_CLOSED_INIT_SUBCLASS(metal_init_subclass, "Metal")
 
 static PyMethodDef metal_methods[] = {
     {"_supports_storage_dtype", metal_supports, METH_O | METH_CLASS,
-     "_supports_storage_dtype(dtype)\n--\n\n"
+     "_supports_storage_dtype($type, dtype, /)\n--\n\n"
      "Whether Metal storage can hold dtype: Float32, Int32 and Bool. Raises "
      "TypeError if dtype is not a DType."},
     {"__init_subclass__", (PyCFunction)(void (*)(void))metal_init_subclass,
      METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     "__init_subclass__($type, /, *args, **kwargs)\n--\n\n"
      "Metal cannot be subclassed: defining a subclass raises TypeError."},
     {NULL, NULL, 0, NULL},
 };

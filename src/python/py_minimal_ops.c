@@ -1181,7 +1181,7 @@ static PyObject *aid_set_dispatch_metadata(PyObject *mod, PyObject *const *args,
 static PyMethodDef minimal_functions[] = {
     {"_set_dispatch_metadata", (PyCFunction)(void (*)(void))aid_set_dispatch_metadata,
      METH_FASTCALL,
-     "_set_dispatch_metadata(operation, name, carrier_class)\n--\n\n"
+     "_set_dispatch_metadata(operation, name, carrier_class, /)\n--\n\n"
      "Test aid: make operation report name and carrier_class as if dispatched."},
     {"add", (PyCFunction)(void (*)(void))public_add, METH_FASTCALL | METH_KEYWORDS,
      "add(lhs, rhs)\n--\n\n"

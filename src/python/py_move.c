@@ -829,7 +829,7 @@ static PyMethodDef move_functions[] = {
      "Move `tensor` into `destination` and return the moved Tensor; the same as\n"
      "move_async(tensor, destination).wait()."},
     {"_hold_moves", hold_moves, METH_O,
-     "_hold_moves(flag)\n--\n\n"
+     "_hold_moves(flag, /)\n--\n\n"
      "Test aid: while true, moves for the worker pool are queued but not\n"
      "started; false starts them in order."},
     {"_shutdown_moves", shutdown_moves, METH_NOARGS,

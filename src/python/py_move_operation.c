@@ -444,13 +444,13 @@ static int operation_init(PyObject *self, PyObject *args, PyObject *kwds)
 }
 
 #define COPY_DOC(what)                                                                \
-    "_copy(tensor, destination, output, element_count)\n--\n\n" what                 \
+    "_copy($self, tensor, destination, output, element_count)\n--\n\n" what                 \
     "\n\nCalled by the framework after every check has passed; element_count\n"     \
     "is the number of storage slots to transfer (the layout's cosize)."
 
 static PyMethodDef operation_methods[] = {
     {"backward", move_backward, METH_O,
-     "backward(gradient)\n--\n\n"
+     "backward($self, gradient, /)\n--\n\n"
      "Gradient of a recorded move: moves `gradient` (a Tensor of the moved\n"
      "Tensor's shape with an injective layout) back to the source's carrier\n"
      "class and returns it as a one-element tuple. Called by Tensor.backward."},
@@ -461,7 +461,7 @@ static PyMethodDef operation_methods[] = {
               "the base class raises NotImplementedError.")},
     {"forward", (PyCFunction)(void (*)(void))operation_forward,
      METH_FASTCALL | METH_KEYWORDS,
-     "forward(tensor, destination)\n--\n\n"
+     "forward($self, tensor, destination)\n--\n\n"
      "Move `tensor` into `destination` with this operation, whatever the\n"
      "registry would choose, and return the moved Tensor (blocking).\n"
      "Every check of move() applies; the source carrier is released."},
@@ -840,8 +840,11 @@ static PyObject *registered_exit(PyObject *self, PyObject *args)
 }
 
 static PyMethodDef registered_methods[] = {
-    {"__enter__", registered_enter, METH_NOARGS, "Register the pair; returns the operation class."},
-    {"__exit__", registered_exit, METH_VARARGS, "Unregister the pair; never suppresses."},
+    {"__enter__", registered_enter, METH_NOARGS,
+     "__enter__($self, /)\n--\n\nRegister the pair and return the operation class."},
+    {"__exit__", registered_exit, METH_VARARGS,
+     "__exit__($self, /, *exc_info)\n--\n\n"
+     "Unregister the pair; never suppresses an exception."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -641,18 +641,21 @@ static int in_computation(PyObject *profiler)
 
 static PyMethodDef profiler_methods[] = {
     {"__enter__", profiler_enter, METH_NOARGS,
-     "Start recording on this thread; a profiler can be entered once."},
+     "__enter__($self, /)\n--\n\n"
+     "Start recording on this thread and return the profiler. A profiler can\n"
+     "be entered once: a second time raises RuntimeError."},
     {"__exit__", profiler_exit, METH_VARARGS,
+     "__exit__($self, /, *exc_info)\n--\n\n"
      "Stop recording and freeze the records; never suppresses exceptions."},
     {"events", profiler_events, METH_NOARGS,
-     "events()\n--\n\nThe recorded operation events (ProfilerEvent), in start order.\n"
+     "events($self, /)\n--\n\nThe recorded operation events (ProfilerEvent), in start order.\n"
      "Available after the with block has ended."},
     {"move_events", profiler_move_events, METH_NOARGS,
-     "move_events()\n--\n\nThe recorded move submissions and outcomes (MoveEvent),\n"
+     "move_events($self, /)\n--\n\nThe recorded move submissions and outcomes (MoveEvent),\n"
      "in recording order. Available after the with block has ended."},
     {"key_averages", (PyCFunction)(void (*)(void))profiler_key_averages,
      METH_VARARGS | METH_KEYWORDS,
-     "key_averages(*, group_by_input_shape=False)\n--\n\n"
+     "key_averages($self, *, group_by_input_shape=False)\n--\n\n"
      "Operation events grouped by name and carrier class (and input shapes\n"
      "when asked), as ProfilerAggregate rows sorted by name."},
     {NULL, NULL, 0, NULL},

@@ -958,15 +958,15 @@ static PyGetSetDef tensor_getset[] = {
     {"grad", (getter)tensor_get_grad, (setter)tensor_set_grad,
      "The accumulated gradient (a Tensor) or None. RuntimeError on a\n"
      "non-differentiable Tensor.", NULL},
-    {"carrier", (getter)tensor_get_carrier, NULL, "Carrier of subtensor 0.", NULL},
-    {"offset", (getter)tensor_get_offset, NULL, "Offset of subtensor 0.", NULL},
-    {"layout", (getter)tensor_get_layout, NULL, "Placement layout of subtensor 0.",
+    {"carrier", (getter)tensor_get_carrier, NULL, "The carrier that holds the values (the first plane's).", NULL},
+    {"offset", (getter)tensor_get_offset, NULL, "The slot where the layout starts in the carrier.", NULL},
+    {"layout", (getter)tensor_get_layout, NULL, "The Layout that places the values in the carrier.",
      NULL},
-    {"version", (getter)tensor_get_version, NULL, "t.carrier.version.", NULL},
+    {"version", (getter)tensor_get_version, NULL, "The carrier's write counter: grows every time its values change.", NULL},
     {"_subtensors", (getter)tensor_get_subtensors, NULL,
-     "(storage_dtype, carrier, offset, layout) per plane.", NULL},
+     "One (storage_dtype, carrier, offset, layout) tuple per plane.", NULL},
     {"_adjacent_layouts", (getter)tensor_get_adjacent, NULL,
-     "Adjacent layouts S_0 ... S_(n-2).", NULL},
+     "The layouts that map a coordinate of each plane to the next plane.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -974,23 +974,25 @@ static PyMethodDef tensor_methods[] = {
     {"_from_representation", (PyCFunction)(void (*)(void))tensor_from_representation,
      METH_VARARGS | METH_KEYWORDS | METH_STATIC,
      "_from_representation(logical_dtype, subtensors, adjacent_layouts=())\n--\n\n"
-     "Validated Tensor from (carrier, offset, layout) triples in plane order."},
+     "A checked Tensor of `logical_dtype` built from (carrier, offset, layout)\n"
+     "triples in plane order. Raises TypeError or ValueError when a piece does\n"
+     "not fit the dtype's planes."},
     {"dtype", (PyCFunction)tensor_dtype, METH_NOARGS,
-     "dtype($self, /)\n--\n\nThe logical dtype."},
+     "dtype($self, /)\n--\n\nThe DType of the Tensor's values."},
     {"size", (PyCFunction)tensor_size, METH_NOARGS,
-     "size($self, /)\n--\n\nLogical element count (L_0.size)."},
+     "size($self, /)\n--\n\nNumber of elements: the size of the layout's shape."},
     {"carrier_type", (PyCFunction)tensor_carrier_type, METH_NOARGS,
-     "carrier_type($self, /)\n--\n\ntype(t.carrier)."},
+     "carrier_type($self, /)\n--\n\nThe class of the Tensor's carrier, type(t.carrier)."},
     {"_version_token", (PyCFunction)tensor_version_token, METH_NOARGS,
-     "_version_token($self, /)\n--\n\n(id(carrier), version) per distinct carrier."},
+     "_version_token($self, /)\n--\n\nOne (id(carrier), version) pair per distinct carrier."},
     {"is_mutable", (PyCFunction)tensor_is_mutable, METH_NOARGS,
-     "is_mutable($self, /)\n--\n\nOne subtensor over a publicly mutable carrier."},
+     "is_mutable($self, /)\n--\n\nWhether values can be written: one plane on a mutable carrier."},
     {"is_differentiable", (PyCFunction)tensor_is_differentiable, METH_NOARGS,
-     "is_differentiable($self, /)\n--\n\nWhether the dtype is Float32."},
+     "is_differentiable($self, /)\n--\n\nWhether gradients can flow through it: true for Float32 only."},
     {"item", tensor_item, METH_NOARGS,
-     "item($self, /)\n--\n\nThe single value of a one-element tensor."},
+     "item($self, /)\n--\n\nThe value of a one-element Tensor. Raises ValueError for more elements."},
     {"tolist", tensor_tolist, METH_NOARGS,
-     "tolist($self, /)\n--\n\nFlat list of values in ordinal order."},
+     "tolist($self, /)\n--\n\nAll values as a flat list, first mode fastest (column-major order)."},
     {"backward", (PyCFunction)(void (*)(void))sw_py_tensor_backward,
      METH_FASTCALL | METH_KEYWORDS,
      "backward($self, /, gradient=None, retain_graph=False)\n--\n\n"
@@ -1013,7 +1015,15 @@ static PyMethodDef tensor_methods[] = {
     {"__dlpack__", (PyCFunction)(void (*)(void))sw_py_tensor_dlpack,
      METH_FASTCALL | METH_KEYWORDS,
      "__dlpack__($self, /, stream=None, *, max_version=None, dl_device=None, copy=None)\n"
-     "--\n\nExport as a DLPack capsule (seed)."},
+     "--\n\n"
+     "Export the values as a DLPack capsule that aliases the carrier's memory\n"
+     "(no copy), for numpy.from_dlpack, torch.from_dlpack and the like.\n"
+     "max_version=(1, 0) or higher gives a versioned capsule, otherwise a\n"
+     "legacy one. Only Float32 and Int32 on a carrier that supports export\n"
+     "(CPU) can be exported. Raises BufferError for copy=True, another device\n"
+     "or an unsupported carrier or dtype; TypeError or ValueError for a\n"
+     "malformed max_version or dl_device.\n\n"
+     "    numpy.from_dlpack(friendly.arange(4))"},
     {"__array__", (PyCFunction)(void (*)(void))sw_py_tensor_array,
      METH_FASTCALL | METH_KEYWORDS,
      "__array__($self, /, dtype=None, copy=None)\n--\n\n"
@@ -1023,7 +1033,9 @@ static PyMethodDef tensor_methods[] = {
      "otherwise a fresh copy. copy=True always copies; copy=False raises\n"
      "ValueError when a copy would be needed. dtype converts the result."},
     {"__dlpack_device__", sw_py_tensor_dlpack_device, METH_NOARGS,
-     "__dlpack_device__($self, /)\n--\n\n(device_type, device_id) (seed)."},
+     "__dlpack_device__($self, /)\n--\n\n"
+     "The (device_type, device_id) pair of the carrier's memory, (1, 0) for\n"
+     "CPU. Raises BufferError when the carrier does not support export."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1043,7 +1055,13 @@ PyTypeObject SwTensor_Type = {
     .tp_as_mapping = &tensor_as_mapping,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "Tensor(carrier, offset, layout)\n--\n\n"
-              "A layout placed on a carrier at an offset.",
+              "Values of one dtype placed in a carrier by a Layout.\n\n"
+              "Element at coordinate c lives in slot offset + layout(c) of carrier;\n"
+              "t[c] reads it and t[c] = v writes it.\n"
+              "Raises TypeError when carrier is not a Carrier, offset not an int or\n"
+              "layout not a Layout; ValueError for a negative offset, a carrier\n"
+              "dtype with several planes, or a layout that reaches past the end.\n\n"
+              "    Tensor(CPU(6), 0, column_major(2, 3))",
     .tp_traverse = (traverseproc)tensor_traverse,
     .tp_clear = (inquiry)tensor_clear,
     .tp_weaklistoffset = offsetof(SwTensorObject, weakreflist),

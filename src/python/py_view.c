@@ -900,14 +900,23 @@ static int view_nodes_init(PyObject *module)
 static PyMethodDef view_functions[] = {
     {"permute", (PyCFunction)(void (*)(void))view_permute, METH_FASTCALL | METH_KEYWORDS,
      "permute(tensor, *order)\n--\n\n"
-     "View with result mode j = source mode order[j]."},
+     "A view of `tensor` (same carrier, no copy) with its top-level modes\n"
+     "reordered: mode j of the result is mode order[j]. order is ints or one\n"
+     "list/tuple naming every mode once. Raises TypeError when tensor is not\n"
+     "a Tensor and ValueError for a bad order. permute(t, 1, 0) transposes."},
     {"reshape", (PyCFunction)(void (*)(void))view_reshape, METH_FASTCALL | METH_KEYWORDS,
      "reshape(tensor, shape)\n--\n\n"
-     "View with a new shape over a reshape-compatible layout."},
+     "A view of `tensor` (same carrier, no copy) with Shape `shape`, whose\n"
+     "elements follow the tensor's in column-major order. Raises TypeError\n"
+     "when shape is not a Shape and ValueError when its size differs or the\n"
+     "layout cannot be reshaped without a copy."},
     {"broadcast_to", (PyCFunction)(void (*)(void))view_broadcast_to,
      METH_FASTCALL | METH_KEYWORDS,
      "broadcast_to(tensor, target)\n--\n\n"
-     "View widening extent-1 leaves with stride 0."},
+     "A view of `tensor` (same carrier, no copy) with Shape `target`: leaves\n"
+     "of extent 1 widen to the target's extent with stride 0, repeating the\n"
+     "values. Raises TypeError when target is not a Shape and ValueError\n"
+     "when the shapes do not match."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -127,23 +127,23 @@ int sw_carrier_builtin_init(PyObject *self, PyObject *args, PyObject *kwds);
 
 #define SW_HOST_METHODS                                                              \
     {"size", sw_carrier_meth_size, METH_NOARGS,                                   \
-     "size()\n--\n\nNumber of slots; 0 after release."},                          \
-    {"dtype", sw_carrier_meth_dtype, METH_NOARGS, "dtype()\n--\n\nStorage DType."}, \
+     "size($self, /)\n--\n\nNumber of slots this carrier holds; 0 after release()."},                          \
+    {"dtype", sw_carrier_meth_dtype, METH_NOARGS, "dtype($self, /)\n--\n\nThe DType its slots store."}, \
     {"get_value", sw_carrier_meth_get_value, METH_O,                              \
-     "get_value(index)\n--\n\nRead one slot."},                             \
+     "get_value($self, index, /)\n--\n\nRead slot `index`. Raises IndexError when out of range."},                             \
     {"set_value", (PyCFunction)(void (*)(void))sw_carrier_meth_set_value,         \
-     METH_FASTCALL, "set_value(index, value)\n--\n\nWrite one slot."},      \
+     METH_FASTCALL, "set_value($self, index, value, /)\n--\n\nWrite `value` into slot `index`. Raises IndexError when out of range,\nRuntimeError when the carrier is not mutable."},      \
     {"_is_mutable", sw_carrier_meth_intrinsic_mutable, METH_NOARGS,               \
-     "_is_mutable()\n--\n\nIntrinsic mutability."},                               \
+     "_is_mutable($self, /)\n--\n\nWhether the storage itself accepts writes."},                               \
     {"_supports_storage_dtype", sw_carrier_meth_supports_own, METH_O,             \
-     "_supports_storage_dtype(dtype)\n--\n\n"},                                   \
+     "_supports_storage_dtype($self, dtype, /)\n--\n\nWhether this carrier class can store `dtype`."},                                   \
     {"new_like", (PyCFunction)(void (*)(void))sw_host_new_like,                      \
      METH_VARARGS | METH_KEYWORDS,                                                \
-     "new_like(values, *, mutable=True, dtype=None)\n--\n\n"                     \
+     "new_like($self, values, *, mutable=True, dtype=None)\n--\n\n"                     \
      "A new carrier of the same class holding values; None entries are 0."},     \
     {"allocate_like", (PyCFunction)(void (*)(void))sw_host_allocate_like,            \
      METH_VARARGS | METH_KEYWORDS,                                                \
-     "allocate_like(size, *, mutable=True, dtype=None, empty=False)\n--\n\n"     \
+     "allocate_like($self, size, *, mutable=True, dtype=None, empty=False)\n--\n\n"     \
      "A new carrier of the same class with size slots, zeroed unless empty."}
 
 #endif

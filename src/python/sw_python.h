@@ -58,6 +58,8 @@ int sw_py_extension_init(PyObject *module);
 int sw_py_evictable_init(PyObject *module);
 int sw_py_tiled_evictable_init(PyObject *module);
 int sw_py_profiling_init(PyObject *module);
+/* Runs last: signatures for callables whose defaults are objects. */
+int sw_py_signature_init(PyObject *module);
 int sw_py_minimal_ops_init(PyObject *module);
 int sw_py_block_device_init(PyObject *module);
 

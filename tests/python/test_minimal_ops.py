@@ -66,7 +66,7 @@ def test_signatures_and_docstrings():
     assert str(inspect.signature(sw.elementwise_mul)) == "(lhs, rhs)"
     assert str(inspect.signature(sw.reduce_sum)) == \
         "(tensor, description, *, accumulator_dtype=None)"
-    assert str(inspect.signature(sw.CPU(1).dispatch_op)) == "(name)"
+    assert str(inspect.signature(sw.CPU(1).dispatch_op)) == "(name, /)"
     import re
     for f in (sw.add, sw.elementwise_mul, sw.reduce_sum, sw.Carrier.dispatch_op):
         assert not re.search(r"\b[A-Z]{1,2}-\d+\b", f.__doc__)

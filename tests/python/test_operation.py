@@ -57,7 +57,7 @@ def test_import_surface_same_objects():
 def test_docstrings_have_signatures_and_no_contract_ids():
     assert str(inspect.signature(Operation.forward)) == "(self, /, *inputs, options=None)"
     assert str(inspect.signature(Operation)) == "()"
-    assert str(inspect.signature(sw.set_grad_enabled)) == "(enabled)"
+    assert str(inspect.signature(sw.set_grad_enabled)) == "(enabled, /)"
     for obj in (Operation, Operation.forward, Operation.store_inputs, sw.no_grad,
                 sw.is_grad_enabled, Operation.validate_input_versions):
         assert "O-" not in obj.__doc__ and "A-" not in obj.__doc__

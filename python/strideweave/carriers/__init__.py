@@ -1,4 +1,5 @@
-"""Carriers: where a Tensor's slots live (contract-carriers)."""
+"""Carriers: where a Tensor's values live (host memory, files, Python-defined
+storage), and the dtypes they store."""
 
 from strideweave._C import (
     DType,

@@ -1,4 +1,5 @@
-"""The Carrier base type and the closed-carrier rule (C-1, C-18)."""
+"""The Carrier base class, and the rule that the shipped carrier classes
+cannot be subclassed."""
 
 from strideweave._C import (
     Carrier,

@@ -1,4 +1,4 @@
-"""The CPU carrier (contract-carriers)."""
+"""The CPU carrier: contiguous host memory that DLPack can export."""
 
 from strideweave._C import CPU
 

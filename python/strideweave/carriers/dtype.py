@@ -1,4 +1,4 @@
-"""Storage dtype helpers (C-8)."""
+"""Helpers that check which dtypes a carrier can store."""
 
 from strideweave._C import (
     DType,

@@ -1,4 +1,4 @@
-"""The FileBacked carrier (contract-carriers)."""
+"""The FileBacked carrier: slots stored in a raw temporary file."""
 
 from strideweave._C import FileBacked
 

@@ -1,4 +1,4 @@
-"""The Generic carrier (contract-carriers)."""
+"""The Generic carrier: fixed-size host storage copied from Python values."""
 
 from strideweave._C import Generic
 

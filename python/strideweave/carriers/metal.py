@@ -1,4 +1,4 @@
-"""The Metal carrier (contract-carriers)."""
+"""The Metal carrier: storage on Apple's MPS device (unavailable in this build)."""
 
 from strideweave._C import Metal
 
