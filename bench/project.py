@@ -42,39 +42,43 @@ def per_call(fn, number):
     return min(timeit.repeat(fn, number=number, repeat=3)) / number
 
 
+def case(n=4096, tile=256):
+    """The benchmark's TiledEvictable, its full Tensor, the equivalent NumPy
+    array, the 1/16 selection and NumPy's gather of the same tiles."""
+    te, full, a = build(n, tile)
+    sel_axes = [[9, 2, 14, 5], [3, 12, 0, 7]]
+    rows = np.concatenate([np.arange(t * tile, (t + 1) * tile) for t in sel_axes[0]])
+    cols = np.concatenate([np.arange(t * tile, (t + 1) * tile) for t in sel_axes[1]])
+    return te, full, a, sw.TileSelection(sel_axes), lambda: a[np.ix_(rows, cols)]
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--number", type=int, default=5)
     args = parser.parse_args()
-    n, tile = 4096, 256
-    te, full, a = build(n, tile)
-    sel_axes = [[9, 2, 14, 5], [3, 12, 0, 7]]
-    sel = sw.TileSelection(sel_axes)
-    rows = np.concatenate([np.arange(t * tile, (t + 1) * tile) for t in sel_axes[0]])
-    cols = np.concatenate([np.arange(t * tile, (t + 1) * tile) for t in sel_axes[1]])
+    te, full, a, sel, numpy_gather = case()
+    rows, cols = sel.per_axis
 
     def ours():
         return te.project(full, sel).wait()
 
-    def numpy_gather():
-        return a[np.ix_(rows, cols)]
-
     # The same gather on the C-ordered view (rows of memory along the last
     # index): NumPy's most favourable orientation, as a second anchor.
     at = a.T
+    tile = 256
+    r_idx = np.concatenate([np.arange(t * tile, (t + 1) * tile) for t in rows])
+    c_idx = np.concatenate([np.arange(t * tile, (t + 1) * tile) for t in cols])
 
     def numpy_gather_c():
-        return at[np.ix_(cols, rows)]
+        return at[np.ix_(c_idx, r_idx)]
 
     with sw.no_grad():
         r = ours()
     # check once: our dense first-axis-fastest result equals NumPy's gather
-    flat = np.ctypeslib.as_array((ctypes.c_float * r.layout.size).from_address(
-        r.carrier.pointer()))
-    assert np.array_equal(flat.reshape((len(rows), len(cols)), order="F"), numpy_gather())
-
-    assert np.array_equal(numpy_gather_c().T, numpy_gather())
+    expected = numpy_gather()
+    assert np.array_equal(np.asarray(r), expected)
+    assert np.array_equal(numpy_gather_c().T, expected)
     ours_t, np_t, npc_t = [], [], []
     with sw.no_grad():
         for _ in range(args.rounds):
