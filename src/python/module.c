@@ -81,6 +81,7 @@ static const init_fn inits[] = {
     sw_py_dlpack_init,  sw_py_grad_mode_init, sw_py_operation_init, sw_py_minimal_ops_init,
     sw_py_await_init, sw_py_extension_init, sw_py_move_operation_init,
     sw_py_move_init,    sw_py_profiling_init,
+    sw_py_build_info_init,
 };
 
 PyMODINIT_FUNC PyInit__C(void)

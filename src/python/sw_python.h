@@ -58,6 +58,7 @@ int sw_py_extension_init(PyObject *module);
 int sw_py_evictable_init(PyObject *module);
 int sw_py_profiling_init(PyObject *module);
 int sw_py_minimal_ops_init(PyObject *module);
+int sw_py_build_info_init(PyObject *module);
 
 /* ---- layouts (py_layout.c) ---------------------------------------------- */
 
