@@ -324,7 +324,9 @@ static PyObject *make_tensor(PyObject *values, PyObject *layout, PyObject *dtype
     if (layout == Py_None)
         layout = NULL;
     if (layout && !SwLayout_Check(layout)) {
-        PyErr_SetString(PyExc_TypeError, "layout must be a Layout");
+        PyErr_Format(PyExc_TypeError,
+                     "layout must be a Layout, e.g. Layout(Shape(4), Stride(1)), not %.100s",
+                     _PyType_Name(Py_TYPE(layout)));
         return NULL;
     }
     if (friendly_dtype(dtype_obj, &dt) < 0)

@@ -9,6 +9,7 @@
  * values is exact in double, so the rounding is correct). Results and
  * gradients get fresh storage from the operand's carrier.new_like(...). */
 #include "sw_carrier.h"
+#include "sw_messages.h"
 #include "sw_layout_walk.h"
 
 #include <string.h>
@@ -329,10 +330,10 @@ static int require_one_subtensor(PyObject *tensor, const char *fn, const char *w
 {
     if (((SwTensorObject *)tensor)->nsub == 1)
         return 0;
-    PyErr_Format(PyExc_NotImplementedError,
-                 "%s: %s has several subtensors (a compound dtype), which is not supported",
-                 fn, what);
-    return -1;
+    char why[160];
+    snprintf(why, sizeof why, "passed to %s as %s", fn, what);
+    return sw_msg_raise_planes(((SwTensorObject *)tensor)->dtype,
+                               ((SwTensorObject *)tensor)->nsub, why, SW_MSG_ONE_PLANE);
 }
 
 /* The operand's carrier class must be the one that dispatched this

@@ -18,6 +18,7 @@
  * references until the commit. At interpreter exit an atexit hook refuses
  * new moves and waits for those in flight. */
 #include "sw_extension.h"
+#include "sw_messages.h"
 #include "sw_move.h"
 #include "sw_profiling.h"
 #include "strideweave/clock.h"
@@ -99,9 +100,8 @@ static int refuse_sequence(PyObject *obj, const char *what)
 static int check_source(PyObject *tensor)
 {
     if (SwTensor_Check(tensor) && TENSOR(tensor)->nsub != 1) {
-        PyErr_SetString(PyExc_NotImplementedError,
-                        "move of a Tensor made of several subtensors is not implemented");
-        return -1;
+        return sw_msg_raise_planes(TENSOR(tensor)->dtype, TENSOR(tensor)->nsub, "moved",
+                                   SW_MSG_ONE_PLANE);
     }
     if (!SwTensor_Check(tensor)) {
         if (refuse_sequence(tensor, "Tensor") == 0)

@@ -133,7 +133,7 @@ def test_a7_binding_errors():
 
 def test_a7_multi_subtensor_first():
     s = sw.friendly.scaled_int32([[1, 2], [3, 4]])
-    with pytest.raises(NotImplementedError, match="one-subtensor"):
+    with pytest.raises(NotImplementedError, match="ScaledInt32 tensor has two planes and cannot be differentiated"):
         s.backward(retain_graph="not checked yet")
 
 
@@ -680,7 +680,7 @@ def test_f4_dispatched_broadcast_operation_is_the_node():
     assert vals(x.grad) == [6.0, 15.0]
     with pytest.raises(ValueError):
         x.carrier.dispatch_op("broadcast_to").forward(x, Shape([3, 3]))
-    with pytest.raises(TypeError, match="Shape"):
+    with pytest.raises(TypeError, match=r"broadcast_to expects a Shape, e\.g\. Shape\(4, 6\), not list"):
         x.carrier.dispatch_op("broadcast_to").forward(x, [3, 2])
 
 
