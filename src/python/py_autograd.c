@@ -551,9 +551,11 @@ static int run_node(graph *g, Py_ssize_t ni, PyObject *c)
         goto done;
     if (PyTuple_GET_SIZE(items) != PyTuple_GET_SIZE(inputs)) {
         PyErr_Format(PyExc_ValueError,
-                     "%s.backward returned %zd gradients for %zd saved inputs",
+                     "%s.backward returned %zd gradient%s for %zd saved input%s; return "
+                     "one gradient (or None) per input",
                      _PyType_Name(Py_TYPE(node)), PyTuple_GET_SIZE(items),
-                     PyTuple_GET_SIZE(inputs));
+                     sw_msg_s(PyTuple_GET_SIZE(items)), PyTuple_GET_SIZE(inputs),
+                     sw_msg_s(PyTuple_GET_SIZE(inputs)));
         goto done;
     }
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(items); i++) {

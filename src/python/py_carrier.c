@@ -683,8 +683,9 @@ static PyObject *carrier_release_default(PyObject *self, PyObject *unused)
 static PyObject *carrier_dlpack_info(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    PyErr_Format(PyExc_BufferError, "DLPack is not supported by %s carriers",
-                 type_name(self));
+    PyErr_Format(PyExc_BufferError,
+                 "DLPack is not supported by %s carriers: move the tensor to a CPU carrier to "
+                 "export it", type_name(self));
     return NULL;
 }
 

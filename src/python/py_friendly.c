@@ -5,6 +5,7 @@
  * exact-CPU carrier and fill its slots in C (sw_py_store_slot straight into
  * the carrier's memory), so a failure leaves nothing reachable. */
 #include "sw_python.h"
+#include "sw_messages.h"
 
 #include <string.h>
 
@@ -26,8 +27,8 @@ static int parse_args(const char *fn, const char *first, Py_ssize_t max_pos,
     if (first_val)
         *first_val = nargs > 0 ? args[0] : NULL;
     if (max_pos >= 0 && nargs > max_pos) {
-        PyErr_Format(PyExc_TypeError, "%s() takes %zd positional argument%s but %zd were given",
-                     fn, max_pos, max_pos == 1 ? "" : "s", nargs);
+        PyErr_Format(PyExc_TypeError, "%s() takes %zd positional argument%s but %zd %s given",
+                     fn, max_pos, max_pos == 1 ? "" : "s", nargs, nargs == 1 ? "was" : "were");
         return -1;
     }
     for (Py_ssize_t i = 0; i < nkw; i++) {

@@ -393,7 +393,8 @@ static PyObject *layout_item(PyObject *self, Py_ssize_t i)
     sw_layout *l = SwLayout_CORE(self);
     enum kind k = kind_of(self);
     if (i < 0 || i >= l->rank) {
-        PyErr_Format(PyExc_IndexError, "%s index out of range", kind_name(k));
+        PyErr_Format(PyExc_IndexError, "%s index %zd is out of range: it has %d top-level mode%s",
+                     kind_name(k), i, (int)l->rank, sw_msg_s(l->rank));
         return NULL;
     }
     sw_error err;
@@ -719,8 +720,8 @@ static PyObject *layout_vectorcall(PyObject *type, PyObject *const *args,
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     if (nargs > 2) {
         PyErr_Format(PyExc_TypeError,
-                     "Layout() takes 2 positional arguments but %zd were given",
-                     nargs);
+                     "Layout() takes 2 positional arguments (shape, stride) but %zd were "
+                     "given", nargs);
         return NULL;
     }
     for (Py_ssize_t i = 0; i < nkw; i++) {
@@ -1041,7 +1042,7 @@ static PyObject *layout_get_index(PyObject *unused, PyObject *const *args,
     if (nargs != 2) {
         PyErr_Format(PyExc_TypeError,
                      "get_index() takes 2 positional arguments (layout, key) "
-                     "but %zd were given", nargs);
+                     "but %zd %s given", nargs, nargs == 1 ? "was" : "were");
         return NULL;
     }
     if (!SwLayout_Check(args[0])) {
@@ -1063,7 +1064,8 @@ static PyObject *layout_call_vector(PyObject *self, PyObject *const *args,
     }
     if (nargs != 1) {
         PyErr_Format(PyExc_TypeError,
-                     "Layout call takes exactly one key, got %zd arguments", nargs);
+                     "a Layout call takes exactly one key, e.g. layout(5) or layout((1, 2)), "
+                     "not %zd argument%s", nargs, sw_msg_s(nargs));
         return NULL;
     }
     return index_result(self, args[0]);
@@ -1158,7 +1160,8 @@ static PyObject *layout_permute(PyObject *self, PyObject *const *args,
         }
     if (n != l->rank) {
         PyErr_Format(PyExc_ValueError,
-                     "permute order has %zd entries for a layout of rank %d", n,
+                     "permute order has %zd entr%s for a layout of rank %d; name every "
+                     "top-level mode once", n, n == 1 ? "y" : "ies",
                      (int)l->rank);
         goto done;
     }

@@ -692,9 +692,9 @@ static PyObject *parse_description(PyObject *description, int32_t rank)
     }
     if (at != rank) {
         PyErr_Format(PyExc_ValueError,
-                     "reduce_sum: description %R names %zd input modes, but the tensor has %d "
-                     "top-level modes",
-                     description, at, (int)rank);
+                     "reduce_sum: description %R names %zd input mode%s, but the tensor has %d "
+                     "top-level mode%s",
+                     description, at, sw_msg_s(at), (int)rank, sw_msg_s(rank));
         goto done;
     }
     Py_ssize_t nr = n - at - 1;

@@ -134,8 +134,8 @@ static int check_fits(PyObject *carrier, int64_t offset, int offset_sign,
     int64_t cosize = SwLayout_CORE(layout)->cosize, end;
     if (offset_sign != 0 || __builtin_add_overflow(offset, cosize, &end) || end > size) {
         PyErr_Format(PyExc_ValueError,
-                     "%soffset + layout.cosize exceeds the carrier size (%lld slots)",
-                     prefix, (long long)size);
+                     "%soffset + layout.cosize exceeds the carrier size (%lld slot%s)",
+                     prefix, (long long)size, sw_msg_s(size));
         return -1;
     }
     return 0;
@@ -172,7 +172,9 @@ static PyObject *tensor_new1(PyObject *carrier, PyObject *offset_obj, int64_t of
     const sw_dtype_info *info = sw_dtype_info_of(SwDType_ID(dtype));
     if (!info || info->nplanes != 1) {
         PyErr_Format(PyExc_ValueError,
-                     "carrier dtype %s has no one-entry storage schema", dtype_name(dtype));
+                     "a carrier of dtype %s cannot hold a Tensor's values directly (it is a "
+                     "category or a compound dtype); use a carrier of a concrete dtype such as "
+                     "Float32", dtype_name(dtype));
         goto error;
     }
     if (sign < 0 || (sign == 0 && offset < 0)) {
@@ -232,8 +234,8 @@ static PyObject *tensor_build(PyObject *dtype, Py_ssize_t nsub, PyObject *const 
     }
     if (nadj != nsub - 1) {
         PyErr_Format(PyExc_ValueError,
-                     "%zd subtensors need %zd adjacent layouts, got %zd",
-                     nsub, nsub - 1, nadj);
+                     "%zd subtensors need %zd adjacent layout%s, got %zd",
+                     nsub, nsub - 1, sw_msg_s(nsub - 1), nadj);
         return NULL;
     }
 
@@ -370,8 +372,8 @@ int sw_py_parse_required(const char *fn, const char *const *names, Py_ssize_t n,
                           PyObject **out)
 {
     if (nargs > n) {
-        PyErr_Format(PyExc_TypeError, "%s() takes %zd positional arguments but %zd were given",
-                     fn, n, nargs);
+        PyErr_Format(PyExc_TypeError, "%s() takes %zd positional argument%s but %zd %s given",
+                     fn, n, sw_msg_s(n), nargs, nargs == 1 ? "was" : "were");
         return -1;
     }
     for (Py_ssize_t i = 0; i < n; i++)

@@ -373,7 +373,9 @@ static PyObject *view_permute(PyObject *mod, PyObject *const *args, Py_ssize_t n
         }
     }
     if (n != L->rank) {
-        PyErr_Format(PyExc_ValueError, "permute order has %zd entries, the tensor has rank %d", n,
+        PyErr_Format(PyExc_ValueError,
+                     "permute order has %zd entr%s but the tensor has rank %d; name every "
+                     "top-level mode once, e.g. permute(t, 1, 0)", n, n == 1 ? "y" : "ies",
                      (int)L->rank);
         goto done;
     }
@@ -513,20 +515,24 @@ static PyObject *view_reshape(PyObject *mod, PyObject *const *args, Py_ssize_t n
     const sw_layout *S = t->nsub > 1 ? SwLayout_CORE(PyTuple_GET_ITEM(t->adjacent, 0)) : NULL;
     const sw_layout *target = SwLayout_CORE(shape);
     if (target->size != L->size) {
-        PyErr_Format(PyExc_ValueError, "reshape shape size %lld differs from the tensor size %lld",
-                     (long long)target->size, (long long)L->size);
+        PyErr_Format(PyExc_ValueError,
+                     "reshape to a shape of size %lld is impossible: the tensor has %lld "
+                     "element%s", (long long)target->size, (long long)L->size, sw_msg_s(L->size));
         return NULL;
     }
     if (!reshape_base(L, &bl)) {
-        PyErr_SetString(PyExc_ValueError,
-                        "tensor layout is not reshape-compatible: its leaves of extent > 1 "
-                        "must map ordinals to 0, b, 2b, ... (first-mode-fastest)");
+        PyErr_Format(PyExc_ValueError,
+                     "reshape needs the tensor's elements evenly spaced in first-mode-fastest "
+                     "order, and layout %R does not place them so (a permuted view, for "
+                     "example); copy the values into a new tensor first, e.g. "
+                     "friendly.tensor(t.tolist(), layout=...)", t->subs[0].layout);
         return NULL;
     }
     if (S && !reshape_base(S, &bs)) {
         PyErr_SetString(PyExc_ValueError,
-                        "adjacent layout 0 is not reshape-compatible: its leaves of extent > 1 "
-                        "must map ordinals to 0, b, 2b, ... (first-mode-fastest)");
+                        "reshape needs the scale plane's elements evenly spaced in "
+                        "first-mode-fastest order, and this tensor's scale layout does not "
+                        "place them so");
         return NULL;
     }
     new_l = scaled_canonical(target, bl);
