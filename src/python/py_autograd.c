@@ -229,9 +229,9 @@ static int validate_cotangent(PyObject *T, PyObject *c, const char *what)
         return -1;
     if (!ba) {
         PyErr_Format(PyExc_ValueError,
-                     "unsupported aliasing: the layout %R of the Tensor %s is for overlaps "
-                     "beyond broadcasting",
-                     ((SwTensorObject *)T)->subs[0].layout, what);
+                     "%s cannot be used: the Tensor it is for has layout %R, which maps "
+                     "several elements to one slot in a way broadcasting does not",
+                     what, ((SwTensorObject *)T)->subs[0].layout);
         return -1;
     }
     int cinj = injective(CL);

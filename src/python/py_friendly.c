@@ -338,7 +338,11 @@ static PyObject *make_tensor(PyObject *values, PyObject *layout, PyObject *dtype
         if (!flat)
             goto done;
         if (PyTuple_GET_SIZE(flat) != SwLayout_CORE(layout)->size) {
-            PyErr_SetString(PyExc_ValueError, "values length must equal the layout logical size");
+            PyErr_Format(PyExc_ValueError,
+                         "got %zd value%s for a layout of size %lld; give exactly one value "
+                         "per element", PyTuple_GET_SIZE(flat),
+                         PyTuple_GET_SIZE(flat) == 1 ? "" : "s",
+                         (long long)SwLayout_CORE(layout)->size);
             goto done;
         }
     } else {

@@ -729,7 +729,8 @@ static PyObject *parse_description(PyObject *description, int32_t rank)
 bad:
     PyErr_Format(PyExc_ValueError,
                  "reduce_sum: description %R must read \"L -> R\": distinct identifiers for "
-                 "the input modes, one '->', then '1' or distinct identifiers from L",
+                 "the input modes, one '->', then '1' or distinct identifiers from L, e.g. "
+                 "\"a b -> a\" or \"a b -> 1\"",
                  description);
 done:
     Py_XDECREF(lhs);

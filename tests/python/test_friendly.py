@@ -235,13 +235,17 @@ def test_f2_with_layout_value_errors():
 
     with pytest.raises(KeyError):
         tensor(bad(), layout=L([2], [1]))
-    msg = exact("values length must equal the layout logical size")
-    with pytest.raises(ValueError, match=msg):
+    def msg(n, size):
+        return exact(f"got {n} value{'' if n == 1 else 's'} for a layout of size {size}; "
+                     "give exactly one value per element")
+    with pytest.raises(ValueError, match=msg(2, 3)):
         tensor([1.0, 2.0], layout=L([3], [1]))
-    with pytest.raises(ValueError, match=msg):
+    with pytest.raises(ValueError, match=msg(4, 3)):
         tensor([1.0] * 4, layout=L([3], [1]))
-    with pytest.raises(ValueError, match=msg):
+    with pytest.raises(ValueError, match=msg(0, 1)):
         tensor([], layout=L([1], [1]))
+    with pytest.raises(ValueError, match=msg(1, 2)):
+        tensor([1.0], layout=L([2], [1]))
 
 
 def test_f2_rank0_layout():

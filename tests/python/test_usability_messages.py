@@ -172,6 +172,26 @@ def test_reshape_size_mismatch_counts_elements():
         sw.reshape(t, Shape(2))
 
 
+def test_friendly_tensor_counts_values_against_the_layout():
+    with pytest.raises(ValueError, match=exact(
+            "got 1 value for a layout of size 2; give exactly one value per element")):
+        tensor([1.0], layout=Layout(Shape(2), Stride(1)))
+    with pytest.raises(ValueError, match=exact(
+            "got 3 values for a layout of size 2; give exactly one value per element")):
+        tensor([1.0, 2.0, 3.0], layout=Layout(Shape(2), Stride(1)))
+
+
+def test_reduce_sum_description_error_shows_examples():
+    t = two_by_two()
+    with pytest.raises(ValueError, match=re.escape(
+            'e.g. "a b -> a" or "a b -> 1"')):
+        sw.reduce_sum(t, "a b => a")
+    with pytest.raises(ValueError, match=exact(
+            "reduce_sum: description 'a -> 1' names 1 input mode, but the tensor has 2 top-level "
+            "modes")):
+        sw.reduce_sum(t, "a -> 1")
+
+
 # ---- compound tensors are described by their planes (T-11) ----------------------
 
 
