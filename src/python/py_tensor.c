@@ -834,7 +834,10 @@ PyObject *sw_py_tensor_item(PyObject *obj)
     if (require_one_subtensor(t, "read with item()") < 0)
         return NULL;
     if (SwLayout_CORE(t->subs[0].layout)->size != 1) {
-        PyErr_SetString(PyExc_ValueError, "item requires a tensor with exactly one element");
+        long long n = (long long)SwLayout_CORE(t->subs[0].layout)->size;
+        PyErr_Format(PyExc_ValueError,
+                     "item requires a tensor with exactly one element, and this one has %lld; "
+                     "use tolist() for several", n);
         return NULL;
     }
     /* Ordinal 0 is the all-zero coordinate: scalar index 0. */

@@ -435,7 +435,8 @@ def test_v10_item_errors():
         item([1.0])
     with pytest.raises(TypeError):
         to_list([1.0])
-    msg = exact("item requires a tensor with exactly one element")
+    msg = exact("item requires a tensor with exactly one element, and this one has 2; "
+                "use tolist() for several")
     with pytest.raises(ValueError, match=msg):
         item(zeros(2))
     with pytest.raises(ValueError, match=msg):
