@@ -440,9 +440,15 @@ static PyObject *layout_subscript(PyObject *self, PyObject *key)
         Py_ssize_t i = PyNumber_AsSsize_t(key, PyExc_IndexError);
         if (i == -1 && PyErr_Occurred())
             return NULL;
-        if (i < 0)
-            i += l->rank;
-        return layout_item(self, i);
+        /* Top-level modes index like a Python sequence (negatives count
+         * from the end); a miss names the index the user wrote. */
+        Py_ssize_t j = i < 0 ? i + l->rank : i;
+        if (j < 0 || j >= l->rank) {
+            PyErr_Format(PyExc_IndexError, "%s index %zd is out of range: it has %d top-level "
+                         "mode%s", kind_name(k), i, (int)l->rank, sw_msg_s(l->rank));
+            return NULL;
+        }
+        return layout_item(self, j);
     }
     PyErr_Format(PyExc_TypeError,
                  "%s indices must be integers or slices, not %.100s",

@@ -147,6 +147,9 @@ def test_numbers_agree_one_component_and_one_entry():
         Shape(2, 3)[5]
     with pytest.raises(IndexError, match=exact("Shape index 1 is out of range: it has 1 top-level mode")):
         Shape(2)[1]
+    with pytest.raises(IndexError, match=exact("Shape index -3 is out of range: it has 2 top-level modes")):
+        Shape(2, 3)[-3]
+    assert Shape(2, 3)[-1] == Shape(3)           # negatives count from the end, as in Python
 
 
 def test_numbers_agree_one_slot_and_was_given():
