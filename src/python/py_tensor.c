@@ -133,9 +133,15 @@ static int check_fits(PyObject *carrier, int64_t offset, int offset_sign,
     }
     int64_t cosize = SwLayout_CORE(layout)->cosize, end;
     if (offset_sign != 0 || __builtin_add_overflow(offset, cosize, &end) || end > size) {
-        PyErr_Format(PyExc_ValueError,
-                     "%soffset + layout.cosize exceeds the carrier size (%lld slot%s)",
-                     prefix, (long long)size, sw_msg_s(size));
+        if (offset_sign == 0 && offset <= INT64_MAX - cosize)
+            PyErr_Format(PyExc_ValueError,
+                         "%soffset + layout.cosize (%lld + %lld) exceeds the carrier size "
+                         "(%lld slot%s)", prefix, (long long)offset, (long long)cosize,
+                         (long long)size, sw_msg_s(size));
+        else
+            PyErr_Format(PyExc_ValueError,
+                         "%soffset + layout.cosize exceeds the carrier size (%lld slot%s)",
+                         prefix, (long long)size, sw_msg_s(size));
         return -1;
     }
     return 0;

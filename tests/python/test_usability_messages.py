@@ -168,6 +168,17 @@ def test_numbers_agree_one_slot_and_was_given():
         t.layout(0, 1)
 
 
+def test_tensor_placement_past_the_carrier_shows_the_numbers():
+    carrier = CPU(1)
+    with pytest.raises(ValueError, match=exact(
+            "offset + layout.cosize (1 + 1) exceeds the carrier size (1 slot)")):
+        Tensor(carrier, 1, Layout(Shape(1), Stride(1)))
+    with pytest.raises(ValueError, match=exact(
+            "offset + layout.cosize exceeds the carrier size (1 slot)")):
+        Tensor(carrier, 2**70, Layout(Shape(1), Stride(1)))
+    assert carrier.version == 0 and not carrier.is_released()
+
+
 def test_reshape_size_mismatch_counts_elements():
     t = tensor([1.0])
     with pytest.raises(ValueError, match=exact(
