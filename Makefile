@@ -1,6 +1,7 @@
 # Two entry points (README): `make demo` runs the tour, `make test` runs
 # every test. Both create .venv on a fresh machine and install what they
-# need, printing one line per step.
+# need, printing one line per step (commands themselves stay quiet; a failing
+# step prints its output).
 #
 # .venv only ever holds the release build that `make demo` installs (the
 # benchmarks measure it and refuse anything else). `make test` installs that
@@ -22,39 +23,41 @@ TEST_BUILD = build/test
 
 $(PY):
 	@echo "==> creating the virtual environment $(VENV)"
-	$(PYTHON) -m venv $(VENV)
+	@$(PYTHON) -m venv $(VENV)
 	@echo "==> installing the build tools (pip, meson, meson-python, ninja) into $(VENV)"
-	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet $(BUILD_TOOLS)
+	@$(PIP) install --quiet --upgrade pip
+	@$(PIP) install --quiet $(BUILD_TOOLS)
 
 install-demo: $(PY)
 	@echo "==> building strideweave (release) and installing it into $(VENV)"
-	$(PIP) install --quiet --no-build-isolation .
+	@$(PIP) install --quiet --no-build-isolation .
 
 demo: install-demo
 	@echo "==> installing numpy and torch into $(VENV)"
-	$(PIP) install --quiet $(FIND_LINKS) "numpy>=2.3" torch==2.13.0
+	@$(PIP) install --quiet $(FIND_LINKS) "numpy>=2.3" torch==2.13.0
 	@echo "==> running examples/tour.py"
-	$(PY) examples/tour.py
+	@$(PY) examples/tour.py
 
 install-test: install-demo
 	@echo "==> installing the test dependencies (pytest, hypothesis, numpy, torch) into $(VENV)"
-	$(PIP) install --quiet $(FIND_LINKS) $(TEST_DEPS)
+	@$(PIP) install --quiet $(FIND_LINKS) $(TEST_DEPS)
 
 # C unit tests of libstrideweave, built without the extension.
 test-c: $(PY)
 	@echo "==> building the C unit tests (build/c-test: debug, fault injection)"
-	rm -rf build/c-test
-	PATH=$(abspath $(VENV))/bin:$$PATH meson setup build/c-test \
+	@rm -rf build/c-test
+	@PATH=$(abspath $(VENV))/bin:$$PATH meson setup build/c-test \
 		-Dpython=false -Dfault_injection=true -Dbuildtype=debug >/dev/null
+	@PATH=$(abspath $(VENV))/bin:$$PATH meson compile -C build/c-test >/dev/null \
+		|| PATH=$(abspath $(VENV))/bin:$$PATH meson compile -C build/c-test
 	@echo "==> running the C unit tests"
-	PATH=$(abspath $(VENV))/bin:$$PATH meson test -C build/c-test --print-errorlogs
+	@PATH=$(abspath $(VENV))/bin:$$PATH meson test -C build/c-test --print-errorlogs
 
 test-python: install-test
 	@echo "==> building the test build of the extension ($(TEST_BUILD): debug, fault injection)"
-	SW_BUILD_DIR=$(TEST_BUILD) tools/dev python -c "import strideweave"
+	@SW_BUILD_DIR=$(TEST_BUILD) tools/dev python -c "import strideweave"
 	@echo "==> running the Python tests against $(TEST_BUILD)"
-	SW_BUILD_DIR=$(TEST_BUILD) tools/dev pytest -q tests/python
+	@SW_BUILD_DIR=$(TEST_BUILD) tools/dev pytest -q tests/python
 
 test: test-c test-python
 
@@ -63,9 +66,9 @@ test: test-c test-python
 FUZZ_EXAMPLES ?= 3000
 STRESS_SECONDS ?= 60
 fuzz: install-test
-	STRIDEWEAVE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) STRIDEWEAVE_STRESS_SECONDS=$(STRESS_SECONDS) \
+	@STRIDEWEAVE_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) STRIDEWEAVE_STRESS_SECONDS=$(STRESS_SECONDS) \
 		$(PY) -m pytest -q -s -p no:cacheprovider tests/python/test_fuzz_api.py \
 		tests/python/test_stress_threads.py
 
 clean:
-	rm -rf build $(VENV)
+	@rm -rf build $(VENV)

@@ -7,14 +7,20 @@ over rounds. Targets (issue 3): export <= 1.0x NumPy's
 ndarray.__dlpack__ with the same arguments; np.from_dlpack(t) <= 1.2x
 np.from_dlpack(ndarray).
 
-    tools/dev python bench/dlpack_export.py          # debug build (slower)
-    python bench/dlpack_export.py --rounds 15        # against an installed build
+    .venv/bin/python bench/dlpack_export.py              # the release build `make demo` installs
+    .venv/bin/python bench/dlpack_export.py --rounds 15
+
+It refuses to run on a debug or fault-injection build (bench/_release_only.py).
 """
 
 import argparse
 import os
 import statistics
 import timeit
+
+from _release_only import require_release_build
+
+require_release_build()
 
 # No BLAS work here; idle BLAS threads spinning on a small machine only add noise.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

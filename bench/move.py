@@ -36,6 +36,10 @@ import os
 import statistics
 import time
 
+from _release_only import require_release_build
+
+require_release_build()
+
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 

@@ -49,10 +49,11 @@ print("broadcast_to   ", b.layout, to_list(b))
 section("4. A tensor on a FileBacked carrier")
 fb = FileBacked(dtype=DType.Int32)
 print("file", fb.path.name, "in hidden dir", fb.path.parent.name, "size", fb.size())
-fb._allocate(6)                        # grows the file, new slots read 0
-for i in range(6):
-    fb[i] = i * i
-ft = Tensor(fb, 0, Layout(Shape(3, 2), Stride(2, 1)))
+squares = tensor([i * i for i in range(6)], layout=Layout(Shape(3, 2), Stride(2, 1)),
+                 dtype=DType.Int32)
+ft = sw.move(squares, fb)              # an empty FileBacked grows to the layout's cosize
+print("after the move: size", fb.size(), "source released:", squares.carrier.is_released())
+ft[2, 1] = 100                         # element writes go to the file
 print(ft, "values", to_list(ft))
 fb.release()
 print("released; file exists:", fb.path.exists())

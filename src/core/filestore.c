@@ -380,7 +380,7 @@ sw_status sw_filestore_pread(int fd, void *buf, size_t bytes, int64_t offset,
                              sw_error *err)
 {
     if (sw_fault_hit("pread"))
-        return sw_error_set_errno(err, SW_EIO, EIO, "pread failed: injected fault");
+        return sw_error_set_errno(err, SW_EIO, EIO, "reading the FileBacked file failed: injected fault");
     char *p = buf;
     while (bytes > 0) {
         ssize_t r = pread(fd, p, bytes, (off_t)offset);
@@ -388,7 +388,7 @@ sw_status sw_filestore_pread(int fd, void *buf, size_t bytes, int64_t offset,
             if (errno == EINTR)
                 continue;
             int e = errno;
-            return sw_error_set_errno(err, SW_EIO, e, "pread failed: %s", strerror(e));
+            return sw_error_set_errno(err, SW_EIO, e, "reading the FileBacked file failed: %s", strerror(e));
         }
         if (r == 0)
             return sw_error_set_errno(err, SW_EIO, EIO,
@@ -404,7 +404,7 @@ sw_status sw_filestore_pwrite(int fd, const void *buf, size_t bytes, int64_t off
                               sw_error *err)
 {
     if (sw_fault_hit("pwrite"))
-        return sw_error_set_errno(err, SW_EIO, EIO, "pwrite failed: injected fault");
+        return sw_error_set_errno(err, SW_EIO, EIO, "writing the FileBacked file failed: injected fault");
     const char *p = buf;
     while (bytes > 0) {
         ssize_t r = pwrite(fd, p, bytes, (off_t)offset);
@@ -412,10 +412,10 @@ sw_status sw_filestore_pwrite(int fd, const void *buf, size_t bytes, int64_t off
             if (errno == EINTR)
                 continue;
             int e = errno;
-            return sw_error_set_errno(err, SW_EIO, e, "pwrite failed: %s", strerror(e));
+            return sw_error_set_errno(err, SW_EIO, e, "writing the FileBacked file failed: %s", strerror(e));
         }
         if (r == 0)
-            return sw_error_set_errno(err, SW_EIO, EIO, "pwrite wrote nothing");
+            return sw_error_set_errno(err, SW_EIO, EIO, "writing the FileBacked file stored nothing (is the disk full?)");
         p += r;
         bytes -= (size_t)r;
         offset += r;
@@ -428,12 +428,12 @@ sw_status sw_filestore_resize(int fd, int64_t bytes, sw_error *err)
     if (bytes < 0)
         return sw_error_set(err, SW_EINVAL, "file length must be >= 0");
     if (sw_fault_hit("truncate"))
-        return sw_error_set_errno(err, SW_EIO, EIO, "ftruncate failed: injected fault");
+        return sw_error_set_errno(err, SW_EIO, EIO, "resizing the FileBacked file failed: injected fault");
     while (ftruncate(fd, (off_t)bytes) != 0) {
         if (errno == EINTR)
             continue;
         int e = errno;
-        return sw_error_set_errno(err, SW_EIO, e, "ftruncate failed: %s", strerror(e));
+        return sw_error_set_errno(err, SW_EIO, e, "resizing the FileBacked file failed: %s", strerror(e));
     }
     return SW_OK;
 }

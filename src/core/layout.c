@@ -472,7 +472,7 @@ static void top_modes(const sw_layout *l, piece *out)
 sw_layout *sw_layout_mode(const sw_layout *layout, int32_t i, sw_error *err)
 {
     if (i < 0 || i >= layout->rank)
-        return sw_error_set(err, SW_ERANGE, "mode index %d out of range for rank %d",
+        return sw_error_set(err, SW_ERANGE, "mode %d is out of range for a layout of rank %d",
                             (int)i, (int)layout->rank), NULL;
     piece pc = top_mode(layout, i);
     if (pc.profile[0] == SW_NODE_PUSH) {  /* its children become top-level */
@@ -493,7 +493,7 @@ sw_layout *sw_layout_select(const sw_layout *layout, const int32_t *modes,
     top_modes(layout, all);
     for (int32_t j = 0; j < n; j++) {
         if (modes[j] < 0 || modes[j] >= layout->rank) {
-            sw_error_set(err, SW_ERANGE, "mode index %d out of range for rank %d",
+            sw_error_set(err, SW_ERANGE, "mode %d is out of range for a layout of rank %d",
                          (int)modes[j], (int)layout->rank);
             goto done;
         }

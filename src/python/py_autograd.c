@@ -8,6 +8,7 @@
  * detached Tensor in its output's gradient layout (A-10) only when it runs.
  * Nothing touches .grad until the whole traversal succeeded (A-13). */
 #include "sw_carrier.h"
+#include "sw_messages.h"
 #include "sw_layout_walk.h"
 
 #include <string.h>
@@ -201,7 +202,8 @@ static int validate_cotangent(PyObject *T, PyObject *c, const char *what)
     }
     if (((SwTensorObject *)c)->nsub != 1) {
         PyErr_Format(PyExc_NotImplementedError,
-                     "%s must be a one-subtensor Tensor", what);
+                     "%s must be a Float32 tensor on one carrier, not a tensor with %zd planes",
+                     what, ((SwTensorObject *)c)->nsub);
         return -1;
     }
     if (carrier_released(c)) {
@@ -227,9 +229,9 @@ static int validate_cotangent(PyObject *T, PyObject *c, const char *what)
         return -1;
     if (!ba) {
         PyErr_Format(PyExc_ValueError,
-                     "unsupported aliasing: the layout %R of the Tensor %s is for overlaps "
-                     "beyond broadcasting",
-                     ((SwTensorObject *)T)->subs[0].layout, what);
+                     "%s cannot be used: the Tensor it is for has layout %R, which maps "
+                     "several elements to one slot in a way broadcasting does not",
+                     what, ((SwTensorObject *)T)->subs[0].layout);
         return -1;
     }
     int cinj = injective(CL);
@@ -549,9 +551,11 @@ static int run_node(graph *g, Py_ssize_t ni, PyObject *c)
         goto done;
     if (PyTuple_GET_SIZE(items) != PyTuple_GET_SIZE(inputs)) {
         PyErr_Format(PyExc_ValueError,
-                     "%s.backward returned %zd gradients for %zd saved inputs",
+                     "%s.backward returned %zd gradient%s for %zd saved input%s; return "
+                     "one gradient (or None) per input",
                      _PyType_Name(Py_TYPE(node)), PyTuple_GET_SIZE(items),
-                     PyTuple_GET_SIZE(inputs));
+                     sw_msg_s(PyTuple_GET_SIZE(items)), PyTuple_GET_SIZE(inputs),
+                     sw_msg_s(PyTuple_GET_SIZE(inputs)));
         goto done;
     }
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(items); i++) {
@@ -681,8 +685,10 @@ static int check_existing_grad(PyObject *T)
     if (g == Py_None)
         return 0;
     if (((SwTensorObject *)g)->nsub != 1) {
-        PyErr_SetString(PyExc_NotImplementedError,
-                        "accumulating into a .grad with several subtensors is not supported");
+        PyErr_Format(PyExc_NotImplementedError,
+                     "the existing .grad has %zd planes and cannot accumulate a gradient; set "
+                     ".grad to None or to a Float32 tensor on one carrier first",
+                     ((SwTensorObject *)g)->nsub);
         return -1;
     }
     if (!sw_layout_same_shape(core0(g), core0(T))) {
@@ -856,8 +862,8 @@ PyObject *sw_py_tensor_backward(PyObject *self, PyObject *const *args, Py_ssize_
     if (parse_backward(args, nargs, kwnames, &gradient, &retain) < 0)
         return NULL;
     if (t->nsub != 1) {
-        PyErr_SetString(PyExc_NotImplementedError,
-                        "backward requires a one-subtensor Tensor");
+        sw_msg_raise_planes(t->dtype, t->nsub, "differentiated",
+                            "Float32 tensors on one carrier");
         return NULL;
     }
     if (!is_float32(self)) {

@@ -91,7 +91,8 @@ static int carrier_init(PyObject *self, PyObject *args, PyObject *kwds)
     if (slots != Py_None || dtype != Py_None || mutable_ != Py_True) {
         PyErr_Format(PyExc_TypeError,
                      "definition-free Carrier construction takes no slots, "
-                     "dtype or mutable arguments (%s has no CarrierDefinition)",
+                     "dtype or mutable arguments (%s has no CarrierDefinition; attach one "
+                     "with register_carrier_definition(cls, definition) to give it storage)",
                      type_name(self));
         return -1;
     }
@@ -159,14 +160,15 @@ static int refuse_guarded(PyObject *self, const char *what, int write)
     SwCarrierObject *c = CARRIER(self);
     if (c->pending && !(write && transfer_may_write(c))) {
         PyErr_Format(PyExc_RuntimeError,
-                     "cannot %s a %s carrier that is pending in a move",
-                     what, type_name(self));
+                     "cannot %s a %s carrier that is pending in a move; wait() for the "
+                     "move to finish first", what, type_name(self));
         return -1;
     }
     if (c->owner_token != 0 && !has_owner_access(c)) {
         PyErr_Format(PyExc_RuntimeError,
                      "cannot %s a %s carrier owned by a composite carrier "
-                     "without owner access", what, type_name(self));
+                     "without owner access (it is a tier of an Evictable, for example); go "
+                     "through the composite carrier instead", what, type_name(self));
         return -1;
     }
     return 0;
@@ -330,8 +332,8 @@ static int refuse_read(PyObject *self)
     if ((CARRIER(self)->pending & SW_PENDING_DESTINATION) &&
         !has_transfer_access(CARRIER(self))) {
         PyErr_Format(PyExc_RuntimeError,
-                     "cannot read a %s carrier that is a pending move destination",
-                     type_name(self));
+                     "cannot read a %s carrier that is a pending move destination; wait() "
+                     "for the move to finish first", type_name(self));
         return -1;
     }
     return 0;
@@ -692,8 +694,9 @@ static PyObject *carrier_release_default(PyObject *self, PyObject *unused)
 static PyObject *carrier_dlpack_info(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    PyErr_Format(PyExc_BufferError, "DLPack is not supported by %s carriers",
-                 type_name(self));
+    PyErr_Format(PyExc_BufferError,
+                 "DLPack is not supported by %s carriers: move the tensor to a CPU carrier to "
+                 "export it", type_name(self));
     return NULL;
 }
 

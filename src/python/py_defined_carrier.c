@@ -8,6 +8,7 @@
  * corrupt the framework's view (a wrong size, a write that "returns"
  * something). Provider exceptions propagate unchanged. */
 #include "sw_carrier.h"
+#include "sw_messages.h"
 #include "sw_extension.h"
 
 #define CARRIER(o) ((SwCarrierObject *)(o))
@@ -119,8 +120,9 @@ int sw_defined_allocate(PyObject *self, int64_t nslots)
         return -1;
     if (size != nslots) {
         PyErr_Format(PyExc_ValueError,
-                     "%s's StorageProvider.allocate left %lld slots, not the requested "
-                     "physical size %lld", cname(self), (long long)size, (long long)nslots);
+                     "%s's StorageProvider.allocate left %lld slot%s, not the requested "
+                     "physical size %lld", cname(self), (long long)size, sw_msg_s(size),
+                     (long long)nslots);
         return -1;
     }
     return 0;

@@ -10,6 +10,7 @@
  *   (6) copy, (7) non-null data pointer, (8) dtype.
  * There is deliberately no import path (no from_dlpack). */
 #include "sw_python.h"
+#include "sw_messages.h"
 
 #include <string.h>
 
@@ -405,9 +406,8 @@ static inline int carrier_dlpack_info(PyObject *carrier, carrier_info *info)
 static inline int check_one_subtensor(SwTensorObject *t)
 {
     if (t->nsub != 1) {
-        PyErr_SetString(PyExc_NotImplementedError,
-                        "DLPack export requires a one-subtensor Tensor");
-        return -1;
+        return sw_msg_raise_planes(t->dtype, t->nsub, "exported",
+                                   "Float32 and Int32 tensors on one carrier");
     }
     return 0;
 }

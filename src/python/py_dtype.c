@@ -417,8 +417,8 @@ int sw_py_check_storage_dtype(PyObject *dtype, const char *carrier_name,
     case SW_DK_COMPOUND:
         PyErr_Format(PyExc_ValueError,
                      "%s does not support storage dtype %s: it is a compound "
-                     "dtype, and homogeneous storage cannot hold several planes; "
-                     "accepted dtypes: %U",
+                     "dtype whose tensors span several carriers, one per plane, and a "
+                     "carrier holds one plane's slots; accepted dtypes: %U",
                      carrier, info->name, names);
         break;
     case SW_DK_CATEGORY:

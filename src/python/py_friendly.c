@@ -5,6 +5,7 @@
  * exact-CPU carrier and fill its slots in C (sw_py_store_slot straight into
  * the carrier's memory), so a failure leaves nothing reachable. */
 #include "sw_python.h"
+#include "sw_messages.h"
 
 #include <string.h>
 
@@ -26,8 +27,8 @@ static int parse_args(const char *fn, const char *first, Py_ssize_t max_pos,
     if (first_val)
         *first_val = nargs > 0 ? args[0] : NULL;
     if (max_pos >= 0 && nargs > max_pos) {
-        PyErr_Format(PyExc_TypeError, "%s() takes %zd positional argument%s but %zd were given",
-                     fn, max_pos, max_pos == 1 ? "" : "s", nargs);
+        PyErr_Format(PyExc_TypeError, "%s() takes %zd positional argument%s but %zd %s given",
+                     fn, max_pos, max_pos == 1 ? "" : "s", nargs, nargs == 1 ? "was" : "were");
         return -1;
     }
     for (Py_ssize_t i = 0; i < nkw; i++) {
@@ -324,7 +325,9 @@ static PyObject *make_tensor(PyObject *values, PyObject *layout, PyObject *dtype
     if (layout == Py_None)
         layout = NULL;
     if (layout && !SwLayout_Check(layout)) {
-        PyErr_SetString(PyExc_TypeError, "layout must be a Layout");
+        PyErr_Format(PyExc_TypeError,
+                     "layout must be a Layout, e.g. Layout(Shape(4), Stride(1)), not %.100s",
+                     _PyType_Name(Py_TYPE(layout)));
         return NULL;
     }
     if (friendly_dtype(dtype_obj, &dt) < 0)
@@ -335,7 +338,11 @@ static PyObject *make_tensor(PyObject *values, PyObject *layout, PyObject *dtype
         if (!flat)
             goto done;
         if (PyTuple_GET_SIZE(flat) != SwLayout_CORE(layout)->size) {
-            PyErr_SetString(PyExc_ValueError, "values length must equal the layout logical size");
+            PyErr_Format(PyExc_ValueError,
+                         "got %zd value%s for a layout of size %lld; give exactly one value "
+                         "per element", PyTuple_GET_SIZE(flat),
+                         PyTuple_GET_SIZE(flat) == 1 ? "" : "s",
+                         (long long)SwLayout_CORE(layout)->size);
             goto done;
         }
     } else {

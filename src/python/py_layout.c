@@ -3,6 +3,7 @@
  * strides (extents 1), so all three share parsing, slicing, equality and
  * printing; the Python side only parses keys and maps errors. */
 #include "sw_python.h"
+#include "sw_messages.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -392,7 +393,8 @@ static PyObject *layout_item(PyObject *self, Py_ssize_t i)
     sw_layout *l = SwLayout_CORE(self);
     enum kind k = kind_of(self);
     if (i < 0 || i >= l->rank) {
-        PyErr_Format(PyExc_IndexError, "%s index out of range", kind_name(k));
+        PyErr_Format(PyExc_IndexError, "%s index %zd is out of range: it has %d top-level mode%s",
+                     kind_name(k), i, (int)l->rank, sw_msg_s(l->rank));
         return NULL;
     }
     sw_error err;
@@ -438,9 +440,15 @@ static PyObject *layout_subscript(PyObject *self, PyObject *key)
         Py_ssize_t i = PyNumber_AsSsize_t(key, PyExc_IndexError);
         if (i == -1 && PyErr_Occurred())
             return NULL;
-        if (i < 0)
-            i += l->rank;
-        return layout_item(self, i);
+        /* Top-level modes index like a Python sequence (negatives count
+         * from the end); a miss names the index the user wrote. */
+        Py_ssize_t j = i < 0 ? i + l->rank : i;
+        if (j < 0 || j >= l->rank) {
+            PyErr_Format(PyExc_IndexError, "%s index %zd is out of range: it has %d top-level "
+                         "mode%s", kind_name(k), i, (int)l->rank, sw_msg_s(l->rank));
+            return NULL;
+        }
+        return layout_item(self, j);
     }
     PyErr_Format(PyExc_TypeError,
                  "%s indices must be integers or slices, not %.100s",
@@ -698,13 +706,17 @@ PyTypeObject SwStride_Type = {
 static PyObject *layout_from(PyObject *shape, PyObject *stride)
 {
     if (!SwShape_Check(shape)) {
-        PyErr_Format(PyExc_ValueError, "Layout shape must be a Shape, not %.100s",
-                     Py_TYPE(shape)->tp_name);
+        PyErr_Format(PyExc_ValueError,
+                     "Layout expects a Shape as its shape, e.g. Layout(Shape(4, 6), Stride(1, 4)), "
+                     "not %.100s",
+                     _PyType_Name(Py_TYPE(shape)));
         return NULL;
     }
     if (!SwStride_Check(stride)) {
-        PyErr_Format(PyExc_ValueError, "Layout stride must be a Stride, not %.100s",
-                     Py_TYPE(stride)->tp_name);
+        PyErr_Format(PyExc_ValueError,
+                     "Layout expects a Stride as its stride, e.g. Layout(Shape(4, 6), Stride(1, 4)), "
+                     "not %.100s",
+                     _PyType_Name(Py_TYPE(stride)));
         return NULL;
     }
     const sw_layout *sh = SwLayout_CORE(shape), *st = SwLayout_CORE(stride);
@@ -732,8 +744,8 @@ static PyObject *layout_vectorcall(PyObject *type, PyObject *const *args,
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
     if (nargs > 2) {
         PyErr_Format(PyExc_TypeError,
-                     "Layout() takes 2 positional arguments but %zd were given",
-                     nargs);
+                     "Layout() takes 2 positional arguments (shape, stride) but %zd were "
+                     "given", nargs);
         return NULL;
     }
     for (Py_ssize_t i = 0; i < nkw; i++) {
@@ -889,27 +901,78 @@ static PyObject *layout_infix(PyObject *self, PyObject *unused)
 
 /* ---- indexing (L-9, L-10) ------------------------------------------------ */
 
-/* An integer key component checked against [0, bound). */
-static int key_int(PyObject *obj, int64_t bound, const char *what, int64_t *out)
+/* An integer key component checked against [0, bound), the size of the
+ * mode at `path`: its __index__ runs first, then the bound is checked. */
+static int key_int(PyObject *obj, int64_t bound, const sw_mode_path *path, int64_t *out)
 {
     int overflow;
     long long v;
     if (sw_py_index_ll(obj, &v, &overflow) < 0)
         return -1;
     if (overflow || v < 0 || v >= bound) {
-        PyErr_Format(PyExc_ValueError,
-                     "index key %R is outside [0, %lld) for %s (no negative "
-                     "wrap-around)", obj, (long long)bound, what);
+        char where[1024];
+        sw_msg_mode_name(path, "layout", (long long)bound, where, sizeof where);
+        if (overflow < 0 || (overflow == 0 && v < 0))
+            PyErr_Format(PyExc_ValueError,
+                         "index %R is out of range for %s: indices run from 0 to %lld and "
+                         "do not wrap around", obj, where, (long long)bound - 1);
+        else
+            PyErr_Format(PyExc_ValueError, "index %R is out of range for %s", obj, where);
         return -1;
     }
     *out = v;
     return 0;
 }
 
-/* Adds to *acc the index of key over the children in profile span
- * [p, end) whose leaves start at `leaf`. */
 static int index_span(const sw_layout *l, int32_t p, int32_t end, int32_t leaf,
-                      PyObject *key, int64_t *acc)
+                      PyObject *key, sw_mode_path *path, int64_t *acc);
+
+/* One child of a nested key: component `comp` for the mode starting at
+ * profile position *p (advanced past it), child number `j` of `path`. */
+static int index_child(const sw_layout *l, int32_t *p, int32_t *leaf, PyObject *comp,
+                       sw_mode_path *path, int64_t *acc)
+{
+    int rc;
+    if (l->profile[*p] == SW_NODE_LEAF) {
+        int64_t c;
+        if (sw_py_is_integer(comp)) {
+            rc = key_int(comp, l->extents[*leaf], path, &c);
+            if (rc == 0)
+                *acc += c * l->strides[*leaf];
+        } else if (PyList_Check(comp) || PyTuple_Check(comp)) {
+            char label[1024];
+            sw_msg_mode_label(path, "layout", label, sizeof label);
+            PyErr_Format(PyExc_ValueError,
+                         "%s has no sub-modes, so its index must be an integer, not %R",
+                         label, comp);
+            rc = -1;
+        } else {
+            PyErr_Format(PyExc_TypeError,
+                         "an index must be an integer or a list/tuple of indices, e.g. "
+                         "layout(5) or layout((1, 2)), not %.100s", Py_TYPE(comp)->tp_name);
+            rc = -1;
+        }
+        (*p)++;
+        (*leaf)++;
+        return rc;
+    }
+    int32_t nl;
+    int32_t cend = sw_py_mode_end(l->profile, *p, &nl);
+    if (Py_EnterRecursiveCall(" while indexing a layout")) {
+        rc = -1;
+    } else {
+        rc = index_span(l, *p + 1, cend - 1, *leaf, comp, path, acc);
+        Py_LeaveRecursiveCall();
+    }
+    *p = cend;
+    *leaf += nl;
+    return rc;
+}
+
+/* Adds to *acc the index of key over the children in profile span
+ * [p, end) whose leaves start at `leaf`; `path` names that span. */
+static int index_span(const sw_layout *l, int32_t p, int32_t end, int32_t leaf,
+                      PyObject *key, sw_mode_path *path, int64_t *acc)
 {
     if (sw_py_is_integer(key)) {
         int64_t size = 1, k;
@@ -918,7 +981,7 @@ static int index_span(const sw_layout *l, int32_t p, int32_t end, int32_t leaf,
             nl += l->profile[q] == SW_NODE_LEAF;
         for (int32_t i = 0; i < nl; i++)
             size *= l->extents[leaf + i];
-        if (key_int(key, size, "the size of the mode it addresses", &k) < 0)
+        if (key_int(key, size, path, &k) < 0)
             return -1;
         for (int32_t i = 0; i < nl; i++) {
             int64_t e = l->extents[leaf + i];
@@ -929,59 +992,39 @@ static int index_span(const sw_layout *l, int32_t p, int32_t end, int32_t leaf,
     }
     if (!PyList_Check(key) && !PyTuple_Check(key)) {
         PyErr_Format(PyExc_TypeError,
-                     "index key components must be integers or lists/tuples, "
-                     "not %.100s", Py_TYPE(key)->tp_name);
+                     "an index must be an integer or a list/tuple of indices, e.g. "
+                     "layout(5) or layout((1, 2)), not %.100s", Py_TYPE(key)->tp_name);
         return -1;
     }
     Py_ssize_t n = count_children(l->profile, p, end);
     if (Py_SIZE(key) != n) {
+        char label[1024];
+        sw_msg_mode_label(path, "layout", label, sizeof label);
         PyErr_Format(PyExc_ValueError,
-                     "index key %R has %zd components for a mode with %zd children",
-                     key, Py_SIZE(key), n);
+                     "index %R has %zd component%s but %s has %zd %smode%s; give one index "
+                     "per %smode, or one integer for the whole %s",
+                     key, Py_SIZE(key), sw_msg_s(Py_SIZE(key)), label, n,
+                     path->depth ? "sub-" : "", sw_msg_s(n), path->depth ? "sub-" : "",
+                     path->depth ? "mode" : "layout");
         return -1;
     }
     int rc = 0;
+    path->depth++;
     for (Py_ssize_t j = 0; j < n && rc == 0; j++) {
         if (Py_SIZE(key) != n) {
-            PyErr_SetString(PyExc_ValueError, "index key changed size");
-            return -1;
+            PyErr_SetString(PyExc_ValueError,
+                            "the index list changed size while it was being read");
+            rc = -1;
+            break;
         }
         PyObject *comp = PyList_Check(key) ? PyList_GET_ITEM(key, j)
                                            : PyTuple_GET_ITEM(key, j);
+        path->at[path->depth - 1] = (int32_t)j;
         Py_INCREF(comp);
-        if (l->profile[p] == SW_NODE_LEAF) {
-            int64_t c;
-            if (sw_py_is_integer(comp)) {
-                rc = key_int(comp, l->extents[leaf], "the leaf extent", &c);
-                if (rc == 0)
-                    *acc += c * l->strides[leaf];
-            } else if (PyList_Check(comp) || PyTuple_Check(comp)) {
-                PyErr_Format(PyExc_ValueError,
-                             "index key component %R addresses a leaf and must "
-                             "be an integer", comp);
-                rc = -1;
-            } else {
-                PyErr_Format(PyExc_TypeError,
-                             "index key components must be integers or "
-                             "lists/tuples, not %.100s", Py_TYPE(comp)->tp_name);
-                rc = -1;
-            }
-            p++;
-            leaf++;
-        } else {
-            int32_t nl;
-            int32_t cend = sw_py_mode_end(l->profile, p, &nl);
-            if (Py_EnterRecursiveCall(" while indexing a layout")) {
-                rc = -1;
-            } else {
-                rc = index_span(l, p + 1, cend - 1, leaf, comp, acc);
-                Py_LeaveRecursiveCall();
-            }
-            p = cend;
-            leaf += nl;
-        }
+        rc = index_child(l, &p, &leaf, comp, path, acc);
         Py_DECREF(comp);
     }
+    path->depth--;
     return rc;
 }
 
@@ -999,7 +1042,8 @@ static int layout_index_of(PyObject *layout, PyObject *key, int64_t *out)
             return 0;
         }
     }
-    return index_span(l, 0, l->nprofile, 0, key, out);
+    sw_mode_path path = {.depth = 0};
+    return index_span(l, 0, l->nprofile, 0, key, &path, out);
 }
 
 static PyObject *index_result(PyObject *layout, PyObject *key)
@@ -1022,7 +1066,7 @@ static PyObject *layout_get_index(PyObject *unused, PyObject *const *args,
     if (nargs != 2) {
         PyErr_Format(PyExc_TypeError,
                      "get_index() takes 2 positional arguments (layout, key) "
-                     "but %zd were given", nargs);
+                     "but %zd %s given", nargs, nargs == 1 ? "was" : "were");
         return NULL;
     }
     if (!SwLayout_Check(args[0])) {
@@ -1044,7 +1088,8 @@ static PyObject *layout_call_vector(PyObject *self, PyObject *const *args,
     }
     if (nargs != 1) {
         PyErr_Format(PyExc_TypeError,
-                     "Layout call takes exactly one key, got %zd arguments", nargs);
+                     "a Layout call takes exactly one key, e.g. layout(5) or layout((1, 2)), "
+                     "not %zd argument%s", nargs, sw_msg_s(nargs));
         return NULL;
     }
     return index_result(self, args[0]);
@@ -1056,8 +1101,8 @@ static PyObject *layout_broadcast_to(PyObject *self, PyObject *target)
 {
     if (!SwShape_Check(target)) {
         PyErr_Format(PyExc_TypeError,
-                     "broadcast_to target must be a Shape, not %.100s",
-                     Py_TYPE(target)->tp_name);
+                     "broadcast_to expects a Shape, e.g. Shape(4, 6), not %.100s",
+                     _PyType_Name(Py_TYPE(target)));
         return NULL;
     }
     const sw_layout *t = SwLayout_CORE(target);
@@ -1139,7 +1184,8 @@ static PyObject *layout_permute(PyObject *self, PyObject *const *args,
         }
     if (n != l->rank) {
         PyErr_Format(PyExc_ValueError,
-                     "permute order has %zd entries for a layout of rank %d", n,
+                     "permute order has %zd entr%s for a layout of rank %d; name every "
+                     "top-level mode once", n, n == 1 ? "y" : "ies",
                      (int)l->rank);
         goto done;
     }
@@ -1173,8 +1219,8 @@ done:
 PyObject *sw_py_layout_canonical(PyObject *shape)
 {
     if (!SwShape_Check(shape)) {
-        PyErr_Format(PyExc_TypeError, "canonical shape must be a Shape, not %.100s",
-                     Py_TYPE(shape)->tp_name);
+        PyErr_Format(PyExc_TypeError, "canonical expects a Shape, e.g. Shape(4, 6), not %.100s",
+                     _PyType_Name(Py_TYPE(shape)));
         return NULL;
     }
     const sw_layout *s = SwLayout_CORE(shape);

@@ -9,6 +9,7 @@
  * values is exact in double, so the rounding is correct). Results and
  * gradients get fresh storage from the operand's carrier.new_like(...). */
 #include "sw_carrier.h"
+#include "sw_messages.h"
 #include "sw_layout_walk.h"
 
 #include <string.h>
@@ -329,10 +330,10 @@ static int require_one_subtensor(PyObject *tensor, const char *fn, const char *w
 {
     if (((SwTensorObject *)tensor)->nsub == 1)
         return 0;
-    PyErr_Format(PyExc_NotImplementedError,
-                 "%s: %s has several subtensors (a compound dtype), which is not supported",
-                 fn, what);
-    return -1;
+    char why[160];
+    snprintf(why, sizeof why, "passed to %s as %s", fn, what);
+    return sw_msg_raise_planes(((SwTensorObject *)tensor)->dtype,
+                               ((SwTensorObject *)tensor)->nsub, why, SW_MSG_ONE_PLANE);
 }
 
 /* The operand's carrier class must be the one that dispatched this
@@ -691,9 +692,9 @@ static PyObject *parse_description(PyObject *description, int32_t rank)
     }
     if (at != rank) {
         PyErr_Format(PyExc_ValueError,
-                     "reduce_sum: description %R names %zd input modes, but the tensor has %d "
-                     "top-level modes",
-                     description, at, (int)rank);
+                     "reduce_sum: description %R names %zd input mode%s, but the tensor has %d "
+                     "top-level mode%s",
+                     description, at, sw_msg_s(at), (int)rank, sw_msg_s(rank));
         goto done;
     }
     Py_ssize_t nr = n - at - 1;
@@ -728,7 +729,8 @@ static PyObject *parse_description(PyObject *description, int32_t rank)
 bad:
     PyErr_Format(PyExc_ValueError,
                  "reduce_sum: description %R must read \"L -> R\": distinct identifiers for "
-                 "the input modes, one '->', then '1' or distinct identifiers from L",
+                 "the input modes, one '->', then '1' or distinct identifiers from L, e.g. "
+                 "\"a b -> a\" or \"a b -> 1\"",
                  description);
 done:
     Py_XDECREF(lhs);

@@ -18,6 +18,7 @@
  * references until the commit. At interpreter exit an atexit hook refuses
  * new moves and waits for those in flight. */
 #include "sw_extension.h"
+#include "sw_messages.h"
 #include "sw_move.h"
 #include "sw_profiling.h"
 #include "strideweave/blockdev.h"
@@ -101,9 +102,8 @@ static int refuse_sequence(PyObject *obj, const char *what)
 static int check_source(PyObject *tensor)
 {
     if (SwTensor_Check(tensor) && TENSOR(tensor)->nsub != 1) {
-        PyErr_SetString(PyExc_NotImplementedError,
-                        "move of a Tensor made of several subtensors is not implemented");
-        return -1;
+        return sw_msg_raise_planes(TENSOR(tensor)->dtype, TENSOR(tensor)->nsub, "moved",
+                                   SW_MSG_ONE_PLANE);
     }
     if (!SwTensor_Check(tensor)) {
         if (refuse_sequence(tensor, "Tensor") == 0)
@@ -191,8 +191,9 @@ static int check_capacity(PyObject *dst, int64_t cosize)
     if (grows != 0)
         return grows;
     PyErr_Format(PyExc_ValueError,
-                 "the destination %s carrier has %lld slots but the Tensor's layout spans "
-                 "%lld (its cosize), and it cannot grow", cname(dst), (long long)size,
+                 "the destination %s carrier has %lld slot%s but the Tensor's layout spans "
+                 "%lld (its cosize), and it cannot grow; pass a carrier with at least %lld "
+                 "slots", cname(dst), (long long)size, sw_msg_s(size), (long long)cosize,
                  (long long)cosize);
     return -1;
 }
@@ -254,8 +255,8 @@ static PyObject *validate_result(move_request *r)
         return sw_py_take_exception();
     if (size < r->cosize) {
         PyErr_Format(PyExc_RuntimeError,
-                     "the destination %s carrier shrank to %lld slots during the move "
-                     "(needs %lld)", cname(r->destination), (long long)size,
+                     "the destination %s carrier shrank to %lld slot%s during the move "
+                     "(needs %lld)", cname(r->destination), (long long)size, sw_msg_s(size),
                      (long long)r->cosize);
         return sw_py_take_exception();
     }
@@ -656,8 +657,9 @@ static int allocate_and_bind(move_request *r, int grow, PyObject *layout)
     int64_t size;
     if (grow && sw_py_carrier_size(r->destination, &size) == 0 && size < r->cosize)
         PyErr_Format(PyExc_ValueError,
-                     "the destination %s carrier grew to %lld slots, not the %lld asked for",
-                     cname(r->destination), (long long)size, (long long)r->cosize);
+                     "the destination %s carrier grew to %lld slot%s, not the %lld asked for",
+                     cname(r->destination), (long long)size, sw_msg_s(size),
+                     (long long)r->cosize);
     if (!PyErr_Occurred())
         r->output = sw_py_tensor_new1(r->destination, 0, layout);
     if (r->output && recheck(r->source, r->destination) == 0)

@@ -138,7 +138,7 @@ static int copy_hook(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
     if (sw_py_parse_required("_copy", names, 4, args, nargs, kwnames, a) < 0)
         return -1;
     if (!SwTensor_Check(a[0]) || ((SwTensorObject *)a[0])->nsub != 1) {
-        PyErr_Format(PyExc_TypeError, "%s._copy: tensor must be a one-plane Tensor", opname);
+        PyErr_Format(PyExc_TypeError, "%s._copy: tensor must be a Tensor on one carrier (one plane)", opname);
         return -1;
     }
     if (!SwCarrier_Check(a[1])) {

@@ -200,9 +200,10 @@ static PyObject *operation_forward(PyObject *self, PyObject *const *args, Py_ssi
             continue;
         if (((SwTensorObject *)args[i])->nsub != 1 && !sw_py_view_preserves_planes(self)) {
             PyErr_Format(PyExc_NotImplementedError,
-                         "%s.forward: input %zd has several subtensors (a compound "
-                         "dtype), which this operation does not support",
-                         _PyType_Name(Py_TYPE(self)), i);
+                         "%s.forward: input %zd has %zd planes (a compound dtype such as "
+                         "ScaledInt32), which this operation does not support; pass tensors "
+                         "on one carrier",
+                         _PyType_Name(Py_TYPE(self)), i, ((SwTensorObject *)args[i])->nsub);
             return NULL;
         }
         any_differentiable |= is_differentiable(args[i]);

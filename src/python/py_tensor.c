@@ -6,6 +6,7 @@
  * through tensor_build(), which runs the T-4..T-7 checks, or through
  * sw_py_tensor_new1() for the one-subtensor T-1 form. */
 #include "sw_python.h"
+#include "sw_messages.h"
 
 #include <string.h>
 
@@ -132,9 +133,15 @@ static int check_fits(PyObject *carrier, int64_t offset, int offset_sign,
     }
     int64_t cosize = SwLayout_CORE(layout)->cosize, end;
     if (offset_sign != 0 || __builtin_add_overflow(offset, cosize, &end) || end > size) {
-        PyErr_Format(PyExc_ValueError,
-                     "%soffset + layout.cosize exceeds the carrier size (%lld slots)",
-                     prefix, (long long)size);
+        if (offset_sign == 0 && offset <= INT64_MAX - cosize)
+            PyErr_Format(PyExc_ValueError,
+                         "%soffset + layout.cosize (%lld + %lld) exceeds the carrier size "
+                         "(%lld slot%s)", prefix, (long long)offset, (long long)cosize,
+                         (long long)size, sw_msg_s(size));
+        else
+            PyErr_Format(PyExc_ValueError,
+                         "%soffset + layout.cosize exceeds the carrier size (%lld slot%s)",
+                         prefix, (long long)size, sw_msg_s(size));
         return -1;
     }
     return 0;
@@ -160,8 +167,9 @@ static PyObject *tensor_new1(PyObject *carrier, PyObject *offset_obj, int64_t of
             return NULL;
     }
     if (!SwLayout_Check(layout)) {
-        PyErr_Format(PyExc_TypeError, "layout must be a Layout, not %.100s",
-                     Py_TYPE(layout)->tp_name);
+        PyErr_Format(PyExc_TypeError,
+                     "layout must be a Layout, e.g. Layout(Shape(4), Stride(1)), not %.100s",
+                     _PyType_Name(Py_TYPE(layout)));
         return NULL;
     }
     PyObject *dtype = carrier_dtype_checked(carrier, "");
@@ -170,7 +178,9 @@ static PyObject *tensor_new1(PyObject *carrier, PyObject *offset_obj, int64_t of
     const sw_dtype_info *info = sw_dtype_info_of(SwDType_ID(dtype));
     if (!info || info->nplanes != 1) {
         PyErr_Format(PyExc_ValueError,
-                     "carrier dtype %s has no one-entry storage schema", dtype_name(dtype));
+                     "a carrier of dtype %s cannot hold a Tensor's values directly (it is a "
+                     "category or a compound dtype); use a carrier of a concrete dtype such as "
+                     "Float32", dtype_name(dtype));
         goto error;
     }
     if (sign < 0 || (sign == 0 && offset < 0)) {
@@ -230,8 +240,8 @@ static PyObject *tensor_build(PyObject *dtype, Py_ssize_t nsub, PyObject *const 
     }
     if (nadj != nsub - 1) {
         PyErr_Format(PyExc_ValueError,
-                     "%zd subtensors need %zd adjacent layouts, got %zd",
-                     nsub, nsub - 1, nadj);
+                     "%zd subtensors need %zd adjacent layout%s, got %zd",
+                     nsub, nsub - 1, sw_msg_s(nsub - 1), nadj);
         return NULL;
     }
 
@@ -368,8 +378,8 @@ int sw_py_parse_required(const char *fn, const char *const *names, Py_ssize_t n,
                           PyObject **out)
 {
     if (nargs > n) {
-        PyErr_Format(PyExc_TypeError, "%s() takes %zd positional arguments but %zd were given",
-                     fn, n, nargs);
+        PyErr_Format(PyExc_TypeError, "%s() takes %zd positional argument%s but %zd %s given",
+                     fn, n, sw_msg_s(n), nargs, nargs == 1 ? "was" : "were");
         return -1;
     }
     for (Py_ssize_t i = 0; i < n; i++)
@@ -657,41 +667,42 @@ static int key_check_types(PyObject *key)
         return rc;
     }
     PyErr_Format(PyExc_TypeError,
-                 "tensor index must be an integer or a (nested) list/tuple of integers, "
-                 "not %.100s", Py_TYPE(key)->tp_name);
+                 "a tensor index must be an integer or a (nested) list/tuple of integers, "
+                 "e.g. t[5] or t[1, [2, 0]] (slices make views: t[0, :]), not %.100s",
+                 _PyType_Name(Py_TYPE(key)));
     return -1;
 }
 
-static int key_component(PyObject *obj, int64_t *out)
+/* V-3 step 3: an integer component against the size of the mode it
+ * addresses. Its __index__ runs first; the message then names the mode as
+ * the user's key reached it. */
+static int key_component(PyObject *obj, int64_t size, const sw_mode_path *path, int64_t *out)
 {
     int sign;
     if (integer_value(obj, out, &sign) < 0)
         return -1;
-    if (sign != 0 || *out < 0) {
-        PyErr_Format(PyExc_ValueError, "index %S must not be negative", obj);
-        if (sign > 0) {
-            PyErr_Clear();
-            PyErr_Format(PyExc_ValueError, "index %S is out of range", obj);
-        }
-        return -1;
-    }
-    return 0;
+    if (sign == 0 && *out >= 0 && *out < size)
+        return 0;
+    char where[1024];
+    sw_msg_mode_name(path, "tensor", (long long)size, where, sizeof where);
+    if (sign < 0 || (sign == 0 && *out < 0))
+        PyErr_Format(PyExc_ValueError,
+                     "index %S is out of range for %s: indices run from 0 to %lld and do not "
+                     "wrap around", obj, where, (long long)size - 1);
+    else
+        PyErr_Format(PyExc_ValueError, "index %S is out of range for %s", obj, where);
+    return -1;
 }
 
-/* Index of integer `k` over leaves [leaf, leaf + n): first-mode-fastest. */
+/* Index of integer `key` over leaves [leaf, leaf + n): first-mode-fastest. */
 static int index_integer(const sw_layout *L, int32_t leaf, int32_t n, PyObject *key,
-                         int64_t *acc)
+                         const sw_mode_path *path, int64_t *acc)
 {
     int64_t k, size = 1;
-    if (key_component(key, &k) < 0)
-        return -1;
     for (int32_t j = 0; j < n; j++)
         size *= L->extents[leaf + j]; /* bounded by the layout's size */
-    if (k >= size) {
-        PyErr_Format(PyExc_ValueError, "index %lld is out of range for size %lld",
-                     (long long)k, (long long)size);
+    if (key_component(key, size, path, &k) < 0)
         return -1;
-    }
     for (int32_t j = 0; j < n; j++) {
         int64_t e = L->extents[leaf + j];
         *acc += (k % e) * L->strides[leaf + j];
@@ -701,22 +712,29 @@ static int index_integer(const sw_layout *L, int32_t leaf, int32_t n, PyObject *
 }
 
 /* L-9/L-10 for one level whose children span profile [pos, end) and whose
- * first leaf is `leaf`. */
+ * first leaf is `leaf`; `path` names that level for messages. */
 static int index_level(const sw_layout *L, int32_t pos, int32_t end, int32_t leaf,
-                       PyObject *key, int64_t *acc)
+                       PyObject *key, sw_mode_path *path, int64_t *acc)
 {
     if (!PyTuple_Check(key) && !PyList_Check(key)) {
         int32_t n = 0;
         for (int32_t p = pos; p < end; p++)
             n += L->profile[p] == SW_NODE_LEAF;
-        return index_integer(L, leaf, n, key, acc);
+        return index_integer(L, leaf, n, key, path, acc);
     }
     Py_ssize_t nchild = 0;
     for (int32_t p = pos, nl; p < end; p = sw_py_mode_end(L->profile, p, &nl))
         nchild++;
     if (PySequence_Fast_GET_SIZE(key) != nchild) {
-        PyErr_Format(PyExc_ValueError, "index %R has %zd components, the mode has %zd",
-                     key, PySequence_Fast_GET_SIZE(key), nchild);
+        char label[1024];
+        sw_msg_mode_label(path, "tensor", label, sizeof label);
+        Py_ssize_t got = PySequence_Fast_GET_SIZE(key);
+        PyErr_Format(PyExc_ValueError,
+                     "index %R has %zd component%s but %s has %zd %smode%s; give one "
+                     "index per %smode, or one integer for the whole %s",
+                     key, got, sw_msg_s(got), label, nchild, path->depth ? "sub-" : "",
+                     sw_msg_s(nchild), path->depth ? "sub-" : "",
+                     path->depth ? "mode" : "tensor");
         return -1;
     }
     /* A component's __index__ may run Python code: walk an immutable copy. */
@@ -729,24 +747,29 @@ static int index_level(const sw_layout *L, int32_t pos, int32_t end, int32_t lea
         return -1;
     }
     Py_ssize_t c = 0;
+    path->depth++;
     for (int32_t p = pos, nl; p < end && rc == 0; c++) {
         PyObject *comp = PyTuple_GET_ITEM(items, c);
         int32_t q = sw_py_mode_end(L->profile, p, &nl);
+        path->at[path->depth - 1] = (int32_t)c;
         if (L->profile[p] == SW_NODE_LEAF) {
             if (PyTuple_Check(comp) || PyList_Check(comp)) {
+                char label[1024];
+                sw_msg_mode_label(path, "tensor", label, sizeof label);
                 PyErr_Format(PyExc_ValueError,
-                             "index component %R addresses a leaf and must be an integer",
-                             comp);
+                             "%s has no sub-modes, so its index must be an integer, not %R",
+                             label, comp);
                 rc = -1;
             } else {
-                rc = index_integer(L, leaf, 1, comp, acc);
+                rc = index_integer(L, leaf, 1, comp, path, acc);
             }
         } else {
-            rc = index_level(L, p + 1, q - 1, leaf, comp, acc);
+            rc = index_level(L, p + 1, q - 1, leaf, comp, path, acc);
         }
         leaf += nl;
         p = q;
     }
+    path->depth--;
     Py_LeaveRecursiveCall();
     Py_DECREF(items);
     return rc;
@@ -758,15 +781,15 @@ static int tensor_key_index(const sw_layout *L, PyObject *key, int64_t *out)
     if (key_check_types(key) < 0)
         return -1;
     *out = 0;
-    return index_level(L, 0, L->nprofile, 0, key, out);
+    sw_mode_path path = {.depth = 0};
+    return index_level(L, 0, L->nprofile, 0, key, &path, out);
 }
 
 static int require_one_subtensor(SwTensorObject *t, const char *operation)
 {
     if (t->nsub == 1)
         return 0;
-    PyErr_Format(PyExc_NotImplementedError, "%s requires a one-subtensor Tensor", operation);
-    return -1;
+    return sw_msg_raise_planes(t->dtype, t->nsub, operation, SW_MSG_ONE_PLANE);
 }
 
 static PyObject *tensor_subscript(SwTensorObject *self, PyObject *key)
@@ -775,7 +798,7 @@ static PyObject *tensor_subscript(SwTensorObject *self, PyObject *key)
         return sw_py_tensor_slice((PyObject *)self, key);
     if (PyErr_Occurred())
         return NULL;
-    if (require_one_subtensor(self, "element read") < 0)
+    if (require_one_subtensor(self, "read element by element") < 0)
         return NULL;
     int64_t j;
     if (tensor_key_index(SwLayout_CORE(self->subs[0].layout), key, &j) < 0)
@@ -789,7 +812,7 @@ static int tensor_ass_subscript(SwTensorObject *self, PyObject *key, PyObject *v
         PyErr_SetString(PyExc_TypeError, "Tensor elements cannot be deleted");
         return -1;
     }
-    if (require_one_subtensor(self, "element write") < 0)
+    if (require_one_subtensor(self, "written element by element") < 0)
         return -1;
     if (key_slice_kind(key, 1)) {
         PyErr_SetString(PyExc_TypeError,
@@ -814,10 +837,13 @@ PyObject *sw_py_tensor_item(PyObject *obj)
         return NULL;
     }
     SwTensorObject *t = (SwTensorObject *)obj;
-    if (require_one_subtensor(t, "item") < 0)
+    if (require_one_subtensor(t, "read with item()") < 0)
         return NULL;
     if (SwLayout_CORE(t->subs[0].layout)->size != 1) {
-        PyErr_SetString(PyExc_ValueError, "item requires a tensor with exactly one element");
+        long long n = (long long)SwLayout_CORE(t->subs[0].layout)->size;
+        PyErr_Format(PyExc_ValueError,
+                     "item requires a tensor with exactly one element, and this one has %lld; "
+                     "use tolist() for several", n);
         return NULL;
     }
     /* Ordinal 0 is the all-zero coordinate: scalar index 0. */
@@ -832,7 +858,7 @@ PyObject *sw_py_tensor_tolist(PyObject *obj)
         return NULL;
     }
     SwTensorObject *t = (SwTensorObject *)obj;
-    if (require_one_subtensor(t, "to_list") < 0)
+    if (require_one_subtensor(t, "converted with tolist() or to_list()") < 0)
         return NULL;
     const sw_layout *L = SwLayout_CORE(t->subs[0].layout);
     PyObject *carrier = t->subs[0].carrier;

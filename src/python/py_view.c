@@ -8,6 +8,7 @@
  * view records a node (V-9); broadcast_to's node is its dispatched
  * operation (F-4), the others are recorded by sw_py_view_record. */
 #include "sw_python.h"
+#include "sw_messages.h"
 #include "sw_layout_walk.h"
 
 #include <string.h>
@@ -37,7 +38,7 @@ static PyObject *finish_view(const char *kind, SwTensorObject *t, sw_layout *new
     if (t->nsub > 2) { /* no shipped dtype has more planes */
         sw_layout_free(new_l0);
         sw_layout_free(new_s0);
-        PyErr_SetString(PyExc_NotImplementedError, "views support at most two subtensors");
+        PyErr_SetString(PyExc_NotImplementedError, "views support tensors with at most two planes");
         return NULL;
     }
     l0 = sw_py_layout_wrap(new_l0);
@@ -93,9 +94,14 @@ static int slice_integer(PyObject *entry, int64_t size, int m, int64_t *out)
     if (sw_py_index_ll(entry, &v, &overflow) < 0)
         return -1;
     if (overflow || v < 0 || v >= size) {
-        PyErr_Format(PyExc_ValueError,
-                     "slice key entry %d: index %R is out of range [0, %lld)", m, entry,
-                     (long long)size);
+        if (overflow < 0 || (overflow == 0 && v < 0))
+            PyErr_Format(PyExc_ValueError,
+                         "index %R is out of range for mode %d of size %lld: indices run "
+                         "from 0 to %lld and do not wrap around", entry, m, (long long)size,
+                         (long long)size - 1);
+        else
+            PyErr_Format(PyExc_ValueError, "index %R is out of range for mode %d of size %lld",
+                         entry, m, (long long)size);
         return -1;
     }
     *out = (int64_t)v;
@@ -110,7 +116,7 @@ static int slice_bounds(PyObject *entry, int64_t length, int m, Py_ssize_t *star
     PyObject *st = ((PySliceObject *)entry)->step;
     if (st != Py_None) {
         if (!sw_py_is_integer(st)) {
-            PyErr_Format(PyExc_TypeError, "slice key entry %d: step must be an integer, not %.100s",
+            PyErr_Format(PyExc_TypeError, "slice for mode %d: step must be an integer, not %.100s",
                          m, Py_TYPE(st)->tp_name);
             return -1;
         }
@@ -119,7 +125,7 @@ static int slice_bounds(PyObject *entry, int64_t length, int m, Py_ssize_t *star
         if (sw_py_index_ll(st, &v, &overflow) < 0)
             return -1;
         if (overflow < 0 || (overflow == 0 && v <= 0)) {
-            PyErr_Format(PyExc_ValueError, "slice key entry %d: step must be positive, got %R",
+            PyErr_Format(PyExc_ValueError, "slice for mode %d: step must be positive, not %R",
                          m, st);
             return -1;
         }
@@ -130,13 +136,19 @@ static int slice_bounds(PyObject *entry, int64_t length, int m, Py_ssize_t *star
     for (int b = 0; b < 2; b++) {
         if (bounds[b] != Py_None && !sw_py_is_integer(bounds[b])) {
             PyErr_Format(PyExc_TypeError,
-                         "slice key entry %d: %s must be an integer or None, not %.100s", m,
+                         "slice for mode %d: %s must be an integer or None, not %.100s", m,
                          b == 0 ? "start" : "stop", Py_TYPE(bounds[b])->tp_name);
             return -1;
         }
     }
     if (PySlice_Unpack(entry, start, stop, step) < 0)
         return -1;
+    /* A start past the end would normalize to an empty slice; say why. */
+    if (bounds[0] != Py_None && *start >= length) {
+        PyErr_Format(PyExc_ValueError, "slice start %R is out of range for mode %d of size %lld",
+                     bounds[0], m, (long long)length);
+        return -1;
+    }
     PySlice_AdjustIndices((Py_ssize_t)length, start, stop, *step);
     return 0;
 }
@@ -180,8 +192,10 @@ PyObject *sw_py_tensor_slice(PyObject *obj, PyObject *key)
     }
     /* 1. one entry per top-level mode */
     if (n != L->rank) {
-        PyErr_Format(PyExc_ValueError, "slice key has %zd entries, the tensor has rank %d", n,
-                     (int)L->rank);
+        PyErr_Format(PyExc_ValueError,
+                     "slice key has %zd entr%s but the tensor has %d top-level mode%s (rank "
+                     "%d); give one integer or slice per mode, e.g. t[0, :]",
+                     n, n == 1 ? "y" : "ies", (int)L->rank, sw_msg_s(L->rank), (int)L->rank);
         goto done;
     }
     size_t np = (size_t)L->nprofile + 1, nl = (size_t)L->nleaves + 1;
@@ -221,9 +235,10 @@ PyObject *sw_py_tensor_slice(PyObject *obj, PyObject *key)
             if (is_leaf) {
                 if (stop <= start || (stop - start) % step != 0) {
                     PyErr_Format(PyExc_ValueError,
-                                 "slice key entry %d: normalized slice [%zd:%zd:%zd] must be "
-                                 "non-empty with a width divisible by its step",
-                                 m, start, stop, step);
+                                 "slice %zd:%zd:%zd for mode %d of size %lld selects no index "
+                                 "or an uneven range: it must select at least one index, and "
+                                 "stop - start must be a multiple of the step",
+                                 start, stop, step, m, (long long)size);
                     goto done;
                 }
                 int64_t s = L->strides[leaf];
@@ -233,7 +248,7 @@ PyObject *sw_py_tensor_slice(PyObject *obj, PyObject *key)
                     (S && __builtin_mul_overflow(S->strides[leaf], (int64_t)step,
                                                  &strs[out_nl]))) {
                     PyErr_Format(PyExc_OverflowError,
-                                 "slice key entry %d: stride times step exceeds 64 bits", m);
+                                 "slice for mode %d: stride times step exceeds 64 bits", m);
                     goto done;
                 }
                 out_nl++;
@@ -242,8 +257,9 @@ PyObject *sw_py_tensor_slice(PyObject *obj, PyObject *key)
             } else {
                 if (start != 0 || stop != size || step != 1) {
                     PyErr_Format(PyExc_ValueError,
-                                 "slice key entry %d: a nested mode takes only the whole-mode "
-                                 "slice (':' or 0:%lld), not [%zd:%zd:%zd]",
+                                 "mode %d is nested, so a slice must take all of it (':' or "
+                                 "'0:%lld'), not %zd:%zd:%zd; index its sub-modes with a nested "
+                                 "key instead",
                                  m, (long long)size, start, stop, step);
                     goto done;
                 }
@@ -259,7 +275,7 @@ PyObject *sw_py_tensor_slice(PyObject *obj, PyObject *key)
             }
         } else {
             PyErr_Format(PyExc_TypeError,
-                         "slice key entry %d must be an integer or a slice, not %.100s", m,
+                         "slice key for mode %d must be an integer or a slice, not %.100s", m,
                          Py_TYPE(e)->tp_name);
             goto done;
         }
@@ -267,8 +283,9 @@ PyObject *sw_py_tensor_slice(PyObject *obj, PyObject *key)
          * entry is read (V-5 step 2). */
         if (S && nonzero) {
             PyErr_Format(PyExc_NotImplementedError,
-                         "slice key entry %d: slicing a multi-subtensor Tensor supports only "
-                         "selections that start at coordinate 0", m);
+                         "slice key for mode %d: a tensor with %zd planes (%s) can only be "
+                         "sliced by selections that start at coordinate 0", m, t->nsub,
+                         sw_dtype_info_of(SwDType_ID(t->dtype))->name);
             goto done;
         }
         p = q;
@@ -356,7 +373,9 @@ static PyObject *view_permute(PyObject *mod, PyObject *const *args, Py_ssize_t n
         }
     }
     if (n != L->rank) {
-        PyErr_Format(PyExc_ValueError, "permute order has %zd entries, the tensor has rank %d", n,
+        PyErr_Format(PyExc_ValueError,
+                     "permute order has %zd entr%s but the tensor has rank %d; name every "
+                     "top-level mode once, e.g. permute(t, 1, 0)", n, n == 1 ? "y" : "ies",
                      (int)L->rank);
         goto done;
     }
@@ -473,8 +492,8 @@ static SwTensorObject *tensor_and_shape(const char *fn, const char *const names[
     if (!t)
         return NULL;
     if (!SwShape_Check(a[1])) {
-        PyErr_Format(PyExc_TypeError, "%s %s must be a Shape, not %.100s", fn, names[1],
-                     Py_TYPE(a[1])->tp_name);
+        PyErr_Format(PyExc_TypeError, "%s expects a Shape, e.g. Shape(4, 6), not %.100s", fn,
+                     _PyType_Name(Py_TYPE(a[1])));
         return NULL;
     }
     *shape = a[1];
@@ -496,20 +515,24 @@ static PyObject *view_reshape(PyObject *mod, PyObject *const *args, Py_ssize_t n
     const sw_layout *S = t->nsub > 1 ? SwLayout_CORE(PyTuple_GET_ITEM(t->adjacent, 0)) : NULL;
     const sw_layout *target = SwLayout_CORE(shape);
     if (target->size != L->size) {
-        PyErr_Format(PyExc_ValueError, "reshape shape size %lld differs from the tensor size %lld",
-                     (long long)target->size, (long long)L->size);
+        PyErr_Format(PyExc_ValueError,
+                     "reshape to a shape of size %lld is impossible: the tensor has %lld "
+                     "element%s", (long long)target->size, (long long)L->size, sw_msg_s(L->size));
         return NULL;
     }
     if (!reshape_base(L, &bl)) {
-        PyErr_SetString(PyExc_ValueError,
-                        "tensor layout is not reshape-compatible: its leaves of extent > 1 "
-                        "must map ordinals to 0, b, 2b, ... (first-mode-fastest)");
+        PyErr_Format(PyExc_ValueError,
+                     "reshape needs the tensor's elements evenly spaced in first-mode-fastest "
+                     "order, and layout %R does not place them so (a permuted view, for "
+                     "example); copy the values into a new tensor first, e.g. "
+                     "friendly.tensor(t.tolist(), layout=...)", t->subs[0].layout);
         return NULL;
     }
     if (S && !reshape_base(S, &bs)) {
         PyErr_SetString(PyExc_ValueError,
-                        "adjacent layout 0 is not reshape-compatible: its leaves of extent > 1 "
-                        "must map ordinals to 0, b, 2b, ... (first-mode-fastest)");
+                        "reshape needs the scale plane's elements evenly spaced in "
+                        "first-mode-fastest order, and this tensor's scale layout does not "
+                        "place them so");
         return NULL;
     }
     new_l = scaled_canonical(target, bl);
@@ -761,7 +784,8 @@ static int check_view_cotangent(PyObject *self, PyObject *g)
     SwTensorObject *gt = (SwTensorObject *)g;
     if (gt->nsub != 1) {
         PyErr_Format(PyExc_NotImplementedError,
-                     "%s.backward requires a one-subtensor gradient", _PyType_Name(Py_TYPE(self)));
+                     "%s.backward: the gradient must be a tensor on one carrier, not one "
+                     "with %zd planes", _PyType_Name(Py_TYPE(self)), gt->nsub);
         return -1;
     }
     if (((SwCarrierObject *)gt->subs[0].carrier)->released) {

@@ -62,6 +62,7 @@ int sw_py_profiling_init(PyObject *module);
 int sw_py_signature_init(PyObject *module);
 int sw_py_minimal_ops_init(PyObject *module);
 int sw_py_block_device_init(PyObject *module);
+int sw_py_build_info_init(PyObject *module);
 
 /* ---- layouts (py_layout.c) ---------------------------------------------- */
 

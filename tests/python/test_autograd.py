@@ -133,7 +133,7 @@ def test_a7_binding_errors():
 
 def test_a7_multi_subtensor_first():
     s = sw.friendly.scaled_int32([[1, 2], [3, 4]])
-    with pytest.raises(NotImplementedError, match="one-subtensor"):
+    with pytest.raises(NotImplementedError, match="ScaledInt32 tensor has two planes and cannot be differentiated"):
         s.backward(retain_graph="not checked yet")
 
 
@@ -197,7 +197,10 @@ def test_a9_offset_class_and_dtype_free():
 
 def test_a9_non_broadcast_aliasing_is_unsupported():
     x = Tensor(sw.CPU(5), 0, L((4, 2), (1, 1)))
-    with pytest.raises(ValueError, match="aliasing"):
+    with pytest.raises(ValueError, match=r"^backward: gradient cannot be used: the Tensor it is for has "
+                                         r"layout Layout\(Shape\(\[4, 2\]\), Stride\(\[1, 1\]\)\), which "
+                                         r"maps several elements to one slot in a way broadcasting "
+                                         r"does not$"):
         x.backward(like(x, [1.0] * 8))
 
 
@@ -680,7 +683,7 @@ def test_f4_dispatched_broadcast_operation_is_the_node():
     assert vals(x.grad) == [6.0, 15.0]
     with pytest.raises(ValueError):
         x.carrier.dispatch_op("broadcast_to").forward(x, Shape([3, 3]))
-    with pytest.raises(TypeError, match="Shape"):
+    with pytest.raises(TypeError, match=r"broadcast_to expects a Shape, e\.g\. Shape\(4, 6\), not list"):
         x.carrier.dispatch_op("broadcast_to").forward(x, [3, 2])
 
 

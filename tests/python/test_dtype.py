@@ -296,7 +296,7 @@ def test_c7_validate_unsupported_simple_value_error(d):
 
 
 def test_c7_validate_compound_message():
-    with pytest.raises(ValueError, match="homogeneous storage cannot hold several planes"):
+    with pytest.raises(ValueError, match="^Generic does not support storage dtype ScaledInt32: it is a compound dtype whose tensors span several carriers, one per plane"):
         validate_storage_dtype(D.ScaledInt32, carrier="Generic", accepted=HOST)
 
 

@@ -142,12 +142,13 @@ def test_t1_step3_layout_not_layout(layout):
 
 @pytest.mark.parametrize("dtype", [DType.Integer, DType.ScaledInt32])
 def test_t1_step4_no_one_entry_schema(dtype):
-    with pytest.raises(ValueError, match="storage schema"):
+    with pytest.raises(ValueError, match=f"^a carrier of dtype {dtype.name} cannot hold a Tensor's "
+                                         "values directly"):
         Tensor(Fixed(dtype, 4), 0, L([1], [1]))
 
 
 def test_t1_step4_checked_before_offset_sign():
-    with pytest.raises(ValueError, match="storage schema"):
+    with pytest.raises(ValueError, match="^a carrier of dtype Integer cannot hold a Tensor's values"):
         Tensor(Fixed(DType.Integer, 4), -1, L([1], [1]))
 
 
@@ -523,17 +524,17 @@ def test_t11_multi_subtensor_boundary_touches_no_carrier():
     p0 = Probe(DType.Int32, 4)
     p1 = Probe(DType.Float32, 1)
     t = _scaled_with(level0=(p0, 0, L([4], [1])), level1=(p1, 0, L([1], [1])))
-    with pytest.raises(NotImplementedError, match="element read requires a one-subtensor"):
+    with pytest.raises(NotImplementedError, match="ScaledInt32 tensor has two planes and cannot be read element by element"):
         t[0]
-    with pytest.raises(NotImplementedError, match="element read"):
+    with pytest.raises(NotImplementedError, match="cannot be read element by element"):
         t["not a key"]  # the multi-subtensor check comes first
-    with pytest.raises(NotImplementedError, match="element write requires a one-subtensor"):
+    with pytest.raises(NotImplementedError, match="ScaledInt32 tensor has two planes and cannot be written element by element"):
         t[0] = 1
-    with pytest.raises(NotImplementedError, match="element write"):
+    with pytest.raises(NotImplementedError, match="cannot be written element by element"):
         t[0:1] = 1
-    with pytest.raises(NotImplementedError, match="item"):
+    with pytest.raises(NotImplementedError, match=r"two planes and cannot be read with item\(\)"):
         t.item()
-    with pytest.raises(NotImplementedError, match="to_list"):
+    with pytest.raises(NotImplementedError, match=r"two planes and cannot be converted with tolist\(\) or to_list\(\)"):
         t.tolist()
     assert p0.calls == [] and p1.calls == []
     assert t.version == 0

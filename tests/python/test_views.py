@@ -386,7 +386,8 @@ def test_v7_contract_examples():
     v = sw.reshape(t, Shape([3, [2]]))
     assert v.layout == L([3, [2]], [2, [6]]) and v.offset == 1
     for strides in ([3, 1], [1, 4]):
-        with pytest.raises(ValueError, match="reshape-compatible"):
+        with pytest.raises(ValueError, match=r"^reshape needs the tensor's elements evenly spaced in "
+                                             r"first-mode-fastest order, and layout Layout\("):
             sw.reshape(over(L([2, 3], strides)), Shape(6))
     v = sw.reshape(over(L([2, 3], [0, 0])), Shape(6))
     assert v.layout == L([6], [0])
@@ -410,13 +411,14 @@ def test_v7_extent_one_leaves_are_ignored():
 def test_v7_errors():
     t = over(L([2, 3], [1, 2]))
     for bad in (L([6], [1]), Stride(6), (6,), 6):
-        with pytest.raises(TypeError, match="Shape"):
+        with pytest.raises(TypeError, match=r"^reshape expects a Shape, e\.g\. Shape\(4, 6\), not "
+                                            + type(bad).__name__ + "$"):
             sw.reshape(t, bad)
-    with pytest.raises(ValueError, match="size"):
+    with pytest.raises(ValueError, match="^reshape to a shape of size 5 is impossible: the tensor has 6 elements$"):
         sw.reshape(t, Shape(5))
     with pytest.raises(TypeError, match="Tensor"):
         sw.reshape(None, Shape(5))
-    with pytest.raises(ValueError, match="size"):
+    with pytest.raises(ValueError, match="^reshape to a shape of size 7 is impossible"):
         sw.reshape(over(L([2, 3], [3, 1])), Shape(7))  # size before compatibility
 
 
@@ -446,9 +448,9 @@ def test_v8_nested_example():
 
 def test_v8_errors():
     t = over(L([3], [1]))
-    with pytest.raises(TypeError, match="Shape"):
+    with pytest.raises(TypeError, match=r"^broadcast_to expects a Shape, e\.g\. Shape\(4, 6\), not tuple$"):
         sw.broadcast_to(t, (2, 3))
-    with pytest.raises(TypeError, match="Shape"):
+    with pytest.raises(TypeError, match=r"^broadcast_to expects a Shape, e\.g\. Shape\(4, 6\), not Layout$"):
         sw.broadcast_to(t, L([3], [1]))
     with pytest.raises(ValueError):
         sw.broadcast_to(t, Shape([2, 3]))  # profile differs
