@@ -21,6 +21,10 @@ import timeit
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+from _release_only import require_release_build
+
+require_release_build()
+
 import numpy as np
 
 import strideweave as sw

@@ -39,61 +39,16 @@ import sys
 import tempfile
 import time
 
+from _release_only import require_release_build
+
+require_release_build()
+
 import numpy as np
 
 import strideweave as sw
 from strideweave import CPU, Evictable, FileBacked, Layout, Shape, Stride, Tensor, _C
 
 CHUNK = 8 << 20
-
-
-def require_release_build():
-    """Refuse to measure a debug or fault-injection build. Builds without
-    `_C._build_info` cannot say what they are: nothing is checked then."""
-    info = getattr(_C, "_build_info", None)
-    if info is None:
-        return
-    info = info() if callable(info) else info
-    get = info.get if isinstance(info, dict) else (lambda k, d=None: getattr(info, k, d))
-    buildtype = get("buildtype")
-    faults = get("fault_injection", False)
-    if buildtype != "release" or faults:
-        sys.exit(f"bench/tiers.py needs a release build without fault injection; this "
-                 f"extension is buildtype={buildtype!r}, fault_injection={faults!r}")
-
-
-def flat_tensor(n, fill):
-    """A Float32 CPU tensor of n slots filled through NumPy (outside timing)."""
-    t = Tensor(CPU(n, empty=True), 0, Layout(Shape(n), Stride(1)))
-    a = np.from_dlpack(t)
-    a[:] = fill
-    del a  # a move releases the carrier: no view may outlive it
-    return t
-
-
-def timed(fn):
-    t0 = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - t0, out
-
-
-def pwrite_all(fd, buf, base=0):
-    mv = memoryview(buf).cast("B")
-    off = 0
-    while off < len(mv):
-        end = min(off + CHUNK, len(mv))
-        off += os.pwrite(fd, mv[off:end], base + off)
-
-
-def preadv_all(fd, buf, base=0):
-    mv = memoryview(buf).cast("B")
-    off = 0
-    while off < len(mv):
-        end = min(off + CHUNK, len(mv))
-        got = os.preadv(fd, [mv[off:end]], base + off)
-        if got == 0:
-            raise OSError("unexpected end of file")
-        off += got
 
 
 class Table:
@@ -274,7 +229,6 @@ def main():
     ap.add_argument("--mib", type=int, default=256)
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
-    require_release_build()
     n = args.mib * (1 << 20) // 4
     table = Table(4 * n)
     bench_evictable(n, args.rounds, table)
