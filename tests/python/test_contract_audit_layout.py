@@ -12,16 +12,25 @@ from strideweave import Layout, Shape, Stride
 
 
 def test_L11_unenumerable_layout_raises_memory_error_not_a_crash():
-    # L-11: size 2**61 + 2 with strides {3, 2} cannot be decided without
-    # enumerating, and no record for 2**61 indices can be made. size * 8
-    # wrapped to 16 bytes and the enumeration overran that buffer (segfault).
-    layout = Layout(Shape(2, 2**60 + 1), Stride(3, 2))
-    assert layout.size == 2**61 + 2
-    with pytest.raises(MemoryError, match="out of memory enumerating"):
+    # L-11: size 2**61 + 4 with strides {6, 4, 10}: no two leaves collide,
+    # the three do (4 + 6 == 10), which only enumerating can tell, and no
+    # record for 2**61 indices fits the cap. size * 8 once wrapped to a short
+    # buffer that the enumeration overran (segfault).
+    layout = Layout(Shape(2, 2**59 + 1, 2), Stride(6, 4, 10))
+    assert layout.size == 2**61 + 4
+    with pytest.raises(MemoryError, match="above the limit of 256 MiB"):
         layout.is_injective
     # Not cached as an answer: asking again fails the same way.
-    with pytest.raises(MemoryError, match="out of memory enumerating"):
+    with pytest.raises(MemoryError, match="above the limit of 256 MiB"):
         layout.is_injective
+
+
+def test_L11_two_interleaved_leaves_decided_without_enumerating():
+    # L-11 exact for any cosize: {3, 2} over extents {2, 2**60 + 1} (cosize
+    # 2**61 + 4) never collides (3 * a == 2 * b needs a >= 2); extent 3 does
+    # (3 * 2 == 2 * 3).
+    assert Layout(Shape(2, 2**60 + 1), Stride(3, 2)).is_injective is True
+    assert Layout(Shape(3, 2**60 + 1), Stride(3, 2)).is_injective is False
 
 
 @pytest.mark.parametrize("obj", [Shape(2, [3, 4], 5), Stride(1, [2, 6], 24),
