@@ -381,7 +381,11 @@ static int transition(PyObject *self, int evict)
     int64_t *from_token = evict ? &e->primary_token : &e->secondary_token;
     int64_t *to_token = evict ? &e->secondary_token : &e->primary_token;
     int fresh;
+    /* The target's size and allocate_like hooks run here: pending, so
+     * they cannot start a nested transition, release or move. */
+    CARRIER(self)->pending |= SW_PENDING_SOURCE;
     PyObject *dst = transition_destination(e, *to, &fresh);
+    CARRIER(self)->pending &= ~SW_PENDING_SOURCE;
     if (!dst)
         return -1;
     PyObject *moved = NULL;
