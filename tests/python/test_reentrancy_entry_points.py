@@ -539,5 +539,119 @@ def test_backward_whose_cotangent_hook_releases_the_output():
     assert x.grad.tolist() == [2.0, 4.0, 6.0]
 
 
+# ---- custom operations' backward ------------------------------------------------
+
+
+def on_cpu(values, layout):
+    c = CPU(len(values), dtype=F)
+    for i, v in enumerate(values):
+        c[i] = v
+    return Tensor(c, 0, layout)
+
+
+class Doubling(sw.Operation):
+    """2x; backward runs ctx["hook"](g) and returns its answer, or 2g."""
+
+    def _forward(self, x):
+        return on_cpu([2.0 * v for v in x.tolist()], x.layout)
+
+    def backward(self, g):
+        answer = self.ctx["hook"](g)
+        if answer is not None:
+            return answer
+        return (on_cpu([2.0 * v for v in g.tolist()], self.inputs()[0].layout),)
+
+
+def ones3():
+    return tensor([1.0, 1.0, 1.0])
+
+
+def test_custom_backward_that_releases_its_input():
+    x = tensor([1.0, 2.0, 3.0])
+    op = Doubling()
+    op.ctx["hook"] = lambda g: releases(x.carrier)()
+    op.forward(x).backward(ones3())
+    assert x.grad.tolist() == [2.0, 2.0, 2.0] and x.carrier.is_released()
+
+
+def test_custom_backward_that_runs_backward_again():
+    x = tensor([1.0, 2.0, 3.0])
+    op, nested = Doubling(), []
+
+    def hook(g):
+        if not nested:
+            nested.append(1)
+            y.backward(ones3(), retain_graph=True)
+    op.ctx["hook"] = hook
+    y = op.forward(x)
+    y.backward(ones3(), retain_graph=True)
+    assert x.grad.tolist() == [4.0, 4.0, 4.0]
+
+
+def test_custom_backward_whose_gradient_hook_releases_the_cotangent():
+    x = tensor([1.0, 2.0, 3.0])
+    op = Doubling()
+
+    def hook(g):
+        grad = Listening([5.0, 6.0, 7.0])
+        grad.on_get = once(g.carrier.release)
+        return (Tensor(grad, 0, Layout(Shape(3), Stride(1))),)
+    op.ctx["hook"] = hook
+    cot = ones3()
+    op.forward(x).backward(cot)
+    assert x.grad.tolist() == [5.0, 6.0, 7.0] and cot.carrier.is_released()
+
+
+def test_custom_backward_that_clears_a_gradient_midway():
+    x = tensor([1.0, 2.0, 3.0])
+    first, second = Doubling(), Doubling()
+    first.ctx["hook"] = lambda g: setattr(x, "grad", None)
+    second.ctx["hook"] = lambda g: None
+    second.forward(first.forward(x)).backward(ones3())
+    assert x.grad.tolist() == [4.0, 4.0, 4.0]
+
+
+# ---- operations and Evictable construction with tier hooks -------------------------
+
+
+def on_evictable(values):
+    primary = Listening(values)
+    e = sw.Evictable(primary, CPU(len(values), dtype=F))
+    return e, primary, Tensor(e, 0, Layout(Shape(len(values)), Stride(1)))
+
+
+@pytest.mark.parametrize("action, error", [("evict", "evicted"), ("release", "released")])
+def test_add_whose_tier_hook_evicts_or_releases_the_other_operand(action, error):
+    e1, p1, a = on_evictable([1.0, 2.0, 3.0])
+    e2, _, b = on_evictable([4.0, 5.0, 6.0])
+    p1.on_get = once(getattr(e2, action))
+    with pytest.raises(RuntimeError, match=error):
+        sw.add(a, b)
+    assert (e2.is_evicted() if action == "evict" else e2.is_released())
+    assert a.tolist() == [1.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize("action, error", [
+    ("release", "secondary CPU carrier is released"),
+    ("claim", "already owned"),
+    ("move", "secondary CPU carrier is released"),
+])
+def test_evictable_constructor_whose_primary_hook_acts_on_the_secondary(action, error):
+    secondary = CPU(6, dtype=F)
+    primary = Listening([0.0] * 6)
+    moved = []
+    acts = {
+        "release": secondary.release,
+        "claim": secondary._claim_ownership,
+        "move": lambda: moved.append(sw.move_async(
+            Tensor(secondary, 0, Layout(Shape(6), Stride(1))), CPU(6, dtype=F))),
+    }
+    primary.on_size = once(acts[action])
+    with pytest.raises(RuntimeError, match=error):
+        sw.Evictable(primary, secondary)
+    assert not primary.is_owned() and not primary.is_released()
+    assert [m.wait().tolist() for m in moved] in ([], [[0.0] * 6])
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
