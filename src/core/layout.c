@@ -295,11 +295,21 @@ static int injective_quick(const sw_layout *l)
     return injective_decide(l, buf, &n);
 }
 
-/* The most memory one exact check may use for its record of visited
- * indices (a bitmap or a sorted list, whichever is smaller). Beyond it the
- * answer is an ENOMEM error, never a guess: memory is bounded by this cap,
- * whatever the layout's size or cosize. */
-#define INJECTIVE_RECORD_MAX_BYTES (INT64_C(1) << 28)
+/* Bounds of the enumerations an exact answer may need. The record of
+ * visited indices (a bitmap or a sorted list, whichever is smaller) never
+ * passes RECORD_MAX bytes; the search over coordinate differences needs no
+ * memory and never passes WORK_MAX steps. Beyond both the answer is an
+ * ENOMEM error, never a guess: memory is bounded whatever the layout's size
+ * or cosize. The fuzz build lowers both so that every path, both sides of
+ * each bound, is reached many times a second. */
+#ifndef SW_INJECTIVE_RECORD_MAX_BYTES
+#define SW_INJECTIVE_RECORD_MAX_BYTES (INT64_C(1) << 28)
+#endif
+#ifndef SW_INJECTIVE_WORK_MAX
+#define SW_INJECTIVE_WORK_MAX (INT64_C(1) << 30)
+#endif
+#define RECORD_MAX ((int64_t)(SW_INJECTIVE_RECORD_MAX_BYTES))
+#define WORK_MAX ((int64_t)(SW_INJECTIVE_WORK_MAX))
 
 static int64_t gcd_i64(int64_t a, int64_t b)
 {
@@ -343,25 +353,65 @@ static int some_pair_collides(const leaf_pair *leaves, int32_t n)
     return 0;
 }
 
-/* Enumerates the n leaves (strides already divided by their gcd, so the
- * bitmap is as small as it can be) with whichever record is smaller, within
- * INJECTIVE_RECORD_MAX_BYTES. size and cosize are those of these leaves. */
-static int enumerate_exactly(const leaf_pair *leaves, int32_t n, int64_t size,
-                             int64_t cosize, sw_error *err)
+/* Two coordinates collide exactly when their difference d (|d_i| < e_i,
+ * not all 0) has sum(d_i * s_i) == 0. With leaf `big` solved for: some
+ * difference of the other leaves sums to a multiple q * s_big with
+ * |q| < e_big. Walks those differences (an odometer over [-(e-1), e-1]
+ * per leaf, the sum kept incrementally; |sum| < cosize, so no overflow) in
+ * no memory beyond `d`. Returns 1 on a collision. */
+static int differences_collide(const leaf_pair *leaves, int32_t n, int32_t big, int64_t *d)
 {
-    int64_t bitmap_bytes = cosize / 8 + 1, list_bytes;
-    if (__builtin_mul_overflow(size, (int64_t)sizeof(int64_t), &list_bytes))
-        list_bytes = INT64_MAX;
-    int64_t need = bitmap_bytes < list_bytes ? bitmap_bytes : list_bytes;
-    if (need > INJECTIVE_RECORD_MAX_BYTES) {
-        sw_error_set(err, SW_ENOMEM,
-                     "deciding whether this layout maps distinct coordinates to "
-                     "distinct indices needs %lld MiB, above the limit of %lld MiB; "
-                     "its strides interleave over %lld coordinates",
-                     (long long)(need >> 20),
-                     (long long)(INJECTIVE_RECORD_MAX_BYTES >> 20), (long long)size);
-        return -1;
+    int64_t sum = 0, sb = leaves[big].stride, eb = leaves[big].extent;
+    for (int32_t i = 0; i < n; i++) {
+        d[i] = i == big ? 0 : 1 - leaves[i].extent;
+        sum += d[i] * leaves[i].stride;
     }
+    for (;;) {
+        /* The all-zero difference is the one coordinate against itself. */
+        int64_t q = sum / sb;
+        if (sum % sb == 0 && q < eb && -q < eb) {
+            int zero = 1;
+            for (int32_t i = 0; i < n && zero; i++)
+                zero = d[i] == 0;
+            if (!zero)
+                return 1;
+        }
+        int32_t i = 0;
+        for (; i < n; i++) {
+            if (i == big)
+                continue;
+            if (d[i] < leaves[i].extent - 1) {
+                d[i]++;
+                sum += leaves[i].stride;
+                break;
+            }
+            sum -= leaves[i].stride * d[i]; /* twice: 2 * s * d may overflow */
+            sum -= leaves[i].stride * d[i];
+            d[i] = -d[i];
+        }
+        if (i == n)
+            return 0;
+    }
+}
+
+/* Steps of differences_collide without `big`: prod(2e - 1) over the other
+ * leaves, saturating at INT64_MAX. */
+static int64_t difference_steps(const leaf_pair *leaves, int32_t n, int32_t big)
+{
+    int64_t steps = 1;
+    for (int32_t i = 0; i < n; i++)
+        if (i != big && __builtin_mul_overflow(steps, 2 * leaves[i].extent - 1, &steps))
+            return INT64_MAX;
+    return steps;
+}
+
+/* Enumerates the n leaves (strides already divided by their gcd, so the
+ * bitmap is as small as it can be) with whichever record is smaller; the
+ * caller checked it fits RECORD_MAX. size and cosize are those of these
+ * leaves. */
+static int enumerate_with_record(const leaf_pair *leaves, int32_t n, int64_t size,
+                                 int64_t bitmap_bytes, int64_t list_bytes, sw_error *err)
+{
     int64_t *coord = sw_malloc((size_t)n * sizeof(int64_t));
     void *record = bitmap_bytes <= list_bytes ? sw_calloc((size_t)bitmap_bytes, 1)
                                               : sw_malloc((size_t)list_bytes);
@@ -386,11 +436,49 @@ static int enumerate_exactly(const leaf_pair *leaves, int32_t n, int64_t size,
     return result;
 }
 
+/* The cheaper exact enumeration within its bound: over coordinate
+ * differences (no memory) when that takes fewer steps than there are
+ * coordinates or when no record fits, else over the coordinates with a
+ * record (at most 2^31 steps for a bitmap within the default cap). */
+static int enumerate_exactly(leaf_pair *leaves, int32_t n, int64_t size, int64_t cosize,
+                             sw_error *err)
+{
+    int32_t big = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (leaves[i].extent > leaves[big].extent)
+            big = i;
+    int64_t steps = difference_steps(leaves, n, big);
+    int64_t bitmap_bytes = cosize / 8 + 1, list_bytes;
+    if (__builtin_mul_overflow(size, (int64_t)sizeof(int64_t), &list_bytes))
+        list_bytes = INT64_MAX;
+    int64_t need = bitmap_bytes < list_bytes ? bitmap_bytes : list_bytes;
+    if (steps <= WORK_MAX && (steps <= size || need > RECORD_MAX)) {
+        int64_t *d = sw_malloc((size_t)n * sizeof(int64_t));
+        if (!d) {
+            sw_error_set(err, SW_ENOMEM, "out of memory checking injectivity");
+            return -1;
+        }
+        int result = !differences_collide(leaves, n, big, d);
+        sw_free(d);
+        return result;
+    }
+    if (need > RECORD_MAX) {
+        sw_error_set(err, SW_ENOMEM,
+                     "deciding whether this layout maps distinct coordinates to "
+                     "distinct indices needs %lld MiB, above the limit of %lld MiB; "
+                     "its strides interleave over %lld coordinates",
+                     (long long)((need + (1 << 20) - 1) >> 20),
+                     (long long)((RECORD_MAX + (1 << 20) - 1) >> 20), (long long)size);
+        return -1;
+    }
+    return enumerate_with_record(leaves, n, size, bitmap_bytes, list_bytes, err);
+}
+
 /* L-11 exactly, in memory that does not grow with cosize: the quick
  * decisions, then only the interleaved leaves (the mixed-radix ones above
  * them cannot change the answer), a pairwise test that settles every
- * collision between two leaves (and the whole question for two), and an
- * enumeration of the remaining leaves' coordinates within a fixed cap. */
+ * collision between two leaves (and the whole question for two), and the
+ * cheaper of two bounded enumerations of the remaining leaves. */
 static int injective_compute(const sw_layout *l, sw_error *err)
 {
     leaf_pair *leaves = sw_malloc((size_t)l->nleaves * 2 * sizeof(int64_t) + 1);

@@ -211,20 +211,21 @@ static void test_injective_table(void)
     sw_layout_free(l);
 }
 
-/* L-11 when enumeration is impossible: size 2^61 + 4 (size * 8 wraps in 64
- * bits), cosize 2^61 + 17, strides {6, 4, 10}: no two leaves collide, all
- * three do (4 + 6 == 10), which only enumeration can tell. Neither record
- * fits the cap, so the answer is an ENOMEM error, never a guess and never a
- * short buffer overrun. */
+/* L-11 when enumeration is impossible: three leaves of 2^20 (size 2^60,
+ * size * 8 wraps in 64 bits), strides 2^39 + {1, 3, 5} (cosize ~1.5 * 2^60):
+ * no two leaves collide, the strides interleave, 2^42 differences and a
+ * record of 2^57 bytes. The answer is an ENOMEM error, never a guess and
+ * never a short buffer overrun. */
 static void test_injective_unenumerable(void)
 {
     int64_t before = sw_alloc_live_bytes();
-    const int64_t e[] = {2, (INT64_C(1) << 59) + 1, 2}, s[] = {6, 4, 10};
+    const int64_t big = INT64_C(1) << 20, s39 = INT64_C(1) << 39;
+    const int64_t e[] = {big, big, big}, s[] = {s39 + 1, s39 + 3, s39 + 5};
     sw_layout *l = flat(3, e, s);
     CHECK(l != NULL);
     if (!l)
         return;
-    CHECK_EQ_I64(l->size, (INT64_C(1) << 61) + 4);
+    CHECK_EQ_I64(l->size, INT64_C(1) << 60);
     CHECK_EQ_I64(l->injective, -1);
     sw_error err;
     err.code = SW_OK;
@@ -347,12 +348,24 @@ static void test_injective_huge_cosize(void)
     CHECK_EQ_I64(l->injective, -1);
     CHECK_EQ_I64(sw_layout_is_injective(l, NULL), 1);
     sw_layout_free(l);
+    /* Three interleaved leaves, no colliding pair, 2^61 + 4 coordinates:
+     * the difference search finds 4 + 6 == 10 in 9 steps. {4, 6, 9} over
+     * {2^40, 2, 2} is injective (9 is odd, 4a + 6b is even). */
+    const int64_t eh[] = {2, (INT64_C(1) << 59) + 1, 2}, sh[] = {6, 4, 10};
+    const int64_t ei[] = {INT64_C(1) << 40, 2, 2}, si[] = {4, 6, 9};
+    l = flat(3, eh, sh);
+    CHECK_EQ_I64(sw_layout_is_injective(l, NULL), 0);
+    sw_layout_free(l);
+    l = flat(3, ei, si);
+    CHECK_EQ_I64(sw_layout_is_injective(l, NULL), 1);
+    sw_layout_free(l);
     CHECK_EQ_I64(sw_alloc_live_bytes(), before);
 }
 
 /* L-11 against brute force where strides interleave on purpose (three to
- * six leaves sharing a factor, some mixed-radix leaves on top): the paths
- * past the quick decision (pairwise, gcd scaling, bitmap, sorted list). */
+ * six leaves sharing a factor, some mixed-radix leaves on top, sometimes one
+ * long leaf): the paths past the quick decision (pairwise, gcd scaling, the
+ * difference search, bitmap, sorted list). */
 static void test_injective_random_interleaved(void)
 {
     int mismatches = 0, checked = 0;
@@ -364,6 +377,8 @@ static void test_injective_random_interleaved(void)
             s[i] = factor * (1 + (int64_t)rnd(12));
             if (rnd(5) == 0)
                 s[i] = factor * 1000 * (1 + (int64_t)rnd(3)); /* far apart */
+            if (i == 0 && rnd(3) == 0)
+                e[i] = 2 + rnd(200); /* one long leaf: the difference search */
             size *= e[i];
         }
         if (size > 4096)

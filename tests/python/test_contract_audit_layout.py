@@ -12,17 +12,25 @@ from strideweave import Layout, Shape, Stride
 
 
 def test_L11_unenumerable_layout_raises_memory_error_not_a_crash():
-    # L-11: size 2**61 + 4 with strides {6, 4, 10}: no two leaves collide,
-    # the three do (4 + 6 == 10), which only enumerating can tell, and no
-    # record for 2**61 indices fits the cap. size * 8 once wrapped to a short
-    # buffer that the enumeration overran (segfault).
-    layout = Layout(Shape(2, 2**59 + 1, 2), Stride(6, 4, 10))
-    assert layout.size == 2**61 + 4
+    # L-11: three leaves of 2**20 (size 2**60; size * 8 once wrapped to a
+    # short buffer that the enumeration overran: segfault), strides
+    # 2**39 + {1, 3, 5}: no two leaves collide and the strides interleave,
+    # so only an enumeration (2**42 differences, or a record of 2**57
+    # bytes) could tell. Refused, never guessed.
+    layout = Layout(Shape(2**20, 2**20, 2**20), Stride(2**39 + 1, 2**39 + 3, 2**39 + 5))
+    assert layout.size == 2**60
     with pytest.raises(MemoryError, match="above the limit of 256 MiB"):
         layout.is_injective
     # Not cached as an answer: asking again fails the same way.
     with pytest.raises(MemoryError, match="above the limit of 256 MiB"):
         layout.is_injective
+
+
+def test_L11_three_interleaved_leaves_decided_without_a_record():
+    # L-11 exact for any cosize: 4 + 6 == 10 collides among 2**61 + 4
+    # coordinates; {4, 6, 9} over {2**40, 2, 2} never does (9 is odd).
+    assert Layout(Shape(2, 2**59 + 1, 2), Stride(6, 4, 10)).is_injective is False
+    assert Layout(Shape(2**40, 2, 2), Stride(4, 6, 9)).is_injective is True
 
 
 def test_L11_two_interleaved_leaves_decided_without_enumerating():
