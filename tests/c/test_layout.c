@@ -359,6 +359,12 @@ static void test_injective_huge_cosize(void)
     l = flat(3, ei, si);
     CHECK_EQ_I64(sw_layout_is_injective(l, NULL), 1);
     sw_layout_free(l);
+    /* The fuzzer's slow inputs (tests/fuzz/seeds_layout): ~65M coordinates
+     * once enumerated (63 s under the sanitizers), 45 differences now. */
+    const int64_t ef[] = {3, 5, 4326911}, sf[] = {5, 9, 15};
+    l = flat(3, ef, sf);
+    CHECK_EQ_I64(sw_layout_is_injective(l, NULL), 1);
+    sw_layout_free(l);
     CHECK_EQ_I64(sw_alloc_live_bytes(), before);
 }
 

@@ -244,6 +244,13 @@ def test_tensor_constructor_offset_that_releases_or_grows_the_carrier():
     assert t.tolist() == [1.0, 4.0, 2.0, 5.0, 3.0, 6.0]
 
 
+def test_tensor_from_representation_offset_that_releases_the_carrier():
+    c = CPU(6, dtype=F)
+    with pytest.raises(ValueError, match=RELEASED_VIEW):
+        Tensor._from_representation(F, [(c, Hook(releases(c), 0), L6())])
+    assert c.is_released()
+
+
 @pytest.mark.parametrize("make", [lambda: CPU(3, dtype=F), lambda: file_grid()[0],
                                   lambda: Generic([0.0, 0.0], dtype=F)])
 def test_allocate_like_and_new_like_on_a_receiver_their_hooks_release(make):
