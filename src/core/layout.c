@@ -407,10 +407,9 @@ static int64_t difference_steps(const leaf_pair *leaves, int32_t n, int32_t big)
 
 /* Enumerates the n leaves (strides already divided by their gcd, so the
  * bitmap is as small as it can be) with whichever record is smaller; the
- * caller checked it fits RECORD_MAX. size and cosize are those of these
- * leaves. */
-static int enumerate_with_record(const leaf_pair *leaves, int32_t n, int64_t size,
-                                 int64_t bitmap_bytes, int64_t list_bytes, sw_error *err)
+ * caller checked it fits RECORD_MAX. */
+static int enumerate_with_record(const leaf_pair *leaves, int32_t n, int64_t bitmap_bytes,
+                                 int64_t list_bytes, sw_error *err)
 {
     int64_t *coord = sw_malloc((size_t)n * sizeof(int64_t));
     void *record = bitmap_bytes <= list_bytes ? sw_calloc((size_t)bitmap_bytes, 1)
@@ -471,7 +470,7 @@ static int enumerate_exactly(leaf_pair *leaves, int32_t n, int64_t size, int64_t
                      (long long)((RECORD_MAX + (1 << 20) - 1) >> 20), (long long)size);
         return -1;
     }
-    return enumerate_with_record(leaves, n, size, bitmap_bytes, list_bytes, err);
+    return enumerate_with_record(leaves, n, bitmap_bytes, list_bytes, err);
 }
 
 /* L-11 exactly, in memory that does not grow with cosize: the quick
