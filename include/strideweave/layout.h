@@ -46,7 +46,8 @@ void sw_layout_free(sw_layout *layout);
 sw_layout *sw_layout_copy(const sw_layout *layout, sw_error *err);
 
 /* Exact injectivity (L-11), computed once and cached in the struct.
- * Returns 1 or 0, or -1 with err filled when the bitmap cannot be made. */
+ * Returns 1 or 0, or -1 with err filled (SW_ENOMEM) when the answer needs an
+ * enumeration past its fixed bounds (a 256 MiB record, 2^30 steps). */
 int sw_layout_is_injective(sw_layout *layout, sw_error *err);
 
 /* Scalar index of ordinal `k` in [0, size) (L-9 integer form). */

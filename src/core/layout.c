@@ -295,6 +295,189 @@ static int injective_quick(const sw_layout *l)
     return injective_decide(l, buf, &n);
 }
 
+/* Bounds of the enumerations an exact answer may need. The record of
+ * visited indices (a bitmap or a sorted list, whichever is smaller) never
+ * passes RECORD_MAX bytes; the search over coordinate differences needs no
+ * memory and never passes WORK_MAX steps. Beyond both the answer is an
+ * ENOMEM error, never a guess: memory is bounded whatever the layout's size
+ * or cosize. The fuzz build lowers both so that every path, both sides of
+ * each bound, is reached many times a second. */
+#ifndef SW_INJECTIVE_RECORD_MAX_BYTES
+#define SW_INJECTIVE_RECORD_MAX_BYTES (INT64_C(1) << 28)
+#endif
+#ifndef SW_INJECTIVE_WORK_MAX
+#define SW_INJECTIVE_WORK_MAX (INT64_C(1) << 30)
+#endif
+#define RECORD_MAX ((int64_t)(SW_INJECTIVE_RECORD_MAX_BYTES))
+#define WORK_MAX ((int64_t)(SW_INJECTIVE_WORK_MAX))
+
+static int64_t gcd_i64(int64_t a, int64_t b)
+{
+    while (b) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* Leaves sorted by stride; a leaf whose stride reaches the span of all the
+ * smaller ones sits above them like a mixed-radix digit: it neither creates
+ * nor removes a collision. Only the leaves up to the last one that does not
+ * (its count is returned) need any further look. */
+static int32_t interleaved_prefix(const leaf_pair *leaves, int32_t n)
+{
+    int64_t span = 1;
+    int32_t m = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (leaves[i].stride < span)
+            m = i + 1;
+        span += leaves[i].stride * (leaves[i].extent - 1);
+    }
+    return m;
+}
+
+/* Two leaves collide exactly when a*s_i == b*s_j for some 0 < a < e_j,
+ * 0 < b < e_i; the smallest such pair is (s_j/g, s_i/g). Any colliding pair
+ * makes the layout non-injective; with only two leaves it is the whole
+ * answer. Returns 1 when some pair collides. */
+static int some_pair_collides(const leaf_pair *leaves, int32_t n)
+{
+    for (int32_t i = 0; i < n; i++)
+        for (int32_t j = i + 1; j < n; j++) {
+            int64_t g = gcd_i64(leaves[i].stride, leaves[j].stride);
+            if (leaves[j].stride / g < leaves[i].extent &&
+                leaves[i].stride / g < leaves[j].extent)
+                return 1;
+        }
+    return 0;
+}
+
+/* Two coordinates collide exactly when their difference d (|d_i| < e_i,
+ * not all 0) has sum(d_i * s_i) == 0. With leaf `big` solved for: some
+ * difference of the other leaves sums to a multiple q * s_big with
+ * |q| < e_big. Walks those differences (an odometer over [-(e-1), e-1]
+ * per leaf, the sum kept incrementally; |sum| < cosize, so no overflow) in
+ * no memory beyond `d`. Returns 1 on a collision. */
+static int differences_collide(const leaf_pair *leaves, int32_t n, int32_t big, int64_t *d)
+{
+    int64_t sum = 0, sb = leaves[big].stride, eb = leaves[big].extent;
+    for (int32_t i = 0; i < n; i++) {
+        d[i] = i == big ? 0 : 1 - leaves[i].extent;
+        sum += d[i] * leaves[i].stride;
+    }
+    for (;;) {
+        /* The all-zero difference is the one coordinate against itself. */
+        int64_t q = sum / sb;
+        if (sum % sb == 0 && q < eb && -q < eb) {
+            int zero = 1;
+            for (int32_t i = 0; i < n && zero; i++)
+                zero = d[i] == 0;
+            if (!zero)
+                return 1;
+        }
+        int32_t i = 0;
+        for (; i < n; i++) {
+            if (i == big)
+                continue;
+            if (d[i] < leaves[i].extent - 1) {
+                d[i]++;
+                sum += leaves[i].stride;
+                break;
+            }
+            sum -= leaves[i].stride * d[i]; /* twice: 2 * s * d may overflow */
+            sum -= leaves[i].stride * d[i];
+            d[i] = -d[i];
+        }
+        if (i == n)
+            return 0;
+    }
+}
+
+/* Steps of differences_collide without `big`: prod(2e - 1) over the other
+ * leaves, saturating at INT64_MAX. */
+static int64_t difference_steps(const leaf_pair *leaves, int32_t n, int32_t big)
+{
+    int64_t steps = 1;
+    for (int32_t i = 0; i < n; i++)
+        if (i != big && __builtin_mul_overflow(steps, 2 * leaves[i].extent - 1, &steps))
+            return INT64_MAX;
+    return steps;
+}
+
+/* Enumerates the n leaves (strides already divided by their gcd, so the
+ * bitmap is as small as it can be) with whichever record is smaller; the
+ * caller checked it fits RECORD_MAX. */
+static int enumerate_with_record(const leaf_pair *leaves, int32_t n, int64_t bitmap_bytes,
+                                 int64_t list_bytes, sw_error *err)
+{
+    int64_t *coord = sw_malloc((size_t)n * sizeof(int64_t));
+    void *record = bitmap_bytes <= list_bytes ? sw_calloc((size_t)bitmap_bytes, 1)
+                                              : sw_malloc((size_t)list_bytes);
+    int result = -1;
+    if (!coord || !record) {
+        sw_error_set(err, SW_ENOMEM, "out of memory checking injectivity");
+    } else if (bitmap_bytes <= list_bytes) {
+        result = !enumerate_indices(leaves, n, coord, visit_bitmap, record);
+    } else {
+        collect_ctx c = {record, 0};
+        enumerate_indices(leaves, n, coord, visit_collect, &c);
+        qsort(c.out, (size_t)c.n, sizeof(int64_t), cmp_i64);
+        result = 1;
+        for (int64_t k = 1; k < c.n; k++)
+            if (c.out[k] == c.out[k - 1]) {
+                result = 0;
+                break;
+            }
+    }
+    sw_free(record);
+    sw_free(coord);
+    return result;
+}
+
+/* The cheaper exact enumeration within its bound: over coordinate
+ * differences (no memory) when that takes fewer steps than there are
+ * coordinates or when no record fits, else over the coordinates with a
+ * record (at most 2^31 steps for a bitmap within the default cap). */
+static int enumerate_exactly(leaf_pair *leaves, int32_t n, int64_t size, int64_t cosize,
+                             sw_error *err)
+{
+    int32_t big = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (leaves[i].extent > leaves[big].extent)
+            big = i;
+    int64_t steps = difference_steps(leaves, n, big);
+    int64_t bitmap_bytes = cosize / 8 + 1, list_bytes;
+    if (__builtin_mul_overflow(size, (int64_t)sizeof(int64_t), &list_bytes))
+        list_bytes = INT64_MAX;
+    int64_t need = bitmap_bytes < list_bytes ? bitmap_bytes : list_bytes;
+    if (steps <= WORK_MAX && (steps <= size || need > RECORD_MAX)) {
+        int64_t *d = sw_malloc((size_t)n * sizeof(int64_t));
+        if (!d) {
+            sw_error_set(err, SW_ENOMEM, "out of memory checking injectivity");
+            return -1;
+        }
+        int result = !differences_collide(leaves, n, big, d);
+        sw_free(d);
+        return result;
+    }
+    if (need > RECORD_MAX) {
+        sw_error_set(err, SW_ENOMEM,
+                     "deciding whether this layout maps distinct coordinates to "
+                     "distinct indices needs %lld MiB, above the limit of %lld MiB; "
+                     "its strides interleave over %lld coordinates",
+                     (long long)((need + (1 << 20) - 1) >> 20),
+                     (long long)((RECORD_MAX + (1 << 20) - 1) >> 20), (long long)size);
+        return -1;
+    }
+    return enumerate_with_record(leaves, n, bitmap_bytes, list_bytes, err);
+}
+
+/* L-11 exactly, in memory that does not grow with cosize: the quick
+ * decisions, then only the interleaved leaves (the mixed-radix ones above
+ * them cannot change the answer), a pairwise test that settles every
+ * collision between two leaves (and the whole question for two), and the
+ * cheaper of two bounded enumerations of the remaining leaves. */
 static int injective_compute(const sw_layout *l, sw_error *err)
 {
     leaf_pair *leaves = sw_malloc((size_t)l->nleaves * 2 * sizeof(int64_t) + 1);
@@ -307,49 +490,27 @@ static int injective_compute(const sw_layout *l, sw_error *err)
     result = injective_decide(l, leaves, &n);
     if (result >= 0)
         goto done;
-    /* Enumerate exactly, with whichever record is smaller: a bitmap over
-     * cosize or the sorted list of the size indices. */
-    int64_t *coord = sw_malloc((size_t)n * sizeof(int64_t));
-    if (!coord) {
-        sw_error_set(err, SW_ENOMEM, "out of memory checking injectivity");
+    n = interleaved_prefix(leaves, n);
+    if (some_pair_collides(leaves, n)) {
+        result = 0;
         goto done;
     }
-    uint64_t bitmap_bytes = ((uint64_t)l->cosize + 7) / 8;
-    uint64_t list_bytes;
-    /* size * 8 wraps for sizes from 2^61: such a list can never be made. */
-    if (__builtin_mul_overflow((uint64_t)l->size, 8, &list_bytes))
-        list_bytes = UINT64_MAX;
-    if (bitmap_bytes <= list_bytes) {
-        uint8_t *bits = bitmap_bytes <= SIZE_MAX
-                            ? sw_calloc((size_t)bitmap_bytes, 1) : NULL;
-        if (!bits) {
-            sw_error_set(err, SW_ENOMEM,
-                         "out of memory enumerating a layout of cosize %lld",
-                         (long long)l->cosize);
-        } else {
-            result = !enumerate_indices(leaves, n, coord, visit_bitmap, bits);
-            sw_free(bits);
-        }
-    } else {
-        collect_ctx c = {NULL, 0};
-        c.out = list_bytes <= SIZE_MAX ? sw_malloc((size_t)list_bytes) : NULL;
-        if (!c.out) {
-            sw_error_set(err, SW_ENOMEM,
-                         "out of memory enumerating a layout of size %lld",
-                         (long long)l->size);
-        } else {
-            enumerate_indices(leaves, n, coord, visit_collect, &c);
-            qsort(c.out, (size_t)c.n, sizeof(int64_t), cmp_i64);
-            result = 1;
-            for (int64_t k = 1; k < c.n; k++)
-                if (c.out[k] == c.out[k - 1]) {
-                    result = 0;
-                    break;
-                }
-            sw_free(c.out);
-        }
+    if (n <= 2) {
+        result = 1;
+        goto done;
     }
-    sw_free(coord);
+    /* Scaling every stride by 1/g maps collisions to collisions. The
+     * prefix's size divides the layout's, its cosize is below the layout's:
+     * neither overflows. */
+    int64_t g = 0, size = 1, cosize = 1;
+    for (int32_t i = 0; i < n; i++)
+        g = gcd_i64(leaves[i].stride, g);
+    for (int32_t i = 0; i < n; i++) {
+        leaves[i].stride /= g;
+        size *= leaves[i].extent;
+        cosize += leaves[i].stride * (leaves[i].extent - 1);
+    }
+    result = enumerate_exactly(leaves, n, size, cosize, err);
 done:
     sw_free(leaves);
     return result;

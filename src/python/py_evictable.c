@@ -381,12 +381,22 @@ static int transition(PyObject *self, int evict)
     int64_t *from_token = evict ? &e->primary_token : &e->secondary_token;
     int64_t *to_token = evict ? &e->secondary_token : &e->primary_token;
     int fresh;
+    /* The target's size and allocate_like hooks run here: pending, so
+     * they cannot start a nested transition, release or move. */
+    CARRIER(self)->pending |= SW_PENDING_SOURCE;
     PyObject *dst = transition_destination(e, *to, &fresh);
+    CARRIER(self)->pending &= ~SW_PENDING_SOURCE;
     if (!dst)
         return -1;
     PyObject *moved = NULL;
-    if (refuse_transition(self, evict ? "evict" : "promote") == 0)
+    if (refuse_transition(self, evict ? "evict" : "promote") == 0) {
+        /* Tier hooks run during the move: the hierarchy is pending like a
+         * move's source, so a release, write, claim, move or transition
+         * they start raises instead of changing the tiers under the move. */
+        CARRIER(self)->pending |= SW_PENDING_SOURCE;
         moved = move_tier(e, *from, *from_token, dst, fresh ? 0 : *to_token);
+        CARRIER(self)->pending &= ~SW_PENDING_SOURCE;
+    }
     if (!moved) {
         if (fresh && !CARRIER(dst)->released && sw_py_carrier_release(dst) < 0)
             PyErr_WriteUnraisable(self); /* the move's own error wins */

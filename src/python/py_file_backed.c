@@ -192,6 +192,20 @@ static PyObject *fb_allocate(PyObject *self, PyObject *size_obj)
         PyErr_SetString(PyExc_RuntimeError, "cannot allocate a released FileBacked carrier");
         return NULL;
     }
+    /* Growing remaps the file and changes the size a move checked: the
+     * pending guard and the ownership rule refuse it like any write. */
+    if (((SwCarrierObject *)self)->pending) { /* even under transfer access */
+        PyErr_SetString(PyExc_RuntimeError,
+                        "cannot grow a FileBacked carrier that is pending in a move; "
+                        "wait() for the move first");
+        return NULL;
+    }
+    if (sw_py_carrier_owned_elsewhere(self)) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "cannot grow a FileBacked carrier owned by a composite carrier "
+                        "without owner access");
+        return NULL;
+    }
     if (size < FB(self)->nslots) {
         PyErr_Format(PyExc_ValueError,
                      "_allocate cannot shrink a FileBacked carrier from %lld to %lld slots",

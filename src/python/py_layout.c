@@ -245,16 +245,14 @@ static int parse_seq(builder *b, PyObject *seq, enum kind k)
                 return -1;
         return 0;
     }
-    /* A list may change under an __index__ call: re-read its size. */
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(seq); i++) {
-        PyObject *item = PyList_GET_ITEM(seq, i);
-        Py_INCREF(item);
-        int rc = parse_elem(b, item, k);
-        Py_DECREF(item);
-        if (rc < 0)
-            return -1;
-    }
-    return 0;
+    /* A list may change under an __index__ call: parse a private tuple of
+     * its items as they were when parsing reached it. */
+    PyObject *items = PyList_AsTuple(seq);
+    if (!items)
+        return -1;
+    int rc = parse_seq(b, items, k);
+    Py_DECREF(items);
+    return rc;
 }
 
 static sw_layout *builder_finish(builder *b, enum kind k)

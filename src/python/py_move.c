@@ -574,7 +574,7 @@ static int prepare_route(PyObject *tensor, PyObject *dst, sw_route *route, PyObj
         return 0;
     } else if (Py_TYPE(res) == &SwUnsupported_Type && route->may_fall_back) {
         route->route = NULL;
-        route->op_type = (PyObject *)&SwElementwise_Type;
+        Py_SETREF(route->op_type, Py_NewRef((PyObject *)&SwElementwise_Type)); /* owned */
         Py_DECREF(res);
         return 0;
     } else if (Py_TYPE(res) == &SwUnsupported_Type) {
@@ -673,15 +673,15 @@ static int allocate_and_bind(move_request *r, int grow, PyObject *layout)
 /* The route of this move: forced by the caller (an operation instance, or a
  * captured TransferRoute) or resolved by the exact classes (X-14). Row 9
  * for operation routes; a forced TransferRoute must match the pair. */
-static int choose_route(PyObject *source, PyObject *destination, PyObject *forced,
-                        sw_route *route)
+static int choose_route_borrowed(PyObject *source, PyObject *destination, PyObject *forced,
+                                 sw_route *route)
 {
     if (forced && Py_TYPE(forced) == &SwTransferRoute_Type) {
         sw_py_route_of(forced, route);
         if (SW_RECORD_FIELD(forced, SW_ROUTE_SOURCE_CLASS) == (PyObject *)Py_TYPE(source) &&
             SW_RECORD_FIELD(forced, SW_ROUTE_DESTINATION_CLASS) ==
                 (PyObject *)Py_TYPE(destination))
-            return 0;
+            return 1;
         PyErr_Format(PyExc_TypeError, "route %R moves from %s to %s, not from %s to %s",
                      SW_RECORD_FIELD(forced, SW_ROUTE_ID),
                      _PyType_Name((PyTypeObject *)SW_RECORD_FIELD(forced, SW_ROUTE_SOURCE_CLASS)),
@@ -703,9 +703,26 @@ static int choose_route(PyObject *source, PyObject *destination, PyObject *force
     } else if (sw_py_route_resolve(Py_TYPE(source), Py_TYPE(destination), route) < 0) {
         return -1;
     }
-    if (route->route)
-        return 0;
-    return sw_py_move_check_operation((PyTypeObject *)route->op_type, source, destination);
+    return 1;
+}
+
+/* The route with a strong reference to route->op_type (the caller drops
+ * it): a registry entry is the only owner of a user's operation class, and
+ * the metaclass attribute lookups of row 9, the destination's size hook and
+ * everything after may unregister it and collect it. */
+static int choose_route(PyObject *source, PyObject *destination, PyObject *forced,
+                        sw_route *route)
+{
+    int rc = choose_route_borrowed(source, destination, forced, route);
+    if (rc <= 0)
+        return rc;
+    Py_INCREF(route->op_type);
+    if (!route->route &&
+        sw_py_move_check_operation((PyTypeObject *)route->op_type, source, destination) < 0) {
+        Py_CLEAR(route->op_type);
+        return -1;
+    }
+    return 0;
 }
 
 PyObject *sw_py_move_initiate(PyObject *tensor, PyObject *destination, PyObject *forced)
@@ -724,19 +741,24 @@ PyObject *sw_py_move_initiate(PyObject *tensor, PyObject *destination, PyObject 
     if (choose_route(source, destination, forced, &route) < 0)
         return NULL;
     int grow = check_capacity(destination, cosize);
-    if (grow < 0)
+    if (grow < 0) {
+        Py_DECREF(route.op_type);
         return NULL;
+    }
     /* A differentiable move records a node: its route back must exist
      * before anything is prepared, allocated or submitted. */
     int record = sw_py_grad_enabled() &&
                  TENSOR(tensor)->dtype == sw_py_dtype(SW_DT_FLOAT32);
     PyObject *reverse = NULL, *prepared = NULL;
-    if (record && sw_py_move_capture_reverse(source, destination, &reverse) < 0)
+    if (record && sw_py_move_capture_reverse(source, destination, &reverse) < 0) {
+        Py_DECREF(route.op_type);
         return NULL;
+    }
     Py_INCREF(tensor); /* user code below must not free what we read */
     if (route.route && prepare_route(tensor, destination, &route, &prepared) < 0) {
         Py_XDECREF(reverse);
         Py_DECREF(tensor);
+        Py_DECREF(route.op_type);
         return NULL;
     }
     PyObject *route_id = route.route ? SW_RECORD_FIELD(route.route, SW_ROUTE_ID) : NULL;
@@ -778,6 +800,7 @@ done:
     Py_XDECREF(reverse);
     Py_DECREF(tensor);
     Py_XDECREF(own_op);
+    Py_DECREF(route.op_type);
     return handle;
 }
 

@@ -282,9 +282,14 @@ static int resolve_reverse(PyObject *source, PyObject *destination, PyObject **r
         *reverse = Py_NewRef(route.route);
         return 0;
     }
-    if (sw_py_move_check_operation((PyTypeObject *)route.op_type, destination, source) < 0)
+    /* Owned before row 9's attribute lookups run user code that may
+     * unregister (and collect) the class the registry lent us. */
+    PyObject *op_type = Py_NewRef(route.op_type);
+    if (sw_py_move_check_operation((PyTypeObject *)op_type, destination, source) < 0) {
+        Py_DECREF(op_type);
         return -1;
-    *reverse = Py_NewRef(route.op_type);
+    }
+    *reverse = op_type;
     return 0;
 }
 

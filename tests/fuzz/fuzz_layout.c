@@ -1,7 +1,9 @@
 /* libFuzzer target: layout construction and the walks every Python call
  * builds on, from arbitrary bytes. The input is read as a profile (one byte
  * per marker), then extents and strides; whatever sw_layout_new accepts
- * must survive every query without a sanitizer report. */
+ * must survive every query without a sanitizer report. Seeds in
+ * tests/fuzz/seeds_layout: interleaved layouts whose injectivity check once
+ * enumerated ~65M coordinates (63 s an input), now settled in 45 steps. */
 #include <stdint.h>
 #include <string.h>
 

@@ -12,16 +12,33 @@ from strideweave import Layout, Shape, Stride
 
 
 def test_L11_unenumerable_layout_raises_memory_error_not_a_crash():
-    # L-11: size 2**61 + 2 with strides {3, 2} cannot be decided without
-    # enumerating, and no record for 2**61 indices can be made. size * 8
-    # wrapped to 16 bytes and the enumeration overran that buffer (segfault).
-    layout = Layout(Shape(2, 2**60 + 1), Stride(3, 2))
-    assert layout.size == 2**61 + 2
-    with pytest.raises(MemoryError, match="out of memory enumerating"):
+    # L-11: three leaves of 2**20 (size 2**60; size * 8 once wrapped to a
+    # short buffer that the enumeration overran: segfault), strides
+    # 2**39 + {1, 3, 5}: no two leaves collide and the strides interleave,
+    # so only an enumeration (2**42 differences, or a record of 2**57
+    # bytes) could tell. Refused, never guessed.
+    layout = Layout(Shape(2**20, 2**20, 2**20), Stride(2**39 + 1, 2**39 + 3, 2**39 + 5))
+    assert layout.size == 2**60
+    with pytest.raises(MemoryError, match="above the limit of 256 MiB"):
         layout.is_injective
     # Not cached as an answer: asking again fails the same way.
-    with pytest.raises(MemoryError, match="out of memory enumerating"):
+    with pytest.raises(MemoryError, match="above the limit of 256 MiB"):
         layout.is_injective
+
+
+def test_L11_three_interleaved_leaves_decided_without_a_record():
+    # L-11 exact for any cosize: 4 + 6 == 10 collides among 2**61 + 4
+    # coordinates; {4, 6, 9} over {2**40, 2, 2} never does (9 is odd).
+    assert Layout(Shape(2, 2**59 + 1, 2), Stride(6, 4, 10)).is_injective is False
+    assert Layout(Shape(2**40, 2, 2), Stride(4, 6, 9)).is_injective is True
+
+
+def test_L11_two_interleaved_leaves_decided_without_enumerating():
+    # L-11 exact for any cosize: {3, 2} over extents {2, 2**60 + 1} (cosize
+    # 2**61 + 4) never collides (3 * a == 2 * b needs a >= 2); extent 3 does
+    # (3 * 2 == 2 * 3).
+    assert Layout(Shape(2, 2**60 + 1), Stride(3, 2)).is_injective is True
+    assert Layout(Shape(3, 2**60 + 1), Stride(3, 2)).is_injective is False
 
 
 @pytest.mark.parametrize("obj", [Shape(2, [3, 4], 5), Stride(1, [2, 6], 24),
