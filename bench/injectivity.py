@@ -16,6 +16,10 @@ import argparse
 import statistics
 import time
 
+from _release_only import require_release_build
+
+require_release_build()
+
 import numpy as np
 
 import strideweave as sw
