@@ -1074,36 +1074,38 @@ SW_CARRIER_CLOSED_INIT_SUBCLASS(te_init_subclass, "TiledEvictable")
 
 static PyMethodDef te_methods[] = {
     {"size", sw_carrier_meth_size, METH_NOARGS,
-     "size()\n--\n\nNumber of slots (the product of logical_shape); 0 after release."},
-    {"dtype", sw_carrier_meth_dtype, METH_NOARGS, "dtype()\n--\n\nStorage DType."},
+     "size($self, /)\n--\n\nNumber of slots (the product of logical_shape); 0 after release."},
+    {"dtype", sw_carrier_meth_dtype, METH_NOARGS, "dtype($self, /)\n--\n\nStorage DType."},
     {"get_value", sw_carrier_meth_get_value, METH_O,
-     "get_value(index)\n--\n\nRead one slot: its stored value, 0 for an implicit tile; "
+     "get_value($self, index, /)\n--\n\nRead one slot: its stored value, 0 for an implicit tile; "
      "RuntimeError for an invalid tile."},
     {"set_value", (PyCFunction)(void (*)(void))sw_carrier_meth_set_value, METH_FASTCALL,
-     "set_value(index, value)\n--\n\n"
+     "set_value($self, index, value, /)\n--\n\n"
      "Write one slot. A secondary tile is promoted first, an implicit tile becomes a\n"
      "primary tile (unless the value is 0); RuntimeError for an invalid, pending or\n"
      "pinned tile."},
     {"_is_mutable", sw_carrier_meth_intrinsic_mutable, METH_NOARGS,
-     "_is_mutable()\n--\n\nWhether the primary was mutable when this was built."},
+     "_is_mutable($self, /)\n--\n\nWhether the primary was mutable when this was built."},
     {"tile_state", te_tile_state, METH_O,
-     "tile_state(coord)\n--\n\n"
+     "tile_state($self, coord, /)\n--\n\n"
      "Where tile `coord` lives now: a TileState with location (\"primary\",\n"
      "\"secondary\", \"implicit\" or \"invalid\"), valid and dirty."},
     {"promote_async", te_promote_async, METH_O,
-     "promote_async(tiles)\n--\n\n"
+     "promote_async($self, tiles, /)\n--\n\n"
      "Start bringing `tiles` (a TileSet or TileSelection) into the primary tier;\n"
      "returns an AwaitResidency. All tiles move or none do. Raises RuntimeError\n"
      "for a released carrier, a tile with unfinished work, or an invalid tile."},
     {"evict_async", te_evict_async, METH_O,
-     "evict_async(tiles)\n--\n\n"
+     "evict_async($self, tiles, /)\n--\n\n"
      "Start moving the primary tiles among `tiles` to the secondary tier; returns\n"
      "an AwaitResidency. All tiles move or none do."},
     {"promote", te_promote, METH_O,
-     "promote(tiles)\n--\n\npromote_async(tiles).wait()."},
-    {"evict", te_evict, METH_O, "evict(tiles)\n--\n\nevict_async(tiles).wait()."},
+     "promote($self, tiles, /)\n--\n\n"
+     "Bring `tiles` into the primary tier and wait: promote_async(tiles).wait()."},
+    {"evict", te_evict, METH_O, "evict($self, tiles, /)\n--\n\n"
+     "Move `tiles` to the secondary tier and wait: evict_async(tiles).wait()."},
     {"project", (PyCFunction)(void (*)(void))sw_tiled_project, METH_FASTCALL | METH_KEYWORDS,
-     "project(tensor, selection, destination=None)\n--\n\n"
+     "project($self, tensor, selection, destination=None)\n--\n\n"
      "Start copying the tiles `selection` picks out of `tensor` (a full Tensor\n"
      "over this carrier) into a dense Tensor on `destination` (a carrier of the\n"
      "primary's class; a new one when None). Returns an AwaitProjection whose\n"
@@ -1111,20 +1113,22 @@ static PyMethodDef te_methods[] = {
      "wrong argument type, ValueError for a tensor that does not cover the tiles\n"
      "or a selection outside the grid, RuntimeError for released or busy tiles."},
     {"release", te_release, METH_NOARGS,
-     "release()\n--\n\n"
+     "release($self, /)\n--\n\n"
      "Free every tile and both tiers. Raises RuntimeError while projection or\n"
      "residency work is unfinished. Doing it twice does nothing."},
     {"new_like", (PyCFunction)(void (*)(void))te_new_like, METH_VARARGS | METH_KEYWORDS,
-     "new_like(values, *, mutable=True, dtype=None)\n--\n\n"
+     "new_like($self, values, *, mutable=True, dtype=None)\n--\n\n"
      "A TiledEvictable of the same grid, tiles and policy holding `values` (exactly\n"
      "size() of them) in a new primary; all-zero tiles become implicit."},
     {"allocate_like", (PyCFunction)(void (*)(void))te_allocate_like,
      METH_VARARGS | METH_KEYWORDS,
-     "allocate_like(size, *, mutable=True, dtype=None, empty=False)\n--\n\n"
+     "allocate_like($self, size, *, mutable=True, dtype=None, empty=False)\n--\n\n"
      "A TiledEvictable of the same grid, tiles and policy; every tile is an\n"
      "implicit zero, or invalid when empty."},
     {"__init_subclass__", (PyCFunction)(void (*)(void))te_init_subclass,
-     METH_VARARGS | METH_KEYWORDS | METH_CLASS, "TiledEvictable is closed."},
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     "__init_subclass__($type, /, *args, **kwargs)\n--\n\n"
+     "TiledEvictable cannot be subclassed: defining a subclass raises TypeError."},
     {NULL, NULL, 0, NULL},
 };
 
