@@ -370,9 +370,16 @@ static PyMethodDef bdc_methods[] = {
      "size($self, /)\n--\n\nNumber of Float32 slots; 0 after release."},
     {"dtype", sw_carrier_meth_dtype, METH_NOARGS, "dtype($self, /)\n--\n\nStorage DType (Float32)."},
     {"get_value", sw_carrier_meth_get_value, METH_O,
-     "get_value($self, index, /)\n--\n\nRead slot `index` from the device."},
+     "get_value($self, index, /)\n--\n\n"
+     "Read slot `index` from the device. Raises IndexError for an index out of\n"
+     "range, RuntimeError for a released carrier or a faulted device, OSError\n"
+     "when the device read fails."},
     {"set_value", (PyCFunction)(void (*)(void))sw_carrier_meth_set_value, METH_FASTCALL,
-     "set_value($self, index, value, /)\n--\n\nWrite `value` into slot `index` on the device."},
+     "set_value($self, index, value, /)\n--\n\n"
+     "Write `value` (a real number) into slot `index` on the device. Raises\n"
+     "IndexError for an index out of range, TypeError for a value that is not a\n"
+     "real number, RuntimeError for a released or immutable carrier or a\n"
+     "faulted device, OSError when the device write fails."},
     {"_is_mutable", sw_carrier_meth_intrinsic_mutable, METH_NOARGS,
      "_is_mutable($self, /)\n--\n\nWhether the carrier was allocated mutable."},
     {"_supports_storage_dtype", sw_carrier_meth_supports_own, METH_O,

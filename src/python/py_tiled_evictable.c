@@ -1077,28 +1077,38 @@ static PyMethodDef te_methods[] = {
      "size($self, /)\n--\n\nNumber of slots (the product of logical_shape); 0 after release."},
     {"dtype", sw_carrier_meth_dtype, METH_NOARGS, "dtype($self, /)\n--\n\nStorage DType."},
     {"get_value", sw_carrier_meth_get_value, METH_O,
-     "get_value($self, index, /)\n--\n\nRead one slot: its stored value, 0 for an implicit tile; "
-     "RuntimeError for an invalid tile."},
+     "get_value($self, index, /)\n--\n\n"
+     "Read one slot: its stored value, 0 for an implicit tile. Raises IndexError\n"
+     "for an index out of range, RuntimeError for an invalid tile."},
     {"set_value", (PyCFunction)(void (*)(void))sw_carrier_meth_set_value, METH_FASTCALL,
      "set_value($self, index, value, /)\n--\n\n"
      "Write one slot. A secondary tile is promoted first, an implicit tile becomes a\n"
-     "primary tile (unless the value is 0); RuntimeError for an invalid, pending or\n"
-     "pinned tile."},
+     "primary tile (unless the value is 0). Raises IndexError for an index out of\n"
+     "range, TypeError for a value the dtype cannot hold, RuntimeError for an\n"
+     "invalid, pending or pinned tile."},
     {"_is_mutable", sw_carrier_meth_intrinsic_mutable, METH_NOARGS,
      "_is_mutable($self, /)\n--\n\nWhether the primary was mutable when this was built."},
     {"tile_state", te_tile_state, METH_O,
      "tile_state($self, coord, /)\n--\n\n"
-     "Where tile `coord` lives now: a TileState with location (\"primary\",\n"
-     "\"secondary\", \"implicit\" or \"invalid\"), valid and dirty."},
+     "Where tile `coord` (a tuple of ints, one per grid axis) lives now: a\n"
+     "TileState with location (\"primary\", \"secondary\", \"implicit\" or\n"
+     "\"invalid\"), valid and dirty. Raises TypeError for a coordinate that is\n"
+     "not an iterable of ints, ValueError for one outside the grid, RuntimeError\n"
+     "for a released carrier."},
     {"promote_async", te_promote_async, METH_O,
      "promote_async($self, tiles, /)\n--\n\n"
      "Start bringing `tiles` (a TileSet or TileSelection) into the primary tier;\n"
-     "returns an AwaitResidency. All tiles move or none do. Raises RuntimeError\n"
-     "for a released carrier, a tile with unfinished work, or an invalid tile."},
+     "returns an AwaitResidency. All tiles move or none do. Raises TypeError\n"
+     "when `tiles` is neither, ValueError for tiles outside the grid,\n"
+     "RuntimeError for a released carrier, a tile with unfinished work, or an\n"
+     "invalid tile."},
     {"evict_async", te_evict_async, METH_O,
      "evict_async($self, tiles, /)\n--\n\n"
-     "Start moving the primary tiles among `tiles` to the secondary tier; returns\n"
-     "an AwaitResidency. All tiles move or none do."},
+     "Start moving the primary tiles among `tiles` (a TileSet or TileSelection)\n"
+     "to the secondary tier; returns an AwaitResidency. All tiles move or none\n"
+     "do. Raises TypeError when `tiles` is neither, ValueError for tiles outside\n"
+     "the grid, RuntimeError for a released carrier or a tile with unfinished\n"
+     "work."},
     {"promote", te_promote, METH_O,
      "promote($self, tiles, /)\n--\n\n"
      "Bring `tiles` into the primary tier and wait: promote_async(tiles).wait()."},
@@ -1162,6 +1172,13 @@ PyTypeObject SwTiledEvictable_Type = {
               "ownership of both tiers. Move tiles with promote/evict; copy some out\n"
               "with project. Values never move with move(): that raises\n"
               "NotImplementedError.\n\n"
+              "Raises TypeError for a tier that is not a carrier (or is an Evictable or\n"
+              "TiledEvictable), tiers of different dtypes or a dtype a tier cannot\n"
+              "store, shapes that are not iterables of ints, or a residency_policy\n"
+              "without a callable plan;\n"
+              "ValueError for the same carrier twice, an empty or non-positive shape,\n"
+              "shapes of different lengths, or a tier that is neither empty nor the\n"
+              "whole logical size; RuntimeError for a released or owned tier.\n\n"
               "    te = TiledEvictable(CPU(16), CPU(0), (2, 2), (2, 2))",
     .tp_traverse = te_traverse,
     .tp_clear = te_clear,
@@ -1178,7 +1195,8 @@ PyTypeObject SwAwaitResidency_Type = {
     .tp_basicsize = sizeof(SwAwaitObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "The result of promote_async/evict_async: wait() returns None once every\n"
-              "tile has moved, or raises why none did.",
+              "tile has moved, or raises why none did. Made by those methods; calling\n"
+              "AwaitResidency raises TypeError.",
     .tp_base = &SwAwaitResult_Type,
 };
 
@@ -1188,7 +1206,8 @@ PyTypeObject SwAwaitProjection_Type = {
     .tp_basicsize = sizeof(SwAwaitObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "The result of TiledEvictable.project: wait() returns the projected\n"
-              "Tensor (the same object every time), or raises why it failed.",
+              "Tensor (the same object every time), or raises why it failed. Made by\n"
+              "project; calling AwaitProjection raises TypeError.",
     .tp_base = &SwAwaitResult_Type,
 };
 
