@@ -110,4 +110,13 @@ class ResidencyPolicy(typing.Protocol):
     the TileSet the work reads and a purpose string ("projection") and
     returns a ResidencyPlan (tiles to promote, retain, evict afterwards)."""
 
-    def plan(self, required: typing.Any, purpose: str) -> typing.Any: ...
+    def plan(self, required: typing.Any, purpose: str) -> typing.Any:
+        """Return a ResidencyPlan for work that reads the tiles of `required`
+        (a TileSet); `purpose` says what the work is ("projection"). The
+        plan's promote tiles are brought into the primary tier and kept there
+        during the work, its retain tiles stay where they are, its evict tiles
+        move to the secondary tier afterwards. Returning anything but a
+        ResidencyPlan makes the work raise TypeError, and a plan naming tiles
+        outside the grid ValueError; an exception raised here propagates. In
+        each case the work does not start."""
+        ...

@@ -367,28 +367,38 @@ SW_CARRIER_CLOSED_INIT_SUBCLASS(bdc_init_subclass, "BlockDeviceCarrier")
 
 static PyMethodDef bdc_methods[] = {
     {"size", sw_carrier_meth_size, METH_NOARGS,
-     "size()\n--\n\nNumber of Float32 slots; 0 after release."},
-    {"dtype", sw_carrier_meth_dtype, METH_NOARGS, "dtype()\n--\n\nStorage DType (Float32)."},
+     "size($self, /)\n--\n\nNumber of Float32 slots; 0 after release."},
+    {"dtype", sw_carrier_meth_dtype, METH_NOARGS, "dtype($self, /)\n--\n\nStorage DType (Float32)."},
     {"get_value", sw_carrier_meth_get_value, METH_O,
-     "get_value(index)\n--\n\nRead one slot from the device."},
+     "get_value($self, index, /)\n--\n\n"
+     "Read slot `index` from the device. Raises IndexError for an index out of\n"
+     "range, RuntimeError for a released carrier or a faulted device, OSError\n"
+     "when the device read fails."},
     {"set_value", (PyCFunction)(void (*)(void))sw_carrier_meth_set_value, METH_FASTCALL,
-     "set_value(index, value)\n--\n\nWrite one slot to the device."},
+     "set_value($self, index, value, /)\n--\n\n"
+     "Write `value` (a real number) into slot `index` on the device. Raises\n"
+     "IndexError for an index out of range, TypeError for a value that is not a\n"
+     "real number, RuntimeError for a released or immutable carrier or a\n"
+     "faulted device, OSError when the device write fails."},
     {"_is_mutable", sw_carrier_meth_intrinsic_mutable, METH_NOARGS,
-     "_is_mutable()\n--\n\nIntrinsic mutability."},
+     "_is_mutable($self, /)\n--\n\nWhether the carrier was allocated mutable."},
     {"_supports_storage_dtype", sw_carrier_meth_supports_own, METH_O,
-     "_supports_storage_dtype(dtype)\n--\n\n"},
+     "_supports_storage_dtype($self, dtype, /)\n--\n\n"
+     "Whether `dtype` can be stored: True only for Float32."},
     {"new_like", (PyCFunction)(void (*)(void))bdc_new_like, METH_VARARGS | METH_KEYWORDS,
-     "new_like(values, *, mutable=True, dtype=None)\n--\n\n"
+     "new_like($self, values, *, mutable=True, dtype=None)\n--\n\n"
      "A new BlockDeviceCarrier on the same device holding values (None entries\n"
      "are 0.0). Works on a released carrier. Raises RuntimeError when the device\n"
      "is closed or faulted and MemoryError when no free range fits."},
     {"allocate_like", (PyCFunction)(void (*)(void))bdc_allocate_like,
      METH_VARARGS | METH_KEYWORDS,
-     "allocate_like(size, *, mutable=True, dtype=None, empty=False)\n--\n\n"
+     "allocate_like($self, size, *, mutable=True, dtype=None, empty=False)\n--\n\n"
      "A new BlockDeviceCarrier of size slots on the same device, zero-written\n"
      "unless empty is True. Works on a released carrier."},
     {"__init_subclass__", (PyCFunction)(void (*)(void))bdc_init_subclass,
-     METH_VARARGS | METH_KEYWORDS | METH_CLASS, "BlockDeviceCarrier is closed."},
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     "__init_subclass__($type, /, *args, **kwargs)\n--\n\n"
+     "BlockDeviceCarrier cannot be subclassed: defining a subclass raises TypeError."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -409,11 +419,11 @@ PyTypeObject SwBlockDeviceCarrier_Type = {
     .tp_basicsize = sizeof(SwBlockDeviceCarrierObject),
     .tp_dealloc = bdc_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "BlockDeviceCarrier(...)\n--\n\n"
-              "Float32 slots in one aligned extent of a block device; slot i is at byte\n"
+    .tp_doc = "Float32 slots in one aligned extent of a block device; slot i is at byte\n"
               "device_offset_bytes + 4*i in native order. Made by BlockDevice.allocate,\n"
-              "never constructed directly. Moves only to and from CPU carriers, with\n"
-              "CpuToBlockDeviceMoveOperation and BlockDeviceToCpuMoveOperation.",
+              "never constructed directly (calling BlockDeviceCarrier raises TypeError).\n"
+              "Moves only to and from CPU carriers, with CpuToBlockDeviceMoveOperation\n"
+              "and BlockDeviceToCpuMoveOperation.",
     .tp_traverse = bdc_traverse,
     .tp_methods = bdc_methods,
     .tp_getset = bdc_getset,
@@ -591,7 +601,7 @@ static PyObject *bdev_repr(PyObject *self)
 
 static PyMethodDef bdev_methods[] = {
     {"allocate", (PyCFunction)(void (*)(void))bdev_allocate, METH_VARARGS | METH_KEYWORDS,
-     "allocate(size, *, mutable=True, dtype=..., empty=False)\n--\n\n"
+     "allocate($self, size, *, mutable=True, dtype=..., empty=False)\n--\n\n"
      "Reserve a BlockDeviceCarrier of size Float32 slots (dtype defaults to\n"
      "DType.Float32, the only one supported) at the lowest free\n"
      "offset (start and length multiples of allocation_alignment) and write\n"
@@ -600,17 +610,17 @@ static PyMethodDef bdev_methods[] = {
      "bool, ValueError for a dtype other than Float32, RuntimeError when the\n"
      "device is closed or faulted, and MemoryError when no free range fits."},
     {"close", bdev_close, METH_NOARGS,
-     "close()\n--\n\n"
+     "close($self, /)\n--\n\n"
      "Close the device (again: nothing happens). Raises RuntimeError while any\n"
      "BlockDeviceCarrier object from it is alive, released or not."},
-    {"is_closed", bdev_is_closed, METH_NOARGS, "is_closed()\n--\n\nWhether close() succeeded."},
+    {"is_closed", bdev_is_closed, METH_NOARGS, "is_closed($self, /)\n--\n\nWhether close() succeeded."},
     {"is_faulted", bdev_is_faulted, METH_NOARGS,
-     "is_faulted()\n--\n\n"
+     "is_faulted($self, /)\n--\n\n"
      "Whether an I/O error made the device untrustworthy: its carriers then\n"
      "refuse reads, writes, moves and new allocations."},
-    {"__enter__", bdev_enter, METH_NOARGS, "__enter__()\n--\n\nReturns the device."},
+    {"__enter__", bdev_enter, METH_NOARGS, "__enter__($self, /)\n--\n\nReturns the device."},
     {"__exit__", bdev_exit, METH_VARARGS,
-     "__exit__(*exc_info)\n--\n\nCloses the device; a failing close raises."},
+     "__exit__($self, /, *exc_info)\n--\n\nCloses the device; a failing close raises."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1074,36 +1074,48 @@ SW_CARRIER_CLOSED_INIT_SUBCLASS(te_init_subclass, "TiledEvictable")
 
 static PyMethodDef te_methods[] = {
     {"size", sw_carrier_meth_size, METH_NOARGS,
-     "size()\n--\n\nNumber of slots (the product of logical_shape); 0 after release."},
-    {"dtype", sw_carrier_meth_dtype, METH_NOARGS, "dtype()\n--\n\nStorage DType."},
+     "size($self, /)\n--\n\nNumber of slots (the product of logical_shape); 0 after release."},
+    {"dtype", sw_carrier_meth_dtype, METH_NOARGS, "dtype($self, /)\n--\n\nStorage DType."},
     {"get_value", sw_carrier_meth_get_value, METH_O,
-     "get_value(index)\n--\n\nRead one slot: its stored value, 0 for an implicit tile; "
-     "RuntimeError for an invalid tile."},
+     "get_value($self, index, /)\n--\n\n"
+     "Read one slot: its stored value, 0 for an implicit tile. Raises IndexError\n"
+     "for an index out of range, RuntimeError for an invalid tile."},
     {"set_value", (PyCFunction)(void (*)(void))sw_carrier_meth_set_value, METH_FASTCALL,
-     "set_value(index, value)\n--\n\n"
+     "set_value($self, index, value, /)\n--\n\n"
      "Write one slot. A secondary tile is promoted first, an implicit tile becomes a\n"
-     "primary tile (unless the value is 0); RuntimeError for an invalid, pending or\n"
-     "pinned tile."},
+     "primary tile (unless the value is 0). Raises IndexError for an index out of\n"
+     "range, TypeError for a value the dtype cannot hold, RuntimeError for an\n"
+     "invalid, pending or pinned tile."},
     {"_is_mutable", sw_carrier_meth_intrinsic_mutable, METH_NOARGS,
-     "_is_mutable()\n--\n\nWhether the primary was mutable when this was built."},
+     "_is_mutable($self, /)\n--\n\nWhether the primary was mutable when this was built."},
     {"tile_state", te_tile_state, METH_O,
-     "tile_state(coord)\n--\n\n"
-     "Where tile `coord` lives now: a TileState with location (\"primary\",\n"
-     "\"secondary\", \"implicit\" or \"invalid\"), valid and dirty."},
+     "tile_state($self, coord, /)\n--\n\n"
+     "Where tile `coord` (a tuple of ints, one per grid axis) lives now: a\n"
+     "TileState with location (\"primary\", \"secondary\", \"implicit\" or\n"
+     "\"invalid\"), valid and dirty. Raises TypeError for a coordinate that is\n"
+     "not an iterable of ints, ValueError for one outside the grid, RuntimeError\n"
+     "for a released carrier."},
     {"promote_async", te_promote_async, METH_O,
-     "promote_async(tiles)\n--\n\n"
+     "promote_async($self, tiles, /)\n--\n\n"
      "Start bringing `tiles` (a TileSet or TileSelection) into the primary tier;\n"
-     "returns an AwaitResidency. All tiles move or none do. Raises RuntimeError\n"
-     "for a released carrier, a tile with unfinished work, or an invalid tile."},
+     "returns an AwaitResidency. All tiles move or none do. Raises TypeError\n"
+     "when `tiles` is neither, ValueError for tiles outside the grid,\n"
+     "RuntimeError for a released carrier, a tile with unfinished work, or an\n"
+     "invalid tile."},
     {"evict_async", te_evict_async, METH_O,
-     "evict_async(tiles)\n--\n\n"
-     "Start moving the primary tiles among `tiles` to the secondary tier; returns\n"
-     "an AwaitResidency. All tiles move or none do."},
+     "evict_async($self, tiles, /)\n--\n\n"
+     "Start moving the primary tiles among `tiles` (a TileSet or TileSelection)\n"
+     "to the secondary tier; returns an AwaitResidency. All tiles move or none\n"
+     "do. Raises TypeError when `tiles` is neither, ValueError for tiles outside\n"
+     "the grid, RuntimeError for a released carrier or a tile with unfinished\n"
+     "work."},
     {"promote", te_promote, METH_O,
-     "promote(tiles)\n--\n\npromote_async(tiles).wait()."},
-    {"evict", te_evict, METH_O, "evict(tiles)\n--\n\nevict_async(tiles).wait()."},
+     "promote($self, tiles, /)\n--\n\n"
+     "Bring `tiles` into the primary tier and wait: promote_async(tiles).wait()."},
+    {"evict", te_evict, METH_O, "evict($self, tiles, /)\n--\n\n"
+     "Move `tiles` to the secondary tier and wait: evict_async(tiles).wait()."},
     {"project", (PyCFunction)(void (*)(void))sw_tiled_project, METH_FASTCALL | METH_KEYWORDS,
-     "project(tensor, selection, destination=None)\n--\n\n"
+     "project($self, tensor, selection, destination=None)\n--\n\n"
      "Start copying the tiles `selection` picks out of `tensor` (a full Tensor\n"
      "over this carrier) into a dense Tensor on `destination` (a carrier of the\n"
      "primary's class; a new one when None). Returns an AwaitProjection whose\n"
@@ -1111,20 +1123,22 @@ static PyMethodDef te_methods[] = {
      "wrong argument type, ValueError for a tensor that does not cover the tiles\n"
      "or a selection outside the grid, RuntimeError for released or busy tiles."},
     {"release", te_release, METH_NOARGS,
-     "release()\n--\n\n"
+     "release($self, /)\n--\n\n"
      "Free every tile and both tiers. Raises RuntimeError while projection or\n"
      "residency work is unfinished. Doing it twice does nothing."},
     {"new_like", (PyCFunction)(void (*)(void))te_new_like, METH_VARARGS | METH_KEYWORDS,
-     "new_like(values, *, mutable=True, dtype=None)\n--\n\n"
+     "new_like($self, values, *, mutable=True, dtype=None)\n--\n\n"
      "A TiledEvictable of the same grid, tiles and policy holding `values` (exactly\n"
      "size() of them) in a new primary; all-zero tiles become implicit."},
     {"allocate_like", (PyCFunction)(void (*)(void))te_allocate_like,
      METH_VARARGS | METH_KEYWORDS,
-     "allocate_like(size, *, mutable=True, dtype=None, empty=False)\n--\n\n"
+     "allocate_like($self, size, *, mutable=True, dtype=None, empty=False)\n--\n\n"
      "A TiledEvictable of the same grid, tiles and policy; every tile is an\n"
      "implicit zero, or invalid when empty."},
     {"__init_subclass__", (PyCFunction)(void (*)(void))te_init_subclass,
-     METH_VARARGS | METH_KEYWORDS | METH_CLASS, "TiledEvictable is closed."},
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     "__init_subclass__($type, /, *args, **kwargs)\n--\n\n"
+     "TiledEvictable cannot be subclassed: defining a subclass raises TypeError."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1158,6 +1172,13 @@ PyTypeObject SwTiledEvictable_Type = {
               "ownership of both tiers. Move tiles with promote/evict; copy some out\n"
               "with project. Values never move with move(): that raises\n"
               "NotImplementedError.\n\n"
+              "Raises TypeError for a tier that is not a carrier (or is an Evictable or\n"
+              "TiledEvictable), tiers of different dtypes or a dtype a tier cannot\n"
+              "store, shapes that are not iterables of ints, or a residency_policy\n"
+              "without a callable plan;\n"
+              "ValueError for the same carrier twice, an empty or non-positive shape,\n"
+              "shapes of different lengths, or a tier that is neither empty nor the\n"
+              "whole logical size; RuntimeError for a released or owned tier.\n\n"
               "    te = TiledEvictable(CPU(16), CPU(0), (2, 2), (2, 2))",
     .tp_traverse = te_traverse,
     .tp_clear = te_clear,
@@ -1174,7 +1195,8 @@ PyTypeObject SwAwaitResidency_Type = {
     .tp_basicsize = sizeof(SwAwaitObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "The result of promote_async/evict_async: wait() returns None once every\n"
-              "tile has moved, or raises why none did.",
+              "tile has moved, or raises why none did. Made by those methods; calling\n"
+              "AwaitResidency raises TypeError.",
     .tp_base = &SwAwaitResult_Type,
 };
 
@@ -1184,7 +1206,8 @@ PyTypeObject SwAwaitProjection_Type = {
     .tp_basicsize = sizeof(SwAwaitObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "The result of TiledEvictable.project: wait() returns the projected\n"
-              "Tensor (the same object every time), or raises why it failed.",
+              "Tensor (the same object every time), or raises why it failed. Made by\n"
+              "project; calling AwaitProjection raises TypeError.",
     .tp_base = &SwAwaitResult_Type,
 };
 

@@ -584,7 +584,7 @@ static void gather_dealloc(PyObject *self)
 
 static PyMethodDef gather_methods[] = {
     {"backward", gather_backward, METH_O,
-     "backward(gradient)\n--\n\n"
+     "backward($self, gradient, /)\n--\n\n"
      "The source's gradient: a Tensor with the source's offset and layout over a\n"
      "new TiledEvictable whose tiles are implicit zeros except those the projected\n"
      "values came from, which hold the gradient's values."},

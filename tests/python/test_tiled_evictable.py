@@ -709,7 +709,9 @@ def test_signatures_are_readable():
 
     assert list(inspect.signature(TE).parameters) == [
         "primary", "secondary", "grid_shape", "tile_shape", "residency_policy"]
+    # an unbound method descriptor shows self first, as CPython's own do
     assert list(inspect.signature(TE.project).parameters) == [
-        "tensor", "selection", "destination"]
+        "self", "tensor", "selection", "destination"]
+    assert str(inspect.signature(TE.promote_async)) == "(self, tiles, /)"
     for f in [TE.promote_async, TE.evict_async, TileSet, TileSelection, ResidencyPlan]:
         inspect.signature(f)

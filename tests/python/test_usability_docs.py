@@ -85,7 +85,8 @@ CHECKED = public_callables_and_docs()
 def not_constructible(cls):
     """Classes users never call: their instances come from strideweave."""
     return cls in (sw.DType, sw.DTypeCategory, sw.SimpleDType, sw.CompoundDType,
-                   sw.AwaitResult, sw.AwaitMove)
+                   sw.AwaitResult, sw.AwaitMove, sw.AwaitResidency, sw.AwaitProjection,
+                   sw.BlockDeviceCarrier)
 
 
 def test_the_walk_covers_the_api():
@@ -290,6 +291,21 @@ ERRORS = [
     ("unregister missing", KeyError,
      lambda: mv.unregister_move_operation(sw.Generic, sw.Metal)),
     ("handle construct", TypeError, lambda: sw.AwaitMove()),
+    ("residency handle construct", TypeError, lambda: sw.AwaitResidency()),
+    ("projection handle construct", TypeError, lambda: sw.AwaitProjection()),
+    # block devices and tiles
+    ("block carrier construct", TypeError, lambda: sw.BlockDeviceCarrier()),
+    ("block device path kind", TypeError, lambda: sw.BlockDevice(3)),
+    ("block device not a device", ValueError, lambda: sw.BlockDevice(str(ROOT))),
+    ("tile set kind", TypeError, lambda: sw.TileSet([(0.5,)])),
+    ("tile set ranks", ValueError, lambda: sw.TileSet([(0,), (0, 1)])),
+    ("tile selection empty axis", ValueError, lambda: sw.TileSelection(([],))),
+    ("plan overlap", ValueError,
+     lambda: sw.ResidencyPlan(promote=sw.TileSet([(0,)]), evict=sw.TileSet([(0,)]))),
+    ("tiled closed class", TypeError,
+     lambda: type("Mine", (sw.TiledEvictable,), {})),
+    ("tiled grid", ValueError,
+     lambda: sw.TiledEvictable(sw.CPU(4), sw.CPU(0), (2,), (2,)).promote(sw.TileSet([(3,)]))),
     # the extension interface
     ("provider callable", TypeError, lambda: ext.StorageProvider(*([1] * 6))),
     ("definition storage", TypeError, lambda: ext.CarrierDefinition(3)),
@@ -299,6 +315,11 @@ ERRORS = [
     ("defined twice", TypeError, _define_twice),
     ("definition-free args", TypeError, lambda: type("P", (sw.Carrier,), {})(3)),
 ]
+
+
+def test_block_device_carrier_construction_points_to_allocate():
+    with pytest.raises(TypeError, match=r"BlockDevice\(path\)\.allocate"):
+        sw.BlockDeviceCarrier()
 
 
 def _message(exc_type, action):

@@ -1,4 +1,6 @@
-"""Block devices as carrier storage (contract-carriers, section 4)."""
+"""Block devices as carrier storage: BlockDevice opens a block-special node
+and allocates BlockDeviceCarrier extents of Float32 slots on it; values move
+between them and CPU carriers."""
 
 from strideweave._C import (
     BlockDevice,
