@@ -51,6 +51,40 @@ from strideweave import CPU, Evictable, FileBacked, Layout, Shape, Stride, Tenso
 CHUNK = 8 << 20
 
 
+def flat_tensor(n, fill):
+    """A Float32 CPU tensor of n slots filled through NumPy (outside timing)."""
+    t = Tensor(CPU(n, empty=True), 0, Layout(Shape(n), Stride(1)))
+    a = np.from_dlpack(t)
+    a[:] = fill
+    del a  # a move releases the carrier: no view may outlive it
+    return t
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def pwrite_all(fd, buf, base=0):
+    mv = memoryview(buf).cast("B")
+    off = 0
+    while off < len(mv):
+        end = min(off + CHUNK, len(mv))
+        off += os.pwrite(fd, mv[off:end], base + off)
+
+
+def preadv_all(fd, buf, base=0):
+    mv = memoryview(buf).cast("B")
+    off = 0
+    while off < len(mv):
+        end = min(off + CHUNK, len(mv))
+        got = os.preadv(fd, [mv[off:end]], base + off)
+        if got == 0:
+            raise OSError("unexpected end of file")
+        off += got
+
+
 class Table:
     def __init__(self, nbytes):
         self.nbytes = nbytes
