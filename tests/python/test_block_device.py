@@ -886,3 +886,36 @@ def test_b10_user_operations_and_async_moves_refused_before_effects(dev):
     with pytest.raises(ValueError, match="BlockDeviceCarrier"):
         mv.register_move_operation(sw.BlockDeviceCarrier, sw.BlockDeviceCarrier, Mine)
     assert mv.dispatch_move(sw.BlockDeviceCarrier, sw.BlockDeviceCarrier) is sw.ElementwiseMoveOperation
+
+
+# ---- audit: B-7 release while device work is in flight ------------------------------
+
+def test_b7_release_during_a_pending_block_move_refuses_then_completes(dev):
+    # The move is held queued (pending) on the worker pool: release of either
+    # participant is refused with RuntimeError and changes nothing; once the
+    # move runs, the destination holds the values and the source is released.
+    n = 1 << 18
+    src = sw.CPU(n)
+    src[n - 1] = 3.5
+    dst = dev.allocate(n, empty=True)
+    out = []
+    _C._hold_moves(True)
+    try:
+        t = threading.Thread(target=lambda: out.append(
+            sw.CpuToBlockDeviceMoveOperation().forward(flat(src), dst)))
+        t.start()
+        while dst.is_mutable():  # pending from submission on
+            pass
+        for carrier in (dst, src):
+            with pytest.raises(RuntimeError, match="pending"):
+                carrier.release()
+        with pytest.raises(RuntimeError, match="pending"):
+            dst[0] = 1.0
+        assert not dst.is_released() and dst.extent_bytes > 0 and not src.is_released()
+    finally:
+        _C._hold_moves(False)
+    t.join(timeout=60)
+    assert not t.is_alive() and out and out[0].carrier is dst
+    assert dst[n - 1] == 3.5 and src.is_released() and dst.version == 0
+    dst.release()
+    assert dst.extent_bytes == 0
