@@ -919,3 +919,42 @@ def test_b7_release_during_a_pending_block_move_refuses_then_completes(dev):
     assert dst[n - 1] == 3.5 and src.is_released() and dst.version == 0
     dst.release()
     assert dst.extent_bytes == 0
+
+
+# ---- audit: base rules on BlockDeviceCarrier (C-5, C-6, C-11, C-15) ---------------------
+
+def test_c5_write_check_order_on_a_block_carrier(dev):
+    frozen = dev.allocate(2, mutable=False)
+    live = dev.allocate(2)
+    with pytest.raises(TypeError):
+        frozen["0"] = 1.0        # index type before mutability
+    with pytest.raises(RuntimeError, match="not mutable|immutable"):
+        frozen[5] = 1.0          # mutability before range
+    with pytest.raises(IndexError):
+        live[5] = "x"            # range before normalization
+    live.release()
+    with pytest.raises(RuntimeError, match="released"):
+        live["0"] = "x"          # released first
+    assert frozen.version == 0 and live.version == 0 and not dev.is_faulted()
+
+
+def test_c6_c11_c15_block_carrier_surface_after_release(dev):
+    c = dev.allocate(3)
+    assert c.supports_storage_dtype(D.Float32)
+    assert not c.supports_storage_dtype(D.Int32) and not c.supports_storage_dtype(D.Bool)
+    with pytest.raises(TypeError):
+        c.supports_storage_dtype("Float32")
+    c[0] = 1.0
+    c.release()
+    assert (c.size(), c.dtype(), c.version, c.is_released()) == (0, D.Float32, 1, True)
+    assert c.supports_storage_dtype(D.Float32) and not c.is_owned()
+    with pytest.raises(BufferError, match="DLPack is not supported"):
+        c.dlpack_info()
+    with pytest.raises(RuntimeError, match="released"):
+        c[0]
+    with pytest.raises(ValueError):
+        c.allocate_like(-1)
+    with pytest.raises(TypeError):
+        c.allocate_like(1.5)
+    e = c.allocate_like(2, empty=True)
+    assert e.size() == 2 and e.device is dev and e.version == 0

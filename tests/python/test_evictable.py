@@ -813,3 +813,27 @@ def test_e9_primary_tier_error_and_empty_results():
     gc.collect()
     assert _C._live_bytes() == live  # the fresh tiers were released
     assert not e.primary.is_released() and e.primary.is_owned()
+
+
+# ---- audit: base rules on Evictable (C-5, C-17) -------------------------------------------
+
+
+def test_c5_evicted_refusal_comes_before_every_argument_check():
+    e = Evictable(cpu_values([1.0]), FileBacked())
+    e.evict()
+    for write in (lambda: e.__setitem__("0", "x"), lambda: e.set_value(99, 1.0)):
+        with pytest.raises(RuntimeError, match=r"promote\(\)"):
+            write()
+    e.promote()
+    with pytest.raises(TypeError):
+        e["0"] = 1.0
+    with pytest.raises(IndexError):
+        e[5] = "x"
+    assert e.version == 0 and e[0] == 1.0
+
+
+def test_c17_scatter_is_not_implemented():
+    e = Evictable(cpu_values([1.0]), CPU(1))
+    with pytest.raises(NotImplementedError):
+        e.scatter(e, e, None)
+    assert e[0] == 1.0
