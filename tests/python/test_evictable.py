@@ -837,3 +837,24 @@ def test_c17_scatter_is_not_implemented():
     with pytest.raises(NotImplementedError):
         e.scatter(e, e, None)
     assert e[0] == 1.0
+
+
+def _metal_or_skip(n):
+    try:
+        return sw.Metal(n)
+    except RuntimeError as e:  # no MPS device on this host
+        pytest.skip(f"needs a Metal (MPS) device: {e}")
+
+
+def test_e10_metal_tier_needs_registered_edges_both_ways():
+    m = _metal_or_skip(2)
+    g = Generic([1.0, 2.0])
+    for p, s in ((m, g), (g, m)):  # Generic<->Metal has only the elementwise fallback
+        with pytest.raises(NotImplementedError, match="Metal"):
+            Evictable(p, s)
+    assert not m.is_owned() and not g.is_owned()
+    m[1] = 4.0
+    e = Evictable(m, CPU(2))  # CPU<->Metal are registered
+    e.evict()
+    e.promote()
+    assert e[1] == 4.0 and type(e.primary) is sw.Metal
