@@ -96,28 +96,43 @@ static const char *bdc_unavailable(PyObject *self)
     return NULL;
 }
 
-/* One slot under the device lock; the state is checked again there. */
+/* One slot under the device lock; the state is checked again there. B-9:
+ * waiting for a contended lock releases the GIL, so another thread may
+ * release this carrier meanwhile (bdc_drop zeroes the extent under the
+ * same lock): the extent and the index are read only once the lock is
+ * held, and a carrier released meanwhile fails instead of touching a
+ * range that may already belong to another carrier. */
 static int slot_io(PyObject *self, int64_t index, void *slot, int writing)
 {
-    sw_blockdev *d = BDEV(BDC(self)->device)->dev;
-    int64_t offset = BDC(self)->offset_bytes + index * SLOT_BYTES;
+    SwBlockDeviceCarrierObject *c = BDC(self);
+    sw_blockdev *d = BDEV(c->device)->dev;
     sw_error err;
     sw_status st;
+    int refused = 1; /* a preflight refusal: no transfer started (B-5) */
     dev_lock(d);
-    if (sw_blockdev_is_faulted(d))
+    int64_t offset = c->offset_bytes + index * SLOT_BYTES;
+    if (sw_blockdev_is_faulted(d)) {
         st = sw_error_set(&err, SW_ESTATE, "%s", bdc_unavailable(self));
-    else if (writing)
-        st = sw_blockdev_write_locked(d, slot, SLOT_BYTES, offset, &err);
-    else
-        st = sw_blockdev_read_locked(d, slot, SLOT_BYTES, offset, &err);
+    } else if (index >= c->nslots) {
+        st = sw_error_set(&err, SW_ESTATE,
+                          "this BlockDeviceCarrier was released by another thread: its "
+                          "storage is gone");
+    } else {
+        refused = 0;
+        st = writing ? sw_blockdev_write_locked(d, slot, SLOT_BYTES, offset, &err)
+                     : sw_blockdev_read_locked(d, slot, SLOT_BYTES, offset, &err);
+    }
     dev_unlock(d);
-    return st == SW_OK ? 0 : sw_py_raise(&err);
+    if (st == SW_OK)
+        return 0;
+    sw_py_raise(&err);
+    return refused ? -2 : -1;
 }
 
 static PyObject *bdc_load(PyObject *self, int64_t index)
 {
     float v;
-    if (slot_io(self, index, &v, 0) < 0)
+    if (slot_io(self, index, &v, 0) != 0)
         return NULL;
     return sw_py_load_slot(SW_DT_FLOAT32, &v);
 }
@@ -128,9 +143,10 @@ static int bdc_store(PyObject *self, int64_t index, const void *slot)
 {
     float v;
     memcpy(&v, slot, SLOT_BYTES);
-    if (slot_io(self, index, &v, 1) == 0)
+    int rc = slot_io(self, index, &v, 1);
+    if (rc == 0)
         return 0;
-    if (!sw_py_carrier_in_transfer(self))
+    if (rc == -1 && !sw_py_carrier_in_transfer(self))
         ((SwCarrierObject *)self)->version++;
     return -1;
 }
@@ -144,15 +160,20 @@ static int bdc_supports(sw_dtype dtype)
 static void bdc_drop(PyObject *self)
 {
     SwBlockDeviceCarrierObject *c = BDC(self);
-    if (c->extent_bytes > 0) {
-        sw_blockdev *d = BDEV(c->device)->dev;
-        dev_lock(d);
+    if (!c->device)
+        return;
+    /* B-9: the extent is read and zeroed under the lock. Waiting for it
+     * releases the GIL, so a second release or a slot access of this
+     * carrier may run meanwhile; they must see either the whole extent or
+     * none, never free or touch a range twice. */
+    sw_blockdev *d = BDEV(c->device)->dev;
+    dev_lock(d);
+    if (c->extent_bytes > 0)
         sw_blockdev_free_locked(d, c->offset_bytes);
-        dev_unlock(d);
-    }
     c->offset_bytes = 0;
     c->extent_bytes = 0;
     c->nslots = 0;
+    dev_unlock(d);
 }
 
 const sw_carrier_ops sw_block_device_carrier_ops = {

@@ -642,3 +642,319 @@ def test_b7_no_leak_over_many_carriers(dev):
     gc.collect()
     assert _C._live_bytes() == before
     assert dev.allocate(dev.capacity_bytes // 4, empty=True).device_offset_bytes == 0
+
+
+# ---- audit: B-3 check order ------------------------------------------------------
+
+@pytest.mark.parametrize("args, kw, exc", [
+    ((-1,), {"mutable": 1}, ValueError),              # size before the flags
+    ((2**62,), {"mutable": 1}, OverflowError),        # byte overflow before the flags
+    ((1,), {"mutable": 1, "empty": None}, TypeError),  # mutable before empty
+    ((1,), {"empty": None, "dtype": "x"}, TypeError),  # empty before dtype
+    ((1,), {"dtype": D.Int32}, ValueError),
+])
+def test_b3_arguments_are_checked_before_the_device_state(loop_device, args, kw, exc):
+    d = sw.BlockDevice(loop_device)
+    d.close()  # a closed device still reports the argument error first
+    with pytest.raises(exc):
+        d.allocate(*args, **kw)
+    with pytest.raises(RuntimeError, match="closed"):
+        d.allocate(1)
+    assert d.is_closed() and not d.is_faulted()
+
+
+# ---- audit: B-6 what a fault poisons ------------------------------------------------
+
+@needs_faults
+def test_b6_fault_poisons_every_data_path_but_not_queries(dev):
+    c = dev.allocate(2)
+    c[0] = 2.0
+    spare = dev.allocate(1)
+    _C._fault_inject("pwrite", 0, 1)
+    try:
+        with pytest.raises(OSError):
+            c[1] = 3.0
+    finally:
+        _C._fault_clear()
+    assert dev.is_faulted() and c.version == 2
+    dst = cpu_of([5.0, 6.0])
+    refused = [
+        lambda: c[0], lambda: c.get_value(0), lambda: c.set_value(0, 1.0),
+        lambda: flat(c).tolist(), lambda: flat(c)[0],
+        lambda: sw.BlockDeviceToCpuMoveOperation().forward(flat(c), dst),
+        lambda: sw.CpuToBlockDeviceMoveOperation().forward(flat(cpu_of([1.0])), spare),
+        lambda: dev.allocate(1), lambda: dev.allocate(0), lambda: spare.new_like([1.0]),
+        lambda: spare.allocate_like(1, empty=True),
+    ]
+    for call in refused:
+        with pytest.raises(RuntimeError, match="faulted"):
+            call()
+    # nothing moved, nothing released, no version advanced
+    assert not c.is_released() and dst[0] == 5.0 and not dst.is_released()
+    assert c.version == 2 and spare.version == 0 and spare.is_mutable()
+    # allocate's argument errors come first (B-3); for slot access the
+    # fault is a state check like "released" (C-4 check 1), before the index
+    with pytest.raises(ValueError):
+        dev.allocate(-1)
+    with pytest.raises(RuntimeError, match="faulted"):
+        c[5]
+    # queries, DLPack's refusal, release and close still work
+    assert (c.size(), c.dtype(), c.device, c.is_mutable()) == (2, D.Float32, dev, True)
+    assert c.extent_bytes == dev.allocation_alignment and c.supports_storage_dtype(D.Float32)
+    with pytest.raises(BufferError, match="DLPack is not supported"):
+        c.dlpack_info()
+    c.release()
+    spare.release()
+    assert c.extent_bytes == 0 and c.is_released()
+    del c, spare
+    gc.collect()
+    assert dev.close() is None
+    assert dev.is_closed() and dev.is_faulted()  # a fault is for good
+
+
+@needs_faults
+def test_b6_failed_read_faults_too(dev):
+    c = dev.allocate(2)
+    _C._fault_inject("pread", 0, 1)
+    try:
+        with pytest.raises(OSError):
+            c[0]
+    finally:
+        _C._fault_clear()
+    assert dev.is_faulted() and c.version == 0  # a read never counts
+
+
+# ---- audit: B-8 __exit__ -------------------------------------------------------------
+
+def test_b8_exit_propagates_a_close_failure_over_the_body_exception(loop_device):
+    d = sw.BlockDevice(loop_device)
+    keep = d.allocate(1)
+    with pytest.raises(RuntimeError, match="still alive") as info:
+        with d:
+            raise KeyError("body")
+    assert isinstance(info.value.__context__, KeyError)
+    assert not d.is_closed()
+    keep[0] = 1.0  # the device is still usable
+    del keep
+    gc.collect()
+    d.close()
+
+
+# ---- audit: B-9 serialization ----------------------------------------------------------
+
+def test_b9_release_racing_slot_writes_never_touches_a_reused_range(dev):
+    # A slot write waiting for the device lock (held GIL-free by a big
+    # zero-fill) must re-check its carrier under the lock: if another thread
+    # released it meanwhile and the range went to a new carrier, the write
+    # fails instead of landing in the new carrier.
+    stop = threading.Event()
+
+    def churn():
+        while not stop.is_set():
+            dev.allocate(1 << 20).release()  # 4 MiB zero-filled with the lock held
+
+    bg = threading.Thread(target=churn)
+    bg.start()
+    stray, errors = 0, []
+    try:
+        for _ in range(150):
+            c = dev.allocate(4)
+
+            def writer(c=c):
+                try:
+                    while True:
+                        c[1] = 7.0
+                except RuntimeError:
+                    pass  # released: the only way out
+                except Exception as e:  # pragma: no cover - reported below
+                    errors.append(e)
+
+            ws = [threading.Thread(target=writer) for _ in range(3)]
+            for w in ws:
+                w.start()
+            offset = c.device_offset_bytes
+            c.release()
+            n = dev.allocate(4)  # zero-filled, usually over the same range
+            for w in ws:
+                w.join(timeout=60)
+                assert not w.is_alive()
+            if n.device_offset_bytes == offset and n[1] != 0.0:
+                stray += 1
+            n.release()
+    finally:
+        stop.set()
+        bg.join()
+    assert errors == [] and stray == 0
+
+
+def test_b9_many_threads_allocate_free_write_and_move_without_deadlock(dev):
+    n_big = 1 << 17  # 512 KiB: moves run on the worker pool, fills drop the GIL
+    errors, kept = [], []
+
+    def work(k):
+        try:
+            for j in range(6):
+                c = dev.allocate(1 + (k * 7 + j) % 200, empty=bool(j % 2))
+                c[0] = float(k)
+                src = sw.CPU(n_big)
+                src[n_big - 1] = float(j)
+                on_dev = sw.CpuToBlockDeviceMoveOperation().forward(
+                    flat(src), dev.allocate(n_big, empty=True))
+                like = c.new_like([float(j)] * 3)
+                back = sw.BlockDeviceToCpuMoveOperation().forward(on_dev, sw.CPU(n_big))
+                assert back.carrier[n_big - 1] == float(j) and c[0] == float(k)
+                assert like[2] == float(j)
+                if j % 2:
+                    c.release()
+                else:
+                    kept.append((c, float(k)))
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in ts), "a thread is stuck: deadlock"
+    assert errors == []
+    live = sorted((c.device_offset_bytes, c.extent_bytes) for c, _ in kept)
+    for (s1, l1), (s2, _) in zip(live, live[1:]):
+        assert s1 + l1 <= s2
+    assert all(c[0] == v for c, v in kept) and not dev.is_faulted()
+
+
+def test_b9_concurrent_releases_retire_the_extent_once(dev):
+    # Releases that wait for the lock (held GIL-free by a big zero-fill on
+    # another thread) read the extent under it: the first retires it, the
+    # others find nothing. Read outside the lock, a late one would retire
+    # offset 0 (the zeroed field), which belongs to `guard`.
+    guard = dev.allocate(1)
+    assert guard.device_offset_bytes == 0
+    stop = threading.Event()
+
+    def churn():
+        while not stop.is_set():
+            dev.allocate(1 << 20).release()
+
+    bg = threading.Thread(target=churn)
+    bg.start()
+    try:
+        for _ in range(100):
+            c = dev.allocate(1)
+            barrier = threading.Barrier(4)
+
+            def rel(c=c):
+                barrier.wait()
+                c.release()
+
+            ts = [threading.Thread(target=rel) for _ in range(4)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join(timeout=60)
+            assert c.is_released() and not any(t.is_alive() for t in ts)
+            probe = dev.allocate(1)
+            assert probe.device_offset_bytes != 0, "guard's range was retired twice"
+            probe.release()
+    finally:
+        stop.set()
+        bg.join()
+    assert guard.extent_bytes == dev.allocation_alignment and not dev.is_faulted()
+
+
+# ---- audit: B-10 -----------------------------------------------------------------------
+
+def test_b10_user_operations_and_async_moves_refused_before_effects(dev):
+    class Mine(sw.MoveOperation):
+        def _copy(self, tensor, destination, output, element_count):  # pragma: no cover
+            raise AssertionError("never reached")
+
+    src = cpu_of([1.0, 2.0])
+    dst = dev.allocate(2)
+    dst[1] = 4.0
+    for attempt in (lambda: Mine().forward(flat(src), dst),
+                    lambda: Mine().forward(flat(dst), sw.CPU(2)),
+                    lambda: sw.move_async(flat(dst), sw.CPU(2))):
+        with pytest.raises(NotImplementedError, match="BlockDeviceCarrier moves only"):
+            attempt()
+    assert not src.is_released() and not dst.is_released() and dst[1] == 4.0
+    assert dst.version == 1 and dst.is_mutable() and src.is_mutable()
+    assert mv.dispatch_move(sw.CPU, sw.BlockDeviceCarrier) is sw.ElementwiseMoveOperation
+    with pytest.raises(ValueError, match="BlockDeviceCarrier"):
+        mv.unregister_move_operation(sw.CPU, sw.BlockDeviceCarrier)
+    with pytest.raises(ValueError, match="BlockDeviceCarrier"):
+        mv.register_move_operation(sw.BlockDeviceCarrier, sw.BlockDeviceCarrier, Mine)
+    assert mv.dispatch_move(sw.BlockDeviceCarrier, sw.BlockDeviceCarrier) is sw.ElementwiseMoveOperation
+
+
+# ---- audit: B-7 release while device work is in flight ------------------------------
+
+def test_b7_release_during_a_pending_block_move_refuses_then_completes(dev):
+    # The move is held queued (pending) on the worker pool: release of either
+    # participant is refused with RuntimeError and changes nothing; once the
+    # move runs, the destination holds the values and the source is released.
+    n = 1 << 18
+    src = sw.CPU(n)
+    src[n - 1] = 3.5
+    dst = dev.allocate(n, empty=True)
+    out = []
+    _C._hold_moves(True)
+    try:
+        t = threading.Thread(target=lambda: out.append(
+            sw.CpuToBlockDeviceMoveOperation().forward(flat(src), dst)))
+        t.start()
+        while dst.is_mutable():  # pending from submission on
+            pass
+        for carrier in (dst, src):
+            with pytest.raises(RuntimeError, match="pending"):
+                carrier.release()
+        with pytest.raises(RuntimeError, match="pending"):
+            dst[0] = 1.0
+        assert not dst.is_released() and dst.extent_bytes > 0 and not src.is_released()
+    finally:
+        _C._hold_moves(False)
+    t.join(timeout=60)
+    assert not t.is_alive() and out and out[0].carrier is dst
+    assert dst[n - 1] == 3.5 and src.is_released() and dst.version == 0
+    dst.release()
+    assert dst.extent_bytes == 0
+
+
+# ---- audit: base rules on BlockDeviceCarrier (C-5, C-6, C-11, C-15) ---------------------
+
+def test_c5_write_check_order_on_a_block_carrier(dev):
+    frozen = dev.allocate(2, mutable=False)
+    live = dev.allocate(2)
+    with pytest.raises(TypeError):
+        frozen["0"] = 1.0        # index type before mutability
+    with pytest.raises(RuntimeError, match="not mutable|immutable"):
+        frozen[5] = 1.0          # mutability before range
+    with pytest.raises(IndexError):
+        live[5] = "x"            # range before normalization
+    live.release()
+    with pytest.raises(RuntimeError, match="released"):
+        live["0"] = "x"          # released first
+    assert frozen.version == 0 and live.version == 0 and not dev.is_faulted()
+
+
+def test_c6_c11_c15_block_carrier_surface_after_release(dev):
+    c = dev.allocate(3)
+    assert c.supports_storage_dtype(D.Float32)
+    assert not c.supports_storage_dtype(D.Int32) and not c.supports_storage_dtype(D.Bool)
+    with pytest.raises(TypeError):
+        c.supports_storage_dtype("Float32")
+    c[0] = 1.0
+    c.release()
+    assert (c.size(), c.dtype(), c.version, c.is_released()) == (0, D.Float32, 1, True)
+    assert c.supports_storage_dtype(D.Float32) and not c.is_owned()
+    with pytest.raises(BufferError, match="DLPack is not supported"):
+        c.dlpack_info()
+    with pytest.raises(RuntimeError, match="released"):
+        c[0]
+    with pytest.raises(ValueError):
+        c.allocate_like(-1)
+    with pytest.raises(TypeError):
+        c.allocate_like(1.5)
+    e = c.allocate_like(2, empty=True)
+    assert e.size() == 2 and e.device is dev and e.version == 0

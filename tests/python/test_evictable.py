@@ -582,3 +582,279 @@ def test_transitions_from_many_threads_keep_the_values():
         t.join()
     assert errors == []
     assert [(e[0], e[1]) for e in es] == [(float(i), float(i + 1)) for i in range(16)]
+
+
+# ---- audit: E-1 check order, every failure leaves both tiers as they were -------
+
+
+def _routeless_definition_backed(n):
+    class Bytes(sw.Carrier):
+        pass
+    sw.register_carrier_definition(Bytes, CarrierDefinition(_bytes_storage()))
+    return Bytes(n, dtype=F)
+
+
+def _owned(c):
+    c._claim_ownership()
+    return c
+
+
+def _released(c):
+    c.release()
+    return c
+
+
+def _e1_cases():
+    # (name, build() -> (primary, secondary), exception, message fragment);
+    # each case also fails a later check, so it shows which check runs first
+    return [
+        ("1-primary-before-secondary", lambda: (1, "x"), TypeError, "primary"),
+        ("1-secondary", lambda: (cpu_values([1.0]), "x"), TypeError, "secondary"),
+        ("3-before-4", lambda: (lambda c: (c, c))(_released(CPU(2))), ValueError, "different"),
+        ("4-primary-before-secondary",
+         lambda: (_released(CPU(2)), _released(CPU(2))), RuntimeError, "primary"),
+        ("4-before-5", lambda: (_released(CPU(2)), _owned(CPU(2))), RuntimeError, "released"),
+        ("4-secondary", lambda: (cpu_values([1.0]), _released(CPU(2))), RuntimeError,
+         "secondary"),
+        ("5-primary-before-secondary", lambda: (_owned(CPU(2)), _owned(CPU(2))),
+         RuntimeError, "primary"),
+        ("5-before-6", lambda: (cpu_values([1.0]), _owned(CPU(2, dtype=I32))),
+         RuntimeError, "owned"),
+        ("6-before-7", lambda: (cpu_values([1.0]), CPU(2, dtype=I32, mutable=False)),
+         TypeError, "dtype"),
+        ("7-before-8", lambda: (CPU(0), CPU(2, mutable=False)), RuntimeError, "not mutable"),
+        ("8-before-9", lambda: (CPU(0), _routeless_definition_backed(2)), ValueError, "empty"),
+        ("9-primary-edge", lambda: (_routeless_definition_backed(2), CPU(2)),
+         NotImplementedError, "Bytes"),
+    ]
+
+
+@pytest.mark.parametrize("case", _e1_cases(), ids=lambda c: c[0])
+def test_e1_check_order_and_no_claim_on_failure(case):
+    _, build, exc, fragment = case
+    p, s = build()
+    tiers = [t for t in (p, s) if isinstance(t, sw.Carrier)]
+    before = [(t.is_owned(), t.is_released(), t.version) for t in tiers]
+    with pytest.raises(exc, match=fragment):
+        Evictable(p, s)
+    assert [(t.is_owned(), t.is_released(), t.version) for t in tiers] == before
+    for t in tiers:  # a tier that was free before is still claimable
+        if not t.is_owned() and not t.is_released():
+            t._relinquish_ownership(t._claim_ownership())
+
+
+def test_e1_block_device_tier_comes_after_the_carrier_check(loop_device):
+    # E-1 check 1 for both tiers runs before check 2
+    dev = sw.BlockDevice(loop_device)
+    b = dev.allocate(2)
+    with pytest.raises(TypeError, match="secondary must be a Carrier"):
+        Evictable(b, 1)
+    assert not b.is_owned()
+    del b
+    gc.collect()
+    dev.close()
+
+
+# ---- audit: E-4 / E-5 -------------------------------------------------------------
+
+
+def test_e4_captured_mutability_survives_transitions():
+    e = Evictable(CPU(2, mutable=False), CPU(2))
+    e.evict()
+    e.promote()
+    assert e.is_mutable() is False and e._is_mutable() is False
+    assert e.primary.is_owned()
+    with pytest.raises(RuntimeError):
+        e[0] = 1.0
+    assert e.version == 0
+
+
+def _session_files():
+    probe = FileBacked()
+    directory = probe.path.parent
+    probe.release()
+    return {p.name for p in directory.iterdir()}
+
+
+@pytest.mark.parametrize("site, exc", [("alloc", MemoryError), ("open", OSError),
+                                       ("truncate", OSError)])
+def test_e5_failing_secondary_allocation_on_evict(site, exc):
+    if not _C._fault_injection_enabled():
+        pytest.skip("needs the fault-injection build (make test builds it)")
+    e = Evictable(cpu_values([1.0, 2.0, 3.0]), FileBacked())  # the empty secondary is replaced
+    e[1] = -2.0
+    before, files = state(e), _session_files()
+    _C._fault_inject(site, 0, 1)
+    try:
+        with pytest.raises(exc):
+            e.evict()
+    finally:
+        _C._fault_clear()
+    assert state(e) == before and e.secondary.size() == 0
+    assert [e[i] for i in range(3)] == [1.0, -2.0, 3.0]
+    assert _session_files() == files  # no temporary file left behind
+    e.evict()
+    e.promote()
+    assert [e[i] for i in range(3)] == [1.0, -2.0, 3.0] and e.version == before[3]
+
+
+def test_e5_failing_copy_on_promote_disposes_the_fresh_primary():
+    if not _C._fault_injection_enabled():
+        pytest.skip("needs the fault-injection build (make test builds it)")
+    e = Evictable(cpu_values([float(i) for i in range(64)]), FileBacked())
+    e.evict()
+    gc.collect()
+    before, live = state(e), _C._live_bytes()
+    _C._fault_inject("pread", 0, 1)
+    try:
+        with pytest.raises(OSError):
+            e.promote()
+    finally:
+        _C._fault_clear()
+    gc.collect()
+    assert state(e) == before and e.is_evicted()
+    assert _C._live_bytes() == live  # the fresh CPU primary was freed
+    e.promote()
+    assert [e[i] for i in range(64)] == [float(i) for i in range(64)]
+
+
+# ---- audit: E-7 DLPack in both residencies ------------------------------------------
+
+
+def test_e7_every_dlpack_entry_point_refuses_in_both_states():
+    torch = pytest.importorskip("torch")
+    e = Evictable(cpu_values([1.0, 2.0]), CPU(2))
+    t = flat(e)
+    for _ in range(2):
+        before = state(e)
+        for call in (t.__dlpack_device__, t.__dlpack__, e.dlpack_info,
+                     lambda: np.from_dlpack(t), lambda: torch.from_dlpack(t)):
+            with pytest.raises(BufferError, match="Evictable"):
+                call()
+        assert state(e) == before
+        e.evict()
+
+
+# ---- audit: E-8 release and collection ----------------------------------------------
+
+
+def test_e8_release_under_owner_access():
+    p = cpu_values([1.0])
+    e = Evictable(p, FileBacked())
+    token = e._claim_ownership()
+    e._begin_owner_access(token)
+    assert e.release() is None
+    e._end_owner_access(token)
+    assert e.is_released() and p.is_released() and not p.is_owned()
+    e._relinquish_ownership(token)
+
+
+def test_e8_collection_restores_intrinsic_mutability_only():
+    p, s = CPU(2, mutable=False), CPU(2)
+    Evictable(p, s)
+    gc.collect()
+    assert not p.is_owned() and not s.is_owned()
+    assert p.is_mutable() is False and s.is_mutable() is True
+    assert not p.is_released() and not s.is_released()
+
+
+def test_e8_collection_of_an_evicted_hierarchy_leaves_the_secondary_readable():
+    p = cpu_values([3.0, 4.0])
+    e = Evictable(p, CPU(2))
+    e.evict()
+    s = e.secondary
+    del e
+    gc.collect()
+    assert p.is_released() and not p.is_owned()  # the move released it
+    assert not s.is_owned() and not s.is_released() and s.is_mutable()
+    assert [s[0], s[1]] == [3.0, 4.0]
+
+
+def test_e8_released_hierarchy_refuses_access_and_factories_still_work():
+    e = Evictable(cpu_values([1.0, 2.0]), FileBacked())
+    e.release()
+    for op in (lambda: e[0], lambda: e.get_value(0), lambda: e.set_value(0, 1.0),
+               e.evict, e.promote):
+        with pytest.raises(RuntimeError):
+            op()
+    n = e.new_like([9.0])
+    assert type(n) is Evictable and n[0] == 9.0 and e.version == 0
+
+
+# ---- audit: E-9 factories -------------------------------------------------------------
+
+
+def test_e9_new_hierarchy_owns_fresh_tiers():
+    e = Evictable(cpu_values([1.0, 2.0]), FileBacked())
+    a = e.allocate_like(3, mutable=False)
+    assert a.primary is not e.primary and a.secondary is not e.secondary
+    assert a.primary.is_owned() and a.secondary.is_owned() and not a.is_owned()
+    assert a.secondary.size() == 0 and a.is_mutable() is False
+    assert [a[i] for i in range(3)] == [0.0, 0.0, 0.0]
+    a.evict()
+    assert a.secondary.size() == 3 and a.secondary.is_owned()
+    a.promote()
+    assert a.secondary.is_released() and [a[i] for i in range(3)] == [0.0, 0.0, 0.0]
+
+
+def test_e9_primary_tier_error_and_empty_results():
+    fb = FileBacked()
+    fb._allocate(2)
+    e = Evictable(fb, CPU(2))
+    with pytest.raises(ValueError, match="FileBacked"):
+        e.allocate_like(2, dtype=B)  # the primary's own refusal
+    with pytest.raises(TypeError):
+        e.new_like(5)
+    gc.collect()
+    live = _C._live_bytes()
+    for make in (lambda: e.new_like([]), lambda: e.allocate_like(0)):
+        with pytest.raises(ValueError, match="empty"):  # E-1 check 8 on the result
+            make()
+    gc.collect()
+    assert _C._live_bytes() == live  # the fresh tiers were released
+    assert not e.primary.is_released() and e.primary.is_owned()
+
+
+# ---- audit: base rules on Evictable (C-5, C-17) -------------------------------------------
+
+
+def test_c5_evicted_refusal_comes_before_every_argument_check():
+    e = Evictable(cpu_values([1.0]), FileBacked())
+    e.evict()
+    for write in (lambda: e.__setitem__("0", "x"), lambda: e.set_value(99, 1.0)):
+        with pytest.raises(RuntimeError, match=r"promote\(\)"):
+            write()
+    e.promote()
+    with pytest.raises(TypeError):
+        e["0"] = 1.0
+    with pytest.raises(IndexError):
+        e[5] = "x"
+    assert e.version == 0 and e[0] == 1.0
+
+
+def test_c17_scatter_is_not_implemented():
+    e = Evictable(cpu_values([1.0]), CPU(1))
+    with pytest.raises(NotImplementedError):
+        e.scatter(e, e, None)
+    assert e[0] == 1.0
+
+
+def _metal_or_skip(n):
+    try:
+        return sw.Metal(n)
+    except RuntimeError as e:  # no MPS device on this host
+        pytest.skip(f"needs a Metal (MPS) device: {e}")
+
+
+def test_e10_metal_tier_needs_registered_edges_both_ways():
+    m = _metal_or_skip(2)
+    g = Generic([1.0, 2.0])
+    for p, s in ((m, g), (g, m)):  # Generic<->Metal has only the elementwise fallback
+        with pytest.raises(NotImplementedError, match="Metal"):
+            Evictable(p, s)
+    assert not m.is_owned() and not g.is_owned()
+    m[1] = 4.0
+    e = Evictable(m, CPU(2))  # CPU<->Metal are registered
+    e.evict()
+    e.promote()
+    assert e[1] == 4.0 and type(e.primary) is sw.Metal
