@@ -276,3 +276,44 @@ def test_te13_factories_keep_the_policy_and_use_an_empty_secondary():
     a = te.allocate_like(4)
     assert a.residency_policy is pol and a.grid_shape == (2,) and a.tile_shape == (2,)
     assert te.new_like([0, 0, 1, 0], dtype=I32).dtype() is I32
+
+
+# ---- TE-10 order of the checks ----------------------------------------------------------------
+
+class CountingPolicy:
+    def __init__(self):
+        self.calls = 0
+
+    def plan(self, required, purpose):
+        self.calls += 1
+        return ResidencyPlan()
+
+
+def projection_case():
+    pol = CountingPolicy()
+    te = TE(cpu_values([float(i) for i in range(8)]), CPU(0), (2, 2), (1, 2),
+            residency_policy=pol)
+    return te, pol, sw.Tensor(te, 0, sw.Layout(sw.Shape([2, 4]), sw.Stride([1, 2])))
+
+
+def test_te10_checks_in_order_and_the_policy_runs_last():
+    te, pol, t = projection_case()
+    sel = TileSelection([[1], [0, 1]])
+    released = CPU(8, dtype=I32)
+    released.release()
+    bad_layout = sw.Tensor(te, 0, sw.Layout(sw.Shape([2, 4]), sw.Stride([4, 1])))
+    cases = [
+        (lambda: te.project(bad_layout, TileSet()), ValueError),           # TE-3 first
+        (lambda: te.project(t, TileSet([(0, 0)]), destination="x"), TypeError),
+        (lambda: te.project(t, TileSelection([[2], [0]]), destination="x"), ValueError),
+        (lambda: te.project(t, sel, destination=released), RuntimeError),  # before dtype
+        (lambda: te.project(t, sel, destination=CPU(1, mutable=False)), RuntimeError),
+        (lambda: te.project(t, sel, destination=CPU(1, dtype=I32)), TypeError),  # before size
+        (lambda: te.project(t, sel, destination=CPU(3)), ValueError),
+    ]
+    for call, exc in cases:
+        with pytest.raises(exc):
+            call()
+    assert pol.calls == 0  # no refusal reached the policy
+    assert states(te) == [("primary", False)] * 4 and te.version == 0
+    assert te.project(t, sel).wait().carrier.size() == 4 and pol.calls == 1
