@@ -22,6 +22,11 @@
 #include "sw_tiled.h"
 #include "sw_extension.h"
 #include "sw_move.h"
+#include "strideweave/blockdev.h"
+
+/* Copies this small stay on this thread with the GIL held: releasing and
+ * retaking it would cost more than the copy (the same bound as move()). */
+#define GIL_FREE_BYTES ((size_t)64 << 10)
 
 static PyObject *str_copy;
 
@@ -83,6 +88,50 @@ static int run_copy(PyObject *op, PyObject *tensor, PyObject *src, PyObject *dst
     return -1;
 }
 
+/* The shipped operations' _copy is the C transfer move() itself runs
+ * without calling _copy (py_move.c, submit): do the same for exact
+ * built-in tiers, sparing the per-tile Tensors and method call. 1 when
+ * done, 0 when the pair is not described in C (call _copy), -1 on error.
+ * The GIL is released for big copies and block devices (whose lock a pool
+ * thread may hold); both carriers are pending meanwhile. */
+static int run_builtin(PyObject *op_type, PyObject *src, PyObject *dst, PyObject *layout)
+{
+    sw_route_kind kind = sw_py_move_route_kind((PyTypeObject *)op_type);
+    if (kind == SW_ROUTE_PYTHON)
+        return 0;
+    sw_transfer t;
+    int64_t extents[SW_COPY_MAX_DIMS], strides[SW_COPY_MAX_DIMS];
+    int c = sw_py_move_describe(src, 0, SwLayout_CORE(layout), dst, kind == SW_ROUTE_BULK, &t,
+                                extents, strides);
+    if (c <= 0)
+        return c;
+    if (CARRIER_PENDING(src) || CARRIER_PENDING(dst)) {
+        PyErr_SetString(PyExc_RuntimeError, "a tile's storage is pending in another move");
+        return -1;
+    }
+    struct sw_blockdev *dev = sw_py_block_device_core(src);
+    if (!dev)
+        dev = sw_py_block_device_core(dst);
+    sw_error err;
+    sw_status st;
+    ((SwCarrierObject *)src)->pending |= SW_PENDING_SOURCE;
+    ((SwCarrierObject *)dst)->pending |= SW_PENDING_DESTINATION;
+    if (dev) {
+        Py_BEGIN_ALLOW_THREADS
+        st = sw_blockdev_transfer(dev, &t, &err);
+        Py_END_ALLOW_THREADS
+    } else if ((size_t)t.cosize * t.itemsize <= GIL_FREE_BYTES) {
+        st = sw_transfer_run(&t, &err);
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        st = sw_transfer_run(&t, &err);
+        Py_END_ALLOW_THREADS
+    }
+    ((SwCarrierObject *)dst)->pending &= ~SW_PENDING_DESTINATION;
+    ((SwCarrierObject *)src)->pending &= ~SW_PENDING_SOURCE;
+    return st == SW_OK ? 1 : sw_py_raise(&err);
+}
+
 /* What a move's commit checks of its destination: still live, still big
  * enough for the span. */
 static int check_result(PyObject *dst, int64_t n)
@@ -109,11 +158,19 @@ int sw_tiled_transfer_tile(PyObject *src, PyObject *dst, int64_t n)
     Py_INCREF(src);
     Py_INCREF(dst);
     PyObject *op_type = resolve_operation(src, dst);
-    PyObject *op = op_type ? PyObject_CallNoArgs(op_type) : NULL;
-    PyObject *layout = op ? sw_py_flat_layout(n) : NULL;
+    PyObject *layout = op_type ? sw_py_flat_layout(n) : NULL;
+    int done = layout ? run_builtin(op_type, src, dst, layout) : -1;
+    if (done != 0) {
+        Py_XDECREF(layout);
+        Py_XDECREF(op_type);
+        Py_DECREF(dst);
+        Py_DECREF(src);
+        return done < 0 ? -1 : 0;
+    }
+    PyObject *op = PyObject_CallNoArgs(op_type);
     /* Building the Tensors may call Python size hooks: they run before the
      * pending marks, and run_copy re-reads the pending state after them. */
-    PyObject *tensor = layout ? sw_py_tensor_new1(src, 0, layout) : NULL;
+    PyObject *tensor = op ? sw_py_tensor_new1(src, 0, layout) : NULL;
     PyObject *output = tensor ? sw_py_tensor_new1(dst, 0, layout) : NULL;
     PyObject *count = output ? PyLong_FromLongLong(n) : NULL;
     int rc = -1;

@@ -221,3 +221,15 @@ def test_te7_cpu_and_file_backed_tiers_round_trip(secondary):
     te[5] = 99.0
     te.evict(every)
     assert te[5] == 99.0 and te.version == 1
+
+
+def test_te7_a_registered_cpu_pair_replaces_the_built_in_copy(recording):
+    # (CPU, CPU) has no built-in entry: registering one sends CPU tiles through it
+    values = [float(i) for i in range(8)]
+    te = TE(cpu_values(values), CPU(0), (2,), (4,))
+    te.evict(TileSet([(0,)]))
+    with registered_move_operation(CPU, CPU, Recording):
+        te.promote(TileSet([(0,)]))
+    assert len(recording.calls) == 1 and recording.calls[0]["count"] == 4
+    assert type(recording.calls[0]["destination"]) is CPU
+    assert slots(te) == values
