@@ -37,6 +37,34 @@ static const char *cname(PyObject *o)
     return _PyType_Name(Py_TYPE(o));
 }
 
+static int is_block(PyObject *c)
+{
+    return Py_TYPE(c) == &SwBlockDeviceCarrier_Type;
+}
+
+/* A BlockDeviceCarrier moves only through the block operation of its exact
+ * pair with CPU (B-10): the registry has no entry for it and its elementwise
+ * fallback refuses at execution. That operation is the pair's movement. */
+static PyObject *block_operation(PyObject *src, PyObject *dst)
+{
+    if (is_block(src) && Py_TYPE(dst) == &SwCPU_Type)
+        return (PyObject *)&SwBlockDeviceToCpu_Type;
+    if (is_block(dst) && Py_TYPE(src) == &SwCPU_Type)
+        return (PyObject *)&SwCpuToBlockDevice_Type;
+    return NULL;
+}
+
+int sw_tiled_transfer_applies(PyObject *src, PyObject *dst)
+{
+    /* Definition-backed tiers move through TransferRoutes and providers,
+     * not wired here yet; a BlockDeviceCarrier paired with anything but
+     * CPU has no movement at all (B-10). Both keep the slot copy, so such
+     * tiers stay usable (our decision). */
+    if (SW_DEFINED(src) || SW_DEFINED(dst))
+        return 0;
+    return !(is_block(src) || is_block(dst)) || block_operation(src, dst) != NULL;
+}
+
 /* The legacy operation class for the exact pair (strong reference), after
  * row 9 of the movement checks (pinned classes, a missing _copy). */
 static PyObject *resolve_operation(PyObject *src, PyObject *dst)
@@ -44,6 +72,8 @@ static PyObject *resolve_operation(PyObject *src, PyObject *dst)
     sw_route route;
     if (sw_py_route_resolve(Py_TYPE(src), Py_TYPE(dst), &route) < 0)
         return NULL;
+    if (block_operation(src, dst))
+        route.op_type = block_operation(src, dst);
     /* Definition-free pairs never resolve to a TransferRoute; the check
      * keeps a provider route from being run as a legacy operation. */
     if (route.route) {

@@ -17,8 +17,9 @@
  * tile[0]-long runs strided over the logical shape, TE-2), and a move's
  * transfer covers a layout's whole cosize span, which would take in other
  * tiles' slots: those copies stay C loops (memcpy for host tiers, else the
- * tiers' slot access). Definition-backed tiers also keep the slot loop
- * (their TransferRoutes run through providers, not yet wired here). Tiles
+ * tiers' slot access). Definition-backed tiers, and a BlockDeviceCarrier
+ * paired with anything but CPU, also keep the slot loop (see
+ * sw_tiled_transfer_applies). Tiles
  * taking part in a request are
  * `pending`, tiles a projection reads are `pinned`; both refuse writes and
  * new requests until the work is terminal. */
@@ -137,7 +138,7 @@ int sw_tiled_copy_tile(PyObject *self, int64_t t, PyObject *dst)
     }
     if (!src)
         return 0; /* implicit zero: the fresh storage is already zeroed */
-    if (!te->tiles[t].full && !SW_DEFINED(src) && !SW_DEFINED(dst))
+    if (!te->tiles[t].full && sw_tiled_transfer_applies(src, dst))
         return sw_tiled_transfer_tile(src, dst, te->geo.tile_size);
     const unsigned char *sb = sw_tiled_host_base(src);
     unsigned char *db = (unsigned char *)sw_tiled_host_base(dst);

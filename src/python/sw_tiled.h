@@ -95,6 +95,8 @@ void sw_tiled_commit_tile(PyObject *self, int64_t t, PyObject *store, int loc);
  * the exact pair's legacy movement, without releasing `src`
  * (py_tile_transfer.c). 0 / -1. */
 int sw_tiled_transfer_tile(PyObject *src, PyObject *dst, int64_t n);
+/* Whether that movement exists for the pair (else the slot copy). */
+int sw_tiled_transfer_applies(PyObject *src, PyObject *dst);
 int sw_tile_transfer_init(PyObject *module);
 /* Release a private tile carrier (errors reported as unraisable). */
 void sw_tiled_drop_store(PyObject *self, PyObject *store);

@@ -11,6 +11,7 @@ import strideweave as sw
 from strideweave import CPU, FileBacked, MoveOperation
 from strideweave.carriers.move import dispatch_move, registered_move_operation
 
+from loop_device import loop_device  # noqa: F401 (fixture)
 from tiled_helpers import F, cpu_values, slots, states
 
 TE, TileSet = sw.TiledEvictable, sw.TileSet
@@ -233,3 +234,28 @@ def test_te7_a_registered_cpu_pair_replaces_the_built_in_copy(recording):
     assert len(recording.calls) == 1 and recording.calls[0]["count"] == 4
     assert type(recording.calls[0]["destination"]) is CPU
     assert slots(te) == values
+
+
+def test_te7_block_device_tiers_move_through_the_block_operations(loop_device):  # noqa: F811
+    # B-10: CPU <-> BlockDeviceCarrier moves only through its block operations
+    # (no registry entry, the elementwise fallback refuses); a pair of two
+    # block carriers has no movement and keeps the slot copy.
+    dev = sw.BlockDevice(loop_device)
+    values = [float(i) for i in range(32)]
+    every = TileSet([(i,) for i in range(4)])
+    for primary in (cpu_values(values), dev.allocate(32)):
+        if type(primary) is not CPU:
+            for i, v in enumerate(values):
+                primary[i] = v
+        te = TE(primary, dev.allocate(0), (4,), (8,))
+        for _ in range(2):
+            te.evict(every)
+            assert te.secondary_tiles == every and slots(te) == values
+            te.promote(every)
+            assert te.primary_tiles == every and slots(te) == values
+        te.release()
+    del te, primary
+    import gc
+
+    gc.collect()
+    dev.close()
