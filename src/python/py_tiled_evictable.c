@@ -10,10 +10,17 @@
  * indexed by within-tile position. Residency requests stage every copy in
  * fresh storage first and commit all records together with no Python code
  * in between, so a failure anywhere leaves every tile as it was (TE-7).
- * Copies are C loops: memcpy for host tiers (CPU, Generic), else the
- * tiers' own slot access. A tile copy cannot use the tier classes' move
- * (our decision): a move copies a physical span, and a tile's footprint in
- * a full-size tier is not one span. Tiles taking part in a request are
+ * A tile in private storage is one span (tile_size):(1), so its copy runs
+ * the tier classes' exact-pair movement (py_tile_transfer.c), which keeps
+ * the source until the commit. A tile still held in place by a tier that
+ * was full at construction is not one span of that tier (its footprint is
+ * tile[0]-long runs strided over the logical shape, TE-2), and a move's
+ * transfer covers a layout's whole cosize span, which would take in other
+ * tiles' slots: those copies stay C loops (memcpy for host tiers, else the
+ * tiers' slot access). Definition-backed tiers, and a BlockDeviceCarrier
+ * paired with anything but CPU, also keep the slot loop (see
+ * sw_tiled_transfer_applies). Tiles
+ * taking part in a request are
  * `pending`, tiles a projection reads are `pinned`; both refuse writes and
  * new requests until the work is terminal. */
 #include "sw_tiled.h"
@@ -131,6 +138,8 @@ int sw_tiled_copy_tile(PyObject *self, int64_t t, PyObject *dst)
     }
     if (!src)
         return 0; /* implicit zero: the fresh storage is already zeroed */
+    if (!te->tiles[t].full && sw_tiled_transfer_applies(src, dst))
+        return sw_tiled_transfer_tile(src, dst, te->geo.tile_size);
     const unsigned char *sb = sw_tiled_host_base(src);
     unsigned char *db = (unsigned char *)sw_tiled_host_base(dst);
     if (sb && db) {
@@ -1216,7 +1225,8 @@ int sw_py_tiled_evictable_init(PyObject *module)
     str_allocate_like = PyUnicode_InternFromString("allocate_like");
     str_new_like = PyUnicode_InternFromString("new_like");
     str_plan = PyUnicode_InternFromString("plan");
-    if (!str_allocate_like || !str_new_like || !str_plan || sw_tile_sets_init(module) < 0)
+    if (!str_allocate_like || !str_new_like || !str_plan || sw_tile_sets_init(module) < 0 ||
+        sw_tile_transfer_init(module) < 0)
         return -1;
     PyTypeObject *types[] = {&SwTiledEvictable_Type, &SwAwaitResidency_Type,
                              &SwAwaitProjection_Type};

@@ -91,6 +91,13 @@ int sw_tiled_copy_tile(PyObject *self, int64_t t, PyObject *dst);
 /* Replace tile t's storage by `store` (a fresh tile carrier) at `loc`,
  * releasing the storage it replaces when private. */
 void sw_tiled_commit_tile(PyObject *self, int64_t t, PyObject *store, int loc);
+/* Copy the n-slot private tile carrier `src` into the fresh `dst` through
+ * the exact pair's legacy movement, without releasing `src`
+ * (py_tile_transfer.c). 0 / -1. */
+int sw_tiled_transfer_tile(PyObject *src, PyObject *dst, int64_t n);
+/* Whether that movement exists for the pair (else the slot copy). */
+int sw_tiled_transfer_applies(PyObject *src, PyObject *dst);
+int sw_tile_transfer_init(PyObject *module);
 /* Release a private tile carrier (errors reported as unraisable). */
 void sw_tiled_drop_store(PyObject *self, PyObject *store);
 /* Blocking eviction of the unpinned, non-pending tiles of `tile_set` (a

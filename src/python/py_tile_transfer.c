@@ -1,0 +1,229 @@
+/* One tile copy through the tier classes' exact-pair movement (contract-
+ * carriers TE-7; spec: "TiledEvictable's internal transfers between
+ * configured definition-free dependency carriers SHALL use their legacy
+ * exact-pair movement path").
+ *
+ * The source is a tile-sized private carrier (a tile that moved at least
+ * once, or a materialized implicit tile), so the tile is the one span
+ * (tile_size):(1) of it and a move's transfer applies unchanged: the
+ * operation the legacy movement resolves for (type(source), type(fresh)) —
+ * the registered MoveOperation of that exact pair, else the elementwise
+ * fallback — runs its `_copy(tensor, destination, output, element_count)`
+ * on this thread. Unlike move(), nothing here releases the source: the
+ * residency request releases old copies only when the whole set commits
+ * (TE-7), and releases the fresh copies instead when anything fails. No
+ * autograd node is recorded.
+ *
+ * While `_copy` runs both carriers are pending (architecture.md, "Pending
+ * guard") and this thread holds transfer access to them, exactly as in a
+ * move's submission: user code in the hook cannot release or mutate the
+ * source, and only the hook's own writes reach the destination, advancing
+ * no version. */
+#include "sw_tiled.h"
+#include "sw_extension.h"
+#include "sw_move.h"
+#include "strideweave/blockdev.h"
+
+/* Copies this small stay on this thread with the GIL held: releasing and
+ * retaking it would cost more than the copy (the same bound as move()). */
+#define GIL_FREE_BYTES ((size_t)64 << 10)
+
+static PyObject *str_copy;
+
+#define CARRIER_PENDING(o) (((SwCarrierObject *)(o))->pending)
+
+static const char *cname(PyObject *o)
+{
+    return _PyType_Name(Py_TYPE(o));
+}
+
+static int is_block(PyObject *c)
+{
+    return Py_TYPE(c) == &SwBlockDeviceCarrier_Type;
+}
+
+/* A BlockDeviceCarrier moves only through the block operation of its exact
+ * pair with CPU (B-10): the registry has no entry for it and its elementwise
+ * fallback refuses at execution. That operation is the pair's movement. */
+static PyObject *block_operation(PyObject *src, PyObject *dst)
+{
+    if (is_block(src) && Py_TYPE(dst) == &SwCPU_Type)
+        return (PyObject *)&SwBlockDeviceToCpu_Type;
+    if (is_block(dst) && Py_TYPE(src) == &SwCPU_Type)
+        return (PyObject *)&SwCpuToBlockDevice_Type;
+    return NULL;
+}
+
+int sw_tiled_transfer_applies(PyObject *src, PyObject *dst)
+{
+    /* Definition-backed tiers move through TransferRoutes and providers,
+     * not wired here yet; a BlockDeviceCarrier paired with anything but
+     * CPU has no movement at all (B-10). Both keep the slot copy, so such
+     * tiers stay usable (our decision). */
+    if (SW_DEFINED(src) || SW_DEFINED(dst))
+        return 0;
+    return !(is_block(src) || is_block(dst)) || block_operation(src, dst) != NULL;
+}
+
+/* The legacy operation class for the exact pair (strong reference), after
+ * row 9 of the movement checks (pinned classes, a missing _copy). */
+static PyObject *resolve_operation(PyObject *src, PyObject *dst)
+{
+    sw_route route;
+    if (sw_py_route_resolve(Py_TYPE(src), Py_TYPE(dst), &route) < 0)
+        return NULL;
+    if (block_operation(src, dst))
+        route.op_type = block_operation(src, dst);
+    /* Definition-free pairs never resolve to a TransferRoute; the check
+     * keeps a provider route from being run as a legacy operation. */
+    if (route.route) {
+        PyErr_Format(PyExc_NotImplementedError,
+                     "cannot copy a tile from %s to %s through a TransferRoute", cname(src),
+                     cname(dst));
+        return NULL;
+    }
+    PyObject *op_type = Py_NewRef(route.op_type);
+    if (sw_py_move_check_operation((PyTypeObject *)op_type, src, dst) < 0)
+        Py_CLEAR(op_type);
+    return op_type;
+}
+
+/* Run op._copy(tensor, dst, output, n) with both carriers pending and this
+ * thread holding transfer access. 0 / -1. */
+static int run_copy(PyObject *op, PyObject *tensor, PyObject *src, PyObject *dst,
+                    PyObject *output, PyObject *count)
+{
+    if (CARRIER_PENDING(src) || CARRIER_PENDING(dst)) {
+        PyErr_Format(PyExc_RuntimeError, "a tile's %s storage is pending in another move",
+                     CARRIER_PENDING(src) ? cname(src) : cname(dst));
+        return -1;
+    }
+    ((SwCarrierObject *)src)->pending |= SW_PENDING_SOURCE;
+    ((SwCarrierObject *)dst)->pending |= SW_PENDING_DESTINATION;
+    sw_py_carrier_begin_transfer(src);
+    sw_py_carrier_begin_transfer(dst);
+    PyObject *res =
+        PyObject_CallMethodObjArgs(op, str_copy, tensor, dst, output, count, NULL);
+    sw_py_carrier_end_transfer(dst);
+    sw_py_carrier_end_transfer(src);
+    ((SwCarrierObject *)dst)->pending &= ~SW_PENDING_DESTINATION;
+    ((SwCarrierObject *)src)->pending &= ~SW_PENDING_SOURCE;
+    if (!res)
+        return -1;
+    int is_none = res == Py_None;
+    Py_DECREF(res);
+    if (is_none)
+        return 0;
+    PyErr_Format(PyExc_TypeError, "%s._copy must return None", cname(op));
+    return -1;
+}
+
+/* The shipped operations' _copy is the C transfer move() itself runs
+ * without calling _copy (py_move.c, submit): do the same for exact
+ * built-in tiers, sparing the per-tile Tensors and method call. 1 when
+ * done, 0 when the pair is not described in C (call _copy), -1 on error.
+ * The GIL is released for big copies and block devices (whose lock a pool
+ * thread may hold); both carriers are pending meanwhile. */
+static int run_builtin(PyObject *op_type, PyObject *src, PyObject *dst, PyObject *layout)
+{
+    sw_route_kind kind = sw_py_move_route_kind((PyTypeObject *)op_type);
+    if (kind == SW_ROUTE_PYTHON)
+        return 0;
+    sw_transfer t;
+    int64_t extents[SW_COPY_MAX_DIMS], strides[SW_COPY_MAX_DIMS];
+    int c = sw_py_move_describe(src, 0, SwLayout_CORE(layout), dst, kind == SW_ROUTE_BULK, &t,
+                                extents, strides);
+    if (c <= 0)
+        return c;
+    if (CARRIER_PENDING(src) || CARRIER_PENDING(dst)) {
+        PyErr_SetString(PyExc_RuntimeError, "a tile's storage is pending in another move");
+        return -1;
+    }
+    struct sw_blockdev *dev = sw_py_block_device_core(src);
+    if (!dev)
+        dev = sw_py_block_device_core(dst);
+    sw_error err;
+    sw_status st;
+    ((SwCarrierObject *)src)->pending |= SW_PENDING_SOURCE;
+    ((SwCarrierObject *)dst)->pending |= SW_PENDING_DESTINATION;
+    if (dev) {
+        Py_BEGIN_ALLOW_THREADS
+        st = sw_blockdev_transfer(dev, &t, &err);
+        Py_END_ALLOW_THREADS
+    } else if ((size_t)t.cosize * t.itemsize <= GIL_FREE_BYTES) {
+        st = sw_transfer_run(&t, &err);
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        st = sw_transfer_run(&t, &err);
+        Py_END_ALLOW_THREADS
+    }
+    ((SwCarrierObject *)dst)->pending &= ~SW_PENDING_DESTINATION;
+    ((SwCarrierObject *)src)->pending &= ~SW_PENDING_SOURCE;
+    return st == SW_OK ? 1 : sw_py_raise(&err);
+}
+
+/* What a move's commit checks of its destination: still live, still big
+ * enough for the span. */
+static int check_result(PyObject *dst, int64_t n)
+{
+    int64_t size = 0;
+    if (((SwCarrierObject *)dst)->released) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "the fresh %s tile storage was released during the tile copy", cname(dst));
+        return -1;
+    }
+    if (sw_py_carrier_size(dst, &size) < 0)
+        return -1;
+    if (size < n) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "the fresh %s tile storage shrank to %lld slots during the tile copy "
+                     "(needs %lld)", cname(dst), (long long)size, (long long)n);
+        return -1;
+    }
+    return 0;
+}
+
+int sw_tiled_transfer_tile(PyObject *src, PyObject *dst, int64_t n)
+{
+    Py_INCREF(src);
+    Py_INCREF(dst);
+    PyObject *op_type = resolve_operation(src, dst);
+    PyObject *layout = op_type ? sw_py_flat_layout(n) : NULL;
+    int done = layout ? run_builtin(op_type, src, dst, layout) : -1;
+    if (done != 0) {
+        Py_XDECREF(layout);
+        Py_XDECREF(op_type);
+        Py_DECREF(dst);
+        Py_DECREF(src);
+        return done < 0 ? -1 : 0;
+    }
+    PyObject *op = PyObject_CallNoArgs(op_type);
+    /* Building the Tensors may call Python size hooks: they run before the
+     * pending marks, and run_copy re-reads the pending state after them. */
+    PyObject *tensor = op ? sw_py_tensor_new1(src, 0, layout) : NULL;
+    PyObject *output = tensor ? sw_py_tensor_new1(dst, 0, layout) : NULL;
+    PyObject *count = output ? PyLong_FromLongLong(n) : NULL;
+    int rc = -1;
+    if (count && !((SwCarrierObject *)src)->released &&
+        run_copy(op, tensor, src, dst, output, count) == 0)
+        rc = check_result(dst, n);
+    else if (count && !PyErr_Occurred())
+        PyErr_Format(PyExc_RuntimeError, "a tile's %s storage was released before its copy",
+                     cname(src));
+    Py_XDECREF(count);
+    Py_XDECREF(output);
+    Py_XDECREF(tensor);
+    Py_XDECREF(layout);
+    Py_XDECREF(op);
+    Py_XDECREF(op_type);
+    Py_DECREF(dst);
+    Py_DECREF(src);
+    return rc;
+}
+
+int sw_tile_transfer_init(PyObject *module)
+{
+    (void)module;
+    str_copy = PyUnicode_InternFromString("_copy");
+    return str_copy ? 0 : -1;
+}
