@@ -1041,6 +1041,23 @@ void sw_py_carrier_end_owner(PyObject *carrier, int64_t token)
         c->owner_thread = 0;
 }
 
+int sw_py_carrier_release_claimed(PyObject *carrier, int64_t *token)
+{
+    int rc = 0;
+    if (*token && !CARRIER(carrier)->released) {
+        rc = sw_py_carrier_begin_owner(carrier, *token);
+        if (rc == 0) {
+            rc = sw_py_carrier_release(carrier);
+            sw_py_carrier_end_owner(carrier, *token);
+        }
+    }
+    if (rc == 0) {
+        sw_py_carrier_relinquish(carrier, *token);
+        *token = 0;
+    }
+    return rc;
+}
+
 static PyObject *carrier_get_version(PyObject *self, void *closure)
 {
     (void)closure;

@@ -96,32 +96,14 @@ static int ev_supports_self(PyObject *self, sw_dtype dtype)
     return sw_py_carrier_supports_dtype(EV(self)->secondary, d);
 }
 
-/* Release a claimed tier through owner access, then let it go. */
-static int release_tier(PyObject *tier, int64_t *token)
-{
-    int rc = 0;
-    if (*token && !CARRIER(tier)->released) {
-        rc = sw_py_carrier_begin_owner(tier, *token);
-        if (rc == 0) {
-            rc = sw_py_carrier_release(tier);
-            sw_py_carrier_end_owner(tier, *token);
-        }
-    }
-    if (rc == 0) {
-        sw_py_carrier_relinquish(tier, *token);
-        *token = 0;
-    }
-    return rc;
-}
-
 /* E-8: both tiers go. A tier that refuses is reported, not fatal: the
  * hierarchy is released either way. */
 static void ev_drop(PyObject *self)
 {
     SwEvictableObject *e = EV(self);
-    if (release_tier(e->primary, &e->primary_token) < 0)
+    if (sw_py_carrier_release_claimed(e->primary, &e->primary_token) < 0)
         PyErr_WriteUnraisable(self);
-    if (release_tier(e->secondary, &e->secondary_token) < 0)
+    if (sw_py_carrier_release_claimed(e->secondary, &e->secondary_token) < 0)
         PyErr_WriteUnraisable(self);
 }
 
@@ -406,7 +388,7 @@ static int transition(PyObject *self, int evict)
     Py_DECREF(moved);
     if (fresh) {
         int64_t token = sw_py_carrier_claim(dst);
-        if (token < 0 || release_tier(*to, to_token) < 0) {
+        if (token < 0 || sw_py_carrier_release_claimed(*to, to_token) < 0) {
             /* Cannot happen for a carrier fresh from a factory; keep the
              * hierarchy consistent anyway. */
             PyErr_WriteUnraisable(self);

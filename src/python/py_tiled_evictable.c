@@ -471,23 +471,6 @@ static int te_supports_self(PyObject *self, sw_dtype dtype)
     return a <= 0 ? a : sw_py_carrier_supports_dtype(TILED(self)->secondary, d);
 }
 
-static int release_tier(PyObject *tier, int64_t *token)
-{
-    int rc = 0;
-    if (*token && !CARRIER(tier)->released) {
-        rc = sw_py_carrier_begin_owner(tier, *token);
-        if (rc == 0) {
-            rc = sw_py_carrier_release(tier);
-            sw_py_carrier_end_owner(tier, *token);
-        }
-    }
-    if (rc == 0) {
-        sw_py_carrier_relinquish(tier, *token);
-        *token = 0;
-    }
-    return rc;
-}
-
 /* TE-14: every private tile carrier, then both prototypes. */
 static void te_drop(PyObject *self)
 {
@@ -504,9 +487,9 @@ static void te_drop(PyObject *self)
         else
             sw_tiled_drop_store(self, old);
     }
-    if (release_tier(te->primary, &te->primary_token) < 0)
+    if (sw_py_carrier_release_claimed(te->primary, &te->primary_token) < 0)
         PyErr_WriteUnraisable(self);
-    if (release_tier(te->secondary, &te->secondary_token) < 0)
+    if (sw_py_carrier_release_claimed(te->secondary, &te->secondary_token) < 0)
         PyErr_WriteUnraisable(self);
 }
 

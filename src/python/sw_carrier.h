@@ -48,6 +48,10 @@ int64_t sw_py_carrier_claim(PyObject *carrier);
 void sw_py_carrier_relinquish(PyObject *carrier, int64_t token);
 int sw_py_carrier_begin_owner(PyObject *carrier, int64_t token);
 void sw_py_carrier_end_owner(PyObject *carrier, int64_t token);
+/* Release a claimed carrier through owner access, then relinquish it and
+ * zero *token (composites dropping a tier). -1 with an exception when the
+ * release fails; the claim is kept then. */
+int sw_py_carrier_release_claimed(PyObject *carrier, int64_t *token);
 /* The release a move's commit does to its source (see py_carrier.c). */
 int sw_py_carrier_release_moved(PyObject *carrier);
 
