@@ -353,6 +353,27 @@ static int ensure_executor(void)
     return 0;
 }
 
+/* TiledEvictable's residency requests that wait for provider completions
+ * count as moves in flight, so the exit hook waits for their commits
+ * before it stops the waiter threads (TE-8). */
+int sw_py_move_hold_inflight(void)
+{
+    if (closing) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "the interpreter is shutting down; no new transfers can start");
+        return -1;
+    }
+    if (ensure_executor() < 0)
+        return -1;
+    inflight_add(1);
+    return 0;
+}
+
+void sw_py_move_drop_inflight(void)
+{
+    inflight_add(-1);
+}
+
 static int submit_job(move_request *r)
 {
     sw_error err;

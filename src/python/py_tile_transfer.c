@@ -56,33 +56,32 @@ static PyObject *block_operation(PyObject *src, PyObject *dst)
 
 int sw_tiled_transfer_applies(PyObject *src, PyObject *dst)
 {
-    /* Definition-backed tiers move through TransferRoutes and providers,
-     * not wired here yet; a BlockDeviceCarrier paired with anything but
-     * CPU has no movement at all (B-10). Both keep the slot copy, so such
-     * tiers stay usable (our decision). */
+    /* Definition-backed tiers move through their TransferRoutes (or the
+     * fallback their providers allow), resolved as a move would (TE-7,
+     * X-14). A BlockDeviceCarrier paired with anything but CPU has no
+     * movement at all (B-10): it keeps the slot copy so such tiers stay
+     * usable (our decision). */
     if (SW_DEFINED(src) || SW_DEFINED(dst))
-        return 0;
+        return 1;
     return !(is_block(src) || is_block(dst)) || block_operation(src, dst) != NULL;
 }
 
-/* The legacy operation class for the exact pair (strong reference), after
- * row 9 of the movement checks (pinned classes, a missing _copy). */
-static PyObject *resolve_operation(PyObject *src, PyObject *dst)
+/* X-14 for the exact pair, then the B-10 block operation in place of a
+ * legacy one. A TransferRoute comes back in route->route. */
+static int resolve_route(PyObject *src, PyObject *dst, sw_route *route)
 {
-    sw_route route;
-    if (sw_py_route_resolve(Py_TYPE(src), Py_TYPE(dst), &route) < 0)
-        return NULL;
-    if (block_operation(src, dst))
-        route.op_type = block_operation(src, dst);
-    /* Definition-free pairs never resolve to a TransferRoute; the check
-     * keeps a provider route from being run as a legacy operation. */
-    if (route.route) {
-        PyErr_Format(PyExc_NotImplementedError,
-                     "cannot copy a tile from %s to %s through a TransferRoute", cname(src),
-                     cname(dst));
-        return NULL;
-    }
-    PyObject *op_type = Py_NewRef(route.op_type);
+    if (sw_py_route_resolve(Py_TYPE(src), Py_TYPE(dst), route) < 0)
+        return -1;
+    if (!route->route && block_operation(src, dst))
+        route->op_type = block_operation(src, dst);
+    return 0;
+}
+
+/* Row 9 of the movement checks (pinned classes, a missing _copy) on the
+ * legacy operation class (strong reference). */
+static PyObject *checked_operation(PyObject *op_type, PyObject *src, PyObject *dst)
+{
+    Py_INCREF(op_type);
     if (sw_py_move_check_operation((PyTypeObject *)op_type, src, dst) < 0)
         Py_CLEAR(op_type);
     return op_type;
@@ -164,7 +163,7 @@ static int run_builtin(PyObject *op_type, PyObject *src, PyObject *dst, PyObject
 
 /* What a move's commit checks of its destination: still live, still big
  * enough for the span. */
-static int check_result(PyObject *dst, int64_t n)
+int sw_tiled_check_fresh(PyObject *dst, int64_t n)
 {
     int64_t size = 0;
     if (((SwCarrierObject *)dst)->released) {
@@ -183,18 +182,16 @@ static int check_result(PyObject *dst, int64_t n)
     return 0;
 }
 
-int sw_tiled_transfer_tile(PyObject *src, PyObject *dst, int64_t n)
+/* The legacy movement of the pair: the shipped C transfer, else the
+ * operation's _copy with (n):(1) Tensors. */
+static int run_legacy(PyObject *op_type, PyObject *src, PyObject *dst, int64_t n)
 {
-    Py_INCREF(src);
-    Py_INCREF(dst);
-    PyObject *op_type = resolve_operation(src, dst);
+    op_type = checked_operation(op_type, src, dst);
     PyObject *layout = op_type ? sw_py_flat_layout(n) : NULL;
     int done = layout ? run_builtin(op_type, src, dst, layout) : -1;
     if (done != 0) {
         Py_XDECREF(layout);
         Py_XDECREF(op_type);
-        Py_DECREF(dst);
-        Py_DECREF(src);
         return done < 0 ? -1 : 0;
     }
     PyObject *op = PyObject_CallNoArgs(op_type);
@@ -206,7 +203,7 @@ int sw_tiled_transfer_tile(PyObject *src, PyObject *dst, int64_t n)
     int rc = -1;
     if (count && !((SwCarrierObject *)src)->released &&
         run_copy(op, tensor, src, dst, output, count) == 0)
-        rc = check_result(dst, n);
+        rc = sw_tiled_check_fresh(dst, n);
     else if (count && !PyErr_Occurred())
         PyErr_Format(PyExc_RuntimeError, "a tile's %s storage was released before its copy",
                      cname(src));
@@ -215,7 +212,21 @@ int sw_tiled_transfer_tile(PyObject *src, PyObject *dst, int64_t n)
     Py_XDECREF(tensor);
     Py_XDECREF(layout);
     Py_XDECREF(op);
-    Py_XDECREF(op_type);
+    Py_DECREF(op_type);
+    return rc;
+}
+
+int sw_tiled_transfer_tile(PyObject *src, PyObject *dst, int64_t n, PyObject **completion)
+{
+    *completion = NULL;
+    Py_INCREF(src);
+    Py_INCREF(dst);
+    sw_route route;
+    int rc = resolve_route(src, dst, &route);
+    if (rc == 0 && route.route)
+        rc = sw_tiled_route_tile(src, dst, n, &route, completion);
+    if (rc == 0 && !route.route && !*completion)
+        rc = run_legacy(route.op_type, src, dst, n);
     Py_DECREF(dst);
     Py_DECREF(src);
     return rc;
@@ -225,5 +236,5 @@ int sw_tile_transfer_init(PyObject *module)
 {
     (void)module;
     str_copy = PyUnicode_InternFromString("_copy");
-    return str_copy ? 0 : -1;
+    return str_copy ? sw_tile_route_init() : -1;
 }

@@ -128,9 +128,10 @@ static void copy_host(PyObject *self, int64_t t, const unsigned char *src, unsig
         memcpy(dst + (size_t)w * eb, src + (size_t)store_index(self, t, w) * eb, (size_t)run * eb);
 }
 
-int sw_tiled_copy_tile(PyObject *self, int64_t t, PyObject *dst)
+int sw_tiled_copy_tile(PyObject *self, int64_t t, PyObject *dst, PyObject **completion)
 {
     SwTiledEvictableObject *te = TILED(self);
+    *completion = NULL;
     PyObject *src = te->tiles[t].store;
     if (sw_fault_hit("tile_copy")) {
         PyErr_SetString(PyExc_OSError, "injected fault: tile copy failed");
@@ -139,7 +140,7 @@ int sw_tiled_copy_tile(PyObject *self, int64_t t, PyObject *dst)
     if (!src)
         return 0; /* implicit zero: the fresh storage is already zeroed */
     if (!te->tiles[t].full && sw_tiled_transfer_applies(src, dst))
-        return sw_tiled_transfer_tile(src, dst, te->geo.tile_size);
+        return sw_tiled_transfer_tile(src, dst, te->geo.tile_size, completion);
     const unsigned char *sb = sw_tiled_host_base(src);
     unsigned char *db = (unsigned char *)sw_tiled_host_base(dst);
     if (sb && db) {
@@ -222,47 +223,214 @@ static int refuse_busy_tile(PyObject *self, int64_t t, const char *what)
     return -1;
 }
 
-/* Stage and commit the moves of tiles idx[0..n) (the ones needing work),
- * all or nothing. Marks every listed tile pending meanwhile. */
-static int run_residency(PyObject *self, const int64_t *idx, int64_t n, int evict)
+/* One residency request in flight (TE-7, TE-8): the tiles it covers, the
+ * fresh storage staged for each, and the provider completions it still
+ * waits for. The set commits, or is dropped, once, when the last copy is
+ * terminal: on the calling thread when every copy was synchronous, else on
+ * the waiter thread that saw the last completion (GIL held there). */
+typedef struct residency residency;
+
+typedef struct tile_wait {
+    sw_provider_wait w;   /* first: what the waiter threads see */
+    residency *req;
+    PyObject *src;        /* the copy's source, pending until terminal */
+} tile_wait;
+
+struct residency {
+    PyObject *self;
+    PyObject *handle;     /* the AwaitResidency, or NULL for a synchronous caller */
+    int evict;
+    int64_t n, *idx;
+    PyObject **staged;    /* fresh storage per tile, or NULL */
+    tile_wait *waits;     /* per tile; w.completion set when a provider still works */
+    int64_t outstanding;  /* completions not yet terminal (GIL-protected) */
+    PyObject *error;      /* the first failure */
+};
+
+static void residency_free(residency *q)
 {
-    SwTiledEvictableObject *te = TILED(self);
-    PyObject **staged = PyMem_Calloc((size_t)n + 1, sizeof(PyObject *));
-    if (!staged) {
-        PyErr_NoMemory();
-        return -1;
+    for (int64_t i = 0; i < q->n; i++) {
+        Py_XDECREF(q->waits[i].w.completion);
+        Py_XDECREF(q->waits[i].w.error);
+        Py_XDECREF(q->waits[i].src);
     }
-    for (int64_t i = 0; i < n; i++)
-        te->tiles[idx[i]].pending++;
+    Py_XDECREF(q->error);
+    Py_XDECREF(q->handle);
+    Py_DECREF(q->self);
+    PyMem_RawFree(q->waits);
+    PyMem_RawFree(q->staged);
+    PyMem_RawFree(q->idx);
+    PyMem_RawFree(q);
+}
+
+static residency *residency_new(PyObject *self, const int64_t *idx, int64_t n, int evict,
+                                PyObject *handle)
+{
+    residency *q = PyMem_RawCalloc(1, sizeof *q);
+    if (q) {
+        q->idx = PyMem_RawMalloc((size_t)(n + 1) * sizeof(int64_t));
+        q->staged = PyMem_RawCalloc((size_t)n + 1, sizeof(PyObject *));
+        q->waits = PyMem_RawCalloc((size_t)n + 1, sizeof(tile_wait));
+    }
+    if (!q || !q->idx || !q->staged || !q->waits) {
+        if (q) {
+            PyMem_RawFree(q->idx);
+            PyMem_RawFree(q->staged);
+            PyMem_RawFree(q->waits);
+            PyMem_RawFree(q);
+        }
+        PyErr_NoMemory();
+        return NULL;
+    }
+    memcpy(q->idx, idx, (size_t)n * sizeof(int64_t));
+    q->n = n;
+    q->evict = evict;
+    q->self = Py_NewRef(self);
+    q->handle = Py_XNewRef(handle);
+    return q;
+}
+
+static void residency_fail(residency *q, PyObject *exc)
+{
+    if (!q->error)
+        q->error = exc;
+    else
+        Py_XDECREF(exc);
+}
+
+/* Mark every listed tile pending, then stage the copies of the ones
+ * needing work; stops at the first failure (kept in q->error). */
+static void residency_stage(residency *q)
+{
+    SwTiledEvictableObject *te = TILED(q->self);
+    for (int64_t i = 0; i < q->n; i++)
+        te->tiles[q->idx[i]].pending++;
     te->busy++;
-    int rc = 0;
-    for (int64_t i = 0; rc == 0 && i < n; i++) {
-        sw_tile_rec *r = &te->tiles[idx[i]];
-        int needs = evict ? r->loc == SW_TILE_PRIMARY
-                          : (r->loc == SW_TILE_SECONDARY || r->loc == SW_TILE_IMPLICIT);
+    for (int64_t i = 0; !q->error && i < q->n; i++) {
+        sw_tile_rec *r = &te->tiles[q->idx[i]];
+        int needs = q->evict ? r->loc == SW_TILE_PRIMARY
+                             : (r->loc == SW_TILE_SECONDARY || r->loc == SW_TILE_IMPLICIT);
         if (!needs)
             continue;
-        staged[i] = sw_tiled_new_tile_store(self, evict ? te->secondary : te->primary,
-                                            r->loc == SW_TILE_IMPLICIT);
-        rc = staged[i] ? sw_tiled_copy_tile(self, idx[i], staged[i]) : -1;
+        PyObject *src = r->store, *completion = NULL;
+        q->staged[i] = sw_tiled_new_tile_store(q->self, q->evict ? te->secondary : te->primary,
+                                               r->loc == SW_TILE_IMPLICIT);
+        if (!q->staged[i] || sw_tiled_copy_tile(q->self, q->idx[i], q->staged[i],
+                                                &completion) < 0) {
+            residency_fail(q, sw_py_take_exception());
+        } else if (completion) {
+            q->waits[i].w.completion = completion;
+            q->waits[i].src = Py_NewRef(src);
+            q->waits[i].req = q;
+            q->outstanding++;
+        }
+    }
+}
+
+/* The one terminal step: drop the pending marks of provider copies, check
+ * their fresh storage, then commit the whole set or release every fresh
+ * copy. Completes the handle; frees q. Returns 0 / -1 (with the failure
+ * raised) for a synchronous caller. */
+static int residency_finish(residency *q)
+{
+    SwTiledEvictableObject *te = TILED(q->self);
+    for (int64_t i = 0; i < q->n; i++) {
+        if (!q->waits[i].src)
+            continue;
+        sw_tiled_route_unmark(q->waits[i].src, q->staged[i]);
+        if (!q->error && sw_tiled_check_fresh(q->staged[i], te->geo.tile_size) < 0)
+            residency_fail(q, sw_py_take_exception());
     }
     /* tiles may have been released by re-entrant code only through
      * release(), which busy refuses; the records are still ours. */
-    PyObject *exc = rc < 0 ? sw_py_take_exception() : NULL;
-    for (int64_t i = 0; i < n; i++)
-        te->tiles[idx[i]].pending--;
+    for (int64_t i = 0; i < q->n; i++)
+        te->tiles[q->idx[i]].pending--;
     te->busy--;
-    if (rc == 0)
-        for (int64_t i = 0; i < n; i++)
-            if (staged[i])
-                staged[i] = swap_tile(self, idx[i], staged[i],
-                                      evict ? SW_TILE_SECONDARY : SW_TILE_PRIMARY);
-    for (int64_t i = 0; i < n; i++)
-        sw_tiled_drop_store(self, staged[i]);
-    PyMem_Free(staged);
-    if (exc)
-        sw_py_restore_exception(exc);
+    if (!q->error)
+        for (int64_t i = 0; i < q->n; i++)
+            if (q->staged[i])
+                q->staged[i] = swap_tile(q->self, q->idx[i], q->staged[i],
+                                         q->evict ? SW_TILE_SECONDARY : SW_TILE_PRIMARY);
+    for (int64_t i = 0; i < q->n; i++) {
+        sw_tiled_drop_store(q->self, q->staged[i]);
+        q->staged[i] = NULL;
+    }
+    int rc = q->error ? -1 : 0;
+    if (q->handle)
+        sw_py_await_complete(q->handle, q->error ? NULL : Py_None, q->error);
+    else if (q->error)
+        sw_py_restore_exception(Py_NewRef(q->error));
+    residency_free(q);
     return rc;
+}
+
+/* Wait for one completion on this thread. */
+static void wait_here(residency *q, int64_t i)
+{
+    if (sw_tiled_route_wait(q->waits[i].w.completion) < 0)
+        residency_fail(q, sw_py_take_exception());
+    q->outstanding--;
+}
+
+/* On a waiter thread, GIL held, once a provider's wait() returned (TE-8):
+ * the last one commits the set. */
+static void tile_finished(sw_provider_wait *w)
+{
+    residency *q = ((tile_wait *)w)->req;
+    if (w->error)
+        residency_fail(q, Py_NewRef(w->error));
+    if (--q->outstanding > 0)
+        return;
+    residency_finish(q);
+    if (PyErr_Occurred())
+        PyErr_WriteUnraisable(NULL);
+    sw_py_move_drop_inflight();
+}
+
+/* Hand every completion to the waiter threads; the exit hook counts the
+ * request in flight. When no thread can take them, wait here. */
+static void residency_defer(residency *q)
+{
+    if (sw_py_move_hold_inflight() < 0) {
+        residency_fail(q, sw_py_take_exception());
+        for (int64_t i = 0; i < q->n; i++)
+            if (q->waits[i].w.completion)
+                wait_here(q, i);
+        residency_finish(q);
+        PyErr_Clear();
+        return;
+    }
+    /* A waiter may finish (and free q) before this loop ends: count the
+     * entries first, and touch only those not yet handed over. */
+    int64_t n = q->n, left = q->outstanding;
+    tile_wait *waits = q->waits;
+    for (int64_t i = 0; i < n && left > 0; i++) {
+        if (!waits[i].w.completion)
+            continue;
+        left--;
+        waits[i].w.finish = tile_finished;
+        if (sw_py_provider_wait_submit(&waits[i].w) == 0)
+            continue;
+        residency_fail(q, sw_py_take_exception());
+        if (sw_tiled_route_wait(waits[i].w.completion) < 0)
+            PyErr_Clear();
+        tile_finished(&waits[i].w);
+    }
+}
+
+/* Stage and commit the moves of tiles idx[0..n) (the ones needing work),
+ * all or nothing, on this thread: provider completions are waited for
+ * here. Marks every listed tile pending meanwhile. */
+static int run_residency(PyObject *self, const int64_t *idx, int64_t n, int evict)
+{
+    residency *q = residency_new(self, idx, n, evict, NULL);
+    if (!q)
+        return -1;
+    residency_stage(q);
+    for (int64_t i = 0; i < q->n; i++)
+        if (q->waits[i].w.completion)
+            wait_here(q, i);
+    return residency_finish(q);
 }
 
 /* Checks of TE-7, then the request. Returns the linear indices. */
@@ -302,14 +470,20 @@ static PyObject *residency_async(PyObject *self, PyObject *tiles, int evict)
         Py_XDECREF(handle);
         return NULL;
     }
-    /* Every copy here is synchronous, so the handle is terminal on return
-     * (TE-8 allows it); the failure is the handle's, not the call's. */
-    if (run_residency(self, idx, n, evict) < 0) {
+    /* Synchronous copies finish before the handle is returned (TE-8
+     * allows it); provider completions leave it incomplete until the last
+     * one commits the set. The failure is the handle's, not the call's. */
+    residency *q = residency_new(self, idx, n, evict, handle);
+    if (!q) {
         PyObject *exc = sw_py_take_exception();
         sw_py_await_complete(handle, NULL, exc);
         Py_XDECREF(exc);
     } else {
-        sw_py_await_complete(handle, Py_None, NULL);
+        residency_stage(q);
+        if (q->outstanding)
+            residency_defer(q);
+        else
+            residency_finish(q);
     }
     PyMem_Free(idx);
     return handle;

@@ -103,5 +103,10 @@ int sw_py_move_init(PyObject *module);
 /* Whether the caller runs on the thread that commits pool moves: waiting
  * there for an unfinished move would wait forever. */
 int sw_py_move_on_completion_thread(void);
+/* Count a transfer in flight outside move() (a tile set waiting for provider
+ * completions) so that the exit hook waits for it; RuntimeError at exit.
+ * Every successful hold is paired with one drop. */
+int sw_py_move_hold_inflight(void);
+void sw_py_move_drop_inflight(void);
 
 #endif

@@ -87,17 +87,36 @@ int sw_tiled_refuse_released(PyObject *self, const char *what);
 PyObject *sw_tiled_new_tile_store(PyObject *self, PyObject *proto, int zero);
 /* Copy tile t's values from its current storage into `dst` (tile-local
  * positions). */
-int sw_tiled_copy_tile(PyObject *self, int64_t t, PyObject *dst);
+int sw_tiled_copy_tile(PyObject *self, int64_t t, PyObject *dst, PyObject **completion);
 /* Replace tile t's storage by `store` (a fresh tile carrier) at `loc`,
  * releasing the storage it replaces when private. */
 void sw_tiled_commit_tile(PyObject *self, int64_t t, PyObject *store, int loc);
 /* Copy the n-slot private tile carrier `src` into the fresh `dst` through
- * the exact pair's legacy movement, without releasing `src`
- * (py_tile_transfer.c). 0 / -1. */
-int sw_tiled_transfer_tile(PyObject *src, PyObject *dst, int64_t n);
+ * the exact pair's movement (legacy operation, or the definition route),
+ * without releasing `src` (py_tile_transfer.c). 0 / -1. On 0, *completion
+ * may hold a provider's ProviderCompletion still to wait for: both carriers
+ * stay pending until sw_tiled_route_unmark. */
+int sw_tiled_transfer_tile(PyObject *src, PyObject *dst, int64_t n, PyObject **completion);
+/* RuntimeError unless the fresh `dst` is live with at least n slots. */
+int sw_tiled_check_fresh(PyObject *dst, int64_t n);
 /* Whether that movement exists for the pair (else the slot copy). */
 int sw_tiled_transfer_applies(PyObject *src, PyObject *dst);
 int sw_tile_transfer_init(PyObject *module);
+
+/* ---- definition routes (py_tile_route.c) --------------------------------- */
+
+struct sw_route;
+/* The tile copy through route->route (X-9, X-10): 0 done, or with an
+ * incomplete ProviderCompletion in *completion, or with route->route
+ * cleared when prepare answered Unsupported and the fallback is allowed
+ * (the caller then runs route->op_type); -1 on error. */
+int sw_tiled_route_tile(PyObject *src, PyObject *dst, int64_t n, struct sw_route *route,
+                        PyObject **completion);
+/* Drop the pending marks of a copy whose completion is terminal. */
+void sw_tiled_route_unmark(PyObject *src, PyObject *dst);
+/* Wait for `completion` on this thread (synchronous callers). 0 / -1. */
+int sw_tiled_route_wait(PyObject *completion);
+int sw_tile_route_init(void);
 /* Release a private tile carrier (errors reported as unraisable). */
 void sw_tiled_drop_store(PyObject *self, PyObject *store);
 /* Blocking eviction of the unpinned, non-pending tiles of `tile_set` (a

@@ -1,0 +1,180 @@
+/* One tile copy through a definition-backed pair's TransferRoute (contract-
+ * carriers TE-7 "routes if definition-backed", TE-8; X-9, X-10, X-14).
+ *
+ * The tile is the span (tile_size):(1) of its private tile-sized storage,
+ * so the request is the one a public move of that Tensor into the fresh
+ * storage would build: the route's prepare(request) runs with graph
+ * construction off, an Unsupported answer falls back to the elementwise
+ * operation when both providers allow it (else NotImplementedError), and
+ * submit() runs with both carriers pending and this thread holding transfer
+ * access. Unlike move(), the source is never released here: the residency
+ * request releases old copies only when the whole set commits.
+ *
+ * submit() returning None means the fresh storage holds the values now. An
+ * incomplete ProviderCompletion is handed back to the residency request,
+ * which lets the waiter threads wait for it (TE-8); both carriers stay
+ * pending until then, so nothing reads the fresh storage early or touches
+ * the source the provider still reads. */
+#include "sw_tiled.h"
+#include "sw_extension.h"
+#include "sw_move.h"
+
+#define CARRIER(o) ((SwCarrierObject *)(o))
+
+static PyObject *str_wait, *str_done;
+
+static const char *cname(PyObject *o)
+{
+    return _PyType_Name(Py_TYPE(o));
+}
+
+typedef struct carrier_state {
+    int64_t version, owner_token;
+    int released, pending;
+} carrier_state;
+
+static void snapshot(PyObject *c, carrier_state *s)
+{
+    s->version = CARRIER(c)->version;
+    s->owner_token = CARRIER(c)->owner_token;
+    s->released = CARRIER(c)->released;
+    s->pending = CARRIER(c)->pending;
+}
+
+static int same_state(PyObject *c, const carrier_state *s)
+{
+    carrier_state now;
+    snapshot(c, &now);
+    return now.version == s->version && now.owner_token == s->owner_token &&
+           now.released == s->released && now.pending == s->pending;
+}
+
+/* X-9: prepare(request) with graph construction off. 1 with a
+ * PreparedTransfer in *prepared; 0 when Unsupported switched `route` to the
+ * elementwise fallback; -1 otherwise. */
+static int prepare(PyObject *tensor, PyObject *dst, sw_route *route, PyObject **prepared)
+{
+    PyObject *src = ((SwTensorObject *)tensor)->subs[0].carrier;
+    PyObject *id = SW_RECORD_FIELD(route->route, SW_ROUTE_ID);
+    PyObject *provider = SW_RECORD_FIELD(route->route, SW_ROUTE_PROVIDER);
+    carrier_state before_src, before_dst;
+    snapshot(src, &before_src);
+    snapshot(dst, &before_dst);
+    PyObject *request = sw_py_transfer_request_new(tensor, dst);
+    if (!request)
+        return -1;
+    int was = sw_py_grad_enabled();
+    sw_py_set_grad_enabled(0);
+    PyObject *res = PyObject_CallOneArg(SW_RECORD_FIELD(provider, 0), request);
+    sw_py_set_grad_enabled(was);
+    Py_DECREF(request);
+    if (!res)
+        return -1;
+    if (!same_state(src, &before_src) || !same_state(dst, &before_dst)) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "the prepare() of route %R changed a tile's storage; prepare must only "
+                     "inspect the request (submit() does the transfer)", id);
+    } else if (Py_TYPE(res) == &SwPreparedTransfer_Type) {
+        *prepared = res;
+        return 1;
+    } else if (Py_TYPE(res) == &SwUnsupported_Type && route->may_fall_back) {
+        route->route = NULL;
+        route->op_type = (PyObject *)&SwElementwise_Type;
+        Py_DECREF(res);
+        return 0;
+    } else if (Py_TYPE(res) == &SwUnsupported_Type) {
+        PyErr_Format(PyExc_NotImplementedError,
+                     "cannot copy a tile from %s to %s: route %R does not support this "
+                     "request (%S), and the two carriers do not both allow the "
+                     "element-by-element fallback", cname(src), cname(dst), id,
+                     SW_RECORD_FIELD(res, 0));
+    } else {
+        PyErr_Format(PyExc_TypeError,
+                     "the prepare() of route %R must return a PreparedTransfer or "
+                     "Unsupported, not %.100s", id, Py_TYPE(res)->tp_name);
+    }
+    Py_DECREF(res);
+    return -1;
+}
+
+void sw_tiled_route_unmark(PyObject *src, PyObject *dst)
+{
+    CARRIER(dst)->pending &= ~SW_PENDING_DESTINATION;
+    CARRIER(src)->pending &= ~SW_PENDING_SOURCE;
+}
+
+/* X-9/X-10: submit() once with transfer access. 0 when the copy is done
+ * or *completion holds an incomplete-or-not ProviderCompletion (carriers
+ * left pending), -1 on error (carriers unmarked). */
+static int submit(PyObject *prepared, PyObject *src, PyObject *dst, int64_t n,
+                  PyObject **completion)
+{
+    if (CARRIER(src)->released || CARRIER(dst)->released || CARRIER(src)->pending ||
+        CARRIER(dst)->pending) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "a tile's %s storage was released or became pending while its copy "
+                     "was being prepared", cname(src));
+        return -1;
+    }
+    CARRIER(src)->pending |= SW_PENDING_SOURCE;
+    CARRIER(dst)->pending |= SW_PENDING_DESTINATION;
+    sw_py_carrier_begin_transfer(src);
+    sw_py_carrier_begin_transfer(dst);
+    PyObject *res = PyObject_CallNoArgs(SW_RECORD_FIELD(prepared, 0));
+    sw_py_carrier_end_transfer(dst);
+    sw_py_carrier_end_transfer(src);
+    if (res && res != Py_None && sw_py_check_provider_completion(res) == 0) {
+        *completion = res;
+        return 0;
+    }
+    sw_tiled_route_unmark(src, dst);
+    int ok = res == Py_None;
+    Py_XDECREF(res);
+    return ok ? sw_tiled_check_fresh(dst, n) : -1;
+}
+
+int sw_tiled_route_tile(PyObject *src, PyObject *dst, int64_t n, sw_route *route,
+                        PyObject **completion)
+{
+    PyObject *layout = sw_py_flat_layout(n);
+    PyObject *tensor = layout ? sw_py_tensor_new1(src, 0, layout) : NULL;
+    PyObject *prepared = NULL;
+    int rc = tensor ? prepare(tensor, dst, route, &prepared) : -1;
+    if (rc > 0)
+        rc = submit(prepared, src, dst, n, completion);
+    Py_XDECREF(prepared);
+    Py_XDECREF(tensor);
+    Py_XDECREF(layout);
+    return rc;
+}
+
+/* A synchronous caller's wait (a write promoting its tile, a projection):
+ * the provider's wait() on this thread, then `done` must be True. */
+int sw_tiled_route_wait(PyObject *completion)
+{
+    PyObject *r = PyObject_CallMethodNoArgs(completion, str_wait);
+    if (!r)
+        return -1;
+    int bad = r != Py_None;
+    Py_DECREF(r);
+    if (bad) {
+        PyErr_SetString(PyExc_TypeError, "ProviderCompletion.wait() must return None");
+        return -1;
+    }
+    PyObject *done = PyObject_GetAttr(completion, str_done);
+    if (!done)
+        return -1;
+    bad = done != Py_True;
+    Py_DECREF(done);
+    if (bad)
+        PyErr_SetString(PyExc_TypeError,
+                        "ProviderCompletion.done is not True after wait() returned");
+    return bad ? -1 : 0;
+}
+
+int sw_tile_route_init(void)
+{
+    str_wait = PyUnicode_InternFromString("wait");
+    str_done = PyUnicode_InternFromString("done");
+    return str_wait && str_done ? 0 : -1;
+}
