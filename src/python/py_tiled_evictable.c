@@ -298,6 +298,33 @@ static void residency_fail(residency *q, PyObject *exc)
         Py_XDECREF(exc);
 }
 
+static int tile_needs_copy(residency *q, const sw_tile_rec *r)
+{
+    return q->evict ? r->loc == SW_TILE_PRIMARY
+                    : (r->loc == SW_TILE_SECONDARY || r->loc == SW_TILE_IMPLICIT);
+}
+
+/* X-14 up front for definition-backed tiers: a pair with neither a route
+ * nor the fallback both providers allow fails the request before any
+ * storage is allocated or any provider is called. The pair is (the tile's
+ * storage class, the target prototype's class), which the fresh storage
+ * shares; the copy resolves again on the real pair. */
+static int residency_check_routes(residency *q)
+{
+    SwTiledEvictableObject *te = TILED(q->self);
+    PyObject *target = q->evict ? te->secondary : te->primary;
+    for (int64_t i = 0; i < q->n; i++) {
+        sw_tile_rec *r = &te->tiles[q->idx[i]];
+        if (!tile_needs_copy(q, r) || !r->store || r->full ||
+            !(SW_DEFINED(r->store) || SW_DEFINED(target)))
+            continue;
+        sw_route route;
+        if (sw_py_route_resolve(Py_TYPE(r->store), Py_TYPE(target), &route) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* Mark every listed tile pending, then stage the copies of the ones
  * needing work; stops at the first failure (kept in q->error). */
 static void residency_stage(residency *q)
@@ -306,11 +333,11 @@ static void residency_stage(residency *q)
     for (int64_t i = 0; i < q->n; i++)
         te->tiles[q->idx[i]].pending++;
     te->busy++;
+    if (residency_check_routes(q) < 0)
+        residency_fail(q, sw_py_take_exception());
     for (int64_t i = 0; !q->error && i < q->n; i++) {
         sw_tile_rec *r = &te->tiles[q->idx[i]];
-        int needs = q->evict ? r->loc == SW_TILE_PRIMARY
-                             : (r->loc == SW_TILE_SECONDARY || r->loc == SW_TILE_IMPLICIT);
-        if (!needs)
+        if (!tile_needs_copy(q, r))
             continue;
         PyObject *src = r->store, *completion = NULL;
         q->staged[i] = sw_tiled_new_tile_store(q->self, q->evict ? te->secondary : te->primary,
