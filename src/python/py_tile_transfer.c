@@ -18,7 +18,12 @@
  * guard") and this thread holds transfer access to them, exactly as in a
  * move's submission: user code in the hook cannot release or mutate the
  * source, and only the hook's own writes reach the destination, advancing
- * no version. */
+ * no version.
+ *
+ * Definition-backed tiers (TE-7 "or routes if definition-backed") resolve
+ * the pair as a public move does (X-14): a TransferRoute runs through its
+ * provider (py_tile_route.c), else the elementwise fallback when both
+ * providers allow it, else NotImplementedError. */
 #include "sw_tiled.h"
 #include "sw_extension.h"
 #include "sw_move.h"

@@ -17,10 +17,11 @@
  * tile[0]-long runs strided over the logical shape, TE-2), and a move's
  * transfer covers a layout's whole cosize span, which would take in other
  * tiles' slots: those copies stay C loops (memcpy for host tiers, else the
- * tiers' slot access). Definition-backed tiers, and a BlockDeviceCarrier
- * paired with anything but CPU, also keep the slot loop (see
- * sw_tiled_transfer_applies). Tiles
- * taking part in a request are
+ * tiers' slot access). A BlockDeviceCarrier paired with anything but CPU
+ * also keeps the slot loop (see sw_tiled_transfer_applies). Definition-
+ * backed tiers copy through their TransferRoutes (py_tile_route.c); a
+ * provider's incomplete completion keeps the request open until the waiter
+ * threads see it finish (TE-8). Tiles taking part in a request are
  * `pending`, tiles a projection reads are `pinned`; both refuse writes and
  * new requests until the work is terminal. */
 #include "sw_tiled.h"

@@ -86,7 +86,8 @@ int sw_tiled_refuse_released(PyObject *self, const char *what);
  * (tile_size slots, mutable, the dtype). */
 PyObject *sw_tiled_new_tile_store(PyObject *self, PyObject *proto, int zero);
 /* Copy tile t's values from its current storage into `dst` (tile-local
- * positions). */
+ * positions). On 0, *completion may hold a provider's ProviderCompletion
+ * still to wait for (see sw_tiled_transfer_tile). */
 int sw_tiled_copy_tile(PyObject *self, int64_t t, PyObject *dst, PyObject **completion);
 /* Replace tile t's storage by `store` (a fresh tile carrier) at `loc`,
  * releasing the storage it replaces when private. */

@@ -410,3 +410,61 @@ def test_te8_interpreter_exit_with_a_pending_completion(keep_handle):
         atexit.register(gate.set)
     """)
     assert out.strip().splitlines()[-1] == "['secondary', 'primary']"
+
+
+fault = pytest.mark.skipif(not sw._C._fault_injection_enabled(),
+                           reason="needs the fault-injection build")
+
+
+@fault
+def test_te8_fault_after_a_started_completion_waits_for_it_then_changes_nothing():
+    gate = threading.Event()
+    p = Pair(gate=gate)
+    te = evicted(p)
+    before, start = snapshot(te), len(p.sa.carriers("allocate"))
+    sw._C._fault_inject("tile_copy", 1, 1)  # the second tile's copy fails
+    try:
+        h = te.promote_async(tiles(0, 1))
+    finally:
+        sw._C._fault_clear()
+    # The first tile's provider still writes its fresh storage: the request
+    # stays open (nothing released under it) until that completion is done.
+    assert p.ba.submit_count == 1 and not h.done
+    assert snapshot(te) == before
+    gate.set()
+    with pytest.raises(OSError, match="injected"):
+        h.wait()
+    assert snapshot(te) == before and values(te) == VALUES
+    assert all(c.is_released() for c in fresh_since(p.sa, start))
+    te.promote(tiles(0, 1))
+    assert values(te) == VALUES
+
+
+def test_te8_concurrent_requests_from_many_threads_on_separate_tiles():
+    gate = threading.Event()
+    p = Pair(gate=gate, keep=False)
+    many = 8
+    te = TE(filled(p.A, [float(i) for i in range(many * TILE)]), p.B(0, dtype=F), (many,),
+            (TILE,))
+    te.evict(TileSet([(i,) for i in range(many)]))
+    handles, errors = [None] * many, []
+
+    def request(k):
+        try:
+            handles[k] = te.promote_async(tiles(k))
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=request, args=(k,)) for k in range(many)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(TIMEOUT)
+    assert errors == [] and not any(h.done for h in handles)
+    gate.set()
+    assert [h.wait() for h in handles] == [None] * many
+    assert [te.tile_state((i,)).location for i in range(many)] == ["primary"] * many
+    assert values(te) == [float(i) for i in range(many * TILE)]
+    del handles
+    gc.collect()
+    te.release()
