@@ -564,15 +564,18 @@ static int same_state(PyObject *carrier, const carrier_state *s)
            now.released == s->released && now.pending == s->pending;
 }
 
-/* X-9: the route's prepare(request), with graph construction off. A
- * PreparedTransfer goes to *prepared; Unsupported switches `route` to the
- * elementwise fallback where X-14 permits it, else NotImplementedError; a
- * prepare that changed either carrier is refused. */
-static int prepare_route(PyObject *tensor, PyObject *dst, sw_route *route, PyObject **prepared)
+/* X-9: the route's prepare(request), with graph construction off, for a
+ * move (action "move") or a tile copy (action "copy a tile"). 1 with the
+ * PreparedTransfer in *prepared; 0 when the answer was Unsupported and
+ * `may_fall_back` lets the caller switch to the elementwise fallback; -1
+ * with NotImplementedError (Unsupported, no fallback), TypeError (neither
+ * answer) or RuntimeError (prepare changed either carrier). */
+int sw_py_route_prepare(PyObject *tensor, PyObject *dst, PyObject *route, int may_fall_back,
+                        const char *action, PyObject **prepared)
 {
     PyObject *src = TENSOR(tensor)->subs[0].carrier;
-    PyObject *id = SW_RECORD_FIELD(route->route, SW_ROUTE_ID);
-    PyObject *provider = SW_RECORD_FIELD(route->route, SW_ROUTE_PROVIDER);
+    PyObject *id = SW_RECORD_FIELD(route, SW_ROUTE_ID);
+    PyObject *provider = SW_RECORD_FIELD(route, SW_ROUTE_PROVIDER);
     carrier_state before_src, before_dst;
     snapshot(src, &before_src);
     snapshot(dst, &before_dst);
@@ -592,17 +595,15 @@ static int prepare_route(PyObject *tensor, PyObject *dst, sw_route *route, PyObj
                      "inspect the request (submit() does the transfer)", id);
     } else if (Py_TYPE(res) == &SwPreparedTransfer_Type) {
         *prepared = res;
-        return 0;
-    } else if (Py_TYPE(res) == &SwUnsupported_Type && route->may_fall_back) {
-        route->route = NULL;
-        Py_SETREF(route->op_type, Py_NewRef((PyObject *)&SwElementwise_Type)); /* owned */
+        return 1;
+    } else if (Py_TYPE(res) == &SwUnsupported_Type && may_fall_back) {
         Py_DECREF(res);
         return 0;
     } else if (Py_TYPE(res) == &SwUnsupported_Type) {
         PyErr_Format(PyExc_NotImplementedError,
-                     "cannot move from %s to %s: route %R does not support this request "
+                     "cannot %s from %s to %s: route %R does not support this request "
                      "(%S), and the two carriers do not both allow the element-by-element "
-                     "fallback", cname(src), cname(dst), id, SW_RECORD_FIELD(res, 0));
+                     "fallback", action, cname(src), cname(dst), id, SW_RECORD_FIELD(res, 0));
     } else {
         PyErr_Format(PyExc_TypeError,
                      "the prepare() of route %R must return a PreparedTransfer or "
@@ -610,6 +611,19 @@ static int prepare_route(PyObject *tensor, PyObject *dst, sw_route *route, PyObj
     }
     Py_DECREF(res);
     return -1;
+}
+
+/* A move's prepare: Unsupported switches `route` to the elementwise
+ * fallback where X-14 permits it. */
+static int prepare_route(PyObject *tensor, PyObject *dst, sw_route *route, PyObject **prepared)
+{
+    int rc = sw_py_route_prepare(tensor, dst, route->route, route->may_fall_back, "move",
+                                 prepared);
+    if (rc == 0) {
+        route->route = NULL;
+        Py_SETREF(route->op_type, Py_NewRef((PyObject *)&SwElementwise_Type)); /* owned */
+    }
+    return rc < 0 ? -1 : 0;
 }
 
 /* On a waiter thread, GIL held, once the provider's wait() returned: the

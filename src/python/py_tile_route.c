@@ -28,73 +28,18 @@ static const char *cname(PyObject *o)
     return _PyType_Name(Py_TYPE(o));
 }
 
-typedef struct carrier_state {
-    int64_t version, owner_token;
-    int released, pending;
-} carrier_state;
-
-static void snapshot(PyObject *c, carrier_state *s)
-{
-    s->version = CARRIER(c)->version;
-    s->owner_token = CARRIER(c)->owner_token;
-    s->released = CARRIER(c)->released;
-    s->pending = CARRIER(c)->pending;
-}
-
-static int same_state(PyObject *c, const carrier_state *s)
-{
-    carrier_state now;
-    snapshot(c, &now);
-    return now.version == s->version && now.owner_token == s->owner_token &&
-           now.released == s->released && now.pending == s->pending;
-}
-
 /* X-9: prepare(request) with graph construction off. 1 with a
  * PreparedTransfer in *prepared; 0 when Unsupported switched `route` to the
  * elementwise fallback; -1 otherwise. */
 static int prepare(PyObject *tensor, PyObject *dst, sw_route *route, PyObject **prepared)
 {
-    PyObject *src = ((SwTensorObject *)tensor)->subs[0].carrier;
-    PyObject *id = SW_RECORD_FIELD(route->route, SW_ROUTE_ID);
-    PyObject *provider = SW_RECORD_FIELD(route->route, SW_ROUTE_PROVIDER);
-    carrier_state before_src, before_dst;
-    snapshot(src, &before_src);
-    snapshot(dst, &before_dst);
-    PyObject *request = sw_py_transfer_request_new(tensor, dst);
-    if (!request)
-        return -1;
-    int was = sw_py_grad_enabled();
-    sw_py_set_grad_enabled(0);
-    PyObject *res = PyObject_CallOneArg(SW_RECORD_FIELD(provider, 0), request);
-    sw_py_set_grad_enabled(was);
-    Py_DECREF(request);
-    if (!res)
-        return -1;
-    if (!same_state(src, &before_src) || !same_state(dst, &before_dst)) {
-        PyErr_Format(PyExc_RuntimeError,
-                     "the prepare() of route %R changed a tile's storage; prepare must only "
-                     "inspect the request (submit() does the transfer)", id);
-    } else if (Py_TYPE(res) == &SwPreparedTransfer_Type) {
-        *prepared = res;
-        return 1;
-    } else if (Py_TYPE(res) == &SwUnsupported_Type && route->may_fall_back) {
+    int rc = sw_py_route_prepare(tensor, dst, route->route, route->may_fall_back,
+                                 "copy a tile", prepared);
+    if (rc == 0) {
         route->route = NULL;
         route->op_type = (PyObject *)&SwElementwise_Type;
-        Py_DECREF(res);
-        return 0;
-    } else if (Py_TYPE(res) == &SwUnsupported_Type) {
-        PyErr_Format(PyExc_NotImplementedError,
-                     "cannot copy a tile from %s to %s: route %R does not support this "
-                     "request (%S), and the two carriers do not both allow the "
-                     "element-by-element fallback", cname(src), cname(dst), id,
-                     SW_RECORD_FIELD(res, 0));
-    } else {
-        PyErr_Format(PyExc_TypeError,
-                     "the prepare() of route %R must return a PreparedTransfer or "
-                     "Unsupported, not %.100s", id, Py_TYPE(res)->tp_name);
     }
-    Py_DECREF(res);
-    return -1;
+    return rc;
 }
 
 void sw_tiled_route_unmark(PyObject *src, PyObject *dst)

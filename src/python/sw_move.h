@@ -109,4 +109,9 @@ int sw_py_move_on_completion_thread(void);
 int sw_py_move_hold_inflight(void);
 void sw_py_move_drop_inflight(void);
 
+/* A route's prepare(request) for a move or a tile copy (see py_move.c):
+ * 1 prepared, 0 Unsupported with the fallback permitted, -1 error. */
+int sw_py_route_prepare(PyObject *tensor, PyObject *dst, PyObject *route, int may_fall_back,
+                        const char *action, PyObject **prepared);
+
 #endif
