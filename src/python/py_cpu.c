@@ -176,9 +176,13 @@ PyObject *sw_host_allocate_like(PyObject *self, PyObject *args, PyObject *kwds)
                                HOST(self)->dtype, name, sw_host_accepted,
                                SW_HOST_NACCEPTED, &dtype) < 0)
         return NULL;
+    /* One truth test at a time: a failing __bool__ must not run the next
+     * one with its exception pending. */
     int mutable_ = sw_carrier_truth(mutable_obj, 1);
+    if (mutable_ < 0)
+        return NULL;
     int empty = sw_carrier_truth(empty_obj, 0);
-    if (mutable_ < 0 || empty < 0)
+    if (empty < 0)
         return NULL;
     int zero = Py_TYPE(self) == &SwGeneric_Type ? 1 : !empty;
     return sw_host_new(Py_TYPE(self), dtype, size, mutable_, zero);
@@ -218,9 +222,13 @@ static PyObject *cpu_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         sw_carrier_parse_dtype(dtype_obj, SW_DT_FLOAT32, "CPU", sw_host_accepted,
                                SW_HOST_NACCEPTED, &dtype) < 0)
         return NULL;
+    /* One truth test at a time: a failing __bool__ must not run the next
+     * one with its exception pending. */
     int mutable_ = sw_carrier_truth(mutable_obj, 1);
+    if (mutable_ < 0)
+        return NULL;
     int empty = sw_carrier_truth(empty_obj, 0);
-    if (mutable_ < 0 || empty < 0)
+    if (empty < 0)
         return NULL;
     return sw_host_new(&SwCPU_Type, dtype, size, mutable_, !empty);
 }

@@ -250,7 +250,7 @@ int sw_defined_init(PyObject *self, PyObject *args, PyObject *kwds)
     }
     int64_t slots;
     int mutable_ = PyObject_IsTrue(mutable_obj);
-    if (parse_slots(slots_obj, &slots) < 0 || check_dtype(self, dtype) < 0 || mutable_ < 0)
+    if (mutable_ < 0 || parse_slots(slots_obj, &slots) < 0 || check_dtype(self, dtype) < 0)
         return -1;
     /* allocate() may ask the carrier its dtype: it is known from here. */
     c->storage_dtype = Py_NewRef(dtype);

@@ -662,3 +662,34 @@ def test_evictable_constructor_whose_primary_hook_acts_on_the_secondary(action, 
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+class _RaisingBool:
+    def __bool__(self):
+        raise _TruthError("bool")
+
+
+class _TruthError(Exception):
+    pass
+
+
+class _SizedList(list):
+    def __len__(self):
+        return 1000
+
+
+@pytest.mark.parametrize("make", [lambda: sw.CPU(4), lambda: sw.Generic([1.0] * 4),
+                                  lambda: sw.FileBacked(),
+                                  lambda: sw.CPU(4, dtype=sw.DType.Int32)])
+@pytest.mark.parametrize("flags", [dict(mutable=_RaisingBool(), empty=_SizedList()),
+                                   dict(mutable=_RaisingBool(), empty=_RaisingBool()),
+                                   dict(mutable=_SizedList(), empty=_RaisingBool())])
+def test_allocate_like_stops_at_the_first_failing_truth_test(make, flags):
+    # Found by the API fuzzer: a failing mutable.__bool__ let empty's truth
+    # test run with the exception pending (SystemError).
+    c = make()
+    version = c.version
+    with pytest.raises(_TruthError):
+        c.allocate_like(4, **flags)
+    assert c.version == version
+    assert c.allocate_like(4, mutable=False).size() == 4  # the carrier is still usable
