@@ -1041,6 +1041,32 @@ void sw_py_carrier_end_owner(PyObject *carrier, int64_t token)
         c->owner_thread = 0;
 }
 
+/* The tier checks Evictable (E-1) and TiledEvictable (TE-1) share, in
+ * their order: two distinct carriers, neither released, neither owned. */
+int sw_py_check_tier_pair(PyObject *p, PyObject *s)
+{
+    if (p == s) {
+        PyErr_SetString(PyExc_ValueError, "primary and secondary must be different carriers");
+        return -1;
+    }
+    PyObject *tiers[2] = {p, s};
+    const char *roles[2] = {"primary", "secondary"};
+    for (int i = 0; i < 2; i++)
+        if (CARRIER(tiers[i])->released) {
+            PyErr_Format(PyExc_RuntimeError, "the %s %s carrier is released", roles[i],
+                         type_name(tiers[i]));
+            return -1;
+        }
+    for (int i = 0; i < 2; i++)
+        if (CARRIER(tiers[i])->owner_token != 0) {
+            PyErr_Format(PyExc_RuntimeError,
+                         "the %s %s carrier is already owned by another composite", roles[i],
+                         type_name(tiers[i]));
+            return -1;
+        }
+    return 0;
+}
+
 int sw_py_carrier_release_claimed(PyObject *carrier, int64_t *token)
 {
     int rc = 0;

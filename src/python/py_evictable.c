@@ -162,26 +162,7 @@ static int check_tiers(PyObject *p, PyObject *s)
         PyErr_SetString(PyExc_TypeError, "a BlockDeviceCarrier cannot be an Evictable tier");
         return -1;
     }
-    if (p == s) {
-        PyErr_SetString(PyExc_ValueError, "primary and secondary must be different carriers");
-        return -1;
-    }
-    PyObject *tiers[2] = {p, s};
-    const char *roles[2] = {"primary", "secondary"};
-    for (int i = 0; i < 2; i++)
-        if (CARRIER(tiers[i])->released) {
-            PyErr_Format(PyExc_RuntimeError, "the %s %s carrier is released", roles[i],
-                         cname(tiers[i]));
-            return -1;
-        }
-    for (int i = 0; i < 2; i++)
-        if (CARRIER(tiers[i])->owner_token != 0) {
-            PyErr_Format(PyExc_RuntimeError,
-                         "the %s %s carrier is already owned by another composite", roles[i],
-                         cname(tiers[i]));
-            return -1;
-        }
-    return 0;
+    return sw_py_check_tier_pair(p, s);
 }
 
 static int check_dtypes_and_size(PyObject *p, PyObject *s, PyObject **dtype, int64_t *n)

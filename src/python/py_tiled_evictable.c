@@ -724,26 +724,7 @@ static int check_tiers(PyObject *p, PyObject *s)
 {
     if (check_tier_kind(p, "primary") < 0 || check_tier_kind(s, "secondary") < 0)
         return -1;
-    if (p == s) {
-        PyErr_SetString(PyExc_ValueError, "primary and secondary must be different carriers");
-        return -1;
-    }
-    PyObject *tiers[2] = {p, s};
-    const char *roles[2] = {"primary", "secondary"};
-    for (int i = 0; i < 2; i++)
-        if (CARRIER(tiers[i])->released) {
-            PyErr_Format(PyExc_RuntimeError, "the %s %s carrier is released", roles[i],
-                         cname(tiers[i]));
-            return -1;
-        }
-    for (int i = 0; i < 2; i++)
-        if (CARRIER(tiers[i])->owner_token != 0) {
-            PyErr_Format(PyExc_RuntimeError,
-                         "the %s %s carrier is already owned by another composite", roles[i],
-                         cname(tiers[i]));
-            return -1;
-        }
-    return 0;
+    return sw_py_check_tier_pair(p, s);
 }
 
 /* Check (6) for one shape argument. */
@@ -979,8 +960,24 @@ static PyObject *te_policy(PyObject *self, void *c)
 }
 
 /* Tiles whose record passes `keep` as a TileSet. */
-static PyObject *tiles_where(PyObject *self, int (*keep)(const sw_tile_rec *))
+/* Which tiles a TileSet property keeps; its getset closure is one of these. */
+enum tile_filter { KEEP_PRIMARY, KEEP_SECONDARY, KEEP_VALID, KEEP_DIRTY };
+
+static int keeps(const sw_tile_rec *r, enum tile_filter f)
 {
+    switch (f) {
+    case KEEP_PRIMARY: return r->loc == SW_TILE_PRIMARY;
+    case KEEP_SECONDARY: return r->loc == SW_TILE_SECONDARY;
+    case KEEP_VALID: return r->loc != SW_TILE_INVALID;
+    case KEEP_DIRTY: return r->loc == SW_TILE_PRIMARY && r->dirty;
+    }
+    return 0;
+}
+
+/* primary_tiles, secondary_tiles, valid_tiles, dirty_tiles (TE-6). */
+static PyObject *te_tiles_where(PyObject *self, void *closure)
+{
+    enum tile_filter f = (enum tile_filter)(intptr_t)closure;
     SwTiledEvictableObject *te = TILED(self);
     if (sw_tiled_refuse_released(self, "inspect the tiles of") < 0)
         return NULL;
@@ -989,41 +986,12 @@ static PyObject *tiles_where(PyObject *self, int (*keep)(const sw_tile_rec *))
     if (!rows)
         return PyErr_NoMemory();
     for (int64_t t = 0; t < te->geo.ntiles; t++)
-        if (keep(&te->tiles[t]))
+        if (keeps(&te->tiles[t], f))
             sw_tiles_tile_coord(&te->geo, t, rows + rank * n++);
     /* linear order first-axis-fastest is the reversed-tuple order */
     PyObject *r = sw_tile_set_new(rank, n, rows);
     PyMem_Free(rows);
     return r;
-}
-
-static int is_primary(const sw_tile_rec *r) { return r->loc == SW_TILE_PRIMARY; }
-static int is_secondary(const sw_tile_rec *r) { return r->loc == SW_TILE_SECONDARY; }
-static int is_valid(const sw_tile_rec *r) { return r->loc != SW_TILE_INVALID; }
-static int is_dirty(const sw_tile_rec *r) { return r->loc == SW_TILE_PRIMARY && r->dirty; }
-
-static PyObject *te_primary_tiles(PyObject *self, void *c)
-{
-    (void)c;
-    return tiles_where(self, is_primary);
-}
-
-static PyObject *te_secondary_tiles(PyObject *self, void *c)
-{
-    (void)c;
-    return tiles_where(self, is_secondary);
-}
-
-static PyObject *te_valid_tiles(PyObject *self, void *c)
-{
-    (void)c;
-    return tiles_where(self, is_valid);
-}
-
-static PyObject *te_dirty_tiles(PyObject *self, void *c)
-{
-    (void)c;
-    return tiles_where(self, is_dirty);
 }
 
 static PyObject *te_tile_state(PyObject *self, PyObject *coord)
@@ -1044,8 +1012,8 @@ static PyObject *te_tile_state(PyObject *self, PyObject *coord)
     sw_tile_rec *r = &te->tiles[t];
     PyObject *cls = sw_py_types_attr("TileState");
     PyObject *st = cls ? PyObject_CallFunction(cls, "sOO", names[r->loc],
-                                               r->loc != SW_TILE_INVALID ? Py_True : Py_False,
-                                               is_dirty(r) ? Py_True : Py_False)
+                                               keeps(r, KEEP_VALID) ? Py_True : Py_False,
+                                               keeps(r, KEEP_DIRTY) ? Py_True : Py_False)
                        : NULL;
     Py_XDECREF(cls);
     return st;
@@ -1343,10 +1311,14 @@ static PyGetSetDef te_getset[] = {
     {"primary", te_primary, NULL, "The primary tier's prototype carrier.", NULL},
     {"secondary", te_secondary, NULL, "The secondary tier's prototype carrier.", NULL},
     {"residency_policy", te_policy, NULL, "The residency policy, or None.", NULL},
-    {"primary_tiles", te_primary_tiles, NULL, "Tiles in the primary tier (a TileSet).", NULL},
-    {"secondary_tiles", te_secondary_tiles, NULL, "Tiles in the secondary tier.", NULL},
-    {"valid_tiles", te_valid_tiles, NULL, "Tiles that hold values (not invalid).", NULL},
-    {"dirty_tiles", te_dirty_tiles, NULL, "Primary tiles written since promotion.", NULL},
+    {"primary_tiles", te_tiles_where, NULL, "Tiles in the primary tier (a TileSet).",
+     (void *)(intptr_t)KEEP_PRIMARY},
+    {"secondary_tiles", te_tiles_where, NULL, "Tiles in the secondary tier.",
+     (void *)(intptr_t)KEEP_SECONDARY},
+    {"valid_tiles", te_tiles_where, NULL, "Tiles that hold values (not invalid).",
+     (void *)(intptr_t)KEEP_VALID},
+    {"dirty_tiles", te_tiles_where, NULL, "Primary tiles written since promotion.",
+     (void *)(intptr_t)KEEP_DIRTY},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

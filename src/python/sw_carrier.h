@@ -52,6 +52,9 @@ void sw_py_carrier_end_owner(PyObject *carrier, int64_t token);
  * zero *token (composites dropping a tier). -1 with an exception when the
  * release fails; the claim is kept then. */
 int sw_py_carrier_release_claimed(PyObject *carrier, int64_t *token);
+/* Composite tier checks: distinct, neither released, neither owned (else
+ * ValueError / RuntimeError naming the role). 0 / -1. */
+int sw_py_check_tier_pair(PyObject *p, PyObject *s);
 /* The release a move's commit does to its source (see py_carrier.c). */
 int sw_py_carrier_release_moved(PyObject *carrier);
 
