@@ -7,6 +7,7 @@
  * built-in descriptor is one object created at module init and kept alive
  * for the life of the process. */
 #include "sw_python.h"
+#include "sw_float.h"
 
 #include <float.h>
 #include <limits.h>
@@ -439,22 +440,6 @@ int sw_py_check_storage_dtype(PyObject *dtype, const char *carrier_name,
 
 /* ---- C-9 slot normalization ---------------------------------------------- */
 
-/* Round a double to binary32, nearest, ties to even, overflow to +-inf,
- * without the undefined out-of-range double->float conversion. */
-static float round_to_float(double x)
-{
-    /* 2**128 - 2**103: halfway between FLT_MAX and 2**128; a tie rounds to
-     * the even neighbour 2**128, i.e. infinity. */
-    const double overflow_at = 0x1.ffffffp127;
-    if (isnan(x))
-        return (float)x;
-    if (fabs(x) >= overflow_at)
-        return x > 0 ? INFINITY : -INFINITY;
-    if (fabs(x) > FLT_MAX)
-        return x > 0 ? FLT_MAX : -FLT_MAX;
-    return (float)x;
-}
-
 static int double_lsb_odd(double d)
 {
     uint64_t bits;
@@ -564,7 +549,7 @@ static int to_float32(PyObject *value, float *out)
                 d = nextafter(d, INFINITY);
         }
     }
-    *out = round_to_float(d);
+    *out = sw_round_to_float(d);
     return 0;
 }
 

@@ -12,6 +12,7 @@
  * (which refuses what is not a list or tuple); complex numbers are refused
  * with TypeError. */
 #include "sw_python.h"
+#include "sw_float.h"
 
 #include <float.h>
 #include <math.h>
@@ -130,30 +131,6 @@ static void read_scalar(const char *p, const elem_format *f, scalar *s)
     }
 }
 
-/* As py_dtype.c's binary32 rounding: nearest, ties to even, overflow to
- * +-inf, never the undefined out-of-range conversion. */
-static float to_binary32_edge(double x);
-
-/* The common case inline (in range: one conversion), the rest aside. */
-static inline float to_binary32(double x)
-{
-    if (fabs(x) <= FLT_MAX)
-        return (float)x;
-    return to_binary32_edge(x);
-}
-
-static float to_binary32_edge(double x)
-{
-    const double overflow_at = 0x1.ffffffp127;
-    if (isnan(x))
-        return (float)x;
-    if (fabs(x) >= overflow_at)
-        return x > 0 ? INFINITY : -INFINITY;
-    if (fabs(x) > FLT_MAX)
-        return x > 0 ? FLT_MAX : -FLT_MAX;
-    return (float)x;
-}
-
 /* Conversion outcome, raised once the GIL is back. */
 typedef enum { CONV_OK, CONV_OVERFLOW } conv_status;
 
@@ -161,7 +138,7 @@ static conv_status convert(const scalar *s, const elem_format *f, sw_dtype dt, v
 {
     if (dt == SW_DT_FLOAT32) {
         /* int64/uint64 -> float is one correctly rounded conversion */
-        float v = f->kind == K_FLOAT ? to_binary32(s->d)
+        float v = f->kind == K_FLOAT ? sw_round_to_float(s->d)
                   : s->is_unsigned  ? (float)s->u
                                     : (float)s->i;
         memcpy(slot, &v, 4);
@@ -255,7 +232,7 @@ typedef int64_t (*row_fn)(const char *p, Py_ssize_t stride, int64_t n, void *out
         return -1;                                                              \
     }
 
-ROW_TO_F32(f64_f32, double, to_binary32(v))
+ROW_TO_F32(f64_f32, double, sw_round_to_float(v))
 ROW_TO_F32(f32_f32, float, v)
 ROW_TO_F32(i8_f32, int8_t, (float)v)
 ROW_TO_F32(i16_f32, int16_t, (float)v)
