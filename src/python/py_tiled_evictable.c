@@ -1101,6 +1101,29 @@ static int tile_is_zero(PyObject *made, int64_t t)
     return 1;
 }
 
+/* TE-13: a fresh hierarchy over the primary `p` (stolen; NULL passes an
+ * error through) and an empty secondary from this one's prototype; `p` is
+ * released when the secondary cannot be made. */
+static PyObject *with_empty_secondary(PyObject *self, PyObject *p, PyObject *dtype)
+{
+    if (!p)
+        return NULL;
+    PyObject *zero = PyLong_FromLong(0);
+    PyObject *s = zero ? call_factory(TILED(self)->secondary, str_allocate_like, zero, Py_True,
+                                      dtype, Py_True)
+                       : NULL;
+    Py_XDECREF(zero);
+    if (!s) {
+        PyObject *exc = sw_py_take_exception();
+        if (sw_py_carrier_release(p) < 0)
+            PyErr_Clear();
+        sw_py_restore_exception(exc);
+        Py_DECREF(p);
+        return NULL;
+    }
+    return wrap_fresh(self, p, s);
+}
+
 static PyObject *te_new_like(PyObject *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"values", "mutable", "dtype", NULL};
@@ -1119,23 +1142,9 @@ static PyObject *te_new_like(PyObject *self, PyObject *args, PyObject *kwds)
         Py_DECREF(tup);
         return NULL;
     }
-    PyObject *zero = PyLong_FromLong(0);
-    PyObject *p = zero ? call_factory(TILED(self)->primary, str_new_like, tup, mutable_, dtype,
-                                      NULL)
-                       : NULL;
-    PyObject *s = p ? call_factory(TILED(self)->secondary, str_allocate_like, zero, Py_True,
-                                   dtype, Py_True)
-                    : NULL;
-    Py_XDECREF(zero);
+    PyObject *p = call_factory(TILED(self)->primary, str_new_like, tup, mutable_, dtype, NULL);
     Py_DECREF(tup);
-    if (p && !s) {
-        PyObject *exc = sw_py_take_exception();
-        if (sw_py_carrier_release(p) < 0)
-            PyErr_Clear();
-        sw_py_restore_exception(exc);
-        Py_CLEAR(p);
-    }
-    PyObject *made = p ? wrap_fresh(self, p, s) : NULL;
+    PyObject *made = with_empty_secondary(self, p, dtype);
     for (int64_t t = 0; made && t < TILED(made)->geo.ntiles; t++) {
         int z = tile_is_zero(made, t);
         if (z < 0)
@@ -1172,18 +1181,8 @@ static PyObject *te_allocate_like(PyObject *self, PyObject *args, PyObject *kwds
     PyObject *p = zero ? call_factory(TILED(self)->primary, str_allocate_like, zero, mutable_,
                                       dtype, Py_True)
                        : NULL;
-    PyObject *s = p ? call_factory(TILED(self)->secondary, str_allocate_like, zero, Py_True,
-                                   dtype, Py_True)
-                    : NULL;
     Py_XDECREF(zero);
-    if (p && !s) {
-        PyObject *exc = sw_py_take_exception();
-        if (sw_py_carrier_release(p) < 0)
-            PyErr_Clear();
-        sw_py_restore_exception(exc);
-        Py_CLEAR(p);
-    }
-    PyObject *made = p ? wrap_fresh(self, p, s) : NULL;
+    PyObject *made = with_empty_secondary(self, p, dtype);
     for (int64_t t = 0; made && !e && t < TILED(made)->geo.ntiles; t++)
         TILED(made)->tiles[t].loc = SW_TILE_IMPLICIT;
     return made;
