@@ -694,12 +694,9 @@ static PyObject *carrier_release_default(PyObject *self, PyObject *unused)
 static PyObject *carrier_dlpack_info(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    /* A TiledEvictable never moves: its way out is a projection. */
-    const char *remedy = PyObject_TypeCheck(self, &SwTiledEvictable_Type)
-                             ? "project the tiles you need into a CPU carrier"
-                             : "move the tensor to a CPU carrier";
-    PyErr_Format(PyExc_BufferError, "DLPack is not supported by %s carriers: %s to export it",
-                 type_name(self), remedy);
+    PyErr_Format(PyExc_BufferError,
+                 "DLPack is not supported by %s carriers: move the tensor to a CPU carrier to "
+                 "export it", type_name(self));
     return NULL;
 }
 

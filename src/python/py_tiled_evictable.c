@@ -1233,7 +1233,21 @@ static void te_dealloc(PyObject *self)
 
 SW_CARRIER_CLOSED_INIT_SUBCLASS(te_init_subclass, "TiledEvictable")
 
+/* A TiledEvictable never moves, so its way to DLPack is a projection. */
+static PyObject *te_dlpack_info(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    PyErr_SetString(PyExc_BufferError,
+                    "DLPack is not supported by TiledEvictable carriers: project the tiles you "
+                    "need into a CPU carrier to export it");
+    return NULL;
+}
+
 static PyMethodDef te_methods[] = {
+    {"dlpack_info", te_dlpack_info, METH_NOARGS,
+     "dlpack_info($self, /)\n--\n\nAlways raises BufferError: project tiles into a CPU carrier "
+     "to export them."},
     {"size", sw_carrier_meth_size, METH_NOARGS,
      "size($self, /)\n--\n\nNumber of slots (the product of logical_shape); 0 after release."},
     {"dtype", sw_carrier_meth_dtype, METH_NOARGS, "dtype($self, /)\n--\n\nStorage DType."},
