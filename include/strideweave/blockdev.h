@@ -1,4 +1,4 @@
-/* Block devices as slot storage (contract-carriers B-1..B-10).
+/* Block devices as slot storage (contract-carriers B-1..B-11).
  *
  * An sw_blockdev is one open Linux block-special node: its geometry (from
  * the BLKGETSIZE64 / BLKSSZGET / BLKPBSZGET ioctls), an extent allocator
@@ -68,7 +68,8 @@ typedef struct sw_blockdev {
     sw_extent_map extents;
 } sw_blockdev;
 
-/* Open `path` read-write and read its geometry. SW_EIO (errno kept) when
+/* Open `path` read-write and read its geometry. The node is stat'ed
+ * first and only a block-special one is opened (O_NOCTTY, O_CLOEXEC). SW_EIO (errno kept) when
  * it cannot be opened; SW_EINVAL when it is not a block device or its
  * geometry is inconsistent; SW_EOVERFLOW when a size does not fit int64;
  * SW_ENOTSUP off Linux. Nothing is written; failures close what they
@@ -90,9 +91,17 @@ sw_status sw_blockdev_read_locked(sw_blockdev *d, void *buf, size_t bytes,
 sw_status sw_blockdev_write_locked(sw_blockdev *d, const void *buf, size_t bytes,
                                    int64_t offset, sw_error *err);
 
+/* fdatasync the device (EINTR retried): buffered slot writes become
+ * durable. A failure faults the device and gives SW_EIO with the errno.
+ * Fault injection: "blockdev_fdatasync" fails it with EIO. A closed
+ * device has nothing to flush. */
+sw_status sw_blockdev_flush_locked(sw_blockdev *d, sw_error *err);
+
 /* A move's transfer with one endpoint on `d` (its descriptor in a FILE
  * endpoint): takes d->lock, refuses a faulted or closed device
- * (SW_ESTATE), and faults the device when the transfer fails. No Python,
+ * (SW_ESTATE), and faults the device when the transfer fails. A transfer
+ * into the device (destination endpoint on d->fd) returns SW_OK only once
+ * fdatasync says the range is durable (B-11). No Python,
  * no GIL: pool threads call it. */
 sw_status sw_blockdev_transfer(sw_blockdev *d, const sw_transfer *t, sw_error *err);
 

@@ -199,16 +199,65 @@ static sw_status check_geometry(uint64_t capacity, int logical, unsigned int phy
     return SW_OK;
 }
 
+/* What open_node refuses: an errno for OSError, else SW_EINVAL. */
+static sw_status refuse_node(const char *path, const struct stat *sb, sw_error *err)
+{
+    if (S_ISDIR(sb->st_mode))
+        return sw_error_set(err, SW_EINVAL, "%s is a directory, not a block device", path);
+    /* B-2 checks that the node opens read-write before its type: ask
+     * without opening it, since opening some nodes (a FIFO, a tty, some
+     * character devices) has effects of its own. */
+    if (faccessat(AT_FDCWD, path, R_OK | W_OK, AT_EACCESS) != 0) {
+        int e = errno;
+        return sw_error_set_errno(err, SW_EIO, e, "cannot open %s read-write: %s", path,
+                                  strerror(e));
+    }
+    return sw_error_set(err, SW_EINVAL, "%s is not a block device (%s)", path,
+                        S_ISCHR(sb->st_mode)    ? "a character device"
+                        : S_ISREG(sb->st_mode)  ? "a regular file"
+                        : S_ISFIFO(sb->st_mode) ? "a FIFO"
+                                                : "not block-special");
+}
+
+/* stat first and open only a block-special node: O_NONBLOCK and O_NOCTTY
+ * so that a node swapped in between cannot block or become the
+ * controlling terminal, then the opened node is checked to be the one
+ * stat saw and O_NONBLOCK is cleared. */
 static sw_status open_node(const char *path, int *fd, sw_error *err)
 {
-    *fd = open(path, O_RDWR | O_CLOEXEC);
-    if (*fd >= 0)
-        return SW_OK;
-    int e = errno;
-    if (e == EISDIR)
-        return sw_error_set(err, SW_EINVAL, "%s is a directory, not a block device", path);
-    return sw_error_set_errno(err, SW_EIO, e, "cannot open %s read-write: %s", path,
-                              strerror(e));
+    struct stat before, sb;
+    *fd = -1;
+    if (stat(path, &before) != 0) {
+        int e = errno;
+        return sw_error_set_errno(err, SW_EIO, e, "cannot open %s read-write: %s", path,
+                                  strerror(e));
+    }
+    if (!S_ISBLK(before.st_mode))
+        return refuse_node(path, &before, err);
+    *fd = open(path, O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (*fd < 0) {
+        int e = errno;
+        return sw_error_set_errno(err, SW_EIO, e, "cannot open %s read-write: %s", path,
+                                  strerror(e));
+    }
+    sw_status st = SW_OK;
+    int flags;
+    if (fstat(*fd, &sb) != 0) {
+        int e = errno;
+        st = sw_error_set_errno(err, SW_EIO, e, "cannot stat %s: %s", path, strerror(e));
+    } else if (!S_ISBLK(sb.st_mode) || sb.st_rdev != before.st_rdev) {
+        st = sw_error_set(err, SW_EINVAL, "%s is not a block device (it changed while "
+                          "being opened)", path);
+    } else if ((flags = fcntl(*fd, F_GETFL)) < 0 ||
+               fcntl(*fd, F_SETFL, flags & ~O_NONBLOCK) < 0) {
+        int e = errno;
+        st = sw_error_set_errno(err, SW_EIO, e, "cannot set up %s: %s", path, strerror(e));
+    }
+    if (st != SW_OK) {
+        close(*fd);
+        *fd = -1;
+    }
+    return st;
 }
 
 sw_status sw_blockdev_open(const char *path, sw_blockdev **out, sw_error *err)
@@ -217,22 +266,12 @@ sw_status sw_blockdev_open(const char *path, sw_blockdev **out, sw_error *err)
     sw_status st = open_node(path, &fd, err);
     if (st != SW_OK)
         return st;
-    struct stat sb;
     uint64_t capacity = 0;
     int logical = 0;
     unsigned int physical = 0;
-    if (fstat(fd, &sb) != 0) {
-        int e = errno;
-        st = sw_error_set_errno(err, SW_EIO, e, "cannot stat %s: %s", path, strerror(e));
-    } else if (!S_ISBLK(sb.st_mode)) {
-        st = sw_error_set(err, SW_EINVAL, "%s is not a block device (%s)", path,
-                          S_ISCHR(sb.st_mode) ? "a character device"
-                          : S_ISREG(sb.st_mode) ? "a regular file" : "not block-special");
-    } else {
-        st = read_geometry(fd, &capacity, &logical, &physical, err);
-        if (st == SW_OK)
-            st = check_geometry(capacity, logical, physical, err);
-    }
+    st = read_geometry(fd, &capacity, &logical, &physical, err);
+    if (st == SW_OK)
+        st = check_geometry(capacity, logical, physical, err);
     sw_blockdev *d = st == SW_OK ? sw_calloc(1, sizeof *d) : NULL;
     if (st == SW_OK && !d)
         st = sw_error_set(err, SW_ENOMEM, "out of memory opening %s", path);
@@ -327,6 +366,31 @@ sw_status sw_blockdev_write_locked(sw_blockdev *d, const void *buf, size_t bytes
     return st;
 }
 
+/* B-11: everything written through the descriptor so far reaches the
+ * device, or the device faults with the write-back error's errno. */
+sw_status sw_blockdev_flush_locked(sw_blockdev *d, sw_error *err)
+{
+    if (d->fd < 0)
+        return SW_OK;
+    int rc, e = 0;
+    if (sw_fault_hit("blockdev_fdatasync")) {
+        rc = -1;
+        e = EIO;
+    } else {
+        do {
+            rc = fdatasync(d->fd);
+            e = rc ? errno : 0;
+        } while (rc != 0 && e == EINTR);
+    }
+    if (rc == 0)
+        return SW_OK;
+    sw_blockdev_set_faulted(d);
+    return sw_error_set_errno(err, SW_EIO, e,
+                              "the data written to the block device did not reach it "
+                              "(fdatasync failed: %s); the device is now faulted",
+                              strerror(e));
+}
+
 sw_status sw_blockdev_transfer(sw_blockdev *d, const sw_transfer *t, sw_error *err)
 {
     pthread_mutex_lock(&d->lock);
@@ -336,6 +400,9 @@ sw_status sw_blockdev_transfer(sw_blockdev *d, const sw_transfer *t, sw_error *e
                           "error or closed; its data can no longer be moved");
     } else {
         st = sw_transfer_run(t, err);
+        /* B-11: a transfer into the device commits only once it is durable. */
+        if (st == SW_OK && t->dst.kind == SW_ENDPOINT_FILE && t->dst.fd == d->fd)
+            st = sw_blockdev_flush_locked(d, err);
         /* Only the device's own failures poison it, not a staging buffer
          * that could not be allocated. */
         if (st == SW_EIO || st == SW_ESTATE)

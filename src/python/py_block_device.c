@@ -1,10 +1,14 @@
-/* BlockDevice and BlockDeviceCarrier (contract-carriers B-1..B-10).
+/* BlockDevice and BlockDeviceCarrier (contract-carriers B-1..B-11).
  *
  * BlockDevice is a resource object over one open Linux block-special node
  * (src/core/blockdev.c); BlockDeviceCarrier is a closed, Float32-only
  * carrier whose slots are one aligned extent of a device. Every carrier
  * object holds a strong reference to its device and is counted on it, so
- * close() can refuse while any carrier object is alive (B-8).
+ * close() can refuse while any carrier object is alive (B-8); a with block
+ * that ends while some are alive marks the device closing instead, and the
+ * last carrier object to go closes it. Moves into a device are durable when
+ * they complete (the core transfer fdatasyncs); slot writes are buffered
+ * until flush(), close() or a tile copy's commit (B-11).
  *
  * B-9: one mutex per device (in the core struct) serializes allocation,
  * release, factories, slot I/O and move transfers. Arguments are parsed and
@@ -29,6 +33,7 @@ typedef struct SwBlockDeviceObject {
     PyObject *path;       /* str, exactly os.fspath(path) */
     Py_ssize_t carriers;  /* carrier objects (live or released) alive */
     int closed;
+    int closing;          /* __exit__ with carriers alive: closes with the last */
     PyObject *weakreflist;
 } SwBlockDeviceObject;
 
@@ -58,12 +63,19 @@ static void dev_unlock(sw_blockdev *d)
 }
 
 /* B-3 / B-6 / B-8: RuntimeError for a closed or faulted device. */
-static int refuse_state(PyObject *device, const char *action)
+static int refuse_state(PyObject *device, const char *action, int allocating)
 {
     SwBlockDeviceObject *b = BDEV(device);
     if (b->closed) {
         PyErr_Format(PyExc_RuntimeError, "cannot %s: the block device %U is closed",
                      action, b->path);
+        return -1;
+    }
+    if (b->closing && allocating) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "cannot %s: the block device %U is closing (its with block ended); "
+                     "it closes when its last BlockDeviceCarrier object goes", action,
+                     b->path);
         return -1;
     }
     if (sw_blockdev_is_faulted(b->dev)) {
@@ -208,7 +220,7 @@ static PyObject *bdc_create(PyObject *device, int64_t nslots, int mutable_, int 
                      "byte range", (long long)nslots);
         return NULL;
     }
-    if (refuse_state(device, "allocate on it") < 0)
+    if (refuse_state(device, "allocate on it", 1) < 0)
         return NULL;
     PyObject *self = sw_carrier_alloc(&SwBlockDeviceCarrier_Type, mutable_);
     if (!self)
@@ -222,9 +234,9 @@ static PyObject *bdc_create(PyObject *device, int64_t nslots, int mutable_, int 
     sw_status st;
     int64_t start = 0, length = 0;
     dev_lock(d);
-    if (BDEV(device)->closed || sw_blockdev_is_faulted(d)) {
+    if (BDEV(device)->closed || BDEV(device)->closing || sw_blockdev_is_faulted(d)) {
         dev_unlock(d);
-        refuse_state(device, "allocate on it");
+        refuse_state(device, "allocate on it", 1);
         Py_DECREF(self);
         return NULL;
     }
@@ -302,13 +314,46 @@ static PyObject *bdc_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     return NULL;
 }
 
+/* Flush and close under the lock (B-8, B-11); the caller checked that no
+ * carrier object is alive. A failing flush faults the device and keeps it
+ * open (a second close then closes it) unless `even_on_error`. */
+static int close_locked(PyObject *device, int even_on_error, sw_error *err)
+{
+    SwBlockDeviceObject *b = BDEV(device);
+    sw_status st = SW_OK;
+    if (!sw_blockdev_is_faulted(b->dev)) {
+        Py_BEGIN_ALLOW_THREADS
+        st = sw_blockdev_flush_locked(b->dev, err);
+        Py_END_ALLOW_THREADS
+    }
+    if (st != SW_OK && !even_on_error)
+        return -1;
+    sw_blockdev_close(b->dev);
+    b->closed = 1;
+    b->closing = 0;
+    return st == SW_OK ? 0 : -1;
+}
+
+/* The last carrier object of a closing device went: close it now. Nobody
+ * is there to hear about a failing flush; it leaves the device faulted. */
+static void finish_closing(PyObject *device)
+{
+    sw_blockdev *d = BDEV(device)->dev;
+    sw_error err;
+    dev_lock(d);
+    if (!BDEV(device)->closed && BDEV(device)->carriers == 0)
+        (void)close_locked(device, 1, &err);
+    dev_unlock(d);
+}
+
 static void bdc_dealloc(PyObject *self)
 {
     PyObject_GC_UnTrack(self);
     SwBlockDeviceCarrierObject *c = BDC(self);
     if (c->device) {
         bdc_drop(self);
-        BDEV(c->device)->carriers--;
+        if (--BDEV(c->device)->carriers == 0 && BDEV(c->device)->closing)
+            finish_closing(c->device);
         Py_CLEAR(c->device);
     }
     SwCarrier_Type.tp_dealloc(self);
@@ -443,8 +488,10 @@ PyTypeObject SwBlockDeviceCarrier_Type = {
     .tp_doc = "Float32 slots in one aligned extent of a block device; slot i is at byte\n"
               "device_offset_bytes + 4*i in native order. Made by BlockDevice.allocate,\n"
               "never constructed directly (calling BlockDeviceCarrier raises TypeError).\n"
-              "Moves only to and from CPU carriers, with CpuToBlockDeviceMoveOperation\n"
-              "and BlockDeviceToCpuMoveOperation.",
+              "Moves only to and from CPU carriers (move() uses\n"
+              "CpuToBlockDeviceMoveOperation and BlockDeviceToCpuMoveOperation); a\n"
+              "move into it is durable on the device when it completes, slot writes\n"
+              "are buffered until BlockDevice.flush() or close().",
     .tp_traverse = bdc_traverse,
     .tp_methods = bdc_methods,
     .tp_getset = bdc_getset,
@@ -513,6 +560,7 @@ static PyObject *bdev_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     BDEV(self)->path = Py_NewRef(path);
     BDEV(self)->carriers = 0;
     BDEV(self)->closed = 0;
+    BDEV(self)->closing = 0;
 done:
     Py_XDECREF(encoded);
     Py_DECREF(path);
@@ -523,6 +571,14 @@ static void bdev_dealloc(PyObject *self)
 {
     if (BDEV(self)->weakreflist)
         PyObject_ClearWeakRefs(self);
+    /* Dropped without close(): still flush (B-11), with nobody to tell. */
+    sw_blockdev *d = BDEV(self)->dev;
+    if (d && !BDEV(self)->closed && !sw_blockdev_is_faulted(d)) {
+        sw_error err;
+        Py_BEGIN_ALLOW_THREADS
+        (void)sw_blockdev_flush_locked(d, &err);
+        Py_END_ALLOW_THREADS
+    }
     sw_blockdev_free(BDEV(self)->dev);
     Py_CLEAR(BDEV(self)->path);
     Py_TYPE(self)->tp_free(self);
@@ -538,7 +594,9 @@ static PyObject *bdev_allocate(PyObject *self, PyObject *args, PyObject *kwds)
     return allocate_checked(self, size_obj, mutable_obj, dtype_obj, empty_obj);
 }
 
-/* B-8: refused while a carrier object of the device is alive. */
+/* B-8: refused while a carrier object of the device is alive; B-11: the
+ * buffered writes are flushed first (a failing flush faults the device,
+ * raises OSError and leaves it open; closing it again then succeeds). */
 static PyObject *bdev_close(PyObject *self, PyObject *unused)
 {
     (void)unused;
@@ -555,11 +613,15 @@ static PyObject *bdev_close(PyObject *self, PyObject *unused)
     dev_lock(b->dev);
     /* Waiting for the lock may have let another thread start a carrier. */
     int busy = b->carriers > 0;
-    if (!busy) {
-        sw_blockdev_close(b->dev);
-        b->closed = 1;
-    }
+    sw_error err;
+    int rc = 0;
+    if (!busy && !b->closed)
+        rc = close_locked(self, 0, &err);
     dev_unlock(b->dev);
+    if (rc < 0) {
+        sw_py_raise(&err);
+        return NULL;
+    }
     if (busy) {
         PyErr_Format(PyExc_RuntimeError,
                      "cannot close the block device %U: a BlockDeviceCarrier was created "
@@ -575,14 +637,58 @@ static PyObject *bdev_enter(PyObject *self, PyObject *unused)
     return Py_NewRef(self);
 }
 
+/* B-8: never fails because carrier objects are alive (the device then
+ * closes with the last of them) and never replaces the exception leaving
+ * the block; a failing flush is reported only when nothing else is. */
 static PyObject *bdev_exit(PyObject *self, PyObject *args)
 {
-    (void)args;
-    PyObject *r = bdev_close(self, NULL);
-    if (!r)
+    SwBlockDeviceObject *b = BDEV(self);
+    int propagating = PyTuple_Check(args) && PyTuple_GET_SIZE(args) > 0 &&
+                      PyTuple_GET_ITEM(args, 0) != Py_None;
+    if (b->closed)
+        Py_RETURN_FALSE;
+    dev_lock(b->dev);
+    sw_error err;
+    int rc = 0;
+    if (!b->closed) {
+        if (b->carriers > 0)
+            b->closing = 1;
+        else
+            rc = close_locked(self, propagating, &err);
+    }
+    dev_unlock(b->dev);
+    if (rc < 0 && !propagating) {
+        sw_py_raise(&err);
         return NULL;
-    Py_DECREF(r);
+    }
     Py_RETURN_FALSE;
+}
+
+/* B-11: make buffered slot writes durable. */
+static PyObject *bdev_flush(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    SwBlockDeviceObject *b = BDEV(self);
+    if (b->closed)
+        Py_RETURN_NONE;
+    if (sw_blockdev_is_faulted(b->dev)) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "cannot flush the block device %U: it is faulted by an earlier I/O "
+                     "error, so its data can no longer be trusted", b->path);
+        return NULL;
+    }
+    sw_error err;
+    sw_status st = SW_OK;
+    dev_lock(b->dev);
+    Py_BEGIN_ALLOW_THREADS
+    st = sw_blockdev_flush_locked(b->dev, &err);
+    Py_END_ALLOW_THREADS
+    dev_unlock(b->dev);
+    if (st != SW_OK) {
+        sw_py_raise(&err);
+        return NULL;
+    }
+    Py_RETURN_NONE;
 }
 
 static PyObject *bdev_is_closed(PyObject *self, PyObject *unused)
@@ -632,16 +738,30 @@ static PyMethodDef bdev_methods[] = {
      "device is closed or faulted, and MemoryError when no free range fits."},
     {"close", bdev_close, METH_NOARGS,
      "close($self, /)\n--\n\n"
-     "Close the device (again: nothing happens). Raises RuntimeError while any\n"
-     "BlockDeviceCarrier object from it is alive, released or not."},
+     "Flush and close the device (again: nothing happens). Raises RuntimeError\n"
+     "while any BlockDeviceCarrier object from it is alive, released or not,\n"
+     "and OSError when the flush fails (the device is then faulted and stays\n"
+     "open; calling close() again closes it)."},
     {"is_closed", bdev_is_closed, METH_NOARGS, "is_closed($self, /)\n--\n\nWhether close() succeeded."},
     {"is_faulted", bdev_is_faulted, METH_NOARGS,
      "is_faulted($self, /)\n--\n\n"
      "Whether an I/O error made the device untrustworthy: its carriers then\n"
      "refuse reads, writes, moves and new allocations."},
+    {"flush", bdev_flush, METH_NOARGS,
+     "flush($self, /)\n--\n\n"
+     "Make every slot write so far durable on the device (slot writes are\n"
+     "buffered; moves into the device are durable when they complete). Raises\n"
+     "OSError, and marks the device faulted, when the data could not be written\n"
+     "back; RuntimeError when the device is already faulted. Does nothing on a\n"
+     "closed device."},
     {"__enter__", bdev_enter, METH_NOARGS, "__enter__($self, /)\n--\n\nReturns the device."},
     {"__exit__", bdev_exit, METH_VARARGS,
-     "__exit__($self, /, *exc_info)\n--\n\nCloses the device; a failing close raises."},
+     "__exit__($self, /, *exc_info)\n--\n\n"
+     "Close the device, or, while BlockDeviceCarrier objects from it are alive,\n"
+     "mark it closing: allocate then raises RuntimeError and the device closes\n"
+     "when the last of them goes. Never raises because of them and never\n"
+     "replaces an exception leaving the with block; a failing flush raises\n"
+     "OSError only when no exception is leaving it."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -668,8 +788,12 @@ static PyTypeObject SwBlockDevice_Type = {
               "path is a str or an os.PathLike giving a str. Raises TypeError for any\n"
               "other path, OSError when the node cannot be opened read-write,\n"
               "ValueError when it is not a block device (a regular file, a directory,\n"
-              "a character device such as /dev/null) or its sizes are inconsistent.\n"
-              "Use it as a context manager to close it at the end of a block.",
+              "a character device such as /dev/null, a FIFO) or its sizes are\n"
+              "inconsistent; the type is checked before the node is opened.\n"
+              "Moves into its carriers are durable when they complete; slot writes are\n"
+              "buffered until flush() or close(). Use it as a context manager to close\n"
+              "it at the end of a block (or, while carriers from it are alive, when\n"
+              "the last of them goes).",
     .tp_weaklistoffset = offsetof(SwBlockDeviceObject, weakreflist),
     .tp_methods = bdev_methods,
     .tp_getset = bdev_getset,
@@ -709,15 +833,38 @@ int sw_py_block_device_check_route(PyTypeObject *op_type, PyObject *src, PyObjec
              (op_type == &SwBlockDeviceToCpu_Type && src_bd && Py_TYPE(dst) == &SwCPU_Type);
     if (!ok) {
         PyErr_Format(PyExc_NotImplementedError,
-                     "%s cannot move from %s to %s: a BlockDeviceCarrier moves only to and "
-                     "from a CPU carrier, with CpuToBlockDeviceMoveOperation().forward(tensor, "
-                     "destination) or BlockDeviceToCpuMoveOperation().forward(tensor, "
-                     "destination)", _PyType_Name(op_type), _PyType_Name(Py_TYPE(src)),
+                     "%s cannot move from %s to %s: BlockDeviceCarrier moves only to and "
+                     "from a CPU carrier, with move() (which uses "
+                     "CpuToBlockDeviceMoveOperation and BlockDeviceToCpuMoveOperation)",
+                     _PyType_Name(op_type), _PyType_Name(Py_TYPE(src)),
                      _PyType_Name(Py_TYPE(dst)));
         return -1;
     }
     PyObject *bd = src_bd ? src : dst;
-    return refuse_state(BDC(bd)->device, "move a BlockDeviceCarrier");
+    return refuse_state(BDC(bd)->device, "move a BlockDeviceCarrier", 0);
+}
+
+/* B-11 for writes that did not go through sw_blockdev_transfer (a tile's
+ * slot copy, a zero-written fresh tile): make them durable. */
+int sw_py_block_device_make_durable(PyObject *carrier)
+{
+    if (Py_TYPE(carrier) != &SwBlockDeviceCarrier_Type)
+        return 0;
+    PyObject *device = BDC(carrier)->device;
+    sw_blockdev *d = BDEV(device)->dev;
+    sw_error err;
+    sw_status st;
+    dev_lock(d);
+    if (sw_blockdev_is_faulted(d) || BDEV(device)->closed) {
+        st = sw_error_set(&err, SW_ESTATE, "the block device is faulted by an earlier I/O "
+                          "error or closed; its data can no longer be made durable");
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        st = sw_blockdev_flush_locked(d, &err);
+        Py_END_ALLOW_THREADS
+    }
+    dev_unlock(d);
+    return st == SW_OK ? 0 : sw_py_raise(&err);
 }
 
 int sw_py_block_device_init(PyObject *module)

@@ -549,13 +549,12 @@ SHIPPED_OPERATION(SwTransferRouteMove_Type, "TransferRouteMoveOperation", route_
 SHIPPED_OPERATION(SwCpuToBlockDevice_Type, "CpuToBlockDeviceMoveOperation", bulk_copy,
                   "Moves a CPU Tensor into a BlockDeviceCarrier by writing its whole\n"
                   "physical span (cosize slots from its offset, holes included) to the\n"
-                  "device in one transfer. Run it with\n"
-                  "CpuToBlockDeviceMoveOperation().forward(tensor, destination): moves\n"
-                  "naming a BlockDeviceCarrier are not in the move registry.");
+                  "device in one transfer, durable on the device before the move\n"
+                  "completes. move() chooses it for CPU to BlockDeviceCarrier moves.");
 SHIPPED_OPERATION(SwBlockDeviceToCpu_Type, "BlockDeviceToCpuMoveOperation", bulk_copy,
                   "Moves a BlockDeviceCarrier Tensor into a CPU carrier by reading its\n"
-                  "whole physical span from the device in one transfer. Run it with\n"
-                  "BlockDeviceToCpuMoveOperation().forward(tensor, destination).");
+                  "whole physical span from the device in one transfer. move() chooses it\n"
+                  "for BlockDeviceCarrier to CPU moves.");
 SHIPPED_OPERATION(SwMetalToMetal_Type, "MetalToMetalMoveOperation", metal_copy,
                   "Moves a Metal Tensor to another Metal carrier (needs Apple's MPS "
                   "device).");
@@ -651,7 +650,9 @@ static int check_pair(PyObject *src, PyObject *dst)
     return 0;
 }
 
-/* B-10: BlockDeviceCarrier moves are fixed; the registry never names it. */
+/* B-10: BlockDeviceCarrier moves are fixed: the registry holds its two CPU
+ * pairs from the start and users cannot register or unregister any pair
+ * naming it. */
 static int refuse_block_device(PyObject *src, PyObject *dst)
 {
     if (src != (PyObject *)&SwBlockDeviceCarrier_Type &&
@@ -659,8 +660,9 @@ static int refuse_block_device(PyObject *src, PyObject *dst)
         return 0;
     PyErr_Format(PyExc_ValueError,
                  "%s to %s: moves of a BlockDeviceCarrier cannot be registered or "
-                 "unregistered; use CpuToBlockDeviceMoveOperation or "
-                 "BlockDeviceToCpuMoveOperation", class_name(src), class_name(dst));
+                 "unregistered; move() already uses CpuToBlockDeviceMoveOperation and "
+                 "BlockDeviceToCpuMoveOperation for its CPU pairs",
+                 class_name(src), class_name(dst));
     return -1;
 }
 
@@ -931,8 +933,16 @@ static int add_shipped(PyObject *module, PyTypeObject *op, PyTypeObject *src,
         return -1;
     if (src && set_pins(op, (PyObject *)src, (PyObject *)dst) < 0)
         return -1;
-    if (registered && registry_add((PyObject *)src, (PyObject *)dst, (PyObject *)op) < 0)
+    if (registered == 1 && registry_add((PyObject *)src, (PyObject *)dst, (PyObject *)op) < 0)
         return -1;
+    /* 2: a pair users may not register or unregister (B-10's block pairs). */
+    if (registered == 2) {
+        PyObject *key = pair_key((PyObject *)src, (PyObject *)dst);
+        int rc = key ? PyDict_SetItem(registry, key, (PyObject *)op) : -1;
+        Py_XDECREF(key);
+        if (rc < 0)
+            return -1;
+    }
     return PyModule_AddObjectRef(module, _PyType_Name(op), (PyObject *)op);
 }
 
@@ -959,9 +969,9 @@ int sw_py_move_operation_init(PyObject *module)
         add_shipped(module, &SwMetalToCpu_Type, &SwMetal_Type, &SwCPU_Type, 1) < 0 ||
         add_shipped(module, &SwMetalToMetal_Type, &SwMetal_Type, &SwMetal_Type, 1) < 0 ||
         add_shipped(module, &SwCpuToBlockDevice_Type, &SwCPU_Type,
-                    &SwBlockDeviceCarrier_Type, 0) < 0 ||
+                    &SwBlockDeviceCarrier_Type, 2) < 0 ||
         add_shipped(module, &SwBlockDeviceToCpu_Type, &SwBlockDeviceCarrier_Type,
-                    &SwCPU_Type, 0) < 0 ||
+                    &SwCPU_Type, 2) < 0 ||
         add_shipped(module, &SwTransferRouteMove_Type, NULL, NULL, 0) < 0)
         return -1;
     return PyModule_AddFunctions(module, registry_functions);

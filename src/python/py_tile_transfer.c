@@ -48,8 +48,9 @@ static int is_block(PyObject *c)
 }
 
 /* A BlockDeviceCarrier moves only through the block operation of its exact
- * pair with CPU (B-10): the registry has no entry for it and its elementwise
- * fallback refuses at execution. That operation is the pair's movement. */
+ * pair with CPU (B-10): the registry holds those two pairs from the start
+ * and users cannot change them; every other pair's elementwise fallback
+ * refuses at execution. That operation is the pair's movement. */
 static PyObject *block_operation(PyObject *src, PyObject *dst)
 {
     if (is_block(src) && Py_TYPE(dst) == &SwCPU_Type)

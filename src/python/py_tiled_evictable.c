@@ -129,7 +129,20 @@ static void copy_host(PyObject *self, int64_t t, const unsigned char *src, unsig
         memcpy(dst + (size_t)w * eb, src + (size_t)store_index(self, t, w) * eb, (size_t)run * eb);
 }
 
+static int copy_tile(PyObject *self, int64_t t, PyObject *dst, PyObject **completion);
+
+/* B-11: a copy into block storage counts only once it is durable. The
+ * exact-pair transfer is (inside the block device's transfer); slot copies
+ * and zero-written fresh tiles are flushed here, before the commit. */
 int sw_tiled_copy_tile(PyObject *self, int64_t t, PyObject *dst, PyObject **completion)
+{
+    int rc = copy_tile(self, t, dst, completion);
+    if (rc == 0 && !*completion)
+        rc = sw_py_block_device_make_durable(dst);
+    return rc;
+}
+
+static int copy_tile(PyObject *self, int64_t t, PyObject *dst, PyObject **completion)
 {
     SwTiledEvictableObject *te = TILED(self);
     *completion = NULL;

@@ -89,6 +89,10 @@ int sw_py_block_device_endpoint(PyObject *carrier, sw_endpoint *e);
  * pair (when either carrier is a BlockDeviceCarrier); RuntimeError for a
  * faulted device. 0 / -1. */
 int sw_py_block_device_check_route(PyTypeObject *op_type, PyObject *src, PyObject *dst);
+/* fdatasync the device of an exact BlockDeviceCarrier (B-11); 0 for any
+ * other carrier. -1 with OSError (the device faulted) or RuntimeError
+ * (already faulted or closed). */
+int sw_py_block_device_make_durable(PyObject *carrier);
 
 /* ---- the move path (py_move.c) ------------------------------------------ */
 

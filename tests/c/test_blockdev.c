@@ -187,6 +187,62 @@ static void test_open_refusals(void)
     CHECK(d == NULL);
 }
 
+/* B-11: a transfer into the device is flushed before it reports success; a
+ * failing flush faults the device and keeps the errno. The struct is set up
+ * by hand over a regular file (fdatasync works on one too). */
+static void test_transfer_flushes(void)
+{
+    char path[64];
+    int fd = temp_file(path);
+    CHECK(fd >= 0);
+    if (fd < 0)
+        return;
+    sw_blockdev d;
+    memset(&d, 0, sizeof d);
+    d.fd = fd;
+    atomic_init(&d.faulted, 0);
+    pthread_mutex_init(&d.lock, NULL);
+    float src[4] = {1.0f, 2.0f, 3.0f, 4.0f}, back[4] = {0};
+    sw_transfer t;
+    memset(&t, 0, sizeof t);
+    t.src.kind = SW_ENDPOINT_HOST;
+    t.src.host = src;
+    t.dst.kind = SW_ENDPOINT_FILE;
+    t.dst.fd = fd;
+    t.dst.offset = 128;
+    t.itemsize = 4;
+    t.bulk = 1;
+    t.cosize = 4;
+    sw_error err;
+    CHECK_EQ_I64(sw_blockdev_transfer(&d, &t, &err), SW_OK);
+    CHECK_EQ_I64(sw_blockdev_pread(fd, back, sizeof back, 512, &err), SW_OK);
+    CHECK(memcmp(back, src, sizeof back) == 0);
+    CHECK(!sw_blockdev_is_faulted(&d));
+    CHECK_EQ_I64(sw_blockdev_flush_locked(&d, &err), SW_OK);
+    if (sw_fault_enabled()) {
+        CHECK_EQ_I64(sw_fault_arm("blockdev_fdatasync", 0, 1), SW_OK);
+        CHECK_EQ_I64(sw_blockdev_transfer(&d, &t, &err), SW_EIO);
+        CHECK_EQ_I64(err.sys_errno, EIO);
+        CHECK(sw_blockdev_is_faulted(&d));
+        sw_fault_clear();
+        atomic_store(&d.faulted, 0);
+        /* a read from the device needs no flush */
+        CHECK_EQ_I64(sw_fault_arm("blockdev_fdatasync", 0, 1), SW_OK);
+        sw_transfer r = t;
+        r.src = t.dst;
+        r.dst.kind = SW_ENDPOINT_HOST;
+        r.dst.host = back;
+        r.dst.offset = 0;
+        r.dst.fd = -1;
+        CHECK_EQ_I64(sw_blockdev_transfer(&d, &r, &err), SW_OK);
+        CHECK(sw_fault_hit("blockdev_fdatasync")); /* still armed: unused */
+        sw_fault_clear();
+    }
+    pthread_mutex_destroy(&d.lock);
+    close(fd);
+    unlink(path);
+}
+
 int main(void)
 {
     int64_t live = sw_alloc_live_bytes();
@@ -196,6 +252,7 @@ int main(void)
     test_exhaustion();
     test_io_loop();
     test_open_refusals();
+    test_transfer_flushes();
     CHECK_EQ_I64(sw_alloc_live_bytes(), live);
     return check_report("blockdev");
 }

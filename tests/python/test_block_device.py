@@ -1,9 +1,10 @@
-"""BlockDevice and BlockDeviceCarrier (contract-carriers B-1..B-10).
+"""BlockDevice and BlockDeviceCarrier (contract-carriers B-1..B-11).
 
 Error paths of BlockDevice(path) run everywhere; everything else runs on a
 real loop device (see loop_device.py) and skips with the reason when this
 process may not create one."""
 
+import errno
 import gc
 import numbers
 import os
@@ -135,6 +136,62 @@ def test_b2_fspath_error_propagates():
         sw.BlockDevice(P())
 
 
+def test_b2_fifo_is_refused_without_being_opened(tmp_path):
+    # Checking the type must not open the node: opening a FIFO read-write
+    # would count as a writer coming and going, which a reader sees as a
+    # hang-up (Linux reports POLLHUP only once some writer has been there).
+    import select
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        with pytest.raises(ValueError, match="not a block device"):
+            sw.BlockDevice(fifo)
+        p = select.poll()
+        p.register(reader, select.POLLIN)
+        assert p.poll(0) == []
+    finally:
+        os.close(reader)
+
+
+def test_b2_fifo_without_reader_or_writer_is_refused_at_once(tmp_path):
+    fifo = tmp_path / "lonely-fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="FIFO"):
+        sw.BlockDevice(str(fifo))
+
+
+def test_b2_unwritable_non_block_node_is_os_error(tmp_path):
+    # The contract checks that the node opens read-write before its type, so
+    # a file that cannot be opened read-write stays an OSError. Root may
+    # write any file, so there the file sits on a tmpfs remounted read-only.
+    mounted = None
+    if os.geteuid() == 0:
+        mounted = tmp_path / "ro-mount"
+        mounted.mkdir()
+        if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mounted)],
+                          capture_output=True).returncode != 0:
+            pytest.skip("cannot mount a tmpfs here")
+        p = mounted / "ro.bin"
+    else:
+        p = tmp_path / "ro.bin"
+    try:
+        p.write_bytes(b"x")
+        if mounted is not None:
+            subprocess.run(["mount", "-o", "remount,ro", str(mounted)], check=True)
+        else:
+            os.chmod(p, 0o444)
+        with pytest.raises(OSError) as info:
+            sw.BlockDevice(str(p))
+        assert not isinstance(info.value, (ValueError, FileNotFoundError))
+        assert info.value.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
+        assert p.read_bytes() == b"x"
+    finally:
+        if mounted is not None:
+            subprocess.run(["umount", str(mounted)], capture_output=True)
+
+
 def test_b2_nul_in_path_is_value_error():
     with pytest.raises(ValueError):
         sw.BlockDevice("/dev/null\0x")
@@ -233,6 +290,48 @@ def test_b4_undersized_destination_is_value_error(dev):
     with pytest.raises(ValueError):
         sw.CpuToBlockDeviceMoveOperation().forward(flat(src), dev.allocate(0))
     assert dst[0] == 9.0 and not src.is_released() and not dev.is_faulted()
+
+
+def test_b10_revised_move_chooses_the_block_operations(dev, loop_device):
+    src = cpu_of([float(i) for i in range(10)])
+    t = sw.Tensor(src, 2, L((2, 3), (4, 1)))  # cosize 7 from slot 2
+    dst = dev.allocate(8)
+    out = sw.move(t, dst)
+    assert out.carrier is dst and src.is_released()
+    assert raw_floats(loop_device, dst.device_offset_bytes, 7) == [float(2 + i) for i in range(7)]
+    back = sw.move(out, sw.CPU(7))
+    assert type(back.carrier) is sw.CPU and dst.is_released()
+    assert [back.carrier[i] for i in range(7)] == [float(2 + i) for i in range(7)]
+
+
+def test_b10_revised_move_async_runs_on_the_worker_pool(dev):
+    n = 1 << 18
+    src = sw.CPU(n)
+    src[n - 1] = 4.5
+    dst = dev.allocate(n, empty=True)
+    _C._hold_moves(True)  # only a move queued on the pool can be held
+    try:
+        handle = sw.move_async(flat(src), dst)
+        assert not dst.is_mutable() and not src.is_released()  # pending, not run
+    finally:
+        _C._hold_moves(False)
+    out = handle.wait()
+    assert out.carrier is dst and dst[n - 1] == 4.5 and src.is_released()
+    back = sw.move_async(out, sw.CPU(n)).wait()
+    assert back.carrier[n - 1] == 4.5 and dst.is_released()
+
+
+def test_b10_revised_empty_or_small_block_destination_is_value_error(dev):
+    src = cpu_of([1.0, 2.0, 3.0])
+    small = dev.allocate(2)
+    small[0] = 9.0
+    for dst in (small, dev.allocate(0)):
+        with pytest.raises(ValueError):
+            sw.move(flat(src), dst)
+        with pytest.raises(ValueError):
+            sw.move_async(flat(src), dst)
+    assert small[0] == 9.0 and small.version == 1
+    assert not src.is_released() and src.version == 3 and not dev.is_faulted()
 
 
 # ---- B-5 / B-6 access and faults --------------------------------------------------
@@ -415,14 +514,34 @@ def test_b8_context_manager(loop_device):
     assert d2.is_closed()
     d3 = sw.BlockDevice(loop_device)
     assert d3.__exit__(None, None, None) is False
-    d4 = sw.BlockDevice(loop_device)
+
+
+
+def test_b8_revised_exit_with_a_live_carrier_marks_closing(loop_device):
+    # Exiting the block while a carrier object is alive does not raise: the
+    # device is marked closing (allocation refused, the carrier still works)
+    # and closes when the last carrier object goes.
+    d = sw.BlockDevice(loop_device)
+    with d:
+        keep = d.allocate(2)
+        keep[1] = 6.0
+    assert not d.is_closed()
+    with pytest.raises(RuntimeError, match="closing"):
+        d.allocate(1)
+    with pytest.raises(RuntimeError, match="closing"):
+        keep.allocate_like(1)
+    with pytest.raises(RuntimeError, match="closing"):
+        keep.new_like([1.0])
+    assert keep[1] == 6.0
+    keep[0] = 2.0
     with pytest.raises(RuntimeError, match="still alive"):
-        with d4:
-            keep = d4.allocate(1)
-    assert not d4.is_closed()
+        d.close()
     del keep
     gc.collect()
-    d4.close()
+    assert d.is_closed()
+    with pytest.raises(RuntimeError, match="closed"):
+        d.allocate(1)
+    assert d.close() is None
 
 
 # ---- B-9 serialization -------------------------------------------------------------
@@ -483,17 +602,24 @@ def test_b10_scatter_dlpack_evictable(dev):
     assert not c.is_owned()
 
 
-def test_b10_registry_refuses_and_dispatch_falls_back():
+def test_b10_revised_registry_prepopulated_and_closed_to_users():
     B, C = sw.BlockDeviceCarrier, sw.CPU
-    assert mv.dispatch_move(C, B) is sw.ElementwiseMoveOperation
-    assert mv.dispatch_move(B, C) is sw.ElementwiseMoveOperation
+    assert mv.dispatch_move(C, B) is sw.CpuToBlockDeviceMoveOperation
+    assert mv.dispatch_move(B, C) is sw.BlockDeviceToCpuMoveOperation
+    assert mv.dispatch_move(B, B) is sw.ElementwiseMoveOperation
+    assert mv.dispatch_move(sw.Generic, B) is sw.ElementwiseMoveOperation
     with pytest.raises(ValueError, match="BlockDeviceCarrier"):
         mv.register_move_operation(C, B, sw.CpuToBlockDeviceMoveOperation)
+    with pytest.raises(ValueError, match="BlockDeviceCarrier"):
+        mv.register_move_operation(B, B, sw.ElementwiseMoveOperation)
     with pytest.raises(ValueError):
         mv.unregister_move_operation(B, C)
     with pytest.raises(ValueError):
+        mv.unregister_move_operation(C, B)
+    with pytest.raises(ValueError):
         mv.registered_move_operation(B, B, sw.ElementwiseMoveOperation)
-    assert mv.dispatch_move(C, B) is sw.ElementwiseMoveOperation
+    assert mv.dispatch_move(C, B) is sw.CpuToBlockDeviceMoveOperation
+    assert mv.dispatch_move(B, C) is sw.BlockDeviceToCpuMoveOperation
 
 
 def test_b10_cosize_bytes_from_offset_in_one_transfer(dev, loop_device):
@@ -515,15 +641,16 @@ def test_b10_every_other_pair_or_operation_refused_before_effects(dev):
     dst = dev.allocate(2)
     dst[0] = 7.0
     attempts = [
-        lambda: sw.move(flat(src), dst),
-        lambda: sw.move_async(flat(src), dst),
+        lambda: sw.move(flat(sw.Generic([1.0, 2.0])), dst),
+        lambda: sw.move_async(flat(sw.Generic([1.0, 2.0])), dst),
+        lambda: sw.move(flat(dst), dev.allocate(2)),
+        lambda: sw.move(flat(dst), sw.Generic([0.0, 0.0])),
         lambda: sw.ElementwiseMoveOperation().forward(flat(src), dst),
         lambda: sw.BlockDeviceToCpuMoveOperation().forward(flat(src), dst),
         lambda: sw.CpuToBlockDeviceMoveOperation().forward(flat(sw.Generic([1.0, 2.0])), dst),
         lambda: sw.CpuToBlockDeviceMoveOperation().forward(flat(dst), dev.allocate(2)),
         lambda: sw.BlockDeviceToCpuMoveOperation().forward(flat(dst), sw.Generic([0.0, 0.0])),
         lambda: sw.CpuToFileBackedMoveOperation().forward(flat(dst), sw.FileBacked()),
-        lambda: sw.move(flat(dst), sw.CPU(2)),
     ]
     for attempt in attempts:
         with pytest.raises(NotImplementedError, match="BlockDeviceCarrier moves only"):
@@ -726,18 +853,20 @@ def test_b6_failed_read_faults_too(dev):
 
 # ---- audit: B-8 __exit__ -------------------------------------------------------------
 
-def test_b8_exit_propagates_a_close_failure_over_the_body_exception(loop_device):
+def test_b8_revised_exit_never_masks_the_body_exception(loop_device):
     d = sw.BlockDevice(loop_device)
     keep = d.allocate(1)
-    with pytest.raises(RuntimeError, match="still alive") as info:
+    with pytest.raises(KeyError, match="body") as info:
         with d:
             raise KeyError("body")
-    assert isinstance(info.value.__context__, KeyError)
+    assert info.value.__context__ is None
     assert not d.is_closed()
-    keep[0] = 1.0  # the device is still usable
+    keep[0] = 1.0  # the device is still usable, only closing
+    with pytest.raises(RuntimeError, match="closing"):
+        d.allocate(1)
     del keep
     gc.collect()
-    d.close()
+    assert d.is_closed()
 
 
 # ---- audit: B-9 serialization ----------------------------------------------------------
@@ -875,12 +1004,12 @@ def test_b10_user_operations_and_async_moves_refused_before_effects(dev):
     dst[1] = 4.0
     for attempt in (lambda: Mine().forward(flat(src), dst),
                     lambda: Mine().forward(flat(dst), sw.CPU(2)),
-                    lambda: sw.move_async(flat(dst), sw.CPU(2))):
+                    lambda: sw.move_async(flat(dst), sw.Generic([0.0, 0.0]))):
         with pytest.raises(NotImplementedError, match="BlockDeviceCarrier moves only"):
             attempt()
     assert not src.is_released() and not dst.is_released() and dst[1] == 4.0
     assert dst.version == 1 and dst.is_mutable() and src.is_mutable()
-    assert mv.dispatch_move(sw.CPU, sw.BlockDeviceCarrier) is sw.ElementwiseMoveOperation
+    assert mv.dispatch_move(sw.CPU, sw.BlockDeviceCarrier) is sw.CpuToBlockDeviceMoveOperation
     with pytest.raises(ValueError, match="BlockDeviceCarrier"):
         mv.unregister_move_operation(sw.CPU, sw.BlockDeviceCarrier)
     with pytest.raises(ValueError, match="BlockDeviceCarrier"):

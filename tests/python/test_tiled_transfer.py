@@ -238,7 +238,7 @@ def test_te7_a_registered_cpu_pair_replaces_the_built_in_copy(recording):
 
 def test_te7_block_device_tiers_move_through_the_block_operations(loop_device):  # noqa: F811
     # B-10: CPU <-> BlockDeviceCarrier moves only through its block operations
-    # (no registry entry, the elementwise fallback refuses); a pair of two
+    # (pre-registered, closed to users; other pairs' fallback refuses); a pair of two
     # block carriers has no movement and keeps the slot copy.
     dev = sw.BlockDevice(loop_device)
     values = [float(i) for i in range(32)]
