@@ -598,6 +598,10 @@ PyObject *sw_py_tensor_dlpack(PyObject *self, PyObject *const *args,
     req.offset = sub->offset;
     req.manager_ctx = self;
     req.release = release_tensor;
+    /* A CPU carrier's storage is one sw_malloc block: pinned while the
+     * capsule (or the consumer's array) can reach it, so a release or move
+     * meanwhile quarantines it instead of handing it to another allocation. */
+    req.pin = info.cpu ? req.data : NULL;
 
     sw_error err;
     void *managed;
