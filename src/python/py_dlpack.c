@@ -406,8 +406,13 @@ static inline int carrier_dlpack_info(PyObject *carrier, carrier_info *info)
 static inline int check_one_subtensor(SwTensorObject *t)
 {
     if (t->nsub != 1) {
-        return sw_msg_raise_planes(t->dtype, t->nsub, "exported",
-                                   "Float32 and Int32 tensors on one carrier");
+        char num[32];
+        PyErr_Format(PyExc_NotImplementedError,
+                     "DLPack export is not implemented for %s tensors (%s planes); only "
+                     "Float32 and Int32 tensors on one carrier can be exported",
+                     sw_dtype_info_of(SwDType_ID(t->dtype))->name,
+                     sw_msg_count_word(t->nsub, num, sizeof num));
+        return -1;
     }
     return 0;
 }
