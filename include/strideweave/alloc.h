@@ -27,8 +27,29 @@ void sw_free(void *p);
 void sw_alloc_trim(void);
 /* Bytes requested for a live block from sw_malloc/sw_calloc. */
 size_t sw_alloc_size(const void *p);
-/* Sum of the requested sizes of all live blocks. */
+/* Sum of the requested sizes of all live blocks. A quarantined block (see
+ * sw_alloc_pin) stays live until its last pin is dropped. */
 int64_t sw_alloc_live_bytes(void);
+
+/* Export pins. While something outside the owner can still reach a block's
+ * memory (a DLPack consumer's array), the block is pinned; sw_free of a
+ * pinned block quarantines it instead of freeing it: the whole pages inside
+ * the block are handed back to the kernel and replaced by private zero
+ * pages (madvise MADV_DONTNEED), and the block's address range stays
+ * reserved, so nothing else is ever placed there. Blocks smaller than a
+ * page simply wait. The last sw_alloc_unpin of a quarantined block frees it.
+ * Stale reads through the pinned range then see zeros or old values, stale
+ * writes land only in the quarantined block.
+ *
+ * sw_alloc_pin is called by the block's owner on a live (not yet freed)
+ * block, never concurrently with its sw_free; sw_alloc_unpin may run on any
+ * thread at any time, concurrently with sw_free. NULL is ignored by both. */
+void sw_alloc_pin(void *p);
+void sw_alloc_unpin(void *p);
+/* Blocks freed while pinned and still waiting for their last unpin, and the
+ * sum of their requested sizes (for tests). */
+int64_t sw_alloc_quarantined_blocks(void);
+int64_t sw_alloc_quarantined_bytes(void);
 
 /* Fault injection. With SW_FAULT_INJECTION compiled in, sw_fault_arm makes
  * the operation `name` ("alloc", "pread", "pwrite", "truncate", "open", ...)

@@ -120,11 +120,15 @@ typedef struct sw_dlpack_request {
     uint64_t flags;           /* versioned only; must be 0 for legacy */
     void *manager_ctx;        /* opaque, stored in the managed tensor */
     sw_dlpack_release_fn release; /* may be NULL */
+    void *pin;                /* NULL, or the live sw_malloc block `data` lies
+                                 in: pinned (sw_alloc_pin) while the managed
+                                 tensor exists, so freeing it meanwhile only
+                                 quarantines it */
 } sw_dlpack_request;
 
 /* One sw_malloc'd block holds the managed struct, then the shape, then the
- * strides. The installed deleter frees that block and then calls
- * `release(manager_ctx)`. Failure (SW_EINVAL for a malformed request,
+ * strides. On success `req->pin` is pinned. The installed deleter frees that
+ * block, unpins `pin` and then calls `release(manager_ctx)`. Failure (SW_EINVAL for a malformed request,
  * SW_EOVERFLOW for a byte offset past uint64, SW_ENOMEM) allocates nothing
  * and never calls `release`; *out is set only on success. */
 sw_status sw_dlpack_pack(const sw_dlpack_request *req, DLManagedTensor **out,

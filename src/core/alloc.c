@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 /* Large blocks ask for transparent huge pages, as NumPy does: a fresh
  * 256 MiB buffer then takes 128 page faults instead of 65536, which is
@@ -30,12 +31,18 @@ static void advise_huge_pages(void *p, size_t bytes)
 }
 
 /* Each block carries a small header just below the aligned pointer:
- * the pointer malloc returned (to free it) and the requested size. */
+ * the pointer malloc returned (to free it), the requested size, and the
+ * export pin state: PIN per outstanding pin, plus FREED once the owner
+ * called sw_free on a pinned block (quarantined). */
 typedef struct block_header {
     void *base;
     size_t bytes;
     size_t total; /* bytes malloc handed out at base */
+    _Atomic uint64_t pins;
 } block_header;
+
+#define PIN ((uint64_t)2)
+#define FREED ((uint64_t)1)
 
 static _Atomic int64_t live_bytes;
 
@@ -47,6 +54,7 @@ static void *place(void *base, size_t bytes, size_t total)
     h->base = base;
     h->bytes = bytes;
     h->total = total;
+    atomic_init(&h->pins, 0);
     atomic_fetch_add(&live_bytes, (int64_t)bytes);
     advise_huge_pages((void *)aligned, bytes);
     return (void *)aligned;
@@ -157,15 +165,85 @@ void *sw_calloc(size_t count, size_t size)
     return base ? place(base, bytes, total) : NULL;
 }
 
+static void release_block(block_header *h)
+{
+    atomic_fetch_sub(&live_bytes, (int64_t)h->bytes);
+    void *base = h->base;
+    if (!cache_keep(base, h->total))
+        free(base);
+}
+
+/* ---- quarantine of pinned blocks ----------------------------------------- */
+
+static _Atomic int64_t quarantined_blocks;
+static _Atomic int64_t quarantined_bytes;
+
+/* Hand the whole pages inside the block back to the kernel; the range stays
+ * mapped (private, anonymous) and reads as zeros until written again. The
+ * header's page is never touched: it lies below p. */
+static void return_pages(void *p, size_t bytes)
+{
+    long ps = sysconf(_SC_PAGESIZE);
+    size_t page = ps > 0 ? (size_t)ps : 4096;
+    uintptr_t start = ((uintptr_t)p + page - 1) & ~(uintptr_t)(page - 1);
+    uintptr_t end = ((uintptr_t)p + bytes) & ~(uintptr_t)(page - 1);
+    if (end > start)
+        (void)madvise((void *)start, end - start, MADV_DONTNEED); /* best effort */
+}
+
+void sw_alloc_pin(void *p)
+{
+    if (p)
+        atomic_fetch_add_explicit(&((block_header *)p - 1)->pins, PIN,
+                                  memory_order_relaxed);
+}
+
+static void leave_quarantine(block_header *h)
+{
+    atomic_fetch_sub(&quarantined_blocks, 1);
+    atomic_fetch_sub(&quarantined_bytes, (int64_t)h->bytes);
+    release_block(h);
+}
+
+void sw_alloc_unpin(void *p)
+{
+    if (!p)
+        return;
+    block_header *h = (block_header *)p - 1;
+    /* The last pin of a block its owner already freed frees it. */
+    if (atomic_fetch_sub_explicit(&h->pins, PIN, memory_order_acq_rel) == (PIN | FREED))
+        leave_quarantine(h);
+}
+
 void sw_free(void *p)
 {
     if (!p)
         return;
     block_header *h = (block_header *)p - 1;
-    atomic_fetch_sub(&live_bytes, (int64_t)h->bytes);
-    void *base = h->base;
-    if (!cache_keep(base, h->total))
-        free(base);
+    /* No pins: nobody else can take one now (pins come from the owner). */
+    if (atomic_load_explicit(&h->pins, memory_order_acquire) == 0) {
+        release_block(h);
+        return;
+    }
+    /* Pinned: quarantine. A pin of our own keeps the block ours while its
+     * pages go back, even if the other pins are dropped meanwhile. */
+    atomic_fetch_add_explicit(&h->pins, PIN, memory_order_relaxed);
+    atomic_fetch_add(&quarantined_blocks, 1);
+    atomic_fetch_add(&quarantined_bytes, (int64_t)h->bytes);
+    return_pages(p, h->bytes);
+    /* Drop our pin and mark the block freed in one step (-PIN + FREED). */
+    if (atomic_fetch_sub_explicit(&h->pins, PIN - FREED, memory_order_acq_rel) == PIN)
+        leave_quarantine(h); /* the other pins went while the pages did */
+}
+
+int64_t sw_alloc_quarantined_blocks(void)
+{
+    return atomic_load(&quarantined_blocks);
+}
+
+int64_t sw_alloc_quarantined_bytes(void)
+{
+    return atomic_load(&quarantined_bytes);
 }
 
 size_t sw_alloc_size(const void *p)

@@ -36,12 +36,14 @@ _Static_assert(DLPACK_FLAG_BITMASK_READ_ONLY == 1, "read-only is flags bit 0");
 typedef struct legacy_block {
     DLManagedTensor m;
     sw_dlpack_release_fn release;
+    void *pin;
     int64_t modes[]; /* shape[ndim] then strides[ndim] */
 } legacy_block;
 
 typedef struct versioned_block {
     DLManagedTensorVersioned m;
     sw_dlpack_release_fn release;
+    void *pin;
     int64_t modes[];
 } versioned_block;
 
@@ -52,7 +54,9 @@ static void legacy_deleter(DLManagedTensor *self)
     legacy_block *b = (legacy_block *)self;
     sw_dlpack_release_fn release = b->release;
     void *ctx = self->manager_ctx;
+    void *pin = b->pin;
     sw_free(b);
+    sw_alloc_unpin(pin); /* a quarantined storage block goes now */
     if (release)
         release(ctx);
 }
@@ -64,7 +68,9 @@ static void versioned_deleter(DLManagedTensorVersioned *self)
     versioned_block *b = (versioned_block *)self;
     sw_dlpack_release_fn release = b->release;
     void *ctx = self->manager_ctx;
+    void *pin = b->pin;
     sw_free(b);
+    sw_alloc_unpin(pin); /* a quarantined storage block goes now */
     if (release)
         release(ctx);
 }
@@ -162,6 +168,8 @@ sw_status sw_dlpack_pack(const sw_dlpack_request *req, DLManagedTensor **out,
     b->m.manager_ctx = req->manager_ctx;
     b->m.deleter = legacy_deleter;
     b->release = req->release;
+    b->pin = req->pin;
+    sw_alloc_pin(req->pin);
     *out = &b->m;
     return SW_OK;
 }
@@ -185,6 +193,8 @@ sw_status sw_dlpack_pack_versioned(const sw_dlpack_request *req,
     b->m.flags = req->flags;
     fill_tensor(&b->m.dl_tensor, req, b->modes, byte_offset);
     b->release = req->release;
+    b->pin = req->pin;
+    sw_alloc_pin(req->pin);
     *out = &b->m;
     return SW_OK;
 }

@@ -49,7 +49,9 @@ static PyObject *fault_clear(PyObject *mod, PyObject *unused)
 
 static PyMethodDef module_methods[] = {
     {"_live_bytes", live_bytes, METH_NOARGS,
-     "_live_bytes()\n--\n\nBytes the core currently holds in live allocations."},
+     "_live_bytes()\n--\n\nBytes the core currently holds in live allocations, counting\n"
+     "released storage that an exported array can still reach until that\n"
+     "array is gone."},
     {"_fault_injection_enabled", fault_injection_enabled, METH_NOARGS,
      "_fault_injection_enabled()\n--\n\nWhether this build can inject faults."},
     {"_fault_inject", (PyCFunction)(void (*)(void))fault_inject,

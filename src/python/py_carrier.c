@@ -285,32 +285,59 @@ int sw_py_carrier_size(PyObject *carrier, int64_t *out)
 
 /* ---- slot access (C-4, C-5) -------------------------------------------- */
 
-static int parse_index(PyObject *index, int64_t *out)
+/* The caller's index as an int64; one past int64 it is clamped (still out
+ * of range) and *shown keeps the exact integer for the error message (new
+ * reference, else NULL), so __index__ runs only once. */
+static int parse_index(PyObject *index, int64_t *out, PyObject **shown)
 {
+    *shown = NULL;
     if (!sw_py_is_integer(index)) {
         PyErr_Format(PyExc_TypeError, "carrier indices must be integers, not %.100s",
                      Py_TYPE(index)->tp_name);
         return -1;
     }
-    Py_ssize_t v = PyNumber_AsSsize_t(index, NULL); /* clamps: still out of range */
-    if (v == -1 && PyErr_Occurred())
+    PyObject *exact = PyNumber_Index(index);
+    if (!exact)
         return -1;
+    int overflow;
+    long long v = PyLong_AsLongLongAndOverflow(exact, &overflow);
+    if (v == -1 && PyErr_Occurred()) {
+        Py_DECREF(exact);
+        return -1;
+    }
+    if (overflow) {
+        *out = overflow > 0 ? INT64_MAX : INT64_MIN;
+        *shown = exact;
+        return 0;
+    }
+    Py_DECREF(exact);
     *out = (int64_t)v;
     return 0;
 }
 
-static int check_range(PyObject *self, int64_t index)
+/* `shown`: the caller's exact index when it does not fit int64 (else NULL). */
+static int check_range_shown(PyObject *self, int64_t index, PyObject *shown)
 {
     int64_t size;
     if (sw_py_carrier_size(self, &size) < 0)
         return -1;
     if (index < 0 || index >= size) {
-        PyErr_Format(PyExc_IndexError,
-                     "carrier index %lld is out of range for a %s carrier of "
-                     "size %lld", (long long)index, type_name(self), (long long)size);
+        if (shown)
+            PyErr_Format(PyExc_IndexError,
+                         "carrier index %S is out of range for a %s carrier of "
+                         "size %lld", shown, type_name(self), (long long)size);
+        else
+            PyErr_Format(PyExc_IndexError,
+                         "carrier index %lld is out of range for a %s carrier of "
+                         "size %lld", (long long)index, type_name(self), (long long)size);
         return -1;
     }
     return 0;
+}
+
+static int check_range(PyObject *self, int64_t index)
+{
+    return check_range_shown(self, index, NULL);
 }
 
 /* A carrier that exists but cannot reach its slots right now (an evicted
@@ -428,21 +455,25 @@ int sw_py_carrier_setitem(PyObject *carrier, int64_t index, PyObject *value)
 PyObject *sw_carrier_get_checked(PyObject *self, PyObject *index)
 {
     int64_t i;
-    if (refuse_read(self) < 0 || parse_index(index, &i) < 0 || refuse_read(self) < 0 ||
-        check_range(self, i) < 0)
+    PyObject *shown = NULL;
+    if (refuse_read(self) < 0 || parse_index(index, &i, &shown) < 0)
         return NULL;
-    return load_value(self, i);
+    int bad = refuse_read(self) < 0 || check_range_shown(self, i, shown) < 0;
+    Py_XDECREF(shown);
+    return bad ? NULL : load_value(self, i);
 }
 
 int sw_carrier_set_checked(PyObject *self, PyObject *index, PyObject *value)
 {
     int64_t i;
+    PyObject *shown = NULL;
     if (refuse_released(self, "write to") < 0 || refuse_unavailable(self) < 0 ||
-        parse_index(index, &i) < 0 || refuse_released(self, "write to") < 0 ||
-        refuse_unavailable(self) < 0 || refuse_immutable(self) < 0 ||
-        check_range(self, i) < 0)
+        parse_index(index, &i, &shown) < 0)
         return -1;
-    return store_value(self, i, value);
+    int bad = refuse_released(self, "write to") < 0 || refuse_unavailable(self) < 0 ||
+              refuse_immutable(self) < 0 || check_range_shown(self, i, shown) < 0;
+    Py_XDECREF(shown);
+    return bad ? -1 : store_value(self, i, value);
 }
 
 static int carrier_ass_subscript(PyObject *self, PyObject *index, PyObject *value)

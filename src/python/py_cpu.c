@@ -40,6 +40,9 @@ static int host_supports(sw_dtype dtype)
     return dtype == SW_DT_FLOAT32 || dtype == SW_DT_INT32 || dtype == SW_DT_BOOL;
 }
 
+/* Every path that frees host storage (release, a move's source release,
+ * an Evictable's evict, deallocation) ends here. Storage a DLPack export
+ * still pins is quarantined by sw_free, not reused (see alloc.h). */
 static void host_drop(PyObject *self)
 {
     SwHostCarrierObject *h = HOST(self);

@@ -406,8 +406,13 @@ static inline int carrier_dlpack_info(PyObject *carrier, carrier_info *info)
 static inline int check_one_subtensor(SwTensorObject *t)
 {
     if (t->nsub != 1) {
-        return sw_msg_raise_planes(t->dtype, t->nsub, "exported",
-                                   "Float32 and Int32 tensors on one carrier");
+        char num[32];
+        PyErr_Format(PyExc_NotImplementedError,
+                     "DLPack export is not implemented for %s tensors (%s planes); only "
+                     "Float32 and Int32 tensors on one carrier can be exported",
+                     sw_dtype_info_of(SwDType_ID(t->dtype))->name,
+                     sw_msg_count_word(t->nsub, num, sizeof num));
+        return -1;
     }
     return 0;
 }
@@ -598,6 +603,10 @@ PyObject *sw_py_tensor_dlpack(PyObject *self, PyObject *const *args,
     req.offset = sub->offset;
     req.manager_ctx = self;
     req.release = release_tensor;
+    /* A CPU carrier's storage is one sw_malloc block: pinned while the
+     * capsule (or the consumer's array) can reach it, so a release or move
+     * meanwhile quarantines it instead of handing it to another allocation. */
+    req.pin = info.cpu ? req.data : NULL;
 
     sw_error err;
     void *managed;

@@ -212,7 +212,7 @@ def test_numpy_rejections_surface_from_export():
     with pytest.raises(BufferError, match="DLPack is not supported"):
         np.from_dlpack(gen)
     multi = sw.friendly.scaled_int32([1, 2])
-    with pytest.raises(NotImplementedError, match="ScaledInt32 tensor has two planes and cannot be exported"):
+    with pytest.raises(NotImplementedError, match="DLPack export is not implemented for ScaledInt32 tensors"):
         np.from_dlpack(multi)
 
 
