@@ -367,6 +367,8 @@ PyObject *sw_py_evictable_primary(PyObject *carrier, int64_t *token);
 PyObject *sw_py_tensor_array(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames);
 PyObject *sw_py_tensor_str(PyObject *self);
+/* T-14 repr: values when the carrier can serve them now, else the reason. */
+PyObject *sw_py_tensor_repr(PyObject *self);
 PyObject *sw_py_carrier_repr(PyObject *self);
 /* friendly.tensor(values) for an array (buffer protocol, DLPack or
  * __array__): NULL with no exception set when `values` is none of these or
