@@ -60,7 +60,11 @@ print("released; file exists:", fb.path.exists())
 
 section("5. Zero-copy export to NumPy and PyTorch (DLPack)")
 import numpy as np  # noqa: E402  (optional consumers, imported only here)
-import torch  # noqa: E402
+
+try:  # PyTorch is optional: `make demo` does not install it, `make test` does
+    import torch  # noqa: E402
+except ImportError:
+    torch = None
 
 h = tensor(list(range(24)), layout=L)
 a = np.from_dlpack(h)
@@ -68,8 +72,12 @@ print("numpy sees shape", a.shape, "strides (bytes)", a.strides)
 print("a[1, 2, 3] == h[1, [2, 3]]:", a[1, 2, 3], h[1, [2, 3]])
 a[1, 2, 3] = -1.0                   # a write through NumPy ...
 print("... is seen by strideweave: h[1, [2, 3]] =", h[1, [2, 3]])
-tt = torch.from_dlpack(h)
-print("torch sees", tuple(tt.shape), tt.stride(), tt.dtype, "tt[1,2,3] =", float(tt[1, 2, 3]))
+if torch is not None:
+    tt = torch.from_dlpack(h)
+    print("torch sees", tuple(tt.shape), tt.stride(), tt.dtype, "tt[1,2,3] =",
+          float(tt[1, 2, 3]))
+else:
+    print("PyTorch is not installed: skipping torch.from_dlpack (pip install torch to see it)")
 ro = Tensor(CPU(4, mutable=False), 0, Layout(Shape(4), Stride(1)))
 print("immutable carrier -> numpy writeable:",
       np.from_dlpack(ro).flags.writeable, "(read-only flag of DLPack 1.0)")

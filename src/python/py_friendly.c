@@ -346,9 +346,9 @@ static PyObject *make_tensor(PyObject *values, PyObject *layout, PyObject *dtype
             goto done;
         }
     } else {
-        /* F-2 extended: a numeric buffer (a NumPy array) is copied as its
-         * nested-list form would be. */
-        result = sw_py_friendly_from_buffer(values, dt);
+        /* F-2 extended: an array (buffer, DLPack, __array__) is copied
+         * with its logical indexing. */
+        result = sw_py_friendly_from_buffer(values, dt, dtype_obj != NULL);
         if (result || PyErr_Occurred()) {
             if (result && dt_out)
                 *dt_out = dt;
@@ -597,8 +597,13 @@ static PyMethodDef friendly_functions[] = {
      "A new CPU Tensor holding `values`.\n\n"
      "Without layout, values is a non-empty nested list/tuple; its nesting\n"
      "gives the extents and values[i][j] lands at coordinate (i, j) of\n"
-     "column_major(*extents). With layout, values is any iterable of\n"
-     "layout.size values, placed in order. dtype is Float32, Int32 or Bool.\n"
+     "column_major(*extents). It may also be an array (NumPy, PyTorch, JAX,\n"
+     "array.array: anything exporting DLPack, the buffer protocol or\n"
+     "__array__), copied so that t[i, j] == a[i, j]; without dtype a float\n"
+     "array becomes Float32, a bool array Bool and an integer array Int32\n"
+     "(OverflowError when a value does not fit: pass dtype=DType.Float32).\n"
+     "With layout, values is any iterable of layout.size values, placed in\n"
+     "order. dtype is Float32, Int32 or Bool (Float32 for lists).\n"
      "Raises TypeError for a layout that is not a Layout or a dtype that is\n"
      "not a DType; ValueError for ragged or empty values, a wrong count, or\n"
      "an unsupported dtype.\n\n"

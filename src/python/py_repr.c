@@ -1,8 +1,12 @@
-/* What print() shows: Tensor.__str__ with values, NumPy-style, and the
- * carriers' repr.
+/* What print() and the prompt show: Tensor.__str__ and Tensor.__repr__ with
+ * values, NumPy-style, and the carriers' repr.
  *
- * T-14 keeps repr(t) free of value reads; str(t) is where values go. The
- * layout of the text follows numpy.array2string with NumPy's defaults
+ * str(t) is the values then one metadata line; repr(t) (T-14, revised) is
+ * Tensor(values, dtype=..., carrier=..., offset=..., layout=...). repr reads
+ * values only when the carrier can serve them now without waiting or
+ * changing anything; otherwise it names why not (released, pending move,
+ * evicted, non-resident tiles). The layout of the text follows
+ * numpy.array2string with NumPy's defaults
  * (precision 8, threshold 1000, edgeitems 3, linewidth 75, separator ' '),
  * over the leaf-mode shape, so str(t) reads like str(numpy.asarray(t)).
  * Past the threshold only the edge elements are read, which is what keeps
@@ -11,6 +15,7 @@
  * carrying the read's message instead of raising. NumPy itself is never
  * imported. */
 #include "sw_carrier.h"
+#include "sw_tiled.h"
 
 #include <float.h>
 #include <math.h>
@@ -508,6 +513,121 @@ done:
     return result;
 }
 
+/* ---- repr (T-14) ----------------------------------------------------------- */
+
+/* Why the carrier cannot serve values now without waiting or changing
+ * anything, or NULL when it can (or when only reading can tell: a carrier
+ * of the user's, whose hooks decide). Reads only C state. */
+static const char *not_now(PyObject *carrier, char *buf, size_t cap)
+{
+    SwCarrierObject *c = (SwCarrierObject *)carrier;
+    const sw_carrier_ops *ops = sw_carrier_builtin_ops(carrier);
+    if (c->released)
+        return "released";
+    if (c->pending & SW_PENDING_DESTINATION)
+        return "pending move";
+    if (!ops)
+        return NULL;
+    const char *why = ops->unavailable ? ops->unavailable(carrier) : NULL;
+    if (why)
+        return Py_IS_TYPE(carrier, &SwEvictable_Type) ? "evicted" : why;
+    if (Py_IS_TYPE(carrier, &SwTiledEvictable_Type)) {
+        SwTiledEvictableObject *te = TILED(carrier);
+        int64_t secondary = 0, invalid = 0, moving = 0;
+        if (!te->tiles)
+            return "released";
+        for (int64_t k = 0; k < te->geo.ntiles; k++) {
+            secondary += te->tiles[k].loc == SW_TILE_SECONDARY;
+            invalid += te->tiles[k].loc == SW_TILE_INVALID;
+            moving += te->tiles[k].pending > 0;
+        }
+        if (moving)
+            snprintf(buf, cap, "pending residency change of %lld of %lld tiles",
+                     (long long)moving, (long long)te->geo.ntiles);
+        else if (secondary)
+            snprintf(buf, cap, "non-resident tiles: %lld of %lld in the secondary tier; "
+                     "promote them to see values", (long long)secondary,
+                     (long long)te->geo.ntiles);
+        else if (invalid)
+            snprintf(buf, cap, "invalid tiles: %lld of %lld hold no values",
+                     (long long)invalid, (long long)te->geo.ntiles);
+        else
+            return NULL;
+        return buf;
+    }
+    return NULL;
+}
+
+/* The values block of repr: the values, or a marker with the reason. Never
+ * leaves an Exception set (a hook's error becomes the marker); -1 only for
+ * what must propagate (KeyboardInterrupt and the like) or no memory. */
+static int repr_values(PyObject *self, text *out)
+{
+    SwTensorObject *t = (SwTensorObject *)self;
+    char buf[160];
+    if (t->nsub != 1) {
+        put(out, "<values not shown: the elements of a ");
+        put(out, sw_dtype_info_of(SwDType_ID(t->dtype))->name);
+        put(out, " tensor cannot be read one by one>");
+        return 0;
+    }
+    const char *why = not_now(t->subs[0].carrier, buf, sizeof buf);
+    if (why) {
+        put(out, "<values unavailable: ");
+        put(out, why);
+        put(out, ">");
+        return 0;
+    }
+    text values = {NULL, 0, 0, 0};
+    int rc = format_values(self, &values);
+    if (rc < 0) {
+        PyMem_Free(values.p);
+        return marker_from_error(out);
+    }
+    /* continuation lines line up under the first, after "Tensor(" */
+    for (size_t k = 0; k < values.len; k++) {
+        put_n(out, values.p + k, 1);
+        if (values.p[k] == '\n' && k + 1 < values.len && values.p[k + 1] != '\n')
+            put(out, "       ");
+    }
+    PyMem_Free(values.p);
+    return 0;
+}
+
+PyObject *sw_py_tensor_repr(PyObject *self)
+{
+    SwTensorObject *t = (SwTensorObject *)self;
+    text out = {NULL, 0, 0, 0};
+    PyObject *result = NULL;
+    Py_INCREF(self);
+    put(&out, "Tensor(");
+    if (repr_values(self, &out) < 0)
+        goto done;
+    if (out.failed) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    PyObject *head = PyUnicode_FromStringAndSize(out.p, (Py_ssize_t)out.len);
+    if (!head)
+        goto done;
+    SwSubtensor *s = &t->subs[0];
+    if (t->nsub == 1)
+        result = PyUnicode_FromFormat("%U, dtype=%s, carrier=%s, offset=%lld, layout=%R)", head,
+                                      sw_dtype_info_of(SwDType_ID(t->dtype))->name,
+                                      _PyType_Name(Py_TYPE(s->carrier)), (long long)s->offset,
+                                      s->layout);
+    else
+        result = PyUnicode_FromFormat(
+            "%U, dtype=%s, carrier=%s, offset=%lld, layout=%R, subtensors=%zd)", head,
+            sw_dtype_info_of(SwDType_ID(t->dtype))->name, _PyType_Name(Py_TYPE(s->carrier)),
+            (long long)s->offset, s->layout, t->nsub);
+    Py_DECREF(head);
+done:
+    PyMem_Free(out.p);
+    Py_DECREF(self);
+    return result;
+}
+
 /* ---- carriers -------------------------------------------------------------- */
 
 /* ", name" for each framework flag that applies. */
@@ -522,6 +642,71 @@ static void put_flags(text *out, PyObject *self, int builtin)
         put(out, ", released");
     if (c->pending)
         put(out, ", pending");
+}
+
+static void put_dims(text *out, const char *name, int32_t rank, const int64_t *dims)
+{
+    char buf[32];
+    put(out, name);
+    put(out, "=(");
+    for (int32_t k = 0; k < rank; k++) {
+        snprintf(buf, sizeof buf, k ? ", %lld" : "%lld", (long long)dims[k]);
+        put(out, buf);
+    }
+    put(out, rank == 1 ? ",)" : ")");
+}
+
+/* TiledEvictable: grid and tile shapes, the tiers, where the tiles are. */
+static void put_tiled(text *out, PyObject *self)
+{
+    SwTiledEvictableObject *te = TILED(self);
+    char buf[160];
+    put(out, ", ");
+    put_dims(out, "grid", te->geo.rank, te->geo.grid);
+    put(out, ", ");
+    put_dims(out, "tile", te->geo.rank, te->geo.tile);
+    if (te->primary && te->secondary) {
+        put(out, ", tiers=");
+        put(out, _PyType_Name(Py_TYPE(te->primary)));
+        put(out, "/");
+        put(out, _PyType_Name(Py_TYPE(te->secondary)));
+    }
+    if (!te->tiles)
+        return;
+    int64_t n[4] = {0, 0, 0, 0};
+    for (int64_t k = 0; k < te->geo.ntiles; k++)
+        n[te->tiles[k].loc < 4 ? te->tiles[k].loc : SW_TILE_INVALID]++;
+    snprintf(buf, sizeof buf, ", tiles: %lld primary, %lld secondary, %lld implicit, %lld invalid",
+             (long long)n[SW_TILE_PRIMARY], (long long)n[SW_TILE_SECONDARY],
+             (long long)n[SW_TILE_IMPLICIT], (long long)n[SW_TILE_INVALID]);
+    put(out, buf);
+}
+
+/* BlockDeviceCarrier: the device's path and the byte extent on it. */
+static int put_block_device(text *out, PyObject *self)
+{
+    PyObject *dev = PyObject_GetAttrString(self, "device");
+    PyObject *path = dev ? PyObject_GetAttrString(dev, "path") : NULL;
+    PyObject *r = path ? PyObject_Repr(path) : NULL;
+    PyObject *off = PyObject_GetAttrString(self, "device_offset_bytes");
+    PyObject *ext = PyObject_GetAttrString(self, "extent_bytes");
+    const char *u = r ? PyUnicode_AsUTF8(r) : NULL;
+    long long o = off ? PyLong_AsLongLong(off) : -1, e = ext ? PyLong_AsLongLong(ext) : -1;
+    int rc = -1;
+    if (u && !PyErr_Occurred()) {
+        char buf[96];
+        put(out, ", device=");
+        put(out, u);
+        snprintf(buf, sizeof buf, ", extent=[%lld, %lld) bytes", o, o + e);
+        put(out, buf);
+        rc = 0;
+    }
+    Py_XDECREF(dev);
+    Py_XDECREF(path);
+    Py_XDECREF(r);
+    Py_XDECREF(off);
+    Py_XDECREF(ext);
+    return rc;
 }
 
 /* Extra fields of the shipped carriers that have them. -1 on error. */
@@ -554,6 +739,10 @@ static int put_specific(text *out, PyObject *self)
         put(out, evicted ? ", evicted to " : ", resident in ");
         put(out, _PyType_Name(Py_TYPE(tier)));
         Py_DECREF(tier);
+    } else if (Py_IS_TYPE(self, &SwTiledEvictable_Type)) {
+        put_tiled(out, self);
+    } else if (Py_IS_TYPE(self, &SwBlockDeviceCarrier_Type)) {
+        return put_block_device(out, self);
     }
     return 0;
 }

@@ -19,12 +19,6 @@ static const char *dtype_name(PyObject *dtype)
 }
 
 /* Name of a type without its module, like CPython's _PyType_Name. */
-static const char *short_type_name(PyTypeObject *type)
-{
-    const char *dot = strrchr(type->tp_name, '.');
-    return dot ? dot + 1 : type->tp_name;
-}
-
 /* G-2 conversion of an integer object. *sign is -1 when below INT64_MIN,
  * +1 when above INT64_MAX (the value then is meaningless), else 0.
  * The caller has already checked sw_py_is_integer(obj). */
@@ -595,21 +589,6 @@ static PyObject *tensor_is_differentiable(SwTensorObject *self, PyObject *unused
     return PyBool_FromLong(self->dtype == sw_py_dtype(SW_DT_FLOAT32));
 }
 
-/* T-14: shows what the representation holds; reads no value. */
-static PyObject *tensor_repr(SwTensorObject *self)
-{
-    SwSubtensor *s = &self->subs[0];
-    if (self->nsub == 1)
-        return PyUnicode_FromFormat("Tensor(dtype=%s, carrier=%s, offset=%lld, layout=%R)",
-                                    dtype_name(self->dtype),
-                                    short_type_name(Py_TYPE(s->carrier)),
-                                    (long long)s->offset, s->layout);
-    return PyUnicode_FromFormat(
-        "Tensor(dtype=%s, carrier=%s, offset=%lld, layout=%R, subtensors=%zd)",
-        dtype_name(self->dtype), short_type_name(Py_TYPE(s->carrier)),
-        (long long)s->offset, s->layout, self->nsub);
-}
-
 /* ---- element access (V-3, V-4) ------------------------------------------ */
 
 /* Key shape: 0 no slice anywhere; 1 a slice as the key or a top-level entry
@@ -1076,7 +1055,7 @@ PyTypeObject SwTensor_Type = {
     .tp_name = "strideweave.Tensor",
     .tp_basicsize = sizeof(SwTensorObject),
     .tp_dealloc = (destructor)tensor_dealloc,
-    .tp_repr = (reprfunc)tensor_repr,
+    .tp_repr = sw_py_tensor_repr,
     .tp_str = sw_py_tensor_str,
     .tp_as_mapping = &tensor_as_mapping,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,

@@ -367,9 +367,13 @@ PyObject *sw_py_evictable_primary(PyObject *carrier, int64_t *token);
 PyObject *sw_py_tensor_array(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames);
 PyObject *sw_py_tensor_str(PyObject *self);
+/* T-14 repr: values when the carrier can serve them now, else the reason. */
+PyObject *sw_py_tensor_repr(PyObject *self);
 PyObject *sw_py_carrier_repr(PyObject *self);
-/* friendly.tensor(values) for a buffer-protocol object: NULL with no
- * exception set when `values` exports no buffer (F-2 then applies). */
-PyObject *sw_py_friendly_from_buffer(PyObject *values, sw_dtype dt);
+/* friendly.tensor(values) for an array (buffer protocol, DLPack or
+ * __array__): NULL with no exception set when `values` is none of these or
+ * holds no numbers (F-2 then applies). Without dtype_given the array's kind
+ * picks the dtype. */
+PyObject *sw_py_friendly_from_buffer(PyObject *values, sw_dtype dt, int dtype_given);
 
 #endif

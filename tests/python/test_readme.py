@@ -3,6 +3,8 @@
 import pathlib
 import re
 
+import pytest
+
 README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 
 
@@ -117,3 +119,114 @@ def test_readme_np_asarray_claims():
     assert t[0, 0] == 9.0                       # the same zero-copy array as from_dlpack
     flags = sw.friendly.tensor([True, False], dtype=DType.Bool)
     assert np.asarray(flags).tolist() == [True, False]     # a fresh copy
+
+
+# ---- shown output (issue 18 item 8) -------------------------------------------
+#
+# Convention (stated in README's Usage section): in a ```python block, a
+# comment `# -> TEXT` on the last line of an expression statement shows what
+# Python prints for it: repr(value) for an expression, the captured output
+# for a `print(...)` call. Text after " -- " is explanation, not output. A
+# block that uses the convention uses it for every commented expression
+# whose value is not None (a comment there reads as the output); blocks
+# without any `# ->` only have to run.
+
+ARROW = re.compile(r"#\s*->\s?(?P<shown>.*?)(?:\s+--\s.*)?\s*$")
+
+
+def shown_claims(code):
+    """(statement, source, shown text or None, has_comment) per top-level
+    statement of a block."""
+    import ast
+
+    lines = code.split("\n")
+    out = []
+    for stmt in ast.parse(code).body:
+        last = lines[stmt.end_lineno - 1]
+        match = ARROW.search(last) if "# ->" in last or "#->" in last else None
+        out.append((stmt, "\n".join(lines[stmt.lineno - 1:stmt.end_lineno]),
+                    match.group("shown") if match else None, "#" in last))
+    return out
+
+
+def run_checking_shown(code, scope, where):
+    import ast
+    import contextlib
+    import io
+
+    checked = 0
+    claims = shown_claims(code)
+    uses_arrow = any(shown is not None for _, _, shown, _ in claims)
+    for stmt, src, shown, commented in claims:
+        if not isinstance(stmt, ast.Expr):
+            assert shown is None, f"{where}: '# ->' on a statement that shows nothing: {src}"
+            exec(compile(ast.Module([stmt], []), where, "exec"), scope)
+            continue
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            value = eval(compile(ast.Expression(stmt.value), where, "eval"), scope)
+        is_print = (isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Name)
+                    and stmt.value.func.id == "print")
+        got = out.getvalue().rstrip("\n") if is_print else repr(value)
+        if shown is not None:
+            assert got == shown, f"{where}: {src!r} shows {got!r}, the comment says {shown!r}"
+            checked += 1
+        elif uses_arrow and commented and value is not None:
+            raise AssertionError(f"{where}: {src!r} shows {got!r}; write the comment as "
+                                 "'# -> <what it shows>'")
+    return checked
+
+
+def test_readme_comments_show_what_the_code_prints():
+    scope = {}
+    checked = 0
+    for n, code in enumerate(python_blocks(README.read_text())):
+        checked += run_checking_shown(code, scope, f"README.md block {n}")
+    assert checked >= 15  # the convention is in use, not silently skipped
+
+
+def test_readme_shown_output_check_can_fail():
+    scope = {}
+    with pytest.raises(AssertionError, match="shows '3', the comment says '4'"):
+        run_checking_shown("1 + 2   # -> 4\n", scope, "probe")
+    with pytest.raises(AssertionError, match="write the comment as"):
+        run_checking_shown("1 + 2   # -> 3\n2 + 2   # four\n", scope, "probe")
+    assert run_checking_shown("print('a b')   # -> a b -- prose\n", scope, "probe") == 1
+
+
+def test_readme_states_the_user_facing_facts():
+    text = README.read_text()
+    flat = " ".join(text.split())
+    assert "removed on `release()` and when the process exits" in flat
+    assert "under `$TMPDIR`" in flat
+    assert "sw.move(view_copy, sw.FileBacked())" in text
+    assert "whole physical span" in flat
+    assert 'a.ravel(order="F")[1]' in flat and "`m[1, :]`" in flat
+    assert "source .venv/bin/activate" in text and ".venv/bin/python" in text
+    assert "# DType.Float32" not in text  # the old, wrong comment
+
+
+def test_make_demo_needs_no_pytorch():
+    root = README.parent
+    makefile = (root / "Makefile").read_text()
+    recipe = makefile.split("\ndemo:")[1].split("\n\n")[0]
+    assert "torch" not in recipe and "numpy" in recipe
+    deps = re.search(r"^TEST_DEPS\s*=(.*)$", makefile, re.M).group(1)
+    assert "torch" in deps
+
+
+def test_tour_runs_without_pytorch(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    # a sitecustomize that makes `import torch` fail, as on a machine without it
+    (tmp_path / "sitecustomize.py").write_text(
+        "import sys\nsys.modules['torch'] = None\n")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path)] + sys.path)
+    out = subprocess.run([sys.executable, str(README.parent / "examples" / "tour.py")],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "PyTorch is not installed" in out.stdout
+    assert "numpy sees shape" in out.stdout

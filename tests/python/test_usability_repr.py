@@ -1,14 +1,19 @@
-"""str(t) and the carriers' repr (issue 10 item 2). str(t) shows the values
-as NumPy prints the same array (leaf-mode shape, summarized past 1000
-elements), then dtype, carrier class and layout; repr(t) keeps T-14 (no
-value reads). A tensor whose values cannot be read prints a marker."""
+"""str(t), repr(t) and the carriers' repr (issue 10 item 2, issue 18 item 2).
+str(t) shows the values as NumPy prints the same array (leaf-mode shape,
+summarized past 1000 elements), then dtype, carrier class and layout.
+repr(t) (T-14, revised) is Tensor(values, dtype=..., carrier=..., offset=...,
+layout=...), reading values only when the carrier can serve them now; else
+the reason (released, pending move, evicted, non-resident tiles). Neither
+raises. A tensor whose values cannot be read prints a marker."""
 import numpy as np
 import pytest
 
 import strideweave as sw
-from strideweave import CPU, Evictable, FileBacked, Generic
+from strideweave import CPU, Evictable, FileBacked, Generic, TileSet
 from extension_for_tests import define, filled, new_class
+from loop_device import loop_device  # noqa: F401
 from moves_for_tests import held
+from tiled_helpers import full_tensor, numbered, states
 
 D = sw.DType
 
@@ -132,20 +137,149 @@ def test_str_of_a_large_tensor_is_summarized():
     assert values_part(t) == str(np.arange(10 ** 6, dtype=np.int32))
 
 
-def test_repr_keeps_t14_and_reads_no_values():
-    class Refusing(sw.Carrier):
+def repr_of_values(t):
+    """What repr(t) must be when the values are shown: str's values block,
+    continuation lines under the first, then the metadata."""
+    first, *rest = values_part(t).split("\n")
+    values = "\n".join([first] + [("       " + line) if line else "" for line in rest])
+    return (f"Tensor({values}, dtype={t.dtype().name}, carrier={type(t.carrier).__name__}, "
+            f"offset={t.offset}, layout={t.layout!r})")
+
+
+@pytest.mark.parametrize("shape", [(1,), (5,), (2, 3), (3, 1, 2), (2, 2, 2, 2), (1001,),
+                                   (40, 30)], ids=str)
+@pytest.mark.parametrize("kind", ["int", "bool", "normal", "nonfinite"])
+def test_t14_repr_shows_the_values_then_the_metadata(shape, kind):
+    arr = sample(kind, int(np.prod(shape))).reshape(shape, order="F")
+    t = tensor_of(arr)
+    assert repr(t) == repr_of_values(t)
+    assert repr(t).startswith("Tensor(" + str(arr).split("\n")[0])
+
+
+def test_t14_repr_issue_example():
+    t = sw.friendly.tensor([[1.0, 2.0], [3.0, 4.0]])
+    assert repr(t) == ("Tensor([[1. 2.]\n        [3. 4.]], dtype=Float32, carrier=CPU, "
+                       "offset=0, layout=Layout(Shape([2, 2]), Stride([1, 2])))")
+    three = sw.friendly.tensor(np.arange(8, dtype=np.int32).reshape(2, 2, 2))
+    assert repr(three).split(", dtype")[0] == (
+        "Tensor([[[0 1]\n         [2 3]]\n\n        [[4 5]\n         [6 7]]]")
+
+
+def test_t14_repr_of_a_large_tensor_reads_only_the_edges():
+    reads = []
+
+    class Counting(sw.Carrier):
         def size(self):
+            return 10_000
+
+        def dtype(self):
+            return D.Int32
+
+        def get_value(self, i):
+            reads.append(i)
+            return i
+
+    t = sw.Tensor(Counting(), 0, L([100, 100], [1, 100]))
+    assert "..." in repr(t) and len(reads) == 36
+    assert repr(t) == repr_of_values(t)
+
+
+def test_t14_repr_never_raises_for_hooks_that_raise():
+    class Flaky(sw.Carrier):
+        broken = False
+
+        def size(self):
+            if self.broken:
+                raise LookupError("remote store offline")
             return 4
 
         def dtype(self):
+            if self.broken:
+                raise LookupError("remote store offline")
             return D.Float32
 
         def get_value(self, i):
-            raise AssertionError("repr must not read values")
+            raise LookupError("remote store offline")
 
-    t = sw.Tensor(Refusing(), 0, L([4], [1]))
-    assert repr(t) == ("Tensor(dtype=Float32, carrier=Refusing, offset=0, layout="
-                       + repr(t.layout) + ")")
+        def is_released(self):
+            if self.broken:
+                raise LookupError("remote store offline")
+            return False
+
+    c = Flaky()
+    t = sw.Tensor(c, 0, L([4], [1]))
+    tail = ", dtype=Float32, carrier=Flaky, offset=0, layout=" + repr(t.layout) + ")"
+    assert repr(t) == "Tensor(<values unavailable: remote store offline>" + tail
+    c.broken = True
+    assert repr(t).startswith("Tensor(<values unavailable: ") and repr(t).endswith(tail)
+
+
+def test_t14_repr_of_released_pending_and_evicted_names_the_reason():
+    c = CPU(3)
+    t = sw.Tensor(c, 1, L([2], [1]))
+    c.release()
+    assert repr(t) == ("Tensor(<values unavailable: released>, dtype=Float32, carrier=CPU, "
+                       "offset=1, layout=" + repr(t.layout) + ")")
+    e = Evictable(CPU(2), FileBacked())
+    te = sw.Tensor(e, 0, L([2], [1]))
+    assert repr(te).startswith("Tensor([0. 0.], ")
+    e.evict()
+    assert repr(te).startswith("Tensor(<values unavailable: evicted>, dtype=Float32")
+    assert e.is_evicted()  # repr promoted nothing
+    n = 1 << 16
+    d = CPU(n)
+    with held():
+        h = sw.move_async(sw.friendly.zeros(n), d)
+        r = repr(sw.Tensor(d, 0, L([n], [1])))  # returns without waiting for the move
+        assert r.startswith("Tensor(<values unavailable: pending move>, dtype=Float32")
+        assert not h.done
+    h.wait()
+    assert repr(sw.Tensor(d, 0, L([n], [1]))).startswith("Tensor([0. 0. 0. ... 0. 0. 0.]")
+
+
+def test_t14_repr_of_tiled_evictable_with_non_resident_tiles():
+    te = numbered((2, 2), (2, 3), secondary=CPU(0))
+    t = full_tensor(te)
+    assert repr(t) == repr_of_values(t)
+    te.evict(TileSet([(1, 0)]))
+    before = states(te)
+    r = repr(t)
+    assert r.startswith("Tensor(<values unavailable: non-resident tiles: 1 of 4 in the "
+                        "secondary tier; promote them to see values>, dtype=Float32, "
+                        "carrier=TiledEvictable")
+    assert states(te) == before  # repr moved no tile
+    te.promote(TileSet([(1, 0)]))
+    assert repr(t) == repr_of_values(t)
+
+
+def test_tiled_evictable_repr_shows_grid_tile_tiers_and_tiles():
+    te = numbered((2, 3), (4, 1), secondary=FileBacked())
+    assert repr(te) == ("TiledEvictable(size=24, dtype=Float32, grid=(2, 3), tile=(4, 1), "
+                        "tiers=CPU/FileBacked, tiles: 6 primary, 0 secondary, 0 implicit, "
+                        "0 invalid)")
+    te.evict(TileSet([(0, 0), (1, 2)]))
+    assert "tiles: 4 primary, 2 secondary," in repr(te)
+    one = numbered((3,), (2,))
+    assert "grid=(3,), tile=(2,)" in repr(one)
+
+
+def test_block_device_carrier_repr_shows_device_and_extent(loop_device):
+    dev = sw.BlockDevice(loop_device)
+    try:
+        c = dev.allocate(10)
+        start = c.device_offset_bytes
+        assert repr(c) == (f"BlockDeviceCarrier(size=10, dtype=Float32, "
+                           f"device={loop_device!r}, extent=[{start}, "
+                           f"{start + c.extent_bytes}) bytes)")
+        t = sw.Tensor(c, 0, L([10], [1]))
+        assert repr(t).startswith("Tensor([0. 0. 0. 0. 0. 0. 0. 0. 0. 0.], dtype=Float32")
+        c.release()
+        assert "released" in repr(c) and "values unavailable: released" in repr(t)
+        del c, t
+    finally:
+        import gc
+        gc.collect()
+        dev.close()
 
 
 def test_str_marker_for_a_hook_that_raises():
