@@ -837,7 +837,8 @@ PyObject *sw_py_move_initiate(PyObject *tensor, PyObject *destination, PyObject 
     prepared = NULL;
     handle = Py_NewRef(r->handle);
     sw_move_trace *trace =
-        sw_py_profile_move_begin(source, destination, route.op_type, route_id, start_ns);
+        sw_py_profile_move_begin(source, destination, route.op_type, route_id, start_ns,
+                                 ((SwAwaitObject *)r->handle)->progress_total);
     r->trace = trace;
     set_pending(r, 1);
     /* Either may commit, and free r, before it returns. */
