@@ -47,7 +47,18 @@ typedef struct sw_transfer {
     int ndim;                 /* leaf modes, [0, SW_COPY_MAX_DIMS] */
     const int64_t *extents;   /* ndim leaf extents (>= 1) */
     const int64_t *strides;   /* ndim leaf strides (>= 0), shared by both */
+    int64_t *progress;        /* NULL, or a byte counter the run adds to */
 } sw_transfer;
+
+/* Progress: when t->progress is not NULL, the run adds the bytes it has
+ * copied to *t->progress with atomic adds (other threads may read it
+ * meanwhile), in all sw_transfer_bytes(t) on success: span copies chunk by
+ * chunk (SW_TRANSFER_CHUNK_BYTES, host memory included), strided copies in
+ * one step when they finish. */
+/* The bytes a transfer copies: cosize * itemsize for a bulk transfer or a
+ * layout that covers its span exactly, else the number of elements times
+ * itemsize. 0 for a malformed description or one that overflows. */
+int64_t sw_transfer_bytes(const sw_transfer *t);
 
 /* Run one transfer. SW_EINVAL for a malformed description (unknown kind,
  * NULL host pointer with something to copy, negative offset, itemsize 0,

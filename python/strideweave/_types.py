@@ -45,7 +45,8 @@ class ProfilerEvent:
 
 @dataclasses.dataclass(frozen=True)
 class MoveEvent:
-    """The submission ("submit") or the outcome ("complete") of one move."""
+    """The submission ("submit") or the outcome ("complete") of one move.
+    `bytes` is what the move copies (the same on both records)."""
 
     id: typing.Any
     phase: typing.Any
@@ -59,6 +60,7 @@ class MoveEvent:
     duration_ns: typing.Any
     thread_id: typing.Any
     succeeded: typing.Any
+    bytes: typing.Any
 
 
 @dataclasses.dataclass(frozen=True)

@@ -172,7 +172,15 @@ static void reserve(int fd, int64_t pos, size_t len)
 #endif
 }
 
-static sw_status write_chunks(int fd, const char *src, size_t len, int64_t pos, sw_error *err)
+/* Count `bytes` more as copied, for whoever watches the transfer. */
+static void report(int64_t *progress, size_t bytes)
+{
+    if (progress)
+        __atomic_fetch_add(progress, (int64_t)bytes, __ATOMIC_RELAXED);
+}
+
+static sw_status write_chunks(int fd, const char *src, size_t len, int64_t pos,
+                              int64_t *progress, sw_error *err)
 {
     reserve(fd, pos, len);
     for (size_t done = 0; done < len;) {
@@ -181,11 +189,13 @@ static sw_status write_chunks(int fd, const char *src, size_t len, int64_t pos, 
         if (st != SW_OK)
             return st;
         done += n;
+        report(progress, n);
     }
     return SW_OK;
 }
 
-static sw_status read_chunks(int fd, char *dst, size_t len, int64_t pos, sw_error *err)
+static sw_status read_chunks(int fd, char *dst, size_t len, int64_t pos, int64_t *progress,
+                             sw_error *err)
 {
     for (size_t done = 0; done < len;) {
         size_t n = chunk_of(len - done);
@@ -193,6 +203,24 @@ static sw_status read_chunks(int fd, char *dst, size_t len, int64_t pos, sw_erro
         if (st != SW_OK)
             return st;
         done += n;
+        report(progress, n);
+    }
+    return SW_OK;
+}
+
+/* Host memory to host memory, chunk by chunk only so that progress moves. */
+static sw_status copy_host_span(char *dst, const char *src, size_t len, int64_t *progress,
+                                sw_error *err)
+{
+    if (!progress)
+        return sw_copy_span(dst, src, len, err);
+    for (size_t done = 0; done < len;) {
+        size_t n = chunk_of(len - done);
+        sw_status st = sw_copy_span(dst + done, src + done, n, err);
+        if (st != SW_OK)
+            return st;
+        done += n;
+        report(progress, n);
     }
     return SW_OK;
 }
@@ -206,7 +234,7 @@ static sw_status no_staging(size_t bytes, sw_error *err)
 /* File to file through one chunk-sized buffer: memory stays bounded however
  * large the span is. */
 static sw_status copy_file_span(int src_fd, int64_t src_pos, int dst_fd, int64_t dst_pos,
-                                size_t len, sw_error *err)
+                                size_t len, int64_t *progress, sw_error *err)
 {
     char *buf = sw_malloc(chunk_of(len));
     if (!buf)
@@ -218,6 +246,8 @@ static sw_status copy_file_span(int src_fd, int64_t src_pos, int dst_fd, int64_t
         st = sw_filestore_pread(src_fd, buf, n, src_pos + (int64_t)done, err);
         if (st == SW_OK)
             st = sw_filestore_pwrite(dst_fd, buf, n, dst_pos + (int64_t)done, err);
+        if (st == SW_OK)
+            report(progress, n);
         done += n;
     }
     sw_free(buf);
@@ -236,13 +266,15 @@ static char *host_at(const sw_endpoint *e, int64_t pos)
 static sw_status move_span(const sw_transfer *t, const span_bytes *sb, sw_error *err)
 {
     const sw_endpoint *s = &t->src, *d = &t->dst;
+    int64_t *p = t->progress;
     if (s->kind == SW_ENDPOINT_HOST && d->kind == SW_ENDPOINT_HOST)
-        return sw_copy_span(host_at(d, sb->dst_pos), host_at(s, sb->src_pos), sb->len, err);
+        return copy_host_span(host_at(d, sb->dst_pos), host_at(s, sb->src_pos), sb->len, p,
+                              err);
     if (s->kind == SW_ENDPOINT_HOST)
-        return write_chunks(d->fd, host_at(s, sb->src_pos), sb->len, sb->dst_pos, err);
+        return write_chunks(d->fd, host_at(s, sb->src_pos), sb->len, sb->dst_pos, p, err);
     if (d->kind == SW_ENDPOINT_HOST)
-        return read_chunks(s->fd, host_at(d, sb->dst_pos), sb->len, sb->src_pos, err);
-    return copy_file_span(s->fd, sb->src_pos, d->fd, sb->dst_pos, sb->len, err);
+        return read_chunks(s->fd, host_at(d, sb->dst_pos), sb->len, sb->src_pos, p, err);
+    return copy_file_span(s->fd, sb->src_pos, d->fd, sb->dst_pos, sb->len, p, err);
 }
 
 static sw_status strided(char *dst, const char *src, const sw_transfer *t, sw_error *err)
@@ -260,7 +292,7 @@ static sw_status values_to_file(const sw_transfer *t, const span_bytes *sb, sw_e
         return no_staging(sb->len, err);
     sw_status st = strided(buf, host_at(&t->src, sb->src_pos), t, err);
     if (st == SW_OK)
-        st = write_chunks(t->dst.fd, buf, sb->len, sb->dst_pos, err);
+        st = write_chunks(t->dst.fd, buf, sb->len, sb->dst_pos, NULL, err);
     sw_free(buf);
     return st;
 }
@@ -272,7 +304,7 @@ static sw_status values_from_file(const sw_transfer *t, const span_bytes *sb, sw
     char *buf = sw_malloc(sb->len);
     if (!buf)
         return no_staging(sb->len, err);
-    sw_status st = read_chunks(t->src.fd, buf, sb->len, sb->src_pos, err);
+    sw_status st = read_chunks(t->src.fd, buf, sb->len, sb->src_pos, NULL, err);
     if (st == SW_OK)
         st = strided(host_at(&t->dst, sb->dst_pos), buf, t, err);
     sw_free(buf);
@@ -280,17 +312,47 @@ static sw_status values_from_file(const sw_transfer *t, const span_bytes *sb, sw
 }
 
 /* Logical values only. File to file copies the span: the values are part
- * of it, and the destination's holes are unspecified anyway. */
+ * of it, and the destination's holes are unspecified anyway. Progress
+ * jumps to the values' bytes at the end. */
 static sw_status move_values(const sw_transfer *t, const span_bytes *sb, sw_error *err)
 {
     const sw_endpoint *s = &t->src, *d = &t->dst;
+    sw_status st;
     if (s->kind == SW_ENDPOINT_HOST && d->kind == SW_ENDPOINT_HOST)
-        return strided(host_at(d, sb->dst_pos), host_at(s, sb->src_pos), t, err);
-    if (s->kind == SW_ENDPOINT_HOST)
-        return values_to_file(t, sb, err);
-    if (d->kind == SW_ENDPOINT_HOST)
-        return values_from_file(t, sb, err);
-    return move_span(t, sb, err);
+        st = strided(host_at(d, sb->dst_pos), host_at(s, sb->src_pos), t, err);
+    else if (s->kind == SW_ENDPOINT_HOST)
+        st = values_to_file(t, sb, err);
+    else if (d->kind == SW_ENDPOINT_HOST)
+        st = values_from_file(t, sb, err);
+    else {
+        sw_transfer span = *t;
+        span.progress = NULL;
+        st = move_span(&span, sb, err);
+    }
+    if (st == SW_OK)
+        report(t->progress, (size_t)sw_transfer_bytes(t));
+    return st;
+}
+
+static int64_t element_count(const sw_transfer *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++)
+        if (t->extents[i] < 1 || __builtin_mul_overflow(n, t->extents[i], &n))
+            return -1;
+    return n;
+}
+
+int64_t sw_transfer_bytes(const sw_transfer *t)
+{
+    if (!t || t->itemsize == 0 || t->itemsize > (size_t)INT64_MAX || t->cosize <= 0 ||
+        t->ndim < 0 || t->ndim > SW_COPY_MAX_DIMS || (t->ndim > 0 && !t->extents) ||
+        (t->ndim > 0 && !t->strides))
+        return 0;
+    int64_t n = t->bulk || covers_span(t) ? t->cosize : element_count(t), bytes;
+    if (n < 0 || __builtin_mul_overflow(n, (int64_t)t->itemsize, &bytes))
+        return 0;
+    return bytes;
 }
 
 sw_status sw_transfer_run(const sw_transfer *t, sw_error *err)

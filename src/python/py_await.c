@@ -3,15 +3,25 @@
  * A handle is created incomplete by the framework and completed exactly
  * once, with the GIL held, by whichever thread reaches the terminal
  * boundary (the submitting thread for synchronous routes, the completion
- * thread for pool jobs). The outcome is written before the core completion
- * is signalled, so a waiter that wakes and retakes the GIL sees it. wait()
- * blocks with the GIL released and stays interruptible by signals. */
+ * thread for pool jobs, a waiter thread for provider completions). The
+ * outcome is written before the core completion is signalled, so a waiter
+ * that wakes and retakes the GIL sees it. wait() blocks with the GIL
+ * released, stays interruptible by signals, and may give up after a
+ * timeout (TimeoutError; the handle stays valid). Done callbacks are kept
+ * in a list under the GIL: the completing thread takes the list after the
+ * signal and calls each once; one added later runs at once. Progress is a
+ * byte counter the transfer adds to from any thread, atomically. */
 #include "sw_move.h"
+#include "strideweave/clock.h"
+
+#include <math.h>
 
 #define AWAIT(o) ((SwAwaitObject *)(o))
 
 /* How long one blocking step of wait() lasts before signals are checked. */
 #define WAIT_SLICE_NS 50000000LL
+/* Timeouts beyond this many seconds (about 31 years) wait forever. */
+#define WAIT_FOREVER_S 1e9
 
 PyObject *sw_py_await_new(PyTypeObject *type)
 {
@@ -21,6 +31,9 @@ PyObject *sw_py_await_new(PyTypeObject *type)
     self->result = NULL;
     self->error = NULL;
     self->weakreflist = NULL;
+    self->callbacks = NULL;
+    self->progress_done = 0;
+    self->progress_total = 0;
     self->completion = sw_completion_new();
     if (!self->completion) {
         PyObject_GC_Del(self);
@@ -30,32 +43,95 @@ PyObject *sw_py_await_new(PyTypeObject *type)
     return (PyObject *)self;
 }
 
+void sw_py_await_set_total(PyObject *handle, int64_t total)
+{
+    AWAIT(handle)->progress_total = total;
+}
+
+int64_t *sw_py_await_progress_counter(PyObject *handle)
+{
+    return &AWAIT(handle)->progress_done;
+}
+
+void sw_py_await_add_done(PyObject *handle, int64_t bytes)
+{
+    __atomic_fetch_add(&AWAIT(handle)->progress_done, bytes, __ATOMIC_RELAXED);
+}
+
+/* fn(handle); what it raises is reported, never propagated. */
+static void call_done_callback(PyObject *fn, PyObject *handle)
+{
+    PyObject *r = PyObject_CallOneArg(fn, handle);
+    if (r)
+        Py_DECREF(r);
+    else
+        PyErr_WriteUnraisable(fn);
+}
+
+/* After the signal, GIL held: every registered callback once, in order.
+ * The list is detached first, so a callback that adds another to this
+ * (now done) handle has it called at once instead. */
+static void run_done_callbacks(PyObject *handle)
+{
+    PyObject *list = AWAIT(handle)->callbacks;
+    if (!list)
+        return;
+    AWAIT(handle)->callbacks = NULL;
+    Py_INCREF(handle);
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++)
+        call_done_callback(PyList_GET_ITEM(list, i), handle);
+    PyErr_Restore(type, value, tb);
+    Py_DECREF(list);
+    Py_DECREF(handle);
+}
+
 void sw_py_await_complete(PyObject *handle, PyObject *result, PyObject *error)
 {
     SwAwaitObject *self = AWAIT(handle);
     if (sw_completion_is_done(self->completion))
         return;
-    if (error)
+    if (error) {
         self->error = Py_NewRef(error);
-    else
+    } else {
         self->result = Py_NewRef(result ? result : Py_None);
+        __atomic_store_n(&self->progress_done, self->progress_total, __ATOMIC_RELAXED);
+    }
     sw_completion_signal(self->completion);
+    run_done_callbacks(handle);
 }
 
-PyObject *sw_py_await_wait(PyObject *handle)
+/* Block until done, or until `timeout_ns` (>= 0; < 0: no limit) passed:
+ * then TimeoutError. NULL with an exception, else the outcome. */
+static PyObject *wait_for(PyObject *handle, long long timeout_ns, PyObject *timeout)
 {
     SwAwaitObject *self = AWAIT(handle);
     if (!sw_completion_is_done(self->completion) && sw_py_move_on_completion_thread()) {
         PyErr_SetString(PyExc_RuntimeError,
                         "cannot wait() for an unfinished move from code that runs while "
-                        "strideweave finishes moves (a finalizer or __del__); wait "
-                        "elsewhere");
+                        "strideweave finishes moves (a finalizer, __del__ or done "
+                        "callback); wait elsewhere");
         return NULL;
     }
+    uint64_t start = timeout_ns >= 0 ? sw_clock_ns() : 0;
     while (!sw_completion_is_done(self->completion)) {
+        long long slice = WAIT_SLICE_NS;
+        if (timeout_ns >= 0) {
+            long long spent = (long long)(sw_clock_ns() - start);
+            if (spent >= timeout_ns) {
+                PyErr_Format(PyExc_TimeoutError,
+                             "the %s did not finish within %R seconds; it is still running: "
+                             "call wait() again, or check done", _PyType_Name(Py_TYPE(handle)),
+                             timeout);
+                return NULL;
+            }
+            if (timeout_ns - spent < slice)
+                slice = timeout_ns - spent;
+        }
         int done;
         Py_BEGIN_ALLOW_THREADS
-        done = sw_completion_wait_for(self->completion, WAIT_SLICE_NS);
+        done = sw_completion_wait_for(self->completion, slice);
         Py_END_ALLOW_THREADS
         if (!done && PyErr_CheckSignals() < 0)
             return NULL;
@@ -67,10 +143,79 @@ PyObject *sw_py_await_wait(PyObject *handle)
     return Py_NewRef(self->result);
 }
 
-static PyObject *await_wait(PyObject *self, PyObject *unused)
+PyObject *sw_py_await_wait(PyObject *handle)
 {
-    (void)unused;
-    return sw_py_await_wait(self);
+    return wait_for(handle, -1, Py_None);
+}
+
+/* timeout: None (no limit), or a real number of seconds >= 0. */
+static int parse_timeout(PyObject *timeout, long long *ns)
+{
+    *ns = -1;
+    if (timeout == Py_None)
+        return 0;
+    PyNumberMethods *nb = Py_TYPE(timeout)->tp_as_number;
+    if (PyBool_Check(timeout) || !nb || (!nb->nb_float && !nb->nb_index) ||
+        PyComplex_Check(timeout)) {
+        PyErr_Format(PyExc_TypeError,
+                     "timeout must be None or a number of seconds, not %.100s",
+                     Py_TYPE(timeout)->tp_name);
+        return -1;
+    }
+    double s = PyFloat_AsDouble(timeout);
+    if (s == -1.0 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+            return -1;
+        PyErr_Clear(); /* an int too large for a float */
+        s = _PyLong_Sign(timeout) < 0 ? -INFINITY : INFINITY;
+    }
+    if (isnan(s) || s < 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "timeout must be None or a number of seconds >= 0, not %R", timeout);
+        return -1;
+    }
+    if (s < WAIT_FOREVER_S)
+        *ns = (long long)(s * 1e9);
+    return 0;
+}
+
+static PyObject *await_wait(PyObject *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"timeout", NULL};
+    PyObject *timeout = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O:wait", kwlist, &timeout))
+        return NULL;
+    long long ns;
+    if (parse_timeout(timeout, &ns) < 0)
+        return NULL;
+    return wait_for(self, ns, timeout);
+}
+
+static PyObject *await_add_done_callback(PyObject *self, PyObject *fn)
+{
+    if (!PyCallable_Check(fn)) {
+        PyErr_Format(PyExc_TypeError,
+                     "add_done_callback() takes a callable, called with the handle; "
+                     "got %.100s", Py_TYPE(fn)->tp_name);
+        return NULL;
+    }
+    if (sw_completion_is_done(AWAIT(self)->completion)) {
+        call_done_callback(fn, self);
+        Py_RETURN_NONE;
+    }
+    if (!AWAIT(self)->callbacks && !(AWAIT(self)->callbacks = PyList_New(0)))
+        return NULL;
+    if (PyList_Append(AWAIT(self)->callbacks, fn) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *await_get_progress(PyObject *self, void *closure)
+{
+    (void)closure;
+    long long total = AWAIT(self)->progress_total;
+    long long done = __atomic_load_n(&AWAIT(self)->progress_done, __ATOMIC_RELAXED);
+    return Py_BuildValue("(LL)", done < total ? done : total, total);
 }
 
 static PyObject *await_get_done(PyObject *self, void *closure)
@@ -91,6 +236,7 @@ static int await_traverse(PyObject *self, visitproc visit, void *arg)
 {
     Py_VISIT(AWAIT(self)->result);
     Py_VISIT(AWAIT(self)->error);
+    Py_VISIT(AWAIT(self)->callbacks);
     return 0;
 }
 
@@ -100,6 +246,7 @@ static int await_clear(PyObject *self)
 {
     Py_CLEAR(AWAIT(self)->result);
     Py_CLEAR(AWAIT(self)->error);
+    Py_CLEAR(AWAIT(self)->callbacks);
     return 0;
 }
 
@@ -124,11 +271,23 @@ static PyObject *await_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 }
 
 static PyMethodDef await_methods[] = {
-    {"wait", await_wait, METH_NOARGS,
-     "wait($self, /)\n--\n\n"
+    {"wait", (PyCFunction)(void (*)(void))await_wait, METH_VARARGS | METH_KEYWORDS,
+     "wait($self, /, timeout=None)\n--\n\n"
      "Block until the operation has finished, then return its result, or\n"
      "raise the exception it failed with. Every call returns the same\n"
-     "object or raises the same exception; any number of threads may wait."},
+     "object or raises the same exception; any number of threads may wait.\n\n"
+     "timeout: None waits as long as it takes; a number of seconds (>= 0)\n"
+     "raises TimeoutError if the operation has not finished by then. The\n"
+     "operation keeps running and the handle stays valid: wait() again later,\n"
+     "as with concurrent.futures.Future.result(timeout)."},
+    {"add_done_callback", await_add_done_callback, METH_O,
+     "add_done_callback($self, fn, /)\n--\n\n"
+     "Call fn(handle) once when the operation finishes, successfully or not:\n"
+     "from the thread that finishes it, or at once on this thread when it has\n"
+     "already finished. An exception raised by fn is reported through\n"
+     "sys.unraisablehook and otherwise ignored. Keep fn short and do not wait\n"
+     "for other moves in it. To resume asyncio code, hand the result to the\n"
+     "loop: handle.add_done_callback(lambda h: loop.call_soon_threadsafe(...))."},
     {"__class_getitem__", Py_GenericAlias, METH_O | METH_CLASS,
      "__class_getitem__($type, item, /)\n--\n\n"
      "Subscript the class for type hints, as in AwaitMove[Tensor]."},
@@ -139,6 +298,11 @@ static PyGetSetDef await_getset[] = {
     {"done", await_get_done, NULL,
      "True once the operation has finished, successfully or not; wait() "
      "then returns without blocking.", NULL},
+    {"progress", await_get_progress, NULL,
+     "(bytes_done, bytes_total): how much of the data the operation copies\n"
+     "has been copied so far. Grows as the transfer goes (chunk by chunk for\n"
+     "large copies; some routes jump from 0 to the total) and ends at\n"
+     "(total, total) when it succeeds.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

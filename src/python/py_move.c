@@ -515,6 +515,10 @@ static void submit(move_request *r, PyObject *op, PyObject *tensor)
         int c = sw_py_move_describe(s->carrier, s->offset, SwLayout_CORE(s->layout),
                                     r->destination, kind == SW_ROUTE_BULK, &r->transfer,
                                     r->extents, r->strides);
+        if (c == 1) { /* the core counts what it copies, chunk by chunk */
+            sw_py_await_set_total(r->handle, sw_transfer_bytes(&r->transfer));
+            r->transfer.progress = sw_py_await_progress_counter(r->handle);
+        }
         r->blockdev = sw_py_block_device_core(r->source);
         if (!r->blockdev)
             r->blockdev = sw_py_block_device_core(r->destination);
@@ -683,6 +687,19 @@ static move_request *request_new(PyObject *source, PyObject *destination, int64_
     return r;
 }
 
+/* The bytes a move copies, for its progress: the values for the
+ * elementwise route, the whole span for every other. A route the core
+ * runs recounts them from its transfer (submit). */
+static int64_t move_bytes(PyObject *tensor, PyObject *op_type)
+{
+    SwSubtensor *s = &TENSOR(tensor)->subs[0];
+    const sw_layout *L = SwLayout_CORE(s->layout);
+    int64_t n = PyType_IsSubtype((PyTypeObject *)op_type, &SwElementwise_Type) ? L->size
+                                                                               : L->cosize;
+    int64_t item = (int64_t)sw_dtype_slot_bytes(SwDType_ID(TENSOR(tensor)->dtype)), bytes;
+    return __builtin_mul_overflow(n, item, &bytes) ? INT64_MAX : bytes;
+}
+
 /* The destination grows to exactly the span, and the output Tensor is
  * bound to it; on failure the growth is undone. */
 static int allocate_and_bind(move_request *r, int grow, PyObject *layout)
@@ -815,11 +832,13 @@ PyObject *sw_py_move_initiate(PyObject *tensor, PyObject *destination, PyObject 
     }
     if (record)
         r->node = Py_NewRef(own_op);
+    sw_py_await_set_total(r->handle, move_bytes(tensor, route.op_type));
     r->prepared = prepared;
     prepared = NULL;
     handle = Py_NewRef(r->handle);
     sw_move_trace *trace =
-        sw_py_profile_move_begin(source, destination, route.op_type, route_id, start_ns);
+        sw_py_profile_move_begin(source, destination, route.op_type, route_id, start_ns,
+                                 ((SwAwaitObject *)r->handle)->progress_total);
     r->trace = trace;
     set_pending(r, 1);
     /* Either may commit, and free r, before it returns. */

@@ -61,6 +61,7 @@ int sw_py_move_describe(PyObject *src, int64_t offset, const sw_layout *layout,
 {
     const sw_carrier_ops *ops = sw_carrier_builtin_ops(src);
     t->src.offset = t->dst.offset = 0; /* a block device's extent start, else 0 */
+    t->progress = NULL;
     if (!ops || !endpoint_of(src, &t->src) || !endpoint_of(dst, &t->dst))
         return 0;
     t->src.offset += offset;

@@ -200,6 +200,15 @@ static int require_results(SwProfilerObject *p)
     return -1;
 }
 
+int sw_py_profiler_records(PyObject *profiler, PyObject **events, PyObject **move_events)
+{
+    if (require_results(PROF(profiler)) < 0)
+        return -1;
+    *events = PROF(profiler)->events;
+    *move_events = PROF(profiler)->move_events;
+    return 0;
+}
+
 static PyObject *profiler_events(PyObject *self, PyObject *unused)
 {
     (void)unused;
@@ -369,6 +378,7 @@ struct sw_move_trace {
     uint64_t end_ns;
     unsigned long commit_thread;
     int succeeded;
+    int64_t bytes;             /* what the move copies */
 };
 
 static int selects(PyObject *profiler, PyObject *a, PyObject *b)
@@ -393,7 +403,7 @@ void sw_py_profile_internal_moves(int delta)
 
 sw_move_trace *sw_py_profile_move_begin(PyObject *source, PyObject *destination,
                                         PyObject *op_type, PyObject *route_id,
-                                        uint64_t start_ns)
+                                        uint64_t start_ns, int64_t bytes)
 {
     if (internal_moves > 0)
         return NULL;
@@ -413,6 +423,7 @@ sw_move_trace *sw_py_profile_move_begin(PyObject *source, PyObject *destination,
     t->operation_type = Py_NewRef(op_type);
     t->route_id = Py_NewRef(route_id ? route_id : Py_None);
     t->start_ns = start_ns;
+    t->bytes = bytes;
     return t;
 }
 
@@ -437,11 +448,11 @@ static void emit(sw_move_trace *t, const char *phase, uint64_t end_ns, unsigned 
     PyObject *saved_type, *saved_value, *saved_tb;
     PyErr_Fetch(&saved_type, &saved_value, &saved_tb);
     PyObject *ev = PyObject_CallFunction(
-        move_event_class, "nsLLOOOOKKkO", PyList_GET_SIZE(p->move_events), phase,
+        move_event_class, "nsLLOOOOKKkOL", PyList_GET_SIZE(p->move_events), phase,
         (long long)t->move_id, (long long)t->request_id, t->source_type,
         t->destination_type, t->operation_type, t->route_id,
         (unsigned long long)t->start_ns, (unsigned long long)(end_ns - t->start_ns), thread,
-        succeeded);
+        succeeded, (long long)t->bytes);
     if (!ev || PyList_Append(p->move_events, ev) < 0)
         PyErr_Clear();
     Py_XDECREF(ev);
@@ -658,6 +669,22 @@ static PyMethodDef profiler_methods[] = {
      "key_averages($self, *, group_by_input_shape=False)\n--\n\n"
      "Operation events grouped by name and carrier class (and input shapes\n"
      "when asked), as ProfilerAggregate rows sorted by name."},
+    {"table", sw_py_profiler_table, METH_NOARGS,
+     "table($self, /)\n--\n\n"
+     "A printable summary with one row per kind of event: moves by source\n"
+     "class, destination class and route, operations by name and carrier\n"
+     "class. Columns: how many, total and mean time in microseconds (a move\n"
+     "from submission to completion), bytes moved by the moves that succeeded,\n"
+     "and their throughput in GB/s. Rows by total time, largest first.\n"
+     "Available after the with block has ended.\n\n"
+     "    print(p.table())"},
+    {"export_chrome_trace", sw_py_profiler_export_chrome_trace, METH_O,
+     "export_chrome_trace($self, path, /)\n--\n\n"
+     "Write the records to `path` as Chrome trace JSON (open it in Perfetto or\n"
+     "chrome://tracing): a traceEvents list with one complete span (\"ph\": \"X\")\n"
+     "per finished move, from submission to completion on the thread that\n"
+     "submitted it, and one per operation execution; ts and dur are in\n"
+     "microseconds. Available after the with block has ended."},
     {NULL, NULL, 0, NULL},
 };
 

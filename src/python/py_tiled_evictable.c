@@ -339,13 +339,26 @@ static int residency_check_routes(residency *q)
     return 0;
 }
 
+/* The bytes of one tile, for the handle's progress. */
+static int64_t tile_bytes(residency *q)
+{
+    SwTiledEvictableObject *te = TILED(q->self);
+    return te->geo.tile_size * (int64_t)sw_dtype_slot_bytes(SwDType_ID(te->dtype));
+}
+
 /* Mark every listed tile pending, then stage the copies of the ones
- * needing work; stops at the first failure (kept in q->error). */
+ * needing work; stops at the first failure (kept in q->error). Progress
+ * counts whole tiles as their copies finish. */
 static void residency_stage(residency *q)
 {
     SwTiledEvictableObject *te = TILED(q->self);
-    for (int64_t i = 0; i < q->n; i++)
+    int64_t copies = 0;
+    for (int64_t i = 0; i < q->n; i++) {
         te->tiles[q->idx[i]].pending++;
+        copies += tile_needs_copy(q, &te->tiles[q->idx[i]]);
+    }
+    if (q->handle)
+        sw_py_await_set_total(q->handle, copies * tile_bytes(q));
     te->busy++;
     if (residency_check_routes(q) < 0)
         residency_fail(q, sw_py_take_exception());
@@ -364,6 +377,8 @@ static void residency_stage(residency *q)
             q->waits[i].src = Py_NewRef(src);
             q->waits[i].req = q;
             q->outstanding++;
+        } else if (q->handle) {
+            sw_py_await_add_done(q->handle, tile_bytes(q));
         }
     }
 }
@@ -420,6 +435,8 @@ static void tile_finished(sw_provider_wait *w)
     residency *q = ((tile_wait *)w)->req;
     if (w->error)
         residency_fail(q, Py_NewRef(w->error));
+    else if (q->handle)
+        sw_py_await_add_done(q->handle, tile_bytes(q));
     if (--q->outstanding > 0)
         return;
     residency_finish(q);

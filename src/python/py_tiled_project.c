@@ -458,6 +458,8 @@ PyObject *sw_tiled_project(PyObject *self, PyObject *const *args, Py_ssize_t nar
     pin(&pj, -1);
     if (result && plan && sw_tiled_evict_set(self, plan->evict) < 0)
         PyErr_WriteUnraisable(self); /* the projection itself succeeded */
+    /* Progress: the projected values, in one step. */
+    sw_py_await_set_total(handle, pj.n * (int64_t)sw_dtype_slot_bytes(SwDType_ID(te->dtype)));
     sw_py_await_complete(handle, result, exc);
     Py_XDECREF(result);
     Py_XDECREF(exc);

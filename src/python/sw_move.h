@@ -21,6 +21,9 @@ typedef struct SwAwaitObject {
     PyObject *result; /* written once, before the completion is signalled */
     PyObject *error;  /* an exception instance, same rule */
     PyObject *weakreflist;
+    PyObject *callbacks;    /* list of add_done_callback functions, or NULL */
+    int64_t progress_done;  /* bytes copied so far: atomic, written by any thread */
+    int64_t progress_total; /* bytes the work copies in all, set before it starts */
 } SwAwaitObject;
 
 /* A fresh, incomplete handle of `type` (AwaitMove, or a later subtype). */
@@ -30,6 +33,12 @@ PyObject *sw_py_await_new(PyTypeObject *type);
 void sw_py_await_complete(PyObject *handle, PyObject *result, PyObject *error);
 /* handle.wait(): the GIL is released while blocking. New reference. */
 PyObject *sw_py_await_wait(PyObject *handle);
+/* Progress (handle.progress): set the total before the work starts; the
+ * work adds to the done count (any thread, atomically, through
+ * sw_py_await_progress_counter); a success ends it at the total. */
+void sw_py_await_set_total(PyObject *handle, int64_t total);
+int64_t *sw_py_await_progress_counter(PyObject *handle);
+void sw_py_await_add_done(PyObject *handle, int64_t bytes);
 int sw_py_await_init(PyObject *module);
 
 /* ---- operations and routes (py_move_operation.c) ------------------------ */

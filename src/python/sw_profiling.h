@@ -19,7 +19,7 @@ extern PyTypeObject SwProfiler_Type;
 typedef struct sw_move_trace sw_move_trace;
 sw_move_trace *sw_py_profile_move_begin(PyObject *source, PyObject *destination,
                                         PyObject *op_type, PyObject *route_id,
-                                        uint64_t start_ns);
+                                        uint64_t start_ns, int64_t bytes);
 void sw_py_profile_move_submitted(sw_move_trace *trace);
 /* Framework-internal moves (tier transitions) record nothing: +1 before
  * starting one on this thread, -1 after. */
@@ -36,6 +36,14 @@ void sw_py_profile_move_completed(sw_move_trace *trace, int succeeded);
 typedef struct sw_op_span sw_op_span;
 sw_op_span *sw_py_profile_op_begin(PyObject *op, PyObject *const *inputs, Py_ssize_t n);
 void sw_py_profile_op_end(sw_op_span *span, int succeeded);
+
+/* The readable reports (py_profiling_report.c): Profiler.table() and
+ * Profiler.export_chrome_trace(path), over the records that
+ * sw_py_profiler_records lends (borrowed lists; -1 with RuntimeError before
+ * the with block has ended). */
+int sw_py_profiler_records(PyObject *profiler, PyObject **events, PyObject **move_events);
+PyObject *sw_py_profiler_table(PyObject *profiler, PyObject *unused);
+PyObject *sw_py_profiler_export_chrome_trace(PyObject *profiler, PyObject *path);
 
 int sw_py_profiling_init(PyObject *module);
 

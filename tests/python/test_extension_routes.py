@@ -730,7 +730,7 @@ def test_p11_selection_by_definition_backed_class():
 
 def test_p13_move_event_accepts_a_route_id():
     e = sw.MoveEvent(0, "submit", 1, 2, sw.CPU, sw.CPU, ext.TransferRouteMoveOperation,
-                     "my-route", 0, 0, 0, None)
+                     "my-route", 0, 0, 0, None, 4)
     assert e.route_id == "my-route"
 
 

@@ -166,7 +166,7 @@ def test_p9_profilers_on_two_threads_are_independent():
 # ---- P-6 / P-13 / P-14 record types ---------------------------------------------------
 
 
-@pytest.mark.parametrize("cls, n", [(sw.ProfilerEvent, 11), (sw.MoveEvent, 12),
+@pytest.mark.parametrize("cls, n", [(sw.ProfilerEvent, 11), (sw.MoveEvent, 13),
                                     (sw.ProfilerAggregate, 9)])
 def test_record_types_are_frozen_value_records(cls, n):
     values = list(range(n))

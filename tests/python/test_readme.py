@@ -32,9 +32,11 @@ def section(text, title):
     return text[start:end if end >= 0 else len(text)]
 
 
-def test_readme_every_python_block_runs_in_order():
+def test_readme_every_python_block_runs_in_order(tmp_path, monkeypatch):
     # The blocks build on each other (the Usage block defines t), as a reader
-    # would run them; each must run as written.
+    # would run them; each must run as written (in a scratch directory: a
+    # block may write a file).
+    monkeypatch.chdir(tmp_path)
     scope = {}
     for n, code in enumerate(python_blocks(README.read_text())):
         exec(compile(code, f"README.md block {n}", "exec"), scope)
@@ -230,3 +232,22 @@ def test_tour_runs_without_pytorch(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert "PyTorch is not installed" in out.stdout
     assert "numpy sees shape" in out.stdout
+
+
+def test_readme_progress_bar_runs_with_tqdm(tmp_path, monkeypatch, capsys):
+    pytest = __import__("pytest")
+    pytest.importorskip("tqdm")
+    monkeypatch.chdir(tmp_path)  # the example writes moves.json
+    (code,) = python_blocks(section(README.read_text(), "## Watching long moves"))
+    scope = {}
+    exec(compile(code, "README.md", "exec"), scope)
+    on_file, big_bytes = scope["on_file"], scope["n"] * 4
+    assert on_file.carrier.size() == scope["n"]
+    out, err = capsys.readouterr()
+    assert "to file: 100%" in err and "67.1M/67.1M" in err  # the bar reached the total
+    (row,) = [line for line in out.splitlines() if line.startswith("move CPU -> FileBacked")]
+    assert row.split()[7] == str(big_bytes)  # 4 words of name, count, total, mean, bytes
+    import json
+    spans = [e for e in json.load(open(tmp_path / "moves.json"))["traceEvents"]
+             if e.get("ph") == "X"]
+    assert [s["args"]["bytes"] for s in spans] == [big_bytes]
