@@ -18,9 +18,18 @@ The anchors read into one buffer allocated and touched before the rounds
       memory, which promote() has to do (its primary was released).
   (b) CPU->BlockDeviceCarrier and back: CpuToBlockDeviceMoveOperation then
       BlockDeviceToCpuMoveOperation on a loop device, against an os.pwrite
-      loop and an os.preadv loop of the same bytes at the same device
-      offset. Skipped, with the reason, when no loop device can be made
-      (needs Linux, root, losetup).
+      loop followed by os.fdatasync (a move into a block device is durable
+      when it completes) and an os.preadv loop of the same bytes at the same
+      device offset. Skipped, with the reason, when no loop device can be
+      made (needs Linux, root, losetup).
+  (d) Durable CPU->BlockDeviceCarrier: sw.move into a BlockDeviceCarrier
+      on a loop device attached with `losetup --direct-io=on`, against an
+      O_DIRECT os.pwrite loop (8 MiB requests from a page-aligned buffer) of
+      the same bytes at the same device offsets followed by os.fdatasync.
+      Target >= 0.9x. The first line's anchor writes one buffer filled
+      before the rounds (its best case); the second line's anchor writes a
+      page-aligned buffer freshly allocated and filled each round (outside
+      its timing), as our source is. Skipped like (b).
   (c) TiledEvictable projection of a 1/16 tile selection of a 4096x4096
       Float32 tensor against NumPy's a[np.ix_(rows, cols)] of the same tiles
       (bench/project.py); target >= 1.0x.
@@ -170,27 +179,30 @@ def loop_device_unavailable():
     return None
 
 
-def attach_loop(directory, size):
+def attach_loop(directory, size, direct_io=False):
     backing = os.path.join(directory, "tiers-loop.img")
     with open(backing, "wb") as f:
         f.truncate(size)
-    out = subprocess.run(["losetup", "--find", "--show", backing],
+    extra = ["--direct-io=on"] if direct_io else []
+    out = subprocess.run(["losetup", "--find", "--show", *extra, backing],
                          capture_output=True, text=True)
     if out.returncode != 0:
         return None, out.stderr.strip()
     return out.stdout.strip(), None
 
 
-def bench_block_device(n, rounds, table):
+def bench_block_device(n, rounds, table, case="b"):
     why = loop_device_unavailable()
     tmp = tempfile.mkdtemp(prefix="sw-bench-tiers-")
     path = None
     try:
         if not why:
-            path, why = attach_loop(tmp, 2 * 4 * n + (1 << 20))
+            path, why = attach_loop(tmp, 2 * 4 * n + (1 << 20), direct_io=case == "d")
         if why:
-            print(f"(b) CPU<->BlockDeviceCarrier        skipped: {why}")
+            print(f"({case}) CPU<->BlockDeviceCarrier        skipped: {why}")
             return None
+        if case == "d":
+            return measure_durable_block_move(path, n, rounds, table)
         return measure_block_device(path, n, rounds, table)
     finally:
         if path:
@@ -210,7 +222,8 @@ def ours_round(to_dev, to_cpu, dst, n, ref):
 def anchor_round(path, base, back, ref):
     fd = os.open(path, os.O_RDWR)
     try:
-        t, _ = timed(lambda: (pwrite_all(fd, ref, base), preadv_all(fd, back, base)))
+        t, _ = timed(lambda: (pwrite_all(fd, ref, base), os.fdatasync(fd),
+                              preadv_all(fd, back, base)))
     finally:
         os.close(fd)
     assert back[-1] == float(ref[-1])
@@ -245,6 +258,61 @@ def measure_block_device(path, n, rounds, table):
     return table.add("(b) CPU->BlockDevice->CPU", ours, "pwrite+preadv", anchor, 0.9)
 
 
+# ---- (d) durable CPU -> BlockDeviceCarrier against O_DIRECT writes ---------------------
+
+def direct_anchor_round(path, base, aligned):
+    fd = os.open(path, os.O_RDWR | os.O_DIRECT)
+    try:
+        t, _ = timed(lambda: (pwrite_all(fd, aligned, base), os.fdatasync(fd)))
+    finally:
+        os.close(fd)
+    return t
+
+
+def durable_move_round(dst, n, ref):
+    src = flat_tensor(n, ref)
+    with sw.no_grad():
+        t, res = timed(lambda: sw.move(src, dst))
+    assert res.carrier is dst
+    return t
+
+
+def fresh_aligned(ref):
+    import mmap
+
+    buf = mmap.mmap(-1, ref.nbytes)  # page-aligned, as O_DIRECT needs
+    np.frombuffer(buf, dtype=np.float32)[:] = ref
+    return buf
+
+
+def measure_durable_block_move(path, n, rounds, table):
+    ours, anchor, fresh_anchor = [], [], []
+    ref = np.arange(n, dtype=np.float32)
+    aligned = fresh_aligned(ref)
+    with sw.BlockDevice(path) as dev:
+        dst = dev.allocate(n, empty=True)
+        base = dst.device_offset_bytes
+        for r in range(rounds + 1):
+            sides = [lambda: durable_move_round(dst, n, ref),
+                     lambda: direct_anchor_round(path, base, aligned),
+                     lambda: direct_anchor_round(path, base, fresh_aligned(ref))]
+            if r % 2:
+                sides.reverse()
+            times = [side() for side in sides]
+            to, ta, tf = times if r % 2 == 0 else times[::-1]
+            dst.release()  # the move kept it: take its range again
+            dst = dev.allocate(n, empty=True)
+            assert dst.device_offset_bytes == base
+            if r:
+                ours.append(to)
+                anchor.append(ta)
+                fresh_anchor.append(tf)
+        del dst
+    table.add("(d) durable CPU->BlockDevice", ours, "O_DIRECT+sync", anchor, 0.9)
+    return table.add("    same, anchor from fresh memory", ours, "O_DIRECT+sync",
+                     fresh_anchor, 0.9)
+
+
 # ---- (c) TiledEvictable projection ---------------------------------------------------------
 
 def bench_projection(rounds):
@@ -271,12 +339,18 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mib", type=int, default=256)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--cases", default="abcd", help="which cases to run (default: abcd)")
     args = ap.parse_args()
     n = args.mib * (1 << 20) // 4
     table = Table(4 * n)
-    bench_evictable(n, args.rounds, table)
-    bench_block_device(n, args.rounds, table)
-    bench_projection(args.rounds)
+    if "a" in args.cases:
+        bench_evictable(n, args.rounds, table)
+    if "b" in args.cases:
+        bench_block_device(n, args.rounds, table)
+    if "d" in args.cases:
+        bench_block_device(n, args.rounds, table, case="d")
+    if "c" in args.cases:
+        bench_projection(args.rounds)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
  *
  * Every byte the core hands out goes through sw_malloc/sw_calloc so that
  * sw_alloc_live_bytes() can prove the absence of leaks: tracemalloc cannot
- * see C allocations. Pointers are aligned to SW_ALIGNMENT bytes. */
+ * see C allocations. Pointers are aligned to SW_ALIGNMENT bytes (blocks of
+ * 1 MiB or more to a 4096-byte page). */
 #ifndef STRIDEWEAVE_ALLOC_H
 #define STRIDEWEAVE_ALLOC_H
 

@@ -66,6 +66,8 @@ typedef struct sw_blockdev {
     _Atomic int faulted;
     pthread_mutex_t lock;   /* guards `extents`, `fd` and every transfer */
     sw_extent_map extents;
+    int dfd;                /* the node opened O_DIRECT for large writes into
+                               it; -1 when the kernel refuses (or closed) */
 } sw_blockdev;
 
 /* Open `path` read-write and read its geometry. The node is stat'ed
@@ -101,7 +103,11 @@ sw_status sw_blockdev_flush_locked(sw_blockdev *d, sw_error *err);
  * endpoint): takes d->lock, refuses a faulted or closed device
  * (SW_ESTATE), and faults the device when the transfer fails. A transfer
  * into the device (destination endpoint on d->fd) returns SW_OK only once
- * fdatasync says the range is durable (B-11). No Python,
+ * fdatasync says the range is durable (B-11). A large bulk write from host
+ * memory at a block-aligned device offset goes through `dfd` (direct I/O,
+ * staged through aligned buffers, copying the next chunk while the previous
+ * one is written); its unaligned tail and everything else are buffered
+ * writes on `fd`. No Python,
  * no GIL: pool threads call it. */
 sw_status sw_blockdev_transfer(sw_blockdev *d, const sw_transfer *t, sw_error *err);
 

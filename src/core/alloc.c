@@ -46,10 +46,21 @@ typedef struct block_header {
 
 static _Atomic int64_t live_bytes;
 
+/* Blocks from 1 MiB on start on a page: a block device can then take
+ * them in direct I/O without a staging copy (blockdev.c). */
+#define PAGE_ALIGN_MIN ((size_t)1 << 20)
+#define PAGE_ALIGNMENT ((size_t)4096)
+
+static size_t alignment_of(size_t bytes)
+{
+    return bytes >= PAGE_ALIGN_MIN ? PAGE_ALIGNMENT : SW_ALIGNMENT;
+}
+
 static void *place(void *base, size_t bytes, size_t total)
 {
     uintptr_t raw = (uintptr_t)base + sizeof(block_header);
-    uintptr_t aligned = (raw + SW_ALIGNMENT - 1) & ~(uintptr_t)(SW_ALIGNMENT - 1);
+    uintptr_t align = (uintptr_t)alignment_of(bytes);
+    uintptr_t aligned = (raw + align - 1) & ~(align - 1);
     block_header *h = (block_header *)aligned - 1;
     h->base = base;
     h->bytes = bytes;
@@ -62,7 +73,7 @@ static void *place(void *base, size_t bytes, size_t total)
 
 static int padded(size_t bytes, size_t *out)
 {
-    return !__builtin_add_overflow(bytes, SW_ALIGNMENT + sizeof(block_header), out);
+    return !__builtin_add_overflow(bytes, alignment_of(bytes) + sizeof(block_header), out);
 }
 
 /* A small cache of large freed blocks. A tensor computation allocates and

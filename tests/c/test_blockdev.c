@@ -200,6 +200,7 @@ static void test_transfer_flushes(void)
     sw_blockdev d;
     memset(&d, 0, sizeof d);
     d.fd = fd;
+    d.dfd = -1;
     atomic_init(&d.faulted, 0);
     pthread_mutex_init(&d.lock, NULL);
     float src[4] = {1.0f, 2.0f, 3.0f, 4.0f}, back[4] = {0};
