@@ -233,20 +233,27 @@ PyObject *sw_py_tensor_slice(PyObject *obj, PyObject *key)
             if (slice_bounds(e, size, m, &start, &stop, &step) < 0)
                 goto done;
             if (is_leaf) {
-                if (stop <= start || (stop - start) % step != 0) {
+                /* Python's slice semantics: len(range(start, stop, step)). */
+                if (stop <= start) {
                     PyErr_Format(PyExc_ValueError,
-                                 "slice %zd:%zd:%zd for mode %d of size %lld selects no index "
-                                 "or an uneven range: it must select at least one index, and "
-                                 "stop - start must be a multiple of the step",
+                                 "slice %zd:%zd:%zd for mode %d of size %lld selects no index: "
+                                 "it must select at least one index",
                                  start, stop, step, m, (long long)size);
                     goto done;
                 }
                 int64_t s = L->strides[leaf];
+                int64_t count = (int64_t)((stop - start - 1) / step) + 1;
                 profile[out_np++] = SW_NODE_LEAF;
-                ext[out_nl] = (stop - start) / step;
-                if (__builtin_mul_overflow(s, (int64_t)step, &strl[out_nl]) ||
-                    (S && __builtin_mul_overflow(S->strides[leaf], (int64_t)step,
-                                                 &strs[out_nl]))) {
+                ext[out_nl] = count;
+                int over = __builtin_mul_overflow(s, (int64_t)step, &strl[out_nl]) ||
+                           (S && __builtin_mul_overflow(S->strides[leaf], (int64_t)step,
+                                                        &strs[out_nl]));
+                if (over && count == 1) {
+                    /* One index: the step is never taken, any stride will do. */
+                    strl[out_nl] = s;
+                    if (S)
+                        strs[out_nl] = S->strides[leaf];
+                } else if (over) {
                     PyErr_Format(PyExc_OverflowError,
                                  "slice for mode %d: stride times step exceeds 64 bits", m);
                     goto done;

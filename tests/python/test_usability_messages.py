@@ -107,8 +107,8 @@ def test_v5_slice_key_integer_entry_out_of_range():
 def test_v5_empty_slice_says_why():
     t = two_by_two()
     with pytest.raises(ValueError, match=exact(
-            "slice 1:1:1 for mode 0 of size 2 selects no index or an uneven range: it must select "
-            "at least one index, and stop - start must be a multiple of the step")):
+            "slice 1:1:1 for mode 0 of size 2 selects no index: it must select at least one "
+            "index")):
         t[1:1, 0]
 
 
