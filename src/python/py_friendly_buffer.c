@@ -603,6 +603,10 @@ static PyObject *from_dltensor(const DLTensor *dl, sw_dtype dt, int dtype_given)
     Py_ssize_t itemsize = (Py_ssize_t)(dl->dtype.bits / 8);
     Py_ssize_t run = itemsize;
     for (int d = dl->ndim - 1; d >= 0; d--) {
+        if (dl->shape[d] < 0)
+            return PyErr_Format(PyExc_ValueError,
+                                "the array's DLPack shape has a negative extent (%lld)",
+                                (long long)dl->shape[d]);
         shape[d] = (Py_ssize_t)dl->shape[d];
         strides[d] = dl->strides ? (Py_ssize_t)dl->strides[d] * itemsize : run;
         run *= shape[d];
@@ -686,8 +690,8 @@ static int has_attr(PyObject *o, const char *name)
 
 PyObject *sw_py_friendly_from_buffer(PyObject *values, sw_dtype dt, int dtype_given)
 {
-    if (PyList_Check(values) || PyTuple_Check(values))
-        return NULL;
+    if (PyList_Check(values) || PyTuple_Check(values) || PyType_Check(values))
+        return NULL; /* a class (np.ndarray itself) is not an array */
     if (PyObject_CheckBuffer(values))
         return from_buffer(values, dt, dtype_given);
     int has = has_attr(values, "__dlpack__");

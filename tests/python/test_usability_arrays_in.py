@@ -199,3 +199,9 @@ def test_strideweave_tensors_are_copied_too():
     on_file = sw.move(F.tensor([5.0, 6.0]), sw.FileBacked())
     # no DLPack export from a file: __array__ serves the values instead
     assert F.tensor(on_file).tolist() == [5.0, 6.0]
+
+
+def test_array_classes_are_not_arrays():
+    for cls in (np.ndarray, torch.Tensor, sw.Tensor):
+        with pytest.raises(ValueError, match="non-empty list or tuple"):
+            F.tensor(cls)
