@@ -164,7 +164,7 @@ static int parse_timeout(PyObject *timeout, long long *ns)
     }
     double s = PyFloat_AsDouble(timeout);
     if (s == -1.0 && PyErr_Occurred()) {
-        if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+        if (!PyLong_Check(timeout) || !PyErr_ExceptionMatches(PyExc_OverflowError))
             return -1;
         PyErr_Clear(); /* an int too large for a float */
         s = _PyLong_Sign(timeout) < 0 ? -INFINITY : INFINITY;

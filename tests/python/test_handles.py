@@ -145,6 +145,19 @@ def test_wait_accepts_numpy_and_huge_timeouts():
         h.wait(deadline=1)
 
 
+class FloatFails:
+    def __float__(self):
+        raise OverflowError("no float for you")
+
+
+def test_wait_passes_on_what_converting_the_timeout_raised():
+    t, _ = cpu_tensor(4)
+    h = sw.move_async(t, sw.FileBacked())
+    with pytest.raises(OverflowError, match="no float for you"):
+        h.wait(FloatFails())
+    assert h.wait(timeout=TIMEOUT).size() == 4
+
+
 def test_many_threads_time_out_then_all_see_the_same_result():
     p, gate = gated_pair()
     t, _ = p.source([4.0, 5.0])
