@@ -42,6 +42,11 @@ void sw_py_await_complete(PyObject *handle, PyObject *result, PyObject *error)
     sw_completion_signal(self->completion);
 }
 
+void sw_py_await_reset_after_fork(PyObject *handle)
+{
+    sw_completion_reset_after_fork(AWAIT(handle)->completion);
+}
+
 PyObject *sw_py_await_wait(PyObject *handle)
 {
     SwAwaitObject *self = AWAIT(handle);
