@@ -16,7 +16,10 @@
  * the submitting thread, with transfer access to the two carriers, and
  * commit there. A dropped handle changes nothing: the request holds its own
  * references until the commit. At interpreter exit an atexit hook refuses
- * new moves and waits for those in flight. */
+ * new moves and waits for those in flight: pool moves always, moves waiting
+ * for a provider's completion up to STRIDEWEAVE_EXIT_TIMEOUT seconds or
+ * until Ctrl-C. In a child made by os.fork() the moves it inherited fail at
+ * once (the threads that would finish them are not there). */
 #include "sw_extension.h"
 #include "sw_messages.h"
 #include "sw_move.h"
@@ -590,12 +593,12 @@ static void report_abandoned(double timeout, int interrupted)
     }
     char why[96];
     if (interrupted)
-        snprintf(why, sizeof why, "interrupted");
+        snprintf(why, sizeof why, "interrupted by Ctrl-C");
     else
-        snprintf(why, sizeof why, "%g s, " SW_EXIT_TIMEOUT_ENV, timeout);
+        snprintf(why, sizeof why, "gave up after %g s, " SW_EXIT_TIMEOUT_ENV, timeout);
     fprintf(stderr,
-            "strideweave: exiting without waiting for moves whose transfer provider has "
-            "not finished (%s): %s\n", why, text);
+            "strideweave: exiting without the moves whose transfer provider has not "
+            "finished (%s); their destinations stay unpublished: %s\n", why, text);
     fflush(stderr);
     Py_XDECREF(joined);
     Py_XDECREF(sep);
