@@ -87,5 +87,8 @@ int sw_completion_is_done(sw_completion *c);
 void sw_completion_wait(sw_completion *c);
 /* Block until done or `timeout_ns` passed: 1 done, 0 timed out. */
 int sw_completion_wait_for(sw_completion *c, long long timeout_ns);
+/* In a forked child only: make the lock and condition usable again (a
+ * parent thread may have held the lock at fork()); keeps the done flag. */
+void sw_completion_reset_after_fork(sw_completion *c);
 
 #endif

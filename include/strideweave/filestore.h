@@ -2,9 +2,11 @@
  *
  * Files live flat in one hidden per-process session directory,
  * `$TMPDIR/.strideweave-filebacked-<32 hex>` (TMPDIR unset or empty: /tmp),
- * mode 0700, created on first use (thread-safe) and removed recursively at
- * exit by an atexit handler in the process that created it only, so a forked
- * child never deletes its parent's files. The creator holds an flock on
+ * mode 0700, created on first use (thread-safe) and removed at exit by an
+ * atexit handler in the process that created it only (through descriptors,
+ * never following a symlink put in its place). A forked child makes its own
+ * directory on its first use, so its files outlive its parent's exit and it
+ * never deletes its parent's files. The creator holds an flock on
  * `.lock` inside it for its whole life, so a directory left by a process
  * that was killed is recognized (its lock is free) and removed by the next
  * process that makes FileBacked storage. A slot file is raw native-order
@@ -26,8 +28,10 @@
 sw_status sw_filestore_session_dir(const char **dir, sw_error *err);
 /* Remove the session directories under `base` whose process is gone (its
  * lock on the directory is free), never one whose owner is alive, never
- * through a symlink, only directories of this user. Runs once before the
- * session directory is first made; exposed for tests. */
+ * through a symlink, only directories of this user; half-made ones
+ * (`.strideweave-filebacked-new-<32 hex>`, their maker killed before the
+ * rename) too. Runs before the session directory is made; exposed for
+ * tests. */
 void sw_filestore_reclaim_abandoned(const char *base);
 /* Process id that created the session directory, 0 if none yet. */
 long sw_filestore_creator_pid(void);

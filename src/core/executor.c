@@ -425,3 +425,10 @@ int sw_completion_wait_for(sw_completion *c, long long timeout_ns)
     pthread_mutex_unlock(&c->lock);
     return done;
 }
+
+void sw_completion_reset_after_fork(sw_completion *c)
+{
+    /* The child has one thread: nobody else can be inside these. */
+    pthread_mutex_init(&c->lock, NULL);
+    init_monotonic_cond(&c->cond);
+}

@@ -71,33 +71,37 @@ static int random_hex32(char *out)
     return 0;
 }
 
-/* Remove the directory's (flat) contents, then the directory. */
-static void remove_tree(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (d) {
-        struct dirent *e;
-        char path[PATH_MAX];
-        while ((e = readdir(d)) != NULL) {
-            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-                continue;
-            if (snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= (int)sizeof path)
-                continue;
-            struct stat st;
-            if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
-                remove_tree(path);
-            else
-                unlink(path);
-        }
-        closedir(d);
-    }
-    rmdir(dir);
-}
+static int empty_dir(int dfd);
 
+/* The session directory as the exit cleanup finds it again: its parent
+ * ("" is "/"), its own name, and its identity when it was made. */
+static char session_base[PATH_MAX];
+static char session_name[64];
+static dev_t session_dev;
+static ino_t session_ino;
+
+/* Remove the session directory through descriptors: the name is opened
+ * relative to its parent with O_NOFOLLOW, and only the directory this
+ * process made (same device and inode) is emptied and removed, so a
+ * symlink or another directory put in its place is never followed or
+ * touched. */
 static void remove_session_at_exit(void)
 {
-    if (session_pid != 0 && session_pid == (long)getpid())
-        remove_tree(session_dir);
+    if (session_pid == 0 || session_pid != (long)getpid())
+        return;
+    int basefd = open(session_base[0] ? session_base : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (basefd < 0)
+        return;
+    int dfd = openat(basefd, session_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (dfd >= 0 && fstat(dfd, &st) == 0 && st.st_dev == session_dev &&
+        st.st_ino == session_ino) {
+        empty_dir(dfd);
+        unlinkat(basefd, session_name, AT_REMOVEDIR);
+    }
+    if (dfd >= 0)
+        close(dfd);
+    close(basefd);
 }
 
 /* ---- reclaiming the directories of processes that died ---------------------
@@ -114,10 +118,11 @@ static void remove_session_at_exit(void)
 
 static int lock_fd = -1; /* held for the life of the process */
 
-static int is_session_name(const char *name)
+/* `prefix` followed by exactly 32 lowercase hex digits. */
+static int is_prefixed_hex(const char *name, const char *prefix)
 {
-    size_t plen = strlen(DIR_PREFIX);
-    if (strncmp(name, DIR_PREFIX, plen) != 0 || strlen(name) != plen + 32)
+    size_t plen = strlen(prefix);
+    if (strncmp(name, prefix, plen) != 0 || strlen(name) != plen + 32)
         return 0;
     for (size_t i = plen; i < plen + 32; i++)
         if (!((name[i] >= '0' && name[i] <= '9') || (name[i] >= 'a' && name[i] <= 'f')))
@@ -125,21 +130,29 @@ static int is_session_name(const char *name)
     return 1;
 }
 
-/* Remove the flat contents of the open directory `dfd`. */
-static void empty_dir(int dfd)
+/* A session directory, or one whose maker died between mkdir and rename. */
+static int is_session_name(const char *name)
+{
+    return is_prefixed_hex(name, DIR_PREFIX) || is_prefixed_hex(name, NEW_PREFIX);
+}
+
+/* Remove the flat contents of the open directory `dfd`; -1 when it
+ * cannot be listed. */
+static int empty_dir(int dfd)
 {
     int dup_fd = dup(dfd);
     DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
     if (!d) {
         if (dup_fd >= 0)
             close(dup_fd);
-        return;
+        return -1;
     }
     struct dirent *e;
     while ((e = readdir(d)) != NULL)
         if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
             unlinkat(dfd, e->d_name, 0); /* a subdirectory is not ours: left */
     closedir(d);
+    return 0;
 }
 
 static void reclaim_one(int basefd, const char *name)
@@ -196,15 +209,17 @@ static int make_locked_dir(const char *base, const char *hex, const char *final)
     if (!e && (fd = open(lock_path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0)
         e = errno;
     if (!e && flock(fd, LOCK_EX | LOCK_NB) != 0)
-        e = errno;
+        e = errno == EWOULDBLOCK ? EEXIST : errno; /* a reclaim holds it: another name */
     /* rename() would replace an existing empty directory: refuse that. */
     if (!e && mkdir(final, 0700) == 0) {
         rmdir(final);
     } else if (!e) {
         e = errno;
     }
+    /* ENOENT: another process's startup reclaim removed the half-made
+     * directory before our lock was taken; try another name. */
     if (!e && rename(tmp, final) != 0)
-        e = errno;
+        e = errno == ENOENT ? EEXIST : errno;
     if (e) {
         if (fd >= 0)
             close(fd);
@@ -216,11 +231,38 @@ static int make_locked_dir(const char *base, const char *hex, const char *final)
     return 0;
 }
 
+/* fork() while another thread holds session_lock must not leave the
+ * child's copy locked for good. */
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&session_lock);
+}
+
+static void fork_parent(void)
+{
+    pthread_mutex_unlock(&session_lock);
+}
+
+static void fork_child(void)
+{
+    pthread_mutex_unlock(&session_lock);
+}
+
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void install_fork_handlers(void)
+{
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
 sw_status sw_filestore_session_dir(const char **dir, sw_error *err)
 {
     sw_status st = SW_OK;
+    pthread_once(&fork_once, install_fork_handlers);
     pthread_mutex_lock(&session_lock);
-    if (session_pid == 0) {
+    /* A forked child makes a directory of its own: its parent removes its
+     * own at exit, and the child's files must outlive that. */
+    if (session_pid != (long)getpid()) {
         const char *base = getenv("TMPDIR");
         if (!base || !*base)
             base = "/tmp";
@@ -283,6 +325,13 @@ sw_status sw_filestore_session_dir(const char **dir, sw_error *err)
             goto out;
         }
         chmod(session_dir, 0700); /* a umask could have narrowed it */
+        struct stat st_dir;
+        if (lstat(session_dir, &st_dir) == 0) {
+            session_dev = st_dir.st_dev;
+            session_ino = st_dir.st_ino;
+        }
+        snprintf(session_base, sizeof session_base, "%.*s", (int)baselen, base);
+        snprintf(session_name, sizeof session_name, "%s%s", DIR_PREFIX, hex);
         static int registered;
         if (!registered) {
             atexit(remove_session_at_exit);

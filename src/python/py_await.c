@@ -102,6 +102,11 @@ void sw_py_await_complete(PyObject *handle, PyObject *result, PyObject *error)
     run_done_callbacks(handle);
 }
 
+void sw_py_await_reset_after_fork(PyObject *handle)
+{
+    sw_completion_reset_after_fork(AWAIT(handle)->completion);
+}
+
 /* Block until done, or until `timeout_ns` (>= 0; < 0: no limit) passed:
  * then TimeoutError. NULL with an exception, else the outcome. */
 static PyObject *wait_for(PyObject *handle, long long timeout_ns, PyObject *timeout)

@@ -16,7 +16,10 @@
  * the submitting thread, with transfer access to the two carriers, and
  * commit there. A dropped handle changes nothing: the request holds its own
  * references until the commit. At interpreter exit an atexit hook refuses
- * new moves and waits for those in flight. */
+ * new moves and waits for those in flight: pool moves always, moves waiting
+ * for a provider's completion up to STRIDEWEAVE_EXIT_TIMEOUT seconds or
+ * until Ctrl-C. In a child made by os.fork() the moves it inherited fail at
+ * once (the threads that would finish them are not there). */
 #include "sw_extension.h"
 #include "sw_messages.h"
 #include "sw_move.h"
@@ -24,7 +27,16 @@
 #include "strideweave/blockdev.h"
 #include "strideweave/clock.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define SW_EXIT_TIMEOUT_ENV "STRIDEWEAVE_EXIT_TIMEOUT"
+#define SW_EXIT_TIMEOUT_DEFAULT 30.0
+/* How long the exit drain waits between looks for Ctrl-C. */
+#define WAIT_SLICE_SECONDS 0.05
 
 #define CARRIER(o) ((SwCarrierObject *)(o))
 #define TENSOR(o) ((SwTensorObject *)(o))
@@ -51,6 +63,9 @@ typedef struct move_request {
     sw_provider_wait wait;      /* its incomplete ProviderCompletion, if any */
     struct move_request *held_next;
     struct sw_blockdev *blockdev; /* a block device endpoint's, else NULL */
+    struct move_request *live_prev, *live_next; /* the live list (GIL) */
+    int grew;                   /* the move grew an empty destination */
+    int forked;                 /* failed in a forked child: the file is shared */
 } move_request;
 
 /* Executor state. The pointers change only with the GIL held; the in-flight
@@ -64,6 +79,15 @@ static move_request *held_head, *held_tail;
 static pthread_mutex_t inflight_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t inflight_cv = PTHREAD_COND_INITIALIZER;
 static long inflight;
+/* Of those, the ones waiting for a provider's ProviderCompletion (Python
+ * code that may never return): the exit hook waits for them only up to
+ * STRIDEWEAVE_EXIT_TIMEOUT seconds. The rest are C work on the pool. */
+static long inflight_provider;
+/* Every move between its pending marks and its commit, in any state
+ * (queued, on the pool, waiting for a provider, in a Python _copy), so a
+ * forked child can end the ones it inherited and the exit hook can name
+ * the ones it abandons. Changed only with the GIL held. */
+static move_request *live_head;
 static PyObject *str_copy;
 static unsigned long completion_ident; /* the completion thread, 0 if none */
 
@@ -72,13 +96,22 @@ int sw_py_move_on_completion_thread(void)
     return completion_ident != 0 && completion_ident == PyThread_get_thread_ident();
 }
 
-static void inflight_add(long delta)
+/* `provider`: the transfer waits for a ProviderCompletion. */
+static void inflight_count(long delta, int provider)
 {
     pthread_mutex_lock(&inflight_mu);
     inflight += delta;
-    if (inflight == 0)
+    if (provider)
+        inflight_provider += delta;
+    /* The exit hook waits for "none at all" and for "only providers left". */
+    if (inflight == 0 || inflight == inflight_provider)
         pthread_cond_broadcast(&inflight_cv);
     pthread_mutex_unlock(&inflight_mu);
+}
+
+static void inflight_add(long delta)
+{
+    inflight_count(delta, 0);
 }
 
 /* ---- validation (the seed's table, rows 1-8) ------------------------------ */
@@ -230,6 +263,26 @@ static void request_free(move_request *r)
     sw_free(r);
 }
 
+static void track(move_request *r)
+{
+    r->live_prev = NULL;
+    r->live_next = live_head;
+    if (live_head)
+        live_head->live_prev = r;
+    live_head = r;
+}
+
+static void untrack(move_request *r)
+{
+    if (r->live_prev)
+        r->live_prev->live_next = r->live_next;
+    else if (live_head == r)
+        live_head = r->live_next;
+    if (r->live_next)
+        r->live_next->live_prev = r->live_prev;
+    r->live_prev = r->live_next = NULL;
+}
+
 static void set_pending(move_request *r, int on)
 {
     if (on) {
@@ -274,7 +327,13 @@ static void commit(move_request *r, PyObject *error)
     }
     if (!err)
         err = validate_result(r);
+    untrack(r);
     set_pending(r, 0);
+    /* A destination this move grew from empty goes back to empty, so a
+     * failed move does not leave a full disk behind. Not in a forked child:
+     * the file is its parent's too, where the move may still be running. */
+    if (err && r->grew && !r->forked)
+        sw_py_file_backed_undo_growth(r->destination);
     /* The source goes only after the values are safely in the destination;
      * on failure it stays live with its values and version. */
     if (!err && r->node)
@@ -312,12 +371,13 @@ static void completion_main(void *arg)
     sw_job *job;
     while ((job = sw_executor_next_completed(ex, 1)) != NULL) {
         PyEval_RestoreThread(ts);
+        int provider = ((move_request *)job)->wait.completion != NULL;
         /* A provider's failure came with its completion; pool jobs carry
          * theirs in the status. */
         commit((move_request *)job, ((move_request *)job)->wait.error);
         if (PyErr_Occurred())
             PyErr_WriteUnraisable(NULL);
-        inflight_add(-1);
+        inflight_count(-1, provider);
         ts = PyEval_SaveThread();
     }
     PyEval_RestoreThread(ts);
@@ -365,13 +425,13 @@ int sw_py_move_hold_inflight(void)
     }
     if (ensure_executor() < 0)
         return -1;
-    inflight_add(1);
+    inflight_count(1, 1);
     return 0;
 }
 
 void sw_py_move_drop_inflight(void)
 {
-    inflight_add(-1);
+    inflight_count(-1, 1);
 }
 
 static int submit_job(move_request *r)
@@ -426,6 +486,125 @@ static void release_held(void)
     }
 }
 
+/* STRIDEWEAVE_EXIT_TIMEOUT: seconds (a non-negative number, "inf" for
+ * no bound); unset or unusable: the default. */
+static double exit_timeout_seconds(void)
+{
+    const char *s = getenv(SW_EXIT_TIMEOUT_ENV);
+    if (!s || !*s)
+        return SW_EXIT_TIMEOUT_DEFAULT;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno != 0 || end == s || *end != '\0' || !(v >= 0)) /* !(v >= 0): NaN too */
+        return SW_EXIT_TIMEOUT_DEFAULT;
+    return v;
+}
+
+static double monotonic_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Without the GIL: wait on inflight_cv for at most `slice` seconds. */
+static void wait_inflight_slice(double slice)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t); /* inflight_cv uses the default clock */
+    long long ns = t.tv_nsec + (long long)(slice * 1e9);
+    t.tv_sec += (time_t)(ns / 1000000000LL);
+    t.tv_nsec = (long)(ns % 1000000000LL);
+    pthread_cond_timedwait(&inflight_cv, &inflight_mu, &t);
+}
+
+/* The exit drain. Pool moves are C work that finishes: always waited for.
+ * Moves and tier copies waiting for a provider's ProviderCompletion run
+ * Python that may never return: waited for up to the exit timeout, and
+ * Ctrl-C stops that wait. Returns 1 when provider work was given up. */
+static int drain_inflight(double timeout, int *interrupted)
+{
+    double deadline = monotonic_seconds() + timeout;
+    int give_up = 0;
+    for (;;) {
+        long all, provider;
+        Py_BEGIN_ALLOW_THREADS
+        pthread_mutex_lock(&inflight_mu);
+        all = inflight;
+        provider = inflight_provider;
+        if (all > 0 && !(give_up && all == provider)) {
+            double left = deadline - monotonic_seconds();
+            double slice = WAIT_SLICE_SECONDS;
+            if (!give_up && all == provider && left < slice)
+                slice = left > 0 ? left : 0;
+            if (slice > 0)
+                wait_inflight_slice(slice);
+            all = inflight;
+            provider = inflight_provider;
+        }
+        pthread_mutex_unlock(&inflight_mu);
+        Py_END_ALLOW_THREADS
+        if (all == 0)
+            return 0;
+        if (give_up && all == provider)
+            return 1;
+        if (!give_up && all == provider && monotonic_seconds() >= deadline)
+            give_up = 1;
+        if (!give_up && PyErr_CheckSignals() < 0) {
+            /* Ctrl-C: stop waiting for providers (pool moves still finish). */
+            PyErr_Clear();
+            *interrupted = 1;
+            give_up = 1;
+        }
+    }
+}
+
+/* One line on stderr naming what the exit did not wait for. */
+static void report_abandoned(double timeout, int interrupted)
+{
+    long moves = 0;
+    PyObject *names = PyList_New(0);
+    for (move_request *r = live_head; names && r; r = r->live_next) {
+        if (!r->wait.completion)
+            continue;
+        moves++;
+        PyObject *n = PyUnicode_FromFormat("%s -> %s", cname(r->source), cname(r->destination));
+        if (!n || PyList_Append(names, n) < 0)
+            Py_CLEAR(names);
+        Py_XDECREF(n);
+    }
+    pthread_mutex_lock(&inflight_mu);
+    long tiers = inflight_provider - moves;
+    pthread_mutex_unlock(&inflight_mu);
+    if (names && tiers > 0) {
+        PyObject *n = PyUnicode_FromFormat("%ld TiledEvictable tile transfer%s", tiers,
+                                           tiers == 1 ? "" : "s");
+        if (!n || PyList_Append(names, n) < 0)
+            Py_CLEAR(names);
+        Py_XDECREF(n);
+    }
+    PyObject *sep = names ? PyUnicode_FromString(", ") : NULL;
+    PyObject *joined = sep ? PyUnicode_Join(sep, names) : NULL;
+    const char *text = joined ? PyUnicode_AsUTF8(joined) : NULL;
+    if (!text) {
+        PyErr_Clear();
+        text = "(could not list them)";
+    }
+    char why[96];
+    if (interrupted)
+        snprintf(why, sizeof why, "interrupted by Ctrl-C");
+    else
+        snprintf(why, sizeof why, "gave up after %g s, " SW_EXIT_TIMEOUT_ENV, timeout);
+    fprintf(stderr,
+            "strideweave: exiting without the moves whose transfer provider has not "
+            "finished (%s); their destinations stay unpublished: %s\n", why, text);
+    fflush(stderr);
+    Py_XDECREF(joined);
+    Py_XDECREF(sep);
+    Py_XDECREF(names);
+}
+
 static PyObject *shutdown_moves(PyObject *mod, PyObject *unused)
 {
     (void)mod;
@@ -436,19 +615,22 @@ static PyObject *shutdown_moves(PyObject *mod, PyObject *unused)
         Py_RETURN_NONE;
     sw_executor *ex = executor;
     sw_completion *exited = completion_exited;
+    int interrupted = 0;
+    double timeout = exit_timeout_seconds();
+    int gave_up = drain_inflight(timeout, &interrupted);
+    if (gave_up)
+        report_abandoned(timeout, interrupted);
     Py_BEGIN_ALLOW_THREADS
-    pthread_mutex_lock(&inflight_mu);
-    while (inflight > 0)
-        pthread_cond_wait(&inflight_cv, &inflight_mu);
-    pthread_mutex_unlock(&inflight_mu);
     sw_executor_shutdown(ex);
     sw_completion_wait(exited);
-    sw_py_provider_wait_shutdown();
+    /* Waiter threads stuck in a provider's wait() are left behind. */
+    sw_py_provider_wait_shutdown(!gave_up);
     Py_END_ALLOW_THREADS
     /* The completion thread may still be returning from its last signal:
-     * the completion object stays; the executor is no longer used. */
-    sw_executor_destroy(ex);
+     * the completion object stays; the executor is no longer used (a
+     * provider that finishes after all commits on its waiter thread). */
     executor = NULL;
+    sw_executor_destroy(ex);
     Py_RETURN_NONE;
 }
 
@@ -475,9 +657,64 @@ static void reset_after_fork(void)
     held_head = held_tail = NULL;
     holding = 0;
     inflight = 0;
+    inflight_provider = 0;
+    /* live_head stays: _after_fork_in_child ends those moves. */
     pthread_mutex_init(&inflight_mu, NULL);
     pthread_cond_init(&inflight_cv, NULL);
     sw_py_provider_wait_after_fork();
+}
+
+PyObject *sw_py_move_forked_error(const char *what)
+{
+    PyErr_Format(PyExc_RuntimeError,
+                 "the %s was in flight when the process forked, and its work cannot "
+                 "finish in the child process; here the source is unchanged and the "
+                 "destination's values are unspecified: start it again if the child "
+                 "needs it", what);
+    return sw_py_take_exception();
+}
+
+int sw_py_move_transfer_on_this_thread(PyObject *carrier)
+{
+    SwCarrierObject *c = CARRIER(carrier);
+    return c->transfer_depth > 0 && c->transfer_thread == PyThread_get_thread_ident();
+}
+
+/* Transfer access a thread that does not exist here was holding. */
+static void drop_inherited_transfer(PyObject *carrier)
+{
+    CARRIER(carrier)->transfer_depth = 0;
+    CARRIER(carrier)->transfer_thread = 0;
+}
+
+/* os.register_at_fork(after_in_child=...), GIL held, after reset_after_fork:
+ * the threads that would finish the moves the child inherited do not
+ * exist here, so each ends now with a RuntimeError and its pending marks
+ * cleared. A move whose Python _copy or submit() runs on the forking
+ * thread itself continues on it and is left alone. */
+static PyObject *after_fork_in_child(PyObject *mod, PyObject *unused)
+{
+    (void)mod;
+    (void)unused;
+    move_request *r = live_head;
+    while (r) {
+        move_request *next = r->live_next;
+        if (!sw_py_move_transfer_on_this_thread(r->source) &&
+            !sw_py_move_transfer_on_this_thread(r->destination)) {
+            drop_inherited_transfer(r->source);
+            drop_inherited_transfer(r->destination);
+            sw_py_await_reset_after_fork(r->handle);
+            r->forked = 1;
+            PyObject *e = sw_py_move_forked_error("move");
+            commit(r, e);
+            Py_XDECREF(e);
+        }
+        r = next;
+    }
+    sw_py_tiled_fail_inherited();
+    if (PyErr_Occurred())
+        return NULL;
+    Py_RETURN_NONE;
 }
 
 /* ---- submission ------------------------------------------------------------- */
@@ -636,10 +873,10 @@ static void provider_finished(sw_provider_wait *w)
 {
     move_request *r = (move_request *)((char *)w - offsetof(move_request, wait));
     sw_error err;
-    if (sw_executor_post_completed(executor, &r->job, &err) == SW_OK)
+    if (executor && sw_executor_post_completed(executor, &r->job, &err) == SW_OK)
         return;
     commit(r, r->wait.error); /* the pool is gone: commit right here */
-    inflight_add(-1);
+    inflight_count(-1, 1);
 }
 
 /* X-9/X-10: submit() once, with transfer access to both carriers. None:
@@ -656,10 +893,10 @@ static void submit_prepared(move_request *r)
         ensure_executor() == 0) {
         r->wait.completion = res;
         r->wait.finish = provider_finished;
-        inflight_add(1);
+        inflight_count(1, 1);
         if (sw_py_provider_wait_submit(&r->wait) == 0)
             return;
-        inflight_add(-1);
+        inflight_count(-1, 1);
         res = NULL; /* owned by the request now */
     }
     PyObject *e = PyErr_Occurred() ? sw_py_take_exception() : NULL;
@@ -706,6 +943,7 @@ static int allocate_and_bind(move_request *r, int grow, PyObject *layout)
 {
     if (grow && sw_py_carrier_allocate(r->destination, r->cosize) < 0)
         return -1;
+    r->grew = grow;
     int64_t size;
     if (grow && sw_py_carrier_size(r->destination, &size) == 0 && size < r->cosize)
         PyErr_Format(PyExc_ValueError,
@@ -841,6 +1079,7 @@ PyObject *sw_py_move_initiate(PyObject *tensor, PyObject *destination, PyObject 
                                  ((SwAwaitObject *)r->handle)->progress_total);
     r->trace = trace;
     set_pending(r, 1);
+    track(r);
     /* Either may commit, and free r, before it returns. */
     if (r->prepared)
         submit_prepared(r);
@@ -913,7 +1152,15 @@ static PyMethodDef move_functions[] = {
      "started; false starts them in order."},
     {"_shutdown_moves", shutdown_moves, METH_NOARGS,
      "_shutdown_moves()\n--\n\n"
-     "Wait for every move in flight and stop the worker threads; runs at exit."},
+     "Wait for every move in flight and stop the worker threads; runs at exit.\n"
+     "Moves waiting for a transfer provider are waited for at most\n"
+     "STRIDEWEAVE_EXIT_TIMEOUT seconds (default 30), and Ctrl-C stops that wait;\n"
+     "the moves left unfinished are named on stderr."},
+    {"_after_fork_in_child", after_fork_in_child, METH_NOARGS,
+     "_after_fork_in_child()\n--\n\n"
+     "Runs in a child process after os.fork(): every move or tier transfer the\n"
+     "child inherited unfinished fails with RuntimeError and its carriers are\n"
+     "usable again."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -928,11 +1175,29 @@ static int register_exit_hook(PyObject *module)
     return r ? 0 : -1;
 }
 
+/* os.register_at_fork(after_in_child=_after_fork_in_child). */
+static int register_fork_hook(PyObject *module)
+{
+    PyObject *os = PyImport_ImportModule("os");
+    PyObject *reg = os ? PyObject_GetAttrString(os, "register_at_fork") : NULL;
+    PyObject *hook = reg ? PyObject_GetAttrString(module, "_after_fork_in_child") : NULL;
+    PyObject *args = hook ? PyTuple_New(0) : NULL;
+    PyObject *kw = args ? Py_BuildValue("{sO}", "after_in_child", hook) : NULL;
+    PyObject *r = kw ? PyObject_Call(reg, args, kw) : NULL;
+    Py_XDECREF(r);
+    Py_XDECREF(kw);
+    Py_XDECREF(args);
+    Py_XDECREF(hook);
+    Py_XDECREF(reg);
+    Py_XDECREF(os);
+    return r ? 0 : -1;
+}
+
 int sw_py_move_init(PyObject *module)
 {
     str_copy = PyUnicode_InternFromString("_copy");
     if (!str_copy || PyModule_AddFunctions(module, move_functions) < 0 ||
-        register_exit_hook(module) < 0)
+        register_exit_hook(module) < 0 || register_fork_hook(module) < 0)
         return -1;
     if (pthread_atfork(NULL, NULL, reset_after_fork) != 0) {
         PyErr_SetString(PyExc_RuntimeError, "cannot install the fork handler");

@@ -210,12 +210,12 @@ int sw_py_provider_wait_submit(sw_provider_wait *w)
     return -1;
 }
 
-void sw_py_provider_wait_shutdown(void)
+void sw_py_provider_wait_shutdown(int join)
 {
     pthread_mutex_lock(&mu);
     stopping = 1;
     pthread_cond_broadcast(&work_ready);
-    while (nthreads > 0)
+    while (join && nthreads > 0)
         pthread_cond_wait(&waiter_left, &mu);
     pthread_mutex_unlock(&mu);
 }

@@ -259,7 +259,36 @@ struct residency {
     tile_wait *waits;     /* per tile; w.completion set when a provider still works */
     int64_t outstanding;  /* completions not yet terminal (GIL-protected) */
     PyObject *error;      /* the first failure */
+    residency *live_prev, *live_next; /* deferred to the waiter threads */
+    int deferred;
 };
+
+/* Requests handed to the waiter threads and not yet finished, so that a
+ * forked child can end the ones it inherited (GIL-protected). */
+static residency *deferred_head;
+
+static void defer_track(residency *q)
+{
+    q->deferred = 1;
+    q->live_prev = NULL;
+    q->live_next = deferred_head;
+    if (deferred_head)
+        deferred_head->live_prev = q;
+    deferred_head = q;
+}
+
+static void defer_untrack(residency *q)
+{
+    if (!q->deferred)
+        return;
+    if (q->live_prev)
+        q->live_prev->live_next = q->live_next;
+    else if (deferred_head == q)
+        deferred_head = q->live_next;
+    if (q->live_next)
+        q->live_next->live_prev = q->live_prev;
+    q->deferred = 0;
+}
 
 static void residency_free(residency *q)
 {
@@ -390,6 +419,7 @@ static void residency_stage(residency *q)
 static int residency_finish(residency *q)
 {
     SwTiledEvictableObject *te = TILED(q->self);
+    defer_untrack(q);
     for (int64_t i = 0; i < q->n; i++) {
         if (!q->waits[i].src)
             continue;
@@ -458,6 +488,7 @@ static void residency_defer(residency *q)
         PyErr_Clear();
         return;
     }
+    defer_track(q);
     /* A waiter may finish (and free q) before this loop ends: count the
      * entries first, and touch only those not yet handed over. */
     int64_t n = q->n, left = q->outstanding;
@@ -1437,4 +1468,21 @@ int sw_py_tiled_evictable_init(PyObject *module)
     if (sw_py_register_shipped_definition(&SwTiledEvictable_Type) < 0)
         return -1;
     return sw_tiled_project_init(module);
+}
+
+/* In a forked child (GIL held): the waiter threads that would finish the
+ * residency requests it inherited do not exist here. Each fails with
+ * RuntimeError: its fresh copies are dropped, its tiles stay where they
+ * were and are no longer pending. The in-flight counts were reset. */
+void sw_py_tiled_fail_inherited(void)
+{
+    while (deferred_head) {
+        residency *q = deferred_head;
+        if (q->handle)
+            sw_py_await_reset_after_fork(q->handle);
+        residency_fail(q, sw_py_move_forked_error("tile transfer"));
+        residency_finish(q); /* untracks q */
+        if (PyErr_Occurred())
+            PyErr_WriteUnraisable(NULL);
+    }
 }

@@ -106,9 +106,10 @@ int sw_py_check_provider_completion(PyObject *obj);
 /* Queue `w` for the waiter threads (GIL held), starting one when none is
  * idle. 0, or -1 with an exception when no thread can run it. */
 int sw_py_provider_wait_submit(sw_provider_wait *w);
-/* At exit, once nothing waits: stop the waiter threads and wait for them.
- * Call without the GIL. */
-void sw_py_provider_wait_shutdown(void);
+/* At exit, once nothing waits: stop the waiter threads and, with `join`,
+ * wait for them (without it, threads stuck in a provider's wait() stay
+ * behind). Call without the GIL. */
+void sw_py_provider_wait_shutdown(int join);
 void sw_py_provider_wait_after_fork(void);
 int sw_py_provider_wait_init(void);
 

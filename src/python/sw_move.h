@@ -39,6 +39,9 @@ PyObject *sw_py_await_wait(PyObject *handle);
 void sw_py_await_set_total(PyObject *handle, int64_t total);
 int64_t *sw_py_await_progress_counter(PyObject *handle);
 void sw_py_await_add_done(PyObject *handle, int64_t bytes);
+/* In a forked child, before completing an inherited handle: its lock may
+ * have been held by a parent thread at fork(). */
+void sw_py_await_reset_after_fork(PyObject *handle);
 int sw_py_await_init(PyObject *module);
 
 /* ---- operations and routes (py_move_operation.c) ------------------------ */
@@ -121,6 +124,15 @@ int sw_py_move_on_completion_thread(void);
  * Every successful hold is paired with one drop. */
 int sw_py_move_hold_inflight(void);
 void sw_py_move_drop_inflight(void);
+/* The RuntimeError an inherited incomplete transfer ends with in a forked
+ * child (new reference). */
+PyObject *sw_py_move_forked_error(const char *what);
+/* In a forked child: whether `carrier` is inside a transfer on this (the
+ * forking) thread, which continues here; such work is not failed. */
+int sw_py_move_transfer_on_this_thread(PyObject *carrier);
+/* In a forked child: end the inherited residency requests of
+ * TiledEvictables (py_tiled_evictable.c). */
+void sw_py_tiled_fail_inherited(void);
 
 /* A route's prepare(request) for a move or a tile copy (see py_move.c):
  * 1 prepared, 0 Unsupported with the fallback permitted, -1 error. */

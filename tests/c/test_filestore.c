@@ -188,7 +188,8 @@ static void child_touches_store(void)
 {
     int fd;
     char *path;
-    /* in the parent's directory; closed and freed but left on disk */
+    /* in a session directory of its own (its parent's exit must not take
+     * it); closed and freed but left on disk for the child's exit */
     if (sw_filestore_create_unique(&fd, &path, NULL) == SW_OK)
         sw_filestore_remove(fd, path, 0);
 }
@@ -215,10 +216,13 @@ static void test_exit_cleanup(void)
 {
     const char *dir;
     sw_filestore_session_dir(&dir, NULL);
-    /* a forked child exiting never removes the parent's directory */
+    int before = count_entries(dir), dirs_before = count_entries(tmp_root);
+    /* a forked child neither writes into nor removes the parent's directory,
+     * and its exit removes its own */
     CHECK_EQ_I64(in_child(child_touches_store), 0);
     CHECK(exists(dir));
-    CHECK(count_entries(dir) >= 1);
+    CHECK_EQ_I64(count_entries(dir), before);
+    CHECK_EQ_I64(count_entries(tmp_root), dirs_before);
 }
 
 static char session_at_exit[4096];

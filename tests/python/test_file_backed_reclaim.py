@@ -82,3 +82,60 @@ def test_directories_without_a_lock_are_left_alone(tmp_path):
     half_made.mkdir()
     make_storage_in(tmp_path)
     assert (stray / "data.bin").exists() and half_made.exists()
+
+
+HALF_MADE_HOLD = (
+    "import fcntl, os, sys, time\n"
+    "d = sys.argv[1]\n"
+    "os.mkdir(d, 0o700)\n"
+    "fd = os.open(os.path.join(d, '.lock'), os.O_RDWR | os.O_CREAT, 0o600)\n"
+    "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+    "open(os.path.join(d, 'data.bin'), 'wb').close()\n"
+    "print('locked', flush=True)\n"
+    "time.sleep(120)\n")
+
+
+def test_half_made_directory_of_a_killed_process_is_reclaimed(tmp_path):
+    # A process killed between mkdir and rename leaves the temporary name
+    # with a lock file in it; its lock is free once it is dead.
+    half = tmp_path / (".strideweave-filebacked-new-" + "c" * 32)
+    p = subprocess.Popen([sys.executable, "-c", HALF_MADE_HOLD, str(half)],
+                         stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "locked"
+    live = make_storage_in(tmp_path)
+    assert (half / "data.bin").exists()  # its maker still holds the lock: kept
+    assert not live.parent.exists()
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    p.stdout.close()
+    make_storage_in(tmp_path)
+    assert not half.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+SWAP_FOR_SYMLINK = (
+    "import os, sys, strideweave as sw\n"
+    "f = sw.FileBacked(); f._allocate(4)\n"
+    "session = f.path.parent\n"
+    "os.rename(session, sys.argv[1])\n"
+    "os.symlink(sys.argv[2], session)\n"
+    "print(session, flush=True)\n")
+
+
+def test_exit_cleanup_does_not_follow_a_symlink_at_the_session_directory(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "canary.bin").write_bytes(b"alive")
+    (outside / ".lock").write_bytes(b"")
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    moved = tmp_path / "moved-session"
+    p = subprocess.run([sys.executable, "-c", SWAP_FOR_SYMLINK, str(moved), str(outside)],
+                       env=dict(os.environ, TMPDIR=str(tmpdir),
+                                PYTHONPATH=os.pathsep.join(sys.path)),
+                       stdout=subprocess.PIPE, text=True, timeout=60)
+    assert p.returncode == 0
+    session = pathlib.Path(p.stdout.strip())
+    assert session.is_symlink()
+    assert (outside / "canary.bin").read_bytes() == b"alive"
+    assert (outside / ".lock").exists()
