@@ -301,7 +301,7 @@ static void run_request(sw_job *job)
 {
     move_request *r = (move_request *)job;
     r->status = r->blockdev ? sw_blockdev_transfer(r->blockdev, &r->transfer, &r->err)
-                            : sw_transfer_run(&r->transfer, &r->err);
+                            : sw_transfer_run_parallel(&r->transfer, &r->err);
 }
 
 static void completion_main(void *arg)
