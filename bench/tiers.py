@@ -21,7 +21,10 @@ The anchors read into one buffer allocated and touched before the rounds
       loop and an os.preadv loop of the same bytes at the same device
       offset. Skipped, with the reason, when no loop device can be made
       (needs Linux, root, losetup).
-  (d) TiledEvictable first evict / first promote of a 1/16 tile set (4 of
+  (c) TiledEvictable projection of a 1/16 tile selection of a 4096x4096
+      Float32 tensor against NumPy's a[np.ix_(rows, cols)] of the same tiles
+      (bench/project.py); target >= 1.0x.
+  (e) TiledEvictable first evict / first promote of a 1/16 tile set (4 of
       the 8x8 tiles) of a 256 MiB grid (--mib), tiles still held in place
       by the tier that was full at construction: a full CPU primary evicted
       to FileBacked against os.pwritev of the same tile runs (one vector
@@ -29,9 +32,6 @@ The anchors read into one buffer allocated and touched before the rounds
       FileBacked secondary promoted to CPU against os.preadv of the same
       runs at the same file offsets into fresh np.empty tiles. Target
       >= 0.9x.
-  (c) TiledEvictable projection of a 1/16 tile selection of a 4096x4096
-      Float32 tensor against NumPy's a[np.ix_(rows, cols)] of the same tiles
-      (bench/project.py); target >= 1.0x.
 
 Run it against a release build (it refuses a debug or fault-injection build
 when the extension can say what it is):
@@ -253,7 +253,7 @@ def measure_block_device(path, n, rounds, table):
     return table.add("(b) CPU->BlockDevice->CPU", ours, "pwrite+preadv", anchor, 0.9)
 
 
-# ---- (d) TiledEvictable first evict / promote of tiles held in place ------------------
+# ---- (e) TiledEvictable first evict / promote of tiles held in place ------------------
 
 IOV_MAX = 1024
 
@@ -361,7 +361,7 @@ def bench_tiled_first_copies(n, rounds, table_bytes):
                     anchor.append(ta)
             t = Table.__new__(Table)
             t.nbytes = nbytes
-            res[name] = t.add(f"(d) first {name} 1/16 tiles", ours, anchor_name, anchor, 0.9)
+            res[name] = t.add(f"(e) first {name} 1/16 tiles", ours, anchor_name, anchor, 0.9)
     finally:
         os.unlink(full_path)
     return res
