@@ -7,7 +7,10 @@ measured alternately, round by round, each once per round on fresh
 destinations (untouched pages, or with --prefault pages touched on both sides
 beforehand); the figure is the median over rounds, after one warm-up round.
 Targets (issue 6): >= 0.9x on every bulk case, >= 1.0x on the strided case,
-and move_async returning in <= 100 us whatever the size.
+and move_async returning in <= 100 us whatever the size; (issue 19) >= 1.5x
+for CPU->CPU against np.copyto and FileBacked->CPU against np.fromfile into
+fresh memory (huge pages, and a large destination faulted and filled by
+several threads).
 
 Cases, 256 MiB of Float32 each:
   CPU->CPU         move() into a fresh CPU carrier vs np.copyto into a fresh
@@ -134,7 +137,7 @@ def bench_cpu_cpu(n, rounds, table):
             ours.append(to)
             anchor.append(ta)
     assert np.array_equal(np.from_dlpack(src), ref), "CPU->CPU values differ"
-    table.add("CPU->CPU move", ours, "np.copyto", anchor, 0.9)
+    table.add("CPU->CPU move", ours, "np.copyto", anchor, 1.5)
     return src
 
 
@@ -181,7 +184,7 @@ def bench_file(n, rounds, table, directory):
     assert np.array_equal(np.from_dlpack(cpu_t), ref), "file round trip values differ"
     table.add("CPU->FileBacked move", w_ours, "ndarray.tofile", w_tofile, 0.9)
     table.add("CPU->FileBacked move", w_ours, "os.pwrite loop", w_pwrite, 0.9)
-    table.add("FileBacked->CPU move", r_ours, "np.fromfile", r_fromfile, 0.9)
+    table.add("FileBacked->CPU move", r_ours, "np.fromfile", r_fromfile, 1.5)
     table.add("FileBacked->CPU move", r_ours, "readinto loop", r_readinto, 0.9)
 
 

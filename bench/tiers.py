@@ -33,6 +33,14 @@ The anchors read into one buffer allocated and touched before the rounds
   (c) TiledEvictable projection of a 1/16 tile selection of a 4096x4096
       Float32 tensor against NumPy's a[np.ix_(rows, cols)] of the same tiles
       (bench/project.py); target >= 1.0x.
+  (e) TiledEvictable first evict / first promote of a 1/16 tile set (4 of
+      the 8x8 tiles) of a 256 MiB grid (--mib), tiles still held in place
+      by the tier that was full at construction: a full CPU primary evicted
+      to FileBacked against os.pwritev of the same tile runs (one vector
+      call per tile, into a fresh file per tile, as ours makes), and a full
+      FileBacked secondary promoted to CPU against os.preadv of the same
+      runs at the same file offsets into fresh np.empty tiles. Target
+      >= 0.9x.
 
 Run it against a release build (it refuses a debug or fault-injection build
 when the extension can say what it is):
@@ -312,6 +320,119 @@ def measure_durable_block_move(path, n, rounds, table):
     return table.add("    same, anchor from fresh memory", ours, "O_DIRECT+sync",
                      fresh_anchor, 0.9)
 
+# ---- (e) TiledEvictable first evict / promote of tiles held in place ------------------
+
+IOV_MAX = 1024
+
+
+def tile_grid(n):
+    """An 8x8 tile grid of square-ish Float32 tiles covering n slots."""
+    side = int(round(n ** 0.5))
+    while n % side:
+        side -= 1
+    return (8, 8), (side // 8, n // side // 8)
+
+
+def tile_runs(grid, tile, coord):
+    """(slot, count) of each run of one tile in the column-major footprint."""
+    rows = grid[0] * tile[0]
+    r0, c0 = coord[0] * tile[0], coord[1] * tile[1]
+    return [((c0 + j) * rows + r0, tile[0]) for j in range(tile[1])]
+
+
+def bench_tiled_first_copies(n, rounds, table_bytes):
+    grid, tile = tile_grid(n)
+    chosen = [(1, 2), (2, 2), (5, 6), (6, 1)]  # 4 of 64 tiles
+    nbytes = 4 * len(chosen) * tile[0] * tile[1]
+    ref = np.arange(n, dtype=np.float32)
+    runs = {c: tile_runs(grid, tile, c) for c in chosen}
+    sel = sw.TileSet(chosen)
+    session_dir = FileBacked().path.parent
+
+    def ours_evict():
+        te = sw.TiledEvictable(flat_tensor(n, ref).carrier, FileBacked(), grid, tile)
+        t, _ = timed(lambda: te.evict(sel))
+        slot, _ = runs[chosen[-1]][-1]
+        assert te[slot] == float(ref[slot])
+        te.release()
+        return t
+
+    def anchor_evict():
+        mv = memoryview(ref).cast("B")
+        paths = [os.path.join(session_dir, f"bench-tiers-tile-{os.getpid()}-{k}")
+                 for k in range(len(chosen))]
+        def run():
+            for path, c in zip(paths, chosen):
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+                try:
+                    iov = [mv[4 * s:4 * (s + k)] for s, k in runs[c]]
+                    off = 0
+                    for i in range(0, len(iov), IOV_MAX):
+                        off += os.pwritev(fd, iov[i:i + IOV_MAX], off)
+                finally:
+                    os.close(fd)
+        try:
+            t, _ = timed(run)
+        finally:
+            for path in paths:
+                if os.path.exists(path):
+                    os.unlink(path)
+        return t
+
+    full_path = os.path.join(session_dir, f"bench-tiers-full-{os.getpid()}")
+    with open(full_path, "wb") as f:
+        ref.tofile(f)
+
+    def ours_promote():
+        src = flat_tensor(n, ref)
+        fb = sw.move(src, FileBacked()).carrier
+        te = sw.TiledEvictable(CPU(0), fb, grid, tile)
+        t, _ = timed(lambda: te.promote(sel))
+        slot, _ = runs[chosen[-1]][-1]
+        assert te[slot] == float(ref[slot])
+        te.release()
+        return t
+
+    def anchor_promote():
+        fd = os.open(full_path, os.O_RDONLY)
+        try:
+            def run():
+                out = []
+                for c in chosen:
+                    dst = np.empty(tile[0] * tile[1], dtype=np.float32)
+                    mv = memoryview(dst).cast("B")
+                    for j, (s, k) in enumerate(runs[c]):
+                        os.preadv(fd, [mv[4 * j * k:4 * (j + 1) * k]], 4 * s)
+                    out.append(dst)
+                return out
+            t, out = timed(run)
+        finally:
+            os.close(fd)
+        s, _ = runs[chosen[0]][0]
+        assert out[0][0] == float(ref[s])
+        return t
+
+    res = {}
+    try:
+        for name, ours_fn, anchor_fn, anchor_name in (
+                ("evict", ours_evict, anchor_evict, "pwritev"),
+                ("promote", ours_promote, anchor_promote, "preadv")):
+            ours, anchor = [], []
+            for r in range(rounds + 1):
+                if r % 2 == 0:
+                    to, ta = ours_fn(), anchor_fn()
+                else:
+                    ta, to = anchor_fn(), ours_fn()
+                if r:
+                    ours.append(to)
+                    anchor.append(ta)
+            t = Table.__new__(Table)
+            t.nbytes = nbytes
+            res[name] = t.add(f"(e) first {name} 1/16 tiles", ours, anchor_name, anchor, 0.9)
+    finally:
+        os.unlink(full_path)
+    return res
+
 
 # ---- (c) TiledEvictable projection ---------------------------------------------------------
 
@@ -339,7 +460,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mib", type=int, default=256)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--cases", default="abcd", help="which cases to run (default: abcd)")
+    ap.add_argument("--cases", default="abcde", help="which cases to run (default: abcde)")
     args = ap.parse_args()
     n = args.mib * (1 << 20) // 4
     table = Table(4 * n)
@@ -351,6 +472,8 @@ def main():
         bench_block_device(n, args.rounds, table, case="d")
     if "c" in args.cases:
         bench_projection(args.rounds)
+    if "e" in args.cases:
+        bench_tiled_first_copies(n, args.rounds, table)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "strideweave/status.h"
 
@@ -59,6 +60,12 @@ sw_status sw_filestore_pread(int fd, void *buf, size_t bytes, int64_t offset,
                              sw_error *err);
 sw_status sw_filestore_pwrite(int fd, const void *buf, size_t bytes,
                               int64_t offset, sw_error *err);
+/* Write the `n` memory pieces `iov` back to back from file `offset` in as
+ * few pwritev calls as the system's vector limit allows; EINTR and short
+ * transfers are continued. `iov` is left unchanged. Consults the "pwrite"
+ * fault once per call. */
+sw_status sw_filestore_pwritev(int fd, const struct iovec *iov, int64_t n, int64_t offset,
+                               sw_error *err);
 /* Set the file length to `bytes`; growth reads back as zeros. */
 sw_status sw_filestore_resize(int fd, int64_t bytes, sw_error *err);
 

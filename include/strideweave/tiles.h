@@ -102,4 +102,17 @@ sw_status sw_tiles_gather(const sw_tile_geometry *g, const sw_layout *layout, in
 /* The slot of logical index `i` under `layout` at `offset`. */
 int64_t sw_tiles_layout_slot(const sw_layout *layout, int64_t offset, int64_t i);
 
+/* One contiguous piece of a tile held in place by a full-size tier:
+ * `count` slots from that tier's slot `slot`, which are within-tile
+ * positions `within` .. within + count - 1 of the tile. */
+typedef struct sw_tile_run {
+    int64_t slot, within, count;
+} sw_tile_run;
+
+/* The pieces of tile `t` in the full-size footprint (TE-2: tile[0]-long
+ * runs strided over the logical shape), in within-tile order, runs that
+ * touch merged. `runs` has room for tile_size / tile[0] entries; returns
+ * how many were written. Pure arithmetic; safe without the GIL. */
+int64_t sw_tiles_runs(const sw_tile_geometry *g, int64_t t, sw_tile_run *runs);
+
 #endif

@@ -19,6 +19,9 @@
 #define DIR_PREFIX ".strideweave-filebacked-"
 #define NEW_PREFIX ".strideweave-filebacked-new-"
 #define LOCK_NAME ".lock"
+/* iovecs per pwritev call: within every system's IOV_MAX (POSIX: >= 16;
+ * Linux 1024). */
+#define IOV_BATCH 1024
 
 static pthread_mutex_t session_lock = PTHREAD_MUTEX_INITIALIZER;
 static char session_dir[PATH_MAX];
@@ -468,6 +471,44 @@ sw_status sw_filestore_pwrite(int fd, const void *buf, size_t bytes, int64_t off
         p += r;
         bytes -= (size_t)r;
         offset += r;
+    }
+    return SW_OK;
+}
+
+sw_status sw_filestore_pwritev(int fd, const struct iovec *iov, int64_t n, int64_t offset,
+                               sw_error *err)
+{
+    if (sw_fault_hit("pwrite"))
+        return sw_error_set_errno(err, SW_EIO, EIO, "writing the FileBacked file failed: injected fault");
+    struct iovec batch[IOV_BATCH];
+    int64_t i = 0;
+    size_t skip = 0; /* bytes of iov[i] already written */
+    while (i < n) {
+        int k = 0;
+        for (int64_t j = i; j < n && k < IOV_BATCH; j++, k++) {
+            batch[k] = iov[j];
+            if (j == i) {
+                batch[k].iov_base = (char *)batch[k].iov_base + skip;
+                batch[k].iov_len -= skip;
+            }
+        }
+        ssize_t r = pwritev(fd, batch, k, (off_t)offset);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            int e = errno;
+            return sw_error_set_errno(err, SW_EIO, e, "writing the FileBacked file failed: %s", strerror(e));
+        }
+        if (r == 0)
+            return sw_error_set_errno(err, SW_EIO, EIO, "writing the FileBacked file stored nothing (is the disk full?)");
+        offset += r;
+        size_t left = (size_t)r;
+        while (i < n && left >= iov[i].iov_len - skip) {
+            left -= iov[i].iov_len - skip;
+            skip = 0;
+            i++;
+        }
+        skip += left;
     }
     return SW_OK;
 }

@@ -293,3 +293,17 @@ sw_status sw_tiles_gather(const sw_tile_geometry *g, const sw_layout *layout, in
     }
     return SW_OK;
 }
+
+int64_t sw_tiles_runs(const sw_tile_geometry *g, int64_t t, sw_tile_run *runs)
+{
+    int64_t run = g->tile[0], n = 0;
+    for (int64_t w = 0; w < g->tile_size; w += run) {
+        int64_t slot = sw_tiles_slot(g, t, w);
+        if (n > 0 && runs[n - 1].slot + runs[n - 1].count == slot) {
+            runs[n - 1].count += run;
+            continue;
+        }
+        runs[n++] = (sw_tile_run){.slot = slot, .within = w, .count = run};
+    }
+    return n;
+}

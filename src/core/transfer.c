@@ -13,6 +13,7 @@
 #include "strideweave/alloc.h"
 #include "strideweave/copy.h"
 #include "strideweave/filestore.h"
+#include "strideweave/parallel.h"
 
 /* Byte positions of the span in each endpoint, proven to fit in int64. */
 typedef struct span_bytes {
@@ -367,4 +368,60 @@ sw_status sw_transfer_run(const sw_transfer *t, sw_error *err)
     if (t->bulk || covers_span(t))
         return move_span(t, &sb, err);
     return move_values(t, &sb, err);
+}
+
+/* ---- one span on several threads ------------------------------------------ */
+
+/* Below this a span is copied by one thread: the handoff would cost more
+ * than the second thread saves. Parts are whole huge pages of the span. */
+#define PARALLEL_MIN_BYTES ((size_t)16 << 20)
+#define PART_ALIGN ((size_t)2 << 20)
+#define MAX_PARTS (SW_PARALLEL_MAX_HELPERS + 1)
+
+typedef struct span_parts {
+    const sw_transfer *t;
+    span_bytes whole;
+    size_t part_len;
+    sw_status st[MAX_PARTS];
+    sw_error err[MAX_PARTS];
+} span_parts;
+
+static void run_part(void *ctx, int i)
+{
+    span_parts *p = ctx;
+    size_t off = (size_t)i * p->part_len;
+    size_t left = p->whole.len - off;
+    span_bytes sb = {.src_pos = p->whole.src_pos + (int64_t)off,
+                     .dst_pos = p->whole.dst_pos + (int64_t)off,
+                     .len = left < p->part_len ? left : p->part_len};
+    p->st[i] = move_span(p->t, &sb, &p->err[i]);
+}
+
+sw_status sw_transfer_run_parallel(const sw_transfer *t, sw_error *err)
+{
+    sw_status st = check_header(t, err);
+    if (st != SW_OK || t->cosize == 0)
+        return st;
+    span_bytes sb;
+    st = validate(t, &sb, err);
+    if (st != SW_OK)
+        return st;
+    if (!t->bulk && !covers_span(t))
+        return move_values(t, &sb, err);
+    int width = sb.len >= PARALLEL_MIN_BYTES ? sw_parallel_width() : 1;
+    if (width > MAX_PARTS)
+        width = MAX_PARTS;
+    if (width < 2)
+        return move_span(t, &sb, err);
+    span_parts p = {.t = t, .whole = sb};
+    size_t per = (sb.len + (size_t)width - 1) / (size_t)width;
+    p.part_len = (per + PART_ALIGN - 1) & ~(PART_ALIGN - 1);
+    int n = (int)((sb.len + p.part_len - 1) / p.part_len);
+    sw_parallel_run(n, run_part, &p);
+    for (int i = 0; i < n; i++)
+        if (p.st[i] != SW_OK) {
+            *err = p.err[i];
+            return p.st[i];
+        }
+    return SW_OK;
 }

@@ -11,7 +11,10 @@
  * Where the work runs: routes whose transfer is pure C (the shipped
  * operations between built-in carriers) become jobs on the core executor;
  * its pool threads never touch Python. One completion thread, with its own
- * thread state, pops finished jobs and commits them holding the GIL. Routes
+ * thread state, pops finished jobs and commits them holding the GIL. A
+ * synchronous move (move(), MoveOperation.forward) skips that round trip:
+ * its C transfer runs on the caller, GIL released past the inline bound,
+ * and commits there, with the same pending marks and one commit. Routes
  * that must call Python (a user _copy, carriers written in Python) run on
  * the submitting thread, with transfer access to the two carriers, and
  * commit there. A dropped handle changes nothing: the request holds its own
@@ -357,7 +360,7 @@ static void run_request(sw_job *job)
 {
     move_request *r = (move_request *)job;
     r->status = r->blockdev ? sw_blockdev_transfer(r->blockdev, &r->transfer, &r->err)
-                            : sw_transfer_run(&r->transfer, &r->err);
+                            : sw_transfer_run_parallel(&r->transfer, &r->err);
 }
 
 static void completion_main(void *arg)
@@ -743,8 +746,28 @@ static PyObject *run_python_copy(move_request *r, PyObject *op, PyObject *tensor
     return sw_py_take_exception();
 }
 
-/* From here on every failure is the handle's. */
-static void submit(move_request *r, PyObject *op, PyObject *tensor)
+/* A synchronous move's C transfer on the calling thread, the GIL released
+ * past the inline bound, then its commit right here: no pool round trip and
+ * no completion-thread handoff. It counts as in flight, so the exit hook
+ * waits for its commit. Block devices take their lock here (the GIL is
+ * not held while waiting for it). */
+static void run_here(move_request *r)
+{
+    inflight_add(1);
+    if (!r->blockdev && (size_t)r->cosize * r->transfer.itemsize <= INLINE_BYTES) {
+        r->status = sw_transfer_run(&r->transfer, &r->err);
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        run_request(&r->job);
+        Py_END_ALLOW_THREADS
+    }
+    commit(r, NULL);
+    inflight_add(-1);
+}
+
+/* From here on every failure is the handle's. `sync`: the caller waits for
+ * the result at once (move(), MoveOperation.forward). */
+static void submit(move_request *r, PyObject *op, PyObject *tensor, int sync)
 {
     sw_route_kind kind = sw_py_move_route_kind(Py_TYPE(op));
     if (kind != SW_ROUTE_PYTHON) {
@@ -759,6 +782,10 @@ static void submit(move_request *r, PyObject *op, PyObject *tensor)
         r->blockdev = sw_py_block_device_core(r->source);
         if (!r->blockdev)
             r->blockdev = sw_py_block_device_core(r->destination);
+        if (c == 1 && sync && !holding) {
+            run_here(r);
+            return;
+        }
         /* A block device's lock may be held by a pool thread: its moves
          * always go to the pool rather than wait here with the GIL. */
         if (c == 1 && !r->blockdev &&
@@ -1015,7 +1042,7 @@ static int choose_route(PyObject *source, PyObject *destination, PyObject *force
     return 0;
 }
 
-PyObject *sw_py_move_initiate(PyObject *tensor, PyObject *destination, PyObject *forced)
+static PyObject *initiate(PyObject *tensor, PyObject *destination, PyObject *forced, int sync)
 {
     if (closing) {
         PyErr_SetString(PyExc_RuntimeError,
@@ -1084,7 +1111,7 @@ PyObject *sw_py_move_initiate(PyObject *tensor, PyObject *destination, PyObject 
     if (r->prepared)
         submit_prepared(r);
     else
-        submit(r, own_op, tensor);
+        submit(r, own_op, tensor, sync);
     sw_py_profile_move_submitted(trace);
 done:
     if (!handle && record && own_op)
@@ -1095,6 +1122,21 @@ done:
     Py_XDECREF(own_op);
     Py_DECREF(route.op_type);
     return handle;
+}
+
+PyObject *sw_py_move_initiate(PyObject *tensor, PyObject *destination, PyObject *forced)
+{
+    return initiate(tensor, destination, forced, 0);
+}
+
+PyObject *sw_py_move_now(PyObject *tensor, PyObject *destination, PyObject *forced)
+{
+    PyObject *handle = initiate(tensor, destination, forced, 1);
+    if (!handle)
+        return NULL;
+    PyObject *result = sw_py_await_wait(handle);
+    Py_DECREF(handle);
+    return result;
 }
 
 /* ---- the public functions ---------------------------------------------------- */
@@ -1118,12 +1160,7 @@ static PyObject *move(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
     PyObject *a[2];
     if (sw_py_parse_required("move", move_names, 2, args, nargs, kwnames, a) < 0)
         return NULL;
-    PyObject *handle = sw_py_move_initiate(a[0], a[1], NULL);
-    if (!handle)
-        return NULL;
-    PyObject *result = sw_py_await_wait(handle);
-    Py_DECREF(handle);
-    return result;
+    return sw_py_move_now(a[0], a[1], NULL);
 }
 
 static PyMethodDef move_functions[] = {

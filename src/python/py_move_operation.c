@@ -431,12 +431,7 @@ static PyObject *operation_forward(PyObject *self, PyObject *const *args, Py_ssi
     PyObject *a[2];
     if (sw_py_parse_required("forward", names, 2, args, nargs, kwnames, a) < 0)
         return NULL;
-    PyObject *handle = sw_py_move_initiate(a[0], a[1], self);
-    if (!handle)
-        return NULL;
-    PyObject *result = sw_py_await_wait(handle);
-    Py_DECREF(handle);
-    return result;
+    return sw_py_move_now(a[0], a[1], self);
 }
 
 static int operation_init(PyObject *self, PyObject *args, PyObject *kwds)

@@ -16,8 +16,9 @@
  * was full at construction is not one span of that tier (its footprint is
  * tile[0]-long runs strided over the logical shape, TE-2), and a move's
  * transfer covers a layout's whole cosize span, which would take in other
- * tiles' slots: those copies stay C loops (memcpy for host tiers, else the
- * tiers' slot access). A BlockDeviceCarrier paired with anything but CPU
+ * tiles' slots: those copies stay C loops over the tile's runs (memcpy for
+ * host tiers, one pwritev or a pread per run between a host tier and
+ * FileBacked, else the tiers' slot access). A BlockDeviceCarrier paired with anything but CPU
  * also keeps the slot loop (see sw_tiled_transfer_applies). Definition-
  * backed tiers copy through their TransferRoutes (py_tile_route.c); a
  * provider's incomplete completion keeps the request open until the waiter
@@ -29,6 +30,8 @@
 #include "sw_move.h"
 
 #include <string.h>
+
+#include "strideweave/filestore.h"
 
 #define CARRIER(o) ((SwCarrierObject *)(o))
 
@@ -134,6 +137,61 @@ static int copy_tile(PyObject *self, int64_t t, PyObject *dst, PyObject **comple
 /* B-11: a copy into block storage counts only once it is durable. The
  * exact-pair transfer is (inside the block device's transfer); slot copies
  * and zero-written fresh tiles are flushed here, before the commit. */
+/* The live FileBacked descriptor of `c` when it stores `dtype`, else -1. */
+static int file_fd(PyObject *c, sw_dtype dtype)
+{
+    if (Py_TYPE(c) != &SwFileBacked_Type || CARRIER(c)->released)
+        return -1;
+    SwFileBackedObject *f = (SwFileBackedObject *)c;
+    return f->dtype == dtype ? f->fd : -1;
+}
+
+/* A tile held in place by a full host tier going to a FileBacked tile, or
+ * held by a full FileBacked tier going to a host tile: its runs move as a
+ * handful of system calls (one pwritev gathering every run, or one pread
+ * per run) instead of one per slot. Slots are raw dtype values on both
+ * sides, so the bytes move unchanged, as between host tiers. 1 when done,
+ * 0 when the pair is not one of these, -1 with an exception. */
+static int copy_runs_file(PyObject *self, int64_t t, PyObject *src, PyObject *dst)
+{
+    SwTiledEvictableObject *te = TILED(self);
+    sw_dtype dtype = SwDType_ID(te->dtype);
+    const unsigned char *sb = sw_tiled_host_base(src);
+    unsigned char *db = (unsigned char *)sw_tiled_host_base(dst);
+    int wfd = sb ? file_fd(dst, dtype) : -1;
+    int rfd = db ? file_fd(src, dtype) : -1;
+    if (wfd < 0 && rfd < 0)
+        return 0;
+    if (((SwHostCarrierObject *)(sb ? src : dst))->dtype != dtype)
+        return 0;
+    size_t eb = elem_bytes(self);
+    int64_t most = te->geo.tile_size / te->geo.tile[0];
+    sw_tile_run *runs = PyMem_Malloc((size_t)most * sizeof *runs);
+    struct iovec *iov = runs && wfd >= 0 ? PyMem_Malloc((size_t)most * sizeof *iov) : NULL;
+    if (!runs || (wfd >= 0 && !iov)) {
+        PyMem_Free(runs);
+        PyErr_NoMemory();
+        return -1;
+    }
+    int64_t n = sw_tiles_runs(&te->geo, t, runs);
+    sw_error err;
+    sw_status st = SW_OK;
+    if (wfd >= 0) {
+        for (int64_t i = 0; i < n; i++)
+            iov[i] = (struct iovec){.iov_base = (void *)(sb + (size_t)runs[i].slot * eb),
+                                    .iov_len = (size_t)runs[i].count * eb};
+        st = sw_filestore_pwritev(wfd, iov, n, 0, &err);
+    } else {
+        for (int64_t i = 0; i < n && st == SW_OK; i++)
+            st = sw_filestore_pread(rfd, db + (size_t)runs[i].within * eb,
+                                    (size_t)runs[i].count * eb,
+                                    runs[i].slot * (int64_t)eb, &err);
+    }
+    PyMem_Free(iov);
+    PyMem_Free(runs);
+    return st == SW_OK ? 1 : sw_py_raise(&err);
+}
+
 int sw_tiled_copy_tile(PyObject *self, int64_t t, PyObject *dst, PyObject **completion)
 {
     int rc = copy_tile(self, t, dst, completion);
@@ -161,6 +219,9 @@ static int copy_tile(PyObject *self, int64_t t, PyObject *dst, PyObject **comple
         copy_host(self, t, sb, db);
         return 0;
     }
+    int runs = copy_runs_file(self, t, src, dst);
+    if (runs != 0)
+        return runs < 0 ? -1 : 0;
     /* Reads of a claimed prototype need no owner access (C-13), so no
      * thread-bound access is held across the tiers' hooks. */
     Py_INCREF(src);

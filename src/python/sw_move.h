@@ -115,6 +115,10 @@ int sw_py_block_device_make_durable(PyObject *carrier);
  * Returns an AwaitMove (new reference), or NULL with the exception of a
  * failure before submission. */
 PyObject *sw_py_move_initiate(PyObject *tensor, PyObject *destination, PyObject *op);
+/* The same move waited for at once (move(), MoveOperation.forward): a C
+ * transfer runs on the calling thread and commits there. Returns the moved
+ * Tensor (new reference) or NULL with the move's exception. */
+PyObject *sw_py_move_now(PyObject *tensor, PyObject *destination, PyObject *op);
 int sw_py_move_init(PyObject *module);
 /* Whether the caller runs on the thread that commits pool moves: waiting
  * there for an unfinished move would wait forever. */

@@ -241,6 +241,40 @@ static void verify_removed_at_exit(void)
     rmdir(tmp_root);
 }
 
+/* More pieces than one pwritev call takes (and empty ones): they land
+ * back to back from the offset, in order. */
+static void test_pwritev_gathers_many_pieces(void)
+{
+    enum { PIECES = 2500 };
+    static unsigned char src[PIECES * 3];
+    static struct iovec iov[PIECES];
+    size_t total = 0;
+    for (int i = 0; i < PIECES; i++) {
+        size_t len = (size_t)(i % 4 == 3 ? 0 : 1 + i % 3);
+        for (size_t k = 0; k < len; k++)
+            src[3 * i + k] = (unsigned char)(i * 7 + k);
+        iov[i] = (struct iovec){.iov_base = src + 3 * i, .iov_len = len};
+        total += len;
+    }
+    int fd = -1;
+    char *path = NULL;
+    sw_error err;
+    CHECK_EQ_I64(sw_filestore_create_unique(&fd, &path, &err), SW_OK);
+    CHECK_EQ_I64(sw_filestore_pwritev(fd, iov, PIECES, 5, &err), SW_OK);
+    static unsigned char back[PIECES * 3];
+    CHECK_EQ_I64(sw_filestore_pread(fd, back, total, 5, &err), SW_OK);
+    int ok = 1;
+    size_t at = 0;
+    for (int i = 0; i < PIECES; i++)
+        for (size_t k = 0; k < iov[i].iov_len; k++)
+            ok &= back[at++] == src[3 * i + k];
+    CHECK(ok);
+    CHECK(iov[0].iov_base == src && iov[0].iov_len == 1); /* left unchanged */
+    CHECK_EQ_I64(sw_filestore_pwritev(-1, iov, 2, 0, &err), SW_EIO);
+    CHECK_EQ_I64(err.sys_errno, EBADF);
+    sw_filestore_remove(fd, path, (long)getpid());
+}
+
 int main(void)
 {
     if (!mkdtemp(tmp_root)) {
@@ -266,6 +300,7 @@ int main(void)
     test_session_dir();
     test_names();
     test_create_io_remove();
+    test_pwritev_gathers_many_pieces();
     test_faults();
     test_exit_cleanup();
 

@@ -193,6 +193,27 @@ static void test_gather_within_tile_permutation(void)
     sw_layout_free(L);
 }
 
+/* TE-2 footprint runs: one per tile column, merged when a tile spans
+ * axis 0; within positions follow each other. */
+static void test_tile_runs(void)
+{
+    sw_tile_geometry g;
+    sw_error err;
+    int64_t grid[2] = {3, 2}, tile[2] = {4, 5};
+    CHECK_EQ_I64(sw_tiles_geometry_init(&g, 2, grid, tile, &err), SW_OK);
+    sw_tile_run runs[5];
+    int64_t t = 1 + 3 * 1; /* tile (1, 1) */
+    CHECK_EQ_I64(sw_tiles_runs(&g, t, runs), 5);
+    int ok = 1;
+    for (int j = 0; j < 5; j++)
+        ok &= runs[j].slot == (5 + j) * 12 + 4 && runs[j].within == 4 * j && runs[j].count == 4;
+    CHECK(ok);
+    int64_t grid1[2] = {1, 3}, tile1[2] = {6, 2};
+    CHECK_EQ_I64(sw_tiles_geometry_init(&g, 2, grid1, tile1, &err), SW_OK);
+    CHECK_EQ_I64(sw_tiles_runs(&g, 2, runs), 1);
+    CHECK(runs[0].slot == 24 && runs[0].within == 0 && runs[0].count == 12);
+}
+
 int main(void)
 {
     test_gather_within_tile_permutation();
@@ -202,5 +223,6 @@ int main(void)
     test_te5_sort();
     test_te10_gather();
     test_gather_tile_storage();
+    test_tile_runs();
     return check_report("tiles");
 }

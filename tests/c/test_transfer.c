@@ -625,6 +625,49 @@ static void test_progress(big *b)
     }
     CHECK_EQ_I64(sw_transfer_bytes(NULL), 0);
     free(host);
+/* The parallel run gives the same bytes as the plain one for every span
+ * pair (bulk at offsets, and a layout covering its span), and reports a
+ * part's file error. */
+static void test_parallel_spans(big *b)
+{
+    sw_error err;
+    unsigned char *host = malloc(BIG_BYTES + 64);
+    unsigned char *back = malloc(BIG_BYTES);
+    int64_t dense_ext[2] = {1001, BIG_SLOTS / 1001}, dense_str[2] = {1, 1001};
+    int64_t slots = dense_ext[0] * dense_ext[1];
+    for (int kind = 0; kind < 3; kind++) {
+        for (int bulk = 0; bulk < 2; bulk++) {
+            int fd = fresh_file(b->got, BIG_BYTES + 64);
+            sw_endpoint hs = {SW_ENDPOINT_HOST, b->src, -1, 0};
+            sw_endpoint hd = {SW_ENDPOINT_HOST, host, -1, 3};
+            sw_endpoint fdst = {SW_ENDPOINT_FILE, NULL, fd, 3};
+            sw_endpoint fsrc = {SW_ENDPOINT_FILE, NULL, fd, 0};
+            if (kind == 2)
+                CHECK(write_all(fd, b->src, BIG_BYTES, 0) == 0);
+            sw_transfer t = {kind == 2 ? fsrc : hs, kind == 1 ? fdst : hd, 4, bulk,
+                             bulk ? BIG_SLOTS : slots, bulk ? 1 : 2,
+                             bulk ? b->ext : dense_ext, bulk ? b->str : dense_str};
+            size_t bytes = (size_t)t.cosize * 4;
+            memset(host, FILL, BIG_BYTES + 64);
+            CHECK_EQ_I64(sw_transfer_run_parallel(&t, &err), SW_OK);
+            if (kind == 1)
+                CHECK(read_all(fd, back, bytes, 12) == 0);
+            else
+                memcpy(back, host + 12, bytes);
+            CHECK(memcmp(back, b->src, bytes) == 0);
+            if (kind != 1)
+                CHECK(all_equal(host, 12, FILL) && all_equal(host + 12 + bytes, 4, FILL));
+            if (sw_fault_enabled() && kind != 0) {
+                CHECK_EQ_I64(sw_fault_arm(kind == 1 ? "pwrite" : "pread", 1, 1), SW_OK);
+                CHECK_EQ_I64(sw_transfer_run_parallel(&t, &err), SW_EIO);
+                CHECK(strstr(err.msg, "injected") != NULL);
+                sw_fault_clear();
+            }
+            close(fd);
+        }
+    }
+    free(host);
+    free(back);
 }
 
 static void test_big(void)
@@ -640,6 +683,7 @@ static void test_big(void)
     b.str_gapped[0] = 2;
     test_big_round_trip(&b);
     test_progress(&b);
+    test_parallel_spans(&b);
     if (sw_fault_enabled()) {
         test_pwrite_faults(&b);
         test_pread_faults(&b);

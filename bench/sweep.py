@@ -1,0 +1,467 @@
+"""Movement speed across sizes, against an anchor doing the same work in the same run.
+
+For every case and size (4 KiB ... 1 GiB, x4 steps) two modes are timed:
+
+  single    k moves one after another, each move() waited before the next;
+  inflight  up to 256 move_async in flight at once, then all waited
+            (fewer when 256 of the size would pass --budget-mib: the count
+            is printed).
+
+Each side does the same work on fresh destinations that are all kept
+alive until the round ends; sources are filled (touched) before timing,
+destinations are created before timing and not touched:
+
+  cpu->cpu    move() into fresh CPU carriers    vs np.copyto into fresh np.empty
+  cpu->file   move() into fresh FileBacked      vs os.pwrite into fresh files
+  file->cpu   move() of FileBacked tensors      vs os.preadv of files of the
+              into fresh CPU carriers              same bytes into fresh np.empty
+  cpu->blk    CPU -> BlockDeviceCarrier         vs os.pwrite to the same device
+  blk->cpu    BlockDeviceCarrier -> CPU         vs os.preadv from the same device
+              (a loop device; skipped with the reason where none can be made;
+              sw.move when it moves block carriers, else the block
+              MoveOperations' forward, whose in-flight mode is then skipped)
+
+The figure is the median over rounds (after one warm-up round) of the
+throughput of one side; the ratio is anchor time / our time (1.0 = as fast
+as the anchor, more is faster). Targets: >= 0.8x for single moves at every
+size, >= 1.0x with 256 in flight. The anchors have no asynchronous form:
+the in-flight anchor is the same sequence of copies.
+
+    meson setup build/bench -Dbuildtype=release -Dfault_injection=false
+    SW_BUILD_DIR=build/bench tools/dev python bench/sweep.py
+    SW_BUILD_DIR=build/bench tools/dev python bench/sweep.py --max-size 64M --plot sweep.png
+    SW_BUILD_DIR=build/bench tools/dev python bench/sweep.py --smoke
+
+--plot needs matplotlib (an optional bench dependency: pip install matplotlib).
+"""
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from _release_only import require_release_build
+
+require_release_build()
+
+import numpy as np
+
+import strideweave as sw
+from strideweave import CPU, FileBacked, Layout, Shape, Stride, Tensor
+
+INFLIGHT = 256
+TARGETS = {"single": 0.8, "inflight": 1.0}
+
+
+def parse_size(text):
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    text = text.strip().upper().rstrip("IB")
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(text)
+
+
+def human(size):
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if size >= 1 << shift:
+            return f"{size >> shift} {unit}"
+    return f"{size} B"
+
+
+def cpu_tensor(n, fill):
+    """A Float32 CPU tensor of n slots holding `fill` (pages touched)."""
+    t = Tensor(CPU(n, empty=True), 0, Layout(Shape(n), Stride(1)))
+    a = np.from_dlpack(t)
+    a[:] = fill
+    del a  # a move releases the carrier: no view may outlive it
+    return t
+
+
+def median_time(fn, rounds):
+    times = []
+    for r in range(rounds + 1):
+        times.append(fn())
+    return statistics.median(times[1:])
+
+
+# ---- the cases: each gives ours(k, inflight) and anchor(k) returning seconds -------------
+
+
+class Case:
+    name = ""
+
+    def __init__(self, n, directory):
+        self.n = n
+        self.nbytes = 4 * n
+        self.dir = directory
+        self.ref = np.arange(n, dtype=np.float32)
+
+    def close(self):
+        pass
+
+
+class CpuToCpu(Case):
+    name = "cpu->cpu"
+
+    def ours(self, k, inflight):
+        srcs = [cpu_tensor(self.n, self.ref) for _ in range(k)]
+        dsts = [CPU(self.n, empty=True) for _ in range(k)]
+        with sw.no_grad():
+            t0 = time.perf_counter()
+            if inflight:
+                out = [h.wait() for h in [sw.move_async(s, d) for s, d in zip(srcs, dsts)]]
+            else:
+                out = [sw.move(s, d) for s, d in zip(srcs, dsts)]
+            t = time.perf_counter() - t0
+        assert out[-1].carrier[self.n - 1] == float(self.ref[-1])
+        return t
+
+    def anchor(self, k):
+        srcs = [self.ref.copy() for _ in range(k)]
+        keep = []
+        t0 = time.perf_counter()
+        for s in srcs:
+            d = np.empty(self.n, dtype=np.float32)
+            np.copyto(d, s)
+            keep.append(d)
+        return time.perf_counter() - t0
+
+
+class CpuToFile(Case):
+    name = "cpu->file"
+
+    def ours(self, k, inflight):
+        srcs = [cpu_tensor(self.n, self.ref) for _ in range(k)]
+        dsts = [FileBacked() for _ in range(k)]
+        with sw.no_grad():
+            t0 = time.perf_counter()
+            if inflight:
+                out = [h.wait() for h in [sw.move_async(s, d) for s, d in zip(srcs, dsts)]]
+            else:
+                out = [sw.move(s, d) for s, d in zip(srcs, dsts)]
+            t = time.perf_counter() - t0
+        assert out[-1].carrier[self.n - 1] == float(self.ref[-1])
+        for o in out:
+            o.carrier.release()
+        return t
+
+    def anchor(self, k):
+        srcs = [self.ref.copy() for _ in range(k)]
+        paths = [os.path.join(self.dir, f"sweep-anchor-{os.getpid()}-{i}") for i in range(k)]
+        fds = [os.open(p, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600) for p in paths]
+        try:
+            t0 = time.perf_counter()
+            for fd, s in zip(fds, srcs):
+                pwrite_all(fd, s, 0)
+            return time.perf_counter() - t0
+        finally:
+            for fd, p in zip(fds, paths):
+                os.close(fd)
+                os.unlink(p)
+
+
+class FileToCpu(Case):
+    name = "file->cpu"
+
+    def __init__(self, n, directory):
+        super().__init__(n, directory)
+        self.path = os.path.join(directory, f"sweep-anchor-src-{os.getpid()}")
+        with open(self.path, "wb") as f:
+            self.ref.tofile(f)
+
+    def close(self):
+        os.unlink(self.path)
+
+    def ours(self, k, inflight):
+        with sw.no_grad():
+            srcs = [sw.move(cpu_tensor(self.n, self.ref), FileBacked()) for _ in range(k)]
+            dsts = [CPU(self.n, empty=True) for _ in range(k)]
+            t0 = time.perf_counter()
+            if inflight:
+                out = [h.wait() for h in [sw.move_async(s, d) for s, d in zip(srcs, dsts)]]
+            else:
+                out = [sw.move(s, d) for s, d in zip(srcs, dsts)]
+            t = time.perf_counter() - t0
+        assert out[-1].carrier[self.n - 1] == float(self.ref[-1])
+        return t
+
+    def anchor(self, k):
+        fd = os.open(self.path, os.O_RDONLY)
+        keep = []
+        try:
+            t0 = time.perf_counter()
+            for _ in range(k):
+                d = np.empty(self.n, dtype=np.float32)
+                preadv_all(fd, d, 0)
+                keep.append(d)
+            t = time.perf_counter() - t0
+        finally:
+            os.close(fd)
+        assert keep[-1][-1] == self.ref[-1]
+        return t
+
+
+def pwrite_all(fd, buf, base):
+    mv = memoryview(buf).cast("B")
+    off = 0
+    while off < len(mv):
+        off += os.pwrite(fd, mv[off:], base + off)
+
+
+def preadv_all(fd, buf, base):
+    mv = memoryview(buf).cast("B")
+    off = 0
+    while off < len(mv):
+        got = os.preadv(fd, [mv[off:]], base + off)
+        if not got:
+            raise EOFError("short read")
+        off += got
+
+
+class Block(Case):
+    """Both block directions over one loop device; `to_dev` picks one."""
+
+    def __init__(self, n, directory, dev, path, to_dev, use_move):
+        super().__init__(n, directory)
+        self.dev, self.path, self.to_dev, self.use_move = dev, path, to_dev, use_move
+        self.name = "cpu->blk" if to_dev else "blk->cpu"
+        self.ops = (sw.CpuToBlockDeviceMoveOperation(), sw.BlockDeviceToCpuMoveOperation())
+
+    def _move(self, t, dst):
+        if self.use_move:
+            return sw.move(t, dst)
+        return (self.ops[0] if self.to_dev else self.ops[1]).forward(t, dst)
+
+    def ours(self, k, inflight):
+        if inflight and not self.use_move:
+            return None
+        with sw.no_grad():
+            blks = [self.dev.allocate(self.n, empty=True) for _ in range(k)]
+            if self.to_dev:
+                srcs, dsts = [cpu_tensor(self.n, self.ref) for _ in range(k)], blks
+            else:
+                fill = sw.move if self.use_move else self.ops[0].forward
+                srcs = [fill(cpu_tensor(self.n, self.ref), b) for b in blks]
+                dsts = [CPU(self.n, empty=True) for _ in range(k)]
+            t0 = time.perf_counter()
+            if inflight:
+                out = [h.wait() for h in [sw.move_async(s, d) for s, d in zip(srcs, dsts)]]
+            else:
+                out = [self._move(s, d) for s, d in zip(srcs, dsts)]
+            t = time.perf_counter() - t0
+        if not self.to_dev:
+            assert out[-1].carrier[self.n - 1] == float(self.ref[-1])
+        for o in out:
+            o.carrier.release()
+        return t
+
+    def anchor(self, k):
+        blks = [self.dev.allocate(self.n, empty=True) for _ in range(k)]
+        offsets = [b.device_offset_bytes for b in blks]
+        fd = os.open(self.path, os.O_RDWR)
+        keep = []
+        try:
+            if self.to_dev:
+                srcs = [self.ref.copy() for _ in range(k)]
+                t0 = time.perf_counter()
+                for s, off in zip(srcs, offsets):
+                    pwrite_all(fd, s, off)
+            else:
+                for off in offsets:
+                    pwrite_all(fd, self.ref, off)
+                t0 = time.perf_counter()
+                for off in offsets:
+                    d = np.empty(self.n, dtype=np.float32)
+                    preadv_all(fd, d, off)
+                    keep.append(d)
+            t = time.perf_counter() - t0
+        finally:
+            os.close(fd)
+            for b in blks:
+                b.release()
+        return t
+
+
+def block_unavailable():
+    if not sys.platform.startswith("linux"):
+        return "loop devices exist on Linux only"
+    if shutil.which("losetup") is None:
+        return "losetup is not installed"
+    if not os.path.exists("/dev/loop-control"):
+        return "/dev/loop-control is missing"
+    if os.geteuid() != 0:
+        return "creating a loop device needs root"
+    return None
+
+
+def block_move_works(dev):
+    """Whether sw.move moves CPU <-> BlockDeviceCarrier (else the operations)."""
+    try:
+        b = dev.allocate(1, empty=True)
+        t = sw.move(cpu_tensor(1, 1.0), b)
+        back = sw.move(t, CPU(1, empty=True))
+        back.carrier.release()
+        return True
+    except (NotImplementedError, TypeError, RuntimeError):
+        return False
+
+
+# ---- driving ------------------------------------------------------------------------
+
+
+def counts(size, budget):
+    """(single moves per round, moves in flight) for one size."""
+    fit = max(1, budget // size)
+    return min(64, fit), min(INFLIGHT, fit)
+
+
+def run(cases, sizes, rounds, budget, table):
+    for make in cases:
+        for size in sizes:
+            n = size // 4
+            case = make(n)
+            try:
+                single, inflight = counts(size, budget)
+                for mode, k in (("single", single), ("inflight", inflight)):
+                    if case.ours(k, mode == "inflight") is None:
+                        table.skip(case.name, mode, size, "needs sw.move for block carriers")
+                        continue
+                    ours, anchor = [], []
+                    for r in range(rounds + 1):
+                        # alternate who goes first
+                        if r % 2:
+                            ta, to = case.anchor(k), case.ours(k, mode == "inflight")
+                        else:
+                            to, ta = case.ours(k, mode == "inflight"), case.anchor(k)
+                        if r:
+                            ours.append(to)
+                            anchor.append(ta)
+                    table.add(case.name, mode, size, k, statistics.median(ours),
+                              statistics.median(anchor))
+            finally:
+                case.close()
+
+
+class Table:
+    def __init__(self):
+        self.rows = []
+        print(f"{'case':10} {'mode':9} {'size':>8} {'k':>4} {'ours GB/s':>10} "
+              f"{'anchor GB/s':>12} {'ratio':>6}  target", flush=True)
+
+    def add(self, case, mode, size, k, ours, anchor):
+        total = size * k
+        target = TARGETS[mode]
+        ratio = anchor / ours
+        self.rows.append((case, mode, size, total / ours / 1e9, total / anchor / 1e9, ratio))
+        flag = "ok" if ratio >= target else "BELOW"
+        print(f"{case:10} {mode:9} {human(size):>8} {k:4d} {total / ours / 1e9:10.2f} "
+              f"{total / anchor / 1e9:12.2f} {ratio:6.2f}  >= {target} {flag}", flush=True)
+
+    def skip(self, case, mode, size, why):
+        print(f"{case:10} {mode:9} {human(size):>8}  skipped: {why}", flush=True)
+
+    def plot(self, path):
+        try:
+            import matplotlib
+        except ImportError:
+            print("--plot needs matplotlib (pip install matplotlib); no chart written")
+            return
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        names = sorted({(c, m) for c, m, *_ in self.rows})
+        fig, axes = plt.subplots(1, 2, figsize=(13, 5), sharey=True)
+        for ax, mode in zip(axes, ("single", "inflight")):
+            for i, (case, m) in enumerate(n for n in names if n[1] == mode):
+                rows = [r for r in self.rows if r[0] == case and r[1] == mode]
+                x = [r[2] for r in rows]
+                color = f"C{i}"
+                ax.plot(x, [r[3] for r in rows], "-o", color=color, label=f"{case} ours")
+                ax.plot(x, [r[4] for r in rows], "--", color=color, label=f"{case} anchor")
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel("bytes per move")
+            ax.set_title("one move() at a time" if mode == "single"
+                         else f"up to {INFLIGHT} move_async in flight")
+            ax.grid(True, which="both", alpha=0.3)
+        axes[0].set_ylabel("GB/s")
+        axes[1].legend(fontsize=7, ncol=2)
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        print(f"chart written to {path}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--min-size", default="4K")
+    ap.add_argument("--max-size", default="1G")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--budget-mib", type=int, default=512,
+                    help="most bytes of fresh destinations one side keeps alive per round")
+    ap.add_argument("--cases", default="cpu->cpu,cpu->file,file->cpu,cpu->blk,blk->cpu")
+    ap.add_argument("--smoke", action="store_true",
+                    help="tiny sizes (4 KiB .. 64 KiB), one round: a quick check that it runs")
+    ap.add_argument("--plot", metavar="OUT.png")
+    args = ap.parse_args()
+    lo, hi, rounds, budget = (parse_size(args.min_size), parse_size(args.max_size),
+                              args.rounds, args.budget_mib << 20)
+    if args.smoke:
+        lo, hi, rounds, budget = 4 << 10, 64 << 10, 1, 4 << 20
+    sizes = []
+    s = lo
+    while s <= hi:
+        sizes.append(s)
+        s *= 4
+    wanted = args.cases.split(",")
+    probe = FileBacked()
+    directory = str(probe.path.parent)
+    probe.release()
+    print(f"{os.cpu_count()} CPUs; sizes {human(lo)} .. {human(hi)}; median of {rounds} "
+          f"rounds after 1 warm-up; files in {directory}")
+    table = Table()
+    host = {"cpu->cpu": CpuToCpu, "cpu->file": CpuToFile, "file->cpu": FileToCpu}
+    run([lambda n, c=host[w]: c(n, directory) for w in wanted if w in host],
+        sizes, rounds, budget, table)
+    block = [w for w in wanted if w in ("cpu->blk", "blk->cpu")]
+    if block:
+        run_block(block, sizes, rounds, budget, table, directory)
+    if args.plot:
+        table.plot(args.plot)
+
+
+def run_block(block, sizes, rounds, budget, table, directory):
+    why = block_unavailable()
+    tmp = tempfile.mkdtemp(prefix="sw-bench-sweep-")
+    path = None
+    try:
+        if not why:
+            span = max(max(counts(s, budget)) * s for s in sizes) + (4 << 20)
+            backing = os.path.join(tmp, "sweep-loop.img")
+            with open(backing, "wb") as f:
+                f.truncate(span)
+            out = subprocess.run(["losetup", "--find", "--show", backing],
+                                 capture_output=True, text=True)
+            if out.returncode:
+                why = out.stderr.strip() or "losetup failed"
+            else:
+                path = out.stdout.strip()
+        if why:
+            for w in block:
+                print(f"{w:10} skipped: {why}")
+            return
+        with sw.BlockDevice(path) as dev:
+            use_move = block_move_works(dev)
+            print(f"block moves through {'sw.move' if use_move else 'the block MoveOperations'}")
+            run([lambda n, w=w: Block(n, directory, dev, path, w == "cpu->blk", use_move)
+                 for w in block], sizes, rounds, budget, table)
+    finally:
+        if path:
+            subprocess.run(["losetup", "-d", path], capture_output=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+/* Helper threads for sw_parallel_run (see parallel.h). One lock guards the
+ * queue of batches and every batch's counters: a helper touches a batch
+ * only under it, and the caller returns only once every claimed part has
+ * reported, so no helper holds a batch that went away. */
+#include "strideweave/parallel.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include "strideweave/alloc.h"
+
+typedef struct batch {
+    int n;          /* parts */
+    int claimed;    /* parts handed out */
+    int done;       /* parts finished */
+    void (*fn)(void *ctx, int part);
+    void *ctx;
+    struct batch *next;
+} batch;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t work = PTHREAD_COND_INITIALIZER;     /* a batch was queued */
+static pthread_cond_t finished = PTHREAD_COND_INITIALIZER; /* a part finished */
+static batch *head, *tail;
+static int helpers = -1; /* -1 until first use; then how many run */
+static int atfork_set;
+
+/* Under the lock: the next unclaimed part of the oldest batch (unlinking a
+ * batch once its last part is out), or -1. */
+static int claim(batch **out)
+{
+    batch *b = head;
+    if (!b)
+        return -1;
+    int part = b->claimed++;
+    if (b->claimed == b->n) {
+        head = b->next;
+        if (!head)
+            tail = NULL;
+    }
+    *out = b;
+    return part;
+}
+
+static void finish(batch *b)
+{
+    if (++b->done == b->n)
+        pthread_cond_broadcast(&finished);
+}
+
+static void *helper_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&lock);
+    for (;;) {
+        batch *b;
+        int part = claim(&b);
+        if (part < 0) {
+            pthread_cond_wait(&work, &lock);
+            continue;
+        }
+        pthread_mutex_unlock(&lock);
+        b->fn(b->ctx, part);
+        pthread_mutex_lock(&lock);
+        finish(b);
+    }
+    return NULL;
+}
+
+static void after_fork_child(void)
+{
+    pthread_mutex_init(&lock, NULL);
+    pthread_cond_init(&work, NULL);
+    pthread_cond_init(&finished, NULL);
+    head = tail = NULL;
+    helpers = -1;
+}
+
+/* Under the lock: start the helpers once (fewer than wanted if the system
+ * refuses threads; none on one CPU). */
+static void start_helpers(void)
+{
+    if (helpers >= 0)
+        return;
+    if (!atfork_set && pthread_atfork(NULL, NULL, after_fork_child) == 0)
+        atfork_set = 1;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int want = cpus > 1 ? (int)cpus - 1 : 0;
+    if (want > SW_PARALLEL_MAX_HELPERS)
+        want = SW_PARALLEL_MAX_HELPERS;
+    helpers = 0;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    for (int i = 0; i < want; i++) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, helper_main, NULL) != 0)
+            break;
+        pthread_detach(t);
+        helpers++;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+int sw_parallel_width(void)
+{
+    pthread_mutex_lock(&lock);
+    start_helpers();
+    int w = helpers + 1;
+    pthread_mutex_unlock(&lock);
+    return w;
+}
+
+void sw_parallel_run(int n, void (*fn)(void *ctx, int part), void *ctx)
+{
+    if (n <= 0)
+        return;
+    pthread_mutex_lock(&lock);
+    start_helpers();
+    if (n == 1 || helpers == 0) {
+        pthread_mutex_unlock(&lock);
+        for (int i = 0; i < n; i++)
+            fn(ctx, i);
+        return;
+    }
+    batch b = {.n = n, .fn = fn, .ctx = ctx};
+    if (tail)
+        tail->next = &b;
+    else
+        head = &b;
+    tail = &b;
+    pthread_cond_broadcast(&work);
+    /* The caller works through its own parts (and only those: another
+     * batch's part may be long). */
+    while (b.claimed < b.n) {
+        int part = b.claimed++;
+        if (b.claimed == b.n) { /* unlink b, wherever it sits in the queue */
+            batch **pp = &head, *prev = NULL;
+            while (*pp != &b) {
+                prev = *pp;
+                pp = &(*pp)->next;
+            }
+            *pp = b.next;
+            if (tail == &b)
+                tail = prev;
+        }
+        pthread_mutex_unlock(&lock);
+        fn(ctx, part);
+        pthread_mutex_lock(&lock);
+        finish(&b);
+    }
+    while (b.done < b.n)
+        pthread_cond_wait(&finished, &lock);
+    pthread_mutex_unlock(&lock);
+}
