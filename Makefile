@@ -16,7 +16,7 @@ PIP     = $(PY) -m pip
 # The CPU build of PyTorch lies on local disk on our machines.
 FIND_LINKS = $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
 BUILD_TOOLS = "meson-python>=0.15" "meson>=1.1" ninja
-TEST_DEPS = pytest hypothesis "numpy>=2.3" torch==2.13.0 mypy tqdm
+TEST_DEPS = pytest hypothesis "numpy>=2.3" torch==2.13.0 mypy tqdm tensorstore==0.1.86 "moto[server]" boto3
 TEST_BUILD = build/test
 
 .PHONY: demo test test-c test-python install-test install-demo fuzz clean

@@ -91,7 +91,7 @@ static long inflight_provider;
  * forked child can end the ones it inherited and the exit hook can name
  * the ones it abandons. Changed only with the GIL held. */
 static move_request *live_head;
-static PyObject *str_copy;
+static PyObject *str_copy, *str_copy_async;
 static unsigned long completion_ident; /* the completion thread, 0 if none */
 
 int sw_py_move_on_completion_thread(void)
@@ -746,6 +746,44 @@ static PyObject *run_python_copy(move_request *r, PyObject *op, PyObject *tensor
     return sw_py_take_exception();
 }
 
+static void await_or_commit(move_request *r, PyObject *res);
+
+/* An operation whose engine does its own I/O on its own threads (an
+ * integration such as strideweave.tensorstore) defines
+ * `_copy_async(tensor, destination, output, element_count)` next to
+ * `_copy`: it starts the transfer and returns a ProviderCompletion (or
+ * None when it finished at once), so move_async returns while the engine
+ * works and a waiter thread commits, as for a TransferRoute's submit()
+ * (X-9, X-10). Both carriers stay pending until that commit. 0 when the
+ * request was handed on (committed or awaited), 1 when the operation has
+ * no such hook. */
+static int run_python_copy_async(move_request *r, PyObject *op, PyObject *tensor)
+{
+    PyObject *fn;
+    if (_PyObject_LookupAttr((PyObject *)Py_TYPE(op), str_copy_async, &fn) < 0) {
+        PyObject *e = sw_py_take_exception();
+        commit(r, e);
+        Py_XDECREF(e);
+        return 0;
+    }
+    if (!fn)
+        return 1;
+    Py_DECREF(fn);
+    PyObject *count = PyLong_FromLongLong(r->cosize);
+    PyObject *res = NULL;
+    if (count) {
+        sw_py_carrier_begin_transfer(r->source);
+        sw_py_carrier_begin_transfer(r->destination);
+        res = PyObject_CallMethodObjArgs(op, str_copy_async, tensor, r->destination,
+                                         r->output, count, NULL);
+        sw_py_carrier_end_transfer(r->destination);
+        sw_py_carrier_end_transfer(r->source);
+        Py_DECREF(count);
+    }
+    await_or_commit(r, res);
+    return 0;
+}
+
 /* A synchronous move's C transfer on the calling thread, the GIL released
  * past the inline bound, then its commit right here: no pool round trip and
  * no completion-thread handoff. It counts as in flight, so the exit hook
@@ -803,6 +841,8 @@ static void submit(move_request *r, PyObject *op, PyObject *tensor, int sync)
             return;
         }
     }
+    if (run_python_copy_async(r, op, tensor) == 0)
+        return;
     PyObject *e = run_python_copy(r, op, tensor);
     commit(r, e);
     Py_XDECREF(e);
@@ -916,6 +956,14 @@ static void submit_prepared(move_request *r)
     PyObject *res = PyObject_CallNoArgs(SW_RECORD_FIELD(r->prepared, 0));
     sw_py_carrier_end_transfer(r->destination);
     sw_py_carrier_end_transfer(r->source);
+    await_or_commit(r, res);
+}
+
+/* `res` (owned, NULL with an exception set) is what submit() or
+ * _copy_async returned: None commits now, a ProviderCompletion goes to the
+ * waiter threads, anything else is the terminal failure. */
+static void await_or_commit(move_request *r, PyObject *res)
+{
     if (res && res != Py_None && sw_py_check_provider_completion(res) == 0 &&
         ensure_executor() == 0) {
         r->wait.completion = res;
@@ -1233,7 +1281,8 @@ static int register_fork_hook(PyObject *module)
 int sw_py_move_init(PyObject *module)
 {
     str_copy = PyUnicode_InternFromString("_copy");
-    if (!str_copy || PyModule_AddFunctions(module, move_functions) < 0 ||
+    str_copy_async = PyUnicode_InternFromString("_copy_async");
+    if (!str_copy || !str_copy_async || PyModule_AddFunctions(module, move_functions) < 0 ||
         register_exit_hook(module) < 0 || register_fork_hook(module) < 0)
         return -1;
     if (pthread_atfork(NULL, NULL, reset_after_fork) != 0) {
