@@ -1,0 +1,3 @@
+#include "check.h"
+#include <strideweave/strideweave.h>
+int main(void){return check_report("move");}
