@@ -93,8 +93,8 @@ void sw_move_unref(sw_move_handle *m);
 /* sw_move_async then sw_move_wait. */
 sw_status sw_move(sw_tensor *t, sw_carrier *dst, sw_tensor **result, sw_error *err);
 
-/* Block until every move submitted so far has committed (call before exit
- * to make sure no transfer is cut short). */
+/* Block until every move submitted so far has committed and dropped the
+ * references it held (call before exit so that no transfer is cut short). */
 void sw_move_drain(void);
 
 /* Process-wide profiling hook: SW_MOVE_EVENT_SUBMIT on the initiating

@@ -212,12 +212,13 @@ static void commit(sw_move_handle *m)
         m->prof(&ev, m->prof_user);
     }
     sw_completion_signal(m->done);
+    sw_move_unref(m); /* the job's reference */
 
+    /* Last: sw_move_drain promises the move let go of everything. */
     pthread_mutex_lock(&drain_lock);
     if (--in_flight == 0)
         pthread_cond_broadcast(&drain_cond);
     pthread_mutex_unlock(&drain_lock);
-    sw_move_unref(m); /* the job's reference */
 }
 
 /* ---- handles -------------------------------------------------------------- */
