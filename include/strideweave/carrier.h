@@ -64,8 +64,8 @@ typedef struct sw_carrier_storage {
     int fd;                /* FILE: slot 0 at byte 0 */
 } sw_carrier_storage;
 
-/* The ops table. `impl` is the pointer given to sw_carrier_new. The core
- * calls these
+/* A carrier class: the ops table every carrier of one kind shares. `impl`
+ * is the pointer given to sw_carrier_new. The core calls these
  *   - from sw_carrier_* entry points with the carrier's mutex held (so they
  *     must not call sw_carrier_* on the same carrier), and
  *   - from a pool thread during a move's transfer, with no lock held; the
@@ -76,7 +76,7 @@ typedef struct sw_carrier_storage {
  * written slots unspecified). Route matching for moves compares ops table
  * pointers: a table is a carrier class. Read/write buffers hold slots of
  * sw_dtype_slot_bytes(dtype) bytes each. */
-typedef struct sw_carrier_ops {
+typedef struct sw_carrier_class {
     const char *name; /* the class name used in messages, e.g. "CPU" */
     /* Physical slots now; only called while live. */
     int64_t (*size)(void *impl);
@@ -99,14 +99,14 @@ typedef struct sw_carrier_ops {
     void (*release)(void *impl);
     /* Free `impl` itself; called once when the last reference goes. */
     void (*destroy)(void *impl);
-} sw_carrier_ops;
+} sw_carrier_class;
 
 /* A carrier from another language: the core takes over the handle state,
  * `ops` supplies the storage. `ops` must outlive the carrier; `impl` is
  * owned by the carrier from success on (ops->destroy frees it); on failure
  * the caller keeps it. SW_EINVAL for a table without size/read/write/
  * release or a dtype with no slot width (categories, compound dtypes). */
-sw_status sw_carrier_new(const sw_carrier_ops *ops, void *impl, sw_dtype dtype, int flags,
+sw_status sw_carrier_new(const sw_carrier_class *ops, void *impl, sw_dtype dtype, int flags,
                          sw_carrier **out, sw_error *err);
 
 /* Built-in carriers. */
@@ -134,9 +134,9 @@ sw_status sw_file_backed_new(const char *filename, sw_dtype dtype, int flags,
 const char *sw_file_backed_path(sw_carrier *c);
 
 /* The ops tables of the built-ins, for comparing classes. */
-extern const sw_carrier_ops sw_cpu_ops;
-extern const sw_carrier_ops sw_generic_ops;
-extern const sw_carrier_ops sw_file_backed_ops;
+extern const sw_carrier_class sw_cpu_class;
+extern const sw_carrier_class sw_generic_class;
+extern const sw_carrier_class sw_file_backed_class;
 
 /* References. ref returns its argument; unref of the last reference
  * releases the storage if still live and frees the handle. NULL is
@@ -145,7 +145,7 @@ sw_carrier *sw_carrier_ref(sw_carrier *c);
 void sw_carrier_unref(sw_carrier *c);
 
 /* Introspection; never fails. After release size is 0. */
-const sw_carrier_ops *sw_carrier_ops_of(sw_carrier *c);
+const sw_carrier_class *sw_carrier_class_of(sw_carrier *c);
 const char *sw_carrier_name(sw_carrier *c);
 sw_dtype sw_carrier_dtype(sw_carrier *c);
 int64_t sw_carrier_size(sw_carrier *c);

@@ -14,7 +14,7 @@ static uint64_t next_token(void)
     return atomic_fetch_add(&counter, 1);
 }
 
-sw_status sw_carrier_new(const sw_carrier_ops *ops, void *impl, sw_dtype dtype, int flags,
+sw_status sw_carrier_new(const sw_carrier_class *ops, void *impl, sw_dtype dtype, int flags,
                          sw_carrier **out, sw_error *err)
 {
     if (!out)
@@ -115,7 +115,7 @@ LOCKED_GETTER(int, sw_carrier_is_owned, c->owner_token != 0)
 LOCKED_GETTER(int, sw_carrier_is_pending, c->pending_src || c->pending_dst)
 LOCKED_GETTER(int, sw_carrier_has_owner_access, has_access_locked(c))
 
-const sw_carrier_ops *sw_carrier_ops_of(sw_carrier *c) { return c->ops; }
+const sw_carrier_class *sw_carrier_class_of(sw_carrier *c) { return c->ops; }
 const char *sw_carrier_name(sw_carrier *c) { return c->ops->name ? c->ops->name : "Carrier"; }
 sw_dtype sw_carrier_dtype(sw_carrier *c) { return c->dtype; }
 

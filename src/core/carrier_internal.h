@@ -9,7 +9,7 @@
 #include "strideweave/carrier.h"
 
 struct sw_carrier {
-    const sw_carrier_ops *ops;
+    const sw_carrier_class *ops;
     void *impl;
     sw_dtype dtype;
     _Atomic long refs;

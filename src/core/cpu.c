@@ -76,7 +76,7 @@ static void host_destroy(void *impl)
     sw_free(impl);
 }
 
-const sw_carrier_ops sw_cpu_ops = {
+const sw_carrier_class sw_cpu_class = {
     .name = "CPU",
     .size = host_size,
     .read = host_read,
@@ -87,7 +87,7 @@ const sw_carrier_ops sw_cpu_ops = {
     .destroy = host_destroy,
 };
 
-const sw_carrier_ops sw_generic_ops = {
+const sw_carrier_class sw_generic_class = {
     .name = "Generic",
     .size = host_size,
     .read = host_read,
@@ -107,7 +107,7 @@ static sw_status host_dtype_ok(const char *name, sw_dtype dtype, sw_error *err)
                         name, info ? info->name : "(unknown)");
 }
 
-static sw_status make_host(const sw_carrier_ops *ops, int64_t size, sw_dtype dtype,
+static sw_status make_host(const sw_carrier_class *ops, int64_t size, sw_dtype dtype,
                            int flags, const void *values, sw_carrier **out, sw_error *err)
 {
     if (!out)
@@ -151,7 +151,7 @@ static sw_status make_host(const sw_carrier_ops *ops, int64_t size, sw_dtype dty
 sw_status sw_cpu_new(int64_t size, sw_dtype dtype, int flags, sw_carrier **out,
                      sw_error *err)
 {
-    return make_host(&sw_cpu_ops, size, dtype, flags, NULL, out, err);
+    return make_host(&sw_cpu_class, size, dtype, flags, NULL, out, err);
 }
 
 sw_status sw_generic_new(const void *values, int64_t count, sw_dtype dtype, int flags,
@@ -159,13 +159,13 @@ sw_status sw_generic_new(const void *values, int64_t count, sw_dtype dtype, int 
 {
     if (!values && count > 0)
         return sw_error_set(err, SW_EINVAL, "Generic: values must not be NULL");
-    return make_host(&sw_generic_ops, count, dtype, flags & ~SW_CARRIER_EMPTY,
+    return make_host(&sw_generic_class, count, dtype, flags & ~SW_CARRIER_EMPTY,
                      values ? values : "", out, err);
 }
 
 void *sw_cpu_pointer(sw_carrier *c)
 {
-    if (!c || c->ops != &sw_cpu_ops)
+    if (!c || c->ops != &sw_cpu_class)
         return NULL;
     pthread_mutex_lock(&c->lock);
     void *p = c->released ? NULL : ((host_impl *)c->impl)->data;

@@ -94,7 +94,7 @@ static void file_destroy(void *impl)
     sw_free(f);
 }
 
-const sw_carrier_ops sw_file_backed_ops = {
+const sw_carrier_class sw_file_backed_class = {
     .name = "FileBacked",
     .size = file_size,
     .read = file_read,
@@ -133,7 +133,7 @@ sw_status sw_file_backed_new(const char *filename, sw_dtype dtype, int flags,
         return st;
     }
     f->creator = sw_filestore_creator_pid();
-    st = sw_carrier_new(&sw_file_backed_ops, f, dtype, flags & ~SW_CARRIER_EMPTY, out, err);
+    st = sw_carrier_new(&sw_file_backed_class, f, dtype, flags & ~SW_CARRIER_EMPTY, out, err);
     if (st != SW_OK) {
         sw_filestore_remove(f->fd, f->path, f->creator);
         sw_free(f);
@@ -143,7 +143,7 @@ sw_status sw_file_backed_new(const char *filename, sw_dtype dtype, int flags,
 
 const char *sw_file_backed_path(sw_carrier *c)
 {
-    if (!c || c->ops != &sw_file_backed_ops)
+    if (!c || c->ops != &sw_file_backed_class)
         return NULL;
     pthread_mutex_lock(&c->lock);
     const char *p = ((file_impl *)c->impl)->path;

@@ -39,7 +39,8 @@ struct sw_move_handle {
 
 /* ---- the engine: pool, completion thread, drain ---------------------------- */
 
-static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t engine_lock = PTHREAD_MUTEX_INITIALIZER;
+static int engine_started;
 static sw_executor *engine;
 static sw_status engine_status = SW_OK;
 static char engine_msg[sizeof(((sw_error *)0)->msg)];
@@ -65,9 +66,31 @@ static void *completion_main(void *arg)
     return NULL;
 }
 
+/* After fork() the child has none of the parent's threads: it starts its
+ * own pool on its first move. Moves the parent had in flight stay pending
+ * in the child (their carriers are the parent's business). */
+static void engine_after_fork_child(void)
+{
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t fresh_cond = PTHREAD_COND_INITIALIZER;
+    engine_lock = fresh;
+    drain_lock = fresh;
+    hook_lock = fresh;
+    drain_cond = fresh_cond;
+    engine_started = 0;
+    engine = NULL; /* the parent's executor is left as it was: its locks may be held */
+    engine_status = SW_OK;
+    in_flight = 0;
+}
+
 static void engine_start(void)
 {
     sw_error err;
+    static int atfork_registered;
+    if (!atfork_registered) {
+        pthread_atfork(NULL, NULL, engine_after_fork_child);
+        atfork_registered = 1;
+    }
     if (sw_executor_create(0, &engine, &err) != SW_OK) {
         engine_status = err.code;
         snprintf(engine_msg, sizeof engine_msg, "%s", err.msg);
@@ -89,9 +112,15 @@ static void engine_start(void)
 
 static sw_status engine_get(sw_error *err)
 {
-    pthread_once(&engine_once, engine_start);
-    if (engine_status != SW_OK)
-        return sw_error_set(err, engine_status, "move: %s", engine_msg);
+    pthread_mutex_lock(&engine_lock);
+    if (!engine_started) {
+        engine_started = 1;
+        engine_start();
+    }
+    sw_status st = engine_status;
+    pthread_mutex_unlock(&engine_lock);
+    if (st != SW_OK)
+        return sw_error_set(err, st, "move: %s", engine_msg);
     return SW_OK;
 }
 
@@ -116,13 +145,13 @@ void sw_move_set_profile_hook(sw_move_profile_fn fn, void *user)
 /* The exact pairs with a bulk route; every other pair falls back to the
  * elementwise copy. Identity of the ops tables, never "kind of". */
 static const struct {
-    const sw_carrier_ops *src, *dst;
+    const sw_carrier_class *src, *dst;
 } bulk_routes[] = {
-    {&sw_cpu_ops, &sw_file_backed_ops},
-    {&sw_file_backed_ops, &sw_cpu_ops},
+    {&sw_cpu_class, &sw_file_backed_class},
+    {&sw_file_backed_class, &sw_cpu_class},
 };
 
-static sw_move_route resolve(const sw_carrier_ops *s, const sw_carrier_ops *d)
+static sw_move_route resolve(const sw_carrier_class *s, const sw_carrier_class *d)
 {
     for (size_t i = 0; i < sizeof bulk_routes / sizeof bulk_routes[0]; i++)
         if (bulk_routes[i].src == s && bulk_routes[i].dst == d)
@@ -333,7 +362,7 @@ static sw_status new_move(sw_tensor *t, sw_carrier *d, const sw_move_options *o,
         sw_move_unref(m);
         return sw_error_set(err, SW_ENOMEM, "move: out of memory");
     }
-    const sw_carrier_ops *so = t->carrier->ops, *dops = d->ops;
+    const sw_carrier_class *so = t->carrier->ops, *dops = d->ops;
     size_t width = sw_dtype_slot_bytes(t->carrier->dtype);
     m->route = resolve(so, dops);
     m->slotwise = !so->storage || !dops->storage || t->layout->nleaves > SW_COPY_MAX_DIMS;

@@ -41,7 +41,7 @@ static sw_status gated_write(void *impl, int64_t slot, int64_t n, const void *in
 }
 static void gated_release(void *impl) { (void)impl; }
 static void gated_destroy(void *impl) { ((gated *)impl)->destroyed = 1; }
-static const sw_carrier_ops gated_ops = {
+static const sw_carrier_class gated_ops = {
     .name = "Gated", .size = gated_size, .read = gated_read, .write = gated_write,
     .release = gated_release, .destroy = gated_destroy,
 };

@@ -16,7 +16,7 @@ static void test_cpu_slots_version_release(void)
     CHECK_EQ_I64(sw_carrier_size(c), 4);
     CHECK(sw_carrier_dtype(c) == SW_DT_FLOAT32);
     CHECK(strcmp(sw_carrier_name(c), "CPU") == 0);
-    CHECK(sw_carrier_ops_of(c) == &sw_cpu_ops);
+    CHECK(sw_carrier_class_of(c) == &sw_cpu_class);
     float v[4] = {9, 9, 9, 9};
     CHECK(sw_carrier_read(c, 0, 4, v, &err) == SW_OK);
     CHECK(v[0] == 0 && v[3] == 0); /* zero-filled */
@@ -200,7 +200,7 @@ static sw_status f_write(void *impl, int64_t slot, int64_t n, const void *in, sw
 }
 static void f_release(void *impl) { ((foreign *)impl)->released++; }
 static void f_destroy(void *impl) { ((foreign *)impl)->destroyed++; }
-static const sw_carrier_ops foreign_ops = {
+static const sw_carrier_class foreign_ops = {
     .name = "Foreign", .size = f_size, .read = f_read, .write = f_write,
     .release = f_release, .destroy = f_destroy,
 };
@@ -210,7 +210,7 @@ static void test_foreign_ops_table(void)
     sw_error err;
     foreign impl = {{0}, 0, 0};
     sw_carrier *c;
-    sw_carrier_ops incomplete = foreign_ops;
+    sw_carrier_class incomplete = foreign_ops;
     incomplete.read = NULL;
     CHECK(sw_carrier_new(&incomplete, &impl, SW_DT_INT32, 0, &c, &err) == SW_EINVAL);
     CHECK(sw_carrier_new(&foreign_ops, &impl, SW_DT_ANY, 0, &c, &err) == SW_EINVAL);

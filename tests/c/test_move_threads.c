@@ -207,11 +207,36 @@ static void test_exit_with_moves_in_flight(void)
     }
 }
 
+/* After fork() the child starts its own pool: a move there completes even
+ * though the parent's pool threads did not come along. */
+static void test_move_in_forked_child(void)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        sw_error err;
+        sw_carrier *cpu, *fb;
+        sw_tensor *t, *r;
+        int64_t ext[1] = {100};
+        float v = 0;
+        if (sw_cpu_new(100, SW_DT_FLOAT32, 0, &cpu, &err) != SW_OK ||
+            sw_tensor_new_strided(cpu, 0, 1, ext, NULL, &t, &err) != SW_OK ||
+            sw_tensor_set_f32(t, 99, 4.5f, &err) != SW_OK ||
+            sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &fb, &err) != SW_OK ||
+            sw_move(t, fb, &r, &err) != SW_OK || sw_tensor_get_f32(r, 99, &v, &err) != SW_OK)
+            _exit(3);
+        _exit(v == 4.5f ? 0 : 4);
+    }
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 int main(void)
 {
     test_exit_with_moves_in_flight(); /* first: fork before this process has threads */
     test_parallel_round_trips();
     test_many_waiters_one_result();
     test_racing_moves_of_one_source();
+    test_move_in_forked_child(); /* last: the pool is running by now */
     return check_report("move_threads");
 }
