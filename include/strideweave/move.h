@@ -66,7 +66,8 @@ typedef enum sw_move_route {
  * the carriers and before any waiter wakes; no core lock is held. `status`
  * is the terminal outcome; `result` is the published tensor (borrowed;
  * take a reference to keep it) or NULL on failure. This is where a binding
- * attaches what only it knows (autograd node, profiling records). */
+ * attaches what only it knows (autograd node, profiling records). It must
+ * not wait for a move (commits run one at a time on that thread). */
 typedef void (*sw_move_commit_fn)(sw_move_handle *move, sw_status status, sw_tensor *result,
                                   void *user);
 
@@ -100,8 +101,9 @@ void sw_move_drain(void);
 /* Process-wide profiling hook: SW_MOVE_EVENT_SUBMIT on the initiating
  * thread once the move is submitted, SW_MOVE_EVENT_COMPLETE on the
  * completion thread at commit (before waiters wake). One hook at a time;
- * setting NULL removes it. The hook must not call sw_move_set_profile_hook.
- * Thread-safe: a move observes the hook set when it was submitted. */
+ * setting NULL removes it. The hook must not call sw_move_set_profile_hook
+ * or wait for a move. Thread-safe: a move observes the hook set when it was
+ * submitted. */
 typedef enum sw_move_event_kind {
     SW_MOVE_EVENT_SUBMIT = 1,
     SW_MOVE_EVENT_COMPLETE = 2
