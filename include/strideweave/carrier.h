@@ -144,7 +144,8 @@ extern const sw_carrier_class sw_file_backed_class;
 sw_carrier *sw_carrier_ref(sw_carrier *c);
 void sw_carrier_unref(sw_carrier *c);
 
-/* Introspection; never fails. After release size is 0. */
+/* Introspection (`c` must not be NULL); never fails. After release size
+ * is 0. */
 const sw_carrier_class *sw_carrier_class_of(sw_carrier *c);
 const char *sw_carrier_name(sw_carrier *c);
 sw_dtype sw_carrier_dtype(sw_carrier *c);
