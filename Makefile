@@ -19,7 +19,7 @@ BUILD_TOOLS = "meson-python>=0.15" "meson>=1.1" ninja
 TEST_DEPS = pytest hypothesis "numpy>=2.3" torch==2.13.0 mypy tqdm tensorstore==0.1.86 "moto[server]" boto3
 TEST_BUILD = build/test
 
-.PHONY: demo test test-c test-python install-test install-demo fuzz clean
+.PHONY: demo test test-c test-c-examples test-python install-test install-demo fuzz clean
 
 $(PY):
 	@echo "==> creating the virtual environment $(VENV)"
@@ -54,6 +54,13 @@ test-c: $(PY)
 		|| PATH=$(abspath $(VENV))/bin:$$PATH meson compile -C build/c-test
 	@echo "==> running the C unit tests"
 	@PATH=$(abspath $(VENV))/bin:$$PATH meson test -C build/c-test --print-errorlogs
+	@$(MAKE) --no-print-directory test-c-examples
+
+# The C examples built the README's way, against a copy of libstrideweave
+# installed (`meson install`) into a temporary prefix.
+test-c-examples: $(PY)
+	@echo "==> installing libstrideweave into a temporary prefix; building and running examples/c"
+	@PATH=$(abspath $(VENV))/bin:$$PATH tools/test-c-examples
 
 test-python: install-test
 	@echo "==> building the test build of the extension ($(TEST_BUILD): debug, fault injection)"

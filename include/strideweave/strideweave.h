@@ -11,5 +11,8 @@
 #include "strideweave/copy.h"
 #include "strideweave/filestore.h"
 #include "strideweave/dlpack.h"
+#include "strideweave/carrier.h"
+#include "strideweave/tensor.h"
+#include "strideweave/move.h"
 
 #endif

@@ -4,6 +4,8 @@
 
 #include <string.h>
 
+#include "strideweave/carrier.h"
+
 #define HOST(o) ((SwHostCarrierObject *)(o))
 
 const sw_dtype sw_host_accepted[] = {SW_DT_FLOAT32, SW_DT_INT32, SW_DT_BOOL};
@@ -46,7 +48,12 @@ static int host_supports(sw_dtype dtype)
 static void host_drop(PyObject *self)
 {
     SwHostCarrierObject *h = HOST(self);
-    if (h->owns_data)
+    if (h->core) {
+        /* The binding keeps the carrier's state (pending, claims, version);
+         * its only reference to the core carrier frees the storage. */
+        sw_carrier_unref(h->core);
+        h->core = NULL;
+    } else if (h->owns_data)
         sw_free(h->data);
     h->data = NULL;
     h->owns_data = 0;
@@ -74,10 +81,27 @@ static int host_allocate(SwHostCarrierObject *h, sw_dtype dtype, int64_t nslots,
     }
     if (bytes == 0)
         bytes = 1;
-    void *data = zero ? sw_calloc(1, bytes) : sw_malloc(bytes);
-    if (!data) {
-        PyErr_NoMemory();
-        return -1;
+    void *data;
+    if (Py_IS_TYPE((PyObject *)h, &SwCPU_Type)) {
+        /* CPU storage lives in a core carrier (carrier.h), the same one a C
+         * program gets from sw_cpu_new. */
+        sw_error err;
+        sw_carrier *core = NULL;
+        if (sw_cpu_new(nslots, dtype, zero ? 0 : SW_CARRIER_EMPTY, &core, &err) != SW_OK) {
+            if (err.code == SW_ENOMEM)
+                PyErr_NoMemory();
+            else
+                PyErr_SetString(PyExc_ValueError, err.msg);
+            return -1;
+        }
+        h->core = core;
+        data = sw_cpu_pointer(core);
+    } else {
+        data = zero ? sw_calloc(1, bytes) : sw_malloc(bytes);
+        if (!data) {
+            PyErr_NoMemory();
+            return -1;
+        }
     }
     h->dtype = dtype;
     h->nslots = nslots;
@@ -96,6 +120,7 @@ PyObject *sw_host_new(PyTypeObject *type, sw_dtype dtype, int64_t nslots,
     HOST(self)->data = NULL;
     HOST(self)->nslots = 0;
     HOST(self)->owns_data = 0;
+    HOST(self)->core = NULL;
     HOST(self)->dtype = dtype;
     if (host_allocate(HOST(self), dtype, nslots, zero) < 0) {
         Py_DECREF(self);

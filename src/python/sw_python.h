@@ -179,6 +179,7 @@ typedef struct SwHostCarrierObject {
     int64_t nslots;
     void *data;              /* NULL after release */
     int owns_data;           /* always 1 while data is set */
+    struct sw_carrier *core; /* CPU: the core carrier holding `data`; else NULL */
 } SwHostCarrierObject;
 
 typedef struct SwFileBackedObject {

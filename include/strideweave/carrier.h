@@ -1,0 +1,189 @@
+/* Carriers: a flat run of typed slots behind an opaque, refcounted handle.
+ *
+ * A carrier is what a Tensor's values live on: host memory (CPU, Generic),
+ * a file (FileBacked), or anything a caller plugs in through an ops table
+ * (sw_carrier_new). The core owns every piece of state the contract gives a
+ * carrier, the same for built-in and foreign carriers:
+ *
+ *   - dtype, fixed at creation;
+ *   - released flag (sw_carrier_release frees the storage; the handle stays
+ *     usable for introspection until its last reference goes);
+ *   - version: +1 per successful slot write through sw_carrier_write, never
+ *     changed by a move, growth, reads, release or ownership changes;
+ *   - intrinsic mutability (fixed at creation) and public mutability:
+ *     intrinsic AND (not owned OR this thread holds owner access) AND not
+ *     taking part in a pending move;
+ *   - the ownership claim protocol a composite (Evictable, TiledEvictable)
+ *     uses to take a carrier over: claim -> token, thread-bound re-entrant
+ *     owner access, relinquish;
+ *   - the pending-transfer guard: from submission to commit, a carrier in a
+ *     move refuses writes, release, and another move (SW_ESTATE, message
+ *     names "pending"); the source stays readable, the destination does not.
+ *
+ * Ownership of handles: every function that hands out a carrier through an
+ * out-parameter gives the caller one reference; drop it with
+ * sw_carrier_unref. The storage stays until sw_carrier_release or the last
+ * reference, whichever comes first.
+ *
+ * Threads: every function here is thread-safe; each carrier has one mutex
+ * that serializes its state changes and slot I/O. Calls that may block:
+ * slot reads/writes and growth of a FileBacked carrier (file I/O), release
+ * of a FileBacked carrier (unlink). None of them waits for a move.
+ *
+ * Status codes follow status.h: SW_ESTATE for released/owned/pending/
+ * immutable carriers, SW_ERANGE for slots out of range, SW_EINVAL for bad
+ * values, SW_ETYPE for a NULL handle or a dtype mismatch. A failing call
+ * changes nothing. */
+#ifndef STRIDEWEAVE_CARRIER_H
+#define STRIDEWEAVE_CARRIER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "strideweave/dtype.h"
+#include "strideweave/status.h"
+#include "strideweave/transfer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sw_carrier sw_carrier;
+
+/* Creation flags. */
+enum {
+    SW_CARRIER_IMMUTABLE = 1 << 0, /* intrinsic mutability false */
+    SW_CARRIER_EMPTY = 1 << 1      /* CPU only: skip zero-filling */
+};
+
+/* Where a carrier's slots can be reached without its ops, for the bulk
+ * move routes and DLPack export. */
+typedef struct sw_carrier_storage {
+    sw_endpoint_kind kind; /* SW_ENDPOINT_HOST or SW_ENDPOINT_FILE */
+    void *host;            /* HOST: slot 0 */
+    int fd;                /* FILE: slot 0 at byte 0 */
+} sw_carrier_storage;
+
+/* A carrier class: the ops table every carrier of one kind shares. `impl`
+ * is the pointer given to sw_carrier_new. The core calls these
+ *   - from sw_carrier_* entry points with the carrier's mutex held (so they
+ *     must not call sw_carrier_* on the same carrier), and
+ *   - from a pool thread during a move's transfer, with no lock held; the
+ *     pending guard then guarantees that nothing else writes or releases
+ *     the carrier meanwhile.
+ * Every callback may fail with a status and a filled `err`; a failing
+ * callback must leave the storage as it was (read/write may leave the
+ * written slots unspecified). Route matching for moves compares ops table
+ * pointers: a table is a carrier class. Read/write buffers hold slots of
+ * sw_dtype_slot_bytes(dtype) bytes each. */
+typedef struct sw_carrier_class {
+    const char *name; /* the class name used in messages, e.g. "CPU" */
+    /* Physical slots now; only called while live. */
+    int64_t (*size)(void *impl);
+    /* Copy `count` slots from `slot` into `out` / from `in`. Range checked
+     * by the core. */
+    sw_status (*read)(void *impl, int64_t slot, int64_t count, void *out, sw_error *err);
+    sw_status (*write)(void *impl, int64_t slot, int64_t count, const void *in,
+                       sw_error *err);
+    /* Optional: grow an empty carrier to `slots` (allocatable-empty), and
+     * shrink it back to 0 to undo a growth a failed move made. */
+    sw_status (*allocate)(void *impl, int64_t slots, sw_error *err);
+    sw_status (*unallocate)(void *impl, sw_error *err);
+    /* Optional: direct access for bulk routes and DLPack. */
+    sw_status (*storage)(void *impl, sw_carrier_storage *out, sw_error *err);
+    /* Optional: DLPack device of `storage`'s host pointer; NULL means the
+     * carrier refuses DLPack export. */
+    sw_status (*dlpack_device)(void *impl, int32_t *device_type, int32_t *device_id,
+                               sw_error *err);
+    /* Free the storage; called once, at release or at the last reference. */
+    void (*release)(void *impl);
+    /* Free `impl` itself; called once when the last reference goes. */
+    void (*destroy)(void *impl);
+} sw_carrier_class;
+
+/* A carrier from another language: the core takes over the handle state,
+ * `ops` supplies the storage. `ops` must outlive the carrier; `impl` is
+ * owned by the carrier from success on (ops->destroy frees it); on failure
+ * the caller keeps it. SW_EINVAL for a table without size/read/write/
+ * release or a dtype with no slot width (categories, compound dtypes). */
+sw_status sw_carrier_new(const sw_carrier_class *ops, void *impl, sw_dtype dtype, int flags,
+                         sw_carrier **out, sw_error *err);
+
+/* Built-in carriers. */
+/* CPU: `size` slots of host memory (Float32, Int32, Bool), zeroed unless
+ * SW_CARRIER_EMPTY; exports through DLPack. SW_EINVAL for a negative size
+ * or an unsupported dtype. */
+sw_status sw_cpu_new(int64_t size, sw_dtype dtype, int flags, sw_carrier **out,
+                     sw_error *err);
+/* Address of slot 0 (NULL after release). Writes through it bypass the
+ * version. */
+void *sw_cpu_pointer(sw_carrier *c);
+/* Generic: typed slots copied from `values` (`count` slots of the dtype's
+ * slot width; Bool slots are one byte, 0 or 1). Fixed size, no DLPack, no
+ * bulk route. */
+sw_status sw_generic_new(const void *values, int64_t count, sw_dtype dtype, int flags,
+                         sw_carrier **out, sw_error *err);
+/* FileBacked: a file in the per-process session directory (filestore.h),
+ * named `filename` (NULL: generated), Float32 or Int32, size 0 and
+ * allocatable-empty. SW_EINVAL for a bad name or dtype, SW_EEXIST when the
+ * file exists (left untouched), SW_EIO when it cannot be created. */
+sw_status sw_file_backed_new(const char *filename, sw_dtype dtype, int flags,
+                             sw_carrier **out, sw_error *err);
+/* The file's absolute path, valid while the handle lives (also after
+ * release); NULL for a carrier that is not FileBacked. */
+const char *sw_file_backed_path(sw_carrier *c);
+
+/* The ops tables of the built-ins, for comparing classes. */
+extern const sw_carrier_class sw_cpu_class;
+extern const sw_carrier_class sw_generic_class;
+extern const sw_carrier_class sw_file_backed_class;
+
+/* References. ref returns its argument; unref of the last reference
+ * releases the storage if still live and frees the handle. NULL is
+ * ignored. */
+sw_carrier *sw_carrier_ref(sw_carrier *c);
+void sw_carrier_unref(sw_carrier *c);
+
+/* Introspection (`c` must not be NULL); never fails. After release size
+ * is 0. */
+const sw_carrier_class *sw_carrier_class_of(sw_carrier *c);
+const char *sw_carrier_name(sw_carrier *c);
+sw_dtype sw_carrier_dtype(sw_carrier *c);
+int64_t sw_carrier_size(sw_carrier *c);
+uint64_t sw_carrier_version(sw_carrier *c);
+int sw_carrier_is_released(sw_carrier *c);
+int sw_carrier_is_mutable(sw_carrier *c); /* public mutability, see top */
+int sw_carrier_is_owned(sw_carrier *c);
+int sw_carrier_is_pending(sw_carrier *c); /* taking part in a move */
+
+/* Slot access, checks in this order: released, (write) not publicly
+ * mutable, (read) pending as a move's destination, range. A write adds 1
+ * to the version. `count` slots of sw_dtype_slot_bytes(dtype) bytes each
+ * (Bool: one byte, 0 or 1). */
+sw_status sw_carrier_read(sw_carrier *c, int64_t slot, int64_t count, void *out,
+                          sw_error *err);
+sw_status sw_carrier_write(sw_carrier *c, int64_t slot, int64_t count, const void *in,
+                           sw_error *err);
+/* +1 on the version (a write that bypassed sw_carrier_write); refused like
+ * a write. */
+sw_status sw_carrier_increment_version(sw_carrier *c, sw_error *err);
+
+/* Free the storage. Idempotent; SW_ESTATE while owned without owner
+ * access or while pending. */
+sw_status sw_carrier_release(sw_carrier *c, sw_error *err);
+
+/* Ownership claims. claim: SW_ESTATE when released, owned or pending;
+ * gives a non-zero token. The token-taking calls fail SW_ESTATE for a
+ * wrong token; begin/end are re-entrant and bound to the calling thread
+ * (another thread holding access → SW_ESTATE). */
+sw_status sw_carrier_claim(sw_carrier *c, uint64_t *token, sw_error *err);
+sw_status sw_carrier_relinquish(sw_carrier *c, uint64_t token, sw_error *err);
+sw_status sw_carrier_begin_owner_access(sw_carrier *c, uint64_t token, sw_error *err);
+sw_status sw_carrier_end_owner_access(sw_carrier *c, uint64_t token, sw_error *err);
+int sw_carrier_has_owner_access(sw_carrier *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,129 @@
+/* Moves: relocate a tensor's values into another carrier, keep its layout,
+ * release the source.
+ *
+ * sw_move_async(t, dst) validates in this order, each failure returned
+ * directly with nothing changed (no growth, no pending mark, no handle):
+ *
+ *   1. t is NULL                                     SW_ETYPE
+ *   2. t's carrier is released                       SW_ESTATE
+ *   3. t's carrier is owned by a composite           SW_ESTATE
+ *      (or already pending in another move)          SW_ESTATE
+ *   4. dst is NULL                                   SW_ETYPE
+ *   5. dst is t's carrier                            SW_EINVAL
+ *   6. dst is released                               SW_ESTATE
+ *   7. dst is not publicly mutable (incl. pending)   SW_ESTATE
+ *   8. dst's dtype is not t's dtype                  SW_ETYPE
+ *   9. (route pins: no built-in route pins classes)
+ *  10. dst is smaller than the layout's cosize and   SW_EINVAL
+ *      cannot allocate
+ *
+ * Then it resolves the route by the exact pair of ops tables (CPU ->
+ * FileBacked and FileBacked -> CPU are bulk routes copying the physical
+ * span; every other pair is the elementwise fallback: a strided copy when
+ * both carriers expose storage, else slot by slot through the ops), grows
+ * an empty allocatable destination to exactly the cosize, marks both
+ * carriers pending and submits the transfer to the core's pool (started
+ * lazily on first use). A failure during these steps undoes the growth
+ * and the marks. From submission on, every failure is the move's terminal
+ * failure, reported by sw_move_wait.
+ *
+ * Commit happens once, on the core's completion thread: on success it
+ * publishes the result (a tensor on dst at offset 0 with t's layout),
+ * releases the source carrier and clears the pending marks; on failure it
+ * publishes nothing, clears the marks and leaves the source live and
+ * unchanged (the destination stays live, its values unspecified). Neither
+ * carrier's version changes. A dropped handle neither cancels nor blocks
+ * the move: the move holds its own references until commit.
+ *
+ * Ownership: sw_move_async gives the caller one reference to the handle,
+ * an sw_move_handle (the AwaitMove of the Python API)
+ * (sw_move_unref). sw_move_wait gives one reference to the result tensor,
+ * the same tensor on every call from every thread.
+ *
+ * Threads: every function is thread-safe. sw_move_async does not block on
+ * the transfer; sw_move_wait and sw_move and sw_move_drain block. */
+#ifndef STRIDEWEAVE_MOVE_H
+#define STRIDEWEAVE_MOVE_H
+
+#include <stdint.h>
+
+#include "strideweave/carrier.h"
+#include "strideweave/status.h"
+#include "strideweave/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sw_move_handle sw_move_handle;
+
+typedef enum sw_move_route {
+    SW_ROUTE_BULK = 1,        /* physical span through host/file endpoints */
+    SW_ROUTE_ELEMENTWISE = 2  /* logical values (strided copy or slot by slot) */
+} sw_move_route;
+
+/* Runs once per move on the completion thread, after the commit changed
+ * the carriers and before any waiter wakes; no core lock is held. `status`
+ * is the terminal outcome; `result` is the published tensor (borrowed;
+ * take a reference to keep it) or NULL on failure. This is where a binding
+ * attaches what only it knows (autograd node, profiling records). It must
+ * not wait for a move (commits run one at a time on that thread). */
+typedef void (*sw_move_commit_fn)(sw_move_handle *move, sw_status status, sw_tensor *result,
+                                  void *user);
+
+typedef struct sw_move_options {
+    sw_move_commit_fn on_commit; /* may be NULL */
+    void *user;
+} sw_move_options;
+
+/* See the top of this file. `options` may be NULL. */
+sw_status sw_move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options *options,
+                        sw_move_handle **out, sw_error *err);
+/* Block until the move committed; then the result (new reference) or the
+ * terminal error. `result` may be NULL. */
+sw_status sw_move_wait(sw_move_handle *m, sw_tensor **result, sw_error *err);
+/* 1 once the move committed (wait would not block). */
+int sw_move_done(sw_move_handle *m);
+sw_move_route sw_move_route_of(sw_move_handle *m);
+/* Bytes the transfer copies (physical span for bulk, logical values for
+ * the fallback). */
+int64_t sw_move_bytes(sw_move_handle *m);
+sw_move_handle *sw_move_ref(sw_move_handle *m);
+void sw_move_unref(sw_move_handle *m);
+
+/* sw_move_async then sw_move_wait. */
+sw_status sw_move(sw_tensor *t, sw_carrier *dst, sw_tensor **result, sw_error *err);
+
+/* Block until every move submitted so far has committed and dropped the
+ * references it held (call before exit so that no transfer is cut short). */
+void sw_move_drain(void);
+
+/* Process-wide profiling hook: SW_MOVE_EVENT_SUBMIT on the initiating
+ * thread once the move is submitted, SW_MOVE_EVENT_COMPLETE on the
+ * completion thread at commit (before waiters wake). One hook at a time;
+ * setting NULL removes it. The hook must not call sw_move_set_profile_hook
+ * or wait for a move. Thread-safe: a move observes the hook set when it was
+ * submitted. */
+typedef enum sw_move_event_kind {
+    SW_MOVE_EVENT_SUBMIT = 1,
+    SW_MOVE_EVENT_COMPLETE = 2
+} sw_move_event_kind;
+
+typedef struct sw_move_event {
+    sw_move_event_kind kind;
+    sw_move_handle *move;
+    sw_move_route route;
+    int64_t bytes;
+    uint64_t submit_ns;   /* sw_clock_ns() at submission */
+    uint64_t complete_ns; /* at commit; 0 for SUBMIT */
+    sw_status status;     /* terminal outcome; SW_OK for SUBMIT */
+} sw_move_event;
+
+typedef void (*sw_move_profile_fn)(const sw_move_event *event, void *user);
+void sw_move_set_profile_hook(sw_move_profile_fn fn, void *user);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

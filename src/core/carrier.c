@@ -1,0 +1,335 @@
+/* The carrier handle: refcount, release, version, mutability, ownership
+ * claims and the pending guard, the same for every ops table. One mutex
+ * per carrier; ops callbacks run under it except during a move's transfer
+ * (move.c), which the pending guard protects instead. */
+#include "carrier_internal.h"
+
+#include <string.h>
+
+#include "strideweave/alloc.h"
+
+static uint64_t next_token(void)
+{
+    static _Atomic uint64_t counter = 1;
+    return atomic_fetch_add(&counter, 1);
+}
+
+sw_status sw_carrier_new(const sw_carrier_class *ops, void *impl, sw_dtype dtype, int flags,
+                         sw_carrier **out, sw_error *err)
+{
+    if (!out)
+        return sw_error_set(err, SW_EINVAL, "carrier: out must not be NULL");
+    if (!ops || !ops->size || !ops->read || !ops->write || !ops->release)
+        return sw_error_set(err, SW_EINVAL,
+                            "carrier: the ops table needs size, read, write and release");
+    if ((int)dtype < 0 || dtype >= SW_DT_COUNT || sw_dtype_slot_bytes(dtype) == 0)
+        return sw_error_set(err, SW_EINVAL, "carrier: dtype %d has no storage slots",
+                            (int)dtype);
+    sw_carrier *c = sw_calloc(1, sizeof *c);
+    if (!c)
+        return sw_error_set(err, SW_ENOMEM, "carrier: out of memory");
+    if (pthread_mutex_init(&c->lock, NULL) != 0) {
+        sw_free(c);
+        return sw_error_set(err, SW_ENOMEM, "carrier: cannot create its mutex");
+    }
+    c->ops = ops;
+    c->impl = impl;
+    c->dtype = dtype;
+    atomic_init(&c->refs, 1);
+    c->intrinsic_mutable = !(flags & SW_CARRIER_IMMUTABLE);
+    *out = c;
+    return SW_OK;
+}
+
+sw_carrier *sw_carrier_ref(sw_carrier *c)
+{
+    if (c)
+        atomic_fetch_add(&c->refs, 1);
+    return c;
+}
+
+void sw_carrier_unref(sw_carrier *c)
+{
+    if (!c || atomic_fetch_sub(&c->refs, 1) != 1)
+        return;
+    /* Last reference: no export, move or tensor can reach it any more
+     * (each holds a reference). */
+    if (!c->storage_freed)
+        c->ops->release(c->impl);
+    if (c->ops->destroy)
+        c->ops->destroy(c->impl);
+    pthread_mutex_destroy(&c->lock);
+    sw_free(c);
+}
+
+void sw_carrier_lock_pair(sw_carrier *a, sw_carrier *b)
+{
+    if ((uintptr_t)a > (uintptr_t)b) {
+        sw_carrier *t = a;
+        a = b;
+        b = t;
+    }
+    pthread_mutex_lock(&a->lock);
+    pthread_mutex_lock(&b->lock);
+}
+
+void sw_carrier_unlock_pair(sw_carrier *a, sw_carrier *b)
+{
+    pthread_mutex_unlock(&a->lock);
+    pthread_mutex_unlock(&b->lock);
+}
+
+/* ---- state ---------------------------------------------------------------- */
+
+static int has_access_locked(sw_carrier *c)
+{
+    return c->owner_token && c->access_depth > 0 &&
+           pthread_equal(c->access_thread, pthread_self());
+}
+
+int sw_carrier_owned_blocks_locked(sw_carrier *c)
+{
+    return c->owner_token && !has_access_locked(c);
+}
+
+int sw_carrier_mutable_locked(sw_carrier *c)
+{
+    return c->intrinsic_mutable && !sw_carrier_owned_blocks_locked(c) && !c->pending_src &&
+           !c->pending_dst;
+}
+
+#define LOCKED_GETTER(type, name, expr)      \
+    type name(sw_carrier *c)                 \
+    {                                        \
+        pthread_mutex_lock(&c->lock);        \
+        type v = (expr);                     \
+        pthread_mutex_unlock(&c->lock);      \
+        return v;                            \
+    }
+
+LOCKED_GETTER(int64_t, sw_carrier_size, c->released ? 0 : c->ops->size(c->impl))
+LOCKED_GETTER(uint64_t, sw_carrier_version, c->version)
+LOCKED_GETTER(int, sw_carrier_is_released, c->released)
+LOCKED_GETTER(int, sw_carrier_is_mutable, sw_carrier_mutable_locked(c))
+LOCKED_GETTER(int, sw_carrier_is_owned, c->owner_token != 0)
+LOCKED_GETTER(int, sw_carrier_is_pending, c->pending_src || c->pending_dst)
+LOCKED_GETTER(int, sw_carrier_has_owner_access, has_access_locked(c))
+
+const sw_carrier_class *sw_carrier_class_of(sw_carrier *c) { return c->ops; }
+const char *sw_carrier_name(sw_carrier *c) { return c->ops->name ? c->ops->name : "Carrier"; }
+sw_dtype sw_carrier_dtype(sw_carrier *c) { return c->dtype; }
+
+/* ---- slot access ---------------------------------------------------------- */
+
+static sw_status check_range(sw_carrier *c, int64_t slot, int64_t count, sw_error *err)
+{
+    int64_t size = c->ops->size(c->impl), end;
+    if (slot < 0 || count < 0 || __builtin_add_overflow(slot, count, &end) || end > size)
+        return sw_error_set(err, SW_ERANGE,
+                            "%s: slots [%lld, %lld + %lld) are out of range for size %lld",
+                            sw_carrier_name(c), (long long)slot, (long long)slot,
+                            (long long)count, (long long)size);
+    return SW_OK;
+}
+
+sw_status sw_carrier_read(sw_carrier *c, int64_t slot, int64_t count, void *out,
+                          sw_error *err)
+{
+    if (!c)
+        return sw_error_set(err, SW_ETYPE, "carrier must not be NULL");
+    pthread_mutex_lock(&c->lock);
+    sw_status st;
+    if (c->released)
+        st = sw_error_set(err, SW_ESTATE, "%s: the carrier is released", sw_carrier_name(c));
+    else if (c->pending_dst)
+        st = sw_error_set(err, SW_ESTATE,
+                          "%s: the carrier is the destination of a pending move; wait for "
+                          "the move before reading it",
+                          sw_carrier_name(c));
+    else if ((st = check_range(c, slot, count, err)) == SW_OK && count > 0)
+        st = c->ops->read(c->impl, slot, count, out, err);
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+static sw_status check_writable_locked(sw_carrier *c, const char *what, sw_error *err)
+{
+    if (c->released)
+        return sw_error_set(err, SW_ESTATE, "%s: cannot %s a released carrier",
+                            sw_carrier_name(c), what);
+    if (c->pending_src || c->pending_dst)
+        return sw_error_set(err, SW_ESTATE,
+                            "%s: cannot %s a carrier taking part in a pending move; wait "
+                            "for the move first",
+                            sw_carrier_name(c), what);
+    if (sw_carrier_owned_blocks_locked(c))
+        return sw_error_set(err, SW_ESTATE, "%s: cannot %s a carrier owned by another carrier",
+                            sw_carrier_name(c), what);
+    if (!c->intrinsic_mutable)
+        return sw_error_set(err, SW_ESTATE, "%s: cannot %s an immutable carrier",
+                            sw_carrier_name(c), what);
+    return SW_OK;
+}
+
+sw_status sw_carrier_write(sw_carrier *c, int64_t slot, int64_t count, const void *in,
+                           sw_error *err)
+{
+    if (!c)
+        return sw_error_set(err, SW_ETYPE, "carrier must not be NULL");
+    pthread_mutex_lock(&c->lock);
+    sw_status st = check_writable_locked(c, "write to", err);
+    if (st == SW_OK)
+        st = check_range(c, slot, count, err);
+    if (st == SW_OK && count > 0)
+        st = c->ops->write(c->impl, slot, count, in, err);
+    if (st == SW_OK)
+        c->version++;
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+sw_status sw_carrier_increment_version(sw_carrier *c, sw_error *err)
+{
+    if (!c)
+        return sw_error_set(err, SW_ETYPE, "carrier must not be NULL");
+    pthread_mutex_lock(&c->lock);
+    sw_status st = check_writable_locked(c, "advance the version of", err);
+    if (st == SW_OK)
+        c->version++;
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+/* ---- release -------------------------------------------------------------- */
+
+void sw_carrier_release_locked(sw_carrier *c)
+{
+    c->released = 1;
+    if (!c->storage_freed && c->exports == 0) {
+        c->ops->release(c->impl);
+        c->storage_freed = 1;
+    }
+}
+
+sw_status sw_carrier_release(sw_carrier *c, sw_error *err)
+{
+    if (!c)
+        return sw_error_set(err, SW_ETYPE, "carrier must not be NULL");
+    pthread_mutex_lock(&c->lock);
+    sw_status st = SW_OK;
+    if (c->released)
+        ;
+    else if (c->pending_src || c->pending_dst)
+        st = sw_error_set(err, SW_ESTATE,
+                          "%s: cannot release a carrier taking part in a pending move; wait "
+                          "for the move first",
+                          sw_carrier_name(c));
+    else if (sw_carrier_owned_blocks_locked(c))
+        st = sw_error_set(err, SW_ESTATE,
+                          "%s: cannot release a carrier owned by another carrier",
+                          sw_carrier_name(c));
+    else
+        sw_carrier_release_locked(c);
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+void sw_carrier_export_begin_locked(sw_carrier *c)
+{
+    c->exports++;
+}
+
+void sw_carrier_export_end(sw_carrier *c)
+{
+    pthread_mutex_lock(&c->lock);
+    /* The last export of a carrier released meanwhile frees its storage
+     * now: until here a consumer could still address it. */
+    if (--c->exports == 0 && c->released && !c->storage_freed) {
+        c->ops->release(c->impl);
+        c->storage_freed = 1;
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* ---- ownership claims ----------------------------------------------------- */
+
+sw_status sw_carrier_claim(sw_carrier *c, uint64_t *token, sw_error *err)
+{
+    if (!c || !token)
+        return sw_error_set(err, SW_ETYPE, "carrier and token must not be NULL");
+    pthread_mutex_lock(&c->lock);
+    sw_status st = SW_OK;
+    if (c->released)
+        st = sw_error_set(err, SW_ESTATE, "%s: cannot claim a released carrier",
+                          sw_carrier_name(c));
+    else if (c->owner_token)
+        st = sw_error_set(err, SW_ESTATE, "%s: the carrier is already owned by another carrier",
+                          sw_carrier_name(c));
+    else if (c->pending_src || c->pending_dst)
+        st = sw_error_set(err, SW_ESTATE,
+                          "%s: cannot claim a carrier taking part in a pending move",
+                          sw_carrier_name(c));
+    else {
+        c->owner_token = next_token();
+        c->access_depth = 0;
+        *token = c->owner_token;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+static sw_status check_token_locked(sw_carrier *c, uint64_t token, sw_error *err)
+{
+    if (!c->owner_token || token != c->owner_token)
+        return sw_error_set(err, SW_ESTATE, "%s: wrong ownership token", sw_carrier_name(c));
+    return SW_OK;
+}
+
+sw_status sw_carrier_relinquish(sw_carrier *c, uint64_t token, sw_error *err)
+{
+    if (!c)
+        return sw_error_set(err, SW_ETYPE, "carrier must not be NULL");
+    pthread_mutex_lock(&c->lock);
+    sw_status st = check_token_locked(c, token, err);
+    if (st == SW_OK) {
+        c->owner_token = 0;
+        c->access_depth = 0;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+sw_status sw_carrier_begin_owner_access(sw_carrier *c, uint64_t token, sw_error *err)
+{
+    if (!c)
+        return sw_error_set(err, SW_ETYPE, "carrier must not be NULL");
+    pthread_mutex_lock(&c->lock);
+    sw_status st = check_token_locked(c, token, err);
+    if (st == SW_OK) {
+        if (c->access_depth > 0 && !pthread_equal(c->access_thread, pthread_self()))
+            st = sw_error_set(err, SW_ESTATE,
+                              "%s: another thread holds owner access to the carrier",
+                              sw_carrier_name(c));
+        else {
+            c->access_thread = pthread_self();
+            c->access_depth++;
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+sw_status sw_carrier_end_owner_access(sw_carrier *c, uint64_t token, sw_error *err)
+{
+    if (!c)
+        return sw_error_set(err, SW_ETYPE, "carrier must not be NULL");
+    pthread_mutex_lock(&c->lock);
+    sw_status st = check_token_locked(c, token, err);
+    if (st == SW_OK && !has_access_locked(c))
+        st = sw_error_set(err, SW_ESTATE, "%s: this thread holds no owner access",
+                          sw_carrier_name(c));
+    if (st == SW_OK)
+        c->access_depth--;
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}

@@ -1,0 +1,43 @@
+/* The carrier handle's state, shared by carrier.c, tensor.c and move.c
+ * only (never installed): the public API is carrier.h. */
+#ifndef SW_CARRIER_INTERNAL_H
+#define SW_CARRIER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "strideweave/carrier.h"
+
+struct sw_carrier {
+    const sw_carrier_class *ops;
+    void *impl;
+    sw_dtype dtype;
+    _Atomic long refs;
+    pthread_mutex_t lock; /* guards everything below and slot I/O */
+    int released;
+    int storage_freed;    /* ops->release ran */
+    int intrinsic_mutable;
+    uint64_t version;
+    int pending_src;      /* a move reads it (0/1) */
+    int pending_dst;      /* a move writes it (0/1) */
+    uint64_t owner_token; /* 0 when not owned */
+    pthread_t access_thread;
+    int access_depth;     /* owner access held by access_thread */
+    long exports;         /* outstanding DLPack exports */
+};
+
+/* With c->lock held. */
+int sw_carrier_mutable_locked(sw_carrier *c);
+int sw_carrier_owned_blocks_locked(sw_carrier *c); /* owned, no access here */
+/* Free the storage now, or once the last export is gone. */
+void sw_carrier_release_locked(sw_carrier *c);
+
+/* Lock two distinct carriers in address order (deadlock-free). */
+void sw_carrier_lock_pair(sw_carrier *a, sw_carrier *b);
+void sw_carrier_unlock_pair(sw_carrier *a, sw_carrier *b);
+
+/* DLPack export bookkeeping (tensor.c). */
+void sw_carrier_export_begin_locked(sw_carrier *c);
+void sw_carrier_export_end(sw_carrier *c);
+
+#endif

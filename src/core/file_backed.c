@@ -1,0 +1,152 @@
+/* FileBacked: raw native-order slots in a file of the session directory
+ * (filestore.h). A new carrier has size 0 and grows once, to exactly what
+ * a move needs (allocatable-empty); a failed move's growth is undone by
+ * truncating back to 0. */
+#include <string.h>
+#include <unistd.h>
+
+#include "carrier_internal.h"
+#include "strideweave/alloc.h"
+#include "strideweave/filestore.h"
+
+typedef struct file_impl {
+    int fd;         /* -1 once released */
+    char *path;     /* sw_malloc'd, kept after release */
+    long creator;   /* sw_filestore_creator_pid() at creation */
+    int64_t size;   /* slots */
+    size_t width;
+} file_impl;
+
+static int64_t file_size(void *impl)
+{
+    file_impl *f = impl;
+    return f->fd >= 0 ? f->size : 0;
+}
+
+static sw_status file_read(void *impl, int64_t slot, int64_t count, void *out, sw_error *err)
+{
+    file_impl *f = impl;
+    return sw_filestore_pread(f->fd, out, (size_t)count * f->width, slot * (int64_t)f->width,
+                              err);
+}
+
+static sw_status file_write(void *impl, int64_t slot, int64_t count, const void *in,
+                            sw_error *err)
+{
+    file_impl *f = impl;
+    return sw_filestore_pwrite(f->fd, in, (size_t)count * f->width,
+                               slot * (int64_t)f->width, err);
+}
+
+static sw_status file_allocate(void *impl, int64_t slots, sw_error *err)
+{
+    file_impl *f = impl;
+    int64_t bytes;
+    if (__builtin_mul_overflow(slots, (int64_t)f->width, &bytes))
+        return sw_error_set(err, SW_EOVERFLOW, "FileBacked: %lld slots overflow a file size",
+                            (long long)slots);
+    sw_status st = sw_filestore_resize(f->fd, bytes, err);
+    if (st == SW_OK)
+        f->size = slots;
+    return st;
+}
+
+static sw_status file_unallocate(void *impl, sw_error *err)
+{
+    file_impl *f = impl;
+    sw_status st = sw_filestore_resize(f->fd, 0, err);
+    if (st == SW_OK)
+        f->size = 0;
+    return st;
+}
+
+static sw_status file_storage(void *impl, sw_carrier_storage *out, sw_error *err)
+{
+    file_impl *f = impl;
+    (void)err;
+    out->kind = SW_ENDPOINT_FILE;
+    out->host = NULL;
+    out->fd = f->fd;
+    return SW_OK;
+}
+
+static void file_release(void *impl)
+{
+    file_impl *f = impl;
+    if (f->fd >= 0) {
+        /* sw_filestore_remove frees the path; keep our copy for
+         * sw_file_backed_path after release. */
+        size_t n = strlen(f->path) + 1;
+        char *keep = sw_malloc(n);
+        if (keep)
+            memcpy(keep, f->path, n);
+        sw_filestore_remove(f->fd, f->path, f->creator);
+        f->path = keep;
+        f->fd = -1;
+        f->size = 0;
+    }
+}
+
+static void file_destroy(void *impl)
+{
+    file_impl *f = impl;
+    sw_free(f->path);
+    sw_free(f);
+}
+
+const sw_carrier_class sw_file_backed_class = {
+    .name = "FileBacked",
+    .size = file_size,
+    .read = file_read,
+    .write = file_write,
+    .allocate = file_allocate,
+    .unallocate = file_unallocate,
+    .storage = file_storage,
+    .release = file_release,
+    .destroy = file_destroy,
+};
+
+sw_status sw_file_backed_new(const char *filename, sw_dtype dtype, int flags,
+                             sw_carrier **out, sw_error *err)
+{
+    if (!out)
+        return sw_error_set(err, SW_EINVAL, "FileBacked: out must not be NULL");
+    if (dtype != SW_DT_FLOAT32 && dtype != SW_DT_INT32) {
+        const sw_dtype_info *info = ((int)dtype >= 0 && dtype < SW_DT_COUNT)
+                                        ? sw_dtype_info_of(dtype) : NULL;
+        return sw_error_set(err, SW_EINVAL,
+                            "FileBacked does not support storage dtype %s; use Float32 or "
+                            "Int32",
+                            info ? info->name : "(unknown)");
+    }
+    sw_status st;
+    if (filename && (st = sw_filestore_check_name(filename, strlen(filename), err)) != SW_OK)
+        return st;
+    file_impl *f = sw_calloc(1, sizeof *f);
+    if (!f)
+        return sw_error_set(err, SW_ENOMEM, "FileBacked: out of memory");
+    f->width = sw_dtype_slot_bytes(dtype);
+    st = filename ? sw_filestore_create(filename, &f->fd, &f->path, err)
+                  : sw_filestore_create_unique(&f->fd, &f->path, err);
+    if (st != SW_OK) {
+        sw_free(f);
+        return st;
+    }
+    f->creator = sw_filestore_creator_pid();
+    st = sw_carrier_new(&sw_file_backed_class, f, dtype, flags & ~SW_CARRIER_EMPTY, out, err);
+    if (st != SW_OK) {
+        sw_filestore_remove(f->fd, f->path, f->creator);
+        sw_free(f);
+    }
+    return st;
+}
+
+const char *sw_file_backed_path(sw_carrier *c)
+{
+    if (!c || c->ops != &sw_file_backed_class)
+        return NULL;
+    pthread_mutex_lock(&c->lock);
+    const char *p = ((file_impl *)c->impl)->path;
+    pthread_mutex_unlock(&c->lock);
+    return p;
+}

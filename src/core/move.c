@@ -1,0 +1,472 @@
+/* The move engine: validate, resolve the route by the exact pair of ops
+ * tables, grow the destination, mark both carriers pending, run the
+ * transfer on the pool (executor.c), and commit once on the completion
+ * thread. The libuv shape: the pool's job touches only storage the pending
+ * guard protects; the completion thread alone publishes. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "carrier_internal.h"
+#include "strideweave/alloc.h"
+#include "strideweave/clock.h"
+#include "strideweave/copy.h"
+#include "strideweave/executor.h"
+#include "strideweave/move.h"
+#include "strideweave/transfer.h"
+#include "tensor_internal.h"
+
+struct sw_move_handle {
+    sw_job job; /* first: the executor hands back this pointer */
+    _Atomic long refs;
+    sw_tensor *src;      /* one reference */
+    sw_carrier *dst;     /* one reference */
+    sw_tensor *result;   /* built before submission, published at commit */
+    sw_move_route route;
+    int slotwise;        /* elementwise through the ops, not storage */
+    int64_t bytes;
+    sw_completion *done;
+    sw_completion *reported; /* the SUBMIT event went out */
+    sw_status status;    /* terminal; set before `done` is signalled */
+    sw_error err;
+    sw_move_commit_fn on_commit;
+    void *user;
+    sw_move_profile_fn prof;
+    void *prof_user;
+    uint64_t submit_ns;
+};
+
+/* ---- the engine: pool, completion thread, drain ---------------------------- */
+
+static pthread_mutex_t engine_lock = PTHREAD_MUTEX_INITIALIZER;
+static int engine_started;
+static sw_executor *engine;
+static sw_status engine_status = SW_OK;
+static char engine_msg[sizeof(((sw_error *)0)->msg)];
+
+static pthread_mutex_t drain_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t drain_cond = PTHREAD_COND_INITIALIZER;
+static long in_flight;
+
+static pthread_mutex_t hook_lock = PTHREAD_MUTEX_INITIALIZER;
+static sw_move_profile_fn hook_fn;
+static void *hook_user;
+
+static void commit(sw_move_handle *m);
+
+static void *completion_main(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        sw_job *job = sw_executor_next_completed(engine, 1);
+        if (job)
+            commit((sw_move_handle *)job);
+    }
+    return NULL;
+}
+
+/* After fork() the child has none of the parent's threads: it starts its
+ * own pool on its first move. Moves the parent had in flight stay pending
+ * in the child (their carriers are the parent's business). */
+static void engine_after_fork_child(void)
+{
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t fresh_cond = PTHREAD_COND_INITIALIZER;
+    engine_lock = fresh;
+    drain_lock = fresh;
+    hook_lock = fresh;
+    drain_cond = fresh_cond;
+    engine_started = 0;
+    engine = NULL; /* the parent's executor is left as it was: its locks may be held */
+    engine_status = SW_OK;
+    in_flight = 0;
+}
+
+static void engine_start(void)
+{
+    sw_error err;
+    static int atfork_registered;
+    if (!atfork_registered) {
+        pthread_atfork(NULL, NULL, engine_after_fork_child);
+        atfork_registered = 1;
+    }
+    if (sw_executor_create(0, &engine, &err) != SW_OK) {
+        engine_status = err.code;
+        snprintf(engine_msg, sizeof engine_msg, "%s", err.msg);
+        return;
+    }
+    pthread_attr_t attr;
+    pthread_t tid;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&tid, &attr, completion_main, NULL);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        sw_executor_destroy(engine);
+        engine = NULL;
+        engine_status = SW_EIO;
+        snprintf(engine_msg, sizeof engine_msg, "cannot start the move completion thread");
+    }
+}
+
+static sw_status engine_get(sw_error *err)
+{
+    pthread_mutex_lock(&engine_lock);
+    if (!engine_started) {
+        engine_started = 1;
+        engine_start();
+    }
+    sw_status st = engine_status;
+    pthread_mutex_unlock(&engine_lock);
+    if (st != SW_OK)
+        return sw_error_set(err, st, "move: %s", engine_msg);
+    return SW_OK;
+}
+
+void sw_move_drain(void)
+{
+    pthread_mutex_lock(&drain_lock);
+    while (in_flight > 0)
+        pthread_cond_wait(&drain_cond, &drain_lock);
+    pthread_mutex_unlock(&drain_lock);
+}
+
+void sw_move_set_profile_hook(sw_move_profile_fn fn, void *user)
+{
+    pthread_mutex_lock(&hook_lock);
+    hook_fn = fn;
+    hook_user = user;
+    pthread_mutex_unlock(&hook_lock);
+}
+
+/* ---- routes --------------------------------------------------------------- */
+
+/* The exact pairs with a bulk route; every other pair falls back to the
+ * elementwise copy. Identity of the ops tables, never "kind of". */
+static const struct {
+    const sw_carrier_class *src, *dst;
+} bulk_routes[] = {
+    {&sw_cpu_class, &sw_file_backed_class},
+    {&sw_file_backed_class, &sw_cpu_class},
+};
+
+static sw_move_route resolve(const sw_carrier_class *s, const sw_carrier_class *d)
+{
+    for (size_t i = 0; i < sizeof bulk_routes / sizeof bulk_routes[0]; i++)
+        if (bulk_routes[i].src == s && bulk_routes[i].dst == d)
+            return SW_ROUTE_BULK;
+    return SW_ROUTE_ELEMENTWISE;
+}
+
+/* ---- the transfer (pool thread, no lock: the pending guard holds) ---------- */
+
+static sw_status transfer_slotwise(sw_move_handle *m, sw_error *err)
+{
+    sw_carrier *s = m->src->carrier, *d = m->dst;
+    const sw_layout *l = m->src->layout;
+    unsigned char slot[16];
+    for (int64_t k = 0; k < l->size; k++) {
+        int64_t idx;
+        sw_status st = sw_layout_index(l, k, &idx, err);
+        if (st == SW_OK)
+            st = s->ops->read(s->impl, m->src->offset + idx, 1, slot, err);
+        if (st == SW_OK)
+            st = d->ops->write(d->impl, idx, 1, slot, err);
+        if (st != SW_OK)
+            return st;
+    }
+    return SW_OK;
+}
+
+static sw_status transfer_storage(sw_move_handle *m, sw_error *err)
+{
+    sw_carrier *s = m->src->carrier, *d = m->dst;
+    const sw_layout *l = m->src->layout;
+    sw_carrier_storage ss, ds;
+    sw_status st = s->ops->storage(s->impl, &ss, err);
+    if (st == SW_OK)
+        st = d->ops->storage(d->impl, &ds, err);
+    if (st != SW_OK)
+        return st;
+    sw_transfer t = {
+        .src = {.kind = ss.kind, .host = ss.host, .fd = ss.fd, .offset = m->src->offset},
+        .dst = {.kind = ds.kind, .host = ds.host, .fd = ds.fd, .offset = 0},
+        .itemsize = sw_dtype_slot_bytes(s->dtype),
+        .bulk = m->route == SW_ROUTE_BULK,
+        .cosize = l->cosize,
+        .ndim = l->nleaves,
+        .extents = l->extents,
+        .strides = l->strides,
+    };
+    return sw_transfer_run(&t, err);
+}
+
+static void run_transfer(sw_job *job)
+{
+    sw_move_handle *m = (sw_move_handle *)job;
+    sw_error_clear(&m->err);
+    if (sw_fault_hit("move_transfer"))
+        m->status = sw_error_set(&m->err, SW_EIO, "move: injected transfer failure");
+    else
+        m->status = m->slotwise ? transfer_slotwise(m, &m->err) : transfer_storage(m, &m->err);
+}
+
+/* ---- commit (completion thread) -------------------------------------------- */
+
+static void commit(sw_move_handle *m)
+{
+    sw_carrier *s = m->src->carrier, *d = m->dst;
+    sw_carrier_lock_pair(s, d);
+    if (m->status == SW_OK && (d->released || d->ops->size(d->impl) < m->src->layout->cosize))
+        m->status = sw_error_set(&m->err, SW_ESTATE,
+                                 "move: the %s destination lost its storage before commit",
+                                 sw_carrier_name(d));
+    s->pending_src = 0;
+    d->pending_dst = 0;
+    if (m->status == SW_OK)
+        sw_carrier_release_locked(s);
+    sw_carrier_unlock_pair(s, d);
+
+    /* Hooks after the carriers changed, before any waiter wakes; SUBMIT is
+     * always reported before COMPLETE. */
+    sw_completion_wait(m->reported);
+    if (m->on_commit)
+        m->on_commit(m, m->status, m->status == SW_OK ? m->result : NULL, m->user);
+    if (m->prof) {
+        sw_move_event ev = {
+            .kind = SW_MOVE_EVENT_COMPLETE, .move = m, .route = m->route, .bytes = m->bytes,
+            .submit_ns = m->submit_ns, .complete_ns = sw_clock_ns(), .status = m->status,
+        };
+        m->prof(&ev, m->prof_user);
+    }
+    sw_completion_signal(m->done);
+    sw_move_unref(m); /* the job's reference */
+
+    /* Last: sw_move_drain promises the move let go of everything. */
+    pthread_mutex_lock(&drain_lock);
+    if (--in_flight == 0)
+        pthread_cond_broadcast(&drain_cond);
+    pthread_mutex_unlock(&drain_lock);
+}
+
+/* ---- handles -------------------------------------------------------------- */
+
+sw_move_handle *sw_move_ref(sw_move_handle *m)
+{
+    if (m)
+        atomic_fetch_add(&m->refs, 1);
+    return m;
+}
+
+void sw_move_unref(sw_move_handle *m)
+{
+    if (!m || atomic_fetch_sub(&m->refs, 1) != 1)
+        return;
+    sw_tensor_unref(m->result);
+    sw_tensor_unref(m->src);
+    sw_carrier_unref(m->dst);
+    if (m->done)
+        sw_completion_free(m->done);
+    if (m->reported)
+        sw_completion_free(m->reported);
+    sw_free(m);
+}
+
+int sw_move_done(sw_move_handle *m) { return m && sw_completion_is_done(m->done); }
+sw_move_route sw_move_route_of(sw_move_handle *m) { return m->route; }
+int64_t sw_move_bytes(sw_move_handle *m) { return m->bytes; }
+
+sw_status sw_move_wait(sw_move_handle *m, sw_tensor **result, sw_error *err)
+{
+    if (!m)
+        return sw_error_set(err, SW_ETYPE, "sw_move_wait: move must not be NULL");
+    sw_completion_wait(m->done);
+    if (m->status != SW_OK) {
+        if (err)
+            *err = m->err;
+        return m->status;
+    }
+    if (result)
+        *result = sw_tensor_ref(m->result);
+    return SW_OK;
+}
+
+/* ---- submission ----------------------------------------------------------- */
+
+/* Rows 2-10 of the validation order (move.h), with the carriers locked.
+ * `d` may be NULL or `s` (rows 4 and 5 then fail after rows 2 and 3). */
+static sw_status validate_locked(sw_carrier *s, sw_carrier *d, const sw_layout *l, int *grow,
+                                 sw_error *err)
+{
+    if (s->released)
+        return sw_error_set(err, SW_ESTATE, "move: the source %s carrier is released",
+                            sw_carrier_name(s));
+    if (sw_carrier_owned_blocks_locked(s))
+        return sw_error_set(err, SW_ESTATE,
+                            "move: the source %s carrier is owned by another carrier",
+                            sw_carrier_name(s));
+    if (s->pending_src || s->pending_dst)
+        return sw_error_set(err, SW_ESTATE,
+                            "move: the source %s carrier is taking part in a pending move; "
+                            "wait for that move first",
+                            sw_carrier_name(s));
+    if (!d)
+        return sw_error_set(err, SW_ETYPE, "move: destination must be a carrier, not NULL");
+    if (d == s)
+        return sw_error_set(err, SW_EINVAL,
+                            "move: the destination is the tensor's own carrier; pass a "
+                            "different carrier");
+    if (d->released)
+        return sw_error_set(err, SW_ESTATE, "move: the destination %s carrier is released",
+                            sw_carrier_name(d));
+    if (!sw_carrier_mutable_locked(d))
+        return sw_error_set(err, SW_ESTATE, "move: the destination %s carrier is not mutable%s",
+                            sw_carrier_name(d),
+                            d->pending_src || d->pending_dst
+                                ? " (it is taking part in a pending move)"
+                            : d->owner_token ? " (it is owned by another carrier)"
+                                             : "");
+    if (d->dtype != s->dtype)
+        return sw_error_set(err, SW_ETYPE, "move: the destination holds %s, the tensor %s",
+                            sw_dtype_info_of(d->dtype)->name, sw_dtype_info_of(s->dtype)->name);
+    int64_t size = d->ops->size(d->impl);
+    *grow = 0;
+    if (size < l->cosize) {
+        if (size != 0 || !d->ops->allocate || !d->ops->unallocate)
+            return sw_error_set(err, SW_EINVAL,
+                                "move: the destination %s carrier has %lld slots, the layout "
+                                "needs %lld, and it cannot allocate",
+                                sw_carrier_name(d), (long long)size, (long long)l->cosize);
+        *grow = 1;
+    }
+    return SW_OK;
+}
+
+static sw_status new_move(sw_tensor *t, sw_carrier *d, const sw_move_options *o,
+                          sw_move_handle **out, sw_error *err)
+{
+    sw_move_handle *m = sw_calloc(1, sizeof *m);
+    if (!m)
+        return sw_error_set(err, SW_ENOMEM, "move: out of memory");
+    atomic_init(&m->refs, 1);
+    m->job.run = run_transfer;
+    m->src = sw_tensor_ref(t);
+    m->dst = sw_carrier_ref(d);
+    m->done = sw_completion_new();
+    m->reported = sw_completion_new();
+    sw_layout *l = sw_layout_copy(t->layout, err);
+    if (l && !(m->result = sw_tensor_wrap(d, 0, l, err)))
+        sw_layout_free(l);
+    if (!m->done || !m->reported || !m->result) {
+        sw_move_unref(m);
+        return sw_error_set(err, SW_ENOMEM, "move: out of memory");
+    }
+    const sw_carrier_class *so = t->carrier->ops, *dops = d->ops;
+    size_t width = sw_dtype_slot_bytes(t->carrier->dtype);
+    m->route = resolve(so, dops);
+    m->slotwise = !so->storage || !dops->storage || t->layout->nleaves > SW_COPY_MAX_DIMS;
+    m->bytes = (m->route == SW_ROUTE_BULK ? t->layout->cosize : t->layout->size) * (int64_t)width;
+    if (o) {
+        m->on_commit = o->on_commit;
+        m->user = o->user;
+    }
+    *out = m;
+    return SW_OK;
+}
+
+sw_status sw_move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options *options,
+                        sw_move_handle **out, sw_error *err)
+{
+    if (!t)
+        return sw_error_set(err, SW_ETYPE, "move: tensor must be a tensor, not NULL");
+    if (!out)
+        return sw_error_set(err, SW_EINVAL, "move: out must not be NULL");
+    sw_carrier *s = t->carrier;
+    int grow = 0;
+    sw_status st;
+    if (!dst || dst == s) {
+        pthread_mutex_lock(&s->lock);
+        st = validate_locked(s, dst, t->layout, &grow, err);
+        pthread_mutex_unlock(&s->lock);
+        return st;
+    }
+    sw_carrier_lock_pair(s, dst);
+    st = validate_locked(s, dst, t->layout, &grow, err);
+    sw_carrier_unlock_pair(s, dst);
+    if (st != SW_OK)
+        return st;
+
+    /* Everything that can fail for want of memory or threads, before any
+     * carrier changes. */
+    sw_move_handle *m = NULL;
+    if ((st = engine_get(err)) != SW_OK || (st = new_move(t, dst, options, &m, err)) != SW_OK)
+        return st;
+
+    /* Validate again under the locks (another thread may have changed
+     * either carrier meanwhile), then grow and mark pending atomically. */
+    sw_carrier_lock_pair(s, dst);
+    st = validate_locked(s, dst, t->layout, &grow, err);
+    if (st == SW_OK && grow)
+        st = dst->ops->allocate(dst->impl, t->layout->cosize, err);
+    if (st == SW_OK) {
+        s->pending_src = 1;
+        dst->pending_dst = 1;
+    }
+    sw_carrier_unlock_pair(s, dst);
+    if (st != SW_OK) {
+        sw_move_unref(m);
+        return st;
+    }
+
+    pthread_mutex_lock(&hook_lock);
+    m->prof = hook_fn;
+    m->prof_user = hook_user;
+    pthread_mutex_unlock(&hook_lock);
+    m->submit_ns = sw_clock_ns();
+    pthread_mutex_lock(&drain_lock);
+    in_flight++;
+    pthread_mutex_unlock(&drain_lock);
+    sw_move_ref(m); /* the job's reference, dropped by commit */
+    if (sw_fault_hit("move_submit"))
+        st = sw_error_set(err, SW_EIO, "move: injected submission failure");
+    else
+        st = sw_executor_submit(engine, &m->job, err);
+    if (st != SW_OK) {
+        /* Not queued: undo the marks and the growth, leave no handle. */
+        sw_carrier_lock_pair(s, dst);
+        s->pending_src = 0;
+        dst->pending_dst = 0;
+        if (grow)
+            dst->ops->unallocate(dst->impl, NULL);
+        sw_carrier_unlock_pair(s, dst);
+        pthread_mutex_lock(&drain_lock);
+        if (--in_flight == 0)
+            pthread_cond_broadcast(&drain_cond);
+        pthread_mutex_unlock(&drain_lock);
+        sw_move_unref(m);
+        sw_move_unref(m);
+        return st;
+    }
+    if (m->prof) {
+        sw_move_event ev = {
+            .kind = SW_MOVE_EVENT_SUBMIT, .move = m, .route = m->route, .bytes = m->bytes,
+            .submit_ns = m->submit_ns, .complete_ns = 0, .status = SW_OK,
+        };
+        m->prof(&ev, m->prof_user);
+    }
+    sw_completion_signal(m->reported);
+    *out = m;
+    return SW_OK;
+}
+
+sw_status sw_move(sw_tensor *t, sw_carrier *dst, sw_tensor **result, sw_error *err)
+{
+    sw_move_handle *m;
+    sw_status st = sw_move_async(t, dst, NULL, &m, err);
+    if (st != SW_OK)
+        return st;
+    st = sw_move_wait(m, result, err);
+    sw_move_unref(m);
+    return st;
+}

@@ -1,0 +1,327 @@
+/* Tensor handles, element access, views and DLPack export. A handle never
+ * changes after construction; everything mutable lives in its carrier. */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "carrier_internal.h"
+#include "strideweave/alloc.h"
+#include "strideweave/copy.h"
+#include "tensor_internal.h"
+
+sw_tensor *sw_tensor_wrap(sw_carrier *c, int64_t offset, sw_layout *layout, sw_error *err)
+{
+    sw_tensor *t = sw_malloc(sizeof *t);
+    if (!t) {
+        sw_error_set(err, SW_ENOMEM, "tensor: out of memory");
+        return NULL;
+    }
+    atomic_init(&t->refs, 1);
+    t->carrier = sw_carrier_ref(c);
+    t->offset = offset;
+    t->layout = layout;
+    return t;
+}
+
+/* Takes ownership of `layout` (freed on failure). */
+static sw_status make_checked(sw_carrier *c, int64_t offset, sw_layout *layout,
+                              sw_tensor **out, sw_error *err)
+{
+    sw_status st = SW_OK;
+    int64_t end;
+    if (offset < 0)
+        st = sw_error_set(err, SW_EINVAL, "tensor: offset must be >= 0, not %lld",
+                          (long long)offset);
+    else if (sw_carrier_is_released(c))
+        st = sw_error_set(err, SW_ESTATE, "tensor: the %s carrier is released",
+                          sw_carrier_name(c));
+    else if (__builtin_add_overflow(offset, layout->cosize, &end) || end > sw_carrier_size(c))
+        st = sw_error_set(err, SW_ERANGE,
+                          "tensor: offset %lld + cosize %lld exceeds the carrier's %lld slots",
+                          (long long)offset, (long long)layout->cosize,
+                          (long long)sw_carrier_size(c));
+    if (st == SW_OK && !(*out = sw_tensor_wrap(c, offset, layout, err)))
+        st = SW_ENOMEM;
+    if (st != SW_OK)
+        sw_layout_free(layout);
+    return st;
+}
+
+sw_status sw_tensor_new(sw_carrier *carrier, int64_t offset, const sw_layout *layout,
+                        sw_tensor **out, sw_error *err)
+{
+    if (!carrier || !layout || !out)
+        return sw_error_set(err, SW_ETYPE, "tensor: carrier, layout and out must not be NULL");
+    sw_layout *copy = sw_layout_copy(layout, err);
+    if (!copy)
+        return err ? err->code : SW_ENOMEM;
+    return make_checked(carrier, offset, copy, out, err);
+}
+
+static sw_layout *flat_layout(int32_t ndim, const int64_t *extents, const int64_t *strides,
+                              sw_error *err)
+{
+    if (ndim < 0 || ndim > SW_COPY_MAX_DIMS || (ndim > 0 && !extents)) {
+        sw_error_set(err, SW_EINVAL, "tensor: ndim must be in [0, %d] with extents",
+                     SW_COPY_MAX_DIMS);
+        return NULL;
+    }
+    uint8_t profile[SW_COPY_MAX_DIMS];
+    memset(profile, SW_NODE_LEAF, sizeof profile);
+    return strides ? sw_layout_new(ndim, profile, extents, strides, err)
+                   : sw_layout_canonical(ndim, profile, extents, err);
+}
+
+sw_status sw_tensor_new_strided(sw_carrier *carrier, int64_t offset, int32_t ndim,
+                                const int64_t *extents, const int64_t *strides,
+                                sw_tensor **out, sw_error *err)
+{
+    if (!carrier || !out)
+        return sw_error_set(err, SW_ETYPE, "tensor: carrier and out must not be NULL");
+    sw_layout *l = flat_layout(ndim, extents, strides, err);
+    if (!l)
+        return err ? err->code : SW_EINVAL;
+    return make_checked(carrier, offset, l, out, err);
+}
+
+sw_tensor *sw_tensor_ref(sw_tensor *t)
+{
+    if (t)
+        atomic_fetch_add(&t->refs, 1);
+    return t;
+}
+
+void sw_tensor_unref(sw_tensor *t)
+{
+    if (!t || atomic_fetch_sub(&t->refs, 1) != 1)
+        return;
+    sw_carrier_unref(t->carrier);
+    sw_layout_free(t->layout);
+    sw_free(t);
+}
+
+sw_carrier *sw_tensor_carrier(const sw_tensor *t) { return t->carrier; }
+const sw_layout *sw_tensor_layout(const sw_tensor *t) { return t->layout; }
+int64_t sw_tensor_offset(const sw_tensor *t) { return t->offset; }
+sw_dtype sw_tensor_dtype(const sw_tensor *t) { return t->carrier->dtype; }
+int64_t sw_tensor_size(const sw_tensor *t) { return t->layout->size; }
+
+/* ---- elements ------------------------------------------------------------- */
+
+static sw_status element_slot(const sw_tensor *t, sw_dtype want, const char *fn, int64_t index,
+                              int64_t *slot, sw_error *err)
+{
+    if (!t)
+        return sw_error_set(err, SW_ETYPE, "%s: tensor must not be NULL", fn);
+    if (t->carrier->dtype != want)
+        return sw_error_set(err, SW_ETYPE, "%s: the tensor's dtype is %s, not %s", fn,
+                            sw_dtype_info_of(t->carrier->dtype)->name,
+                            sw_dtype_info_of(want)->name);
+    if (index < 0 || index >= t->layout->size)
+        return sw_error_set(err, SW_ERANGE, "%s: index %lld is out of range for size %lld", fn,
+                            (long long)index, (long long)t->layout->size);
+    int64_t idx = 0;
+    sw_status st = sw_layout_index(t->layout, index, &idx, err);
+    *slot = t->offset + idx;
+    return st;
+}
+
+#define ELEMENT_ACCESS(suffix, ctype, dt)                                                   \
+    sw_status sw_tensor_get_##suffix(const sw_tensor *t, int64_t index, ctype *out,        \
+                                     sw_error *err)                                        \
+    {                                                                                      \
+        int64_t slot;                                                                      \
+        sw_status st = element_slot(t, dt, "sw_tensor_get_" #suffix, index, &slot, err);   \
+        return st != SW_OK ? st : sw_carrier_read(t->carrier, slot, 1, out, err);          \
+    }                                                                                      \
+    sw_status sw_tensor_set_##suffix(const sw_tensor *t, int64_t index, ctype value,       \
+                                     sw_error *err)                                        \
+    {                                                                                      \
+        int64_t slot;                                                                      \
+        sw_status st = element_slot(t, dt, "sw_tensor_set_" #suffix, index, &slot, err);   \
+        return st != SW_OK ? st : sw_carrier_write(t->carrier, slot, 1, &value, err);      \
+    }
+
+ELEMENT_ACCESS(f32, float, SW_DT_FLOAT32)
+ELEMENT_ACCESS(i32, int32_t, SW_DT_INT32)
+
+/* ---- views ---------------------------------------------------------------- */
+
+/* A view shares the carrier; it is not re-checked against the carrier's
+ * size (it addresses a subset of what its parent addressed). */
+static sw_status view_out(const sw_tensor *t, int64_t offset, sw_layout *l, sw_tensor **out,
+                          sw_error *err)
+{
+    if (!l)
+        return err ? err->code : SW_ENOMEM;
+    *out = sw_tensor_wrap(t->carrier, offset, l, err);
+    if (!*out) {
+        sw_layout_free(l);
+        return SW_ENOMEM;
+    }
+    return SW_OK;
+}
+
+/* Leaf index of the first leaf of top-level mode `mode`, and whether that
+ * mode is a single leaf. */
+static int32_t mode_first_leaf(const sw_layout *l, int32_t mode, int *is_leaf)
+{
+    int32_t level = 0, top = -1, leaf = 0;
+    for (int32_t p = 0; p < l->nprofile; p++) {
+        uint8_t m = l->profile[p];
+        if (level == 0 && m != SW_NODE_POP)
+            top++;
+        if (top == mode && level == 0) {
+            *is_leaf = m == SW_NODE_LEAF;
+            return leaf;
+        }
+        if (m == SW_NODE_LEAF)
+            leaf++;
+        else if (m == SW_NODE_PUSH)
+            level++;
+        else
+            level--;
+    }
+    *is_leaf = 0;
+    return -1;
+}
+
+sw_status sw_tensor_slice(const sw_tensor *t, int32_t mode, int64_t start, int64_t stop,
+                          sw_tensor **out, sw_error *err)
+{
+    if (!t || !out)
+        return sw_error_set(err, SW_ETYPE, "sw_tensor_slice: tensor and out must not be NULL");
+    const sw_layout *l = t->layout;
+    if (mode < 0 || mode >= l->rank)
+        return sw_error_set(err, SW_ERANGE, "sw_tensor_slice: mode %d is out of range for rank %d",
+                            (int)mode, (int)l->rank);
+    int is_leaf;
+    int32_t leaf = mode_first_leaf(l, mode, &is_leaf);
+    if (!is_leaf)
+        return sw_error_set(err, SW_ENOTSUP,
+                            "sw_tensor_slice: mode %d is nested; slice one of its leaves "
+                            "after taking it apart",
+                            (int)mode);
+    if (start < 0 || stop > l->extents[leaf] || start >= stop)
+        return sw_error_set(err, SW_EINVAL,
+                            "sw_tensor_slice: [%lld, %lld) is not a non-empty range inside "
+                            "extent %lld",
+                            (long long)start, (long long)stop, (long long)l->extents[leaf]);
+    int64_t *ext = sw_malloc(2 * (size_t)l->nleaves * sizeof(int64_t) + 1);
+    if (!ext)
+        return sw_error_set(err, SW_ENOMEM, "sw_tensor_slice: out of memory");
+    memcpy(ext, l->extents, (size_t)l->nleaves * sizeof(int64_t));
+    ext[leaf] = stop - start;
+    sw_layout *nl = sw_layout_new(l->nprofile, l->profile, ext, l->strides, err);
+    sw_free(ext);
+    /* start * stride < cosize, so it fits in int64 */
+    return view_out(t, t->offset + start * l->strides[leaf], nl, out, err);
+}
+
+sw_status sw_tensor_permute(const sw_tensor *t, const int32_t *order, int32_t n,
+                            sw_tensor **out, sw_error *err)
+{
+    if (!t || !out)
+        return sw_error_set(err, SW_ETYPE, "sw_tensor_permute: tensor and out must not be NULL");
+    return view_out(t, t->offset, sw_layout_permute(t->layout, order, n, err), out, err);
+}
+
+sw_status sw_tensor_reshape(const sw_tensor *t, int32_t ndim, const int64_t *extents,
+                            sw_tensor **out, sw_error *err)
+{
+    if (!t || !out)
+        return sw_error_set(err, SW_ETYPE, "sw_tensor_reshape: tensor and out must not be NULL");
+    sw_layout *canon = sw_layout_canonical(t->layout->nprofile, t->layout->profile,
+                                           t->layout->extents, err);
+    if (!canon)
+        return err ? err->code : SW_ENOMEM;
+    int contiguous = sw_layout_equal(canon, t->layout);
+    sw_layout_free(canon);
+    if (!contiguous)
+        return sw_error_set(err, SW_EINVAL,
+                            "sw_tensor_reshape: the tensor is not contiguous; move or copy "
+                            "it first");
+    sw_layout *nl = flat_layout(ndim, extents, NULL, err);
+    if (nl && nl->size != t->layout->size) {
+        sw_error_set(err, SW_EINVAL, "sw_tensor_reshape: %lld elements cannot become %lld",
+                     (long long)t->layout->size, (long long)nl->size);
+        sw_layout_free(nl);
+        return SW_EINVAL;
+    }
+    return view_out(t, t->offset, nl, out, err);
+}
+
+sw_status sw_tensor_broadcast(const sw_tensor *t, const int64_t *extents, sw_tensor **out,
+                              sw_error *err)
+{
+    if (!t || !out || (!extents && t->layout->nleaves > 0))
+        return sw_error_set(err, SW_ETYPE,
+                            "sw_tensor_broadcast: tensor, extents and out must not be NULL");
+    return view_out(t, t->offset,
+                    sw_layout_broadcast(t->layout, t->layout->nprofile, t->layout->profile,
+                                        extents, err),
+                    out, err);
+}
+
+/* ---- DLPack --------------------------------------------------------------- */
+
+static void dlpack_done(void *ctx)
+{
+    sw_tensor *t = ctx;
+    sw_carrier_export_end(t->carrier);
+    sw_tensor_unref(t);
+}
+
+sw_status sw_tensor_to_dlpack(sw_tensor *t, DLManagedTensorVersioned **out, sw_error *err)
+{
+    if (!t || !out)
+        return sw_error_set(err, SW_ETYPE, "sw_tensor_to_dlpack: tensor and out must not be NULL");
+    sw_carrier *c = t->carrier;
+    if (!c->ops->dlpack_device || !c->ops->storage)
+        return sw_error_set(err, SW_ENOTSUP, "DLPack is not supported by %s carriers",
+                            sw_carrier_name(c));
+    if (c->dtype != SW_DT_FLOAT32 && c->dtype != SW_DT_INT32)
+        return sw_error_set(err, SW_ENOTSUP, "DLPack export supports Float32 and Int32, not %s",
+                            sw_dtype_info_of(c->dtype)->name);
+    pthread_mutex_lock(&c->lock);
+    sw_status st = SW_OK;
+    sw_carrier_storage where = {0};
+    int32_t dev_type = 0, dev_id = 0;
+    if (c->released)
+        st = sw_error_set(err, SW_ESTATE, "%s: cannot export a released carrier",
+                          sw_carrier_name(c));
+    else if (c->pending_dst)
+        st = sw_error_set(err, SW_ESTATE,
+                          "%s: cannot export the destination of a pending move; wait for it",
+                          sw_carrier_name(c));
+    if (st == SW_OK)
+        st = c->ops->storage(c->impl, &where, err);
+    if (st == SW_OK && (where.kind != SW_ENDPOINT_HOST || !where.host))
+        st = sw_error_set(err, SW_ENOTSUP, "%s: storage is not addressable memory",
+                          sw_carrier_name(c));
+    if (st == SW_OK)
+        st = c->ops->dlpack_device(c->impl, &dev_type, &dev_id, err);
+    if (st == SW_OK) {
+        sw_dlpack_request req = {
+            .ndim = t->layout->nleaves,
+            .extents = t->layout->extents,
+            .strides = t->layout->strides,
+            .data = where.host,
+            .offset = t->offset,
+            .device_type = dev_type,
+            .device_id = dev_id,
+            .code = c->dtype == SW_DT_FLOAT32 ? kDLFloat : kDLInt,
+            .bits = 32,
+            .lanes = 1,
+            .flags = sw_carrier_mutable_locked(c) ? 0 : DLPACK_FLAG_BITMASK_READ_ONLY,
+            .manager_ctx = t,
+            .release = dlpack_done,
+        };
+        st = sw_dlpack_pack_versioned(&req, out, err);
+        if (st == SW_OK) {
+            sw_carrier_export_begin_locked(c);
+            sw_tensor_ref(t);
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
