@@ -584,47 +584,6 @@ static void test_file_to_file_faults(big *b)
     close(sfd);
 }
 
-/* Progress: every pair and shape ends at sw_transfer_bytes; a span copy
- * counts whole chunks, so a write failing after one chunk leaves one. */
-static void test_progress(big *b)
-{
-    unsigned char *host = malloc(BIG_BYTES);
-    for (int bulk = 0; bulk < 2; bulk++) {
-        for (int gapped = 0; gapped < 2; gapped++) {
-            int f1 = fresh_file(b->got, BIG_BYTES), f2 = fresh_file(b->got, BIG_BYTES);
-            sw_endpoint hs = {SW_ENDPOINT_HOST, b->src, -1, 0};
-            sw_endpoint hd = {SW_ENDPOINT_HOST, host, -1, 0};
-            sw_endpoint fd1 = {SW_ENDPOINT_FILE, NULL, f1, 0};
-            sw_endpoint fd2 = {SW_ENDPOINT_FILE, NULL, f2, 0};
-            sw_endpoint pairs[4][2] = {{hs, hd}, {hs, fd1}, {fd1, fd2}, {fd2, hd}};
-            int64_t expect = bulk || !gapped ? (int64_t)BIG_BYTES : b->ext_gapped[0] * 4;
-            for (int k = 0; k < 4; k++) {
-                int64_t done = 0;
-                sw_transfer t = big_transfer(b, pairs[k][0], pairs[k][1], bulk, gapped);
-                t.progress = &done;
-                CHECK_EQ_I64(sw_transfer_bytes(&t), expect);
-                CHECK_EQ_I64(sw_transfer_run(&t, NULL), SW_OK);
-                CHECK_EQ_I64(done, expect);
-            }
-            close(f1);
-            close(f2);
-        }
-    }
-    if (sw_fault_enabled()) {
-        int fd = fresh_file(b->got, BIG_BYTES);
-        sw_endpoint s = {SW_ENDPOINT_HOST, b->src, -1, 0};
-        sw_endpoint d = {SW_ENDPOINT_FILE, NULL, fd, 0};
-        int64_t done = 0;
-        sw_transfer t = big_transfer(b, s, d, 1, 0);
-        t.progress = &done;
-        CHECK_EQ_I64(sw_fault_arm("pwrite", 1, 1), SW_OK);
-        CHECK_EQ_I64(sw_transfer_run(&t, NULL), SW_EIO);
-        sw_fault_clear();
-        CHECK_EQ_I64(done, (int64_t)CHUNK);
-        close(fd);
-    }
-    CHECK_EQ_I64(sw_transfer_bytes(NULL), 0);
-    free(host);
 /* The parallel run gives the same bytes as the plain one for every span
  * pair (bulk at offsets, and a layout covering its span), and reports a
  * part's file error. */
@@ -668,6 +627,49 @@ static void test_parallel_spans(big *b)
     }
     free(host);
     free(back);
+}
+
+/* Progress: every pair and shape ends at sw_transfer_bytes; a span copy
+ * counts whole chunks, so a write failing after one chunk leaves one. */
+static void test_progress(big *b)
+{
+    unsigned char *host = malloc(BIG_BYTES);
+    for (int bulk = 0; bulk < 2; bulk++) {
+        for (int gapped = 0; gapped < 2; gapped++) {
+            int f1 = fresh_file(b->got, BIG_BYTES), f2 = fresh_file(b->got, BIG_BYTES);
+            sw_endpoint hs = {SW_ENDPOINT_HOST, b->src, -1, 0};
+            sw_endpoint hd = {SW_ENDPOINT_HOST, host, -1, 0};
+            sw_endpoint fd1 = {SW_ENDPOINT_FILE, NULL, f1, 0};
+            sw_endpoint fd2 = {SW_ENDPOINT_FILE, NULL, f2, 0};
+            sw_endpoint pairs[4][2] = {{hs, hd}, {hs, fd1}, {fd1, fd2}, {fd2, hd}};
+            int64_t expect = bulk || !gapped ? (int64_t)BIG_BYTES : b->ext_gapped[0] * 4;
+            for (int k = 0; k < 4; k++) {
+                int64_t done = 0;
+                sw_transfer t = big_transfer(b, pairs[k][0], pairs[k][1], bulk, gapped);
+                t.progress = &done;
+                CHECK_EQ_I64(sw_transfer_bytes(&t), expect);
+                CHECK_EQ_I64(sw_transfer_run(&t, NULL), SW_OK);
+                CHECK_EQ_I64(done, expect);
+            }
+            close(f1);
+            close(f2);
+        }
+    }
+    if (sw_fault_enabled()) {
+        int fd = fresh_file(b->got, BIG_BYTES);
+        sw_endpoint s = {SW_ENDPOINT_HOST, b->src, -1, 0};
+        sw_endpoint d = {SW_ENDPOINT_FILE, NULL, fd, 0};
+        int64_t done = 0;
+        sw_transfer t = big_transfer(b, s, d, 1, 0);
+        t.progress = &done;
+        CHECK_EQ_I64(sw_fault_arm("pwrite", 1, 1), SW_OK);
+        CHECK_EQ_I64(sw_transfer_run(&t, NULL), SW_EIO);
+        sw_fault_clear();
+        CHECK_EQ_I64(done, (int64_t)CHUNK);
+        close(fd);
+    }
+    CHECK_EQ_I64(sw_transfer_bytes(NULL), 0);
+    free(host);
 }
 
 static void test_big(void)
