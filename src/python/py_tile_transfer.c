@@ -33,7 +33,7 @@
  * retaking it would cost more than the copy (the same bound as move()). */
 #define GIL_FREE_BYTES ((size_t)64 << 10)
 
-static PyObject *str_copy;
+static PyObject *str_copy, *str_copy_async;
 
 #define CARRIER_PENDING(o) (((SwCarrierObject *)(o))->pending)
 
@@ -94,32 +94,53 @@ static PyObject *checked_operation(PyObject *op_type, PyObject *src, PyObject *d
 }
 
 /* Run op._copy(tensor, dst, output, n) with both carriers pending and this
- * thread holding transfer access. 0 / -1. */
+ * thread holding transfer access; `shared` leaves the source (a full tier
+ * every in-place tile reads) unmarked. An operation with `_copy_async`
+ * (py_move.c) starts the copy instead: an incomplete ProviderCompletion
+ * comes back in *completion with the marks kept until
+ * sw_tiled_route_unmark, so many tiles copy at once. 0 / -1. */
 static int run_copy(PyObject *op, PyObject *tensor, PyObject *src, PyObject *dst,
-                    PyObject *output, PyObject *count)
+                    PyObject *output, PyObject *count, int shared, PyObject **completion)
 {
-    if (CARRIER_PENDING(src) || CARRIER_PENDING(dst)) {
+    if ((!shared && CARRIER_PENDING(src)) || CARRIER_PENDING(dst)) {
         PyErr_Format(PyExc_RuntimeError, "a tile's %s storage is pending in another move",
-                     CARRIER_PENDING(src) ? cname(src) : cname(dst));
+                     CARRIER_PENDING(dst) ? cname(dst) : cname(src));
         return -1;
     }
-    ((SwCarrierObject *)src)->pending |= SW_PENDING_SOURCE;
+    PyObject *hook;
+    if (_PyObject_LookupAttr((PyObject *)Py_TYPE(op), str_copy_async, &hook) < 0)
+        return -1;
+    if (!shared)
+        ((SwCarrierObject *)src)->pending |= SW_PENDING_SOURCE;
     ((SwCarrierObject *)dst)->pending |= SW_PENDING_DESTINATION;
     sw_py_carrier_begin_transfer(src);
     sw_py_carrier_begin_transfer(dst);
-    PyObject *res =
-        PyObject_CallMethodObjArgs(op, str_copy, tensor, dst, output, count, NULL);
+    PyObject *res = PyObject_CallMethodObjArgs(op, hook ? str_copy_async : str_copy, tensor,
+                                               dst, output, count, NULL);
     sw_py_carrier_end_transfer(dst);
     sw_py_carrier_end_transfer(src);
+    if (hook && res && res != Py_None && sw_py_check_provider_completion(res) == 0) {
+        Py_DECREF(hook);
+        *completion = res;
+        return 0;
+    }
     ((SwCarrierObject *)dst)->pending &= ~SW_PENDING_DESTINATION;
-    ((SwCarrierObject *)src)->pending &= ~SW_PENDING_SOURCE;
-    if (!res)
+    if (!shared)
+        ((SwCarrierObject *)src)->pending &= ~SW_PENDING_SOURCE;
+    if (!res || PyErr_Occurred()) {
+        Py_XDECREF(hook);
+        Py_XDECREF(res);
         return -1;
+    }
     int is_none = res == Py_None;
     Py_DECREF(res);
-    if (is_none)
+    if (is_none) {
+        Py_XDECREF(hook);
         return 0;
-    PyErr_Format(PyExc_TypeError, "%s._copy must return None", cname(op));
+    }
+    PyErr_Format(PyExc_TypeError, "%s.%s must return None", cname(op),
+                 hook ? "_copy_async" : "_copy");
+    Py_XDECREF(hook);
     return -1;
 }
 
@@ -129,15 +150,16 @@ static int run_copy(PyObject *op, PyObject *tensor, PyObject *src, PyObject *dst
  * done, 0 when the pair is not described in C (call _copy), -1 on error.
  * The GIL is released for big copies and block devices (whose lock a pool
  * thread may hold); both carriers are pending meanwhile. */
-static int run_builtin(PyObject *op_type, PyObject *src, PyObject *dst, PyObject *layout)
+static int run_builtin(PyObject *op_type, PyObject *src, int64_t offset, PyObject *dst,
+                       PyObject *layout)
 {
     sw_route_kind kind = sw_py_move_route_kind((PyTypeObject *)op_type);
     if (kind == SW_ROUTE_PYTHON)
         return 0;
     sw_transfer t;
     int64_t extents[SW_COPY_MAX_DIMS], strides[SW_COPY_MAX_DIMS];
-    int c = sw_py_move_describe(src, 0, SwLayout_CORE(layout), dst, kind == SW_ROUTE_BULK, &t,
-                                extents, strides);
+    int c = sw_py_move_describe(src, offset, SwLayout_CORE(layout), dst, kind == SW_ROUTE_BULK,
+                                &t, extents, strides);
     if (c <= 0)
         return c;
     if (CARRIER_PENDING(src) || CARRIER_PENDING(dst)) {
@@ -189,12 +211,14 @@ int sw_tiled_check_fresh(PyObject *dst, int64_t n)
 }
 
 /* The legacy movement of the pair: the shipped C transfer, else the
- * operation's _copy with (n):(1) Tensors. */
-static int run_legacy(PyObject *op_type, PyObject *src, PyObject *dst, int64_t n)
+ * operation's _copy (or _copy_async) with (n):(1) Tensors, the source's at
+ * `offset`. */
+static int run_legacy(PyObject *op_type, PyObject *src, int64_t offset, PyObject *dst,
+                      int64_t n, int shared, PyObject **completion)
 {
     op_type = checked_operation(op_type, src, dst);
     PyObject *layout = op_type ? sw_py_flat_layout(n) : NULL;
-    int done = layout ? run_builtin(op_type, src, dst, layout) : -1;
+    int done = layout ? run_builtin(op_type, src, offset, dst, layout) : -1;
     if (done != 0) {
         Py_XDECREF(layout);
         Py_XDECREF(op_type);
@@ -203,13 +227,13 @@ static int run_legacy(PyObject *op_type, PyObject *src, PyObject *dst, int64_t n
     PyObject *op = PyObject_CallNoArgs(op_type);
     /* Building the Tensors may call Python size hooks: they run before the
      * pending marks, and run_copy re-reads the pending state after them. */
-    PyObject *tensor = op ? sw_py_tensor_new1(src, 0, layout) : NULL;
+    PyObject *tensor = op ? sw_py_tensor_new1(src, offset, layout) : NULL;
     PyObject *output = tensor ? sw_py_tensor_new1(dst, 0, layout) : NULL;
     PyObject *count = output ? PyLong_FromLongLong(n) : NULL;
     int rc = -1;
     if (count && !((SwCarrierObject *)src)->released &&
-        run_copy(op, tensor, src, dst, output, count) == 0)
-        rc = sw_tiled_check_fresh(dst, n);
+        run_copy(op, tensor, src, dst, output, count, shared, completion) == 0)
+        rc = *completion ? 0 : sw_tiled_check_fresh(dst, n);
     else if (count && !PyErr_Occurred())
         PyErr_Format(PyExc_RuntimeError, "a tile's %s storage was released before its copy",
                      cname(src));
@@ -232,15 +256,54 @@ int sw_tiled_transfer_tile(PyObject *src, PyObject *dst, int64_t n, PyObject **c
     if (rc == 0 && route.route)
         rc = sw_tiled_route_tile(src, dst, n, &route, completion);
     if (rc == 0 && !route.route && !*completion)
-        rc = run_legacy(route.op_type, src, dst, n);
+        rc = run_legacy(route.op_type, src, 0, dst, n, 0, completion);
     Py_DECREF(dst);
     Py_DECREF(src);
     return rc;
+}
+
+int sw_tiled_transfer_span(PyObject *src, int64_t offset, PyObject *dst, int64_t n,
+                           PyObject **completion)
+{
+    *completion = NULL;
+    Py_INCREF(src);
+    Py_INCREF(dst);
+    sw_route route;
+    int rc = resolve_route(src, dst, &route);
+    /* Only an operation driving an engine's own I/O (`_copy_async`) takes
+     * the span; the others keep the direct slot copy (TE-7). */
+    PyObject *hook = NULL;
+    if (rc == 0 && !route.route &&
+        (rc = _PyObject_LookupAttr(route.op_type, str_copy_async, &hook)) >= 0)
+        rc = hook ? run_legacy(route.op_type, src, offset, dst, n, 1, completion) : 1;
+    else if (rc == 0)
+        rc = 1;
+    Py_XDECREF(hook);
+    Py_DECREF(dst);
+    Py_DECREF(src);
+    return rc;
+}
+
+int sw_tiled_engine_pair(PyObject *src, PyObject *dst)
+{
+    if (!(Py_TYPE(src)->tp_flags & Py_TPFLAGS_HEAPTYPE) || SW_DEFINED(src) || SW_DEFINED(dst))
+        return 0;
+    sw_route route;
+    PyObject *hook = NULL;
+    if (resolve_route(src, dst, &route) < 0 || route.route ||
+        _PyObject_LookupAttr(route.op_type, str_copy_async, &hook) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    int engine = hook != NULL;
+    Py_XDECREF(hook);
+    return engine;
 }
 
 int sw_tile_transfer_init(PyObject *module)
 {
     (void)module;
     str_copy = PyUnicode_InternFromString("_copy");
+    str_copy_async = PyUnicode_InternFromString("_copy_async");
     return str_copy ? sw_tile_route_init() : -1;
 }

@@ -134,9 +134,6 @@ static void copy_host(PyObject *self, int64_t t, const unsigned char *src, unsig
 
 static int copy_tile(PyObject *self, int64_t t, PyObject *dst, PyObject **completion);
 
-/* B-11: a copy into block storage counts only once it is durable. The
- * exact-pair transfer is (inside the block device's transfer); slot copies
- * and zero-written fresh tiles are flushed here, before the commit. */
 /* The live FileBacked descriptor of `c` when it stores `dtype`, else -1. */
 static int file_fd(PyObject *c, sw_dtype dtype)
 {
@@ -192,6 +189,33 @@ static int copy_runs_file(PyObject *self, int64_t t, PyObject *src, PyObject *ds
     return st == SW_OK ? 1 : sw_py_raise(&err);
 }
 
+/* Whether tile t's footprint is the contiguous run [*base, *base +
+ * tile_size): every axis before the last one with a tile extent above 1
+ * spans the whole logical extent (TE-2). Always so for one axis. */
+static int tile_is_span(const sw_tile_geometry *g, int64_t t, int64_t *base)
+{
+    int32_t last = -1;
+    for (int32_t k = 0; k < g->rank; k++)
+        if (g->tile[k] > 1)
+            last = k;
+    for (int32_t k = 0; k < last; k++)
+        if (g->tile[k] != g->logical[k])
+            return 0;
+    *base = sw_tiles_slot(g, t, 0);
+    return 1;
+}
+
+/* One side is a carrier class written in Python; neither is definition-backed. */
+static int python_pair(PyObject *src, PyObject *dst)
+{
+    int heap = (Py_TYPE(src)->tp_flags & Py_TPFLAGS_HEAPTYPE) ||
+               (Py_TYPE(dst)->tp_flags & Py_TPFLAGS_HEAPTYPE);
+    return heap && !SW_DEFINED(src) && !SW_DEFINED(dst);
+}
+
+/* B-11: a copy into block storage counts only once it is durable. The
+ * exact-pair transfer is (inside the block device's transfer); slot copies
+ * and zero-written fresh tiles are flushed here, before the commit. */
 int sw_tiled_copy_tile(PyObject *self, int64_t t, PyObject *dst, PyObject **completion)
 {
     int rc = copy_tile(self, t, dst, completion);
@@ -222,6 +246,16 @@ static int copy_tile(PyObject *self, int64_t t, PyObject *dst, PyObject **comple
     int runs = copy_runs_file(self, t, src, dst);
     if (runs != 0)
         return runs < 0 ? -1 : 0;
+    /* A tier written in Python (TensorStoreCarrier: whole-chunk I/O) copies
+     * an in-place tile whose footprint is one span through the pair's
+     * movement rather than slot by slot. */
+    int64_t base;
+    if (te->tiles[t].full && tile_is_span(&te->geo, t, &base) && python_pair(src, dst) &&
+        sw_tiled_transfer_applies(src, dst)) {
+        int rc = sw_tiled_transfer_span(src, base, dst, te->geo.tile_size, completion);
+        if (rc <= 0)
+            return rc;
+    }
     /* Reads of a claimed prototype need no owner access (C-13), so no
      * thread-bound access is held across the tiers' hooks. */
     Py_INCREF(src);

@@ -191,9 +191,24 @@ static int pin(projection *pj, int delta)
     return 0;
 }
 
+/* Whether the selection names tile t. */
+static int pj_selects(projection *pj, int64_t t)
+{
+    const sw_tile_geometry *g = &TILED(pj->self)->geo;
+    for (int32_t k = 0; k < g->rank; k++) {
+        int64_t c = t % g->grid[k], found = 0;
+        t /= g->grid[k];
+        for (int64_t j = 0; !found && j < pj->sel.counts[k]; j++)
+            found = pj->sel.coords[k][j] == c;
+        if (!found)
+            return 0;
+    }
+    return 1;
+}
+
 /* Host gather: every selected tile in host memory (or implicit), a host
  * destination. 1 done, 0 not applicable, -1 error. */
-static int gather_host(projection *pj, unsigned char *dst)
+static int gather_host(projection *pj, unsigned char *dst, PyObject *const *staged)
 {
     SwTiledEvictableObject *te = TILED(pj->self);
     size_t eb = sw_dtype_slot_bytes(SwDType_ID(te->dtype));
@@ -206,6 +221,8 @@ static int gather_host(projection *pj, unsigned char *dst)
     int ok = 1;
     for (int64_t t = 0; ok && t < te->geo.ntiles; t++) {
         sw_tile_rec *r = &te->tiles[t];
+        if (!pj_selects(pj, t))
+            continue; /* the gather reads selected tiles only */
         if (r->loc == SW_TILE_IMPLICIT) {
             if (!zeros && !(zeros = PyMem_Calloc((size_t)te->geo.tile_size, eb))) {
                 PyMem_Free(src);
@@ -213,6 +230,8 @@ static int gather_host(projection *pj, unsigned char *dst)
                 return -1;
             }
             src[t] = (sw_tile_source){zeros, 0};
+        } else if (staged && staged[t]) {
+            src[t] = (sw_tile_source){sw_tiled_host_base(staged[t]), 0};
         } else if (r->store) {
             src[t] = (sw_tile_source){sw_tiled_host_base(r->store), r->full};
             ok = src[t].base != NULL || r->loc == SW_TILE_INVALID;
@@ -259,6 +278,58 @@ static int gather_slots(projection *pj)
     return rc;
 }
 
+/* Selected tiles kept by an engine-backed tier (an operation with
+ * `_copy_async`, such as TensorStoreCarrier's) are first copied whole into
+ * private host tiles, all at once, so the engine reads whole chunks
+ * concurrently instead of serving slot reads; the host gather then reads
+ * those copies. Residency does not change: the copies are dropped after.
+ * 1 when staged (`staged[t]` holds the copies), 0 when no tile needs it,
+ * -1 on error. */
+static int stage_engine_tiles(projection *pj, PyObject **staged)
+{
+    SwTiledEvictableObject *te = TILED(pj->self);
+    int any = 0, rc = 0;
+    int64_t ntiles = te->geo.ntiles;
+    PyObject **waits = PyMem_Calloc((size_t)ntiles, sizeof *waits);
+    if (!waits) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int64_t t = 0; rc == 0 && t < ntiles; t++) {
+        sw_tile_rec *r = &te->tiles[t];
+        if (!r->store || sw_tiled_host_base(r->store) || !pj_selects(pj, t) ||
+            !sw_tiled_engine_pair(r->store, te->primary))
+            continue;
+        PyObject *fresh = sw_tiled_new_tile_store(pj->self, te->primary, 0);
+        if (!fresh || !sw_tiled_host_base(fresh)) {
+            if (fresh)
+                sw_tiled_drop_store(pj->self, fresh);
+            rc = fresh ? 0 : -1;
+            break;
+        }
+        staged[t] = fresh;
+        any = 1;
+        rc = sw_tiled_copy_tile(pj->self, t, fresh, &waits[t]);
+    }
+    PyObject *first = rc < 0 ? sw_py_take_exception() : NULL;
+    for (int64_t t = 0; t < ntiles; t++) {
+        if (!waits[t])
+            continue;
+        if (sw_tiled_route_wait(waits[t]) < 0 && !first)
+            first = sw_py_take_exception();
+        else if (PyErr_Occurred())
+            PyErr_Clear();
+        sw_tiled_route_unmark(te->tiles[t].store, staged[t]);
+        Py_DECREF(waits[t]);
+    }
+    PyMem_Free(waits);
+    if (first) {
+        sw_py_restore_exception(first);
+        return -1;
+    }
+    return any;
+}
+
 static int gather(projection *pj)
 {
     if (sw_fault_hit("tile_gather")) {
@@ -266,7 +337,18 @@ static int gather(projection *pj)
         return -1;
     }
     unsigned char *dst = (unsigned char *)sw_tiled_host_base(pj->dest);
-    int done = dst ? gather_host(pj, dst) : 0;
+    SwTiledEvictableObject *te = TILED(pj->self);
+    PyObject **staged = dst ? PyMem_Calloc((size_t)te->geo.ntiles, sizeof *staged) : NULL;
+    if (dst && !staged) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int st = staged ? stage_engine_tiles(pj, staged) : 0;
+    int done = st < 0 ? -1 : dst ? gather_host(pj, dst, staged) : 0;
+    for (int64_t t = 0; staged && t < te->geo.ntiles; t++)
+        if (staged[t])
+            sw_tiled_drop_store(pj->self, staged[t]);
+    PyMem_Free(staged);
     return done < 0 ? -1 : done ? 0 : gather_slots(pj);
 }
 

@@ -98,6 +98,17 @@ void sw_tiled_commit_tile(PyObject *self, int64_t t, PyObject *store, int loc);
  * may hold a provider's ProviderCompletion still to wait for: both carriers
  * stay pending until sw_tiled_route_unmark. */
 int sw_tiled_transfer_tile(PyObject *src, PyObject *dst, int64_t n, PyObject **completion);
+/* The same for a tile held in place by a full tier `src` whose footprint is
+ * the one span [offset, offset + n) of it (py_tile_transfer.c): the legacy
+ * movement of the pair with a Tensor at `offset`. `src` is shared by every
+ * tile, so only `dst` is marked pending (the carrier owns `src`). Only
+ * for an operation with `_copy_async`: 1 when the pair has none (use the
+ * slot copy), else 0 / -1 as above. */
+int sw_tiled_transfer_span(PyObject *src, int64_t offset, PyObject *dst, int64_t n,
+                           PyObject **completion);
+/* Whether copies from the Python carrier `src` into `dst` run through an
+ * operation driving an engine's own I/O (`_copy_async`). Never raises. */
+int sw_tiled_engine_pair(PyObject *src, PyObject *dst);
 /* RuntimeError unless the fresh `dst` is live with at least n slots. */
 int sw_tiled_check_fresh(PyObject *dst, int64_t n);
 /* Whether that movement exists for the pair (else the slot copy). */

@@ -352,3 +352,23 @@ def test_a_failing_write_ends_the_move_with_oserror_and_keeps_the_source(tmp_pat
         sw.move(t, dst)
     assert not t.carrier.is_released() and t.tolist() == [1.0, 2.0, 3.0, 4.0]
     assert not dst.is_released()
+
+
+def test_tiles_in_place_in_a_full_store_page_as_whole_chunks_never_slot_by_slot(
+        tmp_path, monkeypatch):
+    grid, tile = 8, 128
+    n = grid * tile
+    t = cpu_tensor(np.arange(n, dtype=np.float32))
+    store = sw.move(t, TensorStoreCarrier.create(filespec(tmp_path), 0, chunk_slots=tile))
+    store.carrier.release()                                # reopen: a full secondary
+    secondary = TensorStoreCarrier.open(filespec(tmp_path))
+
+    def refuse(*args):
+        raise AssertionError("a slot-by-slot copy of a tile")
+    monkeypatch.setattr(TensorStoreCarrier, "get_value", refuse)
+    monkeypatch.setattr(TensorStoreCarrier, "set_value", refuse)
+    te = sw.TiledEvictable(sw.CPU(0), secondary, (grid,), (tile,))
+    assert len(te.secondary_tiles.coordinates) == grid     # held in place
+    proj = te.project(sw.Tensor(te, 0, L(n, 1)), sw.TileSelection([[6, 1, 4]])).wait()
+    expect = np.concatenate([np.arange(k * tile, (k + 1) * tile) for k in (6, 1, 4)])
+    assert np.array_equal(np.from_dlpack(proj), expect.astype(np.float32))
