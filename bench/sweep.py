@@ -372,13 +372,16 @@ class Table:
             return
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        names = sorted({(c, m) for c, m, *_ in self.rows})
+        cases = sorted({c for c, *_ in self.rows})
+        colors = {c: f"C{i}" for i, c in enumerate(cases)}  # the same in both panels
         fig, axes = plt.subplots(1, 2, figsize=(13, 5), sharey=True)
         for ax, mode in zip(axes, ("single", "inflight")):
-            for i, (case, m) in enumerate(n for n in names if n[1] == mode):
+            for case in cases:
                 rows = [r for r in self.rows if r[0] == case and r[1] == mode]
+                if not rows:
+                    continue
                 x = [r[2] for r in rows]
-                color = f"C{i}"
+                color = colors[case]
                 ax.plot(x, [r[3] for r in rows], "-o", color=color, label=f"{case} ours")
                 ax.plot(x, [r[4] for r in rows], "--", color=color, label=f"{case} anchor")
             ax.set_xscale("log", base=2)
@@ -388,7 +391,9 @@ class Table:
                          else f"up to {INFLIGHT} move_async in flight")
             ax.grid(True, which="both", alpha=0.3)
         axes[0].set_ylabel("GB/s")
-        axes[1].legend(fontsize=7, ncol=2)
+        for ax in axes:
+            if ax.lines:
+                ax.legend(fontsize=7, ncol=2)
         fig.tight_layout()
         fig.savefig(path, dpi=110)
         print(f"chart written to {path}")
