@@ -42,9 +42,10 @@ int64_t sw_alloc_live_bytes(void);
  * Stale reads through the pinned range then see zeros or old values, stale
  * writes land only in the quarantined block.
  *
- * sw_alloc_pin is called by the block's owner on a live (not yet freed)
- * block, never concurrently with its sw_free; sw_alloc_unpin may run on any
- * thread at any time, concurrently with sw_free. NULL is ignored by both. */
+ * sw_alloc_pin needs a live (not yet freed) block. Pins, unpins and the
+ * sw_free of a pinned block must be serialized by the caller (the extension
+ * does all three holding the GIL), which keeps an export free of atomic
+ * instructions. NULL is ignored by both. */
 void sw_alloc_pin(void *p);
 void sw_alloc_unpin(void *p);
 /* Blocks freed while pinned and still waiting for their last unpin, and the

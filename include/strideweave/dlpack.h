@@ -101,8 +101,10 @@ typedef struct DLManagedTensorVersioned {
 /* ---- strideweave's packing API ------------------------------------------ */
 
 /* Called exactly once by the managed tensor's deleter, after the block is
- * freed, with the request's `manager_ctx`. It may run on any thread. */
-typedef void (*sw_dlpack_release_fn)(void *manager_ctx);
+ * freed, with the request's `manager_ctx` and `pin`. It may run on any
+ * thread; a caller that pinned `pin` for the export drops that pin here,
+ * under the lock it pins and frees that storage with (see alloc.h). */
+typedef void (*sw_dlpack_release_fn)(void *manager_ctx, void *pin);
 
 /* Everything one export needs. Modes are copied, so the arrays need only
  * live for the call. */
@@ -120,15 +122,13 @@ typedef struct sw_dlpack_request {
     uint64_t flags;           /* versioned only; must be 0 for legacy */
     void *manager_ctx;        /* opaque, stored in the managed tensor */
     sw_dlpack_release_fn release; /* may be NULL */
-    void *pin;                /* NULL, or the live sw_malloc block `data` lies
-                                 in: pinned (sw_alloc_pin) while the managed
-                                 tensor exists, so freeing it meanwhile only
-                                 quarantines it */
+    void *pin;                /* opaque, handed to `release`: the storage block
+                                 the caller pinned for this export, or NULL */
 } sw_dlpack_request;
 
 /* One sw_malloc'd block holds the managed struct, then the shape, then the
- * strides. On success `req->pin` is pinned. The installed deleter frees that
- * block, unpins `pin` and then calls `release(manager_ctx)`. Failure (SW_EINVAL for a malformed request,
+ * strides. The installed deleter frees that block and then calls
+ * `release(manager_ctx, pin)`. Failure (SW_EINVAL for a malformed request,
  * SW_EOVERFLOW for a byte offset past uint64, SW_ENOMEM) allocates nothing
  * and never calls `release`; *out is set only on success. */
 sw_status sw_dlpack_pack(const sw_dlpack_request *req, DLManagedTensor **out,

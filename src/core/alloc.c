@@ -38,7 +38,7 @@ typedef struct block_header {
     void *base;
     size_t bytes;
     size_t total; /* bytes malloc handed out at base */
-    _Atomic uint64_t pins;
+    uint64_t pins; /* serialized by the caller (alloc.h) */
 } block_header;
 
 #define PIN ((uint64_t)2)
@@ -65,7 +65,7 @@ static void *place(void *base, size_t bytes, size_t total)
     h->base = base;
     h->bytes = bytes;
     h->total = total;
-    atomic_init(&h->pins, 0);
+    h->pins = 0;
     atomic_fetch_add(&live_bytes, (int64_t)bytes);
     advise_huge_pages((void *)aligned, bytes);
     return (void *)aligned;
@@ -205,8 +205,7 @@ static void return_pages(void *p, size_t bytes)
 void sw_alloc_pin(void *p)
 {
     if (p)
-        atomic_fetch_add_explicit(&((block_header *)p - 1)->pins, PIN,
-                                  memory_order_relaxed);
+        ((block_header *)p - 1)->pins += PIN;
 }
 
 static void leave_quarantine(block_header *h)
@@ -221,8 +220,8 @@ void sw_alloc_unpin(void *p)
     if (!p)
         return;
     block_header *h = (block_header *)p - 1;
-    /* The last pin of a block its owner already freed frees it. */
-    if (atomic_fetch_sub_explicit(&h->pins, PIN, memory_order_acq_rel) == (PIN | FREED))
+    h->pins -= PIN;
+    if (h->pins == FREED) /* the last pin of a block its owner already freed */
         leave_quarantine(h);
 }
 
@@ -231,20 +230,16 @@ void sw_free(void *p)
     if (!p)
         return;
     block_header *h = (block_header *)p - 1;
-    /* No pins: nobody else can take one now (pins come from the owner). */
-    if (atomic_load_explicit(&h->pins, memory_order_acquire) == 0) {
+    if (h->pins == 0) {
         release_block(h);
         return;
     }
-    /* Pinned: quarantine. A pin of our own keeps the block ours while its
-     * pages go back, even if the other pins are dropped meanwhile. */
-    atomic_fetch_add_explicit(&h->pins, PIN, memory_order_relaxed);
+    /* Pinned: quarantine. The range stays reserved until the last unpin;
+     * its whole pages go back to the kernel now. */
+    h->pins |= FREED;
     atomic_fetch_add(&quarantined_blocks, 1);
     atomic_fetch_add(&quarantined_bytes, (int64_t)h->bytes);
     return_pages(p, h->bytes);
-    /* Drop our pin and mark the block freed in one step (-PIN + FREED). */
-    if (atomic_fetch_sub_explicit(&h->pins, PIN - FREED, memory_order_acq_rel) == PIN)
-        leave_quarantine(h); /* the other pins went while the pages did */
 }
 
 int64_t sw_alloc_quarantined_blocks(void)

@@ -56,9 +56,8 @@ static void legacy_deleter(DLManagedTensor *self)
     void *ctx = self->manager_ctx;
     void *pin = b->pin;
     sw_free(b);
-    sw_alloc_unpin(pin); /* a quarantined storage block goes now */
     if (release)
-        release(ctx);
+        release(ctx, pin);
 }
 
 static void versioned_deleter(DLManagedTensorVersioned *self)
@@ -70,9 +69,8 @@ static void versioned_deleter(DLManagedTensorVersioned *self)
     void *ctx = self->manager_ctx;
     void *pin = b->pin;
     sw_free(b);
-    sw_alloc_unpin(pin); /* a quarantined storage block goes now */
     if (release)
-        release(ctx);
+        release(ctx, pin);
 }
 
 /* Internal so the hot path inlines it (-fPIC keeps exported calls out of line). */
@@ -169,7 +167,6 @@ sw_status sw_dlpack_pack(const sw_dlpack_request *req, DLManagedTensor **out,
     b->m.deleter = legacy_deleter;
     b->release = req->release;
     b->pin = req->pin;
-    sw_alloc_pin(req->pin);
     *out = &b->m;
     return SW_OK;
 }
@@ -194,7 +191,6 @@ sw_status sw_dlpack_pack_versioned(const sw_dlpack_request *req,
     fill_tensor(&b->m.dl_tensor, req, b->modes, byte_offset);
     b->release = req->release;
     b->pin = req->pin;
-    sw_alloc_pin(req->pin);
     *out = &b->m;
     return SW_OK;
 }

@@ -44,11 +44,6 @@ static int interpreter_gone(void)
 #endif
 }
 
-/* The core deleter's release callback: drop the capsule's reference to the
- * Tensor. Consumers call the deleter from any thread, with or without the
- * GIL, possibly while the interpreter is finalizing or after it is gone;
- * then the reference is leaked rather than touching a dead interpreter.
- * NULL: the capsule destructor already took the reference (below). */
 /* Dropping the Tensor may run arbitrary code (finalizers); keep a pending
  * exception out of its way and restore it afterwards. GIL held. */
 static void drop_keeping_error(PyObject *obj)
@@ -63,11 +58,25 @@ static void drop_keeping_error(PyObject *obj)
     }
 }
 
-static void release_tensor(void *ctx)
+/* The core deleter's release callback: drop the export's storage pin and
+ * the capsule's reference to the Tensor. Consumers call the deleter from
+ * any thread, with or without the GIL, possibly while the interpreter is
+ * finalizing or after it is gone; then both are leaked rather than touching
+ * a dead interpreter. ctx NULL: the capsule destructor already took the
+ * reference and holds the GIL (below). The pin (a CPU carrier's storage,
+ * else NULL) is dropped under the GIL, like every pin and free of that
+ * storage (alloc.h): a block released meanwhile, quarantined (C-15a), is
+ * freed by its last export's deleter here. */
+static void release_tensor(void *ctx, void *pin)
 {
-    if (!ctx || interpreter_gone())
+    if (!ctx) { /* the capsule destructor: GIL held, it drops the Tensor */
+        sw_alloc_unpin(pin);
+        return;
+    }
+    if (interpreter_gone())
         return;
     PyGILState_STATE gil = PyGILState_Ensure();
+    sw_alloc_unpin(pin);
     drop_keeping_error((PyObject *)ctx);
     PyGILState_Release(gil);
 }
@@ -606,7 +615,7 @@ PyObject *sw_py_tensor_dlpack(PyObject *self, PyObject *const *args,
     /* A CPU carrier's storage is one sw_malloc block: pinned while the
      * capsule (or the consumer's array) can reach it, so a release or move
      * meanwhile quarantines it instead of handing it to another allocation. */
-    req.pin = info.cpu ? req.data : NULL;
+    req.pin = info.cpu ? req.data : NULL; /* pinned once packed */
 
     sw_error err;
     void *managed;
@@ -618,6 +627,7 @@ PyObject *sw_py_tensor_dlpack(PyObject *self, PyObject *const *args,
         goto error;
     }
     Py_INCREF(self); /* owned by manager_ctx, dropped by the deleter */
+    sw_alloc_pin(req.pin); /* unpinned by the deleter's release_tensor */
     capsule = versioned
         ? PyCapsule_New(managed, VERSIONED_NAME, versioned_capsule_destructor)
         : PyCapsule_New(managed, LEGACY_NAME, legacy_capsule_destructor);

@@ -12,10 +12,13 @@
 static int releases;
 static void *released_ctx;
 
-static void count_release(void *ctx)
+static void *released_pin;
+
+static void count_release(void *ctx, void *pin)
 {
     releases++;
     released_ctx = ctx;
+    released_pin = pin;
 }
 
 static float storage[64];
@@ -52,6 +55,7 @@ static void test_legacy_fields_and_layout(void)
     int64_t ext[3] = {2, 3, 4}, str[3] = {1, 0, 6};
     int64_t before = sw_alloc_live_bytes();
     sw_dlpack_request r = sample(ext, str, 3);
+    r.pin = storage + 1; /* opaque: handed back to the release callback */
     DLManagedTensor *m = NULL;
     sw_error err;
     CHECK(sw_dlpack_pack(&r, &m, &err) == SW_OK);
@@ -88,6 +92,7 @@ static void test_legacy_fields_and_layout(void)
     m->deleter(m);
     CHECK_EQ_I64(releases, 1);
     CHECK(released_ctx == &releases);
+    CHECK(released_pin == storage + 1);
     CHECK_EQ_I64(sw_alloc_live_bytes(), before);
 }
 

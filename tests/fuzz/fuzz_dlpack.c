@@ -8,9 +8,10 @@
 
 static int released;
 
-static void on_release(void *ctx)
+static void on_release(void *ctx, void *pin)
 {
     (void)ctx;
+    (void)pin;
     released++;
 }
 
