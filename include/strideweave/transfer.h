@@ -70,8 +70,9 @@ sw_status sw_transfer_run(const sw_transfer *t, sw_error *err);
 /* sw_transfer_run, with a large span copy (bulk, or a layout covering its
  * span) cut into huge-page-aligned parts run side by side on the helper
  * threads of parallel.h, so a fresh destination is faulted and filled by
- * several threads. The first failing part's error is returned; other
- * parts may have written their pieces of the destination. */
-sw_status sw_transfer_run_parallel(const sw_transfer *t, sw_error *err);
+ * several threads, `max_threads` at most counting the caller (<= 0: as
+ * many as there are helpers). The first failing part's error is returned;
+ * other parts may have written their pieces of the destination. */
+sw_status sw_transfer_run_parallel(const sw_transfer *t, int max_threads, sw_error *err);
 
 #endif

@@ -397,7 +397,7 @@ static void run_part(void *ctx, int i)
     p->st[i] = move_span(p->t, &sb, &p->err[i]);
 }
 
-sw_status sw_transfer_run_parallel(const sw_transfer *t, sw_error *err)
+sw_status sw_transfer_run_parallel(const sw_transfer *t, int max_threads, sw_error *err)
 {
     sw_status st = check_header(t, err);
     if (st != SW_OK || t->cosize == 0)
@@ -409,6 +409,8 @@ sw_status sw_transfer_run_parallel(const sw_transfer *t, sw_error *err)
     if (!t->bulk && !covers_span(t))
         return move_values(t, &sb, err);
     int width = sb.len >= PARALLEL_MIN_BYTES ? sw_parallel_width() : 1;
+    if (max_threads > 0 && width > max_threads)
+        width = max_threads;
     if (width > MAX_PARTS)
         width = MAX_PARTS;
     if (width < 2)

@@ -12,9 +12,10 @@
  * operations between built-in carriers) become jobs on the core executor;
  * its pool threads never touch Python. One completion thread, with its own
  * thread state, pops finished jobs and commits them holding the GIL. A
- * synchronous move (move(), MoveOperation.forward) skips that round trip:
- * its C transfer runs on the caller, GIL released past the inline bound,
- * and commits there, with the same pending marks and one commit. Routes
+ * synchronous move (move(), MoveOperation.forward) up to 16 MiB skips that
+ * round trip: its C transfer runs on the caller, GIL released past the
+ * inline bound, and commits there, with the same pending marks and one
+ * commit. Routes
  * that must call Python (a user _copy, carriers written in Python) run on
  * the submitting thread, with transfer access to the two carriers, and
  * commit there. A dropped handle changes nothing: the request holds its own
@@ -29,6 +30,7 @@
 #include "sw_profiling.h"
 #include "strideweave/blockdev.h"
 #include "strideweave/clock.h"
+#include "strideweave/parallel.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -47,6 +49,13 @@
 /* Transfers this small finish on the submitting thread: a pool round trip
  * would cost more than the copy. */
 #define INLINE_BYTES ((size_t)64 << 10)
+/* A synchronous move up to this size runs on its caller (the pool round
+ * trip is most of a small move's cost); a bigger one goes to the pool as
+ * before, so that its caller sleeps through the copy rather than spend the
+ * CPU time the scheduler later charges it for (a caller that copied
+ * 256 MiB itself was found preempted by the next pool wake-up for the whole
+ * of that next copy, on a busy 2-CPU machine). */
+#define SYNC_INLINE_BYTES ((size_t)16 << 20)
 
 typedef struct move_request {
     sw_job job;                 /* first: what the executor sees */
@@ -69,6 +78,7 @@ typedef struct move_request {
     struct move_request *live_prev, *live_next; /* the live list (GIL) */
     int grew;                   /* the move grew an empty destination */
     int forked;                 /* failed in a forked child: the file is shared */
+    int sync;                   /* its caller waits for it at once */
 } move_request;
 
 /* Executor state. The pointers change only with the GIL held; the in-flight
@@ -356,11 +366,21 @@ static void commit(move_request *r, PyObject *error)
 
 /* ---- the executor, its completion thread, and the exit hook --------------- */
 
+/* The transfer of a request. For a synchronous move a large span takes
+ * every helper (its caller only waits); for move_async it leaves one CPU
+ * to the Python threads that keep running meanwhile. */
+static void run_transfer(move_request *r)
+{
+    int most = r->sync ? 0 : sw_parallel_width() - 1;
+    if (!r->sync && most < 1)
+        most = 1;
+    r->status = r->blockdev ? sw_blockdev_transfer(r->blockdev, &r->transfer, &r->err)
+                            : sw_transfer_run_parallel(&r->transfer, most, &r->err);
+}
+
 static void run_request(sw_job *job)
 {
-    move_request *r = (move_request *)job;
-    r->status = r->blockdev ? sw_blockdev_transfer(r->blockdev, &r->transfer, &r->err)
-                            : sw_transfer_run_parallel(&r->transfer, &r->err);
+    run_transfer((move_request *)job);
 }
 
 static void completion_main(void *arg)
@@ -784,7 +804,7 @@ static int run_python_copy_async(move_request *r, PyObject *op, PyObject *tensor
     return 0;
 }
 
-/* A synchronous move's C transfer on the calling thread, the GIL released
+/* A small synchronous move's C transfer on the calling thread, the GIL released
  * past the inline bound, then its commit right here: no pool round trip and
  * no completion-thread handoff. It counts as in flight, so the exit hook
  * waits for its commit. Block devices take their lock here (the GIL is
@@ -796,7 +816,7 @@ static void run_here(move_request *r)
         r->status = sw_transfer_run(&r->transfer, &r->err);
     } else {
         Py_BEGIN_ALLOW_THREADS
-        run_request(&r->job);
+        run_transfer(r);
         Py_END_ALLOW_THREADS
     }
     commit(r, NULL);
@@ -820,7 +840,9 @@ static void submit(move_request *r, PyObject *op, PyObject *tensor, int sync)
         r->blockdev = sw_py_block_device_core(r->source);
         if (!r->blockdev)
             r->blockdev = sw_py_block_device_core(r->destination);
-        if (c == 1 && sync && !holding) {
+        r->sync = sync;
+        if (c == 1 && sync && !holding &&
+            (size_t)r->cosize * r->transfer.itemsize <= SYNC_INLINE_BYTES) {
             run_here(r);
             return;
         }

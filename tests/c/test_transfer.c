@@ -608,7 +608,7 @@ static void test_parallel_spans(big *b)
                              bulk ? b->ext : dense_ext, bulk ? b->str : dense_str};
             size_t bytes = (size_t)t.cosize * 4;
             memset(host, FILL, BIG_BYTES + 64);
-            CHECK_EQ_I64(sw_transfer_run_parallel(&t, &err), SW_OK);
+            CHECK_EQ_I64(sw_transfer_run_parallel(&t, 0, &err), SW_OK);
             if (kind == 1)
                 CHECK(read_all(fd, back, bytes, 12) == 0);
             else
@@ -618,7 +618,7 @@ static void test_parallel_spans(big *b)
                 CHECK(all_equal(host, 12, FILL) && all_equal(host + 12 + bytes, 4, FILL));
             if (sw_fault_enabled() && kind != 0) {
                 CHECK_EQ_I64(sw_fault_arm(kind == 1 ? "pwrite" : "pread", 1, 1), SW_OK);
-                CHECK_EQ_I64(sw_transfer_run_parallel(&t, &err), SW_EIO);
+                CHECK_EQ_I64(sw_transfer_run_parallel(&t, 0, &err), SW_EIO);
                 CHECK(strstr(err.msg, "injected") != NULL);
                 sw_fault_clear();
             }
