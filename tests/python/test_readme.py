@@ -32,10 +32,11 @@ def section(text, title):
     return text[start:end if end >= 0 else len(text)]
 
 
-def test_readme_every_python_block_runs_in_order(tmp_path, monkeypatch):
+def test_readme_every_python_block_runs_in_order(s3_endpoint, tmp_path, monkeypatch):
     # The blocks build on each other (the Usage block defines t), as a reader
     # would run them; each must run as written (in a scratch directory: a
-    # block may write a file).
+    # block may write a file). "Beyond one machine" talks to the loopback S3
+    # server (STRIDEWEAVE_S3_ENDPOINT, bucket sw-readme).
     monkeypatch.chdir(tmp_path)
     scope = {}
     for n, code in enumerate(python_blocks(README.read_text())):
@@ -179,7 +180,8 @@ def run_checking_shown(code, scope, where):
     return checked
 
 
-def test_readme_comments_show_what_the_code_prints():
+def test_readme_comments_show_what_the_code_prints(s3_endpoint, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a block writes a file; the S3 block needs the server
     scope = {}
     checked = 0
     for n, code in enumerate(python_blocks(README.read_text())):
@@ -251,3 +253,18 @@ def test_readme_progress_bar_runs_with_tqdm(tmp_path, monkeypatch, capsys):
     spans = [e for e in json.load(open(tmp_path / "moves.json"))["traceEvents"]
              if e.get("ph") == "X"]
     assert [s["args"]["bytes"] for s in spans] == [big_bytes]
+
+
+def test_readme_s3_section_means_what_it_says(s3_endpoint, s3):
+    text = section(README.read_text(), "## Beyond one machine")
+    (code,) = python_blocks(text)
+    scope = {}
+    exec(compile(code, "README.md", "exec"), scope)
+    assert scope["w"].carrier.is_released() is False       # save keeps the source
+    assert scope["x"].carrier.is_released() and scope["tier"].is_evicted() is False
+    import json
+    meta = json.loads(s3.client.get_object(Bucket="sw-readme",
+                                           Key="weights/zarr.json")["Body"].read())
+    assert meta["attributes"]["strideweave"] == {
+        "layout": {"shape": [2, 3], "stride": [1, 2]}, "offset": 0, "dtype": "Float32"}
+    assert '"layout": {"shape": [2, 3], "stride": [1, 2]}' in text

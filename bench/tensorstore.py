@@ -1,0 +1,173 @@
+"""TensorStoreCarrier speed against TensorStore itself, measured in the same run.
+
+One line per case: our median time, the anchor's median time, and the ratio
+(anchor time / our time: 1.0 means as fast as the engine alone). The two
+sides alternate round by round on fresh arrays of the same chunking in the
+same temporary directory (file kvstore); the figure is the median over rounds
+after one warm-up round. Targets (issue 20): >= 0.9x on both cases, and
+move_async returning in <= 100 us.
+
+Cases:
+  CPU->TS->CPU   move() of 256 MiB of Float32 into a fresh file-kvstore
+                 TensorStoreCarrier and back into a fresh CPU carrier, vs
+                 `store.write(ndarray).result()` then `store.read().result()`
+                 on an array of the same size and chunking;
+  16 tiles       TiledEvictable(CPU(0), <file-kvstore array>).project of 16
+                 tiles of 4 MiB (one chunk each) held in the store, vs the
+                 engine reading the same 16 chunks itself (16 `store[...]`
+                 reads issued together, then waited for);
+  move_async     the time move_async takes to return at 256 MiB.
+
+    SW_BUILD_DIR=build/bench tools/dev python bench/tensorstore.py
+    SW_BUILD_DIR=build/bench tools/dev python bench/tensorstore.py --smoke
+"""
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+
+from _release_only import require_release_build
+
+require_release_build()
+# This script's own name would shadow the engine's package: drop its folder.
+sys.path[:] = [p for p in sys.path
+               if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))]
+
+import numpy as np
+import tensorstore as ts
+
+import strideweave as sw
+from strideweave.tensorstore import TensorStoreCarrier
+
+
+def layout(n):
+    return sw.Layout(sw.Shape(n), sw.Stride(1))
+
+
+def filled(n):
+    c = sw.CPU(n, empty=True)
+    np.from_dlpack(sw.Tensor(c, 0, layout(n)))[:] = np.arange(n, dtype=np.float32)
+    return sw.Tensor(c, 0, layout(n))
+
+
+def spec(root):
+    return {"driver": "zarr3", "kvstore": {"driver": "file", "path": f"{root}/{uuid.uuid4().hex}/"}}
+
+
+def engine_store(root, n, chunk):
+    s = spec(root)
+    s["metadata"] = {"shape": [n], "data_type": "float32",
+                     "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [chunk]}},
+                     "chunk_key_encoding": {"name": "default"},
+                     "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+                     "fill_value": 0}
+    return ts.open(s, create=True, context=ts.Context()).result()
+
+
+def ours_round_trip(root, n, chunk):
+    t = filled(n)
+    dst = TensorStoreCarrier.create(spec(root), n, chunk_slots=chunk)
+    start = time.perf_counter()
+    back = sw.move(sw.move(t, dst), sw.CPU(n, empty=True))
+    elapsed = time.perf_counter() - start
+    assert back.carrier.size() == n
+    back.carrier.release()
+    return elapsed
+
+
+def engine_round_trip(root, n, chunk):
+    a = np.arange(n, dtype=np.float32)
+    store = engine_store(root, n, chunk)
+    start = time.perf_counter()
+    store.write(a).result()
+    out = store.read().result()
+    elapsed = time.perf_counter() - start
+    assert out.shape == (n,)
+    return elapsed
+
+
+def async_return(root, n, chunk):
+    t = filled(n)
+    dst = TensorStoreCarrier.create(spec(root), n, chunk_slots=chunk)
+    start = time.perf_counter()
+    h = sw.move_async(t, dst)
+    elapsed = time.perf_counter() - start
+    h.wait().carrier.release()
+    return elapsed
+
+
+class Tiles:
+    """One file-kvstore array of `grid` chunks of `tile` slots, seen by a
+    TiledEvictable (all tiles held in the store) and by the engine."""
+
+    def __init__(self, root, grid, tile):
+        self.grid, self.tile, self.n = grid, tile, grid * tile
+        self.spec = spec(root)
+        sw.move(filled(self.n), TensorStoreCarrier.create(self.spec, 0, chunk_slots=tile)) \
+            .carrier.release()
+        self.te = sw.TiledEvictable(sw.CPU(0), TensorStoreCarrier.open(self.spec),
+                                    (grid,), (tile,))
+        self.full = sw.Tensor(self.te, 0, layout(self.n))
+        self.store = ts.open(self.spec, context=ts.Context()).result()
+
+    def picks(self, rng):
+        return sorted(rng.choice(self.grid, 16, replace=False).tolist())
+
+    def ours(self, picks):
+        start = time.perf_counter()
+        proj = self.te.project(self.full, sw.TileSelection([picks])).wait()
+        elapsed = time.perf_counter() - start
+        proj.carrier.release()
+        return elapsed
+
+    def engine(self, picks):
+        start = time.perf_counter()
+        futures = [self.store[k * self.tile:(k + 1) * self.tile].read() for k in picks]
+        arrays = [f.result() for f in futures]
+        elapsed = time.perf_counter() - start
+        assert len(arrays) == 16
+        return elapsed
+
+
+def report(name, ours, anchor):
+    o, a = statistics.median(ours), statistics.median(anchor)
+    print(f"{name:<14} ours {o * 1e3:9.2f} ms   engine {a * 1e3:9.2f} ms   ratio {a / o:5.2f}x")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, one round")
+    args = parser.parse_args()
+    mib, chunk, tile, grid, rounds = 256, 1 << 20, 1 << 20, 64, args.rounds
+    if args.smoke:
+        mib, chunk, tile, grid, rounds = 1, 1 << 14, 1 << 10, 32, 1
+    n = mib * (1 << 20) // 4
+    root = tempfile.mkdtemp(prefix="sw-bench-tensorstore-", dir=os.environ.get("TMPDIR"))
+    try:
+        rng = np.random.default_rng(0)
+        tiles = Tiles(root, grid, tile)
+        ours, anchor, ours_t, anchor_t, returns = [], [], [], [], []
+        for r in range(rounds + 1):
+            o, a = ours_round_trip(root, n, chunk), engine_round_trip(root, n, chunk)
+            picks = tiles.picks(rng)
+            ot, at = tiles.ours(picks), tiles.engine(picks)
+            ret = async_return(root, n, chunk)
+            if r:  # round 0 warms up
+                ours.append(o), anchor.append(a), ours_t.append(ot), anchor_t.append(at)
+                returns.append(ret)
+        report(f"CPU->TS->CPU {mib} MiB"[:14], ours, anchor)
+        report("16 tiles", ours_t, anchor_t)
+        print(f"move_async     returns in {statistics.median(returns) * 1e6:.1f} us "
+              f"at {mib} MiB (target <= 100 us)")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
