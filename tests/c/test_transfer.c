@@ -596,7 +596,8 @@ static void test_parallel_spans(big *b)
     int64_t slots = dense_ext[0] * dense_ext[1];
     for (int kind = 0; kind < 3; kind++) {
         for (int bulk = 0; bulk < 2; bulk++) {
-            int fd = fresh_file(b->got, BIG_BYTES + 64);
+            memset(host, FILL, BIG_BYTES + 64);
+            int fd = fresh_file(host, BIG_BYTES + 64); /* b->got is only BIG_BYTES */
             sw_endpoint hs = {SW_ENDPOINT_HOST, b->src, -1, 0};
             sw_endpoint hd = {SW_ENDPOINT_HOST, host, -1, 3};
             sw_endpoint fdst = {SW_ENDPOINT_FILE, NULL, fd, 3};
