@@ -129,14 +129,14 @@ static sw_status element_slot(const sw_tensor *t, sw_dtype want, const char *fn,
     sw_status sw_tensor_get_##suffix(const sw_tensor *t, int64_t index, ctype *out,        \
                                      sw_error *err)                                        \
     {                                                                                      \
-        int64_t slot;                                                                      \
+        int64_t slot = 0;                                                                  \
         sw_status st = element_slot(t, dt, "sw_tensor_get_" #suffix, index, &slot, err);   \
         return st != SW_OK ? st : sw_carrier_read(t->carrier, slot, 1, out, err);          \
     }                                                                                      \
     sw_status sw_tensor_set_##suffix(const sw_tensor *t, int64_t index, ctype value,       \
                                      sw_error *err)                                        \
     {                                                                                      \
-        int64_t slot;                                                                      \
+        int64_t slot = 0;                                                                  \
         sw_status st = element_slot(t, dt, "sw_tensor_set_" #suffix, index, &slot, err);   \
         return st != SW_OK ? st : sw_carrier_write(t->carrier, slot, 1, &value, err);      \
     }

@@ -51,7 +51,9 @@ static inline void sw_msg_mode_label(const sw_mode_path *path, const char *whole
 static inline void sw_msg_mode_name(const sw_mode_path *path, const char *whole, long long size,
                                     char *buf, size_t cap)
 {
-    char label[1024];
+    /* The longest label (64 levels deep) is under 900 characters; a label
+     * shorter than 1024 - 32 leaves a 1024-byte buf room for the size. */
+    char label[1024 - 32];
     sw_msg_mode_label(path, whole, label, sizeof label);
     if (path->depth)
         snprintf(buf, cap, "%s of size %lld", label, size);

@@ -309,7 +309,12 @@ def test_exit_drain_stops_on_ctrl_c():
     # before the drain comes from a C-level atexit callback (no Python
     # bytecode runs between it and the drain, so the signal cannot be taken
     # by anything else).
-    code = textwrap.dedent(STUCK_PROVIDER) + textwrap.dedent("""
+    # The child takes Ctrl-C even when this runner was started with SIGINT
+    # ignored (a background job of a non-interactive shell), which it inherits.
+    code = textwrap.dedent("""
+        import signal
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    """) + textwrap.dedent(STUCK_PROVIDER) + textwrap.dedent("""
         atexit.register(print, "draining", flush=True)
     """)
     proc = subprocess.Popen([sys.executable, "-c", code],
