@@ -264,8 +264,11 @@ sw_status sw_tensor_broadcast(const sw_tensor *t, const int64_t *extents, sw_ten
 
 /* ---- DLPack --------------------------------------------------------------- */
 
-static void dlpack_done(void *ctx)
+/* The C API keeps an exported carrier's storage until its last export ends
+ * (sw_carrier_export_begin/end), so it passes no allocator pin. */
+static void dlpack_done(void *ctx, void *pin)
 {
+    (void)pin;
     sw_tensor *t = ctx;
     sw_carrier_export_end(t->carrier);
     sw_tensor_unref(t);
