@@ -373,7 +373,10 @@ def test_no_import_path_on_any_public_module_or_class():
     # Seed: "Offer no adoption path" -- the only DLPack names anywhere are the
     # producer's __dlpack__/__dlpack_device__ and the carrier opt-in hook.
     allowed = {"__dlpack__", "__dlpack_device__", "dlpack_info"}
-    modules = [sw] + [importlib.import_module("strideweave." + m.name) for m in pkgutil.walk_packages(sw.__path__)]
+    # With the prefix, walk_packages imports strideweave.tensorstore, not the
+    # top-level TensorStore package of the same short name.
+    modules = [sw] + [importlib.import_module(m.name)
+                      for m in pkgutil.walk_packages(sw.__path__, "strideweave.")]
     found = set()
     for mod in modules:
         for name, value in vars(mod).items():
