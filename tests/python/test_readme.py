@@ -179,7 +179,8 @@ def run_checking_shown(code, scope, where):
     return checked
 
 
-def test_readme_comments_show_what_the_code_prints():
+def test_readme_comments_show_what_the_code_prints(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a block writes moves.json: not into the checkout
     scope = {}
     checked = 0
     for n, code in enumerate(python_blocks(README.read_text())):
