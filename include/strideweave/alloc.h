@@ -62,5 +62,11 @@ sw_status sw_fault_arm(const char *name, long skip, long count);
 void sw_fault_clear(void);
 /* 1 when the current call of `name` must fail. Thread-safe. */
 int sw_fault_hit(const char *name);
+/* A pause point: when `name` is hit, the calling thread stops here until
+ * sw_fault_resume(). sw_fault_wait_paused() blocks until a thread is
+ * stopped at one. Without fault injection nothing is ever hit. */
+void sw_fault_pause(const char *name);
+void sw_fault_wait_paused(void);
+void sw_fault_resume(void);
 
 #endif

@@ -14,6 +14,8 @@
 
 #include "strideweave/alloc.h"
 
+static void list_open(sw_blockdev *d);
+
 /* Zero-writes go through a buffer of at most this size. */
 #define ZERO_CHUNK_BYTES ((int64_t)8 << 20)
 /* Direct writes: requests of this size, from buffers aligned to this; only
@@ -302,7 +304,9 @@ sw_status sw_blockdev_open(const char *path, sw_blockdev **out, sw_error *err)
     d->physical_block_size = (int64_t)physical;
     d->alignment = (int64_t)physical > logical ? (int64_t)physical : logical;
     atomic_init(&d->faulted, 0);
+    atomic_init(&d->transferring, 0);
     pthread_mutex_init(&d->lock, NULL);
+    list_open(d);
     sw_extent_map_init(&d->extents, d->capacity_bytes, d->alignment);
     *out = d;
     return SW_OK;
@@ -315,6 +319,76 @@ sw_status sw_blockdev_open(const char *path, sw_blockdev **out, sw_error *err)
     return sw_error_set(err, SW_ENOTSUP, "block devices are supported on Linux only");
 }
 #endif
+
+/* ---- fork safety ------------------------------------------------------- */
+
+/* Every open device, so that a forked child can reach their locks. */
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+static sw_blockdev *open_head;
+
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&open_lock);
+}
+
+static void fork_parent(void)
+{
+    pthread_mutex_unlock(&open_lock);
+}
+
+/* The child has only the forking thread. A device lock some other thread
+ * held (a pool thread mid-transfer) would never be unlocked here: make it
+ * fresh, and note a transfer that was cut off. The forking thread never
+ * holds a device lock across fork(). */
+static void fork_child(void)
+{
+    for (sw_blockdev *d = open_head; d; d = d->open_next) {
+        if (pthread_mutex_trylock(&d->lock) == 0)
+            pthread_mutex_unlock(&d->lock);
+        else
+            pthread_mutex_init(&d->lock, NULL);
+        if (atomic_exchange(&d->transferring, 0))
+            d->forked_mid_transfer = 1;
+    }
+    pthread_mutex_init(&open_lock, NULL);
+}
+
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void install_fork_handlers(void)
+{
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+static void list_open(sw_blockdev *d)
+{
+    pthread_once(&fork_once, install_fork_handlers);
+    pthread_mutex_lock(&open_lock);
+    d->open_prev = NULL;
+    d->open_next = open_head;
+    if (open_head)
+        open_head->open_prev = d;
+    open_head = d;
+    pthread_mutex_unlock(&open_lock);
+}
+
+static void unlist_open(sw_blockdev *d)
+{
+    pthread_mutex_lock(&open_lock);
+    if (d->open_prev)
+        d->open_prev->open_next = d->open_next;
+    else if (open_head == d)
+        open_head = d->open_next;
+    if (d->open_next)
+        d->open_next->open_prev = d->open_prev;
+    d->open_prev = d->open_next = NULL;
+    pthread_mutex_unlock(&open_lock);
+}
+
+int sw_blockdev_forked_mid_transfer(const sw_blockdev *d)
+{
+    return d->forked_mid_transfer;
+}
 
 void sw_blockdev_close(sw_blockdev *d)
 {
@@ -331,6 +405,7 @@ void sw_blockdev_free(sw_blockdev *d)
     if (!d)
         return;
     sw_blockdev_close(d);
+    unlist_open(d);
     sw_extent_map_destroy(&d->extents);
     pthread_mutex_destroy(&d->lock);
     sw_free(d);
@@ -622,7 +697,10 @@ sw_status sw_blockdev_transfer(sw_blockdev *d, const sw_transfer *t, sw_error *e
         st = sw_error_set(err, SW_ESTATE, "the block device is faulted by an earlier I/O "
                           "error or closed; its data can no longer be moved");
     } else {
+        atomic_store(&d->transferring, 1);
+        sw_fault_pause("blockdev_transfer_pause"); /* tests: stop with the lock held */
         st = run_transfer(d, t, err);
+        atomic_store(&d->transferring, 0);
         /* B-11: a transfer into the device commits only once it is durable. */
         if (st == SW_OK && t->dst.kind == SW_ENDPOINT_FILE && t->dst.fd == d->fd)
             st = sw_blockdev_flush_locked(d, err);

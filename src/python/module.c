@@ -73,6 +73,7 @@ static struct PyModuleDef module_def = {
 };
 
 typedef int (*init_fn)(PyObject *);
+int sw_py_fault_pause_init(PyObject *module); /* py_fault_pause.c */
 
 /* Order matters: later concepts use earlier ones' types. */
 static const init_fn inits[] = {
@@ -85,6 +86,7 @@ static const init_fn inits[] = {
     sw_py_move_init,    sw_py_profiling_init,
     sw_py_tiled_evictable_init,
     sw_py_build_info_init,
+    sw_py_fault_pause_init,
     sw_py_signature_init, /* last: it reads every other public name */
 };
 

@@ -11,6 +11,7 @@
  * changes unless the move succeeded (E-5). */
 #include "sw_carrier.h"
 #include "sw_extension.h"
+#include "sw_fork_guard.h"
 #include "sw_move.h"
 #include "sw_profiling.h"
 
@@ -332,7 +333,35 @@ static PyObject *move_tier(SwEvictableObject *e, PyObject *from, int64_t from_to
     return moved;
 }
 
+/* A transition another thread was running when the process forked: the
+ * child clears its pending mark and the access it held on the tiers. The
+ * move inside it was ended with the inherited moves; the Evictable stays
+ * where it was before the transition. */
+typedef struct {
+    sw_fork_guard g; /* first */
+    PyObject *self;
+} transition_guard;
+
+static void transition_forked(sw_fork_guard *g)
+{
+    PyObject *self = ((transition_guard *)g)->self;
+    CARRIER(self)->pending &= ~SW_PENDING_SOURCE;
+    sw_fork_guard_drop_access(EV(self)->primary, g->thread);
+    sw_fork_guard_drop_access(EV(self)->secondary, g->thread);
+}
+
+static int transition_marked(PyObject *self, int evict);
+
 static int transition(PyObject *self, int evict)
+{
+    transition_guard guard = {.self = self};
+    sw_fork_guard_enter(&guard.g, transition_forked);
+    int rc = transition_marked(self, evict);
+    sw_fork_guard_leave(&guard.g);
+    return rc;
+}
+
+static int transition_marked(PyObject *self, int evict)
 {
     SwEvictableObject *e = EV(self);
     if (refuse_transition(self, evict ? "evict" : "promote") < 0)

@@ -27,6 +27,7 @@
 #include "sw_extension.h"
 #include "sw_messages.h"
 #include "sw_move.h"
+#include "sw_fork_guard.h"
 #include "sw_profiling.h"
 #include "strideweave/blockdev.h"
 #include "strideweave/clock.h"
@@ -735,6 +736,7 @@ static PyObject *after_fork_in_child(PyObject *mod, PyObject *unused)
         r = next;
     }
     sw_py_tiled_fail_inherited();
+    sw_fork_guards_end_inherited();
     if (PyErr_Occurred())
         return NULL;
     Py_RETURN_NONE;

@@ -28,6 +28,7 @@
 #include "sw_tiled.h"
 #include "sw_extension.h"
 #include "sw_move.h"
+#include "sw_fork_guard.h"
 
 #include <string.h>
 
@@ -356,6 +357,8 @@ struct residency {
     PyObject *error;      /* the first failure */
     residency *live_prev, *live_next; /* deferred to the waiter threads */
     int deferred;
+    sw_fork_guard guard;  /* a synchronous request, until it finishes */
+    int guarded;
 };
 
 /* Requests handed to the waiter threads and not yet finished, so that a
@@ -515,6 +518,10 @@ static int residency_finish(residency *q)
 {
     SwTiledEvictableObject *te = TILED(q->self);
     defer_untrack(q);
+    if (q->guarded) {
+        sw_fork_guard_leave(&q->guard);
+        q->guarded = 0;
+    }
     for (int64_t i = 0; i < q->n; i++) {
         if (!q->waits[i].src)
             continue;
@@ -602,6 +609,31 @@ static void residency_defer(residency *q)
     }
 }
 
+/* A synchronous request another thread was running when the process
+ * forked (the child, GIL held): a tile copy it had started never returns
+ * here, so its marks and access are dropped; then the request fails like
+ * an inherited one: fresh copies dropped, tiles where they were and no
+ * longer pending. */
+static void residency_forked(sw_fork_guard *g)
+{
+    residency *q = (residency *)((char *)g - offsetof(residency, guard));
+    SwTiledEvictableObject *te = TILED(q->self);
+    q->guarded = 0;
+    for (int64_t i = 0; i < q->n; i++) {
+        sw_tile_rec *r = &te->tiles[q->idx[i]];
+        if (q->waits[i].src || !q->staged[i])
+            continue; /* provider copies: residency_finish unmarks them */
+        if (r->store && !r->full)
+            CARRIER(r->store)->pending &= ~SW_PENDING_SOURCE;
+        CARRIER(q->staged[i])->pending &= ~SW_PENDING_DESTINATION;
+        sw_fork_guard_drop_access(r->store, g->thread);
+        sw_fork_guard_drop_access(q->staged[i], g->thread);
+    }
+    residency_fail(q, sw_py_move_forked_error("tile transfer"));
+    residency_finish(q);
+    PyErr_Clear(); /* the failure went nowhere: no caller survives here */
+}
+
 /* Stage and commit the moves of tiles idx[0..n) (the ones needing work),
  * all or nothing, on this thread: provider completions are waited for
  * here. Marks every listed tile pending meanwhile. */
@@ -610,6 +642,8 @@ static int run_residency(PyObject *self, const int64_t *idx, int64_t n, int evic
     residency *q = residency_new(self, idx, n, evict, NULL);
     if (!q)
         return -1;
+    q->guarded = 1;
+    sw_fork_guard_enter(&q->guard, residency_forked);
     residency_stage(q);
     for (int64_t i = 0; i < q->n; i++)
         if (q->waits[i].w.completion)
@@ -663,7 +697,13 @@ static PyObject *residency_async(PyObject *self, PyObject *tiles, int evict)
         sw_py_await_complete(handle, NULL, exc);
         Py_XDECREF(exc);
     } else {
+        /* Staging runs tier hooks and providers, which may let another
+         * thread fork: guard it like a synchronous request. */
+        q->guarded = 1;
+        sw_fork_guard_enter(&q->guard, residency_forked);
         residency_stage(q);
+        sw_fork_guard_leave(&q->guard);
+        q->guarded = 0;
         if (q->outstanding)
             residency_defer(q);
         else

@@ -8,6 +8,7 @@
  * slot access), run the plan's promotions (all or nothing), build the
  * result, drop the pins and evict the plan's evict tiles. The gather reads
  * tiles where they are, so a failure anywhere leaves residency unchanged. */
+#include "sw_fork_guard.h"
 #include "sw_tiled.h"
 #include "sw_move.h"
 
@@ -148,6 +149,7 @@ typedef struct projection {
     int64_t n;
     int64_t *pinned;  /* linear tile indices, npinned (with repeats) */
     int64_t npinned;
+    sw_fork_guard guard; /* while the tiles are pinned */
 } projection;
 
 static int add_pins(projection *pj, PyObject *tile_set)
@@ -189,6 +191,22 @@ static int pin(projection *pj, int delta)
         te->tiles[pj->pinned[i]].pins += delta;
     te->busy += delta;
     return 0;
+}
+
+/* A projection another thread was running when the process forked (the
+ * child, GIL held): its tiles stay pinned no longer, and the destination
+ * it claimed is let go. Its handle never reached a caller. */
+static void projection_forked(sw_fork_guard *g)
+{
+    projection *pj = (projection *)((char *)g - offsetof(projection, guard));
+    pin(pj, -1);
+    sw_fork_guard_drop_access(pj->dest, g->thread);
+    if (pj->dest_token) {
+        sw_py_carrier_relinquish(pj->dest, pj->dest_token);
+        pj->dest_token = 0;
+    }
+    if (PyErr_Occurred())
+        PyErr_Clear();
 }
 
 /* Whether the selection names tile t. */
@@ -535,8 +553,10 @@ PyObject *sw_tiled_project(PyObject *self, PyObject *const *args, Py_ssize_t nar
     Py_INCREF(tensor);
     Py_INCREF(self);
     pin(&pj, 1);
+    sw_fork_guard_enter(&pj.guard, projection_forked);
     PyObject *result = run_projection(&pj);
     PyObject *exc = result ? NULL : sw_py_take_exception();
+    sw_fork_guard_leave(&pj.guard);
     pin(&pj, -1);
     if (result && plan && sw_tiled_evict_set(self, plan->evict) < 0)
         PyErr_WriteUnraisable(self); /* the projection itself succeeded */

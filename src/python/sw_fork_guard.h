@@ -1,0 +1,31 @@
+/* Synchronous work that marks carriers (pending, pins, owner access) on
+ * the calling thread and clears the marks when it returns: a synchronous
+ * promote()/evict() of an Evictable or TiledEvictable, a projection's tile
+ * pins. When another thread forks meanwhile, the child has no thread to
+ * return from that work; the fork hook (_after_fork_in_child) calls each
+ * guard's `end` there, so the child's carriers are not marked forever.
+ * All calls with the GIL held. */
+#ifndef SW_FORK_GUARD_H
+#define SW_FORK_GUARD_H
+
+#include <Python.h>
+
+typedef struct sw_fork_guard sw_fork_guard;
+struct sw_fork_guard {
+    /* In a forked child, GIL held: undo the marks the work set. The guard
+     * is already unlinked; the work's thread does not exist here. */
+    void (*end)(sw_fork_guard *g);
+    unsigned long thread;
+    sw_fork_guard *prev, *next;
+};
+
+/* Track `g` (usually on the caller's stack) until sw_fork_guard_leave. */
+void sw_fork_guard_enter(sw_fork_guard *g, void (*end)(sw_fork_guard *g));
+void sw_fork_guard_leave(sw_fork_guard *g);
+/* In a forked child: end every guard of a thread other than this one. */
+void sw_fork_guards_end_inherited(void);
+/* Drop the owner and transfer access `thread` held on `carrier` (NULL:
+ * nothing). */
+void sw_fork_guard_drop_access(PyObject *carrier, unsigned long thread);
+
+#endif
