@@ -18,7 +18,10 @@
  * commit. Routes
  * that must call Python (a user _copy, carriers written in Python) run on
  * the submitting thread, with transfer access to the two carriers, and
- * commit there. A dropped handle changes nothing: the request holds its own
+ * commit there; for move_async a Python _copy / _copy_async runs on a
+ * binding-owned worker thread instead (the waiter threads of
+ * py_provider_wait.c), so move_async returns before it finishes.
+ * A dropped handle changes nothing: the request holds its own
  * references until the commit. At interpreter exit an atexit hook refuses
  * new moves and waits for those in flight: pool moves always, moves waiting
  * for a provider's completion up to STRIDEWEAVE_EXIT_TIMEOUT seconds or
@@ -80,6 +83,9 @@ typedef struct move_request {
     int grew;                   /* the move grew an empty destination */
     int forked;                 /* failed in a forked child: the file is shared */
     int sync;                   /* its caller waits for it at once */
+    PyObject *copy_op;          /* a Python _copy off the caller: its operation */
+    PyObject *copy_tensor;      /* and source Tensor, until the worker takes them */
+    int on_worker;              /* its Python _copy is queued or running on a worker */
 } move_request;
 
 /* Executor state. The pointers change only with the GIL held; the in-flight
@@ -274,6 +280,8 @@ static void request_free(move_request *r)
     Py_XDECREF(r->prepared);
     Py_XDECREF(r->wait.completion);
     Py_XDECREF(r->wait.error);
+    Py_XDECREF(r->copy_op);
+    Py_XDECREF(r->copy_tensor);
     sw_free(r);
 }
 
@@ -590,7 +598,7 @@ static void report_abandoned(double timeout, int interrupted)
     long moves = 0;
     PyObject *names = PyList_New(0);
     for (move_request *r = live_head; names && r; r = r->live_next) {
-        if (!r->wait.completion)
+        if (!r->wait.completion && !r->on_worker)
             continue;
         moves++;
         PyObject *n = PyUnicode_FromFormat("%s -> %s", cname(r->source), cname(r->destination));
@@ -769,6 +777,7 @@ static PyObject *run_python_copy(move_request *r, PyObject *op, PyObject *tensor
 }
 
 static void await_or_commit(move_request *r, PyObject *res);
+static void run_python_copy_here(move_request *r, PyObject *op, PyObject *tensor);
 
 /* An operation whose engine does its own I/O on its own threads (an
  * integration such as strideweave.tensorstore) defines
@@ -791,6 +800,9 @@ static int run_python_copy_async(move_request *r, PyObject *op, PyObject *tensor
     if (!fn)
         return 1;
     Py_DECREF(fn);
+    /* From a worker thread a ProviderCompletion goes to the waiter queue
+     * as a new entry: the worker's own use of r->wait is over. */
+    r->wait.run = NULL;
     PyObject *count = PyLong_FromLongLong(r->cosize);
     PyObject *res = NULL;
     if (count) {
@@ -804,6 +816,60 @@ static int run_python_copy_async(move_request *r, PyObject *op, PyObject *tensor
     }
     await_or_commit(r, res);
     return 0;
+}
+
+/* A Python _copy / _copy_async on this thread, with transfer access to
+ * both carriers held by it, then the commit (or the wait for the
+ * ProviderCompletion _copy_async returned). */
+static void run_python_copy_here(move_request *r, PyObject *op, PyObject *tensor)
+{
+    if (run_python_copy_async(r, op, tensor) == 0)
+        return;
+    PyObject *e = run_python_copy(r, op, tensor);
+    commit(r, e);
+    Py_XDECREF(e);
+}
+
+/* On a worker (waiter) thread, GIL held: the queued Python copy of a
+ * move_async. It counted as provider work in flight (Python that may not
+ * return: the exit drain waits for it up to the exit timeout); that count
+ * drops only after the request was handed on, so the drain never sees a
+ * gap. `r` is not touched once handed on. */
+static void python_copy_run(sw_provider_wait *w)
+{
+    move_request *r = (move_request *)((char *)w - offsetof(move_request, wait));
+    PyObject *op = r->copy_op, *tensor = r->copy_tensor;
+    r->copy_op = r->copy_tensor = NULL;
+    run_python_copy_here(r, op, tensor);
+    Py_DECREF(op);
+    Py_DECREF(tensor);
+    inflight_count(-1, 1);
+}
+
+/* move_async with a Python _copy / _copy_async: queue it for a worker
+ * thread so the caller returns at once; the carriers stay pending until
+ * its one commit. 0 when queued, 1 when it must run here (no worker could
+ * start: behaviour as before). */
+static int python_copy_on_worker(move_request *r, PyObject *op, PyObject *tensor)
+{
+    if (ensure_executor() < 0) {
+        PyErr_Clear();
+        return 1;
+    }
+    r->copy_op = Py_NewRef(op);
+    r->copy_tensor = Py_NewRef(tensor);
+    r->wait.run = python_copy_run;
+    r->on_worker = 1;
+    inflight_count(1, 1);
+    if (sw_py_provider_wait_submit(&r->wait) == 0)
+        return 0;
+    PyErr_Clear();
+    inflight_count(-1, 1);
+    r->wait.run = NULL;
+    r->on_worker = 0;
+    Py_CLEAR(r->copy_op);
+    Py_CLEAR(r->copy_tensor);
+    return 1;
 }
 
 /* A small synchronous move's C transfer on the calling thread, the GIL released
@@ -826,8 +892,10 @@ static void run_here(move_request *r)
 }
 
 /* From here on every failure is the handle's. `sync`: the caller waits for
- * the result at once (move(), MoveOperation.forward). */
-static void submit(move_request *r, PyObject *op, PyObject *tensor, int sync)
+ * the result at once (move(), MoveOperation.forward). `off_caller`: a
+ * Python _copy may run on a worker thread (the public move_async; the
+ * binding's own moves that wait at once under owner access do not). */
+static void submit(move_request *r, PyObject *op, PyObject *tensor, int sync, int off_caller)
 {
     sw_route_kind kind = sw_py_move_route_kind(Py_TYPE(op));
     if (kind != SW_ROUTE_PYTHON) {
@@ -865,11 +933,9 @@ static void submit(move_request *r, PyObject *op, PyObject *tensor, int sync)
             return;
         }
     }
-    if (run_python_copy_async(r, op, tensor) == 0)
+    if (!sync && off_caller && python_copy_on_worker(r, op, tensor) == 0)
         return;
-    PyObject *e = run_python_copy(r, op, tensor);
-    commit(r, e);
-    Py_XDECREF(e);
+    run_python_copy_here(r, op, tensor);
 }
 
 /* ---- definition routes: prepare, submit, provider completions ------------- */
@@ -1114,7 +1180,8 @@ static int choose_route(PyObject *source, PyObject *destination, PyObject *force
     return 0;
 }
 
-static PyObject *initiate(PyObject *tensor, PyObject *destination, PyObject *forced, int sync)
+static PyObject *initiate(PyObject *tensor, PyObject *destination, PyObject *forced, int sync,
+                          int off_caller)
 {
     if (closing) {
         PyErr_SetString(PyExc_RuntimeError,
@@ -1183,7 +1250,7 @@ static PyObject *initiate(PyObject *tensor, PyObject *destination, PyObject *for
     if (r->prepared)
         submit_prepared(r);
     else
-        submit(r, own_op, tensor, sync);
+        submit(r, own_op, tensor, sync, off_caller);
     sw_py_profile_move_submitted(trace);
 done:
     if (!handle && record && own_op)
@@ -1198,12 +1265,12 @@ done:
 
 PyObject *sw_py_move_initiate(PyObject *tensor, PyObject *destination, PyObject *forced)
 {
-    return initiate(tensor, destination, forced, 0);
+    return initiate(tensor, destination, forced, 0, 0);
 }
 
 PyObject *sw_py_move_now(PyObject *tensor, PyObject *destination, PyObject *forced)
 {
-    PyObject *handle = initiate(tensor, destination, forced, 1);
+    PyObject *handle = initiate(tensor, destination, forced, 1, 0);
     if (!handle)
         return NULL;
     PyObject *result = sw_py_await_wait(handle);
@@ -1222,7 +1289,7 @@ static PyObject *move_async(PyObject *mod, PyObject *const *args, Py_ssize_t nar
     PyObject *a[2];
     if (sw_py_parse_required("move_async", move_names, 2, args, nargs, kwnames, a) < 0)
         return NULL;
-    return sw_py_move_initiate(a[0], a[1], NULL);
+    return initiate(a[0], a[1], NULL, 0, 1);
 }
 
 static PyObject *move(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,

@@ -13,7 +13,9 @@
  * whenever every thread is busy (up to MAX_WAITERS), and threads beyond
  * KEEP_WAITERS leave once there is nothing to wait for. All stop at exit
  * once no move is in flight. The queue lock is never held while taking the
- * GIL. */
+ * GIL. The same threads also run a move_async's Python _copy / _copy_async
+ * (an entry with `run` set), so that move_async returns before it does.
+ * */
 #include "sw_extension.h"
 
 #include <pthread.h>
@@ -148,7 +150,13 @@ static void waiter_main(void *arg)
     int uncounted = 0;
     while ((w = next_wait(&uncounted)) != NULL) {
         PyEval_RestoreThread(ts);
-        run_wait(w);
+        if (w->run) {
+            w->run(w);
+            if (PyErr_Occurred())
+                PyErr_WriteUnraisable(NULL);
+        } else {
+            run_wait(w);
+        }
         ts = PyEval_SaveThread();
         pthread_mutex_lock(&mu);
         nbusy--;

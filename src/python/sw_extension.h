@@ -99,6 +99,11 @@ struct sw_provider_wait {
     PyObject *error;
     void (*finish)(sw_provider_wait *w);
     sw_provider_wait *next;
+    /* Set: the waiter thread calls run(w) with the GIL held instead of
+     * waiting for `completion` (a move's Python _copy off the caller's
+     * thread); run hands the request on itself and never touches `w` once
+     * it has. */
+    void (*run)(sw_provider_wait *w);
 };
 /* TypeError unless `obj` has the ProviderCompletion shape: a `done` that
  * is exactly a bool, a callable wait(), no __await__. 0 / -1. */

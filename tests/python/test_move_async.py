@@ -138,12 +138,12 @@ def test_done_is_a_read_only_bool_and_wait_returns_identical_tensor():
 def test_failed_handle_raises_the_same_exception_object_every_time():
     # Seed scenario "Fail one asynchronous move".
     h, err, src = failing_handle()
-    assert h.done is True
     caught = []
     for _ in range(3):
         with pytest.raises(LookupError) as e:
             h.wait()
         caught.append(e.value)
+        assert h.done is True
     assert all(x is err for x in caught)
     assert not src.is_released() and values_of(src) == [1.0, 2.0]
 
@@ -163,8 +163,8 @@ def test_move_is_move_async_wait():
     assert e.value is err and not src.is_released()
 
 
-def test_python_route_runs_copy_on_the_calling_thread():
-    # architecture.md: work that must call Python runs during submission.
+def test_python_route_runs_copy_off_the_calling_thread():
+    # move_async hands a Python _copy to a binding-owned worker thread.
     seen = []
 
     class Where(sw.MoveOperation):
@@ -175,8 +175,8 @@ def test_python_route_runs_copy_on_the_calling_thread():
     src = PyList([3.0])
     with registered_move_operation(PyList, sw.CPU, Where):
         h = sw.move_async(sw.Tensor(src, 0, L([1], [1])), sw.CPU(1))
-    assert seen == [threading.get_ident()]
-    assert h.wait().tolist() == [3.0]
+        assert h.wait().tolist() == [3.0]
+    assert len(seen) == 1 and seen[0] != threading.get_ident()
 
 
 # ---- pending guard --------------------------------------------------------------------------
@@ -284,16 +284,16 @@ def test_pending_guard_while_a_python_copy_is_in_progress(make):
     assert src.is_released() and d.is_mutable()
 
 
-def test_move_async_runs_blocking_copy_before_returning():
-    # A registered Python _copy runs on the calling thread inside move_async:
-    # while it blocks, move_async has not returned and the guard is active.
+def test_move_async_blocking_copy_keeps_the_guard_until_commit():
+    # A registered Python _copy runs on a worker thread: while it blocks, the
+    # move is not done and the guard is active.
     src = PyList([1.0, 2.0])
     t = sw.Tensor(src, 0, L([2], [1]))
     d = sw.CPU(2)
     b = BlockedCopy(t, d, via_move=True)
     with registered_move_operation(PyList, sw.CPU, b.op_class):
         with b:
-            assert b.returned is False
+            assert b.result is None and b.thread != b.worker.ident
             assert_source_pending(src, t)
             assert_destination_pending(d, 2)
     assert b.error is None, b.error

@@ -61,13 +61,13 @@ def test_copy_async_move_returns_before_the_engine_finishes_and_commits_once():
     dst = Dst()
     with registered_move_operation(PyList, Dst, make_op(gate, log)):
         h = sw.move_async(t, dst)
-        assert log == [("started", 3)]
-        assert not h.done                      # handed to a waiter thread
+        assert not h.done                      # handed to a worker / waiter thread
         assert not t.carrier.is_released()     # the source goes only at the commit
         with pytest.raises(RuntimeError, match="pending"):
             t.carrier.release()                # pending protection holds meanwhile
         gate.opened.set()
         r = h.wait()
+    assert log == [("started", 3)]
     assert gate.waited and h.done
     assert r.carrier is dst and r.tolist() == [1.0, 2.0, 3.0]
     assert t.carrier.is_released()
@@ -98,7 +98,7 @@ def test_copy_async_returning_none_commits_at_once():
     t = tensor([7.0])
     with registered_move_operation(PyList, Dst, Sync):
         h = sw.move_async(t, Dst())
-        assert h.done and h.wait().tolist() == [7.0]
+        assert h.wait().tolist() == [7.0] and h.done
 
 
 def test_copy_async_returning_something_else_fails_the_move():
