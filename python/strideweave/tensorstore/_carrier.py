@@ -463,7 +463,7 @@ class TensorStoreToCpuMoveOperation(sw.MoveOperation):
         assert isinstance(source, TensorStoreCarrier)
         where = source.location
         try:
-            view = _host_view(destination, 0, element_count, source.dtype())
+            view = _host_view(destination, output.offset, element_count, source.dtype())
             store = source._live()
             span = store[tensor.offset:tensor.offset + element_count].translate_to[0]
             target = ts.array(view, copy=False, write=True, context=_CONTEXT)
