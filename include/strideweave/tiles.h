@@ -94,7 +94,9 @@ typedef struct sw_tile_source {
  * mapped logical index s, read at slot offset + layout(s) from the tile
  * owning that slot (`tiles[t]`, one per grid tile; only selected tiles are
  * read). Slot width `elem` bytes. The caller has checked footprints and
- * binding. Runs without Python; safe without the GIL. */
+ * binding. Under the identity layout a tile whose `base` is NULL is one the
+ * caller has already put in place: its runs are skipped. Runs without
+ * Python; safe without the GIL. */
 sw_status sw_tiles_gather(const sw_tile_geometry *g, const sw_layout *layout, int64_t offset,
                           const sw_tile_selection *sel, const sw_tile_source *tiles,
                           size_t elem, unsigned char *dst, sw_error *err);

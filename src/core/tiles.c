@@ -263,7 +263,8 @@ static void gather_identity(const sw_tile_geometry *g, const sw_tile_selection *
         }
         const sw_tile_source *src = &tiles[sw_tiles_tile_index(g, tc)];
         int64_t from = src->full ? s : within;
-        memcpy(dst + (size_t)at * elem, src->base + (size_t)from * elem, (size_t)run * elem);
+        if (src->base) /* NULL: the caller already put this tile in place */
+            memcpy(dst + (size_t)at * elem, src->base + (size_t)from * elem, (size_t)run * elem);
         c[0] += run;
         for (int32_t k = 0; k < g->rank - 1 && c[k] >= shape[k]; k++) {
             c[k] = 0;

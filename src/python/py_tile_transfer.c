@@ -36,6 +36,9 @@
 static PyObject *str_copy, *str_copy_async;
 
 #define CARRIER_PENDING(o) (((SwCarrierObject *)(o))->pending)
+/* run_copy's `shared` bits. */
+#define SHARE_SOURCE 1
+#define SHARE_DESTINATION 2
 
 static const char *cname(PyObject *o)
 {
@@ -102,7 +105,11 @@ static PyObject *checked_operation(PyObject *op_type, PyObject *src, PyObject *d
 static int run_copy(PyObject *op, PyObject *tensor, PyObject *src, PyObject *dst,
                     PyObject *output, PyObject *count, int shared, PyObject **completion)
 {
-    if ((!shared && CARRIER_PENDING(src)) || CARRIER_PENDING(dst)) {
+    /* SHARE_DESTINATION: the caller holds `dst` privately and copies many
+     * tiles into it at once, so it is neither checked nor marked here. */
+    int mark_dst = !(shared & SHARE_DESTINATION);
+    shared &= SHARE_SOURCE;
+    if ((!shared && CARRIER_PENDING(src)) || (mark_dst && CARRIER_PENDING(dst))) {
         PyErr_Format(PyExc_RuntimeError, "a tile's %s storage is pending in another move",
                      CARRIER_PENDING(dst) ? cname(dst) : cname(src));
         return -1;
@@ -112,7 +119,8 @@ static int run_copy(PyObject *op, PyObject *tensor, PyObject *src, PyObject *dst
         return -1;
     if (!shared)
         ((SwCarrierObject *)src)->pending |= SW_PENDING_SOURCE;
-    ((SwCarrierObject *)dst)->pending |= SW_PENDING_DESTINATION;
+    if (mark_dst)
+        ((SwCarrierObject *)dst)->pending |= SW_PENDING_DESTINATION;
     sw_py_carrier_begin_transfer(src);
     sw_py_carrier_begin_transfer(dst);
     PyObject *res = PyObject_CallMethodObjArgs(op, hook ? str_copy_async : str_copy, tensor,
@@ -124,7 +132,8 @@ static int run_copy(PyObject *op, PyObject *tensor, PyObject *src, PyObject *dst
         *completion = res;
         return 0;
     }
-    ((SwCarrierObject *)dst)->pending &= ~SW_PENDING_DESTINATION;
+    if (mark_dst)
+        ((SwCarrierObject *)dst)->pending &= ~SW_PENDING_DESTINATION;
     if (!shared)
         ((SwCarrierObject *)src)->pending &= ~SW_PENDING_SOURCE;
     if (!res || PyErr_Occurred()) {
@@ -214,11 +223,11 @@ int sw_tiled_check_fresh(PyObject *dst, int64_t n)
  * operation's _copy (or _copy_async) with (n):(1) Tensors, the source's at
  * `offset`. */
 static int run_legacy(PyObject *op_type, PyObject *src, int64_t offset, PyObject *dst,
-                      int64_t n, int shared, PyObject **completion)
+                      int64_t dst_offset, int64_t n, int shared, PyObject **completion)
 {
     op_type = checked_operation(op_type, src, dst);
     PyObject *layout = op_type ? sw_py_flat_layout(n) : NULL;
-    int done = layout ? run_builtin(op_type, src, offset, dst, layout) : -1;
+    int done = layout ? dst_offset ? 0 : run_builtin(op_type, src, offset, dst, layout) : -1;
     if (done != 0) {
         Py_XDECREF(layout);
         Py_XDECREF(op_type);
@@ -228,12 +237,12 @@ static int run_legacy(PyObject *op_type, PyObject *src, int64_t offset, PyObject
     /* Building the Tensors may call Python size hooks: they run before the
      * pending marks, and run_copy re-reads the pending state after them. */
     PyObject *tensor = op ? sw_py_tensor_new1(src, offset, layout) : NULL;
-    PyObject *output = tensor ? sw_py_tensor_new1(dst, 0, layout) : NULL;
+    PyObject *output = tensor ? sw_py_tensor_new1(dst, dst_offset, layout) : NULL;
     PyObject *count = output ? PyLong_FromLongLong(n) : NULL;
     int rc = -1;
     if (count && !((SwCarrierObject *)src)->released &&
         run_copy(op, tensor, src, dst, output, count, shared, completion) == 0)
-        rc = *completion ? 0 : sw_tiled_check_fresh(dst, n);
+        rc = *completion ? 0 : sw_tiled_check_fresh(dst, dst_offset + n);
     else if (count && !PyErr_Occurred())
         PyErr_Format(PyExc_RuntimeError, "a tile's %s storage was released before its copy",
                      cname(src));
@@ -256,7 +265,7 @@ int sw_tiled_transfer_tile(PyObject *src, PyObject *dst, int64_t n, PyObject **c
     if (rc == 0 && route.route)
         rc = sw_tiled_route_tile(src, dst, n, &route, completion);
     if (rc == 0 && !route.route && !*completion)
-        rc = run_legacy(route.op_type, src, 0, dst, n, 0, completion);
+        rc = run_legacy(route.op_type, src, 0, dst, 0, n, 0, completion);
     Py_DECREF(dst);
     Py_DECREF(src);
     return rc;
@@ -265,6 +274,14 @@ int sw_tiled_transfer_tile(PyObject *src, PyObject *dst, int64_t n, PyObject **c
 int sw_tiled_transfer_span(PyObject *src, int64_t offset, PyObject *dst, int64_t n,
                            PyObject **completion)
 {
+    return sw_tiled_transfer_span_into(src, offset, dst, 0, n, 0, completion);
+}
+
+int sw_tiled_transfer_span_into(PyObject *src, int64_t offset, PyObject *dst,
+                                int64_t dst_offset, int64_t n, int private_dst,
+                                PyObject **completion)
+{
+    int share_dst = private_dst ? SHARE_DESTINATION : 0;
     *completion = NULL;
     Py_INCREF(src);
     Py_INCREF(dst);
@@ -275,7 +292,10 @@ int sw_tiled_transfer_span(PyObject *src, int64_t offset, PyObject *dst, int64_t
     PyObject *hook = NULL;
     if (rc == 0 && !route.route &&
         (rc = _PyObject_LookupAttr(route.op_type, str_copy_async, &hook)) >= 0)
-        rc = hook ? run_legacy(route.op_type, src, offset, dst, n, 1, completion) : 1;
+        rc = hook ? run_legacy(route.op_type, src, offset, dst, dst_offset, n,
+                              SHARE_SOURCE | share_dst,
+                              completion)
+                   : 1;
     else if (rc == 0)
         rc = 1;
     Py_XDECREF(hook);

@@ -206,6 +206,11 @@ static int tile_is_span(const sw_tile_geometry *g, int64_t t, int64_t *base)
     return 1;
 }
 
+int sw_tiled_span_base(PyObject *self, int64_t t, int64_t *base)
+{
+    return tile_is_span(&TILED(self)->geo, t, base);
+}
+
 /* One side is a carrier class written in Python; neither is definition-backed. */
 static int python_pair(PyObject *src, PyObject *dst)
 {

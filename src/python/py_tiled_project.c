@@ -248,6 +248,8 @@ static int gather_host(projection *pj, unsigned char *dst, PyObject *const *stag
                 return -1;
             }
             src[t] = (sw_tile_source){zeros, 0};
+        } else if (staged && staged[t] == Py_None) {
+            src[t] = (sw_tile_source){NULL, 0}; /* already read into place */
         } else if (staged && staged[t]) {
             src[t] = (sw_tile_source){sw_tiled_host_base(staged[t]), 0};
         } else if (r->store) {
@@ -296,6 +298,43 @@ static int gather_slots(projection *pj)
     return rc;
 }
 
+/* Where tile t lands in the projection's dense destination when it lands
+ * as one run in its own within-tile order: the identity layout, the tile
+ * selected once on every axis, and every axis before the last one with a
+ * tile extent above 1 selected once (so the destination's strides there
+ * are the tile's). Its first destination slot in *start; 1 / 0. */
+static int direct_start(projection *pj, int64_t t, int64_t *start)
+{
+    const sw_tile_geometry *g = &TILED(pj->self)->geo;
+    SwTensorObject *tensor = TENSOR(pj->tensor);
+    if (!sw_tiles_is_identity(g, SwLayout_CORE(tensor->subs[0].layout), tensor->subs[0].offset))
+        return 0;
+    int32_t last = -1;
+    for (int32_t k = 0; k < g->rank; k++)
+        if (g->tile[k] > 1)
+            last = k;
+    int64_t at = 0, mul = 1;
+    for (int32_t k = 0; k < g->rank; k++) {
+        int64_t c = t % g->grid[k], block = -1;
+        t /= g->grid[k];
+        if (k < last && pj->sel.counts[k] != 1)
+            return 0;
+        for (int64_t j = 0; j < pj->sel.counts[k]; j++) {
+            if (pj->sel.coords[k][j] != c)
+                continue;
+            if (block >= 0)
+                return 0; /* selected twice: two places to fill */
+            block = j;
+        }
+        if (block < 0)
+            return 0;
+        at += block * g->tile[k] * mul;
+        mul *= pj->shape[k];
+    }
+    *start = at;
+    return 1;
+}
+
 /* Selected tiles kept by an engine-backed tier (an operation with
  * `_copy_async`, such as TensorStoreCarrier's) are first copied whole into
  * private host tiles, all at once, so the engine reads whole chunks
@@ -303,7 +342,7 @@ static int gather_slots(projection *pj)
  * those copies. Residency does not change: the copies are dropped after.
  * 1 when staged (`staged[t]` holds the copies), 0 when no tile needs it,
  * -1 on error. */
-static int stage_engine_tiles(projection *pj, PyObject **staged)
+static int stage_engine_tiles(projection *pj, PyObject **staged, int direct)
 {
     SwTiledEvictableObject *te = TILED(pj->self);
     int any = 0, rc = 0;
@@ -318,6 +357,25 @@ static int stage_engine_tiles(projection *pj, PyObject **staged)
         if (!r->store || sw_tiled_host_base(r->store) || !pj_selects(pj, t) ||
             !sw_tiled_engine_pair(r->store, te->primary))
             continue;
+        /* A freshly made destination that the tile fills as one run takes
+         * the engine's read straight into its place (no private tile, no
+         * gather copy). */
+        int64_t at, from = 0;
+        if (direct && direct_start(pj, t, &at) && (!r->full || sw_tiled_span_base(pj->self, t, &from))) {
+            if (sw_fault_hit("tile_copy")) {
+                PyErr_SetString(PyExc_OSError, "injected fault: tile copy failed");
+                rc = -1;
+                break;
+            }
+            rc = sw_tiled_transfer_span_into(r->store, from, pj->dest, at, te->geo.tile_size, 1,
+                                             &waits[t]);
+            if (rc <= 0) {
+                staged[t] = Py_None; /* in place: the gather skips it */
+                any = 1;
+                continue;
+            }
+            rc = 0; /* no engine hook after all: stage it */
+        }
         PyObject *fresh = sw_tiled_new_tile_store(pj->self, te->primary, 0);
         if (!fresh || !sw_tiled_host_base(fresh)) {
             if (fresh)
@@ -337,7 +395,8 @@ static int stage_engine_tiles(projection *pj, PyObject **staged)
             first = sw_py_take_exception();
         else if (PyErr_Occurred())
             PyErr_Clear();
-        sw_tiled_route_unmark(te->tiles[t].store, staged[t]);
+        sw_tiled_route_unmark(te->tiles[t].store,
+                              staged[t] == Py_None ? pj->dest : staged[t]);
         Py_DECREF(waits[t]);
     }
     PyMem_Free(waits);
@@ -361,10 +420,10 @@ static int gather(projection *pj)
         PyErr_NoMemory();
         return -1;
     }
-    int st = staged ? stage_engine_tiles(pj, staged) : 0;
+    int st = staged ? stage_engine_tiles(pj, staged, pj->default_dest) : 0;
     int done = st < 0 ? -1 : dst ? gather_host(pj, dst, staged) : 0;
     for (int64_t t = 0; staged && t < te->geo.ntiles; t++)
-        if (staged[t])
+        if (staged[t] && staged[t] != Py_None)
             sw_tiled_drop_store(pj->self, staged[t]);
     PyMem_Free(staged);
     return done < 0 ? -1 : done ? 0 : gather_slots(pj);

@@ -106,6 +106,15 @@ int sw_tiled_transfer_tile(PyObject *src, PyObject *dst, int64_t n, PyObject **c
  * slot copy), else 0 / -1 as above. */
 int sw_tiled_transfer_span(PyObject *src, int64_t offset, PyObject *dst, int64_t n,
                            PyObject **completion);
+/* The same into slots [dst_offset, dst_offset + n) of `dst`; `private_dst`
+ * says the caller holds `dst` privately and copies many spans into it at
+ * once, so `dst` is neither checked for nor marked pending. */
+int sw_tiled_transfer_span_into(PyObject *src, int64_t offset, PyObject *dst,
+                                int64_t dst_offset, int64_t n, int private_dst,
+                                PyObject **completion);
+/* Whether tile t's footprint is one contiguous span of the full slot range;
+ * its first slot in *base (py_tiled_evictable.c). */
+int sw_tiled_span_base(PyObject *self, int64_t t, int64_t *base);
 /* Whether copies from the Python carrier `src` into `dst` run through an
  * operation driving an engine's own I/O (`_copy_async`). Never raises. */
 int sw_tiled_engine_pair(PyObject *src, PyObject *dst);

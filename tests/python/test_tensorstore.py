@@ -372,3 +372,79 @@ def test_tiles_in_place_in_a_full_store_page_as_whole_chunks_never_slot_by_slot(
     proj = te.project(sw.Tensor(te, 0, L(n, 1)), sw.TileSelection([[6, 1, 4]])).wait()
     expect = np.concatenate([np.arange(k * tile, (k + 1) * tile) for k in (6, 1, 4)])
     assert np.array_equal(np.from_dlpack(proj), expect.astype(np.float32))
+
+
+def full_store_tiles(tmp_path, logical, tile):
+    """A TiledEvictable over a full file-kvstore secondary holding 0..n-1,
+    every tile in place; chunks of one tile each when the tile is a span."""
+    grid = tuple(lg // tl for lg, tl in zip(logical, tile))
+    n = int(np.prod(logical))
+    t = cpu_tensor(np.arange(n, dtype=np.float32))
+    store = sw.move(t, TensorStoreCarrier.create(filespec(tmp_path), 0,
+                                                 chunk_slots=int(np.prod(tile))))
+    store.carrier.release()
+    te = sw.TiledEvictable(sw.CPU(0), TensorStoreCarrier.open(filespec(tmp_path)), grid, tile)
+    return te, n
+
+
+def record_reads(monkeypatch):
+    """(destination, output offset, count) of every engine read the framework starts."""
+    reads = []
+    original = tst.TensorStoreToCpuMoveOperation._copy_async
+
+    def spy(self, tensor, destination, output, count):
+        reads.append((destination, output.offset, count))
+        return original(self, tensor, destination, output, count)
+    monkeypatch.setattr(tst.TensorStoreToCpuMoveOperation, "_copy_async", spy)
+    return reads
+
+
+def test_projected_tiles_are_read_by_the_engine_straight_into_their_place(tmp_path, monkeypatch):
+    # 16-tile speed goal: no private tile per selected tile and no gather
+    # copy; each tile's chunk is read into its run of the projection.
+    te, n = full_store_tiles(tmp_path, (4, 8), (4, 2))   # tile = 8 contiguous slots
+    reads = record_reads(monkeypatch)
+    proj = te.project(sw.Tensor(te, 0, L((4, 8), (1, 4))),
+                      sw.TileSelection([[0], [3, 1, 2]])).wait()
+    expect = np.concatenate([np.arange(k * 8, (k + 1) * 8) for k in (3, 1, 2)])
+    assert np.array_equal(np.from_dlpack(proj).ravel(order="F"), expect.astype(np.float32))
+    assert [(d is proj.carrier, o, c) for d, o, c in reads] == \
+        [(True, 8, 8), (True, 16, 8), (True, 0, 8)]       # in tile order, into place
+    assert len(te.secondary_tiles.coordinates) == 4       # residency unchanged
+
+
+def test_tiles_on_the_primary_are_gathered_and_those_in_the_store_read_into_place(
+        tmp_path, monkeypatch):
+    te, n = full_store_tiles(tmp_path, (64,), (8,))
+    te.promote(sw.TileSet([(1,)]))
+    reads = record_reads(monkeypatch)
+    proj = te.project(sw.Tensor(te, 0, L(64, 1)), sw.TileSelection([[6, 1, 4]])).wait()
+    expect = np.concatenate([np.arange(k * 8, (k + 1) * 8) for k in (6, 1, 4)])
+    assert np.array_equal(np.from_dlpack(proj), expect.astype(np.float32))
+    assert [(d is proj.carrier, o, c) for d, o, c in reads] == [(True, 16, 8), (True, 0, 8)]
+
+
+def test_tiles_that_do_not_land_as_one_run_are_staged_whole(tmp_path, monkeypatch):
+    # 4x4 grid of 2x2 tiles, each in its own array; two tiles down axis 0 interleave
+    # in the projection, so each is read whole into a private tile, then gathered.
+    cpu = sw.CPU(16)
+    np.from_dlpack(sw.Tensor(cpu, 0, L(16, 1)))[:] = np.arange(16)
+    sec = TensorStoreCarrier.create(filespec(tmp_path, "tiles"), 0, chunk_slots=4)
+    te = sw.TiledEvictable(cpu, sec, (2, 2), (2, 2))
+    te.evict(sw.TileSet([(i, j) for i in range(2) for j in range(2)]))
+    reads = record_reads(monkeypatch)
+    proj = te.project(sw.Tensor(te, 0, L((4, 4), (1, 4))), sw.TileSelection([[0, 1], [1]])).wait()
+    assert np.array_equal(np.from_dlpack(proj).ravel(order="F"),
+                          np.arange(8, 16, dtype=np.float32))
+    assert len(reads) == 2 and all(d is not proj.carrier and o == 0 for d, o, c in reads)
+
+
+def test_a_failing_tile_read_fails_the_projection_and_keeps_residency(tmp_path):
+    te, n = full_store_tiles(tmp_path, (64,), (8,))
+    (tmp_path / "a" / "c" / "1").write_bytes(b"xyz")       # tile 1's chunk, damaged
+    with pytest.raises(OSError, match=f"TensorStore file://{tmp_path}/a/"):
+        te.project(sw.Tensor(te, 0, L(64, 1)), sw.TileSelection([[6, 1, 4]])).wait()
+    assert len(te.secondary_tiles.coordinates) == 8 and te.primary_tiles == sw.TileSet()
+    proj = te.project(sw.Tensor(te, 0, L(64, 1)), sw.TileSelection([[6, 4]])).wait()
+    assert np.array_equal(np.from_dlpack(proj),
+                          np.r_[np.arange(48, 56), np.arange(32, 40)].astype(np.float32))

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import uuid
 
 import numpy as np
@@ -104,6 +105,32 @@ def test_tiled_evictable_with_its_secondary_in_the_bucket(s3):
     got = as_numpy(proj)
     assert np.array_equal(got[:tile], np.arange(3 * tile, 4 * tile, dtype=np.float32))
     assert np.array_equal(got[tile:], np.arange(11 * tile, 12 * tile, dtype=np.float32))
+
+
+def test_missing_bucket_is_an_oserror_naming_the_store(s3):
+    # moto answers 404 NoSuchBucket both to the conditional write of zarr.json
+    # and to the check of that key, which the engine used to retry forever. The
+    # create runs on a daemon thread so that a regression fails here instead of
+    # hanging the suite.
+    spec = s3.spec("no-such-bucket", "x/", context=FAST_RETRIES)
+    outcome = []
+
+    def create():
+        try:
+            outcome.append(TensorStoreCarrier.create(spec, 4))
+        except BaseException as exc:  # the test inspects what was raised
+            outcome.append(exc)
+
+    worker = threading.Thread(target=create, daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    if worker.is_alive():
+        pytest.fail("creating an array in a missing bucket did not fail within 60 s")
+    error = outcome[0]
+    assert isinstance(error, OSError), error
+    assert "TensorStore s3://no-such-bucket/x/" in str(error)
+    assert "NoSuchBucket" in str(error) and "http_response_body" not in str(error)
+    assert "no-such-bucket" not in [b["Name"] for b in s3.client.list_buckets()["Buckets"]]
 
 
 def test_server_stopped_mid_move_fails_cleanly_and_keeps_the_source():

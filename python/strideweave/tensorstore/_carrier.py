@@ -15,6 +15,7 @@ import ctypes
 import json
 import numbers
 import operator
+import re
 import uuid
 from typing import Any, Callable, Iterable
 
@@ -78,7 +79,10 @@ def _where(kvstore: Any) -> str:
 
 
 def _io_error(where: str, action: str, exc: BaseException) -> OSError:
-    return OSError(f"TensorStore {where}: could not {action}: {exc}")
+    # The engine appends the raw HTTP response ([http_response_body='...'] and
+    # the like) to its message; the cause before it is what users need.
+    cause = re.split(r" \[[\w-]+=", str(exc), maxsplit=1)[0]
+    return OSError(f"TensorStore {where}: could not {action}: {cause}")
 
 
 def _check_dtype(dtype: Any) -> sw.DType:
@@ -113,8 +117,30 @@ def _metadata(size: int, dtype: sw.DType, chunk: int, extra: dict[str, Any]) -> 
     return meta
 
 
-def _create_store(spec: dict[str, Any], size: int, dtype: sw.DType, chunk: int) -> ts.TensorStore:
+def _probe(spec: dict[str, Any], where: str) -> None:
+    """Fail fast when the store itself cannot be reached (a missing bucket,
+    refused credentials). Creating an array writes its zarr.json on the
+    condition that none exists yet; when the bucket is missing, S3 answers
+    that write and the check of the key alike with 404, which the engine reads
+    as "still absent, try again" and so retries forever (its request-retry
+    limits do not apply). Listing the one key instead gets the store's error
+    back at once."""
+    try:
+        context = ts.Context(spec.get("context", {}), parent=_CONTEXT)
+        kv = ts.KvStore.open(spec["kvstore"], context=context).result()
+        key = "zarr.json"
+        kv.list(ts.KvStore.KeyRange(key, key + "\0")).result()
+    except Exception as exc:
+        if "UNIMPLEMENTED" in str(exc):
+            return  # stores that cannot list (http) answer the create itself
+        raise _io_error(where, "create the array", exc) from None
+
+
+def _create_store(spec: dict[str, Any], size: int, dtype: sw.DType, chunk: int,
+                  probe: bool = True) -> ts.TensorStore:
     where = _where(spec["kvstore"])
+    if probe:
+        _probe(spec, where)
     full = dict(spec)
     full["metadata"] = _metadata(size, dtype, chunk, dict(spec.get("metadata", {})))
     full.pop("dtype", None)
@@ -330,7 +356,7 @@ class TensorStoreCarrier(sw.Carrier):
             f"like-{uuid.uuid4().hex}/"
         chunk = self._chunk if size > self._chunk else max(size, 1)
         made = type(self)(_create_store({"driver": "zarr3", "kvstore": kvstore},
-                                        size, dtype, chunk))
+                                        size, dtype, chunk, probe=False))
         made._scratch = True
         made._mutable = bool(mutable)
         return made
@@ -437,7 +463,7 @@ class TensorStoreToCpuMoveOperation(sw.MoveOperation):
         assert isinstance(source, TensorStoreCarrier)
         where = source.location
         try:
-            view = _host_view(destination, 0, element_count, source.dtype())
+            view = _host_view(destination, output.offset, element_count, source.dtype())
             store = source._live()
             span = store[tensor.offset:tensor.offset + element_count].translate_to[0]
             target = ts.array(view, copy=False, write=True, context=_CONTEXT)
