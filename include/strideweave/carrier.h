@@ -136,9 +136,9 @@ SW_API sw_status sw_file_backed_new(const char *filename, sw_dtype dtype, int fl
 SW_API const char *sw_file_backed_path(sw_carrier *c);
 
 /* The ops tables of the built-ins, for comparing classes. */
-extern const sw_carrier_class sw_cpu_class;
-extern const sw_carrier_class sw_generic_class;
-extern const sw_carrier_class sw_file_backed_class;
+SW_API extern const sw_carrier_class sw_cpu_class;
+SW_API extern const sw_carrier_class sw_generic_class;
+SW_API extern const sw_carrier_class sw_file_backed_class;
 
 /* References. ref returns its argument; unref of the last reference
  * releases the storage if still live and frees the handle. NULL is

@@ -1,8 +1,8 @@
-/* SW_API marks the functions of the public C API. libstrideweave is built
- * with -fvisibility=hidden, so only the functions declared with SW_API in
- * these headers are exported from the shared library; everything else in
- * the core (helpers shared between core files, the built-in carrier class
- * tables) stays internal. tools/check-exports (a meson test) fails when the
+/* SW_API marks the public C API. libstrideweave is built with
+ * -fvisibility=hidden, so only what these headers declare with SW_API (the
+ * functions and the built-in carrier class tables) is exported from the
+ * shared library; everything else in the core (helpers shared between core
+ * files) stays internal. tools/check-exports (a meson test) fails when the
  * exported set and the SW_API declarations disagree. */
 #ifndef STRIDEWEAVE_EXPORT_H
 #define STRIDEWEAVE_EXPORT_H
