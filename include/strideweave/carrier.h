@@ -125,6 +125,11 @@ SW_API void *sw_cpu_pointer(sw_carrier *c);
  * bulk route. */
 SW_API sw_status sw_generic_new(const void *values, int64_t count, sw_dtype dtype, int flags,
                                 sw_carrier **out, sw_error *err);
+/* Address of a Generic carrier's slot 0 (NULL after release or for a
+ * carrier of another class), for a binding that keeps its slots in the core
+ * carrier. Not an export: Generic still refuses DLPack. Writes through it
+ * bypass the version. */
+SW_API void *sw_generic_pointer(sw_carrier *c);
 /* FileBacked: a file in the per-process session directory (filestore.h),
  * named `filename` (NULL: generated), Float32 or Int32, size 0 and
  * allocatable-empty. SW_EINVAL for a bad name or dtype, SW_EEXIST when the
