@@ -7,6 +7,8 @@
 #ifndef STRIDEWEAVE_ALLOC_H
 #define STRIDEWEAVE_ALLOC_H
 
+#include "strideweave/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -16,21 +18,21 @@
 
 /* NULL on failure (or when the "alloc" fault fires). sw_malloc(0) returns a
  * valid unique pointer. */
-void *sw_malloc(size_t bytes);
+SW_API void *sw_malloc(size_t bytes);
 /* Zero-filled; large blocks come from calloc's mmap path, so untouched pages
  * cost nothing. Overflow of count*size returns NULL. */
-void *sw_calloc(size_t count, size_t size);
-void sw_free(void *p);
+SW_API void *sw_calloc(size_t count, size_t size);
+SW_API void sw_free(void *p);
 /* Freed blocks of 1 MiB or more are kept (up to 8 blocks, 64 MiB) and
  * reused by later allocations of about the same size, so repeated tensor
  * computations do not fault fresh pages in each time. This returns them
  * to the system. Cached blocks are not live bytes. */
-void sw_alloc_trim(void);
+SW_API void sw_alloc_trim(void);
 /* Bytes requested for a live block from sw_malloc/sw_calloc. */
-size_t sw_alloc_size(const void *p);
+SW_API size_t sw_alloc_size(const void *p);
 /* Sum of the requested sizes of all live blocks. A quarantined block (see
  * sw_alloc_pin) stays live until its last pin is dropped. */
-int64_t sw_alloc_live_bytes(void);
+SW_API int64_t sw_alloc_live_bytes(void);
 
 /* Export pins. While something outside the owner can still reach a block's
  * memory (a DLPack consumer's array), the block is pinned; sw_free of a
@@ -46,27 +48,27 @@ int64_t sw_alloc_live_bytes(void);
  * sw_free of a pinned block must be serialized by the caller (the extension
  * does all three holding the GIL), which keeps an export free of atomic
  * instructions. NULL is ignored by both. */
-void sw_alloc_pin(void *p);
-void sw_alloc_unpin(void *p);
+SW_API void sw_alloc_pin(void *p);
+SW_API void sw_alloc_unpin(void *p);
 /* Blocks freed while pinned and still waiting for their last unpin, and the
  * sum of their requested sizes (for tests). */
-int64_t sw_alloc_quarantined_blocks(void);
-int64_t sw_alloc_quarantined_bytes(void);
+SW_API int64_t sw_alloc_quarantined_blocks(void);
+SW_API int64_t sw_alloc_quarantined_bytes(void);
 
 /* Fault injection. With SW_FAULT_INJECTION compiled in, sw_fault_arm makes
  * the operation `name` ("alloc", "pread", "pwrite", "truncate", "open", ...)
  * succeed `skip` more times and then fail `count` times (count < 0: forever).
  * Without it, arm returns SW_ENOTSUP and hit always answers 0. */
-int sw_fault_enabled(void);
-sw_status sw_fault_arm(const char *name, long skip, long count);
-void sw_fault_clear(void);
+SW_API int sw_fault_enabled(void);
+SW_API sw_status sw_fault_arm(const char *name, long skip, long count);
+SW_API void sw_fault_clear(void);
 /* 1 when the current call of `name` must fail. Thread-safe. */
-int sw_fault_hit(const char *name);
+SW_API int sw_fault_hit(const char *name);
 /* A pause point: when `name` is hit, the calling thread stops here until
  * sw_fault_resume(). sw_fault_wait_paused() blocks until a thread is
  * stopped at one. Without fault injection nothing is ever hit. */
-void sw_fault_pause(const char *name);
-void sw_fault_wait_paused(void);
-void sw_fault_resume(void);
+SW_API void sw_fault_pause(const char *name);
+SW_API void sw_fault_wait_paused(void);
+SW_API void sw_fault_resume(void);
 
 #endif

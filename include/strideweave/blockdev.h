@@ -13,6 +13,8 @@
 #ifndef STRIDEWEAVE_BLOCKDEV_H
 #define STRIDEWEAVE_BLOCKDEV_H
 
+#include "strideweave/export.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -34,28 +36,28 @@ typedef struct sw_extent_map {
     size_t count, cap;
 } sw_extent_map;
 
-void sw_extent_map_init(sw_extent_map *m, int64_t capacity, int64_t alignment);
-void sw_extent_map_destroy(sw_extent_map *m);
+SW_API void sw_extent_map_init(sw_extent_map *m, int64_t capacity, int64_t alignment);
+SW_API void sw_extent_map_destroy(sw_extent_map *m);
 /* Reserve `bytes` rounded up to the alignment at the lowest offset where
  * it fits. bytes == 0 reserves nothing and gives *start = 0.
  * SW_EOVERFLOW when rounding overflows, SW_ENOMEM when no gap fits (or the
  * table cannot grow). */
-sw_status sw_extent_map_alloc(sw_extent_map *m, int64_t bytes, int64_t *start,
-                              int64_t *length, sw_error *err);
+SW_API sw_status sw_extent_map_alloc(sw_extent_map *m, int64_t bytes, int64_t *start,
+                                     int64_t *length, sw_error *err);
 /* Retire the extent that starts at `start`; SW_EINVAL if none does. */
-sw_status sw_extent_map_free(sw_extent_map *m, int64_t start, sw_error *err);
+SW_API sw_status sw_extent_map_free(sw_extent_map *m, int64_t start, sw_error *err);
 /* Round `bytes` up to a multiple of `alignment`; 0 on overflow. */
-int sw_extent_round_up(int64_t bytes, int64_t alignment, int64_t *out);
+SW_API int sw_extent_round_up(int64_t bytes, int64_t alignment, int64_t *out);
 
 /* Positional I/O of exactly `bytes`: EINTR is retried, short transfers are
  * continued. An OS error → SW_EIO (errno kept); a call that transfers zero
  * bytes → SW_ESTATE. Fault injection: "pread" / "pwrite" fail with EIO on
  * entry; per system call, "blockdev_eintr" simulates EINTR,
  * "blockdev_short" halves the request, "blockdev_zero" returns 0. */
-sw_status sw_blockdev_pread(int fd, void *buf, size_t bytes, int64_t offset,
-                            sw_error *err);
-sw_status sw_blockdev_pwrite(int fd, const void *buf, size_t bytes, int64_t offset,
-                             sw_error *err);
+SW_API sw_status sw_blockdev_pread(int fd, void *buf, size_t bytes, int64_t offset,
+                                   sw_error *err);
+SW_API sw_status sw_blockdev_pwrite(int fd, const void *buf, size_t bytes, int64_t offset,
+                                    sw_error *err);
 
 typedef struct sw_blockdev {
     int fd;                 /* -1 once closed */
@@ -83,32 +85,32 @@ typedef struct sw_blockdev {
  * geometry is inconsistent; SW_EOVERFLOW when a size does not fit int64;
  * SW_ENOTSUP off Linux. Nothing is written; failures close what they
  * opened. */
-sw_status sw_blockdev_open(const char *path, sw_blockdev **out, sw_error *err);
+SW_API sw_status sw_blockdev_open(const char *path, sw_blockdev **out, sw_error *err);
 /* Close the descriptor (idempotent); the struct stays until free. */
-void sw_blockdev_close(sw_blockdev *d);
-void sw_blockdev_free(sw_blockdev *d);
+SW_API void sw_blockdev_close(sw_blockdev *d);
+SW_API void sw_blockdev_free(sw_blockdev *d);
 /* In a forked child: 1 when a thread of the parent was transferring on
  * `d` at fork(). That transfer never finishes here; its destination range
  * holds unspecified values in the child's view. */
-int sw_blockdev_forked_mid_transfer(const sw_blockdev *d);
+SW_API int sw_blockdev_forked_mid_transfer(const sw_blockdev *d);
 
 /* Callers hold d->lock around the calls below. */
 /* Reserve an extent for `bytes` and, when `zero`, write zeros over it (a
  * failed zero-write frees it again and faults the device). */
-sw_status sw_blockdev_alloc_locked(sw_blockdev *d, int64_t bytes, int zero,
-                                   int64_t *start, int64_t *length, sw_error *err);
-void sw_blockdev_free_locked(sw_blockdev *d, int64_t start);
+SW_API sw_status sw_blockdev_alloc_locked(sw_blockdev *d, int64_t bytes, int zero,
+                                          int64_t *start, int64_t *length, sw_error *err);
+SW_API void sw_blockdev_free_locked(sw_blockdev *d, int64_t start);
 /* Slot I/O that faults the device when it fails. */
-sw_status sw_blockdev_read_locked(sw_blockdev *d, void *buf, size_t bytes,
-                                  int64_t offset, sw_error *err);
-sw_status sw_blockdev_write_locked(sw_blockdev *d, const void *buf, size_t bytes,
-                                   int64_t offset, sw_error *err);
+SW_API sw_status sw_blockdev_read_locked(sw_blockdev *d, void *buf, size_t bytes,
+                                         int64_t offset, sw_error *err);
+SW_API sw_status sw_blockdev_write_locked(sw_blockdev *d, const void *buf, size_t bytes,
+                                          int64_t offset, sw_error *err);
 
 /* fdatasync the device (EINTR retried): buffered slot writes become
  * durable. A failure faults the device and gives SW_EIO with the errno.
  * Fault injection: "blockdev_fdatasync" fails it with EIO. A closed
  * device has nothing to flush. */
-sw_status sw_blockdev_flush_locked(sw_blockdev *d, sw_error *err);
+SW_API sw_status sw_blockdev_flush_locked(sw_blockdev *d, sw_error *err);
 
 /* A move's transfer with one endpoint on `d` (its descriptor in a FILE
  * endpoint): takes d->lock, refuses a faulted or closed device
@@ -120,7 +122,7 @@ sw_status sw_blockdev_flush_locked(sw_blockdev *d, sw_error *err);
  * one is written); its unaligned tail and everything else are buffered
  * writes on `fd`. No Python,
  * no GIL: pool threads call it. */
-sw_status sw_blockdev_transfer(sw_blockdev *d, const sw_transfer *t, sw_error *err);
+SW_API sw_status sw_blockdev_transfer(sw_blockdev *d, const sw_transfer *t, sw_error *err);
 
 static inline int sw_blockdev_is_faulted(sw_blockdev *d)
 {

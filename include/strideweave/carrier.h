@@ -37,6 +37,8 @@
 #ifndef STRIDEWEAVE_CARRIER_H
 #define STRIDEWEAVE_CARRIER_H
 
+#include "strideweave/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -106,81 +108,86 @@ typedef struct sw_carrier_class {
  * owned by the carrier from success on (ops->destroy frees it); on failure
  * the caller keeps it. SW_EINVAL for a table without size/read/write/
  * release or a dtype with no slot width (categories, compound dtypes). */
-sw_status sw_carrier_new(const sw_carrier_class *ops, void *impl, sw_dtype dtype, int flags,
-                         sw_carrier **out, sw_error *err);
+SW_API sw_status sw_carrier_new(const sw_carrier_class *ops, void *impl, sw_dtype dtype, int flags,
+                                sw_carrier **out, sw_error *err);
 
 /* Built-in carriers. */
 /* CPU: `size` slots of host memory (Float32, Int32, Bool), zeroed unless
  * SW_CARRIER_EMPTY; exports through DLPack. SW_EINVAL for a negative size
  * or an unsupported dtype. */
-sw_status sw_cpu_new(int64_t size, sw_dtype dtype, int flags, sw_carrier **out,
-                     sw_error *err);
+SW_API sw_status sw_cpu_new(int64_t size, sw_dtype dtype, int flags, sw_carrier **out,
+                            sw_error *err);
 /* Address of slot 0 (NULL after release). Writes through it bypass the
  * version. */
-void *sw_cpu_pointer(sw_carrier *c);
+SW_API void *sw_cpu_pointer(sw_carrier *c);
 /* Generic: typed slots copied from `values` (`count` slots of the dtype's
  * slot width; Bool slots are one byte, 0 or 1). Fixed size, no DLPack, no
  * bulk route. */
-sw_status sw_generic_new(const void *values, int64_t count, sw_dtype dtype, int flags,
-                         sw_carrier **out, sw_error *err);
+SW_API sw_status sw_generic_new(const void *values, int64_t count, sw_dtype dtype, int flags,
+                                sw_carrier **out, sw_error *err);
+/* Address of a Generic carrier's slot 0 (NULL after release or for a
+ * carrier of another class), for a binding that keeps its slots in the core
+ * carrier. Not an export: Generic still refuses DLPack. Writes through it
+ * bypass the version. */
+SW_API void *sw_generic_pointer(sw_carrier *c);
 /* FileBacked: a file in the per-process session directory (filestore.h),
  * named `filename` (NULL: generated), Float32 or Int32, size 0 and
  * allocatable-empty. SW_EINVAL for a bad name or dtype, SW_EEXIST when the
  * file exists (left untouched), SW_EIO when it cannot be created. */
-sw_status sw_file_backed_new(const char *filename, sw_dtype dtype, int flags,
-                             sw_carrier **out, sw_error *err);
+SW_API sw_status sw_file_backed_new(const char *filename, sw_dtype dtype, int flags,
+                                    sw_carrier **out, sw_error *err);
 /* The file's absolute path, valid while the handle lives (also after
  * release); NULL for a carrier that is not FileBacked. */
-const char *sw_file_backed_path(sw_carrier *c);
+SW_API const char *sw_file_backed_path(sw_carrier *c);
 
 /* The ops tables of the built-ins, for comparing classes. */
-extern const sw_carrier_class sw_cpu_class;
-extern const sw_carrier_class sw_generic_class;
-extern const sw_carrier_class sw_file_backed_class;
+SW_API extern const sw_carrier_class sw_cpu_class;
+SW_API extern const sw_carrier_class sw_generic_class;
+SW_API extern const sw_carrier_class sw_file_backed_class;
 
 /* References. ref returns its argument; unref of the last reference
  * releases the storage if still live and frees the handle. NULL is
  * ignored. */
-sw_carrier *sw_carrier_ref(sw_carrier *c);
-void sw_carrier_unref(sw_carrier *c);
+SW_API sw_carrier *sw_carrier_ref(sw_carrier *c);
+SW_API void sw_carrier_unref(sw_carrier *c);
 
 /* Introspection (`c` must not be NULL); never fails. After release size
  * is 0. */
-const sw_carrier_class *sw_carrier_class_of(sw_carrier *c);
-const char *sw_carrier_name(sw_carrier *c);
-sw_dtype sw_carrier_dtype(sw_carrier *c);
-int64_t sw_carrier_size(sw_carrier *c);
-uint64_t sw_carrier_version(sw_carrier *c);
-int sw_carrier_is_released(sw_carrier *c);
-int sw_carrier_is_mutable(sw_carrier *c); /* public mutability, see top */
-int sw_carrier_is_owned(sw_carrier *c);
-int sw_carrier_is_pending(sw_carrier *c); /* taking part in a move */
+SW_API const sw_carrier_class *sw_carrier_class_of(sw_carrier *c);
+SW_API const char *sw_carrier_name(sw_carrier *c);
+SW_API sw_dtype sw_carrier_dtype(sw_carrier *c);
+SW_API int64_t sw_carrier_size(sw_carrier *c);
+SW_API uint64_t sw_carrier_version(sw_carrier *c);
+SW_API int sw_carrier_is_released(sw_carrier *c);
+SW_API int sw_carrier_is_mutable(sw_carrier *c); /* public mutability, see top */
+SW_API int sw_carrier_is_owned(sw_carrier *c);
+SW_API int sw_carrier_is_pending(sw_carrier *c); /* taking part in a move */
 
 /* Slot access, checks in this order: released, (write) not publicly
  * mutable, (read) pending as a move's destination, range. A write adds 1
  * to the version. `count` slots of sw_dtype_slot_bytes(dtype) bytes each
  * (Bool: one byte, 0 or 1). */
-sw_status sw_carrier_read(sw_carrier *c, int64_t slot, int64_t count, void *out,
-                          sw_error *err);
-sw_status sw_carrier_write(sw_carrier *c, int64_t slot, int64_t count, const void *in,
-                           sw_error *err);
+SW_API sw_status sw_carrier_read(sw_carrier *c, int64_t slot, int64_t count, void *out,
+                                 sw_error *err);
+SW_API sw_status sw_carrier_write(sw_carrier *c, int64_t slot, int64_t count, const void *in,
+                                  sw_error *err);
 /* +1 on the version (a write that bypassed sw_carrier_write); refused like
  * a write. */
-sw_status sw_carrier_increment_version(sw_carrier *c, sw_error *err);
+SW_API sw_status sw_carrier_increment_version(sw_carrier *c, sw_error *err);
 
 /* Free the storage. Idempotent; SW_ESTATE while owned without owner
  * access or while pending. */
-sw_status sw_carrier_release(sw_carrier *c, sw_error *err);
+SW_API sw_status sw_carrier_release(sw_carrier *c, sw_error *err);
 
 /* Ownership claims. claim: SW_ESTATE when released, owned or pending;
  * gives a non-zero token. The token-taking calls fail SW_ESTATE for a
  * wrong token; begin/end are re-entrant and bound to the calling thread
  * (another thread holding access → SW_ESTATE). */
-sw_status sw_carrier_claim(sw_carrier *c, uint64_t *token, sw_error *err);
-sw_status sw_carrier_relinquish(sw_carrier *c, uint64_t token, sw_error *err);
-sw_status sw_carrier_begin_owner_access(sw_carrier *c, uint64_t token, sw_error *err);
-sw_status sw_carrier_end_owner_access(sw_carrier *c, uint64_t token, sw_error *err);
-int sw_carrier_has_owner_access(sw_carrier *c);
+SW_API sw_status sw_carrier_claim(sw_carrier *c, uint64_t *token, sw_error *err);
+SW_API sw_status sw_carrier_relinquish(sw_carrier *c, uint64_t token, sw_error *err);
+SW_API sw_status sw_carrier_begin_owner_access(sw_carrier *c, uint64_t token, sw_error *err);
+SW_API sw_status sw_carrier_end_owner_access(sw_carrier *c, uint64_t token, sw_error *err);
+SW_API int sw_carrier_has_owner_access(sw_carrier *c);
 
 #ifdef __cplusplus
 }

@@ -2,9 +2,11 @@
 #ifndef STRIDEWEAVE_CLOCK_H
 #define STRIDEWEAVE_CLOCK_H
 
+#include "strideweave/export.h"
+
 #include <stdint.h>
 
 /* Nanoseconds from an arbitrary origin; never goes backwards. */
-uint64_t sw_clock_ns(void);
+SW_API uint64_t sw_clock_ns(void);
 
 #endif

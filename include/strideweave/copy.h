@@ -10,6 +10,8 @@
 #ifndef STRIDEWEAVE_COPY_H
 #define STRIDEWEAVE_COPY_H
 
+#include "strideweave/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,7 +22,7 @@
 #define SW_COPY_MAX_DIMS 64
 
 /* memcpy of `nbytes` bytes; SW_EINVAL for a NULL pointer with nbytes > 0. */
-sw_status sw_copy_span(void *dst, const void *src, size_t nbytes, sw_error *err);
+SW_API sw_status sw_copy_span(void *dst, const void *src, size_t nbytes, sw_error *err);
 
 /* dst[sum c_i * dst_strides[i]] = src[sum c_i * src_strides[i]] for every
  * coordinate c, 0 <= c_i < extents[i]. Adjacent modes that are contiguous in
@@ -30,29 +32,29 @@ sw_status sw_copy_span(void *dst, const void *src, size_t nbytes, sw_error *err)
  * pointer when something is to be copied. SW_EOVERFLOW: an element count or
  * a byte offset that does not fit in int64. An extent 0 copies nothing;
  * ndim 0 copies one element. */
-sw_status sw_copy_strided(void *dst, const int64_t *dst_strides,
-                          const void *src, const int64_t *src_strides,
-                          const int64_t *extents, int ndim, size_t itemsize,
-                          sw_error *err);
+SW_API sw_status sw_copy_strided(void *dst, const int64_t *dst_strides,
+                                 const void *src, const int64_t *src_strides,
+                                 const int64_t *extents, int ndim, size_t itemsize,
+                                 sw_error *err);
 
 /* Gather a strided source into a contiguous, first-mode-fastest
  * destination (strides 1, e0, e0*e1, ...), and the scatter back. */
-sw_status sw_copy_gather(void *dst, const void *src, const int64_t *src_strides,
-                         const int64_t *extents, int ndim, size_t itemsize,
-                         sw_error *err);
-sw_status sw_copy_scatter(void *dst, const int64_t *dst_strides, const void *src,
-                          const int64_t *extents, int ndim, size_t itemsize,
-                          sw_error *err);
+SW_API sw_status sw_copy_gather(void *dst, const void *src, const int64_t *src_strides,
+                                const int64_t *extents, int ndim, size_t itemsize,
+                                sw_error *err);
+SW_API sw_status sw_copy_scatter(void *dst, const int64_t *dst_strides, const void *src,
+                                 const int64_t *extents, int ndim, size_t itemsize,
+                                 sw_error *err);
 
 /* In place: drop extent-1 modes and merge mode i+1 into mode i when
  * stride[i+1] == stride[i] * extent[i] in both operands. Returns the new
  * number of modes; the visiting order of coordinates is unchanged. Expects
  * validated input (no extent 0 or below). */
-int sw_copy_coalesce(int ndim, int64_t *extents, int64_t *src_strides,
-                     int64_t *dst_strides);
+SW_API int sw_copy_coalesce(int ndim, int64_t *extents, int64_t *src_strides,
+                            int64_t *dst_strides);
 
 /* Contiguous first-mode-fastest strides for `extents` (out[0] = 1). */
-sw_status sw_copy_contiguous_strides(const int64_t *extents, int ndim,
-                                     int64_t *out, sw_error *err);
+SW_API sw_status sw_copy_contiguous_strides(const int64_t *extents, int ndim,
+                                            int64_t *out, sw_error *err);
 
 #endif

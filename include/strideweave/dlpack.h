@@ -9,6 +9,8 @@
 #ifndef STRIDEWEAVE_DLPACK_H
 #define STRIDEWEAVE_DLPACK_H
 
+#include "strideweave/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -131,14 +133,14 @@ typedef struct sw_dlpack_request {
  * `release(manager_ctx, pin)`. Failure (SW_EINVAL for a malformed request,
  * SW_EOVERFLOW for a byte offset past uint64, SW_ENOMEM) allocates nothing
  * and never calls `release`; *out is set only on success. */
-sw_status sw_dlpack_pack(const sw_dlpack_request *req, DLManagedTensor **out,
-                         sw_error *err);
+SW_API sw_status sw_dlpack_pack(const sw_dlpack_request *req, DLManagedTensor **out,
+                                sw_error *err);
 /* Same, versioned: version exactly 1.0 and `req->flags` as the flags word. */
-sw_status sw_dlpack_pack_versioned(const sw_dlpack_request *req,
-                                   DLManagedTensorVersioned **out,
-                                   sw_error *err);
+SW_API sw_status sw_dlpack_pack_versioned(const sw_dlpack_request *req,
+                                          DLManagedTensorVersioned **out,
+                                          sw_error *err);
 
 /* Bytes the single block of an export of `ndim` modes takes (for tests). */
-size_t sw_dlpack_block_bytes(int versioned, int32_t ndim);
+SW_API size_t sw_dlpack_block_bytes(int versioned, int32_t ndim);
 
 #endif

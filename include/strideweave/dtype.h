@@ -2,6 +2,8 @@
 #ifndef STRIDEWEAVE_DTYPE_H
 #define STRIDEWEAVE_DTYPE_H
 
+#include "strideweave/export.h"
+
 #include <stddef.h>
 
 /* Declaration order is the D-3 order that DType.registered() reports. */
@@ -39,11 +41,11 @@ typedef struct sw_dtype_info {
     sw_dtype planes[2];
 } sw_dtype_info;
 
-const sw_dtype_info *sw_dtype_info_of(sw_dtype d);
+SW_API const sw_dtype_info *sw_dtype_info_of(sw_dtype d);
 /* Bytes one slot takes in host storage: 4 for Float32/Int32, 1 for Bool,
  * 0 for dtypes no shipped host carrier stores. */
-size_t sw_dtype_slot_bytes(sw_dtype d);
+SW_API size_t sw_dtype_slot_bytes(sw_dtype d);
 /* Whether `d` is `ancestor` or one of its enclosing categories. */
-int sw_dtype_is_subtype(sw_dtype d, sw_dtype ancestor);
+SW_API int sw_dtype_is_subtype(sw_dtype d, sw_dtype ancestor);
 
 #endif

@@ -13,6 +13,8 @@
 #ifndef STRIDEWEAVE_EXECUTOR_H
 #define STRIDEWEAVE_EXECUTOR_H
 
+#include "strideweave/export.h"
+
 #include "strideweave/status.h"
 
 /* Upper bound on pool threads. */
@@ -36,39 +38,39 @@ typedef struct sw_executor sw_executor;
  * holds an integer in [1, SW_EXECUTOR_MAX_THREADS], else min(4, online
  * CPUs), at least 1. No thread starts here. SW_ENOMEM on allocation
  * failure. */
-sw_status sw_executor_create(int nthreads, sw_executor **out, sw_error *err);
+SW_API sw_status sw_executor_create(int nthreads, sw_executor **out, sw_error *err);
 /* The thread bound chosen at creation. */
-int sw_executor_max_threads(const sw_executor *ex);
+SW_API int sw_executor_max_threads(const sw_executor *ex);
 /* Threads started so far (0 until the first submit). */
-int sw_executor_started_threads(sw_executor *ex);
+SW_API int sw_executor_started_threads(sw_executor *ex);
 
 /* Queue `job` (job->run must be set). Starts a thread when every started
  * thread is busy and the bound allows. SW_ESTATE after shutdown began;
  * SW_EIO (errno kept) when no thread runs at all and none can be started:
  * then the job is not queued. A failure to start an extra thread while
  * another is running is not an error. */
-sw_status sw_executor_submit(sw_executor *ex, sw_job *job, sw_error *err);
+SW_API sw_status sw_executor_submit(sw_executor *ex, sw_job *job, sw_error *err);
 
 /* Pop the oldest finished job. block != 0: wait until one finishes, or
  * return NULL once shutdown has begun and no finished job remains and no
  * queued or running job is left. block == 0: NULL when none is ready. */
-sw_job *sw_executor_next_completed(sw_executor *ex, int block);
+SW_API sw_job *sw_executor_next_completed(sw_executor *ex, int block);
 
 /* Put a job whose work finished outside the pool (a device or provider
  * completion another thread observed) straight onto the completion queue,
  * so the one popper commits it like any other job; `run` is not called.
  * SW_ESTATE after shutdown began (the poppers may already have left). */
-sw_status sw_executor_post_completed(sw_executor *ex, sw_job *job, sw_error *err);
+SW_API sw_status sw_executor_post_completed(sw_executor *ex, sw_job *job, sw_error *err);
 
 /* Jobs submitted and not yet popped from the completion queue. */
-long sw_executor_outstanding(sw_executor *ex);
+SW_API long sw_executor_outstanding(sw_executor *ex);
 
 /* Refuse new submits, let queued and running jobs finish (they still reach
  * the completion queue), join every pool thread, and wake blocked
  * sw_executor_next_completed callers. Idempotent. */
-void sw_executor_shutdown(sw_executor *ex);
+SW_API void sw_executor_shutdown(sw_executor *ex);
 /* Free the executor. Call after shutdown once no thread uses it. */
-void sw_executor_destroy(sw_executor *ex);
+SW_API void sw_executor_destroy(sw_executor *ex);
 
 /* ---- one-shot completion ------------------------------------------------ */
 
@@ -77,18 +79,18 @@ void sw_executor_destroy(sw_executor *ex);
 typedef struct sw_completion sw_completion;
 
 /* NULL on allocation failure (counted by sw_alloc_live_bytes). */
-sw_completion *sw_completion_new(void);
-void sw_completion_free(sw_completion *c);
+SW_API sw_completion *sw_completion_new(void);
+SW_API void sw_completion_free(sw_completion *c);
 /* Mark done and wake every waiter. Returns 1 for the call that completed
  * it, 0 for any later call. */
-int sw_completion_signal(sw_completion *c);
-int sw_completion_is_done(sw_completion *c);
+SW_API int sw_completion_signal(sw_completion *c);
+SW_API int sw_completion_is_done(sw_completion *c);
 /* Block until done. */
-void sw_completion_wait(sw_completion *c);
+SW_API void sw_completion_wait(sw_completion *c);
 /* Block until done or `timeout_ns` passed: 1 done, 0 timed out. */
-int sw_completion_wait_for(sw_completion *c, long long timeout_ns);
+SW_API int sw_completion_wait_for(sw_completion *c, long long timeout_ns);
 /* In a forked child only: make the lock and condition usable again (a
  * parent thread may have held the lock at fork()); keeps the done flag. */
-void sw_completion_reset_after_fork(sw_completion *c);
+SW_API void sw_completion_reset_after_fork(sw_completion *c);
 
 #endif

@@ -15,6 +15,8 @@
 #ifndef STRIDEWEAVE_FILESTORE_H
 #define STRIDEWEAVE_FILESTORE_H
 
+#include "strideweave/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -26,52 +28,52 @@
 
 /* The session directory's absolute path, creating it on first use. The
  * string stays valid for the life of the process. */
-sw_status sw_filestore_session_dir(const char **dir, sw_error *err);
+SW_API sw_status sw_filestore_session_dir(const char **dir, sw_error *err);
 /* Remove the session directories under `base` whose process is gone (its
  * lock on the directory is free), never one whose owner is alive, never
  * through a symlink, only directories of this user; half-made ones
  * (`.strideweave-filebacked-new-<32 hex>`, their maker killed before the
  * rename) too. Runs before the session directory is made; exposed for
  * tests. */
-void sw_filestore_reclaim_abandoned(const char *base);
+SW_API void sw_filestore_reclaim_abandoned(const char *base);
 /* Process id that created the session directory, 0 if none yet. */
-long sw_filestore_creator_pid(void);
+SW_API long sw_filestore_creator_pid(void);
 /* Whether the calling process created the session directory: only then
  * does it remove files at release and the directory at exit. */
-int sw_filestore_is_owner(void);
+SW_API int sw_filestore_is_owner(void);
 
 /* Fill `out` (SW_FILESTORE_NAME_LEN bytes) with a fresh random
  * "<32 hex>.bin". */
-sw_status sw_filestore_generate_name(char *out, sw_error *err);
+SW_API sw_status sw_filestore_generate_name(char *out, sw_error *err);
 /* SW_EINVAL unless `name` (`len` bytes) is a plain file name: not empty,
  * ".", or "..", and without '/' or NUL. */
-sw_status sw_filestore_check_name(const char *name, size_t len, sw_error *err);
+SW_API sw_status sw_filestore_check_name(const char *name, size_t len, sw_error *err);
 
 /* Create `name` exclusively (O_EXCL) in the session directory, length 0.
  * An existing file → SW_EEXIST and it is left untouched. On success `*fd`
  * is open read-write and `*path` is the sw_malloc'd absolute path. */
-sw_status sw_filestore_create(const char *name, int *fd, char **path, sw_error *err);
+SW_API sw_status sw_filestore_create(const char *name, int *fd, char **path, sw_error *err);
 /* sw_filestore_create with a generated name (retried on a collision). */
-sw_status sw_filestore_create_unique(int *fd, char **path, sw_error *err);
+SW_API sw_status sw_filestore_create_unique(int *fd, char **path, sw_error *err);
 
 /* Transfer exactly `bytes` at `offset`; EINTR and short transfers are
  * continued. End of file while reading → SW_EIO (errno EIO). */
-sw_status sw_filestore_pread(int fd, void *buf, size_t bytes, int64_t offset,
-                             sw_error *err);
-sw_status sw_filestore_pwrite(int fd, const void *buf, size_t bytes,
-                              int64_t offset, sw_error *err);
+SW_API sw_status sw_filestore_pread(int fd, void *buf, size_t bytes, int64_t offset,
+                                    sw_error *err);
+SW_API sw_status sw_filestore_pwrite(int fd, const void *buf, size_t bytes,
+                                     int64_t offset, sw_error *err);
 /* Write the `n` memory pieces `iov` back to back from file `offset` in as
  * few pwritev calls as the system's vector limit allows; EINTR and short
  * transfers are continued. `iov` is left unchanged. Consults the "pwrite"
  * fault once per call. */
-sw_status sw_filestore_pwritev(int fd, const struct iovec *iov, int64_t n, int64_t offset,
-                               sw_error *err);
+SW_API sw_status sw_filestore_pwritev(int fd, const struct iovec *iov, int64_t n, int64_t offset,
+                                      sw_error *err);
 /* Set the file length to `bytes`; growth reads back as zeros. */
-sw_status sw_filestore_resize(int fd, int64_t bytes, sw_error *err);
+SW_API sw_status sw_filestore_resize(int fd, int64_t bytes, sw_error *err);
 
 /* Close `fd` (if >= 0), unlink `path` when `creator_pid` is this process,
  * and sw_free `path` (if not NULL). Errors are ignored: the file may already
  * be gone. */
-void sw_filestore_remove(int fd, char *path, long creator_pid);
+SW_API void sw_filestore_remove(int fd, char *path, long creator_pid);
 
 #endif

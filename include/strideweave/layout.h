@@ -6,6 +6,8 @@
 #ifndef STRIDEWEAVE_LAYOUT_H
 #define STRIDEWEAVE_LAYOUT_H
 
+#include "strideweave/export.h"
+
 #include <stdint.h>
 
 #include "strideweave/status.h"
@@ -36,53 +38,53 @@ typedef struct sw_layout {
  * nested mode) and nleaves = count of SW_NODE_LEAF entries extents/strides.
  * Extents must be >= 1, strides >= 0 (SW_EINVAL); size/cosize overflowing
  * int64 is SW_EOVERFLOW. One allocation holds the struct and its arrays. */
-sw_layout *sw_layout_new(int32_t nprofile, const uint8_t *profile,
-                         const int64_t *extents, const int64_t *strides,
-                         sw_error *err);
+SW_API sw_layout *sw_layout_new(int32_t nprofile, const uint8_t *profile,
+                                const int64_t *extents, const int64_t *strides,
+                                sw_error *err);
 /* Same profile and extents, strides assigned depth-first (L-15). */
-sw_layout *sw_layout_canonical(int32_t nprofile, const uint8_t *profile,
-                               const int64_t *extents, sw_error *err);
-void sw_layout_free(sw_layout *layout);
-sw_layout *sw_layout_copy(const sw_layout *layout, sw_error *err);
+SW_API sw_layout *sw_layout_canonical(int32_t nprofile, const uint8_t *profile,
+                                      const int64_t *extents, sw_error *err);
+SW_API void sw_layout_free(sw_layout *layout);
+SW_API sw_layout *sw_layout_copy(const sw_layout *layout, sw_error *err);
 
 /* Exact injectivity (L-11), computed once and cached in the struct.
  * Returns 1 or 0, or -1 with err filled (SW_ENOMEM) when the answer needs an
  * enumeration past its fixed bounds (a 256 MiB record, 2^30 steps). */
-int sw_layout_is_injective(sw_layout *layout, sw_error *err);
+SW_API int sw_layout_is_injective(sw_layout *layout, sw_error *err);
 
 /* Scalar index of ordinal `k` in [0, size) (L-9 integer form). */
-sw_status sw_layout_index(const sw_layout *layout, int64_t k, int64_t *out,
-                          sw_error *err);
+SW_API sw_status sw_layout_index(const sw_layout *layout, int64_t k, int64_t *out,
+                                 sw_error *err);
 
 /* Top-level mode `i` as its own layout whose top-level modes are its
  * children (a leaf mode stays one leaf). Index must be in [0, rank). */
-sw_layout *sw_layout_mode(const sw_layout *layout, int32_t i, sw_error *err);
+SW_API sw_layout *sw_layout_mode(const sw_layout *layout, int32_t i, sw_error *err);
 /* Top-level modes [start, stop) kept whole. */
-sw_layout *sw_layout_slice(const sw_layout *layout, int32_t start, int32_t stop,
-                           sw_error *err);
+SW_API sw_layout *sw_layout_slice(const sw_layout *layout, int32_t start, int32_t stop,
+                                  sw_error *err);
 /* Result mode j is source mode modes[j]; entries in [0, rank) (SW_ERANGE),
  * repeats and any count allowed. */
-sw_layout *sw_layout_select(const sw_layout *layout, const int32_t *modes,
-                            int32_t n, sw_error *err);
+SW_API sw_layout *sw_layout_select(const sw_layout *layout, const int32_t *modes,
+                                   int32_t n, sw_error *err);
 /* Result mode j is source mode order[j] (L-14); order is a permutation. */
-sw_layout *sw_layout_permute(const sw_layout *layout, const int32_t *order,
-                             int32_t n, sw_error *err);
+SW_API sw_layout *sw_layout_permute(const sw_layout *layout, const int32_t *order,
+                                    int32_t n, sw_error *err);
 /* Top-level modes of a then of b (L-13). */
-sw_layout *sw_layout_concat(const sw_layout *a, const sw_layout *b,
-                            sw_error *err);
+SW_API sw_layout *sw_layout_concat(const sw_layout *a, const sw_layout *b,
+                                   sw_error *err);
 /* b whole as one nested top-level mode after a's modes (unless b is a leaf). */
-sw_layout *sw_layout_append(const sw_layout *a, const sw_layout *b,
-                            sw_error *err);
+SW_API sw_layout *sw_layout_append(const sw_layout *a, const sw_layout *b,
+                                   sw_error *err);
 /* L-12: target profile must match; widened extent-1 leaves get stride 0. */
-sw_layout *sw_layout_broadcast(const sw_layout *layout, int32_t nprofile,
-                               const uint8_t *profile,
-                               const int64_t *extents, sw_error *err);
+SW_API sw_layout *sw_layout_broadcast(const sw_layout *layout, int32_t nprofile,
+                                      const uint8_t *profile,
+                                      const int64_t *extents, sw_error *err);
 /* 1 for rank 0 or a single leaf mode (L-5 is_leaf). */
-int sw_layout_is_leaf(const sw_layout *layout);
+SW_API int sw_layout_is_leaf(const sw_layout *layout);
 /* 1 when the two layouts have the same profile, extents and strides. */
-int sw_layout_equal(const sw_layout *a, const sw_layout *b);
+SW_API int sw_layout_equal(const sw_layout *a, const sw_layout *b);
 /* 1 when the two layouts have the same profile and extents (strides may
  * differ): the same shape tree. */
-int sw_layout_same_shape(const sw_layout *a, const sw_layout *b);
+SW_API int sw_layout_same_shape(const sw_layout *a, const sw_layout *b);
 
 #endif

@@ -45,6 +45,8 @@
 #ifndef STRIDEWEAVE_MOVE_H
 #define STRIDEWEAVE_MOVE_H
 
+#include "strideweave/export.h"
+
 #include <stdint.h>
 
 #include "strideweave/carrier.h"
@@ -77,26 +79,26 @@ typedef struct sw_move_options {
 } sw_move_options;
 
 /* See the top of this file. `options` may be NULL. */
-sw_status sw_move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options *options,
-                        sw_move_handle **out, sw_error *err);
+SW_API sw_status sw_move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options *options,
+                               sw_move_handle **out, sw_error *err);
 /* Block until the move committed; then the result (new reference) or the
  * terminal error. `result` may be NULL. */
-sw_status sw_move_wait(sw_move_handle *m, sw_tensor **result, sw_error *err);
+SW_API sw_status sw_move_wait(sw_move_handle *m, sw_tensor **result, sw_error *err);
 /* 1 once the move committed (wait would not block). */
-int sw_move_done(sw_move_handle *m);
-sw_move_route sw_move_route_of(sw_move_handle *m);
+SW_API int sw_move_done(sw_move_handle *m);
+SW_API sw_move_route sw_move_route_of(sw_move_handle *m);
 /* Bytes the transfer copies (physical span for bulk, logical values for
  * the fallback). */
-int64_t sw_move_bytes(sw_move_handle *m);
-sw_move_handle *sw_move_ref(sw_move_handle *m);
-void sw_move_unref(sw_move_handle *m);
+SW_API int64_t sw_move_bytes(sw_move_handle *m);
+SW_API sw_move_handle *sw_move_ref(sw_move_handle *m);
+SW_API void sw_move_unref(sw_move_handle *m);
 
 /* sw_move_async then sw_move_wait. */
-sw_status sw_move(sw_tensor *t, sw_carrier *dst, sw_tensor **result, sw_error *err);
+SW_API sw_status sw_move(sw_tensor *t, sw_carrier *dst, sw_tensor **result, sw_error *err);
 
 /* Block until every move submitted so far has committed and dropped the
  * references it held (call before exit so that no transfer is cut short). */
-void sw_move_drain(void);
+SW_API void sw_move_drain(void);
 
 /* Process-wide profiling hook: SW_MOVE_EVENT_SUBMIT on the initiating
  * thread once the move is submitted, SW_MOVE_EVENT_COMPLETE on the
@@ -120,7 +122,7 @@ typedef struct sw_move_event {
 } sw_move_event;
 
 typedef void (*sw_move_profile_fn)(const sw_move_event *event, void *user);
-void sw_move_set_profile_hook(sw_move_profile_fn fn, void *user);
+SW_API void sw_move_set_profile_hook(sw_move_profile_fn fn, void *user);
 
 #ifdef __cplusplus
 }

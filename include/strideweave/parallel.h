@@ -11,14 +11,16 @@
 #ifndef STRIDEWEAVE_PARALLEL_H
 #define STRIDEWEAVE_PARALLEL_H
 
+#include "strideweave/export.h"
+
 #define SW_PARALLEL_MAX_HELPERS 7
 
 /* How many parts are worth making: helpers that can start, plus the
  * caller (at least 1). */
-int sw_parallel_width(void);
+SW_API int sw_parallel_width(void);
 
 /* Run fn(ctx, 0) .. fn(ctx, n - 1), some on helper threads. n <= 1, or no
  * helper at all: everything on the caller. */
-void sw_parallel_run(int n, void (*fn)(void *ctx, int part), void *ctx);
+SW_API void sw_parallel_run(int n, void (*fn)(void *ctx, int part), void *ctx);
 
 #endif

@@ -2,6 +2,8 @@
 #ifndef STRIDEWEAVE_STATUS_H
 #define STRIDEWEAVE_STATUS_H
 
+#include "strideweave/export.h"
+
 #include <stddef.h>
 
 typedef enum sw_status {
@@ -25,11 +27,11 @@ typedef struct sw_error {
 
 /* Fill `err` (which may be NULL) and return `code`, so callers can write
  * `return sw_error_set(err, SW_EINVAL, "...")`. */
-sw_status sw_error_set(sw_error *err, sw_status code, const char *fmt, ...)
+SW_API sw_status sw_error_set(sw_error *err, sw_status code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-sw_status sw_error_set_errno(sw_error *err, sw_status code, int errnum,
-                             const char *fmt, ...)
+SW_API sw_status sw_error_set_errno(sw_error *err, sw_status code, int errnum,
+                                    const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-void sw_error_clear(sw_error *err);
+SW_API void sw_error_clear(sw_error *err);
 
 #endif

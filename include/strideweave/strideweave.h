@@ -3,6 +3,7 @@
 #ifndef STRIDEWEAVE_STRIDEWEAVE_H
 #define STRIDEWEAVE_STRIDEWEAVE_H
 
+#include "strideweave/export.h"
 #include "strideweave/status.h"
 #include "strideweave/alloc.h"
 #include "strideweave/clock.h"

@@ -14,6 +14,8 @@
 #ifndef STRIDEWEAVE_TENSOR_H
 #define STRIDEWEAVE_TENSOR_H
 
+#include "strideweave/export.h"
+
 #include <stdint.h>
 
 #include "strideweave/carrier.h"
@@ -30,48 +32,48 @@ typedef struct sw_tensor sw_tensor;
 /* `layout` is copied. SW_ETYPE for a NULL carrier or layout; SW_EINVAL for
  * a negative offset; SW_ESTATE for a released carrier; SW_ERANGE when
  * offset + cosize exceeds the carrier's size. */
-sw_status sw_tensor_new(sw_carrier *carrier, int64_t offset, const sw_layout *layout,
-                        sw_tensor **out, sw_error *err);
+SW_API sw_status sw_tensor_new(sw_carrier *carrier, int64_t offset, const sw_layout *layout,
+                               sw_tensor **out, sw_error *err);
 /* Flat layout of `ndim` leaf modes (first mode fastest); `strides` NULL
  * means contiguous (1, e0, e0*e1, ...). */
-sw_status sw_tensor_new_strided(sw_carrier *carrier, int64_t offset, int32_t ndim,
-                                const int64_t *extents, const int64_t *strides,
-                                sw_tensor **out, sw_error *err);
+SW_API sw_status sw_tensor_new_strided(sw_carrier *carrier, int64_t offset, int32_t ndim,
+                                       const int64_t *extents, const int64_t *strides,
+                                       sw_tensor **out, sw_error *err);
 
-sw_tensor *sw_tensor_ref(sw_tensor *t);
-void sw_tensor_unref(sw_tensor *t);
+SW_API sw_tensor *sw_tensor_ref(sw_tensor *t);
+SW_API void sw_tensor_unref(sw_tensor *t);
 
 /* Borrowed: valid while the caller holds its reference to `t`. */
-sw_carrier *sw_tensor_carrier(const sw_tensor *t);
-const sw_layout *sw_tensor_layout(const sw_tensor *t);
-int64_t sw_tensor_offset(const sw_tensor *t);
-sw_dtype sw_tensor_dtype(const sw_tensor *t);
-int64_t sw_tensor_size(const sw_tensor *t); /* logical elements */
+SW_API sw_carrier *sw_tensor_carrier(const sw_tensor *t);
+SW_API const sw_layout *sw_tensor_layout(const sw_tensor *t);
+SW_API int64_t sw_tensor_offset(const sw_tensor *t);
+SW_API sw_dtype sw_tensor_dtype(const sw_tensor *t);
+SW_API int64_t sw_tensor_size(const sw_tensor *t); /* logical elements */
 
 /* Element `index` (logical, first mode fastest). SW_ETYPE when the dtype is
  * not the one the function names; SW_ERANGE for an index outside
  * [0, size); then the carrier's checks (released, pending, mutable). A set
  * advances the carrier's version by 1. */
-sw_status sw_tensor_get_f32(const sw_tensor *t, int64_t index, float *out, sw_error *err);
-sw_status sw_tensor_set_f32(const sw_tensor *t, int64_t index, float value, sw_error *err);
-sw_status sw_tensor_get_i32(const sw_tensor *t, int64_t index, int32_t *out,
-                            sw_error *err);
-sw_status sw_tensor_set_i32(const sw_tensor *t, int64_t index, int32_t value,
-                            sw_error *err);
+SW_API sw_status sw_tensor_get_f32(const sw_tensor *t, int64_t index, float *out, sw_error *err);
+SW_API sw_status sw_tensor_set_f32(const sw_tensor *t, int64_t index, float value, sw_error *err);
+SW_API sw_status sw_tensor_get_i32(const sw_tensor *t, int64_t index, int32_t *out,
+                                   sw_error *err);
+SW_API sw_status sw_tensor_set_i32(const sw_tensor *t, int64_t index, int32_t value,
+                                   sw_error *err);
 
 /* Views. slice keeps [start, stop) of top-level mode `mode`, which must be
  * a leaf (nested modes: SW_ENOTSUP); permute reorders top-level modes;
  * reshape needs a contiguous tensor (offset any, strides canonical) and
  * gives a contiguous flat layout of `extents`; broadcast widens extent-1
  * leaves to `extents` with stride 0 (same profile). */
-sw_status sw_tensor_slice(const sw_tensor *t, int32_t mode, int64_t start, int64_t stop,
-                          sw_tensor **out, sw_error *err);
-sw_status sw_tensor_permute(const sw_tensor *t, const int32_t *order, int32_t n,
-                            sw_tensor **out, sw_error *err);
-sw_status sw_tensor_reshape(const sw_tensor *t, int32_t ndim, const int64_t *extents,
-                            sw_tensor **out, sw_error *err);
-sw_status sw_tensor_broadcast(const sw_tensor *t, const int64_t *extents,
-                              sw_tensor **out, sw_error *err);
+SW_API sw_status sw_tensor_slice(const sw_tensor *t, int32_t mode, int64_t start, int64_t stop,
+                                 sw_tensor **out, sw_error *err);
+SW_API sw_status sw_tensor_permute(const sw_tensor *t, const int32_t *order, int32_t n,
+                                   sw_tensor **out, sw_error *err);
+SW_API sw_status sw_tensor_reshape(const sw_tensor *t, int32_t ndim, const int64_t *extents,
+                                   sw_tensor **out, sw_error *err);
+SW_API sw_status sw_tensor_broadcast(const sw_tensor *t, const int64_t *extents,
+                                     sw_tensor **out, sw_error *err);
 
 /* DLPack export (versioned, DLPack 1.0): shape and strides are the leaf
  * modes, the read-only flag is set when the carrier is not publicly
@@ -81,7 +83,7 @@ sw_status sw_tensor_broadcast(const sw_tensor *t, const int64_t *extents,
  * deleter runs (any thread). Releasing the carrier while an export is
  * outstanding is allowed: the memory is then kept until the last deleter
  * runs, so the consumer never reads memory handed to someone else. */
-sw_status sw_tensor_to_dlpack(sw_tensor *t, DLManagedTensorVersioned **out, sw_error *err);
+SW_API sw_status sw_tensor_to_dlpack(sw_tensor *t, DLManagedTensorVersioned **out, sw_error *err);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,8 @@
 #ifndef STRIDEWEAVE_TILES_H
 #define STRIDEWEAVE_TILES_H
 
+#include "strideweave/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,30 +33,30 @@ typedef struct sw_tile_geometry {
 
 /* Fill `g`. Entries must be >= 1 and rank in [1, SW_TILES_MAX_RANK]
  * (SW_EINVAL); products overflowing int64 are SW_EOVERFLOW. */
-sw_status sw_tiles_geometry_init(sw_tile_geometry *g, int32_t rank, const int64_t *grid,
-                                 const int64_t *tile, sw_error *err);
+SW_API sw_status sw_tiles_geometry_init(sw_tile_geometry *g, int32_t rank, const int64_t *grid,
+                                        const int64_t *tile, sw_error *err);
 
 /* Linear index of a tile coordinate (first axis fastest over the grid). */
-int64_t sw_tiles_tile_index(const sw_tile_geometry *g, const int64_t *coord);
+SW_API int64_t sw_tiles_tile_index(const sw_tile_geometry *g, const int64_t *coord);
 /* The coordinate of tile `t`. */
-void sw_tiles_tile_coord(const sw_tile_geometry *g, int64_t t, int64_t *coord);
+SW_API void sw_tiles_tile_coord(const sw_tile_geometry *g, int64_t t, int64_t *coord);
 /* TE-2: the tile owning slot `slot` and the slot's within-tile position. */
-void sw_tiles_locate(const sw_tile_geometry *g, int64_t slot, int64_t *tile, int64_t *within);
+SW_API void sw_tiles_locate(const sw_tile_geometry *g, int64_t slot, int64_t *tile, int64_t *within);
 /* The slot at within-tile position `within` of tile `t` (inverse of
  * sw_tiles_locate). */
-int64_t sw_tiles_slot(const sw_tile_geometry *g, int64_t t, int64_t within);
+SW_API int64_t sw_tiles_slot(const sw_tile_geometry *g, int64_t t, int64_t within);
 
 /* TE-3: whether a layout of this geometry's logical shape, placed at
  * `offset`, maps every tile's logical indices onto exactly that tile's
  * footprint (distinct slots). The caller has checked the layout's mode
  * count and mode sizes. 1 yes, 0 no (err says which tile), -1 with err
  * filled (SW_ENOMEM). */
-int sw_tiles_check_footprints(const sw_tile_geometry *g, const sw_layout *layout,
-                              int64_t offset, sw_error *err);
+SW_API int sw_tiles_check_footprints(const sw_tile_geometry *g, const sw_layout *layout,
+                                     int64_t offset, sw_error *err);
 
 /* Whether `layout` at `offset` is the identity of the logical shape:
  * slot == logical index for every index (the fast paths use it). */
-int sw_tiles_is_identity(const sw_tile_geometry *g, const sw_layout *layout, int64_t offset);
+SW_API int sw_tiles_is_identity(const sw_tile_geometry *g, const sw_layout *layout, int64_t offset);
 
 /* A selection bound to a geometry: per axis k, counts[k] tile
  * coordinates coords[k][0..counts[k]). */
@@ -66,20 +68,20 @@ typedef struct sw_tile_selection {
 
 /* TE-4 binding: rank equal to the grid's and every coordinate in range.
  * SW_EINVAL otherwise. */
-sw_status sw_tiles_bind_selection(const sw_tile_geometry *g, const sw_tile_selection *sel,
-                                  sw_error *err);
+SW_API sw_status sw_tiles_bind_selection(const sw_tile_geometry *g, const sw_tile_selection *sel,
+                                         sw_error *err);
 /* Compact shape of a bound selection: counts[k] * tile[k]; returns the
  * product (the projection's slot count n), or -1 on overflow. */
-int64_t sw_tiles_compact_shape(const sw_tile_geometry *g, const sw_tile_selection *sel,
-                               int64_t *shape);
+SW_API int64_t sw_tiles_compact_shape(const sw_tile_geometry *g, const sw_tile_selection *sel,
+                                      int64_t *shape);
 /* TE-10 mapping: the source logical index of compact index `c`. */
-int64_t sw_tiles_source_index(const sw_tile_geometry *g, const sw_tile_selection *sel,
-                              const int64_t *compact_shape, int64_t c);
+SW_API int64_t sw_tiles_source_index(const sw_tile_geometry *g, const sw_tile_selection *sel,
+                                     const int64_t *compact_shape, int64_t c);
 
 /* TE-5 ordering: sort `n` coordinates of `rank` entries each (row i at
  * coords[i*rank]) by reversed tuple, in place. Returns 1 when two rows are
  * equal after sorting (a duplicate), 0 otherwise, -1 on SW_ENOMEM. */
-int sw_tiles_sort_coords(int32_t rank, int64_t n, int64_t *coords, sw_error *err);
+SW_API int sw_tiles_sort_coords(int32_t rank, int64_t n, int64_t *coords, sw_error *err);
 
 /* Where the gather reads one tile: `base` points at slot 0 of its storage;
  * `full` says the storage is indexed by the TiledEvictable's own slot
@@ -97,12 +99,12 @@ typedef struct sw_tile_source {
  * binding. Under the identity layout a tile whose `base` is NULL is one the
  * caller has already put in place: its runs are skipped. Runs without
  * Python; safe without the GIL. */
-sw_status sw_tiles_gather(const sw_tile_geometry *g, const sw_layout *layout, int64_t offset,
-                          const sw_tile_selection *sel, const sw_tile_source *tiles,
-                          size_t elem, unsigned char *dst, sw_error *err);
+SW_API sw_status sw_tiles_gather(const sw_tile_geometry *g, const sw_layout *layout, int64_t offset,
+                                 const sw_tile_selection *sel, const sw_tile_source *tiles,
+                                 size_t elem, unsigned char *dst, sw_error *err);
 
 /* The slot of logical index `i` under `layout` at `offset`. */
-int64_t sw_tiles_layout_slot(const sw_layout *layout, int64_t offset, int64_t i);
+SW_API int64_t sw_tiles_layout_slot(const sw_layout *layout, int64_t offset, int64_t i);
 
 /* One contiguous piece of a tile held in place by a full-size tier:
  * `count` slots from that tier's slot `slot`, which are within-tile
@@ -115,6 +117,6 @@ typedef struct sw_tile_run {
  * runs strided over the logical shape), in within-tile order, runs that
  * touch merged. `runs` has room for tile_size / tile[0] entries; returns
  * how many were written. Pure arithmetic; safe without the GIL. */
-int64_t sw_tiles_runs(const sw_tile_geometry *g, int64_t t, sw_tile_run *runs);
+SW_API int64_t sw_tiles_runs(const sw_tile_geometry *g, int64_t t, sw_tile_run *runs);
 
 #endif

@@ -19,6 +19,8 @@
 #ifndef STRIDEWEAVE_TRANSFER_H
 #define STRIDEWEAVE_TRANSFER_H
 
+#include "strideweave/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -58,14 +60,14 @@ typedef struct sw_transfer {
 /* The bytes a transfer copies: cosize * itemsize for a bulk transfer or a
  * layout that covers its span exactly, else the number of elements times
  * itemsize. 0 for a malformed description or one that overflows. */
-int64_t sw_transfer_bytes(const sw_transfer *t);
+SW_API int64_t sw_transfer_bytes(const sw_transfer *t);
 
 /* Run one transfer. SW_EINVAL for a malformed description (unknown kind,
  * NULL host pointer with something to copy, negative offset, itemsize 0,
  * bad ndim); SW_EOVERFLOW when a byte offset does not fit in int64;
  * SW_ENOMEM when a staging buffer cannot be allocated; SW_EIO for a file
  * error. cosize 0 copies nothing and succeeds. */
-sw_status sw_transfer_run(const sw_transfer *t, sw_error *err);
+SW_API sw_status sw_transfer_run(const sw_transfer *t, sw_error *err);
 
 /* sw_transfer_run, with a large span copy (bulk, or a layout covering its
  * span) cut into huge-page-aligned parts run side by side on the helper
@@ -73,6 +75,6 @@ sw_status sw_transfer_run(const sw_transfer *t, sw_error *err);
  * several threads, `max_threads` at most counting the caller (<= 0: as
  * many as there are helpers). The first failing part's error is returned;
  * other parts may have written their pieces of the destination. */
-sw_status sw_transfer_run_parallel(const sw_transfer *t, int max_threads, sw_error *err);
+SW_API sw_status sw_transfer_run_parallel(const sw_transfer *t, int max_threads, sw_error *err);
 
 #endif

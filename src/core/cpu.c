@@ -172,3 +172,13 @@ void *sw_cpu_pointer(sw_carrier *c)
     pthread_mutex_unlock(&c->lock);
     return p;
 }
+
+void *sw_generic_pointer(sw_carrier *c)
+{
+    if (!c || c->ops != &sw_generic_class)
+        return NULL;
+    pthread_mutex_lock(&c->lock);
+    void *p = c->released ? NULL : ((host_impl *)c->impl)->data;
+    pthread_mutex_unlock(&c->lock);
+    return p;
+}

@@ -53,8 +53,7 @@ static void host_drop(PyObject *self)
          * its only reference to the core carrier frees the storage. */
         sw_carrier_unref(h->core);
         h->core = NULL;
-    } else if (h->owns_data)
-        sw_free(h->data);
+    }
     h->data = NULL;
     h->owns_data = 0;
     h->nslots = 0;
@@ -68,41 +67,56 @@ const sw_carrier_ops sw_generic_ops = {
     NULL,
 };
 
-/* Allocate owned storage for `nslots` slots of `dtype` (at least one byte so
- * the address is positive), zeroed when `zero`. */
-static int host_allocate(SwHostCarrierObject *h, sw_dtype dtype, int64_t nslots, int zero)
+/* Bytes of `nslots` slots of `dtype` (at least one, so the address is
+ * positive), or -1 with OverflowError. */
+static int host_bytes(sw_dtype dtype, int64_t nslots, size_t *bytes)
 {
-    size_t bytes;
     if (nslots < 0 || (uint64_t)nslots > SIZE_MAX ||
-        __builtin_mul_overflow((size_t)nslots, sw_dtype_slot_bytes(dtype), &bytes)) {
+        __builtin_mul_overflow((size_t)nslots, sw_dtype_slot_bytes(dtype), bytes)) {
         PyErr_Format(PyExc_OverflowError, "%lld slots do not fit in memory",
                      (long long)nslots);
         return -1;
     }
-    if (bytes == 0)
-        bytes = 1;
+    if (*bytes == 0)
+        *bytes = 1;
+    return 0;
+}
+
+/* Give `h` owned storage for `nslots` slots of `dtype` in a core carrier
+ * (carrier.h), the same one a C program gets from sw_cpu_new /
+ * sw_generic_new. CPU: zeroed when `zero`. Generic: a copy of `values`
+ * (nslots slots, already normalized), zeroes when `values` is NULL. */
+static int host_allocate(SwHostCarrierObject *h, sw_dtype dtype, int64_t nslots, int zero,
+                         const void *values)
+{
+    size_t bytes;
+    if (host_bytes(dtype, nslots, &bytes) < 0)
+        return -1;
+    sw_error err;
+    sw_carrier *core = NULL;
     void *data;
+    sw_status st;
     if (Py_IS_TYPE((PyObject *)h, &SwCPU_Type)) {
-        /* CPU storage lives in a core carrier (carrier.h), the same one a C
-         * program gets from sw_cpu_new. */
-        sw_error err;
-        sw_carrier *core = NULL;
-        if (sw_cpu_new(nslots, dtype, zero ? 0 : SW_CARRIER_EMPTY, &core, &err) != SW_OK) {
-            if (err.code == SW_ENOMEM)
-                PyErr_NoMemory();
-            else
-                PyErr_SetString(PyExc_ValueError, err.msg);
-            return -1;
-        }
-        h->core = core;
-        data = sw_cpu_pointer(core);
+        st = sw_cpu_new(nslots, dtype, zero ? 0 : SW_CARRIER_EMPTY, &core, &err);
     } else {
-        data = zero ? sw_calloc(1, bytes) : sw_malloc(bytes);
-        if (!data) {
+        void *zeros = NULL;
+        if (!values && !(values = zeros = PyMem_Calloc(1, bytes))) {
             PyErr_NoMemory();
             return -1;
         }
+        st = sw_generic_new(values, nslots, dtype, 0, &core, &err);
+        PyMem_Free(zeros);
     }
+    if (st != SW_OK) {
+        if (err.code == SW_ENOMEM)
+            PyErr_NoMemory();
+        else
+            PyErr_SetString(PyExc_ValueError, err.msg);
+        return -1;
+    }
+    data = Py_IS_TYPE((PyObject *)h, &SwCPU_Type) ? sw_cpu_pointer(core)
+                                                  : sw_generic_pointer(core);
+    h->core = core;
     h->dtype = dtype;
     h->nslots = nslots;
     h->data = data;
@@ -110,9 +124,10 @@ static int host_allocate(SwHostCarrierObject *h, sw_dtype dtype, int64_t nslots,
     return 0;
 }
 
-/* Fresh carrier of exactly `type` (Generic or CPU) with owned storage. */
-PyObject *sw_host_new(PyTypeObject *type, sw_dtype dtype, int64_t nslots,
-                          int mutable_, int zero)
+/* Fresh carrier of exactly `type` (Generic or CPU) with owned storage;
+ * Generic: a copy of `values` when not NULL. */
+static PyObject *host_new(PyTypeObject *type, sw_dtype dtype, int64_t nslots, int mutable_,
+                          int zero, const void *values)
 {
     PyObject *self = sw_carrier_alloc(type, mutable_);
     if (!self)
@@ -122,17 +137,39 @@ PyObject *sw_host_new(PyTypeObject *type, sw_dtype dtype, int64_t nslots,
     HOST(self)->owns_data = 0;
     HOST(self)->core = NULL;
     HOST(self)->dtype = dtype;
-    if (host_allocate(HOST(self), dtype, nslots, zero) < 0) {
+    if (host_allocate(HOST(self), dtype, nslots, zero, values) < 0) {
         Py_DECREF(self);
         return NULL;
     }
     return self;
 }
 
+PyObject *sw_host_new(PyTypeObject *type, sw_dtype dtype, int64_t nslots,
+                          int mutable_, int zero)
+{
+    return host_new(type, dtype, nslots, mutable_, zero, NULL);
+}
+
 /* Fresh host carrier of `type` holding `values` (a private tuple). */
 PyObject *sw_host_from_values(PyTypeObject *type, sw_dtype dtype, PyObject *values,
                               int mutable_, int none_is_zero)
 {
+    if (type == &SwGeneric_Type) {
+        /* A Generic core carrier copies its slots at creation: normalize
+         * them into a scratch buffer first. */
+        int64_t n = PyTuple_GET_SIZE(values);
+        size_t bytes;
+        if (host_bytes(dtype, n, &bytes) < 0)
+            return NULL;
+        void *buf = PyMem_Calloc(1, bytes);
+        if (!buf)
+            return PyErr_NoMemory();
+        PyObject *self = NULL;
+        if (sw_carrier_fill_slots(dtype, values, none_is_zero, buf) == 0)
+            self = host_new(type, dtype, n, mutable_, 1, buf);
+        PyMem_Free(buf);
+        return self;
+    }
     PyObject *self = sw_host_new(type, dtype, PyTuple_GET_SIZE(values), mutable_, 1);
     if (!self)
         return NULL;

@@ -179,7 +179,7 @@ typedef struct SwHostCarrierObject {
     int64_t nslots;
     void *data;              /* NULL after release */
     int owns_data;           /* always 1 while data is set */
-    struct sw_carrier *core; /* CPU: the core carrier holding `data`; else NULL */
+    struct sw_carrier *core; /* the core carrier holding `data`; NULL after release */
 } SwHostCarrierObject;
 
 typedef struct SwFileBackedObject {

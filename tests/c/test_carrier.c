@@ -80,6 +80,8 @@ static void test_immutable_and_generic(void)
     float v;
     CHECK(sw_carrier_read(g, 0, 1, &v, &err) == SW_OK);
     CHECK(v == 1);
+    CHECK(sw_generic_pointer(g) != NULL);
+    CHECK(((float *)sw_generic_pointer(g))[2] == 3.0f);
     CHECK(!sw_carrier_is_mutable(g));
     CHECK(sw_carrier_write(g, 0, 1, &v, &err) == SW_ESTATE);
     CHECK(strstr(err.msg, "immutable") != NULL);
@@ -95,6 +97,15 @@ static void test_immutable_and_generic(void)
     CHECK(sw_carrier_write(g, 1, 1, &one, &err) == SW_OK);
     CHECK_EQ_I64(sw_carrier_version(g), 1);
     sw_carrier_unref(g); /* never released: the last reference frees it */
+
+    /* The binding's view of Generic slots: the pointer of its own class
+     * only, NULL once released. */
+    CHECK(sw_generic_new(b, 3, SW_DT_BOOL, 0, &g, &err) == SW_OK);
+    CHECK(sw_cpu_pointer(g) == NULL);
+    CHECK(((unsigned char *)sw_generic_pointer(g))[2] == 1);
+    CHECK(sw_carrier_release(g, &err) == SW_OK);
+    CHECK(sw_generic_pointer(g) == NULL);
+    sw_carrier_unref(g);
 }
 
 static void test_file_backed(void)
