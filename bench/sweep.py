@@ -15,7 +15,7 @@ destinations are created before timing and not touched:
   cpu->file   move() into fresh FileBacked      vs os.pwrite into fresh files
   file->cpu   move() of FileBacked tensors      vs os.preadv of files of the
               into fresh CPU carriers              same bytes into fresh np.empty
-  cpu->blk    CPU -> BlockDeviceCarrier         vs os.pwrite to the same device
+  cpu->blk    CPU -> BlockDeviceCarrier         vs os.pwrite + os.fdatasync to the same device
   blk->cpu    BlockDeviceCarrier -> CPU         vs os.preadv from the same device
               (a loop device; skipped with the reason where none can be made;
               sw.move when it moves block carriers, else the block
@@ -270,6 +270,9 @@ class Block(Case):
                 t0 = time.perf_counter()
                 for s, off in zip(srcs, offsets):
                     pwrite_all(fd, s, off)
+                    # a move into block storage reports done only once its
+                    # range is durable, so the anchor makes each write durable
+                    os.fdatasync(fd)
             else:
                 for off in offsets:
                     pwrite_all(fd, self.ref, off)
