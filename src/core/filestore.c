@@ -452,6 +452,16 @@ sw_status sw_filestore_pread(int fd, void *buf, size_t bytes, int64_t offset,
     return SW_OK;
 }
 
+/* The error of a write that returned r <= 0 (errno still set for r < 0):
+ * r == 0 stored nothing, which on a file means the disk is full. */
+static sw_status write_failed(ssize_t r, sw_error *err)
+{
+    if (r == 0)
+        return sw_error_set_errno(err, SW_EIO, EIO, "writing the FileBacked file stored nothing (is the disk full?)");
+    int e = errno;
+    return sw_error_set_errno(err, SW_EIO, e, "writing the FileBacked file failed: %s", strerror(e));
+}
+
 sw_status sw_filestore_pwrite(int fd, const void *buf, size_t bytes, int64_t offset,
                               sw_error *err)
 {
@@ -460,14 +470,10 @@ sw_status sw_filestore_pwrite(int fd, const void *buf, size_t bytes, int64_t off
     const char *p = buf;
     while (bytes > 0) {
         ssize_t r = pwrite(fd, p, bytes, (off_t)offset);
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            int e = errno;
-            return sw_error_set_errno(err, SW_EIO, e, "writing the FileBacked file failed: %s", strerror(e));
-        }
-        if (r == 0)
-            return sw_error_set_errno(err, SW_EIO, EIO, "writing the FileBacked file stored nothing (is the disk full?)");
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return write_failed(r, err);
         p += r;
         bytes -= (size_t)r;
         offset += r;
@@ -493,14 +499,10 @@ sw_status sw_filestore_pwritev(int fd, const struct iovec *iov, int64_t n, int64
             }
         }
         ssize_t r = pwritev(fd, batch, k, (off_t)offset);
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            int e = errno;
-            return sw_error_set_errno(err, SW_EIO, e, "writing the FileBacked file failed: %s", strerror(e));
-        }
-        if (r == 0)
-            return sw_error_set_errno(err, SW_EIO, EIO, "writing the FileBacked file stored nothing (is the disk full?)");
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return write_failed(r, err);
         offset += r;
         size_t left = (size_t)r;
         while (i < n && left >= iov[i].iov_len - skip) {

@@ -356,14 +356,26 @@ int64_t sw_transfer_bytes(const sw_transfer *t)
     return bytes;
 }
 
-sw_status sw_transfer_run(const sw_transfer *t, sw_error *err)
+/* The checks both entry points make first: SW_OK with *work set when there
+ * is something to copy (its byte span in *sb), SW_OK with *work clear for
+ * an empty transfer, else the failure. */
+static sw_status prepare(const sw_transfer *t, span_bytes *sb, int *work, sw_error *err)
 {
+    *work = 0;
     sw_status st = check_header(t, err);
     if (st != SW_OK || t->cosize == 0)
         return st;
+    st = validate(t, sb, err);
+    *work = st == SW_OK;
+    return st;
+}
+
+sw_status sw_transfer_run(const sw_transfer *t, sw_error *err)
+{
     span_bytes sb;
-    st = validate(t, &sb, err);
-    if (st != SW_OK)
+    int work;
+    sw_status st = prepare(t, &sb, &work, err);
+    if (!work)
         return st;
     if (t->bulk || covers_span(t))
         return move_span(t, &sb, err);
@@ -399,12 +411,10 @@ static void run_part(void *ctx, int i)
 
 sw_status sw_transfer_run_parallel(const sw_transfer *t, int max_threads, sw_error *err)
 {
-    sw_status st = check_header(t, err);
-    if (st != SW_OK || t->cosize == 0)
-        return st;
     span_bytes sb;
-    st = validate(t, &sb, err);
-    if (st != SW_OK)
+    int work;
+    sw_status st = prepare(t, &sb, &work, err);
+    if (!work)
         return st;
     if (!t->bulk && !covers_span(t))
         return move_values(t, &sb, err);
