@@ -15,5 +15,6 @@
 #include "strideweave/carrier.h"
 #include "strideweave/tensor.h"
 #include "strideweave/move.h"
+#include "strideweave/tiled_evictable.h"
 
 #endif

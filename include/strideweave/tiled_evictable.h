@@ -1,0 +1,222 @@
+/* TiledEvictable: a logical grid of equal tiles over two carriers, each
+ * tile living in exactly one place: the primary tier, the secondary tier,
+ * nowhere with an implicit value of 0, or nowhere at all (invalid).
+ *
+ * Tiers. The primary is a CPU carrier; the secondary is a CPU or a
+ * FileBacked carrier of the same dtype. Each tier is either empty (size 0)
+ * or holds the whole logical size. Construction claims both (carrier.h
+ * ownership): from then on nothing else may write or release them. A tier
+ * that is full holds its tiles in place (at their own slots, see tiles.h);
+ * every tile that moves afterwards gets private tile-sized storage of the
+ * target tier's class (a fresh CPU carrier, or a fresh FileBacked file),
+ * indexed by within-tile position. Tiles start all primary when the
+ * primary is full, else all secondary when the secondary is full, else all
+ * invalid.
+ *
+ * Residency changes (promote, evict) copy into fresh storage first and
+ * commit every listed tile together under the carrier's lock, so a failure
+ * anywhere (allocation, file I/O, an injected fault) leaves every tile,
+ * value and the version as they were; the fresh copies are dropped. Tile
+ * copies move whole runs: memcpy between host tiers, one pwritev of every
+ * run of a tile into a FileBacked tile, one pread per run out of one.
+ *
+ * Busy tiles. While a residency request copies a tile, that tile is
+ * *pending*; while a projection reads a tile, it is *pinned*. A pending or
+ * pinned tile refuses writes and new requests (SW_ESTATE, message names
+ * "pending" or "pinned"); a pending tile also refuses projections. Reads
+ * are always allowed. release refuses while any request or projection is
+ * in progress.
+ *
+ * Version: +1 per successful sw_tiled_evictable_write; promote, evict,
+ * project and release never change it.
+ *
+ * Ownership: sw_tiled_evictable_new gives the caller one reference
+ * (sw_tiled_evictable_unref). The carrier holds a reference to both tiers;
+ * sw_tiled_evictable_primary/secondary return them borrowed. Dropping the
+ * last reference of a carrier that was not released only relinquishes the
+ * tiers (they become usable again) and frees the private tile storage;
+ * sw_tiled_evictable_release frees everything.
+ *
+ * Threads: every function is thread-safe. Each carrier has one mutex
+ * guarding its tile records; tile copies and projection gathers run
+ * without it, so many threads may promote, evict, write and project
+ * different tiles at once, and a request for a tile another thread is
+ * working on fails at once (SW_ESTATE) instead of waiting. Calls that
+ * block: promote, evict and project (they copy, and do file I/O with a
+ * FileBacked secondary), reads and writes of FileBacked tiles, a write
+ * that has to promote its tile first, release (it unlinks files).
+ *
+ * Status codes follow status.h; every failing call changes nothing. */
+#ifndef STRIDEWEAVE_TILED_EVICTABLE_H
+#define STRIDEWEAVE_TILED_EVICTABLE_H
+
+#include "strideweave/export.h"
+
+#include <stdint.h>
+
+#include "strideweave/carrier.h"
+#include "strideweave/layout.h"
+#include "strideweave/status.h"
+#include "strideweave/tensor.h"
+#include "strideweave/tiles.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sw_tiled_evictable sw_tiled_evictable;
+
+/* Where a tile lives. */
+typedef enum sw_te_location {
+    SW_TE_PRIMARY = 0,
+    SW_TE_SECONDARY = 1,
+    SW_TE_IMPLICIT = 2, /* no storage; every slot reads 0 */
+    SW_TE_INVALID = 3   /* no storage, no values */
+} sw_te_location;
+
+typedef struct sw_te_tile_state {
+    sw_te_location location;
+    int valid;   /* not invalid */
+    int dirty;   /* a primary tile written since it became primary */
+    int pending; /* a residency request is copying it */
+    int pinned;  /* a projection is reading it */
+} sw_te_tile_state;
+
+/* Which tiles sw_tiled_evictable_tiles lists. */
+typedef enum sw_te_filter {
+    SW_TE_TILES_PRIMARY = 0,
+    SW_TE_TILES_SECONDARY = 1,
+    SW_TE_TILES_IMPLICIT = 2,
+    SW_TE_TILES_INVALID = 3,
+    SW_TE_TILES_VALID = 4,
+    SW_TE_TILES_DIRTY = 5
+} sw_te_filter;
+
+/* A TiledEvictable over `primary` and `secondary` with `rank` axes,
+ * grid[k] tiles of tile[k] slots along axis k. Checks, in order, each
+ * failure changing nothing:
+ *   1. a tier is NULL                                      SW_ETYPE
+ *   2. primary not CPU, secondary not CPU or FileBacked    SW_ENOTSUP
+ *   3. the same carrier twice                              SW_EINVAL
+ *   4. primary, then secondary released                    SW_ESTATE
+ *   5. primary, then secondary owned or pending in a move  SW_ESTATE
+ *   6. the tiers' dtypes differ                            SW_ETYPE
+ *   7. grid/tile NULL, rank outside [1, SW_TILES_MAX_RANK],
+ *      an entry < 1                                        SW_EINVAL
+ *      (a product overflowing int64: SW_EOVERFLOW)
+ *   8. primary, then secondary size neither 0 nor the
+ *      logical size                                        SW_EINVAL
+ * Then mutability is captured from the primary, both tiers are claimed
+ * (undone if the second claim fails) and the tiles are placed (see top). */
+SW_API sw_status sw_tiled_evictable_new(sw_carrier *primary, sw_carrier *secondary, int32_t rank,
+                                        const int64_t *grid, const int64_t *tile,
+                                        sw_tiled_evictable **out, sw_error *err);
+
+SW_API sw_tiled_evictable *sw_tiled_evictable_ref(sw_tiled_evictable *te);
+SW_API void sw_tiled_evictable_unref(sw_tiled_evictable *te);
+
+/* Introspection (`te` must not be NULL); never fails. The geometry is
+ * fixed at construction (borrowed, valid while the handle lives); size is
+ * the logical size, 0 after release; is_mutable is the primary's public
+ * mutability captured at construction (false after release). */
+SW_API const sw_tile_geometry *sw_tiled_evictable_geometry(sw_tiled_evictable *te);
+SW_API sw_dtype sw_tiled_evictable_dtype(sw_tiled_evictable *te);
+SW_API int64_t sw_tiled_evictable_size(sw_tiled_evictable *te);
+SW_API uint64_t sw_tiled_evictable_version(sw_tiled_evictable *te);
+SW_API int sw_tiled_evictable_is_released(sw_tiled_evictable *te);
+SW_API int sw_tiled_evictable_is_mutable(sw_tiled_evictable *te);
+/* The tier prototypes given at construction (borrowed). */
+SW_API sw_carrier *sw_tiled_evictable_primary(sw_tiled_evictable *te);
+SW_API sw_carrier *sw_tiled_evictable_secondary(sw_tiled_evictable *te);
+
+/* Residency queries. tile_state: `coord` has one entry per axis;
+ * SW_EINVAL outside the grid, SW_ESTATE when released. tiles: the
+ * coordinates of the tiles `which` keeps, rows of `rank` entries in linear
+ * tile order (first axis fastest), into `coords` (room for `capacity`
+ * rows; may be NULL when 0); *count gets how many there are, which may be
+ * more than `capacity` (then only `capacity` rows are written). SW_EINVAL
+ * for an unknown filter, SW_ESTATE when released. */
+SW_API sw_status sw_tiled_evictable_tile_state(sw_tiled_evictable *te, const int64_t *coord,
+                                               sw_te_tile_state *out, sw_error *err);
+SW_API sw_status sw_tiled_evictable_tiles(sw_tiled_evictable *te, sw_te_filter which,
+                                          int64_t *coords, int64_t capacity, int64_t *count,
+                                          sw_error *err);
+
+/* Bring the `n` tiles `coords` (rows of `rank` entries) into the primary
+ * tier / move the primary ones among them to the secondary tier, all or
+ * none; tiles already there are skipped. Checks, in order: `te` NULL
+ * (SW_ETYPE); released (SW_ESTATE); `coords` NULL with n > 0, n < 0, a
+ * coordinate outside the grid or a tile listed twice (SW_EINVAL); a listed
+ * tile pending or pinned (SW_ESTATE); promote: a listed tile invalid
+ * (SW_ESTATE). Promotion copies secondary tiles into fresh CPU tiles and
+ * materializes implicit ones as zeros; eviction copies primary tiles into
+ * fresh storage of the secondary's class. Moved tiles are clean; their old
+ * private storage is released. Blocks until done. */
+SW_API sw_status sw_tiled_evictable_promote(sw_tiled_evictable *te, const int64_t *coords,
+                                            int64_t n, sw_error *err);
+SW_API sw_status sw_tiled_evictable_evict(sw_tiled_evictable *te, const int64_t *coords,
+                                          int64_t n, sw_error *err);
+
+/* Slot access over the logical slots (tiles.h: slot i decodes first axis
+ * fastest over the logical shape). read: SW_ETYPE for NULL arguments,
+ * SW_ESTATE when released, SW_ERANGE for slots out of range, SW_ESTATE
+ * when a slot's tile is invalid; implicit tiles read 0. write: the same
+ * checks plus SW_ESTATE for a carrier that is not mutable and for a
+ * pending or pinned tile, and SW_EINVAL for a Bool slot other than 0 or 1.
+ * Writing into a secondary tile promotes it first, into an implicit tile
+ * materializes it as a primary tile unless every value written there is 0;
+ * written primary tiles become dirty; the version advances by 1. */
+SW_API sw_status sw_tiled_evictable_read(sw_tiled_evictable *te, int64_t slot, int64_t count,
+                                         void *out, sw_error *err);
+SW_API sw_status sw_tiled_evictable_write(sw_tiled_evictable *te, int64_t slot, int64_t count,
+                                          const void *in, sw_error *err);
+
+/* Copy the tiles `selection` picks (per axis, tile coordinates in the
+ * caller's order, a Cartesian product) out of the full tensor `layout` at
+ * `offset` over this carrier into a dense Tensor: shape
+ * counts[k] * tile[k], first axis fastest, offset 0, on `destination` (a
+ * CPU carrier of at least that many slots) or, when `destination` is NULL,
+ * on a new CPU carrier. Compact index c holds the source value at logical
+ * index s with s[k] = coords[k][c[k] / tile[k]] * tile[k] + c[k] % tile[k],
+ * read through the layout (tiles.h). `layout` NULL means the identity
+ * (slot == logical index, offset 0). Checks, in order:
+ *   1. `te` or `selection` NULL                                SW_ETYPE
+ *   2. released                                                SW_ESTATE
+ *   3. the layout's top-level modes are not the logical shape,
+ *      a negative offset, or the layout does not keep the tile
+ *      footprints (every tile's indices on that tile's slots)  SW_EINVAL
+ *   4. the selection's rank, an empty axis, a coordinate
+ *      outside the grid or twice on one axis                   SW_EINVAL
+ *   5. destination not CPU                                     SW_ETYPE
+ *      released, owned, pending or not mutable                 SW_ESTATE
+ *      another dtype                                           SW_ETYPE
+ *      fewer slots than the projection needs                   SW_EINVAL
+ *   6. a selected tile pending or invalid                      SW_ESTATE
+ * Then the selected tiles are pinned and the destination claimed while the
+ * values are gathered. On failure a new destination is released and a
+ * given one is left live (its values unspecified). The source's residency,
+ * values and version never change; the destination's version does not
+ * either. `*out` gets one reference. Blocks until done. */
+SW_API sw_status sw_tiled_evictable_project(sw_tiled_evictable *te, const sw_layout *layout,
+                                            int64_t offset, const sw_tile_selection *selection,
+                                            sw_carrier *destination, sw_tensor **out,
+                                            sw_error *err);
+
+/* A new TiledEvictable of the same geometry over a new empty CPU primary
+ * and a new empty secondary of the secondary's class, every tile an
+ * implicit 0, or invalid when `empty`. SW_ETYPE for NULL, SW_ESTATE when
+ * released; the allocation's own errors otherwise. */
+SW_API sw_status sw_tiled_evictable_allocate_like(sw_tiled_evictable *te, int empty,
+                                                  sw_tiled_evictable **out, sw_error *err);
+
+/* Free every tile's storage and both tiers (released, then no longer
+ * claimed). SW_ESTATE while a request or projection is in progress;
+ * idempotent. Afterwards size is 0 and everything but introspection fails
+ * SW_ESTATE. */
+SW_API sw_status sw_tiled_evictable_release(sw_tiled_evictable *te, sw_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

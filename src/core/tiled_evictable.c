@@ -1,0 +1,805 @@
+/* TiledEvictable in the core (contract-carriers TE-1, TE-2, TE-6, TE-7,
+ * TE-9, TE-12, TE-14): the handle, its tile records, residency requests
+ * and slot access. Projection lives in tiled_evictable_project.c.
+ *
+ * Every request follows one pattern: under the lock, check everything and
+ * mark the tiles it covers (pending or pinned); without the lock, copy into
+ * fresh storage; under the lock again, commit all records at once (or drop
+ * the fresh copies) and clear the marks. Marked tiles refuse writes and
+ * other requests, so the copies never race with a change of the storage
+ * they read, and the lock is never held across bulk I/O of a request. */
+#include "tiled_evictable_internal.h"
+
+#include <stdlib.h>
+#include <errno.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "carrier_internal.h"
+#include "strideweave/alloc.h"
+#include "strideweave/filestore.h"
+
+/* ---- storage ---------------------------------------------------------------- */
+
+static void describe(sw_carrier *c, te_store *s)
+{
+    s->c = c;
+    s->host = NULL;
+    s->fd = -1;
+    pthread_mutex_lock(&c->lock);
+    sw_carrier_storage st;
+    if (!c->released && c->ops->storage && c->ops->storage(c->impl, &st, NULL) == SW_OK) {
+        if (st.kind == SW_ENDPOINT_HOST)
+            s->host = st.host;
+        else if (st.kind == SW_ENDPOINT_FILE)
+            s->fd = st.fd;
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* Fresh tile-sized storage of class `cls` (CPU or FileBacked), zero-filled
+ * when `zero` (a FileBacked tile always reads zeros when fresh). */
+static sw_status fresh_store(sw_tiled_evictable *te, const sw_carrier_class *cls, int zero,
+                             te_store *out, sw_error *err)
+{
+    sw_carrier *c = NULL;
+    sw_status st;
+    if (cls == &sw_cpu_class) {
+        st = sw_cpu_new(te->geo.tile_size, te->dtype, zero ? 0 : SW_CARRIER_EMPTY, &c, err);
+    } else {
+        st = sw_file_backed_new(NULL, te->dtype, 0, &c, err);
+        if (st == SW_OK) {
+            pthread_mutex_lock(&c->lock);
+            st = c->ops->allocate(c->impl, te->geo.tile_size, err);
+            pthread_mutex_unlock(&c->lock);
+            if (st != SW_OK) {
+                sw_carrier_release(c, NULL);
+                sw_carrier_unref(c);
+            }
+        }
+    }
+    if (st != SW_OK)
+        return st;
+    describe(c, out);
+    return SW_OK;
+}
+
+static void drop_store(te_store *s)
+{
+    if (s->c) {
+        sw_carrier_release(s->c, NULL);
+        sw_carrier_unref(s->c);
+    }
+    s->c = NULL;
+    s->host = NULL;
+    s->fd = -1;
+}
+
+static sw_status store_read(const te_store *s, int64_t at, size_t eb, int64_t count, void *out,
+                            sw_error *err)
+{
+    if (s->host) {
+        memcpy(out, s->host + (size_t)at * eb, (size_t)count * eb);
+        return SW_OK;
+    }
+    return sw_filestore_pread(s->fd, out, (size_t)count * eb, at * (int64_t)eb, err);
+}
+
+sw_status sw_te_copy_tile(sw_tiled_evictable *te, int64_t t, const te_store *src, int full,
+                          const te_store *dst, sw_error *err)
+{
+    if (sw_fault_hit("tile_copy"))
+        return sw_error_set_errno(err, SW_EIO, EIO, "TiledEvictable: injected fault: tile copy "
+                                  "failed");
+    sw_fault_pause("tile_copy_pause"); /* tests: stop while the tile is pending */
+    if (!src)
+        return SW_OK; /* implicit: the fresh storage is already zeros */
+    const sw_tile_geometry *g = &te->geo;
+    size_t eb = te->eb;
+    sw_tile_run one = {.slot = 0, .within = 0, .count = g->tile_size}, *runs = &one;
+    int64_t n = 1;
+    if (full) {
+        runs = sw_malloc((size_t)(g->tile_size / g->tile[0]) * sizeof *runs);
+        if (!runs)
+            return sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory copying a tile");
+        n = sw_tiles_runs(g, t, runs);
+    }
+    sw_status st = SW_OK;
+    if (src->host && dst->host) {
+        for (int64_t i = 0; i < n; i++)
+            memcpy(dst->host + (size_t)runs[i].within * eb, src->host + (size_t)runs[i].slot * eb,
+                   (size_t)runs[i].count * eb);
+    } else if (src->host && dst->fd >= 0) {
+        /* Every run lands back to back from the file's start (within-tile
+         * order): one gathered write. */
+        struct iovec *iov = n == 1 ? NULL : sw_malloc((size_t)n * sizeof *iov);
+        struct iovec single;
+        if (n > 1 && !iov) {
+            st = sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory copying a tile");
+        } else {
+            struct iovec *v = n == 1 ? &single : iov;
+            for (int64_t i = 0; i < n; i++)
+                v[i] = (struct iovec){.iov_base = src->host + (size_t)runs[i].slot * eb,
+                                      .iov_len = (size_t)runs[i].count * eb};
+            st = sw_filestore_pwritev(dst->fd, v, n, 0, err);
+        }
+        sw_free(iov);
+    } else if (src->fd >= 0 && dst->host) {
+        for (int64_t i = 0; i < n && st == SW_OK; i++)
+            st = sw_filestore_pread(src->fd, dst->host + (size_t)runs[i].within * eb,
+                                    (size_t)runs[i].count * eb, runs[i].slot * (int64_t)eb, err);
+    } else {
+        st = sw_error_set(err, SW_ENOTSUP, "TiledEvictable: no copy between these tile stores");
+    }
+    if (runs != &one)
+        sw_free(runs);
+    return st;
+}
+
+/* ---- construction ----------------------------------------------------------- */
+
+static int tier_supported(sw_carrier *c, int secondary)
+{
+    const sw_carrier_class *k = sw_carrier_class_of(c);
+    return k == &sw_cpu_class || (secondary && k == &sw_file_backed_class);
+}
+
+static sw_status check_tier_state(sw_carrier *c, const char *role, sw_error *err)
+{
+    if (sw_carrier_is_released(c))
+        return sw_error_set(err, SW_ESTATE, "TiledEvictable: the %s carrier is released", role);
+    return SW_OK;
+}
+
+static sw_status check_tier_free(sw_carrier *c, const char *role, sw_error *err)
+{
+    if (sw_carrier_is_owned(c))
+        return sw_error_set(err, SW_ESTATE,
+                            "TiledEvictable: the %s carrier is already owned by another carrier",
+                            role);
+    if (sw_carrier_is_pending(c))
+        return sw_error_set(err, SW_ESTATE,
+                            "TiledEvictable: the %s carrier takes part in a pending move; wait "
+                            "for the move first",
+                            role);
+    return SW_OK;
+}
+
+static sw_status check_tier_fit(sw_carrier *c, const char *role, const sw_tile_geometry *g,
+                                int *full, sw_error *err)
+{
+    int64_t size = sw_carrier_size(c);
+    if (size != 0 && size != g->size)
+        return sw_error_set(err, SW_EINVAL,
+                            "TiledEvictable: the %s carrier has %lld slots; it must be empty (0) "
+                            "or hold the whole logical size (%lld)",
+                            role, (long long)size, (long long)g->size);
+    *full = size == g->size;
+    return SW_OK;
+}
+
+sw_status sw_tiled_evictable_new(sw_carrier *primary, sw_carrier *secondary, int32_t rank,
+                                 const int64_t *grid, const int64_t *tile,
+                                 sw_tiled_evictable **out, sw_error *err)
+{
+    if (!out)
+        return sw_error_set(err, SW_EINVAL, "TiledEvictable: out must not be NULL");
+    if (!primary || !secondary)
+        return sw_error_set(err, SW_ETYPE, "TiledEvictable: the %s carrier must not be NULL",
+                            primary ? "secondary" : "primary");
+    if (!tier_supported(primary, 0) || !tier_supported(secondary, 1))
+        return sw_error_set(err, SW_ENOTSUP,
+                            "TiledEvictable: the primary must be a CPU carrier and the secondary "
+                            "a CPU or FileBacked carrier, not %s and %s",
+                            sw_carrier_name(primary), sw_carrier_name(secondary));
+    if (primary == secondary)
+        return sw_error_set(err, SW_EINVAL,
+                            "TiledEvictable: primary and secondary must be two different "
+                            "carriers");
+    sw_status st;
+    if ((st = check_tier_state(primary, "primary", err)) != SW_OK ||
+        (st = check_tier_state(secondary, "secondary", err)) != SW_OK ||
+        (st = check_tier_free(primary, "primary", err)) != SW_OK ||
+        (st = check_tier_free(secondary, "secondary", err)) != SW_OK)
+        return st;
+    if (sw_carrier_dtype(primary) != sw_carrier_dtype(secondary))
+        return sw_error_set(err, SW_ETYPE, "TiledEvictable: the tiers hold different dtypes (%s "
+                            "and %s)",
+                            sw_dtype_info_of(sw_carrier_dtype(primary))->name,
+                            sw_dtype_info_of(sw_carrier_dtype(secondary))->name);
+    if (!grid || !tile)
+        return sw_error_set(err, SW_EINVAL, "TiledEvictable: grid and tile must not be NULL");
+    sw_tile_geometry g;
+    if ((st = sw_tiles_geometry_init(&g, rank, grid, tile, err)) != SW_OK)
+        return st;
+    int pfull = 0, sfull = 0;
+    if ((st = check_tier_fit(primary, "primary", &g, &pfull, err)) != SW_OK ||
+        (st = check_tier_fit(secondary, "secondary", &g, &sfull, err)) != SW_OK)
+        return st;
+
+    sw_tiled_evictable *te = sw_calloc(1, sizeof *te);
+    te_tile *tiles = sw_calloc((size_t)g.ntiles, sizeof *tiles);
+    if (!te || !tiles) {
+        sw_free(te);
+        sw_free(tiles);
+        return sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory for %lld tiles",
+                            (long long)g.ntiles);
+    }
+    if (pthread_mutex_init(&te->lock, NULL) != 0) {
+        sw_free(te);
+        sw_free(tiles);
+        return sw_error_set(err, SW_ENOMEM, "TiledEvictable: cannot create its mutex");
+    }
+    te->geo = g;
+    te->dtype = sw_carrier_dtype(primary);
+    te->eb = sw_dtype_slot_bytes(te->dtype);
+    te->captured_mutable = sw_carrier_is_mutable(primary);
+    if ((st = sw_carrier_claim(primary, &te->ptoken, err)) != SW_OK ||
+        (st = sw_carrier_claim(secondary, &te->stoken, err)) != SW_OK) {
+        if (te->ptoken)
+            sw_carrier_relinquish(primary, te->ptoken, NULL);
+        pthread_mutex_destroy(&te->lock);
+        sw_free(tiles);
+        sw_free(te);
+        return st;
+    }
+    describe(sw_carrier_ref(primary), &te->primary);
+    describe(sw_carrier_ref(secondary), &te->secondary);
+    atomic_init(&te->refs, 1);
+    const te_store *store = pfull ? &te->primary : sfull ? &te->secondary : NULL;
+    int loc = pfull ? SW_TE_PRIMARY : sfull ? SW_TE_SECONDARY : SW_TE_INVALID;
+    for (int64_t t = 0; t < g.ntiles; t++) {
+        tiles[t].loc = (uint8_t)loc;
+        tiles[t].full = store != NULL;
+        if (store)
+            tiles[t].store = *store;
+        else
+            tiles[t].store.fd = -1;
+    }
+    te->tiles = tiles;
+    *out = te;
+    return SW_OK;
+}
+
+/* ---- references and introspection ---------------------------------------------- */
+
+sw_tiled_evictable *sw_tiled_evictable_ref(sw_tiled_evictable *te)
+{
+    if (te)
+        atomic_fetch_add(&te->refs, 1);
+    return te;
+}
+
+void sw_tiled_evictable_unref(sw_tiled_evictable *te)
+{
+    if (!te || atomic_fetch_sub(&te->refs, 1) != 1)
+        return;
+    /* Last reference: nothing else can reach it, so no request runs. Not
+     * released: only relinquish the tiers (TE-14); private tile storage is
+     * reachable from nowhere else and goes. */
+    if (te->tiles) {
+        for (int64_t t = 0; t < te->geo.ntiles; t++)
+            if (!te->tiles[t].full)
+                drop_store(&te->tiles[t].store);
+        sw_free(te->tiles);
+    }
+    if (te->ptoken)
+        sw_carrier_relinquish(te->primary.c, te->ptoken, NULL);
+    if (te->stoken)
+        sw_carrier_relinquish(te->secondary.c, te->stoken, NULL);
+    sw_carrier_unref(te->primary.c);
+    sw_carrier_unref(te->secondary.c);
+    pthread_mutex_destroy(&te->lock);
+    sw_free(te);
+}
+
+const sw_tile_geometry *sw_tiled_evictable_geometry(sw_tiled_evictable *te) { return &te->geo; }
+sw_dtype sw_tiled_evictable_dtype(sw_tiled_evictable *te) { return te->dtype; }
+sw_carrier *sw_tiled_evictable_primary(sw_tiled_evictable *te) { return te->primary.c; }
+sw_carrier *sw_tiled_evictable_secondary(sw_tiled_evictable *te) { return te->secondary.c; }
+
+#define LOCKED_GETTER(type, name, expr)          \
+    type name(sw_tiled_evictable *te)            \
+    {                                            \
+        pthread_mutex_lock(&te->lock);           \
+        type v = (expr);                         \
+        pthread_mutex_unlock(&te->lock);         \
+        return v;                                \
+    }
+
+LOCKED_GETTER(int64_t, sw_tiled_evictable_size, te->released ? 0 : te->geo.size)
+LOCKED_GETTER(uint64_t, sw_tiled_evictable_version, te->version)
+LOCKED_GETTER(int, sw_tiled_evictable_is_released, te->released)
+LOCKED_GETTER(int, sw_tiled_evictable_is_mutable, !te->released && te->captured_mutable)
+
+static sw_status refuse_released_locked(sw_tiled_evictable *te, const char *what, sw_error *err)
+{
+    if (!te->released)
+        return SW_OK;
+    return sw_error_set(err, SW_ESTATE, "TiledEvictable: cannot %s a released carrier", what);
+}
+
+/* The linear index of a coordinate row, or -1 (err filled) outside the grid. */
+static int64_t coord_index(const sw_tile_geometry *g, const int64_t *coord, sw_error *err)
+{
+    for (int32_t k = 0; k < g->rank; k++)
+        if (coord[k] < 0 || coord[k] >= g->grid[k]) {
+            sw_error_set(err, SW_EINVAL,
+                         "TiledEvictable: tile coordinate %lld is outside axis %d of the tile "
+                         "grid (size %lld)",
+                         (long long)coord[k], (int)k, (long long)g->grid[k]);
+            return -1;
+        }
+    return sw_tiles_tile_index(g, coord);
+}
+
+sw_status sw_tiled_evictable_tile_state(sw_tiled_evictable *te, const int64_t *coord,
+                                        sw_te_tile_state *out, sw_error *err)
+{
+    if (!te || !coord || !out)
+        return sw_error_set(err, SW_ETYPE, "TiledEvictable: arguments must not be NULL");
+    int64_t t = coord_index(&te->geo, coord, err);
+    if (t < 0)
+        return SW_EINVAL;
+    pthread_mutex_lock(&te->lock);
+    sw_status st = refuse_released_locked(te, "inspect the tiles of", err);
+    if (st == SW_OK) {
+        const te_tile *r = &te->tiles[t];
+        out->location = (sw_te_location)r->loc;
+        out->valid = r->loc != SW_TE_INVALID;
+        out->dirty = r->loc == SW_TE_PRIMARY && r->dirty;
+        out->pending = r->pending > 0;
+        out->pinned = r->pins > 0;
+    }
+    pthread_mutex_unlock(&te->lock);
+    return st;
+}
+
+static int keeps(const te_tile *r, sw_te_filter f)
+{
+    switch (f) {
+    case SW_TE_TILES_PRIMARY: return r->loc == SW_TE_PRIMARY;
+    case SW_TE_TILES_SECONDARY: return r->loc == SW_TE_SECONDARY;
+    case SW_TE_TILES_IMPLICIT: return r->loc == SW_TE_IMPLICIT;
+    case SW_TE_TILES_INVALID: return r->loc == SW_TE_INVALID;
+    case SW_TE_TILES_VALID: return r->loc != SW_TE_INVALID;
+    case SW_TE_TILES_DIRTY: return r->loc == SW_TE_PRIMARY && r->dirty;
+    }
+    return 0;
+}
+
+sw_status sw_tiled_evictable_tiles(sw_tiled_evictable *te, sw_te_filter which, int64_t *coords,
+                                   int64_t capacity, int64_t *count, sw_error *err)
+{
+    if (!te || !count || (capacity > 0 && !coords))
+        return sw_error_set(err, SW_ETYPE, "TiledEvictable: arguments must not be NULL");
+    if ((int)which < SW_TE_TILES_PRIMARY || which > SW_TE_TILES_DIRTY)
+        return sw_error_set(err, SW_EINVAL, "TiledEvictable: unknown tile filter %d", (int)which);
+    pthread_mutex_lock(&te->lock);
+    sw_status st = refuse_released_locked(te, "inspect the tiles of", err);
+    int64_t n = 0;
+    for (int64_t t = 0; st == SW_OK && t < te->geo.ntiles; t++)
+        if (keeps(&te->tiles[t], which)) {
+            if (n < capacity)
+                sw_tiles_tile_coord(&te->geo, t, coords + n * te->geo.rank);
+            n++;
+        }
+    pthread_mutex_unlock(&te->lock);
+    if (st == SW_OK)
+        *count = n;
+    return st;
+}
+
+/* ---- residency requests (TE-7) ------------------------------------------------- */
+
+static sw_status refuse_busy_locked(sw_tiled_evictable *te, int64_t t, const char *what,
+                                    sw_error *err)
+{
+    const te_tile *r = &te->tiles[t];
+    if (!r->pending && !r->pins)
+        return SW_OK;
+    int64_t c[SW_TILES_MAX_RANK];
+    sw_tiles_tile_coord(&te->geo, t, c);
+    return sw_error_set(err, SW_ESTATE,
+                        "TiledEvictable: cannot %s tile %lld (first coordinate) while it is %s; "
+                        "wait for that work first",
+                        what, (long long)c[0],
+                        r->pending ? "pending in a residency request" : "pinned by a projection");
+}
+
+static int needs_copy(const te_tile *r, int evict)
+{
+    return evict ? r->loc == SW_TE_PRIMARY
+                 : (r->loc == SW_TE_SECONDARY || r->loc == SW_TE_IMPLICIT);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Linear indices of `n` coordinate rows, checked: in the grid, no repeats.
+ * sw_malloc'd (NULL with err filled). */
+static int64_t *checked_indices(sw_tiled_evictable *te, const int64_t *coords, int64_t n,
+                                sw_status *st, sw_error *err)
+{
+    int64_t *idx = sw_malloc((size_t)(2 * n + 1) * sizeof *idx);
+    if (!idx) {
+        *st = sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory for %lld tiles",
+                           (long long)n);
+        return NULL;
+    }
+    int64_t *sorted = idx + n;
+    for (int64_t i = 0; i < n; i++) {
+        idx[i] = sorted[i] = coord_index(&te->geo, coords + i * te->geo.rank, err);
+        if (idx[i] < 0) {
+            *st = SW_EINVAL;
+            sw_free(idx);
+            return NULL;
+        }
+    }
+    qsort(sorted, (size_t)n, sizeof *sorted, cmp_i64);
+    for (int64_t i = 1; i < n; i++)
+        if (sorted[i] == sorted[i - 1]) {
+            int64_t c[SW_TILES_MAX_RANK];
+            sw_tiles_tile_coord(&te->geo, sorted[i], c);
+            *st = sw_error_set(err, SW_EINVAL,
+                               "TiledEvictable: a tile (first coordinate %lld) is listed twice",
+                               (long long)c[0]);
+            sw_free(idx);
+            return NULL;
+        }
+    return idx;
+}
+
+/* One request over the checked indices idx[0..n): see the top of this
+ * file. `what` names it in messages. */
+static sw_status run_request(sw_tiled_evictable *te, const int64_t *idx, int64_t n, int evict,
+                             const char *what, sw_error *err)
+{
+    te_store *staged = sw_calloc((size_t)n + 1, sizeof *staged);
+    te_store *src = sw_calloc((size_t)n + 1, sizeof *src);
+    uint8_t *src_full = sw_calloc((size_t)n + 1, 1);
+    uint8_t *zero = sw_calloc((size_t)n + 1, 1);
+    if (!staged || !src || !src_full || !zero) {
+        sw_free(staged);
+        sw_free(src);
+        sw_free(src_full);
+        sw_free(zero);
+        return sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory for %lld tiles",
+                            (long long)n);
+    }
+    pthread_mutex_lock(&te->lock);
+    sw_status st = refuse_released_locked(te, what, err);
+    for (int64_t i = 0; st == SW_OK && i < n; i++) {
+        const te_tile *r = &te->tiles[idx[i]];
+        if ((st = refuse_busy_locked(te, idx[i], what, err)) != SW_OK)
+            break;
+        if (!evict && r->loc == SW_TE_INVALID)
+            st = sw_error_set(err, SW_ESTATE,
+                              "TiledEvictable: cannot promote an invalid tile: it holds no "
+                              "values");
+    }
+    int64_t copies = 0;
+    int marked = st == SW_OK;
+    if (marked) {
+        for (int64_t i = 0; i < n; i++) {
+            te_tile *r = &te->tiles[idx[i]];
+            r->pending++;
+            if (!needs_copy(r, evict))
+                continue;
+            copies++;
+            zero[i] = r->loc == SW_TE_IMPLICIT;
+            src[i] = r->store;
+            src_full[i] = r->full;
+        }
+        te->busy++;
+    }
+    pthread_mutex_unlock(&te->lock);
+    for (int64_t i = 0; i < n; i++)
+        if (!staged[i].c)
+            staged[i].fd = -1;
+
+    /* Stage: fresh storage per moving tile, then its copy. */
+    const sw_carrier_class *target =
+        sw_carrier_class_of(evict ? te->secondary.c : te->primary.c);
+    for (int64_t i = 0; st == SW_OK && copies > 0 && i < n; i++) {
+        if (!src[i].c && !zero[i])
+            continue; /* not moving */
+        st = fresh_store(te, target, zero[i], &staged[i], err);
+        if (st == SW_OK)
+            st = sw_te_copy_tile(te, idx[i], zero[i] ? NULL : &src[i], src_full[i], &staged[i],
+                                 err);
+    }
+
+    /* Commit or drop, all together. */
+    if (marked) {
+        pthread_mutex_lock(&te->lock);
+        for (int64_t i = 0; i < n; i++) {
+            te_tile *r = &te->tiles[idx[i]];
+            r->pending--;
+            if (st != SW_OK || !staged[i].c)
+                continue;
+            te_store old = r->full ? (te_store){NULL, NULL, -1} : r->store;
+            r->store = staged[i];
+            r->full = 0;
+            r->loc = (uint8_t)(evict ? SW_TE_SECONDARY : SW_TE_PRIMARY);
+            r->dirty = 0;
+            staged[i] = old; /* released below, without the lock */
+        }
+        te->busy--;
+        pthread_mutex_unlock(&te->lock);
+    }
+    for (int64_t i = 0; i < n; i++)
+        drop_store(&staged[i]);
+    sw_free(staged);
+    sw_free(src);
+    sw_free(src_full);
+    sw_free(zero);
+    return st;
+}
+
+static sw_status residency(sw_tiled_evictable *te, const int64_t *coords, int64_t n, int evict,
+                           sw_error *err)
+{
+    const char *what = evict ? "evict tiles of" : "promote tiles of";
+    if (!te)
+        return sw_error_set(err, SW_ETYPE, "TiledEvictable must not be NULL");
+    if (sw_tiled_evictable_is_released(te))
+        return sw_error_set(err, SW_ESTATE, "TiledEvictable: cannot %s a released carrier",
+                            what);
+    if (n < 0 || (n > 0 && !coords))
+        return sw_error_set(err, SW_EINVAL, "TiledEvictable: %lld tiles and %s coordinates",
+                            (long long)n, coords ? "some" : "no");
+    sw_status st = SW_OK;
+    int64_t *idx = checked_indices(te, coords, n, &st, err);
+    if (!idx)
+        return st;
+    st = run_request(te, idx, n, evict, what, err);
+    sw_free(idx);
+    return st;
+}
+
+sw_status sw_tiled_evictable_promote(sw_tiled_evictable *te, const int64_t *coords, int64_t n,
+                                     sw_error *err)
+{
+    return residency(te, coords, n, 0, err);
+}
+
+sw_status sw_tiled_evictable_evict(sw_tiled_evictable *te, const int64_t *coords, int64_t n,
+                                   sw_error *err)
+{
+    return residency(te, coords, n, 1, err);
+}
+
+/* ---- slot access (TE-9) --------------------------------------------------------- */
+
+static sw_status check_slots(sw_tiled_evictable *te, int64_t slot, int64_t count, sw_error *err)
+{
+    int64_t end;
+    if (slot < 0 || count < 0 || __builtin_add_overflow(slot, count, &end) || end > te->geo.size)
+        return sw_error_set(err, SW_ERANGE,
+                            "TiledEvictable: slots [%lld, %lld + %lld) are out of range for size "
+                            "%lld",
+                            (long long)slot, (long long)slot, (long long)count,
+                            (long long)te->geo.size);
+    return SW_OK;
+}
+
+static sw_status refuse_invalid_locked(sw_tiled_evictable *te, int64_t t, sw_error *err)
+{
+    if (te->tiles[t].loc != SW_TE_INVALID)
+        return SW_OK;
+    int64_t c[SW_TILES_MAX_RANK];
+    sw_tiles_tile_coord(&te->geo, t, c);
+    return sw_error_set(err, SW_ESTATE,
+                        "TiledEvictable: the tile holding a slot (first coordinate %lld) is "
+                        "invalid: it holds no values until written through a factory",
+                        (long long)c[0]);
+}
+
+sw_status sw_tiled_evictable_read(sw_tiled_evictable *te, int64_t slot, int64_t count, void *out,
+                                  sw_error *err)
+{
+    if (!te || (!out && count > 0))
+        return sw_error_set(err, SW_ETYPE, "TiledEvictable: arguments must not be NULL");
+    pthread_mutex_lock(&te->lock);
+    sw_status st = refuse_released_locked(te, "read", err);
+    if (st == SW_OK)
+        st = check_slots(te, slot, count, err);
+    for (int64_t i = 0; st == SW_OK && i < count; i++) {
+        int64_t t, w;
+        sw_tiles_locate(&te->geo, slot + i, &t, &w);
+        st = refuse_invalid_locked(te, t, err);
+    }
+    unsigned char *o = out;
+    for (int64_t i = 0; st == SW_OK && i < count; i++) {
+        int64_t t, w;
+        sw_tiles_locate(&te->geo, slot + i, &t, &w);
+        const te_tile *r = &te->tiles[t];
+        /* A run of slots along axis 0 inside one tile is contiguous in its
+         * storage: read it at once. */
+        int64_t run = te->geo.tile[0] - w % te->geo.tile[0];
+        if (run > count - i)
+            run = count - i;
+        if (r->loc == SW_TE_IMPLICIT)
+            memset(o + (size_t)i * te->eb, 0, (size_t)run * te->eb);
+        else
+            st = store_read(&r->store, te_store_index(te, r, t, w), te->eb, run,
+                            o + (size_t)i * te->eb, err);
+        i += run - 1;
+    }
+    pthread_mutex_unlock(&te->lock);
+    return st;
+}
+
+static int is_zero(const unsigned char *v, size_t eb)
+{
+    for (size_t b = 0; b < eb; b++)
+        if (v[b])
+            return 0;
+    return 1;
+}
+
+/* Under the lock: the write's refusals (released, mutability, range, busy
+ * and invalid tiles); the tiles that must be promoted first go to
+ * need[0..*m) (distinct, `mark` is a per-tile scratch array). */
+static sw_status write_plan_locked(sw_tiled_evictable *te, int64_t slot, int64_t count,
+                                   const unsigned char *in, uint8_t *mark, int64_t *need,
+                                   int64_t *m, sw_error *err)
+{
+    sw_status st = refuse_released_locked(te, "write to", err);
+    if (st == SW_OK && !te->captured_mutable)
+        st = sw_error_set(err, SW_ESTATE, "TiledEvictable: cannot write to an immutable carrier");
+    *m = 0;
+    for (int64_t i = 0; st == SW_OK && i < count; i++) {
+        int64_t t, w;
+        sw_tiles_locate(&te->geo, slot + i, &t, &w);
+        const te_tile *r = &te->tiles[t];
+        if ((st = refuse_busy_locked(te, t, "write to", err)) != SW_OK ||
+            (st = refuse_invalid_locked(te, t, err)) != SW_OK)
+            break;
+        int promote = r->loc == SW_TE_SECONDARY ||
+                      (r->loc == SW_TE_IMPLICIT && !is_zero(in + (size_t)i * te->eb, te->eb));
+        if (promote && !mark[t]) {
+            mark[t] = 1;
+            need[(*m)++] = t;
+        }
+    }
+    return st;
+}
+
+sw_status sw_tiled_evictable_write(sw_tiled_evictable *te, int64_t slot, int64_t count,
+                                   const void *in, sw_error *err)
+{
+    if (!te || (!in && count > 0))
+        return sw_error_set(err, SW_ETYPE, "TiledEvictable: arguments must not be NULL");
+    const unsigned char *v = in;
+    if (sw_tiled_evictable_is_released(te))
+        return sw_error_set(err, SW_ESTATE, "TiledEvictable: cannot write to a released carrier");
+    sw_status st = check_slots(te, slot, count, err);
+    if (st != SW_OK)
+        return st;
+    if (te->eb == 1)
+        for (int64_t i = 0; i < count; i++)
+            if (v[i] > 1)
+                return sw_error_set(err, SW_EINVAL, "TiledEvictable: Bool slots take 0 or 1, "
+                                    "not %u", (unsigned)v[i]);
+    uint8_t *mark = sw_calloc((size_t)te->geo.ntiles, 1);
+    int64_t *need = sw_malloc((size_t)(te->geo.ntiles + 1) * sizeof *need);
+    if (!mark || !need) {
+        sw_free(mark);
+        sw_free(need);
+        return sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory writing slots");
+    }
+    int64_t m = 0;
+    pthread_mutex_lock(&te->lock);
+    st = write_plan_locked(te, slot, count, v, mark, need, &m, err);
+    pthread_mutex_unlock(&te->lock);
+    if (st == SW_OK && m > 0) {
+        /* Promote (or materialize) those tiles first, all or none. */
+        st = run_request(te, need, m, 0, "write to", err);
+        memset(mark, 0, (size_t)te->geo.ntiles);
+    }
+    if (st == SW_OK) {
+        pthread_mutex_lock(&te->lock);
+        int64_t again = 0;
+        st = write_plan_locked(te, slot, count, v, mark, need, &again, err);
+        if (st == SW_OK && again > 0)
+            st = sw_error_set(err, SW_ESTATE, "TiledEvictable: a tile changed while it was "
+                              "being promoted for this write; try again");
+        for (int64_t i = 0; st == SW_OK && i < count; i++) {
+            int64_t t, w;
+            sw_tiles_locate(&te->geo, slot + i, &t, &w);
+            te_tile *r = &te->tiles[t];
+            if (r->loc == SW_TE_IMPLICIT)
+                continue; /* writing 0 where the constant already reads 0 */
+            /* Primary tiles live in host memory (the primary is CPU). */
+            memcpy(r->store.host + (size_t)te_store_index(te, r, t, w) * te->eb,
+                   v + (size_t)i * te->eb, te->eb);
+            r->dirty = 1;
+        }
+        if (st == SW_OK)
+            te->version++;
+        pthread_mutex_unlock(&te->lock);
+    }
+    sw_free(mark);
+    sw_free(need);
+    return st;
+}
+
+/* ---- factories (TE-13) ---------------------------------------------------------- */
+
+sw_status sw_tiled_evictable_allocate_like(sw_tiled_evictable *te, int empty,
+                                           sw_tiled_evictable **out, sw_error *err)
+{
+    if (!te || !out)
+        return sw_error_set(err, SW_ETYPE, "TiledEvictable: arguments must not be NULL");
+    if (sw_tiled_evictable_is_released(te))
+        return sw_error_set(err, SW_ESTATE, "TiledEvictable: cannot allocate like a released "
+                            "carrier");
+    sw_carrier *p = NULL, *s = NULL;
+    sw_status st = sw_cpu_new(0, te->dtype, 0, &p, err);
+    if (st == SW_OK)
+        st = sw_carrier_class_of(te->secondary.c) == &sw_cpu_class
+                 ? sw_cpu_new(0, te->dtype, 0, &s, err)
+                 : sw_file_backed_new(NULL, te->dtype, 0, &s, err);
+    sw_tiled_evictable *made = NULL;
+    if (st == SW_OK)
+        st = sw_tiled_evictable_new(p, s, te->geo.rank, te->geo.grid, te->geo.tile, &made, err);
+    if (st == SW_OK) {
+        /* Nothing else can reach it yet. */
+        for (int64_t t = 0; !empty && t < made->geo.ntiles; t++)
+            made->tiles[t].loc = SW_TE_IMPLICIT;
+        *out = made;
+    } else {
+        if (p)
+            sw_carrier_release(p, NULL);
+        if (s)
+            sw_carrier_release(s, NULL);
+    }
+    sw_carrier_unref(p);
+    sw_carrier_unref(s);
+    return st;
+}
+
+/* ---- release (TE-14) ------------------------------------------------------------ */
+
+static void release_claimed(sw_carrier *c, uint64_t *token)
+{
+    if (!*token)
+        return;
+    if (sw_carrier_begin_owner_access(c, *token, NULL) == SW_OK) {
+        sw_carrier_release(c, NULL);
+        sw_carrier_end_owner_access(c, *token, NULL);
+    }
+    sw_carrier_relinquish(c, *token, NULL);
+    *token = 0;
+}
+
+sw_status sw_tiled_evictable_release(sw_tiled_evictable *te, sw_error *err)
+{
+    if (!te)
+        return sw_error_set(err, SW_ETYPE, "TiledEvictable must not be NULL");
+    pthread_mutex_lock(&te->lock);
+    sw_status st = SW_OK;
+    if (te->released) {
+        ;
+    } else if (te->busy) {
+        st = sw_error_set(err, SW_ESTATE,
+                          "TiledEvictable: cannot release while projection or residency work on "
+                          "it is pending; wait for it first");
+    } else {
+        te->released = 1;
+        for (int64_t t = 0; t < te->geo.ntiles; t++)
+            if (!te->tiles[t].full)
+                drop_store(&te->tiles[t].store);
+        sw_free(te->tiles);
+        te->tiles = NULL;
+        release_claimed(te->primary.c, &te->ptoken);
+        release_claimed(te->secondary.c, &te->stoken);
+    }
+    pthread_mutex_unlock(&te->lock);
+    return st;
+}

@@ -1,0 +1,304 @@
+/* TiledEvictable projection (contract-carriers TE-3, TE-4, TE-10): copy a
+ * product of tiles out of a full tensor over the carrier into a dense
+ * tensor on a CPU carrier.
+ *
+ * Every check runs first; then, under the lock, the selected tiles are
+ * pinned (writes and residency requests refuse them) and their storage is
+ * noted; without the lock, tiles kept in a FileBacked tier are read into
+ * host buffers by whole runs and the gather (tiles.h) copies host runs
+ * into the destination; under the lock again the pins drop. The gather
+ * reads tiles where they are, so residency never changes. */
+#include "tiled_evictable_internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "strideweave/alloc.h"
+
+/* Sizes of the layout's top-level modes; their count (or max + 1 when
+ * there are more than `max`). */
+static int32_t mode_sizes(const sw_layout *L, int64_t *sizes, int32_t max)
+{
+    int32_t m = 0, depth = 0, leaf = 0;
+    for (int32_t p = 0; p < L->nprofile; p++) {
+        uint8_t node = L->profile[p];
+        if (node == SW_NODE_LEAF) {
+            if (depth == 0) {
+                if (m >= max)
+                    return max + 1;
+                sizes[m++] = L->extents[leaf];
+            } else {
+                sizes[m - 1] *= L->extents[leaf];
+            }
+            leaf++;
+        } else if (node == SW_NODE_PUSH) {
+            if (depth++ == 0) {
+                if (m >= max)
+                    return max + 1;
+                sizes[m++] = 1;
+            }
+        } else {
+            depth--;
+        }
+    }
+    return m;
+}
+
+static sw_status check_layout(sw_tiled_evictable *te, const sw_layout *L, int64_t offset,
+                              sw_error *err)
+{
+    const sw_tile_geometry *g = &te->geo;
+    int64_t sizes[SW_TILES_MAX_RANK + 1];
+    int32_t m = mode_sizes(L, sizes, SW_TILES_MAX_RANK);
+    int same = m == g->rank;
+    for (int32_t k = 0; same && k < m; k++)
+        same = sizes[k] == g->logical[k];
+    if (!same)
+        return sw_error_set(err, SW_EINVAL,
+                            "TiledEvictable: the tensor's layout must have %d top-level modes "
+                            "whose sizes are the carrier's logical shape",
+                            (int)g->rank);
+    if (offset < 0)
+        return sw_error_set(err, SW_EINVAL, "TiledEvictable: the tensor's offset must be >= 0, "
+                            "not %lld", (long long)offset);
+    int ok = sw_tiles_check_footprints(g, L, offset, err);
+    return ok == 1 ? SW_OK : ok == 0 ? SW_EINVAL : (err ? err->code : SW_ENOMEM);
+}
+
+static sw_status check_selection(const sw_tile_geometry *g, const sw_tile_selection *sel,
+                                 sw_error *err)
+{
+    if (sel->rank == g->rank && (!sel->counts || !sel->coords))
+        return sw_error_set(err, SW_ETYPE, "TiledEvictable: the selection's arrays must not be "
+                            "NULL");
+    sw_status st = sw_tiles_bind_selection(g, sel, err);
+    if (st != SW_OK)
+        return st;
+    for (int32_t k = 0; k < g->rank; k++) {
+        if (sel->counts[k] < 1 || !sel->coords[k])
+            return sw_error_set(err, SW_EINVAL,
+                                "TiledEvictable: axis %d of the selection names no tile",
+                                (int)k);
+        for (int64_t i = 0; i < sel->counts[k]; i++)
+            for (int64_t j = 0; j < i; j++)
+                if (sel->coords[k][i] == sel->coords[k][j])
+                    return sw_error_set(err, SW_EINVAL,
+                                        "TiledEvictable: tile coordinate %lld appears twice on "
+                                        "axis %d of the selection",
+                                        (long long)sel->coords[k][i], (int)k);
+    }
+    return SW_OK;
+}
+
+static sw_status check_destination(sw_tiled_evictable *te, sw_carrier *d, int64_t n,
+                                   sw_error *err)
+{
+    if (sw_carrier_class_of(d) != &sw_cpu_class)
+        return sw_error_set(err, SW_ETYPE,
+                            "TiledEvictable: the destination must be a CPU carrier (the "
+                            "primary's class), not %s",
+                            sw_carrier_name(d));
+    if (sw_carrier_is_released(d))
+        return sw_error_set(err, SW_ESTATE, "TiledEvictable: the destination carrier is released");
+    if (sw_carrier_is_owned(d))
+        return sw_error_set(err, SW_ESTATE, "TiledEvictable: the destination carrier is owned by "
+                            "another carrier");
+    if (sw_carrier_is_pending(d))
+        return sw_error_set(err, SW_ESTATE, "TiledEvictable: the destination carrier takes part "
+                            "in a pending move; wait for the move first");
+    if (!sw_carrier_is_mutable(d))
+        return sw_error_set(err, SW_ESTATE, "TiledEvictable: the destination carrier is not "
+                            "mutable");
+    if (sw_carrier_dtype(d) != te->dtype)
+        return sw_error_set(err, SW_ETYPE, "TiledEvictable: the destination holds %s, not %s",
+                            sw_dtype_info_of(sw_carrier_dtype(d))->name,
+                            sw_dtype_info_of(te->dtype)->name);
+    if (sw_carrier_size(d) < n)
+        return sw_error_set(err, SW_EINVAL, "TiledEvictable: the destination has %lld slots; the "
+                            "projection needs %lld",
+                            (long long)sw_carrier_size(d), (long long)n);
+    return SW_OK;
+}
+
+/* Whether the selection names tile t. */
+static int selects(const sw_tile_geometry *g, const sw_tile_selection *sel, int64_t t)
+{
+    for (int32_t k = 0; k < g->rank; k++) {
+        int64_t c = t % g->grid[k];
+        t /= g->grid[k];
+        int found = 0;
+        for (int64_t j = 0; !found && j < sel->counts[k]; j++)
+            found = sel->coords[k][j] == c;
+        if (!found)
+            return 0;
+    }
+    return 1;
+}
+
+/* Pin (delta +1) or unpin (-1) the selected tiles, under the lock. */
+static void pin_locked(sw_tiled_evictable *te, const sw_tile_selection *sel, int delta)
+{
+    for (int64_t t = 0; t < te->geo.ntiles; t++)
+        if (selects(&te->geo, sel, t))
+            te->tiles[t].pins += delta;
+    te->busy += delta;
+}
+
+/* Under the lock: refuse pending and invalid selected tiles, then pin them
+ * and note where each one's values are (`src`, one per grid tile, files
+ * in `file`). */
+static sw_status pin_and_note_locked(sw_tiled_evictable *te, const sw_tile_selection *sel,
+                                     te_store *notes, uint8_t *full, uint8_t *implicit,
+                                     sw_error *err)
+{
+    if (te->released)
+        return sw_error_set(err, SW_ESTATE, "TiledEvictable: cannot project from a released "
+                            "carrier");
+    for (int64_t t = 0; t < te->geo.ntiles; t++) {
+        if (!selects(&te->geo, sel, t))
+            continue;
+        const te_tile *r = &te->tiles[t];
+        if (r->pending)
+            return sw_error_set(err, SW_ESTATE, "TiledEvictable: a tile this projection needs is "
+                                "pending in a residency request; wait for it first");
+        if (r->loc == SW_TE_INVALID)
+            return sw_error_set(err, SW_ESTATE, "TiledEvictable: a tile this projection needs is "
+                                "invalid (it holds no values)");
+    }
+    for (int64_t t = 0; t < te->geo.ntiles; t++) {
+        if (!selects(&te->geo, sel, t))
+            continue;
+        const te_tile *r = &te->tiles[t];
+        notes[t] = r->store;
+        full[t] = r->full;
+        implicit[t] = r->loc == SW_TE_IMPLICIT;
+    }
+    pin_locked(te, sel, +1);
+    return SW_OK;
+}
+
+/* The gather, no lock held, the selected tiles pinned. */
+static sw_status gather(sw_tiled_evictable *te, const sw_layout *L, int64_t offset,
+                        const sw_tile_selection *sel, const te_store *notes, const uint8_t *full,
+                        const uint8_t *implicit, unsigned char *dst, sw_error *err)
+{
+    if (sw_fault_hit("tile_gather"))
+        return sw_error_set_errno(err, SW_EIO, EIO, "TiledEvictable: injected fault: projection "
+                                  "gather failed");
+    sw_fault_pause("tile_gather_pause"); /* tests: stop while the tiles are pinned */
+    const sw_tile_geometry *g = &te->geo;
+    size_t tile_bytes = (size_t)g->tile_size * te->eb;
+    sw_tile_source *src = sw_calloc((size_t)g->ntiles, sizeof *src);
+    unsigned char **bufs = sw_calloc((size_t)g->ntiles, sizeof *bufs);
+    unsigned char *zeros = NULL;
+    sw_status st = src && bufs ? SW_OK
+                               : sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory "
+                                              "projecting");
+    for (int64_t t = 0; st == SW_OK && t < g->ntiles; t++) {
+        if (!selects(g, sel, t))
+            continue;
+        if (implicit[t]) {
+            if (!zeros && !(zeros = sw_calloc(1, tile_bytes)))
+                st = sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory projecting");
+            src[t] = (sw_tile_source){zeros, 0};
+        } else if (notes[t].host) {
+            src[t] = (sw_tile_source){notes[t].host, full[t]};
+        } else {
+            /* A FileBacked tile: its runs into a host buffer first. */
+            bufs[t] = sw_malloc(tile_bytes ? tile_bytes : 1);
+            te_store b = {NULL, bufs[t], -1};
+            st = bufs[t] ? sw_te_copy_tile(te, t, &notes[t], full[t], &b, err)
+                         : sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory "
+                                        "projecting");
+            src[t] = (sw_tile_source){bufs[t], 0};
+        }
+    }
+    if (st == SW_OK)
+        st = sw_tiles_gather(g, L, offset, sel, src, te->eb, dst, err);
+    for (int64_t t = 0; bufs && t < g->ntiles; t++)
+        sw_free(bufs[t]);
+    sw_free(bufs);
+    sw_free(zeros);
+    sw_free(src);
+    return st;
+}
+
+static sw_layout *identity_layout(const sw_tile_geometry *g, sw_error *err)
+{
+    uint8_t profile[SW_TILES_MAX_RANK];
+    for (int32_t k = 0; k < g->rank; k++)
+        profile[k] = SW_NODE_LEAF;
+    return sw_layout_canonical(g->rank, profile, g->logical, err);
+}
+
+sw_status sw_tiled_evictable_project(sw_tiled_evictable *te, const sw_layout *layout,
+                                     int64_t offset, const sw_tile_selection *selection,
+                                     sw_carrier *destination, sw_tensor **out, sw_error *err)
+{
+    if (!te || !selection || !out)
+        return sw_error_set(err, SW_ETYPE, "TiledEvictable: the carrier, the selection and out "
+                            "must not be NULL");
+    if (sw_tiled_evictable_is_released(te))
+        return sw_error_set(err, SW_ESTATE, "TiledEvictable: cannot project from a released "
+                            "carrier");
+    const sw_tile_geometry *g = &te->geo;
+    sw_layout *own = NULL;
+    sw_status st = SW_OK;
+    if (!layout) {
+        if (!(own = identity_layout(g, err)))
+            return err ? err->code : SW_ENOMEM;
+        layout = own;
+        offset = 0;
+    } else if ((st = check_layout(te, layout, offset, err)) != SW_OK) {
+        return st;
+    }
+    int64_t shape[SW_TILES_MAX_RANK];
+    int64_t n = 0;
+    if ((st = check_selection(g, selection, err)) == SW_OK &&
+        (n = sw_tiles_compact_shape(g, selection, shape)) < 0)
+        st = sw_error_set(err, SW_EOVERFLOW, "TiledEvictable: the projection size overflows "
+                          "int64");
+    if (st == SW_OK && destination)
+        st = check_destination(te, destination, n, err);
+
+    te_store *notes = st == SW_OK ? sw_calloc((size_t)g->ntiles, sizeof *notes) : NULL;
+    uint8_t *flags = st == SW_OK ? sw_calloc((size_t)g->ntiles, 2) : NULL;
+    if (st == SW_OK && (!notes || !flags))
+        st = sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory projecting");
+    sw_carrier *dest = NULL;
+    uint64_t token = 0;
+    if (st == SW_OK) {
+        if (destination) {
+            dest = sw_carrier_ref(destination);
+            st = sw_carrier_claim(dest, &token, err);
+        } else {
+            st = sw_cpu_new(n, te->dtype, SW_CARRIER_EMPTY, &dest, err);
+        }
+    }
+    int pinned = 0;
+    if (st == SW_OK) {
+        pthread_mutex_lock(&te->lock);
+        st = pin_and_note_locked(te, selection, notes, flags, flags + g->ntiles, err);
+        pthread_mutex_unlock(&te->lock);
+        pinned = st == SW_OK;
+    }
+    if (st == SW_OK)
+        st = gather(te, layout, offset, selection, notes, flags, flags + g->ntiles,
+                    sw_cpu_pointer(dest), err);
+    if (pinned) {
+        pthread_mutex_lock(&te->lock);
+        pin_locked(te, selection, -1);
+        pthread_mutex_unlock(&te->lock);
+    }
+    if (token)
+        sw_carrier_relinquish(dest, token, NULL);
+    if (st == SW_OK)
+        st = sw_tensor_new_strided(dest, 0, g->rank, shape, NULL, out, err);
+    if (st != SW_OK && dest && !destination)
+        sw_carrier_release(dest, NULL);
+    sw_carrier_unref(dest);
+    sw_free(notes);
+    sw_free(flags);
+    sw_layout_free(own);
+    return st;
+}

@@ -1,0 +1,834 @@
+/* TiledEvictable in the core, on the public headers: construction checks
+ * (TE-1), placement and residency (TE-6, TE-7), slot access (TE-9), the
+ * projection (TE-3, TE-4, TE-10), release (TE-14); refusals change
+ * nothing; busy tiles (pending, pinned); faults injected mid-transfer
+ * leave everything unchanged; values exact for several grids. */
+#include <dirent.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "check.h"
+#include "strideweave/alloc.h"
+#include "strideweave/filestore.h"
+#include "strideweave/strideweave.h"
+
+#define MAXS 512
+#define MAXT 64
+
+static float value_of(int64_t slot) { return (float)slot * 0.5f + 1.25f; }
+
+/* Files in the session directory (FileBacked tiles), to prove none leak. */
+static int session_files(void)
+{
+    const char *dir;
+    if (sw_filestore_session_dir(&dir, NULL) != SW_OK)
+        return -1;
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (e->d_name[0] != '.')
+            n++;
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* A full primary holding value_of(slot), an empty secondary (CPU or
+ * FileBacked). */
+static sw_tiled_evictable *make(int32_t rank, const int64_t *grid, const int64_t *tile,
+                                int file_secondary)
+{
+    sw_tile_geometry g;
+    if (sw_tiles_geometry_init(&g, rank, grid, tile, NULL) != SW_OK)
+        return NULL;
+    sw_carrier *p = NULL, *s = NULL;
+    sw_tiled_evictable *te = NULL;
+    sw_cpu_new(g.size, SW_DT_FLOAT32, 0, &p, NULL);
+    float *v = sw_cpu_pointer(p);
+    for (int64_t i = 0; i < g.size; i++)
+        v[i] = value_of(i);
+    if (file_secondary)
+        sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &s, NULL);
+    else
+        sw_cpu_new(0, SW_DT_FLOAT32, 0, &s, NULL);
+    CHECK(sw_tiled_evictable_new(p, s, rank, grid, tile, &te, NULL) == SW_OK);
+    sw_carrier_unref(p);
+    sw_carrier_unref(s);
+    return te;
+}
+
+typedef struct snap {
+    sw_te_tile_state st[MAXT];
+    float values[MAXS];
+    sw_status read_status;
+    uint64_t version;
+} snap;
+
+static void take(sw_tiled_evictable *te, snap *s)
+{
+    memset(s, 0, sizeof *s);
+    const sw_tile_geometry *g = sw_tiled_evictable_geometry(te);
+    for (int64_t t = 0; t < g->ntiles && t < MAXT; t++) {
+        int64_t c[SW_TILES_MAX_RANK];
+        sw_tiles_tile_coord(g, t, c);
+        sw_tiled_evictable_tile_state(te, c, &s->st[t], NULL);
+    }
+    s->read_status = sw_tiled_evictable_read(te, 0, g->size, s->values, NULL);
+    s->version = sw_tiled_evictable_version(te);
+}
+
+static int same(const snap *a, const snap *b)
+{
+    return memcmp(a, b, sizeof *a) == 0;
+}
+
+static int all_values_exact(sw_tiled_evictable *te)
+{
+    const sw_tile_geometry *g = sw_tiled_evictable_geometry(te);
+    float got[MAXS];
+    if (sw_tiled_evictable_read(te, 0, g->size, got, NULL) != SW_OK)
+        return 0;
+    for (int64_t i = 0; i < g->size; i++)
+        if (got[i] != value_of(i))
+            return 0;
+    return 1;
+}
+
+static sw_te_location loc_of(sw_tiled_evictable *te, const int64_t *coord)
+{
+    sw_te_tile_state s;
+    if (sw_tiled_evictable_tile_state(te, coord, &s, NULL) != SW_OK)
+        return (sw_te_location)-1;
+    return s.location;
+}
+
+/* ---- TE-1 ------------------------------------------------------------------- */
+
+static void test_te1_construction_refusals_change_nothing(void)
+{
+    sw_carrier *p, *s, *gen, *fb, *small, *i32;
+    sw_error err;
+    sw_tiled_evictable *te = NULL;
+    int64_t grid[] = {2, 2}, tile[] = {2, 2}, zero[] = {0, 2};
+    sw_cpu_new(16, SW_DT_FLOAT32, 0, &p, NULL);
+    sw_cpu_new(0, SW_DT_FLOAT32, 0, &s, NULL);
+    float one = 1;
+    sw_generic_new(&one, 1, SW_DT_FLOAT32, 0, &gen, NULL);
+    sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &fb, NULL);
+    sw_cpu_new(5, SW_DT_FLOAT32, 0, &small, NULL);
+    sw_cpu_new(0, SW_DT_INT32, 0, &i32, NULL);
+    CHECK(sw_tiled_evictable_new(NULL, s, 2, grid, tile, &te, &err) == SW_ETYPE);
+    CHECK(sw_tiled_evictable_new(p, NULL, 2, grid, tile, &te, &err) == SW_ETYPE);
+    CHECK(sw_tiled_evictable_new(gen, s, 2, grid, tile, &te, &err) == SW_ENOTSUP);
+    CHECK(sw_tiled_evictable_new(fb, s, 2, grid, tile, &te, &err) == SW_ENOTSUP);
+    CHECK(sw_tiled_evictable_new(p, gen, 2, grid, tile, &te, &err) == SW_ENOTSUP);
+    CHECK(sw_tiled_evictable_new(p, p, 2, grid, tile, &te, &err) == SW_EINVAL);
+    CHECK(sw_tiled_evictable_new(p, i32, 2, grid, tile, &te, &err) == SW_ETYPE);
+    CHECK(sw_tiled_evictable_new(p, s, 0, grid, tile, &te, &err) == SW_EINVAL);
+    CHECK(sw_tiled_evictable_new(p, s, 2, zero, tile, &te, &err) == SW_EINVAL);
+    CHECK(sw_tiled_evictable_new(p, s, 2, NULL, tile, &te, &err) == SW_EINVAL);
+    CHECK(sw_tiled_evictable_new(small, s, 2, grid, tile, &te, &err) == SW_EINVAL);
+    CHECK(strstr(err.msg, "logical size") != NULL);
+    CHECK(sw_tiled_evictable_new(p, small, 2, grid, tile, &te, &err) == SW_EINVAL);
+    /* An owned tier: claimed by another TiledEvictable. */
+    sw_tiled_evictable *other = NULL;
+    CHECK(sw_tiled_evictable_new(p, fb, 2, grid, tile, &other, NULL) ==
+          SW_OK);
+    CHECK(sw_carrier_is_owned(p) && sw_carrier_is_owned(fb));
+    CHECK(sw_tiled_evictable_new(p, s, 2, grid, tile, &te, &err) == SW_ESTATE);
+    CHECK(strstr(err.msg, "owned") != NULL);
+    CHECK(!sw_carrier_is_owned(s)); /* the later claim was never made */
+    /* The primary is claimed: nobody else may write or release it. */
+    CHECK(sw_carrier_write(p, 0, 1, &one, NULL) == SW_ESTATE);
+    CHECK(sw_carrier_release(p, NULL) == SW_ESTATE);
+    /* Dropping the last reference of an unreleased one relinquishes. */
+    sw_tiled_evictable_unref(other);
+    CHECK(!sw_carrier_is_owned(p) && !sw_carrier_is_owned(fb));
+    CHECK(!sw_carrier_is_released(p) && !sw_carrier_is_released(fb));
+    CHECK(sw_carrier_write(p, 0, 1, &one, NULL) == SW_OK);
+    sw_carrier_release(s, NULL);
+    CHECK(sw_tiled_evictable_new(p, s, 2, grid, tile, &te, &err) == SW_ESTATE);
+    CHECK(strstr(err.msg, "released") != NULL);
+    CHECK(!sw_carrier_is_owned(p));
+    CHECK(te == NULL);
+    sw_carrier *all[] = {p, s, gen, fb, small, i32};
+    for (int i = 0; i < 6; i++) {
+        sw_carrier_release(all[i], NULL);
+        sw_carrier_unref(all[i]);
+    }
+}
+
+/* TE-1 placement: full primary -> all primary; else full secondary -> all
+ * secondary; else all invalid. Mutability captured from the primary. */
+static void test_te1_placement(void)
+{
+    int64_t grid[] = {3}, tile[] = {2};
+    for (int file = 0; file < 2; file++) {
+        sw_carrier *p, *s;
+        sw_tiled_evictable *te;
+        int64_t coords[3], n = -1;
+        /* full secondary */
+        sw_cpu_new(0, SW_DT_FLOAT32, SW_CARRIER_IMMUTABLE, &p, NULL);
+        if (file) {
+            sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &s, NULL);
+            sw_carrier *q; /* fill it through a move */
+            sw_cpu_new(6, SW_DT_FLOAT32, 0, &q, NULL);
+            float *v = sw_cpu_pointer(q);
+            for (int i = 0; i < 6; i++)
+                v[i] = value_of(i);
+            sw_tensor *src, *moved = NULL;
+            sw_tensor_new_strided(q, 0, 1, (int64_t[]){6}, NULL, &src, NULL);
+            CHECK(sw_move(src, s, &moved, NULL) == SW_OK);
+            sw_tensor_unref(src);
+            sw_tensor_unref(moved);
+            sw_carrier_unref(q);
+        } else {
+            sw_cpu_new(6, SW_DT_FLOAT32, 0, &s, NULL);
+            float *v = sw_cpu_pointer(s);
+            for (int i = 0; i < 6; i++)
+                v[i] = value_of(i);
+        }
+        CHECK(sw_tiled_evictable_new(p, s, 1, grid, tile, &te, NULL) == SW_OK);
+        CHECK(sw_tiled_evictable_tiles(te, SW_TE_TILES_SECONDARY, coords, 3, &n, NULL) == SW_OK);
+        CHECK_EQ_I64(n, 3);
+        CHECK(coords[0] == 0 && coords[1] == 1 && coords[2] == 2);
+        CHECK(!sw_tiled_evictable_is_mutable(te));
+        CHECK(all_values_exact(te));
+        float x = 7;
+        sw_error err;
+        CHECK(sw_tiled_evictable_write(te, 0, 1, &x, &err) == SW_ESTATE);
+        CHECK(strstr(err.msg, "immutable") != NULL);
+        CHECK(sw_tiled_evictable_promote(te, (int64_t[]){1}, 1, NULL) == SW_OK);
+        CHECK(loc_of(te, (int64_t[]){1}) == SW_TE_PRIMARY);
+        CHECK(all_values_exact(te));
+        CHECK(sw_tiled_evictable_release(te, NULL) == SW_OK);
+        CHECK(sw_carrier_is_released(p) && sw_carrier_is_released(s));
+        CHECK(!sw_carrier_is_owned(p) && !sw_carrier_is_owned(s));
+        sw_tiled_evictable_unref(te);
+        sw_carrier_unref(p);
+        sw_carrier_unref(s);
+
+        /* both empty: all invalid */
+        sw_cpu_new(0, SW_DT_FLOAT32, 0, &p, NULL);
+        if (file)
+            sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &s, NULL);
+        else
+            sw_cpu_new(0, SW_DT_FLOAT32, 0, &s, NULL);
+        CHECK(sw_tiled_evictable_new(p, s, 1, grid, tile, &te, NULL) == SW_OK);
+        CHECK(sw_tiled_evictable_tiles(te, SW_TE_TILES_INVALID, NULL, 0, &n, NULL) == SW_OK);
+        CHECK_EQ_I64(n, 3);
+        CHECK(sw_tiled_evictable_tiles(te, SW_TE_TILES_VALID, NULL, 0, &n, NULL) == SW_OK);
+        CHECK_EQ_I64(n, 0);
+        float out;
+        CHECK(sw_tiled_evictable_read(te, 0, 1, &out, &err) == SW_ESTATE);
+        CHECK(strstr(err.msg, "invalid") != NULL);
+        CHECK(sw_tiled_evictable_write(te, 0, 1, &out, &err) == SW_ESTATE);
+        CHECK(sw_tiled_evictable_promote(te, (int64_t[]){0}, 1, &err) == SW_ESTATE);
+        CHECK(strstr(err.msg, "invalid") != NULL);
+        /* evicting invalid tiles is a no-op */
+        CHECK(sw_tiled_evictable_evict(te, (int64_t[]){0, 2}, 2, NULL) == SW_OK);
+        CHECK(loc_of(te, (int64_t[]){0}) == SW_TE_INVALID);
+        sw_tiled_evictable_release(te, NULL);
+        sw_tiled_evictable_unref(te);
+        sw_carrier_unref(p);
+        sw_carrier_unref(s);
+    }
+}
+
+/* ---- TE-7, TE-9, TE-10: values exact for several grids ------------------------- */
+
+static void expect_projection(sw_tiled_evictable *te, const sw_layout *layout, int64_t offset,
+                              const sw_tile_selection *sel, const float *by_slot)
+{
+    const sw_tile_geometry *g = sw_tiled_evictable_geometry(te);
+    sw_tensor *out = NULL;
+    sw_error err;
+    sw_status st = sw_tiled_evictable_project(te, layout, offset, sel, NULL, &out, &err);
+    CHECK(st == SW_OK);
+    if (st != SW_OK) {
+        fprintf(stderr, "  project: %s\n", err.msg);
+        return;
+    }
+    int64_t shape[SW_TILES_MAX_RANK];
+    int64_t n = sw_tiles_compact_shape(g, sel, shape);
+    CHECK_EQ_I64(sw_tensor_size(out), n);
+    CHECK_EQ_I64(sw_tensor_offset(out), 0);
+    const float *d = sw_cpu_pointer(sw_tensor_carrier(out));
+    int bad = 0;
+    for (int64_t c = 0; c < n; c++) {
+        int64_t s = sw_tiles_source_index(g, sel, shape, c);
+        int64_t slot = layout ? sw_tiles_layout_slot(layout, offset, s) : s;
+        float v;
+        sw_tensor_get_f32(out, c, &v, NULL);
+        bad += d[c] != by_slot[slot] || v != by_slot[slot];
+    }
+    CHECK_EQ_I64(bad, 0);
+    sw_carrier *dc = sw_tensor_carrier(out);
+    CHECK(!sw_carrier_is_owned(dc));
+    sw_tensor_unref(out);
+}
+
+static void test_te7_te10_values_several_grids(void)
+{
+    struct { int32_t rank; int64_t grid[3], tile[3]; } cases[] = {
+        {1, {5}, {3}},
+        {2, {2, 2}, {2, 2}},
+        {2, {3, 2}, {1, 4}},
+        {2, {2, 3}, {4, 1}},
+        {3, {2, 2, 2}, {2, 1, 3}},
+        {3, {3, 1, 2}, {1, 2, 2}},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        for (int file = 0; file < 2; file++) {
+            sw_tiled_evictable *te = make(cases[ci].rank, cases[ci].grid, cases[ci].tile, file);
+            const sw_tile_geometry *g = sw_tiled_evictable_geometry(te);
+            int32_t r = g->rank;
+            float ref[MAXS];
+            for (int64_t i = 0; i < g->size; i++)
+                ref[i] = value_of(i);
+            /* evict every other tile, then everything, then promote some */
+            int64_t coords[MAXT * 3], n = 0, c[SW_TILES_MAX_RANK];
+            for (int64_t t = 0; t < g->ntiles; t += 2, n++) {
+                sw_tiles_tile_coord(g, t, c);
+                memcpy(coords + n * r, c, (size_t)r * sizeof *c);
+            }
+            CHECK(sw_tiled_evictable_evict(te, coords, n, NULL) == SW_OK);
+            int64_t count = -1;
+            sw_tiled_evictable_tiles(te, SW_TE_TILES_SECONDARY, NULL, 0, &count, NULL);
+            CHECK_EQ_I64(count, n);
+            CHECK(all_values_exact(te));
+            int64_t every[MAXT * 3];
+            for (int64_t t = 0; t < g->ntiles; t++)
+                sw_tiles_tile_coord(g, t, every + t * r);
+            CHECK(sw_tiled_evictable_evict(te, every, g->ntiles, NULL) == SW_OK);
+            sw_tiled_evictable_tiles(te, SW_TE_TILES_SECONDARY, NULL, 0, &count, NULL);
+            CHECK_EQ_I64(count, g->ntiles);
+            CHECK(all_values_exact(te));
+            CHECK_EQ_I64(sw_tiled_evictable_version(te), 0);
+
+            /* project from the secondary: a subset in reversed order */
+            int64_t ax[3][8], counts[3];
+            const int64_t *axes[3];
+            for (int32_t k = 0; k < r; k++) {
+                counts[k] = g->grid[k] > 1 ? 2 : 1;
+                ax[k][0] = g->grid[k] - 1;
+                ax[k][1] = 0;
+                axes[k] = ax[k];
+            }
+            sw_tile_selection sel = {r, counts, axes};
+            expect_projection(te, NULL, 0, &sel, ref);
+
+            CHECK(sw_tiled_evictable_promote(te, coords, n, NULL) == SW_OK);
+            sw_tiled_evictable_tiles(te, SW_TE_TILES_PRIMARY, NULL, 0, &count, NULL);
+            CHECK_EQ_I64(count, n);
+            sw_tiled_evictable_tiles(te, SW_TE_TILES_DIRTY, NULL, 0, &count, NULL);
+            CHECK_EQ_I64(count, 0);
+            CHECK(all_values_exact(te));
+            expect_projection(te, NULL, 0, &sel, ref); /* mixed tiers */
+
+            /* write across tiles: secondary tiles get promoted, dirty */
+            int64_t at = g->size / 3, len = g->size / 2;
+            float w[MAXS];
+            for (int64_t i = 0; i < len; i++) {
+                w[i] = -(float)(at + i);
+                ref[at + i] = w[i];
+            }
+            CHECK(sw_tiled_evictable_write(te, at, len, w, NULL) == SW_OK);
+            CHECK_EQ_I64(sw_tiled_evictable_version(te), 1);
+            for (int64_t i = 0; i < len; i++) {
+                int64_t t, wi;
+                sw_tiles_locate(g, at + i, &t, &wi);
+                sw_tiles_tile_coord(g, t, c);
+                sw_te_tile_state s;
+                sw_tiled_evictable_tile_state(te, c, &s, NULL);
+                CHECK(s.location == SW_TE_PRIMARY && s.dirty);
+            }
+            float got[MAXS];
+            CHECK(sw_tiled_evictable_read(te, 0, g->size, got, NULL) == SW_OK);
+            CHECK(memcmp(got, ref, (size_t)g->size * sizeof(float)) == 0);
+            /* whole-grid projection equals the slots */
+            for (int32_t k = 0; k < r; k++) {
+                counts[k] = g->grid[k];
+                for (int64_t j = 0; j < g->grid[k]; j++)
+                    ax[k][j] = j;
+            }
+            expect_projection(te, NULL, 0, &sel, ref);
+            /* round trip through the secondary keeps the written values */
+            CHECK(sw_tiled_evictable_evict(te, every, g->ntiles, NULL) == SW_OK);
+            CHECK(sw_tiled_evictable_promote(te, every, g->ntiles, NULL) == SW_OK);
+            CHECK(sw_tiled_evictable_read(te, 0, g->size, got, NULL) == SW_OK);
+            CHECK(memcmp(got, ref, (size_t)g->size * sizeof(float)) == 0);
+            CHECK_EQ_I64(sw_tiled_evictable_version(te), 1);
+            CHECK(sw_tiled_evictable_release(te, NULL) == SW_OK);
+            sw_tiled_evictable_unref(te);
+        }
+    }
+}
+
+/* TE-3 / TE-10 through a layout that permutes within tiles (a transpose of
+ * every 2x2 tile), at an offset of 0; spanning layouts are refused. */
+static void test_te10_within_tile_permutation(void)
+{
+    int64_t grid[] = {2, 2}, tile[] = {2, 2};
+    for (int file = 0; file < 2; file++) {
+        sw_tiled_evictable *te = make(2, grid, tile, file);
+        float ref[16];
+        for (int i = 0; i < 16; i++)
+            ref[i] = value_of(i);
+        CHECK(sw_tiled_evictable_evict(te, (int64_t[]){1, 0, 1, 1}, 2, NULL) == SW_OK);
+        uint8_t prof[] = {SW_NODE_PUSH, SW_NODE_LEAF, SW_NODE_LEAF, SW_NODE_POP,
+                          SW_NODE_PUSH, SW_NODE_LEAF, SW_NODE_LEAF, SW_NODE_POP};
+        int64_t ext[] = {2, 2, 2, 2}, str[] = {4, 2, 1, 8};
+        sw_layout *perm = sw_layout_new(8, prof, ext, str, NULL);
+        int64_t a0[] = {1, 0}, a1[] = {0, 1};
+        int64_t counts[] = {2, 2};
+        const int64_t *axes[] = {a0, a1};
+        sw_tile_selection sel = {2, counts, axes};
+        expect_projection(te, perm, 0, &sel, ref);
+        /* a global transpose spans tiles */
+        uint8_t flat[] = {SW_NODE_LEAF, SW_NODE_LEAF};
+        int64_t e2[] = {4, 4}, s2[] = {4, 1};
+        sw_layout *tr = sw_layout_new(2, flat, e2, s2, NULL);
+        sw_tensor *out = NULL;
+        sw_error err;
+        CHECK(sw_tiled_evictable_project(te, tr, 0, &sel, NULL, &out, &err) == SW_EINVAL);
+        CHECK(strstr(err.msg, "tile footprints") != NULL);
+        /* wrong mode sizes, negative offset */
+        int64_t e3[] = {8, 2}, s3[] = {1, 8};
+        sw_layout *wrong = sw_layout_new(2, flat, e3, s3, NULL);
+        CHECK(sw_tiled_evictable_project(te, wrong, 0, &sel, NULL, &out, &err) == SW_EINVAL);
+        CHECK(sw_tiled_evictable_project(te, perm, -1, &sel, NULL, &out, &err) == SW_EINVAL);
+        CHECK(out == NULL);
+        sw_layout_free(perm);
+        sw_layout_free(tr);
+        sw_layout_free(wrong);
+        sw_tiled_evictable_release(te, NULL);
+        sw_tiled_evictable_unref(te);
+    }
+}
+
+/* TE-13 allocate_like and implicit tiles (TE-6, TE-9). */
+static void test_te9_implicit_tiles(void)
+{
+    int64_t grid[] = {2, 2}, tile[] = {2, 3};
+    for (int file = 0; file < 2; file++) {
+        sw_tiled_evictable *proto = make(2, grid, tile, file), *te = NULL, *inv = NULL;
+        CHECK(sw_tiled_evictable_allocate_like(proto, 0, &te, NULL) == SW_OK);
+        CHECK(sw_tiled_evictable_allocate_like(proto, 1, &inv, NULL) == SW_OK);
+        CHECK(sw_carrier_class_of(sw_tiled_evictable_secondary(te)) ==
+              sw_carrier_class_of(sw_tiled_evictable_secondary(proto)));
+        int64_t n;
+        sw_tiled_evictable_tiles(te, SW_TE_TILES_IMPLICIT, NULL, 0, &n, NULL);
+        CHECK_EQ_I64(n, 4);
+        sw_tiled_evictable_tiles(inv, SW_TE_TILES_INVALID, NULL, 0, &n, NULL);
+        CHECK_EQ_I64(n, 4);
+        float got[24], zeros[24] = {0};
+        CHECK(sw_tiled_evictable_read(te, 0, 24, got, NULL) == SW_OK);
+        CHECK(memcmp(got, zeros, sizeof got) == 0);
+        /* writing 0 keeps the tile implicit; the version still advances */
+        CHECK(sw_tiled_evictable_write(te, 0, 2, zeros, NULL) == SW_OK);
+        CHECK(loc_of(te, (int64_t[]){0, 0}) == SW_TE_IMPLICIT);
+        CHECK_EQ_I64(sw_tiled_evictable_version(te), 1);
+        /* a non-zero value materializes a primary tile */
+        float x = 3.5f;
+        CHECK(sw_tiled_evictable_write(te, 2, 1, &x, NULL) == SW_OK); /* slot 2: tile (1,0) */
+        sw_te_tile_state s;
+        sw_tiled_evictable_tile_state(te, (int64_t[]){1, 0}, &s, NULL);
+        CHECK(s.location == SW_TE_PRIMARY && s.dirty);
+        /* promote materializes zeros; evict leaves implicit tiles alone */
+        CHECK(sw_tiled_evictable_promote(te, (int64_t[]){0, 1}, 1, NULL) == SW_OK);
+        CHECK(loc_of(te, (int64_t[]){0, 1}) == SW_TE_PRIMARY);
+        CHECK(sw_tiled_evictable_evict(te, (int64_t[]){1, 1, 1, 0}, 2, NULL) == SW_OK);
+        CHECK(loc_of(te, (int64_t[]){1, 1}) == SW_TE_IMPLICIT);
+        CHECK(loc_of(te, (int64_t[]){1, 0}) == SW_TE_SECONDARY);
+        CHECK(sw_tiled_evictable_read(te, 0, 24, got, NULL) == SW_OK);
+        for (int i = 0; i < 24; i++)
+            CHECK(got[i] == (i == 2 ? 3.5f : 0.0f));
+        /* projection of implicit and secondary tiles */
+        float ref[24] = {0};
+        ref[2] = 3.5f;
+        int64_t a0[] = {1, 0}, a1[] = {1, 0}, counts[] = {2, 2};
+        const int64_t *axes[] = {a0, a1};
+        sw_tile_selection sel = {2, counts, axes};
+        expect_projection(te, NULL, 0, &sel, ref);
+        sw_tiled_evictable *objs[] = {proto, te, inv};
+        for (int i = 0; i < 3; i++) {
+            CHECK(sw_tiled_evictable_release(objs[i], NULL) == SW_OK);
+            sw_tiled_evictable_unref(objs[i]);
+        }
+    }
+}
+
+/* ---- refusals change nothing ---------------------------------------------------- */
+
+static void test_te7_te10_refusals_change_nothing(void)
+{
+    int64_t grid[] = {2, 3}, tile[] = {2, 2};
+    sw_tiled_evictable *te = make(2, grid, tile, 1);
+    CHECK(sw_tiled_evictable_evict(te, (int64_t[]){1, 1, 0, 2}, 2, NULL) == SW_OK);
+    snap before, after;
+    take(te, &before);
+    sw_error err;
+    int files = session_files();
+    /* residency */
+    CHECK(sw_tiled_evictable_promote(NULL, (int64_t[]){0, 0}, 1, &err) == SW_ETYPE);
+    CHECK(sw_tiled_evictable_promote(te, (int64_t[]){0, 0, 2, 0}, 2, &err) == SW_EINVAL);
+    CHECK(sw_tiled_evictable_promote(te, (int64_t[]){1, 1, -1, 0}, 2, &err) == SW_EINVAL);
+    CHECK(sw_tiled_evictable_evict(te, (int64_t[]){0, 0, 1, 1, 0, 0}, 3, &err) == SW_EINVAL);
+    CHECK(strstr(err.msg, "twice") != NULL);
+    CHECK(sw_tiled_evictable_evict(te, NULL, 2, &err) == SW_EINVAL);
+    CHECK(sw_tiled_evictable_evict(te, (int64_t[]){0, 0}, -1, &err) == SW_EINVAL);
+    /* slot access */
+    float buf[32] = {0};
+    CHECK(sw_tiled_evictable_read(te, 20, 5, buf, &err) == SW_ERANGE);
+    CHECK(sw_tiled_evictable_write(te, -1, 1, buf, &err) == SW_ERANGE);
+    CHECK(sw_tiled_evictable_write(te, 20, 5, buf, &err) == SW_ERANGE);
+    CHECK(sw_tiled_evictable_write(te, 0, 1, NULL, &err) == SW_ETYPE);
+    /* projection */
+    int64_t a0[] = {0, 1}, a1[] = {2}, bad1[] = {3}, dup[] = {1, 1};
+    int64_t counts[] = {2, 1}, zero_counts[] = {2, 0};
+    const int64_t *axes[] = {a0, a1}, *axes_bad[] = {a0, bad1}, *axes_dup[] = {dup, a1};
+    sw_tile_selection sel = {2, counts, axes};
+    sw_tensor *out = NULL;
+    CHECK(sw_tiled_evictable_project(te, NULL, 0, NULL, NULL, &out, &err) == SW_ETYPE);
+    CHECK(sw_tiled_evictable_project(te, NULL, 0, &(sw_tile_selection){1, counts, axes}, NULL,
+                                     &out, &err) == SW_EINVAL);
+    CHECK(sw_tiled_evictable_project(te, NULL, 0, &(sw_tile_selection){2, counts, axes_bad},
+                                     NULL, &out, &err) == SW_EINVAL);
+    CHECK(sw_tiled_evictable_project(te, NULL, 0, &(sw_tile_selection){2, counts, axes_dup},
+                                     NULL, &out, &err) == SW_EINVAL);
+    CHECK(sw_tiled_evictable_project(te, NULL, 0, &(sw_tile_selection){2, zero_counts, axes},
+                                     NULL, &out, &err) == SW_EINVAL);
+    sw_carrier *gen, *rel, *imm, *i32, *small, *owned, *ok;
+    float one = 1;
+    sw_generic_new((float[8]){0}, 8, SW_DT_FLOAT32, 0, &gen, NULL);
+    sw_cpu_new(8, SW_DT_FLOAT32, 0, &rel, NULL);
+    sw_carrier_release(rel, NULL);
+    sw_cpu_new(8, SW_DT_FLOAT32, SW_CARRIER_IMMUTABLE, &imm, NULL);
+    sw_cpu_new(8, SW_DT_INT32, 0, &i32, NULL);
+    sw_cpu_new(7, SW_DT_FLOAT32, 0, &small, NULL);
+    sw_cpu_new(8, SW_DT_FLOAT32, 0, &owned, NULL);
+    sw_cpu_new(8, SW_DT_FLOAT32, 0, &ok, NULL);
+    uint64_t token;
+    sw_carrier_claim(owned, &token, NULL);
+    CHECK(sw_tiled_evictable_project(te, NULL, 0, &sel, gen, &out, &err) == SW_ETYPE);
+    CHECK(sw_tiled_evictable_project(te, NULL, 0, &sel, rel, &out, &err) == SW_ESTATE);
+    CHECK(sw_tiled_evictable_project(te, NULL, 0, &sel, imm, &out, &err) == SW_ESTATE);
+    CHECK(sw_tiled_evictable_project(te, NULL, 0, &sel, i32, &out, &err) == SW_ETYPE);
+    CHECK(sw_tiled_evictable_project(te, NULL, 0, &sel, small, &out, &err) == SW_EINVAL);
+    CHECK(sw_tiled_evictable_project(te, NULL, 0, &sel, owned, &out, &err) == SW_ESTATE);
+    CHECK(out == NULL);
+    CHECK(sw_carrier_is_owned(owned) && !sw_carrier_is_owned(small));
+    CHECK_EQ_I64(sw_carrier_version(small), 0);
+    /* a given destination: the tensor is on it */
+    CHECK(sw_tiled_evictable_project(te, NULL, 0, &sel, ok, &out, &err) == SW_OK);
+    CHECK(out && sw_tensor_carrier(out) == ok && !sw_carrier_is_owned(ok));
+    float v;
+    sw_tensor_get_f32(out, 0, &v, NULL);
+    CHECK(v == value_of(sw_tiles_slot(sw_tiled_evictable_geometry(te), 4, 0)));
+    sw_tensor_unref(out);
+    (void)one;
+    take(te, &after);
+    CHECK(same(&before, &after));
+    CHECK_EQ_I64(session_files(), files);
+    /* released */
+    CHECK(sw_tiled_evictable_release(te, NULL) == SW_OK);
+    CHECK(sw_tiled_evictable_release(te, NULL) == SW_OK); /* idempotent */
+    CHECK_EQ_I64(sw_tiled_evictable_size(te), 0);
+    CHECK(sw_tiled_evictable_promote(te, (int64_t[]){0, 0}, 1, &err) == SW_ESTATE);
+    CHECK(strstr(err.msg, "released") != NULL);
+    CHECK(sw_tiled_evictable_evict(te, (int64_t[]){0, 0}, 1, &err) == SW_ESTATE);
+    CHECK(sw_tiled_evictable_read(te, 0, 1, buf, &err) == SW_ESTATE);
+    CHECK(sw_tiled_evictable_write(te, 0, 1, buf, &err) == SW_ESTATE);
+    CHECK(sw_tiled_evictable_project(te, NULL, 0, &sel, NULL, &out, &err) == SW_ESTATE);
+    sw_te_tile_state s;
+    CHECK(sw_tiled_evictable_tile_state(te, (int64_t[]){0, 0}, &s, &err) == SW_ESTATE);
+    int64_t n;
+    CHECK(sw_tiled_evictable_tiles(te, SW_TE_TILES_VALID, NULL, 0, &n, &err) == SW_ESTATE);
+    CHECK(sw_carrier_is_released(sw_tiled_evictable_primary(te)));
+    CHECK(!sw_carrier_is_owned(sw_tiled_evictable_secondary(te)));
+    CHECK(session_files() < files); /* the evicted tiles' files are gone */
+    sw_tiled_evictable_unref(te);
+    sw_carrier_relinquish(owned, token, NULL);
+    sw_carrier *all[] = {gen, rel, imm, i32, small, owned, ok};
+    for (int i = 0; i < 7; i++) {
+        sw_carrier_release(all[i], NULL);
+        sw_carrier_unref(all[i]);
+    }
+}
+
+/* ---- busy tiles: pending and pinned ---------------------------------------------- */
+
+typedef struct job {
+    sw_tiled_evictable *te;
+    int kind; /* 0 promote, 1 evict, 2 project */
+    int64_t coords[4];
+    int64_t n;
+    sw_tile_selection sel;
+    sw_status st;
+    sw_tensor *out;
+} job;
+
+static void *run_job(void *arg)
+{
+    job *j = arg;
+    if (j->kind == 0)
+        j->st = sw_tiled_evictable_promote(j->te, j->coords, j->n, NULL);
+    else if (j->kind == 1)
+        j->st = sw_tiled_evictable_evict(j->te, j->coords, j->n, NULL);
+    else
+        j->st = sw_tiled_evictable_project(j->te, NULL, 0, &j->sel, NULL, &j->out, NULL);
+    return NULL;
+}
+
+static void test_te7_pending_guard(void)
+{
+    if (!sw_fault_enabled())
+        return;
+    int64_t grid[] = {2, 2}, tile[] = {2, 2};
+    sw_tiled_evictable *te = make(2, grid, tile, 1);
+    int64_t a0[] = {0}, a1[] = {1}, counts[] = {1, 1};
+    const int64_t *axes[] = {a0, a1};
+    /* a request copying tile (0,1) stops mid-transfer */
+    sw_fault_arm("tile_copy_pause", 0, 1);
+    job j = {.te = te, .kind = 1, .coords = {0, 1}, .n = 1};
+    pthread_t th;
+    pthread_create(&th, NULL, run_job, &j);
+    sw_fault_wait_paused();
+    sw_te_tile_state s;
+    sw_tiled_evictable_tile_state(te, (int64_t[]){0, 1}, &s, NULL);
+    CHECK(s.pending && s.location == SW_TE_PRIMARY);
+    sw_error err;
+    float x = 9, got;
+    int64_t slot = sw_tiles_slot(sw_tiled_evictable_geometry(te), 2, 0);
+    CHECK(sw_tiled_evictable_write(te, slot, 1, &x, &err) == SW_ESTATE);
+    CHECK(strstr(err.msg, "pending") != NULL);
+    CHECK(sw_tiled_evictable_evict(te, (int64_t[]){0, 1}, 1, &err) == SW_ESTATE);
+    CHECK(strstr(err.msg, "pending") != NULL);
+    CHECK(sw_tiled_evictable_promote(te, (int64_t[]){1, 1, 0, 1}, 2, &err) == SW_ESTATE);
+    sw_tensor *out = NULL;
+    CHECK(sw_tiled_evictable_project(te, NULL, 0, &(sw_tile_selection){2, counts, axes}, NULL,
+                                     &out, &err) == SW_ESTATE);
+    CHECK(strstr(err.msg, "pending") != NULL);
+    CHECK(sw_tiled_evictable_release(te, &err) == SW_ESTATE);
+    CHECK(strstr(err.msg, "wait") != NULL);
+    /* reads stay allowed; other tiles are free */
+    CHECK(sw_tiled_evictable_read(te, slot, 1, &got, NULL) == SW_OK && got == value_of(slot));
+    CHECK(sw_tiled_evictable_evict(te, (int64_t[]){1, 1}, 1, NULL) == SW_OK);
+    CHECK(sw_tiled_evictable_write(te, 0, 1, &x, NULL) == SW_OK);
+    sw_fault_resume();
+    pthread_join(th, NULL);
+    CHECK(j.st == SW_OK);
+    sw_tiled_evictable_tile_state(te, (int64_t[]){0, 1}, &s, NULL);
+    CHECK(!s.pending && s.location == SW_TE_SECONDARY);
+    CHECK(sw_tiled_evictable_read(te, slot, 1, &got, NULL) == SW_OK && got == value_of(slot));
+    CHECK(sw_tiled_evictable_release(te, NULL) == SW_OK);
+    sw_tiled_evictable_unref(te);
+    sw_fault_clear();
+}
+
+static void test_te10_pinned_guard(void)
+{
+    if (!sw_fault_enabled())
+        return;
+    int64_t grid[] = {2, 2}, tile[] = {2, 2};
+    sw_tiled_evictable *te = make(2, grid, tile, 0);
+    CHECK(sw_tiled_evictable_evict(te, (int64_t[]){1, 0}, 1, NULL) == SW_OK);
+    int64_t a0[] = {1}, a1[] = {0}, counts[] = {1, 1};
+    const int64_t *axes[] = {a0, a1};
+    sw_fault_arm("tile_gather_pause", 0, 1);
+    job j = {.te = te, .kind = 2, .sel = {2, counts, axes}};
+    pthread_t th;
+    pthread_create(&th, NULL, run_job, &j);
+    sw_fault_wait_paused();
+    sw_te_tile_state s;
+    sw_tiled_evictable_tile_state(te, (int64_t[]){1, 0}, &s, NULL);
+    CHECK(s.pinned && !s.pending);
+    sw_error err;
+    float x = 9;
+    CHECK(sw_tiled_evictable_write(te, 2, 1, &x, &err) == SW_ESTATE); /* slot 2: tile (1,0) */
+    CHECK(strstr(err.msg, "pinned") != NULL);
+    CHECK(sw_tiled_evictable_promote(te, (int64_t[]){1, 0}, 1, &err) == SW_ESTATE);
+    CHECK(strstr(err.msg, "pinned") != NULL);
+    CHECK(sw_tiled_evictable_release(te, &err) == SW_ESTATE);
+    /* another projection of the same tiles goes ahead */
+    sw_tensor *out = NULL;
+    CHECK(sw_tiled_evictable_project(te, NULL, 0, &j.sel, NULL, &out, NULL) == SW_OK);
+    float v;
+    sw_tensor_get_f32(out, 0, &v, NULL);
+    CHECK(v == value_of(2));
+    sw_tensor_unref(out);
+    sw_fault_resume();
+    pthread_join(th, NULL);
+    CHECK(j.st == SW_OK && j.out);
+    sw_tensor_get_f32(j.out, 3, &v, NULL);
+    CHECK(v == value_of(7)); /* tile (1,0) owns {2, 3, 6, 7} */
+    sw_tensor_unref(j.out);
+    sw_tiled_evictable_tile_state(te, (int64_t[]){1, 0}, &s, NULL);
+    CHECK(!s.pinned && s.location == SW_TE_SECONDARY);
+    CHECK(sw_tiled_evictable_write(te, 2, 1, &x, NULL) == SW_OK);
+    CHECK(sw_tiled_evictable_release(te, NULL) == SW_OK);
+    sw_tiled_evictable_unref(te);
+    sw_fault_clear();
+}
+
+/* ---- faults mid-transfer ---------------------------------------------------------- */
+
+/* Arm `fault` to fire after `skip` successes, for skip = 0, 1, ... until
+ * the operation succeeds: every failing attempt must leave the snapshot,
+ * the live allocations and the files as they were. Returns the attempts
+ * that failed. */
+static int exhaust_faults(sw_tiled_evictable *te, const char *fault, int kind,
+                          const int64_t *coords, int64_t n)
+{
+    int failed = 0;
+    int64_t a0[] = {0, 1}, a1[] = {1, 0}, counts[] = {2, 2};
+    const int64_t *axes[] = {a0, a1};
+    sw_tile_selection sel = {2, counts, axes};
+    for (long skip = 0; skip < 200; skip++) {
+        snap before, after;
+        take(te, &before);
+        int files = session_files();
+        int64_t live = sw_alloc_live_bytes();
+        sw_fault_arm(fault, skip, 1);
+        sw_status st;
+        sw_tensor *out = NULL;
+        sw_error err;
+        if (kind == 0)
+            st = sw_tiled_evictable_promote(te, coords, n, &err);
+        else if (kind == 1)
+            st = sw_tiled_evictable_evict(te, coords, n, &err);
+        else
+            st = sw_tiled_evictable_project(te, NULL, 0, &sel, NULL, &out, &err);
+        sw_fault_clear();
+        if (st == SW_OK) {
+            sw_tensor_unref(out);
+            return failed;
+        }
+        failed++;
+        take(te, &after);
+        CHECK(same(&before, &after));
+        CHECK_EQ_I64(session_files(), files);
+        CHECK_EQ_I64(sw_alloc_live_bytes(), live);
+        CHECK(out == NULL);
+    }
+    CHECK(!"the operation never succeeded");
+    return failed;
+}
+
+static void test_te7_faults_mid_transfer_change_nothing(void)
+{
+    if (!sw_fault_enabled())
+        return;
+    int64_t grid[] = {2, 2}, tile[] = {2, 2};
+    int64_t three[] = {0, 0, 1, 0, 1, 1}, all[] = {0, 0, 1, 0, 0, 1, 1, 1};
+    const char *faults[] = {"tile_copy", "alloc", "pwrite", "pread", "open", "truncate"};
+    for (int file = 0; file < 2; file++) {
+        for (size_t f = 0; f < sizeof faults / sizeof faults[0]; f++) {
+            sw_tiled_evictable *te = make(2, grid, tile, file);
+            /* evict three tiles from the full primary (runs: pwritev) */
+            int failed = exhaust_faults(te, faults[f], 1, three, 3);
+            fprintf(stderr, "  fault %s (%s secondary): evict %d", faults[f],
+                    file ? "FileBacked" : "CPU", failed);
+            if (!strcmp(faults[f], "tile_copy"))
+                CHECK_EQ_I64(failed, 3); /* one per tile copy */
+            if (!strcmp(faults[f], "alloc") || (file && strcmp(faults[f], "pread")))
+                CHECK(failed >= 3); /* each tile's storage or copy can fail */
+            CHECK(all_values_exact(te));
+            int64_t cnt;
+            sw_tiled_evictable_tiles(te, SW_TE_TILES_SECONDARY, NULL, 0, &cnt, NULL);
+            CHECK_EQ_I64(cnt, 3);
+            /* promote all back (from private secondary tiles) */
+            failed = exhaust_faults(te, faults[f], 0, all, 4);
+            fprintf(stderr, ", promote %d", failed);
+            if (!strcmp(faults[f], "tile_copy") || !strcmp(faults[f], "alloc") ||
+                (file && !strcmp(faults[f], "pread")))
+                CHECK(failed >= 3);
+            CHECK(all_values_exact(te));
+            /* evict again and project from the secondary tier */
+            CHECK(sw_tiled_evictable_evict(te, all, 4, NULL) == SW_OK);
+            failed = exhaust_faults(te, faults[f], 2, NULL, 0);
+            fprintf(stderr, ", project %d\n", failed);
+            if (!strcmp(faults[f], "alloc") || (file && !strcmp(faults[f], "pread")))
+                CHECK(failed >= 1);
+            CHECK(all_values_exact(te));
+            CHECK(sw_tiled_evictable_release(te, NULL) == SW_OK);
+            sw_tiled_evictable_unref(te);
+        }
+    }
+    /* a full FileBacked secondary: promote reads runs with pread */
+    sw_tiled_evictable *te = make(2, grid, tile, 1), *fs;
+    CHECK(sw_tiled_evictable_evict(te, all, 4, NULL) == SW_OK);
+    sw_tiled_evictable_release(te, NULL);
+    sw_tiled_evictable_unref(te);
+    sw_carrier *q, *p, *s;
+    sw_cpu_new(16, SW_DT_FLOAT32, 0, &q, NULL);
+    for (int i = 0; i < 16; i++)
+        ((float *)sw_cpu_pointer(q))[i] = value_of(i);
+    sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &s, NULL);
+    sw_tensor *src, *moved;
+    sw_tensor_new_strided(q, 0, 1, (int64_t[]){16}, NULL, &src, NULL);
+    sw_move(src, s, &moved, NULL);
+    sw_tensor_unref(src);
+    sw_tensor_unref(moved);
+    sw_carrier_unref(q);
+    sw_cpu_new(0, SW_DT_FLOAT32, 0, &p, NULL);
+    CHECK(sw_tiled_evictable_new(p, s, 2, grid, tile, &fs, NULL) == SW_OK);
+    CHECK(exhaust_faults(fs, "pread", 0, three, 3) >= 1);
+    CHECK(all_values_exact(fs));
+    CHECK(exhaust_faults(fs, "pread", 2, NULL, 0) >= 1); /* tile (0,1) still in the file */
+    sw_tiled_evictable_release(fs, NULL);
+    sw_tiled_evictable_unref(fs);
+    sw_carrier_unref(p);
+    sw_carrier_unref(s);
+}
+
+/* A failed projection into a given destination leaves it live and free. */
+static void test_te10_fault_keeps_given_destination(void)
+{
+    if (!sw_fault_enabled())
+        return;
+    int64_t grid[] = {2, 2}, tile[] = {2, 2};
+    sw_tiled_evictable *te = make(2, grid, tile, 1);
+    sw_carrier *d;
+    sw_cpu_new(4, SW_DT_FLOAT32, 0, &d, NULL);
+    int64_t a0[] = {1}, a1[] = {1}, counts[] = {1, 1};
+    const int64_t *axes[] = {a0, a1};
+    sw_tile_selection sel = {2, counts, axes};
+    sw_fault_arm("tile_gather", 0, 1);
+    sw_tensor *out = NULL;
+    CHECK(sw_tiled_evictable_project(te, NULL, 0, &sel, d, &out, NULL) == SW_EIO);
+    sw_fault_clear();
+    CHECK(out == NULL && !sw_carrier_is_owned(d) && !sw_carrier_is_released(d));
+    sw_te_tile_state s;
+    sw_tiled_evictable_tile_state(te, (int64_t[]){1, 1}, &s, NULL);
+    CHECK(!s.pinned);
+    CHECK(sw_tiled_evictable_project(te, NULL, 0, &sel, d, &out, NULL) == SW_OK);
+    float v;
+    sw_tensor_get_f32(out, 3, &v, NULL);
+    CHECK(v == value_of(15));
+    sw_tensor_unref(out);
+    CHECK(sw_tiled_evictable_release(te, NULL) == SW_OK);
+    sw_tiled_evictable_unref(te);
+    sw_carrier_release(d, NULL);
+    sw_carrier_unref(d);
+}
+
+int main(void)
+{
+    int64_t live = sw_alloc_live_bytes();
+    test_te1_construction_refusals_change_nothing();
+    test_te1_placement();
+    test_te7_te10_values_several_grids();
+    test_te10_within_tile_permutation();
+    test_te9_implicit_tiles();
+    test_te7_te10_refusals_change_nothing();
+    test_te7_pending_guard();
+    test_te10_pinned_guard();
+    test_te7_faults_mid_transfer_change_nothing();
+    test_te10_fault_keeps_given_destination();
+    sw_move_drain();
+    CHECK(sw_alloc_live_bytes() <= live + 4096); /* the move pool's own state aside */
+    return check_report("tiled_evictable");
+}
