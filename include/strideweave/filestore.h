@@ -68,6 +68,12 @@ SW_API sw_status sw_filestore_pwrite(int fd, const void *buf, size_t bytes,
  * fault once per call. */
 SW_API sw_status sw_filestore_pwritev(int fd, const struct iovec *iov, int64_t n, int64_t offset,
                                       sw_error *err);
+/* Read file bytes from `offset` on into the `n` memory pieces `iov`, back
+ * to back, in as few preadv calls as the vector limit allows; EINTR and
+ * short transfers are continued, end of file → SW_EIO (errno EIO). `iov` is
+ * left unchanged. Consults the "pread" fault once per call. */
+SW_API sw_status sw_filestore_preadv(int fd, const struct iovec *iov, int64_t n, int64_t offset,
+                                     sw_error *err);
 /* Set the file length to `bytes`; growth reads back as zeros. */
 SW_API sw_status sw_filestore_resize(int fd, int64_t bytes, sw_error *err);
 

@@ -515,6 +515,49 @@ sw_status sw_filestore_pwritev(int fd, const struct iovec *iov, int64_t n, int64
     return SW_OK;
 }
 
+sw_status sw_filestore_preadv(int fd, const struct iovec *iov, int64_t n, int64_t offset,
+                              sw_error *err)
+{
+    if (sw_fault_hit("pread"))
+        return sw_error_set_errno(err, SW_EIO, EIO, "reading the FileBacked file failed: injected fault");
+    struct iovec batch[IOV_BATCH];
+    int64_t i = 0;
+    size_t skip = 0; /* bytes of iov[i] already read */
+    while (i < n) {
+        if (iov[i].iov_len == skip) { /* an empty piece (or one just finished) */
+            skip = 0;
+            i++;
+            continue;
+        }
+        int k = 0;
+        for (int64_t j = i; j < n && k < IOV_BATCH; j++, k++) {
+            batch[k] = iov[j];
+            if (j == i) {
+                batch[k].iov_base = (char *)batch[k].iov_base + skip;
+                batch[k].iov_len -= skip;
+            }
+        }
+        ssize_t r = preadv(fd, batch, k, (off_t)offset);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            int e = errno;
+            return sw_error_set_errno(err, SW_EIO, e, "reading the FileBacked file failed: %s", strerror(e));
+        }
+        if (r == 0)
+            return sw_error_set_errno(err, SW_EIO, EIO, "preadv failed: unexpected end of file");
+        offset += r;
+        size_t left = (size_t)r;
+        while (i < n && left >= iov[i].iov_len - skip) {
+            left -= iov[i].iov_len - skip;
+            skip = 0;
+            i++;
+        }
+        skip += left;
+    }
+    return SW_OK;
+}
+
 sw_status sw_filestore_resize(int fd, int64_t bytes, sw_error *err)
 {
     if (bytes < 0)

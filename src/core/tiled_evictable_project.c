@@ -12,8 +12,10 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "strideweave/alloc.h"
+#include "strideweave/filestore.h"
 
 /* Sizes of the layout's top-level modes; their count (or max + 1 when
  * there are more than `max`). */
@@ -177,6 +179,46 @@ static sw_status pin_and_note_locked(sw_tiled_evictable *te, const sw_tile_selec
     return SW_OK;
 }
 
+/* Under the identity layout a tile in private FileBacked storage (one
+ * contiguous span of the file, in within-tile order) lands in the dense
+ * destination as tile[0]-long runs at fixed places: one preadv reads the
+ * file straight into them, no staging buffer. */
+static sw_status read_in_place(sw_tiled_evictable *te, int64_t t, const sw_tile_selection *sel,
+                               const int64_t *shape, int fd, unsigned char *dst, sw_error *err)
+{
+    if (sw_fault_hit("tile_copy"))
+        return sw_error_set_errno(err, SW_EIO, EIO, "TiledEvictable: injected fault: tile copy "
+                                  "failed");
+    const sw_tile_geometry *g = &te->geo;
+    int64_t tc[SW_TILES_MAX_RANK], base = 0, mul = 1, dstride[SW_TILES_MAX_RANK];
+    sw_tiles_tile_coord(g, t, tc);
+    for (int32_t k = 0; k < g->rank; k++) {
+        int64_t j = 0;
+        while (sel->coords[k][j] != tc[k])
+            j++; /* selected, and once per axis (checked) */
+        dstride[k] = mul;
+        base += j * g->tile[k] * mul;
+        mul *= shape[k];
+    }
+    int64_t runs = g->tile_size / g->tile[0];
+    struct iovec *iov = sw_malloc((size_t)runs * sizeof *iov);
+    if (!iov)
+        return sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory projecting");
+    int64_t w[SW_TILES_MAX_RANK] = {0}; /* within-tile coordinate, w[0] == 0 */
+    for (int64_t r = 0; r < runs; r++) {
+        int64_t at = base;
+        for (int32_t k = 1; k < g->rank; k++)
+            at += w[k] * dstride[k];
+        iov[r] = (struct iovec){.iov_base = dst + (size_t)at * te->eb,
+                                .iov_len = (size_t)g->tile[0] * te->eb};
+        for (int32_t k = 1; k < g->rank && ++w[k] == g->tile[k]; k++)
+            w[k] = 0;
+    }
+    sw_status st = sw_filestore_preadv(fd, iov, runs, 0, err);
+    sw_free(iov);
+    return st;
+}
+
 /* The gather, no lock held, the selected tiles pinned. */
 static sw_status gather(sw_tiled_evictable *te, const sw_layout *L, int64_t offset,
                         const sw_tile_selection *sel, const te_store *notes, const uint8_t *full,
@@ -194,6 +236,9 @@ static sw_status gather(sw_tiled_evictable *te, const sw_layout *L, int64_t offs
     sw_status st = src && bufs ? SW_OK
                                : sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory "
                                               "projecting");
+    int identity = sw_tiles_is_identity(g, L, offset);
+    int64_t shape[SW_TILES_MAX_RANK];
+    sw_tiles_compact_shape(g, sel, shape);
     for (int64_t t = 0; st == SW_OK && t < g->ntiles; t++) {
         if (!selects(g, sel, t))
             continue;
@@ -203,6 +248,9 @@ static sw_status gather(sw_tiled_evictable *te, const sw_layout *L, int64_t offs
             src[t] = (sw_tile_source){zeros, 0};
         } else if (notes[t].host) {
             src[t] = (sw_tile_source){notes[t].host, full[t]};
+        } else if (identity && !full[t]) {
+            st = read_in_place(te, t, sel, shape, notes[t].fd, dst, err);
+            src[t] = (sw_tile_source){NULL, 0}; /* in place: the gather skips it */
         } else {
             /* A FileBacked tile: its runs into a host buffer first. */
             bufs[t] = sw_malloc(tile_bytes ? tile_bytes : 1);

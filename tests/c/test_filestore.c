@@ -275,6 +275,44 @@ static void test_pwritev_gathers_many_pieces(void)
     sw_filestore_remove(fd, path, (long)getpid());
 }
 
+/* preadv scatters file bytes into more pieces than one call takes (and
+ * empty ones), in order; end of file and the "pread" fault are SW_EIO. */
+static void test_preadv_scatters_many_pieces(void)
+{
+    enum { PIECES = 2500 };
+    static unsigned char file[PIECES * 3], dst[PIECES * 3];
+    static struct iovec iov[PIECES];
+    size_t total = 0;
+    for (int i = 0; i < PIECES; i++) {
+        size_t len = (size_t)(i % 4 == 3 ? 0 : 1 + i % 3);
+        iov[i] = (struct iovec){.iov_base = dst + 3 * i, .iov_len = len};
+        total += len;
+    }
+    for (size_t b = 0; b < total; b++)
+        file[b] = (unsigned char)(b * 13 + 1);
+    int fd = -1;
+    char *path = NULL;
+    sw_error err;
+    CHECK_EQ_I64(sw_filestore_create_unique(&fd, &path, &err), SW_OK);
+    CHECK_EQ_I64(sw_filestore_pwrite(fd, file, total, 7, &err), SW_OK);
+    CHECK_EQ_I64(sw_filestore_preadv(fd, iov, PIECES, 7, &err), SW_OK);
+    int ok = 1;
+    size_t at = 0;
+    for (int i = 0; i < PIECES; i++)
+        for (size_t k = 0; k < iov[i].iov_len; k++)
+            ok &= dst[3 * i + k] == file[at++];
+    CHECK(ok);
+    CHECK(iov[0].iov_base == dst && iov[0].iov_len == 1); /* left unchanged */
+    CHECK_EQ_I64(sw_filestore_preadv(fd, iov, PIECES, 8, &err), SW_EIO); /* one byte short */
+    CHECK_EQ_I64(err.sys_errno, EIO);
+    if (sw_fault_enabled()) {
+        sw_fault_arm("pread", 0, 1);
+        CHECK_EQ_I64(sw_filestore_preadv(fd, iov, 2, 7, &err), SW_EIO);
+        sw_fault_clear();
+    }
+    sw_filestore_remove(fd, path, (long)getpid());
+}
+
 int main(void)
 {
     if (!mkdtemp(tmp_root)) {
@@ -301,6 +339,7 @@ int main(void)
     test_names();
     test_create_io_remove();
     test_pwritev_gathers_many_pieces();
+    test_preadv_scatters_many_pieces();
     test_faults();
     test_exit_cleanup();
 
