@@ -460,6 +460,63 @@ static void test_te9_implicit_tiles(void)
     }
 }
 
+/* Int32 over a FileBacked secondary and Bool over CPU tiers: the bytes
+ * move unchanged; Bool slots take only 0 and 1. */
+static void test_te7_other_dtypes(void)
+{
+    int64_t grid[] = {3, 2}, tile[] = {2, 2};
+    sw_carrier *p, *s;
+    sw_tiled_evictable *te;
+    int64_t every[] = {0, 0, 1, 0, 2, 0, 0, 1, 1, 1, 2, 1};
+    sw_cpu_new(24, SW_DT_INT32, 0, &p, NULL);
+    int32_t *pv = sw_cpu_pointer(p);
+    for (int i = 0; i < 24; i++)
+        pv[i] = -1000000 * i - 7;
+    sw_file_backed_new(NULL, SW_DT_INT32, 0, &s, NULL);
+    CHECK(sw_tiled_evictable_new(p, s, 2, grid, tile, &te, NULL) == SW_OK);
+    CHECK(sw_tiled_evictable_dtype(te) == SW_DT_INT32);
+    CHECK(sw_tiled_evictable_evict(te, every, 6, NULL) == SW_OK);
+    int64_t a0[] = {2, 1}, a1[] = {1}, counts[] = {2, 1};
+    const int64_t *axes[] = {a0, a1};
+    sw_tensor *out = NULL;
+    CHECK(sw_tiled_evictable_project(te, NULL, 0, &(sw_tile_selection){2, counts, axes}, NULL,
+                                     &out, NULL) == SW_OK);
+    int32_t v = 0;
+    sw_tensor_get_i32(out, 0, &v, NULL); /* x = (4, 2): slot 16 */
+    CHECK(v == -16000007);
+    sw_tensor_get_i32(out, 7, &v, NULL); /* c = (3, 1): x = (3, 3), slot 21 */
+    CHECK(v == -21000007);
+    sw_tensor_unref(out);
+    CHECK(sw_tiled_evictable_promote(te, every, 6, NULL) == SW_OK);
+    int32_t back[24];
+    CHECK(sw_tiled_evictable_read(te, 0, 24, back, NULL) == SW_OK);
+    int bad = 0;
+    for (int i = 0; i < 24; i++)
+        bad += back[i] != -1000000 * i - 7;
+    CHECK_EQ_I64(bad, 0);
+    sw_tiled_evictable_release(te, NULL);
+    sw_tiled_evictable_unref(te);
+    sw_carrier_unref(p);
+    sw_carrier_unref(s);
+
+    sw_cpu_new(24, SW_DT_BOOL, 0, &p, NULL);
+    sw_cpu_new(0, SW_DT_BOOL, 0, &s, NULL);
+    CHECK(sw_tiled_evictable_new(p, s, 2, grid, tile, &te, NULL) == SW_OK);
+    CHECK(sw_tiled_evictable_evict(te, every, 6, NULL) == SW_OK);
+    uint8_t two = 2, one = 1, got = 0;
+    sw_error err;
+    CHECK(sw_tiled_evictable_write(te, 5, 1, &two, &err) == SW_EINVAL);
+    CHECK(loc_of(te, (int64_t[]){2, 0}) == SW_TE_SECONDARY); /* nothing promoted */
+    CHECK_EQ_I64(sw_tiled_evictable_version(te), 0);
+    CHECK(sw_tiled_evictable_write(te, 5, 1, &one, NULL) == SW_OK);
+    CHECK(loc_of(te, (int64_t[]){2, 0}) == SW_TE_PRIMARY);
+    CHECK(sw_tiled_evictable_read(te, 5, 1, &got, NULL) == SW_OK && got == 1);
+    sw_tiled_evictable_release(te, NULL);
+    sw_tiled_evictable_unref(te);
+    sw_carrier_unref(p);
+    sw_carrier_unref(s);
+}
+
 /* ---- refusals change nothing ---------------------------------------------------- */
 
 static void test_te7_te10_refusals_change_nothing(void)
@@ -823,6 +880,7 @@ int main(void)
     test_te7_te10_values_several_grids();
     test_te10_within_tile_permutation();
     test_te9_implicit_tiles();
+    test_te7_other_dtypes();
     test_te7_te10_refusals_change_nothing();
     test_te7_pending_guard();
     test_te10_pinned_guard();
