@@ -5,7 +5,9 @@
  * Tiers. The primary is a CPU carrier; the secondary is a CPU or a
  * FileBacked carrier of the same dtype. Each tier is either empty (size 0)
  * or holds the whole logical size. Construction claims both (carrier.h
- * ownership): from then on nothing else may write or release them. A tier
+ * ownership): from then on nothing else may write or release them (reading
+ * a tier's slots directly while the TiledEvictable writes them is a data
+ * race: read through sw_tiled_evictable_read). A tier
  * that is full holds its tiles in place (at their own slots, see tiles.h);
  * every tile that moves afterwards gets private tile-sized storage of the
  * target tier's class (a fresh CPU carrier, or a fresh FileBacked file),

@@ -24,13 +24,6 @@ static _Atomic long writes, refusals, failures;
 
 static float shared_value(int64_t slot) { return (float)slot + 0.5f; }
 
-static int64_t tile_of(int64_t slot)
-{
-    int64_t t, w;
-    sw_tiles_locate(&geo, slot, &t, &w);
-    return t;
-}
-
 static void note_failure(const char *what, const sw_error *err)
 {
     fprintf(stderr, "  %s: %s\n", what, err->msg);
@@ -183,7 +176,6 @@ static void run(int file_secondary)
         sw_tiles_tile_coord(&geo, t, c);
         sw_tiled_evictable_tile_state(te, c, &st, NULL);
         CHECK(!st.pending && !st.pinned && st.valid);
-        (void)tile_of;
     }
     CHECK(sw_tiled_evictable_release(te, NULL) == SW_OK);
     sw_tiled_evictable_unref(te);
