@@ -15,5 +15,7 @@
 #include "strideweave/carrier.h"
 #include "strideweave/tensor.h"
 #include "strideweave/move.h"
+#include "strideweave/block_device.h"
+#include "strideweave/evictable.h"
 
 #endif
