@@ -64,8 +64,10 @@ static sw_status primary_io(ev_impl *e, int writing, int64_t slot, int64_t count
                           sw_carrier_name(p), (long long)p->ops->size(p->impl));
     else if (!writing)
         st = p->ops->read(p->impl, slot, count, buf, err);
-    else if ((st = p->ops->write(p->impl, slot, count, buf, err)) == SW_OK)
-        p->version++; /* a write to the Evictable writes its primary */
+    else if ((st = p->ops->write(p->impl, slot, count, buf, err)) == SW_OK &&
+             !e->self->pending_dst)
+        p->version++; /* a slot write to the Evictable writes its primary; a
+                       * move into the Evictable changes no version */
     pthread_mutex_unlock(&p->lock);
     return st;
 }

@@ -333,6 +333,45 @@ static void test_e4_owned_hierarchy(void)
     sw_carrier_unref(cpu);
 }
 
+/* E-10: an Evictable can be a tier of another (moves slot by slot both
+ * ways); a released inner one is replaced by a fresh Evictable over fresh
+ * tiers like its own (sw_tier_allocate_like). */
+static void test_e10_nested_evictable_tier(void)
+{
+    sw_error err;
+    sw_carrier *cpu = cpu_values(8, 20), *file = file_empty(), *inner = NULL, *outer = NULL;
+    sw_carrier *spare = NULL;
+    CHECK_EQ_I64(sw_evictable_new(cpu, file, NULL, &inner, &err), SW_OK);
+    sw_cpu_new(8, SW_DT_FLOAT32, SW_CARRIER_EMPTY, &spare, &err);
+    CHECK_EQ_I64(sw_evictable_new(inner, spare, NULL, &outer, &err), SW_OK);
+    if (!outer)
+        return;
+    CHECK_EQ_I64(sw_evictable_evict(inner, &err), SW_ESTATE); /* owned by outer */
+    CHECK_EQ_I64(sw_evictable_evict(outer, &err), SW_OK);
+    CHECK(values_are(spare, 8, 20));
+    CHECK(sw_carrier_is_released(inner) && sw_carrier_is_released(cpu));
+    CHECK(!sw_carrier_is_owned(cpu) && !sw_carrier_is_owned(file));
+    CHECK_EQ_I64(sw_evictable_promote(outer, &err), SW_OK);
+    sw_carrier *p = sw_evictable_primary(outer);
+    CHECK(p != inner && sw_carrier_class_of(p) == &sw_evictable_class);
+    CHECK(!sw_evictable_is_evicted(p) && sw_carrier_is_owned(p));
+    CHECK_EQ_I64(sw_carrier_version(p), 0); /* filled by a move: no version change */
+    sw_carrier *pp = sw_evictable_primary(p);
+    CHECK(pp && sw_carrier_class_of(pp) == &sw_cpu_class && values_are(pp, 8, 20));
+    CHECK_EQ_I64(sw_carrier_version(pp), 0);
+    sw_carrier_unref(pp);
+    sw_carrier_unref(p);
+    CHECK(values_are(outer, 8, 20));
+    float w = 5.0f;
+    CHECK_EQ_I64(sw_carrier_write(outer, 1, 1, &w, &err), SW_OK);
+    CHECK_EQ_I64(sw_carrier_release(outer, &err), SW_OK);
+    sw_carrier_unref(outer);
+    sw_carrier_unref(spare);
+    sw_carrier_unref(inner);
+    sw_carrier_unref(file);
+    sw_carrier_unref(cpu);
+}
+
 /* ---- a transition held open -------------------------------------------------- */
 
 typedef struct evictor {
@@ -510,6 +549,7 @@ int main(void)
     test_e4_state_machine();
     test_e4_reuses_big_enough_tier();
     test_e4_owned_hierarchy();
+    test_e10_nested_evictable_tier();
     test_e4_pending_while_transition_runs();
     test_e5_faults_change_nothing();
     sw_move_drain();
