@@ -259,6 +259,7 @@ static void test_b11_move_roundtrip_durable(void)
     sw_carrier_unref(dev);
     sw_carrier_unref(keep);
     sw_carrier_unref(src);
+    sw_move_drain(); /* the moves' own references to the carriers go */
     CHECK_EQ_I64(sw_block_device_close(d, &err), SW_OK);
     sw_block_device_unref(d);
 }
@@ -385,6 +386,7 @@ static void test_b6_faults(void)
     /* release and close still work */
     CHECK_EQ_I64(sw_carrier_release(dev, &err), SW_OK);
     sw_carrier_unref(dev);
+    sw_move_drain(); /* the moves' own references to the carriers go */
     CHECK_EQ_I64(sw_block_device_close(d, &err), SW_OK);
     sw_block_device_unref(d);
 
@@ -511,6 +513,7 @@ static void test_b9_threads(void)
         CHECK(w[i].ok);
     }
     sw_error err;
+    sw_move_drain(); /* the moves' own references to the carriers go */
     CHECK_EQ_I64(sw_block_device_close(d, &err), SW_OK);
     sw_block_device_unref(d);
 }
