@@ -477,10 +477,12 @@ static void test_e4_pending_while_transition_runs(void)
 
 /* Fail the n-th allocation (and each named fault) inside a transition:
  * either it fails with everything as it was, or it succeeds in full. */
-static void fault_walk(const char *fault, int evict, int *failures, int *successes)
+static void fault_walk(const char *fault, int evict, int reuse, int *failures, int *successes)
 {
     sw_error err;
-    sw_carrier *cpu = cpu_values(32, 2), *file = file_empty(), *e = NULL;
+    sw_carrier *cpu = cpu_values(32, 2), *e = NULL;
+    /* reuse: a big enough CPU secondary the evict moves into in place */
+    sw_carrier *file = reuse ? cpu_values(40, 0) : file_empty();
     if (sw_evictable_new(cpu, file, NULL, &e, &err) != SW_OK)
         return;
     if (!evict)
@@ -527,7 +529,7 @@ static void test_e5_faults_change_nothing(void)
     for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++) {
         for (int evict = 0; evict < 2; evict++) {
             int failures = 0, successes = 0;
-            fault_walk(faults[i], evict, &failures, &successes);
+            fault_walk(faults[i], evict, 0, &failures, &successes);
             /* Every fault that a transition reaches fails it at least once
              * (pread only when promoting from the file, pwrite/truncate/open
              * only when evicting into it). */
@@ -543,6 +545,15 @@ static void test_e5_faults_change_nothing(void)
             CHECK(successes > 0);
         }
     }
+    /* In place into a live secondary (no fresh tier): allocation and
+     * transfer faults, evicting and promoting. */
+    const char *in_place[] = {"alloc", "move_transfer", "move_submit"};
+    for (size_t i = 0; i < sizeof in_place / sizeof in_place[0]; i++)
+        for (int evict = 0; evict < 2; evict++) {
+            int failures = 0, successes = 0;
+            fault_walk(in_place[i], evict, 1, &failures, &successes);
+            CHECK(failures > 0 && successes > 0);
+        }
 }
 
 int main(void)
