@@ -33,8 +33,10 @@
  * publishes the result (a tensor on dst at offset 0 with t's layout),
  * releases the source carrier and clears the pending marks; on failure it
  * publishes nothing, clears the marks and leaves the source live and
- * unchanged (the destination stays live, its values unspecified). Neither
- * carrier's version changes. A dropped handle neither cancels nor blocks
+ * unchanged (the destination stays live, its values unspecified). A move
+ * into a BlockDeviceCarrier succeeds only once the written range is
+ * durable on the device (block_device.h). Neither carrier's version
+ * changes. A dropped handle neither cancels nor blocks
  * the move: the move holds its own references until commit.
  *
  * Ownership: sw_move_async gives the caller one reference to the handle,
