@@ -13,13 +13,15 @@
  *   6. dst is released                               SW_ESTATE
  *   7. dst is not publicly mutable (incl. pending)   SW_ESTATE
  *   8. dst's dtype is not t's dtype                  SW_ETYPE
- *   9. (route pins: no built-in route pins classes)
+ *   9. a BlockDeviceCarrier on either side and the    SW_ENOTSUP
+ *      other side not CPU (block_device.h),
+ *      or its device faulted                         SW_ESTATE
  *  10. dst is smaller than the layout's cosize and   SW_EINVAL
  *      cannot allocate
  *
- * Then it resolves the route by the exact pair of ops tables (CPU ->
- * FileBacked and FileBacked -> CPU are bulk routes copying the physical
- * span; every other pair is the elementwise fallback: a strided copy when
+ * Then it resolves the route by the exact pair of ops tables (CPU <->
+ * FileBacked and CPU <-> BlockDeviceCarrier are bulk routes copying the
+ * physical span; every other pair is the elementwise fallback: a strided copy when
  * both carriers expose storage, else slot by slot through the ops), grows
  * an empty allocatable destination to exactly the cosize, marks both
  * carriers pending and submits the transfer to the core's pool (started
@@ -31,8 +33,10 @@
  * publishes the result (a tensor on dst at offset 0 with t's layout),
  * releases the source carrier and clears the pending marks; on failure it
  * publishes nothing, clears the marks and leaves the source live and
- * unchanged (the destination stays live, its values unspecified). Neither
- * carrier's version changes. A dropped handle neither cancels nor blocks
+ * unchanged (the destination stays live, its values unspecified). A move
+ * into a BlockDeviceCarrier succeeds only once the written range is
+ * durable on the device (block_device.h). Neither carrier's version
+ * changes. A dropped handle neither cancels nor blocks
  * the move: the move holds its own references until commit.
  *
  * Ownership: sw_move_async gives the caller one reference to the handle,

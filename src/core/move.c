@@ -9,7 +9,9 @@
 #include <string.h>
 
 #include "carrier_internal.h"
+#include "route_internal.h"
 #include "strideweave/alloc.h"
+#include "strideweave/block_device.h"
 #include "strideweave/clock.h"
 #include "strideweave/copy.h"
 #include "strideweave/executor.h"
@@ -24,6 +26,7 @@ struct sw_move_handle {
     sw_carrier *dst;     /* one reference */
     sw_tensor *result;   /* built before submission, published at commit */
     sw_move_route route;
+    sw_route_transfer_fn transfer; /* the route's own transfer, or NULL */
     int slotwise;        /* elementwise through the ops, not storage */
     int64_t bytes;
     sw_completion *done;
@@ -146,17 +149,30 @@ void sw_move_set_profile_hook(sw_move_profile_fn fn, void *user)
  * elementwise copy. Identity of the ops tables, never "kind of". */
 static const struct {
     const sw_carrier_class *src, *dst;
+    sw_route_transfer_fn transfer; /* NULL: through both carriers' storage */
 } bulk_routes[] = {
-    {&sw_cpu_class, &sw_file_backed_class},
-    {&sw_file_backed_class, &sw_cpu_class},
+    {&sw_cpu_class, &sw_file_backed_class, NULL},
+    {&sw_file_backed_class, &sw_cpu_class, NULL},
+    {&sw_cpu_class, &sw_block_device_carrier_class, sw_block_device_route_transfer},
+    {&sw_block_device_carrier_class, &sw_cpu_class, sw_block_device_route_transfer},
 };
 
-static sw_move_route resolve(const sw_carrier_class *s, const sw_carrier_class *d)
+static sw_move_route resolve(const sw_carrier_class *s, const sw_carrier_class *d,
+                             sw_route_transfer_fn *transfer)
 {
+    *transfer = NULL;
     for (size_t i = 0; i < sizeof bulk_routes / sizeof bulk_routes[0]; i++)
-        if (bulk_routes[i].src == s && bulk_routes[i].dst == d)
+        if (bulk_routes[i].src == s && bulk_routes[i].dst == d) {
+            *transfer = bulk_routes[i].transfer;
             return SW_ROUTE_BULK;
+        }
     return SW_ROUTE_ELEMENTWISE;
+}
+
+/* Route pins (row 9 of move.h): classes that allow only some pairs. */
+int sw_move_pair_allowed(const sw_carrier_class *s, const sw_carrier_class *d)
+{
+    return sw_block_device_pair_allowed(s, d);
 }
 
 /* ---- the transfer (pool thread, no lock: the pending guard holds) ---------- */
@@ -208,6 +224,8 @@ static void run_transfer(sw_job *job)
     sw_error_clear(&m->err);
     if (sw_fault_hit("move_transfer"))
         m->status = sw_error_set(&m->err, SW_EIO, "move: injected transfer failure");
+    else if (m->transfer)
+        m->status = m->transfer(m->src->carrier, m->src->offset, m->dst, m->src->layout, &m->err);
     else
         m->status = m->slotwise ? transfer_slotwise(m, &m->err) : transfer_storage(m, &m->err);
 }
@@ -330,6 +348,9 @@ static sw_status validate_locked(sw_carrier *s, sw_carrier *d, const sw_layout *
     if (d->dtype != s->dtype)
         return sw_error_set(err, SW_ETYPE, "move: the destination holds %s, the tensor %s",
                             sw_dtype_info_of(d->dtype)->name, sw_dtype_info_of(s->dtype)->name);
+    sw_status pin = sw_block_device_check_move_locked(s, d, err);
+    if (pin != SW_OK)
+        return pin;
     int64_t size = d->ops->size(d->impl);
     *grow = 0;
     if (size < l->cosize) {
@@ -364,7 +385,7 @@ static sw_status new_move(sw_tensor *t, sw_carrier *d, const sw_move_options *o,
     }
     const sw_carrier_class *so = t->carrier->ops, *dops = d->ops;
     size_t width = sw_dtype_slot_bytes(t->carrier->dtype);
-    m->route = resolve(so, dops);
+    m->route = resolve(so, dops, &m->transfer);
     m->slotwise = !so->storage || !dops->storage || t->layout->nleaves > SW_COPY_MAX_DIMS;
     m->bytes = (m->route == SW_ROUTE_BULK ? t->layout->cosize : t->layout->size) * (int64_t)width;
     if (o) {

@@ -1,0 +1,125 @@
+/* Evictable: a carrier whose values live in one of two tiers it owns, a
+ * primary (fast, e.g. CPU) and a secondary (large, e.g. FileBacked).
+ *
+ *   sw_evictable_new(cpu, file, NULL, &e, &err);   promoted: values in cpu
+ *   sw_evictable_evict(e, &err);                   values now in a file
+ *   sw_evictable_promote(e, &err);                 back in host memory
+ *
+ * sw_evictable_new returns an sw_carrier of the class sw_evictable_class;
+ * every carrier.h call works on it. It claims both tiers (ownership claims,
+ * carrier.h), so the caller's references to them can still read them but
+ * no longer write, release, claim or move them. Promoted, slot reads and
+ * writes go to the primary (the Evictable's version +1 per write, the
+ * primary's too); evicted, they fail SW_ESTATE naming promote.
+ *
+ * Transitions (evict, promote) move the values over the flat layout
+ * (size):(1) with an ordinary move (move.h) between the exact tier
+ * classes, into the target tier when it is live and at least `size` slots
+ * big, else into a fresh carrier made like it (sw_tier_allocate_like, or
+ * the factory of sw_evictable_options), which then replaces it (the old one
+ * is released and relinquished). The move releases the tier it read.
+ * Checks, each failing with nothing changed: owned by a composite without
+ * owner access on this thread, released, taking part in a pending move or
+ * another transition: SW_ESTATE; already there: nothing to do (SW_OK).
+ * Any later failure (no fresh tier, a refused move, an I/O error or fault
+ * during the transfer) returns its status and leaves residency, tiers,
+ * values, ownership and every version as they were; a fresh carrier made
+ * for it is released. The caller may simply try again. Transitions never
+ * change the Evictable's version.
+ *
+ * Release (sw_carrier_release) of an Evictable no composite owns releases
+ * both tiers (through its owner access) and then relinquishes them. When
+ * the last reference to an unreleased Evictable goes, the tiers are only
+ * relinquished (a caller's own references to them become usable again).
+ * An Evictable never exports through DLPack. As a move source it is read
+ * slot by slot (an evicted one fails the move with SW_ESTATE).
+ *
+ * Ownership of handles: sw_evictable_new takes its own references to the
+ * tiers (the caller keeps theirs) and gives the caller one reference to
+ * the Evictable. sw_evictable_primary/secondary give a new reference.
+ *
+ * Threads: every function is thread-safe. Transitions block (they wait for
+ * their move); one runs at a time per Evictable: a second one started
+ * meanwhile fails SW_ESTATE (pending) instead of waiting. During a
+ * transition slot writes fail SW_ESTATE (pending) and slot reads still
+ * work (an evict whose move has committed reads as evicted). Lock order:
+ * an Evictable's mutex before its tiers'. */
+#ifndef STRIDEWEAVE_EVICTABLE_H
+#define STRIDEWEAVE_EVICTABLE_H
+
+#include "strideweave/export.h"
+
+#include <stdint.h>
+
+#include "strideweave/carrier.h"
+#include "strideweave/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Makes a fresh, mutable, publicly unowned carrier like `prototype` (which
+ * may be released) with room for `size` slots of `dtype` (an allocatable-
+ * empty carrier of size 0 also does: the move grows it). Returning
+ * SW_ENOTSUP hands the request to sw_tier_allocate_like. Called by the
+ * thread running the transition, with no lock of the Evictable held. */
+typedef sw_status (*sw_tier_factory)(sw_carrier *prototype, int64_t size, sw_dtype dtype,
+                                     void *user, sw_carrier **out, sw_error *err);
+
+typedef struct sw_evictable_options {
+    sw_tier_factory factory; /* NULL: sw_tier_allocate_like only */
+    void *user;
+} sw_evictable_options;
+
+/* Checks in order, each failing with nothing changed:
+ *   1. primary, then secondary NULL                       SW_ETYPE
+ *   2. either is a BlockDeviceCarrier                     SW_ETYPE
+ *   3. primary and secondary are the same carrier         SW_EINVAL
+ *   4. primary, then secondary released                   SW_ESTATE
+ *   5. primary, then secondary owned by a composite       SW_ESTATE
+ *   6. their dtypes differ                                SW_ETYPE
+ *   7. the secondary is not publicly mutable              SW_ESTATE
+ *   8. the primary has size 0                             SW_EINVAL
+ *   9. the move engine cannot move between the classes   SW_ENOTSUP
+ *  10. claiming primary, then secondary fails (e.g. one   SW_ESTATE
+ *      takes part in a pending move); no claim is kept
+ * The Evictable has the primary's size and dtype, and is intrinsically
+ * mutable when the primary was publicly mutable. `options` may be NULL
+ * (it is copied). */
+SW_API sw_status sw_evictable_new(sw_carrier *primary, sw_carrier *secondary,
+                                  const sw_evictable_options *options, sw_carrier **out,
+                                  sw_error *err);
+
+/* Move the values to the secondary tier / back to the primary tier; see
+ * the top of this file. SW_ETYPE for NULL or a carrier that is not an
+ * Evictable. */
+SW_API sw_status sw_evictable_evict(sw_carrier *e, sw_error *err);
+SW_API sw_status sw_evictable_promote(sw_carrier *e, sw_error *err);
+
+/* 1 while the values live in the secondary tier (0 for NULL or another
+ * class). */
+SW_API int sw_evictable_is_evicted(sw_carrier *e);
+
+/* The current tier carriers (a new reference; NULL for another class). */
+SW_API sw_carrier *sw_evictable_primary(sw_carrier *e);
+SW_API sw_carrier *sw_evictable_secondary(sw_carrier *e);
+
+/* A fresh carrier like `prototype` (released or not) for `size` slots of
+ * `dtype`, as Evictable transitions make their fresh tiers: CPU -> a CPU
+ * carrier of `size` (not zeroed), Generic -> a zeroed Generic of `size`,
+ * FileBacked -> a new generated file of size 0 (allocatable-empty),
+ * Evictable -> a promoted Evictable over fresh tiers like the prototype's
+ * (its primary of `size`, its secondary of 0 slots). SW_ENOTSUP for other
+ * classes; then the errors of the constructor it calls. Mutable, unowned;
+ * the caller gets one reference. */
+SW_API sw_status sw_tier_allocate_like(sw_carrier *prototype, int64_t size, sw_dtype dtype,
+                                       sw_carrier **out, sw_error *err);
+
+/* The ops table of Evictable carriers, for comparing classes. */
+SW_API extern const sw_carrier_class sw_evictable_class;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,435 @@
+/* Evictable (evictable.h): a state machine over two claimed tiers. The
+ * Evictable's own mutex (self->lock) guards `evicted`, the tier pointers
+ * and the tokens; a transition marks the Evictable pending like a move's
+ * source (so writes, release, claims, moves and other transitions are
+ * refused while it runs, reads still work), moves the values with an
+ * ordinary move, and installs the result under the mutex. Lock order: the
+ * Evictable's mutex, then a tier's. Slot I/O goes straight to the tier's
+ * ops under the tier's mutex: the Evictable owns the tiers, so it needs no
+ * thread-bound owner access for that; owner access is taken only around
+ * sw_move_async and release, which check it. */
+#include <string.h>
+
+#include "carrier_internal.h"
+#include "route_internal.h"
+#include "strideweave/alloc.h"
+#include "strideweave/block_device.h"
+#include "strideweave/evictable.h"
+#include "strideweave/move.h"
+#include "strideweave/tensor.h"
+
+typedef struct ev_impl {
+    sw_carrier *self;                /* back pointer, no reference */
+    sw_carrier *primary, *secondary; /* one reference each */
+    uint64_t primary_token;          /* 0 once relinquished */
+    uint64_t secondary_token;
+    int64_t nslots;
+    int evicted;
+    sw_evictable_options options;
+} ev_impl;
+
+static ev_impl *impl_of(sw_carrier *c)
+{
+    return c && c->ops == &sw_evictable_class ? c->impl : NULL;
+}
+
+static sw_status refuse_evicted(sw_error *err)
+{
+    return sw_error_set(err, SW_ESTATE,
+                        "this Evictable is evicted: call promote() before reading or writing "
+                        "its slots");
+}
+
+/* ---- carrier ops ------------------------------------------------------------ */
+
+static int64_t ev_size(void *impl)
+{
+    return ((ev_impl *)impl)->nslots;
+}
+
+/* Slot I/O on the primary, under its mutex. A primary released meanwhile
+ * means an evict's move has just committed: the values are gone from it. */
+static sw_status primary_io(ev_impl *e, int writing, int64_t slot, int64_t count, void *buf,
+                            sw_error *err)
+{
+    if (e->evicted)
+        return refuse_evicted(err);
+    sw_carrier *p = e->primary;
+    pthread_mutex_lock(&p->lock);
+    sw_status st;
+    if (p->released)
+        st = refuse_evicted(err);
+    else if (slot + count > p->ops->size(p->impl))
+        st = sw_error_set(err, SW_ERANGE, "Evictable: the primary %s carrier has only %lld slots",
+                          sw_carrier_name(p), (long long)p->ops->size(p->impl));
+    else if (!writing)
+        st = p->ops->read(p->impl, slot, count, buf, err);
+    else if ((st = p->ops->write(p->impl, slot, count, buf, err)) == SW_OK &&
+             !e->self->pending_dst)
+        p->version++; /* a slot write to the Evictable writes its primary; a
+                       * move into the Evictable changes no version */
+    pthread_mutex_unlock(&p->lock);
+    return st;
+}
+
+static sw_status ev_read(void *impl, int64_t slot, int64_t count, void *out, sw_error *err)
+{
+    return primary_io(impl, 0, slot, count, out, err);
+}
+
+static sw_status ev_write(void *impl, int64_t slot, int64_t count, const void *in,
+                          sw_error *err)
+{
+    return primary_io(impl, 1, slot, count, (void *)in, err);
+}
+
+/* Release a claimed tier through owner access, then give the claim back. */
+static void release_claimed(sw_carrier *tier, uint64_t *token)
+{
+    if (!*token)
+        return;
+    if (sw_carrier_begin_owner_access(tier, *token, NULL) == SW_OK) {
+        (void)sw_carrier_release(tier, NULL);
+        (void)sw_carrier_end_owner_access(tier, *token, NULL);
+    }
+    (void)sw_carrier_relinquish(tier, *token, NULL);
+    *token = 0;
+}
+
+static void relinquish(sw_carrier *tier, uint64_t *token)
+{
+    if (*token)
+        (void)sw_carrier_relinquish(tier, *token, NULL);
+    *token = 0;
+}
+
+/* sw_carrier_release (the released flag is set) releases both tiers; the
+ * last reference to an unreleased Evictable only relinquishes them. */
+static void ev_release(void *impl)
+{
+    ev_impl *e = impl;
+    if (e->self->released) {
+        release_claimed(e->primary, &e->primary_token);
+        release_claimed(e->secondary, &e->secondary_token);
+    } else {
+        relinquish(e->primary, &e->primary_token);
+        relinquish(e->secondary, &e->secondary_token);
+    }
+}
+
+static void ev_destroy(void *impl)
+{
+    ev_impl *e = impl;
+    relinquish(e->primary, &e->primary_token);
+    relinquish(e->secondary, &e->secondary_token);
+    sw_carrier_unref(e->primary);
+    sw_carrier_unref(e->secondary);
+    sw_free(e);
+}
+
+const sw_carrier_class sw_evictable_class = {
+    .name = "Evictable",
+    .size = ev_size,
+    .read = ev_read,
+    .write = ev_write,
+    .release = ev_release,
+    .destroy = ev_destroy,
+};
+
+/* ---- construction ----------------------------------------------------------- */
+
+static sw_status check_tiers(sw_carrier *p, sw_carrier *s, sw_error *err)
+{
+    if (!p)
+        return sw_error_set(err, SW_ETYPE, "Evictable: primary must be a carrier, not NULL");
+    if (!s)
+        return sw_error_set(err, SW_ETYPE, "Evictable: secondary must be a carrier, not NULL");
+    if (p->ops == &sw_block_device_carrier_class || s->ops == &sw_block_device_carrier_class)
+        return sw_error_set(err, SW_ETYPE, "a BlockDeviceCarrier cannot be an Evictable tier");
+    if (p == s)
+        return sw_error_set(err, SW_EINVAL,
+                            "Evictable: primary and secondary must be different carriers");
+    sw_carrier *tiers[2] = {p, s};
+    const char *roles[2] = {"primary", "secondary"};
+    for (int i = 0; i < 2; i++)
+        if (sw_carrier_is_released(tiers[i]))
+            return sw_error_set(err, SW_ESTATE, "Evictable: the %s %s carrier is released",
+                                roles[i], sw_carrier_name(tiers[i]));
+    for (int i = 0; i < 2; i++)
+        if (sw_carrier_is_owned(tiers[i]))
+            return sw_error_set(err, SW_ESTATE,
+                                "Evictable: the %s %s carrier is already owned by another "
+                                "composite",
+                                roles[i], sw_carrier_name(tiers[i]));
+    if (p->dtype != s->dtype)
+        return sw_error_set(err, SW_ETYPE, "Evictable: the tiers hold different dtypes (%s and %s)",
+                            sw_dtype_info_of(p->dtype)->name, sw_dtype_info_of(s->dtype)->name);
+    if (!sw_carrier_is_mutable(s))
+        return sw_error_set(err, SW_ESTATE, "Evictable: the secondary %s carrier is not mutable",
+                            sw_carrier_name(s));
+    if (sw_carrier_size(p) == 0)
+        return sw_error_set(err, SW_EINVAL, "Evictable: the primary carrier is empty (size 0)");
+    if (!sw_move_pair_allowed(p->ops, s->ops) || !sw_move_pair_allowed(s->ops, p->ops))
+        return sw_error_set(err, SW_ENOTSUP,
+                            "Evictable: an Evictable needs moves both ways between its tiers, "
+                            "and %s and %s cannot move into each other",
+                            sw_carrier_name(p), sw_carrier_name(s));
+    return SW_OK;
+}
+
+sw_status sw_evictable_new(sw_carrier *primary, sw_carrier *secondary,
+                           const sw_evictable_options *options, sw_carrier **out, sw_error *err)
+{
+    if (!out)
+        return sw_error_set(err, SW_EINVAL, "Evictable: out must not be NULL");
+    sw_status st = check_tiers(primary, secondary, err);
+    if (st != SW_OK)
+        return st;
+    int was_mutable = sw_carrier_is_mutable(primary);
+    int64_t n = sw_carrier_size(primary);
+    ev_impl *e = sw_calloc(1, sizeof *e);
+    if (!e)
+        return sw_error_set(err, SW_ENOMEM, "Evictable: out of memory");
+    if (options)
+        e->options = *options;
+    e->nslots = n;
+    /* Check 10: primary, then secondary; no claim survives a failure. */
+    if ((st = sw_carrier_claim(primary, &e->primary_token, err)) != SW_OK) {
+        sw_free(e);
+        return st;
+    }
+    if ((st = sw_carrier_claim(secondary, &e->secondary_token, err)) != SW_OK) {
+        sw_carrier_relinquish(primary, e->primary_token, NULL);
+        sw_free(e);
+        return st;
+    }
+    st = sw_carrier_new(&sw_evictable_class, e, primary->dtype,
+                        was_mutable ? 0 : SW_CARRIER_IMMUTABLE, out, err);
+    if (st != SW_OK) {
+        sw_carrier_relinquish(primary, e->primary_token, NULL);
+        sw_carrier_relinquish(secondary, e->secondary_token, NULL);
+        sw_free(e);
+        return st;
+    }
+    e->self = *out;
+    e->primary = sw_carrier_ref(primary);
+    e->secondary = sw_carrier_ref(secondary);
+    return SW_OK;
+}
+
+/* ---- fresh tiers ---------------------------------------------------------- */
+
+sw_status sw_tier_allocate_like(sw_carrier *prototype, int64_t size, sw_dtype dtype,
+                                sw_carrier **out, sw_error *err)
+{
+    if (!prototype)
+        return sw_error_set(err, SW_ETYPE, "allocate_like: prototype must be a carrier, not NULL");
+    if (!out)
+        return sw_error_set(err, SW_EINVAL, "allocate_like: out must not be NULL");
+    if (size < 0)
+        return sw_error_set(err, SW_EINVAL, "allocate_like: size must be >= 0, not %lld",
+                            (long long)size);
+    const sw_carrier_class *k = prototype->ops;
+    if (k == &sw_cpu_class)
+        return sw_cpu_new(size, dtype, SW_CARRIER_EMPTY, out, err);
+    if (k == &sw_file_backed_class)
+        return sw_file_backed_new(NULL, dtype, 0, out, err);
+    if (k == &sw_generic_class) {
+        size_t width = sw_dtype_slot_bytes(dtype);
+        void *zeros = sw_calloc((size_t)size + 1, width ? width : 1);
+        if (!zeros)
+            return sw_error_set(err, SW_ENOMEM, "allocate_like: out of memory");
+        sw_status st = sw_generic_new(zeros, size, dtype, 0, out, err);
+        sw_free(zeros);
+        return st;
+    }
+    if (k == &sw_evictable_class) {
+        ev_impl *e = prototype->impl;
+        pthread_mutex_lock(&prototype->lock);
+        sw_carrier *pp = sw_carrier_ref(e->primary), *sp = sw_carrier_ref(e->secondary);
+        sw_evictable_options o = e->options;
+        pthread_mutex_unlock(&prototype->lock);
+        sw_carrier *p = NULL, *s = NULL;
+        sw_status st = sw_tier_allocate_like(pp, size, dtype, &p, err);
+        if (st == SW_OK)
+            st = sw_tier_allocate_like(sp, 0, dtype, &s, err);
+        if (st == SW_OK)
+            st = sw_evictable_new(p, s, &o, out, err);
+        if (st != SW_OK) {
+            if (p)
+                sw_carrier_release(p, NULL);
+            if (s)
+                sw_carrier_release(s, NULL);
+        }
+        sw_carrier_unref(p);
+        sw_carrier_unref(s);
+        sw_carrier_unref(pp);
+        sw_carrier_unref(sp);
+        return st;
+    }
+    return sw_error_set(err, SW_ENOTSUP,
+                        "cannot make a fresh %s carrier like this one: pass a tier factory in "
+                        "sw_evictable_options",
+                        sw_carrier_name(prototype));
+}
+
+static sw_status make_fresh(ev_impl *e, sw_carrier *prototype, sw_carrier **out, sw_error *err)
+{
+    sw_status st = SW_ENOTSUP;
+    *out = NULL;
+    if (e->options.factory)
+        st = e->options.factory(prototype, e->nslots, prototype->dtype, e->options.user, out, err);
+    if (st == SW_ENOTSUP)
+        st = sw_tier_allocate_like(prototype, e->nslots, prototype->dtype, out, err);
+    if (st == SW_OK && !*out)
+        st = sw_error_set(err, SW_ETYPE, "Evictable: the tier factory gave no carrier");
+    return st;
+}
+
+/* ---- transitions ------------------------------------------------------------ */
+
+/* The move itself: (n):(1) from `from` into `dst`, blocking, with owner
+ * access to the claimed tiers on this thread while it is submitted. */
+static sw_status move_tier(ev_impl *e, sw_carrier *from, uint64_t from_token, sw_carrier *dst,
+                           uint64_t dst_token, sw_error *err)
+{
+    int64_t ext[1] = {e->nslots};
+    sw_tensor *t = NULL, *moved = NULL;
+    sw_move_handle *m = NULL;
+    sw_status st = sw_tensor_new_strided(from, 0, 1, ext, NULL, &t, err);
+    if (st != SW_OK)
+        return st;
+    if ((st = sw_carrier_begin_owner_access(from, from_token, err)) != SW_OK) {
+        sw_tensor_unref(t);
+        return st;
+    }
+    if (dst_token && (st = sw_carrier_begin_owner_access(dst, dst_token, err)) != SW_OK) {
+        sw_carrier_end_owner_access(from, from_token, NULL);
+        sw_tensor_unref(t);
+        return st;
+    }
+    st = sw_move_async(t, dst, NULL, &m, err);
+    if (dst_token)
+        sw_carrier_end_owner_access(dst, dst_token, NULL);
+    sw_carrier_end_owner_access(from, from_token, NULL);
+    sw_tensor_unref(t);
+    if (st != SW_OK)
+        return st;
+    st = sw_move_wait(m, &moved, err);
+    sw_move_unref(m);
+    if (st == SW_OK && sw_tensor_carrier(moved) != dst)
+        st = sw_error_set(err, SW_ESTATE, "Evictable: the tier move did not land on its "
+                          "destination");
+    sw_tensor_unref(moved);
+    return st;
+}
+
+static sw_status transition(sw_carrier *self, int evict, sw_error *err)
+{
+    ev_impl *e = impl_of(self);
+    const char *what = evict ? "evict" : "promote";
+    if (!e)
+        return sw_error_set(err, SW_ETYPE, "%s: the carrier is not an Evictable (%s)", what,
+                            self ? sw_carrier_name(self) : "NULL");
+    sw_status st = SW_OK;
+    pthread_mutex_lock(&self->lock);
+    if (sw_carrier_owned_blocks_locked(self))
+        st = sw_error_set(err, SW_ESTATE,
+                          "cannot %s an Evictable owned by a composite carrier without owner "
+                          "access",
+                          what);
+    else if (self->released)
+        st = sw_error_set(err, SW_ESTATE, "cannot %s a released Evictable", what);
+    else if (self->pending_src || self->pending_dst)
+        st = sw_error_set(err, SW_ESTATE,
+                          "cannot %s an Evictable that is pending in a move or another "
+                          "transition; wait for it first",
+                          what);
+    else if (e->evicted == evict) {
+        pthread_mutex_unlock(&self->lock);
+        return SW_OK;
+    } else
+        self->pending_src = 1; /* this transition runs: see the top of the file */
+    pthread_mutex_unlock(&self->lock);
+    if (st != SW_OK)
+        return st;
+
+    /* Only this transition changes the tier fields until it clears the
+     * mark, so they can be read here without the mutex. */
+    sw_carrier *from = evict ? e->primary : e->secondary;
+    sw_carrier *to = evict ? e->secondary : e->primary;
+    uint64_t from_token = evict ? e->primary_token : e->secondary_token;
+    uint64_t to_token = evict ? e->secondary_token : e->primary_token;
+
+    pthread_mutex_lock(&to->lock);
+    int fresh = to->released || to->ops->size(to->impl) < e->nslots;
+    pthread_mutex_unlock(&to->lock);
+    sw_carrier *dst = NULL;
+    if (fresh)
+        st = make_fresh(e, to, &dst, err);
+    else
+        dst = sw_carrier_ref(to);
+    if (st == SW_OK)
+        st = move_tier(e, from, from_token, dst, fresh ? 0 : to_token, err);
+    uint64_t token = 0;
+    if (st == SW_OK && fresh && sw_carrier_claim(dst, &token, NULL) != SW_OK)
+        token = 0; /* cannot happen for a carrier nobody else holds */
+    if (st != SW_OK) {
+        if (fresh && dst)
+            (void)sw_carrier_release(dst, NULL);
+        sw_carrier_unref(dst);
+        pthread_mutex_lock(&self->lock);
+        self->pending_src = 0;
+        pthread_mutex_unlock(&self->lock);
+        return st;
+    }
+    /* The move released `from`. A replaced target goes for good. */
+    if (fresh)
+        release_claimed(to, &to_token);
+    pthread_mutex_lock(&self->lock);
+    if (fresh) {
+        if (evict) {
+            e->secondary = dst;
+            e->secondary_token = token;
+        } else {
+            e->primary = dst;
+            e->primary_token = token;
+        }
+    }
+    e->evicted = evict;
+    self->pending_src = 0;
+    pthread_mutex_unlock(&self->lock);
+    if (fresh)
+        sw_carrier_unref(to); /* the reference the Evictable held */
+    else
+        sw_carrier_unref(dst);
+    return SW_OK;
+}
+
+sw_status sw_evictable_evict(sw_carrier *e, sw_error *err) { return transition(e, 1, err); }
+sw_status sw_evictable_promote(sw_carrier *e, sw_error *err) { return transition(e, 0, err); }
+
+int sw_evictable_is_evicted(sw_carrier *c)
+{
+    ev_impl *e = impl_of(c);
+    if (!e)
+        return 0;
+    pthread_mutex_lock(&c->lock);
+    int v = e->evicted;
+    pthread_mutex_unlock(&c->lock);
+    return v;
+}
+
+static sw_carrier *tier(sw_carrier *c, int primary)
+{
+    ev_impl *e = impl_of(c);
+    if (!e)
+        return NULL;
+    pthread_mutex_lock(&c->lock);
+    sw_carrier *t = sw_carrier_ref(primary ? e->primary : e->secondary);
+    pthread_mutex_unlock(&c->lock);
+    return t;
+}
+
+sw_carrier *sw_evictable_primary(sw_carrier *c) { return tier(c, 1); }
+sw_carrier *sw_evictable_secondary(sw_carrier *c) { return tier(c, 0); }

@@ -1,0 +1,539 @@
+/* BlockDevice and BlockDeviceCarrier through the public C API (contract
+ * B-2 .. B-11): opening refusals, extents (alignment, lowest fit, release
+ * and reuse), slot I/O and versions, the exact-pair moves CPU <-> device
+ * (bulk, durable on the device when they commit), every other pair
+ * refused with nothing changed, close/flush rules, faults, a device that
+ * cannot store what is moved into it (a loop device over a small tmpfs),
+ * and moves from several threads. The device tests run on a real loop
+ * device and print why they skip where none can be made. */
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "loop.h"
+#include <strideweave/strideweave.h>
+
+#define MIB (1LL << 20)
+
+static sw_carrier *cpu_values(int64_t n, float base)
+{
+    sw_error err;
+    sw_carrier *c = NULL;
+    if (sw_cpu_new(n, SW_DT_FLOAT32, 0, &c, &err) != SW_OK)
+        return NULL;
+    float *p = sw_cpu_pointer(c);
+    for (int64_t i = 0; i < n; i++)
+        p[i] = base + (float)i;
+    return c;
+}
+
+static sw_tensor *flat(sw_carrier *c, int64_t offset, int64_t n)
+{
+    sw_error err;
+    sw_tensor *t = NULL;
+    int64_t ext[1] = {n};
+    sw_tensor_new_strided(c, offset, 1, ext, NULL, &t, &err);
+    return t;
+}
+
+static int slots_equal(sw_carrier *c, int64_t n, float base)
+{
+    sw_error err;
+    float *buf = sw_malloc((size_t)n * sizeof(float));
+    int ok = buf && sw_carrier_read(c, 0, n, buf, &err) == SW_OK;
+    for (int64_t i = 0; ok && i < n; i++)
+        ok = buf[i] == base + (float)i;
+    sw_free(buf);
+    return ok;
+}
+
+/* ---- without a device ------------------------------------------------------ */
+
+/* B-2: only a block-special node opens; nothing is left open. */
+static void test_b2_open_refusals(void)
+{
+    sw_error err;
+    sw_block_device *d = NULL;
+    char dir[] = "/tmp/sw-bd-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char file[64];
+    snprintf(file, sizeof file, "%s/plain", dir);
+    FILE *f = fopen(file, "w");
+    CHECK(f != NULL);
+    if (f)
+        fclose(f);
+    CHECK_EQ_I64(sw_block_device_open(file, &d, &err), SW_EINVAL);
+    CHECK(strstr(err.msg, "not a block device") != NULL);
+    CHECK_EQ_I64(sw_block_device_open(dir, &d, &err), SW_EINVAL);
+    CHECK_EQ_I64(sw_block_device_open("/dev/null", &d, &err), SW_EINVAL);
+    CHECK(strstr(err.msg, "character device") != NULL);
+    char missing[80];
+    snprintf(missing, sizeof missing, "%s/missing", dir);
+    CHECK_EQ_I64(sw_block_device_open(missing, &d, &err), SW_EIO);
+    CHECK_EQ_I64(err.sys_errno, ENOENT);
+    CHECK_EQ_I64(sw_block_device_open(NULL, &d, &err), SW_EINVAL);
+    CHECK(d == NULL);
+    unlink(file);
+    rmdir(dir);
+    /* Classes that are not block carriers answer "none". */
+    sw_carrier *cpu = cpu_values(4, 0);
+    CHECK(sw_block_device_of(cpu) == NULL);
+    CHECK_EQ_I64(sw_block_device_carrier_offset_bytes(cpu), 0);
+    sw_carrier_unref(cpu);
+}
+
+/* ---- on a loop device ------------------------------------------------------ */
+
+static loop_dev loop;
+
+static sw_block_device *open_loop(void)
+{
+    sw_error err;
+    sw_block_device *d = NULL;
+    if (sw_block_device_open(loop.path, &d, &err) != SW_OK) {
+        fprintf(stderr, "cannot open %s: %s\n", loop.path, err.msg);
+        CHECK(0);
+    }
+    return d;
+}
+
+/* B-2 properties, B-3 extents, B-7 release and reuse, B-8 close. */
+static void test_b3_allocate_extents(void)
+{
+    sw_error err;
+    sw_block_device *d = open_loop();
+    if (!d)
+        return;
+    int64_t align = sw_block_device_allocation_alignment(d);
+    CHECK_EQ_I64(sw_block_device_capacity_bytes(d), 64 * MIB);
+    CHECK(align >= 512 && align % sw_block_device_logical_block_size(d) == 0);
+    CHECK(strcmp(sw_block_device_path(d), loop.path) == 0);
+    CHECK(!sw_block_device_is_closed(d) && !sw_block_device_is_faulted(d));
+
+    sw_carrier *a = NULL, *b = NULL, *z = NULL, *c = NULL;
+    CHECK_EQ_I64(sw_block_device_allocate(d, 10, SW_DT_FLOAT32, 0, &a, &err), SW_OK);
+    CHECK_EQ_I64(sw_block_device_allocate(d, align / 4 + 1, SW_DT_FLOAT32, 0, &b, &err), SW_OK);
+    CHECK_EQ_I64(sw_block_device_allocate(d, 0, SW_DT_FLOAT32, 0, &z, &err), SW_OK);
+    CHECK(sw_carrier_class_of(a) == &sw_block_device_carrier_class);
+    CHECK(strcmp(sw_carrier_name(a), "BlockDeviceCarrier") == 0);
+    CHECK(sw_block_device_of(a) == d);
+    CHECK_EQ_I64(sw_carrier_size(a), 10);
+    CHECK_EQ_I64(sw_block_device_carrier_offset_bytes(a), 0);
+    CHECK_EQ_I64(sw_block_device_carrier_extent_bytes(a), align);
+    CHECK_EQ_I64(sw_block_device_carrier_offset_bytes(b), align);
+    CHECK_EQ_I64(sw_block_device_carrier_extent_bytes(b), 2 * align);
+    CHECK_EQ_I64(sw_block_device_carrier_extent_bytes(z), 0);
+    CHECK(slots_equal(a, 0, 0));
+    float zero[10] = {1};
+    CHECK_EQ_I64(sw_carrier_read(a, 0, 10, zero, &err), SW_OK);
+    CHECK(zero[0] == 0.0f && zero[9] == 0.0f); /* zero-written */
+
+    /* Argument refusals, in order, with nothing reserved. */
+    CHECK_EQ_I64(sw_block_device_allocate(NULL, 1, SW_DT_FLOAT32, 0, &c, &err), SW_ETYPE);
+    CHECK_EQ_I64(sw_block_device_allocate(d, -1, SW_DT_FLOAT32, 0, &c, &err), SW_EINVAL);
+    CHECK_EQ_I64(sw_block_device_allocate(d, INT64_MAX / 2, SW_DT_FLOAT32, 0, &c, &err),
+                 SW_EOVERFLOW);
+    CHECK_EQ_I64(sw_block_device_allocate(d, 4, SW_DT_INT32, 0, &c, &err), SW_EINVAL);
+    CHECK(strstr(err.msg, "does not support storage dtype Int32") != NULL);
+    CHECK_EQ_I64(sw_block_device_allocate(d, 64 * MIB, SW_DT_FLOAT32, SW_CARRIER_EMPTY, &c, &err),
+                 SW_ENOMEM);
+    CHECK(c == NULL);
+
+    /* Release retires the extent; the lowest gap is reused. */
+    CHECK_EQ_I64(sw_carrier_release(a, &err), SW_OK);
+    CHECK_EQ_I64(sw_carrier_size(a), 0);
+    CHECK_EQ_I64(sw_block_device_carrier_extent_bytes(a), 0);
+    CHECK(sw_block_device_of(a) == d); /* kept after release */
+    CHECK_EQ_I64(sw_block_device_allocate(d, 1, SW_DT_FLOAT32, SW_CARRIER_EMPTY, &c, &err), SW_OK);
+    CHECK_EQ_I64(sw_block_device_carrier_offset_bytes(c), 0);
+
+    /* B-8: close refuses while any carrier handle exists, released or not. */
+    CHECK_EQ_I64(sw_block_device_close(d, &err), SW_ESTATE);
+    CHECK(strstr(err.msg, "still exist") != NULL);
+    CHECK(!sw_block_device_is_closed(d));
+    sw_carrier_unref(a);
+    sw_carrier_unref(b);
+    sw_carrier_unref(z);
+    CHECK_EQ_I64(sw_block_device_close(d, &err), SW_ESTATE);
+    sw_carrier_unref(c);
+    CHECK_EQ_I64(sw_block_device_close(d, &err), SW_OK);
+    CHECK(sw_block_device_is_closed(d));
+    CHECK_EQ_I64(sw_block_device_close(d, &err), SW_OK); /* idempotent */
+    CHECK_EQ_I64(sw_block_device_flush(d, &err), SW_OK);
+    CHECK_EQ_I64(sw_block_device_allocate(d, 1, SW_DT_FLOAT32, 0, &c, &err), SW_ESTATE);
+    CHECK(strstr(err.msg, "closed") != NULL);
+    sw_block_device_unref(d);
+}
+
+/* B-4, B-5, B-10, B-11: slot I/O, versions, refusals; slot writes reach the
+ * device at flush. */
+static void test_b5_slots_and_flush(void)
+{
+    sw_error err;
+    sw_block_device *d = open_loop();
+    if (!d)
+        return;
+    sw_carrier *c = NULL, *ro = NULL;
+    CHECK_EQ_I64(sw_block_device_allocate(d, 8, SW_DT_FLOAT32, 0, &c, &err), SW_OK);
+    int64_t off = sw_block_device_carrier_offset_bytes(c);
+    float v[3] = {1.5f, -2.0f, 3.25f}, back[3] = {0};
+    CHECK_EQ_I64(sw_carrier_write(c, 2, 3, v, &err), SW_OK);
+    CHECK_EQ_I64(sw_carrier_version(c), 1);
+    CHECK_EQ_I64(sw_carrier_read(c, 2, 3, back, &err), SW_OK);
+    CHECK(memcmp(v, back, sizeof v) == 0);
+    CHECK_EQ_I64(sw_carrier_read(c, 7, 2, back, &err), SW_ERANGE);
+    CHECK_EQ_I64(sw_block_device_flush(d, &err), SW_OK);
+    float raw[3] = {0};
+    CHECK(loop_backing_floats(&loop, off + 8, raw, 3) == 0);
+    CHECK(memcmp(v, raw, sizeof v) == 0);
+
+    CHECK_EQ_I64(sw_block_device_allocate(d, 4, SW_DT_FLOAT32, SW_CARRIER_IMMUTABLE, &ro, &err),
+                 SW_OK);
+    CHECK(!sw_carrier_is_mutable(ro));
+    CHECK_EQ_I64(sw_carrier_write(ro, 0, 1, v, &err), SW_ESTATE);
+    CHECK_EQ_I64(sw_carrier_version(ro), 0);
+
+    /* B-10: no DLPack. */
+    sw_tensor *t = flat(c, 0, 8);
+    DLManagedTensorVersioned *dl = NULL;
+    CHECK_EQ_I64(sw_tensor_to_dlpack(t, &dl, &err), SW_ENOTSUP);
+    sw_tensor_unref(t);
+    sw_carrier_unref(ro);
+    sw_carrier_unref(c);
+    CHECK_EQ_I64(sw_block_device_close(d, &err), SW_OK);
+    sw_block_device_unref(d);
+}
+
+/* B-10, B-11: CPU -> device -> CPU as bulk moves; the source is released,
+ * the values are on the device itself once the move into it commits. */
+static void test_b11_move_roundtrip_durable(void)
+{
+    sw_error err;
+    sw_block_device *d = open_loop();
+    if (!d)
+        return;
+    const int64_t n = 3000, pad = 5;
+    sw_carrier *src = cpu_values(n + pad, 100.0f), *dev = NULL, *home = NULL;
+    /* Something at offset 0 first, so the extent under test starts past it. */
+    CHECK_EQ_I64(sw_block_device_allocate(d, 1, SW_DT_FLOAT32, 0, &dev, &err), SW_OK);
+    sw_carrier *keep = dev;
+    CHECK_EQ_I64(sw_block_device_allocate(d, n, SW_DT_FLOAT32, SW_CARRIER_EMPTY, &dev, &err),
+                 SW_OK);
+    int64_t off = sw_block_device_carrier_offset_bytes(dev);
+    CHECK(off > 0);
+    sw_tensor *t = flat(src, pad, n), *on_dev = NULL, *back = NULL;
+    sw_move_handle *m = NULL;
+    CHECK_EQ_I64(sw_move_async(t, dev, NULL, &m, &err), SW_OK);
+    if (m) {
+        CHECK_EQ_I64(sw_move_route_of(m), SW_ROUTE_BULK);
+        CHECK_EQ_I64(sw_move_bytes(m), n * 4);
+        CHECK_EQ_I64(sw_move_wait(m, &on_dev, &err), SW_OK);
+        sw_move_unref(m);
+    }
+    CHECK(sw_carrier_is_released(src));
+    CHECK_EQ_I64(sw_carrier_version(dev), 0);
+    CHECK(slots_equal(dev, n, 100.0f + (float)pad));
+    /* Durable: the backing file (what the device holds) has the values
+     * without any flush of ours. */
+    float *raw = sw_malloc((size_t)n * 4);
+    CHECK(raw && loop_backing_floats(&loop, off, raw, (int)n) == 0);
+    int same = 1;
+    for (int64_t i = 0; raw && i < n; i++)
+        same &= raw[i] == 100.0f + (float)(pad + i);
+    CHECK(same);
+    sw_free(raw);
+
+    /* And back into host memory. */
+    CHECK_EQ_I64(sw_cpu_new(n, SW_DT_FLOAT32, SW_CARRIER_EMPTY, &home, &err), SW_OK);
+    CHECK_EQ_I64(sw_move(on_dev, home, &back, &err), SW_OK);
+    CHECK(sw_carrier_is_released(dev));
+    CHECK_EQ_I64(sw_block_device_carrier_extent_bytes(dev), 0);
+    CHECK(slots_equal(home, n, 100.0f + (float)pad));
+    sw_tensor_unref(back);
+    sw_tensor_unref(on_dev);
+    sw_tensor_unref(t);
+    sw_carrier_unref(home);
+    sw_carrier_unref(dev);
+    sw_carrier_unref(keep);
+    sw_carrier_unref(src);
+    sw_move_drain(); /* the moves' own references to the carriers go */
+    CHECK_EQ_I64(sw_block_device_close(d, &err), SW_OK);
+    sw_block_device_unref(d);
+}
+
+typedef struct snap {
+    int released, pending;
+    int64_t size;
+    uint64_t version;
+} snap;
+
+static snap take(sw_carrier *c)
+{
+    snap s = {sw_carrier_is_released(c), sw_carrier_is_pending(c), sw_carrier_size(c),
+              sw_carrier_version(c)};
+    return s;
+}
+
+static int same_snap(snap a, snap b)
+{
+    return a.released == b.released && a.pending == b.pending && a.size == b.size &&
+           a.version == b.version;
+}
+
+/* B-10: only CPU pairs move; every other pair fails SW_ENOTSUP before any
+ * effect, after the dtype check; B-4: a device carrier never grows. */
+static void test_b10_other_pairs_refused(void)
+{
+    sw_error err;
+    sw_block_device *d = open_loop();
+    if (!d)
+        return;
+    sw_carrier *dev = NULL, *dev2 = NULL, *file = NULL, *gen = NULL, *small = NULL, *ints = NULL;
+    CHECK_EQ_I64(sw_block_device_allocate(d, 16, SW_DT_FLOAT32, 0, &dev, &err), SW_OK);
+    CHECK_EQ_I64(sw_block_device_allocate(d, 16, SW_DT_FLOAT32, 0, &dev2, &err), SW_OK);
+    CHECK_EQ_I64(sw_block_device_allocate(d, 4, SW_DT_FLOAT32, 0, &small, &err), SW_OK);
+    CHECK_EQ_I64(sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &file, &err), SW_OK);
+    float vals[16] = {0};
+    CHECK_EQ_I64(sw_generic_new(vals, 16, SW_DT_FLOAT32, 0, &gen, &err), SW_OK);
+    CHECK_EQ_I64(sw_cpu_new(16, SW_DT_INT32, 0, &ints, &err), SW_OK);
+    sw_tensor *from_dev = flat(dev, 0, 16), *from_gen = flat(gen, 0, 16);
+    sw_tensor *from_ints = flat(ints, 0, 16);
+    sw_carrier *cpu = cpu_values(16, 1);
+    sw_tensor *from_cpu = flat(cpu, 0, 16);
+    snap s_dev = take(dev), s_file = take(file), s_gen = take(gen), s_cpu = take(cpu);
+    sw_tensor *r = NULL;
+
+    CHECK_EQ_I64(sw_move(from_dev, file, &r, &err), SW_ENOTSUP);
+    CHECK(strstr(err.msg, "BlockDeviceCarrier") && strstr(err.msg, "CPU"));
+    CHECK_EQ_I64(sw_move(from_dev, dev2, &r, &err), SW_ENOTSUP);
+    CHECK_EQ_I64(sw_move(from_gen, dev, &r, &err), SW_ENOTSUP);
+    CHECK_EQ_I64(sw_move(from_ints, dev, &r, &err), SW_ETYPE); /* row 8 first */
+    CHECK_EQ_I64(sw_move(from_cpu, small, &r, &err), SW_EINVAL); /* never grows */
+    CHECK(strstr(err.msg, "cannot allocate") != NULL);
+    CHECK(r == NULL);
+    CHECK(same_snap(s_dev, take(dev)) && same_snap(s_file, take(file)));
+    CHECK(same_snap(s_gen, take(gen)) && same_snap(s_cpu, take(cpu)));
+    CHECK_EQ_I64(sw_carrier_size(file), 0);
+    CHECK(slots_equal(cpu, 16, 1));
+
+    /* Never an Evictable tier. */
+    sw_carrier *e = NULL;
+    CHECK_EQ_I64(sw_evictable_new(cpu, dev, NULL, &e, &err), SW_ETYPE);
+    CHECK(strstr(err.msg, "BlockDeviceCarrier cannot be an Evictable tier") != NULL);
+    CHECK_EQ_I64(sw_evictable_new(dev, cpu, NULL, &e, &err), SW_ETYPE);
+    CHECK(!sw_carrier_is_owned(cpu) && !sw_carrier_is_owned(dev));
+
+    sw_tensor_unref(from_cpu);
+    sw_tensor_unref(from_ints);
+    sw_tensor_unref(from_gen);
+    sw_tensor_unref(from_dev);
+    sw_carrier_unref(cpu);
+    sw_carrier_unref(ints);
+    sw_carrier_unref(gen);
+    sw_carrier_unref(file);
+    sw_carrier_unref(small);
+    sw_carrier_unref(dev2);
+    sw_carrier_unref(dev);
+    sw_block_device_unref(d); /* the last reference closes it */
+}
+
+/* B-5, B-6, B-11 with injected faults: a failed durability step or write
+ * faults the device; the source of a failed move stays live and unchanged. */
+static void test_b6_faults(void)
+{
+    sw_error err;
+    if (!sw_fault_enabled()) {
+        printf("skip test_b6_faults: needs a build with -Dfault_injection=true\n");
+        return;
+    }
+    /* A transfer failure before the device is touched: nothing faults. */
+    sw_block_device *d = open_loop();
+    if (!d)
+        return;
+    sw_carrier *dev = NULL, *src = cpu_values(64, 7);
+    CHECK_EQ_I64(sw_block_device_allocate(d, 64, SW_DT_FLOAT32, 0, &dev, &err), SW_OK);
+    sw_tensor *t = flat(src, 0, 64), *r = NULL;
+    sw_fault_arm("move_transfer", 0, 1);
+    CHECK_EQ_I64(sw_move(t, dev, &r, &err), SW_EIO);
+    sw_fault_clear();
+    CHECK(!sw_carrier_is_released(src) && !sw_carrier_is_pending(src));
+    CHECK(!sw_block_device_is_faulted(d));
+
+    /* fdatasync fails: the move fails with the errno, the device faults. */
+    sw_fault_arm("blockdev_fdatasync", 0, 1);
+    CHECK_EQ_I64(sw_move(t, dev, &r, &err), SW_EIO);
+    sw_fault_clear();
+    CHECK_EQ_I64(err.sys_errno, EIO);
+    CHECK(strstr(err.msg, "fdatasync") != NULL);
+    CHECK(!sw_carrier_is_released(src) && !sw_carrier_is_pending(src));
+    CHECK_EQ_I64(sw_carrier_version(src), 0);
+    CHECK(slots_equal(src, 64, 7));
+    CHECK(sw_block_device_is_faulted(d));
+    /* B-6: a faulted device refuses access, moves, allocation and flush. */
+    float v = 0;
+    sw_carrier *more = NULL;
+    CHECK_EQ_I64(sw_carrier_read(dev, 0, 1, &v, &err), SW_ESTATE);
+    CHECK(strstr(err.msg, "faulted") != NULL);
+    CHECK_EQ_I64(sw_carrier_write(dev, 0, 1, &v, &err), SW_ESTATE);
+    CHECK_EQ_I64(sw_carrier_version(dev), 0); /* a preflight refusal never counts */
+    CHECK_EQ_I64(sw_move(t, dev, &r, &err), SW_ESTATE);
+    CHECK(!sw_carrier_is_pending(src) && !sw_carrier_is_released(src));
+    CHECK_EQ_I64(sw_block_device_allocate(d, 1, SW_DT_FLOAT32, 0, &more, &err), SW_ESTATE);
+    CHECK_EQ_I64(sw_block_device_flush(d, &err), SW_ESTATE);
+    /* release and close still work */
+    CHECK_EQ_I64(sw_carrier_release(dev, &err), SW_OK);
+    sw_carrier_unref(dev);
+    sw_move_drain(); /* the moves' own references to the carriers go */
+    CHECK_EQ_I64(sw_block_device_close(d, &err), SW_OK);
+    sw_block_device_unref(d);
+
+    /* B-5: a slot write whose I/O fails faults the device and still counts. */
+    d = open_loop();
+    if (!d)
+        goto out;
+    CHECK_EQ_I64(sw_block_device_allocate(d, 4, SW_DT_FLOAT32, 0, &dev, &err), SW_OK);
+    sw_fault_arm("pwrite", 0, 1);
+    CHECK_EQ_I64(sw_carrier_write(dev, 0, 1, &v, &err), SW_EIO);
+    sw_fault_clear();
+    CHECK_EQ_I64(sw_carrier_version(dev), 1);
+    CHECK(sw_block_device_is_faulted(d));
+    sw_carrier_unref(dev);
+    /* A failing flush at close faults and keeps it open; closing again
+     * closes it. */
+    sw_block_device_unref(d);
+    d = open_loop();
+    if (!d)
+        goto out;
+    sw_fault_arm("blockdev_fdatasync", 0, 1);
+    CHECK_EQ_I64(sw_block_device_close(d, &err), SW_EIO);
+    sw_fault_clear();
+    CHECK(!sw_block_device_is_closed(d) && sw_block_device_is_faulted(d));
+    CHECK_EQ_I64(sw_block_device_close(d, &err), SW_OK);
+    CHECK(sw_block_device_is_closed(d));
+    sw_block_device_unref(d);
+out:
+    sw_tensor_unref(t);
+    sw_carrier_unref(src);
+}
+
+/* B-11 for real: a loop device whose backing file lives on a tmpfs much
+ * smaller than the device. A move of more than the tmpfs holds fails at
+ * write-back with an I/O error: the source stays live and unchanged, the
+ * device is faulted. */
+static void test_b11_device_cannot_store_it(void)
+{
+    loop_dev tiny;
+    const char *why = NULL;
+    if (loop_attach(&tiny, 32 * MIB, 2 * MIB, &why) != 0) {
+        printf("skip test_b11_device_cannot_store_it: %s\n", why);
+        return;
+    }
+    sw_error err;
+    sw_block_device *d = NULL;
+    CHECK_EQ_I64(sw_block_device_open(tiny.path, &d, &err), SW_OK);
+    if (!d) {
+        loop_detach(&tiny);
+        return;
+    }
+    const int64_t n = 8 * MIB / 4;
+    sw_carrier *dev = NULL, *src = cpu_values(n, 0.5f);
+    CHECK_EQ_I64(sw_block_device_allocate(d, n, SW_DT_FLOAT32, SW_CARRIER_EMPTY, &dev, &err),
+                 SW_OK);
+    sw_tensor *t = flat(src, 0, n), *r = NULL;
+    sw_status st = sw_move(t, dev, &r, &err);
+    CHECK_EQ_I64(st, SW_EIO);
+    CHECK(err.sys_errno == EIO || err.sys_errno == ENOSPC);
+    CHECK(r == NULL);
+    CHECK(!sw_carrier_is_released(src) && !sw_carrier_is_pending(src));
+    CHECK_EQ_I64(sw_carrier_version(src), 0);
+    CHECK(slots_equal(src, n, 0.5f));
+    CHECK(sw_block_device_is_faulted(d));
+    sw_tensor_unref(t);
+    sw_carrier_unref(src);
+    sw_carrier_unref(dev);
+    (void)sw_block_device_close(d, &err);
+    sw_block_device_unref(d);
+    loop_detach(&tiny);
+}
+
+/* B-9: moves in and out from several threads on one device; extents never
+ * overlap, every value lands where it belongs. */
+typedef struct worker {
+    sw_block_device *d;
+    int id;
+    int ok;
+} worker;
+
+static void *mover(void *arg)
+{
+    worker *w = arg;
+    sw_error err;
+    w->ok = 1;
+    for (int round = 0; round < 6; round++) {
+        int64_t n = 1000 + 37 * w->id + round;
+        float base = (float)(w->id * 10000 + round * 100);
+        sw_carrier *src = cpu_values(n, base), *dev = NULL, *home = NULL;
+        sw_tensor *t = flat(src, 0, n), *on = NULL, *back = NULL;
+        int ok = sw_block_device_allocate(w->d, n, SW_DT_FLOAT32, SW_CARRIER_EMPTY, &dev,
+                                          &err) == SW_OK &&
+                 sw_move(t, dev, &on, &err) == SW_OK &&
+                 sw_cpu_new(n, SW_DT_FLOAT32, SW_CARRIER_EMPTY, &home, &err) == SW_OK &&
+                 sw_move(on, home, &back, &err) == SW_OK && slots_equal(home, n, base);
+        if (!ok) {
+            fprintf(stderr, "worker %d round %d: %s\n", w->id, round, err.msg);
+            w->ok = 0;
+        }
+        sw_tensor_unref(back);
+        sw_tensor_unref(on);
+        sw_tensor_unref(t);
+        sw_carrier_unref(home);
+        sw_carrier_unref(dev);
+        sw_carrier_unref(src);
+    }
+    return NULL;
+}
+
+static void test_b9_threads(void)
+{
+    sw_block_device *d = open_loop();
+    if (!d)
+        return;
+    enum { N = 4 };
+    pthread_t th[N];
+    worker w[N];
+    for (int i = 0; i < N; i++) {
+        w[i] = (worker){d, i, 0};
+        pthread_create(&th[i], NULL, mover, &w[i]);
+    }
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        CHECK(w[i].ok);
+    }
+    sw_error err;
+    sw_move_drain(); /* the moves' own references to the carriers go */
+    CHECK_EQ_I64(sw_block_device_close(d, &err), SW_OK);
+    sw_block_device_unref(d);
+}
+
+int main(void)
+{
+    test_b2_open_refusals();
+    const char *why = loop_unavailable();
+    if (!why && loop_attach(&loop, 64 * MIB, 0, &why) == 0) {
+        test_b3_allocate_extents();
+        test_b5_slots_and_flush();
+        test_b11_move_roundtrip_durable();
+        test_b10_other_pairs_refused();
+        test_b6_faults();
+        test_b9_threads();
+        loop_detach(&loop);
+        test_b11_device_cannot_store_it();
+    } else {
+        printf("skip the loop device tests: %s\n", why);
+    }
+    sw_move_drain();
+    return check_report("block_device");
+}
