@@ -34,6 +34,7 @@
 #include "sw_profiling.h"
 #include "strideweave/blockdev.h"
 #include "strideweave/clock.h"
+#include "strideweave/filestore.h"
 #include "strideweave/parallel.h"
 
 #include <errno.h>
@@ -637,14 +638,25 @@ static void report_abandoned(double timeout, int interrupted)
     Py_XDECREF(names);
 }
 
+/* The storage of every FileBacked file released so far is freed on return
+ * (their last close runs on a background thread). */
+static void reclaim_released_files(void)
+{
+    Py_BEGIN_ALLOW_THREADS
+    sw_filestore_reclaim_wait();
+    Py_END_ALLOW_THREADS
+}
+
 static PyObject *shutdown_moves(PyObject *mod, PyObject *unused)
 {
     (void)mod;
     (void)unused;
     closing = 1;
     release_held();
-    if (!executor)
+    if (!executor) {
+        reclaim_released_files();
         Py_RETURN_NONE;
+    }
     sw_executor *ex = executor;
     sw_completion *exited = completion_exited;
     int interrupted = 0;
@@ -663,6 +675,7 @@ static PyObject *shutdown_moves(PyObject *mod, PyObject *unused)
      * provider that finishes after all commits on its waiter thread). */
     executor = NULL;
     sw_executor_destroy(ex);
+    reclaim_released_files();
     Py_RETURN_NONE;
 }
 
