@@ -539,20 +539,29 @@ sw_status sw_filestore_resize(int fd, int64_t bytes, sw_error *err)
  * are freed (often the dearer of the two, and growing with the file). The
  * unlink happens at once, so the name is free and nothing can reach the data
  * any more; the descriptor goes onto a queue that one reaper thread closes,
- * as free() hands memory back. The queue is emptied before fork() (the
- * child inherits no released descriptor, so the space is free in both
- * processes) and at exit (sw_filestore_reclaim_wait). When the thread cannot
- * start, or the queue is full, the caller closes the descriptor itself. */
+ * as free() hands memory back. Waking the reaper costs a system call too, so
+ * small files are closed in batches: the reaper is woken once the queue
+ * holds REAP_BATCH descriptors or REAP_BYTES of storage, or any file of
+ * unknown size; until then at most that much small storage waits. The queue
+ * is emptied before fork() (the child inherits no released descriptor, so
+ * the space is free in both processes) and at exit
+ * (sw_filestore_reclaim_wait). When the thread cannot start, or the queue is
+ * full, the caller closes the descriptor itself. */
 
 #define REAP_MAX 4096
+#define REAP_BATCH 64
+#define REAP_BYTES ((int64_t)1 << 20)
 
 static pthread_mutex_t reap_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t reap_work = PTHREAD_COND_INITIALIZER; /* the reaper: fds queued */
-static pthread_cond_t reap_idle = PTHREAD_COND_INITIALIZER; /* waiters: queue emptied */
+static pthread_cond_t reap_work = PTHREAD_COND_INITIALIZER; /* the reaper: a batch is due */
+static pthread_cond_t reap_idle = PTHREAD_COND_INITIALIZER; /* waiters: batch closed */
 static int reap_fds[REAP_MAX];
-static int reap_count;   /* queued, not yet taken */
-static int reap_busy;    /* the reaper is closing a batch it took */
-static int reap_started; /* the reaper thread runs in this process */
+static int reap_count;     /* queued, not yet taken */
+static int64_t reap_bytes; /* storage of the queued files */
+static int reap_due;       /* the queue is to be closed now */
+static int reap_sleeping;  /* the reaper waits on reap_work */
+static int reap_busy;      /* the reaper is closing a batch it took */
+static int reap_started;   /* the reaper thread runs in this process */
 static pthread_once_t reap_fork_once = PTHREAD_ONCE_INIT;
 
 static void *reaper_main(void *arg)
@@ -561,8 +570,11 @@ static void *reaper_main(void *arg)
     int batch[REAP_MAX];
     pthread_mutex_lock(&reap_lock);
     for (;;) {
-        while (reap_count == 0)
+        while (!reap_due) {
+            reap_sleeping = 1;
             pthread_cond_wait(&reap_work, &reap_lock);
+            reap_sleeping = 0;
+        }
         /* Tests stop the reaper here, with descriptors queued and no lock
          * held, to see them still open and fork or exit meanwhile. */
         pthread_mutex_unlock(&reap_lock);
@@ -571,14 +583,15 @@ static void *reaper_main(void *arg)
         int n = reap_count;
         memcpy(batch, reap_fds, (size_t)n * sizeof batch[0]);
         reap_count = 0;
+        reap_bytes = 0;
+        reap_due = 0;
         reap_busy = 1;
         pthread_mutex_unlock(&reap_lock);
         for (int i = 0; i < n; i++)
             close(batch[i]);
         pthread_mutex_lock(&reap_lock);
         reap_busy = 0;
-        if (reap_count == 0)
-            pthread_cond_broadcast(&reap_idle);
+        pthread_cond_broadcast(&reap_idle);
     }
     return NULL;
 }
@@ -589,6 +602,8 @@ static void reap_drain_locked(void)
 {
     while (reap_count > 0)
         close(reap_fds[--reap_count]);
+    reap_bytes = 0;
+    reap_due = 0;
     while (reap_busy)
         pthread_cond_wait(&reap_idle, &reap_lock);
 }
@@ -609,6 +624,7 @@ static void reap_fork_child(void)
     /* The reaper thread is not in the child; the queue is empty. */
     reap_started = 0;
     reap_busy = 0;
+    reap_sleeping = 0;
     pthread_mutex_unlock(&reap_lock);
 }
 
@@ -638,13 +654,20 @@ static int reaper_running(void)
     return reap_started;
 }
 
-static void close_later(int fd)
+/* `bytes` < 0: the file's size is not known. */
+static void close_later(int fd, int64_t bytes)
 {
     pthread_once(&reap_fork_once, reap_install_fork_handlers);
     pthread_mutex_lock(&reap_lock);
     if (reap_count < REAP_MAX && reaper_running()) {
         reap_fds[reap_count++] = fd;
-        if (reap_count == 1)
+        if (bytes < 0 || bytes >= REAP_BYTES - reap_bytes)
+            reap_bytes = REAP_BYTES;
+        else
+            reap_bytes += bytes;
+        if (reap_bytes >= REAP_BYTES || reap_count >= REAP_BATCH)
+            reap_due = 1;
+        if (reap_due && reap_sleeping)
             pthread_cond_signal(&reap_work);
         fd = -1;
     }
@@ -668,7 +691,7 @@ int sw_filestore_reclaim_pending(void)
     return n;
 }
 
-void sw_filestore_remove(int fd, char *path, long creator_pid)
+void sw_filestore_remove_sized(int fd, char *path, long creator_pid, int64_t bytes)
 {
     if (path) {
         if (creator_pid == (long)getpid())
@@ -676,5 +699,10 @@ void sw_filestore_remove(int fd, char *path, long creator_pid)
         sw_free(path);
     }
     if (fd >= 0)
-        close_later(fd);
+        close_later(fd, bytes);
+}
+
+void sw_filestore_remove(int fd, char *path, long creator_pid)
+{
+    sw_filestore_remove_sized(fd, path, creator_pid, -1);
 }

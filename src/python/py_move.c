@@ -1117,9 +1117,10 @@ static int64_t move_bytes(PyObject *tensor, PyObject *op_type)
 
 /* The destination grows to exactly the span, and the output Tensor is
  * bound to it; on failure the growth is undone. */
-static int allocate_and_bind(move_request *r, int grow, PyObject *layout)
+static int allocate_and_bind(move_request *r, int grow, int by_write, PyObject *layout)
 {
-    if (grow && sw_py_carrier_allocate(r->destination, r->cosize) < 0)
+    if (grow && (by_write ? sw_py_file_backed_grow_by_write(r->destination, r->cosize)
+                          : sw_py_carrier_allocate(r->destination, r->cosize)) < 0)
         return -1;
     r->grew = grow;
     int64_t size;
@@ -1136,6 +1137,23 @@ static int allocate_and_bind(move_request *r, int grow, PyObject *layout)
     if (grow)
         sw_py_file_backed_undo_growth(r->destination);
     return -1;
+}
+
+/* Whether the move into an empty destination writes every byte of its new
+ * span from the start: a bulk copy from host memory into a FileBacked,
+ * whose file the write itself extends to exactly that length (a resize
+ * first costs a small move about as much as its write). Small spans only:
+ * a large file keeps its resize, so a size the file system refuses is
+ * still refused before the move starts. */
+#define GROW_BY_WRITE_BYTES ((int64_t)1 << 20)
+
+static int grows_by_write(PyObject *source, PyObject *destination, const sw_route *route,
+                          int64_t cosize)
+{
+    return Py_TYPE(destination) == &SwFileBacked_Type && !route->route &&
+           (Py_TYPE(source) == &SwCPU_Type || Py_TYPE(source) == &SwGeneric_Type) &&
+           cosize > 0 && cosize <= GROW_BY_WRITE_BYTES / 4 &&
+           sw_py_move_route_kind((PyTypeObject *)route->op_type) == SW_ROUTE_BULK;
 }
 
 /* The route of this move: forced by the caller (an operation instance, or a
@@ -1243,7 +1261,8 @@ static PyObject *initiate(PyObject *tensor, PyObject *destination, PyObject *for
     if (recheck(source, destination) < 0 ||
         !(r = request_new(source, destination, cosize)))
         goto done;
-    if (allocate_and_bind(r, grow, layout) < 0) {
+    if (allocate_and_bind(r, grow, grows_by_write(source, destination, &route, cosize),
+                          layout) < 0) {
         request_free(r);
         goto done;
     }

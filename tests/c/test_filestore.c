@@ -305,9 +305,18 @@ static void test_remove_closes_in_background(void)
     CHECK_EQ_I64(open_left, 0);
     CHECK(fcntl(keep_fd, F_GETFD) != -1);
     CHECK_EQ_I64(sw_filestore_pwrite(keep_fd, "x", 1, 0, &err), SW_OK);
-    sw_filestore_remove(keep_fd, keep_path, (long)getpid());
+    /* a small file waits for a batch (its name is gone at once) ... */
+    char *keep_name = sw_malloc(strlen(keep_path) + 1);
+    strcpy(keep_name, keep_path);
+    sw_filestore_remove_sized(keep_fd, keep_path, (long)getpid(), 1);
+    CHECK(!exists(keep_name));
+    CHECK_EQ_I64(sw_filestore_reclaim_pending(), 1);
+    CHECK(fcntl(keep_fd, F_GETFD) != -1);
+    /* ... which the wait closes */
     sw_filestore_reclaim_wait();
+    CHECK_EQ_I64(sw_filestore_reclaim_pending(), 0);
     CHECK(fcntl(keep_fd, F_GETFD) == -1 && errno == EBADF);
+    sw_free(keep_name);
     for (int i = 0; i < N; i++)
         sw_free(names[i]);
 }

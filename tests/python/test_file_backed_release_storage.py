@@ -81,7 +81,7 @@ RELEASE_WITH_CLOSE_HELD = """
     import strideweave as sw
     from strideweave import CPU, FileBacked, Layout, Shape, Stride, Tensor, _C
 
-    n = 1 << 16
+    n = 1 << 18  # 1 MiB: closed at once, not batched with later small files
     _C._fault_inject("file_reclaim_pause")
     with sw.no_grad():
         t = sw.move(Tensor(CPU(n, empty=True), 0, Layout(Shape(n), Stride(1))), FileBacked())
