@@ -908,9 +908,10 @@ static void run_here(move_request *r)
  * the result at once (move(), MoveOperation.forward). `off_caller`: a
  * Python _copy may run on a worker thread (the public move_async; the
  * binding's own moves that wait at once under owner access do not). */
-static void submit(move_request *r, PyObject *op, PyObject *tensor, int sync, int off_caller)
+static void submit(move_request *r, PyObject *op, PyObject *op_type, PyObject *tensor, int sync,
+                   int off_caller)
 {
-    sw_route_kind kind = sw_py_move_route_kind(Py_TYPE(op));
+    sw_route_kind kind = sw_py_move_route_kind((PyTypeObject *)op_type);
     if (kind != SW_ROUTE_PYTHON) {
         SwSubtensor *s = &TENSOR(tensor)->subs[0];
         int c = sw_py_move_describe(s->carrier, s->offset, SwLayout_CORE(s->layout),
@@ -946,9 +947,20 @@ static void submit(move_request *r, PyObject *op, PyObject *tensor, int sync, in
             return;
         }
     }
-    if (!sync && off_caller && python_copy_on_worker(r, op, tensor) == 0)
+    /* A shipped route's operation is made only when its _copy must run. */
+    PyObject *own_op = op ? Py_NewRef(op) : PyObject_CallNoArgs(op_type);
+    if (!own_op) {
+        PyObject *e = sw_py_take_exception();
+        commit(r, e);
+        Py_XDECREF(e);
         return;
-    run_python_copy_here(r, op, tensor);
+    }
+    if (!sync && off_caller && python_copy_on_worker(r, own_op, tensor) == 0) {
+        Py_DECREF(own_op);
+        return;
+    }
+    run_python_copy_here(r, own_op, tensor);
+    Py_DECREF(own_op);
 }
 
 /* ---- definition routes: prepare, submit, provider completions ------------- */
@@ -1251,10 +1263,14 @@ static PyObject *initiate(PyObject *tensor, PyObject *destination, PyObject *for
     PyObject *route_id = route.route ? SW_RECORD_FIELD(route.route, SW_ROUTE_ID) : NULL;
     uint64_t start_ns = sw_clock_ns(); /* submission begins (profiling) */
     PyObject *op = forced && Py_TYPE(forced) != &SwTransferRoute_Type ? forced : NULL;
-    PyObject *own_op = op ? Py_NewRef(op) : PyObject_CallNoArgs(route.op_type);
+    /* A shipped route that records no node needs no operation object unless
+     * its _copy runs (submit makes it then). */
+    int op_later = !op && !record && !route.route &&
+                   sw_py_move_route_kind((PyTypeObject *)route.op_type) != SW_ROUTE_PYTHON;
+    PyObject *own_op = op ? Py_NewRef(op) : op_later ? NULL : PyObject_CallNoArgs(route.op_type);
     move_request *r = NULL;
     PyObject *handle = NULL;
-    if (!own_op || (record && sw_py_operation_store(own_op, &tensor, 1) < 0))
+    if ((!own_op && !op_later) || (record && sw_py_operation_store(own_op, &tensor, 1) < 0))
         goto done;
     if (record)
         sw_py_move_node_prepare(own_op, reverse);
@@ -1282,7 +1298,7 @@ static PyObject *initiate(PyObject *tensor, PyObject *destination, PyObject *for
     if (r->prepared)
         submit_prepared(r);
     else
-        submit(r, own_op, tensor, sync, off_caller);
+        submit(r, own_op, route.op_type, tensor, sync, off_caller);
     sw_py_profile_move_submitted(trace);
 done:
     if (!handle && record && own_op)
