@@ -404,6 +404,12 @@ sw_status sw_filestore_create(const char *name, int *fd, char **path, sw_error *
                                   name);
     }
     int f = open(full, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (f < 0 && (errno == EMFILE || errno == ENFILE) && sw_filestore_reclaim_pending() > 0) {
+        /* Released files' descriptors still waiting to be closed count
+         * against the limit: close them and try again. */
+        sw_filestore_reclaim_wait();
+        f = open(full, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    }
     if (f < 0) {
         int e = errno;
         sw_free(full);
@@ -548,7 +554,7 @@ sw_status sw_filestore_resize(int fd, int64_t bytes, sw_error *err)
  * (sw_filestore_reclaim_wait). When the thread cannot start, or the queue is
  * full, the caller closes the descriptor itself. */
 
-#define REAP_MAX 4096
+#define REAP_MAX 256 /* descriptors held open at most */
 #define REAP_BATCH 64
 #define REAP_BYTES ((int64_t)1 << 20)
 

@@ -141,3 +141,32 @@ def test_c23_released_storage_is_freed_before_interpreter_exit():
     """)
     assert out["before"] == 1 and out["gone"]
     assert out["at_exit"] == 0
+
+
+@needs_proc
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="sets RLIMIT_NOFILE")
+def test_c23_waiting_descriptors_never_cost_a_new_file_its_descriptor():
+    # Released small files whose descriptors wait to be closed in a batch
+    # must not make FileBacked() fail at the descriptor limit.
+    out = run_python(PRELUDE, """
+        import resource
+        import strideweave as sw
+        from strideweave import CPU, FileBacked, Layout, Shape, Stride, Tensor
+
+        with sw.no_grad():
+            for i in range(8):
+                t = sw.move(Tensor(CPU(4, empty=True), 0, Layout(Shape(4), Stride(1))),
+                            FileBacked())
+                sw.move(t, CPU(4, empty=True))
+        probe = FileBacked()
+        d = str(probe.path.parent)
+        waiting = held(d)
+        top = max(int(fd) for fd in os.listdir("/proc/self/fd"))
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (top + 1, hard))
+        made = [FileBacked() for _ in range(5)]
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        print(json.dumps({"waiting": waiting, "made": len(made), "left": held(d)}))
+    """)
+    assert out["waiting"] == 8  # batched: still open before the limit was hit
+    assert out["made"] == 5 and out["left"] == 0
