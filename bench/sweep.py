@@ -13,8 +13,8 @@ destinations are created before timing and not touched:
 
   cpu->cpu    move() into fresh CPU carriers    vs np.copyto into fresh np.empty
   cpu->file   move() into fresh FileBacked      vs os.pwrite into fresh files
-  file->cpu   move() of FileBacked tensors      vs os.preadv of files of the
-              into fresh CPU carriers              same bytes into fresh np.empty
+  file->cpu   move() of FileBacked tensors      vs os.preadv of as many distinct files
+              into fresh CPU carriers              of the same bytes into fresh np.empty
   cpu->blk    CPU -> BlockDeviceCarrier         vs os.pwrite + os.fdatasync to the same device
   blk->cpu    BlockDeviceCarrier -> CPU         vs os.preadv from the same device
               (a loop device; skipped with the reason where none can be made;
@@ -31,6 +31,8 @@ the in-flight anchor is the same sequence of copies.
     SW_BUILD_DIR=build/bench tools/dev python bench/sweep.py
     SW_BUILD_DIR=build/bench tools/dev python bench/sweep.py --max-size 64M --plot sweep.png
     SW_BUILD_DIR=build/bench tools/dev python bench/sweep.py --smoke
+    SW_BUILD_DIR=build/bench tools/dev python bench/sweep.py --cases 'cpu->file,file->cpu'
+    (quote --cases: an unquoted '>' is a shell redirection)
 
 --plot needs matplotlib (an optional bench dependency: pip install matplotlib).
 """
@@ -167,15 +169,6 @@ class CpuToFile(Case):
 class FileToCpu(Case):
     name = "file->cpu"
 
-    def __init__(self, n, directory):
-        super().__init__(n, directory)
-        self.path = os.path.join(directory, f"sweep-anchor-src-{os.getpid()}")
-        with open(self.path, "wb") as f:
-            self.ref.tofile(f)
-
-    def close(self):
-        os.unlink(self.path)
-
     def ours(self, k, inflight):
         with sw.no_grad():
             srcs = [sw.move(cpu_tensor(self.n, self.ref), FileBacked()) for _ in range(k)]
@@ -190,17 +183,25 @@ class FileToCpu(Case):
         return t
 
     def anchor(self, k):
-        fd = os.open(self.path, os.O_RDONLY)
+        # k distinct files written before timing, as our k sources are: one
+        # file read k times would be served from the CPU caches at small
+        # sizes, which is not the work a move does.
+        paths = [os.path.join(self.dir, f"sweep-anchor-src-{os.getpid()}-{i}") for i in range(k)]
+        fds = [os.open(p, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600) for p in paths]
         keep = []
         try:
+            for fd in fds:
+                pwrite_all(fd, self.ref, 0)
             t0 = time.perf_counter()
-            for _ in range(k):
+            for fd in fds:
                 d = np.empty(self.n, dtype=np.float32)
                 preadv_all(fd, d, 0)
                 keep.append(d)
             t = time.perf_counter() - t0
         finally:
-            os.close(fd)
+            for fd, p in zip(fds, paths):
+                os.close(fd)
+                os.unlink(p)
         assert keep[-1][-1] == self.ref[-1]
         return t
 

@@ -77,9 +77,28 @@ SW_API sw_status sw_filestore_preadv(int fd, const struct iovec *iov, int64_t n,
 /* Set the file length to `bytes`; growth reads back as zeros. */
 SW_API sw_status sw_filestore_resize(int fd, int64_t bytes, sw_error *err);
 
-/* Close `fd` (if >= 0), unlink `path` when `creator_pid` is this process,
- * and sw_free `path` (if not NULL). Errors are ignored: the file may already
- * be gone. */
+/* Unlink `path` when `creator_pid` is this process, sw_free `path` (if not
+ * NULL), and close `fd` (if >= 0). Errors are ignored: the file may already
+ * be gone. The name is gone on return; the close, where a file system frees
+ * the storage, is left to a background thread (the descriptor is private:
+ * nothing reaches the data any more), which starts on it at once. Every such
+ * close has happened before fork() returns, in both processes, and at exit;
+ * sw_filestore_reclaim_wait waits for them now. */
 SW_API void sw_filestore_remove(int fd, char *path, long creator_pid);
+/* sw_filestore_remove for a file of `bytes` bytes (< 0: unknown). Small
+ * files are closed in batches: the background thread starts once 64 of them
+ * or 1 MiB of storage wait (at once for a file of 1 MiB or more, or of
+ * unknown size). At most 256 descriptors wait (more are closed by the
+ * caller), and sw_filestore_create closes the waiting ones when the process
+ * runs out of descriptors. */
+SW_API void sw_filestore_remove_sized(int fd, char *path, long creator_pid, int64_t bytes);
+/* Close every descriptor sw_filestore_remove left to the background thread
+ * and wait until it closed those it took: on return, the storage of every
+ * file removed so far is freed. Thread-safe. */
+SW_API void sw_filestore_reclaim_wait(void);
+/* How many removed files' descriptors are still open (queued or being
+ * closed): 0 once sw_filestore_reclaim_wait returned, until the next
+ * removal. */
+SW_API int sw_filestore_reclaim_pending(void);
 
 #endif

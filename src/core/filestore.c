@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <stdatomic.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +91,7 @@ static ino_t session_ino;
  * touched. */
 static void remove_session_at_exit(void)
 {
+    sw_filestore_reclaim_wait();
     if (session_pid == 0 || session_pid != (long)getpid())
         return;
     int basefd = open(session_base[0] ? session_base : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -402,6 +404,12 @@ sw_status sw_filestore_create(const char *name, int *fd, char **path, sw_error *
                                   name);
     }
     int f = open(full, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (f < 0 && (errno == EMFILE || errno == ENFILE) && sw_filestore_reclaim_pending() > 0) {
+        /* Released files' descriptors still waiting to be closed count
+         * against the limit: close them and try again. */
+        sw_filestore_reclaim_wait();
+        f = open(full, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    }
     if (f < 0) {
         int e = errno;
         sw_free(full);
@@ -573,13 +581,177 @@ sw_status sw_filestore_resize(int fd, int64_t bytes, sw_error *err)
     return SW_OK;
 }
 
-void sw_filestore_remove(int fd, char *path, long creator_pid)
+/* ---- closing released files off the caller's path ---------------------------
+ *
+ * Removing a released file costs two system calls: the unlink, and the
+ * last close, which on most file systems is where the inode and its blocks
+ * are freed (often the dearer of the two, and growing with the file). The
+ * unlink happens at once, so the name is free and nothing can reach the data
+ * any more; the descriptor goes onto a queue that one reaper thread closes,
+ * as free() hands memory back. Waking the reaper costs a system call too, so
+ * small files are closed in batches: the reaper is woken once the queue
+ * holds REAP_BATCH descriptors or REAP_BYTES of storage, or any file of
+ * unknown size; until then at most that much small storage waits. The queue
+ * is emptied before fork() (the child inherits no released descriptor, so
+ * the space is free in both processes) and at exit
+ * (sw_filestore_reclaim_wait). When the thread cannot start, or the queue is
+ * full, the caller closes the descriptor itself. */
+
+#define REAP_MAX 256 /* descriptors held open at most */
+#define REAP_BATCH 64
+#define REAP_BYTES ((int64_t)1 << 20)
+
+static pthread_mutex_t reap_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t reap_work = PTHREAD_COND_INITIALIZER; /* the reaper: a batch is due */
+static pthread_cond_t reap_idle = PTHREAD_COND_INITIALIZER; /* waiters: batch closed */
+static int reap_fds[REAP_MAX];
+static int reap_count;     /* queued, not yet taken */
+static int64_t reap_bytes; /* storage of the queued files */
+static int reap_due;       /* the queue is to be closed now */
+static int reap_sleeping;  /* the reaper waits on reap_work */
+static int reap_busy;      /* the reaper is closing a batch it took */
+static int reap_started;   /* the reaper thread runs in this process */
+static pthread_once_t reap_fork_once = PTHREAD_ONCE_INIT;
+
+static void *reaper_main(void *arg)
 {
+    (void)arg;
+    int batch[REAP_MAX];
+    pthread_mutex_lock(&reap_lock);
+    for (;;) {
+        while (!reap_due) {
+            reap_sleeping = 1;
+            pthread_cond_wait(&reap_work, &reap_lock);
+            reap_sleeping = 0;
+        }
+        /* Tests stop the reaper here, with descriptors queued and no lock
+         * held, to see them still open and fork or exit meanwhile. */
+        pthread_mutex_unlock(&reap_lock);
+        sw_fault_pause("file_reclaim_pause");
+        pthread_mutex_lock(&reap_lock);
+        int n = reap_count;
+        memcpy(batch, reap_fds, (size_t)n * sizeof batch[0]);
+        reap_count = 0;
+        reap_bytes = 0;
+        reap_due = 0;
+        reap_busy = 1;
+        pthread_mutex_unlock(&reap_lock);
+        for (int i = 0; i < n; i++)
+            close(batch[i]);
+        pthread_mutex_lock(&reap_lock);
+        reap_busy = 0;
+        pthread_cond_broadcast(&reap_idle);
+    }
+    return NULL;
+}
+
+/* With reap_lock held: close what is queued here and wait for a batch the
+ * reaper is closing. */
+static void reap_drain_locked(void)
+{
+    while (reap_count > 0)
+        close(reap_fds[--reap_count]);
+    reap_bytes = 0;
+    reap_due = 0;
+    while (reap_busy)
+        pthread_cond_wait(&reap_idle, &reap_lock);
+}
+
+static void reap_fork_prepare(void)
+{
+    pthread_mutex_lock(&reap_lock);
+    reap_drain_locked();
+}
+
+static void reap_fork_parent(void)
+{
+    pthread_mutex_unlock(&reap_lock);
+}
+
+static void reap_fork_child(void)
+{
+    /* The reaper thread is not in the child; the queue is empty. */
+    reap_started = 0;
+    reap_busy = 0;
+    reap_sleeping = 0;
+    pthread_mutex_unlock(&reap_lock);
+}
+
+static void reap_install_fork_handlers(void)
+{
+    pthread_atfork(reap_fork_prepare, reap_fork_parent, reap_fork_child);
+}
+
+/* With reap_lock held: 1 when the reaper runs (started now if needed). */
+static int reaper_running(void)
+{
+    if (reap_started)
+        return 1;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* signals go to application threads */
+    pthread_t t;
+    pthread_attr_t attr;
+    int rc = pthread_attr_init(&attr);
+    if (rc == 0) {
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        rc = pthread_create(&t, &attr, reaper_main, NULL);
+        pthread_attr_destroy(&attr);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    reap_started = rc == 0;
+    return reap_started;
+}
+
+/* `bytes` < 0: the file's size is not known. */
+static void close_later(int fd, int64_t bytes)
+{
+    pthread_once(&reap_fork_once, reap_install_fork_handlers);
+    pthread_mutex_lock(&reap_lock);
+    if (reap_count < REAP_MAX && reaper_running()) {
+        reap_fds[reap_count++] = fd;
+        if (bytes < 0 || bytes >= REAP_BYTES - reap_bytes)
+            reap_bytes = REAP_BYTES;
+        else
+            reap_bytes += bytes;
+        if (reap_bytes >= REAP_BYTES || reap_count >= REAP_BATCH)
+            reap_due = 1;
+        if (reap_due && reap_sleeping)
+            pthread_cond_signal(&reap_work);
+        fd = -1;
+    }
+    pthread_mutex_unlock(&reap_lock);
     if (fd >= 0)
         close(fd);
+}
+
+void sw_filestore_reclaim_wait(void)
+{
+    pthread_mutex_lock(&reap_lock);
+    reap_drain_locked();
+    pthread_mutex_unlock(&reap_lock);
+}
+
+int sw_filestore_reclaim_pending(void)
+{
+    pthread_mutex_lock(&reap_lock);
+    int n = reap_count + reap_busy;
+    pthread_mutex_unlock(&reap_lock);
+    return n;
+}
+
+void sw_filestore_remove_sized(int fd, char *path, long creator_pid, int64_t bytes)
+{
     if (path) {
         if (creator_pid == (long)getpid())
             unlink(path);
         sw_free(path);
     }
+    if (fd >= 0)
+        close_later(fd, bytes);
+}
+
+void sw_filestore_remove(int fd, char *path, long creator_pid)
+{
+    sw_filestore_remove_sized(fd, path, creator_pid, -1);
 }

@@ -2,9 +2,11 @@
  * session directory (C-22, C-23). Starts empty and allocatable (C-12). */
 #include "sw_carrier.h"
 
+#include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "strideweave/alloc.h"
 #include "strideweave/filestore.h"
 
 #define FB(o) ((SwFileBackedObject *)(o))
@@ -56,7 +58,7 @@ static void fb_drop(PyObject *self)
 {
     SwFileBackedObject *f = FB(self);
     if (f->fd >= 0 || f->cpath)
-        sw_filestore_remove(f->fd, f->cpath, f->creator_pid);
+        sw_filestore_remove_sized(f->fd, f->cpath, f->creator_pid, f->nslots * SLOT_BYTES);
     f->fd = -1;
     f->cpath = NULL;
     f->nslots = 0;
@@ -182,15 +184,15 @@ static int fb_clear(PyObject *self)
     return 0;
 }
 
-/* C-12: grow an allocatable-empty carrier (or any live one) to `size`. */
-static PyObject *fb_allocate(PyObject *self, PyObject *size_obj)
+/* C-12: grow an allocatable-empty carrier (or any live one) to `size`.
+ * by_write: a move is about to write the whole new span from offset 0,
+ * which sets the file length itself; only the size is recorded (a resize
+ * first would cost small moves a system call of about their own cost). */
+static int fb_allocate_to(PyObject *self, int64_t size, int by_write)
 {
-    int64_t size;
-    if (sw_carrier_parse_size(size_obj, "size", &size) < 0)
-        return NULL;
     if (((SwCarrierObject *)self)->released) {
         PyErr_SetString(PyExc_RuntimeError, "cannot allocate a released FileBacked carrier");
-        return NULL;
+        return -1;
     }
     /* Growing remaps the file and changes the size a move checked: the
      * pending guard and the ownership rule refuse it like any write. */
@@ -198,23 +200,55 @@ static PyObject *fb_allocate(PyObject *self, PyObject *size_obj)
         PyErr_SetString(PyExc_RuntimeError,
                         "cannot grow a FileBacked carrier that is pending in a move; "
                         "wait() for the move first");
-        return NULL;
+        return -1;
     }
     if (sw_py_carrier_owned_elsewhere(self)) {
         PyErr_SetString(PyExc_RuntimeError,
                         "cannot grow a FileBacked carrier owned by a composite carrier "
                         "without owner access");
-        return NULL;
+        return -1;
     }
     if (size < FB(self)->nslots) {
         PyErr_Format(PyExc_ValueError,
                      "_allocate cannot shrink a FileBacked carrier from %lld to %lld slots",
                      (long long)FB(self)->nslots, (long long)size);
-        return NULL;
+        return -1;
     }
-    if (size > FB(self)->nslots && fb_grow(self, size) < 0)
+    if (size == FB(self)->nslots)
+        return 0;
+    if (!by_write || FB(self)->nslots != 0)
+        return fb_grow(self, size);
+    int64_t bytes;
+    sw_error err;
+    if (__builtin_mul_overflow(size, (int64_t)SLOT_BYTES, &bytes)) {
+        PyErr_Format(PyExc_OverflowError, "%lld slots exceed the file size limit",
+                     (long long)size);
+        return -1;
+    }
+    /* The resize's fault site stands for this growth too. */
+    if (sw_fault_hit("truncate")) {
+        sw_error_set_errno(&err, SW_EIO, EIO,
+                           "resizing the FileBacked file failed: injected fault");
+        return sw_py_raise(&err);
+    }
+    FB(self)->nslots = size;
+    return 0;
+}
+
+static PyObject *fb_allocate(PyObject *self, PyObject *size_obj)
+{
+    int64_t size;
+    if (sw_carrier_parse_size(size_obj, "size", &size) < 0 ||
+        fb_allocate_to(self, size, 0) < 0)
         return NULL;
     Py_RETURN_NONE;
+}
+
+int sw_py_file_backed_grow_by_write(PyObject *carrier, int64_t nslots)
+{
+    if (Py_TYPE(carrier) != &SwFileBacked_Type)
+        return sw_py_carrier_allocate(carrier, nslots);
+    return fb_allocate_to(carrier, nslots, 1);
 }
 
 /* C-10: values are normalized in memory first so a failure creates no file. */

@@ -34,6 +34,7 @@
 #include "sw_profiling.h"
 #include "strideweave/blockdev.h"
 #include "strideweave/clock.h"
+#include "strideweave/filestore.h"
 #include "strideweave/parallel.h"
 
 #include <errno.h>
@@ -637,14 +638,25 @@ static void report_abandoned(double timeout, int interrupted)
     Py_XDECREF(names);
 }
 
+/* The storage of every FileBacked file released so far is freed on return
+ * (their last close runs on a background thread). */
+static void reclaim_released_files(void)
+{
+    Py_BEGIN_ALLOW_THREADS
+    sw_filestore_reclaim_wait();
+    Py_END_ALLOW_THREADS
+}
+
 static PyObject *shutdown_moves(PyObject *mod, PyObject *unused)
 {
     (void)mod;
     (void)unused;
     closing = 1;
     release_held();
-    if (!executor)
+    if (!executor) {
+        reclaim_released_files();
         Py_RETURN_NONE;
+    }
     sw_executor *ex = executor;
     sw_completion *exited = completion_exited;
     int interrupted = 0;
@@ -663,6 +675,7 @@ static PyObject *shutdown_moves(PyObject *mod, PyObject *unused)
      * provider that finishes after all commits on its waiter thread). */
     executor = NULL;
     sw_executor_destroy(ex);
+    reclaim_released_files();
     Py_RETURN_NONE;
 }
 
@@ -895,9 +908,10 @@ static void run_here(move_request *r)
  * the result at once (move(), MoveOperation.forward). `off_caller`: a
  * Python _copy may run on a worker thread (the public move_async; the
  * binding's own moves that wait at once under owner access do not). */
-static void submit(move_request *r, PyObject *op, PyObject *tensor, int sync, int off_caller)
+static void submit(move_request *r, PyObject *op, PyObject *op_type, PyObject *tensor, int sync,
+                   int off_caller)
 {
-    sw_route_kind kind = sw_py_move_route_kind(Py_TYPE(op));
+    sw_route_kind kind = sw_py_move_route_kind((PyTypeObject *)op_type);
     if (kind != SW_ROUTE_PYTHON) {
         SwSubtensor *s = &TENSOR(tensor)->subs[0];
         int c = sw_py_move_describe(s->carrier, s->offset, SwLayout_CORE(s->layout),
@@ -933,9 +947,20 @@ static void submit(move_request *r, PyObject *op, PyObject *tensor, int sync, in
             return;
         }
     }
-    if (!sync && off_caller && python_copy_on_worker(r, op, tensor) == 0)
+    /* A shipped route's operation is made only when its _copy must run. */
+    PyObject *own_op = op ? Py_NewRef(op) : PyObject_CallNoArgs(op_type);
+    if (!own_op) {
+        PyObject *e = sw_py_take_exception();
+        commit(r, e);
+        Py_XDECREF(e);
         return;
-    run_python_copy_here(r, op, tensor);
+    }
+    if (!sync && off_caller && python_copy_on_worker(r, own_op, tensor) == 0) {
+        Py_DECREF(own_op);
+        return;
+    }
+    run_python_copy_here(r, own_op, tensor);
+    Py_DECREF(own_op);
 }
 
 /* ---- definition routes: prepare, submit, provider completions ------------- */
@@ -1104,9 +1129,10 @@ static int64_t move_bytes(PyObject *tensor, PyObject *op_type)
 
 /* The destination grows to exactly the span, and the output Tensor is
  * bound to it; on failure the growth is undone. */
-static int allocate_and_bind(move_request *r, int grow, PyObject *layout)
+static int allocate_and_bind(move_request *r, int grow, int by_write, PyObject *layout)
 {
-    if (grow && sw_py_carrier_allocate(r->destination, r->cosize) < 0)
+    if (grow && (by_write ? sw_py_file_backed_grow_by_write(r->destination, r->cosize)
+                          : sw_py_carrier_allocate(r->destination, r->cosize)) < 0)
         return -1;
     r->grew = grow;
     int64_t size;
@@ -1123,6 +1149,23 @@ static int allocate_and_bind(move_request *r, int grow, PyObject *layout)
     if (grow)
         sw_py_file_backed_undo_growth(r->destination);
     return -1;
+}
+
+/* Whether the move into an empty destination writes every byte of its new
+ * span from the start: a bulk copy from host memory into a FileBacked,
+ * whose file the write itself extends to exactly that length (a resize
+ * first costs a small move about as much as its write). Small spans only:
+ * a large file keeps its resize, so a size the file system refuses is
+ * still refused before the move starts. */
+#define GROW_BY_WRITE_BYTES ((int64_t)1 << 20)
+
+static int grows_by_write(PyObject *source, PyObject *destination, const sw_route *route,
+                          int64_t cosize)
+{
+    return Py_TYPE(destination) == &SwFileBacked_Type && !route->route &&
+           (Py_TYPE(source) == &SwCPU_Type || Py_TYPE(source) == &SwGeneric_Type) &&
+           cosize > 0 && cosize <= GROW_BY_WRITE_BYTES / 4 &&
+           sw_py_move_route_kind((PyTypeObject *)route->op_type) == SW_ROUTE_BULK;
 }
 
 /* The route of this move: forced by the caller (an operation instance, or a
@@ -1220,17 +1263,22 @@ static PyObject *initiate(PyObject *tensor, PyObject *destination, PyObject *for
     PyObject *route_id = route.route ? SW_RECORD_FIELD(route.route, SW_ROUTE_ID) : NULL;
     uint64_t start_ns = sw_clock_ns(); /* submission begins (profiling) */
     PyObject *op = forced && Py_TYPE(forced) != &SwTransferRoute_Type ? forced : NULL;
-    PyObject *own_op = op ? Py_NewRef(op) : PyObject_CallNoArgs(route.op_type);
+    /* A shipped route that records no node needs no operation object unless
+     * its _copy runs (submit makes it then). */
+    int op_later = !op && !record && !route.route &&
+                   sw_py_move_route_kind((PyTypeObject *)route.op_type) != SW_ROUTE_PYTHON;
+    PyObject *own_op = op ? Py_NewRef(op) : op_later ? NULL : PyObject_CallNoArgs(route.op_type);
     move_request *r = NULL;
     PyObject *handle = NULL;
-    if (!own_op || (record && sw_py_operation_store(own_op, &tensor, 1) < 0))
+    if ((!own_op && !op_later) || (record && sw_py_operation_store(own_op, &tensor, 1) < 0))
         goto done;
     if (record)
         sw_py_move_node_prepare(own_op, reverse);
     if (recheck(source, destination) < 0 ||
         !(r = request_new(source, destination, cosize)))
         goto done;
-    if (allocate_and_bind(r, grow, layout) < 0) {
+    if (allocate_and_bind(r, grow, grows_by_write(source, destination, &route, cosize),
+                          layout) < 0) {
         request_free(r);
         goto done;
     }
@@ -1250,7 +1298,7 @@ static PyObject *initiate(PyObject *tensor, PyObject *destination, PyObject *for
     if (r->prepared)
         submit_prepared(r);
     else
-        submit(r, own_op, tensor, sync, off_caller);
+        submit(r, own_op, route.op_type, tensor, sync, off_caller);
     sw_py_profile_move_submitted(trace);
 done:
     if (!handle && record && own_op)

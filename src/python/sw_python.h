@@ -220,6 +220,12 @@ int sw_py_carrier_owned_elsewhere(PyObject *carrier);
 /* Undo the growth a failed move made to an allocatable-empty FileBacked:
  * back to 0 slots. Other carriers have no way to shrink; nothing happens. */
 void sw_py_file_backed_undo_growth(PyObject *carrier);
+/* Grow an exact FileBacked to `nslots` for a move whose transfer writes every
+ * byte of the new span from the start of the file: _allocate's checks and
+ * failures, but the file is not resized (the write extends it to exactly
+ * that length; a failed move undoes the growth as above). -1 with an
+ * exception set. */
+int sw_py_file_backed_grow_by_write(PyObject *carrier, int64_t nslots);
 /* A fresh, owned exact-CPU carrier of `nslots` slots (F-1 factories and
  * gradients). zero: fill with the dtype's zero. */
 PyObject *sw_py_cpu_new(sw_dtype dtype, int64_t nslots, int mutable_, int zero);

@@ -313,6 +313,52 @@ static void test_preadv_scatters_many_pieces(void)
     sw_filestore_remove(fd, path, (long)getpid());
 }
 
+/* A removed file's name is gone on return; its descriptor is closed by the
+ * background thread, all of them by sw_filestore_reclaim_wait, and only
+ * those: a file opened meanwhile keeps its descriptor. */
+static void test_remove_closes_in_background(void)
+{
+    enum { N = 64 };
+    int fds[N];
+    char *paths[N], *names[N];
+    sw_error err;
+    for (int i = 0; i < N; i++) {
+        CHECK_EQ_I64(sw_filestore_create_unique(&fds[i], &paths[i], &err), SW_OK);
+        CHECK_EQ_I64(sw_filestore_resize(fds[i], 1 << 16, &err), SW_OK);
+        names[i] = sw_malloc(strlen(paths[i]) + 1);
+        strcpy(names[i], paths[i]);
+    }
+    for (int i = 0; i < N; i++) {
+        sw_filestore_remove(fds[i], paths[i], (long)getpid());
+        CHECK(!exists(names[i]));
+    }
+    int keep_fd = -1;
+    char *keep_path = NULL;
+    CHECK_EQ_I64(sw_filestore_create_unique(&keep_fd, &keep_path, &err), SW_OK);
+    sw_filestore_reclaim_wait();
+    CHECK_EQ_I64(sw_filestore_reclaim_pending(), 0);
+    int open_left = 0;
+    for (int i = 0; i < N; i++)
+        open_left += fds[i] != keep_fd && fcntl(fds[i], F_GETFD) != -1;
+    CHECK_EQ_I64(open_left, 0);
+    CHECK(fcntl(keep_fd, F_GETFD) != -1);
+    CHECK_EQ_I64(sw_filestore_pwrite(keep_fd, "x", 1, 0, &err), SW_OK);
+    /* a small file waits for a batch (its name is gone at once) ... */
+    char *keep_name = sw_malloc(strlen(keep_path) + 1);
+    strcpy(keep_name, keep_path);
+    sw_filestore_remove_sized(keep_fd, keep_path, (long)getpid(), 1);
+    CHECK(!exists(keep_name));
+    CHECK_EQ_I64(sw_filestore_reclaim_pending(), 1);
+    CHECK(fcntl(keep_fd, F_GETFD) != -1);
+    /* ... which the wait closes */
+    sw_filestore_reclaim_wait();
+    CHECK_EQ_I64(sw_filestore_reclaim_pending(), 0);
+    CHECK(fcntl(keep_fd, F_GETFD) == -1 && errno == EBADF);
+    sw_free(keep_name);
+    for (int i = 0; i < N; i++)
+        sw_free(names[i]);
+}
+
 int main(void)
 {
     if (!mkdtemp(tmp_root)) {
@@ -338,6 +384,7 @@ int main(void)
     test_session_dir();
     test_names();
     test_create_io_remove();
+    test_remove_closes_in_background();
     test_pwritev_gathers_many_pieces();
     test_preadv_scatters_many_pieces();
     test_faults();

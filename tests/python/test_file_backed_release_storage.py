@@ -1,0 +1,172 @@
+"""Releasing a FileBacked carrier (explicitly, or as the source of a move)
+removes its file at once; the last close, where the file system frees the
+storage, runs off the caller's path (issue 19), and is done before fork()
+returns and before the interpreter exits.
+
+The background close is held deterministically at a pause point
+(fault-injection builds), so the tests see a released descriptor still open
+and then fork or exit meanwhile. Nothing sleeps."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import strideweave as sw
+from strideweave import CPU, FileBacked, Layout, Shape, Stride, Tensor, _C
+
+needs_faults = pytest.mark.skipif(not _C._fault_injection_enabled(),
+                                  reason="needs a fault-injection build")
+needs_proc = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"),
+                                reason="reads /proc/self/fd")
+
+
+def cpu_tensor(n, fill):
+    return Tensor(CPU(1).new_like([fill] * n), 0, Layout(Shape(n), Stride(1)))
+
+
+def test_c23_moved_source_file_is_gone_and_its_name_free_at_once():
+    with sw.no_grad():
+        t = sw.move(cpu_tensor(8, 2.5), FileBacked())
+        src = t.carrier
+        p = src.path
+        assert p.exists()
+        back = sw.move(t, CPU(8, empty=True))
+    assert src.is_released() and not p.exists()
+    assert [back.carrier[i] for i in range(8)] == [2.5] * 8
+    # the name can be used again straight away, and stays
+    g = FileBacked(p.name)
+    g._allocate(2)
+    g[1] = 7.0
+    assert g.path.exists() and g[1] == 7.0
+    g.release()
+    assert not p.exists()
+
+
+def test_c23_many_released_files_leave_other_files_intact():
+    with sw.no_grad():
+        keep = sw.move(cpu_tensor(4, 1.0), FileBacked())
+        for i in range(200):
+            t = sw.move(cpu_tensor(4, float(i)), FileBacked())
+            assert sw.move(t, CPU(4, empty=True)).carrier[3] == float(i)
+        # a file created while earlier releases may still be closing
+        late = sw.move(cpu_tensor(4, 3.0), FileBacked())
+    assert [keep.carrier[i] for i in range(4)] == [1.0] * 4
+    assert [late.carrier[i] for i in range(4)] == [3.0] * 4
+    keep.carrier[0] = 9.0
+    assert keep.carrier[0] == 9.0
+
+
+# In a fresh interpreter: `held(d)` counts this process's descriptors of
+# deleted files in the session directory `d`, i.e. released storage not
+# yet given back to the file system.
+PRELUDE = """
+    import json, os
+
+    def held(d):
+        n = 0
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                target = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                continue
+            n += target.startswith(d + "/") and target.endswith(" (deleted)")
+        return n
+"""
+
+RELEASE_WITH_CLOSE_HELD = """
+    import strideweave as sw
+    from strideweave import CPU, FileBacked, Layout, Shape, Stride, Tensor, _C
+
+    n = 1 << 18  # 1 MiB: closed at once, not batched with later small files
+    _C._fault_inject("file_reclaim_pause")
+    with sw.no_grad():
+        t = sw.move(Tensor(CPU(n, empty=True), 0, Layout(Shape(n), Stride(1))), FileBacked())
+        d = str(t.carrier.path.parent)
+        path = t.carrier.path
+        back = sw.move(t, CPU(n, empty=True))
+    _C._fault_wait_paused()  # the background close stopped before closing it
+    before = held(d)
+    gone = not path.exists()
+"""
+
+
+def run_python(*parts):
+    code = "".join(textwrap.dedent(p) for p in parts)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(os.path.abspath(p) for p in sys.path if p))
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@needs_faults
+@needs_proc
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork()")
+def test_c23_released_storage_is_freed_before_fork_returns():
+    out = run_python(PRELUDE, RELEASE_WITH_CLOSE_HELD, """
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.write(w, str(held(d)).encode())
+            os._exit(0)
+        os.close(w)
+        child = int(os.read(r, 100))
+        os.waitpid(pid, 0)
+        parent = held(d)
+        _C._fault_resume()
+        print(json.dumps({"before": before, "gone": gone, "child": child, "parent": parent}))
+    """)
+    # released: the name is gone at once, the storage was still held ...
+    assert out["before"] == 1 and out["gone"]
+    # ... and fork() gave it back first: neither process holds it
+    assert out["child"] == 0 and out["parent"] == 0
+
+
+@needs_faults
+@needs_proc
+def test_c23_released_storage_is_freed_before_interpreter_exit():
+    # The report is registered before strideweave is imported, so it runs
+    # after strideweave's own exit hook, still inside the interpreter.
+    out = run_python(PRELUDE, """
+        import atexit
+        state = {}
+        atexit.register(lambda: print(json.dumps(dict(state, at_exit=held(state["d"])))))
+    """, RELEASE_WITH_CLOSE_HELD, """
+        state.update(d=d, before=before, gone=gone)
+        # exit with the background close still stopped
+    """)
+    assert out["before"] == 1 and out["gone"]
+    assert out["at_exit"] == 0
+
+
+@needs_proc
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="sets RLIMIT_NOFILE")
+def test_c23_waiting_descriptors_never_cost_a_new_file_its_descriptor():
+    # Released small files whose descriptors wait to be closed in a batch
+    # must not make FileBacked() fail at the descriptor limit.
+    out = run_python(PRELUDE, """
+        import resource
+        import strideweave as sw
+        from strideweave import CPU, FileBacked, Layout, Shape, Stride, Tensor
+
+        with sw.no_grad():
+            for i in range(8):
+                t = sw.move(Tensor(CPU(4, empty=True), 0, Layout(Shape(4), Stride(1))),
+                            FileBacked())
+                sw.move(t, CPU(4, empty=True))
+        probe = FileBacked()
+        d = str(probe.path.parent)
+        waiting = held(d)
+        top = max(int(fd) for fd in os.listdir("/proc/self/fd"))
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (top + 1, hard))
+        made = [FileBacked() for _ in range(5)]
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        print(json.dumps({"waiting": waiting, "made": len(made), "left": held(d)}))
+    """)
+    assert out["waiting"] == 8  # batched: still open before the limit was hit
+    assert out["made"] == 5 and out["left"] == 0
