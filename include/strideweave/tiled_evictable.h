@@ -39,6 +39,8 @@
  * tiers (they become usable again) and frees the private tile storage;
  * sw_tiled_evictable_release frees everything.
  *
+ * Asynchronous forms, fork and exit: see sw_tiled_evictable_promote_async.
+ *
  * Threads: every function is thread-safe. Each carrier has one mutex
  * guarding its tile records; tile copies and projection gathers run
  * without it, so many threads may promote, evict, write and project
@@ -210,6 +212,54 @@ SW_API sw_status sw_tiled_evictable_project(sw_tiled_evictable *te, const sw_lay
  * released; the allocation's own errors otherwise. */
 SW_API sw_status sw_tiled_evictable_allocate_like(sw_tiled_evictable *te, int empty,
                                                   sw_tiled_evictable **out, sw_error *err);
+
+/* Asynchronous residency and projection. Each _async call checks exactly
+ * what its blocking form checks, in the same order, and marks the tiles
+ * (pending, or pinned) before it returns: a refusal returns directly with
+ * nothing changed and no handle. The copies (or the gather) then run on
+ * the core's pool; one completion thread commits every tile of the request
+ * together, or nothing on failure (an injected fault, an I/O error), then
+ * clears the marks and wakes the waiters. A dropped handle neither cancels
+ * nor blocks the work: it holds its own references (to the carrier and to
+ * a projection's destination) until it committed. The blocking forms run
+ * on the calling thread; their outcome is the same.
+ *
+ * sw_te_work_wait blocks until the work committed and returns its status
+ * (the error of a failure, the same to every waiter); for a projection
+ * `result` (may be NULL) gets one reference to the published tensor, the
+ * same tensor on every call. sw_te_work_done is 1 once wait would not
+ * block. The handle starts with one reference (sw_te_work_unref).
+ *
+ * Fork: a child process has none of the parent's threads. It ends the
+ * work it inherited (asynchronous, or blocking calls other threads were
+ * making): the marks clear, residency and values stay as they were at the
+ * fork, and waiting on an inherited handle fails SW_ESTATE (the message
+ * says "forked"). Storage the parent was filling for that work is left to
+ * the parent (never released by the child). New work in the child starts
+ * its own pool.
+ *
+ * Exit: work still in flight when the process exits is cut short (like
+ * moves, move.h); sw_tiled_evictable_drain blocks until every piece of
+ * asynchronous work submitted so far has committed and dropped its
+ * references.
+ *
+ * Threads: every function here is thread-safe; only wait and drain block. */
+typedef struct sw_te_work sw_te_work;
+
+SW_API sw_status sw_tiled_evictable_promote_async(sw_tiled_evictable *te, const int64_t *coords,
+                                                  int64_t n, sw_te_work **out, sw_error *err);
+SW_API sw_status sw_tiled_evictable_evict_async(sw_tiled_evictable *te, const int64_t *coords,
+                                                int64_t n, sw_te_work **out, sw_error *err);
+SW_API sw_status sw_tiled_evictable_project_async(sw_tiled_evictable *te,
+                                                  const sw_layout *layout, int64_t offset,
+                                                  const sw_tile_selection *selection,
+                                                  sw_carrier *destination, sw_te_work **out,
+                                                  sw_error *err);
+SW_API sw_status sw_te_work_wait(sw_te_work *w, sw_tensor **result, sw_error *err);
+SW_API int sw_te_work_done(sw_te_work *w);
+SW_API sw_te_work *sw_te_work_ref(sw_te_work *w);
+SW_API void sw_te_work_unref(sw_te_work *w);
+SW_API void sw_tiled_evictable_drain(void);
 
 /* Free every tile's storage and both tiers (released, then no longer
  * claimed). SW_ESTATE while a request or projection is in progress;

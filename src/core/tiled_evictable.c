@@ -453,23 +453,34 @@ static int64_t *checked_indices(sw_tiled_evictable *te, const int64_t *coords, i
     return idx;
 }
 
-/* One request over the checked indices idx[0..n): see the top of this
- * file. `what` names it in messages. */
-static sw_status run_request(sw_tiled_evictable *te, const int64_t *idx, int64_t n, int evict,
-                             const char *what, sw_error *err)
+/* A request's first step, under the lock: refuse it (nothing changed) or
+ * mark its tiles pending and note what each moving tile copies. `idx`
+ * (checked indices, n of them) is copied. `track` (may be NULL) is told
+ * under the same lock that the marks are set (fork handling). */
+sw_status sw_te_request_begin(sw_tiled_evictable *te, const int64_t *idx, int64_t n, int evict,
+                              const char *what, te_track *track, te_request **out,
+                              sw_error *err)
 {
-    te_store *staged = sw_calloc((size_t)n + 1, sizeof *staged);
-    te_store *src = sw_calloc((size_t)n + 1, sizeof *src);
-    uint8_t *src_full = sw_calloc((size_t)n + 1, 1);
-    uint8_t *zero = sw_calloc((size_t)n + 1, 1);
-    if (!staged || !src || !src_full || !zero) {
-        sw_free(staged);
-        sw_free(src);
-        sw_free(src_full);
-        sw_free(zero);
+    te_request *q = sw_calloc(1, sizeof *q);
+    size_t m = (size_t)n + 1;
+    if (q) {
+        q->idx = sw_malloc(m * sizeof *q->idx);
+        q->staged = sw_calloc(m, sizeof *q->staged);
+        q->src = sw_calloc(m, sizeof *q->src);
+        q->src_full = sw_calloc(m, 1);
+        q->zero = sw_calloc(m, 1);
+    }
+    if (!q || !q->idx || !q->staged || !q->src || !q->src_full || !q->zero) {
+        sw_te_request_free(q);
         return sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory for %lld tiles",
                             (long long)n);
     }
+    q->n = n;
+    q->evict = evict;
+    if (n > 0)
+        memcpy(q->idx, idx, (size_t)n * sizeof *idx);
+    for (int64_t i = 0; i < n; i++)
+        q->staged[i].fd = q->src[i].fd = -1;
     pthread_mutex_lock(&te->lock);
     sw_status st = refuse_released_locked(te, what, err);
     for (int64_t i = 0; st == SW_OK && i < n; i++) {
@@ -481,67 +492,118 @@ static sw_status run_request(sw_tiled_evictable *te, const int64_t *idx, int64_t
                               "TiledEvictable: cannot promote an invalid tile: it holds no "
                               "values");
     }
-    int64_t copies = 0;
-    int marked = st == SW_OK;
-    if (marked) {
+    if (st == SW_OK) {
         for (int64_t i = 0; i < n; i++) {
             te_tile *r = &te->tiles[idx[i]];
             r->pending++;
             if (!needs_copy(r, evict))
                 continue;
-            copies++;
-            zero[i] = r->loc == SW_TE_IMPLICIT;
-            src[i] = r->store;
-            src_full[i] = r->full;
+            q->copies++;
+            q->zero[i] = r->loc == SW_TE_IMPLICIT;
+            q->src[i] = r->store;
+            q->src_full[i] = r->full;
         }
         te->busy++;
+        if (track) {
+            track->marked = 1;
+            track->request = q;
+        }
     }
     pthread_mutex_unlock(&te->lock);
-    for (int64_t i = 0; i < n; i++)
-        if (!staged[i].c)
-            staged[i].fd = -1;
+    if (st != SW_OK) {
+        sw_te_request_free(q);
+        return st;
+    }
+    *out = q;
+    return SW_OK;
+}
 
-    /* Stage: fresh storage per moving tile, then its copy. */
+/* The copies, no lock held (the tiles are pending): fresh storage per
+ * moving tile, then its copy. The outcome goes to q->status / q->err. */
+void sw_te_request_stage(sw_tiled_evictable *te, te_request *q)
+{
+    sw_error_clear(&q->err);
+    sw_status st = SW_OK;
     const sw_carrier_class *target =
-        sw_carrier_class_of(evict ? te->secondary.c : te->primary.c);
-    for (int64_t i = 0; st == SW_OK && copies > 0 && i < n; i++) {
-        if (!src[i].c && !zero[i])
+        sw_carrier_class_of(q->evict ? te->secondary.c : te->primary.c);
+    for (int64_t i = 0; st == SW_OK && q->copies > 0 && i < q->n; i++) {
+        if (!q->src[i].c && !q->zero[i])
             continue; /* not moving */
-        st = fresh_store(te, target, zero[i], &staged[i], err);
-        if (st == SW_OK)
-            st = sw_te_copy_tile(te, idx[i], zero[i] ? NULL : &src[i], src_full[i], &staged[i],
-                                 err);
+        te_store fresh;
+        st = fresh_store(te, target, q->zero[i], &fresh, &q->err);
+        if (st != SW_OK)
+            break;
+        q->staged[i] = fresh;
+        st = sw_te_copy_tile(te, q->idx[i], q->zero[i] ? NULL : &q->src[i], q->src_full[i],
+                             &q->staged[i], &q->err);
     }
+    q->status = st;
+}
 
-    /* Commit or drop, all together. */
-    if (marked) {
-        pthread_mutex_lock(&te->lock);
-        for (int64_t i = 0; i < n; i++) {
-            te_tile *r = &te->tiles[idx[i]];
-            r->pending--;
-            if (st != SW_OK || !staged[i].c)
-                continue;
-            te_store old = r->full ? (te_store){NULL, NULL, -1} : r->store;
-            r->store = staged[i];
-            r->full = 0;
-            r->loc = (uint8_t)(evict ? SW_TE_SECONDARY : SW_TE_PRIMARY);
-            r->dirty = 0;
-            staged[i] = old; /* released below, without the lock */
-        }
-        te->busy--;
-        pthread_mutex_unlock(&te->lock);
+/* Commit every record at once (q->status SW_OK) or drop the fresh copies,
+ * clear the marks, free `q`. `forked`: in a forked child ending work a
+ * parent thread was doing; the staging storage it may have been building
+ * is left alone (forgotten, never released: it may be half made). */
+void sw_te_request_finish(sw_tiled_evictable *te, te_request *q, te_track *track, int forked)
+{
+    int ok = q->status == SW_OK && !forked;
+    pthread_mutex_lock(&te->lock);
+    for (int64_t i = 0; i < q->n; i++) {
+        te_tile *r = &te->tiles[q->idx[i]];
+        r->pending--;
+        if (!ok || !q->staged[i].c)
+            continue;
+        te_store old = r->full ? (te_store){NULL, NULL, -1} : r->store;
+        r->store = q->staged[i];
+        r->full = 0;
+        r->loc = (uint8_t)(q->evict ? SW_TE_SECONDARY : SW_TE_PRIMARY);
+        r->dirty = 0;
+        q->staged[i] = old; /* released below, without the lock */
     }
-    for (int64_t i = 0; i < n; i++)
-        drop_store(&staged[i]);
-    sw_free(staged);
-    sw_free(src);
-    sw_free(src_full);
-    sw_free(zero);
+    te->busy--;
+    if (track) {
+        track->marked = 0;
+        track->request = NULL;
+    }
+    pthread_mutex_unlock(&te->lock);
+    for (int64_t i = 0; !forked && i < q->n; i++)
+        drop_store(&q->staged[i]);
+    sw_te_request_free(q);
+}
+
+void sw_te_request_free(te_request *q)
+{
+    if (!q)
+        return;
+    sw_free(q->idx);
+    sw_free(q->staged);
+    sw_free(q->src);
+    sw_free(q->src_full);
+    sw_free(q->zero);
+    sw_free(q);
+}
+
+/* One blocking request on the calling thread (tracked for fork). */
+static sw_status run_request(sw_tiled_evictable *te, const int64_t *idx, int64_t n, int evict,
+                             const char *what, sw_error *err)
+{
+    te_track track;
+    sw_te_track_enter(&track, te);
+    te_request *q = NULL;
+    sw_status st = sw_te_request_begin(te, idx, n, evict, what, &track, &q, err);
+    if (st == SW_OK) {
+        sw_te_request_stage(te, q);
+        st = q->status;
+        if (st != SW_OK && err)
+            *err = q->err;
+        sw_te_request_finish(te, q, &track, 0);
+    }
+    sw_te_track_leave(&track);
     return st;
 }
 
-static sw_status residency(sw_tiled_evictable *te, const int64_t *coords, int64_t n, int evict,
-                           sw_error *err)
+sw_status sw_te_residency_indices(sw_tiled_evictable *te, const int64_t *coords, int64_t n,
+                                  int evict, int64_t **idx, sw_error *err)
 {
     const char *what = evict ? "evict tiles of" : "promote tiles of";
     if (!te)
@@ -553,10 +615,18 @@ static sw_status residency(sw_tiled_evictable *te, const int64_t *coords, int64_
         return sw_error_set(err, SW_EINVAL, "TiledEvictable: %lld tiles and %s coordinates",
                             (long long)n, coords ? "some" : "no");
     sw_status st = SW_OK;
-    int64_t *idx = checked_indices(te, coords, n, &st, err);
-    if (!idx)
+    *idx = checked_indices(te, coords, n, &st, err);
+    return *idx ? SW_OK : st;
+}
+
+static sw_status residency(sw_tiled_evictable *te, const int64_t *coords, int64_t n, int evict,
+                           sw_error *err)
+{
+    int64_t *idx = NULL;
+    sw_status st = sw_te_residency_indices(te, coords, n, evict, &idx, err);
+    if (st != SW_OK)
         return st;
-    st = run_request(te, idx, n, evict, what, err);
+    st = run_request(te, idx, n, evict, evict ? "evict tiles of" : "promote tiles of", err);
     sw_free(idx);
     return st;
 }
@@ -782,6 +852,8 @@ sw_status sw_tiled_evictable_release(sw_tiled_evictable *te, sw_error *err)
 {
     if (!te)
         return sw_error_set(err, SW_ETYPE, "TiledEvictable must not be NULL");
+    te_tile *tiles = NULL;
+    uint64_t ptoken = 0, stoken = 0;
     pthread_mutex_lock(&te->lock);
     sw_status st = SW_OK;
     if (te->released) {
@@ -792,14 +864,20 @@ sw_status sw_tiled_evictable_release(sw_tiled_evictable *te, sw_error *err)
                           "it is pending; wait for it first");
     } else {
         te->released = 1;
-        for (int64_t t = 0; t < te->geo.ntiles; t++)
-            if (!te->tiles[t].full)
-                drop_store(&te->tiles[t].store);
-        sw_free(te->tiles);
+        tiles = te->tiles;
         te->tiles = NULL;
-        release_claimed(te->primary.c, &te->ptoken);
-        release_claimed(te->secondary.c, &te->stoken);
+        ptoken = te->ptoken;
+        stoken = te->stoken;
+        te->ptoken = te->stoken = 0;
     }
     pthread_mutex_unlock(&te->lock);
+    /* Released: nothing reaches the tiles any more. The storage goes
+     * without the lock (file removal takes the file store's lock). */
+    for (int64_t t = 0; tiles && t < te->geo.ntiles; t++)
+        if (!tiles[t].full)
+            drop_store(&tiles[t].store);
+    sw_free(tiles);
+    release_claimed(te->primary.c, &ptoken);
+    release_claimed(te->secondary.c, &stoken);
     return st;
 }
