@@ -206,12 +206,72 @@ SW_API sw_status sw_tiled_evictable_project(sw_tiled_evictable *te, const sw_lay
                                             sw_carrier *destination, sw_tensor **out,
                                             sw_error *err);
 
-/* A new TiledEvictable of the same geometry over a new empty CPU primary
+/* A new TiledEvictable of the same geometry and policy over a new empty CPU primary
  * and a new empty secondary of the secondary's class, every tile an
  * implicit 0, or invalid when `empty`. SW_ETYPE for NULL, SW_ESTATE when
  * released; the allocation's own errors otherwise. */
 SW_API sw_status sw_tiled_evictable_allocate_like(sw_tiled_evictable *te, int empty,
                                                   sw_tiled_evictable **out, sw_error *err);
+
+/* Residency policies. A policy is consulted by every projection (sync or
+ * async), after the projection's own checks and before anything changes:
+ * plan(required, n, rank, "projection", plan, user, err) gets the tiles the
+ * selection names (`n` rows of `rank` coordinates, linear tile order) and
+ * fills `plan` with sw_te_plan_add: tiles to *promote* (brought into the
+ * primary tier after the gather, as part of the projection), to *retain*
+ * (held like the selected tiles while it runs) and to *evict* (moved to
+ * the secondary tier once the projection's tiles are free again). A
+ * status other than SW_OK from plan fails the projection with that error,
+ * nothing changed. Then the projection also refuses promote and retain
+ * tiles that are pending, and promote tiles that are invalid (SW_ESTATE),
+ * pins the selected, promote and retain tiles, gathers, promotes; a
+ * failed promotion fails the projection (residency unchanged). After the
+ * pins drop, the evict tiles that are not pending or pinned are evicted;
+ * an eviction that fails leaves them where they were and the projection
+ * still succeeds. plan runs on the calling thread without any lock of the
+ * carrier held; it must not wait for work on the same carrier.
+ *
+ * sw_te_plan_add refuses, leaving the plan unchanged: NULL arguments
+ * (SW_ETYPE); an unknown set, a coordinate outside the grid, a tile already
+ * in any of the three sets (SW_EINVAL). */
+typedef enum sw_te_plan_set {
+    SW_TE_PLAN_PROMOTE = 0,
+    SW_TE_PLAN_RETAIN = 1,
+    SW_TE_PLAN_EVICT = 2
+} sw_te_plan_set;
+
+typedef struct sw_te_plan sw_te_plan;
+
+SW_API sw_status sw_te_plan_add(sw_te_plan *plan, sw_te_plan_set which, const int64_t *coord,
+                                sw_error *err);
+
+typedef sw_status (*sw_te_plan_fn)(const int64_t *required, int64_t n, int32_t rank,
+                                   const char *purpose, sw_te_plan *plan, void *user,
+                                   sw_error *err);
+
+typedef struct sw_te_policy {
+    sw_te_plan_fn plan; /* NULL: no policy */
+    void *user;         /* passed to plan; owned by the caller */
+} sw_te_policy;
+
+/* Set (or, with NULL or a NULL plan, remove) the policy; a projection uses
+ * the policy set when it started. The factories below copy it.
+ * SW_ETYPE for a NULL carrier, SW_ESTATE when released. policy_of fills
+ * `out` with the current policy ({NULL, NULL} when none). */
+SW_API sw_status sw_tiled_evictable_set_policy(sw_tiled_evictable *te,
+                                               const sw_te_policy *policy, sw_error *err);
+SW_API void sw_tiled_evictable_policy_of(sw_tiled_evictable *te, sw_te_policy *out);
+
+/* A TiledEvictable of the same geometry and policy holding `values`
+ * (`count` slots of the carrier's dtype, logical slot order) in a new full
+ * CPU primary (mutable unless `immutable`) over a new empty secondary of
+ * the secondary's class. Tiles whose every slot is zero bytes become
+ * implicit; the others are primary and clean. SW_ETYPE for NULL,
+ * SW_ESTATE when released, SW_EINVAL when `count` is not the logical size
+ * or a Bool slot is not 0 or 1; the allocation's own errors otherwise. */
+SW_API sw_status sw_tiled_evictable_new_like(sw_tiled_evictable *te, const void *values,
+                                             int64_t count, int immutable,
+                                             sw_tiled_evictable **out, sw_error *err);
 
 /* Asynchronous residency and projection. Each _async call checks exactly
  * what its blocking form checks, in the same order, and marks the tiles

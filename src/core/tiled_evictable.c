@@ -458,8 +458,8 @@ static int64_t *checked_indices(sw_tiled_evictable *te, const int64_t *coords, i
  * (checked indices, n of them) is copied. `track` (may be NULL) is told
  * under the same lock that the marks are set (fork handling). */
 sw_status sw_te_request_begin(sw_tiled_evictable *te, const int64_t *idx, int64_t n, int evict,
-                              const char *what, te_track *track, te_request **out,
-                              sw_error *err)
+                              const char *what, int skip_busy, te_track *track,
+                              te_request **out, sw_error *err)
 {
     te_request *q = sw_calloc(1, sizeof *q);
     size_t m = (size_t)n + 1;
@@ -485,7 +485,7 @@ sw_status sw_te_request_begin(sw_tiled_evictable *te, const int64_t *idx, int64_
     sw_status st = refuse_released_locked(te, what, err);
     for (int64_t i = 0; st == SW_OK && i < n; i++) {
         const te_tile *r = &te->tiles[idx[i]];
-        if ((st = refuse_busy_locked(te, idx[i], what, err)) != SW_OK)
+        if (!skip_busy && (st = refuse_busy_locked(te, idx[i], what, err)) != SW_OK)
             break;
         if (!evict && r->loc == SW_TE_INVALID)
             st = sw_error_set(err, SW_ESTATE,
@@ -590,7 +590,7 @@ static sw_status run_request(sw_tiled_evictable *te, const int64_t *idx, int64_t
     te_track track;
     sw_te_track_enter(&track, te);
     te_request *q = NULL;
-    sw_status st = sw_te_request_begin(te, idx, n, evict, what, &track, &q, err);
+    sw_status st = sw_te_request_begin(te, idx, n, evict, what, 0, &track, &q, err);
     if (st == SW_OK) {
         sw_te_request_stage(te, q);
         st = q->status;
@@ -628,6 +628,23 @@ static sw_status residency(sw_tiled_evictable *te, const int64_t *coords, int64_
         return st;
     st = run_request(te, idx, n, evict, evict ? "evict tiles of" : "promote tiles of", err);
     sw_free(idx);
+    return st;
+}
+
+sw_status sw_te_evict_free_tiles(sw_tiled_evictable *te, const int64_t *idx, int64_t n,
+                                 sw_error *err)
+{
+    int64_t *free_idx = sw_malloc((size_t)(n + 1) * sizeof *free_idx), m = 0;
+    if (!free_idx)
+        return sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory for %lld tiles",
+                            (long long)n);
+    pthread_mutex_lock(&te->lock);
+    for (int64_t i = 0; !te->released && i < n; i++)
+        if (!te->tiles[idx[i]].pending && !te->tiles[idx[i]].pins)
+            free_idx[m++] = idx[i];
+    pthread_mutex_unlock(&te->lock);
+    sw_status st = m > 0 ? run_request(te, free_idx, m, 1, "evict tiles of", err) : SW_OK;
+    sw_free(free_idx);
     return st;
 }
 
@@ -799,7 +816,124 @@ sw_status sw_tiled_evictable_write(sw_tiled_evictable *te, int64_t slot, int64_t
     return st;
 }
 
+/* ---- policies ------------------------------------------------------------------- */
+
+sw_status sw_tiled_evictable_set_policy(sw_tiled_evictable *te, const sw_te_policy *policy,
+                                        sw_error *err)
+{
+    if (!te)
+        return sw_error_set(err, SW_ETYPE, "TiledEvictable must not be NULL");
+    pthread_mutex_lock(&te->lock);
+    sw_status st = refuse_released_locked(te, "set the residency policy of", err);
+    if (st == SW_OK)
+        te->policy = policy && policy->plan ? *policy : (sw_te_policy){NULL, NULL};
+    pthread_mutex_unlock(&te->lock);
+    return st;
+}
+
+void sw_tiled_evictable_policy_of(sw_tiled_evictable *te, sw_te_policy *out)
+{
+    pthread_mutex_lock(&te->lock);
+    *out = te->policy;
+    pthread_mutex_unlock(&te->lock);
+}
+
+sw_status sw_te_plan_add(sw_te_plan *plan, sw_te_plan_set which, const int64_t *coord,
+                         sw_error *err)
+{
+    static const char *names[] = {"promote", "retain", "evict"};
+    if (!plan || !coord)
+        return sw_error_set(err, SW_ETYPE, "residency plan: arguments must not be NULL");
+    if ((int)which < SW_TE_PLAN_PROMOTE || which > SW_TE_PLAN_EVICT)
+        return sw_error_set(err, SW_EINVAL, "residency plan: unknown tile set %d", (int)which);
+    int64_t t = coord_index(plan->geo, coord, err);
+    if (t < 0)
+        return SW_EINVAL;
+    if (plan->in[t])
+        return sw_error_set(err, SW_EINVAL,
+                            "residency plan: a tile (first coordinate %lld) is already in the "
+                            "%s set; each tile may appear once in one set",
+                            (long long)coord[0], names[plan->in[t] - 1]);
+    if (plan->n[which] == plan->cap[which]) {
+        int64_t cap = plan->cap[which] ? 2 * plan->cap[which] : 8;
+        int64_t *grown = sw_malloc((size_t)cap * sizeof *grown);
+        if (!grown)
+            return sw_error_set(err, SW_ENOMEM, "residency plan: out of memory");
+        if (plan->n[which])
+            memcpy(grown, plan->idx[which], (size_t)plan->n[which] * sizeof *grown);
+        sw_free(plan->idx[which]);
+        plan->idx[which] = grown;
+        plan->cap[which] = cap;
+    }
+    plan->idx[which][plan->n[which]++] = t;
+    plan->in[t] = (uint8_t)(which + 1);
+    return SW_OK;
+}
+
+void sw_te_plan_clear(sw_te_plan *plan)
+{
+    sw_free(plan->in);
+    for (int k = 0; k < 3; k++)
+        sw_free(plan->idx[k]);
+    memset(plan, 0, sizeof *plan);
+}
+
 /* ---- factories (TE-13) ---------------------------------------------------------- */
+
+sw_status sw_tiled_evictable_new_like(sw_tiled_evictable *te, const void *values, int64_t count,
+                                      int immutable, sw_tiled_evictable **out, sw_error *err)
+{
+    if (!te || !out || (!values && count > 0))
+        return sw_error_set(err, SW_ETYPE, "TiledEvictable: arguments must not be NULL");
+    if (sw_tiled_evictable_is_released(te))
+        return sw_error_set(err, SW_ESTATE, "TiledEvictable: cannot make a new carrier like a "
+                            "released one");
+    if (count != te->geo.size)
+        return sw_error_set(err, SW_EINVAL, "TiledEvictable: new_like needs exactly %lld values "
+                            "(the logical size), not %lld",
+                            (long long)te->geo.size, (long long)count);
+    const unsigned char *v = values;
+    if (te->eb == 1 && te->dtype == SW_DT_BOOL)
+        for (int64_t i = 0; i < count; i++)
+            if (v[i] > 1)
+                return sw_error_set(err, SW_EINVAL, "TiledEvictable: Bool slots take 0 or 1, "
+                                    "not %u", (unsigned)v[i]);
+    sw_carrier *p = NULL, *s = NULL;
+    sw_status st = sw_cpu_new(te->geo.size, te->dtype,
+                              SW_CARRIER_EMPTY | (immutable ? SW_CARRIER_IMMUTABLE : 0), &p, err);
+    if (st == SW_OK) {
+        memcpy(sw_cpu_pointer(p), v, (size_t)count * te->eb);
+        st = sw_carrier_class_of(te->secondary.c) == &sw_cpu_class
+                 ? sw_cpu_new(0, te->dtype, 0, &s, err)
+                 : sw_file_backed_new(NULL, te->dtype, 0, &s, err);
+    }
+    sw_tiled_evictable *made = NULL;
+    if (st == SW_OK)
+        st = sw_tiled_evictable_new(p, s, te->geo.rank, te->geo.grid, te->geo.tile, &made, err);
+    if (st == SW_OK) {
+        /* Nothing else can reach it yet. */
+        sw_tiled_evictable_policy_of(te, &made->policy);
+        for (int64_t t = 0; t < made->geo.ntiles; t++) {
+            int zero = 1;
+            for (int64_t w = 0; zero && w < made->geo.tile_size; w++)
+                zero = is_zero(made->primary.host +
+                                   (size_t)sw_tiles_slot(&made->geo, t, w) * made->eb,
+                               made->eb);
+            if (zero)
+                made->tiles[t].loc = SW_TE_IMPLICIT;
+        }
+        *out = made;
+    } else {
+        if (p)
+            sw_carrier_release(p, NULL);
+        if (s)
+            sw_carrier_release(s, NULL);
+    }
+    sw_carrier_unref(p);
+    sw_carrier_unref(s);
+    return st;
+}
+
 
 sw_status sw_tiled_evictable_allocate_like(sw_tiled_evictable *te, int empty,
                                            sw_tiled_evictable **out, sw_error *err)
@@ -820,6 +954,7 @@ sw_status sw_tiled_evictable_allocate_like(sw_tiled_evictable *te, int empty,
         st = sw_tiled_evictable_new(p, s, te->geo.rank, te->geo.grid, te->geo.tile, &made, err);
     if (st == SW_OK) {
         /* Nothing else can reach it yet. */
+        sw_tiled_evictable_policy_of(te, &made->policy);
         for (int64_t t = 0; !empty && t < made->geo.ntiles; t++)
             made->tiles[t].loc = SW_TE_IMPLICIT;
         *out = made;

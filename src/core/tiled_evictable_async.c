@@ -372,7 +372,7 @@ static sw_status residency_async(sw_tiled_evictable *te, const int64_t *coords, 
     sw_te_track_enter(&w->track, te);
     w->track.work = w;
     st = sw_te_request_begin(te, idx, n, evict, evict ? "evict tiles of" : "promote tiles of",
-                             &w->track, &w->req, err);
+                             0, &w->track, &w->req, err);
     sw_free(idx);
     if (st != SW_OK) {
         sw_te_track_leave(&w->track);

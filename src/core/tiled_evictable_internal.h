@@ -44,6 +44,7 @@ struct sw_tiled_evictable {
     int released;
     long busy;                   /* requests and projections in progress */
     uint64_t version;
+    sw_te_policy policy;
     /* guarded by the tracking registry's lock (tiled_evictable_async.c) */
     int fork_locked;             /* `lock` taken by the fork prepare handler */
 };
@@ -91,15 +92,30 @@ typedef struct te_track {
 void sw_te_track_enter(te_track *t, sw_tiled_evictable *te);
 void sw_te_track_leave(te_track *t);
 
+/* skip_busy: a projection promoting tiles it pinned itself. */
 sw_status sw_te_request_begin(sw_tiled_evictable *te, const int64_t *idx, int64_t n, int evict,
-                              const char *what, te_track *track, te_request **out,
-                              sw_error *err);
+                              const char *what, int skip_busy, te_track *track,
+                              te_request **out, sw_error *err);
 void sw_te_request_stage(sw_tiled_evictable *te, te_request *q);
 void sw_te_request_finish(sw_tiled_evictable *te, te_request *q, te_track *track, int forked);
 void sw_te_request_free(te_request *q);
 /* residency()'s argument checks and checked indices (sw_malloc'd). */
 sw_status sw_te_residency_indices(sw_tiled_evictable *te, const int64_t *coords, int64_t n,
                                   int evict, int64_t **idx, sw_error *err);
+
+/* Evict those of the tiles idx[0..n) that are neither pending nor pinned
+ * (a policy's evict set); blocking. */
+sw_status sw_te_evict_free_tiles(sw_tiled_evictable *te, const int64_t *idx, int64_t n,
+                                 sw_error *err);
+
+/* A residency plan being filled by a policy: per set, linear tile indices. */
+struct sw_te_plan {
+    const sw_tile_geometry *geo;
+    uint8_t *in;        /* per tile: 0, or 1 + the set holding it */
+    int64_t *idx[3];
+    int64_t n[3], cap[3];
+};
+void sw_te_plan_clear(sw_te_plan *plan);
 
 /* Projection: checks, destination, pins (nothing changed on failure);
  * the gather (no lock; outcome in the projection); unpin, relinquish and

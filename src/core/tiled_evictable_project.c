@@ -295,6 +295,8 @@ struct te_projection {
     int64_t n;
     sw_status status;  /* the gather's outcome */
     sw_error err;
+    sw_te_plan plan;   /* the policy's, when there is one (plan.in non-NULL) */
+    te_track promote;  /* the plan's promotion while it runs (not registered) */
 };
 
 static void projection_free(te_projection *pj)
@@ -303,6 +305,7 @@ static void projection_free(te_projection *pj)
         return;
     sw_layout_free(pj->layout);
     sw_free(pj->coords);
+    sw_te_plan_clear(&pj->plan);
     sw_carrier_unref(pj->dest);
     sw_free(pj->notes);
     sw_free(pj->flags);
@@ -347,6 +350,63 @@ static sw_status projection_new(const sw_tile_geometry *g, const sw_layout *layo
     return SW_OK;
 }
 
+/* Ask the policy (if any) for its plan: the required tiles are the
+ * selected ones in linear order. No lock held (user code). */
+static sw_status ask_policy(sw_tiled_evictable *te, te_projection *pj, sw_error *err)
+{
+    sw_te_policy policy;
+    sw_tiled_evictable_policy_of(te, &policy);
+    if (!policy.plan)
+        return SW_OK;
+    const sw_tile_geometry *g = &te->geo;
+    int64_t n = 1;
+    for (int32_t k = 0; k < g->rank; k++)
+        n *= pj->counts[k];
+    int64_t *rows = sw_malloc((size_t)(n * g->rank + 1) * sizeof *rows);
+    pj->plan.geo = g;
+    pj->plan.in = sw_calloc((size_t)g->ntiles, 1);
+    if (!rows || !pj->plan.in) {
+        sw_free(rows);
+        return sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory for the residency "
+                            "plan");
+    }
+    int64_t m = 0;
+    for (int64_t t = 0; t < g->ntiles; t++)
+        if (selects(g, &pj->sel, t))
+            sw_tiles_tile_coord(g, t, rows + (m++) * g->rank);
+    sw_error_clear(err);
+    sw_status st = policy.plan(rows, m, g->rank, "projection", &pj->plan, policy.user, err);
+    sw_free(rows);
+    if (st != SW_OK && err && err->code == SW_OK)
+        sw_error_set(err, st, "TiledEvictable: the residency policy's plan failed");
+    return st;
+}
+
+/* The plan's promote and retain tiles, pinned besides the selection. */
+static void pin_extra_locked(sw_tiled_evictable *te, te_projection *pj, int delta)
+{
+    for (int k = SW_TE_PLAN_PROMOTE; k <= SW_TE_PLAN_RETAIN; k++)
+        for (int64_t i = 0; i < pj->plan.n[k]; i++)
+            te->tiles[pj->plan.idx[k][i]].pins += delta;
+}
+
+static sw_status check_extra_locked(sw_tiled_evictable *te, te_projection *pj, sw_error *err)
+{
+    for (int k = SW_TE_PLAN_PROMOTE; k <= SW_TE_PLAN_RETAIN; k++)
+        for (int64_t i = 0; i < pj->plan.n[k]; i++) {
+            const te_tile *r = &te->tiles[pj->plan.idx[k][i]];
+            if (r->pending)
+                return sw_error_set(err, SW_ESTATE, "TiledEvictable: a tile the residency "
+                                    "policy wants %s is pending in a residency request; wait "
+                                    "for it first",
+                                    k == SW_TE_PLAN_PROMOTE ? "promoted" : "retained");
+            if (k == SW_TE_PLAN_PROMOTE && r->loc == SW_TE_INVALID)
+                return sw_error_set(err, SW_ESTATE, "TiledEvictable: a tile the residency "
+                                    "policy wants promoted is invalid (it holds no values)");
+        }
+    return SW_OK;
+}
+
 sw_status sw_te_project_begin(sw_tiled_evictable *te, const sw_layout *layout, int64_t offset,
                               const sw_tile_selection *selection, sw_carrier *destination,
                               te_track *track, te_projection **out, sw_error *err)
@@ -374,6 +434,10 @@ sw_status sw_te_project_begin(sw_tiled_evictable *te, const sw_layout *layout, i
         st = projection_new(g, layout, offset, selection, &pj, err);
     if (st != SW_OK)
         return st;
+    if ((st = ask_policy(te, pj, err)) != SW_OK) {
+        projection_free(pj);
+        return st;
+    }
     if (destination) {
         pj->given = 1;
         pj->dest = sw_carrier_ref(destination);
@@ -383,8 +447,12 @@ sw_status sw_te_project_begin(sw_tiled_evictable *te, const sw_layout *layout, i
     }
     if (st == SW_OK) {
         pthread_mutex_lock(&te->lock);
-        st = pin_and_note_locked(te, &pj->sel, pj->notes, pj->flags, pj->flags + g->ntiles,
-                                 err);
+        st = te->released ? SW_OK : check_extra_locked(te, pj, err);
+        if (st == SW_OK)
+            st = pin_and_note_locked(te, &pj->sel, pj->notes, pj->flags, pj->flags + g->ntiles,
+                                     err);
+        if (st == SW_OK)
+            pin_extra_locked(te, pj, +1);
         if (st == SW_OK && track) {
             track->marked = 1;
             track->projection = pj;
@@ -408,6 +476,21 @@ void sw_te_project_gather(sw_tiled_evictable *te, te_projection *pj)
     sw_error_clear(&pj->err);
     pj->status = gather(te, pj->layout, pj->offset, &pj->sel, pj->notes, pj->flags,
                         pj->flags + te->geo.ntiles, sw_cpu_pointer(pj->dest), &pj->err);
+    int64_t n = pj->plan.n[SW_TE_PLAN_PROMOTE];
+    if (pj->status != SW_OK || n == 0)
+        return;
+    /* The policy's promotion, all or none, on tiles this projection pinned
+     * (nobody else can request them meanwhile). */
+    te_request *q = NULL;
+    pj->status = sw_te_request_begin(te, pj->plan.idx[SW_TE_PLAN_PROMOTE], n, 0,
+                                     "promote tiles of", 1, &pj->promote, &q, &pj->err);
+    if (pj->status != SW_OK)
+        return;
+    sw_te_request_stage(te, q);
+    pj->status = q->status;
+    if (q->status != SW_OK)
+        pj->err = q->err;
+    sw_te_request_finish(te, q, &pj->promote, 0);
 }
 
 void sw_te_project_fail(te_projection *pj, sw_status st)
@@ -419,14 +502,20 @@ void sw_te_project_fail(te_projection *pj, sw_status st)
 sw_status sw_te_project_finish(sw_tiled_evictable *te, te_projection *pj, te_track *track,
                                int forked, sw_tensor **out, sw_error *err)
 {
+    if (forked && pj->promote.marked && pj->promote.request)
+        sw_te_request_finish(te, pj->promote.request, &pj->promote, 1);
     pthread_mutex_lock(&te->lock);
     pin_locked(te, &pj->sel, -1);
+    pin_extra_locked(te, pj, -1);
     if (track) {
         track->marked = 0;
         track->projection = NULL;
     }
     pthread_mutex_unlock(&te->lock);
     sw_status st = pj->status;
+    if (st == SW_OK && !forked && pj->plan.n[SW_TE_PLAN_EVICT] > 0)
+        (void)sw_te_evict_free_tiles(te, pj->plan.idx[SW_TE_PLAN_EVICT],
+                                     pj->plan.n[SW_TE_PLAN_EVICT], NULL);
     if (st != SW_OK && err)
         *err = pj->err;
     if (forked)
