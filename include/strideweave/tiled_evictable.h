@@ -20,7 +20,10 @@
  * anywhere (allocation, file I/O, an injected fault) leaves every tile,
  * value and the version as they were; the fresh copies are dropped. Tile
  * copies move whole runs: memcpy between host tiers, one pwritev of every
- * run of a tile into a FileBacked tile, one pread per run out of one.
+ * run of a tile into a FileBacked tile, one pread out of a private one, and
+ * one preadv per tile kept in place in a full FileBacked secondary (the
+ * file's bytes between the tile's runs are read through; a gap wider than
+ * 64 KiB starts another preadv instead).
  *
  * Busy tiles. While a residency request copies a tile, that tile is
  * *pending*; while a projection reads a tile, it is *pinned*. A pending or

@@ -85,6 +85,56 @@ static sw_status store_read(const te_store *s, int64_t at, size_t eb, int64_t co
     return sw_filestore_pread(s->fd, out, (size_t)count * eb, at * (int64_t)eb, err);
 }
 
+/* Gaps up to this many bytes between a tile's runs in a file are read
+ * through (into a scratch piece) rather than split into another call. */
+#define TE_READ_THROUGH_GAP (64 * 1024)
+
+/* The runs of a tile kept in place in a full file (slots increasing) into
+ * the tile-sized host buffer `dst` (within-tile order): one preadv for the
+ * whole tile, the file's bytes between runs landing in a scratch piece; a
+ * gap wider than TE_READ_THROUGH_GAP starts another call instead. */
+static sw_status read_runs(int fd, const sw_tile_run *runs, int64_t n, size_t eb,
+                           unsigned char *dst, sw_error *err)
+{
+    if (n == 1)
+        return sw_filestore_pread(fd, dst + (size_t)runs[0].within * eb,
+                                  (size_t)runs[0].count * eb, runs[0].slot * (int64_t)eb, err);
+    size_t widest = 0;
+    for (int64_t i = 1; i < n; i++) {
+        size_t gap = (size_t)(runs[i].slot - runs[i - 1].slot - runs[i - 1].count) * eb;
+        if (gap <= TE_READ_THROUGH_GAP && gap > widest)
+            widest = gap;
+    }
+    struct iovec *iov = sw_malloc((size_t)(2 * n) * sizeof *iov);
+    unsigned char *scratch = widest ? sw_malloc(widest) : NULL;
+    if (!iov || (widest && !scratch)) {
+        sw_free(iov);
+        sw_free(scratch);
+        return sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory reading a tile");
+    }
+    sw_status st = SW_OK;
+    int64_t first = 0; /* the run the current call starts at */
+    int64_t k = 0;
+    for (int64_t i = 0; i < n && st == SW_OK; i++) {
+        iov[k++] = (struct iovec){.iov_base = dst + (size_t)runs[i].within * eb,
+                                  .iov_len = (size_t)runs[i].count * eb};
+        size_t gap = i + 1 < n
+                         ? (size_t)(runs[i + 1].slot - runs[i].slot - runs[i].count) * eb
+                         : 0;
+        if (i + 1 < n && gap <= TE_READ_THROUGH_GAP) {
+            if (gap)
+                iov[k++] = (struct iovec){.iov_base = scratch, .iov_len = gap};
+            continue;
+        }
+        st = sw_filestore_preadv(fd, iov, k, runs[first].slot * (int64_t)eb, err);
+        first = i + 1;
+        k = 0;
+    }
+    sw_free(iov);
+    sw_free(scratch);
+    return st;
+}
+
 sw_status sw_te_copy_tile(sw_tiled_evictable *te, int64_t t, const te_store *src, int full,
                           const te_store *dst, sw_error *err)
 {
@@ -125,9 +175,7 @@ sw_status sw_te_copy_tile(sw_tiled_evictable *te, int64_t t, const te_store *src
         }
         sw_free(iov);
     } else if (src->fd >= 0 && dst->host) {
-        for (int64_t i = 0; i < n && st == SW_OK; i++)
-            st = sw_filestore_pread(src->fd, dst->host + (size_t)runs[i].within * eb,
-                                    (size_t)runs[i].count * eb, runs[i].slot * (int64_t)eb, err);
+        st = read_runs(src->fd, runs, n, eb, dst->host, err);
     } else {
         st = sw_error_set(err, SW_ENOTSUP, "TiledEvictable: no copy between these tile stores");
     }
