@@ -599,72 +599,83 @@ static void test_exit_with_work_in_flight(void)
 }
 
 #ifndef __SANITIZE_THREAD__ /* TSan cannot follow a multi-threaded fork */
-/* fork() while a request copies and a projection gathers (both stopped at
- * pause points): the child ends both (marks cleared, nothing committed,
- * handles fail "forked") and keeps working; the parent's work commits. */
+/* fork() while a request copies, then while a projection gathers (each
+ * stopped at a pause point on the pool): the child ends it (marks cleared,
+ * nothing committed, the handle fails "forked", the destination free) and
+ * keeps working; in the parent the work commits once resumed. */
 static void test_fork_ends_inherited_work(void)
 {
     if (!sw_fault_enabled())
         return;
-    int64_t grid[] = {2, 2}, tile[] = {2, 2};
-    sw_tiled_evictable *te = make(2, grid, tile, 1);
-    int64_t a0[] = {1}, a1[] = {0}, counts[] = {1, 1};
-    const int64_t *axes[] = {a0, a1};
-    sw_tile_selection sel = {2, counts, axes};
-    sw_carrier *d;
-    sw_cpu_new(4, SW_DT_FLOAT32, 0, &d, NULL);
-    sw_te_work *ev = NULL, *pj = NULL;
-    sw_fault_arm("tile_copy_pause", 0, 1);
-    CHECK(sw_tiled_evictable_evict_async(te, (int64_t[]){0, 1, 1, 1}, 2, &ev, NULL) == SW_OK);
-    sw_fault_wait_paused();
-    sw_fault_arm("tile_gather_pause", 0, 1);
-    CHECK(sw_tiled_evictable_project_async(te, NULL, 0, &sel, d, &pj, NULL) == SW_OK);
-    sw_fault_wait_paused(); /* both stopped (the pool has two threads at least) */
-    snap at_fork;
-    take(te, &at_fork);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int bad = 0;
-        sw_error err;
-        bad |= sw_te_work_wait(ev, NULL, &err) != SW_ESTATE || !strstr(err.msg, "forked");
-        bad |= sw_te_work_wait(pj, NULL, &err) != SW_ESTATE || !strstr(err.msg, "forked");
-        bad |= !sw_te_work_done(ev) || !sw_te_work_done(pj);
-        sw_te_tile_state s;
-        for (int64_t t = 0; t < 4; t++) {
-            int64_t c[2] = {t % 2, t / 2};
-            sw_tiled_evictable_tile_state(te, c, &s, NULL);
-            bad |= s.pending || s.pinned || s.location != SW_TE_PRIMARY;
+    for (int project = 0; project < 2; project++) {
+        int64_t grid[] = {2, 2}, tile[] = {2, 2};
+        sw_tiled_evictable *te = make(2, grid, tile, 1);
+        int64_t a0[] = {1}, a1[] = {0}, counts[] = {1, 1};
+        const int64_t *axes[] = {a0, a1};
+        sw_tile_selection sel = {2, counts, axes};
+        sw_carrier *d;
+        sw_cpu_new(4, SW_DT_FLOAT32, 0, &d, NULL);
+        sw_te_work *w = NULL;
+        if (project) {
+            sw_fault_arm("tile_gather_pause", 0, 1);
+            CHECK(sw_tiled_evictable_project_async(te, NULL, 0, &sel, d, &w, NULL) == SW_OK);
+        } else {
+            sw_fault_arm("tile_copy_pause", 0, 1);
+            CHECK(sw_tiled_evictable_evict_async(te, (int64_t[]){0, 1, 1, 1}, 2, &w, NULL) ==
+                  SW_OK);
         }
-        bad |= !all_values_exact(te);
-        bad |= sw_carrier_is_owned(d) || sw_carrier_is_released(d);
-        /* the child goes on: a blocking eviction there, then release */
-        bad |= sw_tiled_evictable_evict(te, (int64_t[]){0, 1}, 1, NULL) != SW_OK;
-        bad |= loc_of(te, (int64_t[]){0, 1}) != SW_TE_SECONDARY || !all_values_exact(te);
-        bad |= sw_tiled_evictable_release(te, NULL) != SW_OK;
-        _exit(bad ? 5 : 0);
+        sw_fault_wait_paused();
+        snap at_fork;
+        take(te, &at_fork);
+        pid_t pid = fork();
+        if (pid == 0) {
+            int bad = 0;
+            sw_error err;
+            bad |= sw_te_work_wait(w, NULL, &err) != SW_ESTATE || !strstr(err.msg, "forked");
+            bad |= !sw_te_work_done(w);
+            sw_te_tile_state s;
+            for (int64_t t = 0; t < 4; t++) {
+                int64_t c[2] = {t % 2, t / 2};
+                sw_tiled_evictable_tile_state(te, c, &s, NULL);
+                bad |= s.pending || s.pinned || s.location != SW_TE_PRIMARY;
+            }
+            bad |= !all_values_exact(te);
+            bad |= sw_carrier_is_owned(d) || sw_carrier_is_released(d);
+            sw_te_work_unref(w);
+            /* the child goes on: a blocking eviction and projection there */
+            sw_tensor *out = NULL;
+            bad |= sw_tiled_evictable_evict(te, (int64_t[]){0, 1}, 1, NULL) != SW_OK;
+            bad |= loc_of(te, (int64_t[]){0, 1}) != SW_TE_SECONDARY || !all_values_exact(te);
+            bad |= sw_tiled_evictable_project(te, NULL, 0, &sel, d, &out, NULL) != SW_OK ||
+                   !projection_exact(te, &sel, out);
+            sw_tensor_unref(out);
+            bad |= sw_tiled_evictable_release(te, NULL) != SW_OK;
+            _exit(bad ? 5 : 0);
+        }
+        int status = 0;
+        CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        /* the parent: nothing changed until resumed, then it commits */
+        snap now;
+        take(te, &now);
+        CHECK(same(&at_fork, &now));
+        sw_fault_resume();
+        sw_tensor *out = NULL;
+        CHECK(sw_te_work_wait(w, &out, NULL) == SW_OK);
+        if (project)
+            CHECK(out && projection_exact(te, &sel, out));
+        else
+            CHECK(loc_of(te, (int64_t[]){1, 1}) == SW_TE_SECONDARY);
+        sw_tensor_unref(out);
+        sw_te_work_unref(w);
+        CHECK(all_values_exact(te));
+        CHECK(!sw_carrier_is_owned(d));
+        CHECK(sw_tiled_evictable_release(te, NULL) == SW_OK);
+        sw_tiled_evictable_unref(te);
+        sw_carrier_release(d, NULL);
+        sw_carrier_unref(d);
+        sw_fault_clear();
     }
-    int status = 0;
-    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    /* the parent: nothing changed until resumed, then both commit */
-    snap now;
-    take(te, &now);
-    CHECK(same(&at_fork, &now));
-    sw_fault_resume();
-    sw_tensor *out = NULL;
-    CHECK(sw_te_work_wait(ev, NULL, NULL) == SW_OK);
-    CHECK(sw_te_work_wait(pj, &out, NULL) == SW_OK && out);
-    CHECK(projection_exact(te, &sel, out));
-    sw_tensor_unref(out);
-    sw_te_work_unref(ev);
-    sw_te_work_unref(pj);
-    CHECK(loc_of(te, (int64_t[]){1, 1}) == SW_TE_SECONDARY);
-    CHECK(all_values_exact(te));
-    CHECK(sw_tiled_evictable_release(te, NULL) == SW_OK);
-    sw_tiled_evictable_unref(te);
-    sw_carrier_release(d, NULL);
-    sw_carrier_unref(d);
-    sw_fault_clear();
 }
 
 /* fork() while another thread is inside a blocking promote (stopped
