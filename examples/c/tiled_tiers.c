@@ -1,5 +1,6 @@
 /* A 4 x 4 grid of 2 x 2 tiles kept in host memory, some tiles evicted to
- * a file, a few tiles projected into a dense tensor and handed to DLPack.
+ * a file (one column asynchronously), a few tiles projected into a dense
+ * tensor and handed to DLPack.
  * Build: cc tiled_tiers.c $(pkg-config --cflags --libs strideweave) */
 #include <stdio.h>
 #include <strideweave/strideweave.h>
@@ -83,6 +84,16 @@ int main(void)
              p[4] == 30.0f && p[7] == 25.0f;
     dl->deleter(dl);
     sw_tensor_unref(proj);
+
+    /* Asynchronously: evict tile column x = 3 while this thread goes on,
+     * then wait. The tiles are pending from the call until the commit. */
+    int64_t col3[8] = {3, 0, 3, 1, 3, 2, 3, 3};
+    sw_te_work *work;
+    TRY(sw_tiled_evictable_evict_async(te, col3, 4, &work, &err));
+    TRY(sw_te_work_wait(work, NULL, &err));
+    sw_te_work_unref(work);
+    printf("after evicting tile column 3 asynchronously:\n");
+    show(te);
 
     float back;
     TRY(sw_tiled_evictable_read(te, 9, 1, &back, &err));

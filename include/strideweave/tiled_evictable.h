@@ -20,7 +20,10 @@
  * anywhere (allocation, file I/O, an injected fault) leaves every tile,
  * value and the version as they were; the fresh copies are dropped. Tile
  * copies move whole runs: memcpy between host tiers, one pwritev of every
- * run of a tile into a FileBacked tile, one pread per run out of one.
+ * run of a tile into a FileBacked tile, one pread out of a private one, and
+ * one preadv per tile kept in place in a full FileBacked secondary (the
+ * file's bytes between the tile's runs are read through; a gap wider than
+ * 64 KiB starts another preadv instead).
  *
  * Busy tiles. While a residency request copies a tile, that tile is
  * *pending*; while a projection reads a tile, it is *pinned*. A pending or
@@ -38,6 +41,8 @@
  * last reference of a carrier that was not released only relinquishes the
  * tiers (they become usable again) and frees the private tile storage;
  * sw_tiled_evictable_release frees everything.
+ *
+ * Asynchronous forms, fork and exit: see sw_tiled_evictable_promote_async.
  *
  * Threads: every function is thread-safe. Each carrier has one mutex
  * guarding its tile records; tile copies and projection gathers run
@@ -204,12 +209,120 @@ SW_API sw_status sw_tiled_evictable_project(sw_tiled_evictable *te, const sw_lay
                                             sw_carrier *destination, sw_tensor **out,
                                             sw_error *err);
 
-/* A new TiledEvictable of the same geometry over a new empty CPU primary
+/* A new TiledEvictable of the same geometry and policy over a new empty CPU primary
  * and a new empty secondary of the secondary's class, every tile an
  * implicit 0, or invalid when `empty`. SW_ETYPE for NULL, SW_ESTATE when
  * released; the allocation's own errors otherwise. */
 SW_API sw_status sw_tiled_evictable_allocate_like(sw_tiled_evictable *te, int empty,
                                                   sw_tiled_evictable **out, sw_error *err);
+
+/* Residency policies. A policy is consulted by every projection (sync or
+ * async), after the projection's own checks and before anything changes:
+ * plan(required, n, rank, "projection", plan, user, err) gets the tiles the
+ * selection names (`n` rows of `rank` coordinates, linear tile order) and
+ * fills `plan` with sw_te_plan_add: tiles to *promote* (brought into the
+ * primary tier after the gather, as part of the projection), to *retain*
+ * (held like the selected tiles while it runs) and to *evict* (moved to
+ * the secondary tier once the projection's tiles are free again). A
+ * status other than SW_OK from plan fails the projection with that error,
+ * nothing changed. Then the projection also refuses promote and retain
+ * tiles that are pending, and promote tiles that are invalid (SW_ESTATE),
+ * pins the selected, promote and retain tiles, gathers, promotes; a
+ * failed promotion fails the projection (residency unchanged). After the
+ * pins drop, the evict tiles that are not pending or pinned are evicted;
+ * an eviction that fails leaves them where they were and the projection
+ * still succeeds. plan runs on the calling thread without any lock of the
+ * carrier held; it must not wait for work on the same carrier.
+ *
+ * sw_te_plan_add refuses, leaving the plan unchanged: NULL arguments
+ * (SW_ETYPE); an unknown set, a coordinate outside the grid, a tile already
+ * in any of the three sets (SW_EINVAL). */
+typedef enum sw_te_plan_set {
+    SW_TE_PLAN_PROMOTE = 0,
+    SW_TE_PLAN_RETAIN = 1,
+    SW_TE_PLAN_EVICT = 2
+} sw_te_plan_set;
+
+typedef struct sw_te_plan sw_te_plan;
+
+SW_API sw_status sw_te_plan_add(sw_te_plan *plan, sw_te_plan_set which, const int64_t *coord,
+                                sw_error *err);
+
+typedef sw_status (*sw_te_plan_fn)(const int64_t *required, int64_t n, int32_t rank,
+                                   const char *purpose, sw_te_plan *plan, void *user,
+                                   sw_error *err);
+
+typedef struct sw_te_policy {
+    sw_te_plan_fn plan; /* NULL: no policy */
+    void *user;         /* passed to plan; owned by the caller */
+} sw_te_policy;
+
+/* Set (or, with NULL or a NULL plan, remove) the policy; a projection uses
+ * the policy set when it started. The factories below copy it.
+ * SW_ETYPE for a NULL carrier, SW_ESTATE when released. policy_of fills
+ * `out` with the current policy ({NULL, NULL} when none). */
+SW_API sw_status sw_tiled_evictable_set_policy(sw_tiled_evictable *te,
+                                               const sw_te_policy *policy, sw_error *err);
+SW_API void sw_tiled_evictable_policy_of(sw_tiled_evictable *te, sw_te_policy *out);
+
+/* A TiledEvictable of the same geometry and policy holding `values`
+ * (`count` slots of the carrier's dtype, logical slot order) in a new full
+ * CPU primary (mutable unless `immutable`) over a new empty secondary of
+ * the secondary's class. Tiles whose every slot is zero bytes become
+ * implicit; the others are primary and clean. SW_ETYPE for NULL,
+ * SW_ESTATE when released, SW_EINVAL when `count` is not the logical size
+ * or a Bool slot is not 0 or 1; the allocation's own errors otherwise. */
+SW_API sw_status sw_tiled_evictable_new_like(sw_tiled_evictable *te, const void *values,
+                                             int64_t count, int immutable,
+                                             sw_tiled_evictable **out, sw_error *err);
+
+/* Asynchronous residency and projection. Each _async call checks exactly
+ * what its blocking form checks, in the same order, and marks the tiles
+ * (pending, or pinned) before it returns: a refusal returns directly with
+ * nothing changed and no handle. The copies (or the gather) then run on
+ * the core's pool; one completion thread commits every tile of the request
+ * together, or nothing on failure (an injected fault, an I/O error), then
+ * clears the marks and wakes the waiters. A dropped handle neither cancels
+ * nor blocks the work: it holds its own references (to the carrier and to
+ * a projection's destination) until it committed. The blocking forms run
+ * on the calling thread; their outcome is the same.
+ *
+ * sw_te_work_wait blocks until the work committed and returns its status
+ * (the error of a failure, the same to every waiter); for a projection
+ * `result` (may be NULL) gets one reference to the published tensor, the
+ * same tensor on every call. sw_te_work_done is 1 once wait would not
+ * block. The handle starts with one reference (sw_te_work_unref).
+ *
+ * Fork: a child process has none of the parent's threads. It ends the
+ * work it inherited (asynchronous, or blocking calls other threads were
+ * making): the marks clear, residency and values stay as they were at the
+ * fork, and waiting on an inherited handle fails SW_ESTATE (the message
+ * says "forked"). Storage the parent was filling for that work is left to
+ * the parent (never released by the child). New work in the child starts
+ * its own pool.
+ *
+ * Exit: work still in flight when the process exits is cut short (like
+ * moves, move.h); sw_tiled_evictable_drain blocks until every piece of
+ * asynchronous work submitted so far has committed and dropped its
+ * references.
+ *
+ * Threads: every function here is thread-safe; only wait and drain block. */
+typedef struct sw_te_work sw_te_work;
+
+SW_API sw_status sw_tiled_evictable_promote_async(sw_tiled_evictable *te, const int64_t *coords,
+                                                  int64_t n, sw_te_work **out, sw_error *err);
+SW_API sw_status sw_tiled_evictable_evict_async(sw_tiled_evictable *te, const int64_t *coords,
+                                                int64_t n, sw_te_work **out, sw_error *err);
+SW_API sw_status sw_tiled_evictable_project_async(sw_tiled_evictable *te,
+                                                  const sw_layout *layout, int64_t offset,
+                                                  const sw_tile_selection *selection,
+                                                  sw_carrier *destination, sw_te_work **out,
+                                                  sw_error *err);
+SW_API sw_status sw_te_work_wait(sw_te_work *w, sw_tensor **result, sw_error *err);
+SW_API int sw_te_work_done(sw_te_work *w);
+SW_API sw_te_work *sw_te_work_ref(sw_te_work *w);
+SW_API void sw_te_work_unref(sw_te_work *w);
+SW_API void sw_tiled_evictable_drain(void);
 
 /* Free every tile's storage and both tiers (released, then no longer
  * claimed). SW_ESTATE while a request or projection is in progress;

@@ -85,6 +85,56 @@ static sw_status store_read(const te_store *s, int64_t at, size_t eb, int64_t co
     return sw_filestore_pread(s->fd, out, (size_t)count * eb, at * (int64_t)eb, err);
 }
 
+/* Gaps up to this many bytes between a tile's runs in a file are read
+ * through (into a scratch piece) rather than split into another call. */
+#define TE_READ_THROUGH_GAP (64 * 1024)
+
+/* The runs of a tile kept in place in a full file (slots increasing) into
+ * the tile-sized host buffer `dst` (within-tile order): one preadv for the
+ * whole tile, the file's bytes between runs landing in a scratch piece; a
+ * gap wider than TE_READ_THROUGH_GAP starts another call instead. */
+static sw_status read_runs(int fd, const sw_tile_run *runs, int64_t n, size_t eb,
+                           unsigned char *dst, sw_error *err)
+{
+    if (n == 1)
+        return sw_filestore_pread(fd, dst + (size_t)runs[0].within * eb,
+                                  (size_t)runs[0].count * eb, runs[0].slot * (int64_t)eb, err);
+    size_t widest = 0;
+    for (int64_t i = 1; i < n; i++) {
+        size_t gap = (size_t)(runs[i].slot - runs[i - 1].slot - runs[i - 1].count) * eb;
+        if (gap <= TE_READ_THROUGH_GAP && gap > widest)
+            widest = gap;
+    }
+    struct iovec *iov = sw_malloc((size_t)(2 * n) * sizeof *iov);
+    unsigned char *scratch = widest ? sw_malloc(widest) : NULL;
+    if (!iov || (widest && !scratch)) {
+        sw_free(iov);
+        sw_free(scratch);
+        return sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory reading a tile");
+    }
+    sw_status st = SW_OK;
+    int64_t first = 0; /* the run the current call starts at */
+    int64_t k = 0;
+    for (int64_t i = 0; i < n && st == SW_OK; i++) {
+        iov[k++] = (struct iovec){.iov_base = dst + (size_t)runs[i].within * eb,
+                                  .iov_len = (size_t)runs[i].count * eb};
+        size_t gap = i + 1 < n
+                         ? (size_t)(runs[i + 1].slot - runs[i].slot - runs[i].count) * eb
+                         : 0;
+        if (i + 1 < n && gap <= TE_READ_THROUGH_GAP) {
+            if (gap)
+                iov[k++] = (struct iovec){.iov_base = scratch, .iov_len = gap};
+            continue;
+        }
+        st = sw_filestore_preadv(fd, iov, k, runs[first].slot * (int64_t)eb, err);
+        first = i + 1;
+        k = 0;
+    }
+    sw_free(iov);
+    sw_free(scratch);
+    return st;
+}
+
 sw_status sw_te_copy_tile(sw_tiled_evictable *te, int64_t t, const te_store *src, int full,
                           const te_store *dst, sw_error *err)
 {
@@ -125,9 +175,7 @@ sw_status sw_te_copy_tile(sw_tiled_evictable *te, int64_t t, const te_store *src
         }
         sw_free(iov);
     } else if (src->fd >= 0 && dst->host) {
-        for (int64_t i = 0; i < n && st == SW_OK; i++)
-            st = sw_filestore_pread(src->fd, dst->host + (size_t)runs[i].within * eb,
-                                    (size_t)runs[i].count * eb, runs[i].slot * (int64_t)eb, err);
+        st = read_runs(src->fd, runs, n, eb, dst->host, err);
     } else {
         st = sw_error_set(err, SW_ENOTSUP, "TiledEvictable: no copy between these tile stores");
     }
@@ -453,95 +501,157 @@ static int64_t *checked_indices(sw_tiled_evictable *te, const int64_t *coords, i
     return idx;
 }
 
-/* One request over the checked indices idx[0..n): see the top of this
- * file. `what` names it in messages. */
-static sw_status run_request(sw_tiled_evictable *te, const int64_t *idx, int64_t n, int evict,
-                             const char *what, sw_error *err)
+/* A request's first step, under the lock: refuse it (nothing changed) or
+ * mark its tiles pending and note what each moving tile copies. `idx`
+ * (checked indices, n of them) is copied. `track` (may be NULL) is told
+ * under the same lock that the marks are set (fork handling). */
+sw_status sw_te_request_begin(sw_tiled_evictable *te, const int64_t *idx, int64_t n, int evict,
+                              const char *what, int skip_busy, te_track *track,
+                              te_request **out, sw_error *err)
 {
-    te_store *staged = sw_calloc((size_t)n + 1, sizeof *staged);
-    te_store *src = sw_calloc((size_t)n + 1, sizeof *src);
-    uint8_t *src_full = sw_calloc((size_t)n + 1, 1);
-    uint8_t *zero = sw_calloc((size_t)n + 1, 1);
-    if (!staged || !src || !src_full || !zero) {
-        sw_free(staged);
-        sw_free(src);
-        sw_free(src_full);
-        sw_free(zero);
+    te_request *q = sw_calloc(1, sizeof *q);
+    size_t m = (size_t)n + 1;
+    if (q) {
+        q->idx = sw_malloc(m * sizeof *q->idx);
+        q->staged = sw_calloc(m, sizeof *q->staged);
+        q->src = sw_calloc(m, sizeof *q->src);
+        q->src_full = sw_calloc(m, 1);
+        q->zero = sw_calloc(m, 1);
+    }
+    if (!q || !q->idx || !q->staged || !q->src || !q->src_full || !q->zero) {
+        sw_te_request_free(q);
         return sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory for %lld tiles",
                             (long long)n);
     }
+    q->n = n;
+    q->evict = evict;
+    if (n > 0)
+        memcpy(q->idx, idx, (size_t)n * sizeof *idx);
+    for (int64_t i = 0; i < n; i++)
+        q->staged[i].fd = q->src[i].fd = -1;
     pthread_mutex_lock(&te->lock);
     sw_status st = refuse_released_locked(te, what, err);
     for (int64_t i = 0; st == SW_OK && i < n; i++) {
         const te_tile *r = &te->tiles[idx[i]];
-        if ((st = refuse_busy_locked(te, idx[i], what, err)) != SW_OK)
+        if (!skip_busy && (st = refuse_busy_locked(te, idx[i], what, err)) != SW_OK)
             break;
         if (!evict && r->loc == SW_TE_INVALID)
             st = sw_error_set(err, SW_ESTATE,
                               "TiledEvictable: cannot promote an invalid tile: it holds no "
                               "values");
     }
-    int64_t copies = 0;
-    int marked = st == SW_OK;
-    if (marked) {
+    if (st == SW_OK) {
         for (int64_t i = 0; i < n; i++) {
             te_tile *r = &te->tiles[idx[i]];
             r->pending++;
             if (!needs_copy(r, evict))
                 continue;
-            copies++;
-            zero[i] = r->loc == SW_TE_IMPLICIT;
-            src[i] = r->store;
-            src_full[i] = r->full;
+            q->copies++;
+            q->zero[i] = r->loc == SW_TE_IMPLICIT;
+            q->src[i] = r->store;
+            q->src_full[i] = r->full;
         }
         te->busy++;
+        if (track) {
+            track->marked = 1;
+            track->request = q;
+        }
     }
     pthread_mutex_unlock(&te->lock);
-    for (int64_t i = 0; i < n; i++)
-        if (!staged[i].c)
-            staged[i].fd = -1;
+    if (st != SW_OK) {
+        sw_te_request_free(q);
+        return st;
+    }
+    *out = q;
+    return SW_OK;
+}
 
-    /* Stage: fresh storage per moving tile, then its copy. */
+/* The copies, no lock held (the tiles are pending): fresh storage per
+ * moving tile, then its copy. The outcome goes to q->status / q->err. */
+void sw_te_request_stage(sw_tiled_evictable *te, te_request *q)
+{
+    sw_error_clear(&q->err);
+    sw_status st = SW_OK;
     const sw_carrier_class *target =
-        sw_carrier_class_of(evict ? te->secondary.c : te->primary.c);
-    for (int64_t i = 0; st == SW_OK && copies > 0 && i < n; i++) {
-        if (!src[i].c && !zero[i])
+        sw_carrier_class_of(q->evict ? te->secondary.c : te->primary.c);
+    for (int64_t i = 0; st == SW_OK && q->copies > 0 && i < q->n; i++) {
+        if (!q->src[i].c && !q->zero[i])
             continue; /* not moving */
-        st = fresh_store(te, target, zero[i], &staged[i], err);
-        if (st == SW_OK)
-            st = sw_te_copy_tile(te, idx[i], zero[i] ? NULL : &src[i], src_full[i], &staged[i],
-                                 err);
+        te_store fresh;
+        st = fresh_store(te, target, q->zero[i], &fresh, &q->err);
+        if (st != SW_OK)
+            break;
+        q->staged[i] = fresh;
+        st = sw_te_copy_tile(te, q->idx[i], q->zero[i] ? NULL : &q->src[i], q->src_full[i],
+                             &q->staged[i], &q->err);
     }
+    q->status = st;
+}
 
-    /* Commit or drop, all together. */
-    if (marked) {
-        pthread_mutex_lock(&te->lock);
-        for (int64_t i = 0; i < n; i++) {
-            te_tile *r = &te->tiles[idx[i]];
-            r->pending--;
-            if (st != SW_OK || !staged[i].c)
-                continue;
-            te_store old = r->full ? (te_store){NULL, NULL, -1} : r->store;
-            r->store = staged[i];
-            r->full = 0;
-            r->loc = (uint8_t)(evict ? SW_TE_SECONDARY : SW_TE_PRIMARY);
-            r->dirty = 0;
-            staged[i] = old; /* released below, without the lock */
-        }
-        te->busy--;
-        pthread_mutex_unlock(&te->lock);
+/* Commit every record at once (q->status SW_OK) or drop the fresh copies,
+ * clear the marks, free `q`. `forked`: in a forked child ending work a
+ * parent thread was doing; the staging storage it may have been building
+ * is left alone (forgotten, never released: it may be half made). */
+void sw_te_request_finish(sw_tiled_evictable *te, te_request *q, te_track *track, int forked)
+{
+    int ok = q->status == SW_OK && !forked;
+    pthread_mutex_lock(&te->lock);
+    for (int64_t i = 0; i < q->n; i++) {
+        te_tile *r = &te->tiles[q->idx[i]];
+        r->pending--;
+        if (!ok || !q->staged[i].c)
+            continue;
+        te_store old = r->full ? (te_store){NULL, NULL, -1} : r->store;
+        r->store = q->staged[i];
+        r->full = 0;
+        r->loc = (uint8_t)(q->evict ? SW_TE_SECONDARY : SW_TE_PRIMARY);
+        r->dirty = 0;
+        q->staged[i] = old; /* released below, without the lock */
     }
-    for (int64_t i = 0; i < n; i++)
-        drop_store(&staged[i]);
-    sw_free(staged);
-    sw_free(src);
-    sw_free(src_full);
-    sw_free(zero);
+    te->busy--;
+    if (track) {
+        track->marked = 0;
+        track->request = NULL;
+    }
+    pthread_mutex_unlock(&te->lock);
+    for (int64_t i = 0; !forked && i < q->n; i++)
+        drop_store(&q->staged[i]);
+    sw_te_request_free(q);
+}
+
+void sw_te_request_free(te_request *q)
+{
+    if (!q)
+        return;
+    sw_free(q->idx);
+    sw_free(q->staged);
+    sw_free(q->src);
+    sw_free(q->src_full);
+    sw_free(q->zero);
+    sw_free(q);
+}
+
+/* One blocking request on the calling thread (tracked for fork). */
+static sw_status run_request(sw_tiled_evictable *te, const int64_t *idx, int64_t n, int evict,
+                             const char *what, sw_error *err)
+{
+    te_track track;
+    sw_te_track_enter(&track, te);
+    te_request *q = NULL;
+    sw_status st = sw_te_request_begin(te, idx, n, evict, what, 0, &track, &q, err);
+    if (st == SW_OK) {
+        sw_te_request_stage(te, q);
+        st = q->status;
+        if (st != SW_OK && err)
+            *err = q->err;
+        sw_te_request_finish(te, q, &track, 0);
+    }
+    sw_te_track_leave(&track);
     return st;
 }
 
-static sw_status residency(sw_tiled_evictable *te, const int64_t *coords, int64_t n, int evict,
-                           sw_error *err)
+sw_status sw_te_residency_indices(sw_tiled_evictable *te, const int64_t *coords, int64_t n,
+                                  int evict, int64_t **idx, sw_error *err)
 {
     const char *what = evict ? "evict tiles of" : "promote tiles of";
     if (!te)
@@ -553,11 +663,36 @@ static sw_status residency(sw_tiled_evictable *te, const int64_t *coords, int64_
         return sw_error_set(err, SW_EINVAL, "TiledEvictable: %lld tiles and %s coordinates",
                             (long long)n, coords ? "some" : "no");
     sw_status st = SW_OK;
-    int64_t *idx = checked_indices(te, coords, n, &st, err);
-    if (!idx)
+    *idx = checked_indices(te, coords, n, &st, err);
+    return *idx ? SW_OK : st;
+}
+
+static sw_status residency(sw_tiled_evictable *te, const int64_t *coords, int64_t n, int evict,
+                           sw_error *err)
+{
+    int64_t *idx = NULL;
+    sw_status st = sw_te_residency_indices(te, coords, n, evict, &idx, err);
+    if (st != SW_OK)
         return st;
-    st = run_request(te, idx, n, evict, what, err);
+    st = run_request(te, idx, n, evict, evict ? "evict tiles of" : "promote tiles of", err);
     sw_free(idx);
+    return st;
+}
+
+sw_status sw_te_evict_free_tiles(sw_tiled_evictable *te, const int64_t *idx, int64_t n,
+                                 sw_error *err)
+{
+    int64_t *free_idx = sw_malloc((size_t)(n + 1) * sizeof *free_idx), m = 0;
+    if (!free_idx)
+        return sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory for %lld tiles",
+                            (long long)n);
+    pthread_mutex_lock(&te->lock);
+    for (int64_t i = 0; !te->released && i < n; i++)
+        if (!te->tiles[idx[i]].pending && !te->tiles[idx[i]].pins)
+            free_idx[m++] = idx[i];
+    pthread_mutex_unlock(&te->lock);
+    sw_status st = m > 0 ? run_request(te, free_idx, m, 1, "evict tiles of", err) : SW_OK;
+    sw_free(free_idx);
     return st;
 }
 
@@ -729,7 +864,124 @@ sw_status sw_tiled_evictable_write(sw_tiled_evictable *te, int64_t slot, int64_t
     return st;
 }
 
+/* ---- policies ------------------------------------------------------------------- */
+
+sw_status sw_tiled_evictable_set_policy(sw_tiled_evictable *te, const sw_te_policy *policy,
+                                        sw_error *err)
+{
+    if (!te)
+        return sw_error_set(err, SW_ETYPE, "TiledEvictable must not be NULL");
+    pthread_mutex_lock(&te->lock);
+    sw_status st = refuse_released_locked(te, "set the residency policy of", err);
+    if (st == SW_OK)
+        te->policy = policy && policy->plan ? *policy : (sw_te_policy){NULL, NULL};
+    pthread_mutex_unlock(&te->lock);
+    return st;
+}
+
+void sw_tiled_evictable_policy_of(sw_tiled_evictable *te, sw_te_policy *out)
+{
+    pthread_mutex_lock(&te->lock);
+    *out = te->policy;
+    pthread_mutex_unlock(&te->lock);
+}
+
+sw_status sw_te_plan_add(sw_te_plan *plan, sw_te_plan_set which, const int64_t *coord,
+                         sw_error *err)
+{
+    static const char *names[] = {"promote", "retain", "evict"};
+    if (!plan || !coord)
+        return sw_error_set(err, SW_ETYPE, "residency plan: arguments must not be NULL");
+    if ((int)which < SW_TE_PLAN_PROMOTE || which > SW_TE_PLAN_EVICT)
+        return sw_error_set(err, SW_EINVAL, "residency plan: unknown tile set %d", (int)which);
+    int64_t t = coord_index(plan->geo, coord, err);
+    if (t < 0)
+        return SW_EINVAL;
+    if (plan->in[t])
+        return sw_error_set(err, SW_EINVAL,
+                            "residency plan: a tile (first coordinate %lld) is already in the "
+                            "%s set; each tile may appear once in one set",
+                            (long long)coord[0], names[plan->in[t] - 1]);
+    if (plan->n[which] == plan->cap[which]) {
+        int64_t cap = plan->cap[which] ? 2 * plan->cap[which] : 8;
+        int64_t *grown = sw_malloc((size_t)cap * sizeof *grown);
+        if (!grown)
+            return sw_error_set(err, SW_ENOMEM, "residency plan: out of memory");
+        if (plan->n[which])
+            memcpy(grown, plan->idx[which], (size_t)plan->n[which] * sizeof *grown);
+        sw_free(plan->idx[which]);
+        plan->idx[which] = grown;
+        plan->cap[which] = cap;
+    }
+    plan->idx[which][plan->n[which]++] = t;
+    plan->in[t] = (uint8_t)(which + 1);
+    return SW_OK;
+}
+
+void sw_te_plan_clear(sw_te_plan *plan)
+{
+    sw_free(plan->in);
+    for (int k = 0; k < 3; k++)
+        sw_free(plan->idx[k]);
+    memset(plan, 0, sizeof *plan);
+}
+
 /* ---- factories (TE-13) ---------------------------------------------------------- */
+
+sw_status sw_tiled_evictable_new_like(sw_tiled_evictable *te, const void *values, int64_t count,
+                                      int immutable, sw_tiled_evictable **out, sw_error *err)
+{
+    if (!te || !out || (!values && count > 0))
+        return sw_error_set(err, SW_ETYPE, "TiledEvictable: arguments must not be NULL");
+    if (sw_tiled_evictable_is_released(te))
+        return sw_error_set(err, SW_ESTATE, "TiledEvictable: cannot make a new carrier like a "
+                            "released one");
+    if (count != te->geo.size)
+        return sw_error_set(err, SW_EINVAL, "TiledEvictable: new_like needs exactly %lld values "
+                            "(the logical size), not %lld",
+                            (long long)te->geo.size, (long long)count);
+    const unsigned char *v = values;
+    if (te->eb == 1 && te->dtype == SW_DT_BOOL)
+        for (int64_t i = 0; i < count; i++)
+            if (v[i] > 1)
+                return sw_error_set(err, SW_EINVAL, "TiledEvictable: Bool slots take 0 or 1, "
+                                    "not %u", (unsigned)v[i]);
+    sw_carrier *p = NULL, *s = NULL;
+    sw_status st = sw_cpu_new(te->geo.size, te->dtype,
+                              SW_CARRIER_EMPTY | (immutable ? SW_CARRIER_IMMUTABLE : 0), &p, err);
+    if (st == SW_OK) {
+        memcpy(sw_cpu_pointer(p), v, (size_t)count * te->eb);
+        st = sw_carrier_class_of(te->secondary.c) == &sw_cpu_class
+                 ? sw_cpu_new(0, te->dtype, 0, &s, err)
+                 : sw_file_backed_new(NULL, te->dtype, 0, &s, err);
+    }
+    sw_tiled_evictable *made = NULL;
+    if (st == SW_OK)
+        st = sw_tiled_evictable_new(p, s, te->geo.rank, te->geo.grid, te->geo.tile, &made, err);
+    if (st == SW_OK) {
+        /* Nothing else can reach it yet. */
+        sw_tiled_evictable_policy_of(te, &made->policy);
+        for (int64_t t = 0; t < made->geo.ntiles; t++) {
+            int zero = 1;
+            for (int64_t w = 0; zero && w < made->geo.tile_size; w++)
+                zero = is_zero(made->primary.host +
+                                   (size_t)sw_tiles_slot(&made->geo, t, w) * made->eb,
+                               made->eb);
+            if (zero)
+                made->tiles[t].loc = SW_TE_IMPLICIT;
+        }
+        *out = made;
+    } else {
+        if (p)
+            sw_carrier_release(p, NULL);
+        if (s)
+            sw_carrier_release(s, NULL);
+    }
+    sw_carrier_unref(p);
+    sw_carrier_unref(s);
+    return st;
+}
+
 
 sw_status sw_tiled_evictable_allocate_like(sw_tiled_evictable *te, int empty,
                                            sw_tiled_evictable **out, sw_error *err)
@@ -750,6 +1002,7 @@ sw_status sw_tiled_evictable_allocate_like(sw_tiled_evictable *te, int empty,
         st = sw_tiled_evictable_new(p, s, te->geo.rank, te->geo.grid, te->geo.tile, &made, err);
     if (st == SW_OK) {
         /* Nothing else can reach it yet. */
+        sw_tiled_evictable_policy_of(te, &made->policy);
         for (int64_t t = 0; !empty && t < made->geo.ntiles; t++)
             made->tiles[t].loc = SW_TE_IMPLICIT;
         *out = made;
@@ -782,6 +1035,8 @@ sw_status sw_tiled_evictable_release(sw_tiled_evictable *te, sw_error *err)
 {
     if (!te)
         return sw_error_set(err, SW_ETYPE, "TiledEvictable must not be NULL");
+    te_tile *tiles = NULL;
+    uint64_t ptoken = 0, stoken = 0;
     pthread_mutex_lock(&te->lock);
     sw_status st = SW_OK;
     if (te->released) {
@@ -792,14 +1047,20 @@ sw_status sw_tiled_evictable_release(sw_tiled_evictable *te, sw_error *err)
                           "it is pending; wait for it first");
     } else {
         te->released = 1;
-        for (int64_t t = 0; t < te->geo.ntiles; t++)
-            if (!te->tiles[t].full)
-                drop_store(&te->tiles[t].store);
-        sw_free(te->tiles);
+        tiles = te->tiles;
         te->tiles = NULL;
-        release_claimed(te->primary.c, &te->ptoken);
-        release_claimed(te->secondary.c, &te->stoken);
+        ptoken = te->ptoken;
+        stoken = te->stoken;
+        te->ptoken = te->stoken = 0;
     }
     pthread_mutex_unlock(&te->lock);
+    /* Released: nothing reaches the tiles any more. The storage goes
+     * without the lock (file removal takes the file store's lock). */
+    for (int64_t t = 0; tiles && t < te->geo.ntiles; t++)
+        if (!tiles[t].full)
+            drop_store(&tiles[t].store);
+    sw_free(tiles);
+    release_claimed(te->primary.c, &ptoken);
+    release_claimed(te->secondary.c, &stoken);
     return st;
 }

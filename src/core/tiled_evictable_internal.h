@@ -44,6 +44,9 @@ struct sw_tiled_evictable {
     int released;
     long busy;                   /* requests and projections in progress */
     uint64_t version;
+    sw_te_policy policy;
+    /* guarded by the tracking registry's lock (tiled_evictable_async.c) */
+    int fork_locked;             /* `lock` taken by the fork prepare handler */
 };
 
 /* Slot `w` of tile `t` in its record's storage. */
@@ -52,6 +55,79 @@ static inline int64_t te_store_index(const sw_tiled_evictable *te, const te_tile
 {
     return r->full ? sw_tiles_slot(&te->geo, t, w) : w;
 }
+
+/* A residency request in flight (tiled_evictable.c). */
+typedef struct te_request {
+    int64_t n;
+    int evict;
+    int64_t *idx;       /* the tiles, checked */
+    te_store *staged;   /* fresh copies, then the old private stores to drop */
+    te_store *src;      /* where each moving tile's values are */
+    uint8_t *src_full;
+    uint8_t *zero;      /* implicit: the fresh storage is the value */
+    int64_t copies;
+    sw_status status;   /* the staging outcome */
+    sw_error err;
+} te_request;
+
+/* A projection in flight (tiled_evictable_project.c). */
+typedef struct te_projection te_projection;
+
+struct sw_te_work;
+
+/* Work that has marked tiles (pending or pinned) is tracked from before
+ * its marks are set until after they are cleared, so that a forked child,
+ * which has none of the parent's threads, can end it: clear the marks,
+ * fail an async handle (tiled_evictable_async.c). `marked`, `request` and
+ * `projection` change only under te->lock. */
+typedef struct te_track {
+    struct te_track *prev, *next;
+    sw_tiled_evictable *te;
+    int marked;
+    te_request *request;
+    te_projection *projection;
+    struct sw_te_work *work; /* the async handle, or NULL for a blocking call */
+} te_track;
+
+void sw_te_track_enter(te_track *t, sw_tiled_evictable *te);
+void sw_te_track_leave(te_track *t);
+
+/* skip_busy: a projection promoting tiles it pinned itself. */
+sw_status sw_te_request_begin(sw_tiled_evictable *te, const int64_t *idx, int64_t n, int evict,
+                              const char *what, int skip_busy, te_track *track,
+                              te_request **out, sw_error *err);
+void sw_te_request_stage(sw_tiled_evictable *te, te_request *q);
+void sw_te_request_finish(sw_tiled_evictable *te, te_request *q, te_track *track, int forked);
+void sw_te_request_free(te_request *q);
+/* residency()'s argument checks and checked indices (sw_malloc'd). */
+sw_status sw_te_residency_indices(sw_tiled_evictable *te, const int64_t *coords, int64_t n,
+                                  int evict, int64_t **idx, sw_error *err);
+
+/* Evict those of the tiles idx[0..n) that are neither pending nor pinned
+ * (a policy's evict set); blocking. */
+sw_status sw_te_evict_free_tiles(sw_tiled_evictable *te, const int64_t *idx, int64_t n,
+                                 sw_error *err);
+
+/* A residency plan being filled by a policy: per set, linear tile indices. */
+struct sw_te_plan {
+    const sw_tile_geometry *geo;
+    uint8_t *in;        /* per tile: 0, or 1 + the set holding it */
+    int64_t *idx[3];
+    int64_t n[3], cap[3];
+};
+void sw_te_plan_clear(sw_te_plan *plan);
+
+/* Projection: checks, destination, pins (nothing changed on failure);
+ * the gather (no lock; outcome in the projection); unpin, relinquish and
+ * build the result (on success *out gets it), free. */
+sw_status sw_te_project_begin(sw_tiled_evictable *te, const sw_layout *layout, int64_t offset,
+                              const sw_tile_selection *selection, sw_carrier *destination,
+                              te_track *track, te_projection **out, sw_error *err);
+void sw_te_project_gather(sw_tiled_evictable *te, te_projection *pj);
+/* Mark a projection failed before its gather ran (it was never submitted). */
+void sw_te_project_fail(te_projection *pj, sw_status st);
+sw_status sw_te_project_finish(sw_tiled_evictable *te, te_projection *pj, te_track *track,
+                               int forked, sw_tensor **out, sw_error *err);
 
 /* Copy tile t from `src` (full: indexed by the tile's own slots) into the
  * tile-sized, within-tile indexed `dst`, by whole runs. No lock held; the

@@ -279,9 +279,137 @@ static sw_layout *identity_layout(const sw_tile_geometry *g, sw_error *err)
     return sw_layout_canonical(g->rank, profile, g->logical, err);
 }
 
-sw_status sw_tiled_evictable_project(sw_tiled_evictable *te, const sw_layout *layout,
-                                     int64_t offset, const sw_tile_selection *selection,
-                                     sw_carrier *destination, sw_tensor **out, sw_error *err)
+struct te_projection {
+    sw_layout *layout; /* owned: a copy of the caller's, or the identity */
+    int64_t offset;
+    int64_t counts[SW_TILES_MAX_RANK];
+    const int64_t *axes[SW_TILES_MAX_RANK];
+    int64_t *coords;   /* every axis' coordinates, back to back */
+    sw_tile_selection sel;
+    int given;         /* the destination is the caller's */
+    sw_carrier *dest;  /* one reference */
+    uint64_t token;    /* the claim on a given destination */
+    te_store *notes;
+    uint8_t *flags;    /* full[ntiles], then implicit[ntiles] */
+    int64_t shape[SW_TILES_MAX_RANK];
+    int64_t n;
+    sw_status status;  /* the gather's outcome */
+    sw_error err;
+    sw_te_plan plan;   /* the policy's, when there is one (plan.in non-NULL) */
+    te_track promote;  /* the plan's promotion while it runs (not registered) */
+};
+
+static void projection_free(te_projection *pj)
+{
+    if (!pj)
+        return;
+    sw_layout_free(pj->layout);
+    sw_free(pj->coords);
+    sw_te_plan_clear(&pj->plan);
+    sw_carrier_unref(pj->dest);
+    sw_free(pj->notes);
+    sw_free(pj->flags);
+    sw_free(pj);
+}
+
+/* Copies of the checked layout and selection, so that asynchronous work
+ * never reads the caller's arrays. */
+static sw_status projection_new(const sw_tile_geometry *g, const sw_layout *layout,
+                                int64_t offset, const sw_tile_selection *sel,
+                                te_projection **out, sw_error *err)
+{
+    te_projection *pj = sw_calloc(1, sizeof *pj);
+    int64_t total = 0;
+    for (int32_t k = 0; k < g->rank; k++)
+        total += sel->counts[k];
+    if (pj) {
+        pj->coords = sw_malloc((size_t)total * sizeof *pj->coords);
+        pj->notes = sw_calloc((size_t)g->ntiles, sizeof *pj->notes);
+        pj->flags = sw_calloc((size_t)g->ntiles, 2);
+    }
+    if (!pj || !pj->coords || !pj->notes || !pj->flags) {
+        projection_free(pj);
+        return sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory projecting");
+    }
+    pj->layout = layout ? sw_layout_copy(layout, err) : identity_layout(g, err);
+    if (!pj->layout) {
+        projection_free(pj);
+        return err ? err->code : SW_ENOMEM;
+    }
+    pj->offset = layout ? offset : 0;
+    int64_t at = 0;
+    for (int32_t k = 0; k < g->rank; k++) {
+        pj->counts[k] = sel->counts[k];
+        memcpy(pj->coords + at, sel->coords[k], (size_t)sel->counts[k] * sizeof *pj->coords);
+        pj->axes[k] = pj->coords + at;
+        at += sel->counts[k];
+    }
+    pj->sel = (sw_tile_selection){g->rank, pj->counts, pj->axes};
+    pj->n = sw_tiles_compact_shape(g, &pj->sel, pj->shape);
+    *out = pj;
+    return SW_OK;
+}
+
+/* Ask the policy (if any) for its plan: the required tiles are the
+ * selected ones in linear order. No lock held (user code). */
+static sw_status ask_policy(sw_tiled_evictable *te, te_projection *pj, sw_error *err)
+{
+    sw_te_policy policy;
+    sw_tiled_evictable_policy_of(te, &policy);
+    if (!policy.plan)
+        return SW_OK;
+    const sw_tile_geometry *g = &te->geo;
+    int64_t n = 1;
+    for (int32_t k = 0; k < g->rank; k++)
+        n *= pj->counts[k];
+    int64_t *rows = sw_malloc((size_t)(n * g->rank + 1) * sizeof *rows);
+    pj->plan.geo = g;
+    pj->plan.in = sw_calloc((size_t)g->ntiles, 1);
+    if (!rows || !pj->plan.in) {
+        sw_free(rows);
+        return sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory for the residency "
+                            "plan");
+    }
+    int64_t m = 0;
+    for (int64_t t = 0; t < g->ntiles; t++)
+        if (selects(g, &pj->sel, t))
+            sw_tiles_tile_coord(g, t, rows + (m++) * g->rank);
+    sw_error_clear(err);
+    sw_status st = policy.plan(rows, m, g->rank, "projection", &pj->plan, policy.user, err);
+    sw_free(rows);
+    if (st != SW_OK && err && err->code == SW_OK)
+        sw_error_set(err, st, "TiledEvictable: the residency policy's plan failed");
+    return st;
+}
+
+/* The plan's promote and retain tiles, pinned besides the selection. */
+static void pin_extra_locked(sw_tiled_evictable *te, te_projection *pj, int delta)
+{
+    for (int k = SW_TE_PLAN_PROMOTE; k <= SW_TE_PLAN_RETAIN; k++)
+        for (int64_t i = 0; i < pj->plan.n[k]; i++)
+            te->tiles[pj->plan.idx[k][i]].pins += delta;
+}
+
+static sw_status check_extra_locked(sw_tiled_evictable *te, te_projection *pj, sw_error *err)
+{
+    for (int k = SW_TE_PLAN_PROMOTE; k <= SW_TE_PLAN_RETAIN; k++)
+        for (int64_t i = 0; i < pj->plan.n[k]; i++) {
+            const te_tile *r = &te->tiles[pj->plan.idx[k][i]];
+            if (r->pending)
+                return sw_error_set(err, SW_ESTATE, "TiledEvictable: a tile the residency "
+                                    "policy wants %s is pending in a residency request; wait "
+                                    "for it first",
+                                    k == SW_TE_PLAN_PROMOTE ? "promoted" : "retained");
+            if (k == SW_TE_PLAN_PROMOTE && r->loc == SW_TE_INVALID)
+                return sw_error_set(err, SW_ESTATE, "TiledEvictable: a tile the residency "
+                                    "policy wants promoted is invalid (it holds no values)");
+        }
+    return SW_OK;
+}
+
+sw_status sw_te_project_begin(sw_tiled_evictable *te, const sw_layout *layout, int64_t offset,
+                              const sw_tile_selection *selection, sw_carrier *destination,
+                              te_track *track, te_projection **out, sw_error *err)
 {
     if (!te || !selection || !out)
         return sw_error_set(err, SW_ETYPE, "TiledEvictable: the carrier, the selection and out "
@@ -290,16 +418,9 @@ sw_status sw_tiled_evictable_project(sw_tiled_evictable *te, const sw_layout *la
         return sw_error_set(err, SW_ESTATE, "TiledEvictable: cannot project from a released "
                             "carrier");
     const sw_tile_geometry *g = &te->geo;
-    sw_layout *own = NULL;
     sw_status st = SW_OK;
-    if (!layout) {
-        if (!(own = identity_layout(g, err)))
-            return err ? err->code : SW_ENOMEM;
-        layout = own;
-        offset = 0;
-    } else if ((st = check_layout(te, layout, offset, err)) != SW_OK) {
+    if (layout && (st = check_layout(te, layout, offset, err)) != SW_OK)
         return st;
-    }
     int64_t shape[SW_TILES_MAX_RANK];
     int64_t n = 0;
     if ((st = check_selection(g, selection, err)) == SW_OK &&
@@ -308,45 +429,124 @@ sw_status sw_tiled_evictable_project(sw_tiled_evictable *te, const sw_layout *la
                           "int64");
     if (st == SW_OK && destination)
         st = check_destination(te, destination, n, err);
-
-    te_store *notes = st == SW_OK ? sw_calloc((size_t)g->ntiles, sizeof *notes) : NULL;
-    uint8_t *flags = st == SW_OK ? sw_calloc((size_t)g->ntiles, 2) : NULL;
-    if (st == SW_OK && (!notes || !flags))
-        st = sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory projecting");
-    sw_carrier *dest = NULL;
-    uint64_t token = 0;
+    te_projection *pj = NULL;
+    if (st == SW_OK)
+        st = projection_new(g, layout, offset, selection, &pj, err);
+    if (st != SW_OK)
+        return st;
+    if ((st = ask_policy(te, pj, err)) != SW_OK) {
+        projection_free(pj);
+        return st;
+    }
+    if (destination) {
+        pj->given = 1;
+        pj->dest = sw_carrier_ref(destination);
+        st = sw_carrier_claim(pj->dest, &pj->token, err);
+    } else {
+        st = sw_cpu_new(n, te->dtype, SW_CARRIER_EMPTY, &pj->dest, err);
+    }
     if (st == SW_OK) {
-        if (destination) {
-            dest = sw_carrier_ref(destination);
-            st = sw_carrier_claim(dest, &token, err);
-        } else {
-            st = sw_cpu_new(n, te->dtype, SW_CARRIER_EMPTY, &dest, err);
+        pthread_mutex_lock(&te->lock);
+        st = te->released ? SW_OK : check_extra_locked(te, pj, err);
+        if (st == SW_OK)
+            st = pin_and_note_locked(te, &pj->sel, pj->notes, pj->flags, pj->flags + g->ntiles,
+                                     err);
+        if (st == SW_OK)
+            pin_extra_locked(te, pj, +1);
+        if (st == SW_OK && track) {
+            track->marked = 1;
+            track->projection = pj;
         }
+        pthread_mutex_unlock(&te->lock);
     }
-    int pinned = 0;
+    if (st != SW_OK) {
+        if (pj->token)
+            sw_carrier_relinquish(pj->dest, pj->token, NULL);
+        if (pj->dest && !pj->given)
+            sw_carrier_release(pj->dest, NULL);
+        projection_free(pj);
+        return st;
+    }
+    *out = pj;
+    return SW_OK;
+}
+
+void sw_te_project_gather(sw_tiled_evictable *te, te_projection *pj)
+{
+    sw_error_clear(&pj->err);
+    pj->status = gather(te, pj->layout, pj->offset, &pj->sel, pj->notes, pj->flags,
+                        pj->flags + te->geo.ntiles, sw_cpu_pointer(pj->dest), &pj->err);
+    int64_t n = pj->plan.n[SW_TE_PLAN_PROMOTE];
+    if (pj->status != SW_OK || n == 0)
+        return;
+    /* The policy's promotion, all or none, on tiles this projection pinned
+     * (nobody else can request them meanwhile). */
+    te_request *q = NULL;
+    pj->status = sw_te_request_begin(te, pj->plan.idx[SW_TE_PLAN_PROMOTE], n, 0,
+                                     "promote tiles of", 1, &pj->promote, &q, &pj->err);
+    if (pj->status != SW_OK)
+        return;
+    sw_te_request_stage(te, q);
+    pj->status = q->status;
+    if (q->status != SW_OK)
+        pj->err = q->err;
+    sw_te_request_finish(te, q, &pj->promote, 0);
+}
+
+void sw_te_project_fail(te_projection *pj, sw_status st)
+{
+    pj->status = st;
+    sw_error_clear(&pj->err);
+}
+
+sw_status sw_te_project_finish(sw_tiled_evictable *te, te_projection *pj, te_track *track,
+                               int forked, sw_tensor **out, sw_error *err)
+{
+    if (forked && pj->promote.marked && pj->promote.request)
+        sw_te_request_finish(te, pj->promote.request, &pj->promote, 1);
+    pthread_mutex_lock(&te->lock);
+    pin_locked(te, &pj->sel, -1);
+    pin_extra_locked(te, pj, -1);
+    if (track) {
+        track->marked = 0;
+        track->projection = NULL;
+    }
+    pthread_mutex_unlock(&te->lock);
+    sw_status st = pj->status;
+    if (st == SW_OK && !forked && pj->plan.n[SW_TE_PLAN_EVICT] > 0)
+        (void)sw_te_evict_free_tiles(te, pj->plan.idx[SW_TE_PLAN_EVICT],
+                                     pj->plan.n[SW_TE_PLAN_EVICT], NULL);
+    if (st != SW_OK && err)
+        *err = pj->err;
+    if (forked)
+        st = sw_error_set(err, SW_ESTATE, "TiledEvictable: the process forked while this "
+                          "projection ran in the parent; it did not complete here");
+    if (pj->token)
+        sw_carrier_relinquish(pj->dest, pj->token, NULL);
+    if (st == SW_OK)
+        st = sw_tensor_new_strided(pj->dest, 0, te->geo.rank, pj->shape, NULL, out, err);
+    if (st != SW_OK && !pj->given)
+        sw_carrier_release(pj->dest, NULL);
+    projection_free(pj);
+    return st;
+}
+
+sw_status sw_tiled_evictable_project(sw_tiled_evictable *te, const sw_layout *layout,
+                                     int64_t offset, const sw_tile_selection *selection,
+                                     sw_carrier *destination, sw_tensor **out, sw_error *err)
+{
+    if (!te || !selection || !out)
+        return sw_error_set(err, SW_ETYPE, "TiledEvictable: the carrier, the selection and out "
+                            "must not be NULL");
+    te_track track;
+    sw_te_track_enter(&track, te);
+    te_projection *pj = NULL;
+    sw_status st = sw_te_project_begin(te, layout, offset, selection, destination, &track, &pj,
+                                       err);
     if (st == SW_OK) {
-        pthread_mutex_lock(&te->lock);
-        st = pin_and_note_locked(te, selection, notes, flags, flags + g->ntiles, err);
-        pthread_mutex_unlock(&te->lock);
-        pinned = st == SW_OK;
+        sw_te_project_gather(te, pj);
+        st = sw_te_project_finish(te, pj, &track, 0, out, err);
     }
-    if (st == SW_OK)
-        st = gather(te, layout, offset, selection, notes, flags, flags + g->ntiles,
-                    sw_cpu_pointer(dest), err);
-    if (pinned) {
-        pthread_mutex_lock(&te->lock);
-        pin_locked(te, selection, -1);
-        pthread_mutex_unlock(&te->lock);
-    }
-    if (token)
-        sw_carrier_relinquish(dest, token, NULL);
-    if (st == SW_OK)
-        st = sw_tensor_new_strided(dest, 0, g->rank, shape, NULL, out, err);
-    if (st != SW_OK && dest && !destination)
-        sw_carrier_release(dest, NULL);
-    sw_carrier_unref(dest);
-    sw_free(notes);
-    sw_free(flags);
-    sw_layout_free(own);
+    sw_te_track_leave(&track);
     return st;
 }

@@ -872,6 +872,115 @@ static void test_te10_fault_keeps_given_destination(void)
     sw_carrier_unref(d);
 }
 
+/* ---- in-place tiles of a full FileBacked secondary ------------------------------------ */
+
+/* A TiledEvictable over an empty primary and a full FileBacked secondary
+ * holding value_of(slot): every tile secondary, kept in place. */
+static sw_tiled_evictable *make_full_file(int32_t rank, const int64_t *grid, const int64_t *tile)
+{
+    sw_tile_geometry g;
+    sw_tiles_geometry_init(&g, rank, grid, tile, NULL);
+    sw_carrier *q, *p, *s;
+    sw_cpu_new(g.size, SW_DT_FLOAT32, 0, &q, NULL);
+    for (int64_t i = 0; i < g.size; i++)
+        ((float *)sw_cpu_pointer(q))[i] = value_of(i);
+    sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &s, NULL);
+    sw_tensor *src, *moved;
+    sw_tensor_new_strided(q, 0, 1, (int64_t[]){g.size}, NULL, &src, NULL);
+    CHECK(sw_move(src, s, &moved, NULL) == SW_OK);
+    sw_tensor_unref(src);
+    sw_tensor_unref(moved);
+    sw_carrier_unref(q);
+    sw_cpu_new(0, SW_DT_FLOAT32, 0, &p, NULL);
+    sw_tiled_evictable *te = NULL;
+    CHECK(sw_tiled_evictable_new(p, s, rank, grid, tile, &te, NULL) == SW_OK);
+    sw_carrier_unref(p);
+    sw_carrier_unref(s);
+    return te;
+}
+
+/* File reads one promotion makes: the "pread" fault is consulted once per
+ * read call, so the attempts it can fail are the calls. */
+static int read_calls(sw_tiled_evictable *te, const int64_t *coords, int64_t n)
+{
+    for (long skip = 0; skip < 1000; skip++) {
+        sw_fault_arm("pread", skip, 1);
+        sw_status st = sw_tiled_evictable_promote(te, coords, n, NULL);
+        sw_fault_clear();
+        if (st == SW_OK)
+            return (int)skip;
+    }
+    return -1;
+}
+
+static int64_t slots_exact(sw_tiled_evictable *te)
+{
+    const sw_tile_geometry *g = sw_tiled_evictable_geometry(te);
+    int64_t bad = 0;
+    float v;
+    for (int64_t i = 0; i < g->size; i++) {
+        sw_te_tile_state s;
+        int64_t t, w, c[SW_TILES_MAX_RANK];
+        sw_tiles_locate(g, i, &t, &w);
+        sw_tiles_tile_coord(g, t, c);
+        sw_tiled_evictable_tile_state(te, c, &s, NULL);
+        if (s.location == SW_TE_PRIMARY)
+            bad += sw_tiled_evictable_read(te, i, 1, &v, NULL) != SW_OK || v != value_of(i);
+    }
+    return bad;
+}
+
+static void test_te7_full_file_tile_one_read_per_tile(void)
+{
+    if (!sw_fault_enabled())
+        return;
+    /* 2 x 3 tiles of 3 x 4: four runs per tile, 3 slots apart in the file */
+    int64_t grid[] = {2, 3}, tile[] = {3, 4};
+    sw_tiled_evictable *te = make_full_file(2, grid, tile);
+    int64_t three[] = {0, 0, 1, 1, 0, 2};
+    CHECK_EQ_I64(read_calls(te, three, 3), 3); /* one per tile, not one per run (12) */
+    CHECK_EQ_I64(slots_exact(te), 0);
+    CHECK(loc_of(te, (int64_t[]){1, 1}) == SW_TE_PRIMARY);
+    /* 3-D tiles: runs along axes 1 and 2 still come in one read */
+    int64_t grid3[] = {2, 2, 2}, tile3[] = {2, 3, 2};
+    sw_tiled_evictable *te3 = make_full_file(3, grid3, tile3);
+    CHECK_EQ_I64(read_calls(te3, (int64_t[]){1, 0, 1, 0, 1, 0}, 2), 2);
+    CHECK_EQ_I64(slots_exact(te3), 0);
+    /* a projection from in-place tiles reads each tile once too */
+    int64_t a0[] = {1, 0}, a1[] = {1}, a2[] = {1}, counts[] = {2, 1, 1};
+    const int64_t *axes[] = {a0, a1, a2};
+    sw_tile_selection sel = {3, counts, axes};
+    long calls = 0;
+    sw_tensor *out = NULL;
+    for (; calls < 100; calls++) {
+        sw_fault_arm("pread", calls, 1);
+        sw_status st = sw_tiled_evictable_project(te3, NULL, 0, &sel, NULL, &out, NULL);
+        sw_fault_clear();
+        if (st == SW_OK)
+            break;
+    }
+    CHECK_EQ_I64(calls, 2);
+    int64_t shape[SW_TILES_MAX_RANK];
+    int64_t n = sw_tiles_compact_shape(sw_tiled_evictable_geometry(te3), &sel, shape);
+    const float *d = sw_cpu_pointer(sw_tensor_carrier(out));
+    int bad = 0;
+    for (int64_t c = 0; c < n; c++)
+        bad += d[c] != value_of(sw_tiles_source_index(sw_tiled_evictable_geometry(te3), &sel,
+                                                      shape, c));
+    CHECK_EQ_I64(bad, 0);
+    sw_tensor_unref(out);
+    /* a gap wider than 64 KiB between runs starts another read */
+    int64_t gridw[] = {3, 1}, tilew[] = {10000, 2};
+    sw_tiled_evictable *tew = make_full_file(2, gridw, tilew);
+    CHECK_EQ_I64(read_calls(tew, (int64_t[]){1, 0}, 1), 2);
+    CHECK_EQ_I64(slots_exact(tew), 0);
+    sw_tiled_evictable *all[] = {te, te3, tew};
+    for (int i = 0; i < 3; i++) {
+        CHECK(sw_tiled_evictable_release(all[i], NULL) == SW_OK);
+        sw_tiled_evictable_unref(all[i]);
+    }
+}
+
 int main(void)
 {
     int64_t live = sw_alloc_live_bytes();
@@ -886,6 +995,7 @@ int main(void)
     test_te10_pinned_guard();
     test_te7_faults_mid_transfer_change_nothing();
     test_te10_fault_keeps_given_destination();
+    test_te7_full_file_tile_one_read_per_tile();
     sw_move_drain();
     CHECK(sw_alloc_live_bytes() <= live + 4096); /* the move pool's own state aside */
     return check_report("tiled_evictable");

@@ -1,0 +1,421 @@
+/* TiledEvictable asynchronous work (promote_async, evict_async,
+ * project_async), its handles, and what a forked child does with work it
+ * inherited.
+ *
+ * The shape is the move engine's (move.c): the caller's thread checks
+ * everything and marks the tiles (pending or pinned), so a refusal returns
+ * at once with nothing changed; the copy or gather runs on a pool thread
+ * without the carrier's lock; one completion thread commits (or drops) all
+ * the request's tiles together, clears the marks, then wakes the waiters.
+ * A work item holds its own references until it committed, so a dropped
+ * handle neither cancels nor blocks it.
+ *
+ * Every piece of work that marks tiles, blocking or not, is tracked from
+ * before its marks are set until after they are cleared. fork() takes the
+ * tracking lock and the lock of every tracked carrier (prepare), so the
+ * child sees whole records; the child, which has none of the parent's
+ * threads, then ends every tracked piece of work: clears its marks, leaves
+ * residency and values as they were, and fails its handle (SW_ESTATE,
+ * "forked"). Storage a parent thread was filling for that work is left
+ * alone in the child (forgotten, never released: it may be half made, and
+ * FileBacked files belong to the parent's session). */
+#include "tiled_evictable_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "strideweave/alloc.h"
+#include "strideweave/executor.h"
+
+struct sw_te_work {
+    sw_job job; /* first: the executor hands back this pointer */
+    _Atomic long refs;
+    sw_tiled_evictable *te; /* one reference */
+    te_track track;
+    te_request *req;        /* residency, until committed */
+    te_projection *pj;      /* projection, until committed */
+    sw_completion *done;
+    int committed;          /* status and result are final (completion thread) */
+    sw_status status;
+    sw_error err;
+    sw_tensor *result;      /* projection, one reference */
+};
+
+/* ---- tracking and fork --------------------------------------------------- */
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static te_track reg_head = {&reg_head, &reg_head, NULL, 0, NULL, NULL, NULL};
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+/* The pool and the completion thread (started on the first async call). */
+static pthread_mutex_t engine_lock = PTHREAD_MUTEX_INITIALIZER;
+static int engine_started;
+static sw_executor *engine;
+static sw_status engine_status = SW_OK;
+static char engine_msg[sizeof(((sw_error *)0)->msg)];
+
+static pthread_mutex_t drain_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t drain_cond = PTHREAD_COND_INITIALIZER;
+static long in_flight;
+
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&reg_lock);
+    for (te_track *t = reg_head.next; t != &reg_head; t = t->next)
+        if (!t->te->fork_locked) {
+            pthread_mutex_lock(&t->te->lock);
+            t->te->fork_locked = 1;
+        }
+}
+
+static void unlock_tracked(void)
+{
+    for (te_track *t = reg_head.next; t != &reg_head; t = t->next)
+        if (t->te->fork_locked) {
+            t->te->fork_locked = 0;
+            pthread_mutex_unlock(&t->te->lock);
+        }
+}
+
+static void fork_parent(void)
+{
+    unlock_tracked();
+    pthread_mutex_unlock(&reg_lock);
+}
+
+static void work_unref_job(sw_te_work *w);
+
+/* The child: this thread holds every lock prepare took; no other thread
+ * exists. End every tracked piece of work. */
+static void fork_child(void)
+{
+    unlock_tracked();
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t fresh_cond = PTHREAD_COND_INITIALIZER;
+    engine_lock = fresh;
+    drain_lock = fresh;
+    drain_cond = fresh_cond;
+    engine_started = 0;
+    engine = NULL; /* the parent's pool is left as it was: its locks may be held */
+    engine_status = SW_OK;
+    in_flight = 0;
+    while (reg_head.next != &reg_head) {
+        te_track *t = reg_head.next;
+        t->prev->next = t->next;
+        t->next->prev = t->prev;
+        t->next = t->prev = t;
+        sw_tiled_evictable *te = t->te;
+        sw_te_work *w = t->work;
+        if (t->marked && t->request) {
+            if (w)
+                w->req = NULL;
+            sw_te_request_finish(te, t->request, t, 1);
+        } else if (t->marked && t->projection) {
+            if (w)
+                w->pj = NULL;
+            sw_tensor *none = NULL;
+            sw_te_project_finish(te, t->projection, t, 1, &none, NULL);
+        }
+        if (!w)
+            continue; /* a blocking call of a thread that is not here */
+        sw_completion_reset_after_fork(w->done);
+        if (!sw_completion_is_done(w->done)) {
+            if (!w->committed)
+                w->status = sw_error_set(&w->err, SW_ESTATE,
+                                         "TiledEvictable: the process forked while this work "
+                                         "ran in the parent; it did not complete here (tiles "
+                                         "and values are as they were)");
+            sw_completion_signal(w->done);
+        }
+        if (w->status != SW_OK) {
+            sw_tensor_unref(w->result);
+            w->result = NULL;
+        }
+        work_unref_job(w);
+    }
+    pthread_mutex_unlock(&reg_lock);
+}
+
+static void install_fork_handlers(void)
+{
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+void sw_te_track_enter(te_track *t, sw_tiled_evictable *te)
+{
+    pthread_once(&fork_once, install_fork_handlers);
+    *t = (te_track){.te = te};
+    pthread_mutex_lock(&reg_lock);
+    t->prev = reg_head.prev;
+    t->next = &reg_head;
+    reg_head.prev->next = t;
+    reg_head.prev = t;
+    pthread_mutex_unlock(&reg_lock);
+}
+
+void sw_te_track_leave(te_track *t)
+{
+    pthread_mutex_lock(&reg_lock);
+    t->prev->next = t->next;
+    t->next->prev = t->prev;
+    t->next = t->prev = t;
+    pthread_mutex_unlock(&reg_lock);
+}
+
+/* ---- the engine ------------------------------------------------------------ */
+
+static void commit(sw_te_work *w);
+
+static void *completion_main(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        sw_job *job = sw_executor_next_completed(engine, 1);
+        if (job)
+            commit((sw_te_work *)job);
+    }
+    return NULL;
+}
+
+static void engine_start(void)
+{
+    sw_error err;
+    if (sw_executor_create(0, &engine, &err) != SW_OK) {
+        engine_status = err.code;
+        snprintf(engine_msg, sizeof engine_msg, "%s", err.msg);
+        return;
+    }
+    pthread_attr_t attr;
+    pthread_t tid;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&tid, &attr, completion_main, NULL);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        sw_executor_destroy(engine);
+        engine = NULL;
+        engine_status = SW_EIO;
+        snprintf(engine_msg, sizeof engine_msg, "cannot start the completion thread");
+    }
+}
+
+static sw_status engine_get(sw_executor **ex, sw_error *err)
+{
+    pthread_mutex_lock(&engine_lock);
+    if (!engine_started) {
+        engine_started = 1;
+        engine_start();
+    }
+    sw_status st = engine_status;
+    *ex = engine;
+    pthread_mutex_unlock(&engine_lock);
+    if (st != SW_OK)
+        return sw_error_set(err, st, "TiledEvictable: %s", engine_msg);
+    return SW_OK;
+}
+
+void sw_tiled_evictable_drain(void)
+{
+    pthread_mutex_lock(&drain_lock);
+    while (in_flight > 0)
+        pthread_cond_wait(&drain_cond, &drain_lock);
+    pthread_mutex_unlock(&drain_lock);
+}
+
+static void flight_done(void)
+{
+    pthread_mutex_lock(&drain_lock);
+    if (--in_flight == 0)
+        pthread_cond_broadcast(&drain_cond);
+    pthread_mutex_unlock(&drain_lock);
+}
+
+/* ---- handles ----------------------------------------------------------------- */
+
+sw_te_work *sw_te_work_ref(sw_te_work *w)
+{
+    if (w)
+        atomic_fetch_add(&w->refs, 1);
+    return w;
+}
+
+void sw_te_work_unref(sw_te_work *w)
+{
+    if (!w || atomic_fetch_sub(&w->refs, 1) != 1)
+        return;
+    sw_tensor_unref(w->result);
+    sw_tiled_evictable_unref(w->te);
+    if (w->done)
+        sw_completion_free(w->done);
+    sw_free(w);
+}
+
+static void work_unref_job(sw_te_work *w) { sw_te_work_unref(w); }
+
+int sw_te_work_done(sw_te_work *w) { return w && sw_completion_is_done(w->done); }
+
+sw_status sw_te_work_wait(sw_te_work *w, sw_tensor **result, sw_error *err)
+{
+    if (!w)
+        return sw_error_set(err, SW_ETYPE, "TiledEvictable: the work handle must not be NULL");
+    sw_completion_wait(w->done);
+    if (w->status != SW_OK) {
+        if (err)
+            *err = w->err;
+        return w->status;
+    }
+    if (result)
+        *result = w->result ? sw_tensor_ref(w->result) : NULL;
+    return SW_OK;
+}
+
+/* ---- running ----------------------------------------------------------------- */
+
+static void run_work(sw_job *job)
+{
+    sw_te_work *w = (sw_te_work *)job;
+    if (w->req)
+        sw_te_request_stage(w->te, w->req);
+    else
+        sw_te_project_gather(w->te, w->pj);
+}
+
+/* The completion thread: commit or drop, clear the marks, then wake. */
+static void commit(sw_te_work *w)
+{
+    sw_error_clear(&w->err);
+    if (w->req) {
+        te_request *q = w->req;
+        w->req = NULL;
+        w->status = q->status;
+        if (q->status != SW_OK)
+            w->err = q->err;
+        sw_te_request_finish(w->te, q, &w->track, 0);
+    } else {
+        te_projection *pj = w->pj;
+        w->pj = NULL;
+        sw_tensor *out = NULL;
+        w->status = sw_te_project_finish(w->te, pj, &w->track, 0, &out, &w->err);
+        w->result = out;
+    }
+    w->committed = 1;
+    sw_te_track_leave(&w->track);
+    sw_completion_signal(w->done);
+    sw_te_work_unref(w); /* the job's reference */
+    flight_done();
+}
+
+static sw_status work_new(sw_tiled_evictable *te, sw_te_work **out, sw_error *err)
+{
+    sw_te_work *w = sw_calloc(1, sizeof *w);
+    if (w && !(w->done = sw_completion_new())) {
+        sw_free(w);
+        w = NULL;
+    }
+    if (!w)
+        return sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory");
+    atomic_init(&w->refs, 1);
+    w->job.run = run_work;
+    w->te = sw_tiled_evictable_ref(te);
+    *out = w;
+    return SW_OK;
+}
+
+/* The work is tracked and its tiles are marked: hand it to the pool. On
+ * failure undo the marks (nothing changed) and free it. */
+static sw_status submit(sw_executor *ex, sw_te_work *w, sw_te_work **out, sw_error *err)
+{
+    pthread_mutex_lock(&drain_lock);
+    in_flight++;
+    pthread_mutex_unlock(&drain_lock);
+    sw_te_work_ref(w); /* the job's reference, dropped by commit */
+    sw_status st;
+    if (sw_fault_hit("tile_submit"))
+        st = sw_error_set(err, SW_EIO, "TiledEvictable: injected fault: submission failed");
+    else
+        st = sw_executor_submit(ex, &w->job, err);
+    if (st != SW_OK) {
+        if (w->req) {
+            w->req->status = st; /* drop, never commit */
+            sw_te_request_finish(w->te, w->req, &w->track, 0);
+        } else {
+            sw_te_project_fail(w->pj, st);
+            sw_te_project_finish(w->te, w->pj, &w->track, 0, NULL, NULL);
+        }
+        w->req = NULL;
+        w->pj = NULL;
+        sw_te_track_leave(&w->track);
+        flight_done();
+        sw_te_work_unref(w);
+        sw_te_work_unref(w);
+        return st;
+    }
+    *out = w;
+    return SW_OK;
+}
+
+static sw_status residency_async(sw_tiled_evictable *te, const int64_t *coords, int64_t n,
+                                 int evict, sw_te_work **out, sw_error *err)
+{
+    if (!out)
+        return sw_error_set(err, SW_EINVAL, "TiledEvictable: out must not be NULL");
+    int64_t *idx = NULL;
+    sw_status st = sw_te_residency_indices(te, coords, n, evict, &idx, err);
+    sw_executor *ex = NULL;
+    sw_te_work *w = NULL;
+    if (st == SW_OK && (st = engine_get(&ex, err)) == SW_OK)
+        st = work_new(te, &w, err);
+    if (st != SW_OK) {
+        sw_free(idx);
+        return st;
+    }
+    sw_te_track_enter(&w->track, te);
+    w->track.work = w;
+    st = sw_te_request_begin(te, idx, n, evict, evict ? "evict tiles of" : "promote tiles of",
+                             0, &w->track, &w->req, err);
+    sw_free(idx);
+    if (st != SW_OK) {
+        sw_te_track_leave(&w->track);
+        sw_te_work_unref(w);
+        return st;
+    }
+    return submit(ex, w, out, err);
+}
+
+sw_status sw_tiled_evictable_promote_async(sw_tiled_evictable *te, const int64_t *coords,
+                                           int64_t n, sw_te_work **out, sw_error *err)
+{
+    return residency_async(te, coords, n, 0, out, err);
+}
+
+sw_status sw_tiled_evictable_evict_async(sw_tiled_evictable *te, const int64_t *coords,
+                                         int64_t n, sw_te_work **out, sw_error *err)
+{
+    return residency_async(te, coords, n, 1, out, err);
+}
+
+sw_status sw_tiled_evictable_project_async(sw_tiled_evictable *te, const sw_layout *layout,
+                                           int64_t offset, const sw_tile_selection *selection,
+                                           sw_carrier *destination, sw_te_work **out,
+                                           sw_error *err)
+{
+    if (!te || !selection || !out)
+        return sw_error_set(err, SW_ETYPE, "TiledEvictable: the carrier, the selection and out "
+                            "must not be NULL");
+    sw_executor *ex = NULL;
+    sw_te_work *w = NULL;
+    sw_status st = engine_get(&ex, err);
+    if (st == SW_OK)
+        st = work_new(te, &w, err);
+    if (st != SW_OK)
+        return st;
+    sw_te_track_enter(&w->track, te);
+    w->track.work = w;
+    st = sw_te_project_begin(te, layout, offset, selection, destination, &w->track, &w->pj, err);
+    if (st != SW_OK) {
+        sw_te_track_leave(&w->track);
+        sw_te_work_unref(w);
+        return st;
+    }
+    return submit(ex, w, out, err);
+}
