@@ -27,12 +27,13 @@ Cases:
                  freed, already mapped pages, while a fresh 64 MiB buffer
                  (ours, or the other anchor's) is new mappings whose pages the
                  kernel must zero on first touch. Not the same destination
-                 handling, so reported for reference only;
+                 handling, so it is reported beside the target line;
   move_async     the time move_async takes to return at 256 MiB.
 
 Every round runs the round trip once and the tile case three times, the
-sides alternating which goes first, so neither always follows the round
-trip's 512 MiB of file I/O.
+sides alternating which goes first: whichever side runs right after the
+round trip's 512 MiB of file I/O runs about twice as slow, so a fixed order
+measures the order.
 
     SW_BUILD_DIR=build/bench tools/dev python bench/tensorstore.py
     SW_BUILD_DIR=build/bench tools/dev python bench/tensorstore.py --smoke
