@@ -130,7 +130,8 @@ class Tiles:
         self.te = sw.TiledEvictable(sw.CPU(0), TensorStoreCarrier.open(self.spec),
                                     (grid,), (tile,))
         self.full = sw.Tensor(self.te, 0, layout(self.n))
-        self.store = ts.open(self.spec, context=ts.Context()).result()
+        self.context = ts.Context()
+        self.store = ts.open(self.spec, context=self.context).result()
 
     def picks(self, rng):
         return sorted(rng.choice(self.grid, 16, replace=False).tolist())
@@ -157,7 +158,7 @@ class Tiles:
         start = time.perf_counter()
         dst = sw.CPU(len(picks) * tile, empty=True)
         view = np.from_dlpack(sw.Tensor(dst, 0, layout(dst.size())))
-        target = ts.array(view, copy=False, write=True)
+        target = ts.array(view, copy=False, write=True, context=self.context)
         futures = [target[i * tile:(i + 1) * tile].translate_to[0]
                    .write(self.store[k * tile:(k + 1) * tile].translate_to[0]).commit
                    for i, k in enumerate(picks)]
