@@ -219,7 +219,10 @@ class TensorStoreCarrier(sw.Carrier):
     zarr v3 TensorStore. Slot reads and writes work but each is one I/O
     request: move Tensors in and out for bulk work. `release()` drops the
     handle and never deletes the stored array (arrays the carrier itself made
-    through `new_like`/`allocate_like` excepted)."""
+    through `new_like`/`allocate_like` excepted). On a carrier from `create`
+    or `open`, reading slots that a move or `save` wrote raises OSError when a
+    chunk there was deleted from the store; chunks never written read as
+    zero."""
 
     _store: ts.TensorStore | None
 
