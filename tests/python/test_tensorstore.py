@@ -448,3 +448,66 @@ def test_a_failing_tile_read_fails_the_projection_and_keeps_residency(tmp_path):
     proj = te.project(sw.Tensor(te, 0, L(64, 1)), sw.TileSelection([[6, 4]])).wait()
     assert np.array_equal(np.from_dlpack(proj),
                           np.r_[np.arange(48, 56), np.arange(32, 40)].astype(np.float32))
+
+
+# ---- chunks deleted behind our back -------------------------------------------------------
+
+
+def test_a_deleted_chunk_ends_the_move_with_oserror_and_keeps_the_source(tmp_path):
+    t = cpu_tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    r = sw.move(t, TensorStoreCarrier.create(filespec(tmp_path), 0, chunk_slots=2))
+    (tmp_path / "a" / "c" / "1").unlink()                  # deleted behind our back
+    with pytest.raises(OSError, match=f"TensorStore file://{tmp_path}/a/: .*missing"):
+        sw.move(r, sw.CPU(6))
+    assert not r.carrier.is_released()
+    with pytest.raises(OSError, match="missing"):         # slot reads see it too
+        r.carrier[2]
+    assert [r.carrier[i] for i in (0, 1, 4, 5)] == [1.0, 2.0, 5.0, 6.0]
+    again = tst.load(filespec(tmp_path))                   # so does a fresh open
+    with pytest.raises(OSError, match=f"TensorStore file://{tmp_path}/a/"):
+        sw.move(again, sw.CPU(6))
+
+
+def test_chunks_never_written_read_as_zero_and_written_zeros_are_stored(tmp_path):
+    made = TensorStoreCarrier.create(filespec(tmp_path), 6, chunk_slots=2)
+    assert not (tmp_path / "a" / "c").exists()             # nothing written yet
+    back = sw.move(sw.Tensor(made, 0, L(6, 1)), sw.CPU(6))
+    assert back.tolist() == [0.0] * 6                      # unwritten chunks are zeros
+    zeros = sw.move(cpu_tensor([0.0] * 6),
+                    TensorStoreCarrier.create(filespec(tmp_path, "z"), 0, chunk_slots=2))
+    assert sorted(p.name for p in (tmp_path / "z" / "c").iterdir()) == ["0", "1", "2"]
+    assert sw.move(zeros, sw.CPU(6)).tolist() == [0.0] * 6
+
+
+def test_a_chunk_deleted_among_16_projected_tiles_fails_the_projection_and_keeps_residency(
+        tmp_path, monkeypatch):
+    # The 16 chunk reads start together, each into its place in the projection;
+    # one of them finding its chunk gone fails the whole projection.
+    grid, tile = 32, 64
+    te, n = full_store_tiles(tmp_path, (grid * tile,), (tile,))
+    picks = list(range(1, grid, 2))                        # 16 tiles
+    (tmp_path / "a" / "c" / str(picks[9])).unlink()
+    reads = record_reads(monkeypatch)
+    full = sw.Tensor(te, 0, L(n, 1))
+    with pytest.raises(OSError, match=f"TensorStore file://{tmp_path}/a/: .*missing"):
+        te.project(full, sw.TileSelection([picks])).wait()
+    assert [(o, c) for d, o, c in reads] == [(i * tile, tile) for i in range(16)]
+    assert len({id(d) for d, o, c in reads}) == 1 and reads[0][0].is_released()
+    assert len(te.secondary_tiles.coordinates) == grid and te.primary_tiles == sw.TileSet()
+    rest = [k for k in picks if k != picks[9]]
+    proj = te.project(full, sw.TileSelection([rest])).wait()
+    expect = np.concatenate([np.arange(k * tile, (k + 1) * tile) for k in rest])
+    assert np.array_equal(np.from_dlpack(proj), expect.astype(np.float32))
+
+
+def test_a_chunk_deleted_from_the_evicted_copy_fails_the_promotion(tmp_path):
+    n = 8
+    cpu = sw.CPU(n)
+    np.from_dlpack(sw.Tensor(cpu, 0, L(n, 1)))[:] = np.arange(n)
+    e = sw.Evictable(cpu, TensorStoreCarrier.create(filespec(tmp_path), 0, chunk_slots=2))
+    e.evict()
+    where = e.secondary.location                           # the array evict wrote
+    pathlib.Path(where.removeprefix("file://"), "c", "3").unlink()
+    with pytest.raises(OSError, match=f"TensorStore {where}: .*missing"):
+        e.promote()
+    assert e.is_evicted() and not e.secondary.is_released()

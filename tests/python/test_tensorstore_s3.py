@@ -151,3 +151,15 @@ def test_server_stopped_mid_move_fails_cleanly_and_keeps_the_source():
         assert np.array_equal(as_numpy(t), expected)
     finally:
         own.stop()
+
+
+def test_a_chunk_deleted_from_the_bucket_ends_the_move_with_oserror(s3):
+    bucket = s3.bucket("sw-deleted")
+    n = 4 * (1 << 14)
+    t = sw.Tensor(filled_cpu(n), 0, L(n, 1))
+    spec = s3.spec(bucket, path())
+    on_s3 = sw.move(t, TensorStoreCarrier.create(spec, 0, chunk_slots=1 << 14))
+    s3.client.delete_object(Bucket=bucket, Key=spec["kvstore"]["path"] + "c/2")
+    with pytest.raises(OSError, match=f"TensorStore s3://{bucket}/.*(missing|NOT_FOUND)"):
+        sw.move(on_s3, sw.CPU(n))
+    assert not on_s3.carrier.is_released()

@@ -42,6 +42,13 @@ _NUMPY: dict[Any, np.dtype[Any]] = {sw.DType.Float32: np.dtype("<f4"),
 _ZARR: dict[Any, str] = {sw.DType.Float32: "float32", sw.DType.Int32: "int32"}
 _FROM_ZARR: dict[str, sw.DType] = {v: k for k, v in _ZARR.items()}
 _ATTRIBUTE = "strideweave"
+# Handles opened here store every chunk they write, zeros included, so that
+# within the slots the attributes record as written (`_STORED`: [start, stop))
+# a missing chunk means one deleted behind our back, which reads then report
+# instead of reading it as the fill value. Elsewhere a missing chunk is one
+# never written (an array created with `size` zero slots) and reads as zero.
+_STORE_FILL = "store_data_equal_to_fill_value"
+_STORED = "strideweave_stored_span"
 # Default chunk: 4 MiB of Float32, or the whole array when it is smaller.
 _DEFAULT_CHUNK = 1 << 20
 
@@ -142,6 +149,7 @@ def _create_store(spec: dict[str, Any], size: int, dtype: sw.DType, chunk: int,
     if probe:
         _probe(spec, where)
     full = dict(spec)
+    full.setdefault(_STORE_FILL, True)
     full["metadata"] = _metadata(size, dtype, chunk, dict(spec.get("metadata", {})))
     full.pop("dtype", None)
     try:
@@ -211,7 +219,10 @@ class TensorStoreCarrier(sw.Carrier):
     zarr v3 TensorStore. Slot reads and writes work but each is one I/O
     request: move Tensors in and out for bulk work. `release()` drops the
     handle and never deletes the stored array (arrays the carrier itself made
-    through `new_like`/`allocate_like` excepted)."""
+    through `new_like`/`allocate_like` excepted). On a carrier from `create`
+    or `open`, reading slots that a move or `save` wrote raises OSError when a
+    chunk there was deleted from the store; chunks never written read as
+    zero."""
 
     _store: ts.TensorStore | None
 
@@ -235,6 +246,30 @@ class TensorStoreCarrier(sw.Carrier):
         self._chunk = int(shape[0] or 1) if shape else 1
         self._mutable = True
         self._scratch = False
+        # Missing chunks are reported only on handles this module opened (in
+        # its context, storing zero chunks); `_adopt` turns that on.
+        self._spec_json: dict[str, Any] = {}
+        self._context_spec: dict[str, Any] = {}
+        self._stored: tuple[int, int] | None = None
+        self._strict: ts.TensorStore | None = None
+
+    @classmethod
+    def _adopt(cls, store: ts.TensorStore, spec_in: dict[str, Any] | None = None
+               ) -> TensorStoreCarrier:
+        """A carrier over a handle opened here from `spec_in` (in this
+        module's context, with zero chunks stored), whose reads report chunks
+        deleted from the slots the array's attributes record as written."""
+        made = cls(store)
+        spec = store.spec().to_json()
+        if spec.get(_STORE_FILL):
+            made._spec_json = spec
+            # The spec's own context options (request retries and the like),
+            # less a private memory store, which a second open would not share.
+            context = dict((spec_in or {}).get("context") or {})
+            made._context_spec = {k: v for k, v in context.items()
+                                  if not k.startswith("memory_key_value_store")}
+            made._stored = _stored_span(spec.get("metadata", {}).get("attributes"))
+        return made
 
     # ---- entry points -------------------------------------------------------
 
@@ -256,18 +291,19 @@ class TensorStoreCarrier(sw.Carrier):
             chunk = _count(chunk_slots, "chunk_slots")
             if chunk == 0:
                 raise ValueError("chunk_slots must be > 0")
-        return cls(_create_store(spec, size, dtype, chunk))
+        return cls._adopt(_create_store(spec, size, dtype, chunk), spec)
 
     @classmethod
     def open(cls, spec: Any) -> TensorStoreCarrier:
         """Open an existing 1-D zarr v3 array (dict or JSON spec). Raises OSError
         naming the store when it cannot be opened (missing, refused, unreachable)."""
         spec = _spec_dict(spec)
+        spec.setdefault(_STORE_FILL, True)
         try:
             store = ts.open(spec, open=True, context=_CONTEXT).result()
         except Exception as exc:
             raise _io_error(_where(spec["kvstore"]), "open the array", exc) from None
-        return cls(store)
+        return cls._adopt(store, spec)
 
     @property
     def store(self) -> ts.TensorStore | None:
@@ -298,8 +334,29 @@ class TensorStoreCarrier(sw.Carrier):
             raise RuntimeError("this TensorStoreCarrier is released")
         return self._store
 
-    def get_value(self, index: int) -> float | int:
+    def _reader(self, start: int, stop: int) -> ts.TensorStore:
+        """The handle to read slots [start, stop) with: one that fails on a
+        missing chunk when the attributes record those slots as written (a
+        chunk missing there was deleted), else the one that reads it as zero."""
         store = self._live()
+        stored = self._stored
+        if stored is None or not stored[0] <= start <= stop <= stored[1] or start == stop:
+            return store
+        if self._strict is None:
+            # The same array over its whole (growable) domain, whatever shape
+            # it has grown to since this carrier opened it.
+            spec = {"driver": "zarr3", "kvstore": self._spec_json["kvstore"],
+                    "context": self._context_spec,
+                    _STORE_FILL: True, "fill_missing_data_reads": False}
+            try:
+                self._strict = ts.open(spec, open=True, context=_CONTEXT,
+                                       recheck_cached_metadata=False).result()
+            except Exception as exc:
+                raise _io_error(self._where, "open the array", exc) from None
+        return self._strict
+
+    def get_value(self, index: int) -> float | int:
+        store = self._reader(index, index + 1)
         try:
             value = store[index].read().result()
         except Exception as exc:
@@ -341,6 +398,7 @@ class TensorStoreCarrier(sw.Carrier):
 
     def _release(self) -> None:
         store, self._store = self._store, None
+        self._strict = None
         if self._scratch and store is not None:
             # Arrays the carrier made for itself (tier and tile copies) go with it.
             try:
@@ -355,8 +413,8 @@ class TensorStoreCarrier(sw.Carrier):
         kvstore["path"] = f"{base}.like-{uuid.uuid4().hex}/" if base else \
             f"like-{uuid.uuid4().hex}/"
         chunk = self._chunk if size > self._chunk else max(size, 1)
-        made = type(self)(_create_store({"driver": "zarr3", "kvstore": kvstore},
-                                        size, dtype, chunk, probe=False))
+        made = type(self)._adopt(_create_store({"driver": "zarr3", "kvstore": kvstore},
+                                               size, dtype, chunk, probe=False))
         made._scratch = True
         made._mutable = bool(mutable)
         return made
@@ -388,18 +446,31 @@ class TensorStoreCarrier(sw.Carrier):
 
     # ---- layout attributes --------------------------------------------------
 
-    def _record_layout(self, layout: sw.Layout, offset: int, dtype: sw.DType) -> None:
+    def _record_layout(self, layout: sw.Layout, offset: int, dtype: sw.DType,
+                       written: int) -> None:
         """Store the Tensor's Layout, offset and dtype in the array's zarr
-        attributes (zarr.json), where `load` finds them."""
+        attributes (zarr.json), where `load` finds them, with the slots whose
+        chunks are now all stored (slots [0, written) were just written)."""
         kv = _kvstore(self._live())
         meta = json.loads(kv.read("zarr.json").result().value)
-        meta.setdefault("attributes", {})[_ATTRIBUTE] = {
+        attributes = meta.setdefault("attributes", {})
+        record: dict[str, Any] = {
             "layout": {"shape": _plain(layout.shape.top_level),
                        "stride": _plain(layout.stride.top_level)},
             "offset": offset,
             "dtype": dtype.name,
         }
+        stored = None
+        before = _stored_span(attributes)
+        attributes.pop(_STORED, None)
+        if self._spec_json and written > 0:
+            # Slots [0, written) were just written (a partly written last chunk
+            # is stored whole); chunks stored before stay stored.
+            stored = (0, max(written, before[1]) if before and before[0] == 0 else written)
+            attributes[_STORED] = list(stored)
+        attributes[_ATTRIBUTE] = record
         kv.write("zarr.json", json.dumps(meta, indent=2).encode()).result()
+        self._stored = stored
 
     def _layout_record(self) -> dict[str, Any] | None:
         kv = _kvstore(self._live())
@@ -410,6 +481,16 @@ class TensorStoreCarrier(sw.Carrier):
     def __repr__(self) -> str:
         state = "released" if self._store is None else f"{self.size()} slots"
         return f"TensorStoreCarrier({self._where!r}, {self._dtype.name}, {state})"
+
+
+def _stored_span(attributes: Any) -> tuple[int, int] | None:
+    """The recorded [start, stop) slots whose chunks are all stored."""
+    span = attributes.get(_STORED) if isinstance(attributes, dict) else None
+    if (isinstance(span, list) and len(span) == 2 and
+            all(isinstance(v, int) and not isinstance(v, bool) for v in span) and
+            0 <= span[0] <= span[1]):
+        return span[0], span[1]
+    return None
 
 
 def _plain(items: Any) -> Any:
@@ -435,7 +516,7 @@ class CpuToTensorStoreMoveOperation(sw.MoveOperation):
         layout = output.layout
 
         def record() -> None:
-            destination._record_layout(layout, output.offset, dtype)
+            destination._record_layout(layout, output.offset, dtype, element_count)
 
         try:
             view = _host_view(tensor.carrier, tensor.offset, element_count, dtype)
@@ -464,7 +545,7 @@ class TensorStoreToCpuMoveOperation(sw.MoveOperation):
         where = source.location
         try:
             view = _host_view(destination, output.offset, element_count, source.dtype())
-            store = source._live()
+            store = source._reader(tensor.offset, tensor.offset + element_count)
             span = store[tensor.offset:tensor.offset + element_count].translate_to[0]
             target = ts.array(view, copy=False, write=True, context=_CONTEXT)
             futures = [target.write(span).commit] if element_count else []
@@ -511,12 +592,12 @@ def save(tensor: sw.Tensor, spec: Any) -> None:
         data = carrier._live()[offset:offset + count].translate_to[0]
     else:
         data = np.array([carrier[offset + i] for i in range(count)], dtype=_NUMPY[dtype])
-    made = TensorStoreCarrier(_create_store(spec, count, dtype,
-                                            min(max(count, 1), _DEFAULT_CHUNK)))
+    made = TensorStoreCarrier._adopt(_create_store(spec, count, dtype,
+                                                   min(max(count, 1), _DEFAULT_CHUNK)), spec)
     try:
         if count:
             made._live()[0:count].write(data).result()
-        made._record_layout(layout, 0, dtype)
+        made._record_layout(layout, 0, dtype, count)
     except Exception as exc:
         raise _io_error(made.location, "save the tensor", exc) from None
     finally:
