@@ -39,6 +39,18 @@
  * changes. A dropped handle neither cancels nor blocks
  * the move: the move holds its own references until commit.
  *
+ * References after commit: the move drops its references to the source
+ * tensor and the destination carrier on the completion thread before it
+ * reports completion, so once sw_move_wait or sw_move returns (or
+ * sw_move_done reports 1) it holds none of them. The one thing left is
+ * the handle's reference to the published result (a tensor on dst, so
+ * dst stays referenced through it) for later sw_move_wait calls; it goes
+ * with the handle's last reference, on the thread that drops it (sw_move
+ * drops its handle before returning). So: wait, drop the handle, the
+ * result and your carriers, and the carriers are gone right away (a
+ * block device closes without sw_move_drain). After a failed move the
+ * handle holds nothing.
+ *
  * Ownership: sw_move_async gives the caller one reference to the handle,
  * an sw_move_handle (the AwaitMove of the Python API)
  * (sw_move_unref). sw_move_wait gives one reference to the result tensor,

@@ -31,6 +31,7 @@ struct sw_move_handle {
     int64_t bytes;
     sw_completion *done;
     sw_completion *reported; /* the SUBMIT event went out */
+    int queued;          /* handed to the pool: commit will signal `done` */
     sw_status status;    /* terminal; set before `done` is signalled */
     sw_error err;
     sw_move_commit_fn on_commit;
@@ -57,6 +58,7 @@ static sw_move_profile_fn hook_fn;
 static void *hook_user;
 
 static void commit(sw_move_handle *m);
+static void move_free(sw_move_handle *m, int wait_commit);
 
 static void *completion_main(void *arg)
 {
@@ -258,8 +260,27 @@ static void commit(sw_move_handle *m)
         };
         m->prof(&ev, m->prof_user);
     }
-    sw_completion_signal(m->done);
-    sw_move_unref(m); /* the job's reference */
+    /* The move lets go of its carriers before anyone learns it finished:
+     * once sw_move_wait returns (or sw_move_done says 1), it holds no
+     * reference to the source or the destination, only the published
+     * result (held by the handle, for later waits). */
+    sw_tensor *src = m->src, *unpublished = m->status == SW_OK ? NULL : m->result;
+    sw_carrier *dst = m->dst;
+    m->src = NULL;
+    m->dst = NULL;
+    if (unpublished)
+        m->result = NULL;
+    sw_tensor_unref(unpublished);
+    sw_tensor_unref(src);
+    sw_carrier_unref(dst);
+    /* Drop the job's reference before waking anyone, so that the last
+     * reference (and with it the result) goes on the thread that drops the
+     * handle. A handle freed meanwhile waits for this signal first
+     * (move_free). */
+    if (atomic_fetch_sub(&m->refs, 1) == 1)
+        move_free(m, 0);
+    else
+        sw_completion_signal(m->done);
 
     /* Last: sw_move_drain promises the move let go of everything. */
     pthread_mutex_lock(&drain_lock);
@@ -277,10 +298,12 @@ sw_move_handle *sw_move_ref(sw_move_handle *m)
     return m;
 }
 
-void sw_move_unref(sw_move_handle *m)
+static void move_free(sw_move_handle *m, int wait_commit)
 {
-    if (!m || atomic_fetch_sub(&m->refs, 1) != 1)
-        return;
+    /* The completion thread may still be signalling `done` (it dropped its
+     * reference just before): let it finish touching the handle. */
+    if (wait_commit && m->queued)
+        sw_completion_wait(m->done);
     sw_tensor_unref(m->result);
     sw_tensor_unref(m->src);
     sw_carrier_unref(m->dst);
@@ -289,6 +312,12 @@ void sw_move_unref(sw_move_handle *m)
     if (m->reported)
         sw_completion_free(m->reported);
     sw_free(m);
+}
+
+void sw_move_unref(sw_move_handle *m)
+{
+    if (m && atomic_fetch_sub(&m->refs, 1) == 1)
+        move_free(m, 1);
 }
 
 int sw_move_done(sw_move_handle *m) { return m && sw_completion_is_done(m->done); }
@@ -449,11 +478,13 @@ sw_status sw_move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options *op
     in_flight++;
     pthread_mutex_unlock(&drain_lock);
     sw_move_ref(m); /* the job's reference, dropped by commit */
+    m->queued = 1;
     if (sw_fault_hit("move_submit"))
         st = sw_error_set(err, SW_EIO, "move: injected submission failure");
     else
         st = sw_executor_submit(engine, &m->job, err);
     if (st != SW_OK) {
+        m->queued = 0;
         /* Not queued: undo the marks and the growth, leave no handle. */
         sw_carrier_lock_pair(s, dst);
         s->pending_src = 0;

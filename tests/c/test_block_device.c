@@ -259,7 +259,6 @@ static void test_b11_move_roundtrip_durable(void)
     sw_carrier_unref(dev);
     sw_carrier_unref(keep);
     sw_carrier_unref(src);
-    sw_move_drain(); /* the moves' own references to the carriers go */
     CHECK_EQ_I64(sw_block_device_close(d, &err), SW_OK);
     sw_block_device_unref(d);
 }
@@ -386,7 +385,6 @@ static void test_b6_faults(void)
     /* release and close still work */
     CHECK_EQ_I64(sw_carrier_release(dev, &err), SW_OK);
     sw_carrier_unref(dev);
-    sw_move_drain(); /* the moves' own references to the carriers go */
     CHECK_EQ_I64(sw_block_device_close(d, &err), SW_OK);
     sw_block_device_unref(d);
 
@@ -513,9 +511,89 @@ static void test_b9_threads(void)
         CHECK(w[i].ok);
     }
     sw_error err;
-    sw_move_drain(); /* the moves' own references to the carriers go */
     CHECK_EQ_I64(sw_block_device_close(d, &err), SW_OK);
     sw_block_device_unref(d);
+}
+
+/* A waited move holds no carrier any more: move into the device, wait,
+ * drop the handle, the result and the carriers, and the device closes at
+ * once (no sw_move_drain), every time, with moves from several threads. */
+typedef struct closer {
+    sw_block_device *d;
+    pthread_barrier_t *go;
+    int ok;
+} closer;
+
+static int move_in_and_let_go(sw_block_device *d, int64_t n, float base)
+{
+    sw_error err;
+    sw_carrier *src = cpu_values(n, base), *dev = NULL;
+    sw_tensor *t = flat(src, 0, n), *on = NULL;
+    sw_move_handle *m = NULL;
+    int ok = sw_block_device_allocate(d, n, SW_DT_FLOAT32, SW_CARRIER_EMPTY, &dev, &err) ==
+                 SW_OK &&
+             sw_move_async(t, dev, NULL, &m, &err) == SW_OK &&
+             sw_move_wait(m, &on, &err) == SW_OK && sw_move_done(m) &&
+             slots_equal(dev, n, base) && sw_carrier_release(dev, &err) == SW_OK;
+    sw_move_unref(m);
+    sw_tensor_unref(on);
+    sw_tensor_unref(t);
+    sw_carrier_unref(dev);
+    sw_carrier_unref(src);
+    return ok;
+}
+
+static void *close_mover(void *arg)
+{
+    closer *c = arg;
+    pthread_barrier_wait(c->go);
+    c->ok = move_in_and_let_go(c->d, 512, 7.0f);
+    return NULL;
+}
+
+static void test_b8_close_right_after_waited_move(void)
+{
+    sw_error err;
+    int closed = 0;
+    for (int round = 0; round < 40; round++) {
+        sw_block_device *d = open_loop();
+        if (!d)
+            return;
+        CHECK(move_in_and_let_go(d, 256 + round, (float)round));
+        if (sw_block_device_close(d, &err) == SW_OK)
+            closed++;
+        else
+            fprintf(stderr, "round %d: close failed: %s\n", round, err.msg);
+        sw_block_device_unref(d);
+    }
+    CHECK_EQ_I64(closed, 40);
+
+    enum { N = 4 };
+    closed = 0;
+    for (int round = 0; round < 20; round++) {
+        sw_block_device *d = open_loop();
+        if (!d)
+            return;
+        pthread_barrier_t go;
+        pthread_barrier_init(&go, NULL, N);
+        pthread_t th[N];
+        closer c[N];
+        for (int i = 0; i < N; i++) {
+            c[i] = (closer){d, &go, 0};
+            pthread_create(&th[i], NULL, close_mover, &c[i]);
+        }
+        for (int i = 0; i < N; i++) {
+            pthread_join(th[i], NULL);
+            CHECK(c[i].ok);
+        }
+        pthread_barrier_destroy(&go);
+        if (sw_block_device_close(d, &err) == SW_OK)
+            closed++;
+        else
+            fprintf(stderr, "threads round %d: close failed: %s\n", round, err.msg);
+        sw_block_device_unref(d);
+    }
+    CHECK_EQ_I64(closed, 20);
 }
 
 int main(void)
@@ -529,6 +607,7 @@ int main(void)
         test_b10_other_pairs_refused();
         test_b6_faults();
         test_b9_threads();
+        test_b8_close_right_after_waited_move();
         loop_detach(&loop);
         test_b11_device_cannot_store_it();
     } else {
