@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "strideweave/alloc.h"
+#include "move_exit_internal.h"
 
 #define DIR_PREFIX ".strideweave-filebacked-"
 #define NEW_PREFIX ".strideweave-filebacked-new-"
@@ -92,6 +93,7 @@ static void remove_session_at_exit(void)
 {
     if (session_pid == 0 || session_pid != (long)getpid())
         return;
+    sw_move_exit_drain(); /* moves into session files finish first */
     int basefd = open(session_base[0] ? session_base : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (basefd < 0)
         return;

@@ -6,9 +6,11 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "carrier_internal.h"
+#include "move_exit_internal.h"
 #include "route_internal.h"
 #include "strideweave/alloc.h"
 #include "strideweave/block_device.h"
@@ -57,12 +59,19 @@ static pthread_mutex_t hook_lock = PTHREAD_MUTEX_INITIALIZER;
 static sw_move_profile_fn hook_fn;
 static void *hook_user;
 
+/* Process exit (move.h): set once exit begins; new moves are refused. The
+ * engine's own threads (pool, completion) never wait for the drain: the
+ * move they are running would be waiting for itself. */
+static int engine_exiting; /* under engine_lock */
+static _Thread_local int engine_thread;
+
 static void commit(sw_move_handle *m);
 static void move_free(sw_move_handle *m, int wait_commit);
 
 static void *completion_main(void *arg)
 {
     (void)arg;
+    engine_thread = 1;
     for (;;) {
         sw_job *job = sw_executor_next_completed(engine, 1);
         if (job)
@@ -85,7 +94,21 @@ static void engine_after_fork_child(void)
     engine_started = 0;
     engine = NULL; /* the parent's executor is left as it was: its locks may be held */
     engine_status = SW_OK;
+    engine_exiting = 0;
     in_flight = 0;
+}
+
+/* At exit (atexit, and first thing in the session directory's own exit
+ * cleanup, whichever runs first): refuse new moves, then wait for those in
+ * flight to commit, so that no transfer is cut short by the end of the
+ * process and every carrier they held is let go before the files go. */
+void sw_move_exit_drain(void)
+{
+    pthread_mutex_lock(&engine_lock);
+    engine_exiting = 1;
+    pthread_mutex_unlock(&engine_lock);
+    if (!engine_thread)
+        sw_move_drain();
 }
 
 static void engine_start(void)
@@ -94,6 +117,7 @@ static void engine_start(void)
     static int atfork_registered;
     if (!atfork_registered) {
         pthread_atfork(NULL, NULL, engine_after_fork_child);
+        atexit(sw_move_exit_drain);
         atfork_registered = 1;
     }
     if (sw_executor_create(0, &engine, &err) != SW_OK) {
@@ -118,6 +142,11 @@ static void engine_start(void)
 static sw_status engine_get(sw_error *err)
 {
     pthread_mutex_lock(&engine_lock);
+    if (engine_exiting) {
+        pthread_mutex_unlock(&engine_lock);
+        return sw_error_set(err, SW_ESTATE,
+                            "move: the process is exiting; no new move can start");
+    }
     if (!engine_started) {
         engine_started = 1;
         engine_start();
@@ -223,6 +252,8 @@ static sw_status transfer_storage(sw_move_handle *m, sw_error *err)
 static void run_transfer(sw_job *job)
 {
     sw_move_handle *m = (sw_move_handle *)job;
+    engine_thread = 1;
+    sw_fault_pause("move_transfer_pause"); /* tests: hold a move in flight */
     sw_error_clear(&m->err);
     if (sw_fault_hit("move_transfer"))
         m->status = sw_error_set(&m->err, SW_EIO, "move: injected transfer failure");

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -596,11 +597,121 @@ static void test_b8_close_right_after_waited_move(void)
     CHECK_EQ_I64(closed, 20);
 }
 
+/* Exit with moves in flight (move.h): a child starts a move into the
+ * device (held at the transfer until its own exit handler lets it go, so
+ * it is surely in flight when exit begins) and one into a FileBacked
+ * carrier, drops every handle and calls exit(). Exit waits for both: the
+ * child exits 0, the device holds every value (durable: read from the
+ * backing file), the session directory is gone, and a move started by an
+ * exit handler that runs after the wait began is refused. */
+static void resume_at_exit(void) { sw_fault_resume(); }
+
+static void note_commit(sw_move_handle *m, sw_status st, sw_tensor *result, void *user)
+{
+    (void)m;
+    (void)result;
+    char c = st == SW_OK ? 'C' : 'F';
+    if (write(*(int *)user, &c, 1) != 1)
+        _exit(4);
+}
+
+static void refused_at_exit(void)
+{
+    sw_error err;
+    sw_carrier *a = cpu_values(4, 0.0f), *b = NULL;
+    sw_tensor *t = flat(a, 0, 4), *r = NULL;
+    if (sw_cpu_new(4, SW_DT_FLOAT32, SW_CARRIER_EMPTY, &b, &err) != SW_OK ||
+        sw_move(t, b, &r, &err) != SW_ESTATE || !strstr(err.msg, "exiting"))
+        _exit(5);
+}
+
+static void exit_child(int fd, int64_t n)
+{
+    sw_error err;
+    sw_block_device *d = NULL;
+    sw_carrier *src = cpu_values(n, 1.0f), *dev = NULL, *fsrc = cpu_values(n, 2.0f), *fb = NULL;
+    sw_tensor *t = flat(src, 0, n), *ft = flat(fsrc, 0, n);
+    sw_move_handle *m = NULL, *fm = NULL;
+    const char *dir = NULL;
+    static int commit_fd;
+    commit_fd = fd;
+    sw_move_options opts = {note_commit, &commit_fd};
+    atexit(refused_at_exit); /* before the first move: runs after the wait */
+    if (sw_block_device_open(loop.path, &d, &err) != SW_OK ||
+        sw_block_device_allocate(d, n, SW_DT_FLOAT32, SW_CARRIER_EMPTY, &dev, &err) != SW_OK ||
+        sw_fault_arm("move_transfer_pause", 0, 1) != SW_OK ||
+        sw_move_async(t, dev, &opts, &m, &err) != SW_OK)
+        _exit(3);
+    sw_fault_wait_paused();
+    if (sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &fb, &err) != SW_OK ||
+        sw_move_async(ft, fb, NULL, &fm, &err) != SW_OK ||
+        sw_filestore_session_dir(&dir, &err) != SW_OK)
+        _exit(3);
+    int64_t off = sw_block_device_carrier_offset_bytes(dev);
+    char msg[4096] = {0};
+    memcpy(msg, &off, sizeof off);
+    snprintf(msg + sizeof off, sizeof msg - sizeof off, "%s", dir);
+    if (write(fd, msg, sizeof msg) != (ssize_t)sizeof msg)
+        _exit(3);
+    atexit(resume_at_exit); /* after the first move: runs before the wait */
+    sw_move_unref(m);
+    sw_move_unref(fm);
+    sw_tensor_unref(t);
+    sw_tensor_unref(ft);
+    sw_carrier_unref(dev);
+    sw_carrier_unref(fb);
+    sw_carrier_unref(src);
+    sw_carrier_unref(fsrc);
+    sw_block_device_unref(d);
+    exit(0); /* what returning from main does */
+}
+
+static void test_b11_exit_with_moves_in_flight(void)
+{
+    const int64_t n = 4 << 20; /* 16 MiB */
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        exit_child(fds[1], n);
+    }
+    close(fds[1]);
+    char msg[4096 + 2];
+    ssize_t got = 0, r; /* the paths, then the commit's mark, then EOF at exit */
+    while (got < (ssize_t)sizeof msg && (r = read(fds[0], msg + got, sizeof msg - got)) > 0)
+        got += r;
+    close(fds[0]);
+    CHECK_EQ_I64(got, 4096 + 1);
+    CHECK(got == 4096 + 1 && msg[4096] == 'C'); /* the move committed before the end */
+    got = got >= 4096 ? 4096 : got;
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status));
+    CHECK_EQ_I64(WEXITSTATUS(status), 0);
+    if (got != 4096)
+        return;
+    int64_t off;
+    memcpy(&off, msg, sizeof off);
+    const char *dir = msg + sizeof off;
+    struct stat st;
+    CHECK(dir[0] == '/' && stat(dir, &st) != 0 && errno == ENOENT); /* no leftover */
+    float *raw = sw_malloc((size_t)n * 4);
+    CHECK(raw && loop_backing_floats(&loop, off, raw, (int)n) == 0);
+    int64_t same = 0;
+    for (int64_t i = 0; raw && i < n; i++)
+        same += raw[i] == 1.0f + (float)i;
+    CHECK_EQ_I64(same, n); /* all of it, durable on the device */
+    sw_free(raw);
+}
+
 int main(void)
 {
     test_b2_open_refusals();
     const char *why = loop_unavailable();
     if (!why && loop_attach(&loop, 64 * MIB, 0, &why) == 0) {
+        test_b11_exit_with_moves_in_flight(); /* first: fork before there are threads */
         test_b3_allocate_extents();
         test_b5_slots_and_flush();
         test_b11_move_roundtrip_durable();
