@@ -158,6 +158,16 @@ static sw_status engine_get(sw_error *err)
     return SW_OK;
 }
 
+/* Count a move into or out of flight; the last one out wakes the drains. */
+static void in_flight_add(int delta)
+{
+    pthread_mutex_lock(&drain_lock);
+    in_flight += delta;
+    if (in_flight == 0)
+        pthread_cond_broadcast(&drain_cond);
+    pthread_mutex_unlock(&drain_lock);
+}
+
 void sw_move_drain(void)
 {
     pthread_mutex_lock(&drain_lock);
@@ -265,6 +275,19 @@ static void run_transfer(sw_job *job)
 
 /* ---- commit (completion thread) -------------------------------------------- */
 
+/* The profiling hook's event, when the move observed a hook. */
+static void profile(sw_move_handle *m, sw_move_event_kind kind, uint64_t complete_ns,
+                    sw_status status)
+{
+    if (!m->prof)
+        return;
+    sw_move_event ev = {
+        .kind = kind, .move = m, .route = m->route, .bytes = m->bytes,
+        .submit_ns = m->submit_ns, .complete_ns = complete_ns, .status = status,
+    };
+    m->prof(&ev, m->prof_user);
+}
+
 static void commit(sw_move_handle *m)
 {
     sw_carrier *s = m->src->carrier, *d = m->dst;
@@ -284,13 +307,7 @@ static void commit(sw_move_handle *m)
     sw_completion_wait(m->reported);
     if (m->on_commit)
         m->on_commit(m, m->status, m->status == SW_OK ? m->result : NULL, m->user);
-    if (m->prof) {
-        sw_move_event ev = {
-            .kind = SW_MOVE_EVENT_COMPLETE, .move = m, .route = m->route, .bytes = m->bytes,
-            .submit_ns = m->submit_ns, .complete_ns = sw_clock_ns(), .status = m->status,
-        };
-        m->prof(&ev, m->prof_user);
-    }
+    profile(m, SW_MOVE_EVENT_COMPLETE, sw_clock_ns(), m->status);
     /* The move lets go of its carriers before anyone learns it finished:
      * once sw_move_wait returns (or sw_move_done says 1), it holds no
      * reference to the source or the destination, only the published
@@ -314,10 +331,7 @@ static void commit(sw_move_handle *m)
         sw_completion_signal(m->done);
 
     /* Last: sw_move_drain promises the move let go of everything. */
-    pthread_mutex_lock(&drain_lock);
-    if (--in_flight == 0)
-        pthread_cond_broadcast(&drain_cond);
-    pthread_mutex_unlock(&drain_lock);
+    in_flight_add(-1);
 }
 
 /* ---- handles -------------------------------------------------------------- */
@@ -505,9 +519,7 @@ sw_status sw_move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options *op
     m->prof_user = hook_user;
     pthread_mutex_unlock(&hook_lock);
     m->submit_ns = sw_clock_ns();
-    pthread_mutex_lock(&drain_lock);
-    in_flight++;
-    pthread_mutex_unlock(&drain_lock);
+    in_flight_add(1);
     sw_move_ref(m); /* the job's reference, dropped by commit */
     m->queued = 1;
     if (sw_fault_hit("move_submit"))
@@ -523,21 +535,12 @@ sw_status sw_move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options *op
         if (grow)
             dst->ops->unallocate(dst->impl, NULL);
         sw_carrier_unlock_pair(s, dst);
-        pthread_mutex_lock(&drain_lock);
-        if (--in_flight == 0)
-            pthread_cond_broadcast(&drain_cond);
-        pthread_mutex_unlock(&drain_lock);
+        in_flight_add(-1);
         sw_move_unref(m);
         sw_move_unref(m);
         return st;
     }
-    if (m->prof) {
-        sw_move_event ev = {
-            .kind = SW_MOVE_EVENT_SUBMIT, .move = m, .route = m->route, .bytes = m->bytes,
-            .submit_ns = m->submit_ns, .complete_ns = 0, .status = SW_OK,
-        };
-        m->prof(&ev, m->prof_user);
-    }
+    profile(m, SW_MOVE_EVENT_SUBMIT, 0, SW_OK);
     sw_completion_signal(m->reported);
     *out = m;
     return SW_OK;
