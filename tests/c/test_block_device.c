@@ -620,8 +620,13 @@ static void refused_at_exit(void)
     sw_error err;
     sw_carrier *a = cpu_values(4, 0.0f), *b = NULL;
     sw_tensor *t = flat(a, 0, 4), *r = NULL;
-    if (sw_cpu_new(4, SW_DT_FLOAT32, SW_CARRIER_EMPTY, &b, &err) != SW_OK ||
-        sw_move(t, b, &r, &err) != SW_ESTATE || !strstr(err.msg, "exiting"))
+    int refused = sw_cpu_new(4, SW_DT_FLOAT32, SW_CARRIER_EMPTY, &b, &err) == SW_OK &&
+                  sw_move(t, b, &r, &err) == SW_ESTATE && strstr(err.msg, "exiting");
+    sw_tensor_unref(r);
+    sw_tensor_unref(t);
+    sw_carrier_unref(b);
+    sw_carrier_unref(a);
+    if (!refused)
         _exit(5);
 }
 
