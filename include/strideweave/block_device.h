@@ -90,8 +90,9 @@ SW_API sw_status sw_block_device_flush(sw_block_device *d, sw_error *err);
 
 /* Flush and close the node; again: nothing happens. SW_ESTATE while any
  * carrier handle from the device exists (released or not: drop them
- * first; a finished move may still hold its carriers for a moment after
- * sw_move_wait returns, and sw_move_drain waits for that); SW_EIO when the flush fails, which faults the device and leaves
+ * first, including the handles of finished moves into or out of the
+ * device, which hold their result until dropped: move.h); SW_EIO when the
+ * flush fails, which faults the device and leaves
  * it open (closing it again then closes it). After close, allocate fails
  * SW_ESTATE. The handle stays valid until its last reference. */
 SW_API sw_status sw_block_device_close(sw_block_device *d, sw_error *err);

@@ -39,13 +39,43 @@
  * changes. A dropped handle neither cancels nor blocks
  * the move: the move holds its own references until commit.
  *
+ * References after commit: the move drops its references to the source
+ * tensor and the destination carrier on the completion thread before it
+ * reports completion, so once sw_move_wait or sw_move returns (or
+ * sw_move_done reports 1) it holds none of them. The one thing left is
+ * the handle's reference to the published result (a tensor on dst, so
+ * dst stays referenced through it) for later sw_move_wait calls; it goes
+ * with the handle's last reference, on the thread that drops it (sw_move
+ * drops its handle before returning). So: wait, drop the handle, the
+ * result and your carriers, and the carriers are gone right away (a
+ * block device closes without sw_move_drain). After a failed move the
+ * handle holds nothing.
+ *
  * Ownership: sw_move_async gives the caller one reference to the handle,
  * an sw_move_handle (the AwaitMove of the Python API)
  * (sw_move_unref). sw_move_wait gives one reference to the result tensor,
  * the same tensor on every call from every thread.
  *
  * Threads: every function is thread-safe. sw_move_async does not block on
- * the transfer; sw_move_wait and sw_move and sw_move_drain block. */
+ * the transfer; sw_move_wait and sw_move and sw_move_drain block.
+ *
+ * Process exit: a program may return from main or call exit() with moves
+ * in flight (handles dropped or not). Exit then waits for them, like
+ * sw_move_drain: each one finishes and commits (or fails) as it would
+ * have, so no transfer is cut short, a move into a BlockDeviceCarrier
+ * is durable on the device (it commits only then), nothing crashes, and
+ * the session directory of FileBacked carriers is removed after the
+ * moves into its files finished. From the moment exit begins,
+ * sw_move_async fails SW_ESTATE ("the process is exiting"), also in exit
+ * handlers that run later. The wait is registered with atexit() when the
+ * first move starts. Exit called from an on_commit callback, the
+ * profiling hook or a carrier's transfer (the engine's own threads) does
+ * not wait, since that move cannot finish first. Not covered: _exit(),
+ * quick_exit(), a fatal signal (a move into a BlockDeviceCarrier that was
+ * cut short never committed; what it wrote is not part of any carrier),
+ * and a move whose transfer never ends (exit then never ends either:
+ * open your gates first). After fork() the child waits only for its own
+ * moves. */
 #ifndef STRIDEWEAVE_MOVE_H
 #define STRIDEWEAVE_MOVE_H
 
@@ -101,7 +131,8 @@ SW_API void sw_move_unref(sw_move_handle *m);
 SW_API sw_status sw_move(sw_tensor *t, sw_carrier *dst, sw_tensor **result, sw_error *err);
 
 /* Block until every move submitted so far has committed and dropped the
- * references it held (call before exit so that no transfer is cut short). */
+ * references it held. Exit does this on its own (see the top of this
+ * file); call it where you need the moves done earlier. */
 SW_API void sw_move_drain(void);
 
 /* Process-wide profiling hook: SW_MOVE_EVENT_SUBMIT on the initiating

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "carrier_internal.h"
+#include "checks_internal.h"
 #include "route_internal.h"
 #include "strideweave/alloc.h"
 #include "strideweave/blockdev.h"
@@ -244,24 +245,19 @@ sw_status sw_block_device_allocate(sw_block_device *d, int64_t size, sw_dtype dt
 {
     if (!d)
         return sw_error_set(err, SW_ETYPE, "BlockDevice: device must not be NULL");
-    if (!out)
-        return sw_error_set(err, SW_EINVAL, "BlockDevice: out must not be NULL");
-    if (size < 0)
-        return sw_error_set(err, SW_EINVAL, "BlockDevice: size must be >= 0, not %lld",
-                            (long long)size);
+    sw_status checked = sw_check_out_and_size("BlockDevice", out, size, err);
+    if (checked != SW_OK)
+        return checked;
     int64_t bytes, rounded;
     if (__builtin_mul_overflow(size, (int64_t)SLOT_BYTES, &bytes) ||
         !sw_extent_round_up(bytes, d->dev->alignment, &rounded))
         return sw_error_set(err, SW_EOVERFLOW,
                             "BlockDevice: %lld slots do not fit in a block device's byte range",
                             (long long)size);
-    if (dtype != SW_DT_FLOAT32) {
-        const sw_dtype_info *info =
-            ((int)dtype >= 0 && dtype < SW_DT_COUNT) ? sw_dtype_info_of(dtype) : NULL;
+    if (dtype != SW_DT_FLOAT32)
         return sw_error_set(err, SW_EINVAL,
                             "BlockDeviceCarrier does not support storage dtype %s; use Float32",
-                            info ? info->name : "(unknown)");
-    }
+                            sw_dtype_name_or_unknown(dtype));
     bdc_impl *b = sw_calloc(1, sizeof *b);
     if (!b)
         return sw_error_set(err, SW_ENOMEM, "BlockDevice: out of memory");

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "carrier_internal.h"
+#include "checks_internal.h"
 #include "strideweave/alloc.h"
 #include "strideweave/dlpack.h"
 
@@ -100,22 +101,17 @@ static sw_status host_dtype_ok(const char *name, sw_dtype dtype, sw_error *err)
 {
     if (dtype == SW_DT_FLOAT32 || dtype == SW_DT_INT32 || dtype == SW_DT_BOOL)
         return SW_OK;
-    const sw_dtype_info *info = ((int)dtype >= 0 && dtype < SW_DT_COUNT)
-                                    ? sw_dtype_info_of(dtype) : NULL;
     return sw_error_set(err, SW_EINVAL,
                         "%s does not support storage dtype %s; use Float32, Int32 or Bool",
-                        name, info ? info->name : "(unknown)");
+                        name, sw_dtype_name_or_unknown(dtype));
 }
 
 static sw_status make_host(const sw_carrier_class *ops, int64_t size, sw_dtype dtype,
                            int flags, const void *values, sw_carrier **out, sw_error *err)
 {
-    if (!out)
-        return sw_error_set(err, SW_EINVAL, "%s: out must not be NULL", ops->name);
-    if (size < 0)
-        return sw_error_set(err, SW_EINVAL, "%s: size must be >= 0, not %lld", ops->name,
-                            (long long)size);
-    sw_status st = host_dtype_ok(ops->name, dtype, err);
+    sw_status st = sw_check_out_and_size(ops->name, out, size, err);
+    if (st == SW_OK)
+        st = host_dtype_ok(ops->name, dtype, err);
     if (st != SW_OK)
         return st;
     size_t width = sw_dtype_slot_bytes(dtype);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "carrier_internal.h"
+#include "checks_internal.h"
 #include "route_internal.h"
 #include "strideweave/alloc.h"
 #include "strideweave/block_device.h"
@@ -224,11 +225,9 @@ sw_status sw_tier_allocate_like(sw_carrier *prototype, int64_t size, sw_dtype dt
 {
     if (!prototype)
         return sw_error_set(err, SW_ETYPE, "allocate_like: prototype must be a carrier, not NULL");
-    if (!out)
-        return sw_error_set(err, SW_EINVAL, "allocate_like: out must not be NULL");
-    if (size < 0)
-        return sw_error_set(err, SW_EINVAL, "allocate_like: size must be >= 0, not %lld",
-                            (long long)size);
+    sw_status checked = sw_check_out_and_size("allocate_like", out, size, err);
+    if (checked != SW_OK)
+        return checked;
     const sw_carrier_class *k = prototype->ops;
     if (k == &sw_cpu_class)
         return sw_cpu_new(size, dtype, SW_CARRIER_EMPTY, out, err);

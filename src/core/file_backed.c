@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "carrier_internal.h"
+#include "checks_internal.h"
 #include "strideweave/alloc.h"
 #include "strideweave/filestore.h"
 
@@ -111,14 +112,11 @@ sw_status sw_file_backed_new(const char *filename, sw_dtype dtype, int flags,
 {
     if (!out)
         return sw_error_set(err, SW_EINVAL, "FileBacked: out must not be NULL");
-    if (dtype != SW_DT_FLOAT32 && dtype != SW_DT_INT32) {
-        const sw_dtype_info *info = ((int)dtype >= 0 && dtype < SW_DT_COUNT)
-                                        ? sw_dtype_info_of(dtype) : NULL;
+    if (dtype != SW_DT_FLOAT32 && dtype != SW_DT_INT32)
         return sw_error_set(err, SW_EINVAL,
                             "FileBacked does not support storage dtype %s; use Float32 or "
                             "Int32",
-                            info ? info->name : "(unknown)");
-    }
+                            sw_dtype_name_or_unknown(dtype));
     sw_status st;
     if (filename && (st = sw_filestore_check_name(filename, strlen(filename), err)) != SW_OK)
         return st;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "strideweave/alloc.h"
+#include "move_exit_internal.h"
 
 #define DIR_PREFIX ".strideweave-filebacked-"
 #define NEW_PREFIX ".strideweave-filebacked-new-"
@@ -94,6 +95,7 @@ static void remove_session_at_exit(void)
     sw_filestore_reclaim_wait();
     if (session_pid == 0 || session_pid != (long)getpid())
         return;
+    sw_move_exit_drain(); /* moves into session files finish first */
     int basefd = open(session_base[0] ? session_base : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (basefd < 0)
         return;
@@ -489,6 +491,34 @@ sw_status sw_filestore_pwrite(int fd, const void *buf, size_t bytes, int64_t off
     return SW_OK;
 }
 
+/* The next batch of pieces from iov[i] on, the first `skip` bytes of
+ * iov[i] left out (already transferred); how many pieces it holds. */
+static int iov_batch(const struct iovec *iov, int64_t n, int64_t i, size_t skip,
+                     struct iovec batch[IOV_BATCH])
+{
+    int k = 0;
+    for (int64_t j = i; j < n && k < IOV_BATCH; j++, k++) {
+        batch[k] = iov[j];
+        if (j == i) {
+            batch[k].iov_base = (char *)batch[k].iov_base + skip;
+            batch[k].iov_len -= skip;
+        }
+    }
+    return k;
+}
+
+/* Step (i, skip) past `done` bytes transferred. */
+static void iov_advance(const struct iovec *iov, int64_t n, size_t done, int64_t *i,
+                        size_t *skip)
+{
+    while (*i < n && done >= iov[*i].iov_len - *skip) {
+        done -= iov[*i].iov_len - *skip;
+        *skip = 0;
+        ++*i;
+    }
+    *skip += done;
+}
+
 sw_status sw_filestore_pwritev(int fd, const struct iovec *iov, int64_t n, int64_t offset,
                                sw_error *err)
 {
@@ -498,27 +528,14 @@ sw_status sw_filestore_pwritev(int fd, const struct iovec *iov, int64_t n, int64
     int64_t i = 0;
     size_t skip = 0; /* bytes of iov[i] already written */
     while (i < n) {
-        int k = 0;
-        for (int64_t j = i; j < n && k < IOV_BATCH; j++, k++) {
-            batch[k] = iov[j];
-            if (j == i) {
-                batch[k].iov_base = (char *)batch[k].iov_base + skip;
-                batch[k].iov_len -= skip;
-            }
-        }
+        int k = iov_batch(iov, n, i, skip, batch);
         ssize_t r = pwritev(fd, batch, k, (off_t)offset);
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
             return write_failed(r, err);
         offset += r;
-        size_t left = (size_t)r;
-        while (i < n && left >= iov[i].iov_len - skip) {
-            left -= iov[i].iov_len - skip;
-            skip = 0;
-            i++;
-        }
-        skip += left;
+        iov_advance(iov, n, (size_t)r, &i, &skip);
     }
     return SW_OK;
 }
@@ -537,14 +554,7 @@ sw_status sw_filestore_preadv(int fd, const struct iovec *iov, int64_t n, int64_
             i++;
             continue;
         }
-        int k = 0;
-        for (int64_t j = i; j < n && k < IOV_BATCH; j++, k++) {
-            batch[k] = iov[j];
-            if (j == i) {
-                batch[k].iov_base = (char *)batch[k].iov_base + skip;
-                batch[k].iov_len -= skip;
-            }
-        }
+        int k = iov_batch(iov, n, i, skip, batch);
         ssize_t r = preadv(fd, batch, k, (off_t)offset);
         if (r < 0) {
             if (errno == EINTR)
@@ -555,13 +565,7 @@ sw_status sw_filestore_preadv(int fd, const struct iovec *iov, int64_t n, int64_
         if (r == 0)
             return sw_error_set_errno(err, SW_EIO, EIO, "preadv failed: unexpected end of file");
         offset += r;
-        size_t left = (size_t)r;
-        while (i < n && left >= iov[i].iov_len - skip) {
-            left -= iov[i].iov_len - skip;
-            skip = 0;
-            i++;
-        }
-        skip += left;
+        iov_advance(iov, n, (size_t)r, &i, &skip);
     }
     return SW_OK;
 }

@@ -6,9 +6,11 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "carrier_internal.h"
+#include "move_exit_internal.h"
 #include "route_internal.h"
 #include "strideweave/alloc.h"
 #include "strideweave/block_device.h"
@@ -31,6 +33,7 @@ struct sw_move_handle {
     int64_t bytes;
     sw_completion *done;
     sw_completion *reported; /* the SUBMIT event went out */
+    int queued;          /* handed to the pool: commit will signal `done` */
     sw_status status;    /* terminal; set before `done` is signalled */
     sw_error err;
     sw_move_commit_fn on_commit;
@@ -56,11 +59,19 @@ static pthread_mutex_t hook_lock = PTHREAD_MUTEX_INITIALIZER;
 static sw_move_profile_fn hook_fn;
 static void *hook_user;
 
+/* Process exit (move.h): set once exit begins; new moves are refused. The
+ * engine's own threads (pool, completion) never wait for the drain: the
+ * move they are running would be waiting for itself. */
+static int engine_exiting; /* under engine_lock */
+static _Thread_local int engine_thread;
+
 static void commit(sw_move_handle *m);
+static void move_free(sw_move_handle *m, int wait_commit);
 
 static void *completion_main(void *arg)
 {
     (void)arg;
+    engine_thread = 1;
     for (;;) {
         sw_job *job = sw_executor_next_completed(engine, 1);
         if (job)
@@ -83,7 +94,21 @@ static void engine_after_fork_child(void)
     engine_started = 0;
     engine = NULL; /* the parent's executor is left as it was: its locks may be held */
     engine_status = SW_OK;
+    engine_exiting = 0;
     in_flight = 0;
+}
+
+/* At exit (atexit, and first thing in the session directory's own exit
+ * cleanup, whichever runs first): refuse new moves, then wait for those in
+ * flight to commit, so that no transfer is cut short by the end of the
+ * process and every carrier they held is let go before the files go. */
+void sw_move_exit_drain(void)
+{
+    pthread_mutex_lock(&engine_lock);
+    engine_exiting = 1;
+    pthread_mutex_unlock(&engine_lock);
+    if (!engine_thread)
+        sw_move_drain();
 }
 
 static void engine_start(void)
@@ -92,6 +117,7 @@ static void engine_start(void)
     static int atfork_registered;
     if (!atfork_registered) {
         pthread_atfork(NULL, NULL, engine_after_fork_child);
+        atexit(sw_move_exit_drain);
         atfork_registered = 1;
     }
     if (sw_executor_create(0, &engine, &err) != SW_OK) {
@@ -116,6 +142,11 @@ static void engine_start(void)
 static sw_status engine_get(sw_error *err)
 {
     pthread_mutex_lock(&engine_lock);
+    if (engine_exiting) {
+        pthread_mutex_unlock(&engine_lock);
+        return sw_error_set(err, SW_ESTATE,
+                            "move: the process is exiting; no new move can start");
+    }
     if (!engine_started) {
         engine_started = 1;
         engine_start();
@@ -125,6 +156,16 @@ static sw_status engine_get(sw_error *err)
     if (st != SW_OK)
         return sw_error_set(err, st, "move: %s", engine_msg);
     return SW_OK;
+}
+
+/* Count a move into or out of flight; the last one out wakes the drains. */
+static void in_flight_add(int delta)
+{
+    pthread_mutex_lock(&drain_lock);
+    in_flight += delta;
+    if (in_flight == 0)
+        pthread_cond_broadcast(&drain_cond);
+    pthread_mutex_unlock(&drain_lock);
 }
 
 void sw_move_drain(void)
@@ -221,6 +262,8 @@ static sw_status transfer_storage(sw_move_handle *m, sw_error *err)
 static void run_transfer(sw_job *job)
 {
     sw_move_handle *m = (sw_move_handle *)job;
+    engine_thread = 1;
+    sw_fault_pause("move_transfer_pause"); /* tests: hold a move in flight */
     sw_error_clear(&m->err);
     if (sw_fault_hit("move_transfer"))
         m->status = sw_error_set(&m->err, SW_EIO, "move: injected transfer failure");
@@ -231,6 +274,19 @@ static void run_transfer(sw_job *job)
 }
 
 /* ---- commit (completion thread) -------------------------------------------- */
+
+/* The profiling hook's event, when the move observed a hook. */
+static void profile(sw_move_handle *m, sw_move_event_kind kind, uint64_t complete_ns,
+                    sw_status status)
+{
+    if (!m->prof)
+        return;
+    sw_move_event ev = {
+        .kind = kind, .move = m, .route = m->route, .bytes = m->bytes,
+        .submit_ns = m->submit_ns, .complete_ns = complete_ns, .status = status,
+    };
+    m->prof(&ev, m->prof_user);
+}
 
 static void commit(sw_move_handle *m)
 {
@@ -251,21 +307,31 @@ static void commit(sw_move_handle *m)
     sw_completion_wait(m->reported);
     if (m->on_commit)
         m->on_commit(m, m->status, m->status == SW_OK ? m->result : NULL, m->user);
-    if (m->prof) {
-        sw_move_event ev = {
-            .kind = SW_MOVE_EVENT_COMPLETE, .move = m, .route = m->route, .bytes = m->bytes,
-            .submit_ns = m->submit_ns, .complete_ns = sw_clock_ns(), .status = m->status,
-        };
-        m->prof(&ev, m->prof_user);
-    }
-    sw_completion_signal(m->done);
-    sw_move_unref(m); /* the job's reference */
+    profile(m, SW_MOVE_EVENT_COMPLETE, sw_clock_ns(), m->status);
+    /* The move lets go of its carriers before anyone learns it finished:
+     * once sw_move_wait returns (or sw_move_done says 1), it holds no
+     * reference to the source or the destination, only the published
+     * result (held by the handle, for later waits). */
+    sw_tensor *src = m->src, *unpublished = m->status == SW_OK ? NULL : m->result;
+    sw_carrier *dst = m->dst;
+    m->src = NULL;
+    m->dst = NULL;
+    if (unpublished)
+        m->result = NULL;
+    sw_tensor_unref(unpublished);
+    sw_tensor_unref(src);
+    sw_carrier_unref(dst);
+    /* Drop the job's reference before waking anyone, so that the last
+     * reference (and with it the result) goes on the thread that drops the
+     * handle. A handle freed meanwhile waits for this signal first
+     * (move_free). */
+    if (atomic_fetch_sub(&m->refs, 1) == 1)
+        move_free(m, 0);
+    else
+        sw_completion_signal(m->done);
 
     /* Last: sw_move_drain promises the move let go of everything. */
-    pthread_mutex_lock(&drain_lock);
-    if (--in_flight == 0)
-        pthread_cond_broadcast(&drain_cond);
-    pthread_mutex_unlock(&drain_lock);
+    in_flight_add(-1);
 }
 
 /* ---- handles -------------------------------------------------------------- */
@@ -277,10 +343,12 @@ sw_move_handle *sw_move_ref(sw_move_handle *m)
     return m;
 }
 
-void sw_move_unref(sw_move_handle *m)
+static void move_free(sw_move_handle *m, int wait_commit)
 {
-    if (!m || atomic_fetch_sub(&m->refs, 1) != 1)
-        return;
+    /* The completion thread may still be signalling `done` (it dropped its
+     * reference just before): let it finish touching the handle. */
+    if (wait_commit && m->queued)
+        sw_completion_wait(m->done);
     sw_tensor_unref(m->result);
     sw_tensor_unref(m->src);
     sw_carrier_unref(m->dst);
@@ -289,6 +357,12 @@ void sw_move_unref(sw_move_handle *m)
     if (m->reported)
         sw_completion_free(m->reported);
     sw_free(m);
+}
+
+void sw_move_unref(sw_move_handle *m)
+{
+    if (m && atomic_fetch_sub(&m->refs, 1) == 1)
+        move_free(m, 1);
 }
 
 int sw_move_done(sw_move_handle *m) { return m && sw_completion_is_done(m->done); }
@@ -445,15 +519,15 @@ sw_status sw_move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options *op
     m->prof_user = hook_user;
     pthread_mutex_unlock(&hook_lock);
     m->submit_ns = sw_clock_ns();
-    pthread_mutex_lock(&drain_lock);
-    in_flight++;
-    pthread_mutex_unlock(&drain_lock);
+    in_flight_add(1);
     sw_move_ref(m); /* the job's reference, dropped by commit */
+    m->queued = 1;
     if (sw_fault_hit("move_submit"))
         st = sw_error_set(err, SW_EIO, "move: injected submission failure");
     else
         st = sw_executor_submit(engine, &m->job, err);
     if (st != SW_OK) {
+        m->queued = 0;
         /* Not queued: undo the marks and the growth, leave no handle. */
         sw_carrier_lock_pair(s, dst);
         s->pending_src = 0;
@@ -461,21 +535,12 @@ sw_status sw_move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options *op
         if (grow)
             dst->ops->unallocate(dst->impl, NULL);
         sw_carrier_unlock_pair(s, dst);
-        pthread_mutex_lock(&drain_lock);
-        if (--in_flight == 0)
-            pthread_cond_broadcast(&drain_cond);
-        pthread_mutex_unlock(&drain_lock);
+        in_flight_add(-1);
         sw_move_unref(m);
         sw_move_unref(m);
         return st;
     }
-    if (m->prof) {
-        sw_move_event ev = {
-            .kind = SW_MOVE_EVENT_SUBMIT, .move = m, .route = m->route, .bytes = m->bytes,
-            .submit_ns = m->submit_ns, .complete_ns = 0, .status = SW_OK,
-        };
-        m->prof(&ev, m->prof_user);
-    }
+    profile(m, SW_MOVE_EVENT_SUBMIT, 0, SW_OK);
     sw_completion_signal(m->reported);
     *out = m;
     return SW_OK;

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -259,7 +260,6 @@ static void test_b11_move_roundtrip_durable(void)
     sw_carrier_unref(dev);
     sw_carrier_unref(keep);
     sw_carrier_unref(src);
-    sw_move_drain(); /* the moves' own references to the carriers go */
     CHECK_EQ_I64(sw_block_device_close(d, &err), SW_OK);
     sw_block_device_unref(d);
 }
@@ -386,7 +386,6 @@ static void test_b6_faults(void)
     /* release and close still work */
     CHECK_EQ_I64(sw_carrier_release(dev, &err), SW_OK);
     sw_carrier_unref(dev);
-    sw_move_drain(); /* the moves' own references to the carriers go */
     CHECK_EQ_I64(sw_block_device_close(d, &err), SW_OK);
     sw_block_device_unref(d);
 
@@ -513,9 +512,203 @@ static void test_b9_threads(void)
         CHECK(w[i].ok);
     }
     sw_error err;
-    sw_move_drain(); /* the moves' own references to the carriers go */
     CHECK_EQ_I64(sw_block_device_close(d, &err), SW_OK);
     sw_block_device_unref(d);
+}
+
+/* A waited move holds no carrier any more: move into the device, wait,
+ * drop the handle, the result and the carriers, and the device closes at
+ * once (no sw_move_drain), every time, with moves from several threads. */
+typedef struct closer {
+    sw_block_device *d;
+    pthread_barrier_t *go;
+    int ok;
+} closer;
+
+static int move_in_and_let_go(sw_block_device *d, int64_t n, float base)
+{
+    sw_error err;
+    sw_carrier *src = cpu_values(n, base), *dev = NULL;
+    sw_tensor *t = flat(src, 0, n), *on = NULL;
+    sw_move_handle *m = NULL;
+    int ok = sw_block_device_allocate(d, n, SW_DT_FLOAT32, SW_CARRIER_EMPTY, &dev, &err) ==
+                 SW_OK &&
+             sw_move_async(t, dev, NULL, &m, &err) == SW_OK &&
+             sw_move_wait(m, &on, &err) == SW_OK && sw_move_done(m) &&
+             slots_equal(dev, n, base) && sw_carrier_release(dev, &err) == SW_OK;
+    sw_move_unref(m);
+    sw_tensor_unref(on);
+    sw_tensor_unref(t);
+    sw_carrier_unref(dev);
+    sw_carrier_unref(src);
+    return ok;
+}
+
+static void *close_mover(void *arg)
+{
+    closer *c = arg;
+    pthread_barrier_wait(c->go);
+    c->ok = move_in_and_let_go(c->d, 512, 7.0f);
+    return NULL;
+}
+
+static void test_b8_close_right_after_waited_move(void)
+{
+    sw_error err;
+    int closed = 0;
+    for (int round = 0; round < 40; round++) {
+        sw_block_device *d = open_loop();
+        if (!d)
+            return;
+        CHECK(move_in_and_let_go(d, 256 + round, (float)round));
+        if (sw_block_device_close(d, &err) == SW_OK)
+            closed++;
+        else
+            fprintf(stderr, "round %d: close failed: %s\n", round, err.msg);
+        sw_block_device_unref(d);
+    }
+    CHECK_EQ_I64(closed, 40);
+
+    enum { N = 4 };
+    closed = 0;
+    for (int round = 0; round < 20; round++) {
+        sw_block_device *d = open_loop();
+        if (!d)
+            return;
+        pthread_barrier_t go;
+        pthread_barrier_init(&go, NULL, N);
+        pthread_t th[N];
+        closer c[N];
+        for (int i = 0; i < N; i++) {
+            c[i] = (closer){d, &go, 0};
+            pthread_create(&th[i], NULL, close_mover, &c[i]);
+        }
+        for (int i = 0; i < N; i++) {
+            pthread_join(th[i], NULL);
+            CHECK(c[i].ok);
+        }
+        pthread_barrier_destroy(&go);
+        if (sw_block_device_close(d, &err) == SW_OK)
+            closed++;
+        else
+            fprintf(stderr, "threads round %d: close failed: %s\n", round, err.msg);
+        sw_block_device_unref(d);
+    }
+    CHECK_EQ_I64(closed, 20);
+}
+
+/* Exit with moves in flight (move.h): a child starts a move into the
+ * device (held at the transfer until its own exit handler lets it go, so
+ * it is surely in flight when exit begins) and one into a FileBacked
+ * carrier, drops every handle and calls exit(). Exit waits for both: the
+ * child exits 0, the device holds every value (durable: read from the
+ * backing file), the session directory is gone, and a move started by an
+ * exit handler that runs after the wait began is refused. */
+static void resume_at_exit(void) { sw_fault_resume(); }
+
+static void note_commit(sw_move_handle *m, sw_status st, sw_tensor *result, void *user)
+{
+    (void)m;
+    (void)result;
+    char c = st == SW_OK ? 'C' : 'F';
+    if (write(*(int *)user, &c, 1) != 1)
+        _exit(4);
+}
+
+static void refused_at_exit(void)
+{
+    sw_error err;
+    sw_carrier *a = cpu_values(4, 0.0f), *b = NULL;
+    sw_tensor *t = flat(a, 0, 4), *r = NULL;
+    int refused = sw_cpu_new(4, SW_DT_FLOAT32, SW_CARRIER_EMPTY, &b, &err) == SW_OK &&
+                  sw_move(t, b, &r, &err) == SW_ESTATE && strstr(err.msg, "exiting");
+    sw_tensor_unref(r);
+    sw_tensor_unref(t);
+    sw_carrier_unref(b);
+    sw_carrier_unref(a);
+    if (!refused)
+        _exit(5);
+}
+
+static void exit_child(int fd, int64_t n)
+{
+    sw_error err;
+    sw_block_device *d = NULL;
+    sw_carrier *src = cpu_values(n, 1.0f), *dev = NULL, *fsrc = cpu_values(n, 2.0f), *fb = NULL;
+    sw_tensor *t = flat(src, 0, n), *ft = flat(fsrc, 0, n);
+    sw_move_handle *m = NULL, *fm = NULL;
+    const char *dir = NULL;
+    static int commit_fd;
+    commit_fd = fd;
+    sw_move_options opts = {note_commit, &commit_fd};
+    atexit(refused_at_exit); /* before the first move: runs after the wait */
+    if (sw_block_device_open(loop.path, &d, &err) != SW_OK ||
+        sw_block_device_allocate(d, n, SW_DT_FLOAT32, SW_CARRIER_EMPTY, &dev, &err) != SW_OK ||
+        sw_fault_arm("move_transfer_pause", 0, 1) != SW_OK ||
+        sw_move_async(t, dev, &opts, &m, &err) != SW_OK)
+        _exit(3);
+    sw_fault_wait_paused();
+    if (sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &fb, &err) != SW_OK ||
+        sw_move_async(ft, fb, NULL, &fm, &err) != SW_OK ||
+        sw_filestore_session_dir(&dir, &err) != SW_OK)
+        _exit(3);
+    int64_t off = sw_block_device_carrier_offset_bytes(dev);
+    char msg[4096] = {0};
+    memcpy(msg, &off, sizeof off);
+    snprintf(msg + sizeof off, sizeof msg - sizeof off, "%s", dir);
+    if (write(fd, msg, sizeof msg) != (ssize_t)sizeof msg)
+        _exit(3);
+    atexit(resume_at_exit); /* after the first move: runs before the wait */
+    sw_move_unref(m);
+    sw_move_unref(fm);
+    sw_tensor_unref(t);
+    sw_tensor_unref(ft);
+    sw_carrier_unref(dev);
+    sw_carrier_unref(fb);
+    sw_carrier_unref(src);
+    sw_carrier_unref(fsrc);
+    sw_block_device_unref(d);
+    exit(0); /* what returning from main does */
+}
+
+static void test_b11_exit_with_moves_in_flight(void)
+{
+    const int64_t n = 4 << 20; /* 16 MiB */
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        exit_child(fds[1], n);
+    }
+    close(fds[1]);
+    char msg[4096 + 2];
+    ssize_t got = 0, r; /* the paths, then the commit's mark, then EOF at exit */
+    while (got < (ssize_t)sizeof msg && (r = read(fds[0], msg + got, sizeof msg - got)) > 0)
+        got += r;
+    close(fds[0]);
+    CHECK_EQ_I64(got, 4096 + 1);
+    CHECK(got == 4096 + 1 && msg[4096] == 'C'); /* the move committed before the end */
+    got = got >= 4096 ? 4096 : got;
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status));
+    CHECK_EQ_I64(WEXITSTATUS(status), 0);
+    if (got != 4096)
+        return;
+    int64_t off;
+    memcpy(&off, msg, sizeof off);
+    const char *dir = msg + sizeof off;
+    struct stat st;
+    CHECK(dir[0] == '/' && stat(dir, &st) != 0 && errno == ENOENT); /* no leftover */
+    float *raw = sw_malloc((size_t)n * 4);
+    CHECK(raw && loop_backing_floats(&loop, off, raw, (int)n) == 0);
+    int64_t same = 0;
+    for (int64_t i = 0; raw && i < n; i++)
+        same += raw[i] == 1.0f + (float)i;
+    CHECK_EQ_I64(same, n); /* all of it, durable on the device */
+    sw_free(raw);
 }
 
 int main(void)
@@ -523,12 +716,14 @@ int main(void)
     test_b2_open_refusals();
     const char *why = loop_unavailable();
     if (!why && loop_attach(&loop, 64 * MIB, 0, &why) == 0) {
+        test_b11_exit_with_moves_in_flight(); /* first: fork before there are threads */
         test_b3_allocate_extents();
         test_b5_slots_and_flush();
         test_b11_move_roundtrip_durable();
         test_b10_other_pairs_refused();
         test_b6_faults();
         test_b9_threads();
+        test_b8_close_right_after_waited_move();
         loop_detach(&loop);
         test_b11_device_cannot_store_it();
     } else {

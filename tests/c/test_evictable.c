@@ -133,7 +133,6 @@ static void test_e1_construction_refusals(void)
     /* Nothing was claimed by any refusal. */
     CHECK(!sw_carrier_is_owned(cpu) && !sw_carrier_is_owned(file));
     CHECK(sw_carrier_is_mutable(cpu) && sw_carrier_is_mutable(file));
-    sw_move_drain(); /* the move's own references go before `g` does */
     sw_carrier_unref(gc);
     sw_carrier_unref(released);
     sw_carrier_unref(frozen);
@@ -463,7 +462,6 @@ static void test_e4_pending_while_transition_runs(void)
     CHECK(g2.slots[0] == 40.0f && g2.slots[7] == 47.0f);
     CHECK_EQ_I64(sw_evictable_promote(e2, &err), SW_OK);
     CHECK(values_are(e2, 8, 40));
-    sw_move_drain(); /* the moves' own references go before the gates do */
     sw_carrier_unref(s2);
     sw_carrier_unref(e2);
     sw_carrier_unref(gc3);

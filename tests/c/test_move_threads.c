@@ -175,7 +175,8 @@ static void test_racing_moves_of_one_source(void)
 }
 
 /* A process may return from main with moves in flight (handles dropped):
- * it exits cleanly, and sw_move_drain lets a careful one finish them. */
+ * exit waits for them and it exits cleanly, with or without an earlier
+ * sw_move_drain (test_block_device checks what exit leaves behind). */
 static void test_exit_with_moves_in_flight(void)
 {
     for (int drain = 0; drain < 2; drain++) {
