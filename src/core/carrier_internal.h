@@ -23,6 +23,8 @@ struct sw_carrier {
     uint64_t owner_token; /* 0 when not owned */
     pthread_t access_thread;
     int access_depth;     /* owner access held by access_thread */
+    pthread_t transfer_thread;
+    int transfer_depth;   /* transfer access held by transfer_thread */
     long exports;         /* outstanding DLPack exports */
 };
 

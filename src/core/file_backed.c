@@ -150,3 +150,13 @@ const char *sw_file_backed_path(sw_carrier *c)
     pthread_mutex_unlock(&c->lock);
     return p;
 }
+
+int sw_file_backed_fd(sw_carrier *c)
+{
+    if (!c || c->ops != &sw_file_backed_class)
+        return -1;
+    pthread_mutex_lock(&c->lock);
+    int fd = c->released ? -1 : ((file_impl *)c->impl)->fd;
+    pthread_mutex_unlock(&c->lock);
+    return fd;
+}

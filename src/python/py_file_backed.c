@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "strideweave/carrier.h"
 #include "strideweave/filestore.h"
 
 #define FB(o) ((SwFileBackedObject *)(o))
@@ -51,14 +52,20 @@ static int fb_supports(sw_dtype dtype)
     return dtype == SW_DT_FLOAT32 || dtype == SW_DT_INT32;
 }
 
-/* Close and delete the file once (release or collection). */
+/* Release the core carrier once (release or collection): it closes the
+ * file and deletes it when this process created it. The handle stays for
+ * the path until deallocation. */
 static void fb_drop(PyObject *self)
 {
     SwFileBackedObject *f = FB(self);
-    if (f->fd >= 0 || f->cpath)
-        sw_filestore_remove(f->fd, f->cpath, f->creator_pid);
+    if (f->core && !sw_carrier_is_released(f->core) &&
+        sw_carrier_release(f->core, NULL) != SW_OK) {
+        /* The core refused (its own guard): its last reference frees the
+         * storage all the same. */
+        sw_carrier_unref(f->core);
+        f->core = NULL;
+    }
     f->fd = -1;
-    f->cpath = NULL;
     f->nslots = 0;
 }
 
@@ -66,7 +73,8 @@ const sw_carrier_ops sw_file_backed_ops = {
     "FileBacked", fb_dtype, fb_size, fb_load, fb_store, fb_supports, fb_drop, NULL, NULL,
 };
 
-/* A FileBacked over a newly created file: `name` NULL → generated. */
+/* A FileBacked over a newly created file (`name` NULL → generated), the
+ * same core carrier a C program gets from sw_file_backed_new. */
 static PyObject *fb_create(const char *name, sw_dtype dtype, int mutable_)
 {
     PyObject *self = sw_carrier_alloc(&SwFileBacked_Type, mutable_);
@@ -77,19 +85,18 @@ static PyObject *fb_create(const char *name, sw_dtype dtype, int mutable_)
     f->nslots = 0;
     f->fd = -1;
     f->path = NULL;
-    f->cpath = NULL;
-    f->creator_pid = (long)getpid();
+    f->core = NULL;
     sw_error err;
-    sw_status st = name ? sw_filestore_create(name, &f->fd, &f->cpath, &err)
-                        : sw_filestore_create_unique(&f->fd, &f->cpath, &err);
-    if (st != SW_OK) {
+    if (sw_file_backed_new(name, dtype, mutable_ ? 0 : SW_CARRIER_IMMUTABLE, &f->core,
+                           &err) != SW_OK) {
         sw_py_raise(&err);
         Py_DECREF(self);
         return NULL;
     }
+    f->fd = sw_file_backed_fd(f->core);
     /* The file system encoding, as os.fsdecode: a TMPDIR that is not UTF-8
      * still gives a usable path. */
-    PyObject *spath = PyUnicode_DecodeFSDefault(f->cpath);
+    PyObject *spath = PyUnicode_DecodeFSDefault(sw_file_backed_path(f->core));
     f->path = spath ? PyObject_CallOneArg(path_class, spath) : NULL;
     Py_XDECREF(spath);
     if (!f->path) {
@@ -102,15 +109,15 @@ static PyObject *fb_create(const char *name, sw_dtype dtype, int mutable_)
 /* Grow to `nslots` (zero fill). */
 static int fb_grow(PyObject *self, int64_t nslots)
 {
-    int64_t bytes;
     sw_error err;
-    if (__builtin_mul_overflow(nslots, (int64_t)SLOT_BYTES, &bytes)) {
-        PyErr_Format(PyExc_OverflowError, "%lld slots exceed the file size limit",
-                     (long long)nslots);
-        return -1;
-    }
-    if (sw_filestore_resize(FB(self)->fd, bytes, &err) != SW_OK)
+    if (sw_carrier_allocate(FB(self)->core, nslots, &err) != SW_OK) {
+        if (err.code == SW_EOVERFLOW) {
+            PyErr_Format(PyExc_OverflowError, "%lld slots exceed the file size limit",
+                         (long long)nslots);
+            return -1;
+        }
         return sw_py_raise(&err);
+    }
     FB(self)->nslots = nslots;
     return 0;
 }
@@ -121,8 +128,7 @@ void sw_py_file_backed_undo_growth(PyObject *carrier)
 {
     if (Py_TYPE(carrier) != &SwFileBacked_Type || FB(carrier)->fd < 0)
         return;
-    sw_error err;
-    if (sw_filestore_resize(FB(carrier)->fd, 0, &err) == SW_OK)
+    if (sw_carrier_unallocate(FB(carrier)->core, NULL) == SW_OK)
         FB(carrier)->nslots = 0;
 }
 
@@ -166,6 +172,8 @@ static void fb_dealloc(PyObject *self)
 {
     PyObject_GC_UnTrack(self);
     fb_drop(self);
+    sw_carrier_unref(FB(self)->core);
+    FB(self)->core = NULL;
     Py_CLEAR(FB(self)->path);
     SwCarrier_Type.tp_dealloc(self);
 }

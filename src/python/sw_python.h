@@ -182,14 +182,15 @@ typedef struct SwHostCarrierObject {
     struct sw_carrier *core; /* the core carrier holding `data`; NULL after release */
 } SwHostCarrierObject;
 
+/* The storage is a core FileBacked carrier (carrier.h); dtype, nslots and
+ * fd mirror it for the readers in other files. */
 typedef struct SwFileBackedObject {
     SwCarrierObject base;
     sw_dtype dtype;
     int64_t nslots;
-    int fd;                  /* -1 after release */
+    int fd;                  /* the core carrier's descriptor; -1 after release */
     PyObject *path;          /* pathlib.Path, kept after release */
-    char *cpath;             /* sw_malloc'd, NULL once unlinked */
-    long creator_pid;        /* only this process unlinks the file */
+    struct sw_carrier *core; /* owns the file; NULL only before creation */
 } SwFileBackedObject;
 
 #define SwCarrier_Check(o) PyObject_TypeCheck((o), &SwCarrier_Type)
