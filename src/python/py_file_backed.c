@@ -52,19 +52,16 @@ static int fb_supports(sw_dtype dtype)
     return dtype == SW_DT_FLOAT32 || dtype == SW_DT_INT32;
 }
 
-/* Release the core carrier once (release or collection): it closes the
- * file and deletes it when this process created it. The handle stays for
- * the path until deallocation. */
+/* Release the core carrier (release or collection): it closes the file
+ * and deletes it when this process created it. The handle stays for the
+ * path and the state until deallocation. */
 static void fb_drop(PyObject *self)
 {
     SwFileBackedObject *f = FB(self);
-    if (f->core && !sw_carrier_is_released(f->core) &&
-        sw_carrier_release(f->core, NULL) != SW_OK) {
-        /* The core refused (its own guard): its last reference frees the
-         * storage all the same. */
-        sw_carrier_unref(f->core);
-        f->core = NULL;
-    }
+    /* The callers checked the guard; the handle (and the state) stays
+     * until the object goes. */
+    if (f->base.core)
+        (void)sw_carrier_release_moved(f->base.core, NULL);
     f->fd = -1;
     f->nslots = 0;
 }
@@ -85,18 +82,18 @@ static PyObject *fb_create(const char *name, sw_dtype dtype, int mutable_)
     f->nslots = 0;
     f->fd = -1;
     f->path = NULL;
-    f->core = NULL;
+    f->base.core = NULL;
     sw_error err;
-    if (sw_file_backed_new(name, dtype, mutable_ ? 0 : SW_CARRIER_IMMUTABLE, &f->core,
+    if (sw_file_backed_new(name, dtype, mutable_ ? 0 : SW_CARRIER_IMMUTABLE, &f->base.core,
                            &err) != SW_OK) {
         sw_py_raise(&err);
         Py_DECREF(self);
         return NULL;
     }
-    f->fd = sw_file_backed_fd(f->core);
+    f->fd = sw_file_backed_fd(f->base.core);
     /* The file system encoding, as os.fsdecode: a TMPDIR that is not UTF-8
      * still gives a usable path. */
-    PyObject *spath = PyUnicode_DecodeFSDefault(sw_file_backed_path(f->core));
+    PyObject *spath = PyUnicode_DecodeFSDefault(sw_file_backed_path(f->base.core));
     f->path = spath ? PyObject_CallOneArg(path_class, spath) : NULL;
     Py_XDECREF(spath);
     if (!f->path) {
@@ -110,7 +107,7 @@ static PyObject *fb_create(const char *name, sw_dtype dtype, int mutable_)
 static int fb_grow(PyObject *self, int64_t nslots)
 {
     sw_error err;
-    if (sw_carrier_allocate(FB(self)->core, nslots, &err) != SW_OK) {
+    if (sw_carrier_allocate(FB(self)->base.core, nslots, &err) != SW_OK) {
         if (err.code == SW_EOVERFLOW) {
             PyErr_Format(PyExc_OverflowError, "%lld slots exceed the file size limit",
                          (long long)nslots);
@@ -128,7 +125,7 @@ void sw_py_file_backed_undo_growth(PyObject *carrier)
 {
     if (Py_TYPE(carrier) != &SwFileBacked_Type || FB(carrier)->fd < 0)
         return;
-    if (sw_carrier_unallocate(FB(carrier)->core, NULL) == SW_OK)
+    if (sw_carrier_unallocate(FB(carrier)->base.core, NULL) == SW_OK)
         FB(carrier)->nslots = 0;
 }
 
@@ -172,8 +169,6 @@ static void fb_dealloc(PyObject *self)
 {
     PyObject_GC_UnTrack(self);
     fb_drop(self);
-    sw_carrier_unref(FB(self)->core);
-    FB(self)->core = NULL;
     Py_CLEAR(FB(self)->path);
     SwCarrier_Type.tp_dealloc(self);
 }
@@ -196,13 +191,13 @@ static PyObject *fb_allocate(PyObject *self, PyObject *size_obj)
     int64_t size;
     if (sw_carrier_parse_size(size_obj, "size", &size) < 0)
         return NULL;
-    if (((SwCarrierObject *)self)->released) {
+    if (sw_py_state_released(self)) {
         PyErr_SetString(PyExc_RuntimeError, "cannot allocate a released FileBacked carrier");
         return NULL;
     }
     /* Growing remaps the file and changes the size a move checked: the
      * pending guard and the ownership rule refuse it like any write. */
-    if (((SwCarrierObject *)self)->pending) { /* even under transfer access */
+    if (sw_py_state_pending(self)) { /* even under transfer access */
         PyErr_SetString(PyExc_RuntimeError,
                         "cannot grow a FileBacked carrier that is pending in a move; "
                         "wait() for the move first");
