@@ -219,6 +219,18 @@ enum {
     SW_CARRIER_PENDING_DESTINATION = 2
 };
 SW_API int sw_carrier_pending_roles(sw_carrier *c);
+/* All of a carrier's state at one instant, in one call (one lock): what a
+ * binding checks before each slot access. owner_access and in_transfer
+ * are the calling thread's. */
+typedef struct sw_carrier_state {
+    uint64_t version;
+    int released;
+    int pending;      /* SW_CARRIER_PENDING_* bits */
+    int owned;
+    int owner_access; /* this thread holds owner access */
+    int in_transfer;  /* this thread holds transfer access */
+} sw_carrier_state;
+SW_API void sw_carrier_get_state(sw_carrier *c, sw_carrier_state *out);
 /* Add / remove roles; the caller has checked that the carrier may take
  * part (live, not pending already, not owned elsewhere). Never fails. */
 SW_API void sw_carrier_mark_pending(sw_carrier *c, int roles);

@@ -405,6 +405,19 @@ LOCKED_GETTER(int, sw_carrier_pending_roles,
                   (c->pending_dst ? SW_CARRIER_PENDING_DESTINATION : 0))
 LOCKED_GETTER(int, sw_carrier_in_transfer, has_transfer_locked(c))
 
+void sw_carrier_get_state(sw_carrier *c, sw_carrier_state *out)
+{
+    pthread_mutex_lock(&c->lock);
+    out->version = c->version;
+    out->released = c->released;
+    out->pending = (c->pending_src ? SW_CARRIER_PENDING_SOURCE : 0) |
+                   (c->pending_dst ? SW_CARRIER_PENDING_DESTINATION : 0);
+    out->owned = c->owner_token != 0;
+    out->owner_access = has_access_locked(c);
+    out->in_transfer = has_transfer_locked(c);
+    pthread_mutex_unlock(&c->lock);
+}
+
 void sw_carrier_mark_pending(sw_carrier *c, int roles)
 {
     pthread_mutex_lock(&c->lock);

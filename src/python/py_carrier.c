@@ -1,8 +1,11 @@
 /* The open Carrier base type (contract-carriers C-1 .. C-18).
  *
- * Framework state (version, released flag, ownership, pending guard) lives in
- * the C struct from allocation, so Python subclasses work with or without
- * super().__init__(). Framework-owned methods never consult Python overrides;
+ * Framework state (version, released flag, ownership, pending guard,
+ * transfer access) lives in the core carrier handle of a built-in (CPU,
+ * Generic, FileBacked: carrier.h) and in the C struct of every other
+ * carrier from allocation, so Python subclasses work with or without
+ * super().__init__(). The checks and messages are the binding's; the core
+ * holds the state. Framework-owned methods never consult Python overrides;
  * hooks (size, dtype, get_value, ...) are looked up dynamically on user
  * classes, while exact built-in carriers take C fast paths through their
  * sw_carrier_ops. */
@@ -177,6 +180,22 @@ void sw_py_carrier_drop_inherited_access(PyObject *carrier, unsigned long thread
     }
 }
 
+/* The whole state at once: one lock for a core carrier. */
+static void state_of(PyObject *self, sw_carrier_state *s)
+{
+    SwCarrierObject *c = CARRIER(self);
+    if (c->core) {
+        sw_carrier_get_state(c->core, s);
+        return;
+    }
+    s->version = (uint64_t)c->version;
+    s->released = c->released;
+    s->pending = c->pending;
+    s->owned = c->owner_token != 0;
+    s->owner_access = has_owner_access(c);
+    s->in_transfer = has_transfer_access(c);
+}
+
 static int is_owned(SwCarrierObject *c)
 {
     return c->core ? sw_carrier_is_owned(c->core) : c->owner_token != 0;
@@ -196,18 +215,18 @@ static int transfer_may_write(SwCarrierObject *c)
            has_transfer_access(c);
 }
 
-/* RuntimeError when the carrier is pending or owned without owner access;
- * `what` names the refused action. 0 when allowed. */
-static int refuse_guarded(PyObject *self, const char *what, int write)
+/* RuntimeError when the carrier is pending or owned without owner access
+ * in state `s`; `what` names the refused action. 0 when allowed. */
+static int refuse_guarded_in(PyObject *self, const sw_carrier_state *s, const char *what,
+                             int write)
 {
-    SwCarrierObject *c = CARRIER(self);
-    if (sw_py_state_pending(self) && !(write && transfer_may_write(c))) {
+    if (s->pending && !(write && s->pending == SW_PENDING_DESTINATION && s->in_transfer)) {
         PyErr_Format(PyExc_RuntimeError,
                      "cannot %s a %s carrier that is pending in a move; wait() for the "
                      "move to finish first", what, type_name(self));
         return -1;
     }
-    if (is_owned(c) && !has_owner_access(c)) {
+    if (s->owned && !s->owner_access) {
         PyErr_Format(PyExc_RuntimeError,
                      "cannot %s a %s carrier owned by a composite carrier "
                      "without owner access (it is a tier of an Evictable, for example); go "
@@ -217,14 +236,28 @@ static int refuse_guarded(PyObject *self, const char *what, int write)
     return 0;
 }
 
-static int refuse_released(PyObject *self, const char *what)
+static int refuse_guarded(PyObject *self, const char *what, int write)
 {
-    if (sw_py_state_released(self)) {
+    sw_carrier_state s;
+    state_of(self, &s);
+    return refuse_guarded_in(self, &s, what, write);
+}
+
+static int refuse_released_in(PyObject *self, const sw_carrier_state *s, const char *what)
+{
+    if (s->released) {
         PyErr_Format(PyExc_RuntimeError, "cannot %s a released %s carrier",
                      what, type_name(self));
         return -1;
     }
     return 0;
+}
+
+static int refuse_released(PyObject *self, const char *what)
+{
+    sw_carrier_state s;
+    state_of(self, &s);
+    return refuse_released_in(self, &s, what);
 }
 
 static int intrinsic_mutable(PyObject *self)
@@ -251,9 +284,9 @@ int sw_py_carrier_is_mutable(PyObject *carrier)
 }
 
 /* C-5 check 3 with a message saying why. */
-static int refuse_immutable(PyObject *self)
+static int refuse_immutable_in(PyObject *self, const sw_carrier_state *s)
 {
-    if (refuse_guarded(self, "write to", 1) < 0)
+    if (refuse_guarded_in(self, s, "write to", 1) < 0)
         return -1;
     int m = intrinsic_mutable(self);
     if (m < 0)
@@ -264,6 +297,13 @@ static int refuse_immutable(PyObject *self)
         return -1;
     }
     return 0;
+}
+
+static int refuse_immutable(PyObject *self)
+{
+    sw_carrier_state s;
+    state_of(self, &s);
+    return refuse_immutable_in(self, &s);
 }
 
 /* ---- hooks through the C API ------------------------------------------- */
@@ -397,10 +437,11 @@ static int refuse_unavailable(PyObject *self)
 
 static int refuse_read(PyObject *self)
 {
-    if (refuse_released(self, "read") < 0 || refuse_unavailable(self) < 0)
+    sw_carrier_state s;
+    state_of(self, &s);
+    if (refuse_released_in(self, &s, "read") < 0 || refuse_unavailable(self) < 0)
         return -1;
-    if ((sw_py_state_pending(self) & SW_PENDING_DESTINATION) &&
-        !has_transfer_access(CARRIER(self))) {
+    if ((s.pending & SW_PENDING_DESTINATION) && !s.in_transfer) {
         PyErr_Format(PyExc_RuntimeError,
                      "cannot read a %s carrier that is a pending move destination; wait() "
                      "for the move to finish first", type_name(self));
@@ -441,12 +482,16 @@ static int store_value(PyObject *self, int64_t index, PyObject *value)
          * between them and the write (a released host carrier's memory is
          * freed, a released FileBacked's descriptor may be reused). */
         unsigned char slot[8];
-        if (sw_py_store_slot(ops->dtype(self), value, slot) < 0 ||
-            refuse_released(self, "write to") < 0 || refuse_unavailable(self) < 0 ||
-            refuse_immutable(self) < 0 ||
+        sw_carrier_state s;
+        if (sw_py_store_slot(ops->dtype(self), value, slot) < 0)
+            return -1;
+        /* One look at the state: no Python code runs from here on. */
+        state_of(self, &s);
+        if (refuse_released_in(self, &s, "write to") < 0 || refuse_unavailable(self) < 0 ||
+            refuse_immutable_in(self, &s) < 0 ||
             check_range(self, index) < 0 || ops->store(self, index, slot) < 0)
             return -1;
-        if (!has_transfer_access(c)) /* a move is not an in-place mutation */
+        if (!s.in_transfer) /* a move is not an in-place mutation */
             sw_py_state_bump_version(self);
         return 0;
     }
@@ -486,8 +531,10 @@ PyObject *sw_py_carrier_getitem(PyObject *carrier, int64_t index)
 
 int sw_py_carrier_setitem(PyObject *carrier, int64_t index, PyObject *value)
 {
-    if (refuse_released(carrier, "write to") < 0 || refuse_unavailable(carrier) < 0 ||
-        refuse_immutable(carrier) < 0 ||
+    sw_carrier_state s;
+    state_of(carrier, &s);
+    if (refuse_released_in(carrier, &s, "write to") < 0 || refuse_unavailable(carrier) < 0 ||
+        refuse_immutable_in(carrier, &s) < 0 ||
         check_range(carrier, index) < 0)
         return -1;
     return store_value(carrier, index, value);
@@ -510,11 +557,14 @@ int sw_carrier_set_checked(PyObject *self, PyObject *index, PyObject *value)
 {
     int64_t i;
     PyObject *shown = NULL;
-    if (refuse_released(self, "write to") < 0 || refuse_unavailable(self) < 0 ||
+    sw_carrier_state s;
+    state_of(self, &s);
+    if (refuse_released_in(self, &s, "write to") < 0 || refuse_unavailable(self) < 0 ||
         parse_index(index, &i, &shown) < 0)
         return -1;
-    int bad = refuse_released(self, "write to") < 0 || refuse_unavailable(self) < 0 ||
-              refuse_immutable(self) < 0 || check_range_shown(self, i, shown) < 0;
+    state_of(self, &s); /* __index__ may have changed it */
+    int bad = refuse_released_in(self, &s, "write to") < 0 || refuse_unavailable(self) < 0 ||
+              refuse_immutable_in(self, &s) < 0 || check_range_shown(self, i, shown) < 0;
     Py_XDECREF(shown);
     return bad ? -1 : store_value(self, i, value);
 }
@@ -902,18 +952,18 @@ int sw_py_carrier_release_moved(PyObject *carrier)
 static int release_storage(PyObject *carrier)
 {
     SwCarrierObject *c = CARRIER(carrier);
-    if (sw_py_state_released(carrier))
-        return 0;
     const sw_carrier_ops *ops = sw_carrier_builtin_ops(carrier);
     if (c->core) {
         /* The caller checked the guard the release needs; the core marks
-         * the carrier released and frees its storage. */
+         * the carrier released and frees its storage (once). */
         sw_error err;
         if (sw_carrier_release_moved(c->core, &err) != SW_OK)
             return sw_py_raise(&err);
         ops->drop(carrier); /* the object's views of the storage */
         return 0;
     }
+    if (c->released)
+        return 0;
     if (ops) {
         ops->drop(carrier);
     } else if (SW_DEFINED(carrier)) {

@@ -419,6 +419,12 @@ static void test_binding_pending_and_transfer(void)
     sw_carrier_begin_transfer(dst); /* re-entrant */
     CHECK(sw_carrier_in_transfer(dst));
     CHECK(sw_carrier_is_mutable(dst));
+    sw_carrier_state st;
+    sw_carrier_get_state(dst, &st);
+    CHECK(st.pending == SW_CARRIER_PENDING_DESTINATION && st.in_transfer && !st.released &&
+          !st.owned && !st.owner_access && st.version == 0);
+    sw_carrier_get_state(src, &st);
+    CHECK(st.pending == SW_CARRIER_PENDING_SOURCE && !st.in_transfer);
     v[0] = 5;
     v[1] = 6;
     CHECK(sw_carrier_write(dst, 0, 2, v, &err) == SW_OK);
@@ -484,6 +490,9 @@ static void test_drop_inherited_access(void)
     CHECK(sw_carrier_begin_owner_access(c, token, &err) == SW_OK);
     sw_carrier_drop_inherited_access(c); /* our own access stays */
     CHECK(sw_carrier_has_owner_access(c));
+    sw_carrier_state st;
+    sw_carrier_get_state(c, &st);
+    CHECK(st.owned && st.owner_access && !st.pending && !st.in_transfer);
     CHECK(sw_carrier_end_owner_access(c, token, &err) == SW_OK);
     CHECK(sw_carrier_is_owned(c));
     sw_carrier_unref(c);
