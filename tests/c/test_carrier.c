@@ -208,7 +208,14 @@ static int child_release_and_make(sw_carrier *parent_file)
     const char *p = sw_file_backed_path(mine);
     if (write(fork_pipe[1], p, strlen(p)) != (ssize_t)strlen(p))
         return 5;
-    return 0; /* `mine` stays live: the exit removes it with the directory */
+    sw_carrier_unref(mine); /* its own file: deleted */
+    /* A file left in the child's directory: its exit removes both. */
+    int fd;
+    char *left;
+    if (sw_filestore_create("left-by-child.bin", &fd, &left, &err) != SW_OK)
+        return 6;
+    sw_filestore_remove(fd, left, 0); /* closed, kept on disk */
+    return 0;
 }
 
 static void test_file_backed_after_fork(void)
