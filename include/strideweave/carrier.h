@@ -190,8 +190,9 @@ SW_API sw_status sw_carrier_increment_version(sw_carrier *c, sw_error *err);
  * below the size (no shrinking); SW_EOVERFLOW for a size past the file
  * limit; SW_EIO from the file system. The size is unchanged on failure. */
 SW_API sw_status sw_carrier_allocate(sw_carrier *c, int64_t slots, sw_error *err);
-/* Back to 0 slots: undoes the growth of a move that failed before it
- * wrote anything. Refused like sw_carrier_allocate. */
+/* Back to 0 slots: undoes the growth of a move that failed, on whichever
+ * thread finishes the move: ownership was checked when the move started,
+ * so only released, pending and a class without growth are refused. */
 SW_API sw_status sw_carrier_unallocate(sw_carrier *c, sw_error *err);
 
 /* Free the storage. Idempotent; SW_ESTATE while owned without owner

@@ -214,7 +214,8 @@ sw_status sw_carrier_increment_version(sw_carrier *c, sw_error *err)
 
 /* ---- growth --------------------------------------------------------------- */
 
-static sw_status check_growable_locked(sw_carrier *c, const char *what, sw_error *err)
+static sw_status check_growable_locked(sw_carrier *c, const char *what, int owner,
+                                       sw_error *err)
 {
     if (c->released)
         return sw_error_set(err, SW_ESTATE, "%s: cannot %s a released carrier",
@@ -224,7 +225,7 @@ static sw_status check_growable_locked(sw_carrier *c, const char *what, sw_error
                             "%s: cannot %s a carrier taking part in a pending move; wait "
                             "for the move first",
                             sw_carrier_name(c), what);
-    if (sw_carrier_owned_blocks_locked(c))
+    if (owner && sw_carrier_owned_blocks_locked(c))
         return sw_error_set(err, SW_ESTATE, "%s: cannot %s a carrier owned by another carrier",
                             sw_carrier_name(c), what);
     if (!c->ops->allocate || !c->ops->unallocate)
@@ -238,7 +239,7 @@ sw_status sw_carrier_allocate(sw_carrier *c, int64_t slots, sw_error *err)
     if (!c)
         return sw_error_set(err, SW_ETYPE, "carrier must not be NULL");
     pthread_mutex_lock(&c->lock);
-    sw_status st = check_growable_locked(c, "grow", err);
+    sw_status st = check_growable_locked(c, "grow", 1, err);
     if (st == SW_OK) {
         int64_t size = c->ops->size(c->impl);
         if (slots < size)
@@ -257,7 +258,7 @@ sw_status sw_carrier_unallocate(sw_carrier *c, sw_error *err)
     if (!c)
         return sw_error_set(err, SW_ETYPE, "carrier must not be NULL");
     pthread_mutex_lock(&c->lock);
-    sw_status st = check_growable_locked(c, "shrink", err);
+    sw_status st = check_growable_locked(c, "shrink", 0, err);
     if (st == SW_OK)
         st = c->ops->unallocate(c->impl, err);
     pthread_mutex_unlock(&c->lock);
