@@ -203,20 +203,15 @@ static int is_owned(SwCarrierObject *c)
 
 int sw_py_carrier_owned_elsewhere(PyObject *carrier)
 {
-    SwCarrierObject *c = CARRIER(carrier);
-    return is_owned(c) && !has_owner_access(c);
-}
-
-/* The one exception to the pending guard: the move's own transfer writes
- * its destination. */
-static int transfer_may_write(SwCarrierObject *c)
-{
-    return sw_py_state_pending((PyObject *)c) == SW_PENDING_DESTINATION &&
-           has_transfer_access(c);
+    sw_carrier_state s;
+    state_of(carrier, &s);
+    return s.owned && !s.owner_access;
 }
 
 /* RuntimeError when the carrier is pending or owned without owner access
- * in state `s`; `what` names the refused action. 0 when allowed. */
+ * in state `s`; `what` names the refused action. 0 when allowed. The one
+ * exception to the pending guard: the move's own transfer (this thread
+ * holds transfer access) writes its destination. */
 static int refuse_guarded_in(PyObject *self, const sw_carrier_state *s, const char *what,
                              int write)
 {
@@ -275,10 +270,11 @@ static int intrinsic_mutable(PyObject *self)
 /* C-13: intrinsic AND (not owned OR owner access) AND not pending. */
 int sw_py_carrier_is_mutable(PyObject *carrier)
 {
-    SwCarrierObject *c = CARRIER(carrier);
-    if (sw_py_state_pending(carrier) && !transfer_may_write(c))
+    sw_carrier_state s;
+    state_of(carrier, &s);
+    if (s.pending && !(s.pending == SW_PENDING_DESTINATION && s.in_transfer))
         return 0;
-    if (is_owned(c) && !has_owner_access(c))
+    if (s.owned && !s.owner_access)
         return 0;
     return intrinsic_mutable(carrier);
 }
