@@ -140,6 +140,21 @@ SW_API sw_status sw_file_backed_new(const char *filename, sw_dtype dtype, int fl
  * release); NULL for a carrier that is not FileBacked. */
 SW_API const char *sw_file_backed_path(sw_carrier *c);
 
+/* The file's open descriptor, for a binding that reads and writes the
+ * slots itself (slot i at byte i * slot width); -1 after release or for a
+ * carrier that is not FileBacked. It stays owned by the carrier: do not
+ * close it. */
+SW_API int sw_file_backed_fd(sw_carrier *c);
+/* Grow an empty FileBacked to `slots` for a caller that writes all of
+ * [0, slots) next: the size is recorded and that write sets the file's
+ * length (a resize first would cost a small write a system call of about
+ * its own cost); a caller whose write fails undoes the growth with
+ * sw_carrier_unallocate. A carrier that is not empty grows as
+ * sw_carrier_allocate does. Same checks and errors as sw_carrier_allocate;
+ * SW_ETYPE for a carrier that is not FileBacked. Thread-safe. */
+SW_API sw_status sw_file_backed_allocate_for_write(sw_carrier *c, int64_t slots,
+                                                   sw_error *err);
+
 /* The ops tables of the built-ins, for comparing classes. */
 SW_API extern const sw_carrier_class sw_cpu_class;
 SW_API extern const sw_carrier_class sw_generic_class;
@@ -175,6 +190,20 @@ SW_API sw_status sw_carrier_write(sw_carrier *c, int64_t slot, int64_t count, co
  * a write. */
 SW_API sw_status sw_carrier_increment_version(sw_carrier *c, sw_error *err);
 
+/* Growth of a carrier whose class can allocate (FileBacked): to `slots`
+ * slots, the new ones reading 0; the same size again does nothing. Growth
+ * changes no version and ignores intrinsic mutability (an empty carrier is
+ * filled by a move), but is refused like a release: SW_ESTATE when
+ * released, taking part in a pending move, or owned without owner access
+ * on this thread. SW_EINVAL when the class cannot allocate or `slots` is
+ * below the size (no shrinking); SW_EOVERFLOW for a size past the file
+ * limit; SW_EIO from the file system. The size is unchanged on failure. */
+SW_API sw_status sw_carrier_allocate(sw_carrier *c, int64_t slots, sw_error *err);
+/* Back to 0 slots: undoes the growth of a move that failed, on whichever
+ * thread finishes the move: ownership was checked when the move started,
+ * so only released, pending and a class without growth are refused. */
+SW_API sw_status sw_carrier_unallocate(sw_carrier *c, sw_error *err);
+
 /* Free the storage. Idempotent; SW_ESTATE while owned without owner
  * access or while pending. */
 SW_API sw_status sw_carrier_release(sw_carrier *c, sw_error *err);
@@ -188,6 +217,49 @@ SW_API sw_status sw_carrier_relinquish(sw_carrier *c, uint64_t token, sw_error *
 SW_API sw_status sw_carrier_begin_owner_access(sw_carrier *c, uint64_t token, sw_error *err);
 SW_API sw_status sw_carrier_end_owner_access(sw_carrier *c, uint64_t token, sw_error *err);
 SW_API int sw_carrier_has_owner_access(sw_carrier *c);
+
+/* ---- For a binding that runs its own move engine ----------------------
+ * sw_move (move.h) marks, transfers, commits and clears by itself; a
+ * language binding whose moves run code of its own (a Python transfer,
+ * say) drives the same state through these calls, after its own checks. */
+
+/* Pending roles (the bits sw_carrier_pending_roles answers). */
+enum {
+    SW_CARRIER_PENDING_SOURCE = 1,
+    SW_CARRIER_PENDING_DESTINATION = 2
+};
+SW_API int sw_carrier_pending_roles(sw_carrier *c);
+/* All of a carrier's state at one instant, in one call (one lock): what a
+ * binding checks before each slot access. owner_access and in_transfer
+ * are the calling thread's. */
+typedef struct sw_carrier_state {
+    uint64_t version;
+    int released;
+    int pending;      /* SW_CARRIER_PENDING_* bits */
+    int owned;
+    int owner_access; /* this thread holds owner access */
+    int in_transfer;  /* this thread holds transfer access */
+} sw_carrier_state;
+SW_API void sw_carrier_get_state(sw_carrier *c, sw_carrier_state *out);
+/* Add / remove roles; the caller has checked that the carrier may take
+ * part (live, not pending already, not owned elsewhere). Never fails. */
+SW_API void sw_carrier_mark_pending(sw_carrier *c, int roles);
+SW_API void sw_carrier_unmark_pending(sw_carrier *c, int roles);
+/* Transfer access: the calling thread runs the transfer of a pending move
+ * (re-entrant, bound to the thread). With it the thread may read a pending
+ * destination and write it (a destination only, not a source), and its
+ * writes advance no version: a move is not an in-place mutation. */
+SW_API void sw_carrier_begin_transfer(sw_carrier *c);
+SW_API void sw_carrier_end_transfer(sw_carrier *c);
+SW_API int sw_carrier_in_transfer(sw_carrier *c);
+/* The release a move's commit makes of its source, on whichever thread
+ * commits: ownership was checked when the move started, so only the
+ * pending guard applies (SW_ESTATE while pending). Idempotent. */
+SW_API sw_status sw_carrier_release_moved(sw_carrier *c, sw_error *err);
+/* In a forked child: drop the owner access and transfer access that
+ * threads other than the calling one held (they did not survive the
+ * fork). Claims themselves stay. */
+SW_API void sw_carrier_drop_inherited_access(sw_carrier *c);
 
 #ifdef __cplusplus
 }

@@ -87,6 +87,18 @@ static int has_access_locked(sw_carrier *c)
            pthread_equal(c->access_thread, pthread_self());
 }
 
+static int has_transfer_locked(sw_carrier *c)
+{
+    return c->transfer_depth > 0 && pthread_equal(c->transfer_thread, pthread_self());
+}
+
+/* The one exception to the pending guard: a move's own transfer writes its
+ * destination. */
+static int transfer_may_write_locked(sw_carrier *c)
+{
+    return c->pending_dst && !c->pending_src && has_transfer_locked(c);
+}
+
 int sw_carrier_owned_blocks_locked(sw_carrier *c)
 {
     return c->owner_token && !has_access_locked(c);
@@ -94,8 +106,8 @@ int sw_carrier_owned_blocks_locked(sw_carrier *c)
 
 int sw_carrier_mutable_locked(sw_carrier *c)
 {
-    return c->intrinsic_mutable && !sw_carrier_owned_blocks_locked(c) && !c->pending_src &&
-           !c->pending_dst;
+    return c->intrinsic_mutable && !sw_carrier_owned_blocks_locked(c) &&
+           ((!c->pending_src && !c->pending_dst) || transfer_may_write_locked(c));
 }
 
 #define LOCKED_GETTER(type, name, expr)      \
@@ -141,7 +153,7 @@ sw_status sw_carrier_read(sw_carrier *c, int64_t slot, int64_t count, void *out,
     sw_status st;
     if (c->released)
         st = sw_error_set(err, SW_ESTATE, "%s: the carrier is released", sw_carrier_name(c));
-    else if (c->pending_dst)
+    else if (c->pending_dst && !has_transfer_locked(c))
         st = sw_error_set(err, SW_ESTATE,
                           "%s: the carrier is the destination of a pending move; wait for "
                           "the move before reading it",
@@ -157,7 +169,7 @@ static sw_status check_writable_locked(sw_carrier *c, const char *what, sw_error
     if (c->released)
         return sw_error_set(err, SW_ESTATE, "%s: cannot %s a released carrier",
                             sw_carrier_name(c), what);
-    if (c->pending_src || c->pending_dst)
+    if ((c->pending_src || c->pending_dst) && !transfer_may_write_locked(c))
         return sw_error_set(err, SW_ESTATE,
                             "%s: cannot %s a carrier taking part in a pending move; wait "
                             "for the move first",
@@ -182,7 +194,7 @@ sw_status sw_carrier_write(sw_carrier *c, int64_t slot, int64_t count, const voi
         st = check_range(c, slot, count, err);
     if (st == SW_OK && count > 0)
         st = c->ops->write(c->impl, slot, count, in, err);
-    if (st == SW_OK)
+    if (st == SW_OK && !has_transfer_locked(c))
         c->version++;
     pthread_mutex_unlock(&c->lock);
     return st;
@@ -194,8 +206,61 @@ sw_status sw_carrier_increment_version(sw_carrier *c, sw_error *err)
         return sw_error_set(err, SW_ETYPE, "carrier must not be NULL");
     pthread_mutex_lock(&c->lock);
     sw_status st = check_writable_locked(c, "advance the version of", err);
-    if (st == SW_OK)
+    if (st == SW_OK && !has_transfer_locked(c))
         c->version++;
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+/* ---- growth --------------------------------------------------------------- */
+
+sw_status sw_carrier_check_growable_locked(sw_carrier *c, const char *what, int owner,
+                                          sw_error *err)
+{
+    if (c->released)
+        return sw_error_set(err, SW_ESTATE, "%s: cannot %s a released carrier",
+                            sw_carrier_name(c), what);
+    if (c->pending_src || c->pending_dst)
+        return sw_error_set(err, SW_ESTATE,
+                            "%s: cannot %s a carrier taking part in a pending move; wait "
+                            "for the move first",
+                            sw_carrier_name(c), what);
+    if (owner && sw_carrier_owned_blocks_locked(c))
+        return sw_error_set(err, SW_ESTATE, "%s: cannot %s a carrier owned by another carrier",
+                            sw_carrier_name(c), what);
+    if (!c->ops->allocate || !c->ops->unallocate)
+        return sw_error_set(err, SW_EINVAL, "%s: the carrier cannot %s its storage",
+                            sw_carrier_name(c), what);
+    return SW_OK;
+}
+
+sw_status sw_carrier_allocate(sw_carrier *c, int64_t slots, sw_error *err)
+{
+    if (!c)
+        return sw_error_set(err, SW_ETYPE, "carrier must not be NULL");
+    pthread_mutex_lock(&c->lock);
+    sw_status st = sw_carrier_check_growable_locked(c, "grow", 1, err);
+    if (st == SW_OK) {
+        int64_t size = c->ops->size(c->impl);
+        if (slots < size)
+            st = sw_error_set(err, SW_EINVAL,
+                              "%s: cannot shrink the carrier from %lld to %lld slots",
+                              sw_carrier_name(c), (long long)size, (long long)slots);
+        else if (slots > size)
+            st = c->ops->allocate(c->impl, slots, err);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+sw_status sw_carrier_unallocate(sw_carrier *c, sw_error *err)
+{
+    if (!c)
+        return sw_error_set(err, SW_ETYPE, "carrier must not be NULL");
+    pthread_mutex_lock(&c->lock);
+    sw_status st = sw_carrier_check_growable_locked(c, "shrink", 0, err);
+    if (st == SW_OK)
+        st = c->ops->unallocate(c->impl, err);
     pthread_mutex_unlock(&c->lock);
     return st;
 }
@@ -332,4 +397,89 @@ sw_status sw_carrier_end_owner_access(sw_carrier *c, uint64_t token, sw_error *e
         c->access_depth--;
     pthread_mutex_unlock(&c->lock);
     return st;
+}
+
+/* ---- a binding's own move engine ------------------------------------------ */
+
+LOCKED_GETTER(int, sw_carrier_pending_roles,
+              (c->pending_src ? SW_CARRIER_PENDING_SOURCE : 0) |
+                  (c->pending_dst ? SW_CARRIER_PENDING_DESTINATION : 0))
+LOCKED_GETTER(int, sw_carrier_in_transfer, has_transfer_locked(c))
+
+void sw_carrier_get_state(sw_carrier *c, sw_carrier_state *out)
+{
+    pthread_mutex_lock(&c->lock);
+    out->version = c->version;
+    out->released = c->released;
+    out->pending = (c->pending_src ? SW_CARRIER_PENDING_SOURCE : 0) |
+                   (c->pending_dst ? SW_CARRIER_PENDING_DESTINATION : 0);
+    out->owned = c->owner_token != 0;
+    out->owner_access = has_access_locked(c);
+    out->in_transfer = has_transfer_locked(c);
+    pthread_mutex_unlock(&c->lock);
+}
+
+void sw_carrier_mark_pending(sw_carrier *c, int roles)
+{
+    pthread_mutex_lock(&c->lock);
+    if (roles & SW_CARRIER_PENDING_SOURCE)
+        c->pending_src = 1;
+    if (roles & SW_CARRIER_PENDING_DESTINATION)
+        c->pending_dst = 1;
+    pthread_mutex_unlock(&c->lock);
+}
+
+void sw_carrier_unmark_pending(sw_carrier *c, int roles)
+{
+    pthread_mutex_lock(&c->lock);
+    if (roles & SW_CARRIER_PENDING_SOURCE)
+        c->pending_src = 0;
+    if (roles & SW_CARRIER_PENDING_DESTINATION)
+        c->pending_dst = 0;
+    pthread_mutex_unlock(&c->lock);
+}
+
+void sw_carrier_begin_transfer(sw_carrier *c)
+{
+    pthread_mutex_lock(&c->lock);
+    c->transfer_thread = pthread_self();
+    c->transfer_depth++;
+    pthread_mutex_unlock(&c->lock);
+}
+
+void sw_carrier_end_transfer(sw_carrier *c)
+{
+    pthread_mutex_lock(&c->lock);
+    if (has_transfer_locked(c))
+        c->transfer_depth--;
+    pthread_mutex_unlock(&c->lock);
+}
+
+sw_status sw_carrier_release_moved(sw_carrier *c, sw_error *err)
+{
+    if (!c)
+        return sw_error_set(err, SW_ETYPE, "carrier must not be NULL");
+    pthread_mutex_lock(&c->lock);
+    sw_status st = SW_OK;
+    if (c->released)
+        ;
+    else if (c->pending_src || c->pending_dst)
+        st = sw_error_set(err, SW_ESTATE,
+                          "%s: cannot release a carrier taking part in a pending move; wait "
+                          "for the move first",
+                          sw_carrier_name(c));
+    else
+        sw_carrier_release_locked(c);
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+void sw_carrier_drop_inherited_access(sw_carrier *c)
+{
+    pthread_mutex_lock(&c->lock);
+    if (c->access_depth > 0 && !pthread_equal(c->access_thread, pthread_self()))
+        c->access_depth = 0;
+    if (c->transfer_depth > 0 && !pthread_equal(c->transfer_thread, pthread_self()))
+        c->transfer_depth = 0;
+    pthread_mutex_unlock(&c->lock);
 }

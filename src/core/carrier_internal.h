@@ -23,6 +23,8 @@ struct sw_carrier {
     uint64_t owner_token; /* 0 when not owned */
     pthread_t access_thread;
     int access_depth;     /* owner access held by access_thread */
+    pthread_t transfer_thread;
+    int transfer_depth;   /* transfer access held by transfer_thread */
     long exports;         /* outstanding DLPack exports */
 };
 
@@ -31,6 +33,10 @@ int sw_carrier_mutable_locked(sw_carrier *c);
 int sw_carrier_owned_blocks_locked(sw_carrier *c); /* owned, no access here */
 /* Free the storage now, or once the last export is gone. */
 void sw_carrier_release_locked(sw_carrier *c);
+/* The checks of sw_carrier_allocate (owner 1) / _unallocate (owner 0):
+ * released, pending, owned elsewhere, no growable storage. */
+sw_status sw_carrier_check_growable_locked(sw_carrier *c, const char *what, int owner,
+                                          sw_error *err);
 
 /* Lock two distinct carriers in address order (deadlock-free). */
 void sw_carrier_lock_pair(sw_carrier *a, sw_carrier *b);

@@ -2,6 +2,7 @@
  * (filestore.h). A new carrier has size 0 and grows once, to exactly what
  * a move needs (allocatable-empty); a failed move's growth is undone by
  * truncating back to 0. */
+#include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -81,7 +82,7 @@ static void file_release(void *impl)
         char *keep = sw_malloc(n);
         if (keep)
             memcpy(keep, f->path, n);
-        sw_filestore_remove(f->fd, f->path, f->creator);
+        sw_filestore_remove_sized(f->fd, f->path, f->creator, f->size * (int64_t)f->width);
         f->path = keep;
         f->fd = -1;
         f->size = 0;
@@ -147,4 +148,39 @@ const char *sw_file_backed_path(sw_carrier *c)
     const char *p = ((file_impl *)c->impl)->path;
     pthread_mutex_unlock(&c->lock);
     return p;
+}
+
+int sw_file_backed_fd(sw_carrier *c)
+{
+    if (!c || c->ops != &sw_file_backed_class)
+        return -1;
+    pthread_mutex_lock(&c->lock);
+    int fd = c->released ? -1 : ((file_impl *)c->impl)->fd;
+    pthread_mutex_unlock(&c->lock);
+    return fd;
+}
+
+sw_status sw_file_backed_allocate_for_write(sw_carrier *c, int64_t slots, sw_error *err)
+{
+    if (!c || c->ops != &sw_file_backed_class)
+        return sw_error_set(err, SW_ETYPE, "the carrier must be a FileBacked carrier");
+    file_impl *f = c->impl;
+    pthread_mutex_lock(&c->lock);
+    sw_status st = sw_carrier_check_growable_locked(c, "grow", 1, err);
+    int64_t bytes;
+    if (st != SW_OK || slots <= f->size || f->size != 0) {
+        pthread_mutex_unlock(&c->lock);
+        return st != SW_OK ? st : sw_carrier_allocate(c, slots, err);
+    }
+    if (__builtin_mul_overflow(slots, (int64_t)f->width, &bytes))
+        st = sw_error_set(err, SW_EOVERFLOW, "FileBacked: %lld slots overflow a file size",
+                          (long long)slots);
+    /* The resize's fault site stands for this growth too. */
+    else if (sw_fault_hit("truncate"))
+        st = sw_error_set_errno(err, SW_EIO, EIO,
+                                "resizing the FileBacked file failed: injected fault");
+    else
+        f->size = slots;
+    pthread_mutex_unlock(&c->lock);
+    return st;
 }

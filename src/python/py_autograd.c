@@ -38,7 +38,7 @@ static int injective(const sw_layout *L)
 
 static int carrier_released(PyObject *tensor)
 {
-    return ((SwCarrierObject *)((SwTensorObject *)tensor)->subs[0].carrier)->released;
+    return sw_py_state_released(((SwTensorObject *)tensor)->subs[0].carrier);
 }
 
 PyObject *sw_py_grad_layout(PyObject *tensor)
@@ -435,9 +435,10 @@ static PyObject *exclusive_carrier(PyObject *c, PyObject *items)
         return NULL;
     SwHostCarrierObject *h = (SwHostCarrierObject *)carrier;
     const sw_layout *L = core0(c);
-    if (Py_REFCNT(carrier) != 1 || h->base.weakreflist || h->base.version != 0 ||
-        h->base.released || h->base.pending || h->base.owner_token != 0 ||
-        h->base.intrinsic_mutable != 1 || h->base.transfer_depth != 0 ||
+    if (Py_REFCNT(carrier) != 1 || h->base.weakreflist || sw_py_state_version(carrier) != 0 ||
+        sw_py_state_released(carrier) || sw_py_state_pending(carrier) ||
+        sw_py_state_owned(carrier) || h->base.intrinsic_mutable != 1 ||
+        sw_py_carrier_in_transfer(carrier) ||
         h->dtype != SW_DT_FLOAT32 || !h->data || !h->owns_data || L->size == 0 ||
         L->size != L->cosize || L->size != h->nslots || !sw_layout_is_flat(L))
         return NULL;
@@ -740,7 +741,7 @@ static int add_in_place(PyObject *grad, const float *vals)
             sw_walk_done(&w);
         }
         if (!sw_py_carrier_in_transfer(carrier))
-            ((SwCarrierObject *)carrier)->version++;
+            sw_py_state_bump_version(carrier);
         return 0;
     }
     sw_walk w;

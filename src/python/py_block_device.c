@@ -159,7 +159,7 @@ static int bdc_store(PyObject *self, int64_t index, const void *slot)
     if (rc == 0)
         return 0;
     if (rc == -1 && !sw_py_carrier_in_transfer(self))
-        ((SwCarrierObject *)self)->version++;
+        sw_py_state_bump_version(self);
     return -1;
 }
 

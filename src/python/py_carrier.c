@@ -1,8 +1,11 @@
 /* The open Carrier base type (contract-carriers C-1 .. C-18).
  *
- * Framework state (version, released flag, ownership, pending guard) lives in
- * the C struct from allocation, so Python subclasses work with or without
- * super().__init__(). Framework-owned methods never consult Python overrides;
+ * Framework state (version, released flag, ownership, pending guard,
+ * transfer access) lives in the core carrier handle of a built-in (CPU,
+ * Generic, FileBacked: carrier.h) and in the C struct of every other
+ * carrier from allocation, so Python subclasses work with or without
+ * super().__init__(). The checks and messages are the binding's; the core
+ * holds the state. Framework-owned methods never consult Python overrides;
  * hooks (size, dtype, get_value, ...) are looked up dynamically on user
  * classes, while exact built-in carriers take C fast paths through their
  * sw_carrier_ops. */
@@ -51,6 +54,7 @@ PyObject *sw_carrier_alloc(PyTypeObject *type, int intrinsic_mutable)
         return NULL;
     SwCarrierObject *c = CARRIER(self);
     c->weakreflist = NULL;
+    c->core = NULL;
     c->version = 0;
     c->released = 0;
     c->intrinsic_mutable = intrinsic_mutable;
@@ -105,19 +109,29 @@ static void carrier_dealloc(PyObject *self)
         PyObject_ClearWeakRefs(self);
     Py_CLEAR(CARRIER(self)->definition);
     Py_CLEAR(CARRIER(self)->storage_dtype);
+    /* A built-in's storage is released by its own dealloc first; the handle
+     * (and with it the state) goes last. */
+    sw_carrier_unref(CARRIER(self)->core);
+    CARRIER(self)->core = NULL;
     Py_TYPE(self)->tp_free(self);
 }
 
 /* ---- state predicates --------------------------------------------------- */
 
+/* Each predicate reads the core handle of a built-in, the fields of any
+ * other carrier. */
 static int has_owner_access(SwCarrierObject *c)
 {
+    if (c->core)
+        return sw_carrier_has_owner_access(c->core);
     return c->owner_token != 0 && c->owner_depth > 0 &&
            c->owner_thread == PyThread_get_thread_ident();
 }
 
 static int has_transfer_access(SwCarrierObject *c)
 {
+    if (c->core)
+        return sw_carrier_in_transfer(c->core);
     return c->transfer_depth > 0 && c->transfer_thread == PyThread_get_thread_ident();
 }
 
@@ -129,6 +143,10 @@ int sw_py_carrier_in_transfer(PyObject *carrier)
 void sw_py_carrier_begin_transfer(PyObject *carrier)
 {
     SwCarrierObject *c = CARRIER(carrier);
+    if (c->core) {
+        sw_carrier_begin_transfer(c->core);
+        return;
+    }
     c->transfer_thread = PyThread_get_thread_ident();
     c->transfer_depth++;
 }
@@ -136,35 +154,74 @@ void sw_py_carrier_begin_transfer(PyObject *carrier)
 void sw_py_carrier_end_transfer(PyObject *carrier)
 {
     SwCarrierObject *c = CARRIER(carrier);
-    if (c->transfer_depth > 0 && --c->transfer_depth == 0)
+    if (c->core)
+        sw_carrier_end_transfer(c->core);
+    else if (c->transfer_depth > 0 && --c->transfer_depth == 0)
         c->transfer_thread = 0;
+}
+
+void sw_py_carrier_drop_inherited_access(PyObject *carrier, unsigned long thread)
+{
+    if (!carrier)
+        return;
+    SwCarrierObject *c = CARRIER(carrier);
+    if (c->core) {
+        /* In the child only the calling thread survived the fork. */
+        sw_carrier_drop_inherited_access(c->core);
+        return;
+    }
+    if (c->owner_depth > 0 && (thread == 0 || c->owner_thread == thread)) {
+        c->owner_depth = 0;
+        c->owner_thread = 0;
+    }
+    if (c->transfer_depth > 0 && (thread == 0 || c->transfer_thread == thread)) {
+        c->transfer_depth = 0;
+        c->transfer_thread = 0;
+    }
+}
+
+/* The whole state at once: one lock for a core carrier. */
+static void state_of(PyObject *self, sw_carrier_state *s)
+{
+    SwCarrierObject *c = CARRIER(self);
+    if (c->core) {
+        sw_carrier_get_state(c->core, s);
+        return;
+    }
+    s->version = (uint64_t)c->version;
+    s->released = c->released;
+    s->pending = c->pending;
+    s->owned = c->owner_token != 0;
+    s->owner_access = has_owner_access(c);
+    s->in_transfer = has_transfer_access(c);
+}
+
+static int is_owned(SwCarrierObject *c)
+{
+    return c->core ? sw_carrier_is_owned(c->core) : c->owner_token != 0;
 }
 
 int sw_py_carrier_owned_elsewhere(PyObject *carrier)
 {
-    SwCarrierObject *c = CARRIER(carrier);
-    return c->owner_token != 0 && !has_owner_access(c);
+    sw_carrier_state s;
+    state_of(carrier, &s);
+    return s.owned && !s.owner_access;
 }
 
-/* The one exception to the pending guard: the move's own transfer writes
- * its destination. */
-static int transfer_may_write(SwCarrierObject *c)
+/* RuntimeError when the carrier is pending or owned without owner access
+ * in state `s`; `what` names the refused action. 0 when allowed. The one
+ * exception to the pending guard: the move's own transfer (this thread
+ * holds transfer access) writes its destination. */
+static int refuse_guarded_in(PyObject *self, const sw_carrier_state *s, const char *what,
+                             int write)
 {
-    return c->pending == SW_PENDING_DESTINATION && has_transfer_access(c);
-}
-
-/* RuntimeError when the carrier is pending or owned without owner access;
- * `what` names the refused action. 0 when allowed. */
-static int refuse_guarded(PyObject *self, const char *what, int write)
-{
-    SwCarrierObject *c = CARRIER(self);
-    if (c->pending && !(write && transfer_may_write(c))) {
+    if (s->pending && !(write && s->pending == SW_PENDING_DESTINATION && s->in_transfer)) {
         PyErr_Format(PyExc_RuntimeError,
                      "cannot %s a %s carrier that is pending in a move; wait() for the "
                      "move to finish first", what, type_name(self));
         return -1;
     }
-    if (c->owner_token != 0 && !has_owner_access(c)) {
+    if (s->owned && !s->owner_access) {
         PyErr_Format(PyExc_RuntimeError,
                      "cannot %s a %s carrier owned by a composite carrier "
                      "without owner access (it is a tier of an Evictable, for example); go "
@@ -174,14 +231,28 @@ static int refuse_guarded(PyObject *self, const char *what, int write)
     return 0;
 }
 
-static int refuse_released(PyObject *self, const char *what)
+static int refuse_guarded(PyObject *self, const char *what, int write)
 {
-    if (CARRIER(self)->released) {
+    sw_carrier_state s;
+    state_of(self, &s);
+    return refuse_guarded_in(self, &s, what, write);
+}
+
+static int refuse_released_in(PyObject *self, const sw_carrier_state *s, const char *what)
+{
+    if (s->released) {
         PyErr_Format(PyExc_RuntimeError, "cannot %s a released %s carrier",
                      what, type_name(self));
         return -1;
     }
     return 0;
+}
+
+static int refuse_released(PyObject *self, const char *what)
+{
+    sw_carrier_state s;
+    state_of(self, &s);
+    return refuse_released_in(self, &s, what);
 }
 
 static int intrinsic_mutable(PyObject *self)
@@ -199,18 +270,19 @@ static int intrinsic_mutable(PyObject *self)
 /* C-13: intrinsic AND (not owned OR owner access) AND not pending. */
 int sw_py_carrier_is_mutable(PyObject *carrier)
 {
-    SwCarrierObject *c = CARRIER(carrier);
-    if (c->pending && !transfer_may_write(c))
+    sw_carrier_state s;
+    state_of(carrier, &s);
+    if (s.pending && !(s.pending == SW_PENDING_DESTINATION && s.in_transfer))
         return 0;
-    if (c->owner_token != 0 && !has_owner_access(c))
+    if (s.owned && !s.owner_access)
         return 0;
     return intrinsic_mutable(carrier);
 }
 
 /* C-5 check 3 with a message saying why. */
-static int refuse_immutable(PyObject *self)
+static int refuse_immutable_in(PyObject *self, const sw_carrier_state *s)
 {
-    if (refuse_guarded(self, "write to", 1) < 0)
+    if (refuse_guarded_in(self, s, "write to", 1) < 0)
         return -1;
     int m = intrinsic_mutable(self);
     if (m < 0)
@@ -221,6 +293,13 @@ static int refuse_immutable(PyObject *self)
         return -1;
     }
     return 0;
+}
+
+static int refuse_immutable(PyObject *self)
+{
+    sw_carrier_state s;
+    state_of(self, &s);
+    return refuse_immutable_in(self, &s);
 }
 
 /* ---- hooks through the C API ------------------------------------------- */
@@ -354,10 +433,11 @@ static int refuse_unavailable(PyObject *self)
 
 static int refuse_read(PyObject *self)
 {
-    if (refuse_released(self, "read") < 0 || refuse_unavailable(self) < 0)
+    sw_carrier_state s;
+    state_of(self, &s);
+    if (refuse_released_in(self, &s, "read") < 0 || refuse_unavailable(self) < 0)
         return -1;
-    if ((CARRIER(self)->pending & SW_PENDING_DESTINATION) &&
-        !has_transfer_access(CARRIER(self))) {
+    if ((s.pending & SW_PENDING_DESTINATION) && !s.in_transfer) {
         PyErr_Format(PyExc_RuntimeError,
                      "cannot read a %s carrier that is a pending move destination; wait() "
                      "for the move to finish first", type_name(self));
@@ -398,13 +478,17 @@ static int store_value(PyObject *self, int64_t index, PyObject *value)
          * between them and the write (a released host carrier's memory is
          * freed, a released FileBacked's descriptor may be reused). */
         unsigned char slot[8];
-        if (sw_py_store_slot(ops->dtype(self), value, slot) < 0 ||
-            refuse_released(self, "write to") < 0 || refuse_unavailable(self) < 0 ||
-            refuse_immutable(self) < 0 ||
+        sw_carrier_state s;
+        if (sw_py_store_slot(ops->dtype(self), value, slot) < 0)
+            return -1;
+        /* One look at the state: no Python code runs from here on. */
+        state_of(self, &s);
+        if (refuse_released_in(self, &s, "write to") < 0 || refuse_unavailable(self) < 0 ||
+            refuse_immutable_in(self, &s) < 0 ||
             check_range(self, index) < 0 || ops->store(self, index, slot) < 0)
             return -1;
-        if (!has_transfer_access(c)) /* a move is not an in-place mutation */
-            c->version++;
+        if (!s.in_transfer) /* a move is not an in-place mutation */
+            sw_py_state_bump_version(self);
         return 0;
     }
     if (SW_DEFINED(self)) {
@@ -417,10 +501,10 @@ static int store_value(PyObject *self, int64_t index, PyObject *value)
                      : -1;
         Py_XDECREF(v);
         if (rc == 0 && !has_transfer_access(c))
-            c->version++;
+            sw_py_state_bump_version(self);
         return rc;
     }
-    int64_t before = c->version;
+    int64_t before = sw_py_state_version(self);
     PyObject *i = PyLong_FromLongLong(index);
     if (!i)
         return -1;
@@ -429,8 +513,8 @@ static int store_value(PyObject *self, int64_t index, PyObject *value)
     if (!r)
         return -1;
     Py_DECREF(r);
-    if (c->version == before && !has_transfer_access(c))
-        c->version++;
+    if (sw_py_state_version(self) == before && !has_transfer_access(c))
+        sw_py_state_bump_version(self);
     return 0;
 }
 
@@ -443,8 +527,10 @@ PyObject *sw_py_carrier_getitem(PyObject *carrier, int64_t index)
 
 int sw_py_carrier_setitem(PyObject *carrier, int64_t index, PyObject *value)
 {
-    if (refuse_released(carrier, "write to") < 0 || refuse_unavailable(carrier) < 0 ||
-        refuse_immutable(carrier) < 0 ||
+    sw_carrier_state s;
+    state_of(carrier, &s);
+    if (refuse_released_in(carrier, &s, "write to") < 0 || refuse_unavailable(carrier) < 0 ||
+        refuse_immutable_in(carrier, &s) < 0 ||
         check_range(carrier, index) < 0)
         return -1;
     return store_value(carrier, index, value);
@@ -467,11 +553,14 @@ int sw_carrier_set_checked(PyObject *self, PyObject *index, PyObject *value)
 {
     int64_t i;
     PyObject *shown = NULL;
-    if (refuse_released(self, "write to") < 0 || refuse_unavailable(self) < 0 ||
+    sw_carrier_state s;
+    state_of(self, &s);
+    if (refuse_released_in(self, &s, "write to") < 0 || refuse_unavailable(self) < 0 ||
         parse_index(index, &i, &shown) < 0)
         return -1;
-    int bad = refuse_released(self, "write to") < 0 || refuse_unavailable(self) < 0 ||
-              refuse_immutable(self) < 0 || check_range_shown(self, i, shown) < 0;
+    state_of(self, &s); /* __index__ may have changed it */
+    int bad = refuse_released_in(self, &s, "write to") < 0 || refuse_unavailable(self) < 0 ||
+              refuse_immutable_in(self, &s) < 0 || check_range_shown(self, i, shown) < 0;
     Py_XDECREF(shown);
     return bad ? -1 : store_value(self, i, value);
 }
@@ -788,13 +877,13 @@ static PyObject *carrier_is_mutable(PyObject *self, PyObject *unused)
 static PyObject *carrier_is_owned(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    return PyBool_FromLong(CARRIER(self)->owner_token != 0);
+    return PyBool_FromLong(is_owned(CARRIER(self)));
 }
 
 static PyObject *carrier_is_released(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    return PyBool_FromLong(CARRIER(self)->released);
+    return PyBool_FromLong(sw_py_state_released(self));
 }
 
 int sw_py_carrier_supports_dtype(PyObject *carrier, PyObject *dtype)
@@ -832,7 +921,7 @@ static PyObject *carrier_increment_version(PyObject *self, PyObject *unused)
         refuse_guarded(self, "advance the version of", 1) < 0)
         return NULL;
     if (!has_transfer_access(CARRIER(self)))
-        CARRIER(self)->version++;
+        sw_py_state_bump_version(self);
     Py_RETURN_NONE;
 }
 
@@ -851,7 +940,7 @@ int sw_py_carrier_release(PyObject *carrier)
  * when the move started), so only the pending guard applies here. */
 int sw_py_carrier_release_moved(PyObject *carrier)
 {
-    if (CARRIER(carrier)->pending)
+    if (sw_py_state_pending(carrier))
         return refuse_guarded(carrier, "release", 0);
     return release_storage(carrier);
 }
@@ -859,9 +948,18 @@ int sw_py_carrier_release_moved(PyObject *carrier)
 static int release_storage(PyObject *carrier)
 {
     SwCarrierObject *c = CARRIER(carrier);
+    const sw_carrier_ops *ops = sw_carrier_builtin_ops(carrier);
+    if (c->core) {
+        /* The caller checked the guard the release needs; the core marks
+         * the carrier released and frees its storage (once). */
+        sw_error err;
+        if (sw_carrier_release_moved(c->core, &err) != SW_OK)
+            return sw_py_raise(&err);
+        ops->drop(carrier); /* the object's views of the storage */
+        return 0;
+    }
     if (c->released)
         return 0;
-    const sw_carrier_ops *ops = sw_carrier_builtin_ops(carrier);
     if (ops) {
         ops->drop(carrier);
     } else if (SW_DEFINED(carrier)) {
@@ -929,6 +1027,9 @@ int sw_py_carrier_allocate(PyObject *carrier, int64_t nslots)
 
 /* ---- ownership (C-13) ---------------------------------------------------- */
 
+/* The token argument as int64: TypeError for a non-integer; RuntimeError
+ * when the carrier is not owned, or (field carriers) for a wrong token. A
+ * core carrier checks the token itself. */
 static int parse_token(PyObject *self, PyObject *arg, int64_t *token)
 {
     if (!PyLong_CheckExact(arg) && !sw_py_is_integer(arg)) {
@@ -941,11 +1042,11 @@ static int parse_token(PyObject *self, PyObject *arg, int64_t *token)
     if (sw_py_index_ll(arg, &v, &overflow) < 0)
         return -1;
     SwCarrierObject *c = CARRIER(self);
-    if (c->owner_token == 0) {
+    if (!is_owned(c)) {
         PyErr_Format(PyExc_RuntimeError, "%s carrier is not owned", type_name(self));
         return -1;
     }
-    if (overflow || v != c->owner_token) {
+    if (overflow || v <= 0 || (!c->core && v != c->owner_token)) {
         PyErr_Format(PyExc_RuntimeError,
                      "wrong ownership token for this %s carrier", type_name(self));
         return -1;
@@ -954,27 +1055,52 @@ static int parse_token(PyObject *self, PyObject *arg, int64_t *token)
     return 0;
 }
 
-static PyObject *carrier_claim_ownership(PyObject *self, PyObject *unused)
+static PyObject *wrong_token(PyObject *self)
 {
-    (void)unused;
+    PyErr_Format(PyExc_RuntimeError, "wrong ownership token for this %s carrier",
+                 type_name(self));
+    return NULL;
+}
+
+/* Claim with the binding's checks and messages; the token in *token. */
+static int claim(PyObject *self, int64_t *token)
+{
     SwCarrierObject *c = CARRIER(self);
     if (refuse_released(self, "claim") < 0)
-        return NULL;
-    if (c->owner_token != 0) {
+        return -1;
+    if (is_owned(c)) {
         PyErr_Format(PyExc_RuntimeError, "%s carrier is already owned",
                      type_name(self));
-        return NULL;
+        return -1;
     }
-    if (c->pending) {
+    if (sw_py_state_pending(self)) {
         PyErr_Format(PyExc_RuntimeError,
                      "cannot claim a %s carrier that is pending in a move",
                      type_name(self));
-        return NULL;
+        return -1;
+    }
+    if (c->core) {
+        uint64_t t;
+        sw_error err;
+        if (sw_carrier_claim(c->core, &t, &err) != SW_OK)
+            return sw_py_raise(&err);
+        *token = (int64_t)t;
+        return 0;
     }
     c->owner_token = ++last_owner_token;
     c->owner_depth = 0;
     c->owner_thread = 0;
-    return PyLong_FromLongLong(c->owner_token);
+    *token = c->owner_token;
+    return 0;
+}
+
+static PyObject *carrier_claim_ownership(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    int64_t token;
+    if (claim(self, &token) < 0)
+        return NULL;
+    return PyLong_FromLongLong(token);
 }
 
 static PyObject *carrier_relinquish_ownership(PyObject *self, PyObject *token)
@@ -983,10 +1109,23 @@ static PyObject *carrier_relinquish_ownership(PyObject *self, PyObject *token)
     if (parse_token(self, token, &t) < 0)
         return NULL;
     SwCarrierObject *c = CARRIER(self);
+    if (c->core) {
+        if (sw_carrier_relinquish(c->core, (uint64_t)t, NULL) != SW_OK)
+            return wrong_token(self);
+        Py_RETURN_NONE;
+    }
     c->owner_token = 0;
     c->owner_depth = 0;
     c->owner_thread = 0;
     Py_RETURN_NONE;
+}
+
+static PyObject *other_thread_holds(PyObject *self)
+{
+    PyErr_Format(PyExc_RuntimeError,
+                 "owner access to this %s carrier is held by another thread",
+                 type_name(self));
+    return NULL;
 }
 
 static PyObject *carrier_begin_owner_access(PyObject *self, PyObject *token)
@@ -995,16 +1134,27 @@ static PyObject *carrier_begin_owner_access(PyObject *self, PyObject *token)
     if (parse_token(self, token, &t) < 0)
         return NULL;
     SwCarrierObject *c = CARRIER(self);
-    unsigned long me = PyThread_get_thread_ident();
-    if (c->owner_depth > 0 && c->owner_thread != me) {
-        PyErr_Format(PyExc_RuntimeError,
-                     "owner access to this %s carrier is held by another thread",
-                     type_name(self));
-        return NULL;
+    if (c->core) {
+        sw_error err;
+        if (sw_carrier_begin_owner_access(c->core, (uint64_t)t, &err) == SW_OK)
+            Py_RETURN_NONE;
+        /* The core checks the token first, then the thread. */
+        return strstr(err.msg, "another thread") ? other_thread_holds(self)
+                                                 : wrong_token(self);
     }
+    unsigned long me = PyThread_get_thread_ident();
+    if (c->owner_depth > 0 && c->owner_thread != me)
+        return other_thread_holds(self);
     c->owner_thread = me;
     c->owner_depth++;
     Py_RETURN_NONE;
+}
+
+static PyObject *no_access_here(PyObject *self)
+{
+    PyErr_Format(PyExc_RuntimeError,
+                 "this thread holds no owner access to this %s carrier", type_name(self));
+    return NULL;
 }
 
 static PyObject *carrier_end_owner_access(PyObject *self, PyObject *token)
@@ -1013,12 +1163,14 @@ static PyObject *carrier_end_owner_access(PyObject *self, PyObject *token)
     if (parse_token(self, token, &t) < 0)
         return NULL;
     SwCarrierObject *c = CARRIER(self);
-    if (c->owner_depth == 0 || c->owner_thread != PyThread_get_thread_ident()) {
-        PyErr_Format(PyExc_RuntimeError,
-                     "this thread holds no owner access to this %s carrier",
-                     type_name(self));
-        return NULL;
+    if (c->core) {
+        sw_error err;
+        if (sw_carrier_end_owner_access(c->core, (uint64_t)t, &err) == SW_OK)
+            Py_RETURN_NONE;
+        return strstr(err.msg, "no owner access") ? no_access_here(self) : wrong_token(self);
     }
+    if (c->owner_depth == 0 || c->owner_thread != PyThread_get_thread_ident())
+        return no_access_here(self);
     if (--c->owner_depth == 0)
         c->owner_thread = 0;
     Py_RETURN_NONE;
@@ -1035,17 +1187,20 @@ static PyObject *carrier_has_owner_access(PyObject *self, PyObject *unused)
  * objects for the token. */
 int64_t sw_py_carrier_claim(PyObject *carrier)
 {
-    PyObject *r = carrier_claim_ownership(carrier, NULL);
-    if (!r)
-        return -1;
-    Py_DECREF(r);
-    return CARRIER(carrier)->owner_token;
+    int64_t token;
+    return claim(carrier, &token) < 0 ? -1 : token;
 }
 
 void sw_py_carrier_relinquish(PyObject *carrier, int64_t token)
 {
     SwCarrierObject *c = CARRIER(carrier);
-    if (token == 0 || c->owner_token != token)
+    if (token == 0)
+        return;
+    if (c->core) {
+        (void)sw_carrier_relinquish(c->core, (uint64_t)token, NULL);
+        return;
+    }
+    if (c->owner_token != token)
         return;
     c->owner_token = 0;
     c->owner_depth = 0;
@@ -1064,6 +1219,11 @@ int sw_py_carrier_begin_owner(PyObject *carrier, int64_t token)
 void sw_py_carrier_end_owner(PyObject *carrier, int64_t token)
 {
     SwCarrierObject *c = CARRIER(carrier);
+    if (c->core) {
+        if (token > 0)
+            (void)sw_carrier_end_owner_access(c->core, (uint64_t)token, NULL);
+        return;
+    }
     if (c->owner_token == token && c->owner_depth > 0 &&
         c->owner_thread == PyThread_get_thread_ident() && --c->owner_depth == 0)
         c->owner_thread = 0;
@@ -1080,13 +1240,13 @@ int sw_py_check_tier_pair(PyObject *p, PyObject *s)
     PyObject *tiers[2] = {p, s};
     const char *roles[2] = {"primary", "secondary"};
     for (int i = 0; i < 2; i++)
-        if (CARRIER(tiers[i])->released) {
+        if (sw_py_state_released(tiers[i])) {
             PyErr_Format(PyExc_RuntimeError, "the %s %s carrier is released", roles[i],
                          type_name(tiers[i]));
             return -1;
         }
     for (int i = 0; i < 2; i++)
-        if (CARRIER(tiers[i])->owner_token != 0) {
+        if (is_owned(CARRIER(tiers[i]))) {
             PyErr_Format(PyExc_RuntimeError,
                          "the %s %s carrier is already owned by another composite", roles[i],
                          type_name(tiers[i]));
@@ -1098,7 +1258,7 @@ int sw_py_check_tier_pair(PyObject *p, PyObject *s)
 int sw_py_carrier_release_claimed(PyObject *carrier, int64_t *token)
 {
     int rc = 0;
-    if (*token && !CARRIER(carrier)->released) {
+    if (*token && !sw_py_state_released(carrier)) {
         rc = sw_py_carrier_begin_owner(carrier, *token);
         if (rc == 0) {
             rc = sw_py_carrier_release(carrier);
@@ -1115,7 +1275,7 @@ int sw_py_carrier_release_claimed(PyObject *carrier, int64_t *token)
 static PyObject *carrier_get_version(PyObject *self, void *closure)
 {
     (void)closure;
-    return PyLong_FromLongLong(CARRIER(self)->version);
+    return PyLong_FromLongLong(sw_py_state_version(self));
 }
 
 static PyMethodDef carrier_methods[] = {

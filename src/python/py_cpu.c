@@ -48,12 +48,10 @@ static int host_supports(sw_dtype dtype)
 static void host_drop(PyObject *self)
 {
     SwHostCarrierObject *h = HOST(self);
-    if (h->core) {
-        /* The binding keeps the carrier's state (pending, claims, version);
-         * its only reference to the core carrier frees the storage. */
-        sw_carrier_unref(h->core);
-        h->core = NULL;
-    }
+    /* The core carrier holds the state (version, released, claims, pending
+     * marks) and keeps it after release, until the object goes. */
+    if (h->base.core)
+        (void)sw_carrier_release_moved(h->base.core, NULL);
     h->data = NULL;
     h->owns_data = 0;
     h->nslots = 0;
@@ -96,15 +94,16 @@ static int host_allocate(SwHostCarrierObject *h, sw_dtype dtype, int64_t nslots,
     sw_carrier *core = NULL;
     void *data;
     sw_status st;
+    int immutable = h->base.intrinsic_mutable ? 0 : SW_CARRIER_IMMUTABLE;
     if (Py_IS_TYPE((PyObject *)h, &SwCPU_Type)) {
-        st = sw_cpu_new(nslots, dtype, zero ? 0 : SW_CARRIER_EMPTY, &core, &err);
+        st = sw_cpu_new(nslots, dtype, (zero ? 0 : SW_CARRIER_EMPTY) | immutable, &core, &err);
     } else {
         void *zeros = NULL;
         if (!values && !(values = zeros = PyMem_Calloc(1, bytes))) {
             PyErr_NoMemory();
             return -1;
         }
-        st = sw_generic_new(values, nslots, dtype, 0, &core, &err);
+        st = sw_generic_new(values, nslots, dtype, immutable, &core, &err);
         PyMem_Free(zeros);
     }
     if (st != SW_OK) {
@@ -116,7 +115,7 @@ static int host_allocate(SwHostCarrierObject *h, sw_dtype dtype, int64_t nslots,
     }
     data = Py_IS_TYPE((PyObject *)h, &SwCPU_Type) ? sw_cpu_pointer(core)
                                                   : sw_generic_pointer(core);
-    h->core = core;
+    h->base.core = core;
     h->dtype = dtype;
     h->nslots = nslots;
     h->data = data;
@@ -135,7 +134,7 @@ static PyObject *host_new(PyTypeObject *type, sw_dtype dtype, int64_t nslots, in
     HOST(self)->data = NULL;
     HOST(self)->nslots = 0;
     HOST(self)->owns_data = 0;
-    HOST(self)->core = NULL;
+    HOST(self)->base.core = NULL;
     HOST(self)->dtype = dtype;
     if (host_allocate(HOST(self), dtype, nslots, zero, values) < 0) {
         Py_DECREF(self);

@@ -97,7 +97,7 @@ static int provider_size(PyObject *self, int64_t *out)
 
 int sw_defined_size(PyObject *self, int64_t *out)
 {
-    if (CARRIER(self)->released) {
+    if (sw_py_state_released(self)) {
         *out = 0;
         return 0;
     }

@@ -585,7 +585,7 @@ PyObject *sw_py_tensor_dlpack(PyObject *self, PyObject *const *args,
     }
     if (info.cpu)
         req.data = ((SwHostCarrierObject *)sub->carrier)->data; /* NULL once released */
-    else if (((SwCarrierObject *)sub->carrier)->released)
+    else if (sw_py_state_released(sub->carrier))
         req.data = NULL;
     if (!req.data && layout->size > 0) {                       /* (7) */
         PyErr_SetString(PyExc_BufferError,

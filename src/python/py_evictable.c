@@ -47,7 +47,7 @@ static sw_dtype ev_dtype(PyObject *self)
 
 static int64_t ev_size(PyObject *self)
 {
-    return CARRIER(self)->released ? 0 : EV(self)->nslots;
+    return sw_py_state_released(self) ? 0 : EV(self)->nslots;
 }
 
 static const char *ev_unavailable(PyObject *self)
@@ -247,18 +247,17 @@ static PyObject *ev_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 
 static int refuse_transition(PyObject *self, const char *what)
 {
-    SwCarrierObject *c = CARRIER(self);
     if (sw_py_carrier_owned_elsewhere(self)) {
         PyErr_Format(PyExc_RuntimeError,
                      "cannot %s an Evictable owned by a composite carrier without owner access",
                      what);
         return -1;
     }
-    if (c->released) {
+    if (sw_py_state_released(self)) {
         PyErr_Format(PyExc_RuntimeError, "cannot %s a released Evictable", what);
         return -1;
     }
-    if (c->pending) {
+    if (sw_py_state_pending(self)) {
         PyErr_Format(PyExc_RuntimeError, "cannot %s an Evictable that is pending in a move",
                      what);
         return -1;
@@ -271,9 +270,9 @@ static int refuse_transition(PyObject *self, const char *what)
 static PyObject *transition_destination(SwEvictableObject *e, PyObject *target, int *fresh)
 {
     int64_t size = 0;
-    if (!CARRIER(target)->released && sw_py_carrier_size(target, &size) < 0)
+    if (!sw_py_state_released(target) && sw_py_carrier_size(target, &size) < 0)
         return NULL;
-    *fresh = CARRIER(target)->released || size < e->nslots;
+    *fresh = sw_py_state_released(target) || size < e->nslots;
     if (!*fresh)
         return Py_NewRef(target);
     PyObject *fn = PyObject_GetAttrString(target, "allocate_like");
@@ -345,7 +344,7 @@ typedef struct {
 static void transition_forked(sw_fork_guard *g)
 {
     PyObject *self = ((transition_guard *)g)->self;
-    CARRIER(self)->pending &= ~SW_PENDING_SOURCE;
+    sw_py_state_unmark_pending(self, SW_PENDING_SOURCE);
     sw_fork_guard_drop_access(EV(self)->primary, g->thread);
     sw_fork_guard_drop_access(EV(self)->secondary, g->thread);
 }
@@ -375,9 +374,9 @@ static int transition_marked(PyObject *self, int evict)
     int fresh;
     /* The target's size and allocate_like hooks run here: pending, so
      * they cannot start a nested transition, release or move. */
-    CARRIER(self)->pending |= SW_PENDING_SOURCE;
+    sw_py_state_mark_pending(self, SW_PENDING_SOURCE);
     PyObject *dst = transition_destination(e, *to, &fresh);
-    CARRIER(self)->pending &= ~SW_PENDING_SOURCE;
+    sw_py_state_unmark_pending(self, SW_PENDING_SOURCE);
     if (!dst)
         return -1;
     PyObject *moved = NULL;
@@ -385,12 +384,12 @@ static int transition_marked(PyObject *self, int evict)
         /* Tier hooks run during the move: the hierarchy is pending like a
          * move's source, so a release, write, claim, move or transition
          * they start raises instead of changing the tiers under the move. */
-        CARRIER(self)->pending |= SW_PENDING_SOURCE;
+        sw_py_state_mark_pending(self, SW_PENDING_SOURCE);
         moved = move_tier(e, *from, *from_token, dst, fresh ? 0 : *to_token);
-        CARRIER(self)->pending &= ~SW_PENDING_SOURCE;
+        sw_py_state_unmark_pending(self, SW_PENDING_SOURCE);
     }
     if (!moved) {
-        if (fresh && !CARRIER(dst)->released && sw_py_carrier_release(dst) < 0)
+        if (fresh && !sw_py_state_released(dst) && sw_py_carrier_release(dst) < 0)
             PyErr_WriteUnraisable(self); /* the move's own error wins */
         Py_DECREF(dst);
         return -1;

@@ -2,11 +2,10 @@
  * session directory (C-22, C-23). Starts empty and allocatable (C-12). */
 #include "sw_carrier.h"
 
-#include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "strideweave/alloc.h"
+#include "strideweave/carrier.h"
 #include "strideweave/filestore.h"
 
 #define FB(o) ((SwFileBackedObject *)(o))
@@ -53,14 +52,17 @@ static int fb_supports(sw_dtype dtype)
     return dtype == SW_DT_FLOAT32 || dtype == SW_DT_INT32;
 }
 
-/* Close and delete the file once (release or collection). */
+/* Release the core carrier (release or collection): it closes the file
+ * and deletes it when this process created it. The handle stays for the
+ * path and the state until deallocation. */
 static void fb_drop(PyObject *self)
 {
     SwFileBackedObject *f = FB(self);
-    if (f->fd >= 0 || f->cpath)
-        sw_filestore_remove_sized(f->fd, f->cpath, f->creator_pid, f->nslots * SLOT_BYTES);
+    /* The callers checked the guard; the handle (and the state) stays
+     * until the object goes. */
+    if (f->base.core)
+        (void)sw_carrier_release_moved(f->base.core, NULL);
     f->fd = -1;
-    f->cpath = NULL;
     f->nslots = 0;
 }
 
@@ -68,7 +70,8 @@ const sw_carrier_ops sw_file_backed_ops = {
     "FileBacked", fb_dtype, fb_size, fb_load, fb_store, fb_supports, fb_drop, NULL, NULL,
 };
 
-/* A FileBacked over a newly created file: `name` NULL → generated. */
+/* A FileBacked over a newly created file (`name` NULL → generated), the
+ * same core carrier a C program gets from sw_file_backed_new. */
 static PyObject *fb_create(const char *name, sw_dtype dtype, int mutable_)
 {
     PyObject *self = sw_carrier_alloc(&SwFileBacked_Type, mutable_);
@@ -79,19 +82,18 @@ static PyObject *fb_create(const char *name, sw_dtype dtype, int mutable_)
     f->nslots = 0;
     f->fd = -1;
     f->path = NULL;
-    f->cpath = NULL;
-    f->creator_pid = (long)getpid();
+    f->base.core = NULL;
     sw_error err;
-    sw_status st = name ? sw_filestore_create(name, &f->fd, &f->cpath, &err)
-                        : sw_filestore_create_unique(&f->fd, &f->cpath, &err);
-    if (st != SW_OK) {
+    if (sw_file_backed_new(name, dtype, mutable_ ? 0 : SW_CARRIER_IMMUTABLE, &f->base.core,
+                           &err) != SW_OK) {
         sw_py_raise(&err);
         Py_DECREF(self);
         return NULL;
     }
+    f->fd = sw_file_backed_fd(f->base.core);
     /* The file system encoding, as os.fsdecode: a TMPDIR that is not UTF-8
      * still gives a usable path. */
-    PyObject *spath = PyUnicode_DecodeFSDefault(f->cpath);
+    PyObject *spath = PyUnicode_DecodeFSDefault(sw_file_backed_path(f->base.core));
     f->path = spath ? PyObject_CallOneArg(path_class, spath) : NULL;
     Py_XDECREF(spath);
     if (!f->path) {
@@ -101,18 +103,24 @@ static PyObject *fb_create(const char *name, sw_dtype dtype, int mutable_)
     return self;
 }
 
-/* Grow to `nslots` (zero fill). */
-static int fb_grow(PyObject *self, int64_t nslots)
+/* A failed growth to `nslots`: OverflowError for a size no file can
+ * have, else the core's error. Returns -1. */
+static int fb_raise_growth(sw_error *err, int64_t nslots)
 {
-    int64_t bytes;
-    sw_error err;
-    if (__builtin_mul_overflow(nslots, (int64_t)SLOT_BYTES, &bytes)) {
+    if (err->code == SW_EOVERFLOW) {
         PyErr_Format(PyExc_OverflowError, "%lld slots exceed the file size limit",
                      (long long)nslots);
         return -1;
     }
-    if (sw_filestore_resize(FB(self)->fd, bytes, &err) != SW_OK)
-        return sw_py_raise(&err);
+    return sw_py_raise(err);
+}
+
+/* Grow to `nslots` (zero fill). */
+static int fb_grow(PyObject *self, int64_t nslots)
+{
+    sw_error err;
+    if (sw_carrier_allocate(FB(self)->base.core, nslots, &err) != SW_OK)
+        return fb_raise_growth(&err, nslots);
     FB(self)->nslots = nslots;
     return 0;
 }
@@ -123,8 +131,7 @@ void sw_py_file_backed_undo_growth(PyObject *carrier)
 {
     if (Py_TYPE(carrier) != &SwFileBacked_Type || FB(carrier)->fd < 0)
         return;
-    sw_error err;
-    if (sw_filestore_resize(FB(carrier)->fd, 0, &err) == SW_OK)
+    if (sw_carrier_unallocate(FB(carrier)->base.core, NULL) == SW_OK)
         FB(carrier)->nslots = 0;
 }
 
@@ -190,13 +197,13 @@ static int fb_clear(PyObject *self)
  * first would cost small moves a system call of about their own cost). */
 static int fb_allocate_to(PyObject *self, int64_t size, int by_write)
 {
-    if (((SwCarrierObject *)self)->released) {
+    if (sw_py_state_released(self)) {
         PyErr_SetString(PyExc_RuntimeError, "cannot allocate a released FileBacked carrier");
         return -1;
     }
     /* Growing remaps the file and changes the size a move checked: the
      * pending guard and the ownership rule refuse it like any write. */
-    if (((SwCarrierObject *)self)->pending) { /* even under transfer access */
+    if (sw_py_state_pending(self)) { /* even under transfer access */
         PyErr_SetString(PyExc_RuntimeError,
                         "cannot grow a FileBacked carrier that is pending in a move; "
                         "wait() for the move first");
@@ -218,19 +225,9 @@ static int fb_allocate_to(PyObject *self, int64_t size, int by_write)
         return 0;
     if (!by_write || FB(self)->nslots != 0)
         return fb_grow(self, size);
-    int64_t bytes;
     sw_error err;
-    if (__builtin_mul_overflow(size, (int64_t)SLOT_BYTES, &bytes)) {
-        PyErr_Format(PyExc_OverflowError, "%lld slots exceed the file size limit",
-                     (long long)size);
-        return -1;
-    }
-    /* The resize's fault site stands for this growth too. */
-    if (sw_fault_hit("truncate")) {
-        sw_error_set_errno(&err, SW_EIO, EIO,
-                           "resizing the FileBacked file failed: injected fault");
-        return sw_py_raise(&err);
-    }
+    if (sw_file_backed_allocate_for_write(FB(self)->base.core, size, &err) != SW_OK)
+        return fb_raise_growth(&err, size);
     FB(self)->nslots = size;
     return 0;
 }
@@ -250,6 +247,7 @@ int sw_py_file_backed_grow_by_write(PyObject *carrier, int64_t nslots)
         return sw_py_carrier_allocate(carrier, nslots);
     return fb_allocate_to(carrier, nslots, 1);
 }
+
 
 /* C-10: values are normalized in memory first so a failure creates no file. */
 static PyObject *fb_new_like(PyObject *self, PyObject *args, PyObject *kwds)

@@ -49,13 +49,5 @@ void sw_fork_guard_drop_access(PyObject *carrier, unsigned long thread)
 {
     if (!carrier)
         return;
-    SwCarrierObject *c = (SwCarrierObject *)carrier;
-    if (c->owner_depth > 0 && c->owner_thread == thread) {
-        c->owner_depth = 0;
-        c->owner_thread = 0;
-    }
-    if (c->transfer_depth > 0 && c->transfer_thread == thread) {
-        c->transfer_depth = 0;
-        c->transfer_thread = 0;
-    }
+    sw_py_carrier_drop_inherited_access(carrier, thread);
 }

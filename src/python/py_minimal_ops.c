@@ -38,9 +38,9 @@ static int read_values(PyObject *tensor, double *out)
     SwTensorObject *t = (SwTensorObject *)tensor;
     const sw_layout *L = SwLayout_CORE(t->subs[0].layout);
     PyObject *carrier = t->subs[0].carrier;
-    SwCarrierObject *c = (SwCarrierObject *)carrier;
     int fast = (Py_TYPE(carrier) == &SwCPU_Type || Py_TYPE(carrier) == &SwGeneric_Type) &&
-               !c->released && !(c->pending & SW_PENDING_DESTINATION) &&
+               !sw_py_state_released(carrier) &&
+               !(sw_py_state_pending(carrier) & SW_PENDING_DESTINATION) &&
                ((SwHostCarrierObject *)carrier)->data != NULL &&
                t->dtype == sw_py_dtype(((SwHostCarrierObject *)carrier)->dtype);
     sw_dtype dt = fast ? ((SwHostCarrierObject *)carrier)->dtype : SW_DT_FLOAT32;
@@ -360,7 +360,7 @@ static int require_carrier_class(PyObject *self, PyObject *tensor, const char *f
 
 static int require_live(PyObject *tensor, const char *fn, const char *what)
 {
-    if (!((SwCarrierObject *)carrier_of(tensor))->released)
+    if (!sw_py_state_released(carrier_of(tensor)))
         return 0;
     PyErr_Format(PyExc_RuntimeError, "%s: the carrier of %s is released", fn, what);
     return -1;
@@ -393,7 +393,7 @@ static int check_cotangent(PyObject *g, const char *fn)
     }
     if (require_one_subtensor(g, fn, "the gradient") < 0)
         return -1;
-    if (((SwCarrierObject *)carrier_of(g))->released) {
+    if (sw_py_state_released(carrier_of(g))) {
         PyErr_Format(PyExc_RuntimeError, "%s.backward: the gradient's carrier is released",
                      fn);
         return -1;

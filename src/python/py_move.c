@@ -166,7 +166,7 @@ static int check_source(PyObject *tensor)
         return -1;
     }
     PyObject *src = TENSOR(tensor)->subs[0].carrier;
-    if (CARRIER(src)->released) {
+    if (sw_py_state_released(src)) {
         PyErr_Format(PyExc_RuntimeError, "cannot move a Tensor whose %s carrier is released",
                      cname(src));
         return -1;
@@ -177,7 +177,7 @@ static int check_source(PyObject *tensor)
                      cname(src));
         return -1;
     }
-    if (CARRIER(src)->pending) {
+    if (sw_py_state_pending(src)) {
         PyErr_Format(PyExc_RuntimeError,
                      "cannot move a Tensor whose %s carrier is pending in another move; "
                      "wait() for that move first", cname(src));
@@ -200,12 +200,12 @@ static int check_destination(PyObject *tensor, PyObject *dst)
                         "different carrier");
         return -1;
     }
-    if (CARRIER(dst)->released) {
+    if (sw_py_state_released(dst)) {
         PyErr_Format(PyExc_RuntimeError, "the destination %s carrier is released",
                      cname(dst));
         return -1;
     }
-    if (CARRIER(dst)->pending) {
+    if (sw_py_state_pending(dst)) {
         PyErr_Format(PyExc_RuntimeError,
                      "the destination %s carrier is pending in another move; wait() for "
                      "that move first", cname(dst));
@@ -258,7 +258,7 @@ static int recheck(PyObject *src, PyObject *dst)
 {
     PyObject *c[2] = {src, dst};
     for (int i = 0; i < 2; i++) {
-        if (CARRIER(c[i])->released || CARRIER(c[i])->pending ||
+        if (sw_py_state_released(c[i]) || sw_py_state_pending(c[i]) ||
             sw_py_carrier_owned_elsewhere(c[i])) {
             PyErr_Format(PyExc_RuntimeError,
                          "the %s %s carrier was released, claimed or moved while the move "
@@ -309,11 +309,11 @@ static void untrack(move_request *r)
 static void set_pending(move_request *r, int on)
 {
     if (on) {
-        CARRIER(r->source)->pending |= SW_PENDING_SOURCE;
-        CARRIER(r->destination)->pending |= SW_PENDING_DESTINATION;
+        sw_py_state_mark_pending(r->source, SW_PENDING_SOURCE);
+        sw_py_state_mark_pending(r->destination, SW_PENDING_DESTINATION);
     } else {
-        CARRIER(r->source)->pending &= ~SW_PENDING_SOURCE;
-        CARRIER(r->destination)->pending &= ~SW_PENDING_DESTINATION;
+        sw_py_state_unmark_pending(r->source, SW_PENDING_SOURCE);
+        sw_py_state_unmark_pending(r->destination, SW_PENDING_DESTINATION);
     }
 }
 
@@ -322,7 +322,7 @@ static void set_pending(move_request *r, int on)
 static PyObject *validate_result(move_request *r)
 {
     int64_t size = 0;
-    if (CARRIER(r->destination)->released) {
+    if (sw_py_state_released(r->destination)) {
         PyErr_Format(PyExc_RuntimeError, "the destination %s carrier was released during "
                      "the move", cname(r->destination));
         return sw_py_take_exception();
@@ -721,15 +721,13 @@ PyObject *sw_py_move_forked_error(const char *what)
 
 int sw_py_move_transfer_on_this_thread(PyObject *carrier)
 {
-    SwCarrierObject *c = CARRIER(carrier);
-    return c->transfer_depth > 0 && c->transfer_thread == PyThread_get_thread_ident();
+    return sw_py_carrier_in_transfer(carrier);
 }
 
 /* Transfer access a thread that does not exist here was holding. */
 static void drop_inherited_transfer(PyObject *carrier)
 {
-    CARRIER(carrier)->transfer_depth = 0;
-    CARRIER(carrier)->transfer_thread = 0;
+    sw_py_carrier_drop_inherited_access(carrier, 0);
 }
 
 /* os.register_at_fork(after_in_child=...), GIL held, after reset_after_fork:
@@ -973,10 +971,11 @@ typedef struct carrier_state {
 static void snapshot(PyObject *carrier, carrier_state *s)
 {
     SwCarrierObject *c = CARRIER(carrier);
-    s->version = c->version;
-    s->owner_token = c->owner_token;
-    s->released = c->released;
-    s->pending = c->pending;
+    s->version = sw_py_state_version(carrier);
+    /* A core carrier shows whether it is owned, not its token. */
+    s->owner_token = c->core ? sw_carrier_is_owned(c->core) : c->owner_token;
+    s->released = sw_py_state_released(carrier);
+    s->pending = sw_py_state_pending(carrier);
 }
 
 static int same_state(PyObject *carrier, const carrier_state *s)

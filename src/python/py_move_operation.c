@@ -327,7 +327,7 @@ static int check_cotangent(PyObject *g, PyObject *source)
         return -1;
     }
     SwSubtensor *gs = &((SwTensorObject *)g)->subs[0];
-    if (((SwCarrierObject *)gs->carrier)->released) {
+    if (sw_py_state_released(gs->carrier)) {
         PyErr_SetString(PyExc_RuntimeError, "the gradient's carrier is released");
         return -1;
     }

@@ -520,11 +520,10 @@ done:
  * of the user's, whose hooks decide). Reads only C state. */
 static const char *not_now(PyObject *carrier, char *buf, size_t cap)
 {
-    SwCarrierObject *c = (SwCarrierObject *)carrier;
     const sw_carrier_ops *ops = sw_carrier_builtin_ops(carrier);
-    if (c->released)
+    if (sw_py_state_released(carrier))
         return "released";
-    if (c->pending & SW_PENDING_DESTINATION)
+    if (sw_py_state_pending(carrier) & SW_PENDING_DESTINATION)
         return "pending move";
     if (!ops)
         return NULL;
@@ -636,11 +635,11 @@ static void put_flags(text *out, PyObject *self, int builtin)
     SwCarrierObject *c = (SwCarrierObject *)self;
     if (builtin && !c->intrinsic_mutable)
         put(out, ", immutable");
-    if (c->owner_token != 0)
+    if (sw_py_state_owned(self))
         put(out, ", owned");
-    if (c->released)
+    if (sw_py_state_released(self))
         put(out, ", released");
-    if (c->pending)
+    if (sw_py_state_pending(self))
         put(out, ", pending");
 }
 

@@ -499,7 +499,7 @@ static PyObject *tensor_get_layout(SwTensorObject *self, void *unused)
 static PyObject *tensor_get_version(SwTensorObject *self, void *unused)
 {
     (void)unused;
-    return PyLong_FromLongLong(((SwCarrierObject *)self->subs[0].carrier)->version);
+    return PyLong_FromLongLong(sw_py_state_version(self->subs[0].carrier));
 }
 
 static PyObject *tensor_get_subtensors(SwTensorObject *self, void *unused)
@@ -559,7 +559,7 @@ static PyObject *tensor_version_token(SwTensorObject *self, PyObject *unused)
         if (seen)
             continue;
         PyObject *e = Py_BuildValue("(NL)", PyLong_FromVoidPtr(c),
-                                    (long long)((SwCarrierObject *)c)->version);
+                                    (long long)sw_py_state_version(c));
         if (!e || PyList_Append(out, e) < 0) {
             Py_XDECREF(e);
             Py_DECREF(out);

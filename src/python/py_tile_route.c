@@ -44,8 +44,8 @@ static int prepare(PyObject *tensor, PyObject *dst, sw_route *route, PyObject **
 
 void sw_tiled_route_unmark(PyObject *src, PyObject *dst)
 {
-    CARRIER(dst)->pending &= ~SW_PENDING_DESTINATION;
-    CARRIER(src)->pending &= ~SW_PENDING_SOURCE;
+    sw_py_state_unmark_pending(dst, SW_PENDING_DESTINATION);
+    sw_py_state_unmark_pending(src, SW_PENDING_SOURCE);
 }
 
 /* X-9/X-10: submit() once with transfer access. 0 when the copy is done
@@ -54,15 +54,15 @@ void sw_tiled_route_unmark(PyObject *src, PyObject *dst)
 static int submit(PyObject *prepared, PyObject *src, PyObject *dst, int64_t n,
                   PyObject **completion)
 {
-    if (CARRIER(src)->released || CARRIER(dst)->released || CARRIER(src)->pending ||
-        CARRIER(dst)->pending) {
+    if (sw_py_state_released(src) || sw_py_state_released(dst) || sw_py_state_pending(src) ||
+        sw_py_state_pending(dst)) {
         PyErr_Format(PyExc_RuntimeError,
                      "a tile's %s storage was released or became pending while its copy "
                      "was being prepared", cname(src));
         return -1;
     }
-    CARRIER(src)->pending |= SW_PENDING_SOURCE;
-    CARRIER(dst)->pending |= SW_PENDING_DESTINATION;
+    sw_py_state_mark_pending(src, SW_PENDING_SOURCE);
+    sw_py_state_mark_pending(dst, SW_PENDING_DESTINATION);
     sw_py_carrier_begin_transfer(src);
     sw_py_carrier_begin_transfer(dst);
     PyObject *res = PyObject_CallNoArgs(SW_RECORD_FIELD(prepared, 0));

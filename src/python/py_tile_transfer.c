@@ -35,7 +35,7 @@
 
 static PyObject *str_copy, *str_copy_async;
 
-#define CARRIER_PENDING(o) (((SwCarrierObject *)(o))->pending)
+#define CARRIER_PENDING(o) (sw_py_state_pending((o)))
 /* run_copy's `shared` bits. */
 #define SHARE_SOURCE 1
 #define SHARE_DESTINATION 2
@@ -118,9 +118,9 @@ static int run_copy(PyObject *op, PyObject *tensor, PyObject *src, PyObject *dst
     if (_PyObject_LookupAttr((PyObject *)Py_TYPE(op), str_copy_async, &hook) < 0)
         return -1;
     if (!shared)
-        ((SwCarrierObject *)src)->pending |= SW_PENDING_SOURCE;
+        sw_py_state_mark_pending(src, SW_PENDING_SOURCE);
     if (mark_dst)
-        ((SwCarrierObject *)dst)->pending |= SW_PENDING_DESTINATION;
+        sw_py_state_mark_pending(dst, SW_PENDING_DESTINATION);
     sw_py_carrier_begin_transfer(src);
     sw_py_carrier_begin_transfer(dst);
     PyObject *res = PyObject_CallMethodObjArgs(op, hook ? str_copy_async : str_copy, tensor,
@@ -133,9 +133,9 @@ static int run_copy(PyObject *op, PyObject *tensor, PyObject *src, PyObject *dst
         return 0;
     }
     if (mark_dst)
-        ((SwCarrierObject *)dst)->pending &= ~SW_PENDING_DESTINATION;
+        sw_py_state_unmark_pending(dst, SW_PENDING_DESTINATION);
     if (!shared)
-        ((SwCarrierObject *)src)->pending &= ~SW_PENDING_SOURCE;
+        sw_py_state_unmark_pending(src, SW_PENDING_SOURCE);
     if (!res || PyErr_Occurred()) {
         Py_XDECREF(hook);
         Py_XDECREF(res);
@@ -180,8 +180,8 @@ static int run_builtin(PyObject *op_type, PyObject *src, int64_t offset, PyObjec
         dev = sw_py_block_device_core(dst);
     sw_error err;
     sw_status st;
-    ((SwCarrierObject *)src)->pending |= SW_PENDING_SOURCE;
-    ((SwCarrierObject *)dst)->pending |= SW_PENDING_DESTINATION;
+    sw_py_state_mark_pending(src, SW_PENDING_SOURCE);
+    sw_py_state_mark_pending(dst, SW_PENDING_DESTINATION);
     if (dev) {
         Py_BEGIN_ALLOW_THREADS
         st = sw_blockdev_transfer(dev, &t, &err);
@@ -193,8 +193,8 @@ static int run_builtin(PyObject *op_type, PyObject *src, int64_t offset, PyObjec
         st = sw_transfer_run(&t, &err);
         Py_END_ALLOW_THREADS
     }
-    ((SwCarrierObject *)dst)->pending &= ~SW_PENDING_DESTINATION;
-    ((SwCarrierObject *)src)->pending &= ~SW_PENDING_SOURCE;
+    sw_py_state_unmark_pending(dst, SW_PENDING_DESTINATION);
+    sw_py_state_unmark_pending(src, SW_PENDING_SOURCE);
     return st == SW_OK ? 1 : sw_py_raise(&err);
 }
 
@@ -203,7 +203,7 @@ static int run_builtin(PyObject *op_type, PyObject *src, int64_t offset, PyObjec
 int sw_tiled_check_fresh(PyObject *dst, int64_t n)
 {
     int64_t size = 0;
-    if (((SwCarrierObject *)dst)->released) {
+    if (sw_py_state_released(dst)) {
         PyErr_Format(PyExc_RuntimeError,
                      "the fresh %s tile storage was released during the tile copy", cname(dst));
         return -1;
@@ -240,7 +240,7 @@ static int run_legacy(PyObject *op_type, PyObject *src, int64_t offset, PyObject
     PyObject *output = tensor ? sw_py_tensor_new1(dst, dst_offset, layout) : NULL;
     PyObject *count = output ? PyLong_FromLongLong(n) : NULL;
     int rc = -1;
-    if (count && !((SwCarrierObject *)src)->released &&
+    if (count && !sw_py_state_released(src) &&
         run_copy(op, tensor, src, dst, output, count, shared, completion) == 0)
         rc = *completion ? 0 : sw_tiled_check_fresh(dst, dst_offset + n);
     else if (count && !PyErr_Occurred())

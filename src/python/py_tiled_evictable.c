@@ -45,7 +45,7 @@ static const char *cname(PyObject *o)
 
 int sw_tiled_refuse_released(PyObject *self, const char *what)
 {
-    if (!CARRIER(self)->released)
+    if (!sw_py_state_released(self))
         return 0;
     PyErr_Format(PyExc_RuntimeError, "cannot %s a released TiledEvictable", what);
     return -1;
@@ -54,7 +54,7 @@ int sw_tiled_refuse_released(PyObject *self, const char *what)
 const unsigned char *sw_tiled_host_base(PyObject *carrier)
 {
     PyTypeObject *t = Py_TYPE(carrier);
-    if ((t != &SwCPU_Type && t != &SwGeneric_Type) || CARRIER(carrier)->released)
+    if ((t != &SwCPU_Type && t != &SwGeneric_Type) || sw_py_state_released(carrier))
         return NULL;
     return ((SwHostCarrierObject *)carrier)->data;
 }
@@ -118,7 +118,7 @@ PyObject *sw_tiled_new_tile_store(PyObject *self, PyObject *proto, int zero)
 
 void sw_tiled_drop_store(PyObject *self, PyObject *store)
 {
-    if (store && !CARRIER(store)->released && sw_py_carrier_release(store) < 0)
+    if (store && !sw_py_state_released(store) && sw_py_carrier_release(store) < 0)
         PyErr_WriteUnraisable(self);
     Py_XDECREF(store);
 }
@@ -138,7 +138,7 @@ static int copy_tile(PyObject *self, int64_t t, PyObject *dst, PyObject **comple
 /* The live FileBacked descriptor of `c` when it stores `dtype`, else -1. */
 static int file_fd(PyObject *c, sw_dtype dtype)
 {
-    if (Py_TYPE(c) != &SwFileBacked_Type || CARRIER(c)->released)
+    if (Py_TYPE(c) != &SwFileBacked_Type || sw_py_state_released(c))
         return -1;
     SwFileBackedObject *f = (SwFileBackedObject *)c;
     return f->dtype == dtype ? f->fd : -1;
@@ -629,8 +629,8 @@ static void residency_forked(sw_fork_guard *g)
         if (q->waits[i].src || !q->staged[i])
             continue; /* provider copies: residency_finish unmarks them */
         if (r->store && !r->full)
-            CARRIER(r->store)->pending &= ~SW_PENDING_SOURCE;
-        CARRIER(q->staged[i])->pending &= ~SW_PENDING_DESTINATION;
+            sw_py_state_unmark_pending(r->store, SW_PENDING_SOURCE);
+        sw_py_state_unmark_pending(q->staged[i], SW_PENDING_DESTINATION);
         sw_fork_guard_drop_access(r->store, g->thread);
         sw_fork_guard_drop_access(q->staged[i], g->thread);
     }
@@ -858,7 +858,7 @@ static sw_dtype te_dtype(PyObject *self)
 
 static int64_t te_size(PyObject *self)
 {
-    return CARRIER(self)->released ? 0 : TILED(self)->geo.size;
+    return sw_py_state_released(self) ? 0 : TILED(self)->geo.size;
 }
 
 static int te_supports(sw_dtype dtype)
@@ -1225,7 +1225,7 @@ static PyObject *te_tile_state(PyObject *self, PyObject *coord)
 static PyObject *te_release(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    if (TILED(self)->busy && !CARRIER(self)->released) {
+    if (TILED(self)->busy && !sw_py_state_released(self)) {
         PyErr_SetString(PyExc_RuntimeError,
                         "cannot release a TiledEvictable while projection or residency work on "
                         "it is pending; wait() for it first");

@@ -81,9 +81,9 @@ static int check_destination(PyObject *self, PyObject *d, int64_t n)
                      "not %.100s", _PyType_Name(Py_TYPE(te->primary)), Py_TYPE(d)->tp_name);
         return -1;
     }
-    if (CARRIER(d)->released || CARRIER(d)->owner_token) {
+    if (sw_py_state_released(d) || sw_py_state_owned(d)) {
         PyErr_Format(PyExc_RuntimeError, "the destination carrier is %s",
-                     CARRIER(d)->released ? "released" : "owned by a composite carrier");
+                     sw_py_state_released(d) ? "released" : "owned by a composite carrier");
         return -1;
     }
     int m = sw_py_carrier_is_mutable(d);

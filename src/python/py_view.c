@@ -795,7 +795,7 @@ static int check_view_cotangent(PyObject *self, PyObject *g)
                      "with %zd planes", _PyType_Name(Py_TYPE(self)), gt->nsub);
         return -1;
     }
-    if (((SwCarrierObject *)gt->subs[0].carrier)->released) {
+    if (sw_py_state_released(gt->subs[0].carrier)) {
         PyErr_Format(PyExc_RuntimeError, "%s.backward: the gradient's carrier is released",
                      _PyType_Name(Py_TYPE(self)));
         return -1;

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "strideweave/alloc.h"
+#include "strideweave/carrier.h"
 #include "strideweave/dtype.h"
 #include "strideweave/layout.h"
 #include "strideweave/status.h"
@@ -143,10 +144,16 @@ extern PyTypeObject SwMetal_Type;  /* never instantiated on our hosts */
 extern PyTypeObject SwEvictable_Type;
 extern PyTypeObject SwBlockDeviceCarrier_Type;
 
-/* Framework state every carrier has from allocation (C-1). */
+/* Framework state every carrier has from allocation (C-1). A built-in
+ * carrier (CPU, Generic, FileBacked) holds a core carrier handle, and its
+ * version, released flag, pending marks, claim and owner access and
+ * transfer access live there (carrier.h): the fields from `version` to
+ * `transfer_depth` are then unused. Other carriers keep them here. Read and
+ * change that state through the sw_py_state_* accessors below. */
 typedef struct SwCarrierObject {
     PyObject_HEAD
     PyObject *weakreflist;
+    struct sw_carrier *core; /* owned; NULL for carriers not in the core */
     int64_t version;         /* C-14 */
     int released;            /* C-15 */
     int intrinsic_mutable;   /* built-ins: the `mutable` argument */
@@ -169,27 +176,75 @@ typedef struct SwCarrierObject {
 /* `pending` bits (architecture.md, "Pending guard"): while non-zero,
  * mutation, release and claims fail RuntimeError mentioning `pending` and
  * is_mutable() is False; a pending destination also refuses reads. */
-#define SW_PENDING_SOURCE 1
-#define SW_PENDING_DESTINATION 2
+#define SW_PENDING_SOURCE SW_CARRIER_PENDING_SOURCE
+#define SW_PENDING_DESTINATION SW_CARRIER_PENDING_DESTINATION
+
+/* The state accessors: the core handle's state for built-ins, the fields
+ * for the rest. `o` is a carrier object. */
+#define SW_STATE_C(o) ((SwCarrierObject *)(o))
+static inline int sw_py_state_released(PyObject *o)
+{
+    SwCarrierObject *c = SW_STATE_C(o);
+    return c->core ? sw_carrier_is_released(c->core) : c->released;
+}
+static inline int sw_py_state_pending(PyObject *o)
+{
+    SwCarrierObject *c = SW_STATE_C(o);
+    return c->core ? sw_carrier_pending_roles(c->core) : c->pending;
+}
+static inline void sw_py_state_mark_pending(PyObject *o, int roles)
+{
+    SwCarrierObject *c = SW_STATE_C(o);
+    if (c->core)
+        sw_carrier_mark_pending(c->core, roles);
+    else
+        c->pending |= roles;
+}
+static inline void sw_py_state_unmark_pending(PyObject *o, int roles)
+{
+    SwCarrierObject *c = SW_STATE_C(o);
+    if (c->core)
+        sw_carrier_unmark_pending(c->core, roles);
+    else
+        c->pending &= ~roles;
+}
+static inline int64_t sw_py_state_version(PyObject *o)
+{
+    SwCarrierObject *c = SW_STATE_C(o);
+    return c->core ? (int64_t)sw_carrier_version(c->core) : c->version;
+}
+/* +1 after a write the caller checked (not under transfer access). */
+static inline void sw_py_state_bump_version(PyObject *o)
+{
+    SwCarrierObject *c = SW_STATE_C(o);
+    if (c->core)
+        (void)sw_carrier_increment_version(c->core, NULL);
+    else
+        c->version++;
+}
+static inline int sw_py_state_owned(PyObject *o)
+{
+    SwCarrierObject *c = SW_STATE_C(o);
+    return c->core ? sw_carrier_is_owned(c->core) : c->owner_token != 0;
+}
 
 /* Host-memory carriers (Generic, CPU) share this body. */
 typedef struct SwHostCarrierObject {
     SwCarrierObject base;
     sw_dtype dtype;
     int64_t nslots;
-    void *data;              /* NULL after release */
+    void *data;              /* the core carrier's slot 0; NULL after release */
     int owns_data;           /* always 1 while data is set */
-    struct sw_carrier *core; /* the core carrier holding `data`; NULL after release */
 } SwHostCarrierObject;
 
+/* The storage is a core FileBacked carrier (carrier.h); dtype, nslots and
+ * fd mirror it for the readers in other files. */
 typedef struct SwFileBackedObject {
     SwCarrierObject base;
     sw_dtype dtype;
     int64_t nslots;
-    int fd;                  /* -1 after release */
+    int fd;                  /* the core carrier's descriptor; -1 after release */
     PyObject *path;          /* pathlib.Path, kept after release */
-    char *cpath;             /* sw_malloc'd, NULL once unlinked */
-    long creator_pid;        /* only this process unlinks the file */
 } SwFileBackedObject;
 
 #define SwCarrier_Check(o) PyObject_TypeCheck((o), &SwCarrier_Type)
@@ -214,6 +269,10 @@ int sw_py_carrier_in_transfer(PyObject *carrier);
 /* Grant / withdraw transfer access on the calling thread (re-entrant). */
 void sw_py_carrier_begin_transfer(PyObject *carrier);
 void sw_py_carrier_end_transfer(PyObject *carrier);
+/* After fork, in the child: drop the owner and transfer access `thread`
+ * held (0: any thread but this one). A core carrier drops what every
+ * thread but this one held: only this one survived the fork. */
+void sw_py_carrier_drop_inherited_access(PyObject *carrier, unsigned long thread);
 /* Whether the carrier is owned and the calling thread lacks owner access
  * (C-13): such a carrier cannot take part in a move. */
 int sw_py_carrier_owned_elsewhere(PyObject *carrier);

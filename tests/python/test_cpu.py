@@ -273,7 +273,9 @@ def test_c15_release_frees_and_keeps_queries():
     c = sw.CPU(1000, dtype=D.Int32, mutable=False)
     assert _C._live_bytes() >= before + 4000
     assert c.release() is None
-    assert _C._live_bytes() == before
+    # The slots are freed at release; the small core handle holding the
+    # carrier's state (version, released) goes with the object.
+    assert _C._live_bytes() < before + 4000
     assert c.release() is None
     assert c.is_released()
     assert c.size() == 0
@@ -287,6 +289,8 @@ def test_c15_release_frees_and_keeps_queries():
         c[0] = 1
     with pytest.raises(RuntimeError, match="released"):
         c._increment_version()
+    del c
+    assert settled_live_bytes() == before
 
 
 # ---- C-16 ------------------------------------------------------------------------

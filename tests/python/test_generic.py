@@ -157,7 +157,9 @@ def test_c15_release():
     g = sw.Generic([1.0] * 100, dtype=D.Float32)
     assert _C._live_bytes() >= before + 400
     assert g.release() is None
-    assert _C._live_bytes() == before
+    # The slots are freed at release; the small core handle holding the
+    # carrier's state (version, released) goes with the object.
+    assert _C._live_bytes() < before + 400
     assert g.release() is None
     assert g.size() == 0 and g.dtype() is D.Float32 and g.is_released()
     with pytest.raises(RuntimeError, match="released"):
@@ -166,6 +168,8 @@ def test_c15_release():
         g[0] = 1.0
     with pytest.raises(BufferError, match="DLPack is not supported"):
         g.dlpack_info()
+    del g
+    assert settled_live_bytes() == before
 
 
 def test_c16_no_dlpack():
