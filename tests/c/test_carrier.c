@@ -133,6 +133,49 @@ static void test_file_backed(void)
 
 /* Growth, the descriptor a binding reads and writes through, and the
  * refusals of growth (each leaves the size as it was). */
+/* Growth for a caller that writes the whole span next: the size is
+ * recorded, the file stays empty until that write sets its length; the
+ * checks are the allocate ones; a grown carrier grows as allocate does. */
+static void test_file_backed_allocate_for_write(void)
+{
+    sw_error err;
+    sw_carrier *f, *cpu;
+    CHECK(sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &f, &err) == SW_OK);
+    CHECK(sw_cpu_new(2, SW_DT_FLOAT32, 0, &cpu, &err) == SW_OK);
+    CHECK(sw_file_backed_allocate_for_write(cpu, 4, &err) == SW_ETYPE);
+    CHECK(sw_file_backed_allocate_for_write(f, INT64_MAX / 2, &err) == SW_EOVERFLOW);
+    CHECK_EQ_I64(sw_carrier_size(f), 0);
+    int fd = sw_file_backed_fd(f);
+    CHECK(sw_file_backed_allocate_for_write(f, 4, &err) == SW_OK);
+    CHECK_EQ_I64(sw_carrier_size(f), 4);
+    CHECK_EQ_I64(lseek(fd, 0, SEEK_END), 0); /* no resize */
+    float v[4] = {1, 2, 3, 4}, r[4] = {0};
+    CHECK(sw_carrier_write(f, 0, 4, v, &err) == SW_OK);
+    CHECK_EQ_I64(lseek(fd, 0, SEEK_END), 16);
+    CHECK(sw_carrier_read(f, 0, 4, r, &err) == SW_OK);
+    CHECK(r[0] == 1 && r[3] == 4);
+    /* Not empty any more: a real growth, new slots read 0. */
+    CHECK(sw_file_backed_allocate_for_write(f, 6, &err) == SW_OK);
+    CHECK_EQ_I64(lseek(fd, 0, SEEK_END), 24);
+    CHECK(sw_file_backed_allocate_for_write(f, 5, &err) == SW_EINVAL);
+    /* Pending refuses it with nothing changed. */
+    sw_carrier *g;
+    CHECK(sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &g, &err) == SW_OK);
+    sw_carrier_mark_pending(g, SW_CARRIER_PENDING_DESTINATION);
+    CHECK(sw_file_backed_allocate_for_write(g, 4, &err) == SW_ESTATE);
+    CHECK_EQ_I64(sw_carrier_size(g), 0);
+    sw_carrier_unmark_pending(g, SW_CARRIER_PENDING_DESTINATION);
+    if (sw_fault_enabled()) {
+        sw_fault_arm("truncate", 0, 1);
+        CHECK(sw_file_backed_allocate_for_write(g, 4, &err) == SW_EIO);
+        sw_fault_clear();
+        CHECK_EQ_I64(sw_carrier_size(g), 0);
+    }
+    sw_carrier_unref(g);
+    sw_carrier_unref(cpu);
+    sw_carrier_unref(f);
+}
+
 static void test_file_backed_growth_and_fd(void)
 {
     sw_error err;
@@ -611,6 +654,7 @@ int main(void)
     test_immutable_and_generic();
     test_file_backed();
     test_file_backed_growth_and_fd();
+    test_file_backed_allocate_for_write();
     test_file_backed_after_fork();
     test_ownership_claims();
     test_foreign_ops_table();
