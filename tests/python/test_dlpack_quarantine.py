@@ -78,9 +78,13 @@ def moved_values(how, kept):
 @pytest.mark.parametrize("how", HOWS)
 @pytest.mark.parametrize("consumer", CONSUMERS)
 def test_c15a_stale_writes_never_reach_other_tensors(consumer, how, n):
-    # A first large move sets up the copy workers once (a lasting allocation
-    # of their own); do that before taking the baseline.
+    # The first large move, and the first eviction, set up what they keep
+    # for the process (copy workers, the eviction's own lasting state); do
+    # the same path once before taking the baseline.
     sw.move(filled(n, 0.0), CPU(n))
+    warm = free_under(how, filled(n, 0.0), n)
+    moved_values(how, warm)
+    del warm
     live = settled_live_bytes()
     t = filled(n, 1.5)
     neighbours = [filled(n, 100.0 + i) for i in range(4)]
