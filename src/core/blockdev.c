@@ -846,6 +846,7 @@ sw_status sw_blockdev_transfer(sw_blockdev *d, const sw_transfer *t, sw_error *e
     atomic_fetch_add(&d->transferring, 1);
     sw_fault_pause("blockdev_transfer_pause"); /* tests: stop with the lock held */
     pthread_mutex_unlock(&d->lock);
+    sw_fault_pause("blockdev_io_pause"); /* tests: stop in flight, without the lock */
 
     sw_status st = run_transfer(d, t, writing, err);
     /* B-11: a transfer into the device commits only once it is durable. */
