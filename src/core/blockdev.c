@@ -643,12 +643,15 @@ static sw_status direct_staged(direct_pipe *p, const char *src, size_t len, int6
     return SW_OK;
 }
 
-/* One run of aligned memory written in place, request by request. */
+/* One run of aligned memory written from or read into in place, request
+ * by request. */
 typedef struct direct_run {
+    int writing;
     int fd;
-    const char *src;
+    char *buf;
     size_t len;
     int64_t pos;
+    int64_t *progress; /* reads count what they brought in; NULL: none */
     sw_status st;
     sw_error err;
 } direct_run;
@@ -659,21 +662,26 @@ static void *direct_run_main(void *arg)
     r->st = SW_OK;
     for (size_t done = 0; done < r->len && r->st == SW_OK;) {
         size_t n = r->len - done < DIRECT_CHUNK_BYTES ? r->len - done : DIRECT_CHUNK_BYTES;
-        r->st = io_loop(1, r->fd, (char *)r->src + done, n, r->pos + (int64_t)done, &r->err);
+        r->st = io_loop(r->writing, r->fd, r->buf + done, n, r->pos + (int64_t)done, &r->err);
         done += n;
+        if (r->st == SW_OK && r->progress)
+            __atomic_fetch_add(r->progress, (int64_t)n, __ATOMIC_RELAXED);
     }
     return NULL;
 }
 
-/* Aligned memory in place, as two halves written at once (a helper thread
- * takes the first), so the device always has a second request queued. */
-static sw_status direct_in_place(sw_blockdev *d, const char *src, size_t len, int64_t pos,
-                                 sw_error *err)
+/* Aligned memory in place, as two halves moved at once (a helper thread
+ * takes the first), so the device always has a second request queued and
+ * one half's page faults on fresh memory overlap the other half's
+ * transfer. */
+static sw_status direct_in_place(sw_blockdev *d, int writing, char *buf, size_t len,
+                                 int64_t pos, int64_t *progress, sw_error *err)
 {
     size_t half = len / 2;
     half -= half % DIRECT_ALIGN; /* a multiple of any logical block size */
-    direct_run a = {d->dfd, src, half, pos, SW_OK, {0}};
-    direct_run b = {d->dfd, src + half, len - half, pos + (int64_t)half, SW_OK, {0}};
+    direct_run a = {writing, d->dfd, buf, half, pos, progress, SW_OK, {0}};
+    direct_run b = {writing, d->dfd, buf + half, len - half, pos + (int64_t)half, progress,
+                    SW_OK, {0}};
     pthread_t helper;
     int threaded = half >= DIRECT_CHUNK_BYTES &&
                    pthread_create(&helper, NULL, direct_run_main, &a) == 0;
@@ -696,7 +704,7 @@ static sw_status direct_write(sw_blockdev *d, const char *src, size_t len, int64
                               sw_error *err)
 {
     if (((uintptr_t)src & (DIRECT_ALIGN - 1)) == 0)
-        return direct_in_place(d, src, len, pos, err);
+        return direct_in_place(d, 1, (char *)src, len, pos, NULL, err);
     direct_pipe p;
     memset(&p, 0, sizeof p);
     p.fd = d->dfd;
@@ -745,27 +753,13 @@ static int direct_range(sw_blockdev *d, const sw_transfer *t, int writing, char 
     return 1;
 }
 
-static void count_progress(const sw_transfer *t, size_t bytes)
-{
-    if (t->progress)
-        __atomic_fetch_add(t->progress, (int64_t)bytes, __ATOMIC_RELAXED);
-}
-
-/* Direct reads straight into aligned host memory, request by request: the
- * device's data is copied once, into its destination, instead of into the
- * page cache and again out of it. */
+/* Direct reads straight into aligned host memory: the device's data is
+ * copied once, into its destination, instead of into the page cache and
+ * again out of it. */
 static sw_status direct_read(sw_blockdev *d, const sw_transfer *t, char *dst, size_t len,
                              int64_t pos, sw_error *err)
 {
-    for (size_t done = 0; done < len;) {
-        size_t n = len - done < DIRECT_CHUNK_BYTES ? len - done : DIRECT_CHUNK_BYTES;
-        sw_status st = io_loop(0, d->dfd, dst + done, n, pos + (int64_t)done, err);
-        if (st != SW_OK)
-            return st;
-        done += n;
-        count_progress(t, n);
-    }
-    return SW_OK;
+    return direct_in_place(d, 0, dst, len, pos, t->progress, err);
 }
 
 /* The transfer itself: direct I/O where it applies (its unaligned tail
