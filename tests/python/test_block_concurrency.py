@@ -26,7 +26,7 @@ from loop_device import loop_device  # noqa: F401
 needs_faults = pytest.mark.skipif(not _C._fault_injection_enabled(),
                                   reason="needs a build with -Dfault_injection=true")
 
-BIG = 1 << 19  # 2 MiB of Float32: the direct I/O path
+BIG = 1 << 20  # 4 MiB of Float32: the direct I/O path both ways
 SMALL = 1000   # 4000 bytes: buffered I/O
 
 
@@ -178,8 +178,9 @@ def test_b11_a_failed_shared_fdatasync_fails_every_writer_it_was_to_cover(dev, l
 
 def test_b9_many_threads_move_to_and_from_disjoint_extents(dev, loop_device):
     # Sizes cover buffered moves, direct moves and direct moves with a
-    # buffered tail (1.2 MB is not a multiple of the 512-byte block).
-    sizes = [SMALL, 300_000, BIG]
+    # buffered tail (1.2 MB written, 4 MiB + 308 bytes both ways: neither is
+    # a multiple of the 512-byte block).
+    sizes = [SMALL, 300_000, BIG, BIG + 77]
     errors = []
     barrier = threading.Barrier(6)
 
