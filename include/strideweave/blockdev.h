@@ -3,7 +3,8 @@
  * An sw_blockdev is one open Linux block-special node: its geometry (from
  * the BLKGETSIZE64 / BLKSSZGET / BLKPBSZGET ioctls), an extent allocator
  * over its capacity, one mutex that serializes allocation, release and
- * transfers on it, and a fault flag. Once an I/O error or a zero-byte
+ * the start and end of transfers on it (transfers on disjoint extents then
+ * run side by side), and a fault flag. Once an I/O error or a zero-byte
  * completion happens the device is *faulted* for good: nothing may trust
  * what is on it any more, so callers refuse further access.
  *
@@ -59,6 +60,12 @@ SW_API sw_status sw_blockdev_pread(int fd, void *buf, size_t bytes, int64_t offs
 SW_API sw_status sw_blockdev_pwrite(int fd, const void *buf, size_t bytes, int64_t offset,
                                     sw_error *err);
 
+/* One transfer in flight on a device: its byte range there. */
+typedef struct sw_blockdev_io {
+    int64_t start, end;
+    struct sw_blockdev_io *next;
+} sw_blockdev_io;
+
 typedef struct sw_blockdev {
     int fd;                 /* -1 once closed */
     int64_t capacity_bytes;
@@ -66,13 +73,31 @@ typedef struct sw_blockdev {
     int64_t physical_block_size;
     int64_t alignment;      /* max(logical, physical) */
     _Atomic int faulted;
-    pthread_mutex_t lock;   /* guards `extents`, `fd` and every transfer */
+    /* Guards `extents`, `fd`, `busy` and the device's state. A transfer
+     * holds it only to check the state and to list (later unlist) its byte
+     * range: its reads and writes run without it, side by side with
+     * transfers on other extents; transfers and slot I/O on overlapping
+     * ranges wait for each other (`idle`), and release waits for the
+     * transfers on its extent. */
+    pthread_mutex_t lock;
+    pthread_cond_t idle;    /* a transfer ended (with `lock`) */
+    sw_blockdev_io *busy;   /* transfers in flight */
     sw_extent_map extents;
-    int dfd;                /* the node opened O_DIRECT for large writes into
-                               it; -1 when the kernel refuses (or closed) */
+    int dfd;                /* the node opened O_DIRECT for large reads and
+                               writes; -1 when the kernel refuses (or closed) */
+    _Atomic int direct_refused; /* the kernel refused a direct request (EINVAL) */
+    /* Group flushes (B-11): a writer takes a ticket once its write is done
+     * and commits once a fdatasync that started after that covered it;
+     * one fdatasync serves every writer waiting at its start. */
+    pthread_mutex_t flush_lock;
+    pthread_cond_t flush_cv;
+    uint64_t flush_tickets;  /* tickets handed out */
+    uint64_t flush_covered;  /* tickets a successful fdatasync covered */
+    int flushing;            /* a fdatasync runs now */
+    int flush_errno;         /* the errno of the fdatasync that failed */
     /* Fork safety: every open device is listed, so that a forked child
      * can make each lock usable again (a thread of the parent may have
-     * held it at fork()); `transferring` is set while a transfer runs,
+     * held it at fork()); `transferring` counts the transfers in flight,
      * and in the child `forked_mid_transfer` tells that one was cut off. */
     _Atomic int transferring;
     int forked_mid_transfer;
@@ -100,6 +125,11 @@ SW_API int sw_blockdev_forked_mid_transfer(const sw_blockdev *d);
 SW_API sw_status sw_blockdev_alloc_locked(sw_blockdev *d, int64_t bytes, int zero,
                                           int64_t *start, int64_t *length, sw_error *err);
 SW_API void sw_blockdev_free_locked(sw_blockdev *d, int64_t start);
+/* Whether a transfer in flight touches [start, start + length); callers
+ * that must not touch such a range wait with sw_blockdev_wait_locked
+ * (which releases d->lock while it waits for a transfer to end). */
+SW_API int sw_blockdev_busy_locked(sw_blockdev *d, int64_t start, int64_t length);
+SW_API void sw_blockdev_wait_locked(sw_blockdev *d);
 /* Slot I/O that faults the device when it fails. */
 SW_API sw_status sw_blockdev_read_locked(sw_blockdev *d, void *buf, size_t bytes,
                                          int64_t offset, sw_error *err);
@@ -107,21 +137,25 @@ SW_API sw_status sw_blockdev_write_locked(sw_blockdev *d, const void *buf, size_
                                           int64_t offset, sw_error *err);
 
 /* fdatasync the device (EINTR retried): buffered slot writes become
- * durable. A failure faults the device and gives SW_EIO with the errno.
+ * durable. Shares a fdatasync that starts after the call with transfers
+ * committing at the same time. A failure faults the device and gives SW_EIO with the errno.
  * Fault injection: "blockdev_fdatasync" fails it with EIO. A closed
  * device has nothing to flush. */
 SW_API sw_status sw_blockdev_flush_locked(sw_blockdev *d, sw_error *err);
 
 /* A move's transfer with one endpoint on `d` (its descriptor in a FILE
- * endpoint): takes d->lock, refuses a faulted or closed device
- * (SW_ESTATE), and faults the device when the transfer fails. A transfer
- * into the device (destination endpoint on d->fd) returns SW_OK only once
- * fdatasync says the range is durable (B-11). A large bulk write from host
- * memory at a block-aligned device offset goes through `dfd` (direct I/O,
- * staged through aligned buffers, copying the next chunk while the previous
- * one is written); its unaligned tail and everything else are buffered
- * writes on `fd`. No Python,
- * no GIL: pool threads call it. */
+ * endpoint): refuses a faulted or closed device (SW_ESTATE), and faults
+ * the device when the transfer fails. d->lock is held only around the
+ * state check and the listing of the transfer's byte range: transfers on
+ * disjoint extents run side by side; one on a range another transfer is
+ * using waits for it. A transfer into the device (destination endpoint on
+ * d->fd) returns SW_OK only once a fdatasync that started after its last
+ * write succeeded (B-11); concurrent writers share one. Large bulk reads
+ * and writes between host memory and a block-aligned device offset go
+ * through `dfd` (direct I/O: writes from unaligned memory staged through
+ * aligned buffers, copying the next chunk while the previous one is
+ * written); unaligned tails and everything else are buffered I/O on `fd`.
+ * No Python, no GIL: pool threads call it. */
 SW_API sw_status sw_blockdev_transfer(sw_blockdev *d, const sw_transfer *t, sw_error *err);
 
 static inline int sw_blockdev_is_faulted(sw_blockdev *d)

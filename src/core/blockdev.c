@@ -23,6 +23,9 @@ static void list_open(sw_blockdev *d);
 #define DIRECT_CHUNK_BYTES ((size_t)8 << 20)
 #define DIRECT_ALIGN ((size_t)4096)
 #define DIRECT_MIN_BYTES ((size_t)1 << 20)
+/* Reads take the direct path from this size on: below it the page cache's
+ * read-ahead (requests queued ahead of the copy) measured faster. */
+#define DIRECT_READ_MIN_BYTES ((size_t)4 << 20)
 
 /* ---- extent allocator ------------------------------------------------------ */
 
@@ -289,8 +292,9 @@ sw_status sw_blockdev_open(const char *path, sw_blockdev **out, sw_error *err)
     }
     d->fd = fd;
     /* The same node again for direct I/O; the first one stays for slot
-     * I/O and reads. Refused (some kernels, file systems) → buffered. */
-    d->dfd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY | O_DIRECT);
+     * I/O and small transfers. Refused (some kernels, file systems) →
+     * buffered. */
+    d->dfd = open(path, O_RDWR | O_CLOEXEC | O_NOCTTY | O_DIRECT);
     if (d->dfd >= 0) {
         struct stat a, b;
         if (fstat(fd, &a) != 0 || fstat(d->dfd, &b) != 0 || !S_ISBLK(b.st_mode) ||
@@ -305,7 +309,15 @@ sw_status sw_blockdev_open(const char *path, sw_blockdev **out, sw_error *err)
     d->alignment = (int64_t)physical > logical ? (int64_t)physical : logical;
     atomic_init(&d->faulted, 0);
     atomic_init(&d->transferring, 0);
+    atomic_init(&d->direct_refused, 0);
     pthread_mutex_init(&d->lock, NULL);
+    pthread_cond_init(&d->idle, NULL);
+    pthread_mutex_init(&d->flush_lock, NULL);
+    pthread_cond_init(&d->flush_cv, NULL);
+    d->busy = NULL;
+    d->flush_tickets = d->flush_covered = 0;
+    d->flushing = 0;
+    d->flush_errno = 0;
     list_open(d);
     sw_extent_map_init(&d->extents, d->capacity_bytes, d->alignment);
     *out = d;
@@ -337,16 +349,20 @@ static void fork_parent(void)
 }
 
 /* The child has only the forking thread. A device lock some other thread
- * held (a pool thread mid-transfer) would never be unlocked here: make it
- * fresh, and note a transfer that was cut off. The forking thread never
- * holds a device lock across fork(). */
+ * held (a pool thread mid-transfer, or one mid-fdatasync) would never be
+ * unlocked here: make the locks fresh, forget the transfers and the
+ * fdatasync in flight (their threads are gone), and note a transfer that
+ * was cut off. The forking thread never holds a device lock across
+ * fork(). */
 static void fork_child(void)
 {
     for (sw_blockdev *d = open_head; d; d = d->open_next) {
-        if (pthread_mutex_trylock(&d->lock) == 0)
-            pthread_mutex_unlock(&d->lock);
-        else
-            pthread_mutex_init(&d->lock, NULL);
+        pthread_mutex_init(&d->lock, NULL);
+        pthread_cond_init(&d->idle, NULL);
+        pthread_mutex_init(&d->flush_lock, NULL);
+        pthread_cond_init(&d->flush_cv, NULL);
+        d->busy = NULL;
+        d->flushing = 0;
         if (atomic_exchange(&d->transferring, 0))
             d->forked_mid_transfer = 1;
     }
@@ -407,6 +423,9 @@ void sw_blockdev_free(sw_blockdev *d)
     sw_blockdev_close(d);
     unlist_open(d);
     sw_extent_map_destroy(&d->extents);
+    pthread_cond_destroy(&d->flush_cv);
+    pthread_mutex_destroy(&d->flush_lock);
+    pthread_cond_destroy(&d->idle);
     pthread_mutex_destroy(&d->lock);
     sw_free(d);
 }
@@ -443,6 +462,22 @@ void sw_blockdev_free_locked(sw_blockdev *d, int64_t start)
     sw_extent_map_free(&d->extents, start, NULL);
 }
 
+int sw_blockdev_busy_locked(sw_blockdev *d, int64_t start, int64_t length)
+{
+    int64_t end;
+    if (length <= 0 || __builtin_add_overflow(start, length, &end))
+        end = INT64_MAX;
+    for (const sw_blockdev_io *io = d->busy; io; io = io->next)
+        if (io->start < end && start < io->end)
+            return 1;
+    return 0;
+}
+
+void sw_blockdev_wait_locked(sw_blockdev *d)
+{
+    pthread_cond_wait(&d->idle, &d->lock);
+}
+
 sw_status sw_blockdev_read_locked(sw_blockdev *d, void *buf, size_t bytes, int64_t offset,
                                   sw_error *err)
 {
@@ -461,29 +496,72 @@ sw_status sw_blockdev_write_locked(sw_blockdev *d, const void *buf, size_t bytes
     return st;
 }
 
-/* B-11: everything written through the descriptor so far reaches the
- * device, or the device faults with the write-back error's errno. */
-sw_status sw_blockdev_flush_locked(sw_blockdev *d, sw_error *err)
+/* One fdatasync of the device (EINTR retried): 0, or the errno. */
+static int fdatasync_once(sw_blockdev *d)
 {
-    if (d->fd < 0)
-        return SW_OK;
-    int rc, e = 0;
-    if (sw_fault_hit("blockdev_fdatasync")) {
-        rc = -1;
-        e = EIO;
-    } else {
-        do {
-            rc = fdatasync(d->fd);
-            e = rc ? errno : 0;
-        } while (rc != 0 && e == EINTR);
+    if (sw_fault_hit("blockdev_fdatasync"))
+        return EIO;
+    int rc, e;
+    do {
+        rc = fdatasync(d->fd);
+        e = rc ? errno : 0;
+    } while (rc != 0 && e == EINTR);
+    return e;
+}
+
+/* B-11: everything written through either descriptor before the call
+ * reaches the device, or the device faults with the write-back error's
+ * errno. Callers that come while a fdatasync runs wait for it and share
+ * the next one (it may have started before their writes ended, so it
+ * cannot vouch for them): under load one fdatasync serves many writers.
+ * A failed fdatasync faults the device and fails every caller it was to
+ * cover and every later one: a later fdatasync may succeed although the
+ * pages that failed write-back are lost. Another transfer's read or write
+ * error faults the device too, but cannot lose these writes: their
+ * fdatasync still runs. */
+static sw_status flush_covering(sw_blockdev *d, sw_error *err)
+{
+    int e = 0;
+    pthread_mutex_lock(&d->flush_lock);
+    uint64_t ticket = ++d->flush_tickets;
+    while (d->flush_covered < ticket) {
+        if (d->flush_errno) { /* a failed fdatasync: nothing after it is sure */
+            e = d->flush_errno;
+            break;
+        }
+        if (d->flushing) {
+            pthread_cond_wait(&d->flush_cv, &d->flush_lock);
+            continue;
+        }
+        d->flushing = 1;
+        uint64_t covers = d->flush_tickets;
+        pthread_mutex_unlock(&d->flush_lock);
+        int failed = fdatasync_once(d);
+        pthread_mutex_lock(&d->flush_lock);
+        d->flushing = 0;
+        if (failed) {
+            d->flush_errno = failed;
+            sw_blockdev_set_faulted(d);
+        } else if (d->flush_covered < covers) {
+            d->flush_covered = covers;
+        }
+        pthread_cond_broadcast(&d->flush_cv);
     }
-    if (rc == 0)
+    pthread_mutex_unlock(&d->flush_lock);
+    if (!e)
         return SW_OK;
     sw_blockdev_set_faulted(d);
     return sw_error_set_errno(err, SW_EIO, e,
                               "the data written to the block device did not reach it "
                               "(fdatasync failed: %s); the device is now faulted",
                               strerror(e));
+}
+
+sw_status sw_blockdev_flush_locked(sw_blockdev *d, sw_error *err)
+{
+    if (d->fd < 0)
+        return SW_OK;
+    return flush_covering(d, err);
 }
 
 /* ---- direct writes (B-11 at device speed) --------------------------------- */
@@ -568,12 +646,15 @@ static sw_status direct_staged(direct_pipe *p, const char *src, size_t len, int6
     return SW_OK;
 }
 
-/* One run of aligned memory written in place, request by request. */
+/* One run of aligned memory written from or read into in place, request
+ * by request. */
 typedef struct direct_run {
+    int writing;
     int fd;
-    const char *src;
+    char *buf;
     size_t len;
     int64_t pos;
+    int64_t *progress; /* reads count what they brought in; NULL: none */
     sw_status st;
     sw_error err;
 } direct_run;
@@ -584,21 +665,26 @@ static void *direct_run_main(void *arg)
     r->st = SW_OK;
     for (size_t done = 0; done < r->len && r->st == SW_OK;) {
         size_t n = r->len - done < DIRECT_CHUNK_BYTES ? r->len - done : DIRECT_CHUNK_BYTES;
-        r->st = io_loop(1, r->fd, (char *)r->src + done, n, r->pos + (int64_t)done, &r->err);
+        r->st = io_loop(r->writing, r->fd, r->buf + done, n, r->pos + (int64_t)done, &r->err);
         done += n;
+        if (r->st == SW_OK && r->progress)
+            __atomic_fetch_add(r->progress, (int64_t)n, __ATOMIC_RELAXED);
     }
     return NULL;
 }
 
-/* Aligned memory in place, as two halves written at once (a helper thread
- * takes the first), so the device always has a second request queued. */
-static sw_status direct_in_place(sw_blockdev *d, const char *src, size_t len, int64_t pos,
-                                 sw_error *err)
+/* Aligned memory in place, as two halves moved at once (a helper thread
+ * takes the first), so the device always has a second request queued and
+ * one half's page faults on fresh memory overlap the other half's
+ * transfer. */
+static sw_status direct_in_place(sw_blockdev *d, int writing, char *buf, size_t len,
+                                 int64_t pos, int64_t *progress, sw_error *err)
 {
     size_t half = len / 2;
     half -= half % DIRECT_ALIGN; /* a multiple of any logical block size */
-    direct_run a = {d->dfd, src, half, pos, SW_OK, {0}};
-    direct_run b = {d->dfd, src + half, len - half, pos + (int64_t)half, SW_OK, {0}};
+    direct_run a = {writing, d->dfd, buf, half, pos, progress, SW_OK, {0}};
+    direct_run b = {writing, d->dfd, buf + half, len - half, pos + (int64_t)half, progress,
+                    SW_OK, {0}};
     pthread_t helper;
     int threaded = half >= DIRECT_CHUNK_BYTES &&
                    pthread_create(&helper, NULL, direct_run_main, &a) == 0;
@@ -621,7 +707,7 @@ static sw_status direct_write(sw_blockdev *d, const char *src, size_t len, int64
                               sw_error *err)
 {
     if (((uintptr_t)src & (DIRECT_ALIGN - 1)) == 0)
-        return direct_in_place(d, src, len, pos, err);
+        return direct_in_place(d, 1, (char *)src, len, pos, NULL, err);
     direct_pipe p;
     memset(&p, 0, sizeof p);
     p.fd = d->dfd;
@@ -646,69 +732,133 @@ static sw_status direct_write(sw_blockdev *d, const char *src, size_t len, int64
     return st;
 }
 
-/* A bulk host-to-device transfer big enough and block-aligned on the
- * device: its byte range, else 0. */
-static int direct_range(const sw_blockdev *d, const sw_transfer *t, const char **src,
+/* A bulk transfer between host memory and the device, big enough and
+ * block-aligned on the device, that direct I/O may take: its host memory,
+ * byte count and device offset, else 0. */
+static int direct_range(sw_blockdev *d, const sw_transfer *t, int writing, char **host,
                         size_t *len, int64_t *pos)
 {
-    int64_t bytes, spos, dpos;
-    if (d->dfd < 0 || !t->bulk || t->src.kind != SW_ENDPOINT_HOST || !t->src.host ||
-        t->dst.kind != SW_ENDPOINT_FILE || t->dst.fd != d->fd || t->cosize <= 0 ||
+    const sw_endpoint *h = writing ? &t->src : &t->dst;
+    const sw_endpoint *f = writing ? &t->dst : &t->src;
+    int64_t bytes, hpos, fpos;
+    if (d->dfd < 0 || atomic_load(&d->direct_refused) || !t->bulk ||
+        h->kind != SW_ENDPOINT_HOST || !h->host || f->kind != SW_ENDPOINT_FILE ||
+        f->fd != d->fd || t->cosize <= 0 ||
         __builtin_mul_overflow(t->cosize, (int64_t)t->itemsize, &bytes) ||
-        __builtin_mul_overflow(t->src.offset, (int64_t)t->itemsize, &spos) ||
-        __builtin_mul_overflow(t->dst.offset, (int64_t)t->itemsize, &dpos) ||
-        t->src.offset < 0 || t->dst.offset < 0 || (size_t)bytes < DIRECT_MIN_BYTES ||
-        dpos % d->logical_block_size != 0)
+        __builtin_mul_overflow(h->offset, (int64_t)t->itemsize, &hpos) ||
+        __builtin_mul_overflow(f->offset, (int64_t)t->itemsize, &fpos) ||
+        h->offset < 0 || f->offset < 0 ||
+        (size_t)bytes < (writing ? DIRECT_MIN_BYTES : DIRECT_READ_MIN_BYTES) ||
+        fpos % d->logical_block_size != 0)
         return 0;
-    *src = (const char *)t->src.host + spos;
+    *host = (char *)h->host + hpos;
     *len = (size_t)bytes;
-    *pos = dpos;
+    *pos = fpos;
     return 1;
 }
 
-/* The transfer itself: direct I/O where it applies (its unaligned tail
- * buffered), else the plain kernel. A device whose direct writes the
- * kernel refuses as misaligned (EINVAL) stops using them and the whole
- * range is written again buffered. */
-static sw_status run_transfer(sw_blockdev *d, const sw_transfer *t, sw_error *err)
+/* Direct reads straight into aligned host memory: the device's data is
+ * copied once, into its destination, instead of into the page cache and
+ * again out of it. */
+static sw_status direct_read(sw_blockdev *d, const sw_transfer *t, char *dst, size_t len,
+                             int64_t pos, sw_error *err)
 {
-    const char *src;
+    return direct_in_place(d, 0, dst, len, pos, t->progress, err);
+}
+
+/* The transfer itself: direct I/O where it applies (its unaligned tail
+ * buffered), else the plain kernel. A device whose direct requests the
+ * kernel refuses as misaligned (EINVAL) stops using them and the whole
+ * range is moved again buffered. Reads take direct I/O only into
+ * page-aligned memory (other memory would need a staging copy, which the
+ * page cache already is). */
+static sw_status run_transfer(sw_blockdev *d, const sw_transfer *t, int writing,
+                              sw_error *err)
+{
+    char *host;
     size_t len;
     int64_t pos;
-    if (!direct_range(d, t, &src, &len, &pos))
+    if (!direct_range(d, t, writing, &host, &len, &pos) ||
+        (!writing && ((uintptr_t)host & (DIRECT_ALIGN - 1)) != 0))
         return sw_transfer_run(t, err);
     size_t head = len - len % (size_t)d->logical_block_size;
-    sw_status st = direct_write(d, src, head, pos, err);
+    sw_status st = writing ? direct_write(d, host, head, pos, err)
+                           : direct_read(d, t, host, head, pos, err);
     if (st == SW_EIO && err->sys_errno == EINVAL) {
-        close(d->dfd);
-        d->dfd = -1;
+        atomic_store(&d->direct_refused, 1);
         return sw_transfer_run(t, err);
     }
     if (st == SW_OK && head < len)
-        st = sw_blockdev_pwrite(d->fd, src + head, len - head, pos + (int64_t)head, err);
+        st = writing ? sw_blockdev_pwrite(d->fd, host + head, len - head,
+                                          pos + (int64_t)head, err)
+                     : sw_blockdev_pread(d->fd, host + head, len - head,
+                                         pos + (int64_t)head, err);
     return st;
+}
+
+/* The byte range a transfer touches on `d` (the whole device when it
+ * cannot be computed: it then waits for every other transfer). */
+static void device_range(const sw_blockdev *d, const sw_transfer *t, sw_blockdev_io *io)
+{
+    const sw_endpoint *f = t->dst.kind == SW_ENDPOINT_FILE && t->dst.fd == d->fd ? &t->dst
+                                                                                   : &t->src;
+    int64_t start, bytes, end;
+    if (__builtin_mul_overflow(f->offset, (int64_t)t->itemsize, &start) ||
+        __builtin_mul_overflow(t->cosize, (int64_t)t->itemsize, &bytes) ||
+        __builtin_add_overflow(start, bytes, &end) || start < 0 || bytes < 0) {
+        start = 0;
+        end = INT64_MAX;
+    }
+    io->start = start;
+    io->end = end;
+    io->next = NULL;
+}
+
+static void unlist_io(sw_blockdev *d, sw_blockdev_io *io)
+{
+    for (sw_blockdev_io **pp = &d->busy; *pp; pp = &(*pp)->next)
+        if (*pp == io) {
+            *pp = io->next;
+            break;
+        }
 }
 
 sw_status sw_blockdev_transfer(sw_blockdev *d, const sw_transfer *t, sw_error *err)
 {
+    int writing = t->dst.kind == SW_ENDPOINT_FILE && t->dst.fd == d->fd;
+    sw_blockdev_io io;
+    device_range(d, t, &io);
     pthread_mutex_lock(&d->lock);
-    sw_status st;
+    /* B-9: a transfer on a range another one is using waits for it; the
+     * state is checked once it may go. */
+    while (!sw_blockdev_is_faulted(d) && d->fd >= 0 &&
+           sw_blockdev_busy_locked(d, io.start, io.end - io.start))
+        sw_blockdev_wait_locked(d);
     if (sw_blockdev_is_faulted(d) || d->fd < 0) {
-        st = sw_error_set(err, SW_ESTATE, "the block device is faulted by an earlier I/O "
-                          "error or closed; its data can no longer be moved");
-    } else {
-        atomic_store(&d->transferring, 1);
-        sw_fault_pause("blockdev_transfer_pause"); /* tests: stop with the lock held */
-        st = run_transfer(d, t, err);
-        atomic_store(&d->transferring, 0);
-        /* B-11: a transfer into the device commits only once it is durable. */
-        if (st == SW_OK && t->dst.kind == SW_ENDPOINT_FILE && t->dst.fd == d->fd)
-            st = sw_blockdev_flush_locked(d, err);
-        /* Only the device's own failures poison it, not a staging buffer
-         * that could not be allocated. */
-        if (st == SW_EIO || st == SW_ESTATE)
-            sw_blockdev_set_faulted(d);
+        pthread_mutex_unlock(&d->lock);
+        return sw_error_set(err, SW_ESTATE, "the block device is faulted by an earlier I/O "
+                            "error or closed; its data can no longer be moved");
     }
+    io.next = d->busy;
+    d->busy = &io;
+    atomic_fetch_add(&d->transferring, 1);
+    sw_fault_pause("blockdev_transfer_pause"); /* tests: stop with the lock held */
+    pthread_mutex_unlock(&d->lock);
+    sw_fault_pause("blockdev_io_pause"); /* tests: stop in flight, without the lock */
+
+    sw_status st = run_transfer(d, t, writing, err);
+    /* B-11: a transfer into the device commits only once it is durable. */
+    if (st == SW_OK && writing)
+        st = flush_covering(d, err);
+    /* Only the device's own failures poison it, not a staging buffer
+     * that could not be allocated. */
+    if (st == SW_EIO || st == SW_ESTATE)
+        sw_blockdev_set_faulted(d);
+
+    pthread_mutex_lock(&d->lock);
+    unlist_io(d, &io);
+    atomic_fetch_sub(&d->transferring, 1);
+    pthread_cond_broadcast(&d->idle);
     pthread_mutex_unlock(&d->lock);
     return st;
 }

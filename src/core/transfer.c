@@ -388,7 +388,12 @@ sw_status sw_transfer_run(const sw_transfer *t, sw_error *err)
  * than the second thread saves. Parts are whole huge pages of the span. */
 #define PARALLEL_MIN_BYTES ((size_t)16 << 20)
 #define PART_ALIGN ((size_t)2 << 20)
-#define MAX_PARTS (SW_PARALLEL_MAX_HELPERS + 1)
+#define MAX_WIDTH (SW_PARALLEL_MAX_HELPERS + 1)
+/* Parts of at most this size when every thread may take part: whichever
+ * thread is free claims the next, so a thread preempted on a busy machine
+ * holds up one part, not a whole share of the span. */
+#define PART_MAX_BYTES ((size_t)32 << 20)
+#define MAX_PARTS (4 * MAX_WIDTH)
 
 typedef struct span_parts {
     const sw_transfer *t;
@@ -418,15 +423,20 @@ sw_status sw_transfer_run_parallel(const sw_transfer *t, int max_threads, sw_err
         return st;
     if (!t->bulk && !covers_span(t))
         return move_values(t, &sb, err);
-    int width = sb.len >= PARALLEL_MIN_BYTES ? sw_parallel_width() : 1;
-    if (max_threads > 0 && width > max_threads)
-        width = max_threads;
-    if (width > MAX_PARTS)
-        width = MAX_PARTS;
+    int full = sb.len >= PARALLEL_MIN_BYTES ? sw_parallel_width() : 1;
+    int width = max_threads > 0 && full > max_threads ? max_threads : full;
+    if (width > MAX_WIDTH)
+        width = MAX_WIDTH;
     if (width < 2)
         return move_span(t, &sb, err);
+    int parts = width;
+    if (width == full) {
+        size_t want = (sb.len + PART_MAX_BYTES - 1) / PART_MAX_BYTES;
+        if (want > (size_t)parts)
+            parts = want < MAX_PARTS ? (int)want : MAX_PARTS;
+    }
     span_parts p = {.t = t, .whole = sb};
-    size_t per = (sb.len + (size_t)width - 1) / (size_t)width;
+    size_t per = (sb.len + (size_t)parts - 1) / (size_t)parts;
     p.part_len = (per + PART_ALIGN - 1) & ~(PART_ALIGN - 1);
     int n = (int)((sb.len + p.part_len - 1) / p.part_len);
     sw_parallel_run(n, run_part, &p);

@@ -11,7 +11,10 @@
  * until flush(), close() or a tile copy's commit (B-11).
  *
  * B-9: one mutex per device (in the core struct) serializes allocation,
- * release, factories, slot I/O and move transfers. Arguments are parsed and
+ * release, factories and slot I/O, and the start and end of move transfers:
+ * transfers run without it, each on its own byte range (so transfers on
+ * disjoint extents overlap); slot I/O and release wait for a transfer on
+ * their range to end. Arguments are parsed and
  * values normalized (which may run Python) before the lock is taken; the
  * device's state is checked again under it. The lock is taken with the GIL
  * released when it is contended, since a pool thread may hold it for a
@@ -60,6 +63,16 @@ static void dev_lock(sw_blockdev *d)
 static void dev_unlock(sw_blockdev *d)
 {
     pthread_mutex_unlock(&d->lock);
+}
+
+/* Under the lock: wait (the GIL released) for a transfer in flight to end.
+ * The lock is released meanwhile, so the caller reads its carrier's state
+ * again afterwards. */
+static void dev_wait(sw_blockdev *d)
+{
+    Py_BEGIN_ALLOW_THREADS
+    sw_blockdev_wait_locked(d);
+    Py_END_ALLOW_THREADS
 }
 
 /* B-3 / B-6 / B-8: RuntimeError for a closed or faulted device. */
@@ -123,6 +136,11 @@ static int slot_io(PyObject *self, int64_t index, void *slot, int writing)
     int refused = 1; /* a preflight refusal: no transfer started (B-5) */
     dev_lock(d);
     int64_t offset = c->offset_bytes + index * SLOT_BYTES;
+    while (!sw_blockdev_is_faulted(d) && index < c->nslots &&
+           sw_blockdev_busy_locked(d, offset, SLOT_BYTES)) {
+        dev_wait(d);
+        offset = c->offset_bytes + index * SLOT_BYTES;
+    }
     if (sw_blockdev_is_faulted(d)) {
         st = sw_error_set(&err, SW_ESTATE, "%s", bdc_unavailable(self));
     } else if (index >= c->nslots) {
@@ -180,6 +198,9 @@ static void bdc_drop(PyObject *self)
      * none, never free or touch a range twice. */
     sw_blockdev *d = BDEV(c->device)->dev;
     dev_lock(d);
+    /* B-7: a transfer still on the extent ends first. */
+    while (c->extent_bytes > 0 && sw_blockdev_busy_locked(d, c->offset_bytes, c->extent_bytes))
+        dev_wait(d);
     if (c->extent_bytes > 0)
         sw_blockdev_free_locked(d, c->offset_bytes);
     c->offset_bytes = 0;

@@ -630,6 +630,33 @@ static void test_parallel_spans(big *b)
     free(back);
 }
 
+/* A span many times the part size, with a ragged last part: split into
+ * more parts than threads (whichever thread is free takes the next), every
+ * byte lands once, nothing beyond the span is touched; capped at one thread
+ * it is the same. */
+static void test_parallel_many_parts(void)
+{
+    const int64_t slots = ((int64_t)100 << 20) / 4 + 777;
+    size_t bytes = (size_t)slots * 4;
+    uint32_t *src = malloc(bytes);
+    unsigned char *dst = malloc(bytes + 8);
+    for (int64_t i = 0; i < slots; i++)
+        src[i] = (uint32_t)(i * 2654435761u);
+    int64_t ext[1] = {slots}, str[1] = {1};
+    for (int cap = 0; cap < 2; cap++) {
+        sw_error err;
+        memset(dst, FILL, bytes + 8);
+        sw_endpoint hs = {SW_ENDPOINT_HOST, src, -1, 0};
+        sw_endpoint hd = {SW_ENDPOINT_HOST, dst, -1, 1};
+        sw_transfer t = {hs, hd, 4, 1, slots, 1, ext, str, NULL};
+        CHECK_EQ_I64(sw_transfer_run_parallel(&t, cap, &err), SW_OK);
+        CHECK(memcmp(dst + 4, src, bytes) == 0);
+        CHECK(all_equal(dst, 4, FILL) && all_equal(dst + 4 + bytes, 4, FILL));
+    }
+    free(src);
+    free(dst);
+}
+
 /* Progress: every pair and shape ends at sw_transfer_bytes; a span copy
  * counts whole chunks, so a write failing after one chunk leaves one. */
 static void test_progress(big *b)
@@ -687,6 +714,7 @@ static void test_big(void)
     test_big_round_trip(&b);
     test_progress(&b);
     test_parallel_spans(&b);
+    test_parallel_many_parts();
     if (sw_fault_enabled()) {
         test_pwrite_faults(&b);
         test_pread_faults(&b);
