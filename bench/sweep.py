@@ -17,6 +17,10 @@ destinations are created before timing and not touched:
               into fresh CPU carriers              of the same bytes into fresh np.empty
   cpu->blk    CPU -> BlockDeviceCarrier         vs os.pwrite + os.fdatasync to the same device
   blk->cpu    BlockDeviceCarrier -> CPU         vs os.preadv from the same device
+              (both sides read from the device, not the page cache: after
+              the sources are written their extents are flushed and dropped
+              from the cache, since a durable move's direct writes leave
+              nothing there while the anchor's buffered ones would)
               (a loop device; skipped with the reason where none can be made;
               sw.move when it moves block carriers, else the block
               MoveOperations' forward, whose in-flight mode is then skipped)
@@ -213,6 +217,17 @@ def pwrite_all(fd, buf, base):
         off += os.pwrite(fd, mv[off:], base + off)
 
 
+def drop_cached(path, offsets, nbytes):
+    """Flush the extents and drop them from the device's page cache."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        for off in offsets:
+            os.posix_fadvise(fd, off, nbytes, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
 def preadv_all(fd, buf, base):
     mv = memoryview(buf).cast("B")
     off = 0
@@ -247,6 +262,7 @@ class Block(Case):
             else:
                 fill = sw.move if self.use_move else self.ops[0].forward
                 srcs = [fill(cpu_tensor(self.n, self.ref), b) for b in blks]
+                drop_cached(self.path, [b.device_offset_bytes for b in blks], self.n * 4)
                 dsts = [CPU(self.n, empty=True) for _ in range(k)]
             t0 = time.perf_counter()
             if inflight:
@@ -277,6 +293,7 @@ class Block(Case):
             else:
                 for off in offsets:
                     pwrite_all(fd, self.ref, off)
+                drop_cached(self.path, offsets, self.n * 4)
                 t0 = time.perf_counter()
                 for off in offsets:
                     d = np.empty(self.n, dtype=np.float32)
