@@ -237,6 +237,31 @@ def test_x9_prepare_that_reclaims_a_cpu_destination_fails_runtime_error():
     d._relinquish_ownership(tokens[-1])
 
 
+def test_x9_prepare_that_reclaims_a_definition_backed_destination_fails_runtime_error():
+    # Every carrier keeps its claim in the core now, definition-backed ones
+    # too: the same reclaim is caught for them.
+    p = Pair()
+    t, c = p.source([1.0, 2.0])
+    d = filled(p.B, [0.0, 0.0])
+    tokens = [d._claim_ownership()]
+    d._begin_owner_access(tokens[-1])
+
+    def prepare(request):
+        dst = request.destination
+        dst._end_owner_access(tokens[-1])
+        dst._relinquish_ownership(tokens[-1])
+        tokens.append(dst._claim_ownership())
+        dst._begin_owner_access(tokens[-1])
+        return ext.PreparedTransfer(lambda: None)
+
+    p.ab.prepare_hook = prepare
+    with pytest.raises(RuntimeError, match="changed a carrier"):
+        sw.move_async(t, d)
+    assert p.ab.submit_count == 0 and not c.is_released()
+    d._end_owner_access(tokens[-1])
+    d._relinquish_ownership(tokens[-1])
+
+
 def test_x9_validation_precedes_prepare():
     p = Pair()
     t, c = p.source([1.0, 2.0, 3.0])
