@@ -101,13 +101,52 @@ typedef struct sw_carrier_class {
     void (*release)(void *impl);
     /* Free `impl` itself; called once when the last reference goes. */
     void (*destroy)(void *impl);
+    /* SW_CARRIER_CLASS_* bits; 0 for an ordinary class. */
+    unsigned flags;
 } sw_carrier_class;
+
+/* Class flags.
+ *
+ * SW_CARRIER_CLASS_STATE_ONLY: the core holds the carrier's state (version,
+ * released flag, mutability, claims and owner access, pending marks,
+ * transfer access) but not its slots: a language binding keeps the slots
+ * and answers size and dtype through hooks of its own (a Python carrier
+ * class, say). Such a class may leave every callback NULL; the core calls
+ * none of them except `release` and `destroy` when set (both optional).
+ * Its dtype may be SW_DT_ANY or any other dtype, slot width or not: it is
+ * only reported back. What the core refuses for it, before any change:
+ *   - sw_carrier_read, _write, _allocate, _unallocate: SW_ENOTSUP, the
+ *     message says the binding reaches the slots;
+ *   - sw_tensor_new*, and so sw_move and DLPack export: SW_ENOTSUP;
+ *   - moves and composites (sw_move_pair_allowed is 0 for it, so
+ *     sw_evictable_new refuses it; sw_tiled_evictable_new takes CPU and
+ *     FileBacked tiers only).
+ * sw_carrier_size answers 0 (the size is the binding's). Every state call
+ * works as for any carrier: version, release, claims, pending marks,
+ * transfer access, sw_carrier_increment_version.
+ *
+ * Deadlock rule. The core calls a class's callbacks with the carrier's
+ * mutex held. A binding whose hooks need a lock of its own (Python's GIL)
+ * must therefore not put them in an ops table the core calls: it gives
+ * its carriers a STATE_ONLY class, so that no core path ever calls into
+ * the binding while holding a carrier mutex, and a thread holding the GIL
+ * may call any sw_carrier_* function on such a carrier while another
+ * thread does the same without either waiting on the other's lock.
+ * (`release` and `destroy` of a STATE_ONLY class run with the mutex held
+ * too: they must not take such a lock.) */
+enum {
+    SW_CARRIER_CLASS_STATE_ONLY = 1u << 0
+};
+/* 1 when `c`'s class is STATE_ONLY. */
+SW_API int sw_carrier_is_state_only(sw_carrier *c);
 
 /* A carrier from another language: the core takes over the handle state,
  * `ops` supplies the storage. `ops` must outlive the carrier; `impl` is
  * owned by the carrier from success on (ops->destroy frees it); on failure
  * the caller keeps it. SW_EINVAL for a table without size/read/write/
- * release or a dtype with no slot width (categories, compound dtypes). */
+ * release or a dtype with no slot width (categories, compound dtypes),
+ * unless the class is STATE_ONLY (see above: any callback may be NULL,
+ * any dtype below SW_DT_COUNT). */
 SW_API sw_status sw_carrier_new(const sw_carrier_class *ops, void *impl, sw_dtype dtype, int flags,
                                 sw_carrier **out, sw_error *err);
 
@@ -239,6 +278,8 @@ typedef struct sw_carrier_state {
     int owned;
     int owner_access; /* this thread holds owner access */
     int in_transfer;  /* this thread holds transfer access */
+    uint64_t claims;  /* successful claims so far (never goes down): with
+                         `owned`, tells whether the claim changed */
 } sw_carrier_state;
 SW_API void sw_carrier_get_state(sw_carrier *c, sw_carrier_state *out);
 /* Add / remove roles; the caller has checked that the carrier may take

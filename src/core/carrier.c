@@ -19,10 +19,14 @@ sw_status sw_carrier_new(const sw_carrier_class *ops, void *impl, sw_dtype dtype
 {
     if (!out)
         return sw_error_set(err, SW_EINVAL, "carrier: out must not be NULL");
-    if (!ops || !ops->size || !ops->read || !ops->write || !ops->release)
+    if (!ops)
+        return sw_error_set(err, SW_EINVAL, "carrier: the ops table must not be NULL");
+    int state_only = (ops->flags & SW_CARRIER_CLASS_STATE_ONLY) != 0;
+    if (!state_only && (!ops->size || !ops->read || !ops->write || !ops->release))
         return sw_error_set(err, SW_EINVAL,
                             "carrier: the ops table needs size, read, write and release");
-    if ((int)dtype < 0 || dtype >= SW_DT_COUNT || sw_dtype_slot_bytes(dtype) == 0)
+    if ((int)dtype < 0 || dtype >= SW_DT_COUNT ||
+        (!state_only && sw_dtype_slot_bytes(dtype) == 0))
         return sw_error_set(err, SW_EINVAL, "carrier: dtype %d has no storage slots",
                             (int)dtype);
     sw_carrier *c = sw_calloc(1, sizeof *c);
@@ -54,7 +58,7 @@ void sw_carrier_unref(sw_carrier *c)
         return;
     /* Last reference: no export, move or tensor can reach it any more
      * (each holds a reference). */
-    if (!c->storage_freed)
+    if (!c->storage_freed && c->ops->release)
         c->ops->release(c->impl);
     if (c->ops->destroy)
         c->ops->destroy(c->impl);
@@ -119,7 +123,8 @@ int sw_carrier_mutable_locked(sw_carrier *c)
         return v;                            \
     }
 
-LOCKED_GETTER(int64_t, sw_carrier_size, c->released ? 0 : c->ops->size(c->impl))
+LOCKED_GETTER(int64_t, sw_carrier_size,
+              c->released || SW_CARRIER_STATE_ONLY(c) ? 0 : c->ops->size(c->impl))
 LOCKED_GETTER(uint64_t, sw_carrier_version, c->version)
 LOCKED_GETTER(int, sw_carrier_is_released, c->released)
 LOCKED_GETTER(int, sw_carrier_is_mutable, sw_carrier_mutable_locked(c))
@@ -128,6 +133,15 @@ LOCKED_GETTER(int, sw_carrier_is_pending, c->pending_src || c->pending_dst)
 LOCKED_GETTER(int, sw_carrier_has_owner_access, has_access_locked(c))
 
 const sw_carrier_class *sw_carrier_class_of(sw_carrier *c) { return c->ops; }
+int sw_carrier_is_state_only(sw_carrier *c) { return SW_CARRIER_STATE_ONLY(c); }
+
+sw_status sw_carrier_refuse_state_only(sw_carrier *c, const char *what, sw_error *err)
+{
+    return sw_error_set(err, SW_ENOTSUP,
+                        "%s: cannot %s: the carrier's slots are kept by its language binding, "
+                        "so reach them through the binding",
+                        sw_carrier_name(c), what);
+}
 const char *sw_carrier_name(sw_carrier *c) { return c->ops->name ? c->ops->name : "Carrier"; }
 sw_dtype sw_carrier_dtype(sw_carrier *c) { return c->dtype; }
 
@@ -158,6 +172,8 @@ sw_status sw_carrier_read(sw_carrier *c, int64_t slot, int64_t count, void *out,
                           "%s: the carrier is the destination of a pending move; wait for "
                           "the move before reading it",
                           sw_carrier_name(c));
+    else if (SW_CARRIER_STATE_ONLY(c))
+        st = sw_carrier_refuse_state_only(c, "read slots", err);
     else if ((st = check_range(c, slot, count, err)) == SW_OK && count > 0)
         st = c->ops->read(c->impl, slot, count, out, err);
     pthread_mutex_unlock(&c->lock);
@@ -190,6 +206,8 @@ sw_status sw_carrier_write(sw_carrier *c, int64_t slot, int64_t count, const voi
         return sw_error_set(err, SW_ETYPE, "carrier must not be NULL");
     pthread_mutex_lock(&c->lock);
     sw_status st = check_writable_locked(c, "write to", err);
+    if (st == SW_OK && SW_CARRIER_STATE_ONLY(c))
+        st = sw_carrier_refuse_state_only(c, "write slots", err);
     if (st == SW_OK)
         st = check_range(c, slot, count, err);
     if (st == SW_OK && count > 0)
@@ -228,6 +246,8 @@ sw_status sw_carrier_check_growable_locked(sw_carrier *c, const char *what, int 
     if (owner && sw_carrier_owned_blocks_locked(c))
         return sw_error_set(err, SW_ESTATE, "%s: cannot %s a carrier owned by another carrier",
                             sw_carrier_name(c), what);
+    if (SW_CARRIER_STATE_ONLY(c))
+        return sw_carrier_refuse_state_only(c, what, err);
     if (!c->ops->allocate || !c->ops->unallocate)
         return sw_error_set(err, SW_EINVAL, "%s: the carrier cannot %s its storage",
                             sw_carrier_name(c), what);
@@ -271,7 +291,8 @@ void sw_carrier_release_locked(sw_carrier *c)
 {
     c->released = 1;
     if (!c->storage_freed && c->exports == 0) {
-        c->ops->release(c->impl);
+        if (c->ops->release)
+            c->ops->release(c->impl);
         c->storage_freed = 1;
     }
 }
@@ -310,7 +331,8 @@ void sw_carrier_export_end(sw_carrier *c)
     /* The last export of a carrier released meanwhile frees its storage
      * now: until here a consumer could still address it. */
     if (--c->exports == 0 && c->released && !c->storage_freed) {
-        c->ops->release(c->impl);
+        if (c->ops->release)
+            c->ops->release(c->impl);
         c->storage_freed = 1;
     }
     pthread_mutex_unlock(&c->lock);
@@ -336,6 +358,7 @@ sw_status sw_carrier_claim(sw_carrier *c, uint64_t *token, sw_error *err)
                           sw_carrier_name(c));
     else {
         c->owner_token = next_token();
+        c->claims++;
         c->access_depth = 0;
         *token = c->owner_token;
     }
@@ -416,6 +439,7 @@ void sw_carrier_get_state(sw_carrier *c, sw_carrier_state *out)
     out->owned = c->owner_token != 0;
     out->owner_access = has_access_locked(c);
     out->in_transfer = has_transfer_locked(c);
+    out->claims = c->claims;
     pthread_mutex_unlock(&c->lock);
 }
 

@@ -21,12 +21,18 @@ struct sw_carrier {
     int pending_src;      /* a move reads it (0/1) */
     int pending_dst;      /* a move writes it (0/1) */
     uint64_t owner_token; /* 0 when not owned */
+    uint64_t claims;      /* successful claims so far */
     pthread_t access_thread;
     int access_depth;     /* owner access held by access_thread */
     pthread_t transfer_thread;
     int transfer_depth;   /* transfer access held by transfer_thread */
     long exports;         /* outstanding DLPack exports */
 };
+
+/* The class is STATE_ONLY (carrier.h): no slot callbacks to call. */
+#define SW_CARRIER_STATE_ONLY(c) (((c)->ops->flags & SW_CARRIER_CLASS_STATE_ONLY) != 0)
+/* SW_ENOTSUP for a STATE_ONLY carrier asked `what` (needs its slots). */
+sw_status sw_carrier_refuse_state_only(sw_carrier *c, const char *what, sw_error *err);
 
 /* With c->lock held. */
 int sw_carrier_mutable_locked(sw_carrier *c);

@@ -213,6 +213,8 @@ static sw_move_route resolve(const sw_carrier_class *s, const sw_carrier_class *
 /* Route pins (row 9 of move.h): classes that allow only some pairs. */
 int sw_move_pair_allowed(const sw_carrier_class *s, const sw_carrier_class *d)
 {
+    if ((s->flags | d->flags) & SW_CARRIER_CLASS_STATE_ONLY)
+        return 0; /* no slots the core could move */
     return sw_block_device_pair_allowed(s, d);
 }
 
@@ -409,6 +411,8 @@ static sw_status validate_locked(sw_carrier *s, sw_carrier *d, const sw_layout *
         return sw_error_set(err, SW_EINVAL,
                             "move: the destination is the tensor's own carrier; pass a "
                             "different carrier");
+    if (SW_CARRIER_STATE_ONLY(d))
+        return sw_carrier_refuse_state_only(d, "be a move's destination", err);
     if (d->released)
         return sw_error_set(err, SW_ESTATE, "move: the destination %s carrier is released",
                             sw_carrier_name(d));

@@ -31,6 +31,8 @@ static sw_status make_checked(sw_carrier *c, int64_t offset, sw_layout *layout,
     if (offset < 0)
         st = sw_error_set(err, SW_EINVAL, "tensor: offset must be >= 0, not %lld",
                           (long long)offset);
+    else if (sw_carrier_is_state_only(c))
+        st = sw_carrier_refuse_state_only(c, "make a tensor on it", err);
     else if (sw_carrier_is_released(c))
         st = sw_error_set(err, SW_ESTATE, "tensor: the %s carrier is released",
                           sw_carrier_name(c));

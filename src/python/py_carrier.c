@@ -1,11 +1,12 @@
 /* The open Carrier base type (contract-carriers C-1 .. C-18).
  *
  * Framework state (version, released flag, ownership, pending guard,
- * transfer access) lives in the core carrier handle of a built-in (CPU,
- * Generic, FileBacked: carrier.h) and in the C struct of every other
- * carrier from allocation, so Python subclasses work with or without
- * super().__init__(). The checks and messages are the binding's; the core
- * holds the state. Framework-owned methods never consult Python overrides;
+ * transfer access) lives in a core carrier handle (carrier.h) that every
+ * carrier has from allocation, so Python subclasses work with or without
+ * super().__init__(): a built-in (CPU, Generic, FileBacked) holds its own
+ * core carrier, every other carrier a STATE_ONLY one whose slots, size and
+ * dtype stay the binding's (its hooks). The checks and messages are the
+ * binding's; the core holds the state. Framework-owned methods never consult Python overrides;
  * hooks (size, dtype, get_value, ...) are looked up dynamically on user
  * classes, while exact built-in carriers take C fast paths through their
  * sw_carrier_ops. */
@@ -18,7 +19,6 @@ static PyObject *str_size, *str_dtype, *str_get_value, *str_set_value,
     *str_is_mutable_hook, *str_supports_hook, *str_release_hook, *str_format,
     *str_allocate_hook;
 static PyObject *closed_message; /* CLOSED_CARRIER_MESSAGE */
-static int64_t last_owner_token;  /* guarded by the GIL */
 
 #define CARRIER(o) ((SwCarrierObject *)(o))
 
@@ -47,6 +47,16 @@ static const char *type_name(PyObject *self)
 
 /* ---- construction (C-1) ------------------------------------------------- */
 
+/* The core class of every carrier that is not a core built-in: the core
+ * holds its state only and never calls into Python (carrier.h, the
+ * deadlock rule): no callbacks. Its intrinsic mutability stays the
+ * binding's (a hook for Python subclasses), so the handle is made mutable
+ * and the binding checks intrinsic mutability itself. */
+static const sw_carrier_class state_only_class = {
+    .name = "Carrier",
+    .flags = SW_CARRIER_CLASS_STATE_ONLY,
+};
+
 PyObject *sw_carrier_alloc(PyTypeObject *type, int intrinsic_mutable)
 {
     PyObject *self = type->tp_alloc(type, 0);
@@ -55,17 +65,17 @@ PyObject *sw_carrier_alloc(PyTypeObject *type, int intrinsic_mutable)
     SwCarrierObject *c = CARRIER(self);
     c->weakreflist = NULL;
     c->core = NULL;
-    c->version = 0;
-    c->released = 0;
     c->intrinsic_mutable = intrinsic_mutable;
-    c->pending = 0;
-    c->owner_token = 0;
-    c->owner_thread = 0;
-    c->owner_depth = 0;
-    c->transfer_thread = 0;
-    c->transfer_depth = 0;
     c->definition = NULL;
     c->storage_dtype = NULL;
+    /* CPU, Generic and FileBacked make their own core carrier next. */
+    if (type != &SwCPU_Type && type != &SwGeneric_Type && type != &SwFileBacked_Type) {
+        sw_error err;
+        if (sw_carrier_new(&state_only_class, NULL, SW_DT_ANY, 0, &c->core, &err) != SW_OK) {
+            Py_DECREF(self);
+            return PyErr_NoMemory();
+        }
+    }
     return self;
 }
 
@@ -118,21 +128,15 @@ static void carrier_dealloc(PyObject *self)
 
 /* ---- state predicates --------------------------------------------------- */
 
-/* Each predicate reads the core handle of a built-in, the fields of any
- * other carrier. */
+/* Each predicate reads the carrier's core handle. */
 static int has_owner_access(SwCarrierObject *c)
 {
-    if (c->core)
-        return sw_carrier_has_owner_access(c->core);
-    return c->owner_token != 0 && c->owner_depth > 0 &&
-           c->owner_thread == PyThread_get_thread_ident();
+    return sw_carrier_has_owner_access(c->core);
 }
 
 static int has_transfer_access(SwCarrierObject *c)
 {
-    if (c->core)
-        return sw_carrier_in_transfer(c->core);
-    return c->transfer_depth > 0 && c->transfer_thread == PyThread_get_thread_ident();
+    return sw_carrier_in_transfer(c->core);
 }
 
 int sw_py_carrier_in_transfer(PyObject *carrier)
@@ -142,63 +146,33 @@ int sw_py_carrier_in_transfer(PyObject *carrier)
 
 void sw_py_carrier_begin_transfer(PyObject *carrier)
 {
-    SwCarrierObject *c = CARRIER(carrier);
-    if (c->core) {
-        sw_carrier_begin_transfer(c->core);
-        return;
-    }
-    c->transfer_thread = PyThread_get_thread_ident();
-    c->transfer_depth++;
+    sw_carrier_begin_transfer(CARRIER(carrier)->core);
 }
 
 void sw_py_carrier_end_transfer(PyObject *carrier)
 {
-    SwCarrierObject *c = CARRIER(carrier);
-    if (c->core)
-        sw_carrier_end_transfer(c->core);
-    else if (c->transfer_depth > 0 && --c->transfer_depth == 0)
-        c->transfer_thread = 0;
+    sw_carrier_end_transfer(CARRIER(carrier)->core);
 }
 
 void sw_py_carrier_drop_inherited_access(PyObject *carrier, unsigned long thread)
 {
+    (void)thread;
     if (!carrier)
         return;
-    SwCarrierObject *c = CARRIER(carrier);
-    if (c->core) {
-        /* In the child only the calling thread survived the fork. */
-        sw_carrier_drop_inherited_access(c->core);
-        return;
-    }
-    if (c->owner_depth > 0 && (thread == 0 || c->owner_thread == thread)) {
-        c->owner_depth = 0;
-        c->owner_thread = 0;
-    }
-    if (c->transfer_depth > 0 && (thread == 0 || c->transfer_thread == thread)) {
-        c->transfer_depth = 0;
-        c->transfer_thread = 0;
-    }
+    /* In the child only the calling thread survived the fork: the access
+     * every other thread held goes. */
+    sw_carrier_drop_inherited_access(CARRIER(carrier)->core);
 }
 
-/* The whole state at once: one lock for a core carrier. */
+/* The whole state at once: one lock. */
 static void state_of(PyObject *self, sw_carrier_state *s)
 {
-    SwCarrierObject *c = CARRIER(self);
-    if (c->core) {
-        sw_carrier_get_state(c->core, s);
-        return;
-    }
-    s->version = (uint64_t)c->version;
-    s->released = c->released;
-    s->pending = c->pending;
-    s->owned = c->owner_token != 0;
-    s->owner_access = has_owner_access(c);
-    s->in_transfer = has_transfer_access(c);
+    sw_carrier_get_state(CARRIER(self)->core, s);
 }
 
 static int is_owned(SwCarrierObject *c)
 {
-    return c->core ? sw_carrier_is_owned(c->core) : c->owner_token != 0;
+    return sw_carrier_is_owned(c->core);
 }
 
 int sw_py_carrier_owned_elsewhere(PyObject *carrier)
@@ -949,16 +923,17 @@ static int release_storage(PyObject *carrier)
 {
     SwCarrierObject *c = CARRIER(carrier);
     const sw_carrier_ops *ops = sw_carrier_builtin_ops(carrier);
-    if (c->core) {
+    sw_error err;
+    if (!sw_carrier_is_state_only(c->core)) {
         /* The caller checked the guard the release needs; the core marks
          * the carrier released and frees its storage (once). */
-        sw_error err;
         if (sw_carrier_release_moved(c->core, &err) != SW_OK)
             return sw_py_raise(&err);
         ops->drop(carrier); /* the object's views of the storage */
         return 0;
     }
-    if (c->released)
+    /* The binding frees the storage, then the core marks it released. */
+    if (sw_carrier_is_released(c->core))
         return 0;
     if (ops) {
         ops->drop(carrier);
@@ -972,7 +947,8 @@ static int release_storage(PyObject *carrier)
             return -1;
         Py_DECREF(r);
     }
-    c->released = 1;
+    if (sw_carrier_release_moved(c->core, &err) != SW_OK)
+        return sw_py_raise(&err);
     return 0;
 }
 
@@ -1028,8 +1004,8 @@ int sw_py_carrier_allocate(PyObject *carrier, int64_t nslots)
 /* ---- ownership (C-13) ---------------------------------------------------- */
 
 /* The token argument as int64: TypeError for a non-integer; RuntimeError
- * when the carrier is not owned, or (field carriers) for a wrong token. A
- * core carrier checks the token itself. */
+ * when the carrier is not owned or for a token that cannot be one. The
+ * core checks the token itself. */
 static int parse_token(PyObject *self, PyObject *arg, int64_t *token)
 {
     if (!PyLong_CheckExact(arg) && !sw_py_is_integer(arg)) {
@@ -1046,7 +1022,7 @@ static int parse_token(PyObject *self, PyObject *arg, int64_t *token)
         PyErr_Format(PyExc_RuntimeError, "%s carrier is not owned", type_name(self));
         return -1;
     }
-    if (overflow || v <= 0 || (!c->core && v != c->owner_token)) {
+    if (overflow || v <= 0) {
         PyErr_Format(PyExc_RuntimeError,
                      "wrong ownership token for this %s carrier", type_name(self));
         return -1;
@@ -1079,18 +1055,11 @@ static int claim(PyObject *self, int64_t *token)
                      type_name(self));
         return -1;
     }
-    if (c->core) {
-        uint64_t t;
-        sw_error err;
-        if (sw_carrier_claim(c->core, &t, &err) != SW_OK)
-            return sw_py_raise(&err);
-        *token = (int64_t)t;
-        return 0;
-    }
-    c->owner_token = ++last_owner_token;
-    c->owner_depth = 0;
-    c->owner_thread = 0;
-    *token = c->owner_token;
+    uint64_t t;
+    sw_error err;
+    if (sw_carrier_claim(c->core, &t, &err) != SW_OK)
+        return sw_py_raise(&err);
+    *token = (int64_t)t;
     return 0;
 }
 
@@ -1108,15 +1077,8 @@ static PyObject *carrier_relinquish_ownership(PyObject *self, PyObject *token)
     int64_t t;
     if (parse_token(self, token, &t) < 0)
         return NULL;
-    SwCarrierObject *c = CARRIER(self);
-    if (c->core) {
-        if (sw_carrier_relinquish(c->core, (uint64_t)t, NULL) != SW_OK)
-            return wrong_token(self);
-        Py_RETURN_NONE;
-    }
-    c->owner_token = 0;
-    c->owner_depth = 0;
-    c->owner_thread = 0;
+    if (sw_carrier_relinquish(CARRIER(self)->core, (uint64_t)t, NULL) != SW_OK)
+        return wrong_token(self);
     Py_RETURN_NONE;
 }
 
@@ -1133,21 +1095,11 @@ static PyObject *carrier_begin_owner_access(PyObject *self, PyObject *token)
     int64_t t;
     if (parse_token(self, token, &t) < 0)
         return NULL;
-    SwCarrierObject *c = CARRIER(self);
-    if (c->core) {
-        sw_error err;
-        if (sw_carrier_begin_owner_access(c->core, (uint64_t)t, &err) == SW_OK)
-            Py_RETURN_NONE;
-        /* The core checks the token first, then the thread. */
-        return strstr(err.msg, "another thread") ? other_thread_holds(self)
-                                                 : wrong_token(self);
-    }
-    unsigned long me = PyThread_get_thread_ident();
-    if (c->owner_depth > 0 && c->owner_thread != me)
-        return other_thread_holds(self);
-    c->owner_thread = me;
-    c->owner_depth++;
-    Py_RETURN_NONE;
+    sw_error err;
+    if (sw_carrier_begin_owner_access(CARRIER(self)->core, (uint64_t)t, &err) == SW_OK)
+        Py_RETURN_NONE;
+    /* The core checks the token first, then the thread. */
+    return strstr(err.msg, "another thread") ? other_thread_holds(self) : wrong_token(self);
 }
 
 static PyObject *no_access_here(PyObject *self)
@@ -1162,18 +1114,10 @@ static PyObject *carrier_end_owner_access(PyObject *self, PyObject *token)
     int64_t t;
     if (parse_token(self, token, &t) < 0)
         return NULL;
-    SwCarrierObject *c = CARRIER(self);
-    if (c->core) {
-        sw_error err;
-        if (sw_carrier_end_owner_access(c->core, (uint64_t)t, &err) == SW_OK)
-            Py_RETURN_NONE;
-        return strstr(err.msg, "no owner access") ? no_access_here(self) : wrong_token(self);
-    }
-    if (c->owner_depth == 0 || c->owner_thread != PyThread_get_thread_ident())
-        return no_access_here(self);
-    if (--c->owner_depth == 0)
-        c->owner_thread = 0;
-    Py_RETURN_NONE;
+    sw_error err;
+    if (sw_carrier_end_owner_access(CARRIER(self)->core, (uint64_t)t, &err) == SW_OK)
+        Py_RETURN_NONE;
+    return strstr(err.msg, "no owner access") ? no_access_here(self) : wrong_token(self);
 }
 
 static PyObject *carrier_has_owner_access(PyObject *self, PyObject *unused)
@@ -1193,18 +1137,9 @@ int64_t sw_py_carrier_claim(PyObject *carrier)
 
 void sw_py_carrier_relinquish(PyObject *carrier, int64_t token)
 {
-    SwCarrierObject *c = CARRIER(carrier);
     if (token == 0)
         return;
-    if (c->core) {
-        (void)sw_carrier_relinquish(c->core, (uint64_t)token, NULL);
-        return;
-    }
-    if (c->owner_token != token)
-        return;
-    c->owner_token = 0;
-    c->owner_depth = 0;
-    c->owner_thread = 0;
+    (void)sw_carrier_relinquish(CARRIER(carrier)->core, (uint64_t)token, NULL);
 }
 
 int sw_py_carrier_begin_owner(PyObject *carrier, int64_t token)
@@ -1218,15 +1153,8 @@ int sw_py_carrier_begin_owner(PyObject *carrier, int64_t token)
 
 void sw_py_carrier_end_owner(PyObject *carrier, int64_t token)
 {
-    SwCarrierObject *c = CARRIER(carrier);
-    if (c->core) {
-        if (token > 0)
-            (void)sw_carrier_end_owner_access(c->core, (uint64_t)token, NULL);
-        return;
-    }
-    if (c->owner_token == token && c->owner_depth > 0 &&
-        c->owner_thread == PyThread_get_thread_ident() && --c->owner_depth == 0)
-        c->owner_thread = 0;
+    if (token > 0)
+        (void)sw_carrier_end_owner_access(CARRIER(carrier)->core, (uint64_t)token, NULL);
 }
 
 /* The tier checks Evictable (E-1) and TiledEvictable (TE-1) share, in

@@ -557,6 +557,8 @@ static void ev_dealloc(PyObject *self)
     Py_CLEAR(EV(self)->dtype);
     if (CARRIER(self)->weakreflist)
         PyObject_ClearWeakRefs(self);
+    sw_carrier_unref(CARRIER(self)->core); /* its state handle */
+    CARRIER(self)->core = NULL;
     Py_TYPE(self)->tp_free(self);
 }
 

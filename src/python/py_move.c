@@ -970,12 +970,14 @@ typedef struct carrier_state {
 
 static void snapshot(PyObject *carrier, carrier_state *s)
 {
-    SwCarrierObject *c = CARRIER(carrier);
-    s->version = sw_py_state_version(carrier);
-    /* A core carrier shows whether it is owned, not its token. */
-    s->owner_token = c->core ? sw_carrier_is_owned(c->core) : c->owner_token;
-    s->released = sw_py_state_released(carrier);
-    s->pending = sw_py_state_pending(carrier);
+    /* The core shows no token: whether the carrier is owned and how many
+     * claims it has seen tell a new claim from the old one. */
+    sw_carrier_state cs;
+    sw_carrier_get_state(CARRIER(carrier)->core, &cs);
+    s->version = (int64_t)cs.version;
+    s->owner_token = cs.owned ? (int64_t)cs.claims : 0;
+    s->released = cs.released;
+    s->pending = cs.pending;
 }
 
 static int same_state(PyObject *carrier, const carrier_state *s)

@@ -1429,6 +1429,8 @@ static void te_dealloc(PyObject *self)
     Py_CLEAR(TILED(self)->dtype);
     if (CARRIER(self)->weakreflist)
         PyObject_ClearWeakRefs(self);
+    sw_carrier_unref(CARRIER(self)->core); /* its state handle */
+    CARRIER(self)->core = NULL;
     Py_TYPE(self)->tp_free(self);
 }
 

@@ -89,8 +89,11 @@ static inline float *sw_host_f32_readable(PyObject *carrier, int64_t lo, int64_t
     if (!Py_IS_TYPE(carrier, &SwCPU_Type) && !Py_IS_TYPE(carrier, &SwGeneric_Type))
         return NULL;
     SwHostCarrierObject *h = (SwHostCarrierObject *)carrier;
-    if (h->dtype != SW_DT_FLOAT32 || !h->data || h->base.released ||
-        (h->base.pending & SW_PENDING_DESTINATION) || lo < 0 || n < 0 || lo + n > h->nslots)
+    if (h->dtype != SW_DT_FLOAT32 || !h->data || lo < 0 || n < 0 || lo + n > h->nslots)
+        return NULL;
+    sw_carrier_state s;
+    sw_carrier_get_state(h->base.core, &s);
+    if (s.released || (s.pending & SW_PENDING_DESTINATION))
         return NULL;
     return (float *)h->data;
 }
@@ -101,7 +104,8 @@ static inline float *sw_host_f32_writable(PyObject *carrier, int64_t lo, int64_t
 {
     float *data = sw_host_f32_readable(carrier, lo, n);
     SwCarrierObject *c = (SwCarrierObject *)carrier;
-    if (!data || c->pending || !c->intrinsic_mutable || sw_py_carrier_owned_elsewhere(carrier))
+    if (!data || sw_py_state_pending(carrier) || !c->intrinsic_mutable ||
+        sw_py_carrier_owned_elsewhere(carrier))
         return NULL;
     return data;
 }

@@ -144,28 +144,19 @@ extern PyTypeObject SwMetal_Type;  /* never instantiated on our hosts */
 extern PyTypeObject SwEvictable_Type;
 extern PyTypeObject SwBlockDeviceCarrier_Type;
 
-/* Framework state every carrier has from allocation (C-1). A built-in
- * carrier (CPU, Generic, FileBacked) holds a core carrier handle, and its
- * version, released flag, pending marks, claim and owner access and
- * transfer access live there (carrier.h): the fields from `version` to
- * `transfer_depth` are then unused. Other carriers keep them here. Read and
- * change that state through the sw_py_state_* accessors below. */
+/* Framework state every carrier has from allocation (C-1): its version,
+ * released flag, pending marks, claim and owner access and transfer access
+ * live in the core carrier handle `core` (carrier.h), the one source of
+ * truth. A built-in (CPU, Generic, FileBacked) holds its own core carrier;
+ * every other carrier (Python subclasses, definition-backed carriers,
+ * Evictable, TiledEvictable, BlockDeviceCarrier) a STATE_ONLY handle made
+ * at allocation, whose slots stay the binding's. Read and change that
+ * state through the sw_py_state_* accessors below. */
 typedef struct SwCarrierObject {
     PyObject_HEAD
     PyObject *weakreflist;
-    struct sw_carrier *core; /* owned; NULL for carriers not in the core */
-    int64_t version;         /* C-14 */
-    int released;            /* C-15 */
+    struct sw_carrier *core; /* owned; set from allocation on (C-14, C-15, C-13) */
     int intrinsic_mutable;   /* built-ins: the `mutable` argument */
-    int pending;             /* pending-transfer guard: SW_PENDING_* bits */
-    int64_t owner_token;     /* 0 when not owned (C-13) */
-    unsigned long owner_thread;
-    int owner_depth;         /* re-entrant owner access on owner_thread */
-    /* Transfer access: the thread running a pending move's own transfer
-     * (a Python _copy) may read the source and read and write the
-     * destination; its writes advance no version. */
-    unsigned long transfer_thread;
-    int transfer_depth;
     /* Definition-backed carriers (extension API): the exact class's
      * CarrierDefinition from allocation, and the storage DType once
      * Carrier.__init__ has finished. NULL otherwise. */
@@ -179,53 +170,36 @@ typedef struct SwCarrierObject {
 #define SW_PENDING_SOURCE SW_CARRIER_PENDING_SOURCE
 #define SW_PENDING_DESTINATION SW_CARRIER_PENDING_DESTINATION
 
-/* The state accessors: the core handle's state for built-ins, the fields
- * for the rest. `o` is a carrier object. */
+/* The state accessors: the core handle's state. `o` is a carrier object. */
 #define SW_STATE_C(o) ((SwCarrierObject *)(o))
 static inline int sw_py_state_released(PyObject *o)
 {
-    SwCarrierObject *c = SW_STATE_C(o);
-    return c->core ? sw_carrier_is_released(c->core) : c->released;
+    return sw_carrier_is_released(SW_STATE_C(o)->core);
 }
 static inline int sw_py_state_pending(PyObject *o)
 {
-    SwCarrierObject *c = SW_STATE_C(o);
-    return c->core ? sw_carrier_pending_roles(c->core) : c->pending;
+    return sw_carrier_pending_roles(SW_STATE_C(o)->core);
 }
 static inline void sw_py_state_mark_pending(PyObject *o, int roles)
 {
-    SwCarrierObject *c = SW_STATE_C(o);
-    if (c->core)
-        sw_carrier_mark_pending(c->core, roles);
-    else
-        c->pending |= roles;
+    sw_carrier_mark_pending(SW_STATE_C(o)->core, roles);
 }
 static inline void sw_py_state_unmark_pending(PyObject *o, int roles)
 {
-    SwCarrierObject *c = SW_STATE_C(o);
-    if (c->core)
-        sw_carrier_unmark_pending(c->core, roles);
-    else
-        c->pending &= ~roles;
+    sw_carrier_unmark_pending(SW_STATE_C(o)->core, roles);
 }
 static inline int64_t sw_py_state_version(PyObject *o)
 {
-    SwCarrierObject *c = SW_STATE_C(o);
-    return c->core ? (int64_t)sw_carrier_version(c->core) : c->version;
+    return (int64_t)sw_carrier_version(SW_STATE_C(o)->core);
 }
 /* +1 after a write the caller checked (not under transfer access). */
 static inline void sw_py_state_bump_version(PyObject *o)
 {
-    SwCarrierObject *c = SW_STATE_C(o);
-    if (c->core)
-        (void)sw_carrier_increment_version(c->core, NULL);
-    else
-        c->version++;
+    (void)sw_carrier_increment_version(SW_STATE_C(o)->core, NULL);
 }
 static inline int sw_py_state_owned(PyObject *o)
 {
-    SwCarrierObject *c = SW_STATE_C(o);
-    return c->core ? sw_carrier_is_owned(c->core) : c->owner_token != 0;
+    return sw_carrier_is_owned(SW_STATE_C(o)->core);
 }
 
 /* Host-memory carriers (Generic, CPU) share this body. */

@@ -208,6 +208,60 @@ def test_x9_prepare_that_changes_a_carrier_fails_runtime_error(action):
         assert not c.is_released() and c.is_mutable()
 
 
+def test_x9_prepare_that_reclaims_a_cpu_destination_fails_runtime_error():
+    # A built-in destination keeps its claim in the core, which shows no
+    # token: a prepare() that gives the claim up and takes a new one leaves
+    # it owned as before, and only the claim count tells the difference.
+    A = new_class("RemoteA")
+    to_cpu = Transfer()
+    define(A, routes=[route(A, sw.CPU, to_cpu, "remote-to-cpu")])
+    c = filled(A, [4, 5], D.Int32)
+    d = sw.CPU(2, dtype=D.Int32)
+    token = d._claim_ownership()
+    d._begin_owner_access(token)
+    tokens = [token]
+
+    def prepare(request):
+        dst = request.destination
+        dst._end_owner_access(tokens[-1])
+        dst._relinquish_ownership(tokens[-1])
+        tokens.append(dst._claim_ownership())
+        dst._begin_owner_access(tokens[-1])
+        return ext.PreparedTransfer(lambda: None)
+
+    to_cpu.prepare_hook = prepare
+    with pytest.raises(RuntimeError, match="changed a carrier"):
+        sw.move_async(sw.Tensor(c, 0, L([2], [1])), d)
+    assert d.is_owned() and not c.is_released() and d.version == 0
+    d._end_owner_access(tokens[-1])
+    d._relinquish_ownership(tokens[-1])
+
+
+def test_x9_prepare_that_reclaims_a_definition_backed_destination_fails_runtime_error():
+    # Every carrier keeps its claim in the core now, definition-backed ones
+    # too: the same reclaim is caught for them.
+    p = Pair()
+    t, c = p.source([1.0, 2.0])
+    d = filled(p.B, [0.0, 0.0])
+    tokens = [d._claim_ownership()]
+    d._begin_owner_access(tokens[-1])
+
+    def prepare(request):
+        dst = request.destination
+        dst._end_owner_access(tokens[-1])
+        dst._relinquish_ownership(tokens[-1])
+        tokens.append(dst._claim_ownership())
+        dst._begin_owner_access(tokens[-1])
+        return ext.PreparedTransfer(lambda: None)
+
+    p.ab.prepare_hook = prepare
+    with pytest.raises(RuntimeError, match="changed a carrier"):
+        sw.move_async(t, d)
+    assert p.ab.submit_count == 0 and not c.is_released()
+    d._end_owner_access(tokens[-1])
+    d._relinquish_ownership(tokens[-1])
+
+
 def test_x9_validation_precedes_prepare():
     p = Pair()
     t, c = p.source([1.0, 2.0, 3.0])
