@@ -125,7 +125,8 @@ SW_API int sw_blockdev_forked_mid_transfer(const sw_blockdev *d);
 SW_API sw_status sw_blockdev_alloc_locked(sw_blockdev *d, int64_t bytes, int zero,
                                           int64_t *start, int64_t *length, sw_error *err);
 SW_API void sw_blockdev_free_locked(sw_blockdev *d, int64_t start);
-/* Whether a transfer in flight touches [start, start + length); callers
+/* Whether a transfer in flight touches a page of [start, start + length)
+ * (a page shared with a running transfer counts: see blockdev.c); callers
  * that must not touch such a range wait with sw_blockdev_wait_locked
  * (which releases d->lock while it waits for a transfer to end). */
 SW_API int sw_blockdev_busy_locked(sw_blockdev *d, int64_t start, int64_t length);

@@ -462,13 +462,39 @@ void sw_blockdev_free_locked(sw_blockdev *d, int64_t start)
     sw_extent_map_free(&d->extents, start, NULL);
 }
 
+/* Ranges conflict when they share a page, not only a byte: the kernel
+ * caches a block device by page, and a direct write into a page that a
+ * buffered transfer of a neighbouring extent holds dirty cannot drop it
+ * from the cache — it then records a write-back error (EIO) on the device
+ * that the next fdatasync of every writer reports. */
+static int64_t page_bytes(void)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    return page > 0 ? (int64_t)page : 4096;
+}
+
+static int64_t page_down(int64_t x)
+{
+    return x - x % page_bytes();
+}
+
+static int64_t page_up(int64_t x)
+{
+    int64_t rest = x % page_bytes();
+    if (rest == 0)
+        return x;
+    return x > INT64_MAX - (page_bytes() - rest) ? INT64_MAX : x + (page_bytes() - rest);
+}
+
 int sw_blockdev_busy_locked(sw_blockdev *d, int64_t start, int64_t length)
 {
     int64_t end;
     if (length <= 0 || __builtin_add_overflow(start, length, &end))
         end = INT64_MAX;
+    start = page_down(start);
+    end = page_up(end);
     for (const sw_blockdev_io *io = d->busy; io; io = io->next)
-        if (io->start < end && start < io->end)
+        if (page_down(io->start) < end && start < page_up(io->end))
             return 1;
     return 0;
 }

@@ -154,10 +154,18 @@ def test_b11_a_failed_shared_fdatasync_fails_every_writer_it_was_to_cover(dev, l
     sizes = [s.carrier.size() for s in srcs]
     dsts = [dev.allocate(n, empty=True) for n in sizes]
     _C._fault_inject("blockdev_fdatasync", 0, 1)
-    handles = [sw.move_async(s, d) for s, d in zip(srcs, dsts)]
+    handles = []
+    for s, d in zip(srcs, dsts):
+        try:
+            handles.append(sw.move_async(s, d))
+        except RuntimeError as e:  # the device faulted before this one started
+            assert "faulted" in str(e)
+            handles.append(None)
     failed = 0
     for i, h in enumerate(handles):
         try:
+            if h is None:
+                raise RuntimeError("refused at submission: the device is faulted")
             out = h.wait(timeout=120)
         except OSError as e:
             assert e.errno == errno.EIO
