@@ -64,6 +64,9 @@ SW_API sw_status sw_fault_arm(const char *name, long skip, long count);
 SW_API void sw_fault_clear(void);
 /* 1 when the current call of `name` must fail. Thread-safe. */
 SW_API int sw_fault_hit(const char *name);
+/* 1 when `name` is armed and may still hit (a look only: it consumes
+ * nothing). Thread-safe; always 0 without fault injection. */
+SW_API int sw_fault_armed(const char *name);
 /* A pause point: when `name` is hit, the calling thread stops here until
  * sw_fault_resume(). sw_fault_wait_paused() blocks until a thread is
  * stopped at one. Without fault injection nothing is ever hit. */

@@ -158,6 +158,10 @@ SW_API sw_status sw_blockdev_flush_locked(sw_blockdev *d, sw_error *err);
  * written); unaligned tails and everything else are buffered I/O on `fd`.
  * No Python, no GIL: pool threads call it. */
 SW_API sw_status sw_blockdev_transfer(sw_blockdev *d, const sw_transfer *t, sw_error *err);
+/* 1 when a test armed a pause point inside sw_blockdev_transfer: such a
+ * transfer must run on a pool thread, never on the thread that is to
+ * resume it. Always 0 without fault injection. */
+SW_API int sw_blockdev_transfer_may_pause(void);
 
 static inline int sw_blockdev_is_faulted(sw_blockdev *d)
 {

@@ -329,6 +329,21 @@ int sw_fault_hit(const char *name)
     pthread_mutex_unlock(&fault_lock);
     return hit;
 }
+
+int sw_fault_armed(const char *name)
+{
+    if (!atomic_load(&faults_armed))
+        return 0;
+    int armed = 0;
+    pthread_mutex_lock(&fault_lock);
+    for (int i = 0; i < FAULT_SLOTS; i++)
+        if (faults[i].name[0] != '\0' && strcmp(faults[i].name, name) == 0) {
+            armed = faults[i].count != 0;
+            break;
+        }
+    pthread_mutex_unlock(&fault_lock);
+    return armed;
+}
 #else
 int sw_fault_enabled(void) { return 0; }
 sw_status sw_fault_arm(const char *name, long skip, long count)
@@ -338,4 +353,5 @@ sw_status sw_fault_arm(const char *name, long skip, long count)
 }
 void sw_fault_clear(void) {}
 int sw_fault_hit(const char *name) { (void)name; return 0; }
+int sw_fault_armed(const char *name) { (void)name; return 0; }
 #endif

@@ -849,6 +849,11 @@ static void unlist_io(sw_blockdev *d, sw_blockdev_io *io)
         }
 }
 
+int sw_blockdev_transfer_may_pause(void)
+{
+    return sw_fault_armed("blockdev_transfer_pause") || sw_fault_armed("blockdev_io_pause");
+}
+
 sw_status sw_blockdev_transfer(sw_blockdev *d, const sw_transfer *t, sw_error *err)
 {
     int writing = t->dst.kind == SW_ENDPOINT_FILE && t->dst.fd == d->fd;

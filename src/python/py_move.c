@@ -15,7 +15,8 @@
  * synchronous move (move(), MoveOperation.forward) up to 16 MiB skips that
  * round trip: its C transfer runs on the caller, GIL released past the
  * inline bound, and commits there, with the same pending marks and one
- * commit. Routes
+ * commit; so does a move_async out of a block device up to 64 KiB
+ * (GIL released: it may wait for the device). Routes
  * that must call Python (a user _copy, carriers written in Python) run on
  * the submitting thread, with transfer access to the two carriers, and
  * commit there; for move_async a Python _copy / _copy_async runs on a
@@ -61,6 +62,10 @@
  * 256 MiB itself was found preempted by the next pool wake-up for the whole
  * of that next copy, on a busy 2-CPU machine). */
 #define SYNC_INLINE_BYTES ((size_t)16 << 20)
+/* A move_async out of a block device up to this size runs on its caller,
+ * the GIL released: the pool round trip measured as most of a small block
+ * read's time, even with 256 in flight. */
+#define BLOCK_READ_INLINE_BYTES ((size_t)64 << 10)
 
 typedef struct move_request {
     sw_job job;                 /* first: what the executor sees */
@@ -883,8 +888,9 @@ static int python_copy_on_worker(move_request *r, PyObject *op, PyObject *tensor
     return 1;
 }
 
-/* A small synchronous move's C transfer on the calling thread, the GIL released
- * past the inline bound, then its commit right here: no pool round trip and
+/* A small synchronous move's (or small block read's move_async) C transfer on the
+ * calling thread, the GIL released past the inline bound (always for a block
+ * device), then its commit right here: no pool round trip and
  * no completion-thread handoff. It counts as in flight, so the exit hook
  * waits for its commit. Block devices take their lock here (the GIL is
  * not held while waiting for it). */
@@ -923,15 +929,24 @@ static void submit(move_request *r, PyObject *op, PyObject *op_type, PyObject *t
         if (!r->blockdev)
             r->blockdev = sw_py_block_device_core(r->destination);
         r->sync = sync;
-        if (c == 1 && sync && !holding &&
-            (size_t)r->cosize * r->transfer.itemsize <= SYNC_INLINE_BYTES) {
+        size_t span = (size_t)r->cosize * r->transfer.itemsize;
+        if (c == 1 && sync && !holding && span <= SYNC_INLINE_BYTES) {
             run_here(r);
             return;
         }
-        /* A block device's lock may be held by a pool thread: its moves
-         * always go to the pool rather than wait here with the GIL. */
-        if (c == 1 && !r->blockdev &&
-            (size_t)r->cosize * r->transfer.itemsize <= INLINE_BYTES) {
+        /* A small read out of a block device runs here too, always with
+         * the GIL released (it may wait for the device lock or for a
+         * transfer on its range). A move_async into a device stays on the
+         * pool: its writers share fdatasyncs there, which measured several
+         * times faster in flight than one fdatasync per caller-side move.
+         * One a test set to pause goes to the pool, so its caller can
+         * resume it. */
+        if (c == 1 && r->blockdev && !holding && span <= BLOCK_READ_INLINE_BYTES &&
+            !sw_py_block_device_core(r->destination) && !sw_blockdev_transfer_may_pause()) {
+            run_here(r);
+            return;
+        }
+        if (c == 1 && !r->blockdev && span <= INLINE_BYTES) {
             r->status = sw_transfer_run(&r->transfer, &r->err);
             commit(r, NULL);
             return;
