@@ -299,8 +299,12 @@ static void commit(sw_te_work *w)
         w->result = out;
     }
     w->committed = 1;
-    sw_te_track_leave(&w->track);
+    /* Wake the waiters while still tracked: a fork from here on finds the
+     * work tracked and done, so the child (no completion thread) drops
+     * the job's reference itself and its waiters never block. */
     sw_completion_signal(w->done);
+    sw_fault_pause("tile_commit_pause"); /* tests: fork between the two */
+    sw_te_track_leave(&w->track);
     sw_te_work_unref(w); /* the job's reference */
     flight_done();
 }

@@ -311,6 +311,43 @@ static void test_te_release_and_drop_while_in_flight(void)
         }
 }
 
+/* ---- fork while the completion thread commits ---------------------------------- */
+
+#ifndef __SANITIZE_THREAD__ /* TSan cannot follow a multi-threaded fork */
+/* fork() while the completion thread is between committing a piece of
+ * work and waking its waiters: the child has no completion thread, so
+ * waiting on the inherited handle must still return (the committed
+ * outcome, or the "forked" refusal), never block for good. */
+static void test_te_fork_during_commit(void)
+{
+    if (!sw_fault_enabled())
+        return;
+    sw_tiled_evictable *te = make(0);
+    sw_te_work *w = NULL;
+    sw_fault_arm("tile_commit_pause", 0, 1);
+    CHECK(sw_tiled_evictable_evict_async(te, (int64_t[]){1, 0}, 1, &w, NULL) == SW_OK);
+    sw_fault_wait_paused();
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(10); /* a wait that never returns ends the child by SIGALRM */
+        sw_status st = sw_te_work_wait(w, NULL, NULL);
+        _exit(st == SW_OK || st == SW_ESTATE ? 0 : 2);
+    }
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+        fprintf(stderr, "fork during commit: the child's wait %s\n",
+                WIFSIGNALED(status) ? "never returned" : "failed");
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    sw_fault_resume();
+    sw_fault_clear();
+    CHECK(sw_te_work_wait(w, NULL, NULL) == SW_OK);
+    sw_te_work_unref(w);
+    sw_tiled_evictable_release(te, NULL);
+    sw_tiled_evictable_unref(te);
+}
+#endif
+
 /* ---- sizes, ranges and bad arguments --------------------------------------------- */
 
 static void test_overflow_and_bad_arguments(void)
@@ -379,6 +416,9 @@ int main(void)
     test_te_policy_projection_fault_walk();
     test_te_release_and_drop_while_in_flight();
     test_overflow_and_bad_arguments();
+#ifndef __SANITIZE_THREAD__
+    test_te_fork_during_commit();
+#endif
     sw_tiled_evictable_drain();
     return check_report("core_hardening");
 }
