@@ -301,10 +301,11 @@ SW_API sw_status sw_tiled_evictable_new_like(sw_tiled_evictable *te, const void 
  * the parent (never released by the child). New work in the child starts
  * its own pool.
  *
- * Exit: work still in flight when the process exits is cut short (like
- * moves, move.h); sw_tiled_evictable_drain blocks until every piece of
- * asynchronous work submitted so far has committed and dropped its
- * references.
+ * Exit: work still in flight when the process exits is cut short: exit
+ * does not wait for it (unlike moves, move.h), so call
+ * sw_tiled_evictable_drain first where the work must finish. drain blocks
+ * until every piece of asynchronous work submitted so far has committed
+ * and dropped its references.
  *
  * Threads: every function here is thread-safe; only wait and drain block. */
 typedef struct sw_te_work sw_te_work;
