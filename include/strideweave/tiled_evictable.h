@@ -53,7 +53,9 @@
  * FileBacked secondary), reads and writes of FileBacked tiles, a write
  * that has to promote its tile first, release (it unlinks files).
  *
- * Status codes follow status.h; every failing call changes nothing. */
+ * Status codes follow status.h; every failing call changes nothing (one
+ * exception: a write that loses a race after promoting its tiles, see
+ * sw_tiled_evictable_write). */
 #ifndef STRIDEWEAVE_TILED_EVICTABLE_H
 #define STRIDEWEAVE_TILED_EVICTABLE_H
 
@@ -172,7 +174,11 @@ SW_API sw_status sw_tiled_evictable_evict(sw_tiled_evictable *te, const int64_t 
  * pending or pinned tile, and SW_EINVAL for a Bool slot other than 0 or 1.
  * Writing into a secondary tile promotes it first, into an implicit tile
  * materializes it as a primary tile unless every value written there is 0;
- * written primary tiles become dirty; the version advances by 1. */
+ * written primary tiles become dirty; the version advances by 1. The
+ * promotion commits before the values are written: when another thread
+ * evicts, pins or marks one of the written tiles in between, the write
+ * fails SW_ESTATE ("try again") with values and version unchanged, but the
+ * tiles it promoted stay primary (clean). */
 SW_API sw_status sw_tiled_evictable_read(sw_tiled_evictable *te, int64_t slot, int64_t count,
                                          void *out, sw_error *err);
 SW_API sw_status sw_tiled_evictable_write(sw_tiled_evictable *te, int64_t slot, int64_t count,

@@ -5,6 +5,8 @@
  * release and unref while work is in flight, integer overflow in sizes and
  * ranges, NULL and bad arguments. */
 #include <dirent.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -348,6 +350,66 @@ static void test_te_fork_during_commit(void)
 }
 #endif
 
+/* ---- a write whose tiles change while it promotes -------------------------------- */
+
+typedef struct write_arg {
+    sw_tiled_evictable *te;
+    sw_status st;
+    char msg[512];
+} write_arg;
+
+static void *write_across(void *p)
+{
+    write_arg *a = p;
+    /* slots 0..3 (first axis fastest) lie in tiles (0,0) and (1,0) */
+    const float in[4] = {-1.0f, -2.0f, -3.0f, -4.0f};
+    sw_error err;
+    a->st = sw_tiled_evictable_write(a->te, 0, 4, in, &err);
+    if (a->st != SW_OK)
+        snprintf(a->msg, sizeof a->msg, "%s", err.msg);
+    return NULL;
+}
+
+/* A write into a secondary tile promotes it first, without the carrier's
+ * lock; another thread evicts another tile of the same write meanwhile.
+ * The write then fails ("try again"); values and version are unchanged,
+ * and the tile it promoted is primary and clean (the header says so). */
+static void test_te_write_racing_an_eviction(void)
+{
+    if (!sw_fault_enabled())
+        return;
+    for (int file = 0; file < 2; file++) {
+        sw_tiled_evictable *te = make(file);
+        CHECK(sw_tiled_evictable_evict(te, (int64_t[]){0, 0}, 1, NULL) == SW_OK);
+        snap before;
+        take(te, &before);
+        sw_fault_arm("tile_copy_pause", 0, 1);
+        write_arg a = {.te = te};
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, write_across, &a) == 0);
+        sw_fault_wait_paused(); /* the write is promoting tile (0,0) */
+        CHECK(sw_tiled_evictable_evict(te, (int64_t[]){1, 0}, 1, NULL) == SW_OK);
+        sw_fault_resume();
+        pthread_join(t, NULL);
+        sw_fault_clear();
+        CHECK(a.st == SW_ESTATE);
+        CHECK(strstr(a.msg, "try again") != NULL);
+        float got[16];
+        CHECK(sw_tiled_evictable_read(te, 0, 16, got, NULL) == SW_OK);
+        CHECK(memcmp(got, before.values, sizeof got) == 0);
+        CHECK_EQ_I64(sw_tiled_evictable_version(te), before.version);
+        sw_te_tile_state st;
+        CHECK(sw_tiled_evictable_tile_state(te, (int64_t[]){0, 0}, &st, NULL) == SW_OK);
+        CHECK(st.location == SW_TE_PRIMARY && !st.dirty && !st.pending);
+        /* trying again succeeds */
+        write_across(&a);
+        CHECK(a.st == SW_OK);
+        CHECK_EQ_I64(sw_tiled_evictable_version(te), before.version + 1);
+        sw_tiled_evictable_release(te, NULL);
+        sw_tiled_evictable_unref(te);
+    }
+}
+
 /* ---- sizes, ranges and bad arguments --------------------------------------------- */
 
 static void test_overflow_and_bad_arguments(void)
@@ -416,6 +478,7 @@ int main(void)
     test_te_policy_projection_fault_walk();
     test_te_release_and_drop_while_in_flight();
     test_overflow_and_bad_arguments();
+    test_te_write_racing_an_eviction();
 #ifndef __SANITIZE_THREAD__
     test_te_fork_during_commit();
 #endif
