@@ -86,7 +86,68 @@ static void take(sw_tiled_evictable *te, snap *s)
 static int same(const snap *a, const snap *b) { return memcmp(a, b, sizeof *a) == 0; }
 
 static const char *const sites[] = {"alloc", "pread", "pwrite", "open", "truncate", "tile_copy",
-                                    "tile_gather"};
+                                    "tile_gather", "tile_submit"};
+
+/* ---- the engines recover from a failed start ---------------------------------- */
+
+/* The first asynchronous call of the process starts the pool and the
+ * completion thread. When that start fails (out of memory here), the call
+ * fails; a later call must try again rather than fail the same way for the
+ * life of the process. Runs first: nothing may have started them yet. */
+static void test_engines_recover_from_failed_start(void)
+{
+    if (!sw_fault_enabled())
+        return;
+    int ok = 0, failed = 0;
+    for (long skip = 0; skip < 200 && !ok; skip++) {
+        sw_tiled_evictable *te = make(0);
+        sw_te_work *w = NULL;
+        sw_error err;
+        sw_fault_arm("alloc", skip, 1);
+        sw_status st = sw_tiled_evictable_evict_async(te, (int64_t[]){1, 0}, 1, &w, &err);
+        sw_fault_clear();
+        if (st == SW_OK)
+            st = sw_te_work_wait(w, NULL, &err);
+        sw_te_work_unref(w);
+        sw_tiled_evictable_drain();
+        if (st == SW_OK)
+            ok = 1;
+        else
+            failed++;
+        sw_tiled_evictable_release(te, NULL);
+        sw_tiled_evictable_unref(te);
+    }
+    if (!ok)
+        fprintf(stderr, "TiledEvictable: async work never succeeded after a failed start\n");
+    CHECK(ok && failed >= 1);
+    ok = failed = 0;
+    for (long skip = 0; skip < 200 && !ok; skip++) {
+        sw_carrier *src = NULL, *dst = NULL;
+        sw_cpu_new(4, SW_DT_FLOAT32, 0, &src, NULL);
+        sw_cpu_new(4, SW_DT_FLOAT32, 0, &dst, NULL);
+        sw_tensor *t = NULL, *r = NULL;
+        int64_t ext[] = {4};
+        sw_tensor_new_strided(src, 0, 1, ext, NULL, &t, NULL);
+        sw_error err;
+        sw_fault_arm("alloc", skip, 1);
+        sw_status st = sw_move(t, dst, &r, &err);
+        sw_fault_clear();
+        if (st == SW_OK)
+            ok = 1;
+        else
+            failed++;
+        sw_move_drain();
+        sw_tensor_unref(r);
+        sw_tensor_unref(t);
+        sw_carrier_release(src, NULL);
+        sw_carrier_release(dst, NULL);
+        sw_carrier_unref(src);
+        sw_carrier_unref(dst);
+    }
+    if (!ok)
+        fprintf(stderr, "move: never succeeded after a failed start\n");
+    CHECK(ok && failed >= 1);
+}
 
 /* ---- writes that promote or materialize a tile ------------------------------- */
 
@@ -233,6 +294,7 @@ static void test_te_policy_projection_fault_walk(void)
 {
     if (!sw_fault_enabled())
         return;
+    for (int async = 0; async < 2; async++)
     for (int file = 0; file < 2; file++)
         for (size_t f = 0; f < sizeof sites / sizeof sites[0]; f++) {
             sw_tiled_evictable *te = make(file);
@@ -249,7 +311,17 @@ static void test_te_policy_projection_fault_walk(void)
                 sw_fault_arm(sites[f], skip, 1);
                 sw_tensor *out = NULL;
                 sw_error err;
-                sw_status st = sw_tiled_evictable_project(te, NULL, 0, &sel, NULL, &out, &err);
+                sw_status st;
+                if (async) {
+                    sw_te_work *w = NULL;
+                    st = sw_tiled_evictable_project_async(te, NULL, 0, &sel, NULL, &w, &err);
+                    if (st == SW_OK)
+                        st = sw_te_work_wait(w, &out, &err);
+                    sw_te_work_unref(w);
+                    sw_tiled_evictable_drain();
+                } else {
+                    st = sw_tiled_evictable_project(te, NULL, 0, &sel, NULL, &out, &err);
+                }
                 sw_fault_clear();
                 if (st == SW_OK) {
                     done = 1;
@@ -257,11 +329,14 @@ static void test_te_policy_projection_fault_walk(void)
                     break;
                 }
                 CHECK(out == NULL);
+                if (skip == 199)
+                    fprintf(stderr, "project: %s (file %d, async %d) still fails: %s\n",
+                            sites[f], file, async, err.msg);
                 take(te, &after);
                 if (!same(&before, &after))
-                    fprintf(stderr, "project: %s fault at call %ld (file %d) changed "
-                                    "something: %s\n",
-                            sites[f], skip, file, err.msg);
+                    fprintf(stderr, "project: %s fault at call %ld (file %d, async %d) "
+                                    "changed something: %s\n",
+                            sites[f], skip, file, async, err.msg);
                 CHECK(same(&before, &after));
             }
             CHECK(done);
@@ -473,6 +548,7 @@ static void test_overflow_and_bad_arguments(void)
 
 int main(void)
 {
+    test_engines_recover_from_failed_start(); /* first: before the engines start */
     test_te_write_fault_walk();
     test_te_factories_fault_walk();
     test_te_policy_projection_fault_walk();
