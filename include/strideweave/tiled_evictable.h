@@ -53,7 +53,9 @@
  * FileBacked secondary), reads and writes of FileBacked tiles, a write
  * that has to promote its tile first, release (it unlinks files).
  *
- * Status codes follow status.h; every failing call changes nothing. */
+ * Status codes follow status.h; every failing call changes nothing (one
+ * exception: a write that loses a race after promoting its tiles, see
+ * sw_tiled_evictable_write). */
 #ifndef STRIDEWEAVE_TILED_EVICTABLE_H
 #define STRIDEWEAVE_TILED_EVICTABLE_H
 
@@ -172,7 +174,11 @@ SW_API sw_status sw_tiled_evictable_evict(sw_tiled_evictable *te, const int64_t 
  * pending or pinned tile, and SW_EINVAL for a Bool slot other than 0 or 1.
  * Writing into a secondary tile promotes it first, into an implicit tile
  * materializes it as a primary tile unless every value written there is 0;
- * written primary tiles become dirty; the version advances by 1. */
+ * written primary tiles become dirty; the version advances by 1. The
+ * promotion commits before the values are written: when another thread
+ * evicts, pins or marks one of the written tiles in between, the write
+ * fails SW_ESTATE ("try again") with values and version unchanged, but the
+ * tiles it promoted stay primary (clean). */
 SW_API sw_status sw_tiled_evictable_read(sw_tiled_evictable *te, int64_t slot, int64_t count,
                                          void *out, sw_error *err);
 SW_API sw_status sw_tiled_evictable_write(sw_tiled_evictable *te, int64_t slot, int64_t count,
@@ -301,10 +307,11 @@ SW_API sw_status sw_tiled_evictable_new_like(sw_tiled_evictable *te, const void 
  * the parent (never released by the child). New work in the child starts
  * its own pool.
  *
- * Exit: work still in flight when the process exits is cut short (like
- * moves, move.h); sw_tiled_evictable_drain blocks until every piece of
- * asynchronous work submitted so far has committed and dropped its
- * references.
+ * Exit: work still in flight when the process exits is cut short: exit
+ * does not wait for it (unlike moves, move.h), so call
+ * sw_tiled_evictable_drain first where the work must finish. drain blocks
+ * until every piece of asynchronous work submitted so far has committed
+ * and dropped its references.
  *
  * Threads: every function here is thread-safe; only wait and drain block. */
 typedef struct sw_te_work sw_te_work;

@@ -152,9 +152,16 @@ static sw_status engine_get(sw_error *err)
         engine_start();
     }
     sw_status st = engine_status;
+    char msg[sizeof engine_msg];
+    if (st != SW_OK) {
+        /* A start that failed is tried again by the next move. */
+        snprintf(msg, sizeof msg, "%s", engine_msg);
+        engine_started = 0;
+        engine_status = SW_OK;
+    }
     pthread_mutex_unlock(&engine_lock);
     if (st != SW_OK)
-        return sw_error_set(err, st, "move: %s", engine_msg);
+        return sw_error_set(err, st, "move: %s", msg);
     return SW_OK;
 }
 

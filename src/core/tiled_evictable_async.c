@@ -201,6 +201,7 @@ static void engine_start(void)
 
 static sw_status engine_get(sw_executor **ex, sw_error *err)
 {
+    char msg[sizeof engine_msg];
     pthread_mutex_lock(&engine_lock);
     if (!engine_started) {
         engine_started = 1;
@@ -208,9 +209,16 @@ static sw_status engine_get(sw_executor **ex, sw_error *err)
     }
     sw_status st = engine_status;
     *ex = engine;
+    if (st != SW_OK) {
+        /* A start that failed (out of memory, no thread) is tried again by
+         * the next call instead of failing every later one. */
+        snprintf(msg, sizeof msg, "%s", engine_msg);
+        engine_started = 0;
+        engine_status = SW_OK;
+    }
     pthread_mutex_unlock(&engine_lock);
     if (st != SW_OK)
-        return sw_error_set(err, st, "TiledEvictable: %s", engine_msg);
+        return sw_error_set(err, st, "TiledEvictable: %s", msg);
     return SW_OK;
 }
 
@@ -299,8 +307,12 @@ static void commit(sw_te_work *w)
         w->result = out;
     }
     w->committed = 1;
-    sw_te_track_leave(&w->track);
+    /* Wake the waiters while still tracked: a fork from here on finds the
+     * work tracked and done, so the child (no completion thread) drops
+     * the job's reference itself and its waiters never block. */
     sw_completion_signal(w->done);
+    sw_fault_pause("tile_commit_pause"); /* tests: fork between the two */
+    sw_te_track_leave(&w->track);
     sw_te_work_unref(w); /* the job's reference */
     flight_done();
 }

@@ -184,7 +184,7 @@ static int in_child(void (*body)(void))
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-static void child_touches_store(void)
+__attribute__((unused)) static void child_touches_store(void)
 {
     int fd;
     char *path;
@@ -219,7 +219,11 @@ static void test_exit_cleanup(void)
     int before = count_entries(dir), dirs_before = count_entries(tmp_root);
     /* a forked child neither writes into nor removes the parent's directory,
      * and its exit removes its own */
+#ifndef __SANITIZE_THREAD__ /* TSan cannot follow a multi-threaded fork: the
+                            * background close of released files runs a
+                            * thread by now, and the child starts its own */
     CHECK_EQ_I64(in_child(child_touches_store), 0);
+#endif
     CHECK(exists(dir));
     CHECK_EQ_I64(count_entries(dir), before);
     CHECK_EQ_I64(count_entries(tmp_root), dirs_before);
@@ -388,11 +392,7 @@ int main(void)
     test_pwritev_gathers_many_pieces();
     test_preadv_scatters_many_pieces();
     test_faults();
-#ifndef __SANITIZE_THREAD__ /* TSan cannot follow a fork once the background close runs */
     test_exit_cleanup();
-#else
-    (void)test_exit_cleanup;
-#endif
 
     const char *dir;
     sw_filestore_session_dir(&dir, NULL);
