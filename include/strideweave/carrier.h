@@ -188,9 +188,12 @@ SW_API int sw_file_backed_fd(sw_carrier *c);
  * [0, slots) next: the size is recorded and that write sets the file's
  * length (a resize first would cost a small write a system call of about
  * its own cost); a caller whose write fails undoes the growth with
- * sw_carrier_unallocate. A carrier that is not empty grows as
- * sw_carrier_allocate does. Same checks and errors as sw_carrier_allocate;
- * SW_ETYPE for a carrier that is not FileBacked. Thread-safe. */
+ * sw_carrier_unallocate. Until that write, reading the new slots fails
+ * (SW_EIO, end of file), and a length the file system cannot hold is
+ * only refused by the write. A carrier that is not empty grows as
+ * sw_carrier_allocate does. Otherwise the checks and errors of
+ * sw_carrier_allocate; SW_ETYPE for a carrier that is not FileBacked.
+ * Thread-safe. */
 SW_API sw_status sw_file_backed_allocate_for_write(sw_carrier *c, int64_t slots,
                                                    sw_error *err);
 
