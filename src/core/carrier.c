@@ -297,7 +297,9 @@ void sw_carrier_release_locked(sw_carrier *c)
     }
 }
 
-sw_status sw_carrier_release(sw_carrier *c, sw_error *err)
+/* Release unless pending (and, with check_owner, owned without owner
+ * access here); idempotent. */
+static sw_status release_checked(sw_carrier *c, int check_owner, sw_error *err)
 {
     if (!c)
         return sw_error_set(err, SW_ETYPE, "carrier must not be NULL");
@@ -310,7 +312,7 @@ sw_status sw_carrier_release(sw_carrier *c, sw_error *err)
                           "%s: cannot release a carrier taking part in a pending move; wait "
                           "for the move first",
                           sw_carrier_name(c));
-    else if (sw_carrier_owned_blocks_locked(c))
+    else if (check_owner && sw_carrier_owned_blocks_locked(c))
         st = sw_error_set(err, SW_ESTATE,
                           "%s: cannot release a carrier owned by another carrier",
                           sw_carrier_name(c));
@@ -318,6 +320,11 @@ sw_status sw_carrier_release(sw_carrier *c, sw_error *err)
         sw_carrier_release_locked(c);
     pthread_mutex_unlock(&c->lock);
     return st;
+}
+
+sw_status sw_carrier_release(sw_carrier *c, sw_error *err)
+{
+    return release_checked(c, 1, err);
 }
 
 void sw_carrier_export_begin_locked(sw_carrier *c)
@@ -481,21 +488,8 @@ void sw_carrier_end_transfer(sw_carrier *c)
 
 sw_status sw_carrier_release_moved(sw_carrier *c, sw_error *err)
 {
-    if (!c)
-        return sw_error_set(err, SW_ETYPE, "carrier must not be NULL");
-    pthread_mutex_lock(&c->lock);
-    sw_status st = SW_OK;
-    if (c->released)
-        ;
-    else if (c->pending_src || c->pending_dst)
-        st = sw_error_set(err, SW_ESTATE,
-                          "%s: cannot release a carrier taking part in a pending move; wait "
-                          "for the move first",
-                          sw_carrier_name(c));
-    else
-        sw_carrier_release_locked(c);
-    pthread_mutex_unlock(&c->lock);
-    return st;
+    /* ownership was checked when the move started */
+    return release_checked(c, 0, err);
 }
 
 void sw_carrier_drop_inherited_access(sw_carrier *c)
