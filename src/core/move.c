@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine_internal.h"
 #include "carrier_internal.h"
 #include "move_exit_internal.h"
 #include "route_internal.h"
@@ -113,30 +114,14 @@ void sw_move_exit_drain(void)
 
 static void engine_start(void)
 {
-    sw_error err;
     static int atfork_registered;
     if (!atfork_registered) {
         pthread_atfork(NULL, NULL, engine_after_fork_child);
         atexit(sw_move_exit_drain);
         atfork_registered = 1;
     }
-    if (sw_executor_create(0, &engine, &err) != SW_OK) {
-        engine_status = err.code;
-        snprintf(engine_msg, sizeof engine_msg, "%s", err.msg);
-        return;
-    }
-    pthread_attr_t attr;
-    pthread_t tid;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    int rc = pthread_create(&tid, &attr, completion_main, NULL);
-    pthread_attr_destroy(&attr);
-    if (rc != 0) {
-        sw_executor_destroy(engine);
-        engine = NULL;
-        engine_status = SW_EIO;
-        snprintf(engine_msg, sizeof engine_msg, "cannot start the move completion thread");
-    }
+    sw_engine_start(&engine, completion_main, "move completion thread", &engine_status, engine_msg,
+                    sizeof engine_msg);
 }
 
 static sw_status engine_get(sw_error *err)

@@ -928,6 +928,30 @@ void sw_te_plan_clear(sw_te_plan *plan)
 
 /* ---- factories (TE-13) ---------------------------------------------------------- */
 
+/* A TiledEvictable like `te` (its grid, tiles and policy) over the fresh
+ * primary `p`, whose reference it takes, and a fresh empty secondary of
+ * te's secondary class. On failure both fresh carriers are released. */
+static sw_status build_like(sw_tiled_evictable *te, sw_carrier *p, sw_tiled_evictable **made,
+                            sw_error *err)
+{
+    sw_carrier *s = NULL;
+    sw_status st = sw_carrier_class_of(te->secondary.c) == &sw_cpu_class
+                       ? sw_cpu_new(0, te->dtype, 0, &s, err)
+                       : sw_file_backed_new(NULL, te->dtype, 0, &s, err);
+    if (st == SW_OK)
+        st = sw_tiled_evictable_new(p, s, te->geo.rank, te->geo.grid, te->geo.tile, made, err);
+    if (st == SW_OK) {
+        sw_tiled_evictable_policy_of(te, &(*made)->policy);
+    } else {
+        sw_carrier_release(p, NULL);
+        if (s)
+            sw_carrier_release(s, NULL);
+    }
+    sw_carrier_unref(p);
+    sw_carrier_unref(s);
+    return st;
+}
+
 sw_status sw_tiled_evictable_new_like(sw_tiled_evictable *te, const void *values, int64_t count,
                                       int immutable, sw_tiled_evictable **out, sw_error *err)
 {
@@ -946,42 +970,29 @@ sw_status sw_tiled_evictable_new_like(sw_tiled_evictable *te, const void *values
             if (v[i] > 1)
                 return sw_error_set(err, SW_EINVAL, "TiledEvictable: Bool slots take 0 or 1, "
                                     "not %u", (unsigned)v[i]);
-    sw_carrier *p = NULL, *s = NULL;
+    sw_carrier *p = NULL;
     sw_status st = sw_cpu_new(te->geo.size, te->dtype,
                               SW_CARRIER_EMPTY | (immutable ? SW_CARRIER_IMMUTABLE : 0), &p, err);
+    sw_tiled_evictable *made = NULL;
     if (st == SW_OK) {
         memcpy(sw_cpu_pointer(p), v, (size_t)count * te->eb);
-        st = sw_carrier_class_of(te->secondary.c) == &sw_cpu_class
-                 ? sw_cpu_new(0, te->dtype, 0, &s, err)
-                 : sw_file_backed_new(NULL, te->dtype, 0, &s, err);
+        st = build_like(te, p, &made, err);
     }
-    sw_tiled_evictable *made = NULL;
-    if (st == SW_OK)
-        st = sw_tiled_evictable_new(p, s, te->geo.rank, te->geo.grid, te->geo.tile, &made, err);
-    if (st == SW_OK) {
-        /* Nothing else can reach it yet. */
-        sw_tiled_evictable_policy_of(te, &made->policy);
-        for (int64_t t = 0; t < made->geo.ntiles; t++) {
-            int zero = 1;
-            for (int64_t w = 0; zero && w < made->geo.tile_size; w++)
-                zero = is_zero(made->primary.host +
-                                   (size_t)sw_tiles_slot(&made->geo, t, w) * made->eb,
-                               made->eb);
-            if (zero)
-                made->tiles[t].loc = SW_TE_IMPLICIT;
-        }
-        *out = made;
-    } else {
-        if (p)
-            sw_carrier_release(p, NULL);
-        if (s)
-            sw_carrier_release(s, NULL);
+    if (st != SW_OK)
+        return st;
+    /* Nothing else can reach it yet. */
+    for (int64_t t = 0; t < made->geo.ntiles; t++) {
+        int zero = 1;
+        for (int64_t w = 0; zero && w < made->geo.tile_size; w++)
+            zero = is_zero(made->primary.host +
+                               (size_t)sw_tiles_slot(&made->geo, t, w) * made->eb,
+                           made->eb);
+        if (zero)
+            made->tiles[t].loc = SW_TE_IMPLICIT;
     }
-    sw_carrier_unref(p);
-    sw_carrier_unref(s);
-    return st;
+    *out = made;
+    return SW_OK;
 }
-
 
 sw_status sw_tiled_evictable_allocate_like(sw_tiled_evictable *te, int empty,
                                            sw_tiled_evictable **out, sw_error *err)
@@ -991,30 +1002,18 @@ sw_status sw_tiled_evictable_allocate_like(sw_tiled_evictable *te, int empty,
     if (sw_tiled_evictable_is_released(te))
         return sw_error_set(err, SW_ESTATE, "TiledEvictable: cannot allocate like a released "
                             "carrier");
-    sw_carrier *p = NULL, *s = NULL;
+    sw_carrier *p = NULL;
     sw_status st = sw_cpu_new(0, te->dtype, 0, &p, err);
-    if (st == SW_OK)
-        st = sw_carrier_class_of(te->secondary.c) == &sw_cpu_class
-                 ? sw_cpu_new(0, te->dtype, 0, &s, err)
-                 : sw_file_backed_new(NULL, te->dtype, 0, &s, err);
     sw_tiled_evictable *made = NULL;
     if (st == SW_OK)
-        st = sw_tiled_evictable_new(p, s, te->geo.rank, te->geo.grid, te->geo.tile, &made, err);
-    if (st == SW_OK) {
-        /* Nothing else can reach it yet. */
-        sw_tiled_evictable_policy_of(te, &made->policy);
-        for (int64_t t = 0; !empty && t < made->geo.ntiles; t++)
-            made->tiles[t].loc = SW_TE_IMPLICIT;
-        *out = made;
-    } else {
-        if (p)
-            sw_carrier_release(p, NULL);
-        if (s)
-            sw_carrier_release(s, NULL);
-    }
-    sw_carrier_unref(p);
-    sw_carrier_unref(s);
-    return st;
+        st = build_like(te, p, &made, err);
+    if (st != SW_OK)
+        return st;
+    /* Nothing else can reach it yet. */
+    for (int64_t t = 0; !empty && t < made->geo.ntiles; t++)
+        made->tiles[t].loc = SW_TE_IMPLICIT;
+    *out = made;
+    return SW_OK;
 }
 
 /* ---- release (TE-14) ------------------------------------------------------------ */

@@ -19,6 +19,7 @@
  * "forked"). Storage a parent thread was filling for that work is left
  * alone in the child (forgotten, never released: it may be half made, and
  * FileBacked files belong to the parent's session). */
+#include "engine_internal.h"
 #include "tiled_evictable_internal.h"
 
 #include <stdio.h>
@@ -179,24 +180,8 @@ static void *completion_main(void *arg)
 
 static void engine_start(void)
 {
-    sw_error err;
-    if (sw_executor_create(0, &engine, &err) != SW_OK) {
-        engine_status = err.code;
-        snprintf(engine_msg, sizeof engine_msg, "%s", err.msg);
-        return;
-    }
-    pthread_attr_t attr;
-    pthread_t tid;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    int rc = pthread_create(&tid, &attr, completion_main, NULL);
-    pthread_attr_destroy(&attr);
-    if (rc != 0) {
-        sw_executor_destroy(engine);
-        engine = NULL;
-        engine_status = SW_EIO;
-        snprintf(engine_msg, sizeof engine_msg, "cannot start the completion thread");
-    }
+    sw_engine_start(&engine, completion_main, "completion thread", &engine_status, engine_msg,
+                    sizeof engine_msg);
 }
 
 static sw_status engine_get(sw_executor **ex, sw_error *err)
