@@ -890,6 +890,8 @@ int sw_py_block_device_make_durable(PyObject *carrier)
 
 int sw_py_block_device_init(PyObject *module)
 {
+    if (sw_carrier_register_builtin(&SwBlockDeviceCarrier_Type, &sw_block_device_carrier_ops, 0) < 0)
+        return -1;
     if (PyType_Ready(&SwBlockDevice_Type) < 0 || PyType_Ready(&SwBlockDeviceCarrier_Type) < 0)
         return -1;
     if (PyModule_AddObjectRef(module, "BlockDevice", (PyObject *)&SwBlockDevice_Type) < 0)

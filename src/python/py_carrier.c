@@ -9,7 +9,13 @@
  * binding's; the core holds the state. Framework-owned methods never consult Python overrides;
  * hooks (size, dtype, get_value, ...) are looked up dynamically on user
  * classes, while exact built-in carriers take C fast paths through their
- * sw_carrier_ops. */
+ * sw_carrier_ops.
+ *
+ * May depend on: the construction helpers (py_carrier_args.c), the
+ * definition-backed storage (py_defined_carrier.c) and the files outside
+ * the carriers below them (dtype, errors, layout). Everything above (the
+ * built-in classes, class definitions, repr, dispatch_op) registers here at
+ * module init instead of being named. */
 #include "sw_carrier.h"
 #include "sw_extension.h"
 
@@ -22,22 +28,75 @@ static PyObject *closed_message; /* CLOSED_CARRIER_MESSAGE */
 
 #define CARRIER(o) ((SwCarrierObject *)(o))
 
+/* ---- what the files above supply at module init ----------------------- */
+
+/* The built-in carriers written in C (CPU, Generic, FileBacked, Evictable,
+ * ...): each registers its class and fast paths from its own init, so this
+ * base never names its subclasses. */
+#define MAX_BUILTINS 8
+static struct {
+    PyTypeObject *type;
+    const sw_carrier_ops *ops;
+    int own_core;
+} builtins[MAX_BUILTINS];
+static int nbuiltins;
+
+/* Class definitions (py_extension.c), the repr of every carrier
+ * (py_repr.c) and the operations dispatch_op hands out (py_minimal_ops.c). */
+static int (*observe_class)(PyTypeObject *cls);
+static PyObject *(*definition_of)(PyTypeObject *cls);
+static reprfunc carrier_repr_fn;
+static PyObject *(*dispatch_op_fn)(PyObject *self, PyObject *name);
+
+int sw_carrier_register_builtin(PyTypeObject *type, const sw_carrier_ops *ops, int own_core)
+{
+    if (nbuiltins == MAX_BUILTINS) {
+        PyErr_SetString(PyExc_SystemError, "too many built-in carrier classes");
+        return -1;
+    }
+    builtins[nbuiltins].type = type;
+    builtins[nbuiltins].ops = ops;
+    builtins[nbuiltins].own_core = own_core;
+    nbuiltins++;
+    return 0;
+}
+
+void sw_carrier_set_definitions(int (*observe)(PyTypeObject *cls),
+                                PyObject *(*definition)(PyTypeObject *cls))
+{
+    observe_class = observe;
+    definition_of = definition;
+}
+
+void sw_carrier_set_repr(reprfunc repr)
+{
+    carrier_repr_fn = repr;
+}
+
+void sw_carrier_set_dispatch_op(PyObject *(*dispatch)(PyObject *self, PyObject *name))
+{
+    dispatch_op_fn = dispatch;
+}
+
+const sw_carrier_ops *sw_carrier_type_ops(PyTypeObject *type)
+{
+    for (int i = 0; i < nbuiltins; i++)
+        if (builtins[i].type == type)
+            return builtins[i].ops;
+    return NULL;
+}
+
 const sw_carrier_ops *sw_carrier_builtin_ops(PyObject *obj)
 {
-    PyTypeObject *t = Py_TYPE(obj);
-    if (t == &SwCPU_Type)
-        return &sw_cpu_ops;
-    if (t == &SwGeneric_Type)
-        return &sw_generic_ops;
-    if (t == &SwFileBacked_Type)
-        return &sw_file_backed_ops;
-    if (t == &SwEvictable_Type)
-        return &sw_evictable_ops;
-    if (t == &SwBlockDeviceCarrier_Type)
-        return &sw_block_device_carrier_ops;
-    if (t == &SwTiledEvictable_Type)
-        return &sw_tiled_evictable_ops;
-    return NULL;
+    return sw_carrier_type_ops(Py_TYPE(obj));
+}
+
+static int makes_own_core(PyTypeObject *type)
+{
+    for (int i = 0; i < nbuiltins; i++)
+        if (builtins[i].type == type)
+            return builtins[i].own_core;
+    return 0;
 }
 
 static const char *type_name(PyObject *self)
@@ -69,7 +128,7 @@ PyObject *sw_carrier_alloc(PyTypeObject *type, int intrinsic_mutable)
     c->definition = NULL;
     c->storage_dtype = NULL;
     /* CPU, Generic and FileBacked make their own core carrier next. */
-    if (type != &SwCPU_Type && type != &SwGeneric_Type && type != &SwFileBacked_Type) {
+    if (!makes_own_core(type)) {
         sw_error err;
         if (sw_carrier_new(&state_only_class, NULL, SW_DT_ANY, 0, &c->core, &err) != SW_OK) {
             Py_DECREF(self);
@@ -85,11 +144,11 @@ static PyObject *carrier_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     (void)kwds;
     /* Making an instance freezes the class's definition status (X-13), so
      * the definition found here stays the class's for good. */
-    if (sw_py_observe_class(type) < 0)
+    if (observe_class && observe_class(type) < 0)
         return NULL;
     PyObject *self = sw_carrier_alloc(type, 1);
-    if (self)
-        CARRIER(self)->definition = Py_XNewRef(sw_py_definition_of(type));
+    if (self && definition_of)
+        CARRIER(self)->definition = Py_XNewRef(definition_of(type));
     return self;
 }
 
@@ -597,68 +656,6 @@ PyObject *sw_carrier_meth_supports_own(PyObject *self, PyObject *dtype)
     return PyBool_FromLong(sw_carrier_builtin_ops(self)->supports(SwDType_ID(dtype)));
 }
 
-/* ---- argument helpers --------------------------------------------------- */
-
-int sw_carrier_parse_size(PyObject *obj, const char *what, int64_t *out)
-{
-    if (!sw_py_is_integer(obj)) {
-        PyErr_Format(PyExc_TypeError, "%s must be an integer, not %.100s", what,
-                     Py_TYPE(obj)->tp_name);
-        return -1;
-    }
-    long long v;
-    int overflow;
-    if (sw_py_index_ll(obj, &v, &overflow) < 0)
-        return -1;
-    if (overflow < 0 || (overflow == 0 && v < 0)) {
-        PyErr_Format(PyExc_ValueError, "%s must be >= 0", what);
-        return -1;
-    }
-    if (overflow > 0) {
-        PyErr_Format(PyExc_OverflowError, "%s does not fit in 64 bits", what);
-        return -1;
-    }
-    *out = (int64_t)v;
-    return 0;
-}
-
-int sw_carrier_parse_dtype(PyObject *obj, sw_dtype dflt, const char *carrier,
-                           const sw_dtype *accepted, int naccepted, sw_dtype *out)
-{
-    if (!obj) {
-        *out = dflt;
-        return 0;
-    }
-    if (sw_py_check_storage_dtype(obj, carrier, accepted, naccepted) < 0)
-        return -1;
-    *out = SwDType_ID(obj);
-    return 0;
-}
-
-int sw_carrier_truth(PyObject *obj, int dflt)
-{
-    return obj ? PyObject_IsTrue(obj) : dflt;
-}
-
-/* `seq` is a tuple the caller made privately: a conversion hook that runs
- * below cannot shrink it or drop its items. */
-int sw_carrier_fill_slots(sw_dtype dtype, PyObject *seq, int none_is_zero, void *buf)
-{
-    size_t width = sw_dtype_slot_bytes(dtype);
-    Py_ssize_t n = PyTuple_GET_SIZE(seq);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyTuple_GET_ITEM(seq, i);
-        char *slot = (char *)buf + (size_t)i * width;
-        if (item == Py_None && none_is_zero) {
-            memset(slot, 0, width);
-            continue;
-        }
-        if (sw_py_store_slot(dtype, item, slot) < 0)
-            return -1;
-    }
-    return 0;
-}
-
 /* ---- closed carriers (C-18) --------------------------------------------- */
 
 PyObject *sw_carrier_reject_subclass(const char *name)
@@ -804,41 +801,21 @@ static PyObject *carrier_scatter(PyObject *self, PyObject *args, PyObject *kwds)
 }
 
 /* F-0 / O-9: the operation implementing `name` for this carrier's exact
- * class, with its dispatch metadata set. broadcast_to is the framework's view
- * for every class; the arithmetic operations exist for the built-ins. */
+ * class (py_minimal_ops.c supplies it). */
 static PyObject *carrier_dispatch_op(PyObject *self, PyObject *name)
 {
-    if (!PyUnicode_Check(name)) {
-        PyErr_Format(PyExc_TypeError, "dispatch_op: name must be a str, not %.100s",
-                     Py_TYPE(name)->tp_name);
+    if (!dispatch_op_fn) {
+        PyErr_Format(PyExc_NotImplementedError,
+                     "%s carriers do not implement the operation %R", type_name(self), name);
         return NULL;
     }
-    PyObject *op = NULL;
-    if (PyUnicode_CompareWithASCIIString(name, "broadcast_to") == 0) {
-        op = sw_py_view_broadcast_operation();
-    } else {
-        PyTypeObject *type = sw_py_minimal_op_type(name);
-        /* Arithmetic needs a kernel; definition-backed classes have none. */
-        if (!type || !sw_carrier_builtin_ops(self) || sw_py_definition_of(Py_TYPE(self))) {
-            PyErr_Format(PyExc_NotImplementedError,
-                         "%s carriers do not implement the operation %R",
-                         type_name(self), name);
-            return NULL;
-        }
-        op = PyObject_CallNoArgs((PyObject *)type);
-    }
-    if (!op)
-        return NULL;
-    if (!SwOperation_Check(op)) {
-        PyErr_Format(PyExc_TypeError, "dispatch_op(%R) made a %.100s, not an Operation",
-                     name, Py_TYPE(op)->tp_name);
-        Py_DECREF(op);
-        return NULL;
-    }
-    SwOperationObject *o = (SwOperationObject *)op;
-    Py_XSETREF(o->operation_name, Py_NewRef(name));
-    Py_XSETREF(o->dispatch_carrier_class, Py_NewRef((PyObject *)Py_TYPE(self)));
-    return op;
+    return dispatch_op_fn(self, name);
+}
+
+/* The repr every carrier shares (py_repr.c supplies it). */
+static PyObject *carrier_repr(PyObject *self)
+{
+    return carrier_repr_fn ? carrier_repr_fn(self) : PyBaseObject_Type.tp_repr(self);
 }
 
 static PyObject *carrier_is_mutable(PyObject *self, PyObject *unused)
@@ -1315,7 +1292,7 @@ PyTypeObject SwCarrier_Type = {
     .tp_basicsize = sizeof(SwCarrierObject),
     .tp_dealloc = carrier_dealloc,
     .tp_as_mapping = &carrier_as_mapping,
-    .tp_repr = sw_py_carrier_repr,
+    .tp_repr = carrier_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_doc = "Carrier(slots=None, *, dtype=None, mutable=True)\n--\n\n"
               "A flat run of typed slots; the open base for carriers written in\n"

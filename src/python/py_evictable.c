@@ -640,7 +640,8 @@ PyTypeObject SwEvictable_Type = {
 
 int sw_py_evictable_init(PyObject *module)
 {
-    if (PyType_Ready(&SwEvictable_Type) < 0)
+    if (sw_carrier_register_builtin(&SwEvictable_Type, &sw_evictable_ops, 0) < 0 ||
+        PyType_Ready(&SwEvictable_Type) < 0)
         return -1;
     return PyModule_AddObjectRef(module, "Evictable", (PyObject *)&SwEvictable_Type);
 }

@@ -13,6 +13,7 @@
  * from then on its definition status is frozen. The observed set holds weak
  * references, so a class that dies does not keep its entry (and a new class
  * that reuses its address starts unobserved). */
+#include "sw_carrier.h"
 #include "sw_extension.h"
 #include "sw_move.h"
 
@@ -807,6 +808,7 @@ int sw_py_extension_init(PyObject *module)
     observed = PyDict_New();
     if (!definitions || !observed || sw_py_provider_wait_init() < 0)
         return -1;
+    sw_carrier_set_definitions(sw_py_observe_class, sw_py_definition_of);
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         if (PyType_Ready(types[i]) < 0 ||
             PyModule_AddObjectRef(module, _PyType_Name(types[i]), (PyObject *)types[i]) < 0)

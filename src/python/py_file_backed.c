@@ -414,7 +414,8 @@ int sw_py_file_backed_init(PyObject *module)
     Py_DECREF(pathlib);
     if (!path_class)
         return -1;
-    if (PyType_Ready(&SwFileBacked_Type) < 0)
+    if (sw_carrier_register_builtin(&SwFileBacked_Type, &sw_file_backed_ops, 1) < 0 ||
+        PyType_Ready(&SwFileBacked_Type) < 0)
         return -1;
     return PyModule_AddObjectRef(module, "FileBacked", (PyObject *)&SwFileBacked_Type);
 }

@@ -60,7 +60,8 @@ PyTypeObject SwGeneric_Type = {
 
 int sw_py_generic_init(PyObject *module)
 {
-    if (PyType_Ready(&SwGeneric_Type) < 0)
+    if (sw_carrier_register_builtin(&SwGeneric_Type, &sw_generic_ops, 1) < 0 ||
+        PyType_Ready(&SwGeneric_Type) < 0)
         return -1;
     return PyModule_AddObjectRef(module, "Generic", (PyObject *)&SwGeneric_Type);
 }

@@ -1,6 +1,6 @@
 /* The minimal differentiable operations (contract F-0..F-3): add,
  * elementwise_mul and reduce_sum, each an Operation subtype dispatched by the
- * built-in carriers (Carrier.dispatch_op in py_carrier.c).
+ * built-in carriers (Carrier.dispatch_op, which this file supplies).
  *
  * Values are read by logical ordinal (first leaf fastest) straight from host
  * memory for live CPU/Generic carriers, through the carrier's checked slot
@@ -9,6 +9,7 @@
  * values is exact in double, so the rounding is correct). Results and
  * gradients get fresh storage from the operand's carrier.new_like(...). */
 #include "sw_carrier.h"
+#include "sw_extension.h"
 #include "sw_messages.h"
 #include "sw_layout_walk.h"
 
@@ -1092,6 +1093,45 @@ PyTypeObject *sw_py_minimal_op_type(PyObject *name)
     return NULL;
 }
 
+/* Carrier.dispatch_op (F-0 / O-9), registered with the carrier base at init:
+ * the operation implementing `name` for this carrier's exact
+ * class, with its dispatch metadata set. broadcast_to is the framework's view
+ * for every class; the arithmetic operations exist for the built-ins. */
+static PyObject *carrier_dispatch_op(PyObject *self, PyObject *name)
+{
+    if (!PyUnicode_Check(name)) {
+        PyErr_Format(PyExc_TypeError, "dispatch_op: name must be a str, not %.100s",
+                     Py_TYPE(name)->tp_name);
+        return NULL;
+    }
+    PyObject *op = NULL;
+    if (PyUnicode_CompareWithASCIIString(name, "broadcast_to") == 0) {
+        op = sw_py_view_broadcast_operation();
+    } else {
+        PyTypeObject *type = sw_py_minimal_op_type(name);
+        /* Arithmetic needs a kernel; definition-backed classes have none. */
+        if (!type || !sw_carrier_builtin_ops(self) || sw_py_definition_of(Py_TYPE(self))) {
+            PyErr_Format(PyExc_NotImplementedError,
+                         "%s carriers do not implement the operation %R",
+                         _PyType_Name(Py_TYPE(self)), name);
+            return NULL;
+        }
+        op = PyObject_CallNoArgs((PyObject *)type);
+    }
+    if (!op)
+        return NULL;
+    if (!SwOperation_Check(op)) {
+        PyErr_Format(PyExc_TypeError, "dispatch_op(%R) made a %.100s, not an Operation",
+                     name, Py_TYPE(op)->tp_name);
+        Py_DECREF(op);
+        return NULL;
+    }
+    SwOperationObject *o = (SwOperationObject *)op;
+    Py_XSETREF(o->operation_name, Py_NewRef(name));
+    Py_XSETREF(o->dispatch_carrier_class, Py_NewRef((PyObject *)Py_TYPE(self)));
+    return op;
+}
+
 /* ---- public functions ------------------------------------------------------------------ */
 
 /* first.carrier.dispatch_op(name).forward(*inputs[0..n)). */
@@ -1227,5 +1267,6 @@ int sw_py_minimal_ops_init(PyObject *module)
     for (size_t i = 0; i < 3; i++)
         if (PyType_Ready(types[i]) < 0)
             return -1;
+    sw_carrier_set_dispatch_op(carrier_dispatch_op);
     return PyModule_AddFunctions(module, minimal_functions);
 }

@@ -746,7 +746,7 @@ static int put_specific(text *out, PyObject *self)
     return 0;
 }
 
-PyObject *sw_py_carrier_repr(PyObject *self)
+static PyObject *carrier_repr(PyObject *self)
 {
     int builtin = sw_carrier_builtin_ops(self) != NULL;
     text out = {NULL, 0, 0, 0};
@@ -787,4 +787,11 @@ PyObject *sw_py_carrier_repr(PyObject *self)
 done:
     PyMem_Free(out.p);
     return result;
+}
+
+int sw_py_repr_init(PyObject *module)
+{
+    (void)module;
+    sw_carrier_set_repr(carrier_repr);
+    return 0;
 }

@@ -1598,7 +1598,9 @@ int sw_py_tiled_evictable_init(PyObject *module)
     str_allocate_like = PyUnicode_InternFromString("allocate_like");
     str_new_like = PyUnicode_InternFromString("new_like");
     str_plan = PyUnicode_InternFromString("plan");
-    if (!str_allocate_like || !str_new_like || !str_plan || sw_tile_sets_init(module) < 0 ||
+    if (!str_allocate_like || !str_new_like || !str_plan ||
+        sw_carrier_register_builtin(&SwTiledEvictable_Type, &sw_tiled_evictable_ops, 0) < 0 ||
+        sw_tile_sets_init(module) < 0 ||
         sw_tile_transfer_init(module) < 0)
         return -1;
     PyTypeObject *types[] = {&SwTiledEvictable_Type, &SwAwaitResidency_Type,

@@ -1,5 +1,7 @@
-/* Private interface between the carrier files of the extension
- * (py_carrier.c, py_generic.c, py_cpu.c, py_file_backed.c).
+/* Private interface between the carrier files of the extension: the base
+ * (py_carrier.c), below it the construction helpers (py_carrier_args.c) and
+ * above it the host body (py_host.c) and the classes (py_generic.c,
+ * py_cpu.c, py_file_backed.c, ...), which register with the base.
  *
  * The framework-owned paths in py_carrier.c (C-4/C-5 checks, release,
  * mutability) use `sw_carrier_ops` for exact built-in carriers instead of
@@ -40,6 +42,21 @@ extern PyTypeObject SwTiledEvictable_Type;
 
 /* ops for an object whose type is exactly a built-in carrier, else NULL. */
 const sw_carrier_ops *sw_carrier_builtin_ops(PyObject *obj);
+/* The same for a class: the ops of exactly `type`, else NULL. */
+const sw_carrier_ops *sw_carrier_type_ops(PyTypeObject *type);
+
+/* ---- filled from above at module init -----------------------------------
+ * The base never names the files above it: each built-in carrier class
+ * registers itself from its own init (before its PyType_Ready), with
+ * `own_core` when it makes its own core carrier (sw_carrier_alloc then
+ * makes none); -1 with SystemError when the table is full. The class
+ * definitions (py_extension.c), the repr of every carrier (py_repr.c) and
+ * Carrier.dispatch_op (py_minimal_ops.c) are registered the same way. */
+int sw_carrier_register_builtin(PyTypeObject *type, const sw_carrier_ops *ops, int own_core);
+void sw_carrier_set_definitions(int (*observe)(PyTypeObject *cls),
+                                PyObject *(*definition)(PyTypeObject *cls));
+void sw_carrier_set_repr(reprfunc repr);
+void sw_carrier_set_dispatch_op(PyObject *(*dispatch)(PyObject *self, PyObject *name));
 
 /* Ownership (C-13) for composites written in C: claim returns the token
  * (-1 with RuntimeError when released, owned or pending); relinquish and
@@ -93,7 +110,7 @@ PyObject *sw_carrier_reject_subclass(const char *name);
 /* tp_new backstop: -1 with TypeError unless `type` is exactly `closed`. */
 int sw_carrier_check_exact(PyTypeObject *type, PyTypeObject *closed);
 
-/* Argument helpers shared by the built-ins. */
+/* Argument helpers shared by the carrier classes (py_carrier_args.c). */
 /* G-2 integer >= 0 named `what`: TypeError / ValueError / OverflowError. */
 int sw_carrier_parse_size(PyObject *obj, const char *what, int64_t *out);
 /* Resolve a dtype argument (NULL → `dflt`; None is a non-DType, so callers
@@ -111,8 +128,14 @@ int sw_carrier_truth(PyObject *obj, int dflt);
  * loop and could otherwise empty the container under it. */
 int sw_carrier_fill_slots(sw_dtype dtype, PyObject *seq, int none_is_zero,
                           void *buf);
+/* iter(values); TypeError naming `what` if not iterable. Callers check the
+ * other arguments before draining it (PySequence_List), so a failing call
+ * leaves the caller's iterator unconsumed. */
+PyObject *sw_carrier_iter(PyObject *values, const char *what);
+/* tp_init of the built-ins: construction is done in tp_new. */
+int sw_carrier_builtin_init(PyObject *self, PyObject *args, PyObject *kwds);
 
-/* ---- host body shared by Generic and CPU (py_cpu.c) -------------------- */
+/* ---- host body shared by Generic and CPU (py_host.c) ------------------- */
 
 extern const sw_dtype sw_host_accepted[];
 #define SW_HOST_NACCEPTED 3
@@ -125,12 +148,6 @@ PyObject *sw_host_from_values(PyTypeObject *type, sw_dtype dtype, PyObject *valu
 void sw_host_dealloc(PyObject *self);
 PyObject *sw_host_new_like(PyObject *self, PyObject *args, PyObject *kwds);
 PyObject *sw_host_allocate_like(PyObject *self, PyObject *args, PyObject *kwds);
-/* iter(values); TypeError naming `what` if not iterable. Callers check the
- * other arguments before draining it (PySequence_List), so a failing call
- * leaves the caller's iterator unconsumed. */
-PyObject *sw_carrier_iter(PyObject *values, const char *what);
-/* tp_init of the built-ins: construction is done in tp_new. */
-int sw_carrier_builtin_init(PyObject *self, PyObject *args, PyObject *kwds);
 
 #define SW_HOST_METHODS                                                              \
     {"size", sw_carrier_meth_size, METH_NOARGS,                                   \

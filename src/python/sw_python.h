@@ -62,6 +62,7 @@ int sw_py_profiling_init(PyObject *module);
 /* Runs last: signatures for callables whose defaults are objects. */
 int sw_py_signature_init(PyObject *module);
 int sw_py_minimal_ops_init(PyObject *module);
+int sw_py_repr_init(PyObject *module);
 int sw_py_block_device_init(PyObject *module);
 int sw_py_build_info_init(PyObject *module);
 
@@ -409,7 +410,6 @@ PyObject *sw_py_tensor_array(PyObject *self, PyObject *const *args, Py_ssize_t n
 PyObject *sw_py_tensor_str(PyObject *self);
 /* T-14 repr: values when the carrier can serve them now, else the reason. */
 PyObject *sw_py_tensor_repr(PyObject *self);
-PyObject *sw_py_carrier_repr(PyObject *self);
 /* friendly.tensor(values) for an array (buffer protocol, DLPack or
  * __array__): NULL with no exception set when `values` is none of these or
  * holds no numbers (F-2 then applies). Without dtype_given the array's kind
