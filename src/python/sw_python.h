@@ -297,6 +297,12 @@ PyObject *sw_py_tensor_new1(PyObject *carrier, int64_t offset, PyObject *layout)
 PyObject *sw_py_tensor_from_parts(PyObject *logical_dtype, Py_ssize_t nsub,
                                   PyObject *const *carriers, const int64_t *offsets,
                                   PyObject *const *layouts, PyObject *const *adjacent);
+/* G-2 conversion of an integer object (sw_py_is_integer already checked):
+ * *sign is -1 below INT64_MIN, +1 above INT64_MAX (*out is then 0), else 0. */
+int sw_py_integer_value(PyObject *obj, int64_t *out, int *sign);
+/* Tensor._from_representation(logical_dtype, subtensors, adjacent_layouts=()):
+ * the checked build from Python values (py_tensor_object.c). */
+PyObject *sw_py_tensor_from_representation(PyObject *unused, PyObject *args, PyObject *kwargs);
 /* V-10: friendly.item / Tensor.item and friendly.to_list / Tensor.tolist
  * (TypeError for a non-Tensor). */
 PyObject *sw_py_tensor_item(PyObject *tensor);
