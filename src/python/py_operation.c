@@ -189,6 +189,31 @@ static PyObject *call_forward(PyObject *self, PyObject *const *args, Py_ssize_t 
     return result;
 }
 
+/* Operation types that keep every plane (broadcast_to, from py_view.c),
+ * registered at module init so this base names none of its subtypes. */
+#define MAX_PLANE_KEEPERS 4
+static PyTypeObject *plane_keepers[MAX_PLANE_KEEPERS];
+
+int sw_py_operation_keeps_planes(PyTypeObject *type)
+{
+    for (int i = 0; i < MAX_PLANE_KEEPERS; i++) {
+        if (!plane_keepers[i]) {
+            plane_keepers[i] = type;
+            return 0;
+        }
+    }
+    PyErr_SetString(PyExc_SystemError, "too many plane-keeping operation types");
+    return -1;
+}
+
+static int keeps_planes(PyObject *op)
+{
+    for (int i = 0; i < MAX_PLANE_KEEPERS && plane_keepers[i]; i++)
+        if (Py_TYPE(op) == plane_keepers[i])
+            return 1;
+    return 0;
+}
+
 static PyObject *operation_forward(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                                    PyObject *kwnames)
 {
@@ -198,7 +223,7 @@ static PyObject *operation_forward(PyObject *self, PyObject *const *args, Py_ssi
     for (Py_ssize_t i = 0; i < nargs; i++) {
         if (!SwTensor_Check(args[i]))
             continue;
-        if (((SwTensorObject *)args[i])->nsub != 1 && !sw_py_view_preserves_planes(self)) {
+        if (((SwTensorObject *)args[i])->nsub != 1 && !keeps_planes(self)) {
             PyErr_Format(PyExc_NotImplementedError,
                          "%s.forward: input %zd has %zd planes (a compound dtype such as "
                          "ScaledInt32), which this operation does not support; pass tensors "

@@ -529,3 +529,10 @@ PyObject *sw_py_profiler_export_chrome_trace(PyObject *profiler, PyObject *path)
     Py_DECREF(fspath);
     return result;
 }
+
+int sw_py_profiling_report_init(PyObject *module)
+{
+    (void)module;
+    sw_py_profiler_set_reports(sw_py_profiler_table, sw_py_profiler_export_chrome_trace);
+    return 0;
+}

@@ -691,11 +691,6 @@ int sw_py_view_record(const char *kind, PyObject *source, PyObject *result, PyOb
     return rc;
 }
 
-int sw_py_view_preserves_planes(PyObject *op)
-{
-    return Py_TYPE(op) == &view_op_types[VIEW_BROADCAST];
-}
-
 PyObject *sw_py_view_broadcast_operation(void)
 {
     return new_view_op(VIEW_BROADCAST);
@@ -924,7 +919,8 @@ static int view_nodes_init(PyObject *module)
         if (PyType_Ready(&view_op_types[i]) < 0)
             return -1;
     }
-    return 0;
+    /* broadcast_to keeps every plane: forward accepts compound dtypes. */
+    return sw_py_operation_keeps_planes(&view_op_types[VIEW_BROADCAST]);
 }
 
 

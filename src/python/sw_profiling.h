@@ -44,6 +44,10 @@ void sw_py_profile_op_end(sw_op_span *span, int succeeded);
 int sw_py_profiler_records(PyObject *profiler, PyObject **events, PyObject **move_events);
 PyObject *sw_py_profiler_table(PyObject *profiler, PyObject *unused);
 PyObject *sw_py_profiler_export_chrome_trace(PyObject *profiler, PyObject *path);
+/* The reports register themselves with the Profiler type at module init
+ * (sw_py_profiling_report_init), so the profiler never names them. */
+void sw_py_profiler_set_reports(PyObject *(*table)(PyObject *profiler, PyObject *unused),
+                                PyObject *(*chrome_trace)(PyObject *profiler, PyObject *path));
 
 int sw_py_profiling_init(PyObject *module);
 

@@ -63,6 +63,7 @@ int sw_py_profiling_init(PyObject *module);
 int sw_py_signature_init(PyObject *module);
 int sw_py_minimal_ops_init(PyObject *module);
 int sw_py_repr_init(PyObject *module);
+int sw_py_profiling_report_init(PyObject *module);
 int sw_py_block_device_init(PyObject *module);
 int sw_py_build_info_init(PyObject *module);
 
@@ -356,6 +357,10 @@ int sw_py_operation_store(PyObject *op, PyObject *const *items, Py_ssize_t n);
 void sw_py_operation_clear_saved(PyObject *op);
 /* result.autograd_ctx = op, for a differentiable result (caller checks). */
 int sw_py_operation_attach(PyObject *op, PyObject *result);
+/* Registered at module init by the file that defines `type` (an Operation
+ * subtype that keeps every plane, like broadcast_to): forward then accepts
+ * multi-subtensor Tensors for exactly that type. 0, or -1 with SystemError. */
+int sw_py_operation_keeps_planes(PyTypeObject *type);
 
 /* ---- autograd (py_autograd.c) ----------------------------------------------- */
 
@@ -379,9 +384,6 @@ PyObject *sw_py_grad_buffer_on(PyObject *like, PyObject *layout, const float *va
 /* A fresh broadcast_to view operation: _forward(tensor, target) returns
  * the broadcast_to view of tensor; backward sums back to the source. */
 PyObject *sw_py_view_broadcast_operation(void);
-/* Whether `op` is a view operation that keeps every plane (broadcast_to),
- * which forward accepts for multi-subtensor Tensors. */
-int sw_py_view_preserves_planes(PyObject *op);
 
 /* ---- minimal operations (py_minimal_ops.c) ------------------------------ */
 
