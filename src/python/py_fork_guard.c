@@ -7,6 +7,27 @@
 
 static sw_fork_guard *guards; /* GIL-protected */
 
+#define MAX_INHERITED_ENDS 4
+static void (*inherited_ends[MAX_INHERITED_ENDS])(void);
+
+int sw_fork_register_inherited_end(void (*end)(void))
+{
+    for (int i = 0; i < MAX_INHERITED_ENDS; i++) {
+        if (!inherited_ends[i]) {
+            inherited_ends[i] = end;
+            return 0;
+        }
+    }
+    PyErr_SetString(PyExc_SystemError, "too many kinds of inherited work to end after fork");
+    return -1;
+}
+
+void sw_fork_end_inherited_work(void)
+{
+    for (int i = 0; i < MAX_INHERITED_ENDS && inherited_ends[i]; i++)
+        inherited_ends[i]();
+}
+
 void sw_fork_guard_enter(sw_fork_guard *g, void (*end)(sw_fork_guard *g))
 {
     g->end = end;

@@ -759,7 +759,7 @@ static PyObject *after_fork_in_child(PyObject *mod, PyObject *unused)
         }
         r = next;
     }
-    sw_py_tiled_fail_inherited();
+    sw_fork_end_inherited_work();
     sw_fork_guards_end_inherited();
     if (PyErr_Occurred())
         return NULL;

@@ -1593,6 +1593,8 @@ PyTypeObject SwAwaitProjection_Type = {
     .tp_base = &SwAwaitResult_Type,
 };
 
+static void fail_inherited(void);
+
 int sw_py_tiled_evictable_init(PyObject *module)
 {
     str_allocate_like = PyUnicode_InternFromString("allocate_like");
@@ -1600,6 +1602,7 @@ int sw_py_tiled_evictable_init(PyObject *module)
     str_plan = PyUnicode_InternFromString("plan");
     if (!str_allocate_like || !str_new_like || !str_plan ||
         sw_carrier_register_builtin(&SwTiledEvictable_Type, &sw_tiled_evictable_ops, 0) < 0 ||
+        sw_fork_register_inherited_end(fail_inherited) < 0 ||
         sw_tile_sets_init(module) < 0 ||
         sw_tile_transfer_init(module) < 0)
         return -1;
@@ -1618,7 +1621,7 @@ int sw_py_tiled_evictable_init(PyObject *module)
  * residency requests it inherited do not exist here. Each fails with
  * RuntimeError: its fresh copies are dropped, its tiles stay where they
  * were and are no longer pending. The in-flight counts were reset. */
-void sw_py_tiled_fail_inherited(void)
+static void fail_inherited(void)
 {
     while (deferred_head) {
         residency *q = deferred_head;

@@ -24,6 +24,13 @@ void sw_fork_guard_enter(sw_fork_guard *g, void (*end)(sw_fork_guard *g));
 void sw_fork_guard_leave(sw_fork_guard *g);
 /* In a forked child: end every guard of a thread other than this one. */
 void sw_fork_guards_end_inherited(void);
+
+/* Inherited asynchronous work that files above the movement code own (the
+ * residency requests of TiledEvictables): each registers how to end it at
+ * module init; in a forked child the fork hook calls sw_fork_end_inherited_work,
+ * which runs them in registration order. -1 with SystemError when full. */
+int sw_fork_register_inherited_end(void (*end)(void));
+void sw_fork_end_inherited_work(void);
 /* Drop the owner and transfer access `thread` held on `carrier` (NULL:
  * nothing). */
 void sw_fork_guard_drop_access(PyObject *carrier, unsigned long thread);

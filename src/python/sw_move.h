@@ -134,9 +134,6 @@ PyObject *sw_py_move_forked_error(const char *what);
 /* In a forked child: whether `carrier` is inside a transfer on this (the
  * forking) thread, which continues here; such work is not failed. */
 int sw_py_move_transfer_on_this_thread(PyObject *carrier);
-/* In a forked child: end the inherited residency requests of
- * TiledEvictables (py_tiled_evictable.c). */
-void sw_py_tiled_fail_inherited(void);
 
 /* A route's prepare(request) for a move or a tile copy (see py_move.c):
  * 1 prepared, 0 Unsupported with the fallback permitted, -1 error. */
