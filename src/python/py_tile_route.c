@@ -28,6 +28,27 @@ static const char *cname(PyObject *o)
     return _PyType_Name(Py_TYPE(o));
 }
 
+/* What a move's commit checks of its destination: still live, still big
+ * enough for the span. */
+int sw_tiled_check_fresh(PyObject *dst, int64_t n)
+{
+    int64_t size = 0;
+    if (sw_py_state_released(dst)) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "the fresh %s tile storage was released during the tile copy", cname(dst));
+        return -1;
+    }
+    if (sw_py_carrier_size(dst, &size) < 0)
+        return -1;
+    if (size < n) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "the fresh %s tile storage shrank to %lld slots during the tile copy "
+                     "(needs %lld)", cname(dst), (long long)size, (long long)n);
+        return -1;
+    }
+    return 0;
+}
+
 /* X-9: prepare(request) with graph construction off. 1 with a
  * PreparedTransfer in *prepared; 0 when Unsupported switched `route` to the
  * elementwise fallback; -1 otherwise. */

@@ -198,27 +198,6 @@ static int run_builtin(PyObject *op_type, PyObject *src, int64_t offset, PyObjec
     return st == SW_OK ? 1 : sw_py_raise(&err);
 }
 
-/* What a move's commit checks of its destination: still live, still big
- * enough for the span. */
-int sw_tiled_check_fresh(PyObject *dst, int64_t n)
-{
-    int64_t size = 0;
-    if (sw_py_state_released(dst)) {
-        PyErr_Format(PyExc_RuntimeError,
-                     "the fresh %s tile storage was released during the tile copy", cname(dst));
-        return -1;
-    }
-    if (sw_py_carrier_size(dst, &size) < 0)
-        return -1;
-    if (size < n) {
-        PyErr_Format(PyExc_RuntimeError,
-                     "the fresh %s tile storage shrank to %lld slots during the tile copy "
-                     "(needs %lld)", cname(dst), (long long)size, (long long)n);
-        return -1;
-    }
-    return 0;
-}
-
 /* The legacy movement of the pair: the shipped C transfer, else the
  * operation's _copy (or _copy_async) with (n):(1) Tensors, the source's at
  * `offset`. */

@@ -1447,6 +1447,27 @@ static PyObject *te_dlpack_info(PyObject *self, PyObject *unused)
     return NULL;
 }
 
+/* TiledEvictable.project: the projection (py_tiled_project.c, above this
+ * file) registers itself at module init. */
+static PyObject *(*project_fn)(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kwnames);
+
+void sw_tiled_set_project(PyObject *(*project)(PyObject *self, PyObject *const *args,
+                                               Py_ssize_t nargs, PyObject *kwnames))
+{
+    project_fn = project;
+}
+
+static PyObject *te_project(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames)
+{
+    if (!project_fn) {
+        PyErr_SetString(PyExc_NotImplementedError, "TiledEvictable.project is not available");
+        return NULL;
+    }
+    return project_fn(self, args, nargs, kwnames);
+}
+
 static PyMethodDef te_methods[] = {
     {"dlpack_info", te_dlpack_info, METH_NOARGS,
      "dlpack_info($self, /)\n--\n\nAlways raises BufferError: project tiles into a CPU carrier "
@@ -1492,7 +1513,7 @@ static PyMethodDef te_methods[] = {
      "Bring `tiles` into the primary tier and wait: promote_async(tiles).wait()."},
     {"evict", te_evict, METH_O, "evict($self, tiles, /)\n--\n\n"
      "Move `tiles` to the secondary tier and wait: evict_async(tiles).wait()."},
-    {"project", (PyCFunction)(void (*)(void))sw_tiled_project, METH_FASTCALL | METH_KEYWORDS,
+    {"project", (PyCFunction)(void (*)(void))te_project, METH_FASTCALL | METH_KEYWORDS,
      "project($self, tensor, selection, destination=None)\n--\n\n"
      "Start copying the tiles `selection` picks out of `tensor` (a full Tensor\n"
      "over this carrier) into a dense Tensor on `destination` (a carrier of the\n"
@@ -1612,9 +1633,7 @@ int sw_py_tiled_evictable_init(PyObject *module)
         if (PyType_Ready(types[i]) < 0 ||
             PyModule_AddObjectRef(module, _PyType_Name(types[i]), (PyObject *)types[i]) < 0)
             return -1;
-    if (sw_py_register_shipped_definition(&SwTiledEvictable_Type) < 0)
-        return -1;
-    return sw_tiled_project_init(module);
+    return sw_py_register_shipped_definition(&SwTiledEvictable_Type);
 }
 
 /* In a forked child (GIL held): the waiter threads that would finish the

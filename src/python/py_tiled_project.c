@@ -774,5 +774,6 @@ int sw_tiled_project_init(PyObject *module)
     SwTileGather_Type.tp_base = &SwOperation_Type;
     if (!str_plan || !str_projection || PyType_Ready(&SwTileGather_Type) < 0)
         return -1;
+    sw_tiled_set_project(sw_tiled_project);
     return 0;
 }

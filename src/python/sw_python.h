@@ -64,6 +64,7 @@ int sw_py_signature_init(PyObject *module);
 int sw_py_minimal_ops_init(PyObject *module);
 int sw_py_repr_init(PyObject *module);
 int sw_py_profiling_report_init(PyObject *module);
+int sw_tiled_project_init(PyObject *module);
 int sw_py_block_device_init(PyObject *module);
 int sw_py_build_info_init(PyObject *module);
 

@@ -118,8 +118,6 @@ int sw_tiled_span_base(PyObject *self, int64_t t, int64_t *base);
 /* Whether copies from the Python carrier `src` into `dst` run through an
  * operation driving an engine's own I/O (`_copy_async`). Never raises. */
 int sw_tiled_engine_pair(PyObject *src, PyObject *dst);
-/* RuntimeError unless the fresh `dst` is live with at least n slots. */
-int sw_tiled_check_fresh(PyObject *dst, int64_t n);
 /* Whether that movement exists for the pair (else the slot copy). */
 int sw_tiled_transfer_applies(PyObject *src, PyObject *dst);
 int sw_tile_transfer_init(PyObject *module);
@@ -137,6 +135,9 @@ int sw_tiled_route_tile(PyObject *src, PyObject *dst, int64_t n, struct sw_route
 void sw_tiled_route_unmark(PyObject *src, PyObject *dst);
 /* Wait for `completion` on this thread (synchronous callers). 0 / -1. */
 int sw_tiled_route_wait(PyObject *completion);
+/* RuntimeError unless the fresh `dst` is live with at least n slots (what a
+ * move's commit checks of its destination; every tile copy checks it). */
+int sw_tiled_check_fresh(PyObject *dst, int64_t n);
 int sw_tile_route_init(void);
 /* Release a private tile carrier (errors reported as unraisable). */
 void sw_tiled_drop_store(PyObject *self, PyObject *store);
@@ -151,7 +152,10 @@ int sw_tiled_promote_indices(PyObject *self, const int64_t *idx, int64_t n);
 
 PyObject *sw_tiled_project(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                            PyObject *kwnames);
-int sw_tiled_project_init(PyObject *module);
+/* TiledEvictable.project comes from py_tiled_project.c, which registers it
+ * at module init (sw_tiled_project_init, after sw_py_tiled_evictable_init). */
+void sw_tiled_set_project(PyObject *(*project)(PyObject *self, PyObject *const *args,
+                                               Py_ssize_t nargs, PyObject *kwnames));
 int sw_py_tiled_evictable_init(PyObject *module);
 
 #endif
