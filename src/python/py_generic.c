@@ -1,5 +1,5 @@
 /* Generic: a closed, fixed-size host carrier filled from an iterable
- * (C-19). Shares the host body with CPU (py_cpu.c). */
+ * (C-19). Shares the host body with CPU (py_host.c). */
 #include "sw_carrier.h"
 
 static PyObject *generic_new(PyTypeObject *type, PyObject *args, PyObject *kwds)

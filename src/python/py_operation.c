@@ -193,22 +193,21 @@ static PyObject *call_forward(PyObject *self, PyObject *const *args, Py_ssize_t 
  * registered at module init so this base names none of its subtypes. */
 #define MAX_PLANE_KEEPERS 4
 static PyTypeObject *plane_keepers[MAX_PLANE_KEEPERS];
+static int nkeepers;
 
 int sw_py_operation_keeps_planes(PyTypeObject *type)
 {
-    for (int i = 0; i < MAX_PLANE_KEEPERS; i++) {
-        if (!plane_keepers[i]) {
-            plane_keepers[i] = type;
-            return 0;
-        }
+    if (nkeepers == MAX_PLANE_KEEPERS) {
+        PyErr_SetString(PyExc_SystemError, "too many plane-keeping operation types");
+        return -1;
     }
-    PyErr_SetString(PyExc_SystemError, "too many plane-keeping operation types");
-    return -1;
+    plane_keepers[nkeepers++] = type;
+    return 0;
 }
 
 static int keeps_planes(PyObject *op)
 {
-    for (int i = 0; i < MAX_PLANE_KEEPERS && plane_keepers[i]; i++)
+    for (int i = 0; i < nkeepers; i++)
         if (Py_TYPE(op) == plane_keepers[i])
             return 1;
     return 0;

@@ -266,7 +266,7 @@ int sw_py_file_backed_grow_by_write(PyObject *carrier, int64_t nslots);
  * gradients). zero: fill with the dtype's zero. */
 PyObject *sw_py_cpu_new(sw_dtype dtype, int64_t nslots, int mutable_, int zero);
 
-/* ---- tensors (py_tensor.c, py_view.c, py_friendly.c) -------------------- */
+/* ---- tensors (py_tensor_object.c, py_tensor.c, py_view.c, py_friendly.c) */
 
 extern PyTypeObject SwTensor_Type;
 
