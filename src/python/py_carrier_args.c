@@ -50,6 +50,17 @@ int sw_carrier_truth(PyObject *obj, int dflt)
     return obj ? PyObject_IsTrue(obj) : dflt;
 }
 
+/* One truth test at a time: a failing __bool__ must not run the next one
+ * with its exception pending. */
+int sw_carrier_parse_flags(PyObject *mutable_obj, PyObject *empty_obj, int *mutable_, int *empty)
+{
+    if ((*mutable_ = sw_carrier_truth(mutable_obj, 1)) < 0)
+        return -1;
+    if ((*empty = sw_carrier_truth(empty_obj, 0)) < 0)
+        return -1;
+    return 0;
+}
+
 /* `seq` is a tuple the caller made privately: a conversion hook that runs
  * below cannot shrink it or drop its items. */
 int sw_carrier_fill_slots(sw_dtype dtype, PyObject *seq, int none_is_zero, void *buf)

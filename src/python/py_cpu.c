@@ -43,13 +43,8 @@ static PyObject *cpu_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         sw_carrier_parse_dtype(dtype_obj, SW_DT_FLOAT32, "CPU", sw_host_accepted,
                                SW_HOST_NACCEPTED, &dtype) < 0)
         return NULL;
-    /* One truth test at a time: a failing __bool__ must not run the next
-     * one with its exception pending. */
-    int mutable_ = sw_carrier_truth(mutable_obj, 1);
-    if (mutable_ < 0)
-        return NULL;
-    int empty = sw_carrier_truth(empty_obj, 0);
-    if (empty < 0)
+    int mutable_, empty;
+    if (sw_carrier_parse_flags(mutable_obj, empty_obj, &mutable_, &empty) < 0)
         return NULL;
     return sw_host_new(&SwCPU_Type, dtype, size, mutable_, !empty);
 }

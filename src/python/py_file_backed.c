@@ -315,13 +315,8 @@ static PyObject *fb_allocate_like(PyObject *self, PyObject *args, PyObject *kwds
         sw_carrier_parse_dtype(dtype_obj == Py_None ? NULL : dtype_obj, FB(self)->dtype,
                                "FileBacked", fb_accepted, FB_NACCEPTED, &dtype) < 0)
         return NULL;
-    /* One truth test at a time: a failing __bool__ must not run the next
-     * one with its exception pending. */
-    int mutable_ = sw_carrier_truth(mutable_obj, 1);
-    if (mutable_ < 0)
-        return NULL;
-    int empty = sw_carrier_truth(empty_obj, 0);
-    if (empty < 0)
+    int mutable_, empty;
+    if (sw_carrier_parse_flags(mutable_obj, empty_obj, &mutable_, &empty) < 0)
         return NULL;
     int64_t bytes;
     if (__builtin_mul_overflow(size, (int64_t)SLOT_BYTES, &bytes)) {

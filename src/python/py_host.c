@@ -235,13 +235,8 @@ PyObject *sw_host_allocate_like(PyObject *self, PyObject *args, PyObject *kwds)
                                HOST(self)->dtype, name, sw_host_accepted,
                                SW_HOST_NACCEPTED, &dtype) < 0)
         return NULL;
-    /* One truth test at a time: a failing __bool__ must not run the next
-     * one with its exception pending. */
-    int mutable_ = sw_carrier_truth(mutable_obj, 1);
-    if (mutable_ < 0)
-        return NULL;
-    int empty = sw_carrier_truth(empty_obj, 0);
-    if (empty < 0)
+    int mutable_, empty;
+    if (sw_carrier_parse_flags(mutable_obj, empty_obj, &mutable_, &empty) < 0)
         return NULL;
     int zero = sw_carrier_builtin_ops(self) == &sw_generic_ops ? 1 : !empty;
     return sw_host_new(Py_TYPE(self), dtype, size, mutable_, zero);

@@ -121,6 +121,10 @@ int sw_carrier_parse_dtype(PyObject *obj, sw_dtype dflt, const char *carrier,
                            sw_dtype *out);
 /* bool(obj) for mutable/empty flags: 1/0/-1. */
 int sw_carrier_truth(PyObject *obj, int dflt);
+/* The `mutable` (default true) then `empty` (default false) flags of an
+ * allocation call, each tested once in that order: 0, or -1 with the
+ * exception set. */
+int sw_carrier_parse_flags(PyObject *mutable_obj, PyObject *empty_obj, int *mutable_, int *empty);
 
 /* Normalize every entry of `seq` (a private tuple, None → zero when
  * `none_is_zero`) into `buf` of slots of `dtype`. Values are always taken

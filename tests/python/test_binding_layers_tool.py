@@ -22,10 +22,10 @@ SOURCES = {
 }
 
 
-def build(tmp_path):
+def build(tmp_path, sources=SOURCES):
     objdir = tmp_path / "_C.so.p"
     objdir.mkdir()
-    for name, text in SOURCES.items():
+    for name, text in sources.items():
         src = tmp_path / f"py_{name}.c"
         src.write_text(text)
         subprocess.run(["cc", "-c", str(src), "-o", str(objdir / f"src_python_py_{name}.c.o")],
@@ -58,16 +58,11 @@ def test_a_listed_circle_passes(tmp_path):
 
 
 def test_a_file_pulled_into_a_listed_circle_fails(tmp_path):
-    SOURCES_WITH_C = dict(SOURCES)
-    objdir = tmp_path / "_C.so.p"
-    objdir.mkdir()
-    SOURCES_WITH_C["b"] = ("int a_fn(void); int c_fn(void); int b_fn(void) { return c_fn(); }"
-                           " int b_back(void) { return a_fn(); }\n")
-    for name, text in SOURCES_WITH_C.items():
-        src = tmp_path / f"py_{name}.c"
-        src.write_text(text)
-        subprocess.run(["cc", "-c", str(src), "-o", str(objdir / f"src_python_py_{name}.c.o")],
-                       check=True)
+    # b now also calls c, and c calls a: c joins the listed circle.
+    sources = dict(SOURCES)
+    sources["b"] = ("int a_fn(void); int c_fn(void); int b_fn(void) { return c_fn(); }"
+                    " int b_back(void) { return a_fn(); }\n")
+    objdir = build(tmp_path, sources)
     baseline = tmp_path / "baseline"
     baseline.write_text("py_a.c py_b.c\n")
     res = run(objdir, baseline)
