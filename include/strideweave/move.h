@@ -138,6 +138,8 @@ typedef struct sw_move_options {
                             (transfer.h), sw_move_bytes in all on success */
     int caller_waits;    /* 1: the caller waits for the move at once (as sw_move
                             does): see "Where the transfer runs" above */
+    int elementwise;     /* 1: copy the logical values only, even between a pair
+                            with a bulk route (sw_move_route_for) */
 } sw_move_options;
 
 /* See the top of this file. `options` may be NULL. */
@@ -146,6 +148,10 @@ SW_API sw_status sw_move_async(sw_tensor *t, sw_carrier *dst, const sw_move_opti
 /* Block until the move committed; then the result (new reference) or the
  * terminal error. `result` may be NULL. */
 SW_API sw_status sw_move_wait(sw_move_handle *m, sw_tensor **result, sw_error *err);
+/* The terminal error of a failed move, from its on_commit on (where
+ * sw_move_wait would block) and after sw_move_wait reported it; NULL for a
+ * move that succeeded or has not committed yet. Owned by the handle. */
+SW_API const sw_error *sw_move_error(sw_move_handle *m);
 /* 1 once the move committed (wait would not block). */
 SW_API int sw_move_done(sw_move_handle *m);
 SW_API sw_move_route sw_move_route_of(sw_move_handle *m);

@@ -430,6 +430,13 @@ void sw_move_unref(sw_move_handle *m)
         move_free(m, 1);
 }
 
+const sw_error *sw_move_error(sw_move_handle *m)
+{
+    /* From on_commit on the status is terminal: the commit runs after the
+     * transfer (or the refusal of the pool) set it. */
+    return m && m->status != SW_OK ? &m->err : NULL;
+}
+
 int sw_move_done(sw_move_handle *m) { return m && sw_completion_is_done(m->done); }
 sw_move_route sw_move_route_of(sw_move_handle *m) { return m->route; }
 int64_t sw_move_bytes(sw_move_handle *m) { return m->bytes; }
@@ -529,7 +536,6 @@ static sw_status new_move(sw_tensor *t, sw_carrier *d, const sw_move_options *o,
     m->route = resolve(so, dops, &m->transfer);
     int64_t ext[SW_COPY_MAX_DIMS], str[SW_COPY_MAX_DIMS];
     m->slotwise = !so->storage || !dops->storage || copy_modes(t->layout, ext, str) < 0;
-    m->bytes = (m->route == SW_ROUTE_BULK ? t->layout->cosize : t->layout->size) * (int64_t)width;
     if (o) {
         m->on_commit = o->on_commit;
         m->user = o->user;
@@ -537,7 +543,12 @@ static sw_status new_move(sw_tensor *t, sw_carrier *d, const sw_move_options *o,
         m->leave = o->commit_leave;
         m->progress = o->progress;
         m->caller_waits = o->caller_waits;
+        if (o->elementwise) {
+            m->route = SW_ROUTE_ELEMENTWISE;
+            m->transfer = NULL;
+        }
     }
+    m->bytes = (m->route == SW_ROUTE_BULK ? t->layout->cosize : t->layout->size) * (int64_t)width;
     *out = m;
     return SW_OK;
 }
