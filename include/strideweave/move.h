@@ -68,7 +68,8 @@
  * the same tensor on every call from every thread.
  *
  * Threads: every function is thread-safe. sw_move_async does not block on
- * the transfer; sw_move_wait and sw_move and sw_move_drain block.
+ * the transfer, except a small one it runs on the caller (see "Where the
+ * transfer runs"); sw_move_wait and sw_move and sw_move_drain block.
  *
  * Process exit: a program may return from main or call exit() with moves
  * in flight (handles dropped or not). Exit then waits for them, like
