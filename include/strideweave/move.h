@@ -29,6 +29,17 @@
  * and the marks. From submission on, every failure is the move's terminal
  * failure, reported by sw_move_wait.
  *
+ * Where the transfer runs: on the core's pool, except a transfer between
+ * carriers of the built-in storage classes (CPU, Generic, FileBacked)
+ * whose physical span is small: up to 64 KiB it runs on the calling
+ * thread and commits there before sw_move_async returns (a pool round
+ * trip would cost more than the copy), up to 16 MiB when the caller waits
+ * for it at once (sw_move, or caller_waits in the options). The rules are
+ * the same either way (pending marks, one commit, hooks, profiling
+ * events). A large span copy is cut into parts run side by side on the
+ * helper threads of parallel.h: all of them when the caller waits, all
+ * but one otherwise (the caller's own thread keeps a CPU).
+ *
  * Commit happens once, on the core's completion thread: on success it
  * publishes the result (a tensor on dst at offset 0 with t's layout),
  * releases the source carrier and clears the pending marks; on failure it
@@ -57,7 +68,8 @@
  * the same tensor on every call from every thread.
  *
  * Threads: every function is thread-safe. sw_move_async does not block on
- * the transfer; sw_move_wait and sw_move and sw_move_drain block.
+ * the transfer, except a small one it runs on the caller (see "Where the
+ * transfer runs"); sw_move_wait and sw_move and sw_move_drain block.
  *
  * Process exit: a program may return from main or call exit() with moves
  * in flight (handles dropped or not). Exit then waits for them, like
@@ -98,8 +110,10 @@ typedef enum sw_move_route {
     SW_ROUTE_ELEMENTWISE = 2  /* logical values (strided copy or slot by slot) */
 } sw_move_route;
 
-/* Runs once per move on the completion thread, after the commit changed
- * the carriers and before any waiter wakes; no core lock is held. `status`
+/* Runs once per move on the completion thread (or on the caller for a
+ * move run there, see above), after the commit changed the carriers and
+ * before any waiter wakes; no core lock is held (the commit guard of the
+ * options, if any, is). `status`
  * is the terminal outcome; `result` is the published tensor (borrowed;
  * take a reference to keep it) or NULL on failure. This is where a binding
  * attaches what only it knows (autograd node, profiling records). It must
@@ -107,9 +121,26 @@ typedef enum sw_move_route {
 typedef void (*sw_move_commit_fn)(sw_move_handle *move, sw_status status, sw_tensor *result,
                                   void *user);
 
+/* Runs around the whole commit of one move, on the thread that commits
+ * (the completion thread, or the caller for a move run on its caller),
+ * before any core lock is taken and after all are let go: enter first,
+ * then the carriers change, on_commit and the COMPLETE profiling event,
+ * then leave. A binding whose own readers of the source rely on its own
+ * lock (a Python binding: the GIL) takes that lock here, so the source's
+ * storage is never freed under such a reader. Both get `user`. */
+typedef void (*sw_move_commit_guard_fn)(void *user);
+
 typedef struct sw_move_options {
     sw_move_commit_fn on_commit; /* may be NULL */
     void *user;
+    sw_move_commit_guard_fn commit_enter; /* may be NULL (then leave is not called) */
+    sw_move_commit_guard_fn commit_leave; /* may be NULL */
+    int64_t *progress;   /* NULL, or a byte counter the transfer adds to atomically
+                            (transfer.h), sw_move_bytes in all on success */
+    int caller_waits;    /* 1: the caller waits for the move at once (as sw_move
+                            does): see "Where the transfer runs" above */
+    int elementwise;     /* 1: copy the logical values only, even between a pair
+                            with a bulk route (sw_move_route_for) */
 } sw_move_options;
 
 /* See the top of this file. `options` may be NULL. */
@@ -118,6 +149,10 @@ SW_API sw_status sw_move_async(sw_tensor *t, sw_carrier *dst, const sw_move_opti
 /* Block until the move committed; then the result (new reference) or the
  * terminal error. `result` may be NULL. */
 SW_API sw_status sw_move_wait(sw_move_handle *m, sw_tensor **result, sw_error *err);
+/* The terminal error of a failed move, from its on_commit on (where
+ * sw_move_wait would block) and after sw_move_wait reported it; NULL for a
+ * move that succeeded or has not committed yet. Owned by the handle. */
+SW_API const sw_error *sw_move_error(sw_move_handle *m);
 /* 1 once the move committed (wait would not block). */
 SW_API int sw_move_done(sw_move_handle *m);
 SW_API sw_move_route sw_move_route_of(sw_move_handle *m);
@@ -127,7 +162,18 @@ SW_API int64_t sw_move_bytes(sw_move_handle *m);
 SW_API sw_move_handle *sw_move_ref(sw_move_handle *m);
 SW_API void sw_move_unref(sw_move_handle *m);
 
-/* sw_move_async then sw_move_wait. */
+/* The route sw_move_async takes for a move from `src`'s class to `dst`'s
+ * (the exact pair of ops tables). Thread-safe. */
+SW_API sw_move_route sw_move_route_for(const sw_carrier *src, const sw_carrier *dst);
+
+/* Test aid: while `on`, moves are validated, marked pending and counted in
+ * flight as usual, but none starts its transfer (not even one that would
+ * run on its caller); 0 hands the held ones to the pool in the order they
+ * came. sw_move_drain waits for held moves too (turn holding off first);
+ * exit's drain turns it off itself. Thread-safe. */
+SW_API void sw_move_hold(int on);
+
+/* sw_move_async (with caller_waits) then sw_move_wait. */
 SW_API sw_status sw_move(sw_tensor *t, sw_carrier *dst, sw_tensor **result, sw_error *err);
 
 /* Block until every move submitted so far has committed and dropped the

@@ -19,6 +19,7 @@
 #include "strideweave/copy.h"
 #include "strideweave/executor.h"
 #include "strideweave/move.h"
+#include "strideweave/parallel.h"
 #include "strideweave/transfer.h"
 #include "tensor_internal.h"
 
@@ -39,6 +40,10 @@ struct sw_move_handle {
     sw_error err;
     sw_move_commit_fn on_commit;
     void *user;
+    sw_move_commit_guard_fn enter, leave;
+    int64_t *progress;   /* the caller's byte counter, or NULL */
+    int caller_waits;    /* the caller waits at once: every helper copies */
+    struct sw_move_handle *held_next; /* queued by sw_move_hold */
     sw_move_profile_fn prof;
     void *prof_user;
     uint64_t submit_ns;
@@ -66,7 +71,22 @@ static void *hook_user;
 static int engine_exiting; /* under engine_lock */
 static _Thread_local int engine_thread;
 
+/* sw_move_hold: moves queued here, in order, instead of on the pool. */
+static int holding; /* under engine_lock */
+static sw_move_handle *held_head, *held_tail;
+
+/* A span up to this runs on its caller (move.h, "Where the transfer
+ * runs"): a pool round trip costs more than such a copy. */
+#define HERE_BYTES ((int64_t)64 << 10)
+/* The same when the caller waits at once. A bigger one goes to the pool
+ * so that its caller sleeps through the copy rather than spend the CPU
+ * time the scheduler later charges it for (a caller that copied 256 MiB
+ * itself was found preempted by the next pool wake-up for the whole of
+ * that next copy, on a busy 2-CPU machine). */
+#define HERE_WAITED_BYTES ((int64_t)16 << 20)
+
 static void commit(sw_move_handle *m);
+static void run_transfer(sw_job *job);
 static void move_free(sw_move_handle *m, int wait_commit);
 
 static void *completion_main(void *arg)
@@ -96,6 +116,8 @@ static void engine_after_fork_child(void)
     engine = NULL; /* the parent's executor is left as it was: its locks may be held */
     engine_status = SW_OK;
     engine_exiting = 0;
+    holding = 0;
+    held_head = held_tail = NULL; /* the parent's business, like its moves */
     in_flight = 0;
 }
 
@@ -108,8 +130,10 @@ void sw_move_exit_drain(void)
     pthread_mutex_lock(&engine_lock);
     engine_exiting = 1;
     pthread_mutex_unlock(&engine_lock);
-    if (!engine_thread)
+    if (!engine_thread) {
+        sw_move_hold(0); /* held moves finish too */
         sw_move_drain();
+    }
 }
 
 static void engine_start(void)
@@ -202,6 +226,20 @@ static sw_move_route resolve(const sw_carrier_class *s, const sw_carrier_class *
     return SW_ROUTE_ELEMENTWISE;
 }
 
+sw_move_route sw_move_route_for(const sw_carrier *src, const sw_carrier *dst)
+{
+    sw_route_transfer_fn transfer;
+    return resolve(src->ops, dst->ops, &transfer);
+}
+
+/* The built-in classes whose storage a transfer reaches directly (host
+ * memory or a file): the only ones a move may run on its caller, since no
+ * callback of theirs can block. */
+static int storage_builtin(const sw_carrier_class *c)
+{
+    return c == &sw_cpu_class || c == &sw_generic_class || c == &sw_file_backed_class;
+}
+
 /* Route pins (row 9 of move.h): classes that allow only some pairs. */
 int sw_move_pair_allowed(const sw_carrier_class *s, const sw_carrier_class *d)
 {
@@ -230,6 +268,24 @@ static sw_status transfer_slotwise(sw_move_handle *m, sw_error *err)
     return SW_OK;
 }
 
+/* The leaf modes a storage transfer walks: extent-1 leaves address
+ * nothing new, so dropping them keeps any layout within the kernel's mode
+ * limit. -1 when more than SW_COPY_MAX_DIMS remain. */
+static int copy_modes(const sw_layout *l, int64_t *extents, int64_t *strides)
+{
+    int n = 0;
+    for (int32_t i = 0; i < l->nleaves; i++) {
+        if (l->extents[i] == 1)
+            continue;
+        if (n == SW_COPY_MAX_DIMS)
+            return -1;
+        extents[n] = l->extents[i];
+        strides[n] = l->strides[i];
+        n++;
+    }
+    return n;
+}
+
 static sw_status transfer_storage(sw_move_handle *m, sw_error *err)
 {
     sw_carrier *s = m->src->carrier, *d = m->dst;
@@ -240,17 +296,27 @@ static sw_status transfer_storage(sw_move_handle *m, sw_error *err)
         st = d->ops->storage(d->impl, &ds, err);
     if (st != SW_OK)
         return st;
+    int64_t extents[SW_COPY_MAX_DIMS], strides[SW_COPY_MAX_DIMS];
+    int ndim = copy_modes(l, extents, strides); /* >= 0: checked by new_move */
     sw_transfer t = {
         .src = {.kind = ss.kind, .host = ss.host, .fd = ss.fd, .offset = m->src->offset},
         .dst = {.kind = ds.kind, .host = ds.host, .fd = ds.fd, .offset = 0},
         .itemsize = sw_dtype_slot_bytes(s->dtype),
         .bulk = m->route == SW_ROUTE_BULK,
         .cosize = l->cosize,
-        .ndim = l->nleaves,
-        .extents = l->extents,
-        .strides = l->strides,
+        .ndim = ndim,
+        .extents = extents,
+        .strides = strides,
+        .progress = m->progress,
     };
-    return sw_transfer_run(&t, err);
+    if ((int64_t)t.itemsize * l->cosize <= HERE_BYTES)
+        return sw_transfer_run(&t, err);
+    /* The caller only waits: a large span takes every helper. Otherwise
+     * one CPU stays with the threads that keep running meanwhile. */
+    int most = m->caller_waits ? 0 : sw_parallel_width() - 1;
+    if (!m->caller_waits && most < 1)
+        most = 1;
+    return sw_transfer_run_parallel(&t, most, err);
 }
 
 static void run_transfer(sw_job *job)
@@ -285,6 +351,10 @@ static void profile(sw_move_handle *m, sw_move_event_kind kind, uint64_t complet
 static void commit(sw_move_handle *m)
 {
     sw_carrier *s = m->src->carrier, *d = m->dst;
+    /* SUBMIT is always reported before COMPLETE. */
+    sw_completion_wait(m->reported);
+    if (m->enter)
+        m->enter(m->user);
     sw_carrier_lock_pair(s, d);
     if (m->status == SW_OK && (d->released || d->ops->size(d->impl) < m->src->layout->cosize))
         m->status = sw_error_set(&m->err, SW_ESTATE,
@@ -296,12 +366,13 @@ static void commit(sw_move_handle *m)
         sw_carrier_release_locked(s);
     sw_carrier_unlock_pair(s, d);
 
-    /* Hooks after the carriers changed, before any waiter wakes; SUBMIT is
-     * always reported before COMPLETE. */
-    sw_completion_wait(m->reported);
+    /* Hooks after the carriers changed, before any waiter wakes, with no
+     * core lock held. */
     if (m->on_commit)
         m->on_commit(m, m->status, m->status == SW_OK ? m->result : NULL, m->user);
     profile(m, SW_MOVE_EVENT_COMPLETE, sw_clock_ns(), m->status);
+    if (m->enter && m->leave)
+        m->leave(m->user);
     /* The move lets go of its carriers before anyone learns it finished:
      * once sw_move_wait returns (or sw_move_done says 1), it holds no
      * reference to the source or the destination, only the published
@@ -357,6 +428,13 @@ void sw_move_unref(sw_move_handle *m)
 {
     if (m && atomic_fetch_sub(&m->refs, 1) == 1)
         move_free(m, 1);
+}
+
+const sw_error *sw_move_error(sw_move_handle *m)
+{
+    /* From on_commit on the status is terminal: the commit runs after the
+     * transfer (or the refusal of the pool) set it. */
+    return m && m->status != SW_OK ? &m->err : NULL;
 }
 
 int sw_move_done(sw_move_handle *m) { return m && sw_completion_is_done(m->done); }
@@ -456,14 +534,34 @@ static sw_status new_move(sw_tensor *t, sw_carrier *d, const sw_move_options *o,
     const sw_carrier_class *so = t->carrier->ops, *dops = d->ops;
     size_t width = sw_dtype_slot_bytes(t->carrier->dtype);
     m->route = resolve(so, dops, &m->transfer);
-    m->slotwise = !so->storage || !dops->storage || t->layout->nleaves > SW_COPY_MAX_DIMS;
-    m->bytes = (m->route == SW_ROUTE_BULK ? t->layout->cosize : t->layout->size) * (int64_t)width;
+    int64_t ext[SW_COPY_MAX_DIMS], str[SW_COPY_MAX_DIMS];
+    m->slotwise = !so->storage || !dops->storage || copy_modes(t->layout, ext, str) < 0;
     if (o) {
         m->on_commit = o->on_commit;
         m->user = o->user;
+        m->enter = o->commit_enter;
+        m->leave = o->commit_leave;
+        m->progress = o->progress;
+        m->caller_waits = o->caller_waits;
+        if (o->elementwise) {
+            m->route = SW_ROUTE_ELEMENTWISE;
+            m->transfer = NULL;
+        }
     }
+    m->bytes = (m->route == SW_ROUTE_BULK ? t->layout->cosize : t->layout->size) * (int64_t)width;
     *out = m;
     return SW_OK;
+}
+
+/* Whether this move runs on its caller (move.h, "Where the transfer
+ * runs"). Never while a test holds transfers at their pause point. */
+static int runs_here(const sw_move_handle *m)
+{
+    if (m->transfer || m->slotwise || !storage_builtin(m->src->carrier->ops) ||
+        !storage_builtin(m->dst->ops) || sw_fault_armed("move_transfer_pause"))
+        return 0;
+    int64_t span = m->src->layout->cosize * (int64_t)sw_dtype_slot_bytes(m->src->carrier->dtype);
+    return span <= (m->caller_waits ? HERE_WAITED_BYTES : HERE_BYTES);
 }
 
 sw_status sw_move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options *options,
@@ -518,10 +616,26 @@ sw_status sw_move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options *op
     in_flight_add(1);
     sw_move_ref(m); /* the job's reference, dropped by commit */
     m->queued = 1;
-    if (sw_fault_hit("move_submit"))
+    int here = 0, held = 0;
+    if (sw_fault_hit("move_submit")) {
         st = sw_error_set(err, SW_EIO, "move: injected submission failure");
-    else
-        st = sw_executor_submit(engine, &m->job, err);
+    } else {
+        pthread_mutex_lock(&engine_lock);
+        if (holding) {
+            held = 1;
+            m->held_next = NULL;
+            if (held_tail)
+                held_tail->held_next = m;
+            else
+                held_head = m;
+            held_tail = m;
+        } else {
+            here = runs_here(m);
+        }
+        pthread_mutex_unlock(&engine_lock);
+        if (!held && !here)
+            st = sw_executor_submit(engine, &m->job, err);
+    }
     if (st != SW_OK) {
         m->queued = 0;
         /* Not queued: undo the marks and the growth, leave no handle. */
@@ -538,14 +652,45 @@ sw_status sw_move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options *op
     }
     profile(m, SW_MOVE_EVENT_SUBMIT, 0, SW_OK);
     sw_completion_signal(m->reported);
+    if (here) {
+        /* The transfer and the commit on this thread, as the pool and the
+         * completion thread would run them. Exit from a hook here does not
+         * wait for this move either. */
+        int was = engine_thread;
+        run_transfer(&m->job);
+        commit(m);
+        engine_thread = was;
+    }
     *out = m;
     return SW_OK;
+}
+
+void sw_move_hold(int on)
+{
+    pthread_mutex_lock(&engine_lock);
+    holding = on != 0;
+    sw_move_handle *m = on ? NULL : held_head;
+    if (!on)
+        held_head = held_tail = NULL;
+    pthread_mutex_unlock(&engine_lock);
+    while (m) {
+        sw_move_handle *next = m->held_next;
+        sw_error err;
+        if (sw_executor_submit(engine, &m->job, &err) != SW_OK) {
+            /* The pool refuses it: its terminal failure, committed here. */
+            m->err = err;
+            m->status = err.code != SW_OK ? err.code : SW_EIO;
+            commit(m);
+        }
+        m = next;
+    }
 }
 
 sw_status sw_move(sw_tensor *t, sw_carrier *dst, sw_tensor **result, sw_error *err)
 {
     sw_move_handle *m;
-    sw_status st = sw_move_async(t, dst, NULL, &m, err);
+    sw_move_options waits = {.caller_waits = 1};
+    sw_status st = sw_move_async(t, dst, &waits, &m, err);
     if (st != SW_OK)
         return st;
     st = sw_move_wait(m, result, err);

@@ -8,15 +8,22 @@
  * and leaves both carriers as they were. From submission on, a failure is
  * the handle's terminal failure.
  *
- * Where the work runs: routes whose transfer is pure C (the shipped
- * operations between built-in carriers) become jobs on the core executor;
- * its pool threads never touch Python. One completion thread, with its own
- * thread state, pops finished jobs and commits them holding the GIL. A
- * synchronous move (move(), MoveOperation.forward) up to 16 MiB skips that
- * round trip: its C transfer runs on the caller, GIL released past the
- * inline bound, and commits there, with the same pending marks and one
- * commit; so does a move_async out of a block device up to 64 KiB
- * (GIL released: it may wait for the device). Routes
+ * Where the work runs: a shipped route between CPU, Generic and
+ * FileBacked carriers (sw_py_core_move_pair says which) is the core's move
+ * engine's (strideweave/move.h, through py_move_core.c): it validates
+ * again, marks both carriers pending, runs the transfer on its pool or, for
+ * a small one, on the caller (up to 64 KiB; 16 MiB for move() and
+ * forward(), GIL released past 64 KiB), and commits once; this file's
+ * commit (result Tensor, autograd node, profiling record, AwaitMove) then
+ * runs holding the GIL, which the core's commit guard takes before the
+ * carriers change. The other routes with a pure C transfer (into and out
+ * of block devices) become jobs on the binding's executor; its pool
+ * threads never touch Python. One completion thread, with its own thread
+ * state, pops finished jobs and commits them holding the GIL. A
+ * synchronous block device move up to 16 MiB skips that round trip: its
+ * transfer runs on the caller, GIL released, and commits there, with the
+ * same pending marks and one commit; so does a move_async out of a block
+ * device up to 64 KiB. Routes
  * that must call Python (a user _copy, carriers written in Python) run on
  * the submitting thread, with transfer access to the two carriers, and
  * commit there; for move_async a Python _copy / _copy_async runs on a
@@ -24,19 +31,20 @@
  * py_provider_wait.c), so move_async returns before it finishes.
  * A dropped handle changes nothing: the request holds its own
  * references until the commit. At interpreter exit an atexit hook refuses
- * new moves and waits for those in flight: pool moves always, moves waiting
+ * new moves and waits for those in flight: the core's moves (sw_move_drain)
+ * and the binding's pool moves always, moves waiting
  * for a provider's completion up to STRIDEWEAVE_EXIT_TIMEOUT seconds or
  * until Ctrl-C. In a child made by os.fork() the moves it inherited fail at
  * once (the threads that would finish them are not there). */
 #include "sw_extension.h"
 #include "sw_messages.h"
 #include "sw_move.h"
+#include "sw_move_core.h"
 #include "sw_fork_guard.h"
 #include "sw_profiling.h"
 #include "strideweave/blockdev.h"
 #include "strideweave/clock.h"
 #include "strideweave/filestore.h"
-#include "strideweave/parallel.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -52,15 +60,10 @@
 #define CARRIER(o) ((SwCarrierObject *)(o))
 #define TENSOR(o) ((SwTensorObject *)(o))
 
-/* Transfers this small finish on the submitting thread: a pool round trip
- * would cost more than the copy. */
-#define INLINE_BYTES ((size_t)64 << 10)
-/* A synchronous move up to this size runs on its caller (the pool round
- * trip is most of a small move's cost); a bigger one goes to the pool as
- * before, so that its caller sleeps through the copy rather than spend the
- * CPU time the scheduler later charges it for (a caller that copied
- * 256 MiB itself was found preempted by the next pool wake-up for the whole
- * of that next copy, on a busy 2-CPU machine). */
+/* A synchronous move out of or into a block device up to this size runs
+ * on its caller (the pool round trip is most of a small move's cost); a
+ * bigger one goes to the pool, so that its caller sleeps through the copy
+ * (the core's engine has the same bounds for the moves it runs). */
 #define SYNC_INLINE_BYTES ((size_t)16 << 20)
 /* A move_async out of a block device up to this size runs on its caller,
  * the GIL released: the pool round trip measured as most of a small block
@@ -88,7 +91,8 @@ typedef struct move_request {
     struct move_request *live_prev, *live_next; /* the live list (GIL) */
     int grew;                   /* the move grew an empty destination */
     int forked;                 /* failed in a forked child: the file is shared */
-    int sync;                   /* its caller waits for it at once */
+    int on_core;                /* the core's move engine runs it */
+    sw_py_core_move core;       /* its link to the core's commit */
     PyObject *copy_op;          /* a Python _copy off the caller: its operation */
     PyObject *copy_tensor;      /* and source Tensor, until the worker takes them */
     int on_worker;              /* its Python _copy is queued or running on a worker */
@@ -119,7 +123,8 @@ static unsigned long completion_ident; /* the completion thread, 0 if none */
 
 int sw_py_move_on_completion_thread(void)
 {
-    return completion_ident != 0 && completion_ident == PyThread_get_thread_ident();
+    return (completion_ident != 0 && completion_ident == PyThread_get_thread_ident()) ||
+           sw_py_core_move_committing();
 }
 
 /* `provider`: the transfer waits for a ProviderCompletion. */
@@ -345,8 +350,10 @@ static PyObject *validate_result(move_request *r)
 }
 
 /* Publish or fail, exactly once, GIL held. `error` (borrowed) is the
- * failure of the transfer if any; the request is freed. */
-static void commit(move_request *r, PyObject *error)
+ * failure of the transfer if any. For a move the core runs, its commit has
+ * changed the carriers already (pending marks cleared, the source's core
+ * storage released); this attaches the rest. */
+static void finish(move_request *r, PyObject *error)
 {
     PyObject *err = Py_XNewRef(error);
     if (!err && r->status != SW_OK) {
@@ -356,7 +363,8 @@ static void commit(move_request *r, PyObject *error)
     if (!err)
         err = validate_result(r);
     untrack(r);
-    set_pending(r, 0);
+    if (!r->on_core)
+        set_pending(r, 0);
     /* A destination this move grew from empty goes back to empty, so a
      * failed move does not leave a full disk behind. Not in a forked child:
      * the file is its parent's too, where the move may still be running. */
@@ -376,21 +384,22 @@ static void commit(move_request *r, PyObject *error)
     sw_py_profile_move_completed(r->trace, err == NULL);
     sw_py_await_complete(r->handle, err ? NULL : r->output, err);
     Py_XDECREF(err);
+}
+
+/* finish, then free the request. */
+static void commit(move_request *r, PyObject *error)
+{
+    finish(r, error);
     request_free(r);
 }
 
 /* ---- the executor, its completion thread, and the exit hook --------------- */
 
-/* The transfer of a request. For a synchronous move a large span takes
- * every helper (its caller only waits); for move_async it leaves one CPU
- * to the Python threads that keep running meanwhile. */
+/* The transfer of a request: a block device's (the core's move engine
+ * runs the other C routes). */
 static void run_transfer(move_request *r)
 {
-    int most = r->sync ? 0 : sw_parallel_width() - 1;
-    if (!r->sync && most < 1)
-        most = 1;
-    r->status = r->blockdev ? sw_blockdev_transfer(r->blockdev, &r->transfer, &r->err)
-                            : sw_transfer_run_parallel(&r->transfer, most, &r->err);
+    r->status = sw_blockdev_transfer(r->blockdev, &r->transfer, &r->err);
 }
 
 static void run_request(sw_job *job)
@@ -505,11 +514,12 @@ static int enqueue(move_request *r)
     return 0;
 }
 
-/* Submit every held request, in order. A request the pool refuses fails
- * terminally here. */
+/* Submit every held request, in order (the core's too). A request the
+ * pool refuses fails terminally here. */
 static void release_held(void)
 {
     holding = 0;
+    sw_py_core_move_hold(0);
     while (held_head) {
         move_request *r = held_head;
         held_head = r->held_next;
@@ -658,6 +668,9 @@ static PyObject *shutdown_moves(PyObject *mod, PyObject *unused)
     (void)unused;
     closing = 1;
     release_held();
+    /* The moves the core runs: C work that finishes, always waited for
+     * (their commits take the GIL, released meanwhile). */
+    sw_py_core_move_drain();
     if (!executor) {
         reclaim_released_files();
         Py_RETURN_NONE;
@@ -690,10 +703,12 @@ static PyObject *hold_moves(PyObject *mod, PyObject *flag)
     int on = PyObject_IsTrue(flag);
     if (on < 0)
         return NULL;
-    if (on)
+    if (on) {
         holding = 1;
-    else
+        sw_py_core_move_hold(1);
+    } else {
         release_held();
+    }
     Py_RETURN_NONE;
 }
 
@@ -753,6 +768,8 @@ static PyObject *after_fork_in_child(PyObject *mod, PyObject *unused)
             drop_inherited_transfer(r->destination);
             sw_py_await_reset_after_fork(r->handle);
             r->forked = 1;
+            if (r->on_core) /* the core's marks: its commit never runs here */
+                set_pending(r, 0);
             PyObject *e = sw_py_move_forked_error("move");
             commit(r, e);
             Py_XDECREF(e);
@@ -888,24 +905,59 @@ static int python_copy_on_worker(move_request *r, PyObject *op, PyObject *tensor
     return 1;
 }
 
-/* A small synchronous move's (or small block read's move_async) C transfer on the
- * calling thread, the GIL released past the inline bound (always for a block
- * device), then its commit right here: no pool round trip and
- * no completion-thread handoff. It counts as in flight, so the exit hook
- * waits for its commit. Block devices take their lock here (the GIL is
- * not held while waiting for it). */
+/* A small synchronous block device move's (or small block read's
+ * move_async) transfer on the calling thread, the GIL released, then its
+ * commit right here: no pool round trip and no completion-thread handoff.
+ * It counts as in flight, so the exit hook waits for its commit. Block
+ * devices take their lock here (the GIL is not held while waiting for
+ * it). */
 static void run_here(move_request *r)
 {
     inflight_add(1);
-    if (!r->blockdev && (size_t)r->cosize * r->transfer.itemsize <= INLINE_BYTES) {
-        r->status = sw_transfer_run(&r->transfer, &r->err);
-    } else {
-        Py_BEGIN_ALLOW_THREADS
-        run_transfer(r);
-        Py_END_ALLOW_THREADS
-    }
+    Py_BEGIN_ALLOW_THREADS
+    run_transfer(r);
+    Py_END_ALLOW_THREADS
     commit(r, NULL);
     inflight_add(-1);
+}
+
+/* ---- moves the core's engine runs ----------------------------------------- */
+
+#define CORE_REQUEST(cm) ((move_request *)((char *)(cm) - offsetof(move_request, core)))
+
+/* The core committed (GIL held): attach the binding's outcome. */
+static void core_committed(sw_py_core_move *cm, const sw_error *err)
+{
+    PyObject *e = NULL;
+    if (err) {
+        sw_py_raise(err);
+        e = sw_py_take_exception();
+    }
+    finish(CORE_REQUEST(cm), e);
+    Py_XDECREF(e);
+}
+
+static void core_release(sw_py_core_move *cm)
+{
+    request_free(CORE_REQUEST(cm));
+}
+
+/* Hand the move to the core's engine (sw_move_async): it marks both
+ * carriers pending, runs the transfer and commits once. A refusal by the
+ * core (it validates again; out of memory or threads) is the handle's
+ * terminal failure, with nothing changed. */
+static void submit_core(move_request *r, PyObject *tensor, sw_route_kind kind, int sync)
+{
+    SwSubtensor *s = &TENSOR(tensor)->subs[0];
+    r->core.commit = core_committed;
+    r->core.release = core_release;
+    if (sw_py_core_move_start(&r->core, s->carrier, s->offset, SwLayout_CORE(s->layout),
+                              r->destination, kind == SW_ROUTE_ELEMENTWISE, sync,
+                              sw_py_await_progress_counter(r->handle)) == 0)
+        return;
+    PyObject *e = sw_py_take_exception();
+    commit(r, e);
+    Py_XDECREF(e);
 }
 
 /* From here on every failure is the handle's. `sync`: the caller waits for
@@ -928,7 +980,8 @@ static void submit(move_request *r, PyObject *op, PyObject *op_type, PyObject *t
         r->blockdev = sw_py_block_device_core(r->source);
         if (!r->blockdev)
             r->blockdev = sw_py_block_device_core(r->destination);
-        r->sync = sync;
+        if (c == 1 && !r->blockdev)
+            c = 0; /* not reached: the core runs the other C routes; _copy does it */
         size_t span = (size_t)r->cosize * r->transfer.itemsize;
         if (c == 1 && sync && !holding && span <= SYNC_INLINE_BYTES) {
             run_here(r);
@@ -944,11 +997,6 @@ static void submit(move_request *r, PyObject *op, PyObject *op_type, PyObject *t
         if (c == 1 && r->blockdev && !holding && span <= BLOCK_READ_INLINE_BYTES &&
             !sw_py_block_device_core(r->destination) && !sw_blockdev_transfer_may_pause()) {
             run_here(r);
-            return;
-        }
-        if (c == 1 && !r->blockdev && span <= INLINE_BYTES) {
-            r->status = sw_transfer_run(&r->transfer, &r->err);
-            commit(r, NULL);
             return;
         }
         if (c == 1 && enqueue(r) == 0)
@@ -1308,11 +1356,17 @@ static PyObject *initiate(PyObject *tensor, PyObject *destination, PyObject *for
         sw_py_profile_move_begin(source, destination, route.op_type, route_id, start_ns,
                                  ((SwAwaitObject *)r->handle)->progress_total);
     r->trace = trace;
-    set_pending(r, 1);
+    sw_route_kind kind = sw_py_move_route_kind((PyTypeObject *)route.op_type);
+    r->on_core = !r->prepared && kind != SW_ROUTE_PYTHON &&
+                 sw_py_core_move_pair(source, destination, kind == SW_ROUTE_BULK);
+    if (!r->on_core) /* the core marks its own moves */
+        set_pending(r, 1);
     track(r);
-    /* Either may commit, and free r, before it returns. */
+    /* Each may commit, and free r, before it returns. */
     if (r->prepared)
         submit_prepared(r);
+    else if (r->on_core)
+        submit_core(r, tensor, kind, sync);
     else
         submit(r, own_op, route.op_type, tensor, sync, off_caller);
     sw_py_profile_move_submitted(trace);

@@ -640,7 +640,7 @@ static void exit_child(int fd, int64_t n)
     const char *dir = NULL;
     static int commit_fd;
     commit_fd = fd;
-    sw_move_options opts = {note_commit, &commit_fd};
+    sw_move_options opts = {.on_commit = note_commit, .user = &commit_fd};
     atexit(refused_at_exit); /* before the first move: runs after the wait */
     if (sw_block_device_open(loop.path, &d, &err) != SW_OK ||
         sw_block_device_allocate(d, n, SW_DT_FLOAT32, SW_CARRIER_EMPTY, &dev, &err) != SW_OK ||

@@ -324,7 +324,7 @@ static void test_pending_guard_and_commit_once(void)
     CHECK(sw_cpu_new(4, SW_DT_FLOAT32, 0, &other, &err) == SW_OK);
     reset_hooks();
     sw_move_set_profile_hook(on_profile, NULL);
-    sw_move_options opts = {on_commit, NULL};
+    sw_move_options opts = {.on_commit = on_commit};
     sw_move_handle *m;
     uint64_t v_src = sw_carrier_version(src);
     CHECK(sw_move_async(t, dst, &opts, &m, &err) == SW_OK);
@@ -398,7 +398,7 @@ static void test_dropped_handle(void)
     sw_tensor *t = flat(src, 4);
     CHECK(sw_carrier_new(&gated_ops, &g, SW_DT_FLOAT32, 0, &dst, &err) == SW_OK);
     reset_hooks();
-    sw_move_options opts = {on_commit, NULL};
+    sw_move_options opts = {.on_commit = on_commit};
     sw_move_handle *m;
     CHECK(sw_move_async(t, dst, &opts, &m, &err) == SW_OK);
     sw_move_unref(m);  /* drop the handle ... */
@@ -426,7 +426,7 @@ static void test_fault_mid_transfer(void)
     uint64_t v_src = sw_carrier_version(src);
     CHECK(sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &fb, &err) == SW_OK);
     reset_hooks();
-    sw_move_options opts = {on_commit, NULL};
+    sw_move_options opts = {.on_commit = on_commit};
     sw_move_handle *m;
     CHECK(sw_fault_arm("pwrite", 1, 1) == SW_OK);
     CHECK(sw_move_async(t, fb, &opts, &m, &err) == SW_OK);

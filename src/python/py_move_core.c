@@ -1,0 +1,126 @@
+/* Moves the core's move engine runs for the binding (strideweave/move.h):
+ * move(), move_async() and MoveOperation.forward() between CPU, Generic
+ * and FileBacked carriers on a shipped route. The core validates again,
+ * marks both carriers pending, runs the transfer (on its pool, or on the
+ * caller for a small one) and commits once; what only the binding knows
+ * (the result Tensor, the autograd node, the profiling record, the
+ * AwaitMove and its callbacks, Python exceptions) attaches at that commit.
+ *
+ * The GIL: the core's commit guard takes it before the core's commit
+ * changes the carriers and lets it go after the binding's commit, so a
+ * Python reader of the source (allowed while it is pending) never sees its
+ * storage freed under it, and no core lock is held while waiting for it.
+ * On the core's completion thread that thread state is made per commit. A
+ * move the core runs on its caller commits there: the GIL is held
+ * already, or taken back after a larger transfer ran without it. */
+#include "sw_move_core.h"
+#include "sw_carrier.h"
+#include "strideweave/move.h"
+#include "strideweave/tensor.h"
+
+#define CARRIER(o) ((SwCarrierObject *)(o))
+
+/* A span up to this is copied on the caller with the GIL held (the core
+ * runs it there); a waited one past it runs without the GIL. */
+#define GIL_HELD_BYTES ((int64_t)64 << 10)
+
+static _Thread_local int committing;
+
+static int core_class(PyObject *carrier)
+{
+    PyTypeObject *t = Py_TYPE(carrier);
+    return t == &SwCPU_Type || t == &SwGeneric_Type || t == &SwFileBacked_Type;
+}
+
+int sw_py_core_move_pair(PyObject *source, PyObject *destination, int bulk)
+{
+    if (!core_class(source) || !core_class(destination))
+        return 0;
+    return !bulk || sw_move_route_for(CARRIER(source)->core, CARRIER(destination)->core) ==
+                        SW_ROUTE_BULK;
+}
+
+static void commit_enter(void *user)
+{
+    sw_py_core_move *cm = user;
+    /* A thread without a Python thread state is the core's own. */
+    cm->engine_thread = PyGILState_GetThisThreadState() == NULL;
+    cm->gil = PyGILState_Ensure();
+    if (cm->engine_thread)
+        committing = 1;
+}
+
+static void on_commit(sw_move_handle *m, sw_status status, sw_tensor *result, void *user)
+{
+    (void)m;
+    (void)result;
+    sw_py_core_move *cm = user;
+    if (status == SW_OK) {
+        cm->commit(cm, NULL);
+        return;
+    }
+    cm->commit(cm, sw_move_error(m));
+}
+
+static void commit_leave(void *user)
+{
+    sw_py_core_move *cm = user;
+    PyGILState_STATE gil = cm->gil;
+    int engine_thread = cm->engine_thread;
+    cm->release(cm);
+    if (PyErr_Occurred())
+        PyErr_WriteUnraisable(NULL);
+    if (engine_thread)
+        committing = 0;
+    PyGILState_Release(gil);
+}
+
+int sw_py_core_move_committing(void)
+{
+    return committing;
+}
+
+int sw_py_core_move_start(sw_py_core_move *cm, PyObject *source, int64_t offset,
+                          const sw_layout *layout, PyObject *destination, int elementwise,
+                          int caller_waits, int64_t *progress)
+{
+    sw_error err;
+    sw_tensor *t = NULL;
+    if (sw_tensor_new(CARRIER(source)->core, offset, layout, &t, &err) != SW_OK)
+        return sw_py_raise(&err);
+    sw_move_options o = {
+        .on_commit = on_commit,
+        .user = cm,
+        .commit_enter = commit_enter,
+        .commit_leave = commit_leave,
+        .progress = progress,
+        .caller_waits = caller_waits,
+        .elementwise = elementwise,
+    };
+    sw_move_handle *m = NULL;
+    sw_status st;
+    int64_t span = layout->cosize * (int64_t)sw_dtype_slot_bytes(sw_tensor_dtype(t));
+    if (caller_waits && span > GIL_HELD_BYTES) {
+        Py_BEGIN_ALLOW_THREADS
+        st = sw_move_async(t, CARRIER(destination)->core, &o, &m, &err);
+        Py_END_ALLOW_THREADS
+    } else {
+        st = sw_move_async(t, CARRIER(destination)->core, &o, &m, &err);
+    }
+    sw_tensor_unref(t);
+    /* The commit reaches the binding through `cm`: the handle is not kept. */
+    sw_move_unref(m);
+    return st == SW_OK ? 0 : sw_py_raise(&err);
+}
+
+void sw_py_core_move_hold(int on)
+{
+    sw_move_hold(on);
+}
+
+void sw_py_core_move_drain(void)
+{
+    Py_BEGIN_ALLOW_THREADS
+    sw_move_drain();
+    Py_END_ALLOW_THREADS
+}
