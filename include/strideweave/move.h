@@ -107,8 +107,55 @@ typedef struct sw_move_handle sw_move_handle;
 
 typedef enum sw_move_route {
     SW_ROUTE_BULK = 1,        /* physical span through host/file endpoints */
-    SW_ROUTE_ELEMENTWISE = 2  /* logical values (strided copy or slot by slot) */
+    SW_ROUTE_ELEMENTWISE = 2, /* logical values (strided copy or slot by slot) */
+    SW_ROUTE_SUPPLIED = 3     /* the caller's transfer (sw_move_options.transfer) */
 } sw_move_route;
+
+/* ---- transfers a binding supplies ------------------------------------------
+ *
+ * A binding whose route the core cannot run itself (a copy written in the
+ * binding's language, a transfer provider, carriers whose slots only the
+ * binding reaches: STATE_ONLY classes, carrier.h) still runs the move on
+ * this engine: it sets `transfer` in the options and the core does
+ * everything else as for its own routes (validation, pending marks, the
+ * profiling events, one commit on the completion thread with the commit
+ * guard and on_commit, dropped handles, sw_move_drain, exit, fork).
+ *
+ * Who calls what, on which thread:
+ *   1. sw_move_async (or sw_move_span_async) validates, marks both
+ *      carriers pending, reports SUBMIT, then calls `transfer(move, user)`
+ *      once, on the thread that called it, with no core lock held (under
+ *      sw_move_hold: on the thread that calls sw_move_hold(0)). A binding
+ *      calling it with its own lock held (the GIL) gets `transfer` with
+ *      that lock held.
+ *   2. `transfer` does the copy there, or hands it to a thread of its own
+ *      choosing and returns. Whoever finishes calls
+ *      sw_move_transfer_done(move, status, err) exactly once, from any
+ *      thread, with no core lock held; it does not block, and it may be
+ *      called inside `transfer`.
+ *   3. The commit: when done was reported inside `transfer`, on the thread
+ *      that called sw_move_async, before it returns (the commit guard may
+ *      then take a lock that thread holds already: make it re-entrant, as
+ *      PyGILState_Ensure is); otherwise on the core's completion thread.
+ *      Either way after the carriers' marks are cleared and, on success,
+ *      the source released; on failure the source is live and unchanged.
+ * The move holds references to both carriers and to the handle until its
+ * commit: dropping every handle neither cancels nor blocks it. The core
+ * never touches the slots of either carrier for such a move.
+ *
+ * Sizes: with a supplied transfer either carrier may be STATE_ONLY. The
+ * core then learns sizes from the binding: `dst_slots` is the destination's
+ * slot count (the binding grows an empty destination itself, before the
+ * call); the dtype comparison (row 8) is the binding's for a STATE_ONLY
+ * carrier, and the move's bytes are `bytes` (0 when not set). Without a
+ * supplied transfer a STATE_ONLY carrier is refused as before.
+ *
+ * Exit and drains: such a move counts in flight like any other, so
+ * sw_move_drain and exit wait for its report. A binding whose transfer may
+ * never report (user code) bounds that wait with sw_move_drain_for and
+ * then sw_move_abandon: drains stop waiting for it; should it report
+ * later, it still commits once. */
+typedef void (*sw_move_transfer_fn)(sw_move_handle *move, void *user);
 
 /* Runs once per move on the completion thread (or on the caller for a
  * move run there, see above), after the commit changed the carriers and
@@ -141,11 +188,35 @@ typedef struct sw_move_options {
                             does): see "Where the transfer runs" above */
     int elementwise;     /* 1: copy the logical values only, even between a pair
                             with a bulk route (sw_move_route_for) */
+    sw_move_transfer_fn transfer; /* NULL: the core's route; else the caller's
+                                     (see "transfers a binding supplies") */
+    int64_t dst_slots;   /* with `transfer` and a STATE_ONLY destination: its
+                            slot count as the binding knows it */
+    int64_t bytes;       /* with `transfer`: the bytes it copies (sw_move_bytes) */
 } sw_move_options;
 
 /* See the top of this file. `options` may be NULL. */
 SW_API sw_status sw_move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options *options,
                                sw_move_handle **out, sw_error *err);
+/* sw_move_async for the span (`src`, `offset`, `layout`) without a tensor
+ * handle, for a STATE_ONLY source (on which no tensor can be made). The
+ * same validation, with `src` in the tensor's place; `layout` is copied. A
+ * STATE_ONLY carrier on either side needs `options->transfer`, else
+ * SW_ENOTSUP before any change. A result on a STATE_ONLY destination is a
+ * handle only: the binding reaches its slots. */
+SW_API sw_status sw_move_span_async(sw_carrier *src, int64_t offset, const sw_layout *layout,
+                                    sw_carrier *dst, const sw_move_options *options,
+                                    sw_move_handle **out, sw_error *err);
+/* A supplied transfer finished (see "transfers a binding supplies"):
+ * SW_OK, or its failure (`err` copied; NULL: a generic message for
+ * `status`). Exactly once per such move, from any thread; no effect on a
+ * move without a supplied transfer or on a second call. */
+SW_API void sw_move_transfer_done(sw_move_handle *move, sw_status status, const sw_error *err);
+/* Drains and exit stop waiting for this move (its supplied transfer may
+ * never report); it still commits once if it reports later. Idempotent;
+ * no effect once it committed. */
+SW_API void sw_move_abandon(sw_move_handle *move);
+
 /* Block until the move committed; then the result (new reference) or the
  * terminal error. `result` may be NULL. */
 SW_API sw_status sw_move_wait(sw_move_handle *m, sw_tensor **result, sw_error *err);
@@ -180,6 +251,9 @@ SW_API sw_status sw_move(sw_tensor *t, sw_carrier *dst, sw_tensor **result, sw_e
  * references it held. Exit does this on its own (see the top of this
  * file); call it where you need the moves done earlier. */
 SW_API void sw_move_drain(void);
+/* sw_move_drain for at most `timeout_ns` (< 0: no bound): 1 when no move
+ * is left in flight, 0 when the time ran out. */
+SW_API int sw_move_drain_for(int64_t timeout_ns);
 
 /* Process-wide profiling hook: SW_MOVE_EVENT_SUBMIT on the initiating
  * thread once the move is submitted, SW_MOVE_EVENT_COMPLETE on the

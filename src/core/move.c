@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine_internal.h"
 #include "carrier_internal.h"
@@ -44,6 +45,11 @@ struct sw_move_handle {
     int64_t *progress;   /* the caller's byte counter, or NULL */
     int caller_waits;    /* the caller waits at once: every helper copies */
     struct sw_move_handle *held_next; /* queued by sw_move_hold */
+    sw_move_transfer_fn supplied; /* the caller's transfer (move.h), or NULL */
+    _Atomic int supplied_reported; /* sw_move_transfer_done was called */
+    int done_inline;     /* ... inside `supplied`, on the submitting thread */
+    _Atomic int counted; /* still counted in flight (sw_move_abandon clears) */
+    unsigned long generation; /* engine_generation at submission */
     sw_move_profile_fn prof;
     void *prof_user;
     uint64_t submit_ns;
@@ -60,6 +66,11 @@ static char engine_msg[sizeof(((sw_error *)0)->msg)];
 static pthread_mutex_t drain_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t drain_cond = PTHREAD_COND_INITIALIZER;
 static long in_flight;
+/* Moves counted in flight belong to this generation; a forked child starts
+ * a new one, so a parent's move committing there does not uncount. */
+static _Atomic unsigned long engine_generation;
+/* The supplied-transfer move whose `transfer` runs on this thread now. */
+static _Thread_local sw_move_handle *supplying;
 
 static pthread_mutex_t hook_lock = PTHREAD_MUTEX_INITIALIZER;
 static sw_move_profile_fn hook_fn;
@@ -119,6 +130,7 @@ static void engine_after_fork_child(void)
     holding = 0;
     held_head = held_tail = NULL; /* the parent's business, like its moves */
     in_flight = 0;
+    atomic_fetch_add(&engine_generation, 1);
 }
 
 /* At exit (atexit, and first thing in the session directory's own exit
@@ -184,12 +196,53 @@ static void in_flight_add(int delta)
     pthread_mutex_unlock(&drain_lock);
 }
 
+/* Whether `m` is still to be uncounted, claiming that once (its commit or
+ * sw_move_abandon, whichever comes first); the caller then calls
+ * in_flight_add(-1). Read before the handle can go. */
+static int take_count(sw_move_handle *m)
+{
+    return atomic_exchange(&m->counted, 0) &&
+           m->generation == atomic_load(&engine_generation);
+}
+
+static void uncount(sw_move_handle *m)
+{
+    if (take_count(m))
+        in_flight_add(-1);
+}
+
 void sw_move_drain(void)
 {
     pthread_mutex_lock(&drain_lock);
     while (in_flight > 0)
         pthread_cond_wait(&drain_cond, &drain_lock);
     pthread_mutex_unlock(&drain_lock);
+}
+
+int sw_move_drain_for(int64_t timeout_ns)
+{
+    if (timeout_ns < 0) {
+        sw_move_drain();
+        return 1;
+    }
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until); /* drain_cond uses the default clock */
+    int64_t ns = (int64_t)until.tv_nsec + timeout_ns % 1000000000LL;
+    until.tv_sec += (time_t)(timeout_ns / 1000000000LL + ns / 1000000000LL);
+    until.tv_nsec = (long)(ns % 1000000000LL);
+    pthread_mutex_lock(&drain_lock);
+    int timed_out = 0;
+    while (in_flight > 0 && !timed_out)
+        timed_out = pthread_cond_timedwait(&drain_cond, &drain_lock, &until) != 0;
+    int drained = in_flight <= 0;
+    pthread_mutex_unlock(&drain_lock);
+    return drained;
+}
+
+void sw_move_abandon(sw_move_handle *m)
+{
+    if (m)
+        uncount(m);
 }
 
 void sw_move_set_profile_hook(sw_move_profile_fn fn, void *user)
@@ -356,7 +409,9 @@ static void commit(sw_move_handle *m)
     if (m->enter)
         m->enter(m->user);
     sw_carrier_lock_pair(s, d);
-    if (m->status == SW_OK && (d->released || d->ops->size(d->impl) < m->src->layout->cosize))
+    if (m->status == SW_OK &&
+        (d->released || (!SW_CARRIER_STATE_ONLY(d) &&
+                         d->ops->size(d->impl) < m->src->layout->cosize)))
         m->status = sw_error_set(&m->err, SW_ESTATE,
                                  "move: the %s destination lost its storage before commit",
                                  sw_carrier_name(d));
@@ -386,6 +441,8 @@ static void commit(sw_move_handle *m)
     sw_tensor_unref(unpublished);
     sw_tensor_unref(src);
     sw_carrier_unref(dst);
+    /* Read now: the handle may be gone once `done` is signalled. */
+    int counted = take_count(m);
     /* Drop the job's reference before waking anyone, so that the last
      * reference (and with it the result) goes on the thread that drops the
      * handle. A handle freed meanwhile waits for this signal first
@@ -396,7 +453,8 @@ static void commit(sw_move_handle *m)
         sw_completion_signal(m->done);
 
     /* Last: sw_move_drain promises the move let go of everything. */
-    in_flight_add(-1);
+    if (counted)
+        in_flight_add(-1);
 }
 
 /* ---- handles -------------------------------------------------------------- */
@@ -460,9 +518,10 @@ sw_status sw_move_wait(sw_move_handle *m, sw_tensor **result, sw_error *err)
 
 /* Rows 2-10 of the validation order (move.h), with the carriers locked.
  * `d` may be NULL or `s` (rows 4 and 5 then fail after rows 2 and 3). */
-static sw_status validate_locked(sw_carrier *s, sw_carrier *d, const sw_layout *l, int *grow,
-                                 sw_error *err)
+static sw_status validate_locked(sw_carrier *s, sw_carrier *d, const sw_layout *l,
+                                 const sw_move_options *o, int *grow, sw_error *err)
 {
+    int supplied = o && o->transfer;
     if (s->released)
         return sw_error_set(err, SW_ESTATE, "move: the source %s carrier is released",
                             sw_carrier_name(s));
@@ -475,13 +534,15 @@ static sw_status validate_locked(sw_carrier *s, sw_carrier *d, const sw_layout *
                             "move: the source %s carrier is taking part in a pending move; "
                             "wait for that move first",
                             sw_carrier_name(s));
+    if (SW_CARRIER_STATE_ONLY(s) && !supplied)
+        return sw_carrier_refuse_state_only(s, "be a move's source", err);
     if (!d)
         return sw_error_set(err, SW_ETYPE, "move: destination must be a carrier, not NULL");
     if (d == s)
         return sw_error_set(err, SW_EINVAL,
                             "move: the destination is the tensor's own carrier; pass a "
                             "different carrier");
-    if (SW_CARRIER_STATE_ONLY(d))
+    if (SW_CARRIER_STATE_ONLY(d) && !supplied)
         return sw_carrier_refuse_state_only(d, "be a move's destination", err);
     if (d->released)
         return sw_error_set(err, SW_ESTATE, "move: the destination %s carrier is released",
@@ -493,13 +554,14 @@ static sw_status validate_locked(sw_carrier *s, sw_carrier *d, const sw_layout *
                                 ? " (it is taking part in a pending move)"
                             : d->owner_token ? " (it is owned by another carrier)"
                                              : "");
-    if (d->dtype != s->dtype)
+    /* A STATE_ONLY carrier's dtype is the binding's to compare. */
+    if (!SW_CARRIER_STATE_ONLY(s) && !SW_CARRIER_STATE_ONLY(d) && d->dtype != s->dtype)
         return sw_error_set(err, SW_ETYPE, "move: the destination holds %s, the tensor %s",
                             sw_dtype_info_of(d->dtype)->name, sw_dtype_info_of(s->dtype)->name);
     sw_status pin = sw_block_device_check_move_locked(s, d, err);
     if (pin != SW_OK)
         return pin;
-    int64_t size = d->ops->size(d->impl);
+    int64_t size = SW_CARRIER_STATE_ONLY(d) ? o->dst_slots : d->ops->size(d->impl);
     *grow = 0;
     if (size < l->cosize) {
         if (size != 0 || !d->ops->allocate || !d->ops->unallocate)
@@ -547,8 +609,15 @@ static sw_status new_move(sw_tensor *t, sw_carrier *d, const sw_move_options *o,
             m->route = SW_ROUTE_ELEMENTWISE;
             m->transfer = NULL;
         }
+        if (o->transfer) {
+            m->route = SW_ROUTE_SUPPLIED;
+            m->transfer = NULL;
+            m->supplied = o->transfer;
+        }
     }
-    m->bytes = (m->route == SW_ROUTE_BULK ? t->layout->cosize : t->layout->size) * (int64_t)width;
+    m->bytes = m->supplied ? (o->bytes > 0 ? o->bytes : 0)
+               : (m->route == SW_ROUTE_BULK ? t->layout->cosize : t->layout->size) *
+                     (int64_t)width;
     *out = m;
     return SW_OK;
 }
@@ -557,15 +626,100 @@ static sw_status new_move(sw_tensor *t, sw_carrier *d, const sw_move_options *o,
  * runs"). Never while a test holds transfers at their pause point. */
 static int runs_here(const sw_move_handle *m)
 {
-    if (m->transfer || m->slotwise || !storage_builtin(m->src->carrier->ops) ||
+    if (m->supplied || m->transfer || m->slotwise || !storage_builtin(m->src->carrier->ops) ||
         !storage_builtin(m->dst->ops) || sw_fault_armed("move_transfer_pause"))
         return 0;
     int64_t span = m->src->layout->cosize * (int64_t)sw_dtype_slot_bytes(m->src->carrier->dtype);
     return span <= (m->caller_waits ? HERE_WAITED_BYTES : HERE_BYTES);
 }
 
+/* Hand a supplied-transfer move to its transfer, on this thread (move.h,
+ * "transfers a binding supplies"); a report made inside it commits here. */
+static void start_supplied(sw_move_handle *m)
+{
+    sw_move_handle *outer = supplying;
+    supplying = m;
+    m->supplied(m, m->user);
+    supplying = outer;
+    if (m->done_inline) {
+        int was = engine_thread;
+        engine_thread = 1;
+        commit(m);
+        engine_thread = was;
+    }
+}
+
+void sw_move_transfer_done(sw_move_handle *m, sw_status status, const sw_error *err)
+{
+    if (!m || !m->supplied || atomic_exchange(&m->supplied_reported, 1))
+        return;
+    if (status == SW_OK) {
+        m->status = SW_OK;
+    } else if (err && err->code != SW_OK) {
+        m->err = *err;
+        m->status = err->code;
+    } else {
+        m->status = sw_error_set(&m->err, status, "move: the supplied transfer failed");
+    }
+    if (supplying == m) {
+        m->done_inline = 1; /* start_supplied commits once `transfer` returns */
+        return;
+    }
+    /* The completion thread commits, as for a pool job. Without one (a
+     * forked child's inherited move): here. */
+    sw_error perr;
+    sw_executor *ex = NULL;
+    pthread_mutex_lock(&engine_lock);
+    if (engine_started && engine_status == SW_OK &&
+        m->generation == atomic_load(&engine_generation))
+        ex = engine;
+    pthread_mutex_unlock(&engine_lock);
+    if (ex && sw_executor_post_completed(ex, &m->job, &perr) == SW_OK)
+        return;
+    commit(m);
+}
+
+static sw_status move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options *options,
+                            sw_move_handle **out, sw_error *err);
+
 sw_status sw_move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options *options,
                         sw_move_handle **out, sw_error *err)
+{
+    return move_async(t, dst, options, out, err);
+}
+
+sw_status sw_move_span_async(sw_carrier *src, int64_t offset, const sw_layout *layout,
+                             sw_carrier *dst, const sw_move_options *options,
+                             sw_move_handle **out, sw_error *err)
+{
+    if (!src || !layout)
+        return sw_error_set(err, SW_ETYPE, "move: source carrier and layout must not be NULL");
+    sw_tensor *t = NULL;
+    if (!SW_CARRIER_STATE_ONLY(src)) {
+        sw_status st = sw_tensor_new(src, offset, layout, &t, err);
+        if (st != SW_OK)
+            return st;
+    } else {
+        if (offset < 0)
+            return sw_error_set(err, SW_EINVAL, "move: offset must be >= 0, not %lld",
+                                (long long)offset);
+        if (!options || !options->transfer)
+            return sw_carrier_refuse_state_only(src, "be a move's source", err);
+        sw_layout *l = sw_layout_copy(layout, err);
+        if (!l)
+            return err ? err->code : SW_ENOMEM;
+        if (!(t = sw_tensor_wrap(src, offset, l, err))) {
+            sw_layout_free(l);
+            return SW_ENOMEM;
+        }
+    }
+    sw_status st = move_async(t, dst, options, out, err);
+    sw_tensor_unref(t);
+    return st;
+}
+
+static sw_status move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options *options,
+                            sw_move_handle **out, sw_error *err)
 {
     if (!t)
         return sw_error_set(err, SW_ETYPE, "move: tensor must be a tensor, not NULL");
@@ -576,12 +730,12 @@ sw_status sw_move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options *op
     sw_status st;
     if (!dst || dst == s) {
         pthread_mutex_lock(&s->lock);
-        st = validate_locked(s, dst, t->layout, &grow, err);
+        st = validate_locked(s, dst, t->layout, options, &grow, err);
         pthread_mutex_unlock(&s->lock);
         return st;
     }
     sw_carrier_lock_pair(s, dst);
-    st = validate_locked(s, dst, t->layout, &grow, err);
+    st = validate_locked(s, dst, t->layout, options, &grow, err);
     sw_carrier_unlock_pair(s, dst);
     if (st != SW_OK)
         return st;
@@ -595,7 +749,7 @@ sw_status sw_move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options *op
     /* Validate again under the locks (another thread may have changed
      * either carrier meanwhile), then grow and mark pending atomically. */
     sw_carrier_lock_pair(s, dst);
-    st = validate_locked(s, dst, t->layout, &grow, err);
+    st = validate_locked(s, dst, t->layout, options, &grow, err);
     if (st == SW_OK && grow)
         st = dst->ops->allocate(dst->impl, t->layout->cosize, err);
     if (st == SW_OK) {
@@ -613,6 +767,8 @@ sw_status sw_move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options *op
     m->prof_user = hook_user;
     pthread_mutex_unlock(&hook_lock);
     m->submit_ns = sw_clock_ns();
+    m->generation = atomic_load(&engine_generation);
+    atomic_store(&m->counted, 1);
     in_flight_add(1);
     sw_move_ref(m); /* the job's reference, dropped by commit */
     m->queued = 1;
@@ -633,7 +789,7 @@ sw_status sw_move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options *op
             here = runs_here(m);
         }
         pthread_mutex_unlock(&engine_lock);
-        if (!held && !here)
+        if (!held && !here && !m->supplied)
             st = sw_executor_submit(engine, &m->job, err);
     }
     if (st != SW_OK) {
@@ -645,14 +801,16 @@ sw_status sw_move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options *op
         if (grow)
             dst->ops->unallocate(dst->impl, NULL);
         sw_carrier_unlock_pair(s, dst);
-        in_flight_add(-1);
+        uncount(m);
         sw_move_unref(m);
         sw_move_unref(m);
         return st;
     }
     profile(m, SW_MOVE_EVENT_SUBMIT, 0, SW_OK);
     sw_completion_signal(m->reported);
-    if (here) {
+    if (m->supplied && !held) {
+        start_supplied(m);
+    } else if (here) {
         /* The transfer and the commit on this thread, as the pool and the
          * completion thread would run them. Exit from a hook here does not
          * wait for this move either. */
@@ -676,7 +834,9 @@ void sw_move_hold(int on)
     while (m) {
         sw_move_handle *next = m->held_next;
         sw_error err;
-        if (sw_executor_submit(engine, &m->job, &err) != SW_OK) {
+        if (m->supplied) {
+            start_supplied(m);
+        } else if (sw_executor_submit(engine, &m->job, &err) != SW_OK) {
             /* The pool refuses it: its terminal failure, committed here. */
             m->err = err;
             m->status = err.code != SW_OK ? err.code : SW_EIO;
