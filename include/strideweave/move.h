@@ -124,10 +124,10 @@ typedef enum sw_move_route {
  * Who calls what, on which thread:
  *   1. sw_move_async (or sw_move_span_async) validates, marks both
  *      carriers pending, reports SUBMIT, then calls `transfer(move, user)`
- *      once, on the thread that called it, with no core lock held (under
- *      sw_move_hold: on the thread that calls sw_move_hold(0)). A binding
- *      calling it with its own lock held (the GIL) gets `transfer` with
- *      that lock held.
+ *      once, on the thread that called it, before it returns, with no core
+ *      lock held (sw_move_hold does not hold such moves: their threads are
+ *      the binding's). A binding calling it with its own lock held (the
+ *      GIL) gets `transfer` with that lock held.
  *   2. `transfer` does the copy there, or hands it to a thread of its own
  *      choosing and returns. Whoever finishes calls
  *      sw_move_transfer_done(move, status, err) exactly once, from any
@@ -138,7 +138,10 @@ typedef enum sw_move_route {
  *      then take a lock that thread holds already: make it re-entrant, as
  *      PyGILState_Ensure is); otherwise on the core's completion thread.
  *      Either way after the carriers' marks are cleared and, on success,
- *      the source released; on failure the source is live and unchanged.
+ *      the source released (a STATE_ONLY source excepted: its slots are the
+ *      binding's, so on_commit releases it with sw_carrier_release_moved,
+ *      or keeps it live when that release fails); on failure the source
+ *      is live and unchanged.
  * The move holds references to both carriers and to the handle until its
  * commit: dropping every handle neither cancels nor blocks it. The core
  * never touches the slots of either carrier for such a move.

@@ -417,7 +417,9 @@ static void commit(sw_move_handle *m)
                                  sw_carrier_name(d));
     s->pending_src = 0;
     d->pending_dst = 0;
-    if (m->status == SW_OK)
+    /* A STATE_ONLY source's slots are the binding's: its on_commit releases
+     * it (sw_carrier_release_moved), which it may refuse. */
+    if (m->status == SW_OK && !SW_CARRIER_STATE_ONLY(s))
         sw_carrier_release_locked(s);
     sw_carrier_unlock_pair(s, d);
 
@@ -777,7 +779,7 @@ static sw_status move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options
         st = sw_error_set(err, SW_EIO, "move: injected submission failure");
     } else {
         pthread_mutex_lock(&engine_lock);
-        if (holding) {
+        if (holding && !m->supplied) {
             held = 1;
             m->held_next = NULL;
             if (held_tail)
@@ -834,9 +836,7 @@ void sw_move_hold(int on)
     while (m) {
         sw_move_handle *next = m->held_next;
         sw_error err;
-        if (m->supplied) {
-            start_supplied(m);
-        } else if (sw_executor_submit(engine, &m->job, &err) != SW_OK) {
+        if (sw_executor_submit(engine, &m->job, &err) != SW_OK) {
             /* The pool refuses it: its terminal failure, committed here. */
             m->err = err;
             m->status = err.code != SW_OK ? err.code : SW_EIO;
