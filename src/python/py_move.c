@@ -24,11 +24,16 @@
  * transfer runs on the caller, GIL released, and commits there, with the
  * same pending marks and one commit; so does a move_async out of a block
  * device up to 64 KiB. Routes
- * that must call Python (a user _copy, carriers written in Python) run on
- * the submitting thread, with transfer access to the two carriers, and
- * commit there; for move_async a Python _copy / _copy_async runs on a
- * binding-owned worker thread instead (the waiter threads of
- * py_provider_wait.c), so move_async returns before it finishes.
+ * that must call Python (a user _copy / _copy_async, the elementwise
+ * fallback over carriers written in Python) run on the core's engine too,
+ * as moves whose transfer this file supplies (sw_py_core_move_supply): the
+ * core marks both carriers pending, counts the move in flight and commits
+ * once; the copy runs on the submitting thread with transfer access to the
+ * two carriers (the core then commits there), or for move_async on a
+ * binding-owned worker thread (the waiter threads of py_provider_wait.c),
+ * which reports to the core, whose completion thread commits. Only
+ * pairs with a block device (and TransferRoute providers) keep this file's
+ * own Python-copy path.
  * A dropped handle changes nothing: the request holds its own
  * references until the commit. At interpreter exit an atexit hook refuses
  * new moves and waits for those in flight: the core's moves (sw_move_drain)
@@ -96,6 +101,9 @@ typedef struct move_request {
     PyObject *copy_op;          /* a Python _copy off the caller: its operation */
     PyObject *copy_tensor;      /* and source Tensor, until the worker takes them */
     int on_worker;              /* its Python _copy is queued or running on a worker */
+    int supplied;               /* the core runs it, this file supplies the copy */
+    int copy_async;             /* ... on a worker thread (move_async) */
+    PyObject *copy_error;       /* the supplied copy's failure, for the commit */
 } move_request;
 
 /* Executor state. The pointers change only with the GIL held; the in-flight
@@ -293,6 +301,7 @@ static void request_free(move_request *r)
     Py_XDECREF(r->wait.error);
     Py_XDECREF(r->copy_op);
     Py_XDECREF(r->copy_tensor);
+    Py_XDECREF(r->copy_error);
     sw_free(r);
 }
 
@@ -668,10 +677,10 @@ static PyObject *shutdown_moves(PyObject *mod, PyObject *unused)
     (void)unused;
     closing = 1;
     release_held();
-    /* The moves the core runs: C work that finishes, always waited for
-     * (their commits take the GIL, released meanwhile). */
-    sw_py_core_move_drain();
     if (!executor) {
+        /* The moves the core runs: C work that finishes, always waited
+         * for (their commits take the GIL, released meanwhile). */
+        sw_py_core_move_drain();
         reclaim_released_files();
         Py_RETURN_NONE;
     }
@@ -679,9 +688,17 @@ static PyObject *shutdown_moves(PyObject *mod, PyObject *unused)
     sw_completion *exited = completion_exited;
     int interrupted = 0;
     double timeout = exit_timeout_seconds();
+    /* First the moves whose copy is Python's (bounded) and this file's pool
+     * moves; the core commits meanwhile (the GIL is let go while waiting). */
     int gave_up = drain_inflight(timeout, &interrupted);
-    if (gave_up)
+    if (gave_up) {
         report_abandoned(timeout, interrupted);
+        /* The core stops waiting for the Python copies given up on. */
+        for (move_request *r = live_head; r; r = r->live_next)
+            if (r->supplied && (r->wait.completion || r->on_worker))
+                sw_py_core_move_abandon(&r->core);
+    }
+    sw_py_core_move_drain();
     Py_BEGIN_ALLOW_THREADS
     sw_executor_shutdown(ex);
     sw_completion_wait(exited);
@@ -785,6 +802,19 @@ static PyObject *after_fork_in_child(PyObject *mod, PyObject *unused)
 
 /* ---- submission ------------------------------------------------------------- */
 
+/* A Python copy (or a provider's completion) ended with `e` (borrowed,
+ * NULL: success): a move the core runs learns it through its supplied
+ * transfer and commits; any other commits here. `r` may be gone after. */
+static void copy_done(move_request *r, PyObject *e)
+{
+    if (!r->supplied) {
+        commit(r, e);
+        return;
+    }
+    Py_XSETREF(r->copy_error, Py_XNewRef(e));
+    sw_py_core_move_transfer_done(&r->core, e != NULL);
+}
+
 /* Run the route's _copy on this thread, with transfer access to both
  * carriers; NULL on success, else the exception (new reference). */
 static PyObject *run_python_copy(move_request *r, PyObject *op, PyObject *tensor)
@@ -826,7 +856,7 @@ static int run_python_copy_async(move_request *r, PyObject *op, PyObject *tensor
     PyObject *fn;
     if (_PyObject_LookupAttr((PyObject *)Py_TYPE(op), str_copy_async, &fn) < 0) {
         PyObject *e = sw_py_take_exception();
-        commit(r, e);
+        copy_done(r, e);
         Py_XDECREF(e);
         return 0;
     }
@@ -859,7 +889,7 @@ static void run_python_copy_here(move_request *r, PyObject *op, PyObject *tensor
     if (run_python_copy_async(r, op, tensor) == 0)
         return;
     PyObject *e = run_python_copy(r, op, tensor);
-    commit(r, e);
+    copy_done(r, e);
     Py_XDECREF(e);
 }
 
@@ -928,12 +958,16 @@ static void run_here(move_request *r)
 /* The core committed (GIL held): attach the binding's outcome. */
 static void core_committed(sw_py_core_move *cm, const sw_error *err)
 {
-    PyObject *e = NULL;
-    if (err) {
+    move_request *r = CORE_REQUEST(cm);
+    PyObject *e = Py_XNewRef(r->copy_error);
+    /* The core's own commit check failed: this file's words for it. */
+    if (!e && err && r->supplied)
+        e = validate_result(r);
+    if (!e && err) {
         sw_py_raise(err);
         e = sw_py_take_exception();
     }
-    finish(CORE_REQUEST(cm), e);
+    finish(r, e);
     Py_XDECREF(e);
 }
 
@@ -960,6 +994,46 @@ static void submit_core(move_request *r, PyObject *tensor, sw_route_kind kind, i
     Py_XDECREF(e);
 }
 
+static int64_t move_bytes(PyObject *tensor, PyObject *op_type);
+
+/* The core asks for the copy of a move it runs for a Python _copy (GIL
+ * held, on the thread that started it): a move_async hands it to a worker
+ * thread, anything else runs it here (the core then commits here too). */
+static void supplied_transfer(sw_py_core_move *cm)
+{
+    move_request *r = CORE_REQUEST(cm);
+    PyObject *op = r->copy_op, *tensor = r->copy_tensor;
+    r->copy_op = r->copy_tensor = NULL;
+    if (!(r->copy_async && python_copy_on_worker(r, op, tensor) == 0))
+        run_python_copy_here(r, op, tensor);
+    Py_DECREF(op);
+    Py_DECREF(tensor);
+}
+
+/* A move whose copy is Python's (an operation's _copy / _copy_async, the
+ * elementwise fallback over carriers written in Python) on the core's
+ * engine: it marks, counts and commits; this file supplies the copy. A
+ * refusal by the core is the handle's terminal failure, nothing changed. */
+static void submit_supplied(move_request *r, PyObject *op, PyObject *op_type, PyObject *tensor,
+                            int sync, int off_caller)
+{
+    SwSubtensor *s = &TENSOR(tensor)->subs[0];
+    int64_t slots = 0;
+    r->core.commit = core_committed;
+    r->core.release = core_release;
+    r->core.transfer = supplied_transfer;
+    r->copy_op = Py_NewRef(op);
+    r->copy_tensor = Py_NewRef(tensor);
+    r->copy_async = !sync && off_caller;
+    if (sw_py_carrier_size(r->destination, &slots) == 0 &&
+        sw_py_core_move_supply(&r->core, s->carrier, s->offset, SwLayout_CORE(s->layout),
+                               r->destination, slots, move_bytes(tensor, op_type)) == 0)
+        return;
+    PyObject *e = sw_py_take_exception();
+    commit(r, e);
+    Py_XDECREF(e);
+}
+
 /* From here on every failure is the handle's. `sync`: the caller waits for
  * the result at once (move(), MoveOperation.forward). `off_caller`: a
  * Python _copy may run on a worker thread (the public move_async; the
@@ -968,7 +1042,7 @@ static void submit(move_request *r, PyObject *op, PyObject *op_type, PyObject *t
                    int off_caller)
 {
     sw_route_kind kind = sw_py_move_route_kind((PyTypeObject *)op_type);
-    if (kind != SW_ROUTE_PYTHON) {
+    if (kind != SW_ROUTE_PYTHON && !r->supplied) {
         SwSubtensor *s = &TENSOR(tensor)->subs[0];
         int c = sw_py_move_describe(s->carrier, s->offset, SwLayout_CORE(s->layout),
                                     r->destination, kind == SW_ROUTE_BULK, &r->transfer,
@@ -1014,6 +1088,11 @@ static void submit(move_request *r, PyObject *op, PyObject *op_type, PyObject *t
         PyObject *e = sw_py_take_exception();
         commit(r, e);
         Py_XDECREF(e);
+        return;
+    }
+    if (r->supplied) {
+        submit_supplied(r, own_op, op_type, tensor, sync, off_caller);
+        Py_DECREF(own_op);
         return;
     }
     if (!sync && off_caller && python_copy_on_worker(r, own_op, tensor) == 0) {
@@ -1119,6 +1198,11 @@ static void provider_finished(sw_provider_wait *w)
 {
     move_request *r = (move_request *)((char *)w - offsetof(move_request, wait));
     sw_error err;
+    if (r->supplied) { /* the core's completion thread commits */
+        copy_done(r, r->wait.error);
+        inflight_count(-1, 1);
+        return;
+    }
     if (executor && sw_executor_post_completed(executor, &r->job, &err) == SW_OK)
         return;
     commit(r, r->wait.error); /* the pool is gone: commit right here */
@@ -1155,7 +1239,7 @@ static void await_or_commit(move_request *r, PyObject *res)
     }
     PyObject *e = PyErr_Occurred() ? sw_py_take_exception() : NULL;
     Py_XDECREF(res);
-    commit(r, e);
+    copy_done(r, e);
     Py_XDECREF(e);
 }
 
@@ -1359,13 +1443,19 @@ static PyObject *initiate(PyObject *tensor, PyObject *destination, PyObject *for
     sw_route_kind kind = sw_py_move_route_kind((PyTypeObject *)route.op_type);
     r->on_core = !r->prepared && kind != SW_ROUTE_PYTHON &&
                  sw_py_core_move_pair(source, destination, kind == SW_ROUTE_BULK);
+    /* Every other route without a block device (another engineer's) or a
+     * provider runs a Python-level copy: on the core too, which marks,
+     * counts and commits while this file supplies the copy. */
+    r->supplied = !r->on_core && !r->prepared && !sw_py_block_device_core(source) &&
+                  !sw_py_block_device_core(destination);
+    r->on_core |= r->supplied;
     if (!r->on_core) /* the core marks its own moves */
         set_pending(r, 1);
     track(r);
     /* Each may commit, and free r, before it returns. */
     if (r->prepared)
         submit_prepared(r);
-    else if (r->on_core)
+    else if (r->on_core && !r->supplied)
         submit_core(r, tensor, kind, sync);
     else
         submit(r, own_op, route.op_type, tensor, sync, off_caller);

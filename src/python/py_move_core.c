@@ -67,7 +67,9 @@ static void commit_leave(void *user)
     sw_py_core_move *cm = user;
     PyGILState_STATE gil = cm->gil;
     int engine_thread = cm->engine_thread;
+    sw_move_handle *move = cm->move;
     cm->release(cm);
+    sw_move_unref(move); /* the commit still holds its own */
     if (PyErr_Occurred())
         PyErr_WriteUnraisable(NULL);
     if (engine_thread)
@@ -123,4 +125,45 @@ void sw_py_core_move_drain(void)
     Py_BEGIN_ALLOW_THREADS
     sw_move_drain();
     Py_END_ALLOW_THREADS
+}
+
+/* The core calls this on the thread that started the move, GIL held. */
+static void supplied_transfer(sw_move_handle *m, void *user)
+{
+    sw_py_core_move *cm = user;
+    cm->move = sw_move_ref(m);
+    cm->transfer(cm);
+}
+
+int sw_py_core_move_supply(sw_py_core_move *cm, PyObject *source, int64_t offset,
+                           const sw_layout *layout, PyObject *destination, int64_t dst_slots,
+                           int64_t bytes)
+{
+    sw_error err;
+    cm->move = NULL;
+    sw_move_options o = {
+        .on_commit = on_commit,
+        .user = cm,
+        .commit_enter = commit_enter,
+        .commit_leave = commit_leave,
+        .transfer = supplied_transfer,
+        .dst_slots = dst_slots,
+        .bytes = bytes,
+    };
+    sw_move_handle *m = NULL;
+    /* GIL held throughout: the transfer may run Python here. */
+    sw_status st = sw_move_span_async(CARRIER(source)->core, offset, layout,
+                                      CARRIER(destination)->core, &o, &m, &err);
+    sw_move_unref(m);
+    return st == SW_OK ? 0 : sw_py_raise(&err);
+}
+
+void sw_py_core_move_transfer_done(sw_py_core_move *cm, int failed)
+{
+    sw_move_transfer_done(cm->move, failed ? SW_EIO : SW_OK, NULL);
+}
+
+void sw_py_core_move_abandon(sw_py_core_move *cm)
+{
+    sw_move_abandon(cm->move);
 }

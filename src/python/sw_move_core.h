@@ -6,6 +6,8 @@
 #define STRIDEWEAVE_SW_MOVE_CORE_H
 
 #include "sw_python.h"
+/* not strideweave/move.h: its route names clash with sw_move.h's */
+typedef struct sw_move_handle sw_move_handle;
 
 /* Whether the core runs a move from `source` into `destination` on a
  * shipped route, bulk (`bulk` 1) or elementwise (0): both carriers are of
@@ -23,6 +25,12 @@ typedef struct sw_py_core_move {
     void (*release)(struct sw_py_core_move *cm);
     PyGILState_STATE gil;   /* the commit's, taken by the core's commit guard */
     int engine_thread;      /* the commit runs on the core's completion thread */
+    /* A move whose transfer the binding runs (sw_py_core_move_supply):
+     * called once, GIL held, on the thread that started the move; it runs
+     * the copy there or hands it to a binding thread, and whoever finishes
+     * calls sw_py_core_move_transfer_done. */
+    void (*transfer)(struct sw_py_core_move *cm);
+    sw_move_handle *move;   /* the core's handle of such a move (one reference) */
 } sw_py_core_move;
 
 /* Start moving (source carrier, offset, layout) into `destination` on the
@@ -36,6 +44,23 @@ typedef struct sw_py_core_move {
 int sw_py_core_move_start(sw_py_core_move *cm, PyObject *source, int64_t offset,
                           const sw_layout *layout, PyObject *destination, int elementwise,
                           int caller_waits, int64_t *progress);
+
+/* Start a move whose transfer the binding supplies (a Python _copy, or
+ * carriers whose slots only the binding reaches), GIL held: the core
+ * validates again, marks both carriers pending, calls `cm->transfer` here
+ * and commits once after sw_py_core_move_transfer_done (here, when that is
+ * called inside `cm->transfer`; else on its completion thread). A STATE_ONLY
+ * source is released by the binding's commit. `dst_slots`: the
+ * destination's size; `bytes`: what the copy moves. 0 / -1 as
+ * sw_py_core_move_start. */
+int sw_py_core_move_supply(sw_py_core_move *cm, PyObject *source, int64_t offset,
+                           const sw_layout *layout, PyObject *destination, int64_t dst_slots,
+                           int64_t bytes);
+/* The supplied transfer finished (`failed`: the binding keeps its error);
+ * any thread, GIL held or not; `cm` may be gone once this returns. */
+void sw_py_core_move_transfer_done(sw_py_core_move *cm, int failed);
+/* Exit gave up on this supplied move: the core's drains stop waiting. */
+void sw_py_core_move_abandon(sw_py_core_move *cm);
 
 /* 1 on the core's completion thread while it commits a binding move. */
 int sw_py_core_move_committing(void);
