@@ -995,6 +995,7 @@ static void submit_core(move_request *r, PyObject *tensor, sw_route_kind kind, i
 }
 
 static int64_t move_bytes(PyObject *tensor, PyObject *op_type);
+static void submit_prepared(move_request *r);
 
 /* The core asks for the copy of a move it runs for a Python _copy (GIL
  * held, on the thread that started it): a move_async hands it to a worker
@@ -1004,6 +1005,12 @@ static void supplied_transfer(sw_py_core_move *cm)
     move_request *r = CORE_REQUEST(cm);
     PyObject *op = r->copy_op, *tensor = r->copy_tensor;
     r->copy_op = r->copy_tensor = NULL;
+    if (r->prepared) { /* a TransferRoute: its submit() here */
+        Py_XDECREF(op);
+        Py_DECREF(tensor);
+        submit_prepared(r);
+        return;
+    }
     if (!(r->copy_async && python_copy_on_worker(r, op, tensor) == 0))
         run_python_copy_here(r, op, tensor);
     Py_DECREF(op);
@@ -1022,7 +1029,7 @@ static void submit_supplied(move_request *r, PyObject *op, PyObject *op_type, Py
     r->core.commit = core_committed;
     r->core.release = core_release;
     r->core.transfer = supplied_transfer;
-    r->copy_op = Py_NewRef(op);
+    r->copy_op = Py_XNewRef(op); /* NULL for a TransferRoute */
     r->copy_tensor = Py_NewRef(tensor);
     r->copy_async = !sync && off_caller;
     if (sw_py_carrier_size(r->destination, &slots) == 0 &&
@@ -1443,17 +1450,19 @@ static PyObject *initiate(PyObject *tensor, PyObject *destination, PyObject *for
     sw_route_kind kind = sw_py_move_route_kind((PyTypeObject *)route.op_type);
     r->on_core = !r->prepared && kind != SW_ROUTE_PYTHON &&
                  sw_py_core_move_pair(source, destination, kind == SW_ROUTE_BULK);
-    /* Every other route without a block device (another engineer's) or a
-     * provider runs a Python-level copy: on the core too, which marks,
-     * counts and commits while this file supplies the copy. */
-    r->supplied = !r->on_core && !r->prepared && !sw_py_block_device_core(source) &&
+    /* Every other route without a block device (another engineer's) runs a
+     * Python-level copy or a TransferRoute's provider: on the core too,
+     * which marks, counts and commits while this file supplies the copy. */
+    r->supplied = !r->on_core && !sw_py_block_device_core(source) &&
                   !sw_py_block_device_core(destination);
     r->on_core |= r->supplied;
     if (!r->on_core) /* the core marks its own moves */
         set_pending(r, 1);
     track(r);
     /* Each may commit, and free r, before it returns. */
-    if (r->prepared)
+    if (r->prepared && r->supplied)
+        submit_supplied(r, NULL, route.op_type, tensor, sync, off_caller);
+    else if (r->prepared)
         submit_prepared(r);
     else if (r->on_core && !r->supplied)
         submit_core(r, tensor, kind, sync);
