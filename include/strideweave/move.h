@@ -136,7 +136,8 @@ typedef enum sw_move_route {
  *   3. The commit: when done was reported inside `transfer`, on the thread
  *      that called sw_move_async, before it returns (the commit guard may
  *      then take a lock that thread holds already: make it re-entrant, as
- *      PyGILState_Ensure is); otherwise on the core's completion thread.
+ *      PyGILState_Ensure is); when reported with sw_move_transfer_done_here,
+ *      on the reporting thread; otherwise on the core's completion thread.
  *      Either way after the carriers' marks are cleared and, on success,
  *      the source released (a STATE_ONLY source excepted: its slots are the
  *      binding's, so on_commit releases it with sw_carrier_release_moved,
@@ -215,6 +216,13 @@ SW_API sw_status sw_move_span_async(sw_carrier *src, int64_t offset, const sw_la
  * `status`). Exactly once per such move, from any thread; no effect on a
  * move without a supplied transfer or on a second call. */
 SW_API void sw_move_transfer_done(sw_move_handle *move, sw_status status, const sw_error *err);
+/* The same, and the commit runs on the calling thread before this returns
+ * (commit guard, on_commit and the COMPLETE event there) instead of on the
+ * completion thread: for a binding thread that holds the binding's lock
+ * already (a Python worker holding the GIL), which saves a hand-off of
+ * that lock per move. No core lock may be held; not from a commit hook. */
+SW_API void sw_move_transfer_done_here(sw_move_handle *move, sw_status status,
+                                       const sw_error *err);
 /* Drains and exit stop waiting for this move (its supplied transfer may
  * never report); it still commits once if it reports later. Idempotent;
  * no effect once it committed. */

@@ -651,7 +651,19 @@ static void start_supplied(sw_move_handle *m)
     }
 }
 
+static void transfer_done(sw_move_handle *m, sw_status status, const sw_error *err, int here);
+
 void sw_move_transfer_done(sw_move_handle *m, sw_status status, const sw_error *err)
+{
+    transfer_done(m, status, err, 0);
+}
+
+void sw_move_transfer_done_here(sw_move_handle *m, sw_status status, const sw_error *err)
+{
+    transfer_done(m, status, err, 1);
+}
+
+static void transfer_done(sw_move_handle *m, sw_status status, const sw_error *err, int here)
 {
     if (!m || !m->supplied || atomic_exchange(&m->supplied_reported, 1))
         return;
@@ -665,6 +677,13 @@ void sw_move_transfer_done(sw_move_handle *m, sw_status status, const sw_error *
     }
     if (supplying == m) {
         m->done_inline = 1; /* start_supplied commits once `transfer` returns */
+        return;
+    }
+    if (here) { /* the reporting thread commits, as the completion thread would */
+        int was = engine_thread;
+        engine_thread = 1;
+        commit(m);
+        engine_thread = was;
         return;
     }
     /* The completion thread commits, as for a pool job. Without one (a

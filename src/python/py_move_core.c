@@ -160,7 +160,10 @@ int sw_py_core_move_supply(sw_py_core_move *cm, PyObject *source, int64_t offset
 
 void sw_py_core_move_transfer_done(sw_py_core_move *cm, int failed)
 {
-    sw_move_transfer_done(cm->move, failed ? SW_EIO : SW_OK, NULL);
+    /* Every report comes from a Python thread holding the GIL: it commits
+     * right there (a hand-off to the core's completion thread would pass
+     * the GIL back and forth once per move). */
+    sw_move_transfer_done_here(cm->move, failed ? SW_EIO : SW_OK, NULL);
 }
 
 void sw_py_core_move_abandon(sw_py_core_move *cm)

@@ -57,7 +57,9 @@ int sw_py_core_move_supply(sw_py_core_move *cm, PyObject *source, int64_t offset
                            const sw_layout *layout, PyObject *destination, int64_t dst_slots,
                            int64_t bytes);
 /* The supplied transfer finished (`failed`: the binding keeps its error);
- * any thread, GIL held or not; `cm` may be gone once this returns. */
+ * GIL held, on any Python thread, which then commits the move before
+ * this returns (inside `cm->transfer`: once it returned); `cm` may be gone
+ * once this returns. */
 void sw_py_core_move_transfer_done(sw_py_core_move *cm, int failed);
 /* Exit gave up on this supplied move: the core's drains stop waiting. */
 void sw_py_core_move_abandon(sw_py_core_move *cm);

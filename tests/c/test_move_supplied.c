@@ -72,6 +72,7 @@ static void gate_pass(gate *g)
 typedef struct ctx {
     sw_carrier *src, *dst;
     gate *gate;          /* NULL: report inside the callback */
+    int here;            /* report with sw_move_transfer_done_here */
     sw_status report;    /* what the transfer reports */
     _Atomic int calls;   /* transfer calls */
     _Atomic int commits;
@@ -117,11 +118,13 @@ static void do_copy(ctx *c)
 static void report(sw_move_handle *m, ctx *c)
 {
     sw_error e;
+    void (*done)(sw_move_handle *, sw_status, const sw_error *) =
+        c->here ? sw_move_transfer_done_here : sw_move_transfer_done;
     if (c->report == SW_OK) {
-        sw_move_transfer_done(m, SW_OK, NULL);
+        done(m, SW_OK, NULL);
     } else {
         sw_error_set(&e, c->report, "binding: the copy failed on purpose");
-        sw_move_transfer_done(m, c->report, &e);
+        done(m, c->report, &e);
     }
 }
 
@@ -238,6 +241,31 @@ static void test_state_only_report_from_another_thread(void)
     sw_carrier_unref(c.dst);
 }
 
+/* sw_move_transfer_done_here from the binding's thread: that thread
+ * commits, before the report returns. */
+static void test_report_here_commits_on_reporter(void)
+{
+    sw_error err;
+    gate g;
+    gate_init(&g);
+    ctx c = {.report = SW_OK, .gate = &g, .here = 1, .src = state_only(), .dst = state_only()};
+    sw_layout *l = flat(16);
+    sw_move_options o = options_for(&c, 16);
+    sw_move_handle *m = NULL;
+    c.caller = pthread_self();
+    CHECK(sw_move_span_async(c.src, 0, l, c.dst, &o, &m, &err) == SW_OK);
+    CHECK(sw_carrier_is_pending(c.src));
+    gate_open(&g);
+    CHECK(sw_move_wait(m, NULL, &err) == SW_OK);
+    CHECK(atomic_load(&c.commits) == 1);
+    CHECK(pthread_equal(c.committer, c.transferer));
+    CHECK(c.src_released_at_commit && !c.pending_at_commit);
+    sw_move_unref(m);
+    sw_layout_free(l);
+    sw_carrier_unref(c.src);
+    sw_carrier_unref(c.dst);
+}
+
 /* A transfer that fails (inline or from its thread): the move's terminal
  * error is the binding's, the source stays live, both marks go. */
 static void test_failing_transfer(void)
@@ -323,6 +351,7 @@ static void *starter_main(void *arg)
         ctx *c = &many[t][i];
         c->report = (i % 5 == 4) ? SW_EIO : SW_OK;
         c->gate = (i % 3 == 0) ? NULL : &many_gate;
+        c->here = i % 2;
         c->src = state_only();
         c->dst = state_only();
         sw_move_options o = options_for(c, 32);
@@ -479,6 +508,7 @@ int main(void)
     test_exit_with_supplied_moves_in_flight(); /* first: fork before this process has threads */
     test_report_inside_commits_on_caller();
     test_state_only_report_from_another_thread();
+    test_report_here_commits_on_reporter();
     test_failing_transfer();
     test_refusals();
     test_hold();
