@@ -227,8 +227,8 @@ static void bdc_dealloc(PyObject *self)
 }
 
 /* The device holds no references back, so it is never part of a cycle
- * through a carrier; it is visited but kept until deallocation, which
- * needs it to retire the extent. */
+ * through a carrier; it is visited but kept until deallocation (`device`
+ * answers after release too). */
 static int bdc_traverse(PyObject *self, visitproc visit, void *arg)
 {
     Py_VISIT(BDC(self)->device);
