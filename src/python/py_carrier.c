@@ -3,9 +3,9 @@
  * Framework state (version, released flag, ownership, pending guard,
  * transfer access) lives in a core carrier handle (carrier.h) that every
  * carrier has from allocation, so Python subclasses work with or without
- * super().__init__(): a built-in (CPU, Generic, FileBacked) holds its own
- * core carrier, every other carrier a STATE_ONLY one whose slots, size and
- * dtype stay the binding's (its hooks). The checks and messages are the
+ * super().__init__(): a built-in (CPU, Generic, FileBacked,
+ * BlockDeviceCarrier) holds its own core carrier, every other carrier a
+ * STATE_ONLY one whose slots, size and dtype stay the binding's (its hooks). The checks and messages are the
  * binding's; the core holds the state. Framework-owned methods never consult Python overrides;
  * hooks (size, dtype, get_value, ...) are looked up dynamically on user
  * classes, while exact built-in carriers take C fast paths through their
@@ -127,7 +127,8 @@ PyObject *sw_carrier_alloc(PyTypeObject *type, int intrinsic_mutable)
     c->intrinsic_mutable = intrinsic_mutable;
     c->definition = NULL;
     c->storage_dtype = NULL;
-    /* CPU, Generic and FileBacked make their own core carrier next. */
+    /* CPU, Generic, FileBacked and BlockDeviceCarrier make their own core
+     * carrier next. */
     if (!makes_own_core(type)) {
         sw_error err;
         if (sw_carrier_new(&state_only_class, NULL, SW_DT_ANY, 0, &c->core, &err) != SW_OK) {
@@ -520,7 +521,7 @@ static int store_value(PyObject *self, int64_t index, PyObject *value)
             refuse_immutable_in(self, &s) < 0 ||
             check_range(self, index) < 0 || ops->store(self, index, slot) < 0)
             return -1;
-        if (!s.in_transfer) /* a move is not an in-place mutation */
+        if (!s.in_transfer && !ops->core_io) /* a move is not an in-place mutation */
             sw_py_state_bump_version(self);
         return 0;
     }
@@ -904,7 +905,16 @@ static int release_storage(PyObject *carrier)
     if (!sw_carrier_is_state_only(c->core)) {
         /* The caller checked the guard the release needs; the core marks
          * the carrier released and frees its storage (once). */
-        if (sw_carrier_release_moved(c->core, &err) != SW_OK)
+        sw_status st;
+        if (ops->core_io) {
+            sw_carrier *core = c->core;
+            Py_BEGIN_ALLOW_THREADS
+            st = sw_carrier_release_moved(core, &err);
+            Py_END_ALLOW_THREADS
+        } else {
+            st = sw_carrier_release_moved(c->core, &err);
+        }
+        if (st != SW_OK)
             return sw_py_raise(&err);
         ops->drop(carrier); /* the object's views of the storage */
         return 0;
