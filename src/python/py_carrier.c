@@ -453,6 +453,22 @@ static int check_range(PyObject *self, int64_t index)
     return check_range_shown(self, index, NULL);
 }
 
+/* check_range for a slot read or write that found the carrier live: a
+ * carrier whose release runs without the GIL (a block-device carrier waits
+ * for the device) may be released on another thread between that look and
+ * this one, and then has size 0. Report it as released, as it is, not as
+ * an index out of range. */
+static int check_range_live(PyObject *self, int64_t index, PyObject *shown, const char *what)
+{
+    if (check_range_shown(self, index, shown) == 0)
+        return 0;
+    if (PyErr_ExceptionMatches(PyExc_IndexError) && sw_py_state_released(self)) {
+        PyErr_Clear();
+        return refuse_released(self, what);
+    }
+    return -1;
+}
+
 /* A carrier that exists but cannot reach its slots right now (an evicted
  * Evictable) answers reads and writes like a released one. */
 static int refuse_unavailable(PyObject *self)
@@ -519,7 +535,8 @@ static int store_value(PyObject *self, int64_t index, PyObject *value)
         state_of(self, &s);
         if (refuse_released_in(self, &s, "write to") < 0 || refuse_unavailable(self) < 0 ||
             refuse_immutable_in(self, &s) < 0 ||
-            check_range(self, index) < 0 || ops->store(self, index, slot) < 0)
+            check_range_live(self, index, NULL, "write to") < 0 ||
+            ops->store(self, index, slot) < 0)
             return -1;
         if (!s.in_transfer && !ops->core_io) /* a move is not an in-place mutation */
             sw_py_state_bump_version(self);
@@ -554,7 +571,7 @@ static int store_value(PyObject *self, int64_t index, PyObject *value)
 
 PyObject *sw_py_carrier_getitem(PyObject *carrier, int64_t index)
 {
-    if (refuse_read(carrier) < 0 || check_range(carrier, index) < 0)
+    if (refuse_read(carrier) < 0 || check_range_live(carrier, index, NULL, "read") < 0)
         return NULL;
     return load_value(carrier, index);
 }
@@ -565,7 +582,7 @@ int sw_py_carrier_setitem(PyObject *carrier, int64_t index, PyObject *value)
     state_of(carrier, &s);
     if (refuse_released_in(carrier, &s, "write to") < 0 || refuse_unavailable(carrier) < 0 ||
         refuse_immutable_in(carrier, &s) < 0 ||
-        check_range(carrier, index) < 0)
+        check_range_live(carrier, index, NULL, "write to") < 0)
         return -1;
     return store_value(carrier, index, value);
 }
@@ -578,7 +595,7 @@ PyObject *sw_carrier_get_checked(PyObject *self, PyObject *index)
     PyObject *shown = NULL;
     if (refuse_read(self) < 0 || parse_index(index, &i, &shown) < 0)
         return NULL;
-    int bad = refuse_read(self) < 0 || check_range_shown(self, i, shown) < 0;
+    int bad = refuse_read(self) < 0 || check_range_live(self, i, shown, "read") < 0;
     Py_XDECREF(shown);
     return bad ? NULL : load_value(self, i);
 }
@@ -594,7 +611,7 @@ int sw_carrier_set_checked(PyObject *self, PyObject *index, PyObject *value)
         return -1;
     state_of(self, &s); /* __index__ may have changed it */
     int bad = refuse_released_in(self, &s, "write to") < 0 || refuse_unavailable(self) < 0 ||
-              refuse_immutable_in(self, &s) < 0 || check_range_shown(self, i, shown) < 0;
+              refuse_immutable_in(self, &s) < 0 || check_range_live(self, i, shown, "write to") < 0;
     Py_XDECREF(shown);
     return bad ? -1 : store_value(self, i, value);
 }
