@@ -16,6 +16,13 @@ The anchors read into one buffer allocated and touched before the rounds
       session directory): an os.pwrite loop, then an os.preadv loop; a
       second line uses the same anchor reading into freshly allocated
       memory, which promote() has to do (its primary was released).
+      This case swings from run to run on a VM whose kernel reports free
+      memory to the host (virtio-balloon free page reporting; see
+      /proc/cmdline page_reporting.page_reporting_order): a page freed and
+      reported costs 20-40x more to touch again (measured 0.1-0.2 GB/s
+      against 2-4 GB/s for a NumPy fill), and per round ours touches two
+      fresh 256 MiB sets in its timing (the file's page cache in evict,
+      the new primary in promote) where the first anchor touches one.
   (b) CPU->BlockDeviceCarrier and back: CpuToBlockDeviceMoveOperation then
       BlockDeviceToCpuMoveOperation on a loop device, against an os.pwrite
       loop followed by os.fdatasync (a move into a block device is durable

@@ -37,11 +37,16 @@
  * hear about them) and the node is closed.
  *
  * Threads: every function here is thread-safe. One mutex per device
- * serializes allocation, release, slot I/O, flush and move transfers on
- * it (a carrier's own mutex is taken before the device's, never after).
- * Calls that block: open (ioctls), allocate (zero-writes), flush and close
- * (fdatasync), slot reads/writes, and release while a move transfer runs on
- * the same device. */
+ * serializes allocation, release, slot I/O, flush and the start and end of
+ * move transfers on it (a carrier's own mutex is taken before the
+ * device's, never after); transfers themselves run without it, side by
+ * side on disjoint byte ranges. Slot reads/writes and release wait (the
+ * carrier's mutex held) for a transfer that touches a page of their byte
+ * range to end. Calls that block: open (ioctls), allocate (zero-writes),
+ * flush and close (fdatasync), slot reads/writes, release, and dropping
+ * the last carrier of a closing device (its flush). None of them calls
+ * back into a binding, so a binding may make them with its own lock (a
+ * GIL) released. */
 #ifndef STRIDEWEAVE_BLOCK_DEVICE_H
 #define STRIDEWEAVE_BLOCK_DEVICE_H
 
@@ -88,6 +93,17 @@ SW_API sw_status sw_block_device_allocate(sw_block_device *d, int64_t size, sw_d
  * already faulted. A closed device has nothing to flush (SW_OK). */
 SW_API sw_status sw_block_device_flush(sw_block_device *d, sw_error *err);
 
+/* The same carrier, its slots written with `values` (`count` Float32
+ * slots, native order) instead of zeros: the write is buffered like a
+ * slot write (sw_block_device_flush makes it durable) and counts on no
+ * version (the carrier starts at version 0). The checks of
+ * sw_block_device_allocate; `values` may be NULL only when count is 0. A
+ * failed write frees the extent and faults the device. SW_CARRIER_EMPTY
+ * is ignored. */
+SW_API sw_status sw_block_device_allocate_values(sw_block_device *d, const float *values,
+                                                 int64_t count, int flags, sw_carrier **out,
+                                                 sw_error *err);
+
 /* Flush and close the node; again: nothing happens. SW_ESTATE while any
  * carrier handle from the device exists (released or not: drop them
  * first, including the handles of finished moves into or out of the
@@ -97,8 +113,22 @@ SW_API sw_status sw_block_device_flush(sw_block_device *d, sw_error *err);
  * SW_ESTATE. The handle stays valid until its last reference. */
 SW_API sw_status sw_block_device_close(sw_block_device *d, sw_error *err);
 
+/* Close at once when no carrier handle from the device exists (as
+ * sw_block_device_close, except that with `even_on_error` a failing flush
+ * still closes the node: the SW_EIO is reported, the device is faulted
+ * and closed). Otherwise mark it *closing* and return SW_OK: allocate then
+ * fails SW_ESTATE (the message says "closing"), its carriers keep working,
+ * and the node is flushed and closed when the last carrier handle goes (a
+ * failing flush there goes unreported, faults the device and still
+ * closes). Closed already: nothing happens. This is the end of a scope
+ * that must not fail because carriers outlive it (a `with` block). */
+SW_API sw_status sw_block_device_close_when_unused(sw_block_device *d, int even_on_error,
+                                                   sw_error *err);
+
 /* Introspection; `d` must not be NULL. Never fails, never blocks on I/O. */
 SW_API int sw_block_device_is_closed(sw_block_device *d);
+/* 1 while marked closing by sw_block_device_close_when_unused (0 once closed). */
+SW_API int sw_block_device_is_closing(sw_block_device *d);
 SW_API int sw_block_device_is_faulted(sw_block_device *d);
 SW_API const char *sw_block_device_path(sw_block_device *d); /* as given to open */
 SW_API int64_t sw_block_device_capacity_bytes(sw_block_device *d);
@@ -114,6 +144,16 @@ SW_API sw_block_device *sw_block_device_of(sw_carrier *c);
  * bytes; both 0 for size 0, after release and for another class. */
 SW_API int64_t sw_block_device_carrier_offset_bytes(sw_carrier *c);
 SW_API int64_t sw_block_device_carrier_extent_bytes(sw_carrier *c);
+
+/* For a binding that runs its own move engine (carrier.h): the I/O
+ * primitive under the device (blockdev.h; borrowed, valid while the
+ * caller holds the device), to run a move's transfer with
+ * sw_blockdev_transfer, and the transfer endpoint of a carrier: the
+ * device's descriptor, `offset` = the extent start in slots. The endpoint
+ * answer is 0 (and `*out` untouched) for a carrier of another class. */
+struct sw_blockdev;
+SW_API struct sw_blockdev *sw_block_device_primitive(sw_block_device *d);
+SW_API int sw_block_device_carrier_endpoint(sw_carrier *c, sw_endpoint *out);
 
 /* The ops table of block device carriers, for comparing classes. */
 SW_API extern const sw_carrier_class sw_block_device_carrier_class;

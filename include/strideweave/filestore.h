@@ -87,9 +87,9 @@ SW_API sw_status sw_filestore_resize(int fd, int64_t bytes, sw_error *err);
 SW_API void sw_filestore_remove(int fd, char *path, long creator_pid);
 /* sw_filestore_remove for a file of `bytes` bytes (< 0: unknown). Small
  * files are closed in batches: the background thread starts once 64 of them
- * or 1 MiB of storage wait (at once for a file of 1 MiB or more, or of
- * unknown size); a file of 64 MiB or more is closed by the caller, so a
- * large file's storage is free on return. At most 256 descriptors wait (more are closed by the
+ * or 1 MiB of storage wait (at once for a file of unknown size); a file of
+ * 1 MiB or more is closed by the caller, so a large file's storage is free
+ * on return. At most 256 descriptors wait (more are closed by the
  * caller), and sw_filestore_create closes the waiting ones when the process
  * runs out of descriptors. */
 SW_API void sw_filestore_remove_sized(int fd, char *path, long creator_pid, int64_t bytes);

@@ -20,6 +20,7 @@ struct sw_block_device {
     sw_blockdev *dev; /* owned */
     char *path;       /* sw_malloc'd copy */
     int closed;       /* under dev->lock */
+    int closing;      /* close when the last carrier goes, under dev->lock */
     long carriers;    /* carrier handles alive, under dev->lock */
 };
 
@@ -91,6 +92,14 @@ int sw_block_device_is_closed(sw_block_device *d)
     return v;
 }
 
+int sw_block_device_is_closing(sw_block_device *d)
+{
+    pthread_mutex_lock(&d->dev->lock);
+    int v = d->closing && !d->closed;
+    pthread_mutex_unlock(&d->dev->lock);
+    return v;
+}
+
 int sw_block_device_is_faulted(sw_block_device *d) { return sw_blockdev_is_faulted(d->dev); }
 const char *sw_block_device_path(sw_block_device *d) { return d->path; }
 int64_t sw_block_device_capacity_bytes(sw_block_device *d) { return d->dev->capacity_bytes; }
@@ -128,6 +137,22 @@ sw_status sw_block_device_flush(sw_block_device *d, sw_error *err)
     return st;
 }
 
+/* Flush and close with dev->lock held and no carrier left. A failing
+ * flush faults the device and keeps it open unless `even_on_error` (the
+ * next close then skips the flush and closes). */
+static sw_status close_locked(sw_block_device *d, int even_on_error, sw_error *err)
+{
+    sw_status st = SW_OK;
+    if (!sw_blockdev_is_faulted(d->dev))
+        st = sw_blockdev_flush_locked(d->dev, err);
+    if (st == SW_OK || even_on_error) {
+        sw_blockdev_close(d->dev);
+        d->closed = 1;
+        d->closing = 0;
+    }
+    return st;
+}
+
 sw_status sw_block_device_close(sw_block_device *d, sw_error *err)
 {
     if (!d)
@@ -138,21 +163,35 @@ sw_status sw_block_device_close(sw_block_device *d, sw_error *err)
         ;
     else if (d->carriers > 0)
         st = sw_error_set(err, SW_ESTATE,
-                          "cannot close the block device %s: %ld carrier(s) from it still "
-                          "exist (drop every reference to them first)",
+                          "cannot close the block device %s: %ld BlockDeviceCarrier handle(s) "
+                          "from it are still alive (drop every reference to them first)",
                           d->path, d->carriers);
-    else {
-        /* A failing flush faults the device and keeps it open; the next
-         * close then skips the flush and closes. */
-        if (!sw_blockdev_is_faulted(d->dev))
-            st = sw_blockdev_flush_locked(d->dev, err);
-        if (st == SW_OK) {
-            sw_blockdev_close(d->dev);
-            d->closed = 1;
-        }
-    }
+    else
+        st = close_locked(d, 0, err);
     pthread_mutex_unlock(&d->dev->lock);
     return st;
+}
+
+sw_status sw_block_device_close_when_unused(sw_block_device *d, int even_on_error,
+                                            sw_error *err)
+{
+    if (!d)
+        return sw_error_set(err, SW_ETYPE, "BlockDevice: device must not be NULL");
+    pthread_mutex_lock(&d->dev->lock);
+    sw_status st = SW_OK;
+    if (d->closed)
+        ;
+    else if (d->carriers > 0)
+        d->closing = 1;
+    else
+        st = close_locked(d, even_on_error, err);
+    pthread_mutex_unlock(&d->dev->lock);
+    return st;
+}
+
+struct sw_blockdev *sw_block_device_primitive(sw_block_device *d)
+{
+    return d ? d->dev : NULL;
 }
 
 /* ---- carrier ops ------------------------------------------------------------ */
@@ -170,15 +209,26 @@ static sw_status bdc_unavailable(bdc_impl *b, sw_error *err)
                         b->device->path);
 }
 
+/* With d->lock held: wait until no move transfer touches a page of the
+ * byte range (B-9); the lock is released while waiting. The extent cannot
+ * change meanwhile: the caller holds the carrier's mutex, which release
+ * takes too. */
+static void wait_range_locked(sw_blockdev *d, int64_t start, int64_t length)
+{
+    while (length > 0 && !sw_blockdev_is_faulted(d) && sw_blockdev_busy_locked(d, start, length))
+        sw_blockdev_wait_locked(d);
+}
+
 static sw_status bdc_read(void *impl, int64_t slot, int64_t count, void *out, sw_error *err)
 {
     bdc_impl *b = impl;
     sw_blockdev *d = b->device->dev;
+    int64_t at = b->offset_bytes + slot * SLOT_BYTES, bytes = count * SLOT_BYTES;
     pthread_mutex_lock(&d->lock);
+    wait_range_locked(d, at, bytes);
     sw_status st = sw_blockdev_is_faulted(d)
                        ? bdc_unavailable(b, err)
-                       : sw_blockdev_read_locked(d, out, (size_t)count * SLOT_BYTES,
-                                                 b->offset_bytes + slot * SLOT_BYTES, err);
+                       : sw_blockdev_read_locked(d, out, (size_t)bytes, at, err);
     pthread_mutex_unlock(&d->lock);
     return st;
 }
@@ -192,26 +242,32 @@ static sw_status bdc_write(void *impl, int64_t slot, int64_t count, const void *
 {
     bdc_impl *b = impl;
     sw_blockdev *d = b->device->dev;
+    int64_t at = b->offset_bytes + slot * SLOT_BYTES, bytes = count * SLOT_BYTES;
     pthread_mutex_lock(&d->lock);
+    wait_range_locked(d, at, bytes);
     sw_status st;
     if (sw_blockdev_is_faulted(d)) {
         st = bdc_unavailable(b, err);
     } else {
-        st = sw_blockdev_write_locked(d, in, (size_t)count * SLOT_BYTES,
-                                      b->offset_bytes + slot * SLOT_BYTES, err);
-        if (st != SW_OK)
-            b->self->version++;
+        st = sw_blockdev_write_locked(d, in, (size_t)bytes, at, err);
+        /* A move's own transfer writes count on no version (carrier.h). */
+        sw_carrier *c = b->self;
+        if (st != SW_OK &&
+            !(c->transfer_depth > 0 && pthread_equal(c->transfer_thread, pthread_self())))
+            c->version++;
     }
     pthread_mutex_unlock(&d->lock);
     return st;
 }
 
-/* Retire the extent once, after any transfer running on the device. */
+/* Retire the extent once, after any transfer running on its pages (B-7). */
 static void bdc_release(void *impl)
 {
     bdc_impl *b = impl;
     sw_blockdev *d = b->device->dev;
     pthread_mutex_lock(&d->lock);
+    while (b->extent_bytes > 0 && sw_blockdev_busy_locked(d, b->offset_bytes, b->extent_bytes))
+        sw_blockdev_wait_locked(d);
     if (b->extent_bytes > 0)
         sw_blockdev_free_locked(d, b->offset_bytes);
     b->offset_bytes = b->extent_bytes = b->nslots = 0;
@@ -223,7 +279,12 @@ static void bdc_destroy(void *impl)
     bdc_impl *b = impl;
     sw_block_device *dev = b->device;
     pthread_mutex_lock(&dev->dev->lock);
-    dev->carriers--;
+    /* The last carrier of a closing device closes it; nobody is there to
+     * hear about a failing flush, which leaves the device faulted. */
+    if (--dev->carriers == 0 && dev->closing && !dev->closed) {
+        sw_error ignored;
+        (void)close_locked(dev, 1, &ignored);
+    }
     pthread_mutex_unlock(&dev->dev->lock);
     sw_block_device_unref(dev);
     sw_free(b);
@@ -240,8 +301,22 @@ const sw_carrier_class sw_block_device_carrier_class = {
 
 /* ---- allocation ----------------------------------------------------------- */
 
-sw_status sw_block_device_allocate(sw_block_device *d, int64_t size, sw_dtype dtype, int flags,
-                                   sw_carrier **out, sw_error *err)
+/* Reserve the extent and fill it: zeros, `values`, or nothing. A failed
+ * write frees the extent again (and has faulted the device). */
+static sw_status fill_locked(sw_blockdev *dev, int64_t bytes, int zero, const float *values,
+                             int64_t *start, int64_t *length, sw_error *err)
+{
+    sw_status st = sw_blockdev_alloc_locked(dev, bytes, zero && !values, start, length, err);
+    if (st == SW_OK && values && bytes > 0) {
+        st = sw_blockdev_write_locked(dev, values, (size_t)bytes, *start, err);
+        if (st != SW_OK)
+            sw_blockdev_free_locked(dev, *start);
+    }
+    return st;
+}
+
+static sw_status allocate(sw_block_device *d, int64_t size, sw_dtype dtype, int flags,
+                          const float *values, sw_carrier **out, sw_error *err)
 {
     if (!d)
         return sw_error_set(err, SW_ETYPE, "BlockDevice: device must not be NULL");
@@ -268,11 +343,15 @@ sw_status sw_block_device_allocate(sw_block_device *d, int64_t size, sw_dtype dt
     if (d->closed)
         st = sw_error_set(err, SW_ESTATE, "cannot allocate on the block device %s: it is closed",
                           d->path);
+    else if (d->closing)
+        st = sw_error_set(err, SW_ESTATE,
+                          "cannot allocate on the block device %s: it is closing (it closes "
+                          "when its last BlockDeviceCarrier goes)",
+                          d->path);
     else if (sw_blockdev_is_faulted(dev))
         st = refuse_faulted(d, "allocate on the block device", err);
     else
-        st = sw_blockdev_alloc_locked(dev, bytes, !(flags & SW_CARRIER_EMPTY), &start, &length,
-                                      err);
+        st = fill_locked(dev, bytes, !(flags & SW_CARRIER_EMPTY), values, &start, &length, err);
     if (st == SW_OK) {
         b->device = sw_block_device_ref(d);
         b->offset_bytes = start;
@@ -293,6 +372,22 @@ sw_status sw_block_device_allocate(sw_block_device *d, int64_t size, sw_dtype dt
     if (st != SW_OK)
         sw_free(b);
     return st;
+}
+
+sw_status sw_block_device_allocate(sw_block_device *d, int64_t size, sw_dtype dtype, int flags,
+                                   sw_carrier **out, sw_error *err)
+{
+    return allocate(d, size, dtype, flags & (SW_CARRIER_IMMUTABLE | SW_CARRIER_EMPTY), NULL, out,
+                    err);
+}
+
+sw_status sw_block_device_allocate_values(sw_block_device *d, const float *values,
+                                          int64_t count, int flags, sw_carrier **out,
+                                          sw_error *err)
+{
+    if (d && count > 0 && !values)
+        return sw_error_set(err, SW_EINVAL, "BlockDevice: values must not be NULL");
+    return allocate(d, count, SW_DT_FLOAT32, flags & SW_CARRIER_IMMUTABLE, values, out, err);
 }
 
 /* ---- introspection of carriers -------------------------------------------- */
@@ -320,6 +415,18 @@ static int64_t extent_field(sw_carrier *c, int length)
 }
 
 int64_t sw_block_device_carrier_offset_bytes(sw_carrier *c) { return extent_field(c, 0); }
+
+int sw_block_device_carrier_endpoint(sw_carrier *c, sw_endpoint *out)
+{
+    bdc_impl *b = bdc_of(c);
+    if (!b)
+        return 0;
+    out->kind = SW_ENDPOINT_FILE;
+    out->host = NULL;
+    out->fd = b->device->dev->fd;
+    out->offset = extent_field(c, 0) / SLOT_BYTES; /* aligned, so exact */
+    return 1;
+}
 int64_t sw_block_device_carrier_extent_bytes(sw_carrier *c) { return extent_field(c, 1); }
 
 /* ---- the move engine's hooks ------------------------------------------------ */

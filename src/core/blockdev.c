@@ -469,8 +469,15 @@ void sw_blockdev_free_locked(sw_blockdev *d, int64_t start)
  * that the next fdatasync of every writer reports. */
 static int64_t page_bytes(void)
 {
-    long page = sysconf(_SC_PAGESIZE);
-    return page > 0 ? (int64_t)page : 4096;
+    /* Asked once: a transfer checks its range on every move. */
+    static _Atomic int64_t cached;
+    int64_t page = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (page == 0) {
+        long got = sysconf(_SC_PAGESIZE);
+        page = got > 0 ? (int64_t)got : 4096;
+        atomic_store_explicit(&cached, page, memory_order_relaxed);
+    }
+    return page;
 }
 
 static int64_t page_down(int64_t x)
@@ -488,6 +495,8 @@ static int64_t page_up(int64_t x)
 
 int sw_blockdev_busy_locked(sw_blockdev *d, int64_t start, int64_t length)
 {
+    if (!d->busy) /* the common case: nothing else in flight */
+        return 0;
     int64_t end;
     if (length <= 0 || __builtin_add_overflow(start, length, &end))
         end = INT64_MAX;

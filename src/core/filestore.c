@@ -605,7 +605,7 @@ sw_status sw_filestore_resize(int fd, int64_t bytes, sw_error *err)
 #define REAP_MAX 256 /* descriptors held open at most */
 #define REAP_BATCH 64
 #define REAP_BYTES ((int64_t)1 << 20)
-#define REAP_SYNC_BYTES ((int64_t)64 << 20) /* closed on the caller from this size */
+#define REAP_SYNC_BYTES ((int64_t)1 << 20) /* closed on the caller from this size */
 
 static pthread_mutex_t reap_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t reap_work = PTHREAD_COND_INITIALIZER; /* the reaper: a batch is due */
@@ -717,7 +717,8 @@ static void close_later(int fd, int64_t bytes)
      * large block at once: freed in the background it was still being
      * returned while the next large write ran, which then waited on the
      * file system (a first TiledEvictable eviction after a 256 MiB release
-     * took 55-140 ms instead of 5 ms). */
+     * took 55-140 ms instead of 5 ms; releasing its 16 MiB tile files did
+     * the same to the next one, so the line is drawn at 1 MiB). */
     if (bytes >= REAP_SYNC_BYTES) {
         close(fd);
         return;

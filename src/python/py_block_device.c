@@ -1,103 +1,59 @@
-/* BlockDevice and BlockDeviceCarrier (contract-carriers B-1..B-11).
+/* BlockDevice and BlockDeviceCarrier (contract-carriers B-1..B-11): the
+ * Python objects over the core's block device (block_device.h).
  *
- * BlockDevice is a resource object over one open Linux block-special node
- * (src/core/blockdev.c); BlockDeviceCarrier is a closed, Float32-only
- * carrier whose slots are one aligned extent of a device. Every carrier
- * object holds a strong reference to its device and is counted on it, so
- * close() can refuse while any carrier object is alive (B-8); a with block
- * that ends while some are alive marks the device closing instead, and the
- * last carrier object to go closes it. Moves into a device are durable when
- * they complete (the core transfer fdatasyncs); slot writes are buffered
- * until flush(), close() or a tile copy's commit (B-11).
+ * A BlockDevice object holds one reference to an sw_block_device; a
+ * BlockDeviceCarrier object holds the full core carrier handle that
+ * sw_block_device_allocate made (SwCarrierObject.core) and a strong
+ * reference to its BlockDevice object (for `device`). Everything else is
+ * the core's: allocation, slot I/O, release, flush, close and the closing
+ * state, fault state, geometry, the count of carriers that refuses close
+ * (B-8: one core handle per carrier object). Core calls that may block
+ * (device I/O, fdatasync, waiting for a transfer on the device) are made
+ * with the GIL released: the core never calls back into Python.
  *
- * B-9: one mutex per device (in the core struct) serializes allocation,
- * release, factories and slot I/O, and the start and end of move transfers:
- * transfers run without it, each on its own byte range (so transfers on
- * disjoint extents overlap); slot I/O and release wait for a transfer on
- * their range to end. Arguments are parsed and
- * values normalized (which may run Python) before the lock is taken; the
- * device's state is checked again under it. The lock is taken with the GIL
- * released when it is contended, since a pool thread may hold it for a
- * long transfer. */
+ * B-9: arguments are parsed and values normalized (which may run Python)
+ * before the core is called; the core checks the device's state again
+ * under its lock. */
 #include "sw_carrier.h"
 #include "sw_move.h"
 
+#include "strideweave/block_device.h"
 #include "strideweave/blockdev.h"
 
 #define SLOT_BYTES 4
 #define BDEV(o) ((SwBlockDeviceObject *)(o))
 #define BDC(o) ((SwBlockDeviceCarrierObject *)(o))
-/* Slot I/O and zero-writes this big release the GIL. */
-#define GIL_FREE_BYTES ((int64_t)64 << 10)
+#define CORE(o) (((SwCarrierObject *)(o))->core)
 
 typedef struct SwBlockDeviceObject {
     PyObject_HEAD
-    sw_blockdev *dev;     /* owned; never NULL once constructed */
+    sw_block_device *dev; /* one reference; never NULL once constructed */
     PyObject *path;       /* str, exactly os.fspath(path) */
-    Py_ssize_t carriers;  /* carrier objects (live or released) alive */
-    int closed;
-    int closing;          /* __exit__ with carriers alive: closes with the last */
     PyObject *weakreflist;
 } SwBlockDeviceObject;
 
 typedef struct SwBlockDeviceCarrierObject {
-    SwCarrierObject base;
+    SwCarrierObject base; /* base.core: the core carrier */
     PyObject *device;     /* the BlockDevice, kept after release */
-    int64_t offset_bytes; /* extent start; 0 when none */
-    int64_t extent_bytes; /* 0 for size 0 and after release */
-    int64_t nslots;
 } SwBlockDeviceCarrierObject;
 
 static PyTypeObject SwBlockDevice_Type;
 static const sw_dtype bd_accepted[] = {SW_DT_FLOAT32};
 
-static void dev_lock(sw_blockdev *d)
+static sw_block_device *device_of(PyObject *carrier)
 {
-    if (pthread_mutex_trylock(&d->lock) == 0)
-        return;
-    Py_BEGIN_ALLOW_THREADS
-    pthread_mutex_lock(&d->lock);
-    Py_END_ALLOW_THREADS
+    return BDEV(BDC(carrier)->device)->dev;
 }
 
-static void dev_unlock(sw_blockdev *d)
+/* B-6: RuntimeError for a faulted device, before any I/O. */
+static int refuse_faulted(PyObject *device, const char *action)
 {
-    pthread_mutex_unlock(&d->lock);
-}
-
-/* Under the lock: wait (the GIL released) for a transfer in flight to end.
- * The lock is released meanwhile, so the caller reads its carrier's state
- * again afterwards. */
-static void dev_wait(sw_blockdev *d)
-{
-    Py_BEGIN_ALLOW_THREADS
-    sw_blockdev_wait_locked(d);
-    Py_END_ALLOW_THREADS
-}
-
-/* B-3 / B-6 / B-8: RuntimeError for a closed or faulted device. */
-static int refuse_state(PyObject *device, const char *action, int allocating)
-{
-    SwBlockDeviceObject *b = BDEV(device);
-    if (b->closed) {
-        PyErr_Format(PyExc_RuntimeError, "cannot %s: the block device %U is closed",
-                     action, b->path);
-        return -1;
-    }
-    if (b->closing && allocating) {
-        PyErr_Format(PyExc_RuntimeError,
-                     "cannot %s: the block device %U is closing (its with block ended); "
-                     "it closes when its last BlockDeviceCarrier object goes", action,
-                     b->path);
-        return -1;
-    }
-    if (sw_blockdev_is_faulted(b->dev)) {
-        PyErr_Format(PyExc_RuntimeError,
-                     "cannot %s: the block device %U is faulted by an earlier I/O error, "
-                     "so its data can no longer be trusted", action, b->path);
-        return -1;
-    }
-    return 0;
+    if (!sw_block_device_is_faulted(BDEV(device)->dev))
+        return 0;
+    PyErr_Format(PyExc_RuntimeError,
+                 "cannot %s: the block device %U is faulted by an earlier I/O error, so its "
+                 "data can no longer be trusted", action, BDEV(device)->path);
+    return -1;
 }
 
 /* ---- BlockDeviceCarrier: carrier ops ------------------------------------ */
@@ -110,75 +66,46 @@ static sw_dtype bdc_dtype(PyObject *self)
 
 static int64_t bdc_size(PyObject *self)
 {
-    return BDC(self)->nslots;
+    return sw_carrier_size(CORE(self));
 }
 
 static const char *bdc_unavailable(PyObject *self)
 {
-    if (sw_blockdev_is_faulted(BDEV(BDC(self)->device)->dev))
+    if (sw_block_device_is_faulted(device_of(self)))
         return "the block device of this BlockDeviceCarrier is faulted by an earlier I/O "
                "error, so its data can no longer be trusted";
     return NULL;
 }
 
-/* One slot under the device lock; the state is checked again there. B-9:
- * waiting for a contended lock releases the GIL, so another thread may
- * release this carrier meanwhile (bdc_drop zeroes the extent under the
- * same lock): the extent and the index are read only once the lock is
- * held, and a carrier released meanwhile fails instead of touching a
- * range that may already belong to another carrier. */
-static int slot_io(PyObject *self, int64_t index, void *slot, int writing)
-{
-    SwBlockDeviceCarrierObject *c = BDC(self);
-    sw_blockdev *d = BDEV(c->device)->dev;
-    sw_error err;
-    sw_status st;
-    int refused = 1; /* a preflight refusal: no transfer started (B-5) */
-    dev_lock(d);
-    int64_t offset = c->offset_bytes + index * SLOT_BYTES;
-    while (!sw_blockdev_is_faulted(d) && index < c->nslots &&
-           sw_blockdev_busy_locked(d, offset, SLOT_BYTES)) {
-        dev_wait(d);
-        offset = c->offset_bytes + index * SLOT_BYTES;
-    }
-    if (sw_blockdev_is_faulted(d)) {
-        st = sw_error_set(&err, SW_ESTATE, "%s", bdc_unavailable(self));
-    } else if (index >= c->nslots) {
-        st = sw_error_set(&err, SW_ESTATE,
-                          "this BlockDeviceCarrier was released by another thread: its "
-                          "storage is gone");
-    } else {
-        refused = 0;
-        st = writing ? sw_blockdev_write_locked(d, slot, SLOT_BYTES, offset, &err)
-                     : sw_blockdev_read_locked(d, slot, SLOT_BYTES, offset, &err);
-    }
-    dev_unlock(d);
-    if (st == SW_OK)
-        return 0;
-    sw_py_raise(&err);
-    return refused ? -2 : -1;
-}
-
+/* One slot through the core (which waits for a transfer on its range and
+ * checks the state again under its locks), the GIL released. */
 static PyObject *bdc_load(PyObject *self, int64_t index)
 {
     float v;
-    if (slot_io(self, index, &v, 0) != 0)
+    sw_error err;
+    sw_status st;
+    sw_carrier *core = CORE(self);
+    Py_BEGIN_ALLOW_THREADS
+    st = sw_carrier_read(core, index, 1, &v, &err);
+    Py_END_ALLOW_THREADS
+    if (st != SW_OK) {
+        sw_py_raise(&err);
         return NULL;
+    }
     return sw_py_load_slot(SW_DT_FLOAT32, &v);
 }
 
-/* B-5: the version counts the write from its start, so a write that fails
- * part way still counts (the framework adds the +1 of a successful one). */
+/* B-5: the core counts the version, also for a write that fails once its
+ * I/O started (core_io: the framework adds nothing). */
 static int bdc_store(PyObject *self, int64_t index, const void *slot)
 {
-    float v;
-    memcpy(&v, slot, SLOT_BYTES);
-    int rc = slot_io(self, index, &v, 1);
-    if (rc == 0)
-        return 0;
-    if (rc == -1 && !sw_py_carrier_in_transfer(self))
-        sw_py_state_bump_version(self);
-    return -1;
+    sw_error err;
+    sw_status st;
+    sw_carrier *core = CORE(self);
+    Py_BEGIN_ALLOW_THREADS
+    st = sw_carrier_write(core, index, 1, slot, &err);
+    Py_END_ALLOW_THREADS
+    return st == SW_OK ? 0 : sw_py_raise(&err);
 }
 
 static int bdc_supports(sw_dtype dtype)
@@ -186,97 +113,44 @@ static int bdc_supports(sw_dtype dtype)
     return dtype == SW_DT_FLOAT32;
 }
 
-/* B-7: retire the extent once (waiting for device work in flight). */
+/* The core retired the extent (B-7); the object keeps no view of it. */
 static void bdc_drop(PyObject *self)
 {
-    SwBlockDeviceCarrierObject *c = BDC(self);
-    if (!c->device)
-        return;
-    /* B-9: the extent is read and zeroed under the lock. Waiting for it
-     * releases the GIL, so a second release or a slot access of this
-     * carrier may run meanwhile; they must see either the whole extent or
-     * none, never free or touch a range twice. */
-    sw_blockdev *d = BDEV(c->device)->dev;
-    dev_lock(d);
-    /* B-7: a transfer still on the extent ends first. */
-    while (c->extent_bytes > 0 && sw_blockdev_busy_locked(d, c->offset_bytes, c->extent_bytes))
-        dev_wait(d);
-    if (c->extent_bytes > 0)
-        sw_blockdev_free_locked(d, c->offset_bytes);
-    c->offset_bytes = 0;
-    c->extent_bytes = 0;
-    c->nslots = 0;
-    dev_unlock(d);
+    (void)self;
 }
 
 const sw_carrier_ops sw_block_device_carrier_ops = {
     "BlockDeviceCarrier", bdc_dtype, bdc_size, bdc_load, bdc_store, bdc_supports,
-    bdc_drop, bdc_unavailable, NULL,
+    bdc_drop, bdc_unavailable, NULL, 1,
 };
 
 /* ---- creating carriers ------------------------------------------------------ */
 
-/* Reserve the extent and fill it (zeros, `init`, or nothing), under the
- * lock. The GIL is released for big fills: nothing Python is touched. */
-static sw_status fill_extent(sw_blockdev *d, int64_t bytes, int zero, const void *init,
-                             int64_t *start, int64_t *length, sw_error *err)
-{
-    sw_status st = sw_blockdev_alloc_locked(d, bytes, zero && !init, start, length, err);
-    if (st == SW_OK && init && bytes > 0) {
-        st = sw_blockdev_write_locked(d, init, (size_t)bytes, *start, err);
-        if (st != SW_OK)
-            sw_blockdev_free_locked(d, *start);
-    }
-    return st;
-}
-
-/* A new carrier of `nslots` on `device`: B-3 after the argument checks. */
-static PyObject *bdc_create(PyObject *device, int64_t nslots, int mutable_, int zero,
+/* A new carrier object of `nslots` on `device` (zeros unless `empty`, or
+ * `init`): B-3 after the argument checks, all of them the core's. */
+static PyObject *bdc_create(PyObject *device, int64_t nslots, int mutable_, int empty,
                             const float *init)
 {
-    int64_t bytes, rounded;
-    if (__builtin_mul_overflow(nslots, (int64_t)SLOT_BYTES, &bytes) ||
-        !sw_extent_round_up(bytes, BDEV(device)->dev->alignment, &rounded)) {
-        PyErr_Format(PyExc_OverflowError, "%lld slots do not fit in a block device's "
-                     "byte range", (long long)nslots);
-        return NULL;
-    }
-    if (refuse_state(device, "allocate on it", 1) < 0)
-        return NULL;
-    PyObject *self = sw_carrier_alloc(&SwBlockDeviceCarrier_Type, mutable_);
-    if (!self)
-        return NULL;
-    SwBlockDeviceCarrierObject *c = BDC(self);
-    c->device = Py_NewRef(device);
-    BDEV(device)->carriers++;
-    c->offset_bytes = c->extent_bytes = c->nslots = 0;
-    sw_blockdev *d = BDEV(device)->dev;
+    sw_block_device *d = BDEV(device)->dev;
+    int flags = (mutable_ ? 0 : SW_CARRIER_IMMUTABLE) | (empty ? SW_CARRIER_EMPTY : 0);
+    sw_carrier *core = NULL;
     sw_error err;
     sw_status st;
-    int64_t start = 0, length = 0;
-    dev_lock(d);
-    if (BDEV(device)->closed || BDEV(device)->closing || sw_blockdev_is_faulted(d)) {
-        dev_unlock(d);
-        refuse_state(device, "allocate on it", 1);
-        Py_DECREF(self);
-        return NULL;
-    }
-    if (bytes >= GIL_FREE_BYTES && (zero || init)) {
-        Py_BEGIN_ALLOW_THREADS
-        st = fill_extent(d, bytes, zero, init, &start, &length, &err);
-        Py_END_ALLOW_THREADS
-    } else {
-        st = fill_extent(d, bytes, zero, init, &start, &length, &err);
-    }
-    dev_unlock(d);
+    Py_BEGIN_ALLOW_THREADS
+    st = init ? sw_block_device_allocate_values(d, init, nslots, flags, &core, &err)
+              : sw_block_device_allocate(d, nslots, SW_DT_FLOAT32, flags, &core, &err);
+    Py_END_ALLOW_THREADS
     if (st != SW_OK) {
         sw_py_raise(&err);
-        Py_DECREF(self);
         return NULL;
     }
-    c->offset_bytes = start;
-    c->extent_bytes = length;
-    c->nslots = nslots;
+    PyObject *self = sw_carrier_alloc(&SwBlockDeviceCarrier_Type, mutable_);
+    if (!self) {
+        sw_carrier_unref(core);
+        return NULL;
+    }
+    CORE(self) = core;
+    BDC(self)->device = Py_NewRef(device);
     return self;
 }
 
@@ -318,7 +192,7 @@ static PyObject *allocate_checked(PyObject *device, PyObject *size_obj,
     int empty = mutable_ < 0 ? -1 : parse_flag(empty_obj, "empty", 0);
     if (empty < 0 || parse_float32(dtype_obj) < 0)
         return NULL;
-    return bdc_create(device, size, mutable_, !empty, NULL);
+    return bdc_create(device, size, mutable_, empty, NULL);
 }
 
 /* ---- BlockDeviceCarrier: the Python surface --------------------------------- */
@@ -335,54 +209,26 @@ static PyObject *bdc_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     return NULL;
 }
 
-/* Flush and close under the lock (B-8, B-11); the caller checked that no
- * carrier object is alive. A failing flush faults the device and keeps it
- * open (a second close then closes it) unless `even_on_error`. */
-static int close_locked(PyObject *device, int even_on_error, sw_error *err)
-{
-    SwBlockDeviceObject *b = BDEV(device);
-    sw_status st = SW_OK;
-    if (!sw_blockdev_is_faulted(b->dev)) {
-        Py_BEGIN_ALLOW_THREADS
-        st = sw_blockdev_flush_locked(b->dev, err);
-        Py_END_ALLOW_THREADS
-    }
-    if (st != SW_OK && !even_on_error)
-        return -1;
-    sw_blockdev_close(b->dev);
-    b->closed = 1;
-    b->closing = 0;
-    return st == SW_OK ? 0 : -1;
-}
-
-/* The last carrier object of a closing device went: close it now. Nobody
- * is there to hear about a failing flush; it leaves the device faulted. */
-static void finish_closing(PyObject *device)
-{
-    sw_blockdev *d = BDEV(device)->dev;
-    sw_error err;
-    dev_lock(d);
-    if (!BDEV(device)->closed && BDEV(device)->carriers == 0)
-        (void)close_locked(device, 1, &err);
-    dev_unlock(d);
-}
-
+/* The core carrier goes with the GIL released: dropping the last carrier
+ * of a closing device flushes and closes it, and retiring the extent of
+ * an unreleased carrier waits for a transfer on its pages (B-7, B-8). */
 static void bdc_dealloc(PyObject *self)
 {
     PyObject_GC_UnTrack(self);
-    SwBlockDeviceCarrierObject *c = BDC(self);
-    if (c->device) {
-        bdc_drop(self);
-        if (--BDEV(c->device)->carriers == 0 && BDEV(c->device)->closing)
-            finish_closing(c->device);
-        Py_CLEAR(c->device);
+    sw_carrier *core = CORE(self);
+    CORE(self) = NULL;
+    if (core) {
+        Py_BEGIN_ALLOW_THREADS
+        sw_carrier_unref(core);
+        Py_END_ALLOW_THREADS
     }
+    Py_CLEAR(BDC(self)->device);
     SwCarrier_Type.tp_dealloc(self);
 }
 
 /* The device holds no references back, so it is never part of a cycle
- * through a carrier; it is visited but kept until deallocation, which
- * needs it to retire the extent. */
+ * through a carrier; it is visited but kept until deallocation (`device`
+ * answers after release too). */
 static int bdc_traverse(PyObject *self, visitproc visit, void *arg)
 {
     Py_VISIT(BDC(self)->device);
@@ -441,13 +287,13 @@ static PyObject *bdc_get_device(PyObject *self, void *closure)
 static PyObject *bdc_get_offset(PyObject *self, void *closure)
 {
     (void)closure;
-    return PyLong_FromLongLong(BDC(self)->offset_bytes);
+    return PyLong_FromLongLong(sw_block_device_carrier_offset_bytes(CORE(self)));
 }
 
 static PyObject *bdc_get_extent(PyObject *self, void *closure)
 {
     (void)closure;
-    return PyLong_FromLongLong(BDC(self)->extent_bytes);
+    return PyLong_FromLongLong(sw_block_device_carrier_extent_bytes(CORE(self)));
 }
 
 SW_CARRIER_CLOSED_INIT_SUBCLASS(bdc_init_subclass, "BlockDeviceCarrier")
@@ -562,11 +408,11 @@ static PyObject *bdev_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         PyErr_SetString(PyExc_ValueError, "path must not contain a NUL character");
         goto done;
     }
-    sw_blockdev *dev = NULL;
+    sw_block_device *dev = NULL;
     sw_error err;
     sw_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = sw_blockdev_open(cpath, &dev, &err);
+    st = sw_block_device_open(cpath, &dev, &err);
     Py_END_ALLOW_THREADS
     if (st != SW_OK) {
         sw_py_raise(&err);
@@ -574,33 +420,30 @@ static PyObject *bdev_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     self = type->tp_alloc(type, 0);
     if (!self) {
-        sw_blockdev_free(dev);
+        sw_block_device_unref(dev);
         goto done;
     }
     BDEV(self)->dev = dev;
     BDEV(self)->path = Py_NewRef(path);
-    BDEV(self)->carriers = 0;
-    BDEV(self)->closed = 0;
-    BDEV(self)->closing = 0;
 done:
     Py_XDECREF(encoded);
     Py_DECREF(path);
     return self;
 }
 
+/* Dropped without close(): the core flushes when the last reference goes
+ * (B-11), with nobody to tell; the carriers hold references of their own. */
 static void bdev_dealloc(PyObject *self)
 {
     if (BDEV(self)->weakreflist)
         PyObject_ClearWeakRefs(self);
-    /* Dropped without close(): still flush (B-11), with nobody to tell. */
-    sw_blockdev *d = BDEV(self)->dev;
-    if (d && !BDEV(self)->closed && !sw_blockdev_is_faulted(d)) {
-        sw_error err;
+    sw_block_device *d = BDEV(self)->dev;
+    BDEV(self)->dev = NULL;
+    if (d) {
         Py_BEGIN_ALLOW_THREADS
-        (void)sw_blockdev_flush_locked(d, &err);
+        sw_block_device_unref(d);
         Py_END_ALLOW_THREADS
     }
-    sw_blockdev_free(BDEV(self)->dev);
     Py_CLEAR(BDEV(self)->path);
     Py_TYPE(self)->tp_free(self);
 }
@@ -621,32 +464,14 @@ static PyObject *bdev_allocate(PyObject *self, PyObject *args, PyObject *kwds)
 static PyObject *bdev_close(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    SwBlockDeviceObject *b = BDEV(self);
-    if (b->closed)
-        Py_RETURN_NONE;
-    if (b->carriers > 0) {
-        PyErr_Format(PyExc_RuntimeError,
-                     "cannot close the block device %U: %zd BlockDeviceCarrier object(s) "
-                     "from it are still alive (drop every reference to them first)",
-                     b->path, b->carriers);
-        return NULL;
-    }
-    dev_lock(b->dev);
-    /* Waiting for the lock may have let another thread start a carrier. */
-    int busy = b->carriers > 0;
+    sw_block_device *d = BDEV(self)->dev;
     sw_error err;
-    int rc = 0;
-    if (!busy && !b->closed)
-        rc = close_locked(self, 0, &err);
-    dev_unlock(b->dev);
-    if (rc < 0) {
+    sw_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = sw_block_device_close(d, &err);
+    Py_END_ALLOW_THREADS
+    if (st != SW_OK) {
         sw_py_raise(&err);
-        return NULL;
-    }
-    if (busy) {
-        PyErr_Format(PyExc_RuntimeError,
-                     "cannot close the block device %U: a BlockDeviceCarrier was created "
-                     "from it meanwhile (drop every reference to it first)", b->path);
         return NULL;
     }
     Py_RETURN_NONE;
@@ -663,22 +488,15 @@ static PyObject *bdev_enter(PyObject *self, PyObject *unused)
  * the block; a failing flush is reported only when nothing else is. */
 static PyObject *bdev_exit(PyObject *self, PyObject *args)
 {
-    SwBlockDeviceObject *b = BDEV(self);
     int propagating = PyTuple_Check(args) && PyTuple_GET_SIZE(args) > 0 &&
                       PyTuple_GET_ITEM(args, 0) != Py_None;
-    if (b->closed)
-        Py_RETURN_FALSE;
-    dev_lock(b->dev);
+    sw_block_device *d = BDEV(self)->dev;
     sw_error err;
-    int rc = 0;
-    if (!b->closed) {
-        if (b->carriers > 0)
-            b->closing = 1;
-        else
-            rc = close_locked(self, propagating, &err);
-    }
-    dev_unlock(b->dev);
-    if (rc < 0 && !propagating) {
+    sw_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = sw_block_device_close_when_unused(d, propagating, &err);
+    Py_END_ALLOW_THREADS
+    if (st != SW_OK && !propagating) {
         sw_py_raise(&err);
         return NULL;
     }
@@ -689,22 +507,12 @@ static PyObject *bdev_exit(PyObject *self, PyObject *args)
 static PyObject *bdev_flush(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    SwBlockDeviceObject *b = BDEV(self);
-    if (b->closed)
-        Py_RETURN_NONE;
-    if (sw_blockdev_is_faulted(b->dev)) {
-        PyErr_Format(PyExc_RuntimeError,
-                     "cannot flush the block device %U: it is faulted by an earlier I/O "
-                     "error, so its data can no longer be trusted", b->path);
-        return NULL;
-    }
+    sw_block_device *d = BDEV(self)->dev;
     sw_error err;
-    sw_status st = SW_OK;
-    dev_lock(b->dev);
+    sw_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = sw_blockdev_flush_locked(b->dev, &err);
+    st = sw_block_device_flush(d, &err);
     Py_END_ALLOW_THREADS
-    dev_unlock(b->dev);
     if (st != SW_OK) {
         sw_py_raise(&err);
         return NULL;
@@ -715,13 +523,13 @@ static PyObject *bdev_flush(PyObject *self, PyObject *unused)
 static PyObject *bdev_is_closed(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    return PyBool_FromLong(BDEV(self)->closed);
+    return PyBool_FromLong(sw_block_device_is_closed(BDEV(self)->dev));
 }
 
 static PyObject *bdev_is_faulted(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    return PyBool_FromLong(sw_blockdev_is_faulted(BDEV(self)->dev));
+    return PyBool_FromLong(sw_block_device_is_faulted(BDEV(self)->dev));
 }
 
 static PyObject *bdev_get_path(PyObject *self, void *closure)
@@ -732,19 +540,19 @@ static PyObject *bdev_get_path(PyObject *self, void *closure)
 
 static PyObject *bdev_get_int(PyObject *self, void *closure)
 {
-    sw_blockdev *d = BDEV(self)->dev;
+    sw_block_device *d = BDEV(self)->dev;
     switch ((int)(intptr_t)closure) {
-    case 0: return PyLong_FromLongLong(d->capacity_bytes);
-    case 1: return PyLong_FromLongLong(d->logical_block_size);
-    case 2: return PyLong_FromLongLong(d->physical_block_size);
-    default: return PyLong_FromLongLong(d->alignment);
+    case 0: return PyLong_FromLongLong(sw_block_device_capacity_bytes(d));
+    case 1: return PyLong_FromLongLong(sw_block_device_logical_block_size(d));
+    case 2: return PyLong_FromLongLong(sw_block_device_physical_block_size(d));
+    default: return PyLong_FromLongLong(sw_block_device_allocation_alignment(d));
     }
 }
 
 static PyObject *bdev_repr(PyObject *self)
 {
     return PyUnicode_FromFormat("BlockDevice(%R)%s", BDEV(self)->path,
-                                BDEV(self)->closed ? " (closed)" : "");
+                                sw_block_device_is_closed(BDEV(self)->dev) ? " (closed)" : "");
 }
 
 static PyMethodDef bdev_methods[] = {
@@ -827,18 +635,14 @@ sw_blockdev *sw_py_block_device_core(PyObject *carrier)
 {
     if (Py_TYPE(carrier) != &SwBlockDeviceCarrier_Type)
         return NULL;
-    return BDEV(BDC(carrier)->device)->dev;
+    return sw_block_device_primitive(device_of(carrier));
 }
 
 int sw_py_block_device_endpoint(PyObject *carrier, sw_endpoint *e)
 {
     if (Py_TYPE(carrier) != &SwBlockDeviceCarrier_Type)
         return 0;
-    e->kind = SW_ENDPOINT_FILE;
-    e->fd = BDEV(BDC(carrier)->device)->dev->fd;
-    e->host = NULL;
-    e->offset = BDC(carrier)->offset_bytes / SLOT_BYTES; /* aligned, so exact */
-    return 1;
+    return sw_block_device_carrier_endpoint(CORE(carrier), e);
 }
 
 /* B-10: with a BlockDeviceCarrier on either side, only the two block
@@ -861,8 +665,7 @@ int sw_py_block_device_check_route(PyTypeObject *op_type, PyObject *src, PyObjec
                      _PyType_Name(Py_TYPE(dst)));
         return -1;
     }
-    PyObject *bd = src_bd ? src : dst;
-    return refuse_state(BDC(bd)->device, "move a BlockDeviceCarrier", 0);
+    return refuse_faulted(BDC(src_bd ? src : dst)->device, "move a BlockDeviceCarrier");
 }
 
 /* B-11 for writes that did not go through sw_blockdev_transfer (a tile's
@@ -871,26 +674,18 @@ int sw_py_block_device_make_durable(PyObject *carrier)
 {
     if (Py_TYPE(carrier) != &SwBlockDeviceCarrier_Type)
         return 0;
-    PyObject *device = BDC(carrier)->device;
-    sw_blockdev *d = BDEV(device)->dev;
+    sw_block_device *d = device_of(carrier);
     sw_error err;
     sw_status st;
-    dev_lock(d);
-    if (sw_blockdev_is_faulted(d) || BDEV(device)->closed) {
-        st = sw_error_set(&err, SW_ESTATE, "the block device is faulted by an earlier I/O "
-                          "error or closed; its data can no longer be made durable");
-    } else {
-        Py_BEGIN_ALLOW_THREADS
-        st = sw_blockdev_flush_locked(d, &err);
-        Py_END_ALLOW_THREADS
-    }
-    dev_unlock(d);
+    Py_BEGIN_ALLOW_THREADS
+    st = sw_block_device_flush(d, &err);
+    Py_END_ALLOW_THREADS
     return st == SW_OK ? 0 : sw_py_raise(&err);
 }
 
 int sw_py_block_device_init(PyObject *module)
 {
-    if (sw_carrier_register_builtin(&SwBlockDeviceCarrier_Type, &sw_block_device_carrier_ops, 0) < 0)
+    if (sw_carrier_register_builtin(&SwBlockDeviceCarrier_Type, &sw_block_device_carrier_ops, 1) < 0)
         return -1;
     if (PyType_Ready(&SwBlockDevice_Type) < 0 || PyType_Ready(&SwBlockDeviceCarrier_Type) < 0)
         return -1;

@@ -3,9 +3,9 @@
  * Framework state (version, released flag, ownership, pending guard,
  * transfer access) lives in a core carrier handle (carrier.h) that every
  * carrier has from allocation, so Python subclasses work with or without
- * super().__init__(): a built-in (CPU, Generic, FileBacked) holds its own
- * core carrier, every other carrier a STATE_ONLY one whose slots, size and
- * dtype stay the binding's (its hooks). The checks and messages are the
+ * super().__init__(): a built-in (CPU, Generic, FileBacked,
+ * BlockDeviceCarrier) holds its own core carrier, every other carrier a
+ * STATE_ONLY one whose slots, size and dtype stay the binding's (its hooks). The checks and messages are the
  * binding's; the core holds the state. Framework-owned methods never consult Python overrides;
  * hooks (size, dtype, get_value, ...) are looked up dynamically on user
  * classes, while exact built-in carriers take C fast paths through their
@@ -127,7 +127,8 @@ PyObject *sw_carrier_alloc(PyTypeObject *type, int intrinsic_mutable)
     c->intrinsic_mutable = intrinsic_mutable;
     c->definition = NULL;
     c->storage_dtype = NULL;
-    /* CPU, Generic and FileBacked make their own core carrier next. */
+    /* CPU, Generic, FileBacked and BlockDeviceCarrier make their own core
+     * carrier next. */
     if (!makes_own_core(type)) {
         sw_error err;
         if (sw_carrier_new(&state_only_class, NULL, SW_DT_ANY, 0, &c->core, &err) != SW_OK) {
@@ -452,6 +453,22 @@ static int check_range(PyObject *self, int64_t index)
     return check_range_shown(self, index, NULL);
 }
 
+/* check_range for a slot read or write that found the carrier live: a
+ * carrier whose release runs without the GIL (a block-device carrier waits
+ * for the device) may be released on another thread between that look and
+ * this one, and then has size 0. Report it as released, as it is, not as
+ * an index out of range. */
+static int check_range_live(PyObject *self, int64_t index, PyObject *shown, const char *what)
+{
+    if (check_range_shown(self, index, shown) == 0)
+        return 0;
+    if (PyErr_ExceptionMatches(PyExc_IndexError) && sw_py_state_released(self)) {
+        PyErr_Clear();
+        return refuse_released(self, what);
+    }
+    return -1;
+}
+
 /* A carrier that exists but cannot reach its slots right now (an evicted
  * Evictable) answers reads and writes like a released one. */
 static int refuse_unavailable(PyObject *self)
@@ -518,9 +535,10 @@ static int store_value(PyObject *self, int64_t index, PyObject *value)
         state_of(self, &s);
         if (refuse_released_in(self, &s, "write to") < 0 || refuse_unavailable(self) < 0 ||
             refuse_immutable_in(self, &s) < 0 ||
-            check_range(self, index) < 0 || ops->store(self, index, slot) < 0)
+            check_range_live(self, index, NULL, "write to") < 0 ||
+            ops->store(self, index, slot) < 0)
             return -1;
-        if (!s.in_transfer) /* a move is not an in-place mutation */
+        if (!s.in_transfer && !ops->core_io) /* a move is not an in-place mutation */
             sw_py_state_bump_version(self);
         return 0;
     }
@@ -553,7 +571,7 @@ static int store_value(PyObject *self, int64_t index, PyObject *value)
 
 PyObject *sw_py_carrier_getitem(PyObject *carrier, int64_t index)
 {
-    if (refuse_read(carrier) < 0 || check_range(carrier, index) < 0)
+    if (refuse_read(carrier) < 0 || check_range_live(carrier, index, NULL, "read") < 0)
         return NULL;
     return load_value(carrier, index);
 }
@@ -564,7 +582,7 @@ int sw_py_carrier_setitem(PyObject *carrier, int64_t index, PyObject *value)
     state_of(carrier, &s);
     if (refuse_released_in(carrier, &s, "write to") < 0 || refuse_unavailable(carrier) < 0 ||
         refuse_immutable_in(carrier, &s) < 0 ||
-        check_range(carrier, index) < 0)
+        check_range_live(carrier, index, NULL, "write to") < 0)
         return -1;
     return store_value(carrier, index, value);
 }
@@ -577,7 +595,7 @@ PyObject *sw_carrier_get_checked(PyObject *self, PyObject *index)
     PyObject *shown = NULL;
     if (refuse_read(self) < 0 || parse_index(index, &i, &shown) < 0)
         return NULL;
-    int bad = refuse_read(self) < 0 || check_range_shown(self, i, shown) < 0;
+    int bad = refuse_read(self) < 0 || check_range_live(self, i, shown, "read") < 0;
     Py_XDECREF(shown);
     return bad ? NULL : load_value(self, i);
 }
@@ -593,7 +611,7 @@ int sw_carrier_set_checked(PyObject *self, PyObject *index, PyObject *value)
         return -1;
     state_of(self, &s); /* __index__ may have changed it */
     int bad = refuse_released_in(self, &s, "write to") < 0 || refuse_unavailable(self) < 0 ||
-              refuse_immutable_in(self, &s) < 0 || check_range_shown(self, i, shown) < 0;
+              refuse_immutable_in(self, &s) < 0 || check_range_live(self, i, shown, "write to") < 0;
     Py_XDECREF(shown);
     return bad ? -1 : store_value(self, i, value);
 }
@@ -904,7 +922,16 @@ static int release_storage(PyObject *carrier)
     if (!sw_carrier_is_state_only(c->core)) {
         /* The caller checked the guard the release needs; the core marks
          * the carrier released and frees its storage (once). */
-        if (sw_carrier_release_moved(c->core, &err) != SW_OK)
+        sw_status st;
+        if (ops->core_io) {
+            sw_carrier *core = c->core;
+            Py_BEGIN_ALLOW_THREADS
+            st = sw_carrier_release_moved(core, &err);
+            Py_END_ALLOW_THREADS
+        } else {
+            st = sw_carrier_release_moved(c->core, &err);
+        }
+        if (st != SW_OK)
             return sw_py_raise(&err);
         ops->drop(carrier); /* the object's views of the storage */
         return 0;

@@ -276,8 +276,9 @@ static int recheck(PyObject *src, PyObject *dst)
 {
     PyObject *c[2] = {src, dst};
     for (int i = 0; i < 2; i++) {
-        if (sw_py_state_released(c[i]) || sw_py_state_pending(c[i]) ||
-            sw_py_carrier_owned_elsewhere(c[i])) {
+        sw_carrier_state s; /* one lock for the three looks (each move runs this twice) */
+        sw_carrier_get_state(CARRIER(c[i])->core, &s);
+        if (s.released || s.pending || (s.owned && !s.owner_access)) {
             PyErr_Format(PyExc_RuntimeError,
                          "the %s %s carrier was released, claimed or moved while the move "
                          "was being checked", i ? "destination" : "source", cname(c[i]));

@@ -30,6 +30,12 @@ typedef struct sw_carrier_ops {
     /* Optional. C-6 for carriers whose answer depends on the instance
      * (composites: the tiers' intersection); 1/0/-1. */
     int (*supports_self)(PyObject *self, sw_dtype dtype);
+    /* 1 when the slots live behind a full core carrier handle (`core`)
+     * whose slot writes count the version themselves (store goes through
+     * sw_carrier_write) and whose core calls may block on I/O, so the
+     * framework adds no version and makes them without the GIL
+     * (BlockDeviceCarrier). */
+    int core_io;
 } sw_carrier_ops;
 
 extern const sw_carrier_ops sw_generic_ops;

@@ -150,9 +150,9 @@ extern PyTypeObject SwBlockDeviceCarrier_Type;
 /* Framework state every carrier has from allocation (C-1): its version,
  * released flag, pending marks, claim and owner access and transfer access
  * live in the core carrier handle `core` (carrier.h), the one source of
- * truth. A built-in (CPU, Generic, FileBacked) holds its own core carrier;
- * every other carrier (Python subclasses, definition-backed carriers,
- * Evictable, TiledEvictable, BlockDeviceCarrier) a STATE_ONLY handle made
+ * truth. A built-in (CPU, Generic, FileBacked, BlockDeviceCarrier) holds
+ * its own core carrier; every other carrier (Python subclasses,
+ * definition-backed carriers, Evictable, TiledEvictable) a STATE_ONLY handle made
  * at allocation, whose slots stay the binding's. Read and change that
  * state through the sw_py_state_* accessors below. */
 typedef struct SwCarrierObject {

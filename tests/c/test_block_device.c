@@ -8,6 +8,7 @@
  * device and print why they skip where none can be made. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -15,6 +16,7 @@
 
 #include "check.h"
 #include "loop.h"
+#include <strideweave/blockdev.h>
 #include <strideweave/strideweave.h>
 
 #define MIB (1LL << 20)
@@ -153,7 +155,7 @@ static void test_b3_allocate_extents(void)
 
     /* B-8: close refuses while any carrier handle exists, released or not. */
     CHECK_EQ_I64(sw_block_device_close(d, &err), SW_ESTATE);
-    CHECK(strstr(err.msg, "still exist") != NULL);
+    CHECK(strstr(err.msg, "still alive") != NULL);
     CHECK(!sw_block_device_is_closed(d));
     sw_carrier_unref(a);
     sw_carrier_unref(b);
@@ -711,6 +713,282 @@ static void test_b11_exit_with_moves_in_flight(void)
     sw_free(raw);
 }
 
+/* ---- closing, allocation with values, waits (what the Python binding
+ * needs from the core) ------------------------------------------------------ */
+
+/* B-8: the end of a scope closes at once without carriers, else marks the
+ * device closing: allocation refused, carriers still work, close refused,
+ * and the last carrier handle to go flushes and closes it. */
+static void test_b8_close_when_unused(void)
+{
+    sw_error err;
+    sw_block_device *d = open_loop();
+    if (!d)
+        return;
+    CHECK_EQ_I64(sw_block_device_close_when_unused(d, 0, &err), SW_OK);
+    CHECK(sw_block_device_is_closed(d) && !sw_block_device_is_closing(d));
+    CHECK_EQ_I64(sw_block_device_close_when_unused(d, 0, &err), SW_OK); /* again: nothing */
+    sw_block_device_unref(d);
+
+    d = open_loop();
+    if (!d)
+        return;
+    sw_carrier *a = NULL, *b = NULL, *more = NULL;
+    CHECK_EQ_I64(sw_block_device_allocate(d, 4, SW_DT_FLOAT32, 0, &a, &err), SW_OK);
+    CHECK_EQ_I64(sw_block_device_allocate(d, 2, SW_DT_FLOAT32, 0, &b, &err), SW_OK);
+    CHECK_EQ_I64(sw_block_device_close_when_unused(d, 0, &err), SW_OK);
+    CHECK(!sw_block_device_is_closed(d) && sw_block_device_is_closing(d));
+    CHECK_EQ_I64(sw_block_device_allocate(d, 1, SW_DT_FLOAT32, 0, &more, &err), SW_ESTATE);
+    CHECK(strstr(err.msg, "closing") != NULL && more == NULL);
+    float v = 6.0f, back = 0;
+    CHECK_EQ_I64(sw_block_device_allocate_values(d, &v, 1, 0, &more, &err), SW_ESTATE);
+    CHECK(strstr(err.msg, "closing") != NULL);
+    CHECK_EQ_I64(sw_carrier_write(a, 1, 1, &v, &err), SW_OK); /* carriers still work */
+    CHECK_EQ_I64(sw_carrier_read(a, 1, 1, &back, &err), SW_OK);
+    CHECK(back == 6.0f);
+    CHECK_EQ_I64(sw_block_device_close(d, &err), SW_ESTATE);
+    CHECK(strstr(err.msg, "still alive") != NULL);
+    CHECK_EQ_I64(sw_carrier_release(a, &err), SW_OK);
+    sw_carrier_unref(a); /* a released handle still counts until it goes */
+    CHECK(!sw_block_device_is_closed(d) && sw_block_device_is_closing(d));
+    sw_carrier_unref(b); /* the last one: flushed and closed */
+    CHECK(sw_block_device_is_closed(d) && !sw_block_device_is_closing(d));
+    CHECK(!sw_block_device_is_faulted(d));
+    CHECK_EQ_I64(sw_block_device_allocate(d, 1, SW_DT_FLOAT32, 0, &more, &err), SW_ESTATE);
+    CHECK(strstr(err.msg, "closed") != NULL);
+    CHECK_EQ_I64(sw_block_device_close(d, &err), SW_OK);
+    CHECK_EQ_I64(sw_block_device_close_when_unused(NULL, 0, &err), SW_ETYPE);
+    sw_block_device_unref(d);
+
+    if (!sw_fault_enabled()) {
+        printf("skip the failing flushes of test_b8_close_when_unused: needs fault injection\n");
+        return;
+    }
+    /* A failing flush: kept open (as close) unless even_on_error. */
+    d = open_loop();
+    if (!d)
+        return;
+    sw_fault_arm("blockdev_fdatasync", 0, 1);
+    CHECK_EQ_I64(sw_block_device_close_when_unused(d, 0, &err), SW_EIO);
+    sw_fault_clear();
+    CHECK(!sw_block_device_is_closed(d) && sw_block_device_is_faulted(d));
+    sw_block_device_unref(d);
+    d = open_loop();
+    if (!d)
+        return;
+    sw_fault_arm("blockdev_fdatasync", 0, 1);
+    CHECK_EQ_I64(sw_block_device_close_when_unused(d, 1, &err), SW_EIO);
+    sw_fault_clear();
+    CHECK(sw_block_device_is_closed(d) && sw_block_device_is_faulted(d));
+    sw_block_device_unref(d);
+    /* The last carrier of a closing device: a failing flush faults the
+     * device, unreported, and still closes it. */
+    d = open_loop();
+    if (!d)
+        return;
+    CHECK_EQ_I64(sw_block_device_allocate(d, 4, SW_DT_FLOAT32, 0, &a, &err), SW_OK);
+    CHECK_EQ_I64(sw_block_device_close_when_unused(d, 0, &err), SW_OK);
+    sw_fault_arm("blockdev_fdatasync", 0, 1);
+    sw_carrier_unref(a);
+    sw_fault_clear();
+    CHECK(sw_block_device_is_closed(d) && sw_block_device_is_faulted(d));
+    sw_block_device_unref(d);
+}
+
+/* B-7 new_like: a carrier written with given values, version 0, buffered
+ * until flush; the checks of allocate; a failed write frees the extent. */
+static void test_b3_allocate_values(void)
+{
+    sw_error err;
+    sw_block_device *d = open_loop();
+    if (!d)
+        return;
+    float vals[3] = {1.5f, -2.0f, 3.25f}, back[3] = {0};
+    sw_carrier *c = NULL, *e = NULL, *imm = NULL;
+    CHECK_EQ_I64(sw_block_device_allocate_values(d, vals, 3, 0, &c, &err), SW_OK);
+    CHECK_EQ_I64(sw_carrier_size(c), 3);
+    CHECK_EQ_I64(sw_carrier_version(c), 0);
+    CHECK_EQ_I64(sw_carrier_read(c, 0, 3, back, &err), SW_OK);
+    CHECK(back[0] == 1.5f && back[1] == -2.0f && back[2] == 3.25f);
+    CHECK_EQ_I64(sw_block_device_flush(d, &err), SW_OK);
+    CHECK_EQ_I64(sw_block_device_allocate_values(d, NULL, 0, 0, &e, &err), SW_OK);
+    CHECK_EQ_I64(sw_carrier_size(e), 0);
+    CHECK_EQ_I64(sw_block_device_carrier_extent_bytes(e), 0);
+    CHECK_EQ_I64(sw_block_device_allocate_values(d, vals, 1, SW_CARRIER_IMMUTABLE, &imm, &err),
+                 SW_OK);
+    CHECK(!sw_carrier_is_mutable(imm));
+    CHECK_EQ_I64(sw_carrier_write(imm, 0, 1, vals, &err), SW_ESTATE);
+    sw_carrier *bad = NULL;
+    CHECK_EQ_I64(sw_block_device_allocate_values(d, NULL, 2, 0, &bad, &err), SW_EINVAL);
+    CHECK_EQ_I64(sw_block_device_allocate_values(d, vals, -1, 0, &bad, &err), SW_EINVAL);
+    CHECK_EQ_I64(sw_block_device_allocate_values(NULL, vals, 1, 0, &bad, &err), SW_ETYPE);
+    CHECK(bad == NULL);
+    /* Extents as allocate gives them: c first, imm right after it. */
+    CHECK_EQ_I64(sw_block_device_carrier_offset_bytes(c), 0);
+    CHECK_EQ_I64(sw_block_device_carrier_offset_bytes(imm), sw_block_device_allocation_alignment(d));
+    sw_carrier_unref(imm);
+    if (sw_fault_enabled()) {
+        sw_fault_arm("pwrite", 0, 1);
+        CHECK_EQ_I64(sw_block_device_allocate_values(d, vals, 3, 0, &bad, &err), SW_EIO);
+        sw_fault_clear();
+        CHECK(bad == NULL && sw_block_device_is_faulted(d));
+        CHECK_EQ_I64(sw_block_device_allocate_values(d, vals, 3, 0, &bad, &err), SW_ESTATE);
+        CHECK(strstr(err.msg, "faulted") != NULL);
+    }
+    sw_carrier_unref(c);
+    sw_carrier_unref(e);
+    CHECK_EQ_I64(sw_block_device_close(d, &err), SW_OK);
+    sw_block_device_unref(d);
+}
+
+/* A move's own transfer writes (transfer access) never count on the
+ * version, also when the write fails. */
+static void test_b5_failed_write_in_transfer_counts_nothing(void)
+{
+    sw_error err;
+    if (!sw_fault_enabled()) {
+        printf("skip test_b5_failed_write_in_transfer_counts_nothing: needs fault injection\n");
+        return;
+    }
+    sw_block_device *d = open_loop();
+    if (!d)
+        return;
+    sw_carrier *c = NULL;
+    float v = 1.0f;
+    CHECK_EQ_I64(sw_block_device_allocate(d, 2, SW_DT_FLOAT32, 0, &c, &err), SW_OK);
+    sw_carrier_begin_transfer(c);
+    sw_fault_arm("pwrite", 0, 1);
+    CHECK_EQ_I64(sw_carrier_write(c, 0, 1, &v, &err), SW_EIO);
+    sw_fault_clear();
+    sw_carrier_end_transfer(c);
+    CHECK_EQ_I64(sw_carrier_version(c), 0);
+    CHECK(sw_block_device_is_faulted(d));
+    sw_carrier_unref(c);
+    sw_block_device_unref(d);
+}
+
+typedef struct waiter {
+    sw_carrier *c;
+    int release; /* 0: read slot 0, 1: release */
+    float value;
+    sw_status st;
+    atomic_int done;
+} waiter;
+
+static void *waiter_run(void *arg)
+{
+    waiter *w = arg;
+    sw_error err;
+    w->st = w->release ? sw_carrier_release(w->c, &err) : sw_carrier_read(w->c, 0, 1, &w->value, &err);
+    atomic_store(&w->done, 1);
+    return NULL;
+}
+
+/* Whether `w` is still blocked after ~200 ms (a thread that does not wait
+ * finishes in microseconds). */
+static int still_blocked(waiter *w)
+{
+    for (int i = 0; i < 20; i++) {
+        if (atomic_load(&w->done))
+            return 0;
+        usleep(10000);
+    }
+    return !atomic_load(&w->done);
+}
+
+/* B-9 / B-7: a slot read of a carrier waits for a move transfer on its
+ * range, and a release waits for a transfer on a page of its extent. */
+static void test_b9_slot_io_and_release_wait_for_transfers(void)
+{
+    sw_error err;
+    if (!sw_fault_enabled()) {
+        printf("skip test_b9_slot_io_and_release_wait_for_transfers: needs fault injection\n");
+        return;
+    }
+    sw_block_device *d = open_loop();
+    if (!d)
+        return;
+    int64_t n = 64;
+    sw_carrier *x = NULL, *y = NULL, *src = cpu_values(n, 3.0f), *out = NULL;
+    CHECK_EQ_I64(sw_block_device_allocate(d, n, SW_DT_FLOAT32, 0, &x, &err), SW_OK);
+    CHECK_EQ_I64(sw_block_device_allocate(d, 1, SW_DT_FLOAT32, 0, &y, &err), SW_OK);
+    sw_tensor *t = flat(src, 0, n), *r = NULL;
+    CHECK_EQ_I64(sw_move(t, x, &r, &err), SW_OK);
+    sw_tensor_unref(r);
+    r = NULL;
+    CHECK_EQ_I64(sw_cpu_new(n, SW_DT_FLOAT32, SW_CARRIER_EMPTY, &out, &err), SW_OK);
+    sw_tensor *tx = flat(x, 0, n);
+    sw_move_handle *m = NULL;
+    CHECK_EQ_I64(sw_fault_arm("blockdev_io_pause", 0, 1), SW_OK);
+    CHECK_EQ_I64(sw_move_async(tx, out, NULL, &m, &err), SW_OK); /* x -> CPU, held */
+    sw_fault_wait_paused();
+    waiter rd = {.c = x, .release = 0}, rel = {.c = y, .release = 1};
+    atomic_init(&rd.done, 0);
+    atomic_init(&rel.done, 0);
+    pthread_t t1, t2;
+    /* y's extent shares a page with x's when the alignment is below the
+     * page size; only then does its release wait. */
+    int shares = sw_block_device_carrier_offset_bytes(y) / 4096 ==
+                 sw_block_device_carrier_offset_bytes(x) / 4096;
+    CHECK(pthread_create(&t1, NULL, waiter_run, &rd) == 0);
+    if (shares)
+        CHECK(pthread_create(&t2, NULL, waiter_run, &rel) == 0);
+    CHECK(still_blocked(&rd));
+    if (shares)
+        CHECK(still_blocked(&rel));
+    sw_fault_resume();
+    pthread_join(t1, NULL);
+    if (shares)
+        pthread_join(t2, NULL);
+    CHECK_EQ_I64(rd.st, SW_OK);
+    CHECK(rd.value == 3.0f);
+    if (shares)
+        CHECK_EQ_I64(rel.st, SW_OK);
+    CHECK_EQ_I64(sw_move_wait(m, &r, &err), SW_OK);
+    CHECK(slots_equal(out, n, 3.0f));
+    sw_move_unref(m);
+    sw_tensor_unref(r);
+    sw_tensor_unref(tx);
+    sw_tensor_unref(t);
+    sw_carrier_unref(out);
+    sw_carrier_unref(src);
+    sw_carrier_unref(x);
+    sw_carrier_unref(y);
+    CHECK_EQ_I64(sw_block_device_close(d, &err), SW_OK);
+    sw_block_device_unref(d);
+}
+
+/* For a binding's own move engine: the primitive and the endpoint. */
+static void test_binding_transfer_hooks(void)
+{
+    sw_error err;
+    sw_block_device *d = open_loop();
+    if (!d)
+        return;
+    sw_carrier *a = NULL, *b = NULL, *cpu = cpu_values(4, 0.0f);
+    CHECK_EQ_I64(sw_block_device_allocate(d, 1, SW_DT_FLOAT32, 0, &a, &err), SW_OK);
+    CHECK_EQ_I64(sw_block_device_allocate(d, 8, SW_DT_FLOAT32, 0, &b, &err), SW_OK);
+    CHECK(sw_block_device_primitive(d) != NULL && sw_block_device_primitive(NULL) == NULL);
+    sw_endpoint e = {.kind = SW_ENDPOINT_HOST, .fd = -7, .offset = 99};
+    CHECK(sw_block_device_carrier_endpoint(cpu, &e) == 0);
+    CHECK(e.fd == -7 && e.offset == 99); /* untouched */
+    CHECK(sw_block_device_carrier_endpoint(b, &e) == 1);
+    CHECK(e.kind == SW_ENDPOINT_FILE && e.fd == sw_block_device_primitive(d)->fd);
+    CHECK_EQ_I64(e.offset * 4, sw_block_device_carrier_offset_bytes(b));
+    CHECK(e.offset > 0);
+    /* A transfer through them lands in b's slots. */
+    float *p = sw_cpu_pointer(cpu);
+    sw_transfer t = {.src = {.kind = SW_ENDPOINT_HOST, .host = p, .fd = -1, .offset = 0},
+                     .dst = e, .itemsize = 4, .bulk = 1, .cosize = 4, .ndim = 0};
+    CHECK_EQ_I64(sw_blockdev_transfer(sw_block_device_primitive(d), &t, &err), SW_OK);
+    CHECK(slots_equal(b, 4, 0.0f));
+    sw_carrier_unref(a);
+    sw_carrier_unref(b);
+    sw_carrier_unref(cpu);
+    CHECK_EQ_I64(sw_block_device_close(d, &err), SW_OK);
+    sw_block_device_unref(d);
+}
+
 int main(void)
 {
     test_b2_open_refusals();
@@ -724,6 +1002,11 @@ int main(void)
         test_b6_faults();
         test_b9_threads();
         test_b8_close_right_after_waited_move();
+        test_b8_close_when_unused();
+        test_b3_allocate_values();
+        test_b5_failed_write_in_transfer_counts_nothing();
+        test_b9_slot_io_and_release_wait_for_transfers();
+        test_binding_transfer_hooks();
         loop_detach(&loop);
         test_b11_device_cannot_store_it();
     } else {

@@ -1,7 +1,8 @@
 """Releasing a FileBacked carrier (explicitly, or as the source of a move)
 removes its file at once; the last close, where the file system frees the
-storage, runs off the caller's path (issue 19), and is done before fork()
-returns and before the interpreter exits.
+storage, runs off the caller's path for files under 1 MiB (larger ones are
+closed on the caller), and is done before fork() returns and before the
+interpreter exits.
 
 The background close is held deterministically at a pause point
 (fault-injection builds), so the tests see a released descriptor still open
@@ -81,16 +82,20 @@ RELEASE_WITH_CLOSE_HELD = """
     import strideweave as sw
     from strideweave import CPU, FileBacked, Layout, Shape, Stride, Tensor, _C
 
-    n = 1 << 18  # 1 MiB: closed at once, not batched with later small files
+    # Two files of 512 KiB: below the size a release closes on the caller,
+    # and together a batch the background close takes at once.
+    n = 1 << 17
     _C._fault_inject("file_reclaim_pause")
+    paths = []
     with sw.no_grad():
-        t = sw.move(Tensor(CPU(n, empty=True), 0, Layout(Shape(n), Stride(1))), FileBacked())
-        d = str(t.carrier.path.parent)
-        path = t.carrier.path
-        back = sw.move(t, CPU(n, empty=True))
-    _C._fault_wait_paused()  # the background close stopped before closing it
+        for _ in range(2):
+            t = sw.move(Tensor(CPU(n, empty=True), 0, Layout(Shape(n), Stride(1))), FileBacked())
+            d = str(t.carrier.path.parent)
+            paths.append(t.carrier.path)
+            back = sw.move(t, CPU(n, empty=True))
+    _C._fault_wait_paused()  # the background close stopped before closing them
     before = held(d)
-    gone = not path.exists()
+    gone = not any(p.exists() for p in paths)
 """
 
 
@@ -121,7 +126,7 @@ def test_c23_released_storage_is_freed_before_fork_returns():
         print(json.dumps({"before": before, "gone": gone, "child": child, "parent": parent}))
     """)
     # released: the name is gone at once, the storage was still held ...
-    assert out["before"] == 1 and out["gone"]
+    assert out["before"] == 2 and out["gone"]
     # ... and fork() gave it back first: neither process holds it
     assert out["child"] == 0 and out["parent"] == 0
 
@@ -139,7 +144,7 @@ def test_c23_released_storage_is_freed_before_interpreter_exit():
         state.update(d=d, before=before, gone=gone)
         # exit with the background close still stopped
     """)
-    assert out["before"] == 1 and out["gone"]
+    assert out["before"] == 2 and out["gone"]
     assert out["at_exit"] == 0
 
 
@@ -170,3 +175,26 @@ def test_c23_waiting_descriptors_never_cost_a_new_file_its_descriptor():
     """)
     assert out["waiting"] == 8  # batched: still open before the limit was hit
     assert out["made"] == 5 and out["left"] == 0
+
+
+@needs_faults
+@needs_proc
+def test_c23_released_file_of_a_mebibyte_or_more_is_closed_before_release_returns():
+    # A large file's storage is given back on the caller: freed in the
+    # background it was still being returned while the next large write ran.
+    # The background close is held, so only a close on the caller frees it.
+    out = run_python(PRELUDE, """
+        import strideweave as sw
+        from strideweave import CPU, FileBacked, Layout, Shape, Stride, Tensor, _C
+
+        n = 1 << 18  # 1 MiB of Float32
+        _C._fault_inject("file_reclaim_pause")
+        with sw.no_grad():
+            t = sw.move(Tensor(CPU(n, empty=True), 0, Layout(Shape(n), Stride(1))), FileBacked())
+            d = str(t.carrier.path.parent)
+            path = t.carrier.path
+            sw.move(t, CPU(n, empty=True))
+        print(json.dumps({"held": held(d), "gone": not path.exists()}))
+        _C._fault_resume()
+    """)
+    assert out["gone"] and out["held"] == 0
