@@ -23,6 +23,8 @@
 
 static float value_of(int64_t slot) { return (float)slot * 0.25f + 3.0f; }
 
+#include "te_fixture.h"
+
 static int session_files(void)
 {
     const char *dir;
@@ -43,47 +45,25 @@ static int session_files(void)
 static sw_tiled_evictable *make(int file)
 {
     int64_t grid[] = {2, 2}, tile[] = {2, 2};
-    sw_carrier *p = NULL, *s = NULL;
-    sw_tiled_evictable *te = NULL;
-    sw_cpu_new(16, SW_DT_FLOAT32, 0, &p, NULL);
-    float *v = sw_cpu_pointer(p);
-    for (int64_t i = 0; i < 16; i++)
-        v[i] = value_of(i);
-    if (file)
-        sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &s, NULL);
-    else
-        sw_cpu_new(0, SW_DT_FLOAT32, 0, &s, NULL);
-    CHECK(sw_tiled_evictable_new(p, s, 2, grid, tile, &te, NULL) == SW_OK);
-    sw_carrier_unref(p);
-    sw_carrier_unref(s);
-    return te;
+    return make_grid(2, grid, tile, file);
 }
 
-typedef struct snap {
-    sw_te_tile_state st[MAXT];
-    float values[MAXS];
-    sw_status read_status;
-    uint64_t version;
+/* The fixture's snapshot, plus the session's file count and live bytes. */
+typedef struct hard_snap {
+    snap te;
     int files;
     int64_t live;
-} snap;
+} hard_snap;
 
-static void take(sw_tiled_evictable *te, snap *s)
+static void take(sw_tiled_evictable *te, hard_snap *s)
 {
     memset(s, 0, sizeof *s);
-    const sw_tile_geometry *g = sw_tiled_evictable_geometry(te);
-    for (int64_t t = 0; t < g->ntiles && t < MAXT; t++) {
-        int64_t c[SW_TILES_MAX_RANK];
-        sw_tiles_tile_coord(g, t, c);
-        sw_tiled_evictable_tile_state(te, c, &s->st[t], NULL);
-    }
-    s->read_status = sw_tiled_evictable_read(te, 0, g->size, s->values, NULL);
-    s->version = sw_tiled_evictable_version(te);
+    take_tiles(te, &s->te);
     s->files = session_files();
     s->live = sw_alloc_live_bytes();
 }
 
-static int same(const snap *a, const snap *b) { return memcmp(a, b, sizeof *a) == 0; }
+static int same(const hard_snap *a, const hard_snap *b) { return memcmp(a, b, sizeof *a) == 0; }
 
 static const char *const sites[] = {"alloc", "pread", "pwrite", "open", "truncate", "tile_copy",
                                     "tile_gather", "tile_submit"};
@@ -172,7 +152,7 @@ static void test_te_write_fault_walk(void)
                 const float in[2] = {-7.0f, -8.0f};
                 int done = 0;
                 for (long skip = 0; skip < 200 && !done; skip++) {
-                    snap before, after;
+                    hard_snap before, after;
                     take(target, &before);
                     sw_fault_arm(sites[f], skip, 1);
                     sw_error err;
@@ -306,7 +286,7 @@ static void test_te_policy_projection_fault_walk(void)
             sw_tile_selection sel = {2, counts, axes};
             int done = 0;
             for (long skip = 0; skip < 200 && !done; skip++) {
-                snap before, after;
+                hard_snap before, after;
                 take(te, &before);
                 sw_fault_arm(sites[f], skip, 1);
                 sw_tensor *out = NULL;
@@ -456,7 +436,7 @@ static void test_te_write_racing_an_eviction(void)
     for (int file = 0; file < 2; file++) {
         sw_tiled_evictable *te = make(file);
         CHECK(sw_tiled_evictable_evict(te, (int64_t[]){0, 0}, 1, NULL) == SW_OK);
-        snap before;
+        hard_snap before;
         take(te, &before);
         sw_fault_arm("tile_copy_pause", 0, 1);
         write_arg a = {.te = te};
@@ -471,15 +451,15 @@ static void test_te_write_racing_an_eviction(void)
         CHECK(strstr(a.msg, "try again") != NULL);
         float got[16];
         CHECK(sw_tiled_evictable_read(te, 0, 16, got, NULL) == SW_OK);
-        CHECK(memcmp(got, before.values, sizeof got) == 0);
-        CHECK_EQ_I64(sw_tiled_evictable_version(te), before.version);
+        CHECK(memcmp(got, before.te.values, sizeof got) == 0);
+        CHECK_EQ_I64(sw_tiled_evictable_version(te), before.te.version);
         sw_te_tile_state st;
         CHECK(sw_tiled_evictable_tile_state(te, (int64_t[]){0, 0}, &st, NULL) == SW_OK);
         CHECK(st.location == SW_TE_PRIMARY && !st.dirty && !st.pending);
         /* trying again succeeds */
         write_across(&a);
         CHECK(a.st == SW_OK);
-        CHECK_EQ_I64(sw_tiled_evictable_version(te), before.version + 1);
+        CHECK_EQ_I64(sw_tiled_evictable_version(te), before.te.version + 1);
         sw_tiled_evictable_release(te, NULL);
         sw_tiled_evictable_unref(te);
     }

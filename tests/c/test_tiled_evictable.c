@@ -18,6 +18,8 @@
 
 static float value_of(int64_t slot) { return (float)slot * 0.5f + 1.25f; }
 
+#include "te_fixture.h"
+
 /* Files in the session directory (FileBacked tiles), to prove none leak. */
 static int session_files(void)
 {
@@ -32,50 +34,6 @@ static int session_files(void)
     if (d)
         closedir(d);
     return n;
-}
-
-/* A full primary holding value_of(slot), an empty secondary (CPU or
- * FileBacked). */
-static sw_tiled_evictable *make(int32_t rank, const int64_t *grid, const int64_t *tile,
-                                int file_secondary)
-{
-    sw_tile_geometry g;
-    if (sw_tiles_geometry_init(&g, rank, grid, tile, NULL) != SW_OK)
-        return NULL;
-    sw_carrier *p = NULL, *s = NULL;
-    sw_tiled_evictable *te = NULL;
-    sw_cpu_new(g.size, SW_DT_FLOAT32, 0, &p, NULL);
-    float *v = sw_cpu_pointer(p);
-    for (int64_t i = 0; i < g.size; i++)
-        v[i] = value_of(i);
-    if (file_secondary)
-        sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &s, NULL);
-    else
-        sw_cpu_new(0, SW_DT_FLOAT32, 0, &s, NULL);
-    CHECK(sw_tiled_evictable_new(p, s, rank, grid, tile, &te, NULL) == SW_OK);
-    sw_carrier_unref(p);
-    sw_carrier_unref(s);
-    return te;
-}
-
-typedef struct snap {
-    sw_te_tile_state st[MAXT];
-    float values[MAXS];
-    sw_status read_status;
-    uint64_t version;
-} snap;
-
-static void take(sw_tiled_evictable *te, snap *s)
-{
-    memset(s, 0, sizeof *s);
-    const sw_tile_geometry *g = sw_tiled_evictable_geometry(te);
-    for (int64_t t = 0; t < g->ntiles && t < MAXT; t++) {
-        int64_t c[SW_TILES_MAX_RANK];
-        sw_tiles_tile_coord(g, t, c);
-        sw_tiled_evictable_tile_state(te, c, &s->st[t], NULL);
-    }
-    s->read_status = sw_tiled_evictable_read(te, 0, g->size, s->values, NULL);
-    s->version = sw_tiled_evictable_version(te);
 }
 
 static int same(const snap *a, const snap *b)
@@ -281,7 +239,7 @@ static void test_te7_te10_values_several_grids(void)
     };
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         for (int file = 0; file < 2; file++) {
-            sw_tiled_evictable *te = make(cases[ci].rank, cases[ci].grid, cases[ci].tile, file);
+            sw_tiled_evictable *te = make_grid(cases[ci].rank, cases[ci].grid, cases[ci].tile, file);
             const sw_tile_geometry *g = sw_tiled_evictable_geometry(te);
             int32_t r = g->rank;
             float ref[MAXS];
@@ -372,7 +330,7 @@ static void test_te10_within_tile_permutation(void)
 {
     int64_t grid[] = {2, 2}, tile[] = {2, 2};
     for (int file = 0; file < 2; file++) {
-        sw_tiled_evictable *te = make(2, grid, tile, file);
+        sw_tiled_evictable *te = make_grid(2, grid, tile, file);
         float ref[16];
         for (int i = 0; i < 16; i++)
             ref[i] = value_of(i);
@@ -413,7 +371,7 @@ static void test_te9_implicit_tiles(void)
 {
     int64_t grid[] = {2, 2}, tile[] = {2, 3};
     for (int file = 0; file < 2; file++) {
-        sw_tiled_evictable *proto = make(2, grid, tile, file), *te = NULL, *inv = NULL;
+        sw_tiled_evictable *proto = make_grid(2, grid, tile, file), *te = NULL, *inv = NULL;
         CHECK(sw_tiled_evictable_allocate_like(proto, 0, &te, NULL) == SW_OK);
         CHECK(sw_tiled_evictable_allocate_like(proto, 1, &inv, NULL) == SW_OK);
         CHECK(sw_carrier_class_of(sw_tiled_evictable_secondary(te)) ==
@@ -522,10 +480,10 @@ static void test_te7_other_dtypes(void)
 static void test_te7_te10_refusals_change_nothing(void)
 {
     int64_t grid[] = {2, 3}, tile[] = {2, 2};
-    sw_tiled_evictable *te = make(2, grid, tile, 1);
+    sw_tiled_evictable *te = make_grid(2, grid, tile, 1);
     CHECK(sw_tiled_evictable_evict(te, (int64_t[]){1, 1, 0, 2}, 2, NULL) == SW_OK);
     snap before, after;
-    take(te, &before);
+    take_tiles(te, &before);
     sw_error err;
     int files = session_files();
     /* residency */
@@ -586,7 +544,7 @@ static void test_te7_te10_refusals_change_nothing(void)
     CHECK(v == value_of(sw_tiles_slot(sw_tiled_evictable_geometry(te), 4, 0)));
     sw_tensor_unref(out);
     (void)one;
-    take(te, &after);
+    take_tiles(te, &after);
     CHECK(same(&before, &after));
     CHECK_EQ_I64(session_files(), files);
     /* released */
@@ -644,7 +602,7 @@ static void test_te7_pending_guard(void)
     if (!sw_fault_enabled())
         return;
     int64_t grid[] = {2, 2}, tile[] = {2, 2};
-    sw_tiled_evictable *te = make(2, grid, tile, 1);
+    sw_tiled_evictable *te = make_grid(2, grid, tile, 1);
     int64_t a0[] = {0}, a1[] = {1}, counts[] = {1, 1};
     const int64_t *axes[] = {a0, a1};
     /* a request copying tile (0,1) stops mid-transfer */
@@ -690,7 +648,7 @@ static void test_te10_pinned_guard(void)
     if (!sw_fault_enabled())
         return;
     int64_t grid[] = {2, 2}, tile[] = {2, 2};
-    sw_tiled_evictable *te = make(2, grid, tile, 0);
+    sw_tiled_evictable *te = make_grid(2, grid, tile, 0);
     CHECK(sw_tiled_evictable_evict(te, (int64_t[]){1, 0}, 1, NULL) == SW_OK);
     int64_t a0[] = {1}, a1[] = {0}, counts[] = {1, 1};
     const int64_t *axes[] = {a0, a1};
@@ -745,7 +703,7 @@ static int exhaust_faults(sw_tiled_evictable *te, const char *fault, int kind,
     sw_tile_selection sel = {2, counts, axes};
     for (long skip = 0; skip < 200; skip++) {
         snap before, after;
-        take(te, &before);
+        take_tiles(te, &before);
         int files = session_files();
         int64_t live = sw_alloc_live_bytes();
         sw_fault_arm(fault, skip, 1);
@@ -764,7 +722,7 @@ static int exhaust_faults(sw_tiled_evictable *te, const char *fault, int kind,
             return failed;
         }
         failed++;
-        take(te, &after);
+        take_tiles(te, &after);
         CHECK(same(&before, &after));
         CHECK_EQ_I64(session_files(), files);
         CHECK_EQ_I64(sw_alloc_live_bytes(), live);
@@ -783,7 +741,7 @@ static void test_te7_faults_mid_transfer_change_nothing(void)
     const char *faults[] = {"tile_copy", "alloc", "pwrite", "pread", "open", "truncate"};
     for (int file = 0; file < 2; file++) {
         for (size_t f = 0; f < sizeof faults / sizeof faults[0]; f++) {
-            sw_tiled_evictable *te = make(2, grid, tile, file);
+            sw_tiled_evictable *te = make_grid(2, grid, tile, file);
             /* evict three tiles from the full primary (runs: pwritev) */
             int failed = exhaust_faults(te, faults[f], 1, three, 3);
             fprintf(stderr, "  fault %s (%s secondary): evict %d", faults[f],
@@ -815,7 +773,7 @@ static void test_te7_faults_mid_transfer_change_nothing(void)
         }
     }
     /* a full FileBacked secondary: promote reads runs with pread */
-    sw_tiled_evictable *te = make(2, grid, tile, 1), *fs;
+    sw_tiled_evictable *te = make_grid(2, grid, tile, 1), *fs;
     CHECK(sw_tiled_evictable_evict(te, all, 4, NULL) == SW_OK);
     sw_tiled_evictable_release(te, NULL);
     sw_tiled_evictable_unref(te);
@@ -847,7 +805,7 @@ static void test_te10_fault_keeps_given_destination(void)
     if (!sw_fault_enabled())
         return;
     int64_t grid[] = {2, 2}, tile[] = {2, 2};
-    sw_tiled_evictable *te = make(2, grid, tile, 1);
+    sw_tiled_evictable *te = make_grid(2, grid, tile, 1);
     sw_carrier *d;
     sw_cpu_new(4, SW_DT_FLOAT32, 0, &d, NULL);
     int64_t a0[] = {1}, a1[] = {1}, counts[] = {1, 1};

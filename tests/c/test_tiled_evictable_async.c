@@ -25,6 +25,8 @@
 
 static float value_of(int64_t slot) { return (float)slot * 0.5f + 1.25f; }
 
+#include "te_fixture.h"
+
 static int session_files(void)
 {
     const char *dir;
@@ -38,49 +40,6 @@ static int session_files(void)
     if (d)
         closedir(d);
     return n;
-}
-
-/* A full primary holding value_of(slot), an empty secondary. */
-static sw_tiled_evictable *make(int32_t rank, const int64_t *grid, const int64_t *tile,
-                                int file_secondary)
-{
-    sw_tile_geometry g;
-    if (sw_tiles_geometry_init(&g, rank, grid, tile, NULL) != SW_OK)
-        return NULL;
-    sw_carrier *p = NULL, *s = NULL;
-    sw_tiled_evictable *te = NULL;
-    sw_cpu_new(g.size, SW_DT_FLOAT32, 0, &p, NULL);
-    float *v = sw_cpu_pointer(p);
-    for (int64_t i = 0; i < g.size; i++)
-        v[i] = value_of(i);
-    if (file_secondary)
-        sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &s, NULL);
-    else
-        sw_cpu_new(0, SW_DT_FLOAT32, 0, &s, NULL);
-    CHECK(sw_tiled_evictable_new(p, s, rank, grid, tile, &te, NULL) == SW_OK);
-    sw_carrier_unref(p);
-    sw_carrier_unref(s);
-    return te;
-}
-
-typedef struct snap {
-    sw_te_tile_state st[MAXT];
-    float values[MAXS];
-    sw_status read_status;
-    uint64_t version;
-} snap;
-
-static void take(sw_tiled_evictable *te, snap *s)
-{
-    memset(s, 0, sizeof *s);
-    const sw_tile_geometry *g = sw_tiled_evictable_geometry(te);
-    for (int64_t t = 0; t < g->ntiles && t < MAXT; t++) {
-        int64_t c[SW_TILES_MAX_RANK];
-        sw_tiles_tile_coord(g, t, c);
-        sw_tiled_evictable_tile_state(te, c, &s->st[t], NULL);
-    }
-    s->read_status = sw_tiled_evictable_read(te, 0, g->size, s->values, NULL);
-    s->version = sw_tiled_evictable_version(te);
 }
 
 static int same(const snap *a, const snap *b) { return memcmp(a, b, sizeof *a) == 0; }
@@ -132,7 +91,7 @@ static void test_te7_async_residency_commits_all(void)
     int64_t grid[] = {3, 2}, tile[] = {2, 3};
     int64_t three[] = {0, 0, 2, 0, 1, 1};
     for (int file = 0; file < 2; file++) {
-        sw_tiled_evictable *te = make(2, grid, tile, file);
+        sw_tiled_evictable *te = make_grid(2, grid, tile, file);
         sw_te_work *w = NULL;
         sw_error err;
         CHECK(sw_tiled_evictable_evict_async(te, three, 3, &w, &err) == SW_OK && w);
@@ -168,10 +127,10 @@ static void test_te7_async_residency_commits_all(void)
 static void test_te7_async_refusals_change_nothing(void)
 {
     int64_t grid[] = {2, 2}, tile[] = {2, 2};
-    sw_tiled_evictable *te = make(2, grid, tile, 1);
+    sw_tiled_evictable *te = make_grid(2, grid, tile, 1);
     CHECK(sw_tiled_evictable_evict(te, (int64_t[]){1, 1}, 1, NULL) == SW_OK);
     snap before, after;
-    take(te, &before);
+    take_tiles(te, &before);
     sw_error err;
     sw_te_work *w = NULL;
     CHECK(sw_tiled_evictable_promote_async(NULL, (int64_t[]){0, 0}, 1, &w, &err) == SW_ETYPE);
@@ -194,7 +153,7 @@ static void test_te7_async_refusals_change_nothing(void)
     CHECK(sw_tiled_evictable_project_async(te, NULL, 0, &bad, small, &w, &err) == SW_EINVAL);
     CHECK(!sw_carrier_is_owned(small));
     CHECK(w == NULL);
-    take(te, &after);
+    take_tiles(te, &after);
     CHECK(same(&before, &after));
     /* an invalid tile cannot be promoted; a released carrier refuses all */
     sw_tiled_evictable *like;
@@ -219,7 +178,7 @@ static void test_te7_async_pending_until_commit(void)
     if (!sw_fault_enabled())
         return;
     int64_t grid[] = {2, 2}, tile[] = {2, 2};
-    sw_tiled_evictable *te = make(2, grid, tile, 1);
+    sw_tiled_evictable *te = make_grid(2, grid, tile, 1);
     sw_fault_arm("tile_copy_pause", 0, 1);
     sw_te_work *w = NULL;
     sw_error err;
@@ -265,7 +224,7 @@ static void test_te8_dropped_handles_commit(void)
     int64_t grid[] = {4, 2}, tile[] = {2, 2};
     int64_t all[] = {0, 0, 1, 0, 2, 0, 3, 0, 0, 1, 1, 1, 2, 1, 3, 1};
     for (int file = 0; file < 2; file++) {
-        sw_tiled_evictable *te = make(2, grid, tile, file);
+        sw_tiled_evictable *te = make_grid(2, grid, tile, file);
         sw_tiled_evictable *keep = sw_tiled_evictable_ref(te);
         sw_te_work *w;
         CHECK(sw_tiled_evictable_evict_async(te, all, 4, &w, NULL) == SW_OK);
@@ -310,7 +269,7 @@ static void test_te8_dropped_handles_commit(void)
 static void test_te10_async_projection(void)
 {
     int64_t grid[] = {3, 3}, tile[] = {2, 2};
-    sw_tiled_evictable *te = make(2, grid, tile, 1);
+    sw_tiled_evictable *te = make_grid(2, grid, tile, 1);
     CHECK(sw_tiled_evictable_evict(te, (int64_t[]){2, 0, 0, 2, 1, 1}, 3, NULL) == SW_OK);
     int64_t a0[] = {2, 0}, a1[] = {1, 0, 2}, counts[] = {2, 3};
     const int64_t *axes[] = {a0, a1};
@@ -367,7 +326,7 @@ static int exhaust_faults(sw_tiled_evictable *te, const char *fault, int kind,
     for (long skip = 0; skip < 200; skip++) {
         snap before, after;
         sw_tiled_evictable_drain(); /* the last attempt let go of everything */
-        take(te, &before);
+        take_tiles(te, &before);
         int files = session_files();
         int64_t live = sw_alloc_live_bytes();
         sw_fault_arm(fault, skip, 1);
@@ -381,7 +340,7 @@ static int exhaust_faults(sw_tiled_evictable *te, const char *fault, int kind,
         }
         failed++;
         sw_tiled_evictable_drain();
-        take(te, &after);
+        take_tiles(te, &after);
         CHECK(same(&before, &after));
         CHECK_EQ_I64(session_files(), files);
         CHECK_EQ_I64(sw_alloc_live_bytes(), live);
@@ -398,14 +357,14 @@ static void test_te7_async_faults_change_nothing(void)
     int64_t grid[] = {2, 2}, tile[] = {2, 2};
     int64_t three[] = {0, 0, 1, 0, 1, 1}, all[] = {0, 0, 1, 0, 0, 1, 1, 1};
     /* start the pool before counting live allocations */
-    sw_tiled_evictable *warm = make(2, grid, tile, 0);
+    sw_tiled_evictable *warm = make_grid(2, grid, tile, 0);
     CHECK(async_op(warm, 1, three, 1, NULL, NULL, NULL) == SW_OK);
     sw_tiled_evictable_release(warm, NULL);
     sw_tiled_evictable_unref(warm);
     const char *faults[] = {"tile_copy", "tile_submit", "alloc", "pwrite", "pread", "open"};
     for (int file = 0; file < 2; file++) {
         for (size_t f = 0; f < sizeof faults / sizeof faults[0]; f++) {
-            sw_tiled_evictable *te = make(2, grid, tile, file);
+            sw_tiled_evictable *te = make_grid(2, grid, tile, file);
             int failed = exhaust_faults(te, faults[f], 1, three, 3);
             if (!strcmp(faults[f], "tile_copy"))
                 CHECK_EQ_I64(failed, 3);
@@ -427,7 +386,7 @@ static void test_te7_async_faults_change_nothing(void)
         }
     }
     /* a failed projection into a given destination: live, unclaimed */
-    sw_tiled_evictable *te = make(2, grid, tile, 1);
+    sw_tiled_evictable *te = make_grid(2, grid, tile, 1);
     sw_carrier *d;
     sw_cpu_new(16, SW_DT_FLOAT32, 0, &d, NULL);
     sw_fault_arm("tile_gather", 0, 1);
@@ -531,7 +490,7 @@ static void *worker_main(void *arg)
 static void test_te8_many_threads(void)
 {
     for (int file = 0; file < 2; file++) {
-        sw_tiled_evictable *te = make(2, tgrid, ttile, file);
+        sw_tiled_evictable *te = make_grid(2, tgrid, ttile, file);
         worker wk[OWNERS];
         pthread_t th[OWNERS];
         for (int k = 0; k < OWNERS; k++) {
@@ -570,7 +529,7 @@ static void test_exit_with_work_in_flight(void)
         pid_t pid = fork();
         if (pid == 0) {
             int64_t grid[] = {8, 8}, tile[] = {16, 16};
-            sw_tiled_evictable *te = make(2, grid, tile, 1);
+            sw_tiled_evictable *te = make_grid(2, grid, tile, 1);
             for (int64_t r = 0; r < 8; r++) {
                 int64_t row[16];
                 for (int64_t c = 0; c < 8; c++) {
@@ -609,7 +568,7 @@ static void test_fork_ends_inherited_work(void)
         return;
     for (int project = 0; project < 2; project++) {
         int64_t grid[] = {2, 2}, tile[] = {2, 2};
-        sw_tiled_evictable *te = make(2, grid, tile, 1);
+        sw_tiled_evictable *te = make_grid(2, grid, tile, 1);
         int64_t a0[] = {1}, a1[] = {0}, counts[] = {1, 1};
         const int64_t *axes[] = {a0, a1};
         sw_tile_selection sel = {2, counts, axes};
@@ -626,7 +585,7 @@ static void test_fork_ends_inherited_work(void)
         }
         sw_fault_wait_paused();
         snap at_fork;
-        take(te, &at_fork);
+        take_tiles(te, &at_fork);
         pid_t pid = fork();
         if (pid == 0) {
             int bad = 0;
@@ -657,7 +616,7 @@ static void test_fork_ends_inherited_work(void)
         CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
         /* the parent: nothing changed until resumed, then it commits */
         snap now;
-        take(te, &now);
+        take_tiles(te, &now);
         CHECK(same(&at_fork, &now));
         sw_fault_resume();
         sw_tensor *out = NULL;
@@ -697,7 +656,7 @@ static void test_fork_ends_inherited_blocking_call(void)
     if (!sw_fault_enabled())
         return;
     int64_t grid[] = {2, 2}, tile[] = {2, 2};
-    sw_tiled_evictable *te = make(2, grid, tile, 1);
+    sw_tiled_evictable *te = make_grid(2, grid, tile, 1);
     CHECK(sw_tiled_evictable_evict(te, (int64_t[]){1, 0}, 1, NULL) == SW_OK);
     sw_fault_arm("tile_copy_pause", 0, 1);
     blocking_job j = {te, SW_EIO};

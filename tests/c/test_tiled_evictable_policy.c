@@ -15,23 +15,15 @@
 
 static float value_of(int64_t slot) { return (float)slot * 0.5f + 1.25f; }
 
+#define MAXS 24
+#define MAXT 6
+#include "te_fixture.h"
+
+/* A 3x2 grid of 2x2 tiles (see te_fixture.h). */
 static sw_tiled_evictable *make(int file_secondary)
 {
     int64_t grid[] = {3, 2}, tile[] = {2, 2};
-    sw_carrier *p = NULL, *s = NULL;
-    sw_tiled_evictable *te = NULL;
-    sw_cpu_new(24, SW_DT_FLOAT32, 0, &p, NULL);
-    float *v = sw_cpu_pointer(p);
-    for (int64_t i = 0; i < 24; i++)
-        v[i] = value_of(i);
-    if (file_secondary)
-        sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &s, NULL);
-    else
-        sw_cpu_new(0, SW_DT_FLOAT32, 0, &s, NULL);
-    CHECK(sw_tiled_evictable_new(p, s, 2, grid, tile, &te, NULL) == SW_OK);
-    sw_carrier_unref(p);
-    sw_carrier_unref(s);
-    return te;
+    return make_grid(2, grid, tile, file_secondary);
 }
 
 static sw_te_location loc_of(sw_tiled_evictable *te, int64_t c0, int64_t c1)

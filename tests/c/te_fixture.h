@@ -1,0 +1,59 @@
+/* What the TiledEvictable C tests share: a grid whose full CPU primary holds
+ * value_of(slot) over an empty secondary, and a snapshot of what a refused
+ * or failed request must leave unchanged (tile states, every value, the
+ * version). The including file defines MAXS and MAXT (the most slots and
+ * tiles it snapshots) and `static float value_of(int64_t slot)` first. */
+#ifndef SW_TEST_TE_FIXTURE_H
+#define SW_TEST_TE_FIXTURE_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "check.h"
+#include "strideweave/strideweave.h"
+
+/* A full primary holding value_of(slot), an empty secondary (CPU, or
+ * FileBacked when `file_secondary`); NULL for a bad geometry. */
+static inline sw_tiled_evictable *make_grid(int32_t rank, const int64_t *grid, const int64_t *tile,
+                                            int file_secondary)
+{
+    sw_tile_geometry g;
+    if (sw_tiles_geometry_init(&g, rank, grid, tile, NULL) != SW_OK)
+        return NULL;
+    sw_carrier *p = NULL, *s = NULL;
+    sw_tiled_evictable *te = NULL;
+    sw_cpu_new(g.size, SW_DT_FLOAT32, 0, &p, NULL);
+    float *v = sw_cpu_pointer(p);
+    for (int64_t i = 0; i < g.size; i++)
+        v[i] = value_of(i);
+    if (file_secondary)
+        sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &s, NULL);
+    else
+        sw_cpu_new(0, SW_DT_FLOAT32, 0, &s, NULL);
+    CHECK(sw_tiled_evictable_new(p, s, rank, grid, tile, &te, NULL) == SW_OK);
+    sw_carrier_unref(p);
+    sw_carrier_unref(s);
+    return te;
+}
+
+typedef struct snap {
+    sw_te_tile_state st[MAXT];
+    float values[MAXS];
+    sw_status read_status;
+    uint64_t version;
+} snap;
+
+static inline void take_tiles(sw_tiled_evictable *te, snap *s)
+{
+    memset(s, 0, sizeof *s);
+    const sw_tile_geometry *g = sw_tiled_evictable_geometry(te);
+    for (int64_t t = 0; t < g->ntiles && t < MAXT; t++) {
+        int64_t c[SW_TILES_MAX_RANK];
+        sw_tiles_tile_coord(g, t, c);
+        sw_tiled_evictable_tile_state(te, c, &s->st[t], NULL);
+    }
+    s->read_status = sw_tiled_evictable_read(te, 0, g->size, s->values, NULL);
+    s->version = sw_tiled_evictable_version(te);
+}
+
+#endif
