@@ -96,6 +96,21 @@ def assert_unchanged(src, n, start, version):
     assert np.array_equal(np.from_dlpack(flat(src)), expect(n, start))
 
 
+def move_fails_with_eio(source, dst, fault, how):
+    """Move `source`'s slots into `dst` with `fault` injected once; the
+    move (or its wait) must fail OSError EIO."""
+    _C._fault_inject(fault, 0, 1)
+    try:
+        with pytest.raises(OSError) as info:
+            if how == "move":
+                sw.move(flat(source), dst)
+            else:
+                sw.move_async(flat(source), dst).wait(timeout=60)
+    finally:
+        _C._fault_clear()
+    assert info.value.errno == errno.EIO
+
+
 @needs_faults
 @pytest.mark.parametrize("fault", ["pwrite", "blockdev_fdatasync"])
 @pytest.mark.parametrize("how", ["move", "move_async"])
@@ -105,16 +120,7 @@ def test_b11_failed_small_move_into_a_device_keeps_the_source(loop_device, fault
     src = filled(n, 4.0)
     version = src.version
     dst = dev.allocate(n, empty=True)
-    _C._fault_inject(fault, 0, 1)
-    try:
-        with pytest.raises(OSError) as info:
-            if how == "move":
-                sw.move(flat(src), dst)
-            else:
-                sw.move_async(flat(src), dst).wait(timeout=60)
-    finally:
-        _C._fault_clear()
-    assert info.value.errno == errno.EIO
+    move_fails_with_eio(src, dst, fault, how)
     assert dev.is_faulted()
     assert_unchanged(src, n, 4.0, version)
     assert dst.version == 0 and not dst.is_released()
@@ -134,16 +140,7 @@ def test_failed_small_move_out_of_a_device_keeps_the_source(loop_device, how):  
     blk = sw.move(flat(filled(n, 6.0)), dev.allocate(n, empty=True)).carrier
     version = blk.version
     dst = sw.CPU(n, empty=True)
-    _C._fault_inject("pread", 0, 1)
-    try:
-        with pytest.raises(OSError) as info:
-            if how == "move":
-                sw.move(flat(blk), dst)
-            else:
-                sw.move_async(flat(blk), dst).wait(timeout=60)
-    finally:
-        _C._fault_clear()
-    assert info.value.errno == errno.EIO
+    move_fails_with_eio(blk, dst, "pread", how)
     # The device faults (its data can no longer be trusted), but the source
     # carrier is neither released nor counted as written.
     assert dev.is_faulted()

@@ -208,6 +208,19 @@ def test_x9_prepare_that_changes_a_carrier_fails_runtime_error(action):
         assert not c.is_released() and c.is_mutable()
 
 
+def reclaiming_prepare(tokens):
+    """A prepare() that gives up the destination's claim (the last of
+    `tokens`) and takes a new one, appended to `tokens`."""
+    def prepare(request):
+        dst = request.destination
+        dst._end_owner_access(tokens[-1])
+        dst._relinquish_ownership(tokens[-1])
+        tokens.append(dst._claim_ownership())
+        dst._begin_owner_access(tokens[-1])
+        return ext.PreparedTransfer(lambda: None)
+    return prepare
+
+
 def test_x9_prepare_that_reclaims_a_cpu_destination_fails_runtime_error():
     # A built-in destination keeps its claim in the core, which shows no
     # token: a prepare() that gives the claim up and takes a new one leaves
@@ -221,15 +234,7 @@ def test_x9_prepare_that_reclaims_a_cpu_destination_fails_runtime_error():
     d._begin_owner_access(token)
     tokens = [token]
 
-    def prepare(request):
-        dst = request.destination
-        dst._end_owner_access(tokens[-1])
-        dst._relinquish_ownership(tokens[-1])
-        tokens.append(dst._claim_ownership())
-        dst._begin_owner_access(tokens[-1])
-        return ext.PreparedTransfer(lambda: None)
-
-    to_cpu.prepare_hook = prepare
+    to_cpu.prepare_hook = reclaiming_prepare(tokens)
     with pytest.raises(RuntimeError, match="changed a carrier"):
         sw.move_async(sw.Tensor(c, 0, L([2], [1])), d)
     assert d.is_owned() and not c.is_released() and d.version == 0
@@ -246,15 +251,7 @@ def test_x9_prepare_that_reclaims_a_definition_backed_destination_fails_runtime_
     tokens = [d._claim_ownership()]
     d._begin_owner_access(tokens[-1])
 
-    def prepare(request):
-        dst = request.destination
-        dst._end_owner_access(tokens[-1])
-        dst._relinquish_ownership(tokens[-1])
-        tokens.append(dst._claim_ownership())
-        dst._begin_owner_access(tokens[-1])
-        return ext.PreparedTransfer(lambda: None)
-
-    p.ab.prepare_hook = prepare
+    p.ab.prepare_hook = reclaiming_prepare(tokens)
     with pytest.raises(RuntimeError, match="changed a carrier"):
         sw.move_async(t, d)
     assert p.ab.submit_count == 0 and not c.is_released()
