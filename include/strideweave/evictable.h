@@ -66,9 +66,51 @@ extern "C" {
 typedef sw_status (*sw_tier_factory)(sw_carrier *prototype, int64_t size, sw_dtype dtype,
                                      void *user, sw_carrier **out, sw_error *err);
 
+/* Binding tiers. A language binding whose carriers keep their slots in the
+ * binding (STATE_ONLY classes, carrier.h) or whose moves run routes the core
+ * does not know plugs them in through three hooks of sw_evictable_options:
+ *
+ *   move     moves the values of `from` (slots [0, size)) into `to`, as a
+ *            move does: on success every slot of `to` is written and `from`
+ *            is released; on failure nothing changed (the core then gives
+ *            up the fresh `to`, if it made one). Returning SW_ENOTSUP hands
+ *            the move to the core's engine (refused SW_ENOTSUP for a
+ *            STATE_ONLY tier). Called for every transition's tier move.
+ *   size     the slots of a STATE_ONLY tier (its size is the binding's);
+ *            needed when either tier is STATE_ONLY.
+ *   discard  gives up a tier the core no longer keeps after a transition:
+ *            the fresh carrier of a failed one, the replaced target of a
+ *            successful one. The core then releases it (a no-op once the
+ *            hook released it) and relinquishes it.
+ *
+ * GIL rule: the core calls every hook (and the factory) on the thread
+ * running the transition with no core lock held: the Evictable is marked
+ * pending meanwhile (writes, release, claims, moves and other transitions
+ * of it are refused) and `move` and `discard` run with owner access to the
+ * claimed tiers on that thread, so a binding may take its interpreter lock
+ * inside them and use its ordinary carrier calls. A binding that holds
+ * such a lock when it calls sw_evictable_evict/_promote should release it
+ * for the call (the core's own move blocks). The Evictable's release
+ * (sw_carrier_release) runs with its mutex held and calls no hook: it
+ * releases the state of a STATE_ONLY tier only, and the binding frees that
+ * tier's storage after sw_carrier_release returns.
+ *
+ * With `move` set, check 9 of sw_evictable_new is the binding's (the hook
+ * moves what the core cannot); with a STATE_ONLY tier, the dtypes are the
+ * binding's to compare (check 6) and the Evictable takes `dtype` when the
+ * primary is STATE_ONLY. */
+typedef sw_status (*sw_tier_move)(sw_carrier *from, sw_carrier *to, int64_t size, void *user,
+                                  sw_error *err);
+typedef sw_status (*sw_tier_size)(sw_carrier *tier, void *user, int64_t *out, sw_error *err);
+typedef void (*sw_tier_discard)(sw_carrier *tier, void *user);
+
 typedef struct sw_evictable_options {
     sw_tier_factory factory; /* NULL: sw_tier_allocate_like only */
-    void *user;
+    void *user;              /* passed to every hook */
+    sw_tier_move move;       /* NULL: the core's move engine */
+    sw_tier_size size;       /* NULL: STATE_ONLY tiers refused (check 9) */
+    sw_tier_discard discard; /* NULL: the core releases the tier */
+    sw_dtype dtype;          /* the dtype when the primary is STATE_ONLY */
 } sw_evictable_options;
 
 /* Checks in order, each failing with nothing changed:
@@ -81,6 +123,7 @@ typedef struct sw_evictable_options {
  *   7. the secondary is not publicly mutable              SW_ESTATE
  *   8. the primary has size 0                             SW_EINVAL
  *   9. the move engine cannot move between the classes   SW_ENOTSUP
+ *      (unless options->move is set; see Binding tiers)
  *  10. claiming primary, then secondary fails (e.g. one   SW_ESTATE
  *      takes part in a pending move); no claim is kept
  * The Evictable has the primary's size and dtype, and is intrinsically
@@ -103,6 +146,14 @@ SW_API int sw_evictable_is_evicted(sw_carrier *e);
 /* The current tier carriers (a new reference; NULL for another class). */
 SW_API sw_carrier *sw_evictable_primary(sw_carrier *e);
 SW_API sw_carrier *sw_evictable_secondary(sw_carrier *e);
+
+/* For a binding that reaches a tier's slots itself: the current primary
+ * (primary = 1) or secondary tier (a new reference) and the Evictable's
+ * claim token on it, to pass to sw_carrier_begin_owner_access/_end on the
+ * calling thread. The token goes stale when a transition replaces the
+ * tier (owner access then fails SW_ESTATE). SW_ETYPE for another class. */
+SW_API sw_status sw_evictable_tier(sw_carrier *e, int primary, sw_carrier **tier,
+                                   uint64_t *token, sw_error *err);
 
 /* A fresh carrier like `prototype` (released or not) for `size` slots of
  * `dtype`, as Evictable transitions make their fresh tiers: CPU -> a CPU

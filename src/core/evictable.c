@@ -56,6 +56,8 @@ static sw_status primary_io(ev_impl *e, int writing, int64_t slot, int64_t count
     if (e->evicted)
         return refuse_evicted(err);
     sw_carrier *p = e->primary;
+    if (SW_CARRIER_STATE_ONLY(p))
+        return sw_carrier_refuse_state_only(p, "be read or written through its Evictable", err);
     pthread_mutex_lock(&p->lock);
     sw_status st;
     if (p->released)
@@ -139,7 +141,25 @@ const sw_carrier_class sw_evictable_class = {
 
 /* ---- construction ----------------------------------------------------------- */
 
-static sw_status check_tiers(sw_carrier *p, sw_carrier *s, sw_error *err)
+/* Slots of a tier: a STATE_ONLY one asks the binding's size hook (no lock
+ * held), any other its class. */
+static sw_status tier_size(sw_carrier *t, const sw_evictable_options *o, int64_t *out,
+                           sw_error *err)
+{
+    if (!SW_CARRIER_STATE_ONLY(t)) {
+        *out = sw_carrier_size(t);
+        return SW_OK;
+    }
+    if (!o || !o->size)
+        return sw_error_set(err, SW_ENOTSUP,
+                            "Evictable: the %s carrier keeps its slots in a binding, which "
+                            "gave no size hook",
+                            sw_carrier_name(t));
+    return o->size(t, o->user, out, err);
+}
+
+static sw_status check_tiers(sw_carrier *p, sw_carrier *s, const sw_evictable_options *o,
+                             int64_t *n, sw_error *err)
 {
     if (!p)
         return sw_error_set(err, SW_ETYPE, "Evictable: primary must be a carrier, not NULL");
@@ -162,14 +182,25 @@ static sw_status check_tiers(sw_carrier *p, sw_carrier *s, sw_error *err)
                                 "Evictable: the %s %s carrier is already owned by another "
                                 "composite",
                                 roles[i], sw_carrier_name(tiers[i]));
-    if (p->dtype != s->dtype)
+    int binding = SW_CARRIER_STATE_ONLY(p) || SW_CARRIER_STATE_ONLY(s);
+    if (binding && (!o || !o->move || !o->size))
+        return sw_error_set(err, SW_ENOTSUP,
+                            "Evictable: the %s carrier keeps its slots in a binding, which "
+                            "gave no tier move and size hooks",
+                            sw_carrier_name(SW_CARRIER_STATE_ONLY(p) ? p : s));
+    if (!binding && p->dtype != s->dtype)
         return sw_error_set(err, SW_ETYPE, "Evictable: the tiers hold different dtypes (%s and %s)",
                             sw_dtype_info_of(p->dtype)->name, sw_dtype_info_of(s->dtype)->name);
     if (!sw_carrier_is_mutable(s))
         return sw_error_set(err, SW_ESTATE, "Evictable: the secondary %s carrier is not mutable",
                             sw_carrier_name(s));
-    if (sw_carrier_size(p) == 0)
+    sw_status st = tier_size(p, o, n, err);
+    if (st != SW_OK)
+        return st;
+    if (*n == 0)
         return sw_error_set(err, SW_EINVAL, "Evictable: the primary carrier is empty (size 0)");
+    if (o && o->move)
+        return SW_OK; /* check 9 is the binding's */
     if (!sw_move_pair_allowed(p->ops, s->ops) || !sw_move_pair_allowed(s->ops, p->ops))
         return sw_error_set(err, SW_ENOTSUP,
                             "Evictable: an Evictable needs moves both ways between its tiers, "
@@ -183,11 +214,11 @@ sw_status sw_evictable_new(sw_carrier *primary, sw_carrier *secondary,
 {
     if (!out)
         return sw_error_set(err, SW_EINVAL, "Evictable: out must not be NULL");
-    sw_status st = check_tiers(primary, secondary, err);
+    int64_t n = 0;
+    sw_status st = check_tiers(primary, secondary, options, &n, err);
     if (st != SW_OK)
         return st;
     int was_mutable = sw_carrier_is_mutable(primary);
-    int64_t n = sw_carrier_size(primary);
     ev_impl *e = sw_calloc(1, sizeof *e);
     if (!e)
         return sw_error_set(err, SW_ENOMEM, "Evictable: out of memory");
@@ -204,7 +235,8 @@ sw_status sw_evictable_new(sw_carrier *primary, sw_carrier *secondary,
         sw_free(e);
         return st;
     }
-    st = sw_carrier_new(&sw_evictable_class, e, primary->dtype,
+    sw_dtype dtype = SW_CARRIER_STATE_ONLY(primary) ? options->dtype : primary->dtype;
+    st = sw_carrier_new(&sw_evictable_class, e, dtype,
                         was_mutable ? 0 : SW_CARRIER_IMMUTABLE, out, err);
     if (st != SW_OK) {
         sw_carrier_relinquish(primary, e->primary_token, NULL);
@@ -277,9 +309,9 @@ static sw_status make_fresh(ev_impl *e, sw_carrier *prototype, sw_carrier **out,
     sw_status st = SW_ENOTSUP;
     *out = NULL;
     if (e->options.factory)
-        st = e->options.factory(prototype, e->nslots, prototype->dtype, e->options.user, out, err);
+        st = e->options.factory(prototype, e->nslots, e->self->dtype, e->options.user, out, err);
     if (st == SW_ENOTSUP)
-        st = sw_tier_allocate_like(prototype, e->nslots, prototype->dtype, out, err);
+        st = sw_tier_allocate_like(prototype, e->nslots, e->self->dtype, out, err);
     if (st == SW_OK && !*out)
         st = sw_error_set(err, SW_ETYPE, "Evictable: the tier factory gave no carrier");
     return st;
@@ -287,33 +319,40 @@ static sw_status make_fresh(ev_impl *e, sw_carrier *prototype, sw_carrier **out,
 
 /* ---- transitions ------------------------------------------------------------ */
 
-/* The move itself: (n):(1) from `from` into `dst`, blocking, with owner
- * access to the claimed tiers on this thread while it is submitted. */
+/* The tier move: the binding's hook first (SW_ENOTSUP hands it on), then
+ * the core's move, with owner access to the claimed tiers on this thread
+ * while it is submitted; the core's move is waited for after. */
 static sw_status move_tier(ev_impl *e, sw_carrier *from, uint64_t from_token, sw_carrier *dst,
                            uint64_t dst_token, sw_error *err)
 {
-    int64_t ext[1] = {e->nslots};
-    sw_tensor *t = NULL, *moved = NULL;
-    sw_move_handle *m = NULL;
-    sw_status st = sw_tensor_new_strided(from, 0, 1, ext, NULL, &t, err);
+    sw_status st = sw_carrier_begin_owner_access(from, from_token, err);
     if (st != SW_OK)
         return st;
-    if ((st = sw_carrier_begin_owner_access(from, from_token, err)) != SW_OK) {
-        sw_tensor_unref(t);
-        return st;
-    }
     if (dst_token && (st = sw_carrier_begin_owner_access(dst, dst_token, err)) != SW_OK) {
         sw_carrier_end_owner_access(from, from_token, NULL);
-        sw_tensor_unref(t);
         return st;
     }
-    st = sw_move_async(t, dst, NULL, &m, err);
+    st = SW_ENOTSUP;
+    if (e->options.move)
+        st = e->options.move(from, dst, e->nslots, e->options.user, err);
+    sw_move_handle *m = NULL;
+    int hooked = st != SW_ENOTSUP;
+    if (!hooked) {
+        int64_t ext[1] = {e->nslots};
+        sw_tensor *t = NULL;
+        if (SW_CARRIER_STATE_ONLY(from) || SW_CARRIER_STATE_ONLY(dst))
+            st = sw_carrier_refuse_state_only(SW_CARRIER_STATE_ONLY(from) ? from : dst,
+                                              "be moved by the core's engine", err);
+        else if ((st = sw_tensor_new_strided(from, 0, 1, ext, NULL, &t, err)) == SW_OK)
+            st = sw_move_async(t, dst, NULL, &m, err);
+        sw_tensor_unref(t);
+    }
     if (dst_token)
         sw_carrier_end_owner_access(dst, dst_token, NULL);
     sw_carrier_end_owner_access(from, from_token, NULL);
-    sw_tensor_unref(t);
-    if (st != SW_OK)
+    if (hooked || st != SW_OK)
         return st;
+    sw_tensor *moved = NULL;
     st = sw_move_wait(m, &moved, err);
     sw_move_unref(m);
     if (st == SW_OK && sw_tensor_carrier(moved) != dst)
@@ -321,6 +360,23 @@ static sw_status move_tier(ev_impl *e, sw_carrier *from, uint64_t from_token, sw
                           "destination");
     sw_tensor_unref(moved);
     return st;
+}
+
+/* Give up a tier after a transition: the binding's discard hook (with
+ * owner access when it is claimed), then the core's release (a no-op once
+ * the hook released it), then the claim. */
+static void give_up(ev_impl *e, sw_carrier *tier, uint64_t *token)
+{
+    if (e->options.discard) {
+        int access = *token && sw_carrier_begin_owner_access(tier, *token, NULL) == SW_OK;
+        e->options.discard(tier, e->options.user);
+        if (access)
+            (void)sw_carrier_end_owner_access(tier, *token, NULL);
+    }
+    if (*token)
+        release_claimed(tier, token);
+    else
+        (void)sw_carrier_release(tier, NULL);
 }
 
 static sw_status transition(sw_carrier *self, int evict, sw_error *err)
@@ -360,11 +416,14 @@ static sw_status transition(sw_carrier *self, int evict, sw_error *err)
     uint64_t from_token = evict ? e->primary_token : e->secondary_token;
     uint64_t to_token = evict ? e->secondary_token : e->primary_token;
 
-    pthread_mutex_lock(&to->lock);
-    int fresh = to->released || to->ops->size(to->impl) < e->nslots;
-    pthread_mutex_unlock(&to->lock);
+    int64_t to_size = 0;
+    int fresh = sw_carrier_is_released(to);
+    if (!fresh && (st = tier_size(to, &e->options, &to_size, err)) == SW_OK)
+        fresh = to_size < e->nslots;
     sw_carrier *dst = NULL;
-    if (fresh)
+    if (st != SW_OK)
+        ;
+    else if (fresh)
         st = make_fresh(e, to, &dst, err);
     else
         dst = sw_carrier_ref(to);
@@ -375,7 +434,7 @@ static sw_status transition(sw_carrier *self, int evict, sw_error *err)
         token = 0; /* cannot happen for a carrier nobody else holds */
     if (st != SW_OK) {
         if (fresh && dst)
-            (void)sw_carrier_release(dst, NULL);
+            give_up(e, dst, &token);
         sw_carrier_unref(dst);
         pthread_mutex_lock(&self->lock);
         self->pending_src = 0;
@@ -384,7 +443,7 @@ static sw_status transition(sw_carrier *self, int evict, sw_error *err)
     }
     /* The move released `from`. A replaced target goes for good. */
     if (fresh)
-        release_claimed(to, &to_token);
+        give_up(e, to, &to_token);
     pthread_mutex_lock(&self->lock);
     if (fresh) {
         if (evict) {
@@ -432,3 +491,19 @@ static sw_carrier *tier(sw_carrier *c, int primary)
 
 sw_carrier *sw_evictable_primary(sw_carrier *c) { return tier(c, 1); }
 sw_carrier *sw_evictable_secondary(sw_carrier *c) { return tier(c, 0); }
+
+sw_status sw_evictable_tier(sw_carrier *c, int primary, sw_carrier **tier, uint64_t *token,
+                            sw_error *err)
+{
+    ev_impl *e = impl_of(c);
+    if (!e)
+        return sw_error_set(err, SW_ETYPE, "the carrier is not an Evictable (%s)",
+                            c ? sw_carrier_name(c) : "NULL");
+    if (!tier || !token)
+        return sw_error_set(err, SW_EINVAL, "Evictable: tier and token must not be NULL");
+    pthread_mutex_lock(&c->lock);
+    *tier = sw_carrier_ref(primary ? e->primary : e->secondary);
+    *token = primary ? e->primary_token : e->secondary_token;
+    pthread_mutex_unlock(&c->lock);
+    return SW_OK;
+}

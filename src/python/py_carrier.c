@@ -939,18 +939,8 @@ static int release_storage(PyObject *carrier)
     /* The binding frees the storage, then the core marks it released. */
     if (sw_carrier_is_released(c->core))
         return 0;
-    if (ops) {
-        ops->drop(carrier);
-    } else if (SW_DEFINED(carrier)) {
-        /* A provider that refuses keeps the carrier live. */
-        if (c->storage_dtype && sw_defined_release(carrier) < 0)
-            return -1;
-    } else {
-        PyObject *r = PyObject_CallMethodNoArgs(carrier, str_release_hook);
-        if (!r)
-            return -1;
-        Py_DECREF(r);
-    }
+    if (sw_py_carrier_drop_storage(carrier) < 0)
+        return -1; /* a provider that refuses keeps the carrier live */
     if (sw_carrier_release_moved(c->core, &err) != SW_OK)
         return sw_py_raise(&err);
     return 0;
@@ -1420,4 +1410,22 @@ int sw_py_carrier_init(PyObject *module)
         PyModule_AddFunctions(module, module_functions) < 0)
         return -1;
     return 0;
+}
+
+/* The binding's part of a release: a built-in drops its views of the
+ * storage, a definition-backed carrier releases its storage, any other
+ * subclass runs its release hook. Also for a carrier whose core state a
+ * composite's core release already released (an Evictable's tiers). */
+int sw_py_carrier_drop_storage(PyObject *carrier)
+{
+    const sw_carrier_ops *ops = sw_carrier_builtin_ops(carrier);
+    if (ops) {
+        ops->drop(carrier);
+        return 0;
+    }
+    if (SW_DEFINED(carrier))
+        return CARRIER(carrier)->storage_dtype ? sw_defined_release(carrier) : 0;
+    PyObject *r = PyObject_CallMethodNoArgs(carrier, str_release_hook);
+    Py_XDECREF(r);
+    return r ? 0 : -1;
 }

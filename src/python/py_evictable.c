@@ -1,34 +1,36 @@
-/* Evictable (contract-carriers E-1 .. E-10): a carrier whose values live in
- * one of two tiers it owns, a primary (fast) and a secondary (large).
- *
- * The wrapper claims both tiers (C-13), so the caller's references to them
- * stay readable but cannot write, release or move them. Promoted, slot
- * access goes to the primary under owner access; evicted, it fails until
- * promote(). evict()/promote() are ordinary moves over the flat layout
- * (size):(1) between the exact tier classes, made with graph construction
- * and profiling off and the tiers' owner access held by the calling
- * thread; the move releases the tier it read. Nothing about the hierarchy
- * changes unless the move succeeded (E-5). */
+/* Evictable (contract-carriers E-1 .. E-10): the Python face of the core's
+ * Evictable (strideweave/evictable.h), which is the object's core handle and
+ * decides residency, claims, evict/promote, fresh-or-reuse, the pending
+ * guard, failures and undo. The binding parses arguments, keeps the Python
+ * objects of the current tiers, raises the contract's exceptions and plugs
+ * into the core's binding-tier hooks: every tier move is a binding move
+ * (built-in pairs on the core's move engine, Python-level tiers as supplied
+ * transfers) with graph construction and profiling off; a Python tier's
+ * size; the target's allocate_like; releasing a tier the core gives up.
+ * The GIL: transitions call the core with it held and the core runs the
+ * hooks on that thread with no core lock held; a Python exception a hook
+ * raises is kept and raised again when the core returns. */
 #include "sw_carrier.h"
 #include "sw_extension.h"
 #include "sw_fork_guard.h"
 #include "sw_move.h"
 #include "sw_profiling.h"
+#include "strideweave/evictable.h"
 
 #include <string.h>
 
 #define EV(o) ((SwEvictableObject *)(o))
 #define CARRIER(o) ((SwCarrierObject *)(o))
+#define CORE(o) (CARRIER(o)->core)
 
 typedef struct SwEvictableObject {
-    SwCarrierObject base;
-    PyObject *primary;       /* current tiers, claimed by this wrapper */
+    SwCarrierObject base;    /* base.core: the core's Evictable */
+    PyObject *primary;       /* the Python objects of the core's tiers */
     PyObject *secondary;
-    int64_t primary_token;   /* 0 once relinquished */
-    int64_t secondary_token;
     PyObject *dtype;         /* captured at construction */
-    int64_t nslots;          /* primary size at construction */
-    int evicted;
+    PyObject *fresh;         /* during a transition: the factory's carrier */
+    PyObject *exc;           /* during a transition: what a hook raised */
+    int live;                /* tiers whose storage is live: 1 primary, 2 secondary */
 } SwEvictableObject;
 
 PyTypeObject SwEvictable_Type;
@@ -47,36 +49,50 @@ static sw_dtype ev_dtype(PyObject *self)
 
 static int64_t ev_size(PyObject *self)
 {
-    return sw_py_state_released(self) ? 0 : EV(self)->nslots;
+    return sw_py_state_released(self) ? 0 : sw_carrier_size(CORE(self));
 }
 
 static const char *ev_unavailable(PyObject *self)
 {
-    return EV(self)->evicted ? "this Evictable is evicted: call promote() before reading or "
-                               "writing its slots"
-                             : NULL;
+    return sw_evictable_is_evicted(CORE(self))
+               ? "this Evictable is evicted: call promote() before reading or writing its slots"
+               : NULL;
+}
+
+/* The core's claim token on the current primary (for owner access). */
+static int64_t primary_token(PyObject *self)
+{
+    sw_carrier *tier = NULL;
+    uint64_t token = 0;
+    sw_error err;
+    if (sw_evictable_tier(CORE(self), 1, &tier, &token, &err) != SW_OK)
+        return 0;
+    sw_carrier_unref(tier);
+    return (int64_t)token;
 }
 
 static PyObject *ev_load(PyObject *self, int64_t index)
 {
     SwEvictableObject *e = EV(self);
-    if (sw_py_carrier_begin_owner(e->primary, e->primary_token) < 0)
+    int64_t token = primary_token(self);
+    if (sw_py_carrier_begin_owner(e->primary, token) < 0)
         return NULL;
     PyObject *v = sw_py_carrier_getitem(e->primary, index);
-    sw_py_carrier_end_owner(e->primary, e->primary_token);
+    sw_py_carrier_end_owner(e->primary, token);
     return v;
 }
 
 static int ev_store(PyObject *self, int64_t index, const void *slot)
 {
     SwEvictableObject *e = EV(self);
+    int64_t token = primary_token(self);
     PyObject *v = sw_py_load_slot(ev_dtype(self), slot);
-    if (!v || sw_py_carrier_begin_owner(e->primary, e->primary_token) < 0) {
+    if (!v || sw_py_carrier_begin_owner(e->primary, token) < 0) {
         Py_XDECREF(v);
         return -1;
     }
     int rc = sw_py_carrier_setitem(e->primary, index, v);
-    sw_py_carrier_end_owner(e->primary, e->primary_token);
+    sw_py_carrier_end_owner(e->primary, token);
     Py_DECREF(v);
     return rc;
 }
@@ -97,14 +113,18 @@ static int ev_supports_self(PyObject *self, sw_dtype dtype)
     return sw_py_carrier_supports_dtype(EV(self)->secondary, d);
 }
 
-/* E-8: both tiers go. A tier that refuses is reported, not fatal: the
- * hierarchy is released either way. */
+/* E-8: the core's release released both tiers' state (and the storage of
+ * core carriers) and relinquished them; their binding storage goes here,
+ * once. A tier that refuses is reported, not fatal: the hierarchy is
+ * released either way. */
 static void ev_drop(PyObject *self)
 {
     SwEvictableObject *e = EV(self);
-    if (sw_py_carrier_release_claimed(e->primary, &e->primary_token) < 0)
+    int live = e->live;
+    e->live = 0;
+    if ((live & 1) && e->primary && sw_py_carrier_drop_storage(e->primary) < 0)
         PyErr_WriteUnraisable(self);
-    if (sw_py_carrier_release_claimed(e->secondary, &e->secondary_token) < 0)
+    if ((live & 2) && e->secondary && sw_py_carrier_drop_storage(e->secondary) < 0)
         PyErr_WriteUnraisable(self);
 }
 
@@ -194,19 +214,127 @@ static int check_dtypes_and_size(PyObject *p, PyObject *s, PyObject **dtype, int
     return rc;
 }
 
-/* Check (10): claim primary then secondary, or neither. */
-static int claim_tiers(SwEvictableObject *e)
+/* ---- the core's binding-tier hooks ---------------------------------------- */
+
+/* The Python object of one of this Evictable's tier handles. */
+static PyObject *tier_object(SwEvictableObject *e, sw_carrier *tier)
 {
-    e->primary_token = sw_py_carrier_claim(e->primary);
-    if (e->primary_token < 0) {
-        e->primary_token = 0;
-        return -1;
+    PyObject *objs[3] = {e->primary, e->secondary, e->fresh};
+    for (int i = 0; i < 3; i++)
+        if (objs[i] && CARRIER(objs[i])->core == tier)
+            return objs[i];
+    return NULL;
+}
+
+/* Keep the Python exception a hook raised (the first one) for the caller
+ * of the transition; the core gets a status naming the hook. */
+static sw_status hook_failed(SwEvictableObject *e, const char *what, sw_error *err)
+{
+    PyObject *exc = sw_py_take_exception();
+    if (!e->exc)
+        e->exc = exc;
+    else
+        Py_XDECREF(exc);
+    return sw_error_set(err, SW_EINVAL, "Evictable: the tier's %s raised", what);
+}
+
+static sw_status unknown_tier(sw_error *err)
+{
+    return sw_error_set(err, SW_ETYPE, "Evictable: a tier without a Python object");
+}
+
+static sw_status hook_size(sw_carrier *tier, void *user, int64_t *out, sw_error *err)
+{
+    PyObject *obj = tier_object(user, tier);
+    if (!obj)
+        return unknown_tier(err);
+    return sw_py_carrier_size(obj, out) < 0 ? hook_failed(user, "size", err) : SW_OK;
+}
+
+/* A fresh target: the target's allocate_like (empty: the move fills every
+ * slot, so zeroing first is wasted). */
+static sw_status hook_factory(sw_carrier *prototype, int64_t size, sw_dtype dtype, void *user,
+                              sw_carrier **out, sw_error *err)
+{
+    (void)dtype;
+    SwEvictableObject *e = user;
+    PyObject *target = tier_object(e, prototype);
+    if (!target)
+        return unknown_tier(err);
+    PyObject *fn = PyObject_GetAttrString(target, "allocate_like");
+    PyObject *args = fn ? Py_BuildValue("(L)", (long long)size) : NULL;
+    PyObject *kwargs = args ? Py_BuildValue("{s:O,s:O,s:O}", "mutable", Py_True, "dtype",
+                                            e->dtype, "empty", Py_True)
+                            : NULL;
+    PyObject *d = kwargs ? PyObject_Call(fn, args, kwargs) : NULL;
+    Py_XDECREF(kwargs);
+    Py_XDECREF(args);
+    Py_XDECREF(fn);
+    if (d && !SwCarrier_Check(d)) {
+        PyErr_Format(PyExc_TypeError, "%s.allocate_like returned %.100s, not a Carrier",
+                     cname(target), Py_TYPE(d)->tp_name);
+        Py_CLEAR(d);
     }
-    e->secondary_token = sw_py_carrier_claim(e->secondary);
-    if (e->secondary_token < 0) {
-        e->secondary_token = 0;
-        sw_py_carrier_relinquish(e->primary, e->primary_token);
-        e->primary_token = 0;
+    if (!d)
+        return hook_failed(e, "allocate_like", err);
+    Py_XSETREF(e->fresh, d);
+    *out = sw_carrier_ref(CARRIER(d)->core);
+    return SW_OK;
+}
+
+/* The tier move: (n):(1) from `from` into `to` as a binding move, blocking,
+ * no graph, no profiling record; the core holds the claimed tiers' owner
+ * access on this thread. */
+static sw_status hook_move(sw_carrier *from, sw_carrier *to, int64_t n, void *user,
+                           sw_error *err)
+{
+    PyObject *src = tier_object(user, from), *dst = tier_object(user, to);
+    if (!src || !dst)
+        return unknown_tier(err);
+    PyObject *layout = sw_py_flat_layout(n);
+    PyObject *t = layout ? sw_py_tensor_new1(src, 0, layout) : NULL;
+    Py_XDECREF(layout);
+    PyObject *moved = NULL;
+    if (t) {
+        int was = sw_py_grad_enabled();
+        sw_py_set_grad_enabled(0);
+        sw_py_profile_internal_moves(1);
+        PyObject *handle = sw_py_move_initiate(t, dst, NULL);
+        sw_py_profile_internal_moves(-1);
+        sw_py_set_grad_enabled(was);
+        moved = handle ? sw_py_await_wait(handle) : NULL;
+        Py_XDECREF(handle);
+        Py_DECREF(t);
+    }
+    if (moved && ((SwTensorObject *)moved)->subs[0].carrier != dst) {
+        PyErr_SetString(PyExc_RuntimeError, "the tier move did not land on its destination");
+        Py_CLEAR(moved);
+    }
+    if (!moved)
+        return hook_failed(user, "move", err);
+    Py_DECREF(moved);
+    return SW_OK;
+}
+
+/* A tier the core gives up (a failed transition's fresh carrier, a replaced
+ * target) is released through the binding; the transition's own error (or
+ * success) wins over a refusal, which is reported. */
+static void hook_discard(sw_carrier *tier, void *user)
+{
+    PyObject *obj = tier_object(user, tier);
+    if (obj && !sw_py_state_released(obj) && sw_py_carrier_release(obj) < 0)
+        PyErr_WriteUnraisable(user);
+}
+
+/* ---- construction, continued ------------------------------------------------- */
+
+/* Check (10) as the binding words it: a tier taking part in a pending move
+ * cannot be claimed (the core claims, and checks again). */
+static int check_claimable(PyObject *tier)
+{
+    if (sw_py_state_pending(tier)) {
+        PyErr_Format(PyExc_RuntimeError, "cannot claim a %s carrier that is pending in a move",
+                     cname(tier));
         return -1;
     }
     return 0;
@@ -223,8 +351,9 @@ static PyObject *ev_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return NULL;
     int mutable_ = sw_py_carrier_is_mutable(p);
     /* The checks above ran tier hooks (user code): repeat the state checks
-     * with no Python in between them and the claims. */
-    if (mutable_ < 0 || check_edge(p, s) < 0 || check_edge(s, p) < 0 || check_tiers(p, s) < 0) {
+     * with no Python in between them and the core's checks and claims. */
+    if (mutable_ < 0 || check_edge(p, s) < 0 || check_edge(s, p) < 0 || check_tiers(p, s) < 0 ||
+        check_claimable(p) < 0 || check_claimable(s) < 0) {
         Py_DECREF(dtype);
         return NULL;
     }
@@ -237,9 +366,24 @@ static PyObject *ev_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     e->primary = Py_NewRef(p);
     e->secondary = Py_NewRef(s);
     e->dtype = dtype;
-    e->nslots = n;
-    if (claim_tiers(e) < 0)
+    e->live = 3;
+    sw_evictable_options o = {
+        .factory = hook_factory,
+        .user = e,
+        .move = hook_move,
+        .size = hook_size,
+        .discard = hook_discard,
+        .dtype = SwDType_ID(dtype),
+    };
+    sw_error err;
+    if (sw_evictable_new(CORE(p), CORE(s), &o, &CORE(self), &err) != SW_OK) {
+        CORE(self) = NULL;
+        if (e->exc)
+            sw_py_restore_exception(Py_NewRef(e->exc));
+        else
+            sw_py_raise(&err);
         Py_CLEAR(self);
+    }
     return self;
 }
 
@@ -265,73 +409,6 @@ static int refuse_transition(PyObject *self, const char *what)
     return 0;
 }
 
-/* The target tier when it is live and big enough, else a fresh one from
- * its factory. *fresh tells which. */
-static PyObject *transition_destination(SwEvictableObject *e, PyObject *target, int *fresh)
-{
-    int64_t size = 0;
-    if (!sw_py_state_released(target) && sw_py_carrier_size(target, &size) < 0)
-        return NULL;
-    *fresh = sw_py_state_released(target) || size < e->nslots;
-    if (!*fresh)
-        return Py_NewRef(target);
-    PyObject *fn = PyObject_GetAttrString(target, "allocate_like");
-    PyObject *args = fn ? Py_BuildValue("(L)", (long long)e->nslots) : NULL;
-    /* empty=True: the move fills every slot, so zeroing first is wasted. */
-    PyObject *kwargs = args ? Py_BuildValue("{s:O,s:O,s:O}", "mutable", Py_True, "dtype",
-                                            e->dtype, "empty", Py_True)
-                            : NULL;
-    PyObject *d = kwargs ? PyObject_Call(fn, args, kwargs) : NULL;
-    Py_XDECREF(kwargs);
-    Py_XDECREF(args);
-    Py_XDECREF(fn);
-    if (d && !SwCarrier_Check(d)) {
-        PyErr_Format(PyExc_TypeError, "%s.allocate_like returned %.100s, not a Carrier",
-                     cname(target), Py_TYPE(d)->tp_name);
-        Py_CLEAR(d);
-    }
-    return d;
-}
-
-/* The move itself: (n):(1) from `from` into `dst`, blocking, no graph, no
- * profiling record, with owner access to the claimed tiers on this
- * thread. Returns the moved Tensor. */
-static PyObject *move_tier(SwEvictableObject *e, PyObject *from, int64_t from_token,
-                           PyObject *dst, int64_t dst_token)
-{
-    PyObject *layout = sw_py_flat_layout(e->nslots);
-    PyObject *t = layout ? sw_py_tensor_new1(from, 0, layout) : NULL;
-    Py_XDECREF(layout);
-    if (!t)
-        return NULL;
-    if (sw_py_carrier_begin_owner(from, from_token) < 0) {
-        Py_DECREF(t);
-        return NULL;
-    }
-    if (dst_token && sw_py_carrier_begin_owner(dst, dst_token) < 0) {
-        sw_py_carrier_end_owner(from, from_token);
-        Py_DECREF(t);
-        return NULL;
-    }
-    int was = sw_py_grad_enabled();
-    sw_py_set_grad_enabled(0);
-    sw_py_profile_internal_moves(1);
-    PyObject *handle = sw_py_move_initiate(t, dst, NULL);
-    sw_py_profile_internal_moves(-1);
-    sw_py_set_grad_enabled(was);
-    PyObject *moved = handle ? sw_py_await_wait(handle) : NULL;
-    Py_XDECREF(handle);
-    if (dst_token)
-        sw_py_carrier_end_owner(dst, dst_token);
-    sw_py_carrier_end_owner(from, from_token);
-    Py_DECREF(t);
-    if (moved && ((SwTensorObject *)moved)->subs[0].carrier != dst) {
-        PyErr_SetString(PyExc_RuntimeError, "the tier move did not land on its destination");
-        Py_CLEAR(moved);
-    }
-    return moved;
-}
-
 /* A transition another thread was running when the process forked: the
  * child clears its pending mark and the access it held on the tiers. The
  * move inside it was ended with the inherited moves; the Evictable stays
@@ -347,9 +424,41 @@ static void transition_forked(sw_fork_guard *g)
     sw_py_state_unmark_pending(self, SW_PENDING_SOURCE);
     sw_fork_guard_drop_access(EV(self)->primary, g->thread);
     sw_fork_guard_drop_access(EV(self)->secondary, g->thread);
+    if (EV(self)->fresh)
+        sw_fork_guard_drop_access(EV(self)->fresh, g->thread);
 }
 
-static int transition_marked(PyObject *self, int evict);
+/* The core decides; the binding installs the Python object of a tier the
+ * core replaced (the one its factory hook made) and raises what failed. */
+static int transition_marked(PyObject *self, int evict)
+{
+    SwEvictableObject *e = EV(self);
+    if (refuse_transition(self, evict ? "evict" : "promote") < 0)
+        return -1;
+    if (sw_evictable_is_evicted(CORE(self)) == evict)
+        return 0;
+    sw_error err;
+    sw_status st = evict ? sw_evictable_evict(CORE(self), &err)
+                         : sw_evictable_promote(CORE(self), &err);
+    PyObject *fresh = e->fresh, *exc = e->exc;
+    e->fresh = e->exc = NULL;
+    if (st != SW_OK) {
+        Py_XDECREF(fresh);
+        if (exc) {
+            sw_py_restore_exception(exc);
+            return -1;
+        }
+        return sw_py_raise(&err);
+    }
+    Py_XDECREF(exc);
+    PyObject **to = evict ? &e->secondary : &e->primary;
+    if (fresh && CARRIER(fresh)->core != CARRIER(*to)->core)
+        Py_SETREF(*to, fresh);
+    else
+        Py_XDECREF(fresh);
+    e->live = evict ? 2 : 1; /* the move released the tier it read */
+    return 0;
+}
 
 static int transition(PyObject *self, int evict)
 {
@@ -358,58 +467,6 @@ static int transition(PyObject *self, int evict)
     int rc = transition_marked(self, evict);
     sw_fork_guard_leave(&guard.g);
     return rc;
-}
-
-static int transition_marked(PyObject *self, int evict)
-{
-    SwEvictableObject *e = EV(self);
-    if (refuse_transition(self, evict ? "evict" : "promote") < 0)
-        return -1;
-    if (e->evicted == evict)
-        return 0;
-    PyObject **from = evict ? &e->primary : &e->secondary;
-    PyObject **to = evict ? &e->secondary : &e->primary;
-    int64_t *from_token = evict ? &e->primary_token : &e->secondary_token;
-    int64_t *to_token = evict ? &e->secondary_token : &e->primary_token;
-    int fresh;
-    /* The target's size and allocate_like hooks run here: pending, so
-     * they cannot start a nested transition, release or move. */
-    sw_py_state_mark_pending(self, SW_PENDING_SOURCE);
-    PyObject *dst = transition_destination(e, *to, &fresh);
-    sw_py_state_unmark_pending(self, SW_PENDING_SOURCE);
-    if (!dst)
-        return -1;
-    PyObject *moved = NULL;
-    if (refuse_transition(self, evict ? "evict" : "promote") == 0) {
-        /* Tier hooks run during the move: the hierarchy is pending like a
-         * move's source, so a release, write, claim, move or transition
-         * they start raises instead of changing the tiers under the move. */
-        sw_py_state_mark_pending(self, SW_PENDING_SOURCE);
-        moved = move_tier(e, *from, *from_token, dst, fresh ? 0 : *to_token);
-        sw_py_state_unmark_pending(self, SW_PENDING_SOURCE);
-    }
-    if (!moved) {
-        if (fresh && !sw_py_state_released(dst) && sw_py_carrier_release(dst) < 0)
-            PyErr_WriteUnraisable(self); /* the move's own error wins */
-        Py_DECREF(dst);
-        return -1;
-    }
-    Py_DECREF(moved);
-    if (fresh) {
-        int64_t token = sw_py_carrier_claim(dst);
-        if (token < 0 || sw_py_carrier_release_claimed(*to, to_token) < 0) {
-            /* Cannot happen for a carrier fresh from a factory; keep the
-             * hierarchy consistent anyway. */
-            PyErr_WriteUnraisable(self);
-            sw_py_carrier_relinquish(*to, *to_token);
-        }
-        Py_SETREF(*to, dst);
-        *to_token = token > 0 ? token : 0;
-    } else {
-        Py_DECREF(dst);
-    }
-    e->evicted = evict; /* the source tier was released by the move */
-    return 0;
 }
 
 static PyObject *ev_evict(PyObject *self, PyObject *unused)
@@ -429,7 +486,7 @@ static PyObject *ev_promote(PyObject *self, PyObject *unused)
 static PyObject *ev_is_evicted(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    return PyBool_FromLong(EV(self)->evicted);
+    return PyBool_FromLong(sw_evictable_is_evicted(CORE(self)));
 }
 
 static PyObject *ev_get_primary(PyObject *self, void *closure)
@@ -523,7 +580,7 @@ static PyObject *ev_dlpack_info(PyObject *self, PyObject *unused)
     (void)unused;
     PyErr_Format(PyExc_BufferError,
                  "DLPack is not supported by Evictable carriers (%s): move the values to a "
-                 "CPU carrier to export them", EV(self)->evicted ? "evicted" : "promoted");
+                 "CPU carrier to export them", sw_evictable_is_evicted(CORE(self)) ? "evicted" : "promoted");
     return NULL;
 }
 
@@ -536,17 +593,14 @@ static int ev_traverse(PyObject *self, visitproc visit, void *arg)
     return 0;
 }
 
-/* E-8: collecting an unreleased hierarchy only relinquishes the tiers. */
+/* E-8: collecting an unreleased hierarchy only relinquishes the tiers: the
+ * core does that when its last reference goes (dealloc). */
 static int ev_clear(PyObject *self)
 {
     SwEvictableObject *e = EV(self);
-    if (e->primary)
-        sw_py_carrier_relinquish(e->primary, e->primary_token);
-    if (e->secondary)
-        sw_py_carrier_relinquish(e->secondary, e->secondary_token);
-    e->primary_token = e->secondary_token = 0;
     Py_CLEAR(e->primary);
     Py_CLEAR(e->secondary);
+    Py_CLEAR(e->fresh);
     return 0;
 }
 
@@ -555,10 +609,11 @@ static void ev_dealloc(PyObject *self)
     PyObject_GC_UnTrack(self);
     ev_clear(self);
     Py_CLEAR(EV(self)->dtype);
+    Py_CLEAR(EV(self)->exc);
     if (CARRIER(self)->weakreflist)
         PyObject_ClearWeakRefs(self);
-    sw_carrier_unref(CARRIER(self)->core); /* its state handle */
-    CARRIER(self)->core = NULL;
+    sw_carrier_unref(CORE(self)); /* the core's Evictable: relinquishes the tiers */
+    CORE(self) = NULL;
     Py_TYPE(self)->tp_free(self);
 }
 
@@ -640,7 +695,7 @@ PyTypeObject SwEvictable_Type = {
 
 int sw_py_evictable_init(PyObject *module)
 {
-    if (sw_carrier_register_builtin(&SwEvictable_Type, &sw_evictable_ops, 0) < 0 ||
+    if (sw_carrier_register_builtin(&SwEvictable_Type, &sw_evictable_ops, 1) < 0 ||
         PyType_Ready(&SwEvictable_Type) < 0)
         return -1;
     return PyModule_AddObjectRef(module, "Evictable", (PyObject *)&SwEvictable_Type);
@@ -651,11 +706,11 @@ int sw_py_evictable_init(PyObject *module)
 PyObject *sw_py_evictable_primary(PyObject *carrier, int64_t *token)
 {
     SwEvictableObject *e = EV(carrier);
-    if (!e->primary || e->evicted) {
+    if (!e->primary || sw_evictable_is_evicted(CORE(carrier))) {
         PyErr_SetString(PyExc_RuntimeError,
                         "this Evictable's values are not in its primary tier");
         return NULL;
     }
-    *token = e->primary_token;
+    *token = primary_token(carrier);
     return Py_NewRef(e->primary);
 }

@@ -80,6 +80,9 @@ int sw_py_carrier_release_claimed(PyObject *carrier, int64_t *token);
 int sw_py_check_tier_pair(PyObject *p, PyObject *s);
 /* The release a move's commit does to its source (see py_carrier.c). */
 int sw_py_carrier_release_moved(PyObject *carrier);
+/* The binding's part of a release (built-in views, definition-backed
+ * storage, a subclass's release hook), whatever the core state says. */
+int sw_py_carrier_drop_storage(PyObject *carrier);
 
 /* A fresh instance of `type` (a Carrier subtype) with framework state set
  * (C-1). */

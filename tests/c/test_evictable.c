@@ -447,7 +447,7 @@ static void test_e4_pending_while_transition_runs(void)
 
     /* With a factory for the class it works. */
     gated g2;
-    sw_evictable_options opt = {gated_factory, &g2};
+    sw_evictable_options opt = {.factory = gated_factory, .user = &g2};
     sw_carrier *p = sw_evictable_primary(e), *e2 = NULL;
     sw_carrier_release(e, &err);
     sw_carrier_unref(p);
