@@ -251,6 +251,23 @@ static sw_status hook_size(sw_carrier *tier, void *user, int64_t *out, sw_error 
     return sw_py_carrier_size(obj, out) < 0 ? hook_failed(user, "size", err) : SW_OK;
 }
 
+/* tier.<name>(first, mutable=..., dtype=...[, empty=...]) */
+static PyObject *call_factory(PyObject *tier, const char *name, PyObject *first,
+                              PyObject *mutable_, PyObject *dtype, PyObject *empty)
+{
+    PyObject *fn = PyObject_GetAttrString(tier, name);
+    PyObject *args = fn ? PyTuple_Pack(1, first) : NULL;
+    PyObject *kwargs = args ? Py_BuildValue("{s:O,s:O}", "mutable", mutable_, "dtype", dtype)
+                            : NULL;
+    if (kwargs && empty && PyDict_SetItemString(kwargs, "empty", empty) < 0)
+        Py_CLEAR(kwargs);
+    PyObject *r = kwargs ? PyObject_Call(fn, args, kwargs) : NULL;
+    Py_XDECREF(kwargs);
+    Py_XDECREF(args);
+    Py_XDECREF(fn);
+    return r;
+}
+
 /* A fresh target: the target's allocate_like (empty: the move fills every
  * slot, so zeroing first is wasted). */
 static sw_status hook_factory(sw_carrier *prototype, int64_t size, sw_dtype dtype, void *user,
@@ -261,15 +278,9 @@ static sw_status hook_factory(sw_carrier *prototype, int64_t size, sw_dtype dtyp
     PyObject *target = tier_object(e, prototype);
     if (!target)
         return unknown_tier(err);
-    PyObject *fn = PyObject_GetAttrString(target, "allocate_like");
-    PyObject *args = fn ? Py_BuildValue("(L)", (long long)size) : NULL;
-    PyObject *kwargs = args ? Py_BuildValue("{s:O,s:O,s:O}", "mutable", Py_True, "dtype",
-                                            e->dtype, "empty", Py_True)
-                            : NULL;
-    PyObject *d = kwargs ? PyObject_Call(fn, args, kwargs) : NULL;
-    Py_XDECREF(kwargs);
-    Py_XDECREF(args);
-    Py_XDECREF(fn);
+    PyObject *n = PyLong_FromLongLong(size);
+    PyObject *d = n ? call_factory(target, "allocate_like", n, Py_True, e->dtype, Py_True) : NULL;
+    Py_XDECREF(n);
     if (d && !SwCarrier_Check(d)) {
         PyErr_Format(PyExc_TypeError, "%s.allocate_like returned %.100s, not a Carrier",
                      cname(target), Py_TYPE(d)->tp_name);
@@ -521,19 +532,6 @@ static PyObject *wrap_fresh(PyObject *p, PyObject *s)
     return made;
 }
 
-static PyObject *call_factory(PyObject *tier, const char *name, PyObject *first,
-                              PyObject *mutable_, PyObject *dtype)
-{
-    PyObject *fn = PyObject_GetAttrString(tier, name);
-    PyObject *args = fn ? PyTuple_Pack(1, first) : NULL;
-    PyObject *kwargs = args ? Py_BuildValue("{s:O,s:O}", "mutable", mutable_, "dtype", dtype)
-                            : NULL;
-    PyObject *r = kwargs ? PyObject_Call(fn, args, kwargs) : NULL;
-    Py_XDECREF(kwargs);
-    Py_XDECREF(args);
-    Py_XDECREF(fn);
-    return r;
-}
 
 /* E-9: a promoted Evictable over primary.<factory>(...) and an empty
  * secondary of the same class. */
@@ -541,8 +539,8 @@ static PyObject *ev_factory(PyObject *self, const char *name, PyObject *first,
                             PyObject *mutable_, PyObject *dtype)
 {
     PyObject *zero = PyLong_FromLong(0);
-    PyObject *p = zero ? call_factory(EV(self)->primary, name, first, mutable_, dtype) : NULL;
-    PyObject *s = p ? call_factory(EV(self)->secondary, "allocate_like", zero, Py_True, dtype)
+    PyObject *p = zero ? call_factory(EV(self)->primary, name, first, mutable_, dtype, NULL) : NULL;
+    PyObject *s = p ? call_factory(EV(self)->secondary, "allocate_like", zero, Py_True, dtype, NULL)
                     : NULL;
     Py_XDECREF(zero);
     if (!s && p) {
