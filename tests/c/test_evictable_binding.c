@@ -11,6 +11,7 @@
  * released and relinquished; slot I/O through a STATE_ONLY primary is the
  * binding's; releasing the Evictable releases the state of its binding
  * tiers and calls no hook. */
+#include <pthread.h>
 #include <string.h>
 
 #include "check.h"
@@ -30,18 +31,23 @@ typedef struct bslot {
 } bslot;
 
 typedef struct binding {
-    bslot tiers[16];
+    bslot tiers[256];
+    pthread_mutex_t mu; /* guards ntiers (threads share one binding) */
     int ntiers;
     sw_carrier *ev; /* the Evictable, once made */
     int moves, core_moves_handed_on, discards, factories, sizes;
     int fail_next_move;
+    int threaded;             /* threads share it: the hooks count nothing */
     int hand_on;              /* the move hook returns SW_ENOTSUP */
     int saw_pending, saw_access, saw_write_refused, saw_discard_access;
 } binding;
 
 static bslot *slot_of(binding *b, sw_carrier *h)
 {
-    for (int i = 0; i < b->ntiers; i++)
+    pthread_mutex_lock(&b->mu);
+    int n = b->ntiers;
+    pthread_mutex_unlock(&b->mu);
+    for (int i = 0; i < n; i++)
         if (b->tiers[i].h == h)
             return &b->tiers[i];
     return NULL;
@@ -50,20 +56,30 @@ static bslot *slot_of(binding *b, sw_carrier *h)
 static sw_carrier *binding_new(binding *b, int64_t n, float base)
 {
     sw_error err;
-    bslot *s = &b->tiers[b->ntiers++];
-    memset(s, 0, sizeof *s);
-    s->n = n;
-    for (int64_t i = 0; i < n; i++)
-        s->v[i] = base + (float)i;
-    if (sw_carrier_new(&binding_class, NULL, SW_DT_ANY, 0, &s->h, &err) != SW_OK)
+    sw_carrier *h = NULL;
+    if (sw_carrier_new(&binding_class, NULL, SW_DT_ANY, 0, &h, &err) != SW_OK)
         return NULL;
-    return s->h;
+    pthread_mutex_lock(&b->mu);
+    bslot *s = b->ntiers < 256 ? &b->tiers[b->ntiers] : NULL;
+    if (s) {
+        memset(s, 0, sizeof *s);
+        s->n = n;
+        for (int64_t i = 0; i < n; i++)
+            s->v[i] = base + (float)i;
+        s->h = h;
+        b->ntiers++; /* published last: slot_of reads up to ntiers */
+    }
+    pthread_mutex_unlock(&b->mu);
+    if (!s)
+        sw_carrier_unref(h);
+    return s ? h : NULL;
 }
 
 static sw_status b_size(sw_carrier *tier, void *user, int64_t *out, sw_error *err)
 {
     binding *b = user;
-    b->sizes++;
+    if (!b->threaded)
+        b->sizes++;
     bslot *s = slot_of(b, tier);
     if (!s)
         return sw_error_set(err, SW_ETYPE, "not a binding tier");
@@ -81,13 +97,15 @@ static float *values_of(binding *b, sw_carrier *c)
 static sw_status b_move(sw_carrier *from, sw_carrier *to, int64_t n, void *user, sw_error *err)
 {
     binding *b = user;
-    b->moves++;
-    /* No core lock held: these take the Evictable's and the tiers' mutexes. */
-    b->saw_pending = sw_carrier_is_pending(b->ev) && !sw_carrier_is_released(from);
-    b->saw_access = sw_carrier_has_owner_access(from);
-    float one = 1;
-    sw_error werr;
-    b->saw_write_refused = sw_carrier_write(b->ev, 0, 1, &one, &werr) == SW_ESTATE;
+    if (!b->threaded) {
+        b->moves++;
+        /* No core lock held: these take the Evictable's and the tiers' mutexes. */
+        b->saw_pending = sw_carrier_is_pending(b->ev) && !sw_carrier_is_released(from);
+        b->saw_access = sw_carrier_has_owner_access(from);
+        float one = 1;
+        sw_error werr;
+        b->saw_write_refused = sw_carrier_write(b->ev, 0, 1, &one, &werr) == SW_ESTATE;
+    }
     if (b->hand_on) {
         b->core_moves_handed_on++;
         return SW_ENOTSUP;
@@ -106,8 +124,11 @@ static sw_status b_move(sw_carrier *from, sw_carrier *to, int64_t n, void *user,
 static void b_discard(sw_carrier *tier, void *user)
 {
     binding *b = user;
-    b->discards++;
-    b->saw_discard_access = sw_carrier_is_owned(tier) ? sw_carrier_has_owner_access(tier) : 1;
+    if (!b->threaded) {
+        b->discards++;
+        b->saw_discard_access =
+            sw_carrier_is_owned(tier) ? sw_carrier_has_owner_access(tier) : 1;
+    }
     (void)sw_carrier_release(tier, NULL);
 }
 
@@ -118,7 +139,8 @@ static sw_status b_factory(sw_carrier *proto, int64_t size, sw_dtype dtype, void
     (void)dtype;
     if (!slot_of(b, proto))
         return SW_ENOTSUP;
-    b->factories++;
+    if (!b->threaded)
+        b->factories++;
     *out = sw_carrier_ref(binding_new(b, size, 0)); /* the table keeps its own */
     return *out ? SW_OK : sw_error_set(err, SW_ENOMEM, "binding: no tier");
 }
@@ -161,7 +183,7 @@ static int floats_are(const float *v, int64_t n, float base)
 
 static void test_construction_needs_the_hooks(void)
 {
-    binding b = {0};
+    binding b = {.mu = PTHREAD_MUTEX_INITIALIZER};
     sw_error err;
     sw_carrier *p = cpu_values(4, 1), *s = binding_new(&b, 4, 0), *e = NULL;
     /* No hooks: refused, nothing claimed. */
@@ -192,7 +214,7 @@ static void test_construction_needs_the_hooks(void)
 
 static void test_transitions_run_the_binding_move(void)
 {
-    binding b = {0};
+    binding b = {.mu = PTHREAD_MUTEX_INITIALIZER};
     sw_error err;
     sw_carrier *p = cpu_values(8, 5), *s = binding_new(&b, 8, 0), *e = NULL;
     sw_evictable_options o = hooks(&b);
@@ -252,7 +274,7 @@ static void test_transitions_run_the_binding_move(void)
 
 static void test_failing_binding_move_changes_nothing(void)
 {
-    binding b = {0};
+    binding b = {.mu = PTHREAD_MUTEX_INITIALIZER};
     sw_error err;
     /* A secondary too small: every evict makes a fresh one. */
     sw_carrier *p = cpu_values(6, 2), *s = binding_new(&b, 2, 0), *e = NULL;
@@ -288,7 +310,7 @@ static void test_failing_binding_move_changes_nothing(void)
 
 static void test_hook_hands_builtin_pairs_to_the_core(void)
 {
-    binding b = {0};
+    binding b = {.mu = PTHREAD_MUTEX_INITIALIZER};
     sw_error err;
     sw_carrier *p = cpu_values(16, 7), *s = NULL, *e = NULL;
     CHECK_EQ_I64(sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &s, &err), SW_OK);
@@ -309,11 +331,93 @@ static void test_hook_hands_builtin_pairs_to_the_core(void)
     sw_carrier_unref(s);
 }
 
+/* Many threads: each runs evict/promote cycles over its own Evictable
+ * with a binding secondary, and all of them race transitions on one shared
+ * Evictable; a transition either works or is refused as pending (SW_ESTATE),
+ * and the values survive every cycle. */
+typedef struct racer {
+    binding *b;
+    sw_carrier *shared;
+    int own_ok, shared_ok, shared_refused, other;
+} racer;
+
+static void *race_main(void *arg)
+{
+    racer *r = arg;
+    sw_error err;
+    sw_carrier *p = cpu_values(32, 9), *e = NULL;
+    sw_carrier *s = binding_new(r->b, 32, 0);
+    sw_evictable_options o = hooks(r->b);
+    if (!p || !s || sw_evictable_new(p, s, &o, &e, &err) != SW_OK) {
+        r->other++;
+        sw_carrier_unref(p);
+        return NULL;
+    }
+    for (int i = 0; i < 20; i++) {
+        sw_status a = sw_evictable_evict(e, &err), c = sw_evictable_promote(e, &err);
+        r->own_ok += a == SW_OK && c == SW_OK;
+        for (int k = 0; k < 2; k++) {
+            sw_status st = k ? sw_evictable_promote(r->shared, &err)
+                             : sw_evictable_evict(r->shared, &err);
+            if (st == SW_OK)
+                r->shared_ok++;
+            else if (st == SW_ESTATE && strstr(err.msg, "pending"))
+                r->shared_refused++;
+            else
+                r->other++;
+        }
+    }
+    float buf[32];
+    if (sw_carrier_read(e, 0, 32, buf, &err) != SW_OK || !floats_are(buf, 32, 9))
+        r->other++;
+    sw_carrier_release(e, &err);
+    sw_carrier_unref(e);
+    sw_carrier_unref(p);
+    return NULL;
+}
+
+static void test_many_threads_over_binding_tiers(void)
+{
+    binding b = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    sw_error err;
+    sw_carrier *p = cpu_values(16, 4), *s = binding_new(&b, 16, 0), *e = NULL;
+    sw_evictable_options o = hooks(&b);
+    CHECK_EQ_I64(sw_evictable_new(p, s, &o, &e, &err), SW_OK);
+    b.threaded = 1; /* the hooks' counters stay off: threads share b */
+    enum { N = 6 };
+    racer rs[N];
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+        rs[i] = (racer){.b = &b, .shared = e};
+        pthread_create(&th[i], NULL, race_main, &rs[i]);
+    }
+    int own = 0, shared = 0, other = 0;
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        own += rs[i].own_ok;
+        shared += rs[i].shared_ok + rs[i].shared_refused;
+        other += rs[i].other;
+    }
+    CHECK_EQ_I64(own, N * 20);
+    CHECK_EQ_I64(shared, N * 40);
+    CHECK_EQ_I64(other, 0);
+    CHECK(!sw_carrier_is_pending(e));
+    CHECK_EQ_I64(sw_evictable_promote(e, &err), SW_OK);
+    float buf[16];
+    CHECK_EQ_I64(sw_carrier_read(e, 0, 16, buf, &err), SW_OK);
+    CHECK(floats_are(buf, 16, 4));
+    sw_carrier_release(e, &err);
+    sw_carrier_unref(e);
+    sw_carrier_unref(p);
+    binding_free(&b);
+}
+
 int main(void)
 {
     test_construction_needs_the_hooks();
     test_transitions_run_the_binding_move();
     test_failing_binding_move_changes_nothing();
     test_hook_hands_builtin_pairs_to_the_core();
+    test_many_threads_over_binding_tiers();
     return check_report("evictable_binding");
 }
