@@ -17,6 +17,7 @@
  * already, or taken back after a larger transfer ran without it. */
 #include "sw_move_core.h"
 #include "sw_carrier.h"
+#include "strideweave/block_device.h"
 #include "strideweave/move.h"
 #include "strideweave/tensor.h"
 
@@ -35,11 +36,16 @@ static int core_class(PyObject *carrier)
 }
 
 /* CPU <-> BlockDeviceCarrier: the core's block device routes (bulk only). */
+static int on_device(PyObject *carrier)
+{
+    sw_carrier *c = CARRIER(carrier)->core;
+    return c && sw_carrier_class_of(c) == &sw_block_device_carrier_class;
+}
+
 static int block_pair(PyObject *source, PyObject *destination)
 {
-    PyTypeObject *s = Py_TYPE(source), *d = Py_TYPE(destination);
-    return (s == &SwCPU_Type && d == &SwBlockDeviceCarrier_Type) ||
-           (s == &SwBlockDeviceCarrier_Type && d == &SwCPU_Type);
+    return (Py_TYPE(source) == &SwCPU_Type && on_device(destination)) ||
+           (on_device(source) && Py_TYPE(destination) == &SwCPU_Type);
 }
 
 int sw_py_core_move_pair(PyObject *source, PyObject *destination, int bulk)
