@@ -96,11 +96,6 @@ static long inflight_provider;
 static move_request *live_head;
 static PyObject *str_copy, *str_copy_async;
 
-int sw_py_move_on_completion_thread(void)
-{
-    return sw_py_core_move_committing();
-}
-
 /* `provider`: the transfer waits for a ProviderCompletion. */
 static void inflight_count(long delta, int provider)
 {
@@ -1319,6 +1314,7 @@ static int register_fork_hook(PyObject *module)
 
 int sw_py_move_init(PyObject *module)
 {
+    sw_py_move_operation_set_engine(sw_py_move_initiate, sw_py_move_now);
     str_copy = PyUnicode_InternFromString("_copy");
     str_copy_async = PyUnicode_InternFromString("_copy_async");
     if (!str_copy || !str_copy_async || PyModule_AddFunctions(module, move_functions) < 0 ||
