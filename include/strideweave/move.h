@@ -38,7 +38,12 @@
  * the same either way (pending marks, one commit, hooks, profiling
  * events). A large span copy is cut into parts run side by side on the
  * helper threads of parallel.h: all of them when the caller waits, all
- * but one otherwise (the caller's own thread keeps a CPU).
+ * but one otherwise (the caller's own thread keeps a CPU). A move between
+ * CPU and a BlockDeviceCarrier runs on its caller up to 16 MiB when the
+ * caller waits, and a read out of the device up to 64 KiB always (such a
+ * caller may block on the device's lock: a binding lets its own lock go
+ * first); a larger one, and a write into the device the caller does not
+ * wait for, runs on the pool, where writes in flight share one fdatasync.
  *
  * Commit happens once, on the core's completion thread: on success it
  * publishes the result (a tensor on dst at offset 0 with t's layout),
@@ -191,7 +196,8 @@ typedef struct sw_move_options {
     int caller_waits;    /* 1: the caller waits for the move at once (as sw_move
                             does): see "Where the transfer runs" above */
     int elementwise;     /* 1: copy the logical values only, even between a pair
-                            with a bulk route (sw_move_route_for) */
+                            with a bulk route (sw_move_route_for); not for a
+                            BlockDeviceCarrier, which keeps its own route */
     sw_move_transfer_fn transfer; /* NULL: the core's route; else the caller's
                                      (see "transfers a binding supplies") */
     int64_t dst_slots;   /* with `transfer` and a STATE_ONLY destination: its

@@ -459,7 +459,8 @@ sw_status sw_block_device_check_move_locked(sw_carrier *src, sw_carrier *dst, sw
  * descriptor; sw_blockdev_transfer makes a write into the device durable
  * before it returns, and faults the device when the transfer fails. */
 sw_status sw_block_device_route_transfer(sw_carrier *src, int64_t src_offset, sw_carrier *dst,
-                                         const sw_layout *layout, sw_error *err)
+                                         const sw_layout *layout, int64_t *progress,
+                                         sw_error *err)
 {
     bdc_impl *sb = bdc_of(src), *db = bdc_of(dst);
     bdc_impl *b = sb ? sb : db;
@@ -478,7 +479,10 @@ sw_status sw_block_device_route_transfer(sw_carrier *src, int64_t src_offset, sw
         .bulk = 1,
         .cosize = layout->cosize,
         .ndim = 0, /* a span copy needs no modes (and any depth works) */
+        .progress = progress,
     };
     t.src.offset += src_offset;
     return sw_blockdev_transfer(b->device->dev, &t, err);
 }
+
+int sw_block_device_route_may_pause(void) { return sw_blockdev_transfer_may_pause(); }

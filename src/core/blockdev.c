@@ -823,11 +823,17 @@ static sw_status run_transfer(sw_blockdev *d, const sw_transfer *t, int writing,
         atomic_store(&d->direct_refused, 1);
         return sw_transfer_run(t, err);
     }
-    if (st == SW_OK && head < len)
+    /* Direct reads count as they go; direct writes and the tail here. */
+    if (st == SW_OK && writing && t->progress)
+        __atomic_fetch_add(t->progress, (int64_t)head, __ATOMIC_RELAXED);
+    if (st == SW_OK && head < len) {
         st = writing ? sw_blockdev_pwrite(d->fd, host + head, len - head,
                                           pos + (int64_t)head, err)
                      : sw_blockdev_pread(d->fd, host + head, len - head,
                                          pos + (int64_t)head, err);
+        if (st == SW_OK && t->progress)
+            __atomic_fetch_add(t->progress, (int64_t)(len - head), __ATOMIC_RELAXED);
+    }
     return st;
 }
 

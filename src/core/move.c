@@ -381,7 +381,8 @@ static void run_transfer(sw_job *job)
     if (sw_fault_hit("move_transfer"))
         m->status = sw_error_set(&m->err, SW_EIO, "move: injected transfer failure");
     else if (m->transfer)
-        m->status = m->transfer(m->src->carrier, m->src->offset, m->dst, m->src->layout, &m->err);
+        m->status = m->transfer(m->src->carrier, m->src->offset, m->dst, m->src->layout,
+                                m->progress, &m->err);
     else
         m->status = m->slotwise ? transfer_slotwise(m, &m->err) : transfer_storage(m, &m->err);
 }
@@ -607,7 +608,9 @@ static sw_status new_move(sw_tensor *t, sw_carrier *d, const sw_move_options *o,
         m->leave = o->commit_leave;
         m->progress = o->progress;
         m->caller_waits = o->caller_waits;
-        if (o->elementwise) {
+        /* A block device carrier moves only by its own route, never slot
+         * by slot (slot writes are not made durable). */
+        if (o->elementwise && !m->transfer) {
             m->route = SW_ROUTE_ELEMENTWISE;
             m->transfer = NULL;
         }
@@ -626,13 +629,32 @@ static sw_status new_move(sw_tensor *t, sw_carrier *d, const sw_move_options *o,
 
 /* Whether this move runs on its caller (move.h, "Where the transfer
  * runs"). Never while a test holds transfers at their pause point. */
+static int runs_block_route_here(const sw_move_handle *m);
+
 static int runs_here(const sw_move_handle *m)
 {
+    if (m->transfer && !m->supplied && !sw_fault_armed("move_transfer_pause"))
+        return runs_block_route_here(m);
     if (m->supplied || m->transfer || m->slotwise || !storage_builtin(m->src->carrier->ops) ||
         !storage_builtin(m->dst->ops) || sw_fault_armed("move_transfer_pause"))
         return 0;
     int64_t span = m->src->layout->cosize * (int64_t)sw_dtype_slot_bytes(m->src->carrier->dtype);
     return span <= (m->caller_waits ? HERE_WAITED_BYTES : HERE_BYTES);
+}
+
+/* A block device route (CPU <-> BlockDeviceCarrier) on its caller (move.h,
+ * "Where the transfer runs"): up to 16 MiB when the caller waits at once,
+ * either way; a read out of the device up to 64 KiB always (the pool round
+ * trip measured as most of a small read's time), unless a test holds
+ * device transfers at a pause point. A write into the device otherwise
+ * goes to the pool, where writers in flight share fdatasyncs. */
+static int runs_block_route_here(const sw_move_handle *m)
+{
+    int64_t span = m->src->layout->cosize * (int64_t)sw_dtype_slot_bytes(m->src->carrier->dtype);
+    if (m->caller_waits && span <= HERE_WAITED_BYTES)
+        return 1;
+    return m->src->carrier->ops == &sw_block_device_carrier_class && span <= HERE_BYTES &&
+           !sw_block_device_route_may_pause();
 }
 
 /* Hand a supplied-transfer move to its transfer, on this thread (move.h,

@@ -12,6 +12,7 @@
  * signal and calls each once; one added later runs at once. Progress is a
  * byte counter the transfer adds to from any thread, atomically. */
 #include "sw_move.h"
+#include "sw_move_core.h"
 #include "strideweave/clock.h"
 
 #include <math.h>
@@ -112,7 +113,7 @@ void sw_py_await_reset_after_fork(PyObject *handle)
 static PyObject *wait_for(PyObject *handle, long long timeout_ns, PyObject *timeout)
 {
     SwAwaitObject *self = AWAIT(handle);
-    if (!sw_completion_is_done(self->completion) && sw_py_move_on_completion_thread()) {
+    if (!sw_completion_is_done(self->completion) && sw_py_core_move_committing()) {
         PyErr_SetString(PyExc_RuntimeError,
                         "cannot wait() for an unfinished move from code that runs while "
                         "strideweave finishes moves (a finalizer, __del__ or done "

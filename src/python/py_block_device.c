@@ -648,14 +648,15 @@ int sw_py_block_device_endpoint(PyObject *carrier, sw_endpoint *e)
 /* B-10: with a BlockDeviceCarrier on either side, only the two block
  * operations on their exact pairs may run; then a faulted device refuses
  * (B-6). */
-int sw_py_block_device_check_route(PyTypeObject *op_type, PyObject *src, PyObject *dst)
+int sw_py_block_device_check_route(PyTypeObject *op_type, int direction, PyObject *src,
+                                   PyObject *dst)
 {
     int src_bd = Py_TYPE(src) == &SwBlockDeviceCarrier_Type;
     int dst_bd = Py_TYPE(dst) == &SwBlockDeviceCarrier_Type;
     if (!src_bd && !dst_bd)
         return 0;
-    int ok = (op_type == &SwCpuToBlockDevice_Type && Py_TYPE(src) == &SwCPU_Type && dst_bd) ||
-             (op_type == &SwBlockDeviceToCpu_Type && src_bd && Py_TYPE(dst) == &SwCPU_Type);
+    int ok = (direction == 1 && Py_TYPE(src) == &SwCPU_Type && dst_bd) ||
+             (direction == -1 && src_bd && Py_TYPE(dst) == &SwCPU_Type);
     if (!ok) {
         PyErr_Format(PyExc_NotImplementedError,
                      "%s cannot move from %s to %s: BlockDeviceCarrier moves only to and "

@@ -743,6 +743,20 @@ static int permits_fallback(PyObject *definition)
                            SW_STORAGE_ELEMENTWISE_FALLBACK) == Py_True;
 }
 
+/* The move operations' side, registered from above (py_move_operation.c
+ * at module init): the registry's dispatch for undefined classes, and the
+ * operation types a definition's route or fallback resolves to. */
+static PyObject *(*move_dispatch)(PyObject *, PyObject *);
+static PyTypeObject *elementwise_type, *route_move_type;
+
+void sw_py_route_set_move_operations(PyObject *(*dispatch)(PyObject *, PyObject *),
+                                     PyTypeObject *elementwise, PyTypeObject *route_move)
+{
+    move_dispatch = dispatch;
+    elementwise_type = elementwise;
+    route_move_type = route_move;
+}
+
 int sw_py_route_resolve(PyTypeObject *src, PyTypeObject *dst, sw_route *out)
 {
     if (sw_py_observe_class(src) < 0 || sw_py_observe_class(dst) < 0)
@@ -751,12 +765,11 @@ int sw_py_route_resolve(PyTypeObject *src, PyTypeObject *dst, sw_route *out)
     out->route = NULL;
     out->may_fall_back = sdef && ddef && permits_fallback(sdef) && permits_fallback(ddef);
     if (!sdef && !ddef) {
-        out->op_type = sw_py_move_dispatch((PyObject *)src, (PyObject *)dst);
+        out->op_type = move_dispatch((PyObject *)src, (PyObject *)dst);
         return out->op_type ? 0 : -1;
     }
     out->route = sdef ? route_to(sdef, dst) : NULL;
-    out->op_type = out->route ? (PyObject *)&SwTransferRouteMove_Type
-                              : (PyObject *)&SwElementwise_Type;
+    out->op_type = out->route ? (PyObject *)route_move_type : (PyObject *)elementwise_type;
     if (out->route || out->may_fall_back)
         return 0;
     const char *why =
@@ -776,7 +789,7 @@ void sw_py_route_of(PyObject *transfer_route, sw_route *out)
         (PyTypeObject *)SW_RECORD_FIELD(transfer_route, SW_ROUTE_DESTINATION_CLASS);
     PyObject *sdef = sw_py_definition_of(src), *ddef = sw_py_definition_of(dst);
     out->route = transfer_route;
-    out->op_type = (PyObject *)&SwTransferRouteMove_Type;
+    out->op_type = (PyObject *)route_move_type;
     out->may_fall_back = sdef && ddef && permits_fallback(sdef) && permits_fallback(ddef);
 }
 

@@ -8,46 +8,35 @@
  * and leaves both carriers as they were. From submission on, a failure is
  * the handle's terminal failure.
  *
- * Where the work runs: a shipped route between CPU, Generic and
- * FileBacked carriers (sw_py_core_move_pair says which) is the core's move
- * engine's (strideweave/move.h, through py_move_core.c): it validates
- * again, marks both carriers pending, runs the transfer on its pool or, for
- * a small one, on the caller (up to 64 KiB; 16 MiB for move() and
- * forward(), GIL released past 64 KiB), and commits once; this file's
- * commit (result Tensor, autograd node, profiling record, AwaitMove) then
- * runs holding the GIL, which the core's commit guard takes before the
- * carriers change. The other routes with a pure C transfer (into and out
- * of block devices) become jobs on the binding's executor; its pool
- * threads never touch Python. One completion thread, with its own thread
- * state, pops finished jobs and commits them holding the GIL. A
- * synchronous block device move up to 16 MiB skips that round trip: its
- * transfer runs on the caller, GIL released, and commits there, with the
- * same pending marks and one commit; so does a move_async out of a block
- * device up to 64 KiB. Routes
- * that must call Python (a user _copy / _copy_async, the elementwise
- * fallback over carriers written in Python) run on the core's engine too,
- * as moves whose transfer this file supplies (sw_py_core_move_supply): the
- * core marks both carriers pending, counts the move in flight and commits
- * once; the copy runs on the submitting thread with transfer access to the
- * two carriers (the core then commits there), or for move_async on a
- * binding-owned worker thread (the waiter threads of py_provider_wait.c),
- * which reports to the core, whose completion thread commits. Only
- * pairs with a block device (and TransferRoute providers) keep this file's
- * own Python-copy path.
+ * Where the work runs: every move runs on the core's move engine
+ * (strideweave/move.h, through py_move_core.c). A shipped route between
+ * CPU, Generic and FileBacked carriers, or between CPU and a
+ * BlockDeviceCarrier (sw_py_core_move_pair says which), is the core's own
+ * transfer: it validates again, marks both carriers pending, runs the
+ * transfer on its pool or, for a small one, on the caller, and commits
+ * once; this file's commit (result Tensor, autograd node, profiling
+ * record, AwaitMove) then runs holding the GIL, which the core's commit
+ * guard takes before the carriers change. Routes that must call Python (a
+ * user _copy / _copy_async, a TransferRoute's provider, the elementwise
+ * fallback over carriers written in Python) run as moves whose transfer
+ * this file supplies (sw_py_core_move_supply): the core marks both
+ * carriers pending, counts the move in flight and commits once; the copy
+ * runs on the submitting thread, or for move_async on a binding-owned
+ * worker thread (the waiter threads of py_provider_wait.c), which reports
+ * to the core and commits there.
  * A dropped handle changes nothing: the request holds its own
  * references until the commit. At interpreter exit an atexit hook refuses
- * new moves and waits for those in flight: the core's moves (sw_move_drain)
- * and the binding's pool moves always, moves waiting
- * for a provider's completion up to STRIDEWEAVE_EXIT_TIMEOUT seconds or
- * until Ctrl-C. In a child made by os.fork() the moves it inherited fail at
- * once (the threads that would finish them are not there). */
+ * new moves and waits for those in flight: the core's C transfers always
+ * (sw_move_drain), Python copies and moves waiting for a provider's
+ * completion up to STRIDEWEAVE_EXIT_TIMEOUT seconds or until Ctrl-C. In a
+ * child made by os.fork() the moves it inherited fail at once (the threads
+ * that would finish them are not there). */
 #include "sw_extension.h"
 #include "sw_messages.h"
 #include "sw_move.h"
 #include "sw_move_core.h"
 #include "sw_fork_guard.h"
 #include "sw_profiling.h"
-#include "strideweave/blockdev.h"
 #include "strideweave/clock.h"
 #include "strideweave/filestore.h"
 
@@ -65,23 +54,7 @@
 #define CARRIER(o) ((SwCarrierObject *)(o))
 #define TENSOR(o) ((SwTensorObject *)(o))
 
-/* A synchronous move out of or into a block device up to this size runs
- * on its caller (the pool round trip is most of a small move's cost); a
- * bigger one goes to the pool, so that its caller sleeps through the copy
- * (the core's engine has the same bounds for the moves it runs). */
-#define SYNC_INLINE_BYTES ((size_t)16 << 20)
-/* A move_async out of a block device up to this size runs on its caller,
- * the GIL released: the pool round trip measured as most of a small block
- * read's time, even with 256 in flight. */
-#define BLOCK_READ_INLINE_BYTES ((size_t)64 << 10)
-
 typedef struct move_request {
-    sw_job job;                 /* first: what the executor sees */
-    sw_transfer transfer;       /* GIL-free description of the copy */
-    int64_t extents[SW_COPY_MAX_DIMS];
-    int64_t strides[SW_COPY_MAX_DIMS];
-    sw_status status;           /* written by the pool thread */
-    sw_error err;
     PyObject *handle;           /* the AwaitMove */
     PyObject *source;           /* source carrier */
     PyObject *destination;
@@ -91,8 +64,6 @@ typedef struct move_request {
     PyObject *node;             /* the move's autograd node, or NULL */
     PyObject *prepared;         /* a definition route's PreparedTransfer, or NULL */
     sw_provider_wait wait;      /* its incomplete ProviderCompletion, if any */
-    struct move_request *held_next;
-    struct sw_blockdev *blockdev; /* a block device endpoint's, else NULL */
     struct move_request *live_prev, *live_next; /* the live list (GIL) */
     int grew;                   /* the move grew an empty destination */
     int forked;                 /* failed in a forked child: the file is shared */
@@ -106,20 +77,17 @@ typedef struct move_request {
     PyObject *copy_error;       /* the supplied copy's failure, for the commit */
 } move_request;
 
-/* Executor state. The pointers change only with the GIL held; the in-flight
+/* Exit state. `closing` changes only with the GIL held; the in-flight
  * count has its own lock because the exit hook waits on it without the
  * GIL. */
-static sw_executor *executor;
-static sw_completion *completion_exited;
 static int closing;                       /* set at interpreter exit */
-static int holding;                       /* test aid: _hold_moves(True) */
-static move_request *held_head, *held_tail;
 static pthread_mutex_t inflight_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t inflight_cv = PTHREAD_COND_INITIALIZER;
 static long inflight;
 /* Of those, the ones waiting for a provider's ProviderCompletion (Python
  * code that may never return): the exit hook waits for them only up to
- * STRIDEWEAVE_EXIT_TIMEOUT seconds. The rest are C work on the pool. */
+ * STRIDEWEAVE_EXIT_TIMEOUT seconds. The binding counts only such work:
+ * the core counts its moves itself. */
 static long inflight_provider;
 /* Every move between its pending marks and its commit, in any state
  * (queued, on the pool, waiting for a provider, in a Python _copy), so a
@@ -127,13 +95,6 @@ static long inflight_provider;
  * the ones it abandons. Changed only with the GIL held. */
 static move_request *live_head;
 static PyObject *str_copy, *str_copy_async;
-static unsigned long completion_ident; /* the completion thread, 0 if none */
-
-int sw_py_move_on_completion_thread(void)
-{
-    return (completion_ident != 0 && completion_ident == PyThread_get_thread_ident()) ||
-           sw_py_core_move_committing();
-}
 
 /* `provider`: the transfer waits for a ProviderCompletion. */
 static void inflight_count(long delta, int provider)
@@ -146,11 +107,6 @@ static void inflight_count(long delta, int provider)
     if (inflight == 0 || inflight == inflight_provider)
         pthread_cond_broadcast(&inflight_cv);
     pthread_mutex_unlock(&inflight_mu);
-}
-
-static void inflight_add(long delta)
-{
-    inflight_count(delta, 0);
 }
 
 /* ---- validation (the seed's table, rows 1-8) ------------------------------ */
@@ -360,21 +316,15 @@ static PyObject *validate_result(move_request *r)
 }
 
 /* Publish or fail, exactly once, GIL held. `error` (borrowed) is the
- * failure of the transfer if any. For a move the core runs, its commit has
- * changed the carriers already (pending marks cleared, the source's core
- * storage released); this attaches the rest. */
+ * failure of the transfer if any. The core's commit has changed the
+ * carriers already (pending marks cleared, the source's core storage
+ * released); this attaches the rest. */
 static void finish(move_request *r, PyObject *error)
 {
     PyObject *err = Py_XNewRef(error);
-    if (!err && r->status != SW_OK) {
-        sw_py_raise(&r->err);
-        err = sw_py_take_exception();
-    }
     if (!err)
         err = validate_result(r);
     untrack(r);
-    if (!r->on_core)
-        set_pending(r, 0);
     /* A destination this move grew from empty goes back to empty, so a
      * failed move does not leave a full disk behind. Not in a forked child:
      * the file is its parent's too, where the move may still be running. */
@@ -403,72 +353,7 @@ static void commit(move_request *r, PyObject *error)
     request_free(r);
 }
 
-/* ---- the executor, its completion thread, and the exit hook --------------- */
-
-/* The transfer of a request: a block device's (the core's move engine
- * runs the other C routes). */
-static void run_transfer(move_request *r)
-{
-    r->status = sw_blockdev_transfer(r->blockdev, &r->transfer, &r->err);
-}
-
-static void run_request(sw_job *job)
-{
-    run_transfer((move_request *)job);
-}
-
-static void completion_main(void *arg)
-{
-    (void)arg;
-    sw_executor *ex = executor;
-    sw_completion *exited = completion_exited;
-    PyGILState_STATE g = PyGILState_Ensure();
-    completion_ident = PyThread_get_thread_ident();
-    PyThreadState *ts = PyEval_SaveThread();
-    sw_job *job;
-    while ((job = sw_executor_next_completed(ex, 1)) != NULL) {
-        PyEval_RestoreThread(ts);
-        int provider = ((move_request *)job)->wait.completion != NULL;
-        /* A provider's failure came with its completion; pool jobs carry
-         * theirs in the status. */
-        commit((move_request *)job, ((move_request *)job)->wait.error);
-        if (PyErr_Occurred())
-            PyErr_WriteUnraisable(NULL);
-        inflight_count(-1, provider);
-        ts = PyEval_SaveThread();
-    }
-    PyEval_RestoreThread(ts);
-    completion_ident = 0;
-    PyGILState_Release(g);
-    sw_completion_signal(exited);
-}
-
-static int ensure_executor(void)
-{
-    if (executor)
-        return 0;
-    sw_error err;
-    sw_executor *ex;
-    if (sw_executor_create(0, &ex, &err) != SW_OK)
-        return sw_py_raise(&err);
-    sw_completion *exited = sw_completion_new();
-    if (!exited) {
-        sw_executor_destroy(ex);
-        PyErr_NoMemory();
-        return -1;
-    }
-    executor = ex;
-    completion_exited = exited;
-    if (PyThread_start_new_thread(completion_main, NULL) == PYTHREAD_INVALID_THREAD_ID) {
-        executor = NULL;
-        completion_exited = NULL;
-        sw_executor_destroy(ex);
-        sw_completion_free(exited);
-        PyErr_SetString(PyExc_RuntimeError, "cannot start the move completion thread");
-        return -1;
-    }
-    return 0;
-}
+/* ---- the exit hook ----------------------------------------------------------- */
 
 /* TiledEvictable's residency requests that wait for provider completions
  * count as moves in flight, so the exit hook waits for their commits
@@ -480,8 +365,6 @@ int sw_py_move_hold_inflight(void)
                         "the interpreter is shutting down; no new transfers can start");
         return -1;
     }
-    if (ensure_executor() < 0)
-        return -1;
     inflight_count(1, 1);
     return 0;
 }
@@ -489,59 +372,6 @@ int sw_py_move_hold_inflight(void)
 void sw_py_move_drop_inflight(void)
 {
     inflight_count(-1, 1);
-}
-
-static int submit_job(move_request *r)
-{
-    sw_error err;
-    if (sw_executor_submit(executor, &r->job, &err) != SW_OK)
-        return sw_py_raise(&err);
-    return 0;
-}
-
-/* Hand a request to the pool; -1 (nothing queued) when it cannot be. */
-static int enqueue(move_request *r)
-{
-    if (ensure_executor() < 0)
-        return -1;
-    r->job.run = run_request;
-    r->job.next = NULL;
-    if (holding) {
-        r->held_next = NULL;
-        if (held_tail)
-            held_tail->held_next = r;
-        else
-            held_head = r;
-        held_tail = r;
-        inflight_add(1);
-        return 0;
-    }
-    inflight_add(1);
-    if (submit_job(r) < 0) {
-        inflight_add(-1);
-        return -1;
-    }
-    return 0;
-}
-
-/* Submit every held request, in order (the core's too). A request the
- * pool refuses fails terminally here. */
-static void release_held(void)
-{
-    holding = 0;
-    sw_py_core_move_hold(0);
-    while (held_head) {
-        move_request *r = held_head;
-        held_head = r->held_next;
-        if (!held_head)
-            held_tail = NULL;
-        if (submit_job(r) < 0) {
-            PyObject *e = sw_py_take_exception();
-            commit(r, e);
-            Py_XDECREF(e);
-            inflight_add(-1);
-        }
-    }
 }
 
 /* STRIDEWEAVE_EXIT_TIMEOUT: seconds (a non-negative number, "inf" for
@@ -577,10 +407,10 @@ static void wait_inflight_slice(double slice)
     pthread_cond_timedwait(&inflight_cv, &inflight_mu, &t);
 }
 
-/* The exit drain. Pool moves are C work that finishes: always waited for.
- * Moves and tier copies waiting for a provider's ProviderCompletion run
- * Python that may never return: waited for up to the exit timeout, and
- * Ctrl-C stops that wait. Returns 1 when provider work was given up. */
+/* The exit drain of the Python work this file counts (moves and tier
+ * copies waiting for a provider's ProviderCompletion, Python copies on a
+ * worker): Python that may never return, waited for up to the exit
+ * timeout, and Ctrl-C stops that wait. Returns 1 when some was given up. */
 static int drain_inflight(double timeout, int *interrupted)
 {
     double deadline = monotonic_seconds() + timeout;
@@ -677,20 +507,11 @@ static PyObject *shutdown_moves(PyObject *mod, PyObject *unused)
     (void)mod;
     (void)unused;
     closing = 1;
-    release_held();
-    if (!executor) {
-        /* The moves the core runs: C work that finishes, always waited
-         * for (their commits take the GIL, released meanwhile). */
-        sw_py_core_move_drain();
-        reclaim_released_files();
-        Py_RETURN_NONE;
-    }
-    sw_executor *ex = executor;
-    sw_completion *exited = completion_exited;
+    sw_py_core_move_hold(0);
     int interrupted = 0;
     double timeout = exit_timeout_seconds();
-    /* First the moves whose copy is Python's (bounded) and this file's pool
-     * moves; the core commits meanwhile (the GIL is let go while waiting). */
+    /* First the Python copies and provider waits (bounded); the core
+     * commits meanwhile (the GIL is let go while waiting). */
     int gave_up = drain_inflight(timeout, &interrupted);
     if (gave_up) {
         report_abandoned(timeout, interrupted);
@@ -699,18 +520,13 @@ static PyObject *shutdown_moves(PyObject *mod, PyObject *unused)
             if (r->supplied && (r->wait.completion || r->on_worker))
                 sw_py_core_move_abandon(&r->core);
     }
+    /* The moves the core runs: C work that finishes, always waited for
+     * (their commits take the GIL, released meanwhile). */
     sw_py_core_move_drain();
     Py_BEGIN_ALLOW_THREADS
-    sw_executor_shutdown(ex);
-    sw_completion_wait(exited);
     /* Waiter threads stuck in a provider's wait() are left behind. */
     sw_py_provider_wait_shutdown(!gave_up);
     Py_END_ALLOW_THREADS
-    /* The completion thread may still be returning from its last signal:
-     * the completion object stays; the executor is no longer used (a
-     * provider that finishes after all commits on its waiter thread). */
-    executor = NULL;
-    sw_executor_destroy(ex);
     reclaim_released_files();
     Py_RETURN_NONE;
 }
@@ -722,10 +538,12 @@ static PyObject *hold_moves(PyObject *mod, PyObject *flag)
     if (on < 0)
         return NULL;
     if (on) {
-        holding = 1;
         sw_py_core_move_hold(1);
     } else {
-        release_held();
+        /* Held moves may run on this thread's commit: the GIL goes. */
+        Py_BEGIN_ALLOW_THREADS
+        sw_py_core_move_hold(0);
+        Py_END_ALLOW_THREADS
     }
     Py_RETURN_NONE;
 }
@@ -734,11 +552,6 @@ static PyObject *hold_moves(PyObject *mod, PyObject *flag)
  * flight in the parent never complete in the child. */
 static void reset_after_fork(void)
 {
-    executor = NULL;
-    completion_exited = NULL;
-    completion_ident = 0;
-    held_head = held_tail = NULL;
-    holding = 0;
     inflight = 0;
     inflight_provider = 0;
     /* live_head stays: _after_fork_in_child ends those moves. */
@@ -804,14 +617,10 @@ static PyObject *after_fork_in_child(PyObject *mod, PyObject *unused)
 /* ---- submission ------------------------------------------------------------- */
 
 /* A Python copy (or a provider's completion) ended with `e` (borrowed,
- * NULL: success): a move the core runs learns it through its supplied
- * transfer and commits; any other commits here. `r` may be gone after. */
+ * NULL: success): the core learns it through its supplied transfer and
+ * commits. `r` may be gone after. */
 static void copy_done(move_request *r, PyObject *e)
 {
-    if (!r->supplied) {
-        commit(r, e);
-        return;
-    }
     Py_XSETREF(r->copy_error, Py_XNewRef(e));
     sw_py_core_move_transfer_done(&r->core, e != NULL);
 }
@@ -916,10 +725,6 @@ static void python_copy_run(sw_provider_wait *w)
  * start: behaviour as before). */
 static int python_copy_on_worker(move_request *r, PyObject *op, PyObject *tensor)
 {
-    if (ensure_executor() < 0) {
-        PyErr_Clear();
-        return 1;
-    }
     r->copy_op = Py_NewRef(op);
     r->copy_tensor = Py_NewRef(tensor);
     r->wait.run = python_copy_run;
@@ -934,22 +739,6 @@ static int python_copy_on_worker(move_request *r, PyObject *op, PyObject *tensor
     Py_CLEAR(r->copy_op);
     Py_CLEAR(r->copy_tensor);
     return 1;
-}
-
-/* A small synchronous block device move's (or small block read's
- * move_async) transfer on the calling thread, the GIL released, then its
- * commit right here: no pool round trip and no completion-thread handoff.
- * It counts as in flight, so the exit hook waits for its commit. Block
- * devices take their lock here (the GIL is not held while waiting for
- * it). */
-static void run_here(move_request *r)
-{
-    inflight_add(1);
-    Py_BEGIN_ALLOW_THREADS
-    run_transfer(r);
-    Py_END_ALLOW_THREADS
-    commit(r, NULL);
-    inflight_add(-1);
 }
 
 /* ---- moves the core's engine runs ----------------------------------------- */
@@ -1042,55 +831,15 @@ static void submit_supplied(move_request *r, PyObject *op, PyObject *op_type, Py
     Py_XDECREF(e);
 }
 
-/* From here on every failure is the handle's. `sync`: the caller waits for
- * the result at once (move(), MoveOperation.forward). `off_caller`: a
- * Python _copy may run on a worker thread (the public move_async; the
- * binding's own moves that wait at once under owner access do not). */
+/* A shipped route's _copy (made only now that it must run) on the core as
+ * a supplied move. From here on every failure is the handle's. `sync`: the
+ * caller waits for the result at once (move(), MoveOperation.forward).
+ * `off_caller`: a Python _copy may run on a worker thread (the public
+ * move_async; the binding's own moves that wait at once under owner access
+ * do not). */
 static void submit(move_request *r, PyObject *op, PyObject *op_type, PyObject *tensor, int sync,
                    int off_caller)
 {
-    sw_route_kind kind = sw_py_move_route_kind((PyTypeObject *)op_type);
-    if (kind != SW_ROUTE_PYTHON && !r->supplied) {
-        SwSubtensor *s = &TENSOR(tensor)->subs[0];
-        int c = sw_py_move_describe(s->carrier, s->offset, SwLayout_CORE(s->layout),
-                                    r->destination, kind == SW_ROUTE_BULK, &r->transfer,
-                                    r->extents, r->strides);
-        if (c == 1) { /* the core counts what it copies, chunk by chunk */
-            sw_py_await_set_total(r->handle, sw_transfer_bytes(&r->transfer));
-            r->transfer.progress = sw_py_await_progress_counter(r->handle);
-        }
-        r->blockdev = sw_py_block_device_core(r->source);
-        if (!r->blockdev)
-            r->blockdev = sw_py_block_device_core(r->destination);
-        if (c == 1 && !r->blockdev)
-            c = 0; /* not reached: the core runs the other C routes; _copy does it */
-        size_t span = (size_t)r->cosize * r->transfer.itemsize;
-        if (c == 1 && sync && !holding && span <= SYNC_INLINE_BYTES) {
-            run_here(r);
-            return;
-        }
-        /* A small read out of a block device runs here too, always with
-         * the GIL released (it may wait for the device lock or for a
-         * transfer on its range). A move_async into a device stays on the
-         * pool: its writers share fdatasyncs there, which measured several
-         * times faster in flight than one fdatasync per caller-side move.
-         * One a test set to pause goes to the pool, so its caller can
-         * resume it. */
-        if (c == 1 && r->blockdev && !holding && span <= BLOCK_READ_INLINE_BYTES &&
-            !sw_py_block_device_core(r->destination) && !sw_blockdev_transfer_may_pause()) {
-            run_here(r);
-            return;
-        }
-        if (c == 1 && enqueue(r) == 0)
-            return;
-        if (c != 0) { /* describe or enqueue failed */
-            PyObject *e = sw_py_take_exception();
-            commit(r, e);
-            Py_XDECREF(e);
-            return;
-        }
-    }
-    /* A shipped route's operation is made only when its _copy must run. */
     PyObject *own_op = op ? Py_NewRef(op) : PyObject_CallNoArgs(op_type);
     if (!own_op) {
         PyObject *e = sw_py_take_exception();
@@ -1098,16 +847,7 @@ static void submit(move_request *r, PyObject *op, PyObject *op_type, PyObject *t
         Py_XDECREF(e);
         return;
     }
-    if (r->supplied) {
-        submit_supplied(r, own_op, op_type, tensor, sync, off_caller);
-        Py_DECREF(own_op);
-        return;
-    }
-    if (!sync && off_caller && python_copy_on_worker(r, own_op, tensor) == 0) {
-        Py_DECREF(own_op);
-        return;
-    }
-    run_python_copy_here(r, own_op, tensor);
+    submit_supplied(r, own_op, op_type, tensor, sync, off_caller);
     Py_DECREF(own_op);
 }
 
@@ -1201,19 +941,11 @@ static int prepare_route(PyObject *tensor, PyObject *dst, sw_route *route, PyObj
 }
 
 /* On a waiter thread, GIL held, once the provider's wait() returned: the
- * completion thread commits, as for pool jobs. */
+ * core commits, on this thread. */
 static void provider_finished(sw_provider_wait *w)
 {
     move_request *r = (move_request *)((char *)w - offsetof(move_request, wait));
-    sw_error err;
-    if (r->supplied) { /* the core's completion thread commits */
-        copy_done(r, r->wait.error);
-        inflight_count(-1, 1);
-        return;
-    }
-    if (executor && sw_executor_post_completed(executor, &r->job, &err) == SW_OK)
-        return;
-    commit(r, r->wait.error); /* the pool is gone: commit right here */
+    copy_done(r, r->wait.error);
     inflight_count(-1, 1);
 }
 
@@ -1235,8 +967,7 @@ static void submit_prepared(move_request *r)
  * waiter threads, anything else is the terminal failure. */
 static void await_or_commit(move_request *r, PyObject *res)
 {
-    if (res && res != Py_None && sw_py_check_provider_completion(res) == 0 &&
-        ensure_executor() == 0) {
+    if (res && res != Py_None && sw_py_check_provider_completion(res) == 0) {
         r->wait.completion = res;
         r->wait.finish = provider_finished;
         inflight_count(1, 1);
@@ -1258,7 +989,6 @@ static move_request *request_new(PyObject *source, PyObject *destination, int64_
         PyErr_NoMemory();
         return NULL;
     }
-    r->status = SW_OK;
     r->cosize = cosize;
     r->source = Py_NewRef(source);
     r->destination = Py_NewRef(destination);
@@ -1449,23 +1179,18 @@ static PyObject *initiate(PyObject *tensor, PyObject *destination, PyObject *for
                                  ((SwAwaitObject *)r->handle)->progress_total);
     r->trace = trace;
     sw_route_kind kind = sw_py_move_route_kind((PyTypeObject *)route.op_type);
-    r->on_core = !r->prepared && kind != SW_ROUTE_PYTHON &&
-                 sw_py_core_move_pair(source, destination, kind == SW_ROUTE_BULK);
-    /* Every other route without a block device (another engineer's) runs a
-     * Python-level copy or a TransferRoute's provider: on the core too,
-     * which marks, counts and commits while this file supplies the copy. */
-    r->supplied = !r->on_core && !sw_py_block_device_core(source) &&
-                  !sw_py_block_device_core(destination);
-    r->on_core |= r->supplied;
-    if (!r->on_core) /* the core marks its own moves */
-        set_pending(r, 1);
+    /* Every route the core cannot run itself (a Python-level copy, a
+     * TransferRoute's provider) runs on the core too, as a supplied move:
+     * the core marks, counts and commits while this file supplies the
+     * copy. */
+    r->on_core = 1;
+    r->supplied = r->prepared || kind == SW_ROUTE_PYTHON ||
+                  !sw_py_core_move_pair(source, destination, kind == SW_ROUTE_BULK);
     track(r);
     /* Each may commit, and free r, before it returns. */
-    if (r->prepared && r->supplied)
+    if (r->prepared)
         submit_supplied(r, NULL, route.op_type, tensor, sync, off_caller);
-    else if (r->prepared)
-        submit_prepared(r);
-    else if (r->on_core && !r->supplied)
+    else if (!r->supplied)
         submit_core(r, tensor, kind, sync);
     else
         submit(r, own_op, route.op_type, tensor, sync, off_caller);
@@ -1589,6 +1314,7 @@ static int register_fork_hook(PyObject *module)
 
 int sw_py_move_init(PyObject *module)
 {
+    sw_py_move_operation_set_engine(sw_py_move_initiate, sw_py_move_now);
     str_copy = PyUnicode_InternFromString("_copy");
     str_copy_async = PyUnicode_InternFromString("_copy_async");
     if (!str_copy || !str_copy_async || PyModule_AddFunctions(module, move_functions) < 0 ||

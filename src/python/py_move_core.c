@@ -1,6 +1,8 @@
 /* Moves the core's move engine runs for the binding (strideweave/move.h):
  * move(), move_async() and MoveOperation.forward() between CPU, Generic
- * and FileBacked carriers on a shipped route. The core validates again,
+ * and FileBacked carriers, and between CPU and BlockDeviceCarrier, on a
+ * shipped route. A block device move may run on the caller and wait for
+ * the device there: it starts with the GIL released. The core validates again,
  * marks both carriers pending, runs the transfer (on its pool, or on the
  * caller for a small one) and commits once; what only the binding knows
  * (the result Tensor, the autograd node, the profiling record, the
@@ -15,6 +17,7 @@
  * already, or taken back after a larger transfer ran without it. */
 #include "sw_move_core.h"
 #include "sw_carrier.h"
+#include "strideweave/block_device.h"
 #include "strideweave/move.h"
 #include "strideweave/tensor.h"
 
@@ -32,8 +35,23 @@ static int core_class(PyObject *carrier)
     return t == &SwCPU_Type || t == &SwGeneric_Type || t == &SwFileBacked_Type;
 }
 
+/* CPU <-> BlockDeviceCarrier: the core's block device routes (bulk only). */
+static int on_device(PyObject *carrier)
+{
+    sw_carrier *c = CARRIER(carrier)->core;
+    return c && sw_carrier_class_of(c) == &sw_block_device_carrier_class;
+}
+
+static int block_pair(PyObject *source, PyObject *destination)
+{
+    return (Py_TYPE(source) == &SwCPU_Type && on_device(destination)) ||
+           (on_device(source) && Py_TYPE(destination) == &SwCPU_Type);
+}
+
 int sw_py_core_move_pair(PyObject *source, PyObject *destination, int bulk)
 {
+    if (block_pair(source, destination))
+        return bulk;
     if (!core_class(source) || !core_class(destination))
         return 0;
     return !bulk || sw_move_route_for(CARRIER(source)->core, CARRIER(destination)->core) ==
@@ -102,7 +120,10 @@ int sw_py_core_move_start(sw_py_core_move *cm, PyObject *source, int64_t offset,
     sw_move_handle *m = NULL;
     sw_status st;
     int64_t span = layout->cosize * (int64_t)sw_dtype_slot_bytes(sw_tensor_dtype(t));
-    if (caller_waits && span > GIL_HELD_BYTES) {
+    /* A block device move the core may run here can wait for the device's
+     * lock or a transfer on its range: never with the GIL held. */
+    int device = block_pair(source, destination);
+    if ((caller_waits && span > GIL_HELD_BYTES) || device) {
         Py_BEGIN_ALLOW_THREADS
         st = sw_move_async(t, CARRIER(destination)->core, &o, &m, &err);
         Py_END_ALLOW_THREADS

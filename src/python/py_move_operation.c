@@ -55,6 +55,23 @@ static int endpoint_of(PyObject *carrier, sw_endpoint *e)
     return sw_py_block_device_endpoint(carrier, e);
 }
 
+/* Which block operation `op_type` is, for the block device's route check. */
+static int block_direction(PyTypeObject *op_type)
+{
+    return op_type == &SwCpuToBlockDevice_Type ? 1 : op_type == &SwBlockDeviceToCpu_Type ? -1 : 0;
+}
+
+/* The move path's entry points, registered from above (py_move.c). */
+static PyObject *(*move_initiate)(PyObject *, PyObject *, PyObject *);
+static PyObject *(*move_now)(PyObject *, PyObject *, PyObject *);
+
+void sw_py_move_operation_set_engine(PyObject *(*initiate)(PyObject *, PyObject *, PyObject *),
+                                     PyObject *(*now)(PyObject *, PyObject *, PyObject *))
+{
+    move_initiate = initiate;
+    move_now = now;
+}
+
 int sw_py_move_describe(PyObject *src, int64_t offset, const sw_layout *layout,
                         PyObject *dst, int bulk, sw_transfer *t, int64_t *extents,
                         int64_t *strides)
@@ -148,7 +165,8 @@ static int copy_hook(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
         return -1;
     }
     SwSubtensor *s = &((SwTensorObject *)a[0])->subs[0];
-    if (sw_py_block_device_check_route(Py_TYPE(self), s->carrier, a[1]) < 0)
+    if (sw_py_block_device_check_route(Py_TYPE(self), block_direction(Py_TYPE(self)),
+                                       s->carrier, a[1]) < 0)
         return -1;
     sw_layout *layout = SwLayout_CORE(s->layout);
     long long count;
@@ -411,7 +429,7 @@ static PyObject *move_backward(PyObject *self, PyObject *g)
     if (rev_op) {
         int was = sw_py_grad_enabled();
         sw_py_set_grad_enabled(0); /* the reverse move records no node */
-        PyObject *handle = sw_py_move_initiate(ptensor, dest, rev_op);
+        PyObject *handle = move_initiate(ptensor, dest, rev_op);
         sw_py_set_grad_enabled(was);
         PyObject *moved = handle ? sw_py_await_wait(handle) : NULL;
         Py_XDECREF(handle);
@@ -431,7 +449,7 @@ static PyObject *operation_forward(PyObject *self, PyObject *const *args, Py_ssi
     PyObject *a[2];
     if (sw_py_parse_required("forward", names, 2, args, nargs, kwnames, a) < 0)
         return NULL;
-    return sw_py_move_now(a[0], a[1], self);
+    return move_now(a[0], a[1], self);
 }
 
 static int operation_init(PyObject *self, PyObject *args, PyObject *kwds)
@@ -587,7 +605,8 @@ static int check_pin(PyTypeObject *op_type, PyObject *attr, PyObject *carrier,
 
 int sw_py_move_check_operation(PyTypeObject *op_type, PyObject *source, PyObject *destination)
 {
-    if (sw_py_block_device_check_route(op_type, source, destination) < 0 ||
+    if (sw_py_block_device_check_route(op_type, block_direction(op_type), source,
+                                       destination) < 0 ||
         check_pin(op_type, str_source_class, source, "source") < 0 ||
         check_pin(op_type, str_destination_class, destination, "destination") < 0)
         return -1;
@@ -944,6 +963,8 @@ static int add_shipped(PyObject *module, PyTypeObject *op, PyTypeObject *src,
 
 int sw_py_move_operation_init(PyObject *module)
 {
+    sw_py_route_set_move_operations(sw_py_move_dispatch, &SwElementwise_Type,
+                                    &SwTransferRouteMove_Type);
     str_source_class = PyUnicode_InternFromString("source_class");
     str_destination_class = PyUnicode_InternFromString("destination_class");
     str_copy = PyUnicode_InternFromString("_copy");

@@ -58,6 +58,12 @@ typedef struct sw_route {
 /* 0 with *out filled, or -1 with NotImplementedError naming both classes
  * (or another error). */
 int sw_py_route_resolve(PyTypeObject *src, PyTypeObject *dst, sw_route *out);
+/* Registration from above (py_move_operation.c, at module init, before any
+ * route resolves): the move registry's dispatch for two undefined classes,
+ * and the operation types of the elementwise fallback and of a
+ * TransferRoute move. */
+void sw_py_route_set_move_operations(PyObject *(*dispatch)(PyObject *, PyObject *),
+                                     PyTypeObject *elementwise, PyTypeObject *route_move);
 /* The route record for a captured TransferRoute. */
 void sw_py_route_of(PyObject *transfer_route, sw_route *out);
 /* A fresh TransferRequest for moving `tensor` into `destination`. */

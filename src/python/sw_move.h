@@ -99,8 +99,11 @@ struct sw_blockdev *sw_py_block_device_core(PyObject *carrier);
 int sw_py_block_device_endpoint(PyObject *carrier, sw_endpoint *e);
 /* NotImplementedError unless `op_type` is the block operation of this exact
  * pair (when either carrier is a BlockDeviceCarrier); RuntimeError for a
- * faulted device. 0 / -1. */
-int sw_py_block_device_check_route(PyTypeObject *op_type, PyObject *src, PyObject *dst);
+ * faulted device. `direction` says which operation `op_type` is (the
+ * caller knows the operation types): 1 CpuToBlockDeviceMoveOperation, -1
+ * BlockDeviceToCpuMoveOperation, 0 any other. 0 / -1. */
+int sw_py_block_device_check_route(PyTypeObject *op_type, int direction, PyObject *src,
+                                   PyObject *dst);
 /* fdatasync the device of an exact BlockDeviceCarrier (B-11); 0 for any
  * other carrier. -1 with OSError (the device faulted) or RuntimeError
  * (already faulted or closed). */
@@ -120,9 +123,11 @@ PyObject *sw_py_move_initiate(PyObject *tensor, PyObject *destination, PyObject 
  * Tensor (new reference) or NULL with the move's exception. */
 PyObject *sw_py_move_now(PyObject *tensor, PyObject *destination, PyObject *op);
 int sw_py_move_init(PyObject *module);
-/* Whether the caller runs on the thread that commits pool moves: waiting
- * there for an unfinished move would wait forever. */
-int sw_py_move_on_completion_thread(void);
+/* Registration from above: py_move.c hands MoveOperation.forward (and the
+ * reverse moves of backward) its two entry points at module init, so the
+ * operations file never calls up into the move path. */
+void sw_py_move_operation_set_engine(PyObject *(*initiate)(PyObject *, PyObject *, PyObject *),
+                                     PyObject *(*now)(PyObject *, PyObject *, PyObject *));
 /* Count a transfer in flight outside move() (a tile set waiting for provider
  * completions) so that the exit hook waits for it; RuntimeError at exit.
  * Every successful hold is paired with one drop. */

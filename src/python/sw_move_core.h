@@ -12,7 +12,9 @@ typedef struct sw_move_handle sw_move_handle;
 /* Whether the core runs a move from `source` into `destination` on a
  * shipped route, bulk (`bulk` 1) or elementwise (0): both carriers are of
  * a class whose full core handle the core moves itself, and for bulk the
- * core's route for the pair is bulk too. The one place that says which
+ * core's route for the pair is bulk too; CPU <-> BlockDeviceCarrier on
+ * its bulk route (the core's block device transfer, durable before
+ * commit). The one place that says which
  * pairs go to the core. */
 int sw_py_core_move_pair(PyObject *source, PyObject *destination, int bulk);
 

@@ -989,6 +989,79 @@ static void test_binding_transfer_hooks(void)
     sw_block_device_unref(d);
 }
 
+/* Where a move between CPU and a device runs (move.h, "Where the transfer
+ * runs"): a small read out of the device and a waited move up to 16 MiB on
+ * the caller, committed before sw_move_async returns; a write the caller
+ * does not wait for, and a large read, on the pool (commit on another
+ * thread). Each counts its bytes on the progress counter. */
+typedef struct where_ran {
+    pthread_t thread;
+    int committed;
+} where_ran;
+
+static void note_thread(sw_move_handle *m, sw_status st, sw_tensor *result, void *user)
+{
+    (void)m;
+    (void)result;
+    where_ran *w = user;
+    w->thread = pthread_self();
+    w->committed = st == SW_OK ? 1 : -1;
+}
+
+/* One move of `n` slots from `t` into `dst`; 1 when it committed on this
+ * thread before sw_move_async returned, 0 when elsewhere, -1 on failure. */
+static int move_ran_here(sw_tensor *t, sw_carrier *dst, int64_t n, int waits)
+{
+    sw_error err;
+    where_ran w = {0};
+    int64_t progress = 0;
+    sw_move_options o = {.on_commit = note_thread, .user = &w, .progress = &progress,
+                         .caller_waits = waits};
+    sw_move_handle *m = NULL;
+    if (sw_move_async(t, dst, &o, &m, &err) != SW_OK)
+        return -1;
+    int done_at_return = sw_move_done(m);
+    sw_tensor *r = NULL;
+    sw_status st = sw_move_wait(m, &r, &err);
+    sw_tensor_unref(r);
+    sw_move_unref(m);
+    if (st != SW_OK || w.committed != 1 || progress != n * 4)
+        return -1;
+    int here = pthread_equal(w.thread, pthread_self());
+    return here && done_at_return ? 1 : here || done_at_return ? -1 : 0;
+}
+
+static void test_block_routes_where_they_run(void)
+{
+    sw_error err;
+    sw_block_device *d = open_loop();
+    if (!d)
+        return;
+    int64_t sizes[] = {16, 16 << 10, 1 << 18};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        int64_t n = sizes[i];
+        int small = n * 4 <= (64 << 10);
+        for (int waits = 0; waits < 2; waits++) {
+            sw_carrier *src = cpu_values(n, (float)n), *x = NULL, *out = NULL;
+            CHECK_EQ_I64(sw_block_device_allocate(d, n, SW_DT_FLOAT32, 0, &x, &err), SW_OK);
+            CHECK_EQ_I64(sw_cpu_new(n, SW_DT_FLOAT32, SW_CARRIER_EMPTY, &out, &err), SW_OK);
+            sw_tensor *t = flat(src, 0, n), *tx = flat(x, 0, n);
+            /* Into the device: on the caller only when it waits. */
+            CHECK_EQ_I64(move_ran_here(t, x, n, waits), (waits ? 1 : 0));
+            /* Out of it: on the caller when it waits or when small. */
+            CHECK_EQ_I64(move_ran_here(tx, out, n, waits), (waits || small ? 1 : 0));
+            CHECK(slots_equal(out, n, (float)n));
+            sw_tensor_unref(t);
+            sw_tensor_unref(tx);
+            sw_carrier_unref(src);
+            sw_carrier_unref(x);
+            sw_carrier_unref(out);
+        }
+    }
+    CHECK_EQ_I64(sw_block_device_close(d, &err), SW_OK);
+    sw_block_device_unref(d);
+}
+
 int main(void)
 {
     test_b2_open_refusals();
@@ -1007,6 +1080,7 @@ int main(void)
         test_b5_failed_write_in_transfer_counts_nothing();
         test_b9_slot_io_and_release_wait_for_transfers();
         test_binding_transfer_hooks();
+        test_block_routes_where_they_run();
         loop_detach(&loop);
         test_b11_device_cannot_store_it();
     } else {
