@@ -418,6 +418,34 @@ SW_API sw_status sw_tiled_evictable_new_bound(sw_carrier *primary, sw_carrier *s
                                               const int64_t *tile, const sw_te_tier_hooks *hooks,
                                               sw_tiled_evictable **out, sw_error *err);
 
+/* As a carrier. sw_tiled_evictable_carrier gives an sw_carrier (class
+ * sw_tiled_evictable_class, one reference to the caller; it holds its own
+ * reference to `te`) whose every carrier.h call works: size is the logical
+ * size (0 once `te` is released), the dtype and intrinsic mutability are
+ * the TiledEvictable's, and slot reads and writes resolve each slot's tile
+ * residency through sw_tiled_evictable_read/_write (a write into a
+ * secondary tile promotes it first; both the carrier's version and the
+ * TiledEvictable's advance). It has no direct storage: DLPack export is
+ * refused. For a TiledEvictable with binding tiers, the carrier's slot
+ * ops fail SW_ENOTSUP (the core runs class ops with the carrier's mutex
+ * held, and the hooks must run with no core lock): the binding reads and
+ * writes through sw_tiled_evictable_read/_write instead. Moves: as a move
+ * source or destination it is a carrier like any other class with slot
+ * ops (read slot by slot); a binding that refuses moves out of or into a
+ * TiledEvictable refuses them before calling the core.
+ * sw_carrier_release of the carrier releases the TiledEvictable
+ * (sw_tiled_evictable_release, which refuses while work is in progress:
+ * call it first where that matters) unless it has binding tiers (the
+ * binding releases it first: storage discards run hooks); the last
+ * reference to an unreleased carrier only drops its reference to `te`.
+ * SW_ETYPE for NULL, SW_ESTATE when `te` is released.
+ * sw_tiled_evictable_of: the TiledEvictable of such a carrier (borrowed;
+ * NULL for NULL or another class). */
+SW_API sw_status sw_tiled_evictable_carrier(sw_tiled_evictable *te, sw_carrier **out,
+                                            sw_error *err);
+SW_API sw_tiled_evictable *sw_tiled_evictable_of(sw_carrier *c);
+SW_API extern const sw_carrier_class sw_tiled_evictable_class;
+
 /* Free every tile's storage and both tiers (released, then no longer
  * claimed). SW_ESTATE while a request or projection is in progress;
  * idempotent. Afterwards size is 0 and everything but introspection fails
