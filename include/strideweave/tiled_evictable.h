@@ -405,8 +405,10 @@ typedef struct sw_te_tier_hooks {
 SW_API void sw_te_copy_done(sw_te_copy *job, sw_status status, const sw_error *err);
 
 /* sw_tiled_evictable_new with binding tiers: the same checks, except that
- * check 2 takes a tier of any class the hooks serve: a bound tier (one the
- * core cannot address) needs store, read and write (SW_EINVAL otherwise),
+ * check 2 also takes a bound tier (one the core cannot address, e.g. a
+ * STATE_ONLY class) as primary or secondary, which needs store, read and
+ * write (SW_EINVAL otherwise); a tier the core addresses must still be of
+ * the classes above (SW_ENOTSUP),
  * a STATE_ONLY tier also size (SW_EINVAL), and with a STATE_ONLY tier the
  * dtypes are the binding's (check 6 compares only core dtypes; the
  * TiledEvictable takes hooks->dtype). The hooks are copied. A BlockDevice

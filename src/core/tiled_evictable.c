@@ -301,7 +301,17 @@ static sw_status check_hooked_tier(sw_carrier *c, const char *role, const sw_te_
     if (sw_carrier_is_state_only(c) && !h->size)
         return sw_error_set(err, SW_EINVAL, "TiledEvictable: the %s tier keeps its slots in "
                             "the binding, which must give a size hook", role);
-    if (tier_bound(c) && (!h->store || !h->read || !h->write))
+    if (!tier_bound(c)) {
+        /* The core reaches it: the classes the core supports, as without hooks. */
+        if (!tier_supported(c, role[0] == 's'))
+            return sw_error_set(err, SW_ENOTSUP,
+                                "TiledEvictable: the primary must be a CPU carrier and the "
+                                "secondary a CPU or FileBacked carrier, or a tier the binding "
+                                "reaches, not %s as the %s",
+                                sw_carrier_name(c), role);
+        return SW_OK;
+    }
+    if (!h->store || !h->read || !h->write)
         return sw_error_set(err, SW_EINVAL, "TiledEvictable: the %s tier (%s) is reached only "
                             "through the binding, which must give store, read and write hooks",
                             role, sw_carrier_name(c));

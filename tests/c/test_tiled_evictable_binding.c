@@ -56,6 +56,7 @@ typedef struct binding {
     int saw_unpending, bad_reads;     /* a hook's tile not pending; a read of a discarded store */
     int stores_made, discards, copies, reads, writes;
     int threaded; /* threads share it: hooks skip the lock probes */
+    int gate_reads, in_read, go; /* a read hook waits for `go` */
 } binding;
 
 static void binding_init(binding *b)
@@ -169,6 +170,14 @@ static sw_status b_read(sw_carrier *store, int64_t at, int64_t n, void *out, voi
     binding *b = user;
     probe(b, store, -1);
     count(b, &b->reads);
+    pthread_mutex_lock(&b->mu);
+    if (b->gate_reads) {
+        b->in_read = 1;
+        pthread_cond_broadcast(&b->cv);
+        while (!b->go)
+            pthread_cond_wait(&b->cv, &b->mu);
+    }
+    pthread_mutex_unlock(&b->mu);
     int64_t size;
     float *v = values_of(b, store, &size);
     if (!v) {
@@ -403,6 +412,15 @@ static void test_construction_needs_the_hooks(void)
     h.size = NULL;
     CHECK_EQ_I64(sw_tiled_evictable_new_bound(p, s, 2, GRID, TILE, &h, &te, &err), SW_EINVAL);
     CHECK(!sw_carrier_is_owned(p) && !sw_carrier_is_owned(s));
+    /* A tier the core addresses keeps the core's classes: no FileBacked primary. */
+    sw_carrier *fp = NULL;
+    sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &fp, NULL);
+    h = hooks_of(&b);
+    CHECK_EQ_I64(sw_tiled_evictable_new_bound(fp, p, 2, GRID, TILE, &h, &te, &err), SW_ENOTSUP);
+    CHECK(strstr(err.msg, "FileBacked") != NULL);
+    CHECK(!sw_carrier_is_owned(fp) && !sw_carrier_is_owned(p));
+    sw_carrier_release(fp, NULL);
+    sw_carrier_unref(fp);
     /* The binding's size must fit (neither 0 nor the logical size). */
     sw_carrier *odd = binding_new(&b, 7, 0);
     h = hooks_of(&b);
@@ -638,6 +656,58 @@ static void test_failures_change_nothing(void)
     binding_free(&b);
 }
 
+typedef struct reader {
+    sw_tiled_evictable *te;
+    float v[4];
+    sw_status st;
+} reader;
+
+static void *read_thread(void *arg)
+{
+    reader *r = arg;
+    r->st = sw_tiled_evictable_read(r->te, 0, 2, r->v, NULL);
+    return NULL;
+}
+
+/* A read reaching a bound store while another thread moves that tile: the
+ * replaced store is discarded only once the read is over (the binding
+ * frees a discarded store's slots), and release waits for the read. */
+static void test_read_keeps_a_replaced_store_until_it_is_over(void)
+{
+    binding b;
+    binding_init(&b);
+    b.copy_mode = 1;
+    sw_tiled_evictable *te = make_bound(&b, 2, GRID, TILE, 0);
+    sw_error err;
+    CHECK_EQ_I64(sw_tiled_evictable_evict(te, ALL, 1, &err), SW_OK);
+    b.gate_reads = 1;
+    reader r = {te, {0}, SW_EINVAL};
+    pthread_t th;
+    pthread_create(&th, NULL, read_thread, &r);
+    pthread_mutex_lock(&b.mu);
+    while (!b.in_read)
+        pthread_cond_wait(&b.cv, &b.mu);
+    b.gate_reads = 0; /* only that read waits */
+    pthread_mutex_unlock(&b.mu);
+    int discards = b.discards;
+    CHECK_EQ_I64(sw_tiled_evictable_promote(te, ALL, 1, &err), SW_OK);
+    CHECK_EQ_I64(b.discards, discards); /* the read still reaches it */
+    CHECK_EQ_I64(sw_tiled_evictable_release(te, &err), SW_ESTATE);
+    pthread_mutex_lock(&b.mu);
+    b.go = 1;
+    pthread_cond_broadcast(&b.cv);
+    pthread_mutex_unlock(&b.mu);
+    pthread_join(th, NULL);
+    CHECK_EQ_I64(r.st, SW_OK);
+    CHECK(r.v[0] == value_of(0) && r.v[1] == value_of(1));
+    CHECK_EQ_I64(b.bad_reads, 0);
+    CHECK_EQ_I64(b.discards, discards + 1); /* gone with the last reader */
+    CHECK(values_intact(te));
+    CHECK_EQ_I64(sw_tiled_evictable_release(te, &err), SW_OK);
+    sw_tiled_evictable_unref(te);
+    binding_free(&b);
+}
+
 /* ---- many threads ------------------------------------------------------------ */
 
 #define THREADS 6
@@ -732,6 +802,7 @@ int main(void)
     test_hooks_run_without_core_lock();
     test_copy_finishes_later_from_another_thread();
     test_failures_change_nothing();
+    test_read_keeps_a_replaced_store_until_it_is_over();
     test_many_threads();
     return check_report("tiled_evictable_binding");
 }
