@@ -411,8 +411,10 @@ SW_API void sw_te_copy_done(sw_te_copy *job, sw_status status, const sw_error *e
  * the classes above (SW_ENOTSUP),
  * a STATE_ONLY tier also size (SW_EINVAL), and with a STATE_ONLY tier the
  * dtypes are the binding's (check 6 compares only core dtypes; the
- * TiledEvictable takes hooks->dtype). The hooks are copied. A BlockDevice
- * tier is refused (SW_ENOTSUP) as before. new_like and allocate_like of a
+ * TiledEvictable takes hooks->dtype). The hooks are copied. A
+ * BlockDeviceCarrier tier is a bound tier (it has no direct storage: the
+ * binding's hooks reach it, e.g. through block moves). new_like and
+ * allocate_like of a
  * TiledEvictable with a bound tier fail SW_ENOTSUP (the binding makes its
  * own). */
 SW_API sw_status sw_tiled_evictable_new_bound(sw_carrier *primary, sw_carrier *secondary,

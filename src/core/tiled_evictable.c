@@ -17,7 +17,6 @@
 
 #include "carrier_internal.h"
 #include "strideweave/alloc.h"
-#include "strideweave/block_device.h"
 #include "strideweave/filestore.h"
 
 /* ---- storage ---------------------------------------------------------------- */
@@ -290,14 +289,12 @@ static int tier_bound(sw_carrier *c)
     return te_store_bound(&s);
 }
 
-/* Check 2 with binding tiers: any class but a BlockDevice; a bound tier
- * needs the slot hooks, a STATE_ONLY one the size hook too. */
+/* Check 2 with binding tiers: a bound tier (a STATE_ONLY class, a
+ * BlockDeviceCarrier: no direct storage) needs the slot hooks, a
+ * STATE_ONLY one the size hook too; any other keeps the core's classes. */
 static sw_status check_hooked_tier(sw_carrier *c, const char *role, const sw_te_tier_hooks *h,
                                    sw_error *err)
 {
-    if (sw_carrier_class_of(c) == &sw_block_device_carrier_class)
-        return sw_error_set(err, SW_ENOTSUP, "TiledEvictable: a BlockDeviceCarrier cannot be "
-                            "its %s tier", role);
     if (sw_carrier_is_state_only(c) && !h->size)
         return sw_error_set(err, SW_EINVAL, "TiledEvictable: the %s tier keeps its slots in "
                             "the binding, which must give a size hook", role);

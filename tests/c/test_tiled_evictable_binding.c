@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "loop.h"
 #include <strideweave/strideweave.h>
 
 static float value_of(int64_t slot) { return 1.0f + (float)slot; }
@@ -154,7 +155,7 @@ static sw_status b_store(sw_carrier *proto, int secondary, int64_t size, sw_dtyp
     (void)zero; /* the table's stores start zeroed */
     if (dtype != SW_DT_FLOAT32)
         return sw_error_set(err, SW_ETYPE, "binding: float32 only");
-    if (!store_of(b, proto))
+    if (!store_of(b, proto) && sw_carrier_class_of(proto) != &sw_block_device_carrier_class)
         return SW_ENOTSUP; /* a CPU tier: the core's */
     probe(b, proto, -1);
     if (b->fail_store)
@@ -796,6 +797,47 @@ static void test_many_threads(void)
     run_threads(0);
 }
 
+/* A BlockDeviceCarrier tier is a bound tier: the hooks serve it. */
+static void test_block_device_tier_is_the_bindings(void)
+{
+    (void)loop_backing_floats; /* loop.h's; unused here */
+    const char *why = loop_unavailable();
+    loop_dev loop;
+    if (why || loop_attach(&loop, 8 << 20, 0, &why) != 0) {
+        printf("skip: block device tier (%s)\n", why);
+        return;
+    }
+    sw_error err;
+    sw_block_device *dev = NULL;
+    sw_carrier *s = NULL;
+    CHECK_EQ_I64(sw_block_device_open(loop.path, &dev, &err), SW_OK);
+    CHECK_EQ_I64(sw_block_device_allocate(dev, 24, SW_DT_FLOAT32, 0, &s, &err), SW_OK);
+    binding b;
+    binding_init(&b);
+    b.copy_mode = 1;
+    sw_carrier *p = binding_new(&b, 24, 1);
+    sw_te_tier_hooks h = hooks_of(&b);
+    sw_tiled_evictable *te = NULL;
+    CHECK_EQ_I64(sw_tiled_evictable_new(p, s, 2, GRID, TILE, &te, &err), SW_ENOTSUP);
+    CHECK_EQ_I64(sw_tiled_evictable_new_bound(p, s, 2, GRID, TILE, &h, &te, &err), SW_OK);
+    b.te = te;
+    if (te) {
+        /* Tiles start primary; evicting one asks the binding for a store like
+         * the device tier. */
+        CHECK_EQ_I64(sw_tiled_evictable_evict(te, ALL, 1, &err), SW_OK);
+        CHECK_EQ_I64(b.stores_made, 1);
+        CHECK(values_intact(te));
+        CHECK_EQ_I64(sw_tiled_evictable_release(te, &err), SW_OK);
+        CHECK(sw_carrier_is_released(s));
+        sw_tiled_evictable_unref(te);
+    }
+    sw_carrier_unref(s);
+    sw_block_device_close(dev, NULL);
+    sw_block_device_unref(dev);
+    binding_free(&b);
+    loop_detach(&loop);
+}
+
 int main(void)
 {
     test_construction_needs_the_hooks();
@@ -804,5 +846,6 @@ int main(void)
     test_failures_change_nothing();
     test_read_keeps_a_replaced_store_until_it_is_over();
     test_many_threads();
+    test_block_device_tier_is_the_bindings();
     return check_report("tiled_evictable_binding");
 }
