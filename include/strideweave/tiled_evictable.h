@@ -331,6 +331,125 @@ SW_API sw_te_work *sw_te_work_ref(sw_te_work *w);
 SW_API void sw_te_work_unref(sw_te_work *w);
 SW_API void sw_tiled_evictable_drain(void);
 
+/* Binding tiers. A language binding whose tiers keep their slots in the
+ * binding (STATE_ONLY classes, carrier.h), or whose tile copies run routes
+ * the core does not know (and may finish later, on another thread), plugs
+ * them in through sw_tiled_evictable_new_bound and these hooks. A tile
+ * store the core cannot address (neither host memory nor a file: a
+ * *bound* store) is reached only through them:
+ *
+ *   store    fresh tile-sized storage (`size` slots of `dtype`) like the
+ *            tier `prototype` (secondary: 1 for the secondary tier), all
+ *            zeros when `zero`: a mutable, unowned carrier; the caller gets
+ *            one reference. Returning SW_ENOTSUP hands the request to the
+ *            core (CPU and FileBacked tiers only). Required for a bound tier.
+ *   copy     copies tile `tile` from `from` (full: a whole tier holding the
+ *            tile at its own slots, sw_tiles_runs; else within-tile order)
+ *            into the tile-sized `to`. Returning SW_OK takes the job: the
+ *            binding then reports sw_te_copy_done(job, status, err) exactly
+ *            once, from any thread, inside the hook or later. Any other
+ *            status refuses it (no report follows); SW_ENOTSUP hands the
+ *            copy to the core, which reaches bound stores through read and
+ *            write. NULL: always the core.
+ *   read     `count` slots from slot `at` of a bound store (`at` in the
+ *   write    store's own indexing, one contiguous run) into / out of host
+ *            memory. Required for a bound tier.
+ *   size     the slots of a STATE_ONLY tier (its size is the binding's);
+ *            required when a tier is STATE_ONLY.
+ *   discard  gives up a bound store the core no longer keeps (a fresh copy
+ *            of a failed request, the old storage of a moved tile, every
+ *            tile's storage at release or at the last unref; never a tier
+ *            given to the constructor). The core then releases it (a no-op
+ *            once the hook released it) and drops its reference. NULL: the
+ *            core only releases it.
+ *
+ * GIL rule: the core calls every hook on the thread that makes the call
+ * (or, for the asynchronous forms, on a pool thread) with no core lock
+ * held, neither the TiledEvictable's nor any carrier's, so a binding may
+ * take its interpreter lock inside a hook and use its ordinary carrier
+ * calls; a binding holding such a lock when it calls a blocking function
+ * here should release it for the call (requests wait for their copies).
+ * While a hook runs, the tiles it serves are marked: copies and writes keep
+ * their tiles pending (reads of them still work, other requests and writes
+ * are refused), reads of bound stores keep the TiledEvictable busy
+ * (release is refused), and storage a request replaced while a read was
+ * reaching it is discarded only once that read is over. sw_te_copy_done
+ * takes no lock a hook could hold and never blocks; the request that
+ * issued the copy commits on the thread waiting for it.
+ *
+ * Failures change nothing: a store or copy that fails (or reports failure)
+ * fails the request with that error, every tile where it was, the fresh
+ * stores discarded; a failing write hook fails the write after the core
+ * wrote back the values it read from the bound stores the write had
+ * already reached (the version does not advance). */
+typedef struct sw_te_copy sw_te_copy;
+
+typedef struct sw_te_tier_hooks {
+    sw_status (*store)(sw_carrier *prototype, int secondary, int64_t size, sw_dtype dtype,
+                       int zero, void *user, sw_carrier **out, sw_error *err);
+    sw_status (*copy)(sw_te_copy *job, sw_carrier *from, int from_full, sw_carrier *to,
+                      int64_t tile, void *user, sw_error *err);
+    sw_status (*read)(sw_carrier *store, int64_t at, int64_t count, void *out, void *user,
+                      sw_error *err);
+    sw_status (*write)(sw_carrier *store, int64_t at, int64_t count, const void *in, void *user,
+                       sw_error *err);
+    sw_status (*size)(sw_carrier *tier, void *user, int64_t *out, sw_error *err);
+    void (*discard)(sw_carrier *store, void *user);
+    void *user;     /* passed to every hook; owned by the caller */
+    sw_dtype dtype; /* the dtype when a tier is STATE_ONLY */
+} sw_te_tier_hooks;
+
+/* Report the outcome of a copy the copy hook took (exactly once; `err`
+ * may be NULL). Callable from any thread with no core lock held; does not
+ * block. */
+SW_API void sw_te_copy_done(sw_te_copy *job, sw_status status, const sw_error *err);
+
+/* sw_tiled_evictable_new with binding tiers: the same checks, except that
+ * check 2 also takes a bound tier (one the core cannot address, e.g. a
+ * STATE_ONLY class) as primary or secondary, which needs store, read and
+ * write (SW_EINVAL otherwise); a tier the core addresses must still be of
+ * the classes above (SW_ENOTSUP),
+ * a STATE_ONLY tier also size (SW_EINVAL), and with a STATE_ONLY tier the
+ * dtypes are the binding's (check 6 compares only core dtypes; the
+ * TiledEvictable takes hooks->dtype). The hooks are copied. A
+ * BlockDeviceCarrier tier is a bound tier (it has no direct storage: the
+ * binding's hooks reach it, e.g. through block moves). new_like and
+ * allocate_like of a
+ * TiledEvictable with a bound tier fail SW_ENOTSUP (the binding makes its
+ * own). */
+SW_API sw_status sw_tiled_evictable_new_bound(sw_carrier *primary, sw_carrier *secondary,
+                                              int32_t rank, const int64_t *grid,
+                                              const int64_t *tile, const sw_te_tier_hooks *hooks,
+                                              sw_tiled_evictable **out, sw_error *err);
+
+/* As a carrier. sw_tiled_evictable_carrier gives an sw_carrier (class
+ * sw_tiled_evictable_class, one reference to the caller; it holds its own
+ * reference to `te`) whose every carrier.h call works: size is the logical
+ * size (0 once `te` is released), the dtype and intrinsic mutability are
+ * the TiledEvictable's, and slot reads and writes resolve each slot's tile
+ * residency through sw_tiled_evictable_read/_write (a write into a
+ * secondary tile promotes it first; both the carrier's version and the
+ * TiledEvictable's advance). It has no direct storage: DLPack export is
+ * refused. For a TiledEvictable with binding tiers, the carrier's slot
+ * ops fail SW_ENOTSUP (the core runs class ops with the carrier's mutex
+ * held, and the hooks must run with no core lock): the binding reads and
+ * writes through sw_tiled_evictable_read/_write instead. Moves: as a move
+ * source or destination it is a carrier like any other class with slot
+ * ops (read slot by slot); a binding that refuses moves out of or into a
+ * TiledEvictable refuses them before calling the core.
+ * sw_carrier_release of the carrier releases the TiledEvictable
+ * (sw_tiled_evictable_release, which refuses while work is in progress:
+ * call it first where that matters) unless it has binding tiers (the
+ * binding releases it first: storage discards run hooks); the last
+ * reference to an unreleased carrier only drops its reference to `te`.
+ * SW_ETYPE for NULL, SW_ESTATE when `te` is released.
+ * sw_tiled_evictable_of: the TiledEvictable of such a carrier (borrowed;
+ * NULL for NULL or another class). */
+SW_API sw_status sw_tiled_evictable_carrier(sw_tiled_evictable *te, sw_carrier **out,
+                                            sw_error *err);
+SW_API sw_tiled_evictable *sw_tiled_evictable_of(sw_carrier *c);
+SW_API extern const sw_carrier_class sw_tiled_evictable_class;
+
 /* Free every tile's storage and both tiers (released, then no longer
  * claimed). SW_ESTATE while a request or projection is in progress;
  * idempotent. Afterwards size is 0 and everything but introspection fails

@@ -21,6 +21,8 @@
 
 /* ---- storage ---------------------------------------------------------------- */
 
+static void drop_graves(sw_tiled_evictable *te, te_grave *g);
+
 static void describe(sw_carrier *c, te_store *s)
 {
     s->c = c;
@@ -37,14 +39,32 @@ static void describe(sw_carrier *c, te_store *s)
     pthread_mutex_unlock(&c->lock);
 }
 
-/* Fresh tile-sized storage of class `cls` (CPU or FileBacked), zero-filled
- * when `zero` (a FileBacked tile always reads zeros when fresh). */
-static sw_status fresh_store(sw_tiled_evictable *te, const sw_carrier_class *cls, int zero,
-                             te_store *out, sw_error *err)
+/* Fresh tile-sized storage like the tier `proto` (the binding's store
+ * hook first, when set; else CPU or FileBacked), zero-filled when `zero`
+ * (a FileBacked tile always reads zeros when fresh). No lock held. */
+static sw_status fresh_store(sw_tiled_evictable *te, const te_store *proto, int secondary,
+                             int zero, te_store *out, sw_error *err)
 {
     sw_carrier *c = NULL;
-    sw_status st;
-    if (cls == &sw_cpu_class) {
+    sw_status st = SW_ENOTSUP;
+    const sw_carrier_class *cls = sw_carrier_class_of(proto->c);
+    if (te->hooks.store) {
+        st = te->hooks.store(proto->c, secondary, te->geo.tile_size, te->dtype, zero,
+                             te->hooks.user, &c, err);
+        if (st == SW_OK && !c)
+            st = sw_error_set(err, SW_ESTATE, "TiledEvictable: the binding made no tile store");
+        if (st == SW_OK) {
+            describe(c, out);
+            return SW_OK;
+        }
+        if (st != SW_ENOTSUP)
+            return st;
+        sw_error_clear(err);
+    }
+    if (te_store_bound(proto)) {
+        return sw_error_set(err, SW_ENOTSUP, "TiledEvictable: no tile storage like a %s tier",
+                            sw_carrier_name(proto->c));
+    } else if (cls == &sw_cpu_class) {
         st = sw_cpu_new(te->geo.tile_size, te->dtype, zero ? 0 : SW_CARRIER_EMPTY, &c, err);
     } else {
         st = sw_file_backed_new(NULL, te->dtype, 0, &c, err);
@@ -64,8 +84,10 @@ static sw_status fresh_store(sw_tiled_evictable *te, const sw_carrier_class *cls
     return SW_OK;
 }
 
-static void drop_store(te_store *s)
+static void drop_store(sw_tiled_evictable *te, te_store *s)
 {
+    if (s->c && te->hooks.discard && te_store_bound(s))
+        te->hooks.discard(s->c, te->hooks.user); /* no lock held: callers drop unlocked */
     if (s->c) {
         sw_carrier_release(s->c, NULL);
         sw_carrier_unref(s->c);
@@ -75,9 +97,11 @@ static void drop_store(te_store *s)
     s->fd = -1;
 }
 
-static sw_status store_read(const te_store *s, int64_t at, size_t eb, int64_t count, void *out,
-                            sw_error *err)
+static sw_status store_read(sw_tiled_evictable *te, const te_store *s, int64_t at, size_t eb,
+                            int64_t count, void *out, sw_error *err)
 {
+    if (te_store_bound(s))
+        return te->hooks.read(s->c, at, count, out, te->hooks.user, err);
     if (s->host) {
         memcpy(out, s->host + (size_t)at * eb, (size_t)count * eb);
         return SW_OK;
@@ -135,6 +159,30 @@ static sw_status read_runs(int fd, const sw_tile_run *runs, int64_t n, size_t eb
     return st;
 }
 
+/* A copy that involves a bound store: the tile's runs into a host buffer
+ * (within-tile order), then the buffer into the tile-sized `dst`. */
+static sw_status copy_bounce(sw_tiled_evictable *te, const te_store *src, const sw_tile_run *runs,
+                             int64_t n, const te_store *dst, sw_error *err)
+{
+    size_t eb = te->eb, bytes = (size_t)te->geo.tile_size * eb;
+    unsigned char *buf = dst->host ? dst->host : sw_malloc(bytes ? bytes : 1);
+    if (!buf)
+        return sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory copying a tile");
+    sw_status st = SW_OK;
+    if (src->fd >= 0)
+        st = read_runs(src->fd, runs, n, eb, buf, err);
+    for (int64_t i = 0; src->fd < 0 && st == SW_OK && i < n; i++)
+        st = store_read(te, src, runs[i].slot, eb, runs[i].count, buf + (size_t)runs[i].within * eb,
+                        err);
+    if (st == SW_OK && dst->fd >= 0)
+        st = sw_filestore_pwrite(dst->fd, buf, bytes, 0, err);
+    else if (st == SW_OK && te_store_bound(dst))
+        st = te->hooks.write(dst->c, 0, te->geo.tile_size, buf, te->hooks.user, err);
+    if (buf != dst->host)
+        sw_free(buf);
+    return st;
+}
+
 sw_status sw_te_copy_tile(sw_tiled_evictable *te, int64_t t, const te_store *src, int full,
                           const te_store *dst, sw_error *err)
 {
@@ -155,7 +203,9 @@ sw_status sw_te_copy_tile(sw_tiled_evictable *te, int64_t t, const te_store *src
         n = sw_tiles_runs(g, t, runs);
     }
     sw_status st = SW_OK;
-    if (src->host && dst->host) {
+    if (te_store_bound(src) || te_store_bound(dst)) {
+        st = copy_bounce(te, src, runs, n, dst, err);
+    } else if (src->host && dst->host) {
         for (int64_t i = 0; i < n; i++)
             memcpy(dst->host + (size_t)runs[i].within * eb, src->host + (size_t)runs[i].slot * eb,
                    (size_t)runs[i].count * eb);
@@ -214,9 +264,14 @@ static sw_status check_tier_free(sw_carrier *c, const char *role, sw_error *err)
 }
 
 static sw_status check_tier_fit(sw_carrier *c, const char *role, const sw_tile_geometry *g,
-                                int *full, sw_error *err)
+                                const sw_te_tier_hooks *hooks, int *full, sw_error *err)
 {
     int64_t size = sw_carrier_size(c);
+    if (hooks && sw_carrier_is_state_only(c)) {
+        sw_status st = hooks->size(c, hooks->user, &size, err);
+        if (st != SW_OK)
+            return st;
+    }
     if (size != 0 && size != g->size)
         return sw_error_set(err, SW_EINVAL,
                             "TiledEvictable: the %s carrier has %lld slots; it must be empty (0) "
@@ -226,16 +281,55 @@ static sw_status check_tier_fit(sw_carrier *c, const char *role, const sw_tile_g
     return SW_OK;
 }
 
-sw_status sw_tiled_evictable_new(sw_carrier *primary, sw_carrier *secondary, int32_t rank,
-                                 const int64_t *grid, const int64_t *tile,
-                                 sw_tiled_evictable **out, sw_error *err)
+/* A tier only a binding reaches: neither host memory nor a file. */
+static int tier_bound(sw_carrier *c)
+{
+    te_store s;
+    describe(c, &s);
+    return te_store_bound(&s);
+}
+
+/* Check 2 with binding tiers: a bound tier (a STATE_ONLY class, a
+ * BlockDeviceCarrier: no direct storage) needs the slot hooks, a
+ * STATE_ONLY one the size hook too; any other keeps the core's classes. */
+static sw_status check_hooked_tier(sw_carrier *c, const char *role, const sw_te_tier_hooks *h,
+                                   sw_error *err)
+{
+    if (sw_carrier_is_state_only(c) && !h->size)
+        return sw_error_set(err, SW_EINVAL, "TiledEvictable: the %s tier keeps its slots in "
+                            "the binding, which must give a size hook", role);
+    if (!tier_bound(c)) {
+        /* The core reaches it: the classes the core supports, as without hooks. */
+        if (!tier_supported(c, role[0] == 's'))
+            return sw_error_set(err, SW_ENOTSUP,
+                                "TiledEvictable: the primary must be a CPU carrier and the "
+                                "secondary a CPU or FileBacked carrier, or a tier the binding "
+                                "reaches, not %s as the %s",
+                                sw_carrier_name(c), role);
+        return SW_OK;
+    }
+    if (!h->store || !h->read || !h->write)
+        return sw_error_set(err, SW_EINVAL, "TiledEvictable: the %s tier (%s) is reached only "
+                            "through the binding, which must give store, read and write hooks",
+                            role, sw_carrier_name(c));
+    return SW_OK;
+}
+
+static sw_status make(sw_carrier *primary, sw_carrier *secondary, int32_t rank,
+                      const int64_t *grid, const int64_t *tile, const sw_te_tier_hooks *hooks,
+                      sw_tiled_evictable **out, sw_error *err)
 {
     if (!out)
         return sw_error_set(err, SW_EINVAL, "TiledEvictable: out must not be NULL");
     if (!primary || !secondary)
         return sw_error_set(err, SW_ETYPE, "TiledEvictable: the %s carrier must not be NULL",
                             primary ? "secondary" : "primary");
-    if (!tier_supported(primary, 0) || !tier_supported(secondary, 1))
+    if (hooks) {
+        sw_status hs;
+        if ((hs = check_hooked_tier(primary, "primary", hooks, err)) != SW_OK ||
+            (hs = check_hooked_tier(secondary, "secondary", hooks, err)) != SW_OK)
+            return hs;
+    } else if (!tier_supported(primary, 0) || !tier_supported(secondary, 1))
         return sw_error_set(err, SW_ENOTSUP,
                             "TiledEvictable: the primary must be a CPU carrier and the secondary "
                             "a CPU or FileBacked carrier, not %s and %s",
@@ -250,7 +344,8 @@ sw_status sw_tiled_evictable_new(sw_carrier *primary, sw_carrier *secondary, int
         (st = check_tier_free(primary, "primary", err)) != SW_OK ||
         (st = check_tier_free(secondary, "secondary", err)) != SW_OK)
         return st;
-    if (sw_carrier_dtype(primary) != sw_carrier_dtype(secondary))
+    int state_only = sw_carrier_is_state_only(primary) || sw_carrier_is_state_only(secondary);
+    if (!(hooks && state_only) && sw_carrier_dtype(primary) != sw_carrier_dtype(secondary))
         return sw_error_set(err, SW_ETYPE, "TiledEvictable: the tiers hold different dtypes (%s "
                             "and %s)",
                             sw_dtype_info_of(sw_carrier_dtype(primary))->name,
@@ -261,8 +356,8 @@ sw_status sw_tiled_evictable_new(sw_carrier *primary, sw_carrier *secondary, int
     if ((st = sw_tiles_geometry_init(&g, rank, grid, tile, err)) != SW_OK)
         return st;
     int pfull = 0, sfull = 0;
-    if ((st = check_tier_fit(primary, "primary", &g, &pfull, err)) != SW_OK ||
-        (st = check_tier_fit(secondary, "secondary", &g, &sfull, err)) != SW_OK)
+    if ((st = check_tier_fit(primary, "primary", &g, hooks, &pfull, err)) != SW_OK ||
+        (st = check_tier_fit(secondary, "secondary", &g, hooks, &sfull, err)) != SW_OK)
         return st;
 
     sw_tiled_evictable *te = sw_calloc(1, sizeof *te);
@@ -279,7 +374,11 @@ sw_status sw_tiled_evictable_new(sw_carrier *primary, sw_carrier *secondary, int
         return sw_error_set(err, SW_ENOMEM, "TiledEvictable: cannot create its mutex");
     }
     te->geo = g;
-    te->dtype = sw_carrier_dtype(primary);
+    te->dtype = hooks && state_only ? hooks->dtype : sw_carrier_dtype(primary);
+    if (hooks) {
+        te->hooked = 1;
+        te->hooks = *hooks;
+    }
     te->eb = sw_dtype_slot_bytes(te->dtype);
     te->captured_mutable = sw_carrier_is_mutable(primary);
     if ((st = sw_carrier_claim(primary, &te->ptoken, err)) != SW_OK ||
@@ -309,6 +408,23 @@ sw_status sw_tiled_evictable_new(sw_carrier *primary, sw_carrier *secondary, int
     return SW_OK;
 }
 
+sw_status sw_tiled_evictable_new(sw_carrier *primary, sw_carrier *secondary, int32_t rank,
+                                 const int64_t *grid, const int64_t *tile,
+                                 sw_tiled_evictable **out, sw_error *err)
+{
+    return make(primary, secondary, rank, grid, tile, NULL, out, err);
+}
+
+sw_status sw_tiled_evictable_new_bound(sw_carrier *primary, sw_carrier *secondary, int32_t rank,
+                                       const int64_t *grid, const int64_t *tile,
+                                       const sw_te_tier_hooks *hooks, sw_tiled_evictable **out,
+                                       sw_error *err)
+{
+    if (!hooks)
+        return sw_error_set(err, SW_EINVAL, "TiledEvictable: binding tiers need their hooks");
+    return make(primary, secondary, rank, grid, tile, hooks, out, err);
+}
+
 /* ---- references and introspection ---------------------------------------------- */
 
 sw_tiled_evictable *sw_tiled_evictable_ref(sw_tiled_evictable *te)
@@ -328,9 +444,10 @@ void sw_tiled_evictable_unref(sw_tiled_evictable *te)
     if (te->tiles) {
         for (int64_t t = 0; t < te->geo.ntiles; t++)
             if (!te->tiles[t].full)
-                drop_store(&te->tiles[t].store);
+                drop_store(te, &te->tiles[t].store);
         sw_free(te->tiles);
     }
+    drop_graves(te, te->grave);
     if (te->ptoken)
         sw_carrier_relinquish(te->primary.c, te->ptoken, NULL);
     if (te->stoken)
@@ -519,12 +636,31 @@ sw_status sw_te_request_begin(sw_tiled_evictable *te, const int64_t *idx, int64_
         q->zero = sw_calloc(m, 1);
     }
     if (!q || !q->idx || !q->staged || !q->src || !q->src_full || !q->zero) {
-        sw_te_request_free(q);
+        if (q)
+            sw_free(q->idx), sw_free(q->staged), sw_free(q->src), sw_free(q->src_full),
+                sw_free(q->zero), sw_free(q);
+        return sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory for %lld tiles",
+                            (long long)n);
+    }
+    if (pthread_mutex_init(&q->mu, NULL) != 0) {
+        sw_free(q->idx), sw_free(q->staged), sw_free(q->src), sw_free(q->src_full),
+            sw_free(q->zero), sw_free(q);
+        return sw_error_set(err, SW_ENOMEM, "TiledEvictable: cannot create a request's mutex");
+    }
+    if (pthread_cond_init(&q->cv, NULL) != 0) {
+        pthread_mutex_destroy(&q->mu);
+        sw_free(q->idx), sw_free(q->staged), sw_free(q->src), sw_free(q->src_full),
+            sw_free(q->zero), sw_free(q);
         return sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory for %lld tiles",
                             (long long)n);
     }
     q->n = n;
     q->evict = evict;
+    q->job.q = q;
+    if (te->hooked && !(q->grave = sw_calloc(1, sizeof *q->grave))) {
+        sw_te_request_free(q);
+        return sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory for a request");
+    }
     if (n > 0)
         memcpy(q->idx, idx, (size_t)n * sizeof *idx);
     for (int64_t i = 0; i < n; i++)
@@ -572,26 +708,96 @@ void sw_te_request_stage(sw_tiled_evictable *te, te_request *q)
 {
     sw_error_clear(&q->err);
     sw_status st = SW_OK;
-    const sw_carrier_class *target =
-        sw_carrier_class_of(q->evict ? te->secondary.c : te->primary.c);
+    const te_store *target = q->evict ? &te->secondary : &te->primary;
     for (int64_t i = 0; st == SW_OK && q->copies > 0 && i < q->n; i++) {
         if (!q->src[i].c && !q->zero[i])
             continue; /* not moving */
         te_store fresh;
-        st = fresh_store(te, target, q->zero[i], &fresh, &q->err);
+        st = fresh_store(te, target, q->evict, q->zero[i], &fresh, &q->err);
         if (st != SW_OK)
             break;
         q->staged[i] = fresh;
+        if (!q->zero[i] && te->hooks.copy) {
+            /* The binding's copy first; it may report later, from anywhere. */
+            pthread_mutex_lock(&q->mu);
+            q->outstanding++;
+            pthread_mutex_unlock(&q->mu);
+            sw_error herr;
+            sw_error_clear(&herr);
+            sw_status hs = te->hooks.copy(&q->job, q->src[i].c, q->src_full[i], fresh.c,
+                                          q->idx[i], te->hooks.user, &herr);
+            if (hs == SW_OK)
+                continue;
+            pthread_mutex_lock(&q->mu);
+            q->outstanding--;
+            pthread_mutex_unlock(&q->mu);
+            if (hs != SW_ENOTSUP) {
+                st = hs;
+                q->err = herr;
+                break;
+            }
+        }
         st = sw_te_copy_tile(te, q->idx[i], q->zero[i] ? NULL : &q->src[i], q->src_full[i],
                              &q->staged[i], &q->err);
     }
+    /* Every copy a hook took reports before the request commits. */
+    pthread_mutex_lock(&q->mu);
+    while (q->outstanding > 0)
+        pthread_cond_wait(&q->cv, &q->mu);
+    if (st == SW_OK && q->async_status != SW_OK) {
+        st = q->async_status;
+        q->err = q->async_err;
+    }
+    pthread_mutex_unlock(&q->mu);
     q->status = st;
+}
+
+void sw_te_copy_done(sw_te_copy *job, sw_status status, const sw_error *err)
+{
+    if (!job)
+        return;
+    te_request *q = job->q;
+    pthread_mutex_lock(&q->mu);
+    if (status != SW_OK && q->async_status == SW_OK) {
+        q->async_status = status;
+        if (err && err->code != SW_OK)
+            q->async_err = *err;
+        else
+            sw_error_set(&q->async_err, status, "TiledEvictable: the binding's tile copy failed");
+    }
+    q->outstanding--;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu); /* the waiter may free q from here on */
 }
 
 /* Commit every record at once (q->status SW_OK) or drop the fresh copies,
  * clear the marks, free `q`. `forked`: in a forked child ending work a
  * parent thread was doing; the staging storage it may have been building
  * is left alone (forgotten, never released: it may be half made). */
+/* Under te->lock, the last reader gone: hand the buried stores to the
+ * caller, who drops them without the lock. */
+static te_grave *unbury_locked(sw_tiled_evictable *te)
+{
+    te_grave *g = NULL;
+    if (!te->readers) {
+        g = te->grave;
+        te->grave = NULL;
+    }
+    return g;
+}
+
+static void drop_graves(sw_tiled_evictable *te, te_grave *g)
+{
+    while (g) {
+        te_grave *next = g->next;
+        for (int64_t i = 0; g->stores && i < g->n; i++)
+            drop_store(te, &g->stores[i]);
+        sw_free(g->stores);
+        sw_free(g);
+        g = next;
+    }
+}
+
 void sw_te_request_finish(sw_tiled_evictable *te, te_request *q, te_track *track, int forked)
 {
     int ok = q->status == SW_OK && !forked;
@@ -608,14 +814,24 @@ void sw_te_request_finish(sw_tiled_evictable *te, te_request *q, te_track *track
         r->dirty = 0;
         q->staged[i] = old; /* released below, without the lock */
     }
+    if (ok && te->readers && q->grave) {
+        /* A read may still reach the old bound stores: they go with the
+         * last reader. */
+        q->grave->stores = q->staged;
+        q->grave->n = q->n;
+        q->grave->next = te->grave;
+        te->grave = q->grave;
+        q->grave = NULL;
+        q->staged = NULL;
+    }
     te->busy--;
     if (track) {
         track->marked = 0;
         track->request = NULL;
     }
     pthread_mutex_unlock(&te->lock);
-    for (int64_t i = 0; !forked && i < q->n; i++)
-        drop_store(&q->staged[i]);
+    for (int64_t i = 0; !forked && q->staged && i < q->n; i++)
+        drop_store(te, &q->staged[i]);
     sw_te_request_free(q);
 }
 
@@ -628,6 +844,9 @@ void sw_te_request_free(te_request *q)
     sw_free(q->src);
     sw_free(q->src_full);
     sw_free(q->zero);
+    sw_free(q->grave);
+    pthread_cond_destroy(&q->cv);
+    pthread_mutex_destroy(&q->mu);
     sw_free(q);
 }
 
@@ -734,11 +953,22 @@ static sw_status refuse_invalid_locked(sw_tiled_evictable *te, int64_t t, sw_err
                         (long long)c[0]);
 }
 
+/* A run of slots in a bound store, read or written without the lock. */
+typedef struct te_segment {
+    te_store store;
+    int64_t at, count, i; /* store index, slots, position in the caller's buffer */
+} te_segment;
+
+static sw_status read_hooked(sw_tiled_evictable *te, int64_t slot, int64_t count,
+                             unsigned char *o, sw_error *err);
+
 sw_status sw_tiled_evictable_read(sw_tiled_evictable *te, int64_t slot, int64_t count, void *out,
                                   sw_error *err)
 {
     if (!te || (!out && count > 0))
         return sw_error_set(err, SW_ETYPE, "TiledEvictable: arguments must not be NULL");
+    if (te->hooked)
+        return read_hooked(te, slot, count, out, err);
     pthread_mutex_lock(&te->lock);
     sw_status st = refuse_released_locked(te, "read", err);
     if (st == SW_OK)
@@ -761,11 +991,70 @@ sw_status sw_tiled_evictable_read(sw_tiled_evictable *te, int64_t slot, int64_t 
         if (r->loc == SW_TE_IMPLICIT)
             memset(o + (size_t)i * te->eb, 0, (size_t)run * te->eb);
         else
-            st = store_read(&r->store, te_store_index(te, r, t, w), te->eb, run,
+            st = store_read(te, &r->store, te_store_index(te, r, t, w), te->eb, run,
                             o + (size_t)i * te->eb, err);
         i += run - 1;
     }
     pthread_mutex_unlock(&te->lock);
+    return st;
+}
+
+/* Reads of a TiledEvictable with binding tiers: host, file and implicit
+ * runs under the lock as usual; runs in bound stores afterwards, without
+ * it, the carrier busy and its replaced stores kept until the last such
+ * read is over. */
+static sw_status read_hooked(sw_tiled_evictable *te, int64_t slot, int64_t count,
+                             unsigned char *o, sw_error *err)
+{
+    te_segment *seg = count > 0 ? sw_malloc((size_t)count * sizeof *seg) : NULL;
+    if (count > 0 && !seg)
+        return sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory reading slots");
+    int64_t nseg = 0;
+    pthread_mutex_lock(&te->lock);
+    sw_status st = refuse_released_locked(te, "read", err);
+    if (st == SW_OK)
+        st = check_slots(te, slot, count, err);
+    for (int64_t i = 0; st == SW_OK && i < count; i++) {
+        int64_t t, w;
+        sw_tiles_locate(&te->geo, slot + i, &t, &w);
+        st = refuse_invalid_locked(te, t, err);
+    }
+    for (int64_t i = 0; st == SW_OK && i < count; i++) {
+        int64_t t, w;
+        sw_tiles_locate(&te->geo, slot + i, &t, &w);
+        const te_tile *r = &te->tiles[t];
+        int64_t run = te->geo.tile[0] - w % te->geo.tile[0];
+        if (run > count - i)
+            run = count - i;
+        if (r->loc == SW_TE_IMPLICIT)
+            memset(o + (size_t)i * te->eb, 0, (size_t)run * te->eb);
+        else if (te_store_bound(&r->store))
+            seg[nseg++] = (te_segment){r->store, te_store_index(te, r, t, w), run, i};
+        else
+            st = store_read(te, &r->store, te_store_index(te, r, t, w), te->eb, run,
+                            o + (size_t)i * te->eb, err);
+        i += run - 1;
+    }
+    if (st == SW_OK && nseg > 0) {
+        te->readers++;
+        te->busy++;
+    } else {
+        nseg = 0;
+    }
+    pthread_mutex_unlock(&te->lock);
+    for (int64_t k = 0; k < nseg && st == SW_OK; k++)
+        st = te->hooks.read(seg[k].store.c, seg[k].at, seg[k].count, o + (size_t)seg[k].i * te->eb,
+                            te->hooks.user, err);
+    te_grave *g = NULL;
+    if (nseg > 0) {
+        pthread_mutex_lock(&te->lock);
+        te->readers--;
+        te->busy--;
+        g = unbury_locked(te);
+        pthread_mutex_unlock(&te->lock);
+    }
+    drop_graves(te, g);
+    sw_free(seg);
     return st;
 }
 
@@ -805,6 +1094,94 @@ static sw_status write_plan_locked(sw_tiled_evictable *te, int64_t slot, int64_t
     return st;
 }
 
+/* The write itself for a TiledEvictable with binding tiers: under the
+ * lock, the checks again and every written tile marked pending; without
+ * it, the runs in bound stores (each one's old values read first, written
+ * back when a later run fails); under the lock, the host runs, the dirty
+ * marks and the version. */
+static sw_status write_hooked(sw_tiled_evictable *te, int64_t slot, int64_t count,
+                              const unsigned char *v, uint8_t *mark, int64_t *need,
+                              sw_error *err)
+{
+    size_t eb = te->eb;
+    te_segment *seg = sw_malloc((size_t)(count + 1) * sizeof *seg);
+    unsigned char *undo = sw_malloc((size_t)count * eb + 1);
+    if (!seg || !undo) {
+        sw_free(seg);
+        sw_free(undo);
+        return sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory writing slots");
+    }
+    int64_t nseg = 0, nmarked = 0, again = 0;
+    pthread_mutex_lock(&te->lock);
+    sw_status st = write_plan_locked(te, slot, count, v, mark, need, &again, err);
+    if (st == SW_OK && again > 0)
+        st = sw_error_set(err, SW_ESTATE, "TiledEvictable: a tile changed while it was being "
+                          "promoted for this write; try again");
+    for (int64_t i = 0; st == SW_OK && i < count; i++) {
+        int64_t t, w;
+        sw_tiles_locate(&te->geo, slot + i, &t, &w);
+        te_tile *r = &te->tiles[t];
+        int64_t run = te->geo.tile[0] - w % te->geo.tile[0];
+        if (run > count - i)
+            run = count - i;
+        if (r->loc != SW_TE_IMPLICIT) {
+            if (!mark[t]) {
+                mark[t] = 1;
+                need[nmarked++] = t;
+                r->pending++;
+            }
+            if (te_store_bound(&r->store))
+                seg[nseg++] = (te_segment){r->store, te_store_index(te, r, t, w), run, i};
+        }
+        i += run - 1;
+    }
+    if (st == SW_OK)
+        te->busy++;
+    pthread_mutex_unlock(&te->lock);
+    if (st != SW_OK) {
+        sw_free(seg);
+        sw_free(undo);
+        return st;
+    }
+    int64_t saved = 0; /* runs whose old values are in `undo` (maybe written) */
+    for (int64_t k = 0; k < nseg && st == SW_OK; k++) {
+        st = te->hooks.read(seg[k].store.c, seg[k].at, seg[k].count, undo + (size_t)seg[k].i * eb,
+                            te->hooks.user, err);
+        if (st == SW_OK) {
+            saved = k + 1;
+            st = te->hooks.write(seg[k].store.c, seg[k].at, seg[k].count,
+                                 v + (size_t)seg[k].i * eb, te->hooks.user, err);
+        }
+    }
+    for (int64_t j = saved - 1; st != SW_OK && j >= 0; j--) {
+        sw_error ignored; /* best effort: put back what the runs held */
+        te->hooks.write(seg[j].store.c, seg[j].at, seg[j].count, undo + (size_t)seg[j].i * eb,
+                        te->hooks.user, &ignored);
+    }
+    pthread_mutex_lock(&te->lock);
+    for (int64_t m = 0; m < nmarked; m++) {
+        te_tile *r = &te->tiles[need[m]];
+        r->pending--;
+        if (st == SW_OK)
+            r->dirty = 1;
+    }
+    for (int64_t i = 0; st == SW_OK && i < count; i++) {
+        int64_t t, w;
+        sw_tiles_locate(&te->geo, slot + i, &t, &w);
+        te_tile *r = &te->tiles[t];
+        if (r->loc != SW_TE_IMPLICIT && r->store.host)
+            memcpy(r->store.host + (size_t)te_store_index(te, r, t, w) * eb, v + (size_t)i * eb,
+                   eb);
+    }
+    if (st == SW_OK)
+        te->version++;
+    te->busy--;
+    pthread_mutex_unlock(&te->lock);
+    sw_free(seg);
+    sw_free(undo);
+    return st;
+}
+
 sw_status sw_tiled_evictable_write(sw_tiled_evictable *te, int64_t slot, int64_t count,
                                    const void *in, sw_error *err)
 {
@@ -837,7 +1214,9 @@ sw_status sw_tiled_evictable_write(sw_tiled_evictable *te, int64_t slot, int64_t
         st = run_request(te, need, m, 0, "write to", err);
         memset(mark, 0, (size_t)te->geo.ntiles);
     }
-    if (st == SW_OK) {
+    if (st == SW_OK && te->hooked) {
+        st = write_hooked(te, slot, count, v, mark, need, err);
+    } else if (st == SW_OK) {
         pthread_mutex_lock(&te->lock);
         int64_t again = 0;
         st = write_plan_locked(te, slot, count, v, mark, need, &again, err);
@@ -935,6 +1314,12 @@ static sw_status build_like(sw_tiled_evictable *te, sw_carrier *p, sw_tiled_evic
                             sw_error *err)
 {
     sw_carrier *s = NULL;
+    if (te_store_bound(&te->primary) || te_store_bound(&te->secondary)) {
+        sw_carrier_release(p, NULL);
+        sw_carrier_unref(p);
+        return sw_error_set(err, SW_ENOTSUP, "TiledEvictable: a carrier like one over tiers the "
+                            "binding keeps is the binding's to make");
+    }
     sw_status st = sw_carrier_class_of(te->secondary.c) == &sw_cpu_class
                        ? sw_cpu_new(0, te->dtype, 0, &s, err)
                        : sw_file_backed_new(NULL, te->dtype, 0, &s, err);
@@ -1057,7 +1442,7 @@ sw_status sw_tiled_evictable_release(sw_tiled_evictable *te, sw_error *err)
      * without the lock (file removal takes the file store's lock). */
     for (int64_t t = 0; tiles && t < te->geo.ntiles; t++)
         if (!tiles[t].full)
-            drop_store(&tiles[t].store);
+            drop_store(te, &tiles[t].store);
     sw_free(tiles);
     release_claimed(te->primary.c, &ptoken);
     release_claimed(te->secondary.c, &stoken);

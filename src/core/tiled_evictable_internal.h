@@ -38,6 +38,8 @@ struct sw_tiled_evictable {
     size_t eb;          /* bytes per slot */
     int captured_mutable;
     te_store primary, secondary; /* the prototypes (one reference each) */
+    int hooked;                  /* made by sw_tiled_evictable_new_bound */
+    sw_te_tier_hooks hooks;      /* binding tiers (all NULL unless hooked) */
     /* guarded by lock */
     uint64_t ptoken, stoken;     /* claims, 0 once relinquished */
     te_tile *tiles;              /* geo.ntiles; NULL after release */
@@ -45,6 +47,8 @@ struct sw_tiled_evictable {
     long busy;                   /* requests and projections in progress */
     uint64_t version;
     sw_te_policy policy;
+    long readers;                /* reads reaching bound stores without the lock */
+    struct te_grave *grave;      /* old stores to drop once readers is 0 */
     /* guarded by the tracking registry's lock (tiled_evictable_async.c) */
     int fork_locked;             /* `lock` taken by the fork prepare handler */
 };
@@ -55,6 +59,26 @@ static inline int64_t te_store_index(const sw_tiled_evictable *te, const te_tile
 {
     return r->full ? sw_tiles_slot(&te->geo, t, w) : w;
 }
+
+/* A store only the binding reaches (neither host memory nor a file). */
+static inline int te_store_bound(const te_store *s)
+{
+    return s->c && !s->host && s->fd < 0;
+}
+
+struct te_request;
+
+/* A committed request's old stores, kept while reads may reach them. */
+typedef struct te_grave {
+    struct te_grave *next;
+    te_store *stores;
+    int64_t n;
+} te_grave;
+
+/* One tile copy a binding's copy hook took (sw_te_copy_done reports it). */
+struct sw_te_copy {
+    struct te_request *q;
+};
 
 /* A residency request in flight (tiled_evictable.c). */
 typedef struct te_request {
@@ -68,6 +92,14 @@ typedef struct te_request {
     int64_t copies;
     sw_status status;   /* the staging outcome */
     sw_error err;
+    /* copies a binding's hook took, reported by sw_te_copy_done */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int64_t outstanding;
+    sw_status async_status; /* the first failure reported */
+    sw_error async_err;
+    struct sw_te_copy job;  /* every hook gets this one (the request) */
+    te_grave *grave;        /* made beforehand when hooked (commit cannot fail) */
 } te_request;
 
 /* A projection in flight (tiled_evictable_project.c). */

@@ -248,7 +248,7 @@ static sw_status gather(sw_tiled_evictable *te, const sw_layout *L, int64_t offs
             src[t] = (sw_tile_source){zeros, 0};
         } else if (notes[t].host) {
             src[t] = (sw_tile_source){notes[t].host, full[t]};
-        } else if (identity && !full[t]) {
+        } else if (identity && !full[t] && notes[t].fd >= 0) {
             st = read_in_place(te, t, sel, shape, notes[t].fd, dst, err);
             src[t] = (sw_tile_source){NULL, 0}; /* in place: the gather skips it */
         } else {
