@@ -92,7 +92,33 @@
  * cut short never committed; what it wrote is not part of any carrier),
  * and a move whose transfer never ends (exit then never ends either:
  * open your gates first). After fork() the child waits only for its own
- * moves. */
+ * moves (see "Fork" below).
+ *
+ * Fork: the child of fork() has none of the parent's threads, so the
+ * moves the parent had in flight (queued, held by sw_move_hold, on the
+ * pool, waiting for a supplied transfer's report) cannot finish there.
+ * The core's pthread_atfork child handler sets them aside (it runs no
+ * hook: inside fork() a binding's runtime is not ready); the child ends
+ * them with sw_move_end_inherited, which a binding calls from its own
+ * after-fork hook (Python: os.register_at_fork(after_in_child=...)) and a
+ * C program right after fork() returns 0. Each then fails with SW_ESTATE
+ * ("the move was in flight when the process forked ..."; sw_move_ended_by_fork
+ * says 1 for it) and commits on the calling thread as a failed move does:
+ * commit guard, on_commit, the COMPLETE event, the pending marks cleared
+ * (both carriers are usable in the child), the source live and unchanged,
+ * the destination live with its values unspecified (a destination the
+ * move grew stays grown: its file may be the parent's too), transfer access
+ * the parent's threads held on either carrier dropped, waiters woken.
+ * sw_move_wait on an inherited move that was not ended yet ends them
+ * first, so a wait in the child never hangs even without that call. The
+ * child never touches the parent's pool or completion thread: its own
+ * engine starts on its first move, and drains and exit wait only for the
+ * child's moves. Left alone: a move whose transfer runs on the forking
+ * thread itself (a supplied transfer inside its sw_move_async there, or a
+ * transfer holding transfer access to either carrier there, carrier.h):
+ * it continues in the child and commits there once it reports. A move
+ * whose commit was under way on another thread at the fork keeps what
+ * that commit did; its waiters wake with its outcome. */
 #ifndef STRIDEWEAVE_MOVE_H
 #define STRIDEWEAVE_MOVE_H
 
@@ -260,6 +286,16 @@ SW_API sw_move_route sw_move_route_for(const sw_carrier *src, const sw_carrier *
  * came. sw_move_drain waits for held moves too (turn holding off first);
  * exit's drain turns it off itself. Thread-safe. */
 SW_API void sw_move_hold(int on);
+
+/* In a forked child: end every move inherited from the parent (see "Fork"
+ * at the top of this file) on the calling thread, which must hold no
+ * core lock (a binding's own lock it may hold: the commit guard must be
+ * re-entrant). No effect in a process that did not fork or when done
+ * already. */
+SW_API void sw_move_end_inherited(void);
+/* 1 when the move failed because it was inherited by a forked child and
+ * ended there (sw_move_end_inherited); 0 otherwise. */
+SW_API int sw_move_ended_by_fork(sw_move_handle *m);
 
 /* sw_move_async (with caller_waits) then sw_move_wait. */
 SW_API sw_status sw_move(sw_tensor *t, sw_carrier *dst, sw_tensor **result, sw_error *err);

@@ -53,6 +53,13 @@ struct sw_move_handle {
     sw_move_profile_fn prof;
     void *prof_user;
     uint64_t submit_ns;
+    /* Fork (move.h, "Fork"): the live list, under drain_lock. */
+    struct sw_move_handle *live_prev, *live_next;
+    int live;            /* on live_head (or, in a child, inherited_head) */
+    _Atomic int committing; /* its commit began: a fork does not end it */
+    pthread_t supplier;  /* the thread inside `supplied`, while supplier_in */
+    int supplier_in;
+    int forked;          /* ended in a forked child (sw_move_ended_by_fork) */
 };
 
 /* ---- the engine: pool, completion thread, drain ---------------------------- */
@@ -98,6 +105,9 @@ static sw_move_handle *held_head, *held_tail;
 
 static void commit(sw_move_handle *m);
 static void run_transfer(sw_job *job);
+static void live_add(sw_move_handle *m);
+static void live_remove(sw_move_handle *m);
+static void moves_after_fork_child(void);
 static void move_free(sw_move_handle *m, int wait_commit);
 
 static void *completion_main(void *arg)
@@ -153,6 +163,7 @@ static void engine_start(void)
     static int atfork_registered;
     if (!atfork_registered) {
         pthread_atfork(NULL, NULL, engine_after_fork_child);
+        pthread_atfork(NULL, NULL, moves_after_fork_child); /* runs second */
         atexit(sw_move_exit_drain);
         atfork_registered = 1;
     }
@@ -405,6 +416,7 @@ static void profile(sw_move_handle *m, sw_move_event_kind kind, uint64_t complet
 static void commit(sw_move_handle *m)
 {
     sw_carrier *s = m->src->carrier, *d = m->dst;
+    atomic_store(&m->committing, 1);
     /* SUBMIT is always reported before COMPLETE. */
     sw_completion_wait(m->reported);
     if (m->enter)
@@ -446,6 +458,7 @@ static void commit(sw_move_handle *m)
     sw_carrier_unref(dst);
     /* Read now: the handle may be gone once `done` is signalled. */
     int counted = take_count(m);
+    live_remove(m);
     /* Drop the job's reference before waking anyone, so that the last
      * reference (and with it the result) goes on the thread that drops the
      * handle. A handle freed meanwhile waits for this signal first
@@ -506,6 +519,9 @@ sw_status sw_move_wait(sw_move_handle *m, sw_tensor **result, sw_error *err)
 {
     if (!m)
         return sw_error_set(err, SW_ETYPE, "sw_move_wait: move must not be NULL");
+    /* A forked child's inherited move: nobody here would finish it. */
+    if (m->generation != atomic_load(&engine_generation) && !sw_completion_is_done(m->done))
+        sw_move_end_inherited();
     sw_completion_wait(m->done);
     if (m->status != SW_OK) {
         if (err)
@@ -663,7 +679,10 @@ static void start_supplied(sw_move_handle *m)
 {
     sw_move_handle *outer = supplying;
     supplying = m;
+    m->supplier = pthread_self();
+    m->supplier_in = 1;
     m->supplied(m, m->user);
+    m->supplier_in = 0;
     supplying = outer;
     if (m->done_inline) {
         int was = engine_thread;
@@ -813,6 +832,7 @@ static sw_status move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options
     m->generation = atomic_load(&engine_generation);
     atomic_store(&m->counted, 1);
     in_flight_add(1);
+    live_add(m);
     sw_move_ref(m); /* the job's reference, dropped by commit */
     m->queued = 1;
     int here = 0, held = 0;
@@ -845,6 +865,7 @@ static sw_status move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options
             dst->ops->unallocate(dst->impl, NULL);
         sw_carrier_unlock_pair(s, dst);
         uncount(m);
+        live_remove(m);
         sw_move_unref(m);
         sw_move_unref(m);
         return st;
@@ -897,4 +918,138 @@ sw_status sw_move(sw_tensor *t, sw_carrier *dst, sw_tensor **result, sw_error *e
     st = sw_move_wait(m, result, err);
     sw_move_unref(m);
     return st;
+}
+
+/* ---- fork: a child ends the moves it inherited (move.h, "Fork") ------------ */
+
+/* Every move from its pending marks until its commit let go of it, so
+ * that a forked child can find those it inherited. Under drain_lock. */
+static sw_move_handle *live_head;
+/* In a forked child: the parent's moves not ended yet. Under drain_lock. */
+static sw_move_handle *inherited_head;
+
+static void live_link(sw_move_handle **head, sw_move_handle *m)
+{
+    m->live_prev = NULL;
+    m->live_next = *head;
+    if (*head)
+        (*head)->live_prev = m;
+    *head = m;
+}
+
+static void live_unlink(sw_move_handle **head, sw_move_handle *m)
+{
+    if (m->live_prev)
+        m->live_prev->live_next = m->live_next;
+    else if (*head == m)
+        *head = m->live_next;
+    if (m->live_next)
+        m->live_next->live_prev = m->live_prev;
+    m->live_prev = m->live_next = NULL;
+}
+
+static void live_add(sw_move_handle *m)
+{
+    pthread_mutex_lock(&drain_lock);
+    live_link(&live_head, m);
+    m->live = 1;
+    pthread_mutex_unlock(&drain_lock);
+}
+
+static void live_remove(sw_move_handle *m)
+{
+    pthread_mutex_lock(&drain_lock);
+    if (m->live) {
+        live_unlink(&live_head, m);
+        m->live = 0;
+    }
+    pthread_mutex_unlock(&drain_lock);
+}
+
+/* Whether the transfer of `m` runs on this thread, the one that forked
+ * (a supplied transfer inside sw_move_async here, or one holding transfer
+ * access to either carrier here): it continues in the child and commits
+ * as it would have. */
+static int transfer_runs_here(sw_move_handle *m)
+{
+    if (m->supplier_in && pthread_equal(m->supplier, pthread_self()))
+        return 1;
+    return sw_carrier_in_transfer(m->src->carrier) || sw_carrier_in_transfer(m->dst);
+}
+
+/* pthread_atfork child handler, after engine_after_fork_child (which gave
+ * drain_lock a fresh state): only the forking thread exists. Locks and
+ * completions of the inherited moves another thread may have held are
+ * made fresh; the moves are set aside for sw_move_end_inherited, except
+ * one whose transfer runs on this thread. No hook runs here (a binding's
+ * runtime is not ready yet inside fork()). */
+static void moves_after_fork_child(void)
+{
+    sw_move_handle *m = live_head;
+    live_head = NULL;
+    inherited_head = NULL;
+    while (m) {
+        sw_move_handle *next = m->live_next;
+        sw_completion_reset_after_fork(m->done);
+        sw_completion_reset_after_fork(m->reported);
+        int committing = atomic_load(&m->committing);
+        if (!committing) {
+            /* A thread the child lacks may have held them. */
+            pthread_mutex_init(&m->src->carrier->lock, NULL);
+            pthread_mutex_init(&m->dst->lock, NULL);
+        }
+        if (!committing && transfer_runs_here(m))
+            live_link(&live_head, m);
+        else
+            live_link(&inherited_head, m);
+        m = next;
+    }
+}
+
+#define FORKED_MESSAGE                                                                     \
+    "move: the move was in flight when the process forked, and its transfer cannot "    \
+    "finish in the child process; here the source is unchanged and the destination's " \
+    "values are unspecified: start the move again if the child needs it"
+
+/* One inherited move fails now, committed on this thread. */
+static void end_inherited(sw_move_handle *m)
+{
+    if (atomic_load(&m->committing)) {
+        /* Its commit was under way on a thread the child lacks: nothing
+         * more can be learnt or undone; its waiters wake. */
+        sw_completion_signal(m->done);
+        return;
+    }
+    atomic_store(&m->supplied_reported, 1); /* a late report changes nothing */
+    m->forked = 1;
+    m->status = sw_error_set(&m->err, SW_ESTATE, FORKED_MESSAGE);
+    /* Transfer access the parent's threads held on its carriers goes. */
+    sw_carrier_drop_inherited_access(m->src->carrier);
+    sw_carrier_drop_inherited_access(m->dst);
+    sw_completion_signal(m->reported); /* its SUBMIT may never have gone out */
+    int was = engine_thread;
+    engine_thread = 1;
+    commit(m);
+    engine_thread = was;
+}
+
+void sw_move_end_inherited(void)
+{
+    for (;;) {
+        pthread_mutex_lock(&drain_lock);
+        sw_move_handle *m = inherited_head;
+        if (m) {
+            live_unlink(&inherited_head, m);
+            m->live = 0;
+        }
+        pthread_mutex_unlock(&drain_lock);
+        if (!m)
+            return;
+        end_inherited(m);
+    }
+}
+
+int sw_move_ended_by_fork(sw_move_handle *m)
+{
+    return m && m->forked;
 }

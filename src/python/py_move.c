@@ -29,8 +29,9 @@
  * new moves and waits for those in flight: the core's C transfers always
  * (sw_move_drain), Python copies and moves waiting for a provider's
  * completion up to STRIDEWEAVE_EXIT_TIMEOUT seconds or until Ctrl-C. In a
- * child made by os.fork() the moves it inherited fail at once (the threads
- * that would finish them are not there). */
+ * child made by os.fork() the moves it inherited fail at once: the core's
+ * fork rule ends them (strideweave/move.h, "Fork") from this file's
+ * after-fork hook, and their commits here raise RuntimeError. */
 #include "sw_extension.h"
 #include "sw_messages.h"
 #include "sw_move.h"
@@ -90,9 +91,9 @@ static long inflight;
  * the core counts its moves itself. */
 static long inflight_provider;
 /* Every move between its pending marks and its commit, in any state
- * (queued, on the pool, waiting for a provider, in a Python _copy), so a
- * forked child can end the ones it inherited and the exit hook can name
- * the ones it abandons. Changed only with the GIL held. */
+ * (queued, on the pool, waiting for a provider, in a Python _copy), so
+ * the exit hook can name the ones it abandons. Changed only with the GIL
+ * held. */
 static move_request *live_head;
 static PyObject *str_copy, *str_copy_async;
 
@@ -280,17 +281,6 @@ static void untrack(move_request *r)
     if (r->live_next)
         r->live_next->live_prev = r->live_prev;
     r->live_prev = r->live_next = NULL;
-}
-
-static void set_pending(move_request *r, int on)
-{
-    if (on) {
-        sw_py_state_mark_pending(r->source, SW_PENDING_SOURCE);
-        sw_py_state_mark_pending(r->destination, SW_PENDING_DESTINATION);
-    } else {
-        sw_py_state_unmark_pending(r->source, SW_PENDING_SOURCE);
-        sw_py_state_unmark_pending(r->destination, SW_PENDING_DESTINATION);
-    }
 }
 
 /* The destination must still be the live carrier the output is bound to,
@@ -554,7 +544,8 @@ static void reset_after_fork(void)
 {
     inflight = 0;
     inflight_provider = 0;
-    /* live_head stays: _after_fork_in_child ends those moves. */
+    /* live_head stays: the core's fork rule ends those moves and their
+     * commits untrack them. */
     pthread_mutex_init(&inflight_mu, NULL);
     pthread_cond_init(&inflight_cv, NULL);
     sw_py_provider_wait_after_fork();
@@ -570,43 +561,17 @@ PyObject *sw_py_move_forked_error(const char *what)
     return sw_py_take_exception();
 }
 
-int sw_py_move_transfer_on_this_thread(PyObject *carrier)
-{
-    return sw_py_carrier_in_transfer(carrier);
-}
-
-/* Transfer access a thread that does not exist here was holding. */
-static void drop_inherited_transfer(PyObject *carrier)
-{
-    sw_py_carrier_drop_inherited_access(carrier, 0);
-}
-
 /* os.register_at_fork(after_in_child=...), GIL held, after reset_after_fork:
  * the threads that would finish the moves the child inherited do not
- * exist here, so each ends now with a RuntimeError and its pending marks
- * cleared. A move whose Python _copy or submit() runs on the forking
- * thread itself continues on it and is left alone. */
+ * exist here, so the core ends each now (strideweave/move.h, "Fork"); its
+ * commit here raises the RuntimeError of sw_py_move_forked_error. A move
+ * whose Python _copy or submit() runs on the forking thread itself
+ * continues on it. Then the binding's other inherited work. */
 static PyObject *after_fork_in_child(PyObject *mod, PyObject *unused)
 {
     (void)mod;
     (void)unused;
-    move_request *r = live_head;
-    while (r) {
-        move_request *next = r->live_next;
-        if (!sw_py_move_transfer_on_this_thread(r->source) &&
-            !sw_py_move_transfer_on_this_thread(r->destination)) {
-            drop_inherited_transfer(r->source);
-            drop_inherited_transfer(r->destination);
-            sw_py_await_reset_after_fork(r->handle);
-            r->forked = 1;
-            if (r->on_core) /* the core's marks: its commit never runs here */
-                set_pending(r, 0);
-            PyObject *e = sw_py_move_forked_error("move");
-            commit(r, e);
-            Py_XDECREF(e);
-        }
-        r = next;
-    }
+    sw_py_core_move_end_inherited();
     sw_fork_end_inherited_work();
     sw_fork_guards_end_inherited();
     if (PyErr_Occurred())
@@ -749,7 +714,14 @@ static int python_copy_on_worker(move_request *r, PyObject *op, PyObject *tensor
 static void core_committed(sw_py_core_move *cm, const sw_error *err)
 {
     move_request *r = CORE_REQUEST(cm);
-    PyObject *e = Py_XNewRef(r->copy_error);
+    PyObject *e = NULL;
+    if (cm->forked) { /* inherited by a forked child and ended there */
+        r->forked = 1;
+        sw_py_await_reset_after_fork(r->handle);
+        e = sw_py_move_forked_error("move");
+    } else {
+        e = Py_XNewRef(r->copy_error);
+    }
     /* The core's own commit check failed: this file's words for it. */
     if (!e && err && r->supplied)
         e = validate_result(r);

@@ -73,6 +73,7 @@ static void on_commit(sw_move_handle *m, sw_status status, sw_tensor *result, vo
     (void)m;
     (void)result;
     sw_py_core_move *cm = user;
+    cm->forked = sw_move_ended_by_fork(m);
     if (status == SW_OK) {
         cm->commit(cm, NULL);
         return;
@@ -185,6 +186,11 @@ void sw_py_core_move_transfer_done(sw_py_core_move *cm, int failed)
      * right there (a hand-off to the core's completion thread would pass
      * the GIL back and forth once per move). */
     sw_move_transfer_done_here(cm->move, failed ? SW_EIO : SW_OK, NULL);
+}
+
+void sw_py_core_move_end_inherited(void)
+{
+    sw_move_end_inherited();
 }
 
 void sw_py_core_move_abandon(sw_py_core_move *cm)

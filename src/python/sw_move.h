@@ -136,9 +136,6 @@ void sw_py_move_drop_inflight(void);
 /* The RuntimeError an inherited incomplete transfer ends with in a forked
  * child (new reference). */
 PyObject *sw_py_move_forked_error(const char *what);
-/* In a forked child: whether `carrier` is inside a transfer on this (the
- * forking) thread, which continues here; such work is not failed. */
-int sw_py_move_transfer_on_this_thread(PyObject *carrier);
 
 /* A route's prepare(request) for a move or a tile copy (see py_move.c):
  * 1 prepared, 0 Unsupported with the fallback permitted, -1 error. */

@@ -33,6 +33,8 @@ typedef struct sw_py_core_move {
      * calls sw_py_core_move_transfer_done. */
     void (*transfer)(struct sw_py_core_move *cm);
     sw_move_handle *move;   /* the core's handle of such a move (one reference) */
+    int forked;             /* set before `commit`: the move was inherited by a
+                               forked child and ended there */
 } sw_py_core_move;
 
 /* Start moving (source carrier, offset, layout) into `destination` on the
@@ -63,6 +65,10 @@ int sw_py_core_move_supply(sw_py_core_move *cm, PyObject *source, int64_t offset
  * this returns (inside `cm->transfer`: once it returned); `cm` may be gone
  * once this returns. */
 void sw_py_core_move_transfer_done(sw_py_core_move *cm, int failed);
+/* In a forked child, GIL held: every move inherited from the parent fails
+ * now (the core's fork rule, strideweave/move.h "Fork"), each commit
+ * running here with `forked` set. */
+void sw_py_core_move_end_inherited(void);
 /* Exit gave up on this supplied move: the core's drains stop waiting. */
 void sw_py_core_move_abandon(sw_py_core_move *cm);
 

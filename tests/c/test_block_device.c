@@ -1009,7 +1009,9 @@ static void note_thread(sw_move_handle *m, sw_status st, sw_tensor *result, void
 }
 
 /* One move of `n` slots from `t` into `dst`; 1 when it committed on this
- * thread before sw_move_async returned, 0 when elsewhere, -1 on failure. */
+ * thread before sw_move_async returned, 0 when it committed on another
+ * thread (which may already be done when sw_move_async returns: a fast pool
+ * is allowed to win the race), -1 on failure. */
 static int move_ran_here(sw_tensor *t, sw_carrier *dst, int64_t n, int waits)
 {
     sw_error err;
@@ -1028,7 +1030,9 @@ static int move_ran_here(sw_tensor *t, sw_carrier *dst, int64_t n, int waits)
     if (st != SW_OK || w.committed != 1 || progress != n * 4)
         return -1;
     int here = pthread_equal(w.thread, pthread_self());
-    return here && done_at_return ? 1 : here || done_at_return ? -1 : 0;
+    if (!here)
+        return 0;
+    return done_at_return ? 1 : -1;
 }
 
 static void test_block_routes_where_they_run(void)
