@@ -197,6 +197,9 @@ typedef struct sw_move_options {
     int64_t dst_slots;   /* with `transfer` and a STATE_ONLY destination: its
                             slot count as the binding knows it */
     int64_t bytes;       /* with `transfer`: the bytes it copies (sw_move_bytes) */
+    int no_result;       /* 1: make no result tensor (a binding that publishes its
+                            own): on_commit gets NULL and sw_move_wait gives NULL
+                            on success */
 } sw_move_options;
 
 /* See the top of this file. `options` may be NULL. */
