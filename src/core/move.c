@@ -19,6 +19,7 @@
 #include "strideweave/clock.h"
 #include "strideweave/copy.h"
 #include "strideweave/executor.h"
+#include "strideweave/filestore.h"
 #include "strideweave/move.h"
 #include "strideweave/parallel.h"
 #include "strideweave/transfer.h"
@@ -370,6 +371,11 @@ static sw_status transfer_span(sw_carrier *s, int64_t offset, const sw_layout *l
         st = d->ops->storage(d->impl, &ds, err);
     if (st != SW_OK)
         return st;
+    /* A large file transfer never runs beside the background freeing of
+     * a file an earlier move released (filestore.h). */
+    if ((ss.kind == SW_ENDPOINT_FILE || ds.kind == SW_ENDPOINT_FILE) &&
+        l->cosize * (int64_t)sw_dtype_slot_bytes(s->dtype) >= ((int64_t)1 << 20))
+        sw_filestore_large_closes_wait();
     int64_t extents[SW_COPY_MAX_DIMS], strides[SW_COPY_MAX_DIMS];
     int ndim = copy_modes(l, extents, strides); /* >= 0: checked by new_move */
     sw_transfer t = {
@@ -428,6 +434,16 @@ static void profile(sw_move_handle *m, sw_move_event_kind kind, uint64_t complet
     m->prof(&ev, m->prof_user);
 }
 
+/* Release a move's source at its commit (carriers locked): a large file's
+ * storage is freed in the background (filestore.h), not on the thread that
+ * commits; the name is gone at once all the same. */
+static void release_moved_source(sw_carrier *s)
+{
+    sw_filestore_defer_large_closes(1);
+    sw_carrier_release_locked(s);
+    sw_filestore_defer_large_closes(0);
+}
+
 static void commit(sw_move_handle *m)
 {
     sw_carrier *s = m->src->carrier, *d = m->dst;
@@ -447,7 +463,7 @@ static void commit(sw_move_handle *m)
     /* A STATE_ONLY source's slots are the binding's: its on_commit releases
      * it (sw_carrier_release_moved), which it may refuse. */
     if (m->status == SW_OK && !SW_CARRIER_STATE_ONLY(s))
-        sw_carrier_release_locked(s);
+        release_moved_source(s);
     sw_carrier_unlock_pair(s, d);
 
     /* Hooks after the carriers changed, before any waiter wakes, with no
@@ -801,7 +817,7 @@ static void light_commit(sw_move_handle *m, sw_carrier *s, const sw_layout *l, s
     s->pending_src = 0;
     d->pending_dst = 0;
     if (m->status == SW_OK)
-        sw_carrier_release_locked(s);
+        release_moved_source(s);
     sw_carrier_unlock_pair(s, d);
     if (m->status != SW_OK) {
         sw_tensor_unref(result);
