@@ -1028,8 +1028,19 @@ static sw_status move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options
             here = runs_here(m);
         }
         pthread_mutex_unlock(&engine_lock);
-        if (!held && !here && !m->supplied)
+        if (!held && !here && !m->supplied) {
+            /* Without a profiling hook there is no SUBMIT event to order
+             * before COMPLETE: let the commit go now, so that queuing the
+             * job is the last thing this call does (on a busy machine the
+             * woken pool preempts its caller right there). */
+            if (!m->prof)
+                sw_completion_signal(m->reported);
             st = sw_executor_submit(engine, &m->job, err);
+            if (st == SW_OK && !m->prof) {
+                *out = m;
+                return SW_OK;
+            }
+        }
     }
     if (st != SW_OK) {
         m->queued = 0;
