@@ -39,15 +39,8 @@ PyObject *sw_py_await_new(PyTypeObject *type)
         PyObject_GC_Del(self);
         return PyErr_NoMemory();
     }
-    /* Not on the cyclic GC's lists while it refers to nothing: it joins
-     * them once it holds a result, an error or callbacks (await_track). */
+    PyObject_GC_Track(self);
     return (PyObject *)self;
-}
-
-static void await_track(PyObject *self)
-{
-    if (!PyObject_GC_IsTracked(self))
-        PyObject_GC_Track(self);
 }
 
 void sw_py_await_set_total(PyObject *handle, int64_t total)
@@ -101,11 +94,8 @@ void sw_py_await_complete(PyObject *handle, PyObject *result, PyObject *error)
         return;
     if (error) {
         self->error = Py_NewRef(error);
-        await_track(handle);
     } else {
         self->result = Py_NewRef(result ? result : Py_None);
-        if (self->result != Py_None)
-            await_track(handle);
         __atomic_store_n(&self->progress_done, self->progress_total, __ATOMIC_RELAXED);
     }
     sw_completion_signal(self->completion);
@@ -220,7 +210,6 @@ static PyObject *await_add_done_callback(PyObject *self, PyObject *fn)
     }
     if (!AWAIT(self)->callbacks && !(AWAIT(self)->callbacks = PyList_New(0)))
         return NULL;
-    await_track(self);
     if (PyList_Append(AWAIT(self)->callbacks, fn) < 0)
         return NULL;
     Py_RETURN_NONE;
