@@ -94,8 +94,8 @@ SW_API void sw_filestore_remove(int fd, char *path, long creator_pid);
  * runs out of descriptors. */
 SW_API void sw_filestore_remove_sized(int fd, char *path, long creator_pid, int64_t bytes);
 /* While on (per thread): a file of 1 MiB or more that sw_filestore_remove_sized
- * removes is closed by the background thread too (at once, at low
- * priority) instead of by the caller; the name is still gone on return. The
+ * removes is closed by the background thread too (woken at once) instead
+ * of by the caller; the name is still gone on return. The
  * move engine turns it on around the release of a move's source, whose
  * caller should not pay for freeing a large file's storage. Until such a
  * close is done, creating a file, resizing one, a read or write of 1 MiB or

@@ -12,9 +12,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/random.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "strideweave/alloc.h"
@@ -641,11 +639,10 @@ static void *reaper_main(void *arg)
 {
     (void)arg;
     int batch[REAP_MAX];
-#ifdef SYS_gettid
-    /* Freeing storage is nobody's foreground work: it yields the CPU to
-     * the application's threads (a waiter closes what is still queued). */
-    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
-#endif
+    /* Normal priority on purpose: a file creation or large transfer waits
+     * for a large close this thread took (filestore.h), and a lowered
+     * priority cannot be raised back without privileges, so on a busy
+     * machine that waiter would wait behind every other thread. */
     pthread_mutex_lock(&reap_lock);
     for (;;) {
         while (!reap_due) {
@@ -753,7 +750,7 @@ static void close_later(int fd, int64_t bytes)
         return;
     }
     /* Deferred (a move's source): in the background, at once, and the
-     * next file creation or large write waits for it. */
+     * next file creation or large file transfer waits for it. */
     pthread_mutex_lock(&reap_lock);
     if (reap_count < REAP_MAX && reaper_running()) {
         reap_fds[reap_count++] = fd;
