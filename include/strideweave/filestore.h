@@ -93,6 +93,20 @@ SW_API void sw_filestore_remove(int fd, char *path, long creator_pid);
  * caller), and sw_filestore_create closes the waiting ones when the process
  * runs out of descriptors. */
 SW_API void sw_filestore_remove_sized(int fd, char *path, long creator_pid, int64_t bytes);
+/* While on (per thread): a file of 1 MiB or more that sw_filestore_remove_sized
+ * removes is closed by the background thread too (woken at once) instead
+ * of by the caller; the name is still gone on return. The
+ * move engine turns it on around the release of a move's source, whose
+ * caller should not pay for freeing a large file's storage. Until such a
+ * close is done, creating a file, resizing one, a read or write of 1 MiB or
+ * more, and a move with a file on either side of 1 MiB or more wait for it
+ * first (sw_filestore_large_closes_wait), so freeing one file's storage
+ * never runs beside the next large file transfer (measured: it made that
+ * transfer several times slower). */
+SW_API void sw_filestore_defer_large_closes(int on);
+/* Wait until no large close deferred as above is left (the waiting ones are
+ * closed here). Cheap when there is none. Thread-safe. */
+SW_API void sw_filestore_large_closes_wait(void);
 /* Close every descriptor sw_filestore_remove left to the background thread
  * and wait until it closed those it took: on return, the storage of every
  * file removed so far is freed. Thread-safe. */

@@ -36,7 +36,11 @@
  * trip would cost more than the copy), up to 16 MiB when the caller waits
  * for it at once (sw_move, or caller_waits in the options). The rules are
  * the same either way (pending marks, one commit, hooks, profiling
- * events). A large span copy is cut into parts run side by side on the
+ * events). A move run on its caller takes a light path: no completions,
+ * no reference to the carriers or a tensor on the source beyond the call,
+ * its result tensor made at commit (none with no_result), one lock round
+ * on the carrier pair to validate and mark and one to commit; its handle
+ * is done when sw_move_async returns. A large span copy is cut into parts run side by side on the
  * helper threads of parallel.h: all of them when the caller waits, all
  * but one otherwise (the caller's own thread keeps a CPU). A move between
  * CPU and a BlockDeviceCarrier runs on its caller up to 16 MiB when the
@@ -229,6 +233,9 @@ typedef struct sw_move_options {
     int64_t dst_slots;   /* with `transfer` and a STATE_ONLY destination: its
                             slot count as the binding knows it */
     int64_t bytes;       /* with `transfer`: the bytes it copies (sw_move_bytes) */
+    int no_result;       /* 1: make no result tensor (a binding that publishes its
+                            own): on_commit gets NULL and sw_move_wait gives NULL
+                            on success */
 } sw_move_options;
 
 /* See the top of this file. `options` may be NULL. */

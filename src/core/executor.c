@@ -232,8 +232,11 @@ sw_status sw_executor_submit(sw_executor *ex, sw_job *job, sw_error *err)
     queue_push(&ex->pending, job);
     ex->queued++;
     ex->outstanding++;
-    pthread_cond_signal(&ex->work_ready);
     pthread_mutex_unlock(&ex->lock);
+    /* After the unlock: the woken worker finds the lock free (it would
+     * otherwise wake only to wait for the submitter to let go of it). The
+     * executor outlives every submitter (sw_executor_free is after them). */
+    pthread_cond_signal(&ex->work_ready);
     return SW_OK;
 }
 

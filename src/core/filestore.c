@@ -18,6 +18,10 @@
 #include "strideweave/alloc.h"
 #include "move_exit_internal.h"
 
+/* A removed file this large is closed on the caller, unless deferred (see
+ * close_later); a write this large waits for deferred closes first. */
+#define REAP_SYNC_BYTES ((int64_t)1 << 20)
+
 #define DIR_PREFIX ".strideweave-filebacked-"
 #define NEW_PREFIX ".strideweave-filebacked-new-"
 #define LOCK_NAME ".lock"
@@ -400,6 +404,7 @@ sw_status sw_filestore_create(const char *name, int *fd, char **path, sw_error *
     if (!full)
         return sw_error_set(err, SW_ENOMEM, "out of memory for a FileBacked path");
     snprintf(full, need, "%s/%s", dir, name);
+    sw_filestore_large_closes_wait();
     if (sw_fault_hit("open")) {
         sw_free(full);
         return sw_error_set_errno(err, SW_EIO, EIO, "cannot create %s: injected fault",
@@ -443,6 +448,8 @@ sw_status sw_filestore_pread(int fd, void *buf, size_t bytes, int64_t offset,
 {
     if (sw_fault_hit("pread"))
         return sw_error_set_errno(err, SW_EIO, EIO, "reading the FileBacked file failed: injected fault");
+    if (bytes >= (size_t)REAP_SYNC_BYTES)
+        sw_filestore_large_closes_wait();
     char *p = buf;
     while (bytes > 0) {
         ssize_t r = pread(fd, p, bytes, (off_t)offset);
@@ -477,6 +484,8 @@ sw_status sw_filestore_pwrite(int fd, const void *buf, size_t bytes, int64_t off
 {
     if (sw_fault_hit("pwrite"))
         return sw_error_set_errno(err, SW_EIO, EIO, "writing the FileBacked file failed: injected fault");
+    if (bytes >= (size_t)REAP_SYNC_BYTES)
+        sw_filestore_large_closes_wait();
     const char *p = buf;
     while (bytes > 0) {
         ssize_t r = pwrite(fd, p, bytes, (off_t)offset);
@@ -524,6 +533,7 @@ sw_status sw_filestore_pwritev(int fd, const struct iovec *iov, int64_t n, int64
 {
     if (sw_fault_hit("pwrite"))
         return sw_error_set_errno(err, SW_EIO, EIO, "writing the FileBacked file failed: injected fault");
+    sw_filestore_large_closes_wait(); /* a tile set's runs: large as a whole */
     struct iovec batch[IOV_BATCH];
     int64_t i = 0;
     size_t skip = 0; /* bytes of iov[i] already written */
@@ -576,6 +586,7 @@ sw_status sw_filestore_resize(int fd, int64_t bytes, sw_error *err)
         return sw_error_set(err, SW_EINVAL, "file length must be >= 0");
     if (sw_fault_hit("truncate"))
         return sw_error_set_errno(err, SW_EIO, EIO, "resizing the FileBacked file failed: injected fault");
+    sw_filestore_large_closes_wait();
     while (ftruncate(fd, (off_t)bytes) != 0) {
         if (errno == EINTR)
             continue;
@@ -605,7 +616,6 @@ sw_status sw_filestore_resize(int fd, int64_t bytes, sw_error *err)
 #define REAP_MAX 256 /* descriptors held open at most */
 #define REAP_BATCH 64
 #define REAP_BYTES ((int64_t)1 << 20)
-#define REAP_SYNC_BYTES ((int64_t)1 << 20) /* closed on the caller from this size */
 
 static pthread_mutex_t reap_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t reap_work = PTHREAD_COND_INITIALIZER; /* the reaper: a batch is due */
@@ -617,12 +627,22 @@ static int reap_due;       /* the queue is to be closed now */
 static int reap_sleeping;  /* the reaper waits on reap_work */
 static int reap_busy;      /* the reaper is closing a batch it took */
 static int reap_started;   /* the reaper thread runs in this process */
+/* Deferred large closes (sw_filestore_defer_large_closes): queued, and in
+ * all (queued or in the reaper's batch), which waiters read without the
+ * lock first. */
+static int reap_large_queued;
+static _Atomic int reap_large;
+static _Thread_local int defer_large;
 static pthread_once_t reap_fork_once = PTHREAD_ONCE_INIT;
 
 static void *reaper_main(void *arg)
 {
     (void)arg;
     int batch[REAP_MAX];
+    /* Normal priority on purpose: a file creation or large transfer waits
+     * for a large close this thread took (filestore.h), and a lowered
+     * priority cannot be raised back without privileges, so on a busy
+     * machine that waiter would wait behind every other thread. */
     pthread_mutex_lock(&reap_lock);
     for (;;) {
         while (!reap_due) {
@@ -635,9 +655,10 @@ static void *reaper_main(void *arg)
         pthread_mutex_unlock(&reap_lock);
         sw_fault_pause("file_reclaim_pause");
         pthread_mutex_lock(&reap_lock);
-        int n = reap_count;
+        int n = reap_count, large = reap_large_queued;
         memcpy(batch, reap_fds, (size_t)n * sizeof batch[0]);
         reap_count = 0;
+        reap_large_queued = 0;
         reap_bytes = 0;
         reap_due = 0;
         reap_busy = 1;
@@ -646,6 +667,7 @@ static void *reaper_main(void *arg)
             close(batch[i]);
         pthread_mutex_lock(&reap_lock);
         reap_busy = 0;
+        atomic_fetch_sub(&reap_large, large);
         pthread_cond_broadcast(&reap_idle);
     }
     return NULL;
@@ -657,6 +679,8 @@ static void reap_drain_locked(void)
 {
     while (reap_count > 0)
         close(reap_fds[--reap_count]);
+    atomic_fetch_sub(&reap_large, reap_large_queued);
+    reap_large_queued = 0;
     reap_bytes = 0;
     reap_due = 0;
     while (reap_busy)
@@ -680,6 +704,7 @@ static void reap_fork_child(void)
     reap_started = 0;
     reap_busy = 0;
     reap_sleeping = 0;
+    atomic_store(&reap_large, 0);
     pthread_mutex_unlock(&reap_lock);
 }
 
@@ -719,13 +744,20 @@ static void close_later(int fd, int64_t bytes)
      * file system (a first TiledEvictable eviction after a 256 MiB release
      * took 55-140 ms instead of 5 ms; releasing its 16 MiB tile files did
      * the same to the next one, so the line is drawn at 1 MiB). */
-    if (bytes >= REAP_SYNC_BYTES) {
+    int large = bytes >= REAP_SYNC_BYTES;
+    if (large && !defer_large) {
         close(fd);
         return;
     }
+    /* Deferred (a move's source): in the background, at once, and the
+     * next file creation or large file transfer waits for it. */
     pthread_mutex_lock(&reap_lock);
     if (reap_count < REAP_MAX && reaper_running()) {
         reap_fds[reap_count++] = fd;
+        if (large) {
+            reap_large_queued++;
+            atomic_fetch_add(&reap_large, 1);
+        }
         if (bytes < 0 || bytes >= REAP_BYTES - reap_bytes)
             reap_bytes = REAP_BYTES;
         else
@@ -739,6 +771,20 @@ static void close_later(int fd, int64_t bytes)
     pthread_mutex_unlock(&reap_lock);
     if (fd >= 0)
         close(fd);
+}
+
+void sw_filestore_defer_large_closes(int on)
+{
+    defer_large = on != 0;
+}
+
+void sw_filestore_large_closes_wait(void)
+{
+    if (atomic_load(&reap_large) == 0)
+        return;
+    pthread_mutex_lock(&reap_lock);
+    reap_drain_locked();
+    pthread_mutex_unlock(&reap_lock);
 }
 
 void sw_filestore_reclaim_wait(void)

@@ -19,6 +19,7 @@
 #include "strideweave/clock.h"
 #include "strideweave/copy.h"
 #include "strideweave/executor.h"
+#include "strideweave/filestore.h"
 #include "strideweave/move.h"
 #include "strideweave/parallel.h"
 #include "strideweave/transfer.h"
@@ -60,6 +61,13 @@ struct sw_move_handle {
     pthread_t supplier;  /* the thread inside `supplied`, while supplier_in */
     int supplier_in;
     int forked;          /* ended in a forked child (sw_move_ended_by_fork) */
+    int light;           /* ran and committed on its caller by the light path:
+                            no completions, nothing to wait for */
+    int no_result;       /* options->no_result: no result tensor is made */
+    /* The light path's carriers, without references (its caller holds them
+     * until it returns; in a forked child that caller is gone and never
+     * drops them), for the fork rule. */
+    sw_carrier *light_src, *light_dst;
 };
 
 /* ---- the engine: pool, completion thread, drain ---------------------------- */
@@ -72,7 +80,10 @@ static char engine_msg[sizeof(((sw_error *)0)->msg)];
 
 static pthread_mutex_t drain_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t drain_cond = PTHREAD_COND_INITIALIZER;
-static long in_flight;
+/* Counted without the lock; a drain sleeps under it and the last move out
+ * takes it only when a drain is waiting (drain_waiters). */
+static _Atomic long in_flight;
+static _Atomic long drain_waiters;
 /* Moves counted in flight belong to this generation; a forked child starts
  * a new one, so a parent's move committing there does not uncount. */
 static _Atomic unsigned long engine_generation;
@@ -82,15 +93,19 @@ static _Thread_local sw_move_handle *supplying;
 static pthread_mutex_t hook_lock = PTHREAD_MUTEX_INITIALIZER;
 static sw_move_profile_fn hook_fn;
 static void *hook_user;
+static _Atomic int hook_set; /* hook_fn != NULL: read without hook_lock first */
 
 /* Process exit (move.h): set once exit begins; new moves are refused. The
  * engine's own threads (pool, completion) never wait for the drain: the
  * move they are running would be waiting for itself. */
-static int engine_exiting; /* under engine_lock */
+static _Atomic int engine_exiting; /* written under engine_lock */
+/* atexit and the fork handler are registered (the light path needs no
+ * engine thread, only these). */
+static _Atomic int engine_hooks_registered;
 static _Thread_local int engine_thread;
 
 /* sw_move_hold: moves queued here, in order, instead of on the pool. */
-static int holding; /* under engine_lock */
+static _Atomic int holding; /* written under engine_lock */
 static sw_move_handle *held_head, *held_tail;
 
 /* A span up to this runs on its caller (move.h, "Where the transfer
@@ -139,7 +154,8 @@ static void engine_after_fork_child(void)
     engine_exiting = 0;
     holding = 0;
     held_head = held_tail = NULL; /* the parent's business, like its moves */
-    in_flight = 0;
+    atomic_store(&in_flight, 0);
+    atomic_store(&drain_waiters, 0);
     atomic_fetch_add(&engine_generation, 1);
 }
 
@@ -166,6 +182,7 @@ static void engine_start(void)
         pthread_atfork(NULL, NULL, moves_after_fork_child); /* runs second */
         atexit(sw_move_exit_drain);
         atfork_registered = 1;
+        atomic_store(&engine_hooks_registered, 1);
     }
     sw_engine_start(&engine, completion_main, "move completion thread", &engine_status, engine_msg,
                     sizeof engine_msg);
@@ -200,11 +217,14 @@ static sw_status engine_get(sw_error *err)
 /* Count a move into or out of flight; the last one out wakes the drains. */
 static void in_flight_add(int delta)
 {
-    pthread_mutex_lock(&drain_lock);
-    in_flight += delta;
-    if (in_flight == 0)
+    /* A drain counts itself waiting before it reads in_flight; this reads
+     * the waiters after the count changed (both sequentially consistent),
+     * so one of the two sees the other. */
+    if (atomic_fetch_add(&in_flight, delta) + delta == 0 && atomic_load(&drain_waiters) > 0) {
+        pthread_mutex_lock(&drain_lock);
         pthread_cond_broadcast(&drain_cond);
-    pthread_mutex_unlock(&drain_lock);
+        pthread_mutex_unlock(&drain_lock);
+    }
 }
 
 /* Whether `m` is still to be uncounted, claiming that once (its commit or
@@ -225,8 +245,10 @@ static void uncount(sw_move_handle *m)
 void sw_move_drain(void)
 {
     pthread_mutex_lock(&drain_lock);
-    while (in_flight > 0)
+    atomic_fetch_add(&drain_waiters, 1);
+    while (atomic_load(&in_flight) > 0)
         pthread_cond_wait(&drain_cond, &drain_lock);
+    atomic_fetch_sub(&drain_waiters, 1);
     pthread_mutex_unlock(&drain_lock);
 }
 
@@ -242,10 +264,12 @@ int sw_move_drain_for(int64_t timeout_ns)
     until.tv_sec += (time_t)(timeout_ns / 1000000000LL + ns / 1000000000LL);
     until.tv_nsec = (long)(ns % 1000000000LL);
     pthread_mutex_lock(&drain_lock);
+    atomic_fetch_add(&drain_waiters, 1);
     int timed_out = 0;
-    while (in_flight > 0 && !timed_out)
+    while (atomic_load(&in_flight) > 0 && !timed_out)
         timed_out = pthread_cond_timedwait(&drain_cond, &drain_lock, &until) != 0;
-    int drained = in_flight <= 0;
+    int drained = atomic_load(&in_flight) <= 0;
+    atomic_fetch_sub(&drain_waiters, 1);
     pthread_mutex_unlock(&drain_lock);
     return drained;
 }
@@ -261,6 +285,7 @@ void sw_move_set_profile_hook(sw_move_profile_fn fn, void *user)
     pthread_mutex_lock(&hook_lock);
     hook_fn = fn;
     hook_user = user;
+    atomic_store(&hook_set, fn != NULL);
     pthread_mutex_unlock(&hook_lock);
 }
 
@@ -350,37 +375,49 @@ static int copy_modes(const sw_layout *l, int64_t *extents, int64_t *strides)
     return n;
 }
 
-static sw_status transfer_storage(sw_move_handle *m, sw_error *err)
+/* The storage copy of the span (s, offset, l) into d at 0. */
+static sw_status transfer_span(sw_carrier *s, int64_t offset, const sw_layout *l, sw_carrier *d,
+                               sw_move_route route, int caller_waits, int64_t *progress,
+                               sw_error *err)
 {
-    sw_carrier *s = m->src->carrier, *d = m->dst;
-    const sw_layout *l = m->src->layout;
     sw_carrier_storage ss, ds;
     sw_status st = s->ops->storage(s->impl, &ss, err);
     if (st == SW_OK)
         st = d->ops->storage(d->impl, &ds, err);
     if (st != SW_OK)
         return st;
+    /* A large file transfer never runs beside the background freeing of
+     * a file an earlier move released (filestore.h). */
+    if ((ss.kind == SW_ENDPOINT_FILE || ds.kind == SW_ENDPOINT_FILE) &&
+        l->cosize * (int64_t)sw_dtype_slot_bytes(s->dtype) >= ((int64_t)1 << 20))
+        sw_filestore_large_closes_wait();
     int64_t extents[SW_COPY_MAX_DIMS], strides[SW_COPY_MAX_DIMS];
     int ndim = copy_modes(l, extents, strides); /* >= 0: checked by new_move */
     sw_transfer t = {
-        .src = {.kind = ss.kind, .host = ss.host, .fd = ss.fd, .offset = m->src->offset},
+        .src = {.kind = ss.kind, .host = ss.host, .fd = ss.fd, .offset = offset},
         .dst = {.kind = ds.kind, .host = ds.host, .fd = ds.fd, .offset = 0},
         .itemsize = sw_dtype_slot_bytes(s->dtype),
-        .bulk = m->route == SW_ROUTE_BULK,
+        .bulk = route == SW_ROUTE_BULK,
         .cosize = l->cosize,
         .ndim = ndim,
         .extents = extents,
         .strides = strides,
-        .progress = m->progress,
+        .progress = progress,
     };
     if ((int64_t)t.itemsize * l->cosize <= HERE_BYTES)
         return sw_transfer_run(&t, err);
     /* The caller only waits: a large span takes every helper. Otherwise
      * one CPU stays with the threads that keep running meanwhile. */
-    int most = m->caller_waits ? 0 : sw_parallel_width() - 1;
-    if (!m->caller_waits && most < 1)
+    int most = caller_waits ? 0 : sw_parallel_width() - 1;
+    if (!caller_waits && most < 1)
         most = 1;
     return sw_transfer_run_parallel(&t, most, err);
+}
+
+static sw_status transfer_storage(sw_move_handle *m, sw_error *err)
+{
+    return transfer_span(m->src->carrier, m->src->offset, m->src->layout, m->dst, m->route,
+                         m->caller_waits, m->progress, err);
 }
 
 static void run_transfer(sw_job *job)
@@ -413,6 +450,16 @@ static void profile(sw_move_handle *m, sw_move_event_kind kind, uint64_t complet
     m->prof(&ev, m->prof_user);
 }
 
+/* Release a move's source at its commit (carriers locked): a large file's
+ * storage is freed in the background (filestore.h), not on the thread that
+ * commits; the name is gone at once all the same. */
+static void release_moved_source(sw_carrier *s)
+{
+    sw_filestore_defer_large_closes(1);
+    sw_carrier_release_locked(s);
+    sw_filestore_defer_large_closes(0);
+}
+
 static void commit(sw_move_handle *m)
 {
     sw_carrier *s = m->src->carrier, *d = m->dst;
@@ -433,7 +480,7 @@ static void commit(sw_move_handle *m)
     /* A STATE_ONLY source's slots are the binding's: its on_commit releases
      * it (sw_carrier_release_moved), which it may refuse. */
     if (m->status == SW_OK && !SW_CARRIER_STATE_ONLY(s))
-        sw_carrier_release_locked(s);
+        release_moved_source(s);
     sw_carrier_unlock_pair(s, d);
 
     /* Hooks after the carriers changed, before any waiter wakes, with no
@@ -511,7 +558,7 @@ const sw_error *sw_move_error(sw_move_handle *m)
     return m && m->status != SW_OK ? &m->err : NULL;
 }
 
-int sw_move_done(sw_move_handle *m) { return m && sw_completion_is_done(m->done); }
+int sw_move_done(sw_move_handle *m) { return m && (m->light || sw_completion_is_done(m->done)); }
 sw_move_route sw_move_route_of(sw_move_handle *m) { return m->route; }
 int64_t sw_move_bytes(sw_move_handle *m) { return m->bytes; }
 
@@ -519,10 +566,12 @@ sw_status sw_move_wait(sw_move_handle *m, sw_tensor **result, sw_error *err)
 {
     if (!m)
         return sw_error_set(err, SW_ETYPE, "sw_move_wait: move must not be NULL");
-    /* A forked child's inherited move: nobody here would finish it. */
-    if (m->generation != atomic_load(&engine_generation) && !sw_completion_is_done(m->done))
-        sw_move_end_inherited();
-    sw_completion_wait(m->done);
+    if (!m->light) {
+        /* A forked child's inherited move: nobody here would finish it. */
+        if (m->generation != atomic_load(&engine_generation) && !sw_completion_is_done(m->done))
+            sw_move_end_inherited();
+        sw_completion_wait(m->done);
+    }
     if (m->status != SW_OK) {
         if (err)
             *err = m->err;
@@ -605,10 +654,13 @@ static sw_status new_move(sw_tensor *t, sw_carrier *d, const sw_move_options *o,
     m->dst = sw_carrier_ref(d);
     m->done = sw_completion_new();
     m->reported = sw_completion_new();
-    sw_layout *l = sw_layout_copy(t->layout, err);
-    if (l && !(m->result = sw_tensor_wrap(d, 0, l, err)))
-        sw_layout_free(l);
-    if (!m->done || !m->reported || !m->result) {
+    m->no_result = o && o->no_result;
+    if (!m->no_result) {
+        sw_layout *l = sw_layout_copy(t->layout, err);
+        if (l && !(m->result = sw_tensor_wrap(d, 0, l, err)))
+            sw_layout_free(l);
+    }
+    if (!m->done || !m->reported || (!m->result && !m->no_result)) {
         sw_move_unref(m);
         return sw_error_set(err, SW_ENOMEM, "move: out of memory");
     }
@@ -744,6 +796,183 @@ static void transfer_done(sw_move_handle *m, sw_status status, const sw_error *e
 static sw_status move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options *options,
                             sw_move_handle **out, sw_error *err);
 
+/* ---- the light path: a move that runs on its caller ------------------------
+ *
+ * A small move between built-in storage classes runs and commits on its
+ * caller (move.h, "Where the transfer runs"). It needs none of what a move
+ * handed to another thread needs: no completions (it committed before the
+ * caller gets the handle), no references to the carriers or a tensor on the
+ * source (the caller holds them until it returns), no result tensor unless
+ * one is wanted (made at commit), and one lock round on the carrier pair to
+ * validate and mark, one to commit. The rules are the same: pending marks,
+ * the profiling events, the commit guard and on_commit, counted in flight
+ * for drains and exit, refused once exit began. */
+
+/* Whether a move of the span (s, l) into d takes the light path. */
+static int light_eligible(const sw_carrier *s, const sw_layout *l, const sw_carrier *d,
+                          const sw_move_options *o)
+{
+    if (!d || d == s || (o && o->transfer) || atomic_load(&holding) ||
+        !atomic_load(&engine_hooks_registered) || !storage_builtin(s->ops) ||
+        !storage_builtin(d->ops) || !s->ops->storage || !d->ops->storage)
+        return 0;
+    int64_t ext[SW_COPY_MAX_DIMS], str[SW_COPY_MAX_DIMS];
+    if (copy_modes(l, ext, str) < 0)
+        return 0;
+    int64_t span = l->cosize * (int64_t)sw_dtype_slot_bytes(s->dtype);
+    int waits = o && o->caller_waits;
+    return span <= (waits ? HERE_WAITED_BYTES : HERE_BYTES) &&
+           !sw_fault_armed("move_transfer_pause");
+}
+
+/* sw_tensor_new's checks of a span, for a move of a span without a tensor
+ * (sw_move_span_async), in its order and words. */
+static sw_status light_span_locked(sw_carrier *s, int64_t offset, const sw_layout *l,
+                                   sw_error *err)
+{
+    int64_t end;
+    if (s->released)
+        return sw_error_set(err, SW_ESTATE, "tensor: the %s carrier is released",
+                            sw_carrier_name(s));
+    if (__builtin_add_overflow(offset, l->cosize, &end) || end > s->ops->size(s->impl))
+        return sw_error_set(err, SW_ERANGE,
+                            "tensor: offset %lld + cosize %lld exceeds the carrier's %lld slots",
+                            (long long)offset, (long long)l->cosize,
+                            (long long)s->ops->size(s->impl));
+    return SW_OK;
+}
+
+/* The commit of a light move, on its caller (as commit() does it). */
+static void light_commit(sw_move_handle *m, sw_carrier *s, const sw_layout *l, sw_carrier *d)
+{
+    atomic_store(&m->committing, 1);
+    sw_tensor *result = NULL;
+    if (m->status == SW_OK && !m->no_result) {
+        sw_layout *copy = sw_layout_copy(l, &m->err);
+        if (copy && !(result = sw_tensor_wrap(d, 0, copy, &m->err)))
+            sw_layout_free(copy);
+        if (!result)
+            m->status = sw_error_set(&m->err, SW_ENOMEM, "move: out of memory");
+    }
+    if (m->enter)
+        m->enter(m->user);
+    sw_carrier_lock_pair(s, d);
+    if (m->status == SW_OK && (d->released || d->ops->size(d->impl) < l->cosize))
+        m->status = sw_error_set(&m->err, SW_ESTATE,
+                                 "move: the %s destination lost its storage before commit",
+                                 sw_carrier_name(d));
+    s->pending_src = 0;
+    d->pending_dst = 0;
+    if (m->status == SW_OK)
+        release_moved_source(s);
+    sw_carrier_unlock_pair(s, d);
+    if (m->status != SW_OK) {
+        sw_tensor_unref(result);
+        result = NULL;
+    }
+    m->result = result;
+    if (m->on_commit)
+        m->on_commit(m, m->status, result, m->user);
+    profile(m, SW_MOVE_EVENT_COMPLETE, sw_clock_ns(), m->status);
+    if (m->enter && m->leave)
+        m->leave(m->user);
+    /* The caller's carriers may be gone from here on (leave may drop the
+     * binding's last references): only the handle is touched. */
+    live_remove(m);
+    uncount(m);
+}
+
+static sw_status move_light(sw_carrier *s, int64_t offset, const sw_layout *l, int span_checks,
+                            sw_carrier *d, const sw_move_options *o, sw_move_handle **out,
+                            sw_error *err)
+{
+    if (span_checks && offset < 0)
+        return sw_error_set(err, SW_EINVAL, "tensor: offset must be >= 0, not %lld",
+                            (long long)offset);
+    sw_move_handle *m = sw_calloc(1, sizeof *m);
+    if (!m)
+        return sw_error_set(err, SW_ENOMEM, "move: out of memory");
+    atomic_init(&m->refs, 1);
+    m->light = 1;
+    m->job.run = run_transfer;
+    sw_route_transfer_fn none;
+    m->route = o && o->elementwise ? SW_ROUTE_ELEMENTWISE : resolve(s->ops, d->ops, &none);
+    m->bytes = (m->route == SW_ROUTE_BULK ? l->cosize : l->size) *
+               (int64_t)sw_dtype_slot_bytes(s->dtype);
+    if (o) {
+        m->on_commit = o->on_commit;
+        m->user = o->user;
+        m->enter = o->commit_enter;
+        m->leave = o->commit_leave;
+        m->progress = o->progress;
+        m->caller_waits = o->caller_waits;
+        m->no_result = o->no_result;
+    }
+    int grow = 0;
+    sw_status st = SW_OK;
+    sw_carrier_lock_pair(s, d);
+    if (span_checks)
+        st = light_span_locked(s, offset, l, err);
+    if (st == SW_OK)
+        st = validate_locked(s, d, l, o, &grow, err);
+    if (st == SW_OK && atomic_load(&engine_exiting))
+        st = sw_error_set(err, SW_ESTATE, "move: the process is exiting; no new move can start");
+    if (st == SW_OK && grow)
+        st = d->ops->allocate(d->impl, l->cosize, err);
+    if (st == SW_OK) {
+        s->pending_src = 1;
+        d->pending_dst = 1;
+    }
+    sw_carrier_unlock_pair(s, d);
+    if (st != SW_OK) {
+        sw_free(m);
+        return st;
+    }
+    if (atomic_load(&hook_set)) {
+        pthread_mutex_lock(&hook_lock);
+        m->prof = hook_fn;
+        m->prof_user = hook_user;
+        pthread_mutex_unlock(&hook_lock);
+    }
+    m->submit_ns = m->prof ? sw_clock_ns() : 0;
+    m->generation = atomic_load(&engine_generation);
+    atomic_store(&m->counted, 1);
+    in_flight_add(1);
+    /* On the live list like any move, so that a child forked meanwhile by
+     * another thread ends it (move.h, "Fork"); its transfer runs here. */
+    m->light_src = s;
+    m->light_dst = d;
+    m->supplier = pthread_self();
+    m->supplier_in = 1;
+    live_add(m);
+    if (sw_fault_hit("move_submit")) {
+        live_remove(m);
+        sw_carrier_lock_pair(s, d);
+        s->pending_src = 0;
+        d->pending_dst = 0;
+        if (grow)
+            d->ops->unallocate(d->impl, NULL);
+        sw_carrier_unlock_pair(s, d);
+        uncount(m);
+        sw_free(m);
+        return sw_error_set(err, SW_EIO, "move: injected submission failure");
+    }
+    profile(m, SW_MOVE_EVENT_SUBMIT, 0, SW_OK);
+    /* Exit from a hook or a transfer here does not wait for this move. */
+    int was = engine_thread;
+    engine_thread = 1;
+    sw_error_clear(&m->err);
+    if (sw_fault_hit("move_transfer"))
+        m->status = sw_error_set(&m->err, SW_EIO, "move: injected transfer failure");
+    else
+        m->status = transfer_span(s, offset, l, d, m->route, m->caller_waits, m->progress,
+                                  &m->err);
+    light_commit(m, s, l, d);
+    engine_thread = was;
+    *out = m;
+    return SW_OK;
+}
+
 sw_status sw_move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options *options,
                         sw_move_handle **out, sw_error *err)
 {
@@ -756,6 +985,8 @@ sw_status sw_move_span_async(sw_carrier *src, int64_t offset, const sw_layout *l
 {
     if (!src || !layout)
         return sw_error_set(err, SW_ETYPE, "move: source carrier and layout must not be NULL");
+    if (out && light_eligible(src, layout, dst, options))
+        return move_light(src, offset, layout, 1, dst, options, out, err);
     sw_tensor *t = NULL;
     if (!SW_CARRIER_STATE_ONLY(src)) {
         sw_status st = sw_tensor_new(src, offset, layout, &t, err);
@@ -796,6 +1027,8 @@ static sw_status move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options
         pthread_mutex_unlock(&s->lock);
         return st;
     }
+    if (light_eligible(s, t->layout, dst, options))
+        return move_light(s, t->offset, t->layout, 0, dst, options, out, err);
     sw_carrier_lock_pair(s, dst);
     st = validate_locked(s, dst, t->layout, options, &grow, err);
     sw_carrier_unlock_pair(s, dst);
@@ -852,8 +1085,19 @@ static sw_status move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options
             here = runs_here(m);
         }
         pthread_mutex_unlock(&engine_lock);
-        if (!held && !here && !m->supplied)
+        if (!held && !here && !m->supplied) {
+            /* Without a profiling hook there is no SUBMIT event to order
+             * before COMPLETE: let the commit go now, so that queuing the
+             * job is the last thing this call does (on a busy machine the
+             * woken pool preempts its caller right there). */
+            if (!m->prof)
+                sw_completion_signal(m->reported);
             st = sw_executor_submit(engine, &m->job, err);
+            if (st == SW_OK && !m->prof) {
+                *out = m;
+                return SW_OK;
+            }
+        }
     }
     if (st != SW_OK) {
         m->queued = 0;
@@ -970,11 +1214,21 @@ static void live_remove(sw_move_handle *m)
  * (a supplied transfer inside sw_move_async here, or one holding transfer
  * access to either carrier here): it continues in the child and commits
  * as it would have. */
+static sw_carrier *src_of(sw_move_handle *m)
+{
+    return m->light ? m->light_src : m->src->carrier;
+}
+
+static sw_carrier *dst_of(sw_move_handle *m)
+{
+    return m->light ? m->light_dst : m->dst;
+}
+
 static int transfer_runs_here(sw_move_handle *m)
 {
     if (m->supplier_in && pthread_equal(m->supplier, pthread_self()))
         return 1;
-    return sw_carrier_in_transfer(m->src->carrier) || sw_carrier_in_transfer(m->dst);
+    return sw_carrier_in_transfer(src_of(m)) || sw_carrier_in_transfer(dst_of(m));
 }
 
 /* pthread_atfork child handler, after engine_after_fork_child (which gave
@@ -990,13 +1244,15 @@ static void moves_after_fork_child(void)
     inherited_head = NULL;
     while (m) {
         sw_move_handle *next = m->live_next;
-        sw_completion_reset_after_fork(m->done);
-        sw_completion_reset_after_fork(m->reported);
+        if (!m->light) { /* a light move has no completions */
+            sw_completion_reset_after_fork(m->done);
+            sw_completion_reset_after_fork(m->reported);
+        }
         int committing = atomic_load(&m->committing);
         if (!committing) {
             /* A thread the child lacks may have held them. */
-            pthread_mutex_init(&m->src->carrier->lock, NULL);
-            pthread_mutex_init(&m->dst->lock, NULL);
+            pthread_mutex_init(&src_of(m)->lock, NULL);
+            pthread_mutex_init(&dst_of(m)->lock, NULL);
         }
         if (!committing && transfer_runs_here(m))
             live_link(&live_head, m);
@@ -1017,15 +1273,25 @@ static void end_inherited(sw_move_handle *m)
     if (atomic_load(&m->committing)) {
         /* Its commit was under way on a thread the child lacks: nothing
          * more can be learnt or undone; its waiters wake. */
-        sw_completion_signal(m->done);
+        if (!m->light)
+            sw_completion_signal(m->done);
         return;
     }
     atomic_store(&m->supplied_reported, 1); /* a late report changes nothing */
     m->forked = 1;
     m->status = sw_error_set(&m->err, SW_ESTATE, FORKED_MESSAGE);
     /* Transfer access the parent's threads held on its carriers goes. */
-    sw_carrier_drop_inherited_access(m->src->carrier);
-    sw_carrier_drop_inherited_access(m->dst);
+    sw_carrier_drop_inherited_access(src_of(m));
+    sw_carrier_drop_inherited_access(dst_of(m));
+    if (m->light) {
+        /* Its caller is gone: the failed commit clears the marks and runs
+         * on_commit here; nobody holds the handle, so it stays. */
+        int was = engine_thread;
+        engine_thread = 1;
+        light_commit(m, m->light_src, NULL, m->light_dst);
+        engine_thread = was;
+        return;
+    }
     sw_completion_signal(m->reported); /* its SUBMIT may never have gone out */
     int was = engine_thread;
     engine_thread = 1;

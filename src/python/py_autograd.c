@@ -785,9 +785,10 @@ static int commit(graph *g, const Py_ssize_t *sched, Py_ssize_t nsched)
         int rc = 0;
         if (t->grad == Py_None) {
             PyObject *fresh = buffer_of(&g->t[sched[i]], vals);
-            if (fresh)
+            if (fresh) {
                 Py_SETREF(t->grad, fresh);
-            else
+                sw_py_tensor_track(T);
+            } else
                 rc = -1;
         } else {
             PyObject *grad = Py_NewRef(t->grad);

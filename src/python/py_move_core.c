@@ -106,9 +106,8 @@ int sw_py_core_move_start(sw_py_core_move *cm, PyObject *source, int64_t offset,
                           int caller_waits, int64_t *progress)
 {
     sw_error err;
-    sw_tensor *t = NULL;
-    if (sw_tensor_new(CARRIER(source)->core, offset, layout, &t, &err) != SW_OK)
-        return sw_py_raise(&err);
+    /* No core tensor, and no core result: the binding publishes its own
+     * Tensor at commit, and a small move takes the core's light path. */
     sw_move_options o = {
         .on_commit = on_commit,
         .user = cm,
@@ -117,21 +116,22 @@ int sw_py_core_move_start(sw_py_core_move *cm, PyObject *source, int64_t offset,
         .progress = progress,
         .caller_waits = caller_waits,
         .elementwise = elementwise,
+        .no_result = 1,
     };
     sw_move_handle *m = NULL;
     sw_status st;
-    int64_t span = layout->cosize * (int64_t)sw_dtype_slot_bytes(sw_tensor_dtype(t));
+    sw_carrier *src = CARRIER(source)->core, *dst = CARRIER(destination)->core;
+    int64_t span = layout->cosize * (int64_t)sw_dtype_slot_bytes(sw_carrier_dtype(src));
     /* A block device move the core may run here can wait for the device's
      * lock or a transfer on its range: never with the GIL held. */
     int device = block_pair(source, destination);
     if ((caller_waits && span > GIL_HELD_BYTES) || device) {
         Py_BEGIN_ALLOW_THREADS
-        st = sw_move_async(t, CARRIER(destination)->core, &o, &m, &err);
+        st = sw_move_span_async(src, offset, layout, dst, &o, &m, &err);
         Py_END_ALLOW_THREADS
     } else {
-        st = sw_move_async(t, CARRIER(destination)->core, &o, &m, &err);
+        st = sw_move_span_async(src, offset, layout, dst, &o, &m, &err);
     }
-    sw_tensor_unref(t);
     /* The commit reaches the binding through `cm`: the handle is not kept. */
     sw_move_unref(m);
     return st == SW_OK ? 0 : sw_py_raise(&err);

@@ -61,6 +61,7 @@ int sw_py_operation_attach(PyObject *op, PyObject *result)
 {
     SwTensorObject *t = (SwTensorObject *)result;
     Py_SETREF(t->autograd_ctx, Py_NewRef(op));
+    sw_py_tensor_track(result);
     return 0;
 }
 

@@ -460,6 +460,8 @@ static int tensor_set_autograd_ctx(SwTensorObject *self, PyObject *value, void *
         }
     }
     Py_SETREF(self->autograd_ctx, Py_NewRef(value));
+    if (value != Py_None)
+        sw_py_tensor_track((PyObject *)self);
     return 0;
 }
 
@@ -488,6 +490,8 @@ static int tensor_set_grad(SwTensorObject *self, PyObject *value, void *closure)
         }
     }
     Py_SETREF(self->grad, Py_NewRef(value));
+    if (value != Py_None)
+        sw_py_tensor_track((PyObject *)self);
     return 0;
 }
 

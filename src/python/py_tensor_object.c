@@ -59,6 +59,28 @@ static SwTensorObject *tensor_alloc(PyObject *dtype, Py_ssize_t nsub)
     return t;
 }
 
+/* The cyclic GC: a Tensor refers to its dtypes, carriers, layouts, adjacent
+ * layouts, autograd context and gradient. A reference cycle through a
+ * Tensor needs one of them to lead back to it; dtypes and layouts never do,
+ * nor do carriers of the built-in CPU, Generic and FileBacked classes (they
+ * hold no Python object but a FileBacked's path). So a Tensor on such a
+ * carrier with no autograd context and no gradient cannot be part of a
+ * cycle: it is left out of the collector's lists (as CPython leaves a dict
+ * of atomic values out), so that collections do not traverse every moved
+ * result, and joins them the moment an autograd context or a gradient is
+ * set (sw_py_tensor_track at every such assignment). */
+static int cycle_free_carrier(PyObject *carrier)
+{
+    PyTypeObject *t = Py_TYPE(carrier);
+    return t == &SwCPU_Type || t == &SwGeneric_Type || t == &SwFileBacked_Type;
+}
+
+void sw_py_tensor_track(PyObject *tensor)
+{
+    if (!PyObject_GC_IsTracked(tensor))
+        PyObject_GC_Track(tensor);
+}
+
 static int tensor_traverse(SwTensorObject *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->dtype);
@@ -204,6 +226,8 @@ static PyObject *tensor_new1(PyObject *carrier, PyObject *offset_obj, int64_t of
         Py_DECREF(t);
         return NULL;
     }
+    if (cycle_free_carrier(carrier)) /* no autograd context nor gradient yet */
+        PyObject_GC_UnTrack(t);
     return (PyObject *)t;
 error:
     Py_DECREF(dtype);

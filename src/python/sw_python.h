@@ -293,6 +293,10 @@ typedef struct SwTensorObject {
 
 /* Build a validated one-subtensor Tensor (T-1 checks). New reference. */
 PyObject *sw_py_tensor_new1(PyObject *carrier, int64_t offset, PyObject *layout);
+/* Put a Tensor on the cyclic GC's lists (a Tensor on a built-in carrier
+ * starts off them): call it wherever its autograd context or gradient is
+ * set to something other than None. */
+void sw_py_tensor_track(PyObject *tensor);
 /* Build a Tensor from a representation, validated by T-4..T-7: nsub
  * (carrier, offset, layout) planes and nsub - 1 adjacent Layouts. Borrows
  * every argument. New reference. */

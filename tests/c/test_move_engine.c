@@ -276,6 +276,99 @@ static void test_many_unit_modes(void)
     sw_carrier_unref(cpu);
 }
 
+/* ---- the light path: a small move run on its caller ------------------------ */
+
+static _Atomic int events[8];
+static _Atomic int nevents;
+static sw_move_handle *_Atomic event_move;
+
+static void record_event(const sw_move_event *ev, void *user)
+{
+    (void)user;
+    int k = atomic_fetch_add(&nevents, 1);
+    if (k < 8)
+        events[k] = ev->kind;
+    event_move = ev->move;
+}
+
+/* A span moved without a tensor and without a result (what a binding that
+ * publishes its own result asks for): committed before it returns, the
+ * source released, the values there, SUBMIT then COMPLETE reported for
+ * that handle, and the span's own checks before anything changes. */
+static void test_light_span_without_result(void)
+{
+    sw_error err;
+    sw_carrier *cpu, *back;
+    sw_tensor *t = filled(1000, 11, &cpu), *r = NULL;
+    CHECK(t && sw_cpu_new(1000, SW_DT_INT32, SW_CARRIER_EMPTY, &back, &err) == SW_OK);
+    sw_move_options o = {.no_result = 1};
+    sw_move_handle *m = NULL;
+    /* Refused with nothing changed: a negative offset, a span past the
+     * carrier's end. */
+    CHECK(sw_move_span_async(cpu, -1, sw_tensor_layout(t), back, &o, &m, &err) == SW_EINVAL);
+    CHECK(sw_move_span_async(cpu, 1, sw_tensor_layout(t), back, &o, &m, &err) == SW_ERANGE);
+    CHECK(m == NULL && !sw_carrier_is_pending(cpu) && !sw_carrier_is_pending(back));
+    atomic_store(&nevents, 0);
+    sw_move_set_profile_hook(record_event, NULL);
+    CHECK(sw_move_span_async(cpu, 0, sw_tensor_layout(t), back, &o, &m, &err) == SW_OK);
+    sw_move_set_profile_hook(NULL, NULL);
+    CHECK(m && sw_move_done(m));
+    CHECK_EQ_I64(atomic_load(&nevents), 2);
+    CHECK(events[0] == SW_MOVE_EVENT_SUBMIT && events[1] == SW_MOVE_EVENT_COMPLETE);
+    CHECK(event_move == m);
+    CHECK_EQ_I64(sw_move_bytes(m), 4000);
+    CHECK(sw_move_wait(m, &r, &err) == SW_OK && r == NULL);
+    CHECK(sw_carrier_is_released(cpu) && !sw_carrier_is_pending(back));
+    CHECK(((int32_t *)sw_cpu_pointer(back))[999] == 11 + 999);
+    /* A released source: refused with the tensor's words. */
+    CHECK(sw_move_span_async(cpu, 0, sw_tensor_layout(t), back, &o, &m, &err) == SW_ESTATE);
+    sw_move_unref(m);
+    sw_tensor_unref(t);
+    sw_carrier_unref(back);
+    sw_carrier_unref(cpu);
+}
+
+static _Atomic int drained_during;
+
+static void *drain_briefly(void *arg)
+{
+    (void)arg;
+    drained_during = sw_move_drain_for(20 * 1000 * 1000);
+    return NULL;
+}
+
+/* From inside the commit guard another thread's drain sees it in flight. */
+static void drain_from_guard(void *user)
+{
+    (void)user;
+    pthread_t th;
+    pthread_create(&th, NULL, drain_briefly, NULL);
+    pthread_join(th, NULL);
+}
+
+/* A move run on its caller counts in flight until its commit ends: a drain
+ * on another thread meanwhile waits for it (and runs out of time here),
+ * one after it returns finds nothing left. */
+static void test_light_move_counts_in_flight(void)
+{
+    sw_error err;
+    sw_carrier *cpu, *back;
+    sw_tensor *t = filled(64, 2, &cpu), *r = NULL;
+    CHECK(t && sw_cpu_new(64, SW_DT_INT32, SW_CARRIER_EMPTY, &back, &err) == SW_OK);
+    sw_move_options o = {.commit_enter = drain_from_guard};
+    drained_during = -1;
+    sw_move_handle *m = NULL;
+    CHECK(sw_move_async(t, back, &o, &m, &err) == SW_OK && sw_move_done(m));
+    CHECK_EQ_I64(drained_during, 0);
+    CHECK(sw_move_drain_for(0) == 1);
+    CHECK(sw_move_wait(m, &r, &err) == SW_OK && holds(r, 64, 2));
+    sw_move_unref(m);
+    sw_tensor_unref(r);
+    sw_tensor_unref(t);
+    sw_carrier_unref(back);
+    sw_carrier_unref(cpu);
+}
+
 int main(void)
 {
     test_commit_guard_from_many_threads();
@@ -283,5 +376,7 @@ int main(void)
     test_hold();
     test_progress_and_route();
     test_many_unit_modes();
+    test_light_span_without_result();
+    test_light_move_counts_in_flight();
     return check_report("move_engine");
 }

@@ -327,6 +327,98 @@ static void test_end_inherited_without_fork_is_a_no_op(void)
     sw_carrier_unref(d);
 }
 
+/* A small move runs on its caller (the light path) and holds no completion
+ * anyone could wait on; a child forked by another thread while it runs
+ * still ends it: sw_move_end_inherited clears both marks and runs its
+ * on_commit once with the fork's failure. The move is held between its
+ * marks and its transfer by the profiling hook's SUBMIT event, which runs
+ * on the moving thread. */
+static pthread_mutex_t light_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t light_cond = PTHREAD_COND_INITIALIZER;
+static int light_submitted, light_forked;
+static _Atomic int light_fork_ended;
+
+static void hold_at_submit(const sw_move_event *e, void *user)
+{
+    (void)user;
+    if (e->kind != SW_MOVE_EVENT_SUBMIT)
+        return;
+    pthread_mutex_lock(&light_lock);
+    light_submitted = 1;
+    pthread_cond_broadcast(&light_cond);
+    while (!light_forked)
+        pthread_cond_wait(&light_cond, &light_lock);
+    pthread_mutex_unlock(&light_lock);
+}
+
+static void note_fork_commit(sw_move_handle *m, sw_status st, sw_tensor *result, void *user)
+{
+    (void)result, (void)user;
+    count_commit(m, st, result, user);
+    if (st == SW_ESTATE && sw_move_ended_by_fork(m))
+        atomic_fetch_add(&light_fork_ended, 1);
+}
+
+typedef struct light_args {
+    sw_tensor *t;
+    sw_carrier *d;
+    sw_status st;
+} light_args;
+
+static void *light_mover(void *arg)
+{
+    light_args *a = arg;
+    sw_error err;
+    sw_move_options o = {.on_commit = note_fork_commit};
+    sw_move_handle *m = NULL;
+    a->st = sw_move_async(a->t, a->d, &o, &m, &err);
+    if (a->st == SW_OK) {
+        CHECK(sw_move_done(m) == 1); /* it ran here: the light path */
+        a->st = sw_move_wait(m, NULL, &err);
+        sw_move_unref(m);
+    }
+    return NULL;
+}
+
+static void test_light_move_of_another_thread_ends_in_child(void)
+{
+    atomic_store(&commits_ok, 0);
+    atomic_store(&commits_failed, 0);
+    light_args a = {.t = filled_source(), .d = empty_cpu(), .st = SW_EINVAL};
+    sw_move_set_profile_hook(hold_at_submit, NULL);
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, light_mover, &a) == 0);
+    pthread_mutex_lock(&light_lock);
+    while (!light_submitted)
+        pthread_cond_wait(&light_cond, &light_lock);
+    pthread_mutex_unlock(&light_lock);
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(30);
+        EXPECT(pending(sw_tensor_carrier(a.t)) != 0 && pending(a.d) != 0, 20);
+        sw_move_end_inherited();
+        EXPECT(atomic_load(&light_fork_ended) == 1 && atomic_load(&commits_failed) == 1, 21);
+        EXPECT(atomic_load(&commits_ok) == 0, 22);
+        EXPECT(pending(sw_tensor_carrier(a.t)) == 0 && pending(a.d) == 0, 23);
+        EXPECT(!released(sw_tensor_carrier(a.t)) && values_intact(a.t), 24);
+        sw_move_end_inherited(); /* ending again changes nothing */
+        EXPECT(atomic_load(&commits_failed) == 1, 25);
+        _exit(0);
+    }
+    pthread_mutex_lock(&light_lock);
+    light_forked = 1;
+    pthread_cond_broadcast(&light_cond);
+    pthread_mutex_unlock(&light_lock);
+    reap(pid, "light move of another thread");
+    CHECK(pthread_join(th, NULL) == 0);
+    sw_move_set_profile_hook(NULL, NULL);
+    /* In the parent the move finished as if nothing happened. */
+    CHECK(a.st == SW_OK && atomic_load(&commits_ok) == 1 && atomic_load(&commits_failed) == 0);
+    CHECK(released(sw_tensor_carrier(a.t)) && pending(a.d) == 0);
+    sw_tensor_unref(a.t);
+    sw_carrier_unref(a.d);
+}
+
 int main(void)
 {
     test_end_inherited_without_fork_is_a_no_op();
@@ -334,5 +426,6 @@ int main(void)
     test_pool_move_wait_in_child_does_not_hang();
     test_supplied_move_ends_in_child();
     test_transfer_on_forking_thread_continues_in_child();
+    test_light_move_of_another_thread_ends_in_child();
     return check_report("move_fork");
 }

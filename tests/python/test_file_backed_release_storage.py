@@ -1,8 +1,9 @@
 """Releasing a FileBacked carrier (explicitly, or as the source of a move)
 removes its file at once; the last close, where the file system frees the
-storage, runs off the caller's path for files under 1 MiB (larger ones are
-closed on the caller), and is done before fork() returns and before the
-interpreter exits.
+storage, runs off the caller's path for files under 1 MiB and for a moved
+source of any size (other released files of 1 MiB or more are closed on the
+caller; a new file waits for a moved source's close), and is done before
+fork() returns and before the interpreter exits.
 
 The background close is held deterministically at a pause point
 (fault-injection builds), so the tests see a released descriptor still open
@@ -180,9 +181,34 @@ def test_c23_waiting_descriptors_never_cost_a_new_file_its_descriptor():
 @needs_faults
 @needs_proc
 def test_c23_released_file_of_a_mebibyte_or_more_is_closed_before_release_returns():
-    # A large file's storage is given back on the caller: freed in the
-    # background it was still being returned while the next large write ran.
-    # The background close is held, so only a close on the caller frees it.
+    # release() gives a large file's storage back on the caller: freed in
+    # the background it was still being returned while the next large write
+    # ran. The background close is held, so only a close on the caller frees it.
+    out = run_python(PRELUDE, """
+        import strideweave as sw
+        from strideweave import CPU, FileBacked, Layout, Shape, Stride, Tensor, _C
+
+        n = 1 << 18  # 1 MiB of Float32
+        _C._fault_inject("file_reclaim_pause")
+        with sw.no_grad():
+            t = sw.move(Tensor(CPU(n, empty=True), 0, Layout(Shape(n), Stride(1))), FileBacked())
+        d = str(t.carrier.path.parent)
+        path = t.carrier.path
+        t.carrier.release()
+        print(json.dumps({"held": held(d), "gone": not path.exists()}))
+        _C._fault_resume()
+    """)
+    assert out["gone"] and out["held"] == 0
+
+
+@needs_faults
+@needs_proc
+def test_c23_moved_large_source_is_freed_off_the_caller_and_before_the_next_file():
+    # A move's released source of 1 MiB or more: the name is gone when the
+    # move returns, its storage is freed in the background (the move's
+    # caller does not pay for it), and a new file is made only once it is
+    # freed, so the two never run side by side. The background close is
+    # held: the new file's creation frees it itself.
     out = run_python(PRELUDE, """
         import strideweave as sw
         from strideweave import CPU, FileBacked, Layout, Shape, Stride, Tensor, _C
@@ -193,8 +219,14 @@ def test_c23_released_file_of_a_mebibyte_or_more_is_closed_before_release_return
             t = sw.move(Tensor(CPU(n, empty=True), 0, Layout(Shape(n), Stride(1))), FileBacked())
             d = str(t.carrier.path.parent)
             path = t.carrier.path
-            sw.move(t, CPU(n, empty=True))
-        print(json.dumps({"held": held(d), "gone": not path.exists()}))
+            back = sw.move(t, CPU(n, empty=True))
+        after_move = held(d)
+        gone = not path.exists()
+        fresh = FileBacked()
+        after_new_file = held(d)
+        print(json.dumps({"after_move": after_move, "gone": gone,
+                          "after_new_file": after_new_file}))
         _C._fault_resume()
     """)
-    assert out["gone"] and out["held"] == 0
+    assert out["gone"] and out["after_move"] == 1
+    assert out["after_new_file"] == 0
