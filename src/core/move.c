@@ -642,6 +642,17 @@ static sw_status validate_locked(sw_carrier *s, sw_carrier *d, const sw_layout *
     return SW_OK;
 }
 
+/* What a handle keeps of the caller's options (both paths). */
+static void take_options(sw_move_handle *m, const sw_move_options *o)
+{
+    m->on_commit = o->on_commit;
+    m->user = o->user;
+    m->enter = o->commit_enter;
+    m->leave = o->commit_leave;
+    m->progress = o->progress;
+    m->caller_waits = o->caller_waits;
+}
+
 static sw_status new_move(sw_tensor *t, sw_carrier *d, const sw_move_options *o,
                           sw_move_handle **out, sw_error *err)
 {
@@ -670,12 +681,7 @@ static sw_status new_move(sw_tensor *t, sw_carrier *d, const sw_move_options *o,
     int64_t ext[SW_COPY_MAX_DIMS], str[SW_COPY_MAX_DIMS];
     m->slotwise = !so->storage || !dops->storage || copy_modes(t->layout, ext, str) < 0;
     if (o) {
-        m->on_commit = o->on_commit;
-        m->user = o->user;
-        m->enter = o->commit_enter;
-        m->leave = o->commit_leave;
-        m->progress = o->progress;
-        m->caller_waits = o->caller_waits;
+        take_options(m, o);
         /* A block device carrier moves only by its own route, never slot
          * by slot (slot writes are not made durable). */
         if (o->elementwise && !m->transfer) {
@@ -716,13 +722,18 @@ static int runs_here(const sw_move_handle *m)
  * trip measured as most of a small read's time), unless a test holds
  * device transfers at a pause point. A write into the device otherwise
  * goes to the pool, where writers in flight share fdatasyncs. */
+static int block_route_here(const sw_carrier *s, const sw_layout *l, int caller_waits)
+{
+    int64_t span = l->cosize * (int64_t)sw_dtype_slot_bytes(s->dtype);
+    if (caller_waits && span <= HERE_WAITED_BYTES)
+        return 1;
+    return s->ops == &sw_block_device_carrier_class && span <= HERE_BYTES &&
+           !sw_block_device_route_may_pause();
+}
+
 static int runs_block_route_here(const sw_move_handle *m)
 {
-    int64_t span = m->src->layout->cosize * (int64_t)sw_dtype_slot_bytes(m->src->carrier->dtype);
-    if (m->caller_waits && span <= HERE_WAITED_BYTES)
-        return 1;
-    return m->src->carrier->ops == &sw_block_device_carrier_class && span <= HERE_BYTES &&
-           !sw_block_device_route_may_pause();
+    return block_route_here(m->src->carrier, m->src->layout, m->caller_waits);
 }
 
 /* Hand a supplied-transfer move to its transfer, on this thread (move.h,
@@ -813,8 +824,14 @@ static int light_eligible(const sw_carrier *s, const sw_layout *l, const sw_carr
                           const sw_move_options *o)
 {
     if (!d || d == s || (o && o->transfer) || atomic_load(&holding) ||
-        !atomic_load(&engine_hooks_registered) || !storage_builtin(s->ops) ||
-        !storage_builtin(d->ops) || !s->ops->storage || !d->ops->storage)
+        !atomic_load(&engine_hooks_registered))
+        return 0;
+    sw_route_transfer_fn route_fn;
+    if (resolve(s->ops, d->ops, &route_fn) == SW_ROUTE_BULK && route_fn)
+        return !(o && o->elementwise) && block_route_here(s, l, o && o->caller_waits) &&
+               !sw_fault_armed("move_transfer_pause");
+    if (!storage_builtin(s->ops) || !storage_builtin(d->ops) || !s->ops->storage ||
+        !d->ops->storage)
         return 0;
     int64_t ext[SW_COPY_MAX_DIMS], str[SW_COPY_MAX_DIMS];
     if (copy_modes(l, ext, str) < 0)
@@ -895,17 +912,15 @@ static sw_status move_light(sw_carrier *s, int64_t offset, const sw_layout *l, i
     atomic_init(&m->refs, 1);
     m->light = 1;
     m->job.run = run_transfer;
-    sw_route_transfer_fn none;
-    m->route = o && o->elementwise ? SW_ROUTE_ELEMENTWISE : resolve(s->ops, d->ops, &none);
+    sw_route_transfer_fn route_fn;
+    m->route = resolve(s->ops, d->ops, &route_fn);
+    m->transfer = route_fn; /* a block device's route; NULL between host classes */
+    if (o && o->elementwise && !route_fn)
+        m->route = SW_ROUTE_ELEMENTWISE;
     m->bytes = (m->route == SW_ROUTE_BULK ? l->cosize : l->size) *
                (int64_t)sw_dtype_slot_bytes(s->dtype);
     if (o) {
-        m->on_commit = o->on_commit;
-        m->user = o->user;
-        m->enter = o->commit_enter;
-        m->leave = o->commit_leave;
-        m->progress = o->progress;
-        m->caller_waits = o->caller_waits;
+        take_options(m, o);
         m->no_result = o->no_result;
     }
     int grow = 0;
@@ -964,6 +979,8 @@ static sw_status move_light(sw_carrier *s, int64_t offset, const sw_layout *l, i
     sw_error_clear(&m->err);
     if (sw_fault_hit("move_transfer"))
         m->status = sw_error_set(&m->err, SW_EIO, "move: injected transfer failure");
+    else if (m->transfer)
+        m->status = m->transfer(s, offset, d, l, m->progress, &m->err);
     else
         m->status = transfer_span(s, offset, l, d, m->route, m->caller_waits, m->progress,
                                   &m->err);

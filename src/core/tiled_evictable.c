@@ -962,14 +962,11 @@ typedef struct te_segment {
 static sw_status read_hooked(sw_tiled_evictable *te, int64_t slot, int64_t count,
                              unsigned char *o, sw_error *err);
 
-sw_status sw_tiled_evictable_read(sw_tiled_evictable *te, int64_t slot, int64_t count, void *out,
-                                  sw_error *err)
+/* A read's refusals, in order, under te->lock: released, slots out of
+ * range, a tile whose storage is invalid. */
+static sw_status check_read_locked(sw_tiled_evictable *te, int64_t slot, int64_t count,
+                                   sw_error *err)
 {
-    if (!te || (!out && count > 0))
-        return sw_error_set(err, SW_ETYPE, "TiledEvictable: arguments must not be NULL");
-    if (te->hooked)
-        return read_hooked(te, slot, count, out, err);
-    pthread_mutex_lock(&te->lock);
     sw_status st = refuse_released_locked(te, "read", err);
     if (st == SW_OK)
         st = check_slots(te, slot, count, err);
@@ -978,6 +975,18 @@ sw_status sw_tiled_evictable_read(sw_tiled_evictable *te, int64_t slot, int64_t 
         sw_tiles_locate(&te->geo, slot + i, &t, &w);
         st = refuse_invalid_locked(te, t, err);
     }
+    return st;
+}
+
+sw_status sw_tiled_evictable_read(sw_tiled_evictable *te, int64_t slot, int64_t count, void *out,
+                                  sw_error *err)
+{
+    if (!te || (!out && count > 0))
+        return sw_error_set(err, SW_ETYPE, "TiledEvictable: arguments must not be NULL");
+    if (te->hooked)
+        return read_hooked(te, slot, count, out, err);
+    pthread_mutex_lock(&te->lock);
+    sw_status st = check_read_locked(te, slot, count, err);
     unsigned char *o = out;
     for (int64_t i = 0; st == SW_OK && i < count; i++) {
         int64_t t, w;
@@ -1011,14 +1020,7 @@ static sw_status read_hooked(sw_tiled_evictable *te, int64_t slot, int64_t count
         return sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory reading slots");
     int64_t nseg = 0;
     pthread_mutex_lock(&te->lock);
-    sw_status st = refuse_released_locked(te, "read", err);
-    if (st == SW_OK)
-        st = check_slots(te, slot, count, err);
-    for (int64_t i = 0; st == SW_OK && i < count; i++) {
-        int64_t t, w;
-        sw_tiles_locate(&te->geo, slot + i, &t, &w);
-        st = refuse_invalid_locked(te, t, err);
-    }
+    sw_status st = check_read_locked(te, slot, count, err);
     for (int64_t i = 0; st == SW_OK && i < count; i++) {
         int64_t t, w;
         sw_tiles_locate(&te->geo, slot + i, &t, &w);
