@@ -962,6 +962,17 @@ typedef struct te_segment {
 static sw_status read_hooked(sw_tiled_evictable *te, int64_t slot, int64_t count,
                              unsigned char *o, sw_error *err);
 
+/* Where slot `slot` lies (its tile `t`, its index `w` there) and how many
+ * slots from it, at most `left`, run contiguous along axis 0 inside that
+ * tile's storage (read or written at once). */
+static int64_t locate_run(const sw_tiled_evictable *te, int64_t slot, int64_t left, int64_t *t,
+                          int64_t *w)
+{
+    sw_tiles_locate(&te->geo, slot, t, w);
+    int64_t run = te->geo.tile[0] - *w % te->geo.tile[0];
+    return run < left ? run : left;
+}
+
 /* A read's refusals, in order, under te->lock: released, slots out of
  * range, a tile whose storage is invalid. */
 static sw_status check_read_locked(sw_tiled_evictable *te, int64_t slot, int64_t count,
@@ -990,13 +1001,8 @@ sw_status sw_tiled_evictable_read(sw_tiled_evictable *te, int64_t slot, int64_t 
     unsigned char *o = out;
     for (int64_t i = 0; st == SW_OK && i < count; i++) {
         int64_t t, w;
-        sw_tiles_locate(&te->geo, slot + i, &t, &w);
+        int64_t run = locate_run(te, slot + i, count - i, &t, &w);
         const te_tile *r = &te->tiles[t];
-        /* A run of slots along axis 0 inside one tile is contiguous in its
-         * storage: read it at once. */
-        int64_t run = te->geo.tile[0] - w % te->geo.tile[0];
-        if (run > count - i)
-            run = count - i;
         if (r->loc == SW_TE_IMPLICIT)
             memset(o + (size_t)i * te->eb, 0, (size_t)run * te->eb);
         else
@@ -1023,11 +1029,8 @@ static sw_status read_hooked(sw_tiled_evictable *te, int64_t slot, int64_t count
     sw_status st = check_read_locked(te, slot, count, err);
     for (int64_t i = 0; st == SW_OK && i < count; i++) {
         int64_t t, w;
-        sw_tiles_locate(&te->geo, slot + i, &t, &w);
+        int64_t run = locate_run(te, slot + i, count - i, &t, &w);
         const te_tile *r = &te->tiles[t];
-        int64_t run = te->geo.tile[0] - w % te->geo.tile[0];
-        if (run > count - i)
-            run = count - i;
         if (r->loc == SW_TE_IMPLICIT)
             memset(o + (size_t)i * te->eb, 0, (size_t)run * te->eb);
         else if (te_store_bound(&r->store))
@@ -1121,11 +1124,8 @@ static sw_status write_hooked(sw_tiled_evictable *te, int64_t slot, int64_t coun
                           "promoted for this write; try again");
     for (int64_t i = 0; st == SW_OK && i < count; i++) {
         int64_t t, w;
-        sw_tiles_locate(&te->geo, slot + i, &t, &w);
+        int64_t run = locate_run(te, slot + i, count - i, &t, &w);
         te_tile *r = &te->tiles[t];
-        int64_t run = te->geo.tile[0] - w % te->geo.tile[0];
-        if (run > count - i)
-            run = count - i;
         if (r->loc != SW_TE_IMPLICIT) {
             if (!mark[t]) {
                 mark[t] = 1;
