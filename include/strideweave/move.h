@@ -13,7 +13,10 @@
  *   6. dst is released                               SW_ESTATE
  *   7. dst is not publicly mutable (incl. pending)   SW_ESTATE
  *   8. dst's dtype is not t's dtype                  SW_ETYPE
- *   9. a BlockDeviceCarrier on either side and the    SW_ENOTSUP
+ *   9. a TiledEvictable carrier on either side       SW_ENOTSUP
+ *      (tiled_evictable.h: its values stay in its
+ *      tiers; a projection copies them out),
+ *      a BlockDeviceCarrier on either side and the    SW_ENOTSUP
  *      other side not CPU (block_device.h),
  *      or its device faulted                         SW_ESTATE
  *  10. dst is smaller than the layout's cosize and   SW_EINVAL
@@ -25,7 +28,9 @@
  * both carriers expose storage, else slot by slot through the ops), grows
  * an empty allocatable destination to exactly the cosize, marks both
  * carriers pending and submits the transfer to the core's pool (started
- * lazily on first use). A failure during these steps undoes the growth
+ * lazily on first use; the same pool and completion thread run
+ * TiledEvictable's asynchronous work, tiled_evictable.h: one set of
+ * threads per process). A failure during these steps undoes the growth
  * and the marks. From submission on, every failure is the move's terminal
  * failure, reported by sw_move_wait.
  *
@@ -81,15 +86,16 @@
  * transfer runs"); sw_move_wait and sw_move and sw_move_drain block.
  *
  * Process exit: a program may return from main or call exit() with moves
- * in flight (handles dropped or not). Exit then waits for them, like
- * sw_move_drain: each one finishes and commits (or fails) as it would
+ * (or TiledEvictable asynchronous work) in flight, handles dropped or not.
+ * Exit then waits for them, like sw_move_drain: each one finishes and commits (or fails) as it would
  * have, so no transfer is cut short, a move into a BlockDeviceCarrier
  * is durable on the device (it commits only then), nothing crashes, and
  * the session directory of FileBacked carriers is removed after the
  * moves into its files finished. From the moment exit begins,
- * sw_move_async fails SW_ESTATE ("the process is exiting"), also in exit
- * handlers that run later. The wait is registered with atexit() when the
- * first move starts. Exit called from an on_commit callback, the
+ * sw_move_async (and a TiledEvictable _async call) fails SW_ESTATE ("the
+ * process is exiting"), also in exit handlers that run later. The wait is
+ * registered with atexit() when the first move or TiledEvictable request
+ * starts. Exit called from an on_commit callback, the
  * profiling hook or a carrier's transfer (the engine's own threads) does
  * not wait, since that move cannot finish first. Not covered: _exit(),
  * quick_exit(), a fatal signal (a move into a BlockDeviceCarrier that was
@@ -122,7 +128,9 @@
  * transfer holding transfer access to either carrier there, carrier.h):
  * it continues in the child and commits there once it reports. A move
  * whose commit was under way on another thread at the fork keeps what
- * that commit did; its waiters wake with its outcome. */
+ * that commit did; its waiters wake with its outcome. The same handlers
+ * end the TiledEvictable work the child inherited (tiled_evictable.h,
+ * "Fork"): that needs no call, since it runs no hook of a binding. */
 #ifndef STRIDEWEAVE_MOVE_H
 #define STRIDEWEAVE_MOVE_H
 
@@ -308,11 +316,14 @@ SW_API int sw_move_ended_by_fork(sw_move_handle *m);
 SW_API sw_status sw_move(sw_tensor *t, sw_carrier *dst, sw_tensor **result, sw_error *err);
 
 /* Block until every move submitted so far has committed and dropped the
- * references it held. Exit does this on its own (see the top of this
- * file); call it where you need the moves done earlier. */
+ * references it held, and every piece of TiledEvictable asynchronous work
+ * too (one engine: sw_tiled_evictable_drain is this same drain). Exit does
+ * this on its own (see the top of this file); call it where you need the
+ * work done earlier. */
 SW_API void sw_move_drain(void);
 /* sw_move_drain for at most `timeout_ns` (< 0: no bound): 1 when no move
- * is left in flight, 0 when the time ran out. */
+ * (and no TiledEvictable work) is left in flight, 0 when the time ran
+ * out. */
 SW_API int sw_move_drain_for(int64_t timeout_ns);
 
 /* Process-wide profiling hook: SW_MOVE_EVENT_SUBMIT on the initiating

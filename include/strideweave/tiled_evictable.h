@@ -286,8 +286,10 @@ SW_API sw_status sw_tiled_evictable_new_like(sw_tiled_evictable *te, const void 
  * what its blocking form checks, in the same order, and marks the tiles
  * (pending, or pinned) before it returns: a refusal returns directly with
  * nothing changed and no handle. The copies (or the gather) then run on
- * the core's pool; one completion thread commits every tile of the request
- * together, or nothing on failure (an injected fault, an I/O error), then
+ * the core's pool, the move engine's (move.h: one pool and one completion
+ * thread per process for moves and this work alike, started lazily by
+ * whichever comes first); its completion thread commits every tile of the
+ * request together, or nothing on failure (an injected fault, an I/O error), then
  * clears the marks and wakes the waiters. A dropped handle neither cancels
  * nor blocks the work: it holds its own references (to the carrier and to
  * a projection's destination) until it committed. The blocking forms run
@@ -299,19 +301,26 @@ SW_API sw_status sw_tiled_evictable_new_like(sw_tiled_evictable *te, const void 
  * same tensor on every call. sw_te_work_done is 1 once wait would not
  * block. The handle starts with one reference (sw_te_work_unref).
  *
- * Fork: a child process has none of the parent's threads. It ends the
- * work it inherited (asynchronous, or blocking calls other threads were
- * making): the marks clear, residency and values stay as they were at the
- * fork, and waiting on an inherited handle fails SW_ESTATE (the message
- * says "forked"). Storage the parent was filling for that work is left to
- * the parent (never released by the child). New work in the child starts
- * its own pool.
+ * Fork: a child process has none of the parent's threads. The engine's
+ * fork handlers (move.h, "Fork") end the work it inherited (asynchronous,
+ * or blocking calls other threads were making) inside fork() itself, as
+ * no binding hook runs for it (no call is needed, unlike the moves a
+ * child inherits): the marks clear, residency and values stay as they
+ * were at the fork, and waiting on an inherited handle fails SW_ESTATE
+ * (the message says "forked") at once. Storage the parent was filling for
+ * that work is left to the parent (never released by the child). New work
+ * in the child starts the child's own engine; its drains and its exit
+ * wait only for its own work.
  *
- * Exit: work still in flight when the process exits is cut short: exit
- * does not wait for it (unlike moves, move.h), so call
- * sw_tiled_evictable_drain first where the work must finish. drain blocks
- * until every piece of asynchronous work submitted so far has committed
- * and dropped its references.
+ * Exit: like moves (move.h, "Process exit"): exit waits for the work in
+ * flight, which commits (or fails) as it would have; from the moment exit
+ * begins, the _async calls fail SW_ESTATE ("the process is exiting"). Not
+ * covered: _exit(), a fatal signal, and work whose binding tile copy
+ * (sw_te_tier_hooks.copy) never reports (exit then never ends: a binding
+ * lets such copies finish, or fail them, before its runtime goes).
+ * sw_tiled_evictable_drain is sw_move_drain: it blocks until every piece
+ * of asynchronous work and every move submitted so far has committed and
+ * dropped its references.
  *
  * Threads: every function here is thread-safe; only wait and drain block. */
 typedef struct sw_te_work sw_te_work;
@@ -433,10 +442,11 @@ SW_API sw_status sw_tiled_evictable_new_bound(sw_carrier *primary, sw_carrier *s
  * refused. For a TiledEvictable with binding tiers, the carrier's slot
  * ops fail SW_ENOTSUP (the core runs class ops with the carrier's mutex
  * held, and the hooks must run with no core lock): the binding reads and
- * writes through sw_tiled_evictable_read/_write instead. Moves: as a move
- * source or destination it is a carrier like any other class with slot
- * ops (read slot by slot); a binding that refuses moves out of or into a
- * TiledEvictable refuses them before calling the core.
+ * writes through sw_tiled_evictable_read/_write instead. Moves: the core
+ * refuses a move out of or into it (row 9 of move.h's validation:
+ * SW_ENOTSUP, before any change; its values stay in its tiers, and a
+ * projection copies tiles out); sw_evictable_new refuses it as a tier
+ * unless a binding's move hook moves the tiers.
  * sw_carrier_release of the carrier releases the TiledEvictable
  * (sw_tiled_evictable_release, which refuses while work is in progress:
  * call it first where that matters) unless it has binding tiers (the

@@ -1,6 +1,8 @@
-/* The start of an asynchronous engine, shared by the move engine (move.c)
- * and TiledEvictable's asynchronous work (tiled_evictable_async.c): a pool
- * of workers plus one detached thread that commits finished work. */
+/* The core's one asynchronous engine: one pool of workers, one completion
+ * thread that commits finished work, one count of work in flight (what
+ * sw_move_drain and the exit drain wait for), one set of fork handlers.
+ * The move engine (move.c) owns it; TiledEvictable's asynchronous work
+ * (tiled_evictable_async.c) runs on it as engine jobs. */
 #ifndef STRIDEWEAVE_ENGINE_INTERNAL_H
 #define STRIDEWEAVE_ENGINE_INTERNAL_H
 
@@ -15,5 +17,36 @@
  * caller serializes calls. */
 void sw_engine_start(sw_executor **pool, void *(*completion)(void *), const char *what,
                      sw_status *status, char *msg, size_t msg_size);
+
+/* Work other than a move on the engine. */
+typedef struct sw_engine_job sw_engine_job;
+struct sw_engine_job {
+    sw_job job;                       /* first; sw_engine_submit sets job.run */
+    void (*run)(sw_engine_job *j);    /* once, on a pool thread, no core lock */
+    void (*commit)(sw_engine_job *j); /* then once, on the completion thread */
+    unsigned long generation;         /* set by sw_engine_submit */
+};
+
+/* Start the engine now (lazily, once), so that a caller can refuse before
+ * it changes anything: SW_ESTATE once process exit began, the start's own
+ * failure otherwise. `who` begins the messages. */
+sw_status sw_engine_ready(const char *who, sw_error *err);
+/* Count `j` in flight and queue it (`run` and `commit` set). On failure
+ * (as sw_engine_ready, or the pool's refusal) nothing is counted or
+ * queued. */
+sw_status sw_engine_submit(sw_engine_job *j, const char *who, sw_error *err);
+/* Once the commit of a job submitted in `generation` let go of everything:
+ * uncount it (a drain may return). Read the generation before the job can
+ * be freed. No effect for a parent's job in a forked child. */
+void sw_engine_uncount(unsigned long generation);
+/* The exit drain (atexit) and the fork handlers, registered once. */
+void sw_engine_install_hooks(void);
+
+/* TiledEvictable's part of the fork handlers (tiled_evictable_async.c);
+ * the engine's child handler runs sw_te_fork_child after it set the
+ * parent's moves aside. */
+void sw_te_fork_prepare(void);
+void sw_te_fork_parent(void);
+void sw_te_fork_child(void);
 
 #endif

@@ -22,6 +22,7 @@
 #include "strideweave/filestore.h"
 #include "strideweave/move.h"
 #include "strideweave/parallel.h"
+#include "strideweave/tiled_evictable.h"
 #include "strideweave/transfer.h"
 #include "tensor_internal.h"
 
@@ -124,6 +125,7 @@ static void live_add(sw_move_handle *m);
 static void live_remove(sw_move_handle *m);
 static void moves_after_fork_child(void);
 static void move_free(sw_move_handle *m, int wait_commit);
+static void engine_job_run(sw_job *job);
 
 static void *completion_main(void *arg)
 {
@@ -131,7 +133,9 @@ static void *completion_main(void *arg)
     engine_thread = 1;
     for (;;) {
         sw_job *job = sw_executor_next_completed(engine, 1);
-        if (job)
+        if (job && job->run == engine_job_run)
+            ((sw_engine_job *)job)->commit((sw_engine_job *)job);
+        else if (job)
             commit((sw_move_handle *)job);
     }
     return NULL;
@@ -174,16 +178,32 @@ void sw_move_exit_drain(void)
     }
 }
 
+/* The child of fork(): a fresh engine, then the parent's moves set aside,
+ * then TiledEvictable's inherited work ended (move.h, "Fork"). */
+static void engine_fork_child(void)
+{
+    engine_after_fork_child();
+    moves_after_fork_child();
+    sw_te_fork_child();
+}
+
+static pthread_once_t hooks_once = PTHREAD_ONCE_INIT;
+
+static void hooks_install(void)
+{
+    pthread_atfork(sw_te_fork_prepare, sw_te_fork_parent, engine_fork_child);
+    atexit(sw_move_exit_drain);
+    atomic_store(&engine_hooks_registered, 1);
+}
+
+void sw_engine_install_hooks(void)
+{
+    pthread_once(&hooks_once, hooks_install);
+}
+
 static void engine_start(void)
 {
-    static int atfork_registered;
-    if (!atfork_registered) {
-        pthread_atfork(NULL, NULL, engine_after_fork_child);
-        pthread_atfork(NULL, NULL, moves_after_fork_child); /* runs second */
-        atexit(sw_move_exit_drain);
-        atfork_registered = 1;
-        atomic_store(&engine_hooks_registered, 1);
-    }
+    sw_engine_install_hooks();
     sw_engine_start(&engine, completion_main, "move completion thread", &engine_status, engine_msg,
                     sizeof engine_msg);
 }
@@ -225,6 +245,52 @@ static void in_flight_add(int delta)
         pthread_cond_broadcast(&drain_cond);
         pthread_mutex_unlock(&drain_lock);
     }
+}
+
+/* ---- other work on the engine (engine_internal.h) --------------------------- */
+
+static void engine_job_run(sw_job *job)
+{
+    engine_thread = 1; /* exit from inside it does not wait for it */
+    ((sw_engine_job *)job)->run((sw_engine_job *)job);
+}
+
+sw_status sw_engine_ready(const char *who, sw_error *err)
+{
+    sw_error e;
+    if (atomic_load(&engine_exiting))
+        return sw_error_set(err, SW_ESTATE, "%s: the process is exiting; no new work can start",
+                            who);
+    if (engine_get(&e) != SW_OK)
+        return sw_error_set(err, e.code, "%s: %s", who,
+                            strncmp(e.msg, "move: ", 6) == 0 ? e.msg + 6 : e.msg);
+    return SW_OK;
+}
+
+sw_status sw_engine_submit(sw_engine_job *j, const char *who, sw_error *err)
+{
+    sw_status st = sw_engine_ready(who, err);
+    if (st != SW_OK)
+        return st;
+    j->job.run = engine_job_run;
+    j->generation = atomic_load(&engine_generation);
+    /* Counted, then exit looked for: an exit that began meanwhile either
+     * sees the count (and waits) or is seen here (a refusal). */
+    in_flight_add(1);
+    if (atomic_load(&engine_exiting))
+        st = sw_error_set(err, SW_ESTATE, "%s: the process is exiting; no new work can start",
+                          who);
+    else
+        st = sw_executor_submit(engine, &j->job, err);
+    if (st != SW_OK)
+        sw_engine_uncount(j->generation);
+    return st;
+}
+
+void sw_engine_uncount(unsigned long generation)
+{
+    if (generation == atomic_load(&engine_generation))
+        in_flight_add(-1);
 }
 
 /* Whether `m` is still to be uncounted, claiming that once (its commit or
@@ -334,7 +400,23 @@ int sw_move_pair_allowed(const sw_carrier_class *s, const sw_carrier_class *d)
 {
     if ((s->flags | d->flags) & SW_CARRIER_CLASS_STATE_ONLY)
         return 0; /* no slots the core could move */
+    if (s == &sw_tiled_evictable_class || d == &sw_tiled_evictable_class)
+        return 0; /* its values stay in its tiers */
     return sw_block_device_pair_allowed(s, d);
+}
+
+/* Row 9 of the validation (move.h), both carriers locked: a
+ * TiledEvictable carrier never moves (its tiles live in its tiers; a
+ * projection copies them out), then the block device's pins. */
+static sw_status check_pins_locked(sw_carrier *s, sw_carrier *d, sw_error *err)
+{
+    if (s->ops == &sw_tiled_evictable_class || d->ops == &sw_tiled_evictable_class)
+        return sw_error_set(err, SW_ENOTSUP,
+                            "move: cannot move from %s to %s: a TiledEvictable's values stay in "
+                            "its tiers, so no move goes into or out of it; project its tiles "
+                            "into another carrier instead",
+                            sw_carrier_name(s), sw_carrier_name(d));
+    return sw_block_device_check_move_locked(s, d, err);
 }
 
 /* ---- the transfer (pool thread, no lock: the pending guard holds) ---------- */
@@ -626,7 +708,7 @@ static sw_status validate_locked(sw_carrier *s, sw_carrier *d, const sw_layout *
     if (!SW_CARRIER_STATE_ONLY(s) && !SW_CARRIER_STATE_ONLY(d) && d->dtype != s->dtype)
         return sw_error_set(err, SW_ETYPE, "move: the destination holds %s, the tensor %s",
                             sw_dtype_info_of(d->dtype)->name, sw_dtype_info_of(s->dtype)->name);
-    sw_status pin = sw_block_device_check_move_locked(s, d, err);
+    sw_status pin = check_pins_locked(s, d, err);
     if (pin != SW_OK)
         return pin;
     int64_t size = SW_CARRIER_STATE_ONLY(d) ? o->dst_slots : d->ops->size(d->impl);

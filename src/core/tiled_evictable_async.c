@@ -2,23 +2,29 @@
  * project_async), its handles, and what a forked child does with work it
  * inherited.
  *
- * The shape is the move engine's (move.c): the caller's thread checks
- * everything and marks the tiles (pending or pinned), so a refusal returns
- * at once with nothing changed; the copy or gather runs on a pool thread
- * without the carrier's lock; one completion thread commits (or drops) all
- * the request's tiles together, clears the marks, then wakes the waiters.
- * A work item holds its own references until it committed, so a dropped
- * handle neither cancels nor blocks it.
+ * The work runs on the move engine's pool and completion thread
+ * (engine_internal.h: one set of threads per process, one count of work
+ * in flight for sw_move_drain, sw_tiled_evictable_drain and exit). The
+ * shape is a move's: the caller's thread checks everything and marks the
+ * tiles (pending or pinned), so a refusal returns at once with nothing
+ * changed; the copy or gather runs on a pool thread without the carrier's
+ * lock; the completion thread commits (or drops) all the request's tiles
+ * together, clears the marks, then wakes the waiters. A work item holds
+ * its own references until it committed, so a dropped handle neither
+ * cancels nor blocks it.
  *
  * Every piece of work that marks tiles, blocking or not, is tracked from
  * before its marks are set until after they are cleared. fork() takes the
- * tracking lock and the lock of every tracked carrier (prepare), so the
- * child sees whole records; the child, which has none of the parent's
- * threads, then ends every tracked piece of work: clears its marks, leaves
- * residency and values as they were, and fails its handle (SW_ESTATE,
- * "forked"). Storage a parent thread was filling for that work is left
- * alone in the child (forgotten, never released: it may be half made, and
- * FileBacked files belong to the parent's session). */
+ * tracking lock and the lock of every tracked carrier (the engine's
+ * prepare handler), so the child sees whole records; the child, which has
+ * none of the parent's threads, then ends every tracked piece of work
+ * (the engine's child handler, after it set the parent's moves aside):
+ * clears its marks, leaves residency and values as they were, and fails
+ * its handle (SW_ESTATE, "forked"). Unlike a move this runs no binding
+ * hook, so it is done inside fork() itself. Storage a parent thread was
+ * filling for that work is left alone in the child (forgotten, never
+ * released: it may be half made, and FileBacked files belong to the
+ * parent's session). */
 #include "engine_internal.h"
 #include "tiled_evictable_internal.h"
 
@@ -27,9 +33,10 @@
 
 #include "strideweave/alloc.h"
 #include "strideweave/executor.h"
+#include "strideweave/move.h"
 
 struct sw_te_work {
-    sw_job job; /* first: the executor hands back this pointer */
+    sw_engine_job ej; /* first: the engine hands back this pointer */
     _Atomic long refs;
     sw_tiled_evictable *te; /* one reference */
     te_track track;
@@ -46,20 +53,8 @@ struct sw_te_work {
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static te_track reg_head = {&reg_head, &reg_head, NULL, 0, NULL, NULL, NULL};
-static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
-/* The pool and the completion thread (started on the first async call). */
-static pthread_mutex_t engine_lock = PTHREAD_MUTEX_INITIALIZER;
-static int engine_started;
-static sw_executor *engine;
-static sw_status engine_status = SW_OK;
-static char engine_msg[sizeof(((sw_error *)0)->msg)];
-
-static pthread_mutex_t drain_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t drain_cond = PTHREAD_COND_INITIALIZER;
-static long in_flight;
-
-static void fork_prepare(void)
+void sw_te_fork_prepare(void)
 {
     pthread_mutex_lock(&reg_lock);
     for (te_track *t = reg_head.next; t != &reg_head; t = t->next)
@@ -78,7 +73,7 @@ static void unlock_tracked(void)
         }
 }
 
-static void fork_parent(void)
+void sw_te_fork_parent(void)
 {
     unlock_tracked();
     pthread_mutex_unlock(&reg_lock);
@@ -87,19 +82,11 @@ static void fork_parent(void)
 static void work_unref_job(sw_te_work *w);
 
 /* The child: this thread holds every lock prepare took; no other thread
- * exists. End every tracked piece of work. */
-static void fork_child(void)
+ * exists (the engine gave the child a fresh engine and count already, so
+ * none of this work is counted here). End every tracked piece of work. */
+void sw_te_fork_child(void)
 {
     unlock_tracked();
-    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-    pthread_cond_t fresh_cond = PTHREAD_COND_INITIALIZER;
-    engine_lock = fresh;
-    drain_lock = fresh;
-    drain_cond = fresh_cond;
-    engine_started = 0;
-    engine = NULL; /* the parent's pool is left as it was: its locks may be held */
-    engine_status = SW_OK;
-    in_flight = 0;
     while (reg_head.next != &reg_head) {
         te_track *t = reg_head.next;
         t->prev->next = t->next;
@@ -137,14 +124,9 @@ static void fork_child(void)
     pthread_mutex_unlock(&reg_lock);
 }
 
-static void install_fork_handlers(void)
-{
-    pthread_atfork(fork_prepare, fork_parent, fork_child);
-}
-
 void sw_te_track_enter(te_track *t, sw_tiled_evictable *te)
 {
-    pthread_once(&fork_once, install_fork_handlers);
+    sw_engine_install_hooks();
     *t = (te_track){.te = te};
     pthread_mutex_lock(&reg_lock);
     t->prev = reg_head.prev;
@@ -163,65 +145,7 @@ void sw_te_track_leave(te_track *t)
     pthread_mutex_unlock(&reg_lock);
 }
 
-/* ---- the engine ------------------------------------------------------------ */
-
-static void commit(sw_te_work *w);
-
-static void *completion_main(void *arg)
-{
-    (void)arg;
-    for (;;) {
-        sw_job *job = sw_executor_next_completed(engine, 1);
-        if (job)
-            commit((sw_te_work *)job);
-    }
-    return NULL;
-}
-
-static void engine_start(void)
-{
-    sw_engine_start(&engine, completion_main, "completion thread", &engine_status, engine_msg,
-                    sizeof engine_msg);
-}
-
-static sw_status engine_get(sw_executor **ex, sw_error *err)
-{
-    char msg[sizeof engine_msg];
-    pthread_mutex_lock(&engine_lock);
-    if (!engine_started) {
-        engine_started = 1;
-        engine_start();
-    }
-    sw_status st = engine_status;
-    *ex = engine;
-    if (st != SW_OK) {
-        /* A start that failed (out of memory, no thread) is tried again by
-         * the next call instead of failing every later one. */
-        snprintf(msg, sizeof msg, "%s", engine_msg);
-        engine_started = 0;
-        engine_status = SW_OK;
-    }
-    pthread_mutex_unlock(&engine_lock);
-    if (st != SW_OK)
-        return sw_error_set(err, st, "TiledEvictable: %s", msg);
-    return SW_OK;
-}
-
-void sw_tiled_evictable_drain(void)
-{
-    pthread_mutex_lock(&drain_lock);
-    while (in_flight > 0)
-        pthread_cond_wait(&drain_cond, &drain_lock);
-    pthread_mutex_unlock(&drain_lock);
-}
-
-static void flight_done(void)
-{
-    pthread_mutex_lock(&drain_lock);
-    if (--in_flight == 0)
-        pthread_cond_broadcast(&drain_cond);
-    pthread_mutex_unlock(&drain_lock);
-}
+void sw_tiled_evictable_drain(void) { sw_move_drain(); }
 
 /* ---- handles ----------------------------------------------------------------- */
 
@@ -264,7 +188,7 @@ sw_status sw_te_work_wait(sw_te_work *w, sw_tensor **result, sw_error *err)
 
 /* ---- running ----------------------------------------------------------------- */
 
-static void run_work(sw_job *job)
+static void run_work(sw_engine_job *job)
 {
     sw_te_work *w = (sw_te_work *)job;
     if (w->req)
@@ -274,8 +198,10 @@ static void run_work(sw_job *job)
 }
 
 /* The completion thread: commit or drop, clear the marks, then wake. */
-static void commit(sw_te_work *w)
+static void commit(sw_engine_job *job)
 {
+    sw_te_work *w = (sw_te_work *)job;
+    unsigned long generation = w->ej.generation; /* read before w can go */
     sw_error_clear(&w->err);
     if (w->req) {
         te_request *q = w->req;
@@ -299,7 +225,7 @@ static void commit(sw_te_work *w)
     sw_fault_pause("tile_commit_pause"); /* tests: fork between the two */
     sw_te_track_leave(&w->track);
     sw_te_work_unref(w); /* the job's reference */
-    flight_done();
+    sw_engine_uncount(generation);
 }
 
 static sw_status work_new(sw_tiled_evictable *te, sw_te_work **out, sw_error *err)
@@ -312,7 +238,8 @@ static sw_status work_new(sw_tiled_evictable *te, sw_te_work **out, sw_error *er
     if (!w)
         return sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory");
     atomic_init(&w->refs, 1);
-    w->job.run = run_work;
+    w->ej.run = run_work;
+    w->ej.commit = commit;
     w->te = sw_tiled_evictable_ref(te);
     *out = w;
     return SW_OK;
@@ -320,17 +247,14 @@ static sw_status work_new(sw_tiled_evictable *te, sw_te_work **out, sw_error *er
 
 /* The work is tracked and its tiles are marked: hand it to the pool. On
  * failure undo the marks (nothing changed) and free it. */
-static sw_status submit(sw_executor *ex, sw_te_work *w, sw_te_work **out, sw_error *err)
+static sw_status submit(sw_te_work *w, sw_te_work **out, sw_error *err)
 {
-    pthread_mutex_lock(&drain_lock);
-    in_flight++;
-    pthread_mutex_unlock(&drain_lock);
     sw_te_work_ref(w); /* the job's reference, dropped by commit */
     sw_status st;
     if (sw_fault_hit("tile_submit"))
         st = sw_error_set(err, SW_EIO, "TiledEvictable: injected fault: submission failed");
     else
-        st = sw_executor_submit(ex, &w->job, err);
+        st = sw_engine_submit(&w->ej, "TiledEvictable", err);
     if (st != SW_OK) {
         if (w->req) {
             w->req->status = st; /* drop, never commit */
@@ -342,7 +266,6 @@ static sw_status submit(sw_executor *ex, sw_te_work *w, sw_te_work **out, sw_err
         w->req = NULL;
         w->pj = NULL;
         sw_te_track_leave(&w->track);
-        flight_done();
         sw_te_work_unref(w);
         sw_te_work_unref(w);
         return st;
@@ -358,9 +281,8 @@ static sw_status residency_async(sw_tiled_evictable *te, const int64_t *coords, 
         return sw_error_set(err, SW_EINVAL, "TiledEvictable: out must not be NULL");
     int64_t *idx = NULL;
     sw_status st = sw_te_residency_indices(te, coords, n, evict, &idx, err);
-    sw_executor *ex = NULL;
     sw_te_work *w = NULL;
-    if (st == SW_OK && (st = engine_get(&ex, err)) == SW_OK)
+    if (st == SW_OK && (st = sw_engine_ready("TiledEvictable", err)) == SW_OK)
         st = work_new(te, &w, err);
     if (st != SW_OK) {
         sw_free(idx);
@@ -376,7 +298,7 @@ static sw_status residency_async(sw_tiled_evictable *te, const int64_t *coords, 
         sw_te_work_unref(w);
         return st;
     }
-    return submit(ex, w, out, err);
+    return submit(w, out, err);
 }
 
 sw_status sw_tiled_evictable_promote_async(sw_tiled_evictable *te, const int64_t *coords,
@@ -399,9 +321,8 @@ sw_status sw_tiled_evictable_project_async(sw_tiled_evictable *te, const sw_layo
     if (!te || !selection || !out)
         return sw_error_set(err, SW_ETYPE, "TiledEvictable: the carrier, the selection and out "
                             "must not be NULL");
-    sw_executor *ex = NULL;
     sw_te_work *w = NULL;
-    sw_status st = engine_get(&ex, err);
+    sw_status st = sw_engine_ready("TiledEvictable", err);
     if (st == SW_OK)
         st = work_new(te, &w, err);
     if (st != SW_OK)
@@ -414,5 +335,5 @@ sw_status sw_tiled_evictable_project_async(sw_tiled_evictable *te, const sw_layo
         sw_te_work_unref(w);
         return st;
     }
-    return submit(ex, w, out, err);
+    return submit(w, out, err);
 }

@@ -1,10 +1,11 @@
 /* TiledEvictable as a carrier (tiled_evictable.h, "As a carrier"): carrier
  * slot reads and writes resolve tile residency, versions advance on both,
- * mutability is the TiledEvictable's, DLPack is refused, a move reads it
- * slot by slot (the values wherever the tiles live), release releases it,
+ * mutability is the TiledEvictable's, DLPack is refused, a move out of or
+ * into it is refused before any change, release releases it,
  * the last reference of an unreleased carrier only drops its reference;
  * over binding tiers the slot ops are refused (no hook under a carrier
  * mutex). */
+#include <stdio.h>
 #include <string.h>
 
 #include "check.h"
@@ -58,32 +59,116 @@ static void test_slot_ops_resolve_residency(void)
     DLManagedTensorVersioned *dl = NULL;
     CHECK(sw_tensor_to_dlpack(t, &dl, &err) != SW_OK);
     CHECK(dl == NULL);
-    /* A move reads it slot by slot: the values wherever the tiles live. */
-    int64_t c11[2] = {1, 1};
-    CHECK_EQ_I64(sw_tiled_evictable_tile_state(te, c11, &ts, NULL), SW_OK);
-    CHECK(ts.location == SW_TE_SECONDARY);
-    sw_carrier *dst = NULL;
-    sw_cpu_new(24, SW_DT_FLOAT32, 0, &dst, NULL);
-    sw_tensor *moved = NULL;
-    sw_status mst = sw_move(t, dst, &moved, &err);
-    if (mst == SW_OK) {
-        const float *d = sw_cpu_pointer(dst);
-        bad = d[0] != -1 || d[1] != -2;
-        for (int i = 2; i < 24; i++)
-            bad += d[i] != value_of(i);
-        CHECK_EQ_I64(bad, 0);
-        /* A move releases its source: the TiledEvictable is released. */
-        CHECK(sw_carrier_is_released(c));
-        CHECK(sw_tiled_evictable_is_released(te));
-        sw_tensor_unref(moved);
-    } else {
-        fprintf(stderr, "move from a TiledEvictable carrier: %s\n", err.msg);
-        CHECK_EQ_I64(mst, SW_ENOTSUP);
-        CHECK(!sw_carrier_is_released(c));
-    }
     sw_tensor_unref(t);
-    sw_carrier_unref(dst);
     sw_carrier_unref(c);
+    sw_tiled_evictable_unref(te);
+}
+
+/* Everything a refused move could have changed, on both sides. */
+typedef struct side_state {
+    int released, pending_free, mutable_;
+    int64_t size;
+    uint64_t version, te_version;
+    float values[24];
+    sw_te_tile_state tiles[4];
+} side_state;
+
+static void take_side(sw_tiled_evictable *te, sw_carrier *tec, sw_carrier *cpu, side_state *out)
+{
+    memset(out, 0, sizeof *out);
+    out->released = sw_carrier_is_released(tec) * 2 + sw_carrier_is_released(cpu);
+    out->mutable_ = sw_carrier_is_mutable(tec) * 2 + sw_carrier_is_mutable(cpu);
+    out->pending_free = 1;
+    out->size = sw_carrier_size(tec) * 1000 + sw_carrier_size(cpu);
+    out->version = sw_carrier_version(tec) * 1000 + sw_carrier_version(cpu);
+    out->te_version = sw_tiled_evictable_version(te);
+    CHECK_EQ_I64(sw_tiled_evictable_read(te, 0, 24, out->values, NULL), SW_OK);
+    for (int64_t t = 0; t < 4; t++) {
+        int64_t c[2] = {t / 2, t % 2};
+        CHECK_EQ_I64(sw_tiled_evictable_tile_state(te, c, &out->tiles[t], NULL), SW_OK);
+        out->pending_free &= !out->tiles[t].pending && !out->tiles[t].pinned;
+    }
+}
+
+/* The core refuses a move out of or into a TiledEvictable carrier (its
+ * values stay in its tiers), before any change, with SW_ENOTSUP and a
+ * message naming both classes in the move's direction; every entry point
+ * (sw_move, sw_move_async, sw_move_span_async, a supplied transfer, an
+ * empty destination that would grow). */
+static void never_called(sw_move_handle *m, void *user)
+{
+    (void)user;
+    CHECK(0 && "a refused move's transfer ran");
+    sw_move_transfer_done(m, SW_OK, NULL);
+}
+
+static void test_moves_of_a_tiled_evictable_refused_both_ways(void)
+{
+    sw_error err;
+    sw_tiled_evictable *te = make_grid(2, GRID, TILE, 1);
+    int64_t c11[2] = {1, 1};
+    CHECK_EQ_I64(sw_tiled_evictable_evict(te, c11, 1, &err), SW_OK); /* tiles in both tiers */
+    sw_carrier *c = NULL, *cpu = NULL, *empty = NULL;
+    CHECK_EQ_I64(sw_tiled_evictable_carrier(te, &c, &err), SW_OK);
+    sw_cpu_new(24, SW_DT_FLOAT32, 0, &cpu, NULL);
+    sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &empty, NULL); /* empty, grows */
+    float *cv = sw_cpu_pointer(cpu);
+    for (int i = 0; i < 24; i++)
+        cv[i] = -1.0f - (float)i;
+    sw_tensor *from_te = NULL, *from_cpu = NULL;
+    CHECK_EQ_I64(sw_tensor_new_strided(c, 0, 1, (int64_t[]){24}, NULL, &from_te, &err), SW_OK);
+    CHECK_EQ_I64(sw_tensor_new_strided(cpu, 0, 1, (int64_t[]){24}, NULL, &from_cpu, &err),
+                 SW_OK);
+    const sw_layout *l = sw_tensor_layout(from_cpu);
+    side_state before, after;
+    take_side(te, c, cpu, &before);
+    sw_move_options supplied = {.transfer = never_called, .dst_slots = 24};
+    for (int dir = 0; dir < 2; dir++) {
+        sw_carrier *src = dir ? cpu : c, *dst = dir ? c : cpu;
+        sw_tensor *t = dir ? from_cpu : from_te;
+        const char *want = dir ? "from CPU to TiledEvictable" : "from TiledEvictable to CPU";
+        for (int way = 0; way < 5; way++) {
+            sw_move_handle *m = NULL;
+            sw_tensor *res = NULL;
+            sw_status st;
+            memset(&err, 0, sizeof err);
+            if (way == 0)
+                st = sw_move(t, dst, &res, &err);
+            else if (way == 1)
+                st = sw_move_async(t, dst, NULL, &m, &err);
+            else if (way == 2)
+                st = sw_move_span_async(src, 0, l, dst, NULL, &m, &err);
+            else if (way == 3)
+                st = sw_move_async(t, dst, &supplied, &m, &err);
+            else if (!dir) /* into an empty FileBacked that would grow */
+                st = sw_move_async(t, empty, NULL, &m, &err);
+            else
+                continue;
+            CHECK_EQ_I64(st, SW_ENOTSUP);
+            CHECK(m == NULL && res == NULL);
+            if (way == 4)
+                want = "from TiledEvictable to FileBacked";
+            if (!strstr(err.msg, want))
+                fprintf(stderr, "refusal %d/%d: %s\n", dir, way, err.msg);
+            CHECK(strstr(err.msg, want) != NULL);
+            CHECK(strstr(err.msg, "project") != NULL); /* what to do instead */
+            take_side(te, c, cpu, &after);
+            CHECK(memcmp(&before, &after, sizeof before) == 0);
+            CHECK_EQ_I64(sw_carrier_size(empty), 0); /* never grown */
+        }
+    }
+    CHECK(before.pending_free && before.released == 0);
+    /* Nothing pending: both still move and write as before. */
+    float one = 7;
+    CHECK_EQ_I64(sw_carrier_write(c, 0, 1, &one, &err), SW_OK);
+    sw_tensor *moved = NULL;
+    CHECK_EQ_I64(sw_move(from_cpu, empty, &moved, &err), SW_OK);
+    sw_tensor_unref(moved);
+    sw_tensor_unref(from_te);
+    sw_tensor_unref(from_cpu);
+    sw_carrier_unref(c);
+    sw_carrier_unref(cpu);
+    sw_carrier_unref(empty);
     sw_tiled_evictable_unref(te);
 }
 
@@ -196,6 +281,7 @@ int main(void)
 {
     test_slot_ops_resolve_residency();
     test_release_and_last_reference();
+    test_moves_of_a_tiled_evictable_refused_both_ways();
     test_binding_tiers_refuse_slot_ops();
     return check_report("tiled_evictable_carrier");
 }
