@@ -201,11 +201,30 @@ void sw_engine_install_hooks(void)
     pthread_once(&hooks_once, hooks_install);
 }
 
+/* The pool and the detached completion thread; on failure nothing is
+ * left running and engine_status / engine_msg say why. Under engine_lock. */
 static void engine_start(void)
 {
     sw_engine_install_hooks();
-    sw_engine_start(&engine, completion_main, "move completion thread", &engine_status, engine_msg,
-                    sizeof engine_msg);
+    sw_error err;
+    if (sw_executor_create(0, &engine, &err) != SW_OK) {
+        engine = NULL;
+        engine_status = err.code;
+        snprintf(engine_msg, sizeof engine_msg, "%s", err.msg);
+        return;
+    }
+    pthread_attr_t attr;
+    pthread_t tid;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&tid, &attr, completion_main, NULL);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        sw_executor_destroy(engine);
+        engine = NULL;
+        engine_status = SW_EIO;
+        snprintf(engine_msg, sizeof engine_msg, "cannot start the move completion thread");
+    }
 }
 
 static sw_status engine_get(sw_error *err)

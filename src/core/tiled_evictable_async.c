@@ -28,9 +28,6 @@
 #include "engine_internal.h"
 #include "tiled_evictable_internal.h"
 
-#include <stdio.h>
-#include <string.h>
-
 #include "strideweave/alloc.h"
 #include "strideweave/executor.h"
 #include "strideweave/move.h"
