@@ -123,8 +123,8 @@ static void one_set_of_threads_child(int te_first)
 {
     alarm(20);
     setenv("STRIDEWEAVE_NUM_THREADS", "1", 1);
-    int base = thread_count();
-    EXPECT(base == 1, 2);
+    int base = thread_count(); /* 1, or more with a sanitizer's own threads */
+    EXPECT(base >= 1, 2);
     sw_tiled_evictable *te = make_grid(2, GRID, TILE, 0);
     gated g;
     sw_carrier *dst = gated_carrier(&g, 1);
@@ -149,8 +149,13 @@ static void one_set_of_threads_child(int te_first)
             after_first = thread_count();
     }
     int after_both = thread_count();
-    /* One worker and one completion thread, started by the first kind. */
+    /* One worker and one completion thread, started by the first kind
+     * (ThreadSanitizer starts a thread of its own with the first one). */
+#ifdef __SANITIZE_THREAD__
+    EXPECT(after_first >= base + 2 && after_first <= base + 3, 9);
+#else
     EXPECT(after_first == base + 2, 9);
+#endif
     /* The second kind started none of its own. */
     EXPECT(after_both == after_first, 10);
     EXPECT(tiles_in(te, SW_TE_TILES_PRIMARY) == 4 && all_values_exact(te), 11);
@@ -245,6 +250,7 @@ static void exit_child(int with_move)
     atexit(exit_begins);
     pthread_t th;
     EXPECT(pthread_create(&th, NULL, releaser, NULL) == 0, 32);
+    pthread_detach(th);
     EXPECT(!sw_te_work_done(exit_work), 33);
     exit(0);
 }
