@@ -172,11 +172,13 @@ def test_forked_child_ends_a_tile_promote_stopped_inside_a_provider_callback():
     # inherited promote inside os.fork() (releasing the fresh tile copies
     # through the same provider) and then works on its own: nothing it needs
     # may still be held by a thread it does not have. The promoting thread
-    # goes on only once fork() has begun (a before-fork hook opens it), and
-    # needs the GIL to leave the callback, which fork() holds throughout.
+    # goes on only once fork() has begun (a before-fork hook releases its
+    # gate, a lock: no Python code runs there), and it needs the GIL to leave
+    # the callback, which fork() holds from there on unless it waits.
     report = run_python(SCAFFOLD, """
         in_callback = threading.Event()
-        fork_began = threading.Event()
+        fork_began = threading.Lock()
+        fork_began.acquire()
 
         class StopOnceInside(list):
             armed = True
@@ -185,7 +187,7 @@ def test_forked_child_ends_a_tile_promote_stopped_inside_a_provider_callback():
                 if self.armed and submitted.is_set():
                     self.armed = False
                     in_callback.set()
-                    fork_began.wait(60)
+                    fork_began.acquire(timeout=60)
                 super().append(item)
 
         values = [i * 1.5 for i in range(8)]
@@ -193,7 +195,7 @@ def test_forked_child_ends_a_tile_promote_stopped_inside_a_provider_callback():
         p.ab.submit_hook = None
         te.evict(sw.TileSet([(i,) for i in range(4)]))
         p.sa.calls = StopOnceInside(p.sa.calls)  # the primary's store: the fresh copies
-        os.register_at_fork(before=fork_began.set)
+        os.register_at_fork(before=fork_began.release)
 
         out = {}
         th = threading.Thread(target=lambda: out.update(
