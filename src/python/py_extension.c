@@ -223,7 +223,11 @@ RECORD_TYPE(SwStorageProvider_Type, "StorageProvider", SW_STORAGE_NFIELDS, stora
             "(released, mutable, index range), and checks every result:\n"
             "supports_dtype returns a bool, physical_size a non-negative int,\n"
             "allocate/release/write return None. Raises TypeError when a callback is\n"
-            "not callable or elementwise_fallback is not a bool.");
+            "not callable or elementwise_fallback is not a bool.\n\n"
+            "In a child made by os.fork(), release may run inside the fork itself,\n"
+            "on the forking thread, for copies that work in flight at the fork had\n"
+            "made: a lock the callbacks take must not stay held by another thread\n"
+            "across fork() (take it in an os.register_at_fork before hook).");
 
 /* ---- TransferProvider, PreparedTransfer (X-7, X-9) ---------------------------- */
 

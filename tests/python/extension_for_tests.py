@@ -17,6 +17,7 @@ the factories below instead of sharing module-level ones.
 * `values_of`, `state` -- "nothing changed" snapshots.
 """
 
+import os
 import struct
 import threading
 
@@ -29,6 +30,18 @@ ZERO = {D.Float32: 0.0, D.Int32: 0, D.Bool: False}
 # Generous bound for every blocking wait in a helper: a broken implementation
 # fails the test instead of hanging the run.
 TIMEOUT = 30
+
+# The one lock of every recording Store and Transfer. A forked child has
+# only the forking thread, so a lock another thread held at fork() would
+# stay held in the child for ever -- and the child runs provider callbacks
+# inside os.fork() already (strideweave's own after-fork hook ends the work
+# it inherited, which releases fresh tile copies). So fork() first waits
+# until no other thread holds it, and keeps it across the fork; reentrant,
+# because those callbacks run on the forking thread while it is held.
+_RECORD_LOCK = threading.RLock()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_RECORD_LOCK.acquire, after_in_parent=_RECORD_LOCK.release,
+                        after_in_child=_RECORD_LOCK.release)
 
 
 def L(shape, stride):
@@ -86,7 +99,7 @@ class Store:
         self.record = record
         self.calls = []
         self.override = {}
-        self.lock = threading.Lock()
+        self.lock = _RECORD_LOCK
         self.provider = ext.StorageProvider(
             self.supports_dtype, self.physical_size, self.allocate, self.release,
             self.read, self.write, elementwise_fallback=fallback)
@@ -279,7 +292,7 @@ class Transfer:
         self.prepare_threads = []
         self.submit_threads = []
         self.completions = []
-        self.lock = threading.Lock()
+        self.lock = _RECORD_LOCK
         self.provider = ext.TransferProvider(self.prepare)
 
     def prepare(self, request):

@@ -35,7 +35,7 @@ def run_python(*parts, timeout=120):
 # fork once the provider holds the copy: the child's report comes back
 # through a pipe, then the parent opens the gate and lets the work finish.
 SCAFFOLD = """
-    import json, os, signal, threading
+    import json, os, select, signal, threading
     import strideweave as sw
     from extension_for_tests import BackgroundCompletion, Pair, filled, span_copier
 
@@ -51,6 +51,16 @@ SCAFFOLD = """
 
     def open_gates_in_child():
         p.ab.submit_hook = p.ba.submit_hook = None  # later copies run at once
+
+    def report_of(pid, r):
+        # The child may hang inside os.fork() itself (its after-fork hooks),
+        # before it could arm an alarm: the parent bounds the wait.
+        ready, _, _ = select.select([r], [], [], 30)
+        if not ready:
+            os.kill(pid, signal.SIGKILL)
+        raw = os.read(r, 65536) if ready else b""
+        os.waitpid(pid, 0)
+        return json.loads(raw or b'{"error": "the child did not report (hung)"}')
 
     def fork_during(work, child):
         out = {}
@@ -75,8 +85,7 @@ SCAFFOLD = """
             os.write(w, json.dumps(report).encode())
             os._exit(0)
         os.close(w)
-        report = json.loads(os.read(r, 65536))
-        os.waitpid(pid, 0)
+        report = report_of(pid, r)
         gate.set()
         th.join()
         return report, out
@@ -153,6 +162,70 @@ def test_forked_child_ends_a_synchronous_tile_promote_of_another_thread():
     assert report["child"] == {"locations": ["secondary"] * 4, "values": True,
                                "written": True, "promoted": "primary"}
     assert "error" not in report["parent"]
+    assert report["parent_locations"] == ["primary", "primary", "secondary", "secondary"]
+
+
+def test_forked_child_ends_a_tile_promote_stopped_inside_a_provider_callback():
+    # The window of an intermittent hang, held open: the promoting thread is
+    # stopped inside a storage-provider callback -- inside the recording
+    # store's lock -- at the moment the main thread forks. The child ends the
+    # inherited promote inside os.fork() (releasing the fresh tile copies
+    # through the same provider) and then works on its own: nothing it needs
+    # may still be held by a thread it does not have. The promoting thread
+    # goes on only once fork() has begun (a before-fork hook releases its
+    # gate, a lock: no Python code runs there), and it needs the GIL to leave
+    # the callback, which fork() holds from there on unless it waits.
+    report = run_python(SCAFFOLD, """
+        in_callback = threading.Event()
+        fork_began = threading.Lock()
+        fork_began.acquire()
+
+        class StopOnceInside(list):
+            armed = True
+
+            def append(self, item):
+                if self.armed and submitted.is_set():
+                    self.armed = False
+                    in_callback.set()
+                    fork_began.acquire(timeout=60)
+                super().append(item)
+
+        values = [i * 1.5 for i in range(8)]
+        te = sw.TiledEvictable(filled(p.A, values), p.B(0, dtype=sw.DType.Float32), (4,), (2,))
+        p.ab.submit_hook = None
+        te.evict(sw.TileSet([(i,) for i in range(4)]))
+        p.sa.calls = StopOnceInside(p.sa.calls)  # the primary's store: the fresh copies
+        os.register_at_fork(before=fork_began.release)
+
+        out = {}
+        th = threading.Thread(target=lambda: out.update(
+            result=te.promote(sw.TileSet([(0,), (1,)]))))
+        th.start()
+        assert in_callback.wait(60), "the promote never reached the provider"
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm(30)  # a child that hangs fails the test instead
+            try:
+                open_gates_in_child()
+                te[0] = 7.0
+                child = {"written": te[0] == 7.0,
+                         "values": [te[i] for i in range(1, 8)] == values[1:]}
+                te.promote(sw.TileSet([(1,)]))
+                child["promoted"] = te.tile_state((1,)).location
+            except Exception as e:
+                child = {"error": repr(e)}
+            os.write(w, json.dumps(child).encode())
+            os._exit(0)
+        os.close(w)
+        child = report_of(pid, r)
+        gate.set()
+        th.join()
+        print(json.dumps({"child": child, "parent": out,
+                          "parent_locations": [te.tile_state((i,)).location for i in range(4)]}))
+    """)
+    assert report["child"] == {"written": True, "values": True, "promoted": "primary"}
+    assert report["parent"] == {"result": None}
     assert report["parent_locations"] == ["primary", "primary", "secondary", "secondary"]
 
 
