@@ -331,6 +331,26 @@ SW_API sw_te_work *sw_te_work_ref(sw_te_work *w);
 SW_API void sw_te_work_unref(sw_te_work *w);
 SW_API void sw_tiled_evictable_drain(void);
 
+/* Notification and context for a binding's handles. sw_te_work_on_done
+ * runs fn(w, user) exactly once when the work has committed: on the thread
+ * that commits it, after its waiters were woken and before drain counts it
+ * finished, or at once on the calling thread when it already has. fn runs
+ * with no core lock held (it may take a binding's interpreter lock, call
+ * sw_te_work_wait, which does not block then, and drop references; the
+ * handle stays alive while fn runs). One callback per handle: SW_ESTATE
+ * for a second, SW_ETYPE for NULL. Fork: a child never runs a callback
+ * registered in the parent for work that had not committed (no binding
+ * code runs inside fork()); the inherited work is done there
+ * (sw_te_work_done), and a callback registered on it in the child runs at
+ * once. sw_te_work_current: while a pool thread stages or gathers a piece
+ * of asynchronous work (the hooks it calls included), that work
+ * (borrowed); NULL on any other thread, e.g. inside a blocking call's
+ * hooks. A binding uses it to keep what a hook raised for the handle that
+ * reports the failure. */
+typedef void (*sw_te_work_fn)(sw_te_work *w, void *user);
+SW_API sw_status sw_te_work_on_done(sw_te_work *w, sw_te_work_fn fn, void *user, sw_error *err);
+SW_API sw_te_work *sw_te_work_current(void);
+
 /* Binding tiers. A language binding whose tiers keep their slots in the
  * binding (STATE_ONLY classes, carrier.h), or whose tile copies run routes
  * the core does not know (and may finish later, on another thread), plugs
@@ -421,6 +441,21 @@ SW_API sw_status sw_tiled_evictable_new_bound(sw_carrier *primary, sw_carrier *s
                                               int32_t rank, const int64_t *grid,
                                               const int64_t *tile, const sw_te_tier_hooks *hooks,
                                               sw_tiled_evictable **out, sw_error *err);
+
+/* Construction with a starting placement, for a binding's factories
+ * (new_like, allocate_like over tiers the core cannot make: the core's own
+ * fail SW_ENOTSUP there). sw_tiled_evictable_new (hooks NULL) or _new_bound
+ * with the same checks, in the same order, then `implicit` (NULL, or one
+ * entry per tile in linear tile order, first axis fastest): a tile with a
+ * nonzero entry starts implicit (every slot reads 0; a full tier's slots
+ * of that tile are no longer its values) instead of where the tiers'
+ * fullness puts it. The version starts at 0. */
+SW_API sw_status sw_tiled_evictable_new_placed(sw_carrier *primary, sw_carrier *secondary,
+                                               int32_t rank, const int64_t *grid,
+                                               const int64_t *tile,
+                                               const sw_te_tier_hooks *hooks,
+                                               const unsigned char *implicit,
+                                               sw_tiled_evictable **out, sw_error *err);
 
 /* As a carrier. sw_tiled_evictable_carrier gives an sw_carrier (class
  * sw_tiled_evictable_class, one reference to the caller; it holds its own

@@ -317,7 +317,7 @@ static sw_status check_hooked_tier(sw_carrier *c, const char *role, const sw_te_
 
 static sw_status make(sw_carrier *primary, sw_carrier *secondary, int32_t rank,
                       const int64_t *grid, const int64_t *tile, const sw_te_tier_hooks *hooks,
-                      sw_tiled_evictable **out, sw_error *err)
+                      const unsigned char *implicit, sw_tiled_evictable **out, sw_error *err)
 {
     if (!out)
         return sw_error_set(err, SW_EINVAL, "TiledEvictable: out must not be NULL");
@@ -396,9 +396,10 @@ static sw_status make(sw_carrier *primary, sw_carrier *secondary, int32_t rank,
     const te_store *store = pfull ? &te->primary : sfull ? &te->secondary : NULL;
     int loc = pfull ? SW_TE_PRIMARY : sfull ? SW_TE_SECONDARY : SW_TE_INVALID;
     for (int64_t t = 0; t < g.ntiles; t++) {
-        tiles[t].loc = (uint8_t)loc;
-        tiles[t].full = store != NULL;
-        if (store)
+        int zero = implicit && implicit[t];
+        tiles[t].loc = (uint8_t)(zero ? SW_TE_IMPLICIT : loc);
+        tiles[t].full = store != NULL && !zero;
+        if (tiles[t].full)
             tiles[t].store = *store;
         else
             tiles[t].store.fd = -1;
@@ -412,7 +413,7 @@ sw_status sw_tiled_evictable_new(sw_carrier *primary, sw_carrier *secondary, int
                                  const int64_t *grid, const int64_t *tile,
                                  sw_tiled_evictable **out, sw_error *err)
 {
-    return make(primary, secondary, rank, grid, tile, NULL, out, err);
+    return make(primary, secondary, rank, grid, tile, NULL, NULL, out, err);
 }
 
 sw_status sw_tiled_evictable_new_bound(sw_carrier *primary, sw_carrier *secondary, int32_t rank,
@@ -422,7 +423,16 @@ sw_status sw_tiled_evictable_new_bound(sw_carrier *primary, sw_carrier *secondar
 {
     if (!hooks)
         return sw_error_set(err, SW_EINVAL, "TiledEvictable: binding tiers need their hooks");
-    return make(primary, secondary, rank, grid, tile, hooks, out, err);
+    return make(primary, secondary, rank, grid, tile, hooks, NULL, out, err);
+}
+
+sw_status sw_tiled_evictable_new_placed(sw_carrier *primary, sw_carrier *secondary, int32_t rank,
+                                        const int64_t *grid, const int64_t *tile,
+                                        const sw_te_tier_hooks *hooks,
+                                        const unsigned char *implicit, sw_tiled_evictable **out,
+                                        sw_error *err)
+{
+    return make(primary, secondary, rank, grid, tile, hooks, implicit, out, err);
 }
 
 /* ---- references and introspection ---------------------------------------------- */

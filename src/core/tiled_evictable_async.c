@@ -40,7 +40,17 @@ struct sw_te_work {
     sw_status status;
     sw_error err;
     sw_tensor *result;      /* projection, one reference */
+    sw_te_work_fn notify;   /* sw_te_work_on_done, under notify_lock */
+    void *notify_user;
+    int notified;           /* committed: a callback registered now runs at once */
+    int registered;         /* a callback was given (one per handle) */
 };
+
+/* Guards every handle's callback and its notified flag (short sections
+ * only: nothing is called with it held). */
+static pthread_mutex_t notify_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The work whose stage or gather runs on this pool thread (hooks ask). */
+static _Thread_local sw_te_work *current_work;
 
 /* ---- tracking and fork --------------------------------------------------- */
 
@@ -95,6 +105,7 @@ static void fork_child(void)
     pthread_cond_t fresh_cond = PTHREAD_COND_INITIALIZER;
     engine_lock = fresh;
     drain_lock = fresh;
+    notify_lock = fresh;
     drain_cond = fresh_cond;
     engine_started = 0;
     engine = NULL; /* the parent's pool is left as it was: its locks may be held */
@@ -267,10 +278,50 @@ sw_status sw_te_work_wait(sw_te_work *w, sw_tensor **result, sw_error *err)
 static void run_work(sw_job *job)
 {
     sw_te_work *w = (sw_te_work *)job;
+    current_work = w;
     if (w->req)
         sw_te_request_stage(w->te, w->req);
     else
         sw_te_project_gather(w->te, w->pj);
+    current_work = NULL;
+}
+
+sw_te_work *sw_te_work_current(void) { return current_work; }
+
+sw_status sw_te_work_on_done(sw_te_work *w, sw_te_work_fn fn, void *user, sw_error *err)
+{
+    if (!w || !fn)
+        return sw_error_set(err, SW_ETYPE, "TiledEvictable: the work handle and the callback "
+                            "must not be NULL");
+    pthread_mutex_lock(&notify_lock);
+    int now = w->notified || sw_completion_is_done(w->done);
+    sw_status st = SW_OK;
+    if (w->registered)
+        st = sw_error_set(err, SW_ESTATE, "TiledEvictable: this work already has its callback");
+    else {
+        w->registered = 1;
+        if (!now) {
+            w->notify = fn;
+            w->notify_user = user;
+        }
+    }
+    pthread_mutex_unlock(&notify_lock);
+    if (st == SW_OK && now)
+        fn(w, user);
+    return st;
+}
+
+/* Run the registered callback once, on the committing thread. */
+static void notify_done(sw_te_work *w)
+{
+    pthread_mutex_lock(&notify_lock);
+    sw_te_work_fn fn = w->notify;
+    void *user = w->notify_user;
+    w->notify = NULL;
+    w->notified = 1;
+    pthread_mutex_unlock(&notify_lock);
+    if (fn)
+        fn(w, user);
 }
 
 /* The completion thread: commit or drop, clear the marks, then wake. */
@@ -296,6 +347,7 @@ static void commit(sw_te_work *w)
      * work tracked and done, so the child (no completion thread) drops
      * the job's reference itself and its waiters never block. */
     sw_completion_signal(w->done);
+    notify_done(w); /* before the drain count drops: a drain covers it */
     sw_fault_pause("tile_commit_pause"); /* tests: fork between the two */
     sw_te_track_leave(&w->track);
     sw_te_work_unref(w); /* the job's reference */

@@ -58,7 +58,17 @@ typedef struct binding {
     int stores_made, discards, copies, reads, writes;
     int threaded; /* threads share it: hooks skip the lock probes */
     int gate_reads, in_read, go; /* a read hook waits for `go` */
+    sw_te_work *seen_work;       /* sw_te_work_current() in the last store/copy hook */
+    int hooks_seen;              /* store/copy hooks that recorded it */
 } binding;
+
+static void note_work(binding *b)
+{
+    pthread_mutex_lock(&b->mu);
+    b->seen_work = sw_te_work_current();
+    b->hooks_seen++;
+    pthread_mutex_unlock(&b->mu);
+}
 
 static void binding_init(binding *b)
 {
@@ -155,6 +165,7 @@ static sw_status b_store(sw_carrier *proto, int secondary, int64_t size, sw_dtyp
     (void)zero; /* the table's stores start zeroed */
     if (dtype != SW_DT_FLOAT32)
         return sw_error_set(err, SW_ETYPE, "binding: float32 only");
+    note_work(b);
     if (!store_of(b, proto) && sw_carrier_class_of(proto) != &sw_block_device_carrier_class)
         return SW_ENOTSUP; /* a CPU tier: the core's */
     probe(b, proto, -1);
@@ -259,6 +270,7 @@ static sw_status b_copy(sw_te_copy *job, sw_carrier *from, int from_full, sw_car
                         int64_t tile, void *user, sw_error *err)
 {
     binding *b = user;
+    note_work(b);
     probe(b, to, tile);
     if (b->copy_mode == 0)
         return SW_ENOTSUP;
@@ -838,6 +850,183 @@ static void test_block_device_tier_is_the_bindings(void)
     loop_detach(&loop);
 }
 
+/* A binding's factories: tiles start implicit where it says, whatever the
+ * tiers' fullness would give; nothing else changes (checks, version). */
+static void test_placed_construction(void)
+{
+    sw_error err;
+    /* Core tiers: a full CPU primary with values, tiles 1 and 3 implicit. */
+    sw_carrier *p = NULL, *s = NULL;
+    CHECK_EQ_I64(sw_cpu_new(24, SW_DT_FLOAT32, 0, &p, &err), SW_OK);
+    float *pv = sw_cpu_pointer(p);
+    for (int64_t i = 0; i < 24; i++)
+        pv[i] = value_of(i);
+    CHECK_EQ_I64(sw_cpu_new(0, SW_DT_FLOAT32, 0, &s, &err), SW_OK);
+    unsigned char zero[4] = {0, 1, 0, 1};
+    sw_tiled_evictable *te = NULL;
+    CHECK_EQ_I64(sw_tiled_evictable_new_placed(NULL, s, 2, GRID, TILE, NULL, zero, &te, &err),
+                 SW_ETYPE);
+    CHECK(te == NULL && !sw_carrier_is_owned(s));
+    CHECK_EQ_I64(sw_tiled_evictable_new_placed(p, s, 2, GRID, TILE, NULL, zero, &te, &err),
+                 SW_OK);
+    if (te) {
+        const sw_tile_geometry *g = sw_tiled_evictable_geometry(te);
+        float v[24];
+        CHECK_EQ_I64(sw_tiled_evictable_read(te, 0, 24, v, &err), SW_OK);
+        for (int64_t i = 0; i < 24; i++) {
+            int64_t t, w;
+            sw_tiles_locate(g, i, &t, &w);
+            CHECK(v[i] == (zero[t] ? 0.0f : value_of(i)));
+        }
+        for (int64_t t = 0; t < 4; t++) {
+            int64_t c[2];
+            sw_te_tile_state st;
+            sw_tiles_tile_coord(g, t, c);
+            CHECK_EQ_I64(sw_tiled_evictable_tile_state(te, c, &st, &err), SW_OK);
+            CHECK_EQ_I64(st.location, zero[t] ? SW_TE_IMPLICIT : SW_TE_PRIMARY);
+        }
+        CHECK_EQ_I64((int64_t)sw_tiled_evictable_version(te), 0);
+        /* An implicit tile promotes to zeros in fresh storage; the full
+         * primary's slots of that tile are not its values any more. */
+        int64_t one[2] = {1, 0};
+        CHECK_EQ_I64(sw_tiled_evictable_promote(te, one, 1, &err), SW_OK);
+        CHECK_EQ_I64(sw_tiled_evictable_read(te, 0, 24, v, &err), SW_OK);
+        for (int64_t i = 0; i < 24; i++) {
+            int64_t t, w;
+            sw_tiles_locate(g, i, &t, &w);
+            CHECK(v[i] == (zero[t] ? 0.0f : value_of(i)));
+        }
+        CHECK_EQ_I64(sw_tiled_evictable_release(te, &err), SW_OK);
+        sw_tiled_evictable_unref(te);
+    }
+    sw_carrier_unref(p);
+    sw_carrier_unref(s);
+
+    /* Binding tiers, both empty: every tile implicit (allocate_like), read
+     * without a hook; a promotion asks the binding for zeroed storage. */
+    binding b;
+    binding_init(&b);
+    sw_carrier *bp = binding_new(&b, 0, 0), *bs = binding_new(&b, 0, 0);
+    sw_te_tier_hooks h = hooks_of(&b);
+    unsigned char all[4] = {1, 1, 1, 1};
+    te = NULL;
+    CHECK_EQ_I64(sw_tiled_evictable_new_placed(bp, bs, 2, GRID, TILE, &h, all, &te, &err), SW_OK);
+    b.te = te;
+    if (te) {
+        float v[24];
+        for (int64_t i = 0; i < 24; i++)
+            v[i] = 7;
+        CHECK_EQ_I64(sw_tiled_evictable_read(te, 0, 24, v, &err), SW_OK);
+        for (int64_t i = 0; i < 24; i++)
+            CHECK(v[i] == 0.0f);
+        CHECK_EQ_I64(b.reads, 0);
+        CHECK_EQ_I64(sw_tiled_evictable_promote(te, ALL, 4, &err), SW_OK);
+        CHECK_EQ_I64(b.stores_made, 4);
+        CHECK_EQ_I64(sw_tiled_evictable_read(te, 0, 24, v, &err), SW_OK);
+        for (int64_t i = 0; i < 24; i++)
+            CHECK(v[i] == 0.0f);
+        CHECK_EQ_I64(sw_tiled_evictable_release(te, &err), SW_OK);
+        sw_tiled_evictable_unref(te);
+    }
+    /* Without a placement: where the tiers put them (invalid here). */
+    sw_carrier *cp = binding_new(&b, 0, 0), *cs = binding_new(&b, 0, 0);
+    te = NULL;
+    CHECK_EQ_I64(sw_tiled_evictable_new_placed(cp, cs, 2, GRID, TILE, &h, NULL, &te, &err), SW_OK);
+    if (te) {
+        int64_t n = 0;
+        CHECK_EQ_I64(sw_tiled_evictable_tiles(te, SW_TE_TILES_INVALID, NULL, 0, &n, &err), SW_OK);
+        CHECK_EQ_I64(n, 4);
+        CHECK_EQ_I64(sw_tiled_evictable_release(te, &err), SW_OK);
+        sw_tiled_evictable_unref(te);
+    }
+    binding_free(&b);
+}
+
+typedef struct notified {
+    pthread_mutex_t mu;
+    int calls;
+    pthread_t thread;
+    sw_status status;
+    int done_inside;
+} notified;
+
+static void on_done(sw_te_work *w, void *user)
+{
+    notified *n = user;
+    sw_error e;
+    sw_status st = sw_te_work_wait(w, NULL, &e); /* does not block here */
+    pthread_mutex_lock(&n->mu);
+    n->calls++;
+    n->thread = pthread_self();
+    n->status = st;
+    n->done_inside = sw_te_work_done(w);
+    pthread_mutex_unlock(&n->mu);
+}
+
+static int calls_of(notified *n)
+{
+    pthread_mutex_lock(&n->mu);
+    int c = n->calls;
+    pthread_mutex_unlock(&n->mu);
+    return c;
+}
+
+/* A binding learns when a handle commits (once, not on its own thread
+ * when the work finishes later) and which handle a pool thread's hooks
+ * serve. */
+static void test_work_notifies_and_names_itself(void)
+{
+    binding b;
+    binding_init(&b);
+    b.copy_mode = 2;
+    sw_tiled_evictable *te = make_bound(&b, 2, GRID, TILE, 0);
+    b.threaded = 1;
+    sw_error err;
+    notified n = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    sw_te_work *w = NULL;
+    CHECK_EQ_I64(sw_tiled_evictable_evict_async(te, ALL, 2, &w, &err), SW_OK);
+    wait_queued(&b, 2);
+    CHECK(b.hooks_seen > 0 && b.seen_work == w); /* the pool thread's hooks */
+    CHECK_EQ_I64(sw_te_work_on_done(w, on_done, &n, &err), SW_OK);
+    CHECK_EQ_I64(sw_te_work_on_done(w, on_done, &n, &err), SW_ESTATE); /* one per handle */
+    CHECK_EQ_I64(sw_te_work_on_done(NULL, on_done, &n, &err), SW_ETYPE);
+    CHECK_EQ_I64(calls_of(&n), 0); /* not before the binding reports */
+    completer c = {&b, 2, 0};
+    pthread_create(&c.th, NULL, complete_jobs, &c);
+    pthread_join(c.th, NULL);
+    sw_tiled_evictable_drain(); /* a drain covers the callback */
+    CHECK_EQ_I64(calls_of(&n), 1);
+    CHECK(!pthread_equal(n.thread, pthread_self()));
+    CHECK_EQ_I64(n.status, SW_OK);
+    CHECK(n.done_inside);
+    CHECK_EQ_I64(sw_te_work_wait(w, NULL, &err), SW_OK);
+    /* Registered on committed work: runs at once, on the caller. */
+    notified late = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    sw_te_work *w2 = NULL;
+    CHECK_EQ_I64(sw_tiled_evictable_promote_async(te, ALL, 2, &w2, &err), SW_OK);
+    wait_queued(&b, 2);
+    c = (completer){&b, 2, 0};
+    pthread_create(&c.th, NULL, complete_jobs, &c);
+    pthread_join(c.th, NULL);
+    CHECK_EQ_I64(sw_te_work_wait(w2, NULL, &err), SW_OK);
+    CHECK_EQ_I64(sw_te_work_on_done(w2, on_done, &late, &err), SW_OK);
+    CHECK_EQ_I64(calls_of(&late), 1);
+    CHECK(pthread_equal(late.thread, pthread_self()));
+    sw_tiled_evictable_drain();
+    CHECK_EQ_I64(calls_of(&n), 1); /* still once */
+    /* A blocking call's hooks run on its caller: no work there. */
+    b.copy_mode = 1;
+    CHECK_EQ_I64(sw_tiled_evictable_evict(te, ALL, 2, &err), SW_OK);
+    CHECK(b.seen_work == NULL);
+    CHECK(sw_te_work_current() == NULL);
+    sw_te_work_unref(w);
+    sw_te_work_unref(w2);
+    CHECK(values_intact(te));
+    CHECK_EQ_I64(sw_tiled_evictable_release(te, &err), SW_OK);
+    sw_tiled_evictable_unref(te);
+    binding_free(&b);
+}
+
 int main(void)
 {
     test_construction_needs_the_hooks();
@@ -847,5 +1036,7 @@ int main(void)
     test_read_keeps_a_replaced_store_until_it_is_over();
     test_many_threads();
     test_block_device_tier_is_the_bindings();
+    test_placed_construction();
+    test_work_notifies_and_names_itself();
     return check_report("tiled_evictable_binding");
 }
