@@ -343,11 +343,29 @@ SW_API void sw_tiled_evictable_drain(void);
  * code runs inside fork()); the inherited work is done there
  * (sw_te_work_done), and a callback registered on it in the child runs at
  * once. sw_te_work_current: while a pool thread stages or gathers a piece
- * of asynchronous work (the hooks it calls included), that work
- * (borrowed); NULL on any other thread, e.g. inside a blocking call's
- * hooks. A binding uses it to keep what a hook raised for the handle that
+ * of asynchronous work, or a _start call (below) issues its copies on its
+ * caller (the hooks they call included), that work (borrowed); NULL
+ * elsewhere, e.g. inside a blocking call's hooks. A binding uses it to keep what a hook raised for the handle that
  * reports the failure. */
 typedef void (*sw_te_work_fn)(sw_te_work *w, void *user);
+
+/* Residency for a binding whose tile copies run on its caller (user code)
+ * and may finish later (a copy hook that reports afterwards). As the
+ * _async forms, with the same checks (a refusal returns directly, nothing
+ * changed, no handle), except that the fresh stores and the copies are
+ * issued on the calling thread before the call returns: the hooks run
+ * there (sw_te_work_current names the work inside them). When every copy
+ * has reported by then, the request commits there too and the handle is
+ * done on return; else the pool waits for the reports and the completion
+ * thread commits. A failure after the checks (a store or copy failing or
+ * reporting failure) is the handle's: the call returns SW_OK and wait
+ * reports it, nothing changed. Only when the pool cannot take the wait
+ * does the call itself fail, after the outstanding copies reported (it
+ * waits for them), nothing changed, no handle. */
+SW_API sw_status sw_tiled_evictable_promote_start(sw_tiled_evictable *te, const int64_t *coords,
+                                                  int64_t n, sw_te_work **out, sw_error *err);
+SW_API sw_status sw_tiled_evictable_evict_start(sw_tiled_evictable *te, const int64_t *coords,
+                                                int64_t n, sw_te_work **out, sw_error *err);
 SW_API sw_status sw_te_work_on_done(sw_te_work *w, sw_te_work_fn fn, void *user, sw_error *err);
 SW_API sw_te_work *sw_te_work_current(void);
 

@@ -713,8 +713,35 @@ sw_status sw_te_request_begin(sw_tiled_evictable *te, const int64_t *idx, int64_
 }
 
 /* The copies, no lock held (the tiles are pending): fresh storage per
- * moving tile, then its copy. The outcome goes to q->status / q->err. */
+ * moving tile, then its copy (issue), then every copy a hook took reports
+ * (await). The outcome goes to q->status / q->err. */
 void sw_te_request_stage(sw_tiled_evictable *te, te_request *q)
+{
+    sw_te_request_issue(te, q);
+    sw_te_request_await(q);
+}
+
+int sw_te_request_outstanding(te_request *q)
+{
+    pthread_mutex_lock(&q->mu);
+    int left = q->outstanding > 0;
+    pthread_mutex_unlock(&q->mu);
+    return left;
+}
+
+void sw_te_request_await(te_request *q)
+{
+    pthread_mutex_lock(&q->mu);
+    while (q->outstanding > 0)
+        pthread_cond_wait(&q->cv, &q->mu);
+    if (q->status == SW_OK && q->async_status != SW_OK) {
+        q->status = q->async_status;
+        q->err = q->async_err;
+    }
+    pthread_mutex_unlock(&q->mu);
+}
+
+void sw_te_request_issue(sw_tiled_evictable *te, te_request *q)
 {
     sw_error_clear(&q->err);
     sw_status st = SW_OK;
@@ -750,16 +777,7 @@ void sw_te_request_stage(sw_tiled_evictable *te, te_request *q)
         st = sw_te_copy_tile(te, q->idx[i], q->zero[i] ? NULL : &q->src[i], q->src_full[i],
                              &q->staged[i], &q->err);
     }
-    /* Every copy a hook took reports before the request commits. */
-    pthread_mutex_lock(&q->mu);
-    while (q->outstanding > 0)
-        pthread_cond_wait(&q->cv, &q->mu);
-    if (st == SW_OK && q->async_status != SW_OK) {
-        st = q->async_status;
-        q->err = q->async_err;
-    }
-    pthread_mutex_unlock(&q->mu);
-    q->status = st;
+    q->status = st; /* sw_te_request_await adds what the hooks report */
 }
 
 void sw_te_copy_done(sw_te_copy *job, sw_status status, const sw_error *err)

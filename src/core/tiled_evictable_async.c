@@ -44,6 +44,7 @@ struct sw_te_work {
     void *notify_user;
     int notified;           /* committed: a callback registered now runs at once */
     int registered;         /* a callback was given (one per handle) */
+    int issued;             /* a _start request: the pool only awaits its copies */
 };
 
 /* Guards every handle's callback and its notified flag (short sections
@@ -279,7 +280,9 @@ static void run_work(sw_job *job)
 {
     sw_te_work *w = (sw_te_work *)job;
     current_work = w;
-    if (w->req)
+    if (w->req && w->issued)
+        sw_te_request_await(w->req);
+    else if (w->req)
         sw_te_request_stage(w->te, w->req);
     else
         sw_te_project_gather(w->te, w->pj);
@@ -429,6 +432,89 @@ static sw_status residency_async(sw_tiled_evictable *te, const int64_t *coords, 
         return st;
     }
     return submit(ex, w, out, err);
+}
+
+/* A _start request, its copies issued on the caller: when a hook's copy
+ * is still to report, the pool waits for it and the completion thread
+ * commits; else (or when the pool refuses it, after the reports) it
+ * commits here. The handle is returned either way unless submission
+ * failed (then nothing changed and the error is the call's). */
+static sw_status submit_issued(sw_executor *ex, sw_te_work *w, sw_te_work **out, sw_error *err)
+{
+    pthread_mutex_lock(&drain_lock);
+    in_flight++;
+    pthread_mutex_unlock(&drain_lock);
+    sw_te_work_ref(w); /* the job's reference, dropped by commit */
+    sw_status st = SW_OK;
+    if (sw_te_request_outstanding(w->req)) {
+        if (sw_fault_hit("tile_submit"))
+            st = sw_error_set(err, SW_EIO, "TiledEvictable: injected fault: submission failed");
+        else
+            st = sw_executor_submit(ex, &w->job, err);
+        if (st == SW_OK) {
+            *out = w;
+            return SW_OK;
+        }
+    }
+    /* The hooks' copies report before anything is committed or dropped. */
+    sw_te_request_await(w->req);
+    if (st != SW_OK) {
+        w->req->status = st;
+        if (err)
+            w->req->err = *err;
+    }
+    commit(w);
+    if (st != SW_OK) {
+        sw_te_work_unref(w);
+        return st;
+    }
+    *out = w;
+    return SW_OK;
+}
+
+static sw_status residency_start(sw_tiled_evictable *te, const int64_t *coords, int64_t n,
+                                 int evict, sw_te_work **out, sw_error *err)
+{
+    if (!out)
+        return sw_error_set(err, SW_EINVAL, "TiledEvictable: out must not be NULL");
+    int64_t *idx = NULL;
+    sw_status st = sw_te_residency_indices(te, coords, n, evict, &idx, err);
+    sw_executor *ex = NULL;
+    sw_te_work *w = NULL;
+    if (st == SW_OK && (st = engine_get(&ex, err)) == SW_OK)
+        st = work_new(te, &w, err);
+    if (st != SW_OK) {
+        sw_free(idx);
+        return st;
+    }
+    sw_te_track_enter(&w->track, te);
+    w->track.work = w;
+    st = sw_te_request_begin(te, idx, n, evict, evict ? "evict tiles of" : "promote tiles of",
+                             0, &w->track, &w->req, err);
+    sw_free(idx);
+    if (st != SW_OK) {
+        sw_te_track_leave(&w->track);
+        sw_te_work_unref(w);
+        return st;
+    }
+    w->issued = 1;
+    sw_te_work *outer = current_work; /* a hook of other work may call this */
+    current_work = w;
+    sw_te_request_issue(te, w->req);
+    current_work = outer;
+    return submit_issued(ex, w, out, err);
+}
+
+sw_status sw_tiled_evictable_promote_start(sw_tiled_evictable *te, const int64_t *coords,
+                                           int64_t n, sw_te_work **out, sw_error *err)
+{
+    return residency_start(te, coords, n, 0, out, err);
+}
+
+sw_status sw_tiled_evictable_evict_start(sw_tiled_evictable *te, const int64_t *coords,
+                                         int64_t n, sw_te_work **out, sw_error *err)
+{
+    return residency_start(te, coords, n, 1, out, err);
 }
 
 sw_status sw_tiled_evictable_promote_async(sw_tiled_evictable *te, const int64_t *coords,

@@ -1027,6 +1027,117 @@ static void test_work_notifies_and_names_itself(void)
     binding_free(&b);
 }
 
+/* _start: the copies are issued on the caller (hooks there, naming the
+ * work); a request whose copies all reported is done on return; a copy
+ * reported later keeps the handle open and the tiles pending; a failure is
+ * the handle's with nothing changed; a refusal is the call's. */
+static void test_start_issues_on_the_caller(void)
+{
+    binding b;
+    binding_init(&b);
+    b.copy_mode = 1; /* reports inside the hook */
+    sw_tiled_evictable *te = make_bound(&b, 2, GRID, TILE, 0);
+    sw_error err;
+    int64_t c0[2] = {0, 0};
+    sw_te_tile_state ts;
+    sw_te_work *w = NULL;
+    int copies = b.copies;
+    CHECK_EQ_I64(sw_tiled_evictable_evict_start(te, ALL, 2, &w, &err), SW_OK);
+    CHECK(w != NULL && sw_te_work_done(w));
+    CHECK_EQ_I64(b.copies - copies, 2); /* on this thread, before return */
+    CHECK(b.seen_work == w);
+    CHECK(sw_te_work_current() == NULL);
+    CHECK_EQ_I64(sw_te_work_wait(w, NULL, &err), SW_OK);
+    notified n = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    CHECK_EQ_I64(sw_te_work_on_done(w, on_done, &n, &err), SW_OK);
+    CHECK(calls_of(&n) == 1 && pthread_equal(n.thread, pthread_self()));
+    sw_te_work_unref(w);
+    CHECK_EQ_I64(sw_tiled_evictable_tile_state(te, c0, &ts, NULL), SW_OK);
+    CHECK(ts.location == SW_TE_SECONDARY && !ts.pending);
+    CHECK(values_intact(te));
+
+    /* A refusal (a tile listed twice) is the call's: no handle. */
+    w = NULL;
+    int64_t twice[4] = {0, 0, 0, 0};
+    CHECK_EQ_I64(sw_tiled_evictable_promote_start(te, twice, 2, &w, &err), SW_EINVAL);
+    CHECK(w == NULL);
+
+    /* Reported later: open handle, pending tiles, commit on report. */
+    b.copy_mode = 2;
+    b.threaded = 1;
+    w = NULL;
+    CHECK_EQ_I64(sw_tiled_evictable_promote_start(te, ALL, 2, &w, &err), SW_OK);
+    CHECK(w != NULL);
+    CHECK_EQ_I64(b.nqueued, 2); /* issued before the call returned */
+    CHECK(!sw_te_work_done(w));
+    CHECK_EQ_I64(sw_tiled_evictable_tile_state(te, c0, &ts, NULL), SW_OK);
+    CHECK(ts.pending && ts.location == SW_TE_SECONDARY);
+    float one = 5;
+    CHECK_EQ_I64(sw_tiled_evictable_write(te, 0, 1, &one, &err), SW_ESTATE);
+    CHECK_EQ_I64(sw_tiled_evictable_release(te, &err), SW_ESTATE);
+    notified later = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    CHECK_EQ_I64(sw_te_work_on_done(w, on_done, &later, &err), SW_OK);
+    completer c = {&b, 2, 0};
+    pthread_create(&c.th, NULL, complete_jobs, &c);
+    CHECK_EQ_I64(sw_te_work_wait(w, NULL, &err), SW_OK);
+    pthread_join(c.th, NULL);
+    sw_tiled_evictable_drain();
+    CHECK_EQ_I64(calls_of(&later), 1);
+    CHECK(!pthread_equal(later.thread, pthread_self()));
+    sw_te_work_unref(w);
+    CHECK_EQ_I64(sw_tiled_evictable_tile_state(te, c0, &ts, NULL), SW_OK);
+    CHECK(ts.location == SW_TE_PRIMARY && !ts.pending);
+    CHECK(values_intact(te));
+
+    /* Failures are the handle's; nothing changed, fresh stores discarded. */
+    snap before, after;
+    take(te, &before);
+    b.copy_mode = 1;
+    b.fail_store = 1;
+    w = NULL;
+    CHECK_EQ_I64(sw_tiled_evictable_evict_start(te, ALL, 2, &w, &err), SW_OK);
+    CHECK(w != NULL && sw_te_work_done(w));
+    CHECK_EQ_I64(sw_te_work_wait(w, NULL, &err), SW_ENOMEM);
+    CHECK(strstr(err.msg, "no room") != NULL);
+    sw_te_work_unref(w);
+    take(te, &after);
+    CHECK(same(&before, &after));
+    b.fail_store = 0;
+    b.copy_mode = 2;
+    b.fail_copy_report = 1;
+    int discards = b.discards;
+    w = NULL;
+    CHECK_EQ_I64(sw_tiled_evictable_evict_start(te, ALL, 2, &w, &err), SW_OK);
+    c = (completer){&b, 2, 0};
+    pthread_create(&c.th, NULL, complete_jobs, &c);
+    CHECK_EQ_I64(sw_te_work_wait(w, NULL, &err), SW_EIO);
+    pthread_join(c.th, NULL);
+    sw_te_work_unref(w);
+    sw_tiled_evictable_drain();
+    take(te, &after);
+    CHECK(same(&before, &after));
+    CHECK_EQ_I64(b.discards - discards, 2);
+    b.fail_copy_report = 0;
+
+    /* The pool refuses the wait: the call fails after the reports, nothing
+     * changed, no handle. */
+    if (sw_fault_enabled()) {
+        CHECK_EQ_I64(sw_fault_arm("tile_submit", 0, 1), SW_OK);
+        c = (completer){&b, 2, 0};
+        pthread_create(&c.th, NULL, complete_jobs, &c);
+        w = NULL;
+        CHECK_EQ_I64(sw_tiled_evictable_evict_start(te, ALL, 2, &w, &err), SW_EIO);
+        pthread_join(c.th, NULL);
+        sw_fault_clear();
+        CHECK(w == NULL);
+        take(te, &after);
+        CHECK(same(&before, &after));
+    }
+    CHECK_EQ_I64(sw_tiled_evictable_release(te, &err), SW_OK);
+    sw_tiled_evictable_unref(te);
+    binding_free(&b);
+}
+
 int main(void)
 {
     test_construction_needs_the_hooks();
@@ -1038,5 +1149,6 @@ int main(void)
     test_block_device_tier_is_the_bindings();
     test_placed_construction();
     test_work_notifies_and_names_itself();
+    test_start_issues_on_the_caller();
     return check_report("tiled_evictable_binding");
 }
