@@ -443,11 +443,14 @@ typedef struct sw_te_tier_hooks {
 SW_API void sw_te_copy_done(sw_te_copy *job, sw_status status, const sw_error *err);
 
 /* sw_tiled_evictable_new with binding tiers: the same checks, except that
- * check 2 also takes a bound tier (one the core cannot address, e.g. a
- * STATE_ONLY class) as primary or secondary, which needs store, read and
- * write (SW_EINVAL otherwise); a tier the core addresses must still be of
- * the classes above (SW_ENOTSUP),
- * a STATE_ONLY tier also size (SW_EINVAL), and with a STATE_ONLY tier the
+ * check 2 also takes a bound tier as primary or secondary, which needs
+ * store, read and write (SW_EINVAL otherwise). Bound: one the core cannot
+ * address (e.g. a STATE_ONLY class), or one of a class the core does not
+ * keep in that role (check 2: Generic memory, a FileBacked primary, ...),
+ * which the core then reaches only through the hooks too, as it does every
+ * store the store hook makes like it (handing such a store request back,
+ * SW_ENOTSUP, fails the request); a STATE_ONLY tier also needs size
+ * (SW_EINVAL), and with a STATE_ONLY tier the
  * dtypes are the binding's (check 6 compares only core dtypes; the
  * TiledEvictable takes hooks->dtype). The hooks are copied. A
  * BlockDeviceCarrier tier is a bound tier (it has no direct storage: the

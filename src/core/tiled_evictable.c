@@ -39,6 +39,14 @@ static void describe(sw_carrier *c, te_store *s)
     pthread_mutex_unlock(&c->lock);
 }
 
+/* A store of a role-bound tier: the core forgets its address, so every
+ * access goes through the binding's hooks. */
+static void unaddress(te_store *s)
+{
+    s->host = NULL;
+    s->fd = -1;
+}
+
 /* Fresh tile-sized storage like the tier `proto` (the binding's store
  * hook first, when set; else CPU or FileBacked), zero-filled when `zero`
  * (a FileBacked tile always reads zeros when fresh). No lock held. */
@@ -55,6 +63,8 @@ static sw_status fresh_store(sw_tiled_evictable *te, const te_store *proto, int 
             st = sw_error_set(err, SW_ESTATE, "TiledEvictable: the binding made no tile store");
         if (st == SW_OK) {
             describe(c, out);
+            if (te->role_bound[secondary ? 1 : 0])
+                unaddress(out);
             return SW_OK;
         }
         if (st != SW_ENOTSUP)
@@ -298,16 +308,10 @@ static sw_status check_hooked_tier(sw_carrier *c, const char *role, const sw_te_
     if (sw_carrier_is_state_only(c) && !h->size)
         return sw_error_set(err, SW_EINVAL, "TiledEvictable: the %s tier keeps its slots in "
                             "the binding, which must give a size hook", role);
-    if (!tier_bound(c)) {
-        /* The core reaches it: the classes the core supports, as without hooks. */
-        if (!tier_supported(c, role[0] == 's'))
-            return sw_error_set(err, SW_ENOTSUP,
-                                "TiledEvictable: the primary must be a CPU carrier and the "
-                                "secondary a CPU or FileBacked carrier, or a tier the binding "
-                                "reaches, not %s as the %s",
-                                sw_carrier_name(c), role);
-        return SW_OK;
-    }
+    if (!tier_bound(c) && tier_supported(c, role[0] == 's'))
+        return SW_OK; /* the core reaches it, as without hooks */
+    /* Bound, or a class the core does not keep in this role (Generic memory,
+     * a FileBacked primary): the binding reaches it. */
     if (!h->store || !h->read || !h->write)
         return sw_error_set(err, SW_EINVAL, "TiledEvictable: the %s tier (%s) is reached only "
                             "through the binding, which must give store, read and write hooks",
@@ -392,6 +396,14 @@ static sw_status make(sw_carrier *primary, sw_carrier *secondary, int32_t rank,
     }
     describe(sw_carrier_ref(primary), &te->primary);
     describe(sw_carrier_ref(secondary), &te->secondary);
+    if (hooks) {
+        te->role_bound[0] = !tier_supported(primary, 0);
+        te->role_bound[1] = !tier_supported(secondary, 1);
+        if (te->role_bound[0])
+            unaddress(&te->primary);
+        if (te->role_bound[1])
+            unaddress(&te->secondary);
+    }
     atomic_init(&te->refs, 1);
     const te_store *store = pfull ? &te->primary : sfull ? &te->secondary : NULL;
     int loc = pfull ? SW_TE_PRIMARY : sfull ? SW_TE_SECONDARY : SW_TE_INVALID;

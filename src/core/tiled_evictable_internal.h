@@ -40,6 +40,8 @@ struct sw_tiled_evictable {
     te_store primary, secondary; /* the prototypes (one reference each) */
     int hooked;                  /* made by sw_tiled_evictable_new_bound */
     sw_te_tier_hooks hooks;      /* binding tiers (all NULL unless hooked) */
+    int role_bound[2];           /* primary, secondary: a class the core does not keep in
+                                    that role, reached through the hooks */
     /* guarded by lock */
     uint64_t ptoken, stoken;     /* claims, 0 once relinquished */
     te_tile *tiles;              /* geo.ntiles; NULL after release */

@@ -425,12 +425,14 @@ static void test_construction_needs_the_hooks(void)
     h.size = NULL;
     CHECK_EQ_I64(sw_tiled_evictable_new_bound(p, s, 2, GRID, TILE, &h, &te, &err), SW_EINVAL);
     CHECK(!sw_carrier_is_owned(p) && !sw_carrier_is_owned(s));
-    /* A tier the core addresses keeps the core's classes: no FileBacked primary. */
+    /* A tier of a class the core does not keep in its role (a FileBacked
+     * primary) is the binding's to reach: it needs the hooks too. */
     sw_carrier *fp = NULL;
     sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &fp, NULL);
     h = hooks_of(&b);
-    CHECK_EQ_I64(sw_tiled_evictable_new_bound(fp, p, 2, GRID, TILE, &h, &te, &err), SW_ENOTSUP);
-    CHECK(strstr(err.msg, "FileBacked") != NULL);
+    h.write = NULL;
+    CHECK_EQ_I64(sw_tiled_evictable_new_bound(fp, p, 2, GRID, TILE, &h, &te, &err), SW_EINVAL);
+    CHECK(strstr(err.msg, "FileBacked") != NULL && strstr(err.msg, "primary") != NULL);
     CHECK(!sw_carrier_is_owned(fp) && !sw_carrier_is_owned(p));
     sw_carrier_release(fp, NULL);
     sw_carrier_unref(fp);
@@ -1138,6 +1140,134 @@ static void test_start_issues_on_the_caller(void)
     binding_free(&b);
 }
 
+/* With hooks, a tier of a class the core does not keep in its role (Generic
+ * memory as the primary, a FileBacked primary) is reached only through the
+ * hooks, like a STATE_ONLY tier: reads, writes, copies and the stores made
+ * like it; a store hook handing such a request back fails it. */
+static sw_status g_store(sw_carrier *proto, int secondary, int64_t size, sw_dtype dtype, int zero,
+                         void *user, sw_carrier **out, sw_error *err)
+{
+    binding *b = user;
+    (void)zero;
+    (void)secondary;
+    const sw_carrier_class *k = sw_carrier_class_of(proto);
+    if (k == &sw_cpu_class)
+        return SW_ENOTSUP; /* the core's */
+    count(b, &b->stores_made);
+    if (b->fail_store)
+        return SW_ENOTSUP; /* hand it back to the core */
+    if (k == &sw_generic_class) {
+        float *zeros = calloc((size_t)size + 1, sizeof *zeros);
+        sw_status st = sw_generic_new(zeros, size, dtype, 0, out, err);
+        free(zeros);
+        return st;
+    }
+    sw_status st = sw_file_backed_new(NULL, dtype, 0, out, err);
+    if (st == SW_OK && (st = sw_carrier_allocate(*out, size, err)) != SW_OK) {
+        sw_carrier_release(*out, NULL);
+        sw_carrier_unref(*out);
+    }
+    return st;
+}
+
+static sw_status g_read(sw_carrier *store, int64_t at, int64_t n, void *out, void *user,
+                        sw_error *err)
+{
+    count(user, &((binding *)user)->reads);
+    return sw_carrier_read(store, at, n, out, err);
+}
+
+static sw_status g_write(sw_carrier *store, int64_t at, int64_t n, const void *in, void *user,
+                         sw_error *err)
+{
+    count(user, &((binding *)user)->writes);
+    return sw_carrier_write(store, at, n, in, err);
+}
+
+static void test_role_bound_tiers_go_through_the_hooks(void)
+{
+    binding b;
+    binding_init(&b);
+    sw_error err;
+    float vals[24];
+    for (int i = 0; i < 24; i++)
+        vals[i] = value_of(i);
+    sw_carrier *p = NULL, *s = NULL;
+    CHECK_EQ_I64(sw_generic_new(vals, 24, SW_DT_FLOAT32, 0, &p, &err), SW_OK);
+    CHECK_EQ_I64(sw_cpu_new(0, SW_DT_FLOAT32, 0, &s, &err), SW_OK);
+    sw_tiled_evictable *te = NULL;
+    CHECK_EQ_I64(sw_tiled_evictable_new(p, s, 2, GRID, TILE, &te, &err), SW_ENOTSUP);
+    sw_te_tier_hooks h = {.store = g_store, .read = g_read, .write = g_write, .user = &b,
+                          .dtype = SW_DT_FLOAT32};
+    CHECK_EQ_I64(sw_tiled_evictable_new_bound(p, s, 2, GRID, TILE, &h, &te, &err), SW_OK);
+    if (te) {
+        b.te = te;
+        CHECK(values_intact(te));
+        CHECK(b.reads > 0); /* Generic memory read through the hook */
+        int reads = b.reads;
+        CHECK_EQ_I64(sw_tiled_evictable_evict(te, ALL, 4, &err), SW_OK); /* into CPU tiles */
+        CHECK(b.reads > reads);
+        CHECK(values_intact(te));
+        CHECK_EQ_I64(sw_tiled_evictable_promote(te, ALL, 2, &err), SW_OK); /* fresh Generic */
+        CHECK_EQ_I64(b.stores_made, 2);
+        int writes = b.writes;
+        float nine = 9;
+        CHECK_EQ_I64(sw_tiled_evictable_write(te, 0, 1, &nine, &err), SW_OK);
+        CHECK(b.writes > writes);
+        float got = 0;
+        CHECK_EQ_I64(sw_tiled_evictable_read(te, 0, 1, &got, &err), SW_OK);
+        CHECK(got == 9.0f);
+        /* The store hook handing back a Generic store: the request fails,
+         * nothing changed. */
+        snap before, after;
+        take(te, &before);
+        b.fail_store = 1;
+        int64_t second[2] = {1, 0};
+        CHECK_EQ_I64(sw_tiled_evictable_evict(te, second, 1, &err), SW_OK); /* CPU: core's */
+        take(te, &before);
+        CHECK_EQ_I64(sw_tiled_evictable_promote(te, second, 1, &err), SW_ENOTSUP);
+        take(te, &after);
+        CHECK(same(&before, &after));
+        b.fail_store = 0;
+        CHECK_EQ_I64(sw_tiled_evictable_release(te, &err), SW_OK);
+        sw_tiled_evictable_unref(te);
+    }
+    sw_carrier_unref(p);
+    sw_carrier_unref(s);
+
+    /* A FileBacked primary, full: its slots through the hooks, eviction
+     * into a CPU secondary, promotion back into fresh FileBacked storage
+     * made by the core (hook hands it back). */
+    sw_carrier *fp = NULL, *cs = NULL;
+    CHECK_EQ_I64(sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &fp, &err), SW_OK);
+    CHECK_EQ_I64(sw_carrier_allocate(fp, 24, &err), SW_OK);
+    CHECK_EQ_I64(sw_carrier_write(fp, 0, 24, vals, &err), SW_OK);
+    CHECK_EQ_I64(sw_cpu_new(0, SW_DT_FLOAT32, 0, &cs, &err), SW_OK);
+    te = NULL;
+    b.reads = 0;
+    CHECK_EQ_I64(sw_tiled_evictable_new_bound(fp, cs, 2, GRID, TILE, &h, &te, &err), SW_OK);
+    if (te) {
+        b.te = te;
+        CHECK(values_intact(te));
+        CHECK(b.reads > 0);
+        CHECK_EQ_I64(sw_tiled_evictable_evict(te, ALL, 4, &err), SW_OK);
+        CHECK(values_intact(te));
+        int made = b.stores_made;
+        CHECK_EQ_I64(sw_tiled_evictable_promote(te, ALL, 4, &err), SW_OK);
+        CHECK_EQ_I64(b.stores_made - made, 4); /* FileBacked tiles, the binding's */
+        CHECK(values_intact(te));
+        float nine = 9, got = 0;
+        CHECK_EQ_I64(sw_tiled_evictable_write(te, 5, 1, &nine, &err), SW_OK);
+        CHECK_EQ_I64(sw_tiled_evictable_read(te, 5, 1, &got, &err), SW_OK);
+        CHECK(got == 9.0f);
+        CHECK_EQ_I64(sw_tiled_evictable_release(te, &err), SW_OK);
+        sw_tiled_evictable_unref(te);
+    }
+    sw_carrier_unref(fp);
+    sw_carrier_unref(cs);
+    binding_free(&b);
+}
+
 int main(void)
 {
     test_construction_needs_the_hooks();
@@ -1150,5 +1280,6 @@ int main(void)
     test_placed_construction();
     test_work_notifies_and_names_itself();
     test_start_issues_on_the_caller();
+    test_role_bound_tiers_go_through_the_hooks();
     return check_report("tiled_evictable_binding");
 }
