@@ -209,7 +209,15 @@ SW_API sw_status sw_tiled_evictable_write(sw_tiled_evictable *te, int64_t slot, 
  * values are gathered. On failure a new destination is released and a
  * given one is left live (its values unspecified). The source's residency,
  * values and version never change; the destination's version does not
- * either. `*out` gets one reference. Blocks until done. */
+ * either. `*out` gets one reference. Blocks until done.
+ * With binding hooks (sw_tiled_evictable_new_bound) check 5 also takes a
+ * destination of another class with a write hook given: the binding's (its
+ * class is the binding's to check; a STATE_ONLY one's size comes from the
+ * size hook, its dtype is not compared). The values are gathered into host
+ * memory and handed to the write hook in one call (slots [0, n), on the
+ * gathering thread, no core lock held, this thread holding the claimed
+ * destination's owner access); a failing hook fails the projection. `*out`
+ * then gets NULL: the binding makes its own tensor over it. */
 SW_API sw_status sw_tiled_evictable_project(sw_tiled_evictable *te, const sw_layout *layout,
                                             int64_t offset, const sw_tile_selection *selection,
                                             sw_carrier *destination, sw_tensor **out,

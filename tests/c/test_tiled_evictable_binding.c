@@ -1268,6 +1268,76 @@ static void test_role_bound_tiers_go_through_the_hooks(void)
     binding_free(&b);
 }
 
+/* With hooks, a projection into a destination of the binding's (a class
+ * other than CPU) gathers into host memory and hands the values to the
+ * write hook, holding the claimed destination's owner access; its size is
+ * the binding's; the tensor is the binding's to make. Without hooks such a
+ * destination is refused. */
+static void test_projection_into_a_binding_destination(void)
+{
+    binding b;
+    binding_init(&b);
+    sw_tiled_evictable *te = make_bound(&b, 2, GRID, TILE, 1);
+    sw_error err;
+    int64_t ax0[2] = {1, 0}, ax1[1] = {1}, counts[2] = {2, 1};
+    const int64_t *axes[2] = {ax0, ax1};
+    sw_tile_selection sel = {2, counts, axes};
+    sw_carrier *small = binding_new(&b, 11, 0), *dest = binding_new(&b, 12, 0);
+    sw_tensor *out = (sw_tensor *)&b; /* must come back NULL */
+    CHECK_EQ_I64(sw_tiled_evictable_project(te, NULL, 0, &sel, small, &out, &err), SW_EINVAL);
+    CHECK(strstr(err.msg, "11 slots") != NULL);
+    int writes = b.writes;
+    CHECK_EQ_I64(sw_tiled_evictable_project(te, NULL, 0, &sel, dest, &out, &err), SW_OK);
+    CHECK(out == NULL);
+    CHECK_EQ_I64(b.writes - writes, 1);
+    CHECK(!sw_carrier_is_owned(dest)); /* the claim ended */
+    float *d = values_of(&b, dest, NULL);
+    int bad = 0;
+    for (int j = 0; j < 3; j++)
+        for (int i = 0; i < 4; i++)
+            bad += d[i + 4 * j] != value_of((ax0[i / 2] * 2 + i % 2) + 4 * (3 + j));
+    CHECK_EQ_I64(bad, 0);
+    /* Asynchronous: the same, the result NULL. */
+    memset(d, 0, 12 * sizeof *d);
+    sw_te_work *w = NULL;
+    CHECK_EQ_I64(sw_tiled_evictable_project_async(te, NULL, 0, &sel, dest, &w, &err), SW_OK);
+    out = (sw_tensor *)&b;
+    CHECK_EQ_I64(sw_te_work_wait(w, &out, &err), SW_OK);
+    CHECK(out == NULL);
+    sw_te_work_unref(w);
+    bad = 0;
+    for (int j = 0; j < 3; j++)
+        for (int i = 0; i < 4; i++)
+            bad += d[i + 4 * j] != value_of((ax0[i / 2] * 2 + i % 2) + 4 * (3 + j));
+    CHECK_EQ_I64(bad, 0);
+    /* A failing write hook fails the projection; residency unchanged. */
+    snap before, after;
+    take(te, &before);
+    b.fail_write_at = b.writes + 1;
+    CHECK_EQ_I64(sw_tiled_evictable_project(te, NULL, 0, &sel, dest, &out, &err), SW_EIO);
+    b.fail_write_at = 0;
+    take(te, &after);
+    CHECK(same(&before, &after));
+    CHECK(!sw_carrier_is_owned(dest));
+    CHECK_EQ_I64(sw_tiled_evictable_release(te, &err), SW_OK);
+    sw_tiled_evictable_unref(te);
+
+    /* No hooks: a CPU destination only. */
+    sw_carrier *p = NULL, *s = NULL;
+    sw_cpu_new(24, SW_DT_FLOAT32, 0, &p, NULL);
+    sw_cpu_new(0, SW_DT_FLOAT32, 0, &s, NULL);
+    te = NULL;
+    CHECK_EQ_I64(sw_tiled_evictable_new(p, s, 2, GRID, TILE, &te, &err), SW_OK);
+    if (te) {
+        CHECK_EQ_I64(sw_tiled_evictable_project(te, NULL, 0, &sel, dest, &out, &err), SW_ETYPE);
+        CHECK_EQ_I64(sw_tiled_evictable_release(te, &err), SW_OK);
+        sw_tiled_evictable_unref(te);
+    }
+    sw_carrier_unref(p);
+    sw_carrier_unref(s);
+    binding_free(&b);
+}
+
 int main(void)
 {
     test_construction_needs_the_hooks();
@@ -1281,5 +1351,6 @@ int main(void)
     test_work_notifies_and_names_itself();
     test_start_issues_on_the_caller();
     test_role_bound_tiers_go_through_the_hooks();
+    test_projection_into_a_binding_destination();
     return check_report("tiled_evictable_binding");
 }
