@@ -486,6 +486,15 @@ SW_API sw_status sw_tiled_evictable_new_placed(sw_carrier *primary, sw_carrier *
                                                const unsigned char *implicit,
                                                sw_tiled_evictable **out, sw_error *err);
 
+/* For a binding whose write hook reaches a tier given at construction
+ * (a full tier holds its tiles in place, and the TiledEvictable claimed it):
+ * the TiledEvictable's claim token on the primary (secondary = 0) or the
+ * secondary, to pass to sw_carrier_begin_owner_access/_end around the
+ * binding's own write (as sw_evictable_tier does for an Evictable). 0 once
+ * released. SW_ETYPE for NULL arguments. */
+SW_API sw_status sw_tiled_evictable_tier_token(sw_tiled_evictable *te, int secondary,
+                                               uint64_t *token, sw_error *err);
+
 /* As a carrier. sw_tiled_evictable_carrier gives an sw_carrier (class
  * sw_tiled_evictable_class, one reference to the caller; it holds its own
  * reference to `te`) whose every carrier.h call works: size is the logical

@@ -447,6 +447,17 @@ sw_status sw_tiled_evictable_new_placed(sw_carrier *primary, sw_carrier *seconda
     return make(primary, secondary, rank, grid, tile, hooks, implicit, out, err);
 }
 
+sw_status sw_tiled_evictable_tier_token(sw_tiled_evictable *te, int secondary, uint64_t *token,
+                                        sw_error *err)
+{
+    if (!te || !token)
+        return sw_error_set(err, SW_ETYPE, "TiledEvictable: arguments must not be NULL");
+    pthread_mutex_lock(&te->lock);
+    *token = secondary ? te->stoken : te->ptoken;
+    pthread_mutex_unlock(&te->lock);
+    return SW_OK;
+}
+
 /* ---- references and introspection ---------------------------------------------- */
 
 sw_tiled_evictable *sw_tiled_evictable_ref(sw_tiled_evictable *te)

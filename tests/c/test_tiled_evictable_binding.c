@@ -1338,6 +1338,33 @@ static void test_projection_into_a_binding_destination(void)
     binding_free(&b);
 }
 
+/* A binding's write reaching a claimed tier: the token opens owner access
+ * on it (and only for this thread); 0 after release. */
+static void test_tier_token_opens_owner_access(void)
+{
+    binding b;
+    binding_init(&b);
+    sw_tiled_evictable *te = make_bound(&b, 2, GRID, TILE, 1);
+    sw_carrier *p = sw_tiled_evictable_primary(te), *s = sw_tiled_evictable_secondary(te);
+    sw_error err;
+    uint64_t pt = 0, st = 0;
+    CHECK_EQ_I64(sw_tiled_evictable_tier_token(te, 0, &pt, &err), SW_OK);
+    CHECK_EQ_I64(sw_tiled_evictable_tier_token(te, 1, &st, &err), SW_OK);
+    CHECK(pt != 0 && st != 0);
+    CHECK_EQ_I64(sw_tiled_evictable_tier_token(NULL, 0, &pt, &err), SW_ETYPE);
+    CHECK_EQ_I64(sw_carrier_begin_owner_access(p, st, &err), SW_ESTATE); /* not its token */
+    CHECK_EQ_I64(sw_carrier_begin_owner_access(p, pt, &err), SW_OK);
+    CHECK(sw_carrier_has_owner_access(p));
+    CHECK_EQ_I64(sw_carrier_end_owner_access(p, pt, &err), SW_OK);
+    CHECK_EQ_I64(sw_carrier_begin_owner_access(s, st, &err), SW_OK);
+    CHECK_EQ_I64(sw_carrier_end_owner_access(s, st, &err), SW_OK);
+    CHECK_EQ_I64(sw_tiled_evictable_release(te, &err), SW_OK);
+    CHECK_EQ_I64(sw_tiled_evictable_tier_token(te, 0, &pt, &err), SW_OK);
+    CHECK_EQ_I64((int64_t)pt, 0);
+    sw_tiled_evictable_unref(te);
+    binding_free(&b);
+}
+
 int main(void)
 {
     test_construction_needs_the_hooks();
@@ -1352,5 +1379,6 @@ int main(void)
     test_start_issues_on_the_caller();
     test_role_bound_tiers_go_through_the_hooks();
     test_projection_into_a_binding_destination();
+    test_tier_token_opens_owner_access();
     return check_report("tiled_evictable_binding");
 }
