@@ -348,9 +348,9 @@ SW_API void sw_tiled_evictable_drain(void);
  * handle stays alive while fn runs). One callback per handle: SW_ESTATE
  * for a second, SW_ETYPE for NULL. Fork: a child never runs a callback
  * registered in the parent for work that had not committed (no binding
- * code runs inside fork()); the inherited work is done there
- * (sw_te_work_done), and a callback registered on it in the child runs at
- * once. sw_te_work_current: while a pool thread stages or gathers a piece
+ * code runs inside fork()): the binding finds such handles done there
+ * (sw_te_work_done, wait fails "forked") and ends its own objects for them;
+ * a handle that had no callback yet gets one run at once. sw_te_work_current: while a pool thread stages or gathers a piece
  * of asynchronous work, or a _start call (below) issues its copies on its
  * caller (the hooks they call included), that work (borrowed); NULL
  * elsewhere, e.g. inside a blocking call's hooks. A binding uses it to keep what a hook raised for the handle that
