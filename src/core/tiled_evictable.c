@@ -883,7 +883,12 @@ void sw_te_request_finish(sw_tiled_evictable *te, te_request *q, te_track *track
     pthread_mutex_unlock(&te->lock);
     for (int64_t i = 0; !forked && q->staged && i < q->n; i++)
         drop_store(te, &q->staged[i]);
-    sw_te_request_free(q);
+    /* A forked child leaves the request itself to the parent: a parent
+     * thread that was waiting on its condition variable for a binding's
+     * copies would make pthread_cond_destroy block here for ever, and a
+     * binding may still hold its copy job. */
+    if (!forked)
+        sw_te_request_free(q);
 }
 
 void sw_te_request_free(te_request *q)

@@ -16,6 +16,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "loop.h"
@@ -1365,6 +1367,55 @@ static void test_tier_token_opens_owner_access(void)
     binding_free(&b);
 }
 
+/* Fork with a _start request waiting for the binding's reports and a
+ * callback registered: the child finds the handle done ("forked"), the
+ * tiles no longer pending, and never runs the parent's callback; the
+ * parent's request commits when the reports come, its callback once. */
+static void test_callback_never_runs_in_a_forked_child(void)
+{
+    binding b;
+    binding_init(&b);
+    b.copy_mode = 2;
+    sw_tiled_evictable *te = make_bound(&b, 2, GRID, TILE, 0);
+    b.threaded = 1;
+    sw_error err;
+    notified n = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    sw_te_work *w = NULL;
+    CHECK_EQ_I64(sw_tiled_evictable_evict_start(te, ALL, 2, &w, &err), SW_OK);
+    CHECK_EQ_I64(b.nqueued, 2);
+    CHECK_EQ_I64(sw_te_work_on_done(w, on_done, &n, &err), SW_OK);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        sw_error e;
+        int bad = 0;
+        bad += !sw_te_work_done(w);
+        bad += sw_te_work_wait(w, NULL, &e) != SW_ESTATE;
+        bad += strstr(e.msg, "forked") == NULL;
+        bad += calls_of(&n) != 0;
+        sw_te_tile_state ts;
+        int64_t c0[2] = {0, 0};
+        bad += sw_tiled_evictable_tile_state(te, c0, &ts, NULL) != SW_OK;
+        bad += ts.pending || ts.location != SW_TE_PRIMARY;
+        _exit(bad);
+    }
+    int status = -1;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    completer c = {&b, 2, 0};
+    pthread_create(&c.th, NULL, complete_jobs, &c);
+    CHECK_EQ_I64(sw_te_work_wait(w, NULL, &err), SW_OK);
+    pthread_join(c.th, NULL);
+    sw_tiled_evictable_drain();
+    CHECK_EQ_I64(calls_of(&n), 1);
+    sw_te_work_unref(w);
+    CHECK(values_intact(te));
+    CHECK_EQ_I64(sw_tiled_evictable_release(te, &err), SW_OK);
+    sw_tiled_evictable_unref(te);
+    binding_free(&b);
+}
+
 int main(void)
 {
     test_construction_needs_the_hooks();
@@ -1380,5 +1431,6 @@ int main(void)
     test_role_bound_tiers_go_through_the_hooks();
     test_projection_into_a_binding_destination();
     test_tier_token_opens_owner_access();
+    test_callback_never_runs_in_a_forked_child();
     return check_report("tiled_evictable_binding");
 }
