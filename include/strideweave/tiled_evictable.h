@@ -350,12 +350,16 @@ SW_API void sw_tiled_evictable_drain(void);
  * registered in the parent for work that had not committed (no binding
  * code runs inside fork()): the binding finds such handles done there
  * (sw_te_work_done, wait fails "forked") and ends its own objects for them;
- * a handle that had no callback yet gets one run at once. sw_te_work_current: while a pool thread stages or gathers a piece
- * of asynchronous work, or a _start call (below) issues its copies on its
+ * a handle that had no callback yet gets one run at once.
+ *
+ * sw_te_work_current: while a pool thread stages or gathers a piece of
+ * asynchronous work, or a _start call (below) issues its copies on its
  * caller (the hooks they call included), that work (borrowed); NULL
- * elsewhere, e.g. inside a blocking call's hooks. A binding uses it to keep what a hook raised for the handle that
- * reports the failure. */
+ * elsewhere, e.g. inside a blocking call's hooks. A binding uses it to keep
+ * what a hook raised for the handle that reports the failure. */
 typedef void (*sw_te_work_fn)(sw_te_work *w, void *user);
+SW_API sw_status sw_te_work_on_done(sw_te_work *w, sw_te_work_fn fn, void *user, sw_error *err);
+SW_API sw_te_work *sw_te_work_current(void);
 
 /* Residency for a binding whose tile copies run on its caller (user code)
  * and may finish later (a copy hook that reports afterwards). As the
@@ -374,8 +378,6 @@ SW_API sw_status sw_tiled_evictable_promote_start(sw_tiled_evictable *te, const 
                                                   int64_t n, sw_te_work **out, sw_error *err);
 SW_API sw_status sw_tiled_evictable_evict_start(sw_tiled_evictable *te, const int64_t *coords,
                                                 int64_t n, sw_te_work **out, sw_error *err);
-SW_API sw_status sw_te_work_on_done(sw_te_work *w, sw_te_work_fn fn, void *user, sw_error *err);
-SW_API sw_te_work *sw_te_work_current(void);
 
 /* Binding tiers. A language binding whose tiers keep their slots in the
  * binding (STATE_ONLY classes, carrier.h), or whose tile copies run routes
