@@ -209,7 +209,15 @@ SW_API sw_status sw_tiled_evictable_write(sw_tiled_evictable *te, int64_t slot, 
  * values are gathered. On failure a new destination is released and a
  * given one is left live (its values unspecified). The source's residency,
  * values and version never change; the destination's version does not
- * either. `*out` gets one reference. Blocks until done. */
+ * either. `*out` gets one reference. Blocks until done.
+ * With binding hooks (sw_tiled_evictable_new_bound) check 5 also takes a
+ * destination of another class with a write hook given: the binding's (its
+ * class is the binding's to check; a STATE_ONLY one's size comes from the
+ * size hook, its dtype is not compared). The values are gathered into host
+ * memory and handed to the write hook in one call (slots [0, n), on the
+ * gathering thread, no core lock held, this thread holding the claimed
+ * destination's owner access); a failing hook fails the projection. `*out`
+ * then gets NULL: the binding makes its own tensor over it. */
 SW_API sw_status sw_tiled_evictable_project(sw_tiled_evictable *te, const sw_layout *layout,
                                             int64_t offset, const sw_tile_selection *selection,
                                             sw_carrier *destination, sw_tensor **out,
@@ -340,6 +348,46 @@ SW_API sw_te_work *sw_te_work_ref(sw_te_work *w);
 SW_API void sw_te_work_unref(sw_te_work *w);
 SW_API void sw_tiled_evictable_drain(void);
 
+/* Notification and context for a binding's handles. sw_te_work_on_done
+ * runs fn(w, user) exactly once when the work has committed: on the thread
+ * that commits it, after its waiters were woken and before drain counts it
+ * finished, or at once on the calling thread when it already has. fn runs
+ * with no core lock held (it may take a binding's interpreter lock, call
+ * sw_te_work_wait, which does not block then, and drop references; the
+ * handle stays alive while fn runs). One callback per handle: SW_ESTATE
+ * for a second, SW_ETYPE for NULL. Fork: a child never runs a callback
+ * registered in the parent for work that had not committed (no binding
+ * code runs inside fork()): the binding finds such handles done there
+ * (sw_te_work_done, wait fails "forked") and ends its own objects for them;
+ * a handle that had no callback yet gets one run at once.
+ *
+ * sw_te_work_current: while a pool thread stages or gathers a piece of
+ * asynchronous work, or a _start call (below) issues its copies on its
+ * caller (the hooks they call included), that work (borrowed); NULL
+ * elsewhere, e.g. inside a blocking call's hooks. A binding uses it to keep
+ * what a hook raised for the handle that reports the failure. */
+typedef void (*sw_te_work_fn)(sw_te_work *w, void *user);
+SW_API sw_status sw_te_work_on_done(sw_te_work *w, sw_te_work_fn fn, void *user, sw_error *err);
+SW_API sw_te_work *sw_te_work_current(void);
+
+/* Residency for a binding whose tile copies run on its caller (user code)
+ * and may finish later (a copy hook that reports afterwards). As the
+ * _async forms, with the same checks (a refusal returns directly, nothing
+ * changed, no handle), except that the fresh stores and the copies are
+ * issued on the calling thread before the call returns: the hooks run
+ * there (sw_te_work_current names the work inside them). When every copy
+ * has reported by then, the request commits there too and the handle is
+ * done on return; else the pool waits for the reports and the completion
+ * thread commits. A failure after the checks (a store or copy failing or
+ * reporting failure) is the handle's: the call returns SW_OK and wait
+ * reports it, nothing changed. Only when the pool cannot take the wait
+ * does the call itself fail, after the outstanding copies reported (it
+ * waits for them), nothing changed, no handle. */
+SW_API sw_status sw_tiled_evictable_promote_start(sw_tiled_evictable *te, const int64_t *coords,
+                                                  int64_t n, sw_te_work **out, sw_error *err);
+SW_API sw_status sw_tiled_evictable_evict_start(sw_tiled_evictable *te, const int64_t *coords,
+                                                int64_t n, sw_te_work **out, sw_error *err);
+
 /* Binding tiers. A language binding whose tiers keep their slots in the
  * binding (STATE_ONLY classes, carrier.h), or whose tile copies run routes
  * the core does not know (and may finish later, on another thread), plugs
@@ -414,11 +462,14 @@ typedef struct sw_te_tier_hooks {
 SW_API void sw_te_copy_done(sw_te_copy *job, sw_status status, const sw_error *err);
 
 /* sw_tiled_evictable_new with binding tiers: the same checks, except that
- * check 2 also takes a bound tier (one the core cannot address, e.g. a
- * STATE_ONLY class) as primary or secondary, which needs store, read and
- * write (SW_EINVAL otherwise); a tier the core addresses must still be of
- * the classes above (SW_ENOTSUP),
- * a STATE_ONLY tier also size (SW_EINVAL), and with a STATE_ONLY tier the
+ * check 2 also takes a bound tier as primary or secondary, which needs
+ * store, read and write (SW_EINVAL otherwise). Bound: one the core cannot
+ * address (e.g. a STATE_ONLY class), or one of a class the core does not
+ * keep in that role (check 2: Generic memory, a FileBacked primary, ...),
+ * which the core then reaches only through the hooks too, as it does every
+ * store the store hook makes like it (handing such a store request back,
+ * SW_ENOTSUP, fails the request); a STATE_ONLY tier also needs size
+ * (SW_EINVAL), and with a STATE_ONLY tier the
  * dtypes are the binding's (check 6 compares only core dtypes; the
  * TiledEvictable takes hooks->dtype). The hooks are copied. A
  * BlockDeviceCarrier tier is a bound tier (it has no direct storage: the
@@ -430,6 +481,30 @@ SW_API sw_status sw_tiled_evictable_new_bound(sw_carrier *primary, sw_carrier *s
                                               int32_t rank, const int64_t *grid,
                                               const int64_t *tile, const sw_te_tier_hooks *hooks,
                                               sw_tiled_evictable **out, sw_error *err);
+
+/* Construction with a starting placement, for a binding's factories
+ * (new_like, allocate_like over tiers the core cannot make: the core's own
+ * fail SW_ENOTSUP there). sw_tiled_evictable_new (hooks NULL) or _new_bound
+ * with the same checks, in the same order, then `implicit` (NULL, or one
+ * entry per tile in linear tile order, first axis fastest): a tile with a
+ * nonzero entry starts implicit (every slot reads 0; a full tier's slots
+ * of that tile are no longer its values) instead of where the tiers'
+ * fullness puts it. The version starts at 0. */
+SW_API sw_status sw_tiled_evictable_new_placed(sw_carrier *primary, sw_carrier *secondary,
+                                               int32_t rank, const int64_t *grid,
+                                               const int64_t *tile,
+                                               const sw_te_tier_hooks *hooks,
+                                               const unsigned char *implicit,
+                                               sw_tiled_evictable **out, sw_error *err);
+
+/* For a binding whose write hook reaches a tier given at construction
+ * (a full tier holds its tiles in place, and the TiledEvictable claimed it):
+ * the TiledEvictable's claim token on the primary (secondary = 0) or the
+ * secondary, to pass to sw_carrier_begin_owner_access/_end around the
+ * binding's own write (as sw_evictable_tier does for an Evictable). 0 once
+ * released. SW_ETYPE for NULL arguments. */
+SW_API sw_status sw_tiled_evictable_tier_token(sw_tiled_evictable *te, int secondary,
+                                               uint64_t *token, sw_error *err);
 
 /* As a carrier. sw_tiled_evictable_carrier gives an sw_carrier (class
  * sw_tiled_evictable_class, one reference to the caller; it holds its own

@@ -39,6 +39,14 @@ static void describe(sw_carrier *c, te_store *s)
     pthread_mutex_unlock(&c->lock);
 }
 
+/* A store of a role-bound tier: the core forgets its address, so every
+ * access goes through the binding's hooks. */
+static void unaddress(te_store *s)
+{
+    s->host = NULL;
+    s->fd = -1;
+}
+
 /* Fresh tile-sized storage like the tier `proto` (the binding's store
  * hook first, when set; else CPU or FileBacked), zero-filled when `zero`
  * (a FileBacked tile always reads zeros when fresh). No lock held. */
@@ -55,6 +63,8 @@ static sw_status fresh_store(sw_tiled_evictable *te, const te_store *proto, int 
             st = sw_error_set(err, SW_ESTATE, "TiledEvictable: the binding made no tile store");
         if (st == SW_OK) {
             describe(c, out);
+            if (te->role_bound[secondary ? 1 : 0])
+                unaddress(out);
             return SW_OK;
         }
         if (st != SW_ENOTSUP)
@@ -298,16 +308,10 @@ static sw_status check_hooked_tier(sw_carrier *c, const char *role, const sw_te_
     if (sw_carrier_is_state_only(c) && !h->size)
         return sw_error_set(err, SW_EINVAL, "TiledEvictable: the %s tier keeps its slots in "
                             "the binding, which must give a size hook", role);
-    if (!tier_bound(c)) {
-        /* The core reaches it: the classes the core supports, as without hooks. */
-        if (!tier_supported(c, role[0] == 's'))
-            return sw_error_set(err, SW_ENOTSUP,
-                                "TiledEvictable: the primary must be a CPU carrier and the "
-                                "secondary a CPU or FileBacked carrier, or a tier the binding "
-                                "reaches, not %s as the %s",
-                                sw_carrier_name(c), role);
-        return SW_OK;
-    }
+    if (!tier_bound(c) && tier_supported(c, role[0] == 's'))
+        return SW_OK; /* the core reaches it, as without hooks */
+    /* Bound, or a class the core does not keep in this role (Generic memory,
+     * a FileBacked primary): the binding reaches it. */
     if (!h->store || !h->read || !h->write)
         return sw_error_set(err, SW_EINVAL, "TiledEvictable: the %s tier (%s) is reached only "
                             "through the binding, which must give store, read and write hooks",
@@ -317,7 +321,7 @@ static sw_status check_hooked_tier(sw_carrier *c, const char *role, const sw_te_
 
 static sw_status make(sw_carrier *primary, sw_carrier *secondary, int32_t rank,
                       const int64_t *grid, const int64_t *tile, const sw_te_tier_hooks *hooks,
-                      sw_tiled_evictable **out, sw_error *err)
+                      const unsigned char *implicit, sw_tiled_evictable **out, sw_error *err)
 {
     if (!out)
         return sw_error_set(err, SW_EINVAL, "TiledEvictable: out must not be NULL");
@@ -392,13 +396,22 @@ static sw_status make(sw_carrier *primary, sw_carrier *secondary, int32_t rank,
     }
     describe(sw_carrier_ref(primary), &te->primary);
     describe(sw_carrier_ref(secondary), &te->secondary);
+    if (hooks) {
+        te->role_bound[0] = !tier_supported(primary, 0);
+        te->role_bound[1] = !tier_supported(secondary, 1);
+        if (te->role_bound[0])
+            unaddress(&te->primary);
+        if (te->role_bound[1])
+            unaddress(&te->secondary);
+    }
     atomic_init(&te->refs, 1);
     const te_store *store = pfull ? &te->primary : sfull ? &te->secondary : NULL;
     int loc = pfull ? SW_TE_PRIMARY : sfull ? SW_TE_SECONDARY : SW_TE_INVALID;
     for (int64_t t = 0; t < g.ntiles; t++) {
-        tiles[t].loc = (uint8_t)loc;
-        tiles[t].full = store != NULL;
-        if (store)
+        int zero = implicit && implicit[t];
+        tiles[t].loc = (uint8_t)(zero ? SW_TE_IMPLICIT : loc);
+        tiles[t].full = store != NULL && !zero;
+        if (tiles[t].full)
             tiles[t].store = *store;
         else
             tiles[t].store.fd = -1;
@@ -412,7 +425,7 @@ sw_status sw_tiled_evictable_new(sw_carrier *primary, sw_carrier *secondary, int
                                  const int64_t *grid, const int64_t *tile,
                                  sw_tiled_evictable **out, sw_error *err)
 {
-    return make(primary, secondary, rank, grid, tile, NULL, out, err);
+    return make(primary, secondary, rank, grid, tile, NULL, NULL, out, err);
 }
 
 sw_status sw_tiled_evictable_new_bound(sw_carrier *primary, sw_carrier *secondary, int32_t rank,
@@ -422,7 +435,27 @@ sw_status sw_tiled_evictable_new_bound(sw_carrier *primary, sw_carrier *secondar
 {
     if (!hooks)
         return sw_error_set(err, SW_EINVAL, "TiledEvictable: binding tiers need their hooks");
-    return make(primary, secondary, rank, grid, tile, hooks, out, err);
+    return make(primary, secondary, rank, grid, tile, hooks, NULL, out, err);
+}
+
+sw_status sw_tiled_evictable_new_placed(sw_carrier *primary, sw_carrier *secondary, int32_t rank,
+                                        const int64_t *grid, const int64_t *tile,
+                                        const sw_te_tier_hooks *hooks,
+                                        const unsigned char *implicit, sw_tiled_evictable **out,
+                                        sw_error *err)
+{
+    return make(primary, secondary, rank, grid, tile, hooks, implicit, out, err);
+}
+
+sw_status sw_tiled_evictable_tier_token(sw_tiled_evictable *te, int secondary, uint64_t *token,
+                                        sw_error *err)
+{
+    if (!te || !token)
+        return sw_error_set(err, SW_ETYPE, "TiledEvictable: arguments must not be NULL");
+    pthread_mutex_lock(&te->lock);
+    *token = secondary ? te->stoken : te->ptoken;
+    pthread_mutex_unlock(&te->lock);
+    return SW_OK;
 }
 
 /* ---- references and introspection ---------------------------------------------- */
@@ -703,8 +736,35 @@ sw_status sw_te_request_begin(sw_tiled_evictable *te, const int64_t *idx, int64_
 }
 
 /* The copies, no lock held (the tiles are pending): fresh storage per
- * moving tile, then its copy. The outcome goes to q->status / q->err. */
+ * moving tile, then its copy (issue), then every copy a hook took reports
+ * (await). The outcome goes to q->status / q->err. */
 void sw_te_request_stage(sw_tiled_evictable *te, te_request *q)
+{
+    sw_te_request_issue(te, q);
+    sw_te_request_await(q);
+}
+
+int sw_te_request_outstanding(te_request *q)
+{
+    pthread_mutex_lock(&q->mu);
+    int left = q->outstanding > 0;
+    pthread_mutex_unlock(&q->mu);
+    return left;
+}
+
+void sw_te_request_await(te_request *q)
+{
+    pthread_mutex_lock(&q->mu);
+    while (q->outstanding > 0)
+        pthread_cond_wait(&q->cv, &q->mu);
+    if (q->status == SW_OK && q->async_status != SW_OK) {
+        q->status = q->async_status;
+        q->err = q->async_err;
+    }
+    pthread_mutex_unlock(&q->mu);
+}
+
+void sw_te_request_issue(sw_tiled_evictable *te, te_request *q)
 {
     sw_error_clear(&q->err);
     sw_status st = SW_OK;
@@ -740,16 +800,7 @@ void sw_te_request_stage(sw_tiled_evictable *te, te_request *q)
         st = sw_te_copy_tile(te, q->idx[i], q->zero[i] ? NULL : &q->src[i], q->src_full[i],
                              &q->staged[i], &q->err);
     }
-    /* Every copy a hook took reports before the request commits. */
-    pthread_mutex_lock(&q->mu);
-    while (q->outstanding > 0)
-        pthread_cond_wait(&q->cv, &q->mu);
-    if (st == SW_OK && q->async_status != SW_OK) {
-        st = q->async_status;
-        q->err = q->async_err;
-    }
-    pthread_mutex_unlock(&q->mu);
-    q->status = st;
+    q->status = st; /* sw_te_request_await adds what the hooks report */
 }
 
 void sw_te_copy_done(sw_te_copy *job, sw_status status, const sw_error *err)
@@ -832,7 +883,12 @@ void sw_te_request_finish(sw_tiled_evictable *te, te_request *q, te_track *track
     pthread_mutex_unlock(&te->lock);
     for (int64_t i = 0; !forked && q->staged && i < q->n; i++)
         drop_store(te, &q->staged[i]);
-    sw_te_request_free(q);
+    /* A forked child leaves the request itself to the parent: a parent
+     * thread that was waiting on its condition variable for a binding's
+     * copies would make pthread_cond_destroy block here for ever, and a
+     * binding may still hold its copy job. */
+    if (!forked)
+        sw_te_request_free(q);
 }
 
 void sw_te_request_free(te_request *q)

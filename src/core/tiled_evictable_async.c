@@ -44,7 +44,18 @@ struct sw_te_work {
     sw_status status;
     sw_error err;
     sw_tensor *result;      /* projection, one reference */
+    sw_te_work_fn notify;   /* sw_te_work_on_done, under notify_lock */
+    void *notify_user;
+    int notified;           /* committed: a callback registered now runs at once */
+    int registered;         /* a callback was given (one per handle) */
+    int issued;             /* a _start request: the pool only awaits its copies */
 };
+
+/* Guards every handle's callback and its notified flag (short sections
+ * only: nothing is called with it held). */
+static pthread_mutex_t notify_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The work whose stage or gather runs on this pool thread (hooks ask). */
+static _Thread_local sw_te_work *current_work;
 
 /* ---- tracking and fork --------------------------------------------------- */
 
@@ -84,6 +95,8 @@ static void work_unref_job(sw_te_work *w);
 void sw_te_fork_child(void)
 {
     unlock_tracked();
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    notify_lock = fresh; /* a parent's thread may have held it */
     while (reg_head.next != &reg_head) {
         te_track *t = reg_head.next;
         t->prev->next = t->next;
@@ -188,17 +201,57 @@ sw_status sw_te_work_wait(sw_te_work *w, sw_tensor **result, sw_error *err)
 static void run_work(sw_engine_job *job)
 {
     sw_te_work *w = (sw_te_work *)job;
-    if (w->req)
+    current_work = w;
+    if (w->req && w->issued)
+        sw_te_request_await(w->req);
+    else if (w->req)
         sw_te_request_stage(w->te, w->req);
     else
         sw_te_project_gather(w->te, w->pj);
+    current_work = NULL;
 }
 
-/* The completion thread: commit or drop, clear the marks, then wake. */
-static void commit(sw_engine_job *job)
+sw_te_work *sw_te_work_current(void) { return current_work; }
+
+sw_status sw_te_work_on_done(sw_te_work *w, sw_te_work_fn fn, void *user, sw_error *err)
 {
-    sw_te_work *w = (sw_te_work *)job;
-    unsigned long generation = w->ej.generation; /* read before w can go */
+    if (!w || !fn)
+        return sw_error_set(err, SW_ETYPE, "TiledEvictable: the work handle and the callback "
+                            "must not be NULL");
+    pthread_mutex_lock(&notify_lock);
+    int now = w->notified || sw_completion_is_done(w->done);
+    sw_status st = SW_OK;
+    if (w->registered)
+        st = sw_error_set(err, SW_ESTATE, "TiledEvictable: this work already has its callback");
+    else {
+        w->registered = 1;
+        if (!now) {
+            w->notify = fn;
+            w->notify_user = user;
+        }
+    }
+    pthread_mutex_unlock(&notify_lock);
+    if (st == SW_OK && now)
+        fn(w, user);
+    return st;
+}
+
+/* Run the registered callback once, on the committing thread. */
+static void notify_done(sw_te_work *w)
+{
+    pthread_mutex_lock(&notify_lock);
+    sw_te_work_fn fn = w->notify;
+    void *user = w->notify_user;
+    w->notify = NULL;
+    w->notified = 1;
+    pthread_mutex_unlock(&notify_lock);
+    if (fn)
+        fn(w, user);
+}
+
+/* Commit or drop, clear the marks, then wake; drops the job's reference. */
+static void finish_work(sw_te_work *w)
+{
     sw_error_clear(&w->err);
     if (w->req) {
         te_request *q = w->req;
@@ -219,9 +272,17 @@ static void commit(sw_engine_job *job)
      * work tracked and done, so the child (no completion thread) drops
      * the job's reference itself and its waiters never block. */
     sw_completion_signal(w->done);
+    notify_done(w); /* before the drain count drops: a drain covers it */
     sw_fault_pause("tile_commit_pause"); /* tests: fork between the two */
     sw_te_track_leave(&w->track);
     sw_te_work_unref(w); /* the job's reference */
+}
+
+/* The completion thread, for work the engine counted. */
+static void commit(sw_engine_job *job)
+{
+    unsigned long generation = job->generation; /* read before the work can go */
+    finish_work((sw_te_work *)job);
     sw_engine_uncount(generation);
 }
 
@@ -296,6 +357,88 @@ static sw_status residency_async(sw_tiled_evictable *te, const int64_t *coords, 
         return st;
     }
     return submit(w, out, err);
+}
+
+/* A _start request, its copies issued on the caller: when a hook's copy
+ * is still to report, the pool waits for it and the completion thread
+ * commits; else (or when the pool refuses it, after the reports) it
+ * commits here. The handle is returned either way unless submission
+ * failed (then nothing changed and the error is the call's). */
+static sw_status submit_issued(sw_te_work *w, sw_te_work **out, sw_error *err)
+{
+    sw_te_work_ref(w); /* the job's reference, dropped when it commits */
+    sw_status st = SW_OK;
+    /* The fault is looked at first: whether copies are still outstanding
+     * depends on when the hooks report, and a test needs it to hit. */
+    if (sw_fault_hit("tile_submit"))
+        st = sw_error_set(err, SW_EIO, "TiledEvictable: injected fault: submission failed");
+    else if (sw_te_request_outstanding(w->req)) {
+        st = sw_engine_submit(&w->ej, "TiledEvictable", err);
+        if (st == SW_OK) {
+            *out = w;
+            return SW_OK;
+        }
+    }
+    /* The hooks' copies report before anything is committed or dropped;
+     * the engine never counted this work, so its commit here uncounts
+     * nothing. */
+    sw_te_request_await(w->req);
+    if (st != SW_OK) {
+        w->req->status = st;
+        if (err)
+            w->req->err = *err;
+    }
+    finish_work(w);
+    if (st != SW_OK) {
+        sw_te_work_unref(w);
+        return st;
+    }
+    *out = w;
+    return SW_OK;
+}
+
+static sw_status residency_start(sw_tiled_evictable *te, const int64_t *coords, int64_t n,
+                                 int evict, sw_te_work **out, sw_error *err)
+{
+    if (!out)
+        return sw_error_set(err, SW_EINVAL, "TiledEvictable: out must not be NULL");
+    int64_t *idx = NULL;
+    sw_status st = sw_te_residency_indices(te, coords, n, evict, &idx, err);
+    sw_te_work *w = NULL;
+    if (st == SW_OK && (st = sw_engine_ready("TiledEvictable", err)) == SW_OK)
+        st = work_new(te, &w, err);
+    if (st != SW_OK) {
+        sw_free(idx);
+        return st;
+    }
+    sw_te_track_enter(&w->track, te);
+    w->track.work = w;
+    st = sw_te_request_begin(te, idx, n, evict, evict ? "evict tiles of" : "promote tiles of",
+                             0, &w->track, &w->req, err);
+    sw_free(idx);
+    if (st != SW_OK) {
+        sw_te_track_leave(&w->track);
+        sw_te_work_unref(w);
+        return st;
+    }
+    w->issued = 1;
+    sw_te_work *outer = current_work; /* a hook of other work may call this */
+    current_work = w;
+    sw_te_request_issue(te, w->req);
+    current_work = outer;
+    return submit_issued(w, out, err);
+}
+
+sw_status sw_tiled_evictable_promote_start(sw_tiled_evictable *te, const int64_t *coords,
+                                           int64_t n, sw_te_work **out, sw_error *err)
+{
+    return residency_start(te, coords, n, 0, out, err);
+}
+
+sw_status sw_tiled_evictable_evict_start(sw_tiled_evictable *te, const int64_t *coords,
+                                         int64_t n, sw_te_work **out, sw_error *err)
+{
+    return residency_start(te, coords, n, 1, out, err);
 }
 
 sw_status sw_tiled_evictable_promote_async(sw_tiled_evictable *te, const int64_t *coords,

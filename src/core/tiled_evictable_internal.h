@@ -40,6 +40,8 @@ struct sw_tiled_evictable {
     te_store primary, secondary; /* the prototypes (one reference each) */
     int hooked;                  /* made by sw_tiled_evictable_new_bound */
     sw_te_tier_hooks hooks;      /* binding tiers (all NULL unless hooked) */
+    int role_bound[2];           /* primary, secondary: a class the core does not keep in
+                                    that role, reached through the hooks */
     /* guarded by lock */
     uint64_t ptoken, stoken;     /* claims, 0 once relinquished */
     te_tile *tiles;              /* geo.ntiles; NULL after release */
@@ -129,6 +131,12 @@ sw_status sw_te_request_begin(sw_tiled_evictable *te, const int64_t *idx, int64_
                               const char *what, int skip_busy, te_track *track,
                               te_request **out, sw_error *err);
 void sw_te_request_stage(sw_tiled_evictable *te, te_request *q);
+/* The two halves of stage: issue the fresh stores and copies (the hooks
+ * run on this thread), then wait until every copy a hook took reported and
+ * fold its failure in. outstanding: whether a hook's copy has not reported. */
+void sw_te_request_issue(sw_tiled_evictable *te, te_request *q);
+void sw_te_request_await(te_request *q);
+int sw_te_request_outstanding(te_request *q);
 void sw_te_request_finish(sw_tiled_evictable *te, te_request *q, te_track *track, int forked);
 void sw_te_request_free(te_request *q);
 /* residency()'s argument checks and checked indices (sw_malloc'd). */

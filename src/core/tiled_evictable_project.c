@@ -95,7 +95,11 @@ static sw_status check_selection(const sw_tile_geometry *g, const sw_tile_select
 static sw_status check_destination(sw_tiled_evictable *te, sw_carrier *d, int64_t n,
                                    sw_error *err)
 {
-    if (sw_carrier_class_of(d) != &sw_cpu_class)
+    /* With binding hooks, a destination of another class is the binding's
+     * (its class is the binding's to check): the values go through the
+     * write hook. */
+    int bound = te->hooked && te->hooks.write && sw_carrier_class_of(d) != &sw_cpu_class;
+    if (!bound && sw_carrier_class_of(d) != &sw_cpu_class)
         return sw_error_set(err, SW_ETYPE,
                             "TiledEvictable: the destination must be a CPU carrier (the "
                             "primary's class), not %s",
@@ -111,14 +115,24 @@ static sw_status check_destination(sw_tiled_evictable *te, sw_carrier *d, int64_
     if (!sw_carrier_is_mutable(d))
         return sw_error_set(err, SW_ESTATE, "TiledEvictable: the destination carrier is not "
                             "mutable");
-    if (sw_carrier_dtype(d) != te->dtype)
+    int state_only = sw_carrier_is_state_only(d);
+    if (!(bound && state_only) && sw_carrier_dtype(d) != te->dtype)
         return sw_error_set(err, SW_ETYPE, "TiledEvictable: the destination holds %s, not %s",
                             sw_dtype_info_of(sw_carrier_dtype(d))->name,
                             sw_dtype_info_of(te->dtype)->name);
-    if (sw_carrier_size(d) < n)
+    int64_t size = sw_carrier_size(d);
+    if (bound && state_only) {
+        if (!te->hooks.size)
+            return sw_error_set(err, SW_EINVAL, "TiledEvictable: the destination keeps its slots "
+                                "in the binding, which gave no size hook");
+        sw_status st = te->hooks.size(d, te->hooks.user, &size, err);
+        if (st != SW_OK)
+            return st;
+    }
+    if (size < n)
         return sw_error_set(err, SW_EINVAL, "TiledEvictable: the destination has %lld slots; the "
                             "projection needs %lld",
-                            (long long)sw_carrier_size(d), (long long)n);
+                            (long long)size, (long long)n);
     return SW_OK;
 }
 
@@ -287,6 +301,7 @@ struct te_projection {
     int64_t *coords;   /* every axis' coordinates, back to back */
     sw_tile_selection sel;
     int given;         /* the destination is the caller's */
+    int bound;         /* ... and the binding's: gathered into `bounce`, then its write hook */
     sw_carrier *dest;  /* one reference */
     uint64_t token;    /* the claim on a given destination */
     te_store *notes;
@@ -440,6 +455,7 @@ sw_status sw_te_project_begin(sw_tiled_evictable *te, const sw_layout *layout, i
     }
     if (destination) {
         pj->given = 1;
+        pj->bound = te->hooked && sw_carrier_class_of(destination) != &sw_cpu_class;
         pj->dest = sw_carrier_ref(destination);
         st = sw_carrier_claim(pj->dest, &pj->token, err);
     } else {
@@ -474,8 +490,24 @@ sw_status sw_te_project_begin(sw_tiled_evictable *te, const sw_layout *layout, i
 void sw_te_project_gather(sw_tiled_evictable *te, te_projection *pj)
 {
     sw_error_clear(&pj->err);
+    unsigned char *bounce = NULL;
+    if (pj->bound && !(bounce = sw_malloc((size_t)pj->n * te->eb + 1))) {
+        pj->status = sw_error_set(&pj->err, SW_ENOMEM, "TiledEvictable: out of memory for the "
+                                  "projection");
+        return;
+    }
     pj->status = gather(te, pj->layout, pj->offset, &pj->sel, pj->notes, pj->flags,
-                        pj->flags + te->geo.ntiles, sw_cpu_pointer(pj->dest), &pj->err);
+                        pj->flags + te->geo.ntiles,
+                        bounce ? bounce : sw_cpu_pointer(pj->dest), &pj->err);
+    if (bounce && pj->status == SW_OK) {
+        /* The claimed destination's owner on this thread, no core lock held. */
+        pj->status = sw_carrier_begin_owner_access(pj->dest, pj->token, &pj->err);
+        if (pj->status == SW_OK) {
+            pj->status = te->hooks.write(pj->dest, 0, pj->n, bounce, te->hooks.user, &pj->err);
+            sw_carrier_end_owner_access(pj->dest, pj->token, NULL);
+        }
+    }
+    sw_free(bounce);
     int64_t n = pj->plan.n[SW_TE_PLAN_PROMOTE];
     if (pj->status != SW_OK || n == 0)
         return;
@@ -523,8 +555,10 @@ sw_status sw_te_project_finish(sw_tiled_evictable *te, te_projection *pj, te_tra
                           "projection ran in the parent; it did not complete here");
     if (pj->token)
         sw_carrier_relinquish(pj->dest, pj->token, NULL);
-    if (st == SW_OK)
+    if (st == SW_OK && !pj->bound) /* a binding's destination: the binding's tensor */
         st = sw_tensor_new_strided(pj->dest, 0, te->geo.rank, pj->shape, NULL, out, err);
+    else if (st == SW_OK && out)
+        *out = NULL;
     if (st != SW_OK && !pj->given)
         sw_carrier_release(pj->dest, NULL);
     projection_free(pj);

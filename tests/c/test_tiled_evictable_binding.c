@@ -16,6 +16,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "loop.h"
@@ -58,7 +60,17 @@ typedef struct binding {
     int stores_made, discards, copies, reads, writes;
     int threaded; /* threads share it: hooks skip the lock probes */
     int gate_reads, in_read, go; /* a read hook waits for `go` */
+    sw_te_work *seen_work;       /* sw_te_work_current() in the last store/copy hook */
+    int hooks_seen;              /* store/copy hooks that recorded it */
 } binding;
+
+static void note_work(binding *b)
+{
+    pthread_mutex_lock(&b->mu);
+    b->seen_work = sw_te_work_current();
+    b->hooks_seen++;
+    pthread_mutex_unlock(&b->mu);
+}
 
 static void binding_init(binding *b)
 {
@@ -155,6 +167,7 @@ static sw_status b_store(sw_carrier *proto, int secondary, int64_t size, sw_dtyp
     (void)zero; /* the table's stores start zeroed */
     if (dtype != SW_DT_FLOAT32)
         return sw_error_set(err, SW_ETYPE, "binding: float32 only");
+    note_work(b);
     if (!store_of(b, proto) && sw_carrier_class_of(proto) != &sw_block_device_carrier_class)
         return SW_ENOTSUP; /* a CPU tier: the core's */
     probe(b, proto, -1);
@@ -259,6 +272,7 @@ static sw_status b_copy(sw_te_copy *job, sw_carrier *from, int from_full, sw_car
                         int64_t tile, void *user, sw_error *err)
 {
     binding *b = user;
+    note_work(b);
     probe(b, to, tile);
     if (b->copy_mode == 0)
         return SW_ENOTSUP;
@@ -413,12 +427,14 @@ static void test_construction_needs_the_hooks(void)
     h.size = NULL;
     CHECK_EQ_I64(sw_tiled_evictable_new_bound(p, s, 2, GRID, TILE, &h, &te, &err), SW_EINVAL);
     CHECK(!sw_carrier_is_owned(p) && !sw_carrier_is_owned(s));
-    /* A tier the core addresses keeps the core's classes: no FileBacked primary. */
+    /* A tier of a class the core does not keep in its role (a FileBacked
+     * primary) is the binding's to reach: it needs the hooks too. */
     sw_carrier *fp = NULL;
     sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &fp, NULL);
     h = hooks_of(&b);
-    CHECK_EQ_I64(sw_tiled_evictable_new_bound(fp, p, 2, GRID, TILE, &h, &te, &err), SW_ENOTSUP);
-    CHECK(strstr(err.msg, "FileBacked") != NULL);
+    h.write = NULL;
+    CHECK_EQ_I64(sw_tiled_evictable_new_bound(fp, p, 2, GRID, TILE, &h, &te, &err), SW_EINVAL);
+    CHECK(strstr(err.msg, "FileBacked") != NULL && strstr(err.msg, "primary") != NULL);
     CHECK(!sw_carrier_is_owned(fp) && !sw_carrier_is_owned(p));
     sw_carrier_release(fp, NULL);
     sw_carrier_unref(fp);
@@ -838,6 +854,570 @@ static void test_block_device_tier_is_the_bindings(void)
     loop_detach(&loop);
 }
 
+/* A binding's factories: tiles start implicit where it says, whatever the
+ * tiers' fullness would give; nothing else changes (checks, version). */
+static void test_placed_construction(void)
+{
+    sw_error err;
+    /* Core tiers: a full CPU primary with values, tiles 1 and 3 implicit. */
+    sw_carrier *p = NULL, *s = NULL;
+    CHECK_EQ_I64(sw_cpu_new(24, SW_DT_FLOAT32, 0, &p, &err), SW_OK);
+    float *pv = sw_cpu_pointer(p);
+    for (int64_t i = 0; i < 24; i++)
+        pv[i] = value_of(i);
+    CHECK_EQ_I64(sw_cpu_new(0, SW_DT_FLOAT32, 0, &s, &err), SW_OK);
+    unsigned char zero[4] = {0, 1, 0, 1};
+    sw_tiled_evictable *te = NULL;
+    CHECK_EQ_I64(sw_tiled_evictable_new_placed(NULL, s, 2, GRID, TILE, NULL, zero, &te, &err),
+                 SW_ETYPE);
+    CHECK(te == NULL && !sw_carrier_is_owned(s));
+    CHECK_EQ_I64(sw_tiled_evictable_new_placed(p, s, 2, GRID, TILE, NULL, zero, &te, &err),
+                 SW_OK);
+    if (te) {
+        const sw_tile_geometry *g = sw_tiled_evictable_geometry(te);
+        float v[24];
+        CHECK_EQ_I64(sw_tiled_evictable_read(te, 0, 24, v, &err), SW_OK);
+        for (int64_t i = 0; i < 24; i++) {
+            int64_t t, w;
+            sw_tiles_locate(g, i, &t, &w);
+            CHECK(v[i] == (zero[t] ? 0.0f : value_of(i)));
+        }
+        for (int64_t t = 0; t < 4; t++) {
+            int64_t c[2];
+            sw_te_tile_state st;
+            sw_tiles_tile_coord(g, t, c);
+            CHECK_EQ_I64(sw_tiled_evictable_tile_state(te, c, &st, &err), SW_OK);
+            CHECK_EQ_I64(st.location, zero[t] ? SW_TE_IMPLICIT : SW_TE_PRIMARY);
+        }
+        CHECK_EQ_I64((int64_t)sw_tiled_evictable_version(te), 0);
+        /* An implicit tile promotes to zeros in fresh storage; the full
+         * primary's slots of that tile are not its values any more. */
+        int64_t one[2] = {1, 0};
+        CHECK_EQ_I64(sw_tiled_evictable_promote(te, one, 1, &err), SW_OK);
+        CHECK_EQ_I64(sw_tiled_evictable_read(te, 0, 24, v, &err), SW_OK);
+        for (int64_t i = 0; i < 24; i++) {
+            int64_t t, w;
+            sw_tiles_locate(g, i, &t, &w);
+            CHECK(v[i] == (zero[t] ? 0.0f : value_of(i)));
+        }
+        CHECK_EQ_I64(sw_tiled_evictable_release(te, &err), SW_OK);
+        sw_tiled_evictable_unref(te);
+    }
+    sw_carrier_unref(p);
+    sw_carrier_unref(s);
+
+    /* Binding tiers, both empty: every tile implicit (allocate_like), read
+     * without a hook; a promotion asks the binding for zeroed storage. */
+    binding b;
+    binding_init(&b);
+    sw_carrier *bp = binding_new(&b, 0, 0), *bs = binding_new(&b, 0, 0);
+    sw_te_tier_hooks h = hooks_of(&b);
+    unsigned char all[4] = {1, 1, 1, 1};
+    te = NULL;
+    CHECK_EQ_I64(sw_tiled_evictable_new_placed(bp, bs, 2, GRID, TILE, &h, all, &te, &err), SW_OK);
+    b.te = te;
+    if (te) {
+        float v[24];
+        for (int64_t i = 0; i < 24; i++)
+            v[i] = 7;
+        CHECK_EQ_I64(sw_tiled_evictable_read(te, 0, 24, v, &err), SW_OK);
+        for (int64_t i = 0; i < 24; i++)
+            CHECK(v[i] == 0.0f);
+        CHECK_EQ_I64(b.reads, 0);
+        CHECK_EQ_I64(sw_tiled_evictable_promote(te, ALL, 4, &err), SW_OK);
+        CHECK_EQ_I64(b.stores_made, 4);
+        CHECK_EQ_I64(sw_tiled_evictable_read(te, 0, 24, v, &err), SW_OK);
+        for (int64_t i = 0; i < 24; i++)
+            CHECK(v[i] == 0.0f);
+        CHECK_EQ_I64(sw_tiled_evictable_release(te, &err), SW_OK);
+        sw_tiled_evictable_unref(te);
+    }
+    /* Without a placement: where the tiers put them (invalid here). */
+    sw_carrier *cp = binding_new(&b, 0, 0), *cs = binding_new(&b, 0, 0);
+    te = NULL;
+    CHECK_EQ_I64(sw_tiled_evictable_new_placed(cp, cs, 2, GRID, TILE, &h, NULL, &te, &err), SW_OK);
+    if (te) {
+        int64_t n = 0;
+        CHECK_EQ_I64(sw_tiled_evictable_tiles(te, SW_TE_TILES_INVALID, NULL, 0, &n, &err), SW_OK);
+        CHECK_EQ_I64(n, 4);
+        CHECK_EQ_I64(sw_tiled_evictable_release(te, &err), SW_OK);
+        sw_tiled_evictable_unref(te);
+    }
+    binding_free(&b);
+}
+
+typedef struct notified {
+    pthread_mutex_t mu;
+    int calls;
+    pthread_t thread;
+    sw_status status;
+    int done_inside;
+} notified;
+
+static void on_done(sw_te_work *w, void *user)
+{
+    notified *n = user;
+    sw_error e;
+    sw_status st = sw_te_work_wait(w, NULL, &e); /* does not block here */
+    pthread_mutex_lock(&n->mu);
+    n->calls++;
+    n->thread = pthread_self();
+    n->status = st;
+    n->done_inside = sw_te_work_done(w);
+    pthread_mutex_unlock(&n->mu);
+}
+
+static int calls_of(notified *n)
+{
+    pthread_mutex_lock(&n->mu);
+    int c = n->calls;
+    pthread_mutex_unlock(&n->mu);
+    return c;
+}
+
+/* A binding learns when a handle commits (once, not on its own thread
+ * when the work finishes later) and which handle a pool thread's hooks
+ * serve. */
+static void test_work_notifies_and_names_itself(void)
+{
+    binding b;
+    binding_init(&b);
+    b.copy_mode = 2;
+    sw_tiled_evictable *te = make_bound(&b, 2, GRID, TILE, 0);
+    b.threaded = 1;
+    sw_error err;
+    notified n = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    sw_te_work *w = NULL;
+    CHECK_EQ_I64(sw_tiled_evictable_evict_async(te, ALL, 2, &w, &err), SW_OK);
+    wait_queued(&b, 2);
+    CHECK(b.hooks_seen > 0 && b.seen_work == w); /* the pool thread's hooks */
+    CHECK_EQ_I64(sw_te_work_on_done(w, on_done, &n, &err), SW_OK);
+    CHECK_EQ_I64(sw_te_work_on_done(w, on_done, &n, &err), SW_ESTATE); /* one per handle */
+    CHECK_EQ_I64(sw_te_work_on_done(NULL, on_done, &n, &err), SW_ETYPE);
+    CHECK_EQ_I64(calls_of(&n), 0); /* not before the binding reports */
+    completer c = {&b, 2, 0};
+    pthread_create(&c.th, NULL, complete_jobs, &c);
+    pthread_join(c.th, NULL);
+    sw_tiled_evictable_drain(); /* a drain covers the callback */
+    CHECK_EQ_I64(calls_of(&n), 1);
+    CHECK(!pthread_equal(n.thread, pthread_self()));
+    CHECK_EQ_I64(n.status, SW_OK);
+    CHECK(n.done_inside);
+    CHECK_EQ_I64(sw_te_work_wait(w, NULL, &err), SW_OK);
+    /* Registered on committed work: runs at once, on the caller. */
+    notified late = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    sw_te_work *w2 = NULL;
+    CHECK_EQ_I64(sw_tiled_evictable_promote_async(te, ALL, 2, &w2, &err), SW_OK);
+    wait_queued(&b, 2);
+    c = (completer){&b, 2, 0};
+    pthread_create(&c.th, NULL, complete_jobs, &c);
+    pthread_join(c.th, NULL);
+    CHECK_EQ_I64(sw_te_work_wait(w2, NULL, &err), SW_OK);
+    CHECK_EQ_I64(sw_te_work_on_done(w2, on_done, &late, &err), SW_OK);
+    CHECK_EQ_I64(calls_of(&late), 1);
+    CHECK(pthread_equal(late.thread, pthread_self()));
+    sw_tiled_evictable_drain();
+    CHECK_EQ_I64(calls_of(&n), 1); /* still once */
+    /* A blocking call's hooks run on its caller: no work there. */
+    b.copy_mode = 1;
+    CHECK_EQ_I64(sw_tiled_evictable_evict(te, ALL, 2, &err), SW_OK);
+    CHECK(b.seen_work == NULL);
+    CHECK(sw_te_work_current() == NULL);
+    sw_te_work_unref(w);
+    sw_te_work_unref(w2);
+    CHECK(values_intact(te));
+    CHECK_EQ_I64(sw_tiled_evictable_release(te, &err), SW_OK);
+    sw_tiled_evictable_unref(te);
+    binding_free(&b);
+}
+
+/* _start: the copies are issued on the caller (hooks there, naming the
+ * work); a request whose copies all reported is done on return; a copy
+ * reported later keeps the handle open and the tiles pending; a failure is
+ * the handle's with nothing changed; a refusal is the call's. */
+static void test_start_issues_on_the_caller(void)
+{
+    binding b;
+    binding_init(&b);
+    b.copy_mode = 1; /* reports inside the hook */
+    sw_tiled_evictable *te = make_bound(&b, 2, GRID, TILE, 0);
+    sw_error err;
+    int64_t c0[2] = {0, 0};
+    sw_te_tile_state ts;
+    sw_te_work *w = NULL;
+    int copies = b.copies;
+    CHECK_EQ_I64(sw_tiled_evictable_evict_start(te, ALL, 2, &w, &err), SW_OK);
+    CHECK(w != NULL && sw_te_work_done(w));
+    CHECK_EQ_I64(b.copies - copies, 2); /* on this thread, before return */
+    CHECK(b.seen_work == w);
+    CHECK(sw_te_work_current() == NULL);
+    CHECK_EQ_I64(sw_te_work_wait(w, NULL, &err), SW_OK);
+    notified n = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    CHECK_EQ_I64(sw_te_work_on_done(w, on_done, &n, &err), SW_OK);
+    CHECK(calls_of(&n) == 1 && pthread_equal(n.thread, pthread_self()));
+    sw_te_work_unref(w);
+    CHECK_EQ_I64(sw_tiled_evictable_tile_state(te, c0, &ts, NULL), SW_OK);
+    CHECK(ts.location == SW_TE_SECONDARY && !ts.pending);
+    CHECK(values_intact(te));
+
+    /* A refusal (a tile listed twice) is the call's: no handle. */
+    w = NULL;
+    int64_t twice[4] = {0, 0, 0, 0};
+    CHECK_EQ_I64(sw_tiled_evictable_promote_start(te, twice, 2, &w, &err), SW_EINVAL);
+    CHECK(w == NULL);
+
+    /* Reported later: open handle, pending tiles, commit on report. */
+    b.copy_mode = 2;
+    b.threaded = 1;
+    w = NULL;
+    CHECK_EQ_I64(sw_tiled_evictable_promote_start(te, ALL, 2, &w, &err), SW_OK);
+    CHECK(w != NULL);
+    CHECK_EQ_I64(b.nqueued, 2); /* issued before the call returned */
+    CHECK(!sw_te_work_done(w));
+    CHECK_EQ_I64(sw_tiled_evictable_tile_state(te, c0, &ts, NULL), SW_OK);
+    CHECK(ts.pending && ts.location == SW_TE_SECONDARY);
+    float one = 5;
+    CHECK_EQ_I64(sw_tiled_evictable_write(te, 0, 1, &one, &err), SW_ESTATE);
+    CHECK_EQ_I64(sw_tiled_evictable_release(te, &err), SW_ESTATE);
+    notified later = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    CHECK_EQ_I64(sw_te_work_on_done(w, on_done, &later, &err), SW_OK);
+    completer c = {&b, 2, 0};
+    pthread_create(&c.th, NULL, complete_jobs, &c);
+    CHECK_EQ_I64(sw_te_work_wait(w, NULL, &err), SW_OK);
+    pthread_join(c.th, NULL);
+    sw_tiled_evictable_drain();
+    CHECK_EQ_I64(calls_of(&later), 1);
+    CHECK(!pthread_equal(later.thread, pthread_self()));
+    sw_te_work_unref(w);
+    CHECK_EQ_I64(sw_tiled_evictable_tile_state(te, c0, &ts, NULL), SW_OK);
+    CHECK(ts.location == SW_TE_PRIMARY && !ts.pending);
+    CHECK(values_intact(te));
+
+    /* Failures are the handle's; nothing changed, fresh stores discarded. */
+    snap before, after;
+    take(te, &before);
+    b.copy_mode = 1;
+    b.fail_store = 1;
+    w = NULL;
+    CHECK_EQ_I64(sw_tiled_evictable_evict_start(te, ALL, 2, &w, &err), SW_OK);
+    CHECK(w != NULL && sw_te_work_done(w));
+    CHECK_EQ_I64(sw_te_work_wait(w, NULL, &err), SW_ENOMEM);
+    CHECK(strstr(err.msg, "no room") != NULL);
+    sw_te_work_unref(w);
+    take(te, &after);
+    CHECK(same(&before, &after));
+    b.fail_store = 0;
+    b.copy_mode = 2;
+    b.fail_copy_report = 1;
+    int discards = b.discards;
+    w = NULL;
+    CHECK_EQ_I64(sw_tiled_evictable_evict_start(te, ALL, 2, &w, &err), SW_OK);
+    c = (completer){&b, 2, 0};
+    pthread_create(&c.th, NULL, complete_jobs, &c);
+    CHECK_EQ_I64(sw_te_work_wait(w, NULL, &err), SW_EIO);
+    pthread_join(c.th, NULL);
+    sw_te_work_unref(w);
+    sw_tiled_evictable_drain();
+    take(te, &after);
+    CHECK(same(&before, &after));
+    CHECK_EQ_I64(b.discards - discards, 2);
+    b.fail_copy_report = 0;
+
+    /* The pool refuses the wait: the call fails after the reports, nothing
+     * changed, no handle. */
+    if (sw_fault_enabled()) {
+        CHECK_EQ_I64(sw_fault_arm("tile_submit", 0, 1), SW_OK);
+        c = (completer){&b, 2, 0};
+        pthread_create(&c.th, NULL, complete_jobs, &c);
+        w = NULL;
+        CHECK_EQ_I64(sw_tiled_evictable_evict_start(te, ALL, 2, &w, &err), SW_EIO);
+        pthread_join(c.th, NULL);
+        sw_fault_clear();
+        CHECK(w == NULL);
+        take(te, &after);
+        CHECK(same(&before, &after));
+    }
+    CHECK_EQ_I64(sw_tiled_evictable_release(te, &err), SW_OK);
+    sw_tiled_evictable_unref(te);
+    binding_free(&b);
+}
+
+/* With hooks, a tier of a class the core does not keep in its role (Generic
+ * memory as the primary, a FileBacked primary) is reached only through the
+ * hooks, like a STATE_ONLY tier: reads, writes, copies and the stores made
+ * like it; a store hook handing such a request back fails it. */
+static sw_status g_store(sw_carrier *proto, int secondary, int64_t size, sw_dtype dtype, int zero,
+                         void *user, sw_carrier **out, sw_error *err)
+{
+    binding *b = user;
+    (void)zero;
+    (void)secondary;
+    const sw_carrier_class *k = sw_carrier_class_of(proto);
+    if (k == &sw_cpu_class)
+        return SW_ENOTSUP; /* the core's */
+    count(b, &b->stores_made);
+    if (b->fail_store)
+        return SW_ENOTSUP; /* hand it back to the core */
+    if (k == &sw_generic_class) {
+        float *zeros = calloc((size_t)size + 1, sizeof *zeros);
+        sw_status st = sw_generic_new(zeros, size, dtype, 0, out, err);
+        free(zeros);
+        return st;
+    }
+    sw_status st = sw_file_backed_new(NULL, dtype, 0, out, err);
+    if (st == SW_OK && (st = sw_carrier_allocate(*out, size, err)) != SW_OK) {
+        sw_carrier_release(*out, NULL);
+        sw_carrier_unref(*out);
+    }
+    return st;
+}
+
+static sw_status g_read(sw_carrier *store, int64_t at, int64_t n, void *out, void *user,
+                        sw_error *err)
+{
+    count(user, &((binding *)user)->reads);
+    return sw_carrier_read(store, at, n, out, err);
+}
+
+static sw_status g_write(sw_carrier *store, int64_t at, int64_t n, const void *in, void *user,
+                         sw_error *err)
+{
+    count(user, &((binding *)user)->writes);
+    return sw_carrier_write(store, at, n, in, err);
+}
+
+static void test_role_bound_tiers_go_through_the_hooks(void)
+{
+    binding b;
+    binding_init(&b);
+    sw_error err;
+    float vals[24];
+    for (int i = 0; i < 24; i++)
+        vals[i] = value_of(i);
+    sw_carrier *p = NULL, *s = NULL;
+    CHECK_EQ_I64(sw_generic_new(vals, 24, SW_DT_FLOAT32, 0, &p, &err), SW_OK);
+    CHECK_EQ_I64(sw_cpu_new(0, SW_DT_FLOAT32, 0, &s, &err), SW_OK);
+    sw_tiled_evictable *te = NULL;
+    CHECK_EQ_I64(sw_tiled_evictable_new(p, s, 2, GRID, TILE, &te, &err), SW_ENOTSUP);
+    sw_te_tier_hooks h = {.store = g_store, .read = g_read, .write = g_write, .user = &b,
+                          .dtype = SW_DT_FLOAT32};
+    CHECK_EQ_I64(sw_tiled_evictable_new_bound(p, s, 2, GRID, TILE, &h, &te, &err), SW_OK);
+    if (te) {
+        b.te = te;
+        CHECK(values_intact(te));
+        CHECK(b.reads > 0); /* Generic memory read through the hook */
+        int reads = b.reads;
+        CHECK_EQ_I64(sw_tiled_evictable_evict(te, ALL, 4, &err), SW_OK); /* into CPU tiles */
+        CHECK(b.reads > reads);
+        CHECK(values_intact(te));
+        CHECK_EQ_I64(sw_tiled_evictable_promote(te, ALL, 2, &err), SW_OK); /* fresh Generic */
+        CHECK_EQ_I64(b.stores_made, 2);
+        int writes = b.writes;
+        float nine = 9;
+        CHECK_EQ_I64(sw_tiled_evictable_write(te, 0, 1, &nine, &err), SW_OK);
+        CHECK(b.writes > writes);
+        float got = 0;
+        CHECK_EQ_I64(sw_tiled_evictable_read(te, 0, 1, &got, &err), SW_OK);
+        CHECK(got == 9.0f);
+        /* The store hook handing back a Generic store: the request fails,
+         * nothing changed. */
+        snap before, after;
+        take(te, &before);
+        b.fail_store = 1;
+        int64_t second[2] = {1, 0};
+        CHECK_EQ_I64(sw_tiled_evictable_evict(te, second, 1, &err), SW_OK); /* CPU: core's */
+        take(te, &before);
+        CHECK_EQ_I64(sw_tiled_evictable_promote(te, second, 1, &err), SW_ENOTSUP);
+        take(te, &after);
+        CHECK(same(&before, &after));
+        b.fail_store = 0;
+        CHECK_EQ_I64(sw_tiled_evictable_release(te, &err), SW_OK);
+        sw_tiled_evictable_unref(te);
+    }
+    sw_carrier_unref(p);
+    sw_carrier_unref(s);
+
+    /* A FileBacked primary, full: its slots through the hooks, eviction
+     * into a CPU secondary, promotion back into fresh FileBacked storage
+     * made by the core (hook hands it back). */
+    sw_carrier *fp = NULL, *cs = NULL;
+    CHECK_EQ_I64(sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &fp, &err), SW_OK);
+    CHECK_EQ_I64(sw_carrier_allocate(fp, 24, &err), SW_OK);
+    CHECK_EQ_I64(sw_carrier_write(fp, 0, 24, vals, &err), SW_OK);
+    CHECK_EQ_I64(sw_cpu_new(0, SW_DT_FLOAT32, 0, &cs, &err), SW_OK);
+    te = NULL;
+    b.reads = 0;
+    CHECK_EQ_I64(sw_tiled_evictable_new_bound(fp, cs, 2, GRID, TILE, &h, &te, &err), SW_OK);
+    if (te) {
+        b.te = te;
+        CHECK(values_intact(te));
+        CHECK(b.reads > 0);
+        CHECK_EQ_I64(sw_tiled_evictable_evict(te, ALL, 4, &err), SW_OK);
+        CHECK(values_intact(te));
+        int made = b.stores_made;
+        CHECK_EQ_I64(sw_tiled_evictable_promote(te, ALL, 4, &err), SW_OK);
+        CHECK_EQ_I64(b.stores_made - made, 4); /* FileBacked tiles, the binding's */
+        CHECK(values_intact(te));
+        float nine = 9, got = 0;
+        CHECK_EQ_I64(sw_tiled_evictable_write(te, 5, 1, &nine, &err), SW_OK);
+        CHECK_EQ_I64(sw_tiled_evictable_read(te, 5, 1, &got, &err), SW_OK);
+        CHECK(got == 9.0f);
+        CHECK_EQ_I64(sw_tiled_evictable_release(te, &err), SW_OK);
+        sw_tiled_evictable_unref(te);
+    }
+    sw_carrier_unref(fp);
+    sw_carrier_unref(cs);
+    binding_free(&b);
+}
+
+/* With hooks, a projection into a destination of the binding's (a class
+ * other than CPU) gathers into host memory and hands the values to the
+ * write hook, holding the claimed destination's owner access; its size is
+ * the binding's; the tensor is the binding's to make. Without hooks such a
+ * destination is refused. */
+static void test_projection_into_a_binding_destination(void)
+{
+    binding b;
+    binding_init(&b);
+    sw_tiled_evictable *te = make_bound(&b, 2, GRID, TILE, 1);
+    sw_error err;
+    int64_t ax0[2] = {1, 0}, ax1[1] = {1}, counts[2] = {2, 1};
+    const int64_t *axes[2] = {ax0, ax1};
+    sw_tile_selection sel = {2, counts, axes};
+    sw_carrier *small = binding_new(&b, 11, 0), *dest = binding_new(&b, 12, 0);
+    sw_tensor *out = (sw_tensor *)&b; /* must come back NULL */
+    CHECK_EQ_I64(sw_tiled_evictable_project(te, NULL, 0, &sel, small, &out, &err), SW_EINVAL);
+    CHECK(strstr(err.msg, "11 slots") != NULL);
+    int writes = b.writes;
+    CHECK_EQ_I64(sw_tiled_evictable_project(te, NULL, 0, &sel, dest, &out, &err), SW_OK);
+    CHECK(out == NULL);
+    CHECK_EQ_I64(b.writes - writes, 1);
+    CHECK(!sw_carrier_is_owned(dest)); /* the claim ended */
+    float *d = values_of(&b, dest, NULL);
+    int bad = 0;
+    for (int j = 0; j < 3; j++)
+        for (int i = 0; i < 4; i++)
+            bad += d[i + 4 * j] != value_of((ax0[i / 2] * 2 + i % 2) + 4 * (3 + j));
+    CHECK_EQ_I64(bad, 0);
+    /* Asynchronous: the same, the result NULL (the hooks run on a pool
+     * thread: no lock probes there). */
+    b.threaded = 1;
+    memset(d, 0, 12 * sizeof *d);
+    sw_te_work *w = NULL;
+    CHECK_EQ_I64(sw_tiled_evictable_project_async(te, NULL, 0, &sel, dest, &w, &err), SW_OK);
+    out = (sw_tensor *)&b;
+    CHECK_EQ_I64(sw_te_work_wait(w, &out, &err), SW_OK);
+    CHECK(out == NULL);
+    sw_te_work_unref(w);
+    bad = 0;
+    for (int j = 0; j < 3; j++)
+        for (int i = 0; i < 4; i++)
+            bad += d[i + 4 * j] != value_of((ax0[i / 2] * 2 + i % 2) + 4 * (3 + j));
+    CHECK_EQ_I64(bad, 0);
+    /* A failing write hook fails the projection; residency unchanged. */
+    snap before, after;
+    take(te, &before);
+    b.fail_write_at = b.writes + 1;
+    CHECK_EQ_I64(sw_tiled_evictable_project(te, NULL, 0, &sel, dest, &out, &err), SW_EIO);
+    b.fail_write_at = 0;
+    take(te, &after);
+    CHECK(same(&before, &after));
+    CHECK(!sw_carrier_is_owned(dest));
+    CHECK_EQ_I64(sw_tiled_evictable_release(te, &err), SW_OK);
+    sw_tiled_evictable_unref(te);
+
+    /* No hooks: a CPU destination only. */
+    sw_carrier *p = NULL, *s = NULL;
+    sw_cpu_new(24, SW_DT_FLOAT32, 0, &p, NULL);
+    sw_cpu_new(0, SW_DT_FLOAT32, 0, &s, NULL);
+    te = NULL;
+    CHECK_EQ_I64(sw_tiled_evictable_new(p, s, 2, GRID, TILE, &te, &err), SW_OK);
+    if (te) {
+        CHECK_EQ_I64(sw_tiled_evictable_project(te, NULL, 0, &sel, dest, &out, &err), SW_ETYPE);
+        CHECK_EQ_I64(sw_tiled_evictable_release(te, &err), SW_OK);
+        sw_tiled_evictable_unref(te);
+    }
+    sw_carrier_unref(p);
+    sw_carrier_unref(s);
+    binding_free(&b);
+}
+
+/* A binding's write reaching a claimed tier: the token opens owner access
+ * on it (and only for this thread); 0 after release. */
+static void test_tier_token_opens_owner_access(void)
+{
+    binding b;
+    binding_init(&b);
+    sw_tiled_evictable *te = make_bound(&b, 2, GRID, TILE, 1);
+    sw_carrier *p = sw_tiled_evictable_primary(te), *s = sw_tiled_evictable_secondary(te);
+    sw_error err;
+    uint64_t pt = 0, st = 0;
+    CHECK_EQ_I64(sw_tiled_evictable_tier_token(te, 0, &pt, &err), SW_OK);
+    CHECK_EQ_I64(sw_tiled_evictable_tier_token(te, 1, &st, &err), SW_OK);
+    CHECK(pt != 0 && st != 0);
+    CHECK_EQ_I64(sw_tiled_evictable_tier_token(NULL, 0, &pt, &err), SW_ETYPE);
+    CHECK_EQ_I64(sw_carrier_begin_owner_access(p, st, &err), SW_ESTATE); /* not its token */
+    CHECK_EQ_I64(sw_carrier_begin_owner_access(p, pt, &err), SW_OK);
+    CHECK(sw_carrier_has_owner_access(p));
+    CHECK_EQ_I64(sw_carrier_end_owner_access(p, pt, &err), SW_OK);
+    CHECK_EQ_I64(sw_carrier_begin_owner_access(s, st, &err), SW_OK);
+    CHECK_EQ_I64(sw_carrier_end_owner_access(s, st, &err), SW_OK);
+    CHECK_EQ_I64(sw_tiled_evictable_release(te, &err), SW_OK);
+    CHECK_EQ_I64(sw_tiled_evictable_tier_token(te, 0, &pt, &err), SW_OK);
+    CHECK_EQ_I64((int64_t)pt, 0);
+    sw_tiled_evictable_unref(te);
+    binding_free(&b);
+}
+
+/* Fork with a _start request waiting for the binding's reports and a
+ * callback registered: the child finds the handle done ("forked"), the
+ * tiles no longer pending, and never runs the parent's callback; the
+ * parent's request commits when the reports come, its callback once. */
+static void test_callback_never_runs_in_a_forked_child(void)
+{
+    binding b;
+    binding_init(&b);
+    b.copy_mode = 2;
+    sw_tiled_evictable *te = make_bound(&b, 2, GRID, TILE, 0);
+    b.threaded = 1;
+    sw_error err;
+    notified n = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    sw_te_work *w = NULL;
+    CHECK_EQ_I64(sw_tiled_evictable_evict_start(te, ALL, 2, &w, &err), SW_OK);
+    CHECK_EQ_I64(b.nqueued, 2);
+    CHECK_EQ_I64(sw_te_work_on_done(w, on_done, &n, &err), SW_OK);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        sw_error e;
+        int bad = 0;
+        bad += !sw_te_work_done(w);
+        bad += sw_te_work_wait(w, NULL, &e) != SW_ESTATE;
+        bad += strstr(e.msg, "forked") == NULL;
+        bad += calls_of(&n) != 0;
+        sw_te_tile_state ts;
+        int64_t c0[2] = {0, 0};
+        bad += sw_tiled_evictable_tile_state(te, c0, &ts, NULL) != SW_OK;
+        bad += ts.pending || ts.location != SW_TE_PRIMARY;
+        _exit(bad);
+    }
+    int status = -1;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    completer c = {&b, 2, 0};
+    pthread_create(&c.th, NULL, complete_jobs, &c);
+    CHECK_EQ_I64(sw_te_work_wait(w, NULL, &err), SW_OK);
+    pthread_join(c.th, NULL);
+    sw_tiled_evictable_drain();
+    CHECK_EQ_I64(calls_of(&n), 1);
+    sw_te_work_unref(w);
+    CHECK(values_intact(te));
+    CHECK_EQ_I64(sw_tiled_evictable_release(te, &err), SW_OK);
+    sw_tiled_evictable_unref(te);
+    binding_free(&b);
+}
+
 int main(void)
 {
     test_construction_needs_the_hooks();
@@ -847,5 +1427,12 @@ int main(void)
     test_read_keeps_a_replaced_store_until_it_is_over();
     test_many_threads();
     test_block_device_tier_is_the_bindings();
+    test_placed_construction();
+    test_work_notifies_and_names_itself();
+    test_start_issues_on_the_caller();
+    test_role_bound_tiers_go_through_the_hooks();
+    test_projection_into_a_binding_destination();
+    test_tier_token_opens_owner_access();
+    test_callback_never_runs_in_a_forked_child();
     return check_report("tiled_evictable_binding");
 }
