@@ -3,8 +3,8 @@
  * The shape is libuv's uv_queue_work: a job's `run` callback executes on a
  * pool thread and must be pure C (no Python, no GIL, nothing shared without
  * its own lock); when it returns, the job is pushed onto the executor's
- * completion queue, and whoever owns publication (the Python binding's
- * completion thread, holding the GIL) pops it with
+ * completion queue, and whoever owns publication (the core's completion
+ * thread, for moves and TiledEvictable work alike) pops it with
  * sw_executor_next_completed and commits it.
  *
  * Threads start lazily on the first submit, up to the bound given at
