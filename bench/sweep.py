@@ -15,6 +15,10 @@ destinations are created before timing and not touched:
   cpu->file   move() into fresh FileBacked      vs os.pwrite into fresh files
   file->cpu   move() of FileBacked tensors      vs os.preadv of as many distinct files
               into fresh CPU carriers              of the same bytes into fresh np.empty
+  file->cpu*  the same moves                    vs the same reads, each followed by
+              (a second reading)                   os.unlink of the file read: a move
+                                                   releases its FileBacked source, whose
+                                                   name is gone at release
   cpu->blk    CPU -> BlockDeviceCarrier         vs os.pwrite + os.fdatasync to the same device
   blk->cpu    BlockDeviceCarrier -> CPU         vs os.preadv from the same device
               (both sides read from the device, not the page cache: after
@@ -186,6 +190,8 @@ class FileToCpu(Case):
         assert out[-1].carrier[self.n - 1] == float(self.ref[-1])
         return t
 
+    unlinks = False  # the anchor removes each file's name once read
+
     def anchor(self, k):
         # k distinct files written before timing, as our k sources are: one
         # file read k times would be served from the CPU caches at small
@@ -197,17 +203,33 @@ class FileToCpu(Case):
             for fd in fds:
                 pwrite_all(fd, self.ref, 0)
             t0 = time.perf_counter()
-            for fd in fds:
+            for fd, p in zip(fds, paths):
                 d = np.empty(self.n, dtype=np.float32)
                 preadv_all(fd, d, 0)
                 keep.append(d)
+                if self.unlinks:
+                    os.unlink(p)
             t = time.perf_counter() - t0
         finally:
             for fd, p in zip(fds, paths):
                 os.close(fd)
-                os.unlink(p)
+                if not self.unlinks:
+                    os.unlink(p)
         assert keep[-1][-1] == self.ref[-1]
         return t
+
+
+class FileToCpuUnlinking(FileToCpu):
+    """file->cpu against an anchor that also removes each file's name.
+
+    A move releases its FileBacked source, and a released file's name is
+    gone at once: the move does one unlink per file that the plain anchor
+    does not. This second reading gives the anchor that unlink too (its
+    close stays outside the timing, as the move's close runs in the
+    background); the file->cpu rows keep the plain anchor."""
+
+    name = "file->cpu*"
+    unlinks = True
 
 
 def pwrite_all(fd, buf, base):
@@ -427,7 +449,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--budget-mib", type=int, default=512,
                     help="most bytes of fresh destinations one side keeps alive per round")
-    ap.add_argument("--cases", default="cpu->cpu,cpu->file,file->cpu,cpu->blk,blk->cpu")
+    ap.add_argument("--cases", default="cpu->cpu,cpu->file,file->cpu,file->cpu*,cpu->blk,"
+                    "blk->cpu")
     ap.add_argument("--smoke", action="store_true",
                     help="tiny sizes (4 KiB .. 64 KiB), one round: a quick check that it runs")
     ap.add_argument("--plot", metavar="OUT.png")
@@ -448,12 +471,17 @@ def main():
     print(f"{os.cpu_count()} CPUs; sizes {human(lo)} .. {human(hi)}; median of {rounds} "
           f"rounds after 1 warm-up; files in {directory}")
     table = Table()
-    host = {"cpu->cpu": CpuToCpu, "cpu->file": CpuToFile, "file->cpu": FileToCpu}
+    host = {"cpu->cpu": CpuToCpu, "cpu->file": CpuToFile, "file->cpu": FileToCpu,
+            "file->cpu*": FileToCpuUnlinking}
     run([lambda n, c=host[w]: c(n, directory) for w in wanted if w in host],
         sizes, rounds, budget, table)
     block = [w for w in wanted if w in ("cpu->blk", "blk->cpu")]
     if block:
         run_block(block, sizes, rounds, budget, table, directory)
+    if "file->cpu*" in wanted:
+        print("file->cpu*: the same moves against an anchor that also unlinks each file it "
+              "read,\n            as a move must for the FileBacked source it releases "
+              "(a second reading)")
     if args.plot:
         table.plot(args.plot)
 

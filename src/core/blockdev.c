@@ -109,14 +109,22 @@ sw_status sw_extent_map_alloc(sw_extent_map *m, int64_t bytes, int64_t *start,
 
 sw_status sw_extent_map_free(sw_extent_map *m, int64_t start, sw_error *err)
 {
-    for (size_t i = 0; i < m->count; i++) {
-        if (m->items[i].start != start)
-            continue;
-        memmove(m->items + i, m->items + i + 1, (m->count - i - 1) * sizeof *m->items);
-        m->count--;
-        return SW_OK;
+    /* The items are sorted by start: a binary search finds it (a device
+     * with many carriers frees one per moved-out carrier). */
+    size_t lo = 0, hi = m->count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (m->items[mid].start < start)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    return sw_error_set(err, SW_EINVAL, "no extent starts at byte %lld", (long long)start);
+    if (lo == m->count || m->items[lo].start != start)
+        return sw_error_set(err, SW_EINVAL, "no extent starts at byte %lld",
+                            (long long)start);
+    memmove(m->items + lo, m->items + lo + 1, (m->count - lo - 1) * sizeof *m->items);
+    m->count--;
+    return SW_OK;
 }
 
 /* ---- positional I/O ----------------------------------------------------------- */

@@ -89,6 +89,43 @@ static char session_name[64];
 static dev_t session_dev;
 static ino_t session_ino;
 
+/* A descriptor of the session directory this process made, through which
+ * a released file's name is removed (unlinkat: no walk of the directory's
+ * path per file), and the process it belongs to (a forked child inherits
+ * its parent's and makes its own). */
+static _Atomic int session_dfd = -1;
+static _Atomic long session_dfd_pid;
+
+/* With session_lock held, once the directory is made. */
+static void session_dir_open(void)
+{
+    int old = atomic_exchange(&session_dfd, -1);
+    if (old >= 0)
+        close(old);
+    int dfd = open(session_dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (dfd >= 0 && (fstat(dfd, &st) != 0 || st.st_dev != session_dev ||
+                     st.st_ino != session_ino)) {
+        close(dfd);
+        dfd = -1;
+    }
+    atomic_store(&session_dfd_pid, (long)getpid());
+    atomic_store(&session_dfd, dfd);
+}
+
+/* Remove a file's name: relative to the session directory's descriptor
+ * when the file is in it, else by its path. */
+static void remove_name(const char *path, long pid)
+{
+    size_t n = strlen(session_dir);
+    int dfd = atomic_load(&session_dfd);
+    if (dfd >= 0 && atomic_load(&session_dfd_pid) == pid && n > 0 &&
+        strncmp(path, session_dir, n) == 0 && path[n] == '/' && !strchr(path + n + 1, '/'))
+        unlinkat(dfd, path + n + 1, 0);
+    else
+        unlink(path);
+}
+
 /* Remove the session directory through descriptors: the name is opened
  * relative to its parent with O_NOFOLLOW, and only the directory this
  * process made (same device and inode) is emptied and removed, so a
@@ -343,6 +380,7 @@ sw_status sw_filestore_session_dir(const char **dir, sw_error *err)
         }
         snprintf(session_base, sizeof session_base, "%.*s", (int)baselen, base);
         snprintf(session_name, sizeof session_name, "%s%s", DIR_PREFIX, hex);
+        session_dir_open();
         static int registered;
         if (!registered) {
             atexit(remove_session_at_exit);
@@ -391,6 +429,22 @@ sw_status sw_filestore_check_name(const char *name, size_t len, sw_error *err)
     return SW_OK;
 }
 
+/* A session file is private scratch storage nobody reads the access time
+ * of: its descriptor makes no access-time updates (on a relatime mount the
+ * first read after each write would otherwise dirty the inode, which
+ * measured as half of a small file read's time). Only the file's owner may
+ * ask for that; we just created it, and where a file system still refuses,
+ * the descriptor stays as it was. */
+static int create_file(const char *full)
+{
+    int f = open(full, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+#ifdef O_NOATIME
+    if (f >= 0) /* of the flags F_SETFL sets, the open asked for none */
+        (void)fcntl(f, F_SETFL, O_NOATIME);
+#endif
+    return f;
+}
+
 sw_status sw_filestore_create(const char *name, int *fd, char **path, sw_error *err)
 {
     const char *dir;
@@ -410,12 +464,12 @@ sw_status sw_filestore_create(const char *name, int *fd, char **path, sw_error *
         return sw_error_set_errno(err, SW_EIO, EIO, "cannot create %s: injected fault",
                                   name);
     }
-    int f = open(full, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    int f = create_file(full);
     if (f < 0 && (errno == EMFILE || errno == ENFILE) && sw_filestore_reclaim_pending() > 0) {
         /* Released files' descriptors still waiting to be closed count
          * against the limit: close them and try again. */
         sw_filestore_reclaim_wait();
-        f = open(full, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        f = create_file(full);
     }
     if (f < 0) {
         int e = errno;
@@ -805,8 +859,9 @@ int sw_filestore_reclaim_pending(void)
 void sw_filestore_remove_sized(int fd, char *path, long creator_pid, int64_t bytes)
 {
     if (path) {
-        if (creator_pid == (long)getpid())
-            unlink(path);
+        long pid = (long)getpid();
+        if (creator_pid == pid)
+            remove_name(path, pid);
         sw_free(path);
     }
     if (fd >= 0)

@@ -56,6 +56,32 @@ static void test_first_fit_alignment(void)
     sw_extent_map_destroy(&m);
 }
 
+/* Freeing finds each extent by its start among many, in any order; a
+ * start inside an extent, past the last or before the first is refused. */
+static void test_free_among_many(void)
+{
+    enum { N = 37 };
+    sw_extent_map m;
+    sw_extent_map_init(&m, N * 512, 512);
+    int64_t s[N], l;
+    sw_error err;
+    for (int i = 0; i < N; i++)
+        CHECK_EQ_I64(sw_extent_map_alloc(&m, 512, &s[i], &l, &err), SW_OK);
+    CHECK_EQ_I64(sw_extent_map_free(&m, 256, &err), SW_EINVAL);
+    CHECK_EQ_I64(sw_extent_map_free(&m, N * 512, &err), SW_EINVAL);
+    CHECK_EQ_I64(sw_extent_map_free(&m, -512, &err), SW_EINVAL);
+    /* every 7th index mod N visits all of them in a scrambled order */
+    for (int k = 0; k < N; k++) {
+        int i = (k * 7 + 3) % N;
+        CHECK_EQ_I64(sw_extent_map_free(&m, s[i], &err), SW_OK);
+        CHECK_EQ_I64(sw_extent_map_free(&m, s[i], &err), SW_EINVAL); /* only once */
+        CHECK_EQ_I64((long long)m.count, N - 1 - k);
+        for (size_t j = 0; j + 1 < m.count; j++)
+            CHECK(m.items[j].start < m.items[j + 1].start);
+    }
+    sw_extent_map_destroy(&m);
+}
+
 /* B-7: freed neighbours form one range a larger request can use. */
 static void test_coalescing(void)
 {
@@ -250,6 +276,7 @@ int main(void)
     test_round_up();
     test_first_fit_alignment();
     test_coalescing();
+    test_free_among_many();
     test_exhaustion();
     test_io_loop();
     test_open_refusals();
