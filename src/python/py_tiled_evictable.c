@@ -1220,6 +1220,22 @@ static PyObject *te_tile_state(PyObject *self, PyObject *coord)
     return st;
 }
 
+int sw_tiled_tile_counts(PyObject *self, int64_t counts[4], int64_t *pending)
+{
+    SwTiledEvictableObject *te = TILED(self);
+    if (!te->tiles)
+        return -1;
+    int64_t moving = 0;
+    counts[0] = counts[1] = counts[2] = counts[3] = 0;
+    for (int64_t t = 0; t < te->geo.ntiles; t++) {
+        counts[te->tiles[t].loc < 4 ? te->tiles[t].loc : SW_TILE_INVALID]++;
+        moving += te->tiles[t].pending > 0;
+    }
+    if (pending)
+        *pending = moving;
+    return 0;
+}
+
 /* ---- release, factories (TE-13, TE-14) ----------------------------------------------- */
 
 static PyObject *te_release(PyObject *self, PyObject *unused)

@@ -147,6 +147,12 @@ int sw_tiled_evict_set(PyObject *self, PyObject *tile_set);
 /* The host base pointer of a carrier's slots (exact CPU/Generic), or NULL. */
 const unsigned char *sw_tiled_host_base(PyObject *carrier);
 
+/* How many tiles are in each place (counts[SW_TILE_PRIMARY ..
+ * SW_TILE_INVALID]) and how many take part in a residency request
+ * (*pending, may be NULL), for repr and the carrier's status text. 0, or -1
+ * (no exception) once released. Never runs Python code. */
+int sw_tiled_tile_counts(PyObject *self, int64_t counts[4], int64_t *pending);
+
 /* Promote tiles idx[0..n) (all or nothing), ignoring pins. 0 / -1. */
 int sw_tiled_promote_indices(PyObject *self, const int64_t *idx, int64_t n);
 
