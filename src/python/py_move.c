@@ -345,9 +345,10 @@ static void commit(move_request *r, PyObject *error)
 
 /* ---- the exit hook ----------------------------------------------------------- */
 
-/* TiledEvictable's residency requests that wait for provider completions
- * count as moves in flight, so the exit hook waits for their commits
- * before it stops the waiter threads (TE-8). */
+/* TiledEvictable's residency requests (until the core's commit callback
+ * completed their handle) and its tile copies waiting for a provider's
+ * completion count as moves in flight, so the exit hook waits for their
+ * commits before it stops the waiter threads (TE-8). */
 int sw_py_move_hold_inflight(void)
 {
     if (closing) {

@@ -531,25 +531,19 @@ static const char *not_now(PyObject *carrier, char *buf, size_t cap)
     if (why)
         return Py_IS_TYPE(carrier, &SwEvictable_Type) ? "evicted" : why;
     if (Py_IS_TYPE(carrier, &SwTiledEvictable_Type)) {
-        SwTiledEvictableObject *te = TILED(carrier);
-        int64_t secondary = 0, invalid = 0, moving = 0;
-        if (!te->tiles)
+        int64_t n[4], moving = 0, ntiles = TILED(carrier)->geo.ntiles;
+        if (sw_tiled_tile_counts(carrier, n, &moving) < 0)
             return "released";
-        for (int64_t k = 0; k < te->geo.ntiles; k++) {
-            secondary += te->tiles[k].loc == SW_TILE_SECONDARY;
-            invalid += te->tiles[k].loc == SW_TILE_INVALID;
-            moving += te->tiles[k].pending > 0;
-        }
+        int64_t secondary = n[SW_TILE_SECONDARY], invalid = n[SW_TILE_INVALID];
         if (moving)
             snprintf(buf, cap, "pending residency change of %lld of %lld tiles",
-                     (long long)moving, (long long)te->geo.ntiles);
+                     (long long)moving, (long long)ntiles);
         else if (secondary)
             snprintf(buf, cap, "non-resident tiles: %lld of %lld in the secondary tier; "
-                     "promote them to see values", (long long)secondary,
-                     (long long)te->geo.ntiles);
+                     "promote them to see values", (long long)secondary, (long long)ntiles);
         else if (invalid)
             snprintf(buf, cap, "invalid tiles: %lld of %lld hold no values",
-                     (long long)invalid, (long long)te->geo.ntiles);
+                     (long long)invalid, (long long)ntiles);
         else
             return NULL;
         return buf;
@@ -670,11 +664,9 @@ static void put_tiled(text *out, PyObject *self)
         put(out, "/");
         put(out, _PyType_Name(Py_TYPE(te->secondary)));
     }
-    if (!te->tiles)
+    int64_t n[4];
+    if (sw_tiled_tile_counts(self, n, NULL) < 0)
         return;
-    int64_t n[4] = {0, 0, 0, 0};
-    for (int64_t k = 0; k < te->geo.ntiles; k++)
-        n[te->tiles[k].loc < 4 ? te->tiles[k].loc : SW_TILE_INVALID]++;
     snprintf(buf, sizeof buf, ", tiles: %lld primary, %lld secondary, %lld implicit, %lld invalid",
              (long long)n[SW_TILE_PRIMARY], (long long)n[SW_TILE_SECONDARY],
              (long long)n[SW_TILE_IMPLICIT], (long long)n[SW_TILE_INVALID]);

@@ -3,36 +3,27 @@
  * primary tier, the secondary tier, nowhere with an implicit zero value,
  * or nowhere at all (invalid).
  *
- * The carrier claims both tiers as allocation prototypes. A tier that was
- * full at construction keeps holding its tiles in place (`full` records,
- * indexed by the carrier's own slot); every tile that moves afterwards gets
- * a private tile-sized carrier from the target prototype's allocate_like,
- * indexed by within-tile position. Residency requests stage every copy in
- * fresh storage first and commit all records together with no Python code
- * in between, so a failure anywhere leaves every tile as it was (TE-7).
- * A tile in private storage is one span (tile_size):(1), so its copy runs
- * the tier classes' exact-pair movement (py_tile_transfer.c), which keeps
- * the source until the commit. A tile still held in place by a tier that
- * was full at construction is not one span of that tier (its footprint is
- * tile[0]-long runs strided over the logical shape, TE-2), and a move's
- * transfer covers a layout's whole cosize span, which would take in other
- * tiles' slots: those copies stay C loops over the tile's runs (memcpy for
- * host tiers, one pwritev or a pread per run between a host tier and
- * FileBacked, else the tiers' slot access). A BlockDeviceCarrier paired with anything but CPU
- * also keeps the slot loop (see sw_tiled_transfer_applies). Definition-
- * backed tiers copy through their TransferRoutes (py_tile_route.c); a
- * provider's incomplete completion keeps the request open until the waiter
- * threads see it finish (TE-8). Tiles taking part in a request are
- * `pending`, tiles a projection reads are `pinned`; both refuse writes and
- * new requests until the work is terminal. */
+ * The Python face of the core's TiledEvictable (strideweave/
+ * tiled_evictable.h), which keeps the tile records and decides residency,
+ * pending and pinned tiles, all-or-nothing commits and failures. The
+ * binding parses arguments, raises the contract's exceptions with its own
+ * messages (checked here first, before the core checks again), keeps the
+ * Python objects of the tiers and hands the core its tier hooks
+ * (py_tiled_core.c): fresh tile storage from the tiers' allocate_like, tile
+ * copies through the tier classes' exact-pair movement or TransferRoutes,
+ * slot access of tiers written in Python, and the residency policy's plan().
+ * Residency requests are issued on the caller (sw_tiled_evictable_
+ * promote_start) with the GIL released; the AwaitResidency completes from
+ * the core's commit callback. */
 #include "sw_tiled.h"
+#include "sw_tiled_core.h"
 #include "sw_extension.h"
 #include "sw_move.h"
 #include "sw_fork_guard.h"
 
 #include <string.h>
 
-#include "strideweave/filestore.h"
+#include "strideweave/tiled_evictable.h"
 
 #define CARRIER(o) ((SwCarrierObject *)(o))
 
@@ -51,248 +42,49 @@ int sw_tiled_refuse_released(PyObject *self, const char *what)
     return -1;
 }
 
-const unsigned char *sw_tiled_host_base(PyObject *carrier)
-{
-    PyTypeObject *t = Py_TYPE(carrier);
-    if ((t != &SwCPU_Type && t != &SwGeneric_Type) || sw_py_state_released(carrier))
-        return NULL;
-    return ((SwHostCarrierObject *)carrier)->data;
-}
-
 static size_t elem_bytes(PyObject *self)
 {
     return sw_dtype_slot_bytes(SwDType_ID(TILED(self)->dtype));
 }
 
-/* ---- tile storage --------------------------------------------------------- */
+/* ---- tile records (the core's) ------------------------------------------------ */
 
-/* Owner access to a claimed prototype around writes to its slots. */
-static int begin_store(PyObject *self, PyObject *store)
+/* Tile t's state; a zeroed invalid state when the core has none. */
+static sw_te_tile_state tile_state(PyObject *self, int64_t t)
 {
     SwTiledEvictableObject *te = TILED(self);
-    if (store == te->primary && te->primary_token)
-        return sw_py_carrier_begin_owner(store, te->primary_token);
-    if (store == te->secondary && te->secondary_token)
-        return sw_py_carrier_begin_owner(store, te->secondary_token);
+    sw_te_tile_state st = {.location = SW_TE_INVALID};
+    int64_t c[SW_TILES_MAX_RANK];
+    sw_error err;
+    sw_tiles_tile_coord(&te->geo, t, c);
+    if (!te->te || sw_tiled_evictable_tile_state(te->te, c, &st, &err) != SW_OK)
+        st = (sw_te_tile_state){.location = SW_TE_INVALID};
+    return st;
+}
+
+int sw_tiled_tile_counts(PyObject *self, int64_t counts[4], int64_t *pending)
+{
+    SwTiledEvictableObject *te = TILED(self);
+    if (!te->te || sw_tiled_evictable_is_released(te->te))
+        return -1;
+    int64_t moving = 0;
+    counts[0] = counts[1] = counts[2] = counts[3] = 0;
+    for (int64_t t = 0; t < te->geo.ntiles; t++) {
+        sw_te_tile_state st = tile_state(self, t);
+        counts[st.location < 4 ? st.location : SW_TILE_INVALID]++;
+        moving += st.pending != 0;
+    }
+    if (pending)
+        *pending = moving;
     return 0;
 }
 
-static void end_store(PyObject *self, PyObject *store)
+/* Whether tile t is still held in place by the tier that was full at
+ * construction (its copies then run slot by slot, never a route). */
+static int in_place(PyObject *self, int64_t t, const sw_te_tile_state *st)
 {
     SwTiledEvictableObject *te = TILED(self);
-    if (store == te->primary && te->primary_token)
-        sw_py_carrier_end_owner(store, te->primary_token);
-    else if (store == te->secondary && te->secondary_token)
-        sw_py_carrier_end_owner(store, te->secondary_token);
-}
-
-static int64_t store_index(PyObject *self, int64_t t, int64_t w)
-{
-    sw_tile_rec *r = &TILED(self)->tiles[t];
-    return r->full ? sw_tiles_slot(&TILED(self)->geo, t, w) : w;
-}
-
-PyObject *sw_tiled_new_tile_store(PyObject *self, PyObject *proto, int zero)
-{
-    SwTiledEvictableObject *te = TILED(self);
-    PyObject *fn = PyObject_GetAttr(proto, str_allocate_like);
-    PyObject *args = fn ? Py_BuildValue("(L)", (long long)te->geo.tile_size) : NULL;
-    PyObject *kw = args ? Py_BuildValue("{s:O,s:O,s:O}", "mutable", Py_True, "dtype", te->dtype,
-                                        "empty", zero ? Py_False : Py_True)
-                        : NULL;
-    PyObject *store = kw ? PyObject_Call(fn, args, kw) : NULL;
-    Py_XDECREF(kw);
-    Py_XDECREF(args);
-    Py_XDECREF(fn);
-    int64_t size = 0;
-    if (store && (!SwCarrier_Check(store) || sw_py_carrier_size(store, &size) < 0 ||
-                  size < te->geo.tile_size)) {
-        if (!PyErr_Occurred())
-            PyErr_Format(PyExc_RuntimeError,
-                         "%s.allocate_like did not return a carrier of %lld slots",
-                         cname(proto), (long long)te->geo.tile_size);
-        Py_CLEAR(store);
-    }
-    return store;
-}
-
-void sw_tiled_drop_store(PyObject *self, PyObject *store)
-{
-    if (store && !sw_py_state_released(store) && sw_py_carrier_release(store) < 0)
-        PyErr_WriteUnraisable(self);
-    Py_XDECREF(store);
-}
-
-/* Host to host: runs of tile[0] slots are contiguous on both sides. */
-static void copy_host(PyObject *self, int64_t t, const unsigned char *src, unsigned char *dst)
-{
-    SwTiledEvictableObject *te = TILED(self);
-    size_t eb = elem_bytes(self);
-    int64_t run = te->geo.tile[0];
-    for (int64_t w = 0; w < te->geo.tile_size; w += run)
-        memcpy(dst + (size_t)w * eb, src + (size_t)store_index(self, t, w) * eb, (size_t)run * eb);
-}
-
-static int copy_tile(PyObject *self, int64_t t, PyObject *dst, PyObject **completion);
-
-/* The live FileBacked descriptor of `c` when it stores `dtype`, else -1. */
-static int file_fd(PyObject *c, sw_dtype dtype)
-{
-    if (Py_TYPE(c) != &SwFileBacked_Type || sw_py_state_released(c))
-        return -1;
-    SwFileBackedObject *f = (SwFileBackedObject *)c;
-    return f->dtype == dtype ? f->fd : -1;
-}
-
-/* A tile held in place by a full host tier going to a FileBacked tile, or
- * held by a full FileBacked tier going to a host tile: its runs move as a
- * handful of system calls (one pwritev gathering every run, or one pread
- * per run) instead of one per slot. Slots are raw dtype values on both
- * sides, so the bytes move unchanged, as between host tiers. 1 when done,
- * 0 when the pair is not one of these, -1 with an exception. */
-static int copy_runs_file(PyObject *self, int64_t t, PyObject *src, PyObject *dst)
-{
-    SwTiledEvictableObject *te = TILED(self);
-    sw_dtype dtype = SwDType_ID(te->dtype);
-    const unsigned char *sb = sw_tiled_host_base(src);
-    unsigned char *db = (unsigned char *)sw_tiled_host_base(dst);
-    int wfd = sb ? file_fd(dst, dtype) : -1;
-    int rfd = db ? file_fd(src, dtype) : -1;
-    if (wfd < 0 && rfd < 0)
-        return 0;
-    if (((SwHostCarrierObject *)(sb ? src : dst))->dtype != dtype)
-        return 0;
-    size_t eb = elem_bytes(self);
-    int64_t most = te->geo.tile_size / te->geo.tile[0];
-    sw_tile_run *runs = PyMem_Malloc((size_t)most * sizeof *runs);
-    struct iovec *iov = runs && wfd >= 0 ? PyMem_Malloc((size_t)most * sizeof *iov) : NULL;
-    if (!runs || (wfd >= 0 && !iov)) {
-        PyMem_Free(runs);
-        PyErr_NoMemory();
-        return -1;
-    }
-    int64_t n = sw_tiles_runs(&te->geo, t, runs);
-    sw_error err;
-    sw_status st = SW_OK;
-    if (wfd >= 0) {
-        for (int64_t i = 0; i < n; i++)
-            iov[i] = (struct iovec){.iov_base = (void *)(sb + (size_t)runs[i].slot * eb),
-                                    .iov_len = (size_t)runs[i].count * eb};
-        st = sw_filestore_pwritev(wfd, iov, n, 0, &err);
-    } else {
-        for (int64_t i = 0; i < n && st == SW_OK; i++)
-            st = sw_filestore_pread(rfd, db + (size_t)runs[i].within * eb,
-                                    (size_t)runs[i].count * eb,
-                                    runs[i].slot * (int64_t)eb, &err);
-    }
-    PyMem_Free(iov);
-    PyMem_Free(runs);
-    return st == SW_OK ? 1 : sw_py_raise(&err);
-}
-
-/* Whether tile t's footprint is the contiguous run [*base, *base +
- * tile_size): every axis before the last one with a tile extent above 1
- * spans the whole logical extent (TE-2). Always so for one axis. */
-static int tile_is_span(const sw_tile_geometry *g, int64_t t, int64_t *base)
-{
-    int32_t last = -1;
-    for (int32_t k = 0; k < g->rank; k++)
-        if (g->tile[k] > 1)
-            last = k;
-    for (int32_t k = 0; k < last; k++)
-        if (g->tile[k] != g->logical[k])
-            return 0;
-    *base = sw_tiles_slot(g, t, 0);
-    return 1;
-}
-
-int sw_tiled_span_base(PyObject *self, int64_t t, int64_t *base)
-{
-    return tile_is_span(&TILED(self)->geo, t, base);
-}
-
-/* One side is a carrier class written in Python; neither is definition-backed. */
-static int python_pair(PyObject *src, PyObject *dst)
-{
-    int heap = (Py_TYPE(src)->tp_flags & Py_TPFLAGS_HEAPTYPE) ||
-               (Py_TYPE(dst)->tp_flags & Py_TPFLAGS_HEAPTYPE);
-    return heap && !SW_DEFINED(src) && !SW_DEFINED(dst);
-}
-
-/* B-11: a copy into block storage counts only once it is durable. The
- * exact-pair transfer is (inside the block device's transfer); slot copies
- * and zero-written fresh tiles are flushed here, before the commit. */
-int sw_tiled_copy_tile(PyObject *self, int64_t t, PyObject *dst, PyObject **completion)
-{
-    int rc = copy_tile(self, t, dst, completion);
-    if (rc == 0 && !*completion)
-        rc = sw_py_block_device_make_durable(dst);
-    return rc;
-}
-
-static int copy_tile(PyObject *self, int64_t t, PyObject *dst, PyObject **completion)
-{
-    SwTiledEvictableObject *te = TILED(self);
-    *completion = NULL;
-    PyObject *src = te->tiles[t].store;
-    if (sw_fault_hit("tile_copy")) {
-        PyErr_SetString(PyExc_OSError, "injected fault: tile copy failed");
-        return -1;
-    }
-    if (!src)
-        return 0; /* implicit zero: the fresh storage is already zeroed */
-    if (!te->tiles[t].full && sw_tiled_transfer_applies(src, dst))
-        return sw_tiled_transfer_tile(src, dst, te->geo.tile_size, completion);
-    const unsigned char *sb = sw_tiled_host_base(src);
-    unsigned char *db = (unsigned char *)sw_tiled_host_base(dst);
-    if (sb && db) {
-        copy_host(self, t, sb, db);
-        return 0;
-    }
-    int runs = copy_runs_file(self, t, src, dst);
-    if (runs != 0)
-        return runs < 0 ? -1 : 0;
-    /* A tier written in Python (TensorStoreCarrier: whole-chunk I/O) copies
-     * an in-place tile whose footprint is one span through the pair's
-     * movement rather than slot by slot. */
-    int64_t base;
-    if (te->tiles[t].full && tile_is_span(&te->geo, t, &base) && python_pair(src, dst) &&
-        sw_tiled_transfer_applies(src, dst)) {
-        int rc = sw_tiled_transfer_span(src, base, dst, te->geo.tile_size, completion);
-        if (rc <= 0)
-            return rc;
-    }
-    /* Reads of a claimed prototype need no owner access (C-13), so no
-     * thread-bound access is held across the tiers' hooks. */
-    Py_INCREF(src);
-    int rc = 0;
-    for (int64_t w = 0; rc == 0 && w < te->geo.tile_size; w++) {
-        PyObject *v = sw_py_carrier_getitem(src, store_index(self, t, w));
-        rc = v ? sw_py_carrier_setitem(dst, w, v) : -1;
-        Py_XDECREF(v);
-    }
-    Py_DECREF(src);
-    return rc;
-}
-
-/* Swap in the new record; the old private storage is returned to the
- * caller to release once every record is committed. */
-static PyObject *swap_tile(PyObject *self, int64_t t, PyObject *store, int loc)
-{
-    sw_tile_rec *r = &TILED(self)->tiles[t];
-    PyObject *old = r->full ? NULL : r->store;
-    if (r->full)
-        Py_XDECREF(r->store);
-    r->store = store;
-    r->full = 0;
-    r->loc = (uint8_t)loc;
-    r->dirty = 0;
-    return old;
-}
-
-void sw_tiled_commit_tile(PyObject *self, int64_t t, PyObject *store, int loc)
-{
-    sw_tiled_drop_store(self, swap_tile(self, t, store, loc));
+    return !te->moved[t] && (int)st->location == te->in_place_loc;
 }
 
 /* ---- residency requests (TE-7, TE-8) -------------------------------------------- */
@@ -309,7 +101,7 @@ static PyObject *tiles_argument(PyObject *tiles)
     return NULL;
 }
 
-/* Linear tile indices of a bound TileSet (PyMem; *n entries). */
+/* The linear indices of a bound TileSet (PyMem). */
 static int64_t *tile_indices(PyObject *self, PyObject *tile_set, int64_t *n)
 {
     SwTileSetObject *s = (SwTileSetObject *)tile_set;
@@ -324,339 +116,51 @@ static int64_t *tile_indices(PyObject *self, PyObject *tile_set, int64_t *n)
     return idx;
 }
 
-static int refuse_busy_tile(PyObject *self, int64_t t, const char *what)
+static int refuse_busy_tile(PyObject *self, int64_t t, const sw_te_tile_state *st,
+                            const char *what)
 {
-    sw_tile_rec *r = &TILED(self)->tiles[t];
-    if (!r->pending && !r->pins)
+    if (!st->pending && !st->pinned)
         return 0;
     int64_t c[SW_TILES_MAX_RANK];
     sw_tiles_tile_coord(&TILED(self)->geo, t, c);
     PyErr_Format(PyExc_RuntimeError,
                  "cannot %s tile %lld (first coordinate) while it is %s; wait() for that "
                  "work first", what, (long long)c[0],
-                 r->pending ? "pending in a residency request" : "pinned by a projection");
+                 st->pending ? "pending in a residency request" : "pinned by a projection");
     return -1;
 }
 
-/* One residency request in flight (TE-7, TE-8): the tiles it covers, the
- * fresh storage staged for each, and the provider completions it still
- * waits for. The set commits, or is dropped, once, when the last copy is
- * terminal: on the calling thread when every copy was synchronous, else on
- * the waiter thread that saw the last completion (GIL held there). */
-typedef struct residency residency;
-
-typedef struct tile_wait {
-    sw_provider_wait w;   /* first: what the waiter threads see */
-    residency *req;
-    PyObject *src;        /* the copy's source, pending until terminal */
-} tile_wait;
-
-struct residency {
-    PyObject *self;
-    PyObject *handle;     /* the AwaitResidency, or NULL for a synchronous caller */
-    int evict;
-    int64_t n, *idx;
-    PyObject **staged;    /* fresh storage per tile, or NULL */
-    tile_wait *waits;     /* per tile; w.completion set when a provider still works */
-    int64_t outstanding;  /* completions not yet terminal (GIL-protected) */
-    PyObject *error;      /* the first failure */
-    residency *live_prev, *live_next; /* deferred to the waiter threads */
-    int deferred;
-    sw_fork_guard guard;  /* a synchronous request, until it finishes */
-    int guarded;
-};
-
-/* Requests handed to the waiter threads and not yet finished, so that a
- * forked child can end the ones it inherited (GIL-protected). */
-static residency *deferred_head;
-
-static void defer_track(residency *q)
+static int needs_copy(int evict, const sw_te_tile_state *st)
 {
-    q->deferred = 1;
-    q->live_prev = NULL;
-    q->live_next = deferred_head;
-    if (deferred_head)
-        deferred_head->live_prev = q;
-    deferred_head = q;
-}
-
-static void defer_untrack(residency *q)
-{
-    if (!q->deferred)
-        return;
-    if (q->live_prev)
-        q->live_prev->live_next = q->live_next;
-    else if (deferred_head == q)
-        deferred_head = q->live_next;
-    if (q->live_next)
-        q->live_next->live_prev = q->live_prev;
-    q->deferred = 0;
-}
-
-static void residency_free(residency *q)
-{
-    for (int64_t i = 0; i < q->n; i++) {
-        Py_XDECREF(q->waits[i].w.completion);
-        Py_XDECREF(q->waits[i].w.error);
-        Py_XDECREF(q->waits[i].src);
-    }
-    Py_XDECREF(q->error);
-    Py_XDECREF(q->handle);
-    Py_DECREF(q->self);
-    PyMem_RawFree(q->waits);
-    PyMem_RawFree(q->staged);
-    PyMem_RawFree(q->idx);
-    PyMem_RawFree(q);
-}
-
-static residency *residency_new(PyObject *self, const int64_t *idx, int64_t n, int evict,
-                                PyObject *handle)
-{
-    residency *q = PyMem_RawCalloc(1, sizeof *q);
-    if (q) {
-        q->idx = PyMem_RawMalloc((size_t)(n + 1) * sizeof(int64_t));
-        q->staged = PyMem_RawCalloc((size_t)n + 1, sizeof(PyObject *));
-        q->waits = PyMem_RawCalloc((size_t)n + 1, sizeof(tile_wait));
-    }
-    if (!q || !q->idx || !q->staged || !q->waits) {
-        if (q) {
-            PyMem_RawFree(q->idx);
-            PyMem_RawFree(q->staged);
-            PyMem_RawFree(q->waits);
-            PyMem_RawFree(q);
-        }
-        PyErr_NoMemory();
-        return NULL;
-    }
-    memcpy(q->idx, idx, (size_t)n * sizeof(int64_t));
-    q->n = n;
-    q->evict = evict;
-    q->self = Py_NewRef(self);
-    q->handle = Py_XNewRef(handle);
-    return q;
-}
-
-static void residency_fail(residency *q, PyObject *exc)
-{
-    if (!q->error)
-        q->error = exc;
-    else
-        Py_XDECREF(exc);
-}
-
-static int tile_needs_copy(residency *q, const sw_tile_rec *r)
-{
-    return q->evict ? r->loc == SW_TILE_PRIMARY
-                    : (r->loc == SW_TILE_SECONDARY || r->loc == SW_TILE_IMPLICIT);
+    return evict ? st->location == SW_TE_PRIMARY
+                 : (st->location == SW_TE_SECONDARY || st->location == SW_TE_IMPLICIT);
 }
 
 /* X-14 up front for definition-backed tiers: a pair with neither a route
  * nor the fallback both providers allow fails the request before any
- * storage is allocated or any provider is called. The pair is (the tile's
- * storage class, the target prototype's class), which the fresh storage
- * shares; the copy resolves again on the real pair. */
-static int residency_check_routes(residency *q)
+ * storage is allocated or any provider is called. The pair is (the class
+ * of the tier the tile's private storage was made like, the target's);
+ * tiles held in place and implicit tiles copy slot by slot. */
+static int check_routes(PyObject *self, const int64_t *idx, int64_t n, int evict)
 {
-    SwTiledEvictableObject *te = TILED(q->self);
-    PyObject *target = q->evict ? te->secondary : te->primary;
-    for (int64_t i = 0; i < q->n; i++) {
-        sw_tile_rec *r = &te->tiles[q->idx[i]];
-        if (!tile_needs_copy(q, r) || !r->store || r->full ||
-            !(SW_DEFINED(r->store) || SW_DEFINED(target)))
+    SwTiledEvictableObject *te = TILED(self);
+    PyObject *from = evict ? te->primary : te->secondary, *to = evict ? te->secondary
+                                                                     : te->primary;
+    if (!SW_DEFINED(from) && !SW_DEFINED(to))
+        return 0;
+    for (int64_t i = 0; i < n; i++) {
+        sw_te_tile_state st = tile_state(self, idx[i]);
+        if (!needs_copy(evict, &st) || st.location == SW_TE_IMPLICIT ||
+            in_place(self, idx[i], &st))
             continue;
         sw_route route;
-        if (sw_py_route_resolve(Py_TYPE(r->store), Py_TYPE(target), &route) < 0)
+        if (sw_py_route_resolve(Py_TYPE(from), Py_TYPE(to), &route) < 0)
             return -1;
     }
     return 0;
 }
 
-/* The bytes of one tile, for the handle's progress. */
-static int64_t tile_bytes(residency *q)
-{
-    SwTiledEvictableObject *te = TILED(q->self);
-    return te->geo.tile_size * (int64_t)sw_dtype_slot_bytes(SwDType_ID(te->dtype));
-}
-
-/* Mark every listed tile pending, then stage the copies of the ones
- * needing work; stops at the first failure (kept in q->error). Progress
- * counts whole tiles as their copies finish. */
-static void residency_stage(residency *q)
-{
-    SwTiledEvictableObject *te = TILED(q->self);
-    int64_t copies = 0;
-    for (int64_t i = 0; i < q->n; i++) {
-        te->tiles[q->idx[i]].pending++;
-        copies += tile_needs_copy(q, &te->tiles[q->idx[i]]);
-    }
-    if (q->handle)
-        sw_py_await_set_total(q->handle, copies * tile_bytes(q));
-    te->busy++;
-    if (residency_check_routes(q) < 0)
-        residency_fail(q, sw_py_take_exception());
-    for (int64_t i = 0; !q->error && i < q->n; i++) {
-        sw_tile_rec *r = &te->tiles[q->idx[i]];
-        if (!tile_needs_copy(q, r))
-            continue;
-        PyObject *src = r->store, *completion = NULL;
-        q->staged[i] = sw_tiled_new_tile_store(q->self, q->evict ? te->secondary : te->primary,
-                                               r->loc == SW_TILE_IMPLICIT);
-        if (!q->staged[i] || sw_tiled_copy_tile(q->self, q->idx[i], q->staged[i],
-                                                &completion) < 0) {
-            residency_fail(q, sw_py_take_exception());
-        } else if (completion) {
-            q->waits[i].w.completion = completion;
-            q->waits[i].src = Py_NewRef(src);
-            q->waits[i].req = q;
-            q->outstanding++;
-        } else if (q->handle) {
-            sw_py_await_add_done(q->handle, tile_bytes(q));
-        }
-    }
-}
-
-/* The one terminal step: drop the pending marks of provider copies, check
- * their fresh storage, then commit the whole set or release every fresh
- * copy. Completes the handle; frees q. Returns 0 / -1 (with the failure
- * raised) for a synchronous caller. */
-static int residency_finish(residency *q)
-{
-    SwTiledEvictableObject *te = TILED(q->self);
-    defer_untrack(q);
-    if (q->guarded) {
-        sw_fork_guard_leave(&q->guard);
-        q->guarded = 0;
-    }
-    for (int64_t i = 0; i < q->n; i++) {
-        if (!q->waits[i].src)
-            continue;
-        sw_tiled_route_unmark(q->waits[i].src, q->staged[i]);
-        if (!q->error && sw_tiled_check_fresh(q->staged[i], te->geo.tile_size) < 0)
-            residency_fail(q, sw_py_take_exception());
-    }
-    /* tiles may have been released by re-entrant code only through
-     * release(), which busy refuses; the records are still ours. */
-    for (int64_t i = 0; i < q->n; i++)
-        te->tiles[q->idx[i]].pending--;
-    te->busy--;
-    if (!q->error)
-        for (int64_t i = 0; i < q->n; i++)
-            if (q->staged[i])
-                q->staged[i] = swap_tile(q->self, q->idx[i], q->staged[i],
-                                         q->evict ? SW_TILE_SECONDARY : SW_TILE_PRIMARY);
-    for (int64_t i = 0; i < q->n; i++) {
-        sw_tiled_drop_store(q->self, q->staged[i]);
-        q->staged[i] = NULL;
-    }
-    int rc = q->error ? -1 : 0;
-    if (q->handle)
-        sw_py_await_complete(q->handle, q->error ? NULL : Py_None, q->error);
-    else if (q->error)
-        sw_py_restore_exception(Py_NewRef(q->error));
-    residency_free(q);
-    return rc;
-}
-
-/* Wait for one completion on this thread. */
-static void wait_here(residency *q, int64_t i)
-{
-    if (sw_tiled_route_wait(q->waits[i].w.completion) < 0)
-        residency_fail(q, sw_py_take_exception());
-    q->outstanding--;
-}
-
-/* On a waiter thread, GIL held, once a provider's wait() returned (TE-8):
- * the last one commits the set. */
-static void tile_finished(sw_provider_wait *w)
-{
-    residency *q = ((tile_wait *)w)->req;
-    if (w->error)
-        residency_fail(q, Py_NewRef(w->error));
-    else if (q->handle)
-        sw_py_await_add_done(q->handle, tile_bytes(q));
-    if (--q->outstanding > 0)
-        return;
-    residency_finish(q);
-    if (PyErr_Occurred())
-        PyErr_WriteUnraisable(NULL);
-    sw_py_move_drop_inflight();
-}
-
-/* Hand every completion to the waiter threads; the exit hook counts the
- * request in flight. When no thread can take them, wait here. */
-static void residency_defer(residency *q)
-{
-    if (sw_py_move_hold_inflight() < 0) {
-        residency_fail(q, sw_py_take_exception());
-        for (int64_t i = 0; i < q->n; i++)
-            if (q->waits[i].w.completion)
-                wait_here(q, i);
-        residency_finish(q);
-        PyErr_Clear();
-        return;
-    }
-    defer_track(q);
-    /* A waiter may finish (and free q) before this loop ends: count the
-     * entries first, and touch only those not yet handed over. */
-    int64_t n = q->n, left = q->outstanding;
-    tile_wait *waits = q->waits;
-    for (int64_t i = 0; i < n && left > 0; i++) {
-        if (!waits[i].w.completion)
-            continue;
-        left--;
-        waits[i].w.finish = tile_finished;
-        if (sw_py_provider_wait_submit(&waits[i].w) == 0)
-            continue;
-        residency_fail(q, sw_py_take_exception());
-        if (sw_tiled_route_wait(waits[i].w.completion) < 0)
-            PyErr_Clear();
-        tile_finished(&waits[i].w);
-    }
-}
-
-/* A synchronous request another thread was running when the process
- * forked (the child, GIL held): a tile copy it had started never returns
- * here, so its marks and access are dropped; then the request fails like
- * an inherited one: fresh copies dropped, tiles where they were and no
- * longer pending. */
-static void residency_forked(sw_fork_guard *g)
-{
-    residency *q = (residency *)((char *)g - offsetof(residency, guard));
-    SwTiledEvictableObject *te = TILED(q->self);
-    q->guarded = 0;
-    for (int64_t i = 0; i < q->n; i++) {
-        sw_tile_rec *r = &te->tiles[q->idx[i]];
-        if (q->waits[i].src || !q->staged[i])
-            continue; /* provider copies: residency_finish unmarks them */
-        if (r->store && !r->full)
-            sw_py_state_unmark_pending(r->store, SW_PENDING_SOURCE);
-        sw_py_state_unmark_pending(q->staged[i], SW_PENDING_DESTINATION);
-        sw_fork_guard_drop_access(r->store, g->thread);
-        sw_fork_guard_drop_access(q->staged[i], g->thread);
-    }
-    residency_fail(q, sw_py_move_forked_error("tile transfer"));
-    residency_finish(q);
-    PyErr_Clear(); /* the failure went nowhere: no caller survives here */
-}
-
-/* Stage and commit the moves of tiles idx[0..n) (the ones needing work),
- * all or nothing, on this thread: provider completions are waited for
- * here. Marks every listed tile pending meanwhile. */
-static int run_residency(PyObject *self, const int64_t *idx, int64_t n, int evict)
-{
-    residency *q = residency_new(self, idx, n, evict, NULL);
-    if (!q)
-        return -1;
-    q->guarded = 1;
-    sw_fork_guard_enter(&q->guard, residency_forked);
-    residency_stage(q);
-    for (int64_t i = 0; i < q->n; i++)
-        if (q->waits[i].w.completion)
-            wait_here(q, i);
-    return residency_finish(q);
-}
-
-/* Checks of TE-7, then the request. Returns the linear indices. */
+/* Checks of TE-7. Returns the linear indices (PyMem). */
 static int64_t *check_request(PyObject *self, PyObject *tiles, int evict, int64_t *n)
 {
     if (sw_tiled_refuse_released(self, evict ? "evict tiles of" : "promote tiles of") < 0)
@@ -669,9 +173,9 @@ static int64_t *check_request(PyObject *self, PyObject *tiles, int evict, int64_
         idx = tile_indices(self, set, n);
     Py_DECREF(set);
     for (int64_t i = 0; idx && i < *n; i++) {
-        sw_tile_rec *r = &TILED(self)->tiles[idx[i]];
-        if (refuse_busy_tile(self, idx[i], evict ? "evict" : "promote") < 0 ||
-            (!evict && r->loc == SW_TILE_INVALID &&
+        sw_te_tile_state st = tile_state(self, idx[i]);
+        if (refuse_busy_tile(self, idx[i], &st, evict ? "evict" : "promote") < 0 ||
+            (!evict && st.location == SW_TE_INVALID &&
              (PyErr_SetString(PyExc_RuntimeError,
                               "cannot promote an invalid tile: it holds no values"),
               1))) {
@@ -682,39 +186,172 @@ static int64_t *check_request(PyObject *self, PyObject *tiles, int evict, int64_
     return idx;
 }
 
+/* One request's Python side, from its start to the core's commit callback
+ * (or, in a forked child, to the after-fork pass). GIL-protected list. */
+typedef struct residency {
+    PyObject *self, *handle;
+    sw_te_work *work;
+    int64_t n, *moving; /* tiles the request copies (they leave their place) */
+    int held;           /* counted in flight for the exit hook */
+    struct residency *prev, *next;
+} residency;
+
+static residency *live_head;
+
+static void residency_unlink(residency *q)
+{
+    if (q->prev)
+        q->prev->next = q->next;
+    else if (live_head == q)
+        live_head = q->next;
+    if (q->next)
+        q->next->prev = q->prev;
+    q->prev = q->next = NULL;
+}
+
+static void residency_free(residency *q)
+{
+    residency_unlink(q);
+    if (q->work)
+        sw_te_work_unref(q->work);
+    Py_XDECREF(q->handle);
+    Py_XDECREF(q->self);
+    PyMem_Free(q->moving);
+    PyMem_Free(q);
+}
+
+/* The outcome onto the handle (GIL held); the request is over. */
+static void residency_end(residency *q, sw_status st, const sw_error *err)
+{
+    SwTiledEvictableObject *te = TILED(q->self);
+    PyObject *exc = NULL;
+    if (st == SW_OK) {
+        for (int64_t i = 0; i < q->n; i++)
+            te->moved[q->moving[i]] = 1;
+    } else {
+        exc = te->hooks ? sw_tiled_core_take_error(te->hooks, q->work) : NULL;
+        if (!exc && strstr(err->msg, "forked"))
+            exc = sw_py_move_forked_error("tile transfer");
+        if (!exc) {
+            sw_py_raise(err);
+            exc = sw_py_take_exception();
+        }
+    }
+    if (te->hooks && st == SW_OK) {
+        PyObject *stale = sw_tiled_core_take_error(te->hooks, q->work);
+        Py_XDECREF(stale);
+    }
+    sw_py_await_complete(q->handle, exc ? NULL : Py_None, exc);
+    Py_XDECREF(exc);
+    int held = q->held;
+    residency_free(q);
+    if (held)
+        sw_py_move_drop_inflight();
+}
+
+/* The core's commit callback (any thread, no core lock held). */
+static void residency_done(sw_te_work *w, void *user)
+{
+    residency *q = user;
+    PyGILState_STATE g = PyGILState_Ensure();
+    sw_error err;
+    sw_error_clear(&err);
+    sw_status st = sw_te_work_wait(w, NULL, &err);
+    residency_end(q, st, &err);
+    if (PyErr_Occurred())
+        PyErr_WriteUnraisable(NULL);
+    PyGILState_Release(g);
+}
+
 static PyObject *residency_async(PyObject *self, PyObject *tiles, int evict)
 {
+    SwTiledEvictableObject *te = TILED(self);
     int64_t n = 0;
     /* The handle first: allocating it may run a collection (finalizers,
      * user code), which must not fall between the checks and the marks. */
     PyObject *handle = sw_py_await_new(&SwAwaitResidency_Type);
     int64_t *idx = handle ? check_request(self, tiles, evict, &n) : NULL;
-    if (!idx) {
+    residency *q = idx ? PyMem_Calloc(1, sizeof *q) : NULL;
+    int64_t *coords = q ? PyMem_Malloc((size_t)(n * te->geo.rank + 1) * sizeof(int64_t)) : NULL;
+    if (q)
+        q->moving = PyMem_Malloc((size_t)(n + 1) * sizeof(int64_t));
+    if (!coords || !q->moving) {
+        if (idx && (!q || !coords || !q->moving))
+            PyErr_NoMemory();
+        if (q)
+            PyMem_Free(q->moving);
+        PyMem_Free(q);
+        PyMem_Free(idx);
+        PyMem_Free(coords);
         Py_XDECREF(handle);
         return NULL;
     }
-    /* Synchronous copies finish before the handle is returned (TE-8
-     * allows it); provider completions leave it incomplete until the last
-     * one commits the set. The failure is the handle's, not the call's. */
-    residency *q = residency_new(self, idx, n, evict, handle);
-    if (!q) {
+    if (check_routes(self, idx, n, evict) < 0) {
+        /* The pair cannot copy: the handle's failure, nothing changed. */
         PyObject *exc = sw_py_take_exception();
         sw_py_await_complete(handle, NULL, exc);
         Py_XDECREF(exc);
-    } else {
-        /* Staging runs tier hooks and providers, which may let another
-         * thread fork: guard it like a synchronous request. */
-        q->guarded = 1;
-        sw_fork_guard_enter(&q->guard, residency_forked);
-        residency_stage(q);
-        sw_fork_guard_leave(&q->guard);
-        q->guarded = 0;
-        if (q->outstanding)
-            residency_defer(q);
-        else
-            residency_finish(q);
+        PyMem_Free(q->moving);
+        PyMem_Free(q);
+        PyMem_Free(idx);
+        PyMem_Free(coords);
+        return handle;
     }
+    int64_t copies = 0;
+    for (int64_t i = 0; i < n; i++) {
+        sw_tiles_tile_coord(&te->geo, idx[i], coords + i * te->geo.rank);
+        sw_te_tile_state st = tile_state(self, idx[i]);
+        if (needs_copy(evict, &st))
+            q->moving[copies++] = idx[i];
+    }
+    q->n = copies;
+    q->self = Py_NewRef(self);
+    q->handle = Py_NewRef(handle);
+    sw_py_await_set_total(handle, copies * te->geo.tile_size * (int64_t)elem_bytes(self));
+    /* Work that outlives this call keeps exit waiting until it committed. */
+    q->held = sw_py_move_hold_inflight() == 0;
+    if (!q->held)
+        PyErr_Clear();
+    PyObject *stale = sw_tiled_core_take_error(te->hooks, NULL);
+    Py_XDECREF(stale);
+    sw_error err;
+    sw_status st;
+    sw_te_work *w = NULL;
+    sw_tiled_evictable *core = te->te;
+    SW_TILED_NOGIL(st = evict ? sw_tiled_evictable_evict_start(core, coords, n, &w, &err)
+                              : sw_tiled_evictable_promote_start(core, coords, n, &w, &err));
+    PyMem_Free(coords);
     PyMem_Free(idx);
+    if (st != SW_OK) {
+        int held = q->held;
+        q->held = 0;
+        residency_free(q);
+        sw_tiled_core_raise(te->hooks, NULL, &err);
+        if (held)
+            sw_py_move_drop_inflight();
+        if (st != SW_ENOMEM) {
+            Py_DECREF(handle);
+            return NULL;
+        }
+        /* Out of memory after the checks passed: the handle's failure, as
+         * every other failure of the work is (nothing changed). */
+        PyObject *exc = sw_py_take_exception();
+        sw_py_await_complete(handle, NULL, exc);
+        Py_XDECREF(exc);
+        return handle;
+    }
+    q->work = w;
+    q->next = live_head;
+    if (live_head)
+        live_head->prev = q;
+    live_head = q;
+    if (!q->held) {
+        /* Exit began: wait here rather than leave work behind. */
+        SW_TILED_NOGIL(sw_te_work_wait(w, NULL, NULL));
+    }
+    if (sw_te_work_on_done(w, residency_done, q, &err) != SW_OK) {
+        residency_end(q, st, &err); /* cannot happen: one callback per handle */
+    }
     return handle;
 }
 
@@ -745,32 +382,11 @@ static PyObject *te_evict(PyObject *self, PyObject *tiles)
     return blocking(residency_async(self, tiles, 1));
 }
 
-int sw_tiled_promote_indices(PyObject *self, const int64_t *idx, int64_t n)
-{
-    return run_residency(self, idx, n, 0);
-}
-
-int sw_tiled_evict_set(PyObject *self, PyObject *tile_set)
-{
-    int64_t n = 0, m = 0;
-    int64_t *idx = tile_indices(self, tile_set, &n);
-    if (!idx)
-        return -1;
-    for (int64_t i = 0; i < n; i++) {
-        sw_tile_rec *r = &TILED(self)->tiles[idx[i]];
-        if (!r->pending && !r->pins)
-            idx[m++] = idx[i];
-    }
-    int rc = run_residency(self, idx, m, 1);
-    PyMem_Free(idx);
-    return rc;
-}
-
 /* ---- slot access (TE-9) ------------------------------------------------------------ */
 
-static int refuse_invalid(PyObject *self, int64_t t)
+static int refuse_invalid(PyObject *self, int64_t t, const sw_te_tile_state *st)
 {
-    if (TILED(self)->tiles[t].loc != SW_TILE_INVALID)
+    if (st->location != SW_TE_INVALID)
         return 0;
     int64_t c[SW_TILES_MAX_RANK];
     sw_tiles_tile_coord(&TILED(self)->geo, t, c);
@@ -780,42 +396,22 @@ static int refuse_invalid(PyObject *self, int64_t t)
     return -1;
 }
 
-static PyObject *zero_value(PyObject *self)
-{
-    unsigned char zero[8] = {0};
-    return sw_py_load_slot(SwDType_ID(TILED(self)->dtype), zero);
-}
-
 static PyObject *te_load(PyObject *self, int64_t index)
 {
+    SwTiledEvictableObject *te = TILED(self);
     int64_t t, w;
-    sw_tiles_locate(&TILED(self)->geo, index, &t, &w);
-    sw_tile_rec *r = &TILED(self)->tiles[t];
-    if (refuse_invalid(self, t) < 0)
+    sw_tiles_locate(&te->geo, index, &t, &w);
+    sw_te_tile_state st = tile_state(self, t);
+    if (refuse_invalid(self, t, &st) < 0)
         return NULL;
-    if (r->loc == SW_TILE_IMPLICIT)
-        return zero_value(self);
-    PyObject *store = Py_NewRef(r->store);
-    int64_t at = store_index(self, t, w);
-    PyObject *v = sw_py_carrier_getitem(store, at); /* reads need no owner access */
-    Py_DECREF(store);
-    return v;
-}
-
-/* Write into tile t's primary storage. */
-static int write_primary(PyObject *self, int64_t t, int64_t w, PyObject *v)
-{
-    sw_tile_rec *r = &TILED(self)->tiles[t];
-    PyObject *store = Py_NewRef(r->store);
-    int rc = begin_store(self, store);
-    if (rc == 0) {
-        rc = sw_py_carrier_setitem(store, store_index(self, t, w), v);
-        end_store(self, store);
-    }
-    Py_DECREF(store);
-    if (rc == 0)
-        TILED(self)->tiles[t].dirty = 1;
-    return rc;
+    unsigned char slot[16] = {0};
+    sw_error err;
+    PyObject *stale = sw_tiled_core_take_error(te->hooks, NULL);
+    Py_XDECREF(stale);
+    /* Reads copy nothing: the hooks they may run take the GIL back here. */
+    if (sw_tiled_evictable_read(te->te, index, 1, slot, &err) != SW_OK)
+        return sw_tiled_core_raise(te->hooks, NULL, &err), NULL;
+    return sw_py_load_slot(SwDType_ID(te->dtype), slot);
 }
 
 static int te_store(PyObject *self, int64_t index, const void *slot)
@@ -823,30 +419,32 @@ static int te_store(PyObject *self, int64_t index, const void *slot)
     SwTiledEvictableObject *te = TILED(self);
     int64_t t, w;
     sw_tiles_locate(&te->geo, index, &t, &w);
-    sw_tile_rec *r = &te->tiles[t];
-    if (refuse_busy_tile(self, t, "write to") < 0 || refuse_invalid(self, t) < 0)
+    sw_te_tile_state st = tile_state(self, t);
+    if (refuse_busy_tile(self, t, &st, "write to") < 0 || refuse_invalid(self, t, &st) < 0)
         return -1;
     size_t eb = elem_bytes(self);
-    static const unsigned char zero[8] = {0};
-    if (r->loc == SW_TILE_IMPLICIT && memcmp(slot, zero, eb) == 0)
+    static const unsigned char zero[16] = {0};
+    if (st.location == SW_TE_IMPLICIT && memcmp(slot, zero, eb) == 0)
         return 0; /* the constant already reads this value */
-    PyObject *v = sw_py_load_slot(SwDType_ID(te->dtype), slot);
-    if (!v)
+    if (st.location != SW_TE_PRIMARY && check_routes(self, &t, 1, 0) < 0)
         return -1;
-    int rc = 0;
-    if (r->loc != SW_TILE_PRIMARY)
-        rc = run_residency(self, &t, 1, 0); /* promote or materialize this tile */
-    /* Promotion ran tier hooks (user code): re-check the tile. */
-    if (rc == 0)
-        rc = refuse_busy_tile(self, t, "write to");
-    if (rc == 0 && te->tiles[t].loc != SW_TILE_PRIMARY) {
-        PyErr_SetString(PyExc_RuntimeError, "the tile changed while it was being promoted");
-        rc = -1;
+    PyObject *stale = sw_tiled_core_take_error(te->hooks, NULL);
+    Py_XDECREF(stale);
+    sw_error err;
+    sw_status s;
+    if (st.location == SW_TE_PRIMARY) {
+        s = sw_tiled_evictable_write(te->te, index, 1, slot, &err);
+    } else {
+        /* The write promotes the tile first: its copy may wait for a
+         * provider's completion, which the waiter threads report. */
+        sw_tiled_evictable *core = te->te;
+        SW_TILED_NOGIL(s = sw_tiled_evictable_write(core, index, 1, slot, &err));
+        if (s == SW_OK)
+            te->moved[t] = 1;
     }
-    if (rc == 0)
-        rc = write_primary(self, t, w, v);
-    Py_DECREF(v);
-    return rc;
+    if (s != SW_OK)
+        return sw_tiled_core_raise(te->hooks, NULL, &err);
+    return 0;
 }
 
 /* ---- carrier ops ---------------------------------------------------------------------- */
@@ -874,25 +472,29 @@ static int te_supports_self(PyObject *self, sw_dtype dtype)
     return a <= 0 ? a : sw_py_carrier_supports_dtype(TILED(self)->secondary, d);
 }
 
-/* TE-14: every private tile carrier, then both prototypes. */
+/* TE-14: the core frees every tile's storage (the hooks release the stores
+ * the binding made) and releases both tiers; then the binding's part of
+ * each tier's release (a subclass's hook, definition-backed storage). */
 static void te_drop(PyObject *self)
 {
     SwTiledEvictableObject *te = TILED(self);
-    for (int64_t t = 0; te->tiles && t < te->geo.ntiles; t++) {
-        sw_tile_rec *r = &te->tiles[t];
-        PyObject *old = r->store;
-        int full = r->full;
-        r->store = NULL;
-        r->full = 0;
-        r->loc = SW_TILE_INVALID;
-        if (full)
-            Py_XDECREF(old);
-        else
-            sw_tiled_drop_store(self, old);
-    }
-    if (sw_py_carrier_release_claimed(te->primary, &te->primary_token) < 0)
+    if (!te->te)
+        return;
+    sw_error err;
+    sw_status st;
+    sw_tiled_evictable *core = te->te;
+    SW_TILED_NOGIL(st = sw_tiled_evictable_release(core, &err));
+    if (st != SW_OK) {
+        sw_tiled_core_raise(te->hooks, NULL, &err);
         PyErr_WriteUnraisable(self);
-    if (sw_py_carrier_release_claimed(te->secondary, &te->secondary_token) < 0)
+        return;
+    }
+    if (te->tiers_dropped)
+        return;
+    te->tiers_dropped = 1;
+    if (sw_py_carrier_drop_storage(te->primary) < 0)
+        PyErr_WriteUnraisable(self);
+    if (sw_py_carrier_drop_storage(te->secondary) < 0)
         PyErr_WriteUnraisable(self);
 }
 
@@ -1044,34 +646,45 @@ static int check_dtypes(PyObject *p, PyObject *s, PyObject **dtype)
     return rc;
 }
 
-static int seed_tiles(SwTiledEvictableObject *te, int pfull, int sfull)
+/* The core TiledEvictable over the checked tiers, with the hooks and the
+ * policy; `implicit` (NULL, or one flag per tile) as new_placed takes it. */
+static int build_core(PyObject *self, const unsigned char *implicit)
 {
-    te->tiles = PyMem_Calloc((size_t)te->geo.ntiles, sizeof(sw_tile_rec));
-    if (!te->tiles) {
-        PyErr_NoMemory();
+    SwTiledEvictableObject *te = TILED(self);
+    te->hooks = sw_tiled_core_new(te->primary, te->secondary, te->dtype, te->policy,
+                                  te->geo.tile_size);
+    te->moved = te->hooks ? PyMem_Calloc((size_t)te->geo.ntiles + 1, 1) : NULL;
+    if (!te->moved) {
+        if (te->hooks)
+            PyErr_NoMemory();
         return -1;
     }
-    PyObject *store = pfull ? te->primary : sfull ? te->secondary : NULL;
-    int loc = pfull ? SW_TILE_PRIMARY : sfull ? SW_TILE_SECONDARY : SW_TILE_INVALID;
-    for (int64_t t = 0; t < te->geo.ntiles; t++) {
-        te->tiles[t].loc = (uint8_t)loc;
-        te->tiles[t].store = Py_XNewRef(store);
-        te->tiles[t].full = store != NULL;
-    }
+    for (int64_t t = 0; implicit && t < te->geo.ntiles; t++)
+        te->moved[t] = implicit[t] != 0;
+    sw_te_tier_hooks hooks;
+    sw_te_policy policy;
+    sw_tiled_core_hooks(te->hooks, &hooks);
+    sw_tiled_core_policy(te->hooks, &policy);
+    sw_error err;
+    sw_status st = sw_tiled_evictable_new_placed(CARRIER(te->primary)->core,
+                                                 CARRIER(te->secondary)->core, te->geo.rank,
+                                                 te->geo.grid, te->geo.tile,
+                                                 &hooks, implicit, &te->te, &err);
+    if (st == SW_OK && policy.plan)
+        st = sw_tiled_evictable_set_policy(te->te, &policy, &err);
+    if (st != SW_OK)
+        return sw_tiled_core_raise(te->hooks, NULL, &err);
+    te->hooks->te = te->te;
     return 0;
 }
 
-static PyObject *te_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+static PyObject *te_make(PyTypeObject *type, PyObject *p, PyObject *s, PyObject *grid,
+                         PyObject *tile, PyObject *policy, const unsigned char *implicit)
 {
-    static char *kwlist[] = {"primary", "secondary", "grid_shape", "tile_shape",
-                             "residency_policy", NULL};
-    PyObject *p, *s, *grid, *tile, *policy = Py_None, *dtype = NULL;
+    PyObject *dtype = NULL;
     sw_tile_geometry g;
     int pfull = 0, sfull = 0;
-    if (sw_carrier_check_exact(type, &SwTiledEvictable_Type) < 0 ||
-        !PyArg_ParseTupleAndKeywords(args, kwds, "OOOO|$O:TiledEvictable", kwlist, &p, &s,
-                                     &grid, &tile, &policy) ||
-        check_tiers(p, s) < 0 || check_dtypes(p, s, &dtype) < 0)
+    if (check_tiers(p, s) < 0 || check_dtypes(p, s, &dtype) < 0)
         return NULL;
     if (check_geometry(grid, tile, &g) < 0 ||
         check_tier_fit(p, "primary", dtype, &g, &pfull) < 0 ||
@@ -1081,7 +694,7 @@ static PyObject *te_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     int mutable_ = sw_py_carrier_is_mutable(p);
     /* The checks ran user hooks: repeat the state checks with no Python
-     * code between them and the claims. */
+     * code between them and the core's checks and claims. */
     if (mutable_ < 0 || check_tiers(p, s) < 0) {
         Py_DECREF(dtype);
         return NULL;
@@ -1097,15 +710,24 @@ static PyObject *te_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     te->dtype = dtype;
     te->policy = Py_NewRef(policy);
     te->geo = g;
-    te->primary_token = sw_py_carrier_claim(p);
-    te->secondary_token = te->primary_token > 0 ? sw_py_carrier_claim(s) : 0;
-    if (te->primary_token <= 0 || te->secondary_token <= 0 || seed_tiles(te, pfull, sfull) < 0) {
-        te->primary_token = te->primary_token > 0 ? te->primary_token : 0;
-        te->secondary_token = te->secondary_token > 0 ? te->secondary_token : 0;
-        Py_DECREF(self); /* clear relinquishes what was claimed */
+    te->in_place_loc = pfull ? SW_TILE_PRIMARY : sfull ? SW_TILE_SECONDARY : -1;
+    if (build_core(self, implicit) < 0) {
+        Py_DECREF(self);
         return NULL;
     }
     return self;
+}
+
+static PyObject *te_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"primary", "secondary", "grid_shape", "tile_shape",
+                             "residency_policy", NULL};
+    PyObject *p, *s, *grid, *tile, *policy = Py_None;
+    if (sw_carrier_check_exact(type, &SwTiledEvictable_Type) < 0 ||
+        !PyArg_ParseTupleAndKeywords(args, kwds, "OOOO|$O:TiledEvictable", kwlist, &p, &s,
+                                     &grid, &tile, &policy))
+        return NULL;
+    return te_make(type, p, s, grid, tile, policy, NULL);
 }
 
 /* ---- introspection (TE-6, TE-12) ------------------------------------------------------ */
@@ -1160,35 +782,27 @@ static PyObject *te_policy(PyObject *self, void *c)
     return Py_NewRef(TILED(self)->policy);
 }
 
-/* Tiles whose record passes `keep` as a TileSet. */
 /* Which tiles a TileSet property keeps; its getset closure is one of these. */
 enum tile_filter { KEEP_PRIMARY, KEEP_SECONDARY, KEEP_VALID, KEEP_DIRTY };
-
-static int keeps(const sw_tile_rec *r, enum tile_filter f)
-{
-    switch (f) {
-    case KEEP_PRIMARY: return r->loc == SW_TILE_PRIMARY;
-    case KEEP_SECONDARY: return r->loc == SW_TILE_SECONDARY;
-    case KEEP_VALID: return r->loc != SW_TILE_INVALID;
-    case KEEP_DIRTY: return r->loc == SW_TILE_PRIMARY && r->dirty;
-    }
-    return 0;
-}
 
 /* primary_tiles, secondary_tiles, valid_tiles, dirty_tiles (TE-6). */
 static PyObject *te_tiles_where(PyObject *self, void *closure)
 {
+    static const sw_te_filter filters[] = {SW_TE_TILES_PRIMARY, SW_TE_TILES_SECONDARY,
+                                           SW_TE_TILES_VALID, SW_TE_TILES_DIRTY};
     enum tile_filter f = (enum tile_filter)(intptr_t)closure;
     SwTiledEvictableObject *te = TILED(self);
     if (sw_tiled_refuse_released(self, "inspect the tiles of") < 0)
         return NULL;
     int32_t rank = te->geo.rank;
-    int64_t *rows = PyMem_Malloc((size_t)(te->geo.ntiles * rank) * sizeof(int64_t)), n = 0;
+    int64_t *rows = PyMem_Malloc((size_t)(te->geo.ntiles * rank + 1) * sizeof(int64_t)), n = 0;
     if (!rows)
         return PyErr_NoMemory();
-    for (int64_t t = 0; t < te->geo.ntiles; t++)
-        if (keeps(&te->tiles[t], f))
-            sw_tiles_tile_coord(&te->geo, t, rows + rank * n++);
+    sw_error err;
+    if (sw_tiled_evictable_tiles(te->te, filters[f], rows, te->geo.ntiles, &n, &err) != SW_OK) {
+        PyMem_Free(rows);
+        return sw_py_raise(&err), NULL;
+    }
     /* linear order first-axis-fastest is the reversed-tuple order */
     PyObject *r = sw_tile_set_new(rank, n, rows);
     PyMem_Free(rows);
@@ -1210,11 +824,12 @@ static PyObject *te_tile_state(PyObject *self, PyObject *coord)
     }
     int64_t t = sw_tiles_tile_index(&te->geo, ((SwTileSetObject *)set)->coords);
     Py_DECREF(set);
-    sw_tile_rec *r = &te->tiles[t];
+    sw_te_tile_state r = tile_state(self, t);
+    int dirty = r.location == SW_TE_PRIMARY && r.dirty;
     PyObject *cls = sw_py_types_attr("TileState");
-    PyObject *st = cls ? PyObject_CallFunction(cls, "sOO", names[r->loc],
-                                               keeps(r, KEEP_VALID) ? Py_True : Py_False,
-                                               keeps(r, KEEP_DIRTY) ? Py_True : Py_False)
+    PyObject *st = cls ? PyObject_CallFunction(cls, "sOO", names[r.location & 3],
+                                               r.valid ? Py_True : Py_False,
+                                               dirty ? Py_True : Py_False)
                        : NULL;
     Py_XDECREF(cls);
     return st;
@@ -1225,11 +840,22 @@ static PyObject *te_tile_state(PyObject *self, PyObject *coord)
 static PyObject *te_release(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    if (TILED(self)->busy && !sw_py_state_released(self)) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "cannot release a TiledEvictable while projection or residency work on "
-                        "it is pending; wait() for it first");
-        return NULL;
+    SwTiledEvictableObject *te = TILED(self);
+    if (te->te && !sw_py_state_released(self)) {
+        sw_error err;
+        sw_status st;
+        sw_tiled_evictable *core = te->te;
+        SW_TILED_NOGIL(st = sw_tiled_evictable_release(core, &err));
+        if (st == SW_ESTATE && !sw_tiled_evictable_is_released(core)) {
+            PyObject *stale = sw_tiled_core_take_error(te->hooks, NULL);
+            Py_XDECREF(stale);
+            PyErr_SetString(PyExc_RuntimeError,
+                            "cannot release a TiledEvictable while projection or residency "
+                            "work on it is pending; wait() for it first");
+            return NULL;
+        }
+        if (st != SW_OK)
+            return sw_tiled_core_raise(te->hooks, NULL, &err), NULL;
     }
     return sw_py_carrier_release(self) < 0 ? NULL : Py_NewRef(Py_None);
 }
@@ -1249,51 +875,21 @@ static PyObject *call_factory(PyObject *tier, PyObject *name, PyObject *first,
     return r;
 }
 
-/* A TiledEvictable of this geometry and policy over p and s (stolen);
- * both are released when it cannot be built. */
-static PyObject *wrap_fresh(PyObject *self, PyObject *p, PyObject *s)
+/* Whether every slot of tile t of the full carrier `p` reads as zero. */
+static int tile_is_zero(PyObject *self, PyObject *p, int64_t t)
 {
-    SwTiledEvictableObject *te = TILED(self);
-    PyObject *made = NULL;
-    if (p && s) {
-        PyObject *grid = te_grid_shape(self, NULL), *tile = te_tile_shape(self, NULL);
-        PyObject *args = grid && tile ? PyTuple_Pack(4, p, s, grid, tile) : NULL;
-        PyObject *kw = args ? Py_BuildValue("{s:O}", "residency_policy", te->policy) : NULL;
-        made = kw ? PyObject_Call((PyObject *)&SwTiledEvictable_Type, args, kw) : NULL;
-        Py_XDECREF(kw);
-        Py_XDECREF(args);
-        Py_XDECREF(grid);
-        Py_XDECREF(tile);
-    }
-    if (!made) {
-        PyObject *exc = sw_py_take_exception();
-        if (p && sw_py_carrier_release(p) < 0)
-            PyErr_Clear();
-        if (s && sw_py_carrier_release(s) < 0)
-            PyErr_Clear();
-        sw_py_restore_exception(exc);
-    }
-    Py_XDECREF(p);
-    Py_XDECREF(s);
-    return made;
-}
-
-/* Whether every slot of tile t (in the full primary) reads as zero. */
-static int tile_is_zero(PyObject *made, int64_t t)
-{
-    SwTiledEvictableObject *te = TILED(made);
-    PyObject *store = te->tiles[t].store;
-    const unsigned char *base = sw_tiled_host_base(store);
-    size_t eb = elem_bytes(made);
-    static const unsigned char zero[8] = {0};
-    for (int64_t w = 0; w < te->geo.tile_size; w++) {
-        int64_t at = store_index(made, t, w);
+    const sw_tile_geometry *g = &TILED(self)->geo;
+    const unsigned char *base = sw_tiled_host_base(p);
+    size_t eb = elem_bytes(self);
+    static const unsigned char zero[16] = {0};
+    for (int64_t w = 0; w < g->tile_size; w++) {
+        int64_t at = sw_tiles_slot(g, t, w);
         if (base) {
             if (memcmp(base + (size_t)at * eb, zero, eb) != 0)
                 return 0;
             continue;
         }
-        PyObject *v = sw_py_carrier_getitem(store, at);
+        PyObject *v = sw_py_carrier_getitem(p, at);
         int nz = v ? PyObject_IsTrue(v) : -1;
         Py_XDECREF(v);
         if (nz != 0)
@@ -1302,27 +898,53 @@ static int tile_is_zero(PyObject *made, int64_t t)
     return 1;
 }
 
-/* TE-13: a fresh hierarchy over the primary `p` (stolen; NULL passes an
- * error through) and an empty secondary from this one's prototype; `p` is
- * released when the secondary cannot be made. */
-static PyObject *with_empty_secondary(PyObject *self, PyObject *p, PyObject *dtype)
+/* TE-13: a fresh hierarchy of this geometry and policy over the primary `p`
+ * (stolen; NULL passes an error through) and an empty secondary from this
+ * one's prototype; `zeros` makes all-zero tiles of a full `p` implicit,
+ * `all_implicit` makes every tile implicit. Both tiers are released when
+ * it cannot be built. */
+static PyObject *make_like(PyObject *self, PyObject *p, PyObject *dtype, int zeros,
+                           int all_implicit)
 {
+    SwTiledEvictableObject *te = TILED(self);
     if (!p)
         return NULL;
-    PyObject *zero = PyLong_FromLong(0);
-    PyObject *s = zero ? call_factory(TILED(self)->secondary, str_allocate_like, zero, Py_True,
-                                      dtype, Py_True)
-                       : NULL;
+    PyObject *zero = PyLong_FromLong(0), *s = NULL, *made = NULL;
+    s = zero ? call_factory(te->secondary, str_allocate_like, zero, Py_True, dtype, Py_True)
+             : NULL;
     Py_XDECREF(zero);
-    if (!s) {
+    unsigned char *implicit = s && (zeros || all_implicit)
+                                  ? PyMem_Calloc((size_t)te->geo.ntiles + 1, 1)
+                                  : NULL;
+    int ok = s && (implicit || !(zeros || all_implicit));
+    if (s && !ok)
+        PyErr_NoMemory();
+    for (int64_t t = 0; ok && implicit && t < te->geo.ntiles; t++) {
+        int z = all_implicit ? 1 : tile_is_zero(self, p, t);
+        if (z < 0)
+            ok = 0;
+        implicit[t] = (unsigned char)(z > 0);
+    }
+    if (ok) {
+        PyObject *grid = te_grid_shape(self, NULL), *tile = te_tile_shape(self, NULL);
+        made = grid && tile ? te_make(&SwTiledEvictable_Type, p, s, grid, tile, te->policy,
+                                      implicit)
+                            : NULL;
+        Py_XDECREF(grid);
+        Py_XDECREF(tile);
+    }
+    PyMem_Free(implicit);
+    if (!made) {
         PyObject *exc = sw_py_take_exception();
         if (sw_py_carrier_release(p) < 0)
             PyErr_Clear();
+        if (s && sw_py_carrier_release(s) < 0)
+            PyErr_Clear();
         sw_py_restore_exception(exc);
-        Py_DECREF(p);
-        return NULL;
     }
-    return wrap_fresh(self, p, s);
+    Py_DECREF(p);
+    Py_XDECREF(s);
+    return made;
 }
 
 static PyObject *te_new_like(PyObject *self, PyObject *args, PyObject *kwds)
@@ -1345,15 +967,7 @@ static PyObject *te_new_like(PyObject *self, PyObject *args, PyObject *kwds)
     }
     PyObject *p = call_factory(TILED(self)->primary, str_new_like, tup, mutable_, dtype, NULL);
     Py_DECREF(tup);
-    PyObject *made = with_empty_secondary(self, p, dtype);
-    for (int64_t t = 0; made && t < TILED(made)->geo.ntiles; t++) {
-        int z = tile_is_zero(made, t);
-        if (z < 0)
-            Py_CLEAR(made);
-        else if (z)
-            sw_tiled_commit_tile(made, t, NULL, SW_TILE_IMPLICIT);
-    }
-    return made;
+    return make_like(self, p, dtype, 1, 0);
 }
 
 static PyObject *te_allocate_like(PyObject *self, PyObject *args, PyObject *kwds)
@@ -1383,10 +997,7 @@ static PyObject *te_allocate_like(PyObject *self, PyObject *args, PyObject *kwds
                                       dtype, Py_True)
                        : NULL;
     Py_XDECREF(zero);
-    PyObject *made = with_empty_secondary(self, p, dtype);
-    for (int64_t t = 0; made && !e && t < TILED(made)->geo.ntiles; t++)
-        TILED(made)->tiles[t].loc = SW_TILE_IMPLICIT;
-    return made;
+    return make_like(self, p, dtype, 0, !e);
 }
 
 /* ---- lifetime ------------------------------------------------------------------------------ */
@@ -1397,23 +1008,24 @@ static int te_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(te->primary);
     Py_VISIT(te->secondary);
     Py_VISIT(te->policy);
-    for (int64_t t = 0; te->tiles && t < te->geo.ntiles; t++)
-        Py_VISIT(te->tiles[t].store);
     return 0;
 }
 
-/* TE-14: collection only relinquishes the tiers; private tile carriers
- * are dropped with their last reference. */
+/* TE-14: collection only relinquishes the tiers (the core's last reference
+ * does) and drops the private tile storage. The hooks' context goes after
+ * the core's reference: storage the core drops now still reaches it. */
 static int te_clear(PyObject *self)
 {
     SwTiledEvictableObject *te = TILED(self);
-    if (te->primary)
-        sw_py_carrier_relinquish(te->primary, te->primary_token);
-    if (te->secondary)
-        sw_py_carrier_relinquish(te->secondary, te->secondary_token);
-    te->primary_token = te->secondary_token = 0;
-    for (int64_t t = 0; te->tiles && t < te->geo.ntiles; t++)
-        Py_CLEAR(te->tiles[t].store);
+    if (te->te) {
+        sw_tiled_evictable *core = te->te;
+        te->te = NULL;
+        if (te->hooks)
+            te->hooks->te = NULL;
+        sw_tiled_evictable_unref(core);
+    }
+    sw_tiled_core_free(te->hooks);
+    te->hooks = NULL;
     Py_CLEAR(te->primary);
     Py_CLEAR(te->secondary);
     Py_CLEAR(te->policy);
@@ -1424,8 +1036,8 @@ static void te_dealloc(PyObject *self)
 {
     PyObject_GC_UnTrack(self);
     te_clear(self);
-    PyMem_Free(TILED(self)->tiles);
-    TILED(self)->tiles = NULL;
+    PyMem_Free(TILED(self)->moved);
+    TILED(self)->moved = NULL;
     Py_CLEAR(TILED(self)->dtype);
     if (CARRIER(self)->weakreflist)
         PyObject_ClearWeakRefs(self);
@@ -1636,18 +1248,25 @@ int sw_py_tiled_evictable_init(PyObject *module)
     return sw_py_register_shipped_definition(&SwTiledEvictable_Type);
 }
 
-/* In a forked child (GIL held): the waiter threads that would finish the
- * residency requests it inherited do not exist here. Each fails with
- * RuntimeError: its fresh copies are dropped, its tiles stay where they
- * were and are no longer pending. The in-flight counts were reset. */
+/* In a forked child (GIL held): the core ended the residency work the
+ * child inherited inside fork() (tiles where they were, no longer pending),
+ * but the callbacks that complete the Python handles never run here. Each
+ * handle ends now: with its outcome when the work had committed, else with
+ * the RuntimeError of an inherited transfer. The in-flight counts were
+ * reset. */
 static void fail_inherited(void)
 {
-    while (deferred_head) {
-        residency *q = deferred_head;
-        if (q->handle)
-            sw_py_await_reset_after_fork(q->handle);
-        residency_fail(q, sw_py_move_forked_error("tile transfer"));
-        residency_finish(q); /* untracks q */
+    sw_tiled_core_after_fork();
+    while (live_head) {
+        residency *q = live_head;
+        q->held = 0;
+        sw_py_await_reset_after_fork(q->handle);
+        sw_error err;
+        sw_error_clear(&err);
+        sw_status st = sw_te_work_done(q->work)
+                           ? sw_te_work_wait(q->work, NULL, &err)
+                           : sw_error_set(&err, SW_ESTATE, "TiledEvictable: the process forked");
+        residency_end(q, st, &err); /* unlinks q */
         if (PyErr_Occurred())
             PyErr_WriteUnraisable(NULL);
     }

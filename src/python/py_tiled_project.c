@@ -2,22 +2,26 @@
  * product of tiles out of a full Tensor over the carrier into a dense
  * Tensor, and its gather node.
  *
- * Every check runs first (the policy's plan() last, since it is user
- * code), then the work: pin the tiles the projection and the plan name,
- * gather in C (memcpy runs without the GIL for host tiers, else the tiers'
- * slot access), run the plan's promotions (all or nothing), build the
- * result, drop the pins and evict the plan's evict tiles. The gather reads
- * tiles where they are, so a failure anywhere leaves residency unchanged. */
-#include "sw_fork_guard.h"
+ * The binding checks the arguments with its own messages, makes the
+ * destination (the primary's allocate_like when none is given) and hands
+ * the rest to the core's projection (sw_tiled_evictable_project, the GIL
+ * released): it pins the selected tiles and the tiles the residency
+ * policy's plan() names (a hook, py_tiled_core.c), gathers into the
+ * destination (host memory directly, a destination written in Python
+ * through the write hook), runs the plan's promotions (all or nothing),
+ * drops the pins and evicts the plan's evict tiles. The gather reads tiles
+ * where they are, so a failure anywhere leaves residency unchanged. The
+ * binding then builds the result Tensor and its autograd node. */
 #include "sw_tiled.h"
+#include "sw_tiled_core.h"
 #include "sw_move.h"
 
 #include <string.h>
 
+#include "strideweave/tiled_evictable.h"
+
 #define CARRIER(o) ((SwCarrierObject *)(o))
 #define TENSOR(o) ((SwTensorObject *)(o))
-
-static PyObject *str_plan, *str_projection;
 
 /* ---- TE-3 --------------------------------------------------------------------- */
 
@@ -114,401 +118,154 @@ static int check_destination(PyObject *self, PyObject *d, int64_t n)
     return grow > 0 ? 0 : -1;
 }
 
-/* The policy's plan for the selection, checked; None without a policy. */
-static PyObject *policy_plan(PyObject *self, PyObject *selection)
-{
-    SwTiledEvictableObject *te = TILED(self);
-    if (te->policy == Py_None)
-        return Py_NewRef(Py_None);
-    PyObject *required = sw_tile_selection_tile_set(selection);
-    PyObject *plan = required ? PyObject_CallMethodObjArgs(te->policy, str_plan, required,
-                                                           str_projection, NULL)
-                              : NULL;
-    Py_XDECREF(required);
-    if (plan && !PyObject_TypeCheck(plan, &SwResidencyPlan_Type)) {
-        PyErr_Format(PyExc_TypeError, "the residency policy's plan() returned %.100s, not a "
-                     "ResidencyPlan", Py_TYPE(plan)->tp_name);
-        Py_CLEAR(plan);
-    }
-    SwResidencyPlanObject *p = (SwResidencyPlanObject *)plan;
-    if (plan && (sw_tile_set_bind(p->promote, &te->geo) < 0 ||
-                 sw_tile_set_bind(p->retain, &te->geo) < 0 ||
-                 sw_tile_set_bind(p->evict, &te->geo) < 0))
-        Py_CLEAR(plan);
-    return plan;
-}
-
 /* ---- the work ------------------------------------------------------------------------ */
 
-typedef struct projection {
-    PyObject *self, *tensor, *selection, *plan, *dest;
-    int default_dest;
-    int64_t dest_token;
-    sw_tile_selection sel;
-    int64_t shape[SW_TILES_MAX_RANK];
-    int64_t n;
-    int64_t *pinned;  /* linear tile indices, npinned (with repeats) */
-    int64_t npinned;
-    sw_fork_guard guard; /* while the tiles are pinned */
-} projection;
-
-static int add_pins(projection *pj, PyObject *tile_set)
+/* Busy and invalid selected tiles refuse the projection before anything
+ * happens (the core checks again, and checks the plan's tiles). */
+static int check_selected(PyObject *self, PyObject *selection)
 {
-    SwTileSetObject *s = (SwTileSetObject *)tile_set;
-    for (int64_t i = 0; i < s->n; i++)
-        pj->pinned[pj->npinned++] =
-            sw_tiles_tile_index(&TILED(pj->self)->geo, s->coords + i * s->rank);
-    return 0;
-}
-
-/* Busy and invalid tiles refuse the projection before anything happens. */
-static int check_tiles(projection *pj, int64_t nsel)
-{
-    SwTiledEvictableObject *te = TILED(pj->self);
-    for (int64_t i = 0; i < pj->npinned; i++) {
-        sw_tile_rec *r = &te->tiles[pj->pinned[i]];
-        int selected_or_promoted = i < nsel || (pj->plan != Py_None &&
-                                                i < nsel + ((SwTileSetObject *)((
-                                                    SwResidencyPlanObject *)pj->plan)->promote)->n);
-        if (r->pending) {
+    SwTiledEvictableObject *te = TILED(self);
+    SwTileSetObject *req = (SwTileSetObject *)sw_tile_selection_tile_set(selection);
+    if (!req)
+        return -1;
+    int rc = 0;
+    for (int64_t i = 0; rc == 0 && i < req->n; i++) {
+        sw_te_tile_state st;
+        sw_error err;
+        if (sw_tiled_evictable_tile_state(te->te, req->coords + i * req->rank, &st, &err) !=
+            SW_OK)
+            rc = sw_py_raise(&err);
+        else if (st.pending) {
             PyErr_SetString(PyExc_RuntimeError, "a tile this projection needs is pending in a "
                                                 "residency request; wait() for it first");
-            return -1;
-        }
-        if (selected_or_promoted && r->loc == SW_TILE_INVALID) {
+            rc = -1;
+        } else if (st.location == SW_TE_INVALID) {
             PyErr_SetString(PyExc_RuntimeError,
                             "a tile this projection needs is invalid (it holds no values)");
-            return -1;
+            rc = -1;
         }
     }
-    return 0;
-}
-
-static int pin(projection *pj, int delta)
-{
-    SwTiledEvictableObject *te = TILED(pj->self);
-    for (int64_t i = 0; i < pj->npinned; i++)
-        te->tiles[pj->pinned[i]].pins += delta;
-    te->busy += delta;
-    return 0;
-}
-
-/* A projection another thread was running when the process forked (the
- * child, GIL held): its tiles stay pinned no longer, and the destination
- * it claimed is let go. Its handle never reached a caller. */
-static void projection_forked(sw_fork_guard *g)
-{
-    projection *pj = (projection *)((char *)g - offsetof(projection, guard));
-    pin(pj, -1);
-    sw_fork_guard_drop_access(pj->dest, g->thread);
-    if (pj->dest_token) {
-        sw_py_carrier_relinquish(pj->dest, pj->dest_token);
-        pj->dest_token = 0;
-    }
-    if (PyErr_Occurred())
-        PyErr_Clear();
-}
-
-/* Whether the selection names tile t. */
-static int pj_selects(projection *pj, int64_t t)
-{
-    const sw_tile_geometry *g = &TILED(pj->self)->geo;
-    for (int32_t k = 0; k < g->rank; k++) {
-        int64_t c = t % g->grid[k], found = 0;
-        t /= g->grid[k];
-        for (int64_t j = 0; !found && j < pj->sel.counts[k]; j++)
-            found = pj->sel.coords[k][j] == c;
-        if (!found)
-            return 0;
-    }
-    return 1;
-}
-
-/* Host gather: every selected tile in host memory (or implicit), a host
- * destination. 1 done, 0 not applicable, -1 error. */
-static int gather_host(projection *pj, unsigned char *dst, PyObject *const *staged)
-{
-    SwTiledEvictableObject *te = TILED(pj->self);
-    size_t eb = sw_dtype_slot_bytes(SwDType_ID(te->dtype));
-    sw_tile_source *src = PyMem_Calloc((size_t)te->geo.ntiles, sizeof *src);
-    unsigned char *zeros = NULL;
-    if (!src) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    int ok = 1;
-    for (int64_t t = 0; ok && t < te->geo.ntiles; t++) {
-        sw_tile_rec *r = &te->tiles[t];
-        if (!pj_selects(pj, t))
-            continue; /* the gather reads selected tiles only */
-        if (r->loc == SW_TILE_IMPLICIT) {
-            if (!zeros && !(zeros = PyMem_Calloc((size_t)te->geo.tile_size, eb))) {
-                PyMem_Free(src);
-                PyErr_NoMemory();
-                return -1;
-            }
-            src[t] = (sw_tile_source){zeros, 0};
-        } else if (staged && staged[t] == Py_None) {
-            src[t] = (sw_tile_source){NULL, 0}; /* already read into place */
-        } else if (staged && staged[t]) {
-            src[t] = (sw_tile_source){sw_tiled_host_base(staged[t]), 0};
-        } else if (r->store) {
-            src[t] = (sw_tile_source){sw_tiled_host_base(r->store), r->full};
-            ok = src[t].base != NULL || r->loc == SW_TILE_INVALID;
-        }
-    }
-    if (ok) {
-        SwTensorObject *t = TENSOR(pj->tensor);
-        const sw_layout *L = SwLayout_CORE(t->subs[0].layout);
-        sw_error err;
-        sw_status st;
-        /* Pins keep the selected tiles' storage in place and release() is
-         * refused while busy, so the copy needs no GIL. */
-        Py_BEGIN_ALLOW_THREADS
-        st = sw_tiles_gather(&te->geo, L, t->subs[0].offset, &pj->sel, src, eb, dst, &err);
-        Py_END_ALLOW_THREADS
-        if (st != SW_OK)
-            ok = sw_py_raise(&err);
-    } else {
-        ok = 0;
-    }
-    PyMem_Free(zeros);
-    PyMem_Free(src);
-    return ok;
-}
-
-/* Through the tiers' and the destination's slot access. */
-static int gather_slots(projection *pj)
-{
-    SwTiledEvictableObject *te = TILED(pj->self);
-    SwTensorObject *t = TENSOR(pj->tensor);
-    const sw_layout *L = SwLayout_CORE(t->subs[0].layout);
-    const sw_carrier_ops *ops = &sw_tiled_evictable_ops;
-    int rc = 0;
-    if (pj->dest_token && sw_py_carrier_begin_owner(pj->dest, pj->dest_token) < 0)
-        return -1;
-    for (int64_t c = 0; rc == 0 && c < pj->n; c++) {
-        int64_t s = sw_tiles_source_index(&te->geo, &pj->sel, pj->shape, c);
-        PyObject *v = ops->load(pj->self, sw_tiles_layout_slot(L, t->subs[0].offset, s));
-        rc = v ? sw_py_carrier_setitem(pj->dest, c, v) : -1;
-        Py_XDECREF(v);
-    }
-    if (pj->dest_token)
-        sw_py_carrier_end_owner(pj->dest, pj->dest_token);
+    Py_DECREF(req);
     return rc;
 }
 
-/* Where tile t lands in the projection's dense destination when it lands
- * as one run in its own within-tile order: the identity layout, the tile
- * selected once on every axis, and every axis before the last one with a
- * tile extent above 1 selected once (so the destination's strides there
- * are the tile's). Its first destination slot in *start; 1 / 0. */
-static int direct_start(projection *pj, int64_t t, int64_t *start)
+/* The core's refusal of the plan's tiles, in the words of the selection's.
+ * *refused: a refusal before any work (a check, the policy's plan), which
+ * project() raises itself; else the work failed (the handle's error). */
+static int raise_project_error(SwTiledEvictableObject *te, const sw_error *err, int *refused)
 {
-    const sw_tile_geometry *g = &TILED(pj->self)->geo;
-    SwTensorObject *tensor = TENSOR(pj->tensor);
-    if (!sw_tiles_is_identity(g, SwLayout_CORE(tensor->subs[0].layout), tensor->subs[0].offset))
-        return 0;
-    int32_t last = -1;
-    for (int32_t k = 0; k < g->rank; k++)
-        if (g->tile[k] > 1)
-            last = k;
-    int64_t at = 0, mul = 1;
-    for (int32_t k = 0; k < g->rank; k++) {
-        int64_t c = t % g->grid[k], block = -1;
-        t /= g->grid[k];
-        if (k < last && pj->sel.counts[k] != 1)
-            return 0;
-        for (int64_t j = 0; j < pj->sel.counts[k]; j++) {
-            if (pj->sel.coords[k][j] != c)
-                continue;
-            if (block >= 0)
-                return 0; /* selected twice: two places to fill */
-            block = j;
-        }
-        if (block < 0)
-            return 0;
-        at += block * g->tile[k] * mul;
-        mul *= pj->shape[k];
+    PyObject *kept = sw_tiled_core_take_error(te->hooks, NULL);
+    *refused = te->hooks->plan_failed ||
+               (!kept && (err->code == SW_ETYPE || err->code == SW_EINVAL ||
+                          err->code == SW_ESTATE || err->code == SW_EOVERFLOW));
+    if (kept) {
+        sw_py_restore_exception(kept);
+        return -1;
     }
-    *start = at;
-    return 1;
+    if (err->code == SW_ESTATE && strstr(err->msg, "residency policy wants")) {
+        PyObject *stale = sw_tiled_core_take_error(te->hooks, NULL);
+        Py_XDECREF(stale);
+        PyErr_SetString(PyExc_RuntimeError,
+                        strstr(err->msg, "pending")
+                            ? "a tile this projection needs is pending in a residency request; "
+                              "wait() for it first"
+                            : "a tile this projection needs is invalid (it holds no values)");
+        return -1;
+    }
+    return sw_tiled_core_raise(te->hooks, NULL, err);
 }
 
-/* Selected tiles kept by an engine-backed tier (an operation with
- * `_copy_async`, such as TensorStoreCarrier's) are first copied whole into
- * private host tiles, all at once, so the engine reads whole chunks
- * concurrently instead of serving slot reads; the host gather then reads
- * those copies. Residency does not change: the copies are dropped after.
- * 1 when staged (`staged[t]` holds the copies), 0 when no tile needs it,
- * -1 on error. */
-static int stage_engine_tiles(projection *pj, PyObject **staged, int direct)
+/* A fresh destination of n slots from the primary's allocate_like. */
+static PyObject *default_destination(SwTiledEvictableObject *te, int64_t n)
 {
-    SwTiledEvictableObject *te = TILED(pj->self);
-    int any = 0, rc = 0;
-    int64_t ntiles = te->geo.ntiles;
-    PyObject **waits = PyMem_Calloc((size_t)ntiles, sizeof *waits);
-    if (!waits) {
-        PyErr_NoMemory();
-        return -1;
+    PyObject *fn = PyObject_GetAttrString(te->primary, "allocate_like");
+    PyObject *args = fn ? Py_BuildValue("(L)", (long long)n) : NULL;
+    PyObject *kw = args ? Py_BuildValue("{s:O,s:O,s:O}", "mutable", Py_True, "dtype", te->dtype,
+                                        "empty", Py_True)
+                        : NULL;
+    PyObject *dest = kw ? PyObject_Call(fn, args, kw) : NULL;
+    Py_XDECREF(kw);
+    Py_XDECREF(args);
+    Py_XDECREF(fn);
+    if (dest && !SwCarrier_Check(dest)) {
+        PyErr_SetString(PyExc_TypeError, "the primary's allocate_like returned no Carrier");
+        Py_CLEAR(dest);
     }
-    for (int64_t t = 0; rc == 0 && t < ntiles; t++) {
-        sw_tile_rec *r = &te->tiles[t];
-        if (!r->store || sw_tiled_host_base(r->store) || !pj_selects(pj, t) ||
-            !sw_tiled_engine_pair(r->store, te->primary))
-            continue;
-        /* A freshly made destination that the tile fills as one run takes
-         * the engine's read straight into its place (no private tile, no
-         * gather copy). */
-        int64_t at, from = 0;
-        if (direct && direct_start(pj, t, &at) && (!r->full || sw_tiled_span_base(pj->self, t, &from))) {
-            if (sw_fault_hit("tile_copy")) {
-                PyErr_SetString(PyExc_OSError, "injected fault: tile copy failed");
-                rc = -1;
-                break;
-            }
-            rc = sw_tiled_transfer_span_into(r->store, from, pj->dest, at, te->geo.tile_size, 1,
-                                             &waits[t]);
-            if (rc <= 0) {
-                staged[t] = Py_None; /* in place: the gather skips it */
-                any = 1;
-                continue;
-            }
-            rc = 0; /* no engine hook after all: stage it */
-        }
-        PyObject *fresh = sw_tiled_new_tile_store(pj->self, te->primary, 0);
-        if (!fresh || !sw_tiled_host_base(fresh)) {
-            if (fresh)
-                sw_tiled_drop_store(pj->self, fresh);
-            rc = fresh ? 0 : -1;
-            break;
-        }
-        staged[t] = fresh;
-        any = 1;
-        rc = sw_tiled_copy_tile(pj->self, t, fresh, &waits[t]);
-    }
-    PyObject *first = rc < 0 ? sw_py_take_exception() : NULL;
-    for (int64_t t = 0; t < ntiles; t++) {
-        if (!waits[t])
-            continue;
-        if (sw_tiled_route_wait(waits[t]) < 0 && !first)
-            first = sw_py_take_exception();
-        else if (PyErr_Occurred())
-            PyErr_Clear();
-        sw_tiled_route_unmark(te->tiles[t].store,
-                              staged[t] == Py_None ? pj->dest : staged[t]);
-        Py_DECREF(waits[t]);
-    }
-    PyMem_Free(waits);
-    if (first) {
-        sw_py_restore_exception(first);
-        return -1;
-    }
-    return any;
+    return dest;
 }
 
-static int gather(projection *pj)
+static PyObject *compact_tensor(PyObject *dest, int32_t rank, const int64_t *shape)
 {
-    if (sw_fault_hit("tile_gather")) {
-        PyErr_SetString(PyExc_OSError, "injected fault: projection gather failed");
-        return -1;
-    }
-    unsigned char *dst = (unsigned char *)sw_tiled_host_base(pj->dest);
-    SwTiledEvictableObject *te = TILED(pj->self);
-    PyObject **staged = dst ? PyMem_Calloc((size_t)te->geo.ntiles, sizeof *staged) : NULL;
-    if (dst && !staged) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    int st = staged ? stage_engine_tiles(pj, staged, pj->default_dest) : 0;
-    int done = st < 0 ? -1 : dst ? gather_host(pj, dst, staged) : 0;
-    for (int64_t t = 0; staged && t < te->geo.ntiles; t++)
-        if (staged[t] && staged[t] != Py_None)
-            sw_tiled_drop_store(pj->self, staged[t]);
-    PyMem_Free(staged);
-    return done < 0 ? -1 : done ? 0 : gather_slots(pj);
-}
-
-static PyObject *compact_tensor(projection *pj)
-{
-    int32_t rank = TILED(pj->self)->geo.rank;
     uint8_t profile[SW_TILES_MAX_RANK];
     for (int32_t k = 0; k < rank; k++)
         profile[k] = SW_NODE_LEAF;
     sw_error err;
-    sw_layout *core = sw_layout_canonical(rank, profile, pj->shape, &err);
+    sw_layout *core = sw_layout_canonical(rank, profile, shape, &err);
     if (!core) {
         sw_py_raise(&err);
         return NULL;
     }
     PyObject *layout = sw_py_layout_wrap(core);
-    PyObject *r = layout ? sw_py_tensor_new1(pj->dest, 0, layout) : NULL;
+    PyObject *r = layout ? sw_py_tensor_new1(dest, 0, layout) : NULL;
     Py_XDECREF(layout);
     return r;
 }
 
-static int record_node(projection *pj, PyObject *result);
+static int record_node(PyObject *tensor, PyObject *selection, PyObject *result);
 
-/* The work after the checks; the outcome goes to the handle. */
-static PyObject *run_projection(projection *pj)
+/* The work after the checks: the destination, the core's projection, the
+ * result Tensor and its node. */
+static PyObject *run_projection(PyObject *self, PyObject *tensor, PyObject *selection,
+                                const sw_tile_selection *sel, PyObject *destination, int64_t n,
+                                const int64_t *shape, int *refused)
 {
-    SwTiledEvictableObject *te = TILED(pj->self);
+    SwTiledEvictableObject *te = TILED(self);
+    int made = destination == Py_None;
+    PyObject *dest = made ? default_destination(te, n) : Py_NewRef(destination);
+    if (!dest)
+        return NULL;
+    int64_t size = 0;
+    int rc = sw_py_carrier_size(dest, &size);
+    if (rc == 0 && size < n)
+        rc = sw_py_carrier_allocate(dest, n);
+    int known = rc == 0 && Py_TYPE(dest) != &SwCPU_Type; /* reached through the hooks */
+    if (known && sw_tiled_core_add_store(te->hooks, dest) < 0) {
+        known = 0;
+        rc = -1;
+    }
     PyObject *result = NULL;
-    int rc = 0;
-    if (pj->default_dest) {
-        PyObject *fn = PyObject_GetAttrString(te->primary, "allocate_like");
-        PyObject *args = fn ? Py_BuildValue("(L)", (long long)pj->n) : NULL;
-        PyObject *kw = args ? Py_BuildValue("{s:O,s:O,s:O}", "mutable", Py_True, "dtype",
-                                            te->dtype, "empty", Py_True)
-                            : NULL;
-        pj->dest = kw ? PyObject_Call(fn, args, kw) : NULL;
-        Py_XDECREF(kw);
-        Py_XDECREF(args);
-        Py_XDECREF(fn);
-        if (pj->dest && !SwCarrier_Check(pj->dest)) {
-            PyErr_SetString(PyExc_TypeError, "the primary's allocate_like returned no Carrier");
-            Py_CLEAR(pj->dest);
-        }
-        rc = pj->dest ? 0 : -1;
-    } else {
-        pj->dest_token = sw_py_carrier_claim(pj->dest);
-        rc = pj->dest_token > 0 ? 0 : -1;
-        int64_t size = 0;
-        if (rc == 0 && sw_py_carrier_size(pj->dest, &size) == 0 && size < pj->n) {
-            rc = sw_py_carrier_begin_owner(pj->dest, pj->dest_token);
-            if (rc == 0) {
-                rc = sw_py_carrier_allocate(pj->dest, pj->n);
-                sw_py_carrier_end_owner(pj->dest, pj->dest_token);
-            }
-        } else if (PyErr_Occurred())
-            rc = -1;
-        if (pj->dest_token <= 0)
-            pj->dest_token = 0;
+    if (rc == 0) {
+        SwTensorObject *t = TENSOR(tensor);
+        const sw_layout *L = SwLayout_CORE(t->subs[0].layout);
+        int64_t offset = t->subs[0].offset;
+        sw_tiled_evictable *core = te->te;
+        sw_carrier *d = CARRIER(dest)->core;
+        sw_tensor *out = NULL;
+        sw_error err;
+        sw_status st;
+        PyObject *stale = sw_tiled_core_take_error(te->hooks, NULL);
+        Py_XDECREF(stale);
+        te->hooks->plan_failed = 0;
+        SW_TILED_NOGIL(st = sw_tiled_evictable_project(core, L, offset, sel, d, &out, &err));
+        if (out)
+            sw_tensor_unref(out);
+        if (st != SW_OK)
+            rc = raise_project_error(te, &err, refused);
+        te->hooks->plan_failed = 0;
     }
+    if (known)
+        sw_tiled_core_forget_store(te->hooks, dest);
     if (rc == 0)
-        rc = gather(pj);
-    if (rc == 0 && pj->plan != Py_None) {
-        SwTileSetObject *pr = (SwTileSetObject *)((SwResidencyPlanObject *)pj->plan)->promote;
-        int64_t *idx = PyMem_Malloc((size_t)(pr->n + 1) * sizeof(int64_t));
-        for (int64_t i = 0; idx && i < pr->n; i++)
-            idx[i] = sw_tiles_tile_index(&te->geo, pr->coords + i * pr->rank);
-        rc = idx ? sw_tiled_promote_indices(pj->self, idx, pr->n) : (PyErr_NoMemory(), -1);
-        PyMem_Free(idx);
-    }
-    if (pj->dest_token) {
-        sw_py_carrier_relinquish(pj->dest, pj->dest_token);
-        pj->dest_token = 0;
-    }
-    if (rc == 0)
-        result = compact_tensor(pj);
-    if (result && record_node(pj, result) < 0)
+        result = compact_tensor(dest, te->geo.rank, shape);
+    if (result && record_node(tensor, selection, result) < 0)
         Py_CLEAR(result);
-    if (!result && pj->default_dest && pj->dest) {
+    if (!result && made) {
         PyObject *exc = sw_py_take_exception();
-        if (sw_py_carrier_release(pj->dest) < 0)
+        if (!sw_py_state_released(dest) && sw_py_carrier_release(dest) < 0)
             PyErr_Clear();
         sw_py_restore_exception(exc);
     }
+    Py_DECREF(dest);
     return result;
 }
 
@@ -556,7 +313,6 @@ PyObject *sw_tiled_project(PyObject *self, PyObject *const *args, Py_ssize_t nar
         return NULL;
     PyObject *tensor = a[0], *selection = a[1], *destination = a[2];
     SwTiledEvictableObject *te = TILED(self);
-    projection pj = {.self = self, .tensor = tensor, .selection = selection};
     if (sw_tiled_check_tensor(self, tensor) < 0)
         return NULL;
     if (!PyObject_TypeCheck(selection, &SwTileSelection_Type)) {
@@ -564,73 +320,48 @@ PyObject *sw_tiled_project(PyObject *self, PyObject *const *args, Py_ssize_t nar
                      Py_TYPE(selection)->tp_name);
         return NULL;
     }
-    sw_tile_selection_view(selection, &pj.sel);
+    sw_tile_selection sel;
+    sw_tile_selection_view(selection, &sel);
     sw_error err;
-    if (sw_tiles_bind_selection(&te->geo, &pj.sel, &err) != SW_OK)
+    if (sw_tiles_bind_selection(&te->geo, &sel, &err) != SW_OK)
         return sw_py_raise(&err), NULL;
-    pj.n = sw_tiles_compact_shape(&te->geo, &pj.sel, pj.shape);
-    if (pj.n < 0) {
+    int64_t shape[SW_TILES_MAX_RANK];
+    int64_t n = sw_tiles_compact_shape(&te->geo, &sel, shape);
+    if (n < 0) {
         PyErr_SetString(PyExc_OverflowError, "the projection is too large");
         return NULL;
     }
-    if (destination != Py_None && check_destination(self, destination, pj.n) < 0)
+    if (destination != Py_None && check_destination(self, destination, n) < 0)
         return NULL;
-    pj.plan = policy_plan(self, selection);
-    if (!pj.plan)
-        return NULL;
-    /* plan() was user code: re-check what it could have changed. */
-    PyObject *required = sw_tile_selection_tile_set(selection);
-    int64_t nsel = required ? ((SwTileSetObject *)required)->n : 0;
-    SwResidencyPlanObject *plan = pj.plan != Py_None ? (SwResidencyPlanObject *)pj.plan : NULL;
-    int64_t cap = nsel + (plan ? ((SwTileSetObject *)plan->promote)->n +
-                                     ((SwTileSetObject *)plan->retain)->n
-                               : 0);
-    pj.pinned = required ? PyMem_Malloc((size_t)(cap + 1) * sizeof(int64_t)) : NULL;
-    PyObject *handle = NULL;
-    if (!pj.pinned) {
-        if (required)
-            PyErr_NoMemory();
-        goto done;
-    }
-    add_pins(&pj, required);
-    if (plan) {
-        add_pins(&pj, plan->promote);
-        add_pins(&pj, plan->retain);
-    }
     /* The handle before the re-checks: allocating it may run finalizers. */
-    handle = sw_py_await_new(&SwAwaitProjection_Type);
+    PyObject *handle = sw_py_await_new(&SwAwaitProjection_Type);
     if (!handle)
-        goto done;
+        return NULL;
     if (sw_tiled_check_tensor(self, tensor) < 0 ||
-        (destination != Py_None && check_destination(self, destination, pj.n) < 0) ||
-        check_tiles(&pj, nsel) < 0) {
-        Py_CLEAR(handle);
-        goto done;
+        (destination != Py_None && check_destination(self, destination, n) < 0) ||
+        check_selected(self, selection) < 0) {
+        Py_DECREF(handle);
+        return NULL;
     }
-    pj.default_dest = destination == Py_None;
-    pj.dest = destination == Py_None ? NULL : Py_NewRef(destination);
     Py_INCREF(tensor);
     Py_INCREF(self);
-    pin(&pj, 1);
-    sw_fork_guard_enter(&pj.guard, projection_forked);
-    PyObject *result = run_projection(&pj);
+    int refused = 0;
+    PyObject *result = run_projection(self, tensor, selection, &sel, destination, n, shape,
+                                      &refused);
+    if (!result && refused) {
+        Py_DECREF(handle);
+        Py_DECREF(tensor);
+        Py_DECREF(self);
+        return NULL;
+    }
     PyObject *exc = result ? NULL : sw_py_take_exception();
-    sw_fork_guard_leave(&pj.guard);
-    pin(&pj, -1);
-    if (result && plan && sw_tiled_evict_set(self, plan->evict) < 0)
-        PyErr_WriteUnraisable(self); /* the projection itself succeeded */
     /* Progress: the projected values, in one step. */
-    sw_py_await_set_total(handle, pj.n * (int64_t)sw_dtype_slot_bytes(SwDType_ID(te->dtype)));
+    sw_py_await_set_total(handle, n * (int64_t)sw_dtype_slot_bytes(SwDType_ID(te->dtype)));
     sw_py_await_complete(handle, result, exc);
     Py_XDECREF(result);
     Py_XDECREF(exc);
-    Py_XDECREF(pj.dest);
     Py_DECREF(tensor);
     Py_DECREF(self);
-done:
-    PyMem_Free(pj.pinned);
-    Py_XDECREF(required);
-    Py_DECREF(pj.plan);
     return handle;
 }
 
@@ -643,9 +374,9 @@ typedef struct {
 
 static PyTypeObject SwTileGather_Type;
 
-static int record_node(projection *pj, PyObject *result)
+static int record_node(PyObject *tensor, PyObject *selection, PyObject *result)
 {
-    if (!sw_py_grad_enabled() || TENSOR(pj->tensor)->dtype != sw_py_dtype(SW_DT_FLOAT32) ||
+    if (!sw_py_grad_enabled() || TENSOR(tensor)->dtype != sw_py_dtype(SW_DT_FLOAT32) ||
         TENSOR(result)->dtype != sw_py_dtype(SW_DT_FLOAT32))
         return 0;
     /* The source needs grad when it is a leaf the user follows or carries
@@ -653,8 +384,8 @@ static int record_node(projection *pj, PyObject *result)
     PyObject *op = SwTileGather_Type.tp_new(&SwTileGather_Type, NULL, NULL);
     if (!op)
         return -1;
-    ((SwTileGatherObject *)op)->selection = Py_NewRef(pj->selection);
-    int rc = sw_py_operation_store(op, &pj->tensor, 1);
+    ((SwTileGatherObject *)op)->selection = Py_NewRef(selection);
+    int rc = sw_py_operation_store(op, &tensor, 1);
     if (rc == 0)
         rc = sw_py_operation_attach(op, result);
     Py_DECREF(op);
@@ -769,10 +500,8 @@ static PyTypeObject SwTileGather_Type = {
 int sw_tiled_project_init(PyObject *module)
 {
     (void)module;
-    str_plan = PyUnicode_InternFromString("plan");
-    str_projection = PyUnicode_InternFromString("projection");
     SwTileGather_Type.tp_base = &SwOperation_Type;
-    if (!str_plan || !str_projection || PyType_Ready(&SwTileGather_Type) < 0)
+    if (PyType_Ready(&SwTileGather_Type) < 0)
         return -1;
     sw_tiled_set_project(sw_tiled_project);
     return 0;

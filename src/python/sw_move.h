@@ -128,8 +128,9 @@ int sw_py_move_init(PyObject *module);
  * operations file never calls up into the move path. */
 void sw_py_move_operation_set_engine(PyObject *(*initiate)(PyObject *, PyObject *, PyObject *),
                                      PyObject *(*now)(PyObject *, PyObject *, PyObject *));
-/* Count a transfer in flight outside move() (a tile set waiting for provider
- * completions) so that the exit hook waits for it; RuntimeError at exit.
+/* Count a transfer in flight outside move() (a TiledEvictable residency
+ * request, a tile copy waiting for a provider's completion) so that the exit
+ * hook waits for it; RuntimeError at exit.
  * Every successful hold is paired with one drop. */
 int sw_py_move_hold_inflight(void);
 void sw_py_move_drop_inflight(void);

@@ -54,24 +54,23 @@ int sw_tile_sets_init(PyObject *module);
 
 enum { SW_TILE_PRIMARY, SW_TILE_SECONDARY, SW_TILE_IMPLICIT, SW_TILE_INVALID };
 
-typedef struct sw_tile_rec {
-    uint8_t loc;
-    uint8_t dirty;
-    int32_t pending;  /* residency requests in flight */
-    int32_t pins;     /* projections in flight */
-    PyObject *store;  /* carrier holding the values (primary/secondary), or NULL */
-    int full;         /* store is a full-size prototype indexed by slot */
-} sw_tile_rec;
+struct sw_tiled_evictable;
+struct sw_tiled_core;
 
+/* The Python face of a core TiledEvictable (strideweave/tiled_evictable.h),
+ * which keeps the tile records, residency, pins and commits; the binding's
+ * tiers plug in through its hooks (py_tiled_core.c). */
 typedef struct SwTiledEvictableObject {
-    SwCarrierObject base;
-    PyObject *primary, *secondary;      /* the claimed prototypes */
-    int64_t primary_token, secondary_token;
+    SwCarrierObject base;               /* base.core: the state handle */
+    PyObject *primary, *secondary;      /* the tiers given at construction */
     PyObject *dtype;
     PyObject *policy;                   /* None or an object with plan() */
     sw_tile_geometry geo;
-    sw_tile_rec *tiles;                 /* geo.ntiles, NULL after release */
-    int64_t busy;                       /* requests not yet terminal */
+    struct sw_tiled_evictable *te;      /* the core's */
+    struct sw_tiled_core *hooks;        /* the hooks' context */
+    uint8_t *moved;                     /* per tile: no longer held in place by a full tier */
+    int in_place_loc;                   /* where in-place tiles live (-1: none) */
+    int tiers_dropped;                  /* the binding's part of the tiers' release ran */
 } SwTiledEvictableObject;
 
 #define TILED(o) ((SwTiledEvictableObject *)(o))
@@ -82,16 +81,6 @@ extern const sw_carrier_ops sw_tiled_evictable_ops;
 int sw_tiled_check_tensor(PyObject *self, PyObject *tensor);
 /* RuntimeError when released. */
 int sw_tiled_refuse_released(PyObject *self, const char *what);
-/* Fresh storage for one tile from the prototype `proto`'s allocate_like
- * (tile_size slots, mutable, the dtype). */
-PyObject *sw_tiled_new_tile_store(PyObject *self, PyObject *proto, int zero);
-/* Copy tile t's values from its current storage into `dst` (tile-local
- * positions). On 0, *completion may hold a provider's ProviderCompletion
- * still to wait for (see sw_tiled_transfer_tile). */
-int sw_tiled_copy_tile(PyObject *self, int64_t t, PyObject *dst, PyObject **completion);
-/* Replace tile t's storage by `store` (a fresh tile carrier) at `loc`,
- * releasing the storage it replaces when private. */
-void sw_tiled_commit_tile(PyObject *self, int64_t t, PyObject *store, int loc);
 /* Copy the n-slot private tile carrier `src` into the fresh `dst` through
  * the exact pair's movement (legacy operation, or the definition route),
  * without releasing `src` (py_tile_transfer.c). 0 / -1. On 0, *completion
@@ -112,9 +101,6 @@ int sw_tiled_transfer_span(PyObject *src, int64_t offset, PyObject *dst, int64_t
 int sw_tiled_transfer_span_into(PyObject *src, int64_t offset, PyObject *dst,
                                 int64_t dst_offset, int64_t n, int private_dst,
                                 PyObject **completion);
-/* Whether tile t's footprint is one contiguous span of the full slot range;
- * its first slot in *base (py_tiled_evictable.c). */
-int sw_tiled_span_base(PyObject *self, int64_t t, int64_t *base);
 /* Whether copies from the Python carrier `src` into `dst` run through an
  * operation driving an engine's own I/O (`_copy_async`). Never raises. */
 int sw_tiled_engine_pair(PyObject *src, PyObject *dst);
@@ -139,16 +125,20 @@ int sw_tiled_route_wait(PyObject *completion);
  * move's commit checks of its destination; every tile copy checks it). */
 int sw_tiled_check_fresh(PyObject *dst, int64_t n);
 int sw_tile_route_init(void);
-/* Release a private tile carrier (errors reported as unraisable). */
-void sw_tiled_drop_store(PyObject *self, PyObject *store);
-/* Blocking eviction of the unpinned, non-pending tiles of `tile_set` (a
- * policy's evict set after a projection). 0 / -1. */
-int sw_tiled_evict_set(PyObject *self, PyObject *tile_set);
 /* The host base pointer of a carrier's slots (exact CPU/Generic), or NULL. */
 const unsigned char *sw_tiled_host_base(PyObject *carrier);
-
-/* Promote tiles idx[0..n) (all or nothing), ignoring pins. 0 / -1. */
-int sw_tiled_promote_indices(PyObject *self, const int64_t *idx, int64_t n);
+/* How many tiles are in each place (counts[SW_TILE_PRIMARY ..
+ * SW_TILE_INVALID]) and how many take part in a residency request
+ * (*pending, may be NULL), for repr and the carrier's status text. 0, or -1
+ * (no exception) once released. Never runs Python code. */
+int sw_tiled_tile_counts(PyObject *self, int64_t counts[4], int64_t *pending);
+/* Run a core call that may run tier hooks (which take the GIL) without
+ * the GIL. */
+#define SW_TILED_NOGIL(stmt)                                                                     \
+    do {                                                                                         \
+        Py_BEGIN_ALLOW_THREADS stmt;                                                             \
+        Py_END_ALLOW_THREADS                                                                     \
+    } while (0)
 
 PyObject *sw_tiled_project(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                            PyObject *kwnames);
