@@ -2,15 +2,18 @@
 
 Wall times of a 4 KiB move (about a microsecond) are noise on a loaded
 machine; the number of user-space instructions the process runs is not.
-For every case and mode this runs a child process twice under
-`perf stat -e instructions:u`: once building N sources and destinations
-only, once building them and then moving each; the difference divided by N
-is the instructions one move costs (the move, its result Tensor, the
-AwaitMove for move_async, the source's release and the list append that
-keeps the result; every thread of the process is counted, so a background
-close or pool thread's share is in it too). The best of --repeat pairs is
-printed. Without perf (or without permission to count) it prints wall time
-per move instead, marked as such.
+For every case and mode this runs a child process twice: once building N
+sources and destinations only, once building them and then moving each;
+the difference divided by N is the instructions one move costs (the move,
+its result Tensor, the AwaitMove for move_async, the source's release and
+the list append that keeps the result; every thread of the process is
+counted, so a background close or pool thread's share is in it too).
+
+Counted with `perf stat -e instructions:u` where the CPU's counters can be
+read, else with valgrind's callgrind (slow: about 10 s per run; a virtual
+machine often hides the counters), else wall time per move is printed,
+marked as such. Both children run with PYTHONHASHSEED=0 so that they do
+the same work up to the moves. The best of --repeat pairs is printed.
 
   cpu->cpu    CPU -> fresh CPU
   cpu->file   CPU -> fresh FileBacked
@@ -22,7 +25,7 @@ then all waited).
 
     meson setup build/bench -Dbuildtype=release -Dfault_injection=false
     SW_BUILD_DIR=build/bench tools/dev python bench/move_overhead.py
-    SW_BUILD_DIR=build/bench tools/dev python bench/move_overhead.py --cases 'cpu->cpu' -n 20000
+    SW_BUILD_DIR=build/bench tools/dev python bench/move_overhead.py --cases 'cpu->cpu' -n 5000
 """
 
 import argparse
@@ -85,13 +88,18 @@ def child(case, mode, n, size, move, blockdev):
     # The device (if any) closes at exit, with its carriers.
 
 
-def count(argv, use_perf):
+def count(argv, counter, tmp):
     """(instructions or None, wall seconds per move or None) of one child run."""
-    if use_perf:
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    out_file = os.path.join(tmp, "callgrind.out")
+    if counter == "perf":
         cmd = ["perf", "stat", "-x,", "-e", "instructions:u", "--", sys.executable] + argv
+    elif counter == "callgrind":
+        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}",
+               sys.executable] + argv
     else:
         cmd = [sys.executable] + argv
-    out = subprocess.run(cmd, capture_output=True, text=True)
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if out.returncode:
         raise RuntimeError(out.stderr[-2000:])
     wall = None
@@ -99,21 +107,30 @@ def count(argv, use_perf):
         if line.startswith("WALL "):
             wall = float(line.split()[1])
     instr = None
-    if use_perf:
+    if counter == "perf":
         for line in out.stderr.splitlines():
             f = line.split(",")
             if len(f) > 2 and f[2].startswith("instructions") and f[0].isdigit():
                 instr = int(f[0])
+    elif counter == "callgrind":
+        with open(out_file) as f:
+            for line in f:
+                if line.startswith(("summary:", "totals:")):
+                    instr = int(line.split()[1])
+        os.unlink(out_file)
     return instr, wall
 
 
-def perf_usable():
-    if shutil.which("perf") is None:
-        return False
-    out = subprocess.run(["perf", "stat", "-x,", "-e", "instructions:u", "--", "true"],
-                         capture_output=True, text=True)
-    return out.returncode == 0 and any(
-        line.split(",")[0].isdigit() for line in out.stderr.splitlines())
+def choose_counter():
+    if shutil.which("perf"):
+        out = subprocess.run(["perf", "stat", "-x,", "-e", "instructions:u", "--", "true"],
+                             capture_output=True, text=True)
+        if out.returncode == 0 and any(
+                line.split(",")[0].isdigit() for line in out.stderr.splitlines()):
+            return "perf"
+    if shutil.which("valgrind"):
+        return "callgrind"
+    return "wall"
 
 
 def make_loop(tmp, bytes_needed):
@@ -133,18 +150,20 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cases", default=",".join(CASES))
     p.add_argument("--modes", default="single,inflight")
-    p.add_argument("-n", type=int, default=5000, help="moves per child run")
+    p.add_argument("-n", type=int, default=2000, help="moves per child run")
     p.add_argument("--size", type=int, default=4096, help="bytes per move")
-    p.add_argument("--repeat", type=int, default=3, help="pairs of runs; the best is kept")
+    p.add_argument("--repeat", type=int, default=1, help="pairs of runs; the best is kept")
     p.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.child:
         case, mode, n, move, blockdev = a.child
         child(case, mode, int(n), a.size, move == "1", blockdev)
         return
-    use_perf = perf_usable()
-    unit = "instructions per move" if use_perf else "WALL µs per move (perf unavailable)"
-    print(f"{a.size} B per move, n={a.n}, best of {a.repeat}: {unit}")
+    counter = choose_counter()
+    unit = {"perf": "instructions per move (perf stat)",
+            "callgrind": "instructions per move (callgrind)",
+            "wall": "WALL µs per move (no instruction counter)"}[counter]
+    print(f"{a.size} B per move, n={a.n}, best of {a.repeat}: {unit}", flush=True)
     tmp = tempfile.mkdtemp(prefix="sw-bench-overhead-")
     loop = None
     try:
@@ -162,11 +181,11 @@ def main():
                 for _ in range(a.repeat):
                     base = [os.path.abspath(__file__), "--size", str(a.size), "--child", case,
                             mode, str(a.n)]
-                    i0, _ = count(base + ["0", blockdev], use_perf)
-                    i1, wall = count(base + ["1", blockdev], use_perf)
-                    v = (i1 - i0) / a.n if use_perf else wall * 1e6
+                    i0, _ = count(base + ["0", blockdev], counter, tmp)
+                    i1, wall = count(base + ["1", blockdev], counter, tmp)
+                    v = (i1 - i0) / a.n if counter != "wall" else wall * 1e6
                     best = v if best is None else min(best, v)
-                print(f"{case:10} {mode:8} {best:10.0f}" if use_perf
+                print(f"{case:10} {mode:8} {best:10.0f}" if counter != "wall"
                       else f"{case:10} {mode:8} {best:10.2f} µs", flush=True)
     finally:
         if loop:

@@ -142,18 +142,20 @@ static int check_source(PyObject *tensor)
         return -1;
     }
     PyObject *src = TENSOR(tensor)->subs[0].carrier;
-    if (sw_py_state_released(src)) {
+    sw_carrier_state st; /* one lock round for the three looks, in their order */
+    sw_carrier_get_state(CARRIER(src)->core, &st);
+    if (st.released) {
         PyErr_Format(PyExc_RuntimeError, "cannot move a Tensor whose %s carrier is released",
                      cname(src));
         return -1;
     }
-    if (sw_py_carrier_owned_elsewhere(src)) {
+    if (st.owned && !st.owner_access) {
         PyErr_Format(PyExc_RuntimeError,
                      "cannot move a Tensor whose %s carrier is owned by a composite carrier",
                      cname(src));
         return -1;
     }
-    if (sw_py_state_pending(src)) {
+    if (st.pending) {
         PyErr_Format(PyExc_RuntimeError,
                      "cannot move a Tensor whose %s carrier is pending in another move; "
                      "wait() for that move first", cname(src));
@@ -176,12 +178,14 @@ static int check_destination(PyObject *tensor, PyObject *dst)
                         "different carrier");
         return -1;
     }
-    if (sw_py_state_released(dst)) {
+    sw_carrier_state st; /* one lock round for both looks, in their order */
+    sw_carrier_get_state(CARRIER(dst)->core, &st);
+    if (st.released) {
         PyErr_Format(PyExc_RuntimeError, "the destination %s carrier is released",
                      cname(dst));
         return -1;
     }
-    if (sw_py_state_pending(dst)) {
+    if (st.pending) {
         PyErr_Format(PyExc_RuntimeError,
                      "the destination %s carrier is pending in another move; wait() for "
                      "that move first", cname(dst));
