@@ -12,8 +12,8 @@ counted, so a background close or pool thread's share is in it too).
 Counted with `perf stat -e instructions:u` where the CPU's counters can be
 read, else with valgrind's callgrind (slow: about 10 s per run; a virtual
 machine often hides the counters), else wall time per move is printed,
-marked as such. Both children run with PYTHONHASHSEED=0 so that they do
-the same work up to the moves. The best of --repeat pairs is printed.
+marked as such. Both children run with PYTHONHASHSEED=0 and one BLAS
+thread so that they do the same work up to the moves. The best of --repeat pairs is printed.
 
   cpu->cpu    CPU -> fresh CPU
   cpu->file   CPU -> fresh FileBacked
@@ -36,15 +36,16 @@ import sys
 import tempfile
 import time
 
+from _release_only import require_release_build
+
+require_release_build()
+
 CASES = ("cpu->cpu", "cpu->file", "file->cpu", "blk->cpu")
 
 
 def child(case, mode, n, size, move, blockdev):
     import numpy as np
 
-    from _release_only import require_release_build
-
-    require_release_build()
     import strideweave as sw
     from strideweave import CPU, FileBacked, Layout, Shape, Stride, Tensor
 
@@ -90,7 +91,9 @@ def child(case, mode, n, size, move, blockdev):
 
 def count(argv, counter, tmp):
     """(instructions or None, wall seconds per move or None) of one child run."""
-    env = dict(os.environ, PYTHONHASHSEED="0")
+    # One BLAS thread: OpenBLAS's idle threads spin for a while after numpy
+    # starts, a count that varies from run to run and swamps a move's.
+    env = dict(os.environ, PYTHONHASHSEED="0", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     out_file = os.path.join(tmp, "callgrind.out")
     if counter == "perf":
         cmd = ["perf", "stat", "-x,", "-e", "instructions:u", "--", sys.executable] + argv
