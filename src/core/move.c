@@ -106,6 +106,10 @@ static _Atomic int engine_hooks_registered;
 static _Thread_local int engine_thread;
 
 /* sw_move_hold: moves queued here, in order, instead of on the pool. */
+#define SPARE_HANDLES 32
+static pthread_mutex_t spare_lock = PTHREAD_MUTEX_INITIALIZER;
+static sw_move_handle *spare_handles[SPARE_HANDLES];
+static int spare_count;
 static _Atomic int holding; /* written under engine_lock */
 static sw_move_handle *held_head, *held_tail;
 
@@ -151,6 +155,8 @@ static void engine_after_fork_child(void)
     engine_lock = fresh;
     drain_lock = fresh;
     hook_lock = fresh;
+    spare_lock = fresh; /* another thread may have held it at fork() */
+    spare_count = 0;    /* ... mid-change: the spare handles are left behind */
     drain_cond = fresh_cond;
     engine_started = 0;
     engine = NULL; /* the parent's executor is left as it was: its locks may be held */
@@ -630,6 +636,41 @@ sw_move_handle *sw_move_ref(sw_move_handle *m)
     return m;
 }
 
+/* Handles of light moves are recycled: such a handle holds no completion
+ * and no reference once freed, so the next light move takes it back
+ * instead of asking the allocator (a move's largest fixed cost after the
+ * copy). At most SPARE_HANDLES wait, under spare_lock (declared above). */
+
+static sw_move_handle *light_handle_new(void)
+{
+    sw_move_handle *m = NULL;
+    pthread_mutex_lock(&spare_lock);
+    if (spare_count > 0)
+        m = spare_handles[--spare_count];
+    pthread_mutex_unlock(&spare_lock);
+    if (!m)
+        return sw_calloc(1, sizeof *m);
+    if (sw_fault_hit("alloc")) { /* the same injected failures as sw_calloc */
+        pthread_mutex_lock(&spare_lock);
+        spare_handles[spare_count++] = m; /* there is room: it was taken from here */
+        pthread_mutex_unlock(&spare_lock);
+        return NULL;
+    }
+    memset(m, 0, sizeof *m);
+    return m;
+}
+
+static void light_handle_free(sw_move_handle *m)
+{
+    pthread_mutex_lock(&spare_lock);
+    int kept = spare_count < SPARE_HANDLES;
+    if (kept)
+        spare_handles[spare_count++] = m;
+    pthread_mutex_unlock(&spare_lock);
+    if (!kept)
+        sw_free(m);
+}
+
 static void move_free(sw_move_handle *m, int wait_commit)
 {
     /* The completion thread may still be signalling `done` (it dropped its
@@ -643,7 +684,10 @@ static void move_free(sw_move_handle *m, int wait_commit)
         sw_completion_free(m->done);
     if (m->reported)
         sw_completion_free(m->reported);
-    sw_free(m);
+    if (m->light && !m->done && !m->reported)
+        light_handle_free(m);
+    else
+        sw_free(m);
 }
 
 void sw_move_unref(sw_move_handle *m)
@@ -1007,7 +1051,7 @@ static sw_status move_light(sw_carrier *s, int64_t offset, const sw_layout *l, i
     if (span_checks && offset < 0)
         return sw_error_set(err, SW_EINVAL, "tensor: offset must be >= 0, not %lld",
                             (long long)offset);
-    sw_move_handle *m = sw_calloc(1, sizeof *m);
+    sw_move_handle *m = light_handle_new();
     if (!m)
         return sw_error_set(err, SW_ENOMEM, "move: out of memory");
     atomic_init(&m->refs, 1);

@@ -35,11 +35,10 @@ PyObject *sw_py_await_new(PyTypeObject *type)
     self->callbacks = NULL;
     self->progress_done = 0;
     self->progress_total = 0;
-    self->completion = sw_completion_new();
-    if (!self->completion) {
-        PyObject_GC_Del(self);
-        return PyErr_NoMemory();
-    }
+    self->done = 0;
+    /* Most handles are done before anyone waits (a small move commits on
+     * its caller): the completion a blocking wait needs is made then. */
+    self->completion = NULL;
     PyObject_GC_Track(self);
     return (PyObject *)self;
 }
@@ -91,7 +90,7 @@ static void run_done_callbacks(PyObject *handle)
 void sw_py_await_complete(PyObject *handle, PyObject *result, PyObject *error)
 {
     SwAwaitObject *self = AWAIT(handle);
-    if (sw_completion_is_done(self->completion))
+    if (self->done)
         return;
     if (error) {
         self->error = Py_NewRef(error);
@@ -99,13 +98,16 @@ void sw_py_await_complete(PyObject *handle, PyObject *result, PyObject *error)
         self->result = Py_NewRef(result ? result : Py_None);
         __atomic_store_n(&self->progress_done, self->progress_total, __ATOMIC_RELAXED);
     }
-    sw_completion_signal(self->completion);
+    self->done = 1;
+    if (self->completion) /* a wait() is blocked on it, GIL released */
+        sw_completion_signal(self->completion);
     run_done_callbacks(handle);
 }
 
 void sw_py_await_reset_after_fork(PyObject *handle)
 {
-    sw_completion_reset_after_fork(AWAIT(handle)->completion);
+    if (AWAIT(handle)->completion)
+        sw_completion_reset_after_fork(AWAIT(handle)->completion);
 }
 
 /* Block until done, or until `timeout_ns` (>= 0; < 0: no limit) passed:
@@ -113,15 +115,19 @@ void sw_py_await_reset_after_fork(PyObject *handle)
 static PyObject *wait_for(PyObject *handle, long long timeout_ns, PyObject *timeout)
 {
     SwAwaitObject *self = AWAIT(handle);
-    if (!sw_completion_is_done(self->completion) && sw_py_core_move_committing()) {
+    if (!self->done && sw_py_core_move_committing()) {
         PyErr_SetString(PyExc_RuntimeError,
                         "cannot wait() for an unfinished move from code that runs while "
                         "strideweave finishes moves (a finalizer, __del__ or done "
                         "callback); wait elsewhere");
         return NULL;
     }
+    /* Made with the GIL held, as the completing thread reads it: that
+     * thread signals it after setting `done`. */
+    if (!self->done && !self->completion && !(self->completion = sw_completion_new()))
+        return PyErr_NoMemory();
     uint64_t start = timeout_ns >= 0 ? sw_clock_ns() : 0;
-    while (!sw_completion_is_done(self->completion)) {
+    while (!self->done) {
         long long slice = WAIT_SLICE_NS;
         if (timeout_ns >= 0) {
             long long spent = (long long)(sw_clock_ns() - start);
@@ -205,7 +211,7 @@ static PyObject *await_add_done_callback(PyObject *self, PyObject *fn)
                      "got %.100s", Py_TYPE(fn)->tp_name);
         return NULL;
     }
-    if (sw_completion_is_done(AWAIT(self)->completion)) {
+    if (AWAIT(self)->done) {
         call_done_callback(fn, self);
         Py_RETURN_NONE;
     }
@@ -227,13 +233,13 @@ static PyObject *await_get_progress(PyObject *self, void *closure)
 static PyObject *await_get_done(PyObject *self, void *closure)
 {
     (void)closure;
-    return PyBool_FromLong(sw_completion_is_done(AWAIT(self)->completion));
+    return PyBool_FromLong(AWAIT(self)->done);
 }
 
 static PyObject *await_repr(PyObject *self)
 {
     const char *state = "pending";
-    if (sw_completion_is_done(AWAIT(self)->completion))
+    if (AWAIT(self)->done)
         state = AWAIT(self)->error ? "failed" : "done";
     return PyUnicode_FromFormat("<%s %s>", _PyType_Name(Py_TYPE(self)), state);
 }
@@ -262,7 +268,8 @@ static void await_dealloc(PyObject *self)
     if (AWAIT(self)->weakreflist)
         PyObject_ClearWeakRefs(self);
     await_clear(self);
-    sw_completion_free(AWAIT(self)->completion);
+    if (AWAIT(self)->completion)
+        sw_completion_free(AWAIT(self)->completion);
     PyObject_GC_Del(self);
 }
 

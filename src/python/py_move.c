@@ -45,6 +45,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #define SW_EXIT_TIMEOUT_ENV "STRIDEWEAVE_EXIT_TIMEOUT"
@@ -141,18 +142,20 @@ static int check_source(PyObject *tensor)
         return -1;
     }
     PyObject *src = TENSOR(tensor)->subs[0].carrier;
-    if (sw_py_state_released(src)) {
+    sw_carrier_state st; /* one lock round for the three looks, in their order */
+    sw_carrier_get_state(CARRIER(src)->core, &st);
+    if (st.released) {
         PyErr_Format(PyExc_RuntimeError, "cannot move a Tensor whose %s carrier is released",
                      cname(src));
         return -1;
     }
-    if (sw_py_carrier_owned_elsewhere(src)) {
+    if (st.owned && !st.owner_access) {
         PyErr_Format(PyExc_RuntimeError,
                      "cannot move a Tensor whose %s carrier is owned by a composite carrier",
                      cname(src));
         return -1;
     }
-    if (sw_py_state_pending(src)) {
+    if (st.pending) {
         PyErr_Format(PyExc_RuntimeError,
                      "cannot move a Tensor whose %s carrier is pending in another move; "
                      "wait() for that move first", cname(src));
@@ -175,12 +178,14 @@ static int check_destination(PyObject *tensor, PyObject *dst)
                         "different carrier");
         return -1;
     }
-    if (sw_py_state_released(dst)) {
+    sw_carrier_state st; /* one lock round for both looks, in their order */
+    sw_carrier_get_state(CARRIER(dst)->core, &st);
+    if (st.released) {
         PyErr_Format(PyExc_RuntimeError, "the destination %s carrier is released",
                      cname(dst));
         return -1;
     }
-    if (sw_py_state_pending(dst)) {
+    if (st.pending) {
         PyErr_Format(PyExc_RuntimeError,
                      "the destination %s carrier is pending in another move; wait() for "
                      "that move first", cname(dst));
@@ -247,6 +252,32 @@ static int recheck(PyObject *src, PyObject *dst)
 
 /* ---- requests and the one terminal commit ---------------------------------- */
 
+/* Requests are recycled (GIL held: every request is made and freed with
+ * it): a move then needs no allocator call for its request. At most
+ * SPARE_REQUESTS wait here; more go back to the allocator. */
+#define SPARE_REQUESTS 64
+static move_request *spare_requests[SPARE_REQUESTS];
+static int spare_count;
+
+static move_request *request_get(void)
+{
+    if (spare_count == 0)
+        return sw_calloc(1, sizeof(move_request));
+    if (sw_fault_hit("alloc")) /* the same injected failures as sw_calloc */
+        return NULL;
+    move_request *r = spare_requests[--spare_count];
+    memset(r, 0, sizeof *r);
+    return r;
+}
+
+static void request_put(move_request *r)
+{
+    if (spare_count < SPARE_REQUESTS)
+        spare_requests[spare_count++] = r;
+    else
+        sw_free(r);
+}
+
 static void request_free(move_request *r)
 {
     Py_XDECREF(r->handle);
@@ -260,7 +291,7 @@ static void request_free(move_request *r)
     Py_XDECREF(r->copy_op);
     Py_XDECREF(r->copy_tensor);
     Py_XDECREF(r->copy_error);
-    sw_free(r);
+    request_put(r);
 }
 
 static void track(move_request *r)
@@ -957,7 +988,7 @@ static void await_or_commit(move_request *r, PyObject *res)
 
 static move_request *request_new(PyObject *source, PyObject *destination, int64_t cosize)
 {
-    move_request *r = sw_calloc(1, sizeof *r);
+    move_request *r = request_get();
     if (!r) {
         PyErr_NoMemory();
         return NULL;

@@ -27,6 +27,7 @@
 extern PyTypeObject SwMetal_Type;
 
 static PyObject *registry;          /* {(source class, destination class): op class} */
+static unsigned long registry_version = 1; /* changes with every change of `registry` */
 static PyObject *base_copy;         /* MoveOperation._copy, the unimplemented hook */
 static PyObject *str_source_class, *str_destination_class, *str_copy;
 
@@ -603,11 +604,63 @@ static int check_pin(PyTypeObject *op_type, PyObject *attr, PyObject *carrier,
     return rc;
 }
 
+/* A shipped operation class is a static type: Python cannot set its
+ * attributes, so its pins and _copy never change after module setup. Its
+ * row-9 answers are remembered (GIL held) instead of looked up per move:
+ * the classes, and whether _copy is implemented. */
+#define PINNED_CACHE 16
+static struct {
+    PyTypeObject *op;
+    PyObject *source, *destination; /* the pins: None or a class (strong) */
+} pinned[PINNED_CACHE];
+
+static int pins_fixed(PyTypeObject *op_type)
+{
+    return !(op_type->tp_flags & Py_TPFLAGS_HEAPTYPE) && Py_IS_TYPE(op_type, &PyType_Type);
+}
+
+/* The index of the cached pins of a shipped class with an implemented
+ * _copy, or -1. */
+static int pinned_of(PyTypeObject *op_type)
+{
+    for (int i = 0; i < PINNED_CACHE && pinned[i].op; i++)
+        if (pinned[i].op == op_type)
+            return i;
+    return -1;
+}
+
+static void pinned_add(PyTypeObject *op_type)
+{
+    for (int i = 0; i < PINNED_CACHE; i++) {
+        if (pinned[i].op)
+            continue;
+        PyObject *src = PyObject_GetAttr((PyObject *)op_type, str_source_class);
+        PyObject *dst = src ? PyObject_GetAttr((PyObject *)op_type, str_destination_class)
+                            : NULL;
+        if (!dst) {
+            Py_XDECREF(src);
+            PyErr_Clear();
+            return;
+        }
+        pinned[i].source = src;
+        pinned[i].destination = dst;
+        pinned[i].op = op_type;
+        return;
+    }
+}
+
 int sw_py_move_check_operation(PyTypeObject *op_type, PyObject *source, PyObject *destination)
 {
     if (sw_py_block_device_check_route(op_type, block_direction(op_type), source,
-                                       destination) < 0 ||
-        check_pin(op_type, str_source_class, source, "source") < 0 ||
+                                       destination) < 0)
+        return -1;
+    int i = pinned_of(op_type);
+    if (i >= 0 && (pinned[i].source == Py_None ||
+                   pinned[i].source == (PyObject *)Py_TYPE(source)) &&
+        (pinned[i].destination == Py_None ||
+         pinned[i].destination == (PyObject *)Py_TYPE(destination)))
+        return 0; /* both pins hold and _copy is implemented */
+    if (check_pin(op_type, str_source_class, source, "source") < 0 ||
         check_pin(op_type, str_destination_class, destination, "destination") < 0)
         return -1;
     PyObject *hook = PyObject_GetAttr((PyObject *)op_type, str_copy);
@@ -622,6 +675,8 @@ int sw_py_move_check_operation(PyTypeObject *op_type, PyObject *source, PyObject
                      _PyType_Name(op_type));
         return -1;
     }
+    if (i < 0 && pins_fixed(op_type))
+        pinned_add(op_type);
     return 0;
 }
 
@@ -723,6 +778,7 @@ static int registry_check_or_add(PyObject *src, PyObject *dst, PyObject *op, int
     int rc = check_free(src, dst, key);
     if (rc == 0 && add)
         rc = PyDict_SetItem(registry, key, op);
+    registry_version++;
     Py_DECREF(key);
     return rc;
 }
@@ -742,6 +798,7 @@ static PyObject *registry_pop(PyObject *src, PyObject *dst)
         Py_INCREF(op);
         if (PyDict_DelItem(registry, key) < 0)
             Py_CLEAR(op);
+        registry_version++;
     } else if (!PyErr_Occurred()) {
         PyErr_Format(PyExc_KeyError, "no move operation is registered from %s to %s",
                      class_name(src), class_name(dst));
@@ -750,7 +807,37 @@ static PyObject *registry_pop(PyObject *src, PyObject *dst)
     return op;
 }
 
+/* The registry's answers per exact class pair, remembered until the
+ * registry next changes (registry_version). A cached class is compared by
+ * address only: a pair in the registry keeps its classes alive there, and
+ * a class at a reused address is in the registry only after a change. */
+static PyObject *dispatch_lookup(PyObject *src, PyObject *dst);
+
+#define DISPATCH_CACHE 8
+static struct {
+    PyObject *src, *dst, *op; /* borrowed */
+    unsigned long version;
+} dispatched[DISPATCH_CACHE];
+static unsigned dispatch_next;
+
 PyObject *sw_py_move_dispatch(PyObject *src, PyObject *dst)
+{
+    for (int i = 0; i < DISPATCH_CACHE; i++)
+        if (dispatched[i].version == registry_version && dispatched[i].src == src &&
+            dispatched[i].dst == dst)
+            return dispatched[i].op;
+    PyObject *op = dispatch_lookup(src, dst);
+    if (op) {
+        unsigned i = dispatch_next++ % DISPATCH_CACHE;
+        dispatched[i].src = src;
+        dispatched[i].dst = dst;
+        dispatched[i].op = op;
+        dispatched[i].version = registry_version;
+    }
+    return op;
+}
+
+static PyObject *dispatch_lookup(PyObject *src, PyObject *dst)
 {
     PyObject *key = pair_key(src, dst);
     if (!key)
@@ -954,6 +1041,7 @@ static int add_shipped(PyObject *module, PyTypeObject *op, PyTypeObject *src,
     if (registered == 2) {
         PyObject *key = pair_key((PyObject *)src, (PyObject *)dst);
         int rc = key ? PyDict_SetItem(registry, key, (PyObject *)op) : -1;
+        registry_version++;
         Py_XDECREF(key);
         if (rc < 0)
             return -1;

@@ -17,13 +17,15 @@ extern PyTypeObject SwAwaitMove_Type;
 
 typedef struct SwAwaitObject {
     PyObject_HEAD
-    sw_completion *completion;
+    sw_completion *completion; /* NULL until a wait() blocks */
     PyObject *result; /* written once, before the completion is signalled */
     PyObject *error;  /* an exception instance, same rule */
     PyObject *weakreflist;
     PyObject *callbacks;    /* list of add_done_callback functions, or NULL */
     int64_t progress_done;  /* bytes copied so far: atomic, written by any thread */
     int64_t progress_total; /* bytes the work copies in all, set before it starts */
+    int done;               /* completed (GIL held); `completion` is made only for a
+                               wait that must block, and signalled too once made */
 } SwAwaitObject;
 
 /* A fresh, incomplete handle of `type` (AwaitMove, or a later subtype). */
