@@ -332,11 +332,11 @@ static sw_status submit(sw_te_work *w, sw_te_work **out, sw_error *err)
     return SW_OK;
 }
 
-static sw_status residency_async(sw_tiled_evictable *te, const int64_t *coords, int64_t n,
+/* Work for a residency request whose tiles are checked, tracked and
+ * marked (sw_te_request_begin), not yet issued or submitted. */
+static sw_status residency_begin(sw_tiled_evictable *te, const int64_t *coords, int64_t n,
                                  int evict, sw_te_work **out, sw_error *err)
 {
-    if (!out)
-        return sw_error_set(err, SW_EINVAL, "TiledEvictable: out must not be NULL");
     int64_t *idx = NULL;
     sw_status st = sw_te_residency_indices(te, coords, n, evict, &idx, err);
     sw_te_work *w = NULL;
@@ -356,7 +356,18 @@ static sw_status residency_async(sw_tiled_evictable *te, const int64_t *coords, 
         sw_te_work_unref(w);
         return st;
     }
-    return submit(w, out, err);
+    *out = w;
+    return SW_OK;
+}
+
+static sw_status residency_async(sw_tiled_evictable *te, const int64_t *coords, int64_t n,
+                                 int evict, sw_te_work **out, sw_error *err)
+{
+    if (!out)
+        return sw_error_set(err, SW_EINVAL, "TiledEvictable: out must not be NULL");
+    sw_te_work *w = NULL;
+    sw_status st = residency_begin(te, coords, n, evict, &w, err);
+    return st == SW_OK ? submit(w, out, err) : st;
 }
 
 /* A _start request, its copies issued on the caller: when a hook's copy
@@ -402,25 +413,10 @@ static sw_status residency_start(sw_tiled_evictable *te, const int64_t *coords, 
 {
     if (!out)
         return sw_error_set(err, SW_EINVAL, "TiledEvictable: out must not be NULL");
-    int64_t *idx = NULL;
-    sw_status st = sw_te_residency_indices(te, coords, n, evict, &idx, err);
     sw_te_work *w = NULL;
-    if (st == SW_OK && (st = sw_engine_ready("TiledEvictable", err)) == SW_OK)
-        st = work_new(te, &w, err);
-    if (st != SW_OK) {
-        sw_free(idx);
+    sw_status st = residency_begin(te, coords, n, evict, &w, err);
+    if (st != SW_OK)
         return st;
-    }
-    sw_te_track_enter(&w->track, te);
-    w->track.work = w;
-    st = sw_te_request_begin(te, idx, n, evict, evict ? "evict tiles of" : "promote tiles of",
-                             0, &w->track, &w->req, err);
-    sw_free(idx);
-    if (st != SW_OK) {
-        sw_te_track_leave(&w->track);
-        sw_te_work_unref(w);
-        return st;
-    }
     w->issued = 1;
     sw_te_work *outer = current_work; /* a hook of other work may call this */
     current_work = w;
