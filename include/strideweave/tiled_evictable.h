@@ -413,6 +413,25 @@ SW_API sw_status sw_tiled_evictable_evict_start(sw_tiled_evictable *te, const in
  *            memory. Required for a bound tier.
  *   size     the slots of a STATE_ONLY tier (its size is the binding's);
  *            required when a tier is STATE_ONLY.
+ *   read_many  optional (NULL: never called): one projection's batch of
+ *            tile reads from bound stores, issued together. Entry i asks
+ *            for count[i] slots from slot at[i] of store[i] (the store's
+ *            own indexing, one contiguous run) into slots [dest_at[i],
+ *            dest_at[i] + count[i]) of `dest`, the projection's CPU
+ *            destination (host memory at sw_cpu_pointer(dest)); the runs
+ *            never overlap. The core calls it once per projection, before
+ *            its own gather, for every selected tile kept in a bound store
+ *            whose values land as one run of the destination (identity
+ *            layout, dense destination); other tiles go through read as
+ *            usual. The arrays are the core's and live for the call only;
+ *            the stores and `dest` are borrowed (the tiles are pinned and
+ *            `dest` is the projection's for the whole call), and no core
+ *            lock is held. The hook may start every read at once but
+ *            returns only when all of them are over: SW_OK when every run
+ *            holds its values; any other status fails the projection
+ *            (residency unchanged, a destination the core made is
+ *            dropped); SW_ENOTSUP before reading anything hands every
+ *            entry back to the core, which then reads them through read.
  *   discard  gives up a bound store the core no longer keeps (a fresh copy
  *            of a failed request, the old storage of a moved tile, every
  *            tile's storage at release or at the last unref; never a tier
@@ -454,6 +473,9 @@ typedef struct sw_te_tier_hooks {
     void (*discard)(sw_carrier *store, void *user);
     void *user;     /* passed to every hook; owned by the caller */
     sw_dtype dtype; /* the dtype when a tier is STATE_ONLY */
+    sw_status (*read_many)(sw_carrier *const *store, const int64_t *at, const int64_t *count,
+                           sw_carrier *dest, const int64_t *dest_at, int64_t n, void *user,
+                           sw_error *err);
 } sw_te_tier_hooks;
 
 /* Report the outcome of a copy the copy hook took (exactly once; `err`

@@ -5,8 +5,9 @@
  * Every check runs first; then, under the lock, the selected tiles are
  * pinned (writes and residency requests refuse them) and their storage is
  * noted; without the lock, tiles kept in a FileBacked tier are read into
- * host buffers by whole runs and the gather (tiles.h) copies host runs
- * into the destination; under the lock again the pins drop. The gather
+ * host buffers by whole runs (or straight into place), tiles in a
+ * binding's store that land as one run go to its read_many hook together,
+ * and the gather (tiles.h) copies host runs into the destination; under the lock again the pins drop. The gather
  * reads tiles where they are, so residency never changes. */
 #include "tiled_evictable_internal.h"
 
@@ -233,10 +234,106 @@ static sw_status read_in_place(sw_tiled_evictable *te, int64_t t, const sw_tile_
     return st;
 }
 
-/* The gather, no lock held, the selected tiles pinned. */
+/* Where tile t starts in the dense destination of `shape` (identity
+ * layout) when its values land there as one run: 1, else 0. The block of a
+ * tile is one run when every axis below its last non-unit axis is taken
+ * whole (one tile selected there). */
+static int lands_as_one_run(const sw_tile_geometry *g, const sw_tile_selection *sel,
+                            const int64_t *shape, int64_t t, int64_t *start)
+{
+    int32_t last = 0;
+    for (int32_t k = 0; k < g->rank; k++)
+        if (g->tile[k] > 1)
+            last = k;
+    int64_t tc[SW_TILES_MAX_RANK], at = 0, mul = 1;
+    sw_tiles_tile_coord(g, t, tc);
+    for (int32_t k = 0; k < g->rank; k++) {
+        if (k < last && sel->counts[k] != 1)
+            return 0;
+        int64_t j = 0;
+        while (sel->coords[k][j] != tc[k])
+            j++; /* selected, and once per axis (checked) */
+        at += j * g->tile[k] * mul;
+        mul *= shape[k];
+    }
+    *start = at;
+    return 1;
+}
+
+/* Where the values of tile t kept in `s` start in it when they are one run
+ * in within-tile order: 1, else 0 (-1: out of memory). */
+static int one_span(const sw_tile_geometry *g, int64_t t, int full, int64_t *from)
+{
+    if (!full) {
+        *from = 0;
+        return 1;
+    }
+    sw_tile_run *runs = sw_malloc((size_t)(g->tile_size / g->tile[0]) * sizeof *runs);
+    if (!runs)
+        return -1;
+    int64_t n = sw_tiles_runs(g, t, runs);
+    int ok = n == 1 && runs[0].within == 0 && runs[0].count == g->tile_size;
+    *from = runs[0].slot;
+    sw_free(runs);
+    return ok;
+}
+
+/* The binding's batch read (read_many): every selected tile in a bound
+ * store whose values are one run there and land as one run in `dest`,
+ * read together straight into place; `done[t]` marks them. No lock held,
+ * the tiles pinned. */
+static sw_status read_batch(sw_tiled_evictable *te, const sw_tile_selection *sel,
+                            const int64_t *shape, const te_store *notes, const uint8_t *full,
+                            const uint8_t *implicit, sw_carrier *dest, uint8_t *done,
+                            sw_error *err)
+{
+    const sw_tile_geometry *g = &te->geo;
+    sw_carrier **stores = sw_malloc((size_t)g->ntiles * sizeof *stores);
+    int64_t *at = sw_malloc((size_t)g->ntiles * 3 * sizeof *at);
+    sw_status st = stores && at ? SW_OK
+                                : sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory "
+                                               "projecting");
+    int64_t n = 0, *count = at ? at + g->ntiles : NULL, *dest_at = at ? at + 2 * g->ntiles : NULL;
+    for (int64_t t = 0; st == SW_OK && t < g->ntiles; t++) {
+        int64_t from, to;
+        if (!selects(g, sel, t) || implicit[t] || !te_store_bound(&notes[t]) ||
+            !lands_as_one_run(g, sel, shape, t, &to))
+            continue;
+        int ok = one_span(g, t, full[t], &from);
+        if (ok < 0)
+            st = sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory projecting");
+        if (ok <= 0)
+            continue;
+        stores[n] = notes[t].c;
+        at[n] = from;
+        count[n] = g->tile_size;
+        dest_at[n] = to;
+        done[t] = 1;
+        n++;
+    }
+    for (int64_t i = 0; st == SW_OK && i < n; i++)
+        if (sw_fault_hit("tile_copy"))
+            st = sw_error_set_errno(err, SW_EIO, EIO, "TiledEvictable: injected fault: tile "
+                                    "copy failed");
+    if (st == SW_OK && n > 0) {
+        st = te->hooks.read_many(stores, at, count, dest, dest_at, n, te->hooks.user, err);
+        if (st == SW_ENOTSUP) { /* nothing read: every tile the usual way */
+            memset(done, 0, (size_t)g->ntiles);
+            sw_error_clear(err);
+            st = SW_OK;
+        }
+    }
+    sw_free(stores);
+    sw_free(at);
+    return st;
+}
+
+/* The gather, no lock held, the selected tiles pinned. `dest` (NULL when
+ * the destination is the binding's) is the CPU carrier behind `dst`. */
 static sw_status gather(sw_tiled_evictable *te, const sw_layout *L, int64_t offset,
                         const sw_tile_selection *sel, const te_store *notes, const uint8_t *full,
-                        const uint8_t *implicit, unsigned char *dst, sw_error *err)
+                        const uint8_t *implicit, sw_carrier *dest, unsigned char *dst,
+                        sw_error *err)
 {
     if (sw_fault_hit("tile_gather"))
         return sw_error_set_errno(err, SW_EIO, EIO, "TiledEvictable: injected fault: projection "
@@ -253,10 +350,18 @@ static sw_status gather(sw_tiled_evictable *te, const sw_layout *L, int64_t offs
     int identity = sw_tiles_is_identity(g, L, offset);
     int64_t shape[SW_TILES_MAX_RANK];
     sw_tiles_compact_shape(g, sel, shape);
+    uint8_t *batched = NULL;
+    if (st == SW_OK && dest && identity && te->hooked && te->hooks.read_many) {
+        batched = sw_calloc((size_t)g->ntiles, 1);
+        st = batched ? read_batch(te, sel, shape, notes, full, implicit, dest, batched, err)
+                     : sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory projecting");
+    }
     for (int64_t t = 0; st == SW_OK && t < g->ntiles; t++) {
         if (!selects(g, sel, t))
             continue;
-        if (implicit[t]) {
+        if (batched && batched[t]) {
+            src[t] = (sw_tile_source){NULL, 0}; /* read into place: the gather skips it */
+        } else if (implicit[t]) {
             if (!zeros && !(zeros = sw_calloc(1, tile_bytes)))
                 st = sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory projecting");
             src[t] = (sw_tile_source){zeros, 0};
@@ -279,6 +384,7 @@ static sw_status gather(sw_tiled_evictable *te, const sw_layout *L, int64_t offs
         st = sw_tiles_gather(g, L, offset, sel, src, te->eb, dst, err);
     for (int64_t t = 0; bufs && t < g->ntiles; t++)
         sw_free(bufs[t]);
+    sw_free(batched);
     sw_free(bufs);
     sw_free(zeros);
     sw_free(src);
@@ -497,7 +603,7 @@ void sw_te_project_gather(sw_tiled_evictable *te, te_projection *pj)
         return;
     }
     pj->status = gather(te, pj->layout, pj->offset, &pj->sel, pj->notes, pj->flags,
-                        pj->flags + te->geo.ntiles,
+                        pj->flags + te->geo.ntiles, bounce ? NULL : pj->dest,
                         bounce ? bounce : sw_cpu_pointer(pj->dest), &pj->err);
     if (bounce && pj->status == SW_OK) {
         /* The claimed destination's owner on this thread, no core lock held. */

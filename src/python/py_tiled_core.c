@@ -212,11 +212,14 @@ int sw_tiled_core_add_store(sw_tiled_core *c, PyObject *dest)
 
 void sw_tiled_core_forget_store(sw_tiled_core *c, PyObject *dest)
 {
+    PyObject *pending = sw_py_take_exception(); /* the caller's, kept */
     PyObject *key = carrier_key(CARRIER_CORE(dest));
     PyObject *v = key ? dict_pop(c->stores, key) : NULL;
     Py_XDECREF(v);
     Py_XDECREF(key);
     PyErr_Clear();
+    if (pending)
+        sw_py_restore_exception(pending);
 }
 
 static sw_status unknown_carrier(sw_error *err)
@@ -421,6 +424,70 @@ static sw_status hook_read(sw_carrier *store, int64_t at, int64_t count, void *o
         if (!v || sw_py_store_slot(dtype, v, (unsigned char *)out + (size_t)i * eb) < 0)
             st = hook_failed(c, "read", err);
         Py_XDECREF(v);
+    }
+    LEAVE();
+    return st;
+}
+
+/* One projection's reads of tiles kept in stores written in Python whose
+ * pair with the destination drives an engine's own I/O (TensorStore: whole
+ * chunks): every read started at once, each straight into its run of the
+ * destination (a CPU carrier the projection made, known to the hooks while
+ * it runs), then all waited for; the first failure is the projection's.
+ * SW_ENOTSUP (nothing read) when the destination is not known or a store
+ * has no such movement: the core then reads tile by tile. */
+static sw_status hook_read_many(sw_carrier *const *store, const int64_t *at, const int64_t *count,
+                                sw_carrier *dest, const int64_t *dest_at, int64_t n, void *user,
+                                sw_error *err)
+{
+    ENTER(c, user);
+    PyObject *dobj = c ? object_of(c, dest) : NULL;
+    sw_status st = dobj && Py_TYPE(dobj) == &SwCPU_Type ? SW_OK : SW_ENOTSUP;
+    for (int64_t i = 0; st == SW_OK && i < n; i++) {
+        PyObject *obj = object_of(c, store[i]);
+        if (!obj || !(Py_TYPE(obj)->tp_flags & Py_TPFLAGS_HEAPTYPE) || SW_DEFINED(obj) ||
+            !sw_tiled_engine_pair(obj, dobj))
+            st = SW_ENOTSUP;
+    }
+    PyObject **waits = st == SW_OK ? PyMem_Calloc((size_t)n, sizeof *waits) : NULL;
+    PyObject **objs = waits ? PyMem_Calloc((size_t)n, sizeof *objs) : NULL;
+    if (st == SW_OK && !objs) {
+        PyMem_Free(waits);
+        waits = NULL;
+        st = sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory projecting");
+    }
+    PyObject *first = NULL;
+    for (int64_t i = 0; objs && !first && i < n; i++) {
+        objs[i] = object_of(c, store[i]);
+        int rc = sw_tiled_transfer_span_into(objs[i], at[i], dobj, dest_at[i], count[i], 1,
+                                             &waits[i]);
+        if (rc < 0) {
+            first = sw_py_take_exception();
+        } else if (rc == 1) { /* no engine movement after all: this one read here */
+            size_t eb = sw_dtype_slot_bytes(SwDType_ID(c->dtype));
+            unsigned char *out = (unsigned char *)sw_cpu_pointer(dest) + (size_t)dest_at[i] * eb;
+            int done = read_through_engine(objs[i], at[i], count[i], SwDType_ID(c->dtype), out);
+            if (done <= 0 && !PyErr_Occurred())
+                PyErr_SetString(PyExc_RuntimeError, "the tile store's engine read was refused");
+            if (done <= 0)
+                first = sw_py_take_exception();
+        }
+    }
+    for (int64_t i = 0; objs && i < n; i++) {
+        if (!waits[i])
+            continue;
+        if (sw_tiled_route_wait(waits[i]) < 0 && !first)
+            first = sw_py_take_exception();
+        else if (PyErr_Occurred())
+            PyErr_Clear();
+        sw_tiled_route_unmark(objs[i], dobj);
+        Py_DECREF(waits[i]);
+    }
+    PyMem_Free(waits);
+    PyMem_Free(objs);
+    if (first) {
+        sw_py_restore_exception(first);
+        st = hook_failed(c, "read", err);
     }
     LEAVE();
     return st;
@@ -786,6 +853,7 @@ void sw_tiled_core_hooks(sw_tiled_core *c, sw_te_tier_hooks *out)
     out->write = hook_write;
     out->size = hook_size;
     out->discard = hook_discard;
+    out->read_many = hook_read_many;
     out->user = (void *)c->id;
     out->dtype = SwDType_ID(c->dtype);
 }

@@ -228,7 +228,8 @@ static PyObject *run_projection(PyObject *self, PyObject *tensor, PyObject *sele
     int rc = sw_py_carrier_size(dest, &size);
     if (rc == 0 && size < n)
         rc = sw_py_carrier_allocate(dest, n);
-    int known = rc == 0 && Py_TYPE(dest) != &SwCPU_Type; /* reached through the hooks */
+    /* reached through the hooks (a made CPU one: the tiles' batch reads) */
+    int known = rc == 0 && (Py_TYPE(dest) != &SwCPU_Type || made);
     if (known && sw_tiled_core_add_store(te->hooks, dest) < 0) {
         known = 0;
         rc = -1;

@@ -62,6 +62,11 @@ typedef struct binding {
     int gate_reads, in_read, go; /* a read hook waits for `go` */
     sw_te_work *seen_work;       /* sw_te_work_current() in the last store/copy hook */
     int hooks_seen;              /* store/copy hooks that recorded it */
+    /* read_many: plugged in when use_many; many_mode 0 reads, 1 answers
+     * SW_ENOTSUP, 2 fails; the last call's entries are kept */
+    int use_many, many_mode, many_calls;
+    int64_t many_n, many_at[16], many_count[16], many_dest_at[16];
+    sw_carrier *many_store[16];
 } binding;
 
 static void note_work(binding *b)
@@ -335,11 +340,44 @@ static void wait_queued(binding *b, int n)
     pthread_mutex_unlock(&b->mu);
 }
 
+/* The batch read: every entry checked, then served from the table. */
+static sw_status b_read_many(sw_carrier *const *store, const int64_t *at, const int64_t *cnt,
+                             sw_carrier *dest, const int64_t *dest_at, int64_t n, void *user,
+                             sw_error *err)
+{
+    binding *b = user;
+    probe(b, store[0], -1);
+    (void)sw_carrier_is_released(dest); /* the destination's lock is free too */
+    count(b, &b->many_calls);
+    b->many_n = n;
+    for (int64_t i = 0; i < n && i < 16; i++) {
+        b->many_store[i] = store[i];
+        b->many_at[i] = at[i];
+        b->many_count[i] = cnt[i];
+        b->many_dest_at[i] = dest_at[i];
+    }
+    if (b->many_mode == 1)
+        return SW_ENOTSUP;
+    if (b->many_mode == 2)
+        return sw_error_set(err, SW_EIO, "binding: the batch read failed");
+    float *d = sw_cpu_pointer(dest);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t size;
+        float *v = values_of(b, store[i], &size);
+        if (!v || at[i] < 0 || at[i] + cnt[i] > size || dest_at[i] < 0 ||
+            dest_at[i] + cnt[i] > sw_carrier_size(dest))
+            return sw_error_set(err, SW_ERANGE, "binding: batch read out of range");
+        memcpy(d + dest_at[i], v + at[i], (size_t)cnt[i] * sizeof *v);
+    }
+    return SW_OK;
+}
+
 static sw_te_tier_hooks hooks_of(binding *b)
 {
     return (sw_te_tier_hooks){.store = b_store, .copy = b_copy, .read = b_read,
                               .write = b_write, .size = b_size, .discard = b_discard,
-                              .user = b, .dtype = SW_DT_FLOAT32};
+                              .user = b, .dtype = SW_DT_FLOAT32,
+                              .read_many = b->use_many ? b_read_many : NULL};
 }
 
 /* A full binding primary holding value_of(slot) over an empty secondary
@@ -1418,6 +1456,117 @@ static void test_callback_never_runs_in_a_forked_child(void)
     binding_free(&b);
 }
 
+/* Project `sel` (rank 1 or 2); 1 when every slot of the result is the
+ * carrier's value at its logical place. */
+static int projected_right(sw_tiled_evictable *te, const sw_tile_selection *sel, sw_status want,
+                           sw_error *err)
+{
+    sw_tensor *out = NULL;
+    sw_status st = sw_tiled_evictable_project(te, NULL, 0, sel, NULL, &out, err);
+    if (st != want)
+        return 0;
+    if (st != SW_OK)
+        return out == NULL;
+    const sw_tile_geometry *g = sw_tiled_evictable_geometry(te);
+    const float *d = sw_cpu_pointer(sw_tensor_carrier(out));
+    int64_t rows = sel->counts[0] * g->tile[0];
+    int64_t cols = sel->rank == 2 ? sel->counts[1] * g->tile[1] : 1;
+    int bad = 0;
+    for (int64_t j = 0; j < cols; j++)
+        for (int64_t i = 0; i < rows; i++) {
+            int64_t li = sel->coords[0][i / g->tile[0]] * g->tile[0] + i % g->tile[0];
+            int64_t lj = sel->rank == 2 ? sel->coords[1][j / g->tile[1]] * g->tile[1] +
+                                              j % g->tile[1]
+                                        : 0;
+            bad += d[i + rows * j] != value_of(li + g->logical[0] * lj);
+        }
+    sw_tensor_unref(out);
+    return bad == 0;
+}
+
+/* With a read_many hook, a projection hands every selected tile kept in a
+ * bound store whose values are one run there and land as one run in the
+ * destination to that hook in one call (tile order, straight into place),
+ * never to read; SW_ENOTSUP hands them back to read; a failure fails the
+ * projection and changes nothing. */
+static void test_projection_reads_bound_tiles_together(void)
+{
+    binding b;
+    binding_init(&b);
+    b.use_many = 1;
+    const int64_t grid1[1] = {4}, tile1[1] = {4}; /* 16 slots, every tile one span */
+    sw_tiled_evictable *te = make_bound(&b, 1, grid1, tile1, 0);
+    sw_error err;
+    sw_carrier *primary = b.stores[0].h; /* make_bound made it first */
+    int64_t picks[2] = {3, 1}, counts1[1] = {2};
+    const int64_t *axes1[1] = {picks};
+    sw_tile_selection sel = {1, counts1, axes1};
+    /* In place in the full binding primary: spans 12.. and 4.., in tile order. */
+    int reads = b.reads;
+    CHECK(projected_right(te, &sel, SW_OK, &err));
+    CHECK_EQ_I64(b.many_calls, 1);
+    CHECK_EQ_I64(b.many_n, 2);
+    CHECK(b.many_store[0] == primary && b.many_store[1] == primary);
+    CHECK(b.many_at[0] == 4 && b.many_dest_at[0] == 4 && b.many_count[0] == 4);
+    CHECK(b.many_at[1] == 12 && b.many_dest_at[1] == 0 && b.many_count[1] == 4);
+    CHECK_EQ_I64(b.reads - reads, 0);
+    /* Private bound stores after an eviction: from their slot 0. */
+    int64_t ev[2] = {1, 3};
+    CHECK_EQ_I64(sw_tiled_evictable_evict(te, ev, 2, &err), SW_OK);
+    reads = b.reads;
+    CHECK(projected_right(te, &sel, SW_OK, &err));
+    CHECK_EQ_I64(b.many_calls, 2);
+    CHECK_EQ_I64(b.many_n, 2);
+    CHECK(b.many_store[0] != primary && b.many_store[1] != primary);
+    CHECK(b.many_at[0] == 0 && b.many_at[1] == 0);
+    CHECK(b.many_dest_at[0] == 4 && b.many_dest_at[1] == 0);
+    CHECK_EQ_I64(b.reads - reads, 0);
+    CHECK_EQ_I64(b.saw_unpending, 0);
+    CHECK(b.checks > 0);
+    /* SW_ENOTSUP: the core reads them through read, one per tile. */
+    b.many_mode = 1;
+    reads = b.reads;
+    CHECK(projected_right(te, &sel, SW_OK, &err));
+    CHECK_EQ_I64(b.many_calls, 3);
+    CHECK_EQ_I64(b.reads - reads, 2);
+    /* A failing batch fails the projection; residency and values stay. */
+    b.many_mode = 2;
+    snap before, after;
+    take(te, &before);
+    CHECK(projected_right(te, &sel, SW_EIO, &err));
+    CHECK(strstr(err.msg, "batch read failed") != NULL);
+    take(te, &after);
+    CHECK(same(&before, &after));
+    CHECK(values_intact(te));
+    b.many_mode = 0;
+    CHECK_EQ_I64(sw_tiled_evictable_release(te, &err), SW_OK);
+    sw_tiled_evictable_unref(te);
+    binding_free(&b);
+
+    /* Rank 2 (4 x 6, tiles 2 x 3): a tile lands as one run only when axis 0
+     * is taken whole; in the full primary its runs are not one span. */
+    binding_init(&b);
+    b.use_many = 1;
+    te = make_bound(&b, 2, GRID, TILE, 0);
+    int64_t one[1] = {1}, two[2] = {1, 0}, c12[2] = {1, 2}, c21[2] = {2, 1};
+    const int64_t *a12[2] = {one, two}, *a21[2] = {two, one};
+    sw_tile_selection across = {2, c12, a12}, down = {2, c21, a21};
+    CHECK(projected_right(te, &across, SW_OK, &err)); /* strided in the primary */
+    CHECK_EQ_I64(b.many_calls, 0);
+    CHECK_EQ_I64(sw_tiled_evictable_evict(te, ALL, 4, &err), SW_OK);
+    CHECK(projected_right(te, &down, SW_OK, &err)); /* interleaved in the destination */
+    CHECK_EQ_I64(b.many_calls, 0);
+    CHECK(projected_right(te, &across, SW_OK, &err));
+    CHECK_EQ_I64(b.many_calls, 1);
+    CHECK_EQ_I64(b.many_n, 2); /* tiles (1,0) then (1,1): places 6 and 0 */
+    CHECK(b.many_dest_at[0] == 6 && b.many_dest_at[1] == 0);
+    CHECK(b.many_count[0] == 6 && b.many_count[1] == 6);
+    CHECK(values_intact(te));
+    CHECK_EQ_I64(sw_tiled_evictable_release(te, &err), SW_OK);
+    sw_tiled_evictable_unref(te);
+    binding_free(&b);
+}
+
 int main(void)
 {
     test_construction_needs_the_hooks();
@@ -1432,6 +1581,7 @@ int main(void)
     test_start_issues_on_the_caller();
     test_role_bound_tiers_go_through_the_hooks();
     test_projection_into_a_binding_destination();
+    test_projection_reads_bound_tiles_together();
     test_tier_token_opens_owner_access();
     test_callback_never_runs_in_a_forked_child();
     return check_report("tiled_evictable_binding");

@@ -399,16 +399,17 @@ def record_reads(monkeypatch):
     return reads
 
 
-def test_projected_tiles_are_read_by_the_engine_one_whole_chunk_each(tmp_path, monkeypatch):
-    # 16-tile speed goal: each selected tile's chunk is read by the engine
-    # whole, once (never slot by slot), then gathered into the projection.
+def test_projected_tiles_are_read_by_the_engine_straight_into_their_place(tmp_path, monkeypatch):
+    # 16-tile speed goal: no private tile per selected tile and no gather
+    # copy; each tile's chunk is read into its run of the projection.
     te, n = full_store_tiles(tmp_path, (4, 8), (4, 2))   # tile = 8 contiguous slots
     reads = record_reads(monkeypatch)
     proj = te.project(sw.Tensor(te, 0, L((4, 8), (1, 4))),
                       sw.TileSelection([[0], [3, 1, 2]])).wait()
     expect = np.concatenate([np.arange(k * 8, (k + 1) * 8) for k in (3, 1, 2)])
     assert np.array_equal(np.from_dlpack(proj).ravel(order="F"), expect.astype(np.float32))
-    assert [(o, c) for d, o, c in reads] == [(0, 8)] * 3  # one whole chunk per tile
+    assert [(d is proj.carrier, o, c) for d, o, c in reads] == \
+        [(True, 8, 8), (True, 16, 8), (True, 0, 8)]       # in tile order, into place
     assert len(te.secondary_tiles.coordinates) == 4       # residency unchanged
 
 
@@ -420,7 +421,7 @@ def test_tiles_on_the_primary_are_gathered_and_those_in_the_store_read_into_plac
     proj = te.project(sw.Tensor(te, 0, L(64, 1)), sw.TileSelection([[6, 1, 4]])).wait()
     expect = np.concatenate([np.arange(k * 8, (k + 1) * 8) for k in (6, 1, 4)])
     assert np.array_equal(np.from_dlpack(proj), expect.astype(np.float32))
-    assert [(o, c) for d, o, c in reads] == [(0, 8)] * 2  # only the tiles in the store
+    assert [(d is proj.carrier, o, c) for d, o, c in reads] == [(True, 16, 8), (True, 0, 8)]
 
 
 def test_tiles_that_do_not_land_as_one_run_are_staged_whole(tmp_path, monkeypatch):
@@ -480,8 +481,8 @@ def test_chunks_never_written_read_as_zero_and_written_zeros_are_stored(tmp_path
 
 def test_a_chunk_deleted_among_16_projected_tiles_fails_the_projection_and_keeps_residency(
         tmp_path, monkeypatch):
-    # The chunk reads are whole chunks, one per tile; one of them finding its
-    # chunk gone fails the whole projection.
+    # The 16 chunk reads start together, each into its place in the projection;
+    # one of them finding its chunk gone fails the whole projection.
     grid, tile = 32, 64
     te, n = full_store_tiles(tmp_path, (grid * tile,), (tile,))
     picks = list(range(1, grid, 2))                        # 16 tiles
@@ -490,8 +491,8 @@ def test_a_chunk_deleted_among_16_projected_tiles_fails_the_projection_and_keeps
     full = sw.Tensor(te, 0, L(n, 1))
     with pytest.raises(OSError, match=f"TensorStore file://{tmp_path}/a/: .*missing"):
         te.project(full, sw.TileSelection([picks])).wait()
-    assert 10 <= len(reads) <= 16 and all((o, c) == (0, tile) for d, o, c in reads)
-    assert all(d.is_released() for d, o, c in reads)
+    assert [(o, c) for d, o, c in reads] == [(i * tile, tile) for i in range(16)]
+    assert len({id(d) for d, o, c in reads}) == 1 and reads[0][0].is_released()
     assert len(te.secondary_tiles.coordinates) == grid and te.primary_tiles == sw.TileSet()
     rest = [k for k in picks if k != picks[9]]
     proj = te.project(full, sw.TileSelection([rest])).wait()
