@@ -331,37 +331,53 @@ static int core_io(PyObject *obj)
     return ops && ops->core_io;
 }
 
+/* `count` slots from slot `src_at` of `src` into slot `dst_at` of `dst`
+ * through the pair's span movement, waited for (`private_dst`: see
+ * sw_tiled_transfer_span_into): 0 done, 1 no such movement, -1. */
+static int span_waited(PyObject *src, int64_t src_at, PyObject *dst, int64_t dst_at,
+                       int64_t count, int private_dst)
+{
+    PyObject *completion = NULL;
+    int rc = sw_tiled_transfer_span_into(src, src_at, dst, dst_at, count, private_dst,
+                                         &completion);
+    if (rc == 0 && completion) {
+        rc = sw_tiled_route_wait(completion);
+        sw_tiled_route_unmark(src, dst);
+        Py_DECREF(completion);
+    }
+    return rc;
+}
+
+/* A store written in Python (neither built in nor definition-backed): the
+ * kind whose movement may drive an engine's own I/O. */
+static int python_store(PyObject *obj)
+{
+    return (Py_TYPE(obj)->tp_flags & Py_TPFLAGS_HEAPTYPE) && !SW_DEFINED(obj);
+}
+
+static void drop_scratch(PyObject *tmp)
+{
+    if (!sw_py_state_released(tmp) && sw_py_carrier_release(tmp) < 0)
+        PyErr_Clear();
+    Py_DECREF(tmp);
+}
+
 /* `count` slots from `at` of a store written in Python whose pair with CPU
  * drives an engine's own I/O (TensorStore: whole chunks) through that
  * movement into a scratch CPU carrier: 1 done, 0 not such a store, -1. */
 static int read_through_engine(PyObject *obj, int64_t at, int64_t count, sw_dtype dtype,
                                void *out)
 {
-    if (!(Py_TYPE(obj)->tp_flags & Py_TPFLAGS_HEAPTYPE) || SW_DEFINED(obj))
+    if (!python_store(obj))
         return 0;
     PyObject *tmp = sw_py_cpu_new(dtype, count, 1, 0);
     if (!tmp)
         return -1;
-    int rc = 0;
-    if (sw_tiled_engine_pair(obj, tmp)) {
-        PyObject *completion = NULL;
-        rc = sw_tiled_transfer_span_into(obj, at, tmp, 0, count, 1, &completion);
-        if (rc == 0 && completion) {
-            rc = sw_tiled_route_wait(completion);
-            sw_tiled_route_unmark(obj, tmp);
-            Py_DECREF(completion);
-        }
-        if (rc == 0) {
-            memcpy(out, sw_tiled_host_base(tmp), (size_t)count * sw_dtype_slot_bytes(dtype));
-            rc = 1;
-        } else if (rc == 1) {
-            rc = 0;
-        }
-    }
-    if (!sw_py_state_released(tmp) && sw_py_carrier_release(tmp) < 0)
-        PyErr_Clear();
-    Py_DECREF(tmp);
-    return rc;
+    int rc = sw_tiled_engine_pair(obj, tmp) ? span_waited(obj, at, tmp, 0, count, 1) : 1;
+    if (rc == 0)
+        memcpy(out, sw_tiled_host_base(tmp), (size_t)count * sw_dtype_slot_bytes(dtype));
+    drop_scratch(tmp);
+    return rc == 0 ? 1 : rc == 1 ? 0 : -1;
 }
 
 /* `count` slots into slot `at` of a store written in Python (not a tier
@@ -371,27 +387,15 @@ static int read_through_engine(PyObject *obj, int64_t at, int64_t count, sw_dtyp
 static int write_through_engine(PyObject *obj, int64_t at, int64_t count, sw_dtype dtype,
                                 const void *in)
 {
-    if (!(Py_TYPE(obj)->tp_flags & Py_TPFLAGS_HEAPTYPE) || SW_DEFINED(obj))
+    if (!python_store(obj))
         return 0;
     PyObject *tmp = sw_py_cpu_new(dtype, count, 1, 0);
     if (!tmp)
         return -1;
     memcpy((void *)sw_tiled_host_base(tmp), in, (size_t)count * sw_dtype_slot_bytes(dtype));
-    int rc = 0;
-    if (sw_tiled_transfer_applies(tmp, obj)) {
-        PyObject *completion = NULL;
-        rc = sw_tiled_transfer_span_into(tmp, 0, obj, at, count, 0, &completion);
-        if (rc == 0 && completion) {
-            rc = sw_tiled_route_wait(completion);
-            sw_tiled_route_unmark(tmp, obj);
-            Py_DECREF(completion);
-        }
-        rc = rc == 0 ? 1 : rc == 1 ? 0 : -1;
-    }
-    if (!sw_py_state_released(tmp) && sw_py_carrier_release(tmp) < 0)
-        PyErr_Clear();
-    Py_DECREF(tmp);
-    return rc;
+    int rc = sw_tiled_transfer_applies(tmp, obj) ? span_waited(tmp, 0, obj, at, count, 0) : 1;
+    drop_scratch(tmp);
+    return rc == 0 ? 1 : rc == 1 ? 0 : -1;
 }
 
 static sw_status hook_read(sw_carrier *store, int64_t at, int64_t count, void *out, void *user,
@@ -445,8 +449,7 @@ static sw_status hook_read_many(sw_carrier *const *store, const int64_t *at, con
     sw_status st = dobj && Py_TYPE(dobj) == &SwCPU_Type ? SW_OK : SW_ENOTSUP;
     for (int64_t i = 0; st == SW_OK && i < n; i++) {
         PyObject *obj = object_of(c, store[i]);
-        if (!obj || !(Py_TYPE(obj)->tp_flags & Py_TPFLAGS_HEAPTYPE) || SW_DEFINED(obj) ||
-            !sw_tiled_engine_pair(obj, dobj))
+        if (!obj || !python_store(obj) || !sw_tiled_engine_pair(obj, dobj))
             st = SW_ENOTSUP;
     }
     PyObject **waits = st == SW_OK ? PyMem_Calloc((size_t)n, sizeof *waits) : NULL;
