@@ -8,7 +8,10 @@
  * host buffers by whole runs (or straight into place), tiles in a
  * binding's store that land as one run go to its read_many hook together,
  * and the gather (tiles.h) copies host runs into the destination; under the lock again the pins drop. The gather
- * reads tiles where they are, so residency never changes. */
+ * reads tiles where they are, so residency never changes. A policy's
+ * promotion runs after the gather, its copies issued by the gathering
+ * thread (sw_te_project_issue) and awaited (sw_te_project_await) there or,
+ * for project_start, on the pool once a binding's copy is still to report. */
 #include "tiled_evictable_internal.h"
 
 #include <errno.h>

@@ -3,15 +3,19 @@
  * Tensor, and its gather node.
  *
  * The binding checks the arguments with its own messages, makes the
- * destination (the primary's allocate_like when none is given) and hands
- * the rest to the core's projection (sw_tiled_evictable_project, the GIL
- * released): it pins the selected tiles and the tiles the residency
- * policy's plan() names (a hook, py_tiled_core.c), gathers into the
- * destination (host memory directly, a destination written in Python
- * through the write hook), runs the plan's promotions (all or nothing),
- * drops the pins and evicts the plan's evict tiles. The gather reads tiles
- * where they are, so a failure anywhere leaves residency unchanged. The
- * binding then builds the result Tensor and its autograd node. */
+ * destination (the primary's allocate_like when none is given) and the
+ * gather node, and hands the rest to the core's projection
+ * (sw_tiled_evictable_project_start, the GIL released): it asks the
+ * residency policy's plan() (a hook, py_tiled_core.c), refuses pending and
+ * invalid tiles, pins the selected tiles and the plan's, gathers into the
+ * destination on this thread (host memory directly, a destination written
+ * in Python through the write hook) and issues the plan's promotions here.
+ * A promotion copy a provider finishes later (a ProviderCompletion) does
+ * not hold up project() (TE-8, TE-10): the core commits the promotion (all
+ * or nothing), drops the pins and evicts the plan's evict tiles when it
+ * reports, and its commit callback completes the AwaitProjection with the
+ * result Tensor and its node. The gather reads tiles where they are, so a
+ * failure anywhere leaves residency unchanged. */
 #include "sw_tiled.h"
 #include "sw_tiled_core.h"
 #include "sw_move.h"
