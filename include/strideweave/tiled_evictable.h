@@ -362,9 +362,10 @@ SW_API void sw_tiled_evictable_drain(void);
  * a handle that had no callback yet gets one run at once.
  *
  * sw_te_work_current: while a pool thread stages or gathers a piece of
- * asynchronous work, or a _start call (below) issues its copies on its
- * caller (the hooks they call included), that work (borrowed); NULL
- * elsewhere, e.g. inside a blocking call's hooks. A binding uses it to keep
+ * asynchronous work, a _start call (below) issues its copies (and a
+ * projection's gather) on its caller, or a projection's commit evicts the
+ * policy's evict tiles (the hooks they call included), that work
+ * (borrowed); NULL elsewhere, e.g. inside a blocking call's hooks. A binding uses it to keep
  * what a hook raised for the handle that reports the failure. */
 typedef void (*sw_te_work_fn)(sw_te_work *w, void *user);
 SW_API sw_status sw_te_work_on_done(sw_te_work *w, sw_te_work_fn fn, void *user, sw_error *err);
@@ -387,6 +388,30 @@ SW_API sw_status sw_tiled_evictable_promote_start(sw_tiled_evictable *te, const 
                                                   int64_t n, sw_te_work **out, sw_error *err);
 SW_API sw_status sw_tiled_evictable_evict_start(sw_tiled_evictable *te, const int64_t *coords,
                                                 int64_t n, sw_te_work **out, sw_error *err);
+
+/* A projection for a binding whose policy's promotions copy through its
+ * hooks (which may report later): sw_tiled_evictable_project_async's checks
+ * in the same order (the policy's plan included; a refusal returns
+ * directly, nothing changed, no handle), then on the calling thread the
+ * gather into the destination (the read, read_many and write hooks run
+ * here) and the issue of the plan's promotion (fresh stores and copies, as
+ * promote_start). When no copy is still to report, the promotion commits
+ * (or drops), the pins drop, the plan's evict tiles are evicted and the
+ * projection commits on the calling thread: the handle is done on return.
+ * Else the call returns at once with the tiles still pinned and the
+ * destination claimed; the pool waits for the reports, commits the
+ * promotion (all or none), and the completion thread finishes the
+ * projection (pins, evictions, the result). A failure after the checks
+ * (the gather, a store or copy failing or reporting failure) is the
+ * handle's: residency unchanged, a destination the core made released, a
+ * given one live and claimed no more. Only when the pool cannot take the
+ * wait does the call itself fail, after the outstanding copies reported,
+ * nothing changed, no handle. */
+SW_API sw_status sw_tiled_evictable_project_start(sw_tiled_evictable *te,
+                                                  const sw_layout *layout, int64_t offset,
+                                                  const sw_tile_selection *selection,
+                                                  sw_carrier *destination, sw_te_work **out,
+                                                  sw_error *err);
 
 /* Binding tiers. A language binding whose tiers keep their slots in the
  * binding (STATE_ONLY classes, carrier.h), or whose tile copies run routes

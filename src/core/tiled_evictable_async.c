@@ -206,6 +206,8 @@ static void run_work(sw_engine_job *job)
         sw_te_request_await(w->req);
     else if (w->req)
         sw_te_request_stage(w->te, w->req);
+    else if (w->issued)
+        sw_te_project_await(w->te, w->pj, SW_OK, NULL);
     else
         sw_te_project_gather(w->te, w->pj);
     current_work = NULL;
@@ -264,7 +266,10 @@ static void finish_work(sw_te_work *w)
         te_projection *pj = w->pj;
         w->pj = NULL;
         sw_tensor *out = NULL;
+        sw_te_work *outer = current_work; /* the policy's evictions: their hooks ask */
+        current_work = w;
         w->status = sw_te_project_finish(w->te, pj, &w->track, 0, &out, &w->err);
+        current_work = outer;
         w->result = out;
     }
     w->committed = 1;
@@ -383,7 +388,7 @@ static sw_status submit_issued(sw_te_work *w, sw_te_work **out, sw_error *err)
      * depends on when the hooks report, and a test needs it to hit. */
     if (sw_fault_hit("tile_submit"))
         st = sw_error_set(err, SW_EIO, "TiledEvictable: injected fault: submission failed");
-    else if (sw_te_request_outstanding(w->req)) {
+    else if (w->req ? sw_te_request_outstanding(w->req) : sw_te_project_outstanding(w->pj)) {
         st = sw_engine_submit(&w->ej, "TiledEvictable", err);
         if (st == SW_OK) {
             *out = w;
@@ -393,11 +398,15 @@ static sw_status submit_issued(sw_te_work *w, sw_te_work **out, sw_error *err)
     /* The hooks' copies report before anything is committed or dropped;
      * the engine never counted this work, so its commit here uncounts
      * nothing. */
-    sw_te_request_await(w->req);
-    if (st != SW_OK) {
-        w->req->status = st;
-        if (err)
-            w->req->err = *err;
+    if (!w->req) {
+        sw_te_project_await(w->te, w->pj, st, err);
+    } else {
+        sw_te_request_await(w->req);
+        if (st != SW_OK) {
+            w->req->status = st;
+            if (err)
+                w->req->err = *err;
+        }
     }
     finish_work(w);
     if (st != SW_OK) {
@@ -472,4 +481,34 @@ sw_status sw_tiled_evictable_project_async(sw_tiled_evictable *te, const sw_layo
         return st;
     }
     return submit(w, out, err);
+}
+
+sw_status sw_tiled_evictable_project_start(sw_tiled_evictable *te, const sw_layout *layout,
+                                           int64_t offset, const sw_tile_selection *selection,
+                                           sw_carrier *destination, sw_te_work **out,
+                                           sw_error *err)
+{
+    if (!te || !selection || !out)
+        return sw_error_set(err, SW_ETYPE, "TiledEvictable: the carrier, the selection and out "
+                            "must not be NULL");
+    sw_te_work *w = NULL;
+    sw_status st = sw_engine_ready("TiledEvictable", err);
+    if (st == SW_OK)
+        st = work_new(te, &w, err);
+    if (st != SW_OK)
+        return st;
+    sw_te_track_enter(&w->track, te);
+    w->track.work = w;
+    st = sw_te_project_begin(te, layout, offset, selection, destination, &w->track, &w->pj, err);
+    if (st != SW_OK) {
+        sw_te_track_leave(&w->track);
+        sw_te_work_unref(w);
+        return st;
+    }
+    w->issued = 1;
+    sw_te_work *outer = current_work; /* a hook of other work may call this */
+    current_work = w;
+    sw_te_project_issue(te, w->pj);
+    current_work = outer;
+    return submit_issued(w, out, err);
 }

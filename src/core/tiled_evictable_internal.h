@@ -164,6 +164,15 @@ sw_status sw_te_project_begin(sw_tiled_evictable *te, const sw_layout *layout, i
                               const sw_tile_selection *selection, sw_carrier *destination,
                               te_track *track, te_projection **out, sw_error *err);
 void sw_te_project_gather(sw_tiled_evictable *te, te_projection *pj);
+/* The two halves of the gather: the values and the issue of the policy's
+ * promotion (its copies; the hooks run on this thread), then the wait for
+ * every copy a hook took and the promotion's commit (or, with `fail` other
+ * than SW_OK, its drop: the projection fails with `fail` / `why`).
+ * outstanding: whether a hook's copy of the promotion has not reported. */
+void sw_te_project_issue(sw_tiled_evictable *te, te_projection *pj);
+int sw_te_project_outstanding(te_projection *pj);
+void sw_te_project_await(sw_tiled_evictable *te, te_projection *pj, sw_status fail,
+                         const sw_error *why);
 /* Mark a projection failed before its gather ran (it was never submitted). */
 void sw_te_project_fail(te_projection *pj, sw_status st);
 sw_status sw_te_project_finish(sw_tiled_evictable *te, te_projection *pj, te_track *track,

@@ -8,7 +8,10 @@
  * host buffers by whole runs (or straight into place), tiles in a
  * binding's store that land as one run go to its read_many hook together,
  * and the gather (tiles.h) copies host runs into the destination; under the lock again the pins drop. The gather
- * reads tiles where they are, so residency never changes. */
+ * reads tiles where they are, so residency never changes. A policy's
+ * promotion runs after the gather, its copies issued by the gathering
+ * thread (sw_te_project_issue) and awaited (sw_te_project_await) there or,
+ * for project_start, on the pool once a binding's copy is still to report. */
 #include "tiled_evictable_internal.h"
 
 #include <errno.h>
@@ -593,7 +596,7 @@ sw_status sw_te_project_begin(sw_tiled_evictable *te, const sw_layout *layout, i
     return SW_OK;
 }
 
-void sw_te_project_gather(sw_tiled_evictable *te, te_projection *pj)
+void sw_te_project_issue(sw_tiled_evictable *te, te_projection *pj)
 {
     sw_error_clear(&pj->err);
     unsigned char *bounce = NULL;
@@ -618,17 +621,50 @@ void sw_te_project_gather(sw_tiled_evictable *te, te_projection *pj)
     if (pj->status != SW_OK || n == 0)
         return;
     /* The policy's promotion, all or none, on tiles this projection pinned
-     * (nobody else can request them meanwhile). */
+     * (nobody else can request them meanwhile): its copies are issued here;
+     * sw_te_project_await waits for them and commits or drops it. */
     te_request *q = NULL;
     pj->status = sw_te_request_begin(te, pj->plan.idx[SW_TE_PLAN_PROMOTE], n, 0,
                                      "promote tiles of", 1, &pj->promote, &q, &pj->err);
-    if (pj->status != SW_OK)
-        return;
-    sw_te_request_stage(te, q);
-    pj->status = q->status;
-    if (q->status != SW_OK)
-        pj->err = q->err;
-    sw_te_request_finish(te, q, &pj->promote, 0);
+    if (pj->status == SW_OK)
+        sw_te_request_issue(te, q);
+}
+
+int sw_te_project_outstanding(te_projection *pj)
+{
+    return pj->promote.request && sw_te_request_outstanding(pj->promote.request);
+}
+
+void sw_te_project_await(sw_tiled_evictable *te, te_projection *pj, sw_status fail,
+                         const sw_error *why)
+{
+    te_request *q = pj->promote.request;
+    if (q) {
+        sw_te_request_await(q);
+        if (fail != SW_OK && q->status == SW_OK) {
+            q->status = fail; /* dropped, never committed */
+            if (why)
+                q->err = *why;
+            else
+                sw_error_clear(&q->err);
+        }
+        pj->status = q->status;
+        if (q->status != SW_OK)
+            pj->err = q->err;
+        sw_te_request_finish(te, q, &pj->promote, 0);
+    } else if (fail != SW_OK && pj->status == SW_OK) {
+        pj->status = fail;
+        if (why)
+            pj->err = *why;
+        else
+            sw_error_clear(&pj->err);
+    }
+}
+
+void sw_te_project_gather(sw_tiled_evictable *te, te_projection *pj)
+{
+    sw_te_project_issue(te, pj);
+    sw_te_project_await(te, pj, SW_OK, NULL);
 }
 
 void sw_te_project_fail(te_projection *pj, sw_status st)

@@ -1130,7 +1130,9 @@ static PyMethodDef te_methods[] = {
      "Start copying the tiles `selection` picks out of `tensor` (a full Tensor\n"
      "over this carrier) into a dense Tensor on `destination` (a carrier of the\n"
      "primary's class; a new one when None). Returns an AwaitProjection whose\n"
-     "wait() gives that Tensor. The source never changes. Raises TypeError for a\n"
+     "wait() gives that Tensor; copies the residency policy's promotion leaves to a\n"
+     "storage provider finish in the background (the handle is done after them).\n"
+     "The source never changes. Raises TypeError for a\n"
      "wrong argument type, ValueError for a tensor that does not cover the tiles\n"
      "or a selection outside the grid, RuntimeError for released or busy tiles."},
     {"release", te_release, METH_NOARGS,

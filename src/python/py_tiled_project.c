@@ -3,18 +3,23 @@
  * Tensor, and its gather node.
  *
  * The binding checks the arguments with its own messages, makes the
- * destination (the primary's allocate_like when none is given) and hands
- * the rest to the core's projection (sw_tiled_evictable_project, the GIL
- * released): it pins the selected tiles and the tiles the residency
- * policy's plan() names (a hook, py_tiled_core.c), gathers into the
- * destination (host memory directly, a destination written in Python
- * through the write hook), runs the plan's promotions (all or nothing),
- * drops the pins and evicts the plan's evict tiles. The gather reads tiles
- * where they are, so a failure anywhere leaves residency unchanged. The
- * binding then builds the result Tensor and its autograd node. */
+ * destination (the primary's allocate_like when none is given) and the
+ * gather node, and hands the rest to the core's projection
+ * (sw_tiled_evictable_project_start, the GIL released): it asks the
+ * residency policy's plan() (a hook, py_tiled_core.c), refuses pending and
+ * invalid tiles, pins the selected tiles and the plan's, gathers into the
+ * destination on this thread (host memory directly, a destination written
+ * in Python through the write hook) and issues the plan's promotions here.
+ * A promotion copy a provider finishes later (a ProviderCompletion) does
+ * not hold up project() (TE-8, TE-10): the core commits the promotion (all
+ * or nothing), drops the pins and evicts the plan's evict tiles when it
+ * reports, and its commit callback completes the AwaitProjection with the
+ * result Tensor and its node. The gather reads tiles where they are, so a
+ * failure anywhere leaves residency unchanged. */
 #include "sw_tiled.h"
 #include "sw_tiled_core.h"
 #include "sw_move.h"
+#include "sw_fork_guard.h"
 
 #include <string.h>
 
@@ -120,38 +125,12 @@ static int check_destination(PyObject *self, PyObject *d, int64_t n)
 
 /* ---- the work ------------------------------------------------------------------------ */
 
-/* Busy and invalid selected tiles refuse the projection before anything
- * happens (the core checks again, and checks the plan's tiles). */
-static int check_selected(PyObject *self, PyObject *selection)
-{
-    SwTiledEvictableObject *te = TILED(self);
-    SwTileSetObject *req = (SwTileSetObject *)sw_tile_selection_tile_set(selection);
-    if (!req)
-        return -1;
-    int rc = 0;
-    for (int64_t i = 0; rc == 0 && i < req->n; i++) {
-        sw_te_tile_state st;
-        sw_error err;
-        if (sw_tiled_evictable_tile_state(te->te, req->coords + i * req->rank, &st, &err) !=
-            SW_OK)
-            rc = sw_py_raise(&err);
-        else if (st.pending) {
-            PyErr_SetString(PyExc_RuntimeError, "a tile this projection needs is pending in a "
-                                                "residency request; wait() for it first");
-            rc = -1;
-        } else if (st.location == SW_TE_INVALID) {
-            PyErr_SetString(PyExc_RuntimeError,
-                            "a tile this projection needs is invalid (it holds no values)");
-            rc = -1;
-        }
-    }
-    Py_DECREF(req);
-    return rc;
-}
-
-/* The core's refusal of the plan's tiles, in the words of the selection's.
- * *refused: a refusal before any work (a check, the policy's plan), which
- * project() raises itself; else the work failed (the handle's error). */
+/* Raise the error of a projection the core did not start: what a hook
+ * raised (the policy's plan() first of all), a pending or invalid tile (a
+ * selected one, or one the plan names: the core checks them after plan(),
+ * TE-10's order, under the lock that pins them) in the binding's words,
+ * else the core's error. *refused: a refusal (a check, the policy's plan),
+ * which project() raises itself; else the handle's error. */
 static int raise_project_error(SwTiledEvictableObject *te, const sw_error *err, int *refused)
 {
     PyObject *kept = sw_tiled_core_take_error(te->hooks, NULL);
@@ -162,7 +141,8 @@ static int raise_project_error(SwTiledEvictableObject *te, const sw_error *err, 
         sw_py_restore_exception(kept);
         return -1;
     }
-    if (err->code == SW_ESTATE && strstr(err->msg, "residency policy wants")) {
+    if (err->code == SW_ESTATE && (strstr(err->msg, "residency policy wants") ||
+                                   strstr(err->msg, "this projection needs"))) {
         PyObject *stale = sw_tiled_core_take_error(te->hooks, NULL);
         Py_XDECREF(stale);
         PyErr_SetString(PyExc_RuntimeError,
@@ -211,63 +191,193 @@ static PyObject *compact_tensor(PyObject *dest, int32_t rank, const int64_t *sha
     return r;
 }
 
-static int record_node(PyObject *tensor, PyObject *selection, PyObject *result);
+static PyObject *gather_node(PyObject *tensor, PyObject *selection, int *none);
 
-/* The work after the checks: the destination, the core's projection, the
- * result Tensor and its node. */
-static PyObject *run_projection(PyObject *self, PyObject *tensor, PyObject *selection,
-                                const sw_tile_selection *sel, PyObject *destination, int64_t n,
-                                const int64_t *shape, int *refused)
+/* One projection's Python side, from project() to the core's commit
+ * callback (or, in a forked child, to the after-fork pass). GIL-protected
+ * list. */
+typedef struct projection {
+    PyObject *self, *handle, *dest;
+    PyObject *node; /* the gather node to attach, or NULL */
+    int made;       /* the destination is the primary's allocate_like's */
+    int held;       /* counted in flight for the exit hook */
+    int32_t rank;
+    int64_t shape[SW_TILES_MAX_RANK];
+    sw_te_work *work;
+    struct projection *prev, *next;
+} projection;
+
+static projection *live_head;
+
+static void projection_unlink(projection *p)
+{
+    if (p->prev)
+        p->prev->next = p->next;
+    else if (live_head == p)
+        live_head = p->next;
+    if (p->next)
+        p->next->prev = p->prev;
+    p->prev = p->next = NULL;
+}
+
+static void projection_free(projection *p)
+{
+    projection_unlink(p);
+    if (p->work)
+        sw_te_work_unref(p->work);
+    Py_XDECREF(p->node);
+    Py_XDECREF(p->dest);
+    Py_XDECREF(p->handle);
+    Py_XDECREF(p->self);
+    int held = p->held;
+    PyMem_Free(p);
+    if (held)
+        sw_py_move_drop_inflight();
+}
+
+/* A destination made for a projection that failed goes (its exception kept). */
+static void drop_made(PyObject *dest)
+{
+    PyObject *exc = sw_py_take_exception();
+    if (!sw_py_state_released(dest) && sw_py_carrier_release(dest) < 0)
+        PyErr_Clear();
+    sw_py_restore_exception(exc);
+}
+
+/* The outcome onto the handle (GIL held): the result Tensor over the
+ * destination and its node, or the error; the projection is over. */
+static void projection_end(projection *p, sw_status st, const sw_error *err)
+{
+    SwTiledEvictableObject *te = TILED(p->self);
+    PyObject *result = NULL, *exc = NULL;
+    if (st == SW_OK) {
+        PyObject *stale = te->hooks ? sw_tiled_core_take_error(te->hooks, p->work) : NULL;
+        Py_XDECREF(stale);
+        result = compact_tensor(p->dest, p->rank, p->shape);
+        if (result && p->node && sw_py_operation_attach(p->node, result) < 0)
+            Py_CLEAR(result);
+        if (!result)
+            exc = sw_py_take_exception();
+    } else {
+        exc = te->hooks ? sw_tiled_core_take_error(te->hooks, p->work) : NULL;
+        if (!exc && strstr(err->msg, "forked"))
+            exc = sw_py_move_forked_error("projection");
+        if (!exc) {
+            sw_py_raise(err);
+            exc = sw_py_take_exception();
+        }
+    }
+    if (!result && p->made)
+        drop_made(p->dest);
+    sw_py_await_complete(p->handle, result, exc);
+    Py_XDECREF(result);
+    Py_XDECREF(exc);
+    projection_free(p);
+}
+
+/* A projection that never started (an exception set): a made destination
+ * goes, nothing else changed. -1. */
+static int projection_abandon(projection *p)
+{
+    if (p->made)
+        drop_made(p->dest);
+    projection_free(p);
+    return -1;
+}
+
+/* The core's commit callback (any thread, no core lock held). */
+static void projection_done(sw_te_work *w, void *user)
+{
+    projection *p = user;
+    PyGILState_STATE g = PyGILState_Ensure();
+    sw_error err;
+    sw_error_clear(&err);
+    sw_status st = sw_te_work_wait(w, NULL, &err);
+    projection_end(p, st, &err);
+    if (PyErr_Occurred())
+        PyErr_WriteUnraisable(NULL);
+    PyGILState_Release(g);
+}
+
+/* The work after the checks: the destination and the gather node, then the
+ * core's projection, started on this thread with the GIL released (the
+ * gather and the policy's promotion are issued here; a promotion copy a
+ * provider finishes later leaves the handle open, and the core's commit
+ * callback completes it). -1 with an exception: *refused when project()
+ * raises it itself, else it is the handle's. */
+static int start_projection(PyObject *self, PyObject *tensor, PyObject *selection,
+                            const sw_tile_selection *sel, PyObject *destination, int64_t n,
+                            const int64_t *shape, PyObject *handle, int *refused)
 {
     SwTiledEvictableObject *te = TILED(self);
     int made = destination == Py_None;
     PyObject *dest = made ? default_destination(te, n) : Py_NewRef(destination);
     if (!dest)
-        return NULL;
+        return -1;
     int64_t size = 0;
     int rc = sw_py_carrier_size(dest, &size);
     if (rc == 0 && size < n)
         rc = sw_py_carrier_allocate(dest, n);
+    int none = 0;
+    PyObject *node = rc == 0 ? gather_node(tensor, selection, &none) : NULL;
+    projection *p = node || none ? PyMem_Calloc(1, sizeof *p) : NULL;
+    if (!p) {
+        if (node || none)
+            PyErr_NoMemory();
+        Py_XDECREF(node);
+        if (made)
+            drop_made(dest);
+        Py_DECREF(dest);
+        return -1;
+    }
+    p->self = Py_NewRef(self);
+    p->handle = Py_NewRef(handle);
+    p->dest = dest;
+    p->node = node;
+    p->made = made;
+    p->rank = te->geo.rank;
+    memcpy(p->shape, shape, (size_t)p->rank * sizeof *shape);
     /* reached through the hooks (a made CPU one: the tiles' batch reads) */
-    int known = rc == 0 && (Py_TYPE(dest) != &SwCPU_Type || made);
-    if (known && sw_tiled_core_add_store(te->hooks, dest) < 0) {
-        known = 0;
-        rc = -1;
-    }
-    PyObject *result = NULL;
-    if (rc == 0) {
-        SwTensorObject *t = TENSOR(tensor);
-        const sw_layout *L = SwLayout_CORE(t->subs[0].layout);
-        int64_t offset = t->subs[0].offset;
-        sw_tiled_evictable *core = te->te;
-        sw_carrier *d = CARRIER(dest)->core;
-        sw_tensor *out = NULL;
-        sw_error err;
-        sw_status st;
-        PyObject *stale = sw_tiled_core_take_error(te->hooks, NULL);
-        Py_XDECREF(stale);
-        te->hooks->plan_failed = 0;
-        SW_TILED_NOGIL(st = sw_tiled_evictable_project(core, L, offset, sel, d, &out, &err));
-        if (out)
-            sw_tensor_unref(out);
-        if (st != SW_OK)
-            rc = raise_project_error(te, &err, refused);
-        te->hooks->plan_failed = 0;
-    }
+    int known = Py_TYPE(dest) != &SwCPU_Type || made;
+    if (known && sw_tiled_core_add_store(te->hooks, dest) < 0)
+        return projection_abandon(p);
+    /* Work that outlives this call keeps exit waiting until it committed. */
+    p->held = sw_py_move_hold_inflight() == 0;
+    if (!p->held)
+        PyErr_Clear();
+    SwTensorObject *t = TENSOR(tensor);
+    const sw_layout *L = SwLayout_CORE(t->subs[0].layout);
+    int64_t offset = t->subs[0].offset;
+    sw_tiled_evictable *core = te->te;
+    sw_carrier *d = CARRIER(dest)->core;
+    sw_te_work *w = NULL;
+    sw_error err;
+    sw_status st;
+    PyObject *stale = sw_tiled_core_take_error(te->hooks, NULL);
+    Py_XDECREF(stale);
+    te->hooks->plan_failed = 0;
+    SW_TILED_NOGIL(st = sw_tiled_evictable_project_start(core, L, offset, sel, d, &w, &err));
+    /* The gather is over: no hook reaches the destination any more. */
     if (known)
         sw_tiled_core_forget_store(te->hooks, dest);
-    if (rc == 0)
-        result = compact_tensor(dest, te->geo.rank, shape);
-    if (result && record_node(tensor, selection, result) < 0)
-        Py_CLEAR(result);
-    if (!result && made) {
-        PyObject *exc = sw_py_take_exception();
-        if (!sw_py_state_released(dest) && sw_py_carrier_release(dest) < 0)
-            PyErr_Clear();
-        sw_py_restore_exception(exc);
+    if (st != SW_OK) {
+        raise_project_error(te, &err, refused);
+        te->hooks->plan_failed = 0;
+        return projection_abandon(p);
     }
-    Py_DECREF(dest);
-    return result;
+    te->hooks->plan_failed = 0;
+    p->work = w;
+    p->next = live_head;
+    if (live_head)
+        live_head->prev = p;
+    live_head = p;
+    if (!p->held) {
+        /* Exit began: wait here rather than leave work behind. */
+        SW_TILED_NOGIL(sw_te_work_wait(w, NULL, NULL));
+    }
+    if (sw_te_work_on_done(w, projection_done, p, &err) != SW_OK)
+        projection_end(p, SW_ESTATE, &err); /* cannot happen: one callback per handle */
+    return 0;
 }
 
 /* project(tensor, selection, destination=None) from vectorcall arguments. */
@@ -339,28 +449,25 @@ PyObject *sw_tiled_project(PyObject *self, PyObject *const *args, Py_ssize_t nar
     if (!handle)
         return NULL;
     if (sw_tiled_check_tensor(self, tensor) < 0 ||
-        (destination != Py_None && check_destination(self, destination, n) < 0) ||
-        check_selected(self, selection) < 0) {
+        (destination != Py_None && check_destination(self, destination, n) < 0)) {
         Py_DECREF(handle);
         return NULL;
     }
     Py_INCREF(tensor);
     Py_INCREF(self);
-    int refused = 0;
-    PyObject *result = run_projection(self, tensor, selection, &sel, destination, n, shape,
-                                      &refused);
-    if (!result && refused) {
-        Py_DECREF(handle);
-        Py_DECREF(tensor);
-        Py_DECREF(self);
-        return NULL;
-    }
-    PyObject *exc = result ? NULL : sw_py_take_exception();
     /* Progress: the projected values, in one step. */
     sw_py_await_set_total(handle, n * (int64_t)sw_dtype_slot_bytes(SwDType_ID(te->dtype)));
-    sw_py_await_complete(handle, result, exc);
-    Py_XDECREF(result);
-    Py_XDECREF(exc);
+    int refused = 0;
+    if (start_projection(self, tensor, selection, &sel, destination, n, shape, handle,
+                         &refused) < 0) {
+        if (refused) {
+            Py_CLEAR(handle);
+        } else {
+            PyObject *exc = sw_py_take_exception();
+            sw_py_await_complete(handle, NULL, exc);
+            Py_XDECREF(exc);
+        }
+    }
     Py_DECREF(tensor);
     Py_DECREF(self);
     return handle;
@@ -375,22 +482,25 @@ typedef struct {
 
 static PyTypeObject SwTileGather_Type;
 
-static int record_node(PyObject *tensor, PyObject *selection, PyObject *result)
+/* The gather node of a projection of `tensor` (its operands saved now, the
+ * version with them), attached to the result when the projection commits;
+ * NULL with *none set when no node is recorded, NULL alone on error. */
+static PyObject *gather_node(PyObject *tensor, PyObject *selection, int *none)
 {
-    if (!sw_py_grad_enabled() || TENSOR(tensor)->dtype != sw_py_dtype(SW_DT_FLOAT32) ||
-        TENSOR(result)->dtype != sw_py_dtype(SW_DT_FLOAT32))
-        return 0;
+    *none = 0;
+    if (!sw_py_grad_enabled() || TENSOR(tensor)->dtype != sw_py_dtype(SW_DT_FLOAT32)) {
+        *none = 1;
+        return NULL;
+    }
     /* The source needs grad when it is a leaf the user follows or carries
      * a node; a detached non-leaf never reaches here with a node. */
     PyObject *op = SwTileGather_Type.tp_new(&SwTileGather_Type, NULL, NULL);
     if (!op)
-        return -1;
+        return NULL;
     ((SwTileGatherObject *)op)->selection = Py_NewRef(selection);
-    int rc = sw_py_operation_store(op, &tensor, 1);
-    if (rc == 0)
-        rc = sw_py_operation_attach(op, result);
-    Py_DECREF(op);
-    return rc;
+    if (sw_py_operation_store(op, &tensor, 1) < 0)
+        Py_CLEAR(op);
+    return op;
 }
 
 static PyObject *gather_backward(PyObject *self, PyObject *g)
@@ -498,11 +608,33 @@ static PyTypeObject SwTileGather_Type = {
     .tp_methods = gather_methods,
 };
 
+/* In a forked child (GIL held): the core ended the projections the child
+ * inherited inside fork() (pins dropped, residency as it was), but the
+ * callbacks that complete their handles never run here. Each handle ends
+ * now: with its outcome when the work had committed, else with the
+ * RuntimeError of inherited work. The in-flight counts were reset. */
+static void end_inherited(void)
+{
+    while (live_head) {
+        projection *p = live_head;
+        p->held = 0;
+        sw_py_await_reset_after_fork(p->handle);
+        sw_error err;
+        sw_error_clear(&err);
+        sw_status st = sw_te_work_done(p->work)
+                           ? sw_te_work_wait(p->work, NULL, &err)
+                           : sw_error_set(&err, SW_ESTATE, "TiledEvictable: the process forked");
+        projection_end(p, st, &err); /* unlinks p */
+        if (PyErr_Occurred())
+            PyErr_WriteUnraisable(NULL);
+    }
+}
+
 int sw_tiled_project_init(PyObject *module)
 {
     (void)module;
     SwTileGather_Type.tp_base = &SwOperation_Type;
-    if (PyType_Ready(&SwTileGather_Type) < 0)
+    if (PyType_Ready(&SwTileGather_Type) < 0 || sw_fork_register_inherited_end(end_inherited) < 0)
         return -1;
     sw_tiled_set_project(sw_tiled_project);
     return 0;

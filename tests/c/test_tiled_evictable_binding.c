@@ -1456,17 +1456,10 @@ static void test_callback_never_runs_in_a_forked_child(void)
     binding_free(&b);
 }
 
-/* Project `sel` (rank 1 or 2); 1 when every slot of the result is the
- * carrier's value at its logical place. */
-static int projected_right(sw_tiled_evictable *te, const sw_tile_selection *sel, sw_status want,
-                           sw_error *err)
+/* 1 when every slot of the projection `out` of `sel` (rank 1 or 2) is the
+ * carrier's value at its logical place; drops `out`. */
+static int tensor_right(sw_tiled_evictable *te, const sw_tile_selection *sel, sw_tensor *out)
 {
-    sw_tensor *out = NULL;
-    sw_status st = sw_tiled_evictable_project(te, NULL, 0, sel, NULL, &out, err);
-    if (st != want)
-        return 0;
-    if (st != SW_OK)
-        return out == NULL;
     const sw_tile_geometry *g = sw_tiled_evictable_geometry(te);
     const float *d = sw_cpu_pointer(sw_tensor_carrier(out));
     int64_t rows = sel->counts[0] * g->tile[0];
@@ -1482,6 +1475,20 @@ static int projected_right(sw_tiled_evictable *te, const sw_tile_selection *sel,
         }
     sw_tensor_unref(out);
     return bad == 0;
+}
+
+/* Project `sel` (rank 1 or 2); 1 when every slot of the result is the
+ * carrier's value at its logical place. */
+static int projected_right(sw_tiled_evictable *te, const sw_tile_selection *sel, sw_status want,
+                           sw_error *err)
+{
+    sw_tensor *out = NULL;
+    sw_status st = sw_tiled_evictable_project(te, NULL, 0, sel, NULL, &out, err);
+    if (st != want)
+        return 0;
+    if (st != SW_OK)
+        return out == NULL;
+    return tensor_right(te, sel, out);
 }
 
 /* With a read_many hook, a projection hands every selected tile kept in a
@@ -1567,6 +1574,165 @@ static void test_projection_reads_bound_tiles_together(void)
     binding_free(&b);
 }
 
+/* A policy promoting every tile a projection requires; `user` (an int)
+ * nonzero makes it fail. */
+static sw_status promote_required(const int64_t *required, int64_t n, int32_t rank,
+                                  const char *purpose, sw_te_plan *plan, void *user,
+                                  sw_error *err)
+{
+    (void)purpose;
+    if (*(int *)user)
+        return sw_error_set(err, SW_EINVAL, "policy: no plan today");
+    for (int64_t i = 0; i < n; i++) {
+        sw_status st = sw_te_plan_add(plan, SW_TE_PLAN_PROMOTE, required + i * rank, err);
+        if (st != SW_OK)
+            return st;
+    }
+    return SW_OK;
+}
+
+static sw_te_tile_state state_at(sw_tiled_evictable *te, int64_t i, int64_t j)
+{
+    int64_t c[2] = {i, j};
+    sw_te_tile_state ts;
+    memset(&ts, 0, sizeof ts);
+    sw_tiled_evictable_tile_state(te, c, &ts, NULL);
+    return ts;
+}
+
+/* project_start (TE-8, TE-10): the gather and the policy's promotion are
+ * issued on the caller; with every copy reported there the projection is
+ * done on return; a copy reported later keeps the handle open (tiles pinned
+ * and pending, the destination claimed) and the completion thread commits
+ * it; a failed report is the handle's with nothing changed; a refusal (the
+ * policy) and a refused submission are the call's. */
+static void test_project_start_returns_before_the_promotion_reports(void)
+{
+    binding b;
+    binding_init(&b);
+    b.copy_mode = 1; /* reports inside the hook */
+    sw_tiled_evictable *te = make_bound(&b, 2, GRID, TILE, 0);
+    sw_error err;
+    int fail = 0;
+    sw_te_policy pol = {promote_required, &fail};
+    CHECK_EQ_I64(sw_tiled_evictable_set_policy(te, &pol, &err), SW_OK);
+    CHECK_EQ_I64(sw_tiled_evictable_evict(te, ALL, 4, &err), SW_OK);
+    int64_t row0[1] = {0}, cols[2] = {0, 1}, counts[2] = {1, 2};
+    const int64_t *axes[2] = {row0, cols};
+    sw_tile_selection sel = {2, counts, axes}; /* tiles (0,0), (0,1): 2 x 6 values */
+
+    /* Copies reported inside the hooks: done on return, on this thread. */
+    sw_te_work *w = NULL;
+    int copies = b.copies;
+    CHECK_EQ_I64(sw_tiled_evictable_project_start(te, NULL, 0, &sel, NULL, &w, &err), SW_OK);
+    CHECK(w != NULL && sw_te_work_done(w));
+    CHECK_EQ_I64(b.copies - copies, 2);
+    CHECK(b.seen_work == w);
+    CHECK(sw_te_work_current() == NULL);
+    sw_tensor *out = NULL;
+    CHECK_EQ_I64(sw_te_work_wait(w, &out, &err), SW_OK);
+    CHECK(out && tensor_right(te, &sel, out));
+    sw_te_work_unref(w);
+    CHECK(state_at(te, 0, 1).location == SW_TE_PRIMARY);
+    CHECK(!state_at(te, 0, 1).pinned && !state_at(te, 0, 1).pending);
+    CHECK_EQ_I64(sw_tiled_evictable_evict(te, ALL, 4, &err), SW_OK);
+
+    /* Reported later: the call returns at once, the work stays open. */
+    sw_carrier *d = NULL;
+    CHECK_EQ_I64(sw_cpu_new(12, SW_DT_FLOAT32, 0, &d, &err), SW_OK);
+    b.copy_mode = 2;
+    b.threaded = 1;
+    w = NULL;
+    CHECK_EQ_I64(sw_tiled_evictable_project_start(te, NULL, 0, &sel, d, &w, &err), SW_OK);
+    CHECK(w != NULL && !sw_te_work_done(w));
+    CHECK_EQ_I64(b.nqueued, 2); /* issued before the call returned */
+    sw_te_tile_state ts = state_at(te, 0, 0);
+    CHECK(ts.pinned && ts.pending && ts.location == SW_TE_SECONDARY);
+    CHECK(sw_carrier_is_owned(d));
+    float one = 5;
+    CHECK_EQ_I64(sw_tiled_evictable_write(te, 0, 1, &one, &err), SW_ESTATE);
+    CHECK_EQ_I64(sw_tiled_evictable_release(te, &err), SW_ESTATE);
+    notified later = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    CHECK_EQ_I64(sw_te_work_on_done(w, on_done, &later, &err), SW_OK);
+    CHECK_EQ_I64(calls_of(&later), 0);
+    completer c = {&b, 2, 0};
+    pthread_create(&c.th, NULL, complete_jobs, &c);
+    out = NULL;
+    CHECK_EQ_I64(sw_te_work_wait(w, &out, &err), SW_OK);
+    pthread_join(c.th, NULL);
+    sw_tiled_evictable_drain();
+    CHECK_EQ_I64(calls_of(&later), 1);
+    CHECK(!pthread_equal(later.thread, pthread_self()));
+    CHECK(out && sw_tensor_carrier(out) == d);
+    CHECK(out && tensor_right(te, &sel, out));
+    sw_te_work_unref(w);
+    ts = state_at(te, 0, 0);
+    CHECK(ts.location == SW_TE_PRIMARY && !ts.pinned && !ts.pending);
+    CHECK(!sw_carrier_is_owned(d));
+    CHECK(values_intact(te));
+
+    /* A copy that reports failure: the handle's error, residency as it was,
+     * the destination free again. */
+    b.copy_mode = 1;
+    CHECK_EQ_I64(sw_tiled_evictable_evict(te, ALL, 4, &err), SW_OK);
+    snap before, after;
+    take(te, &before);
+    b.copy_mode = 2;
+    b.fail_copy_report = 1;
+    int discards = b.discards;
+    w = NULL;
+    CHECK_EQ_I64(sw_tiled_evictable_project_start(te, NULL, 0, &sel, d, &w, &err), SW_OK);
+    CHECK(w != NULL && !sw_te_work_done(w));
+    c = (completer){&b, 2, 0};
+    pthread_create(&c.th, NULL, complete_jobs, &c);
+    out = NULL;
+    CHECK_EQ_I64(sw_te_work_wait(w, &out, &err), SW_EIO);
+    CHECK(out == NULL && strstr(err.msg, "copy failed") != NULL);
+    pthread_join(c.th, NULL);
+    sw_te_work_unref(w);
+    sw_tiled_evictable_drain();
+    take(te, &after);
+    CHECK(same(&before, &after));
+    CHECK_EQ_I64(b.discards - discards, 2);
+    CHECK(!sw_carrier_is_owned(d));
+    b.fail_copy_report = 0;
+
+    /* The policy refuses: the call's error, no handle, nothing changed. */
+    fail = 1;
+    w = NULL;
+    CHECK_EQ_I64(sw_tiled_evictable_project_start(te, NULL, 0, &sel, d, &w, &err), SW_EINVAL);
+    CHECK(w == NULL && strstr(err.msg, "no plan today") != NULL);
+    fail = 0;
+    take(te, &after);
+    CHECK(same(&before, &after));
+    CHECK(!sw_carrier_is_owned(d));
+
+    /* The pool refuses the wait: the call fails after the reports, nothing
+     * changed, no handle. */
+    if (sw_fault_enabled()) {
+        CHECK_EQ_I64(sw_fault_arm("tile_submit", 0, 1), SW_OK);
+        c = (completer){&b, 2, 0};
+        pthread_create(&c.th, NULL, complete_jobs, &c);
+        w = NULL;
+        CHECK_EQ_I64(sw_tiled_evictable_project_start(te, NULL, 0, &sel, d, &w, &err), SW_EIO);
+        pthread_join(c.th, NULL);
+        sw_fault_clear();
+        CHECK(w == NULL);
+        take(te, &after);
+        CHECK(same(&before, &after));
+        CHECK(!sw_carrier_is_owned(d));
+    }
+    /* NULL arguments. */
+    CHECK_EQ_I64(sw_tiled_evictable_project_start(NULL, NULL, 0, &sel, NULL, &w, &err),
+                 SW_ETYPE);
+    CHECK_EQ_I64(sw_tiled_evictable_project_start(te, NULL, 0, &sel, NULL, NULL, &err),
+                 SW_ETYPE);
+    CHECK_EQ_I64(sw_tiled_evictable_release(te, &err), SW_OK);
+    sw_tiled_evictable_unref(te);
+    sw_carrier_unref(d);
+    binding_free(&b);
+}
+
 int main(void)
 {
     test_construction_needs_the_hooks();
@@ -1584,5 +1750,6 @@ int main(void)
     test_projection_reads_bound_tiles_together();
     test_tier_token_opens_owner_access();
     test_callback_never_runs_in_a_forked_child();
+    test_project_start_returns_before_the_promotion_reports();
     return check_report("tiled_evictable_binding");
 }
