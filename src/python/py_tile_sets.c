@@ -41,46 +41,41 @@ static int check_exact_ints(PyObject *row, const char *what)
     return 0;
 }
 
-/* Non-negative coordinates read into out[]. */
-static int read_coords(PyObject *row, int64_t *out)
+/* The entries of row into out[]: a value no int64 holds becomes INT64_MAX
+ * (too large) or -1 (negative), so the core refuses it in its place. */
+static void read_coords(PyObject *row, int64_t *out)
 {
     for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(row); j++) {
         int overflow = 0;
         long long v = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(row, j), &overflow);
-        if (v == -1 && PyErr_Occurred())
-            return -1;
-        if (overflow > 0) {
-            PyErr_SetString(PyExc_ValueError, "a tile coordinate is too large");
-            return -1;
-        }
-        if (overflow < 0 || v < 0) {
-            PyErr_SetString(PyExc_ValueError, "tile coordinates must be non-negative");
-            return -1;
-        }
-        out[j] = v;
+        out[j] = overflow > 0 ? INT64_MAX : overflow < 0 ? -1 : v;
     }
-    return 0;
 }
 
 /* ---- TileSet ------------------------------------------------------------------ */
 
-PyObject *sw_tile_set_new(int32_t rank, int64_t n, const int64_t *coords)
+/* A TileSet over the core set (the reference is the object's). */
+static PyObject *tile_set_wrap(sw_tile_set *set)
 {
     SwTileSetObject *s = PyObject_New(SwTileSetObject, &SwTileSet_Type);
-    if (!s)
+    if (!s) {
+        sw_tile_set_unref(set);
         return NULL;
-    s->rank = n ? rank : (rank > 0 ? rank : -1);
-    s->n = n;
-    s->hash = -1;
-    size_t bytes = (size_t)(n * (rank > 0 ? rank : 0)) * sizeof(int64_t);
-    s->coords = PyMem_Malloc(bytes ? bytes : 1);
-    if (!s->coords) {
-        Py_DECREF(s);
-        return PyErr_NoMemory();
     }
-    if (bytes)
-        memcpy(s->coords, coords, bytes);
+    s->set = set;
+    s->rank = sw_tile_set_rank(set);
+    s->n = sw_tile_set_size(set);
+    s->coords = sw_tile_set_coords(set);
     return (PyObject *)s;
+}
+
+PyObject *sw_py_tile_set_new(int32_t rank, int64_t n, const int64_t *coords)
+{
+    sw_tile_set *set;
+    sw_error err;
+    if (sw_tile_set_new(rank, n, coords, NULL, &set, &err) != SW_OK)
+        return sw_py_raise(&err), NULL;
+    return tile_set_wrap(set);
 }
 
 static PyObject *tile_set_tp_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
@@ -91,7 +86,7 @@ static PyObject *tile_set_tp_new(PyTypeObject *type, PyObject *args, PyObject *k
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O:TileSet", kwlist, &arg))
         return NULL;
     if (!arg)
-        return sw_tile_set_new(-1, 0, NULL);
+        return sw_py_tile_set_new(-1, 0, NULL);
     PyObject *outer = private_tuple(arg, "coordinates");
     if (!outer)
         return NULL;
@@ -115,8 +110,8 @@ static PyObject *tile_set_tp_new(PyTypeObject *type, PyObject *args, PyObject *k
             PyErr_SetString(PyExc_ValueError, "every tile coordinate must have the same rank");
             goto done;
         }
-    if (n && rank == 0) {
-        PyErr_SetString(PyExc_ValueError, "a tile coordinate needs at least one axis");
+    if (rank > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "a tile coordinate has too many axes");
         goto done;
     }
     buf = PyMem_Malloc((size_t)(n * (rank > 0 ? rank : 0) + 1) * sizeof(int64_t));
@@ -125,16 +120,8 @@ static PyObject *tile_set_tp_new(PyTypeObject *type, PyObject *args, PyObject *k
         goto done;
     }
     for (Py_ssize_t i = 0; i < n; i++)
-        if (read_coords(PyTuple_GET_ITEM(rows, i), buf + i * rank) < 0)
-            goto done;
-    sw_error err;
-    int dup = sw_tiles_sort_coords((int32_t)rank, n, buf, &err);
-    if (dup < 0)
-        sw_py_raise(&err);
-    else if (dup)
-        PyErr_SetString(PyExc_ValueError, "a TileSet cannot hold the same tile twice");
-    else
-        result = sw_tile_set_new((int32_t)rank, n, buf);
+        read_coords(PyTuple_GET_ITEM(rows, i), buf + i * rank);
+    result = sw_py_tile_set_new((int32_t)rank, n, buf);
 done:
     PyMem_Free(buf);
     Py_XDECREF(rows);
@@ -144,7 +131,7 @@ done:
 
 static void tile_set_dealloc(PyObject *self)
 {
-    PyMem_Free(TSET(self)->coords);
+    sw_tile_set_unref(TSET(self)->set);
     Py_TYPE(self)->tp_free(self);
 }
 
@@ -168,7 +155,7 @@ static PyObject *tile_set_coordinates(PyObject *self, void *closure)
     SwTileSetObject *s = TSET(self);
     PyObject *t = PyTuple_New(s->n);
     for (int64_t i = 0; t && i < s->n; i++) {
-        PyObject *r = row_tuple(s->coords + i * s->rank, s->rank);
+        PyObject *r = row_tuple(sw_tile_set_at(s->set, i), s->rank);
         if (!r) {
             Py_CLEAR(t);
             break;
@@ -197,56 +184,43 @@ static PyObject *tile_set_iter(PyObject *self)
     return it;
 }
 
+/* `item` in the set: a tuple of the set's rank of exact ints (anything
+ * else is simply not in it). */
 static int tile_set_contains(PyObject *self, PyObject *item)
 {
     SwTileSetObject *s = TSET(self);
     if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != s->rank)
         return 0;
-    int64_t row[SW_TILES_MAX_RANK];
-    for (int32_t k = 0; k < s->rank; k++) {
+    int64_t small[SW_TILES_MAX_RANK];
+    int64_t *row = s->rank <= SW_TILES_MAX_RANK ? small
+                                                : PyMem_Malloc((size_t)s->rank * sizeof *row);
+    if (!row)
+        return PyErr_NoMemory(), -1;
+    int ok = 1;
+    for (int32_t k = 0; ok && k < s->rank; k++) {
         PyObject *v = PyTuple_GET_ITEM(item, k);
-        if (!PyLong_CheckExact(v))
-            return 0;
-        int overflow;
-        row[k] = PyLong_AsLongLongAndOverflow(v, &overflow);
-        if (overflow)
-            return 0;
+        int overflow = 0;
+        ok = PyLong_CheckExact(v) && ((row[k] = PyLong_AsLongLongAndOverflow(v, &overflow)),
+                                      !overflow);
     }
-    for (int64_t i = 0; i < s->n; i++)
-        if (memcmp(s->coords + i * s->rank, row, (size_t)s->rank * sizeof(int64_t)) == 0)
-            return 1;
-    return 0;
-}
-
-static int tile_set_equal(SwTileSetObject *a, SwTileSetObject *b)
-{
-    if (a->n != b->n)
-        return 0;
-    if (a->n == 0)
-        return 1; /* the empty set is one value whatever rank it was given */
-    return a->rank == b->rank &&
-           memcmp(a->coords, b->coords, (size_t)(a->n * a->rank) * sizeof(int64_t)) == 0;
+    int in = ok && sw_tile_set_contains(s->set, s->rank, row);
+    if (row != small)
+        PyMem_Free(row);
+    return in;
 }
 
 static PyObject *tile_set_richcompare(PyObject *self, PyObject *other, int op)
 {
     if (!PyObject_TypeCheck(other, &SwTileSet_Type) || (op != Py_EQ && op != Py_NE))
         Py_RETURN_NOTIMPLEMENTED;
-    int eq = tile_set_equal(TSET(self), TSET(other));
+    int eq = sw_tile_set_equal(TSET(self)->set, TSET(other)->set);
     return PyBool_FromLong(op == Py_EQ ? eq : !eq);
 }
 
 static Py_hash_t tile_set_hash(PyObject *self)
 {
-    SwTileSetObject *s = TSET(self);
-    if (s->hash != -1)
-        return s->hash;
-    Py_uhash_t h = 0x345678UL + (Py_uhash_t)s->n;
-    int64_t count = s->n ? s->n * s->rank : 0;
-    for (int64_t i = 0; i < count; i++)
-        h = (h ^ (Py_uhash_t)s->coords[i]) * 1000003UL;
-    s->hash = h == (Py_uhash_t)-1 ? -2 : (Py_hash_t)h;
-    return s->hash;
+    Py_hash_t h = (Py_hash_t)sw_tile_set_hash(TSET(self)->set);
+    return h == -1 ? -2 : h;
 }
 
 static PyObject *tile_set_repr(PyObject *self)
@@ -259,24 +233,8 @@ static PyObject *tile_set_repr(PyObject *self)
 
 int sw_tile_set_bind(PyObject *tile_set, const sw_tile_geometry *g)
 {
-    SwTileSetObject *s = TSET(tile_set);
-    if (s->n == 0)
-        return 0;
-    if (s->rank != g->rank) {
-        PyErr_Format(PyExc_ValueError, "the tiles have %d axes but the tile grid has %d",
-                     (int)s->rank, (int)g->rank);
-        return -1;
-    }
-    for (int64_t i = 0; i < s->n; i++)
-        for (int32_t k = 0; k < g->rank; k++)
-            if (s->coords[i * s->rank + k] >= g->grid[k]) {
-                PyErr_Format(PyExc_ValueError,
-                             "tile coordinate %lld is outside axis %d of the tile grid "
-                             "(size %lld)", (long long)s->coords[i * s->rank + k], (int)k,
-                             (long long)g->grid[k]);
-                return -1;
-            }
-    return 0;
+    sw_error err;
+    return sw_tile_set_check_grid(TSET(tile_set)->set, g, &err) == SW_OK ? 0 : sw_py_raise(&err);
 }
 
 static PySequenceMethods tile_set_as_sequence = {
@@ -324,9 +282,11 @@ static PyObject *tile_selection_tp_new(PyTypeObject *type, PyObject *args, PyObj
     PyObject *outer = private_tuple(arg, "per_axis");
     if (!outer)
         return NULL;
-    Py_ssize_t rank = PyTuple_GET_SIZE(outer);
+    Py_ssize_t rank = PyTuple_GET_SIZE(outer), total = 0;
     PyObject *axes = PyTuple_New(rank);
     SwTileSelectionObject *sel = NULL;
+    int64_t *values = NULL, *counts = NULL;
+    const int64_t **coords = NULL;
     if (!axes)
         goto fail;
     for (Py_ssize_t k = 0; k < rank; k++) {
@@ -336,137 +296,88 @@ static PyObject *tile_selection_tp_new(PyTypeObject *type, PyObject *args, PyObj
             goto fail;
         }
         PyTuple_SET_ITEM(axes, k, a);
+        total += PyTuple_GET_SIZE(a);
     }
-    if (rank == 0 || rank > SW_TILES_MAX_RANK) {
-        PyErr_Format(PyExc_ValueError, "a TileSelection needs 1 to %d axes, not %zd",
-                     SW_TILES_MAX_RANK, rank);
-        goto fail;
-    }
-    sel = (SwTileSelectionObject *)type->tp_alloc(type, 0);
-    if (!sel)
-        goto fail;
-    sel->rank = (int32_t)rank;
-    sel->hash = -1;
-    sel->counts = PyMem_Calloc((size_t)rank, sizeof(int64_t));
-    sel->axes = PyMem_Calloc((size_t)rank, sizeof(int64_t *));
-    if (!sel->counts || !sel->axes) {
+    values = PyMem_Malloc((size_t)(total + 1) * sizeof *values);
+    counts = PyMem_Malloc((size_t)(rank + 1) * sizeof *counts);
+    coords = PyMem_Malloc((size_t)(rank + 1) * sizeof *coords);
+    if (!values || !counts || !coords) {
         PyErr_NoMemory();
         goto fail;
     }
-    for (Py_ssize_t k = 0; k < rank; k++) {
+    for (Py_ssize_t k = 0, at = 0; k < rank; k++) {
         PyObject *a = PyTuple_GET_ITEM(axes, k);
-        Py_ssize_t m = PyTuple_GET_SIZE(a);
-        if (m == 0) {
-            PyErr_Format(PyExc_ValueError, "axis %zd of the selection is empty", k);
-            goto fail;
-        }
-        sel->counts[k] = m;
-        sel->axes[k] = PyMem_Malloc((size_t)m * sizeof(int64_t));
-        if (!sel->axes[k]) {
-            PyErr_NoMemory();
-            goto fail;
-        }
-        if (read_coords(a, sel->axes[k]) < 0)
-            goto fail;
-        for (Py_ssize_t i = 0; i < m; i++)
-            for (Py_ssize_t j = 0; j < i; j++)
-                if (sel->axes[k][i] == sel->axes[k][j]) {
-                    PyErr_Format(PyExc_ValueError,
-                                 "axis %zd of the selection lists tile %lld twice", k,
-                                 (long long)sel->axes[k][i]);
-                    goto fail;
-                }
+        counts[k] = PyTuple_GET_SIZE(a);
+        coords[k] = values + at;
+        read_coords(a, values + at);
+        at += counts[k];
     }
+    sw_tile_sel *core;
+    sw_error err;
+    if (sw_tile_sel_new(rank > INT32_MAX ? INT32_MAX : (int32_t)rank, counts, coords, &core,
+                        &err) != SW_OK) {
+        sw_py_raise(&err);
+        goto fail;
+    }
+    sel = (SwTileSelectionObject *)type->tp_alloc(type, 0);
+    if (!sel) {
+        sw_tile_sel_unref(core);
+        goto fail;
+    }
+    sel->sel = core;
     sel->per_axis = axes;
-    Py_DECREF(outer);
-    return (PyObject *)sel;
+    axes = NULL;
 fail:
-    Py_XDECREF(sel);
+    PyMem_Free(values);
+    PyMem_Free(counts);
+    PyMem_Free(coords);
     Py_XDECREF(axes);
     Py_DECREF(outer);
-    return NULL;
+    return (PyObject *)sel;
 }
 
 static void tile_selection_dealloc(PyObject *self)
 {
-    SwTileSelectionObject *s = TSEL(self);
-    if (s->axes)
-        for (int32_t k = 0; k < s->rank; k++)
-            PyMem_Free(s->axes[k]);
-    PyMem_Free(s->axes);
-    PyMem_Free(s->counts);
-    Py_XDECREF(s->per_axis);
+    sw_tile_sel_unref(TSEL(self)->sel);
+    Py_XDECREF(TSEL(self)->per_axis);
     Py_TYPE(self)->tp_free(self);
 }
 
 void sw_tile_selection_view(PyObject *selection, sw_tile_selection *out)
 {
-    SwTileSelectionObject *s = TSEL(selection);
-    out->rank = s->rank;
-    out->counts = s->counts;
-    out->coords = (const int64_t *const *)s->axes;
-}
-
-/* Cartesian product, first axis fastest, into rows. */
-static int64_t product_rows(SwTileSelectionObject *s, int64_t **rows)
-{
-    int64_t n = 1;
-    for (int32_t k = 0; k < s->rank; k++)
-        if (__builtin_mul_overflow(n, s->counts[k], &n) || n > (1LL << 40)) {
-            PyErr_SetString(PyExc_OverflowError, "the selection names too many tiles");
-            return -1;
-        }
-    *rows = PyMem_Malloc((size_t)(n * s->rank) * sizeof(int64_t));
-    if (!*rows) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (int64_t i = 0; i < n; i++) {
-        int64_t c = i;
-        for (int32_t k = 0; k < s->rank; k++) {
-            (*rows)[i * s->rank + k] = s->axes[k][c % s->counts[k]];
-            c /= s->counts[k];
-        }
-    }
-    return n;
+    sw_tile_sel_view(TSEL(selection)->sel, out);
 }
 
 static PyObject *tile_selection_coordinates(PyObject *self, void *closure)
 {
     (void)closure;
-    SwTileSelectionObject *s = TSEL(self);
-    int64_t *rows;
-    int64_t n = product_rows(s, &rows);
-    if (n < 0)
+    const sw_tile_sel *s = TSEL(self)->sel;
+    int32_t rank = sw_tile_sel_rank(s);
+    int64_t n = sw_tile_sel_size(s), row[SW_TILES_MAX_RANK];
+    if (n < 0) {
+        PyErr_SetString(PyExc_OverflowError, "the selection names too many tiles");
         return NULL;
+    }
     PyObject *t = PyTuple_New(n);
     for (int64_t i = 0; t && i < n; i++) {
-        PyObject *r = row_tuple(rows + i * s->rank, s->rank);
+        sw_tile_sel_tile(s, i, row, NULL);
+        PyObject *r = row_tuple(row, rank);
         if (!r) {
             Py_CLEAR(t);
             break;
         }
         PyTuple_SET_ITEM(t, i, r);
     }
-    PyMem_Free(rows);
     return t;
 }
 
 PyObject *sw_tile_selection_tile_set(PyObject *selection)
 {
-    SwTileSelectionObject *s = TSEL(selection);
-    int64_t *rows;
-    int64_t n = product_rows(s, &rows);
-    if (n < 0)
-        return NULL;
+    sw_tile_set *set;
     sw_error err;
-    PyObject *r = NULL;
-    if (sw_tiles_sort_coords(s->rank, n, rows, &err) < 0)
-        sw_py_raise(&err);
-    else
-        r = sw_tile_set_new(s->rank, n, rows);
-    PyMem_Free(rows);
-    return r;
+    if (sw_tile_sel_tile_set(TSEL(selection)->sel, &set, &err) != SW_OK)
+        return sw_py_raise(&err), NULL;
+    return tile_set_wrap(set);
 }
 
 static PyObject *tile_selection_get_tile_set(PyObject *self, void *closure)
@@ -484,16 +395,16 @@ static PyObject *tile_selection_per_axis(PyObject *self, void *closure)
 static PyObject *tile_selection_rank(PyObject *self, void *closure)
 {
     (void)closure;
-    return PyLong_FromLong(TSEL(self)->rank);
+    return PyLong_FromLong(sw_tile_sel_rank(TSEL(self)->sel));
 }
 
 static PyObject *tile_selection_compact(PyObject *self, void *closure)
 {
     (void)closure;
-    SwTileSelectionObject *s = TSEL(self);
-    PyObject *t = PyTuple_New(s->rank);
-    for (int32_t k = 0; t && k < s->rank; k++) {
-        PyObject *v = PyLong_FromLongLong(s->counts[k]);
+    const sw_tile_sel *s = TSEL(self)->sel;
+    PyObject *t = PyTuple_New(sw_tile_sel_rank(s));
+    for (int32_t k = 0; t && k < sw_tile_sel_rank(s); k++) {
+        PyObject *v = PyLong_FromLongLong(sw_tile_sel_count(s, k));
         if (!v) {
             Py_CLEAR(t);
             break;
@@ -507,14 +418,14 @@ static PyObject *tile_selection_richcompare(PyObject *self, PyObject *other, int
 {
     if (!PyObject_TypeCheck(other, &SwTileSelection_Type) || (op != Py_EQ && op != Py_NE))
         Py_RETURN_NOTIMPLEMENTED;
-    return PyObject_RichCompare(TSEL(self)->per_axis, TSEL(other)->per_axis, op);
+    int eq = sw_tile_sel_equal(TSEL(self)->sel, TSEL(other)->sel);
+    return PyBool_FromLong(op == Py_EQ ? eq : !eq);
 }
 
 static Py_hash_t tile_selection_hash(PyObject *self)
 {
-    if (TSEL(self)->hash == -1)
-        TSEL(self)->hash = PyObject_Hash(TSEL(self)->per_axis);
-    return TSEL(self)->hash;
+    Py_hash_t h = (Py_hash_t)sw_tile_sel_hash(TSEL(self)->sel);
+    return h == -1 ? -2 : h;
 }
 
 static PyObject *tile_selection_repr(PyObject *self)
@@ -557,18 +468,6 @@ PyTypeObject SwTileSelection_Type = {
 
 /* ---- ResidencyPlan ----------------------------------------------------------- */
 
-static int sets_overlap(SwTileSetObject *a, SwTileSetObject *b)
-{
-    if (!a->n || !b->n || a->rank != b->rank)
-        return 0;
-    for (int64_t i = 0; i < a->n; i++)
-        for (int64_t j = 0; j < b->n; j++)
-            if (memcmp(a->coords + i * a->rank, b->coords + j * b->rank,
-                       (size_t)a->rank * sizeof(int64_t)) == 0)
-                return 1;
-    return 0;
-}
-
 static PyObject *plan_tp_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"promote", "retain", "evict", NULL};
@@ -583,26 +482,29 @@ static PyObject *plan_tp_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
                          Py_TYPE(v[i])->tp_name);
             return NULL;
         }
+    sw_tile_set *sets[3];
+    for (int i = 0; i < 3; i++)
+        sets[i] = v[i] != Py_None ? TSET(v[i])->set : NULL;
+    sw_residency_plan *core;
+    sw_error err;
+    if (sw_residency_plan_new(sets[0], sets[1], sets[2], &core, &err) != SW_OK)
+        return sw_py_raise(&err), NULL;
     SwResidencyPlanObject *p = (SwResidencyPlanObject *)type->tp_alloc(type, 0);
-    if (!p)
+    if (!p) {
+        sw_residency_plan_unref(core);
         return NULL;
+    }
+    p->plan = core;
     PyObject **slots[3] = {&p->promote, &p->retain, &p->evict};
     for (int i = 0; i < 3; i++) {
-        *slots[i] = v[i] != Py_None ? Py_NewRef(v[i]) : sw_tile_set_new(-1, 0, NULL);
+        *slots[i] = v[i] != Py_None ? Py_NewRef(v[i])
+                                    : tile_set_wrap(sw_tile_set_ref(
+                                          sw_residency_plan_tiles(core, (sw_te_plan_set)i)));
         if (!*slots[i]) {
             Py_DECREF(p);
             return NULL;
         }
     }
-    for (int i = 0; i < 3; i++)
-        for (int j = i + 1; j < 3; j++)
-            if (sets_overlap(TSET(*slots[i]), TSET(*slots[j]))) {
-                PyErr_Format(PyExc_ValueError,
-                             "a tile cannot be in both %s and %s of one ResidencyPlan",
-                             names[i], names[j]);
-                Py_DECREF(p);
-                return NULL;
-            }
     return (PyObject *)p;
 }
 
@@ -611,6 +513,7 @@ static void plan_dealloc(PyObject *self)
     Py_XDECREF(PLAN(self)->promote);
     Py_XDECREF(PLAN(self)->retain);
     Py_XDECREF(PLAN(self)->evict);
+    sw_residency_plan_unref(PLAN(self)->plan);
     Py_TYPE(self)->tp_free(self);
 }
 
@@ -618,11 +521,15 @@ static PyObject *plan_richcompare(PyObject *self, PyObject *other, int op)
 {
     if (!PyObject_TypeCheck(other, &SwResidencyPlan_Type) || (op != Py_EQ && op != Py_NE))
         Py_RETURN_NOTIMPLEMENTED;
-    SwResidencyPlanObject *a = PLAN(self), *b = PLAN(other);
-    int eq = tile_set_equal(TSET(a->promote), TSET(b->promote)) &&
-             tile_set_equal(TSET(a->retain), TSET(b->retain)) &&
-             tile_set_equal(TSET(a->evict), TSET(b->evict));
+    int eq = sw_residency_plan_equal(PLAN(self)->plan, PLAN(other)->plan);
     return PyBool_FromLong(op == Py_EQ ? eq : !eq);
+}
+
+int sw_residency_plan_apply(PyObject *plan, sw_te_plan *out)
+{
+    sw_error err;
+    return sw_te_plan_add_residency(out, PLAN(plan)->plan, &err) == SW_OK ? 0
+                                                                          : sw_py_raise(&err);
 }
 
 static PyObject *plan_repr(PyObject *self)

@@ -802,15 +802,6 @@ static sw_status hook_copy(sw_te_copy *job, sw_carrier *from, int from_full, sw_
 
 /* ---- the policy ------------------------------------------------------------- */
 
-static int add_set(sw_te_plan *plan, sw_te_plan_set which, PyObject *set, sw_error *err)
-{
-    SwTileSetObject *s = (SwTileSetObject *)set;
-    for (int64_t i = 0; i < s->n; i++)
-        if (sw_te_plan_add(plan, which, s->coords + i * s->rank, err) != SW_OK)
-            return sw_py_raise(err);
-    return 0;
-}
-
 /* policy.plan(required, "projection"): a ResidencyPlan bound to the grid. */
 static sw_status policy_plan(const int64_t *required, int64_t n, int32_t rank,
                              const char *purpose, sw_te_plan *plan, void *user, sw_error *err)
@@ -821,8 +812,7 @@ static sw_status policy_plan(const int64_t *required, int64_t n, int32_t rank,
         LEAVE();
         return SW_OK;
     }
-    const sw_tile_geometry *g = sw_tiled_evictable_geometry(c->te);
-    PyObject *req = sw_tile_set_new(rank, n, required);
+    PyObject *req = sw_py_tile_set_new(rank, n, required);
     PyObject *r = req ? PyObject_CallMethod(c->policy, "plan", "Os", req, purpose) : NULL;
     Py_XDECREF(req);
     if (r && !PyObject_TypeCheck(r, &SwResidencyPlan_Type)) {
@@ -830,13 +820,7 @@ static sw_status policy_plan(const int64_t *required, int64_t n, int32_t rank,
                      "ResidencyPlan", Py_TYPE(r)->tp_name);
         Py_CLEAR(r);
     }
-    SwResidencyPlanObject *p = (SwResidencyPlanObject *)r;
-    sw_error e;
-    if (!r || sw_tile_set_bind(p->promote, g) < 0 || sw_tile_set_bind(p->retain, g) < 0 ||
-        sw_tile_set_bind(p->evict, g) < 0 ||
-        add_set(plan, SW_TE_PLAN_PROMOTE, p->promote, &e) < 0 ||
-        add_set(plan, SW_TE_PLAN_RETAIN, p->retain, &e) < 0 ||
-        add_set(plan, SW_TE_PLAN_EVICT, p->evict, &e) < 0) {
+    if (!r || sw_residency_plan_apply(r, plan) < 0) {
         st = hook_failed(c, "plan", err);
         c->plan_failed = 1;
     }

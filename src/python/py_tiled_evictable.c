@@ -804,7 +804,7 @@ static PyObject *te_tiles_where(PyObject *self, void *closure)
         return sw_py_raise(&err), NULL;
     }
     /* linear order first-axis-fastest is the reversed-tuple order */
-    PyObject *r = sw_tile_set_new(rank, n, rows);
+    PyObject *r = sw_py_tile_set_new(rank, n, rows);
     PyMem_Free(rows);
     return r;
 }

@@ -6,30 +6,31 @@
 #define STRIDEWEAVE_SW_TILED_H
 
 #include "sw_carrier.h"
+#include "strideweave/tile_set.h"
 #include "strideweave/tiles.h"
 
 /* ---- value types (py_tile_sets.c) ---------------------------------------- */
 
+/* Each holds a core value (strideweave/tile_set.h); a TileSet also keeps
+ * its rank, size and rows at hand (read-only, the core set's). */
 typedef struct SwTileSetObject {
     PyObject_HEAD
-    int32_t rank;     /* -1 for the empty, rank-agnostic TileSet() */
+    int32_t rank;          /* -1 for the empty, rank-agnostic TileSet() */
     int64_t n;
-    int64_t *coords;  /* n rows of rank entries, reversed-tuple order */
-    Py_hash_t hash;
+    const int64_t *coords; /* n rows of rank entries, reversed-tuple order */
+    sw_tile_set *set;
 } SwTileSetObject;
 
 typedef struct SwTileSelectionObject {
     PyObject_HEAD
-    int32_t rank;
-    int64_t *counts;
-    int64_t **axes;      /* rank arrays of counts[k] coordinates */
+    sw_tile_sel *sel;
     PyObject *per_axis;  /* tuple of tuples, caller order */
-    Py_hash_t hash;
 } SwTileSelectionObject;
 
 typedef struct SwResidencyPlanObject {
     PyObject_HEAD
     PyObject *promote, *retain, *evict; /* TileSets */
+    sw_residency_plan *plan;            /* of their core sets */
 } SwResidencyPlanObject;
 
 extern PyTypeObject SwTileSet_Type;
@@ -39,8 +40,8 @@ extern PyTypeObject SwTiledEvictable_Type;
 extern PyTypeObject SwAwaitResidency_Type;
 extern PyTypeObject SwAwaitProjection_Type;
 
-/* A TileSet of the given rows (copied); rank -1 only with n == 0. */
-PyObject *sw_tile_set_new(int32_t rank, int64_t n, const int64_t *coords);
+/* A TileSet of the given rows (copied, sorted); rank -1 only with n == 0. */
+PyObject *sw_py_tile_set_new(int32_t rank, int64_t n, const int64_t *coords);
 /* The selection's Cartesian product as a TileSet (new reference). */
 PyObject *sw_tile_selection_tile_set(PyObject *selection);
 /* View a selection as the core struct (points into the object). */
@@ -48,6 +49,9 @@ void sw_tile_selection_view(PyObject *selection, sw_tile_selection *out);
 /* TE-4/TE-5 binding to a grid: ValueError for a rank mismatch or a tile
  * outside it (an empty rank-agnostic TileSet binds to any grid). */
 int sw_tile_set_bind(PyObject *tile_set, const sw_tile_geometry *g);
+/* A ResidencyPlan's tiles into a policy's plan, all or none (ValueError
+ * for a set that does not fit the grid); 0 / -1. */
+int sw_residency_plan_apply(PyObject *plan, sw_te_plan *out);
 int sw_tile_sets_init(PyObject *module);
 
 /* ---- the carrier (py_tiled_evictable.c) ---------------------------------- */
