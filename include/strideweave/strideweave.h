@@ -18,5 +18,6 @@
 #include "strideweave/block_device.h"
 #include "strideweave/evictable.h"
 #include "strideweave/tiled_evictable.h"
+#include "strideweave/engine.h"
 
 #endif

@@ -564,6 +564,7 @@ typedef struct tile_copy {
     PyObject *src, *dst;
     int64_t n;
     int held;           /* counted in flight for the exit hook */
+    uint64_t hold;      /* ... by this engine hold */
     struct tile_copy *prev, *next; /* handed to the waiter threads (GIL-protected) */
 } tile_copy;
 
@@ -616,6 +617,7 @@ static void copy_finished(sw_provider_wait *w)
     }
     sw_te_copy *job = tc->job;
     int held = tc->held;
+    uint64_t hold = tc->hold;
     Py_XDECREF(exc);
     Py_XDECREF(w->completion);
     Py_XDECREF(w->error);
@@ -625,7 +627,7 @@ static void copy_finished(sw_provider_wait *w)
     PyMem_RawFree(tc);
     sw_te_copy_done(job, st, st == SW_OK ? NULL : &err);
     if (held)
-        sw_py_move_drop_inflight();
+        sw_py_move_drop_inflight(hold);
 }
 
 /* Hand a provider's completion to the waiter threads (counted in flight,
@@ -657,7 +659,7 @@ static void copy_later(sw_tiled_core *c, void *user, sw_te_copy *job, PyObject *
     tc->src = Py_NewRef(src);
     tc->dst = Py_NewRef(dst);
     tc->n = c->tile_size;
-    if (sw_py_move_hold_inflight() == 0) {
+    if (sw_py_move_hold_inflight(&tc->hold) == 0) {
         tc->held = 1;
         tc->next = waiting_head;
         if (waiting_head)
