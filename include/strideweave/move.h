@@ -317,7 +317,8 @@ SW_API sw_status sw_move(sw_tensor *t, sw_carrier *dst, sw_tensor **result, sw_e
 
 /* Block until every move submitted so far has committed and dropped the
  * references it held, and every piece of TiledEvictable asynchronous work
- * too (one engine: sw_tiled_evictable_drain is this same drain). Exit does
+ * too (one engine: sw_tiled_evictable_drain is this same drain), and every
+ * hold a binding took for work of its own (engine.h). Exit does
  * this on its own (see the top of this file); call it where you need the
  * work done earlier. */
 SW_API void sw_move_drain(void);

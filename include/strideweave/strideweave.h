@@ -19,5 +19,6 @@
 #include "strideweave/evictable.h"
 #include "strideweave/tiled_evictable.h"
 #include "strideweave/tile_set.h"
+#include "strideweave/engine.h"
 
 #endif

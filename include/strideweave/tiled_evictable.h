@@ -214,7 +214,8 @@ SW_API sw_status sw_tiled_evictable_write(sw_tiled_evictable *te, int64_t slot, 
  * destination of another class with a write hook given: the binding's (its
  * class is the binding's to check; a STATE_ONLY one's size comes from the
  * size hook, its dtype is not compared). The values are gathered into host
- * memory and handed to the write hook in one call (slots [0, n), on the
+ * memory and handed to the write hook (or, with core_classes, to a
+ * destination of the core's own classes directly) in one call (slots [0, n), on the
  * gathering thread, no core lock held, this thread holding the claimed
  * destination's owner access); a failing hook fails the projection. `*out`
  * then gets NULL: the binding makes its own tensor over it. */
@@ -463,6 +464,17 @@ SW_API sw_status sw_tiled_evictable_project_start(sw_tiled_evictable *te,
  *            given to the constructor). The core then releases it (a no-op
  *            once the hook released it) and drops its reference. NULL: the
  *            core only releases it.
+ *   core_classes  1: the bound stores of the core's own classes (a tier
+ *            of a class the core does not keep in that role, and the
+ *            stores made like it: CPU or Generic memory of the
+ *            TiledEvictable's dtype, FileBacked, BlockDeviceCarrier), and
+ *            a projection's destination of those classes, are read and
+ *            written by the core itself, never through read and write:
+ *            memory directly, the others with sw_carrier_read and
+ *            sw_carrier_write (a tier given to the constructor with the
+ *            TiledEvictable's claim as owner access, a BlockDeviceCarrier
+ *            flushed before the write returns). Copies still offer `copy`
+ *            first. 0: every bound store through read and write.
  *
  * GIL rule: the core calls every hook on the thread that makes the call
  * (or, for the asynchronous forms, on a pool thread) with no core lock
@@ -501,6 +513,7 @@ typedef struct sw_te_tier_hooks {
     sw_status (*read_many)(sw_carrier *const *store, const int64_t *at, const int64_t *count,
                            sw_carrier *dest, const int64_t *dest_at, int64_t n, void *user,
                            sw_error *err);
+    int core_classes; /* 1: the core reaches the slots of its own classes itself (below) */
 } sw_te_tier_hooks;
 
 /* Report the outcome of a copy the copy hook took (exactly once; `err`

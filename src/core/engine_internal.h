@@ -30,6 +30,14 @@ sw_status sw_engine_submit(sw_engine_job *j, const char *who, sw_error *err);
  * uncount it (a drain may return). Read the generation before the job can
  * be freed. No effect for a parent's job in a forked child. */
 void sw_engine_uncount(unsigned long generation);
+/* Add `delta` to the in-flight count every drain waits for (a binding's
+ * holds, engine_hold.c); the count reaching 0 wakes the drains. */
+void sw_engine_count(long delta);
+/* 1 once process exit began (new work is refused). */
+int sw_engine_exiting(void);
+/* engine_hold.c's part of the fork child handler: the parent's holds
+ * count nothing in the child. */
+void sw_engine_held_after_fork(void);
 /* The exit drain (atexit) and the fork handlers, registered once. */
 void sw_engine_install_hooks(void);
 

@@ -189,6 +189,7 @@ void sw_move_exit_drain(void)
 static void engine_fork_child(void)
 {
     engine_after_fork_child();
+    sw_engine_held_after_fork();
     moves_after_fork_child();
     sw_te_fork_child();
 }
@@ -316,6 +317,16 @@ void sw_engine_uncount(unsigned long generation)
 {
     if (generation == atomic_load(&engine_generation))
         in_flight_add(-1);
+}
+
+void sw_engine_count(long delta)
+{
+    in_flight_add((int)delta);
+}
+
+int sw_engine_exiting(void)
+{
+    return atomic_load(&engine_exiting);
 }
 
 /* Whether `m` is still to be uncounted, claiming that once (its commit or

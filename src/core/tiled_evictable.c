@@ -18,6 +18,7 @@
 #include "carrier_internal.h"
 #include "strideweave/alloc.h"
 #include "strideweave/filestore.h"
+#include "strideweave/block_device.h"
 
 /* ---- storage ---------------------------------------------------------------- */
 
@@ -28,6 +29,8 @@ static void describe(sw_carrier *c, te_store *s)
     s->c = c;
     s->host = NULL;
     s->fd = -1;
+    s->own = 0;
+    s->own_host = NULL;
     pthread_mutex_lock(&c->lock);
     sw_carrier_storage st;
     if (!c->released && c->ops->storage && c->ops->storage(c->impl, &st, NULL) == SW_OK) {
@@ -39,10 +42,22 @@ static void describe(sw_carrier *c, te_store *s)
     pthread_mutex_unlock(&c->lock);
 }
 
-/* A store of a role-bound tier: the core forgets its address, so every
- * access goes through the binding's hooks. */
-static void unaddress(te_store *s)
+/* A store of a role-bound tier: the core forgets its address, so copies
+ * go the bound way (copy_bounce) and slot access through the binding's
+ * hooks, unless the binding left the core's own classes to the core
+ * (core_classes; te_store's `own`): host memory of the dtype, a file, a
+ * block device. */
+static void unaddress(const sw_tiled_evictable *te, te_store *s)
 {
+    const sw_carrier_class *k = sw_carrier_class_of(s->c);
+    if (!te->hooks.core_classes) {
+        /* every access through the hooks */
+    } else if (k == &sw_cpu_class || k == &sw_generic_class) {
+        s->own_host = k == &sw_cpu_class ? s->host : sw_generic_pointer(s->c);
+        s->own = s->own_host && sw_carrier_dtype(s->c) == te->dtype;
+    } else if (k == &sw_file_backed_class || k == &sw_block_device_carrier_class) {
+        s->own = 1;
+    }
     s->host = NULL;
     s->fd = -1;
 }
@@ -64,7 +79,7 @@ static sw_status fresh_store(sw_tiled_evictable *te, const te_store *proto, int 
         if (st == SW_OK) {
             describe(c, out);
             if (te->role_bound[secondary ? 1 : 0])
-                unaddress(out);
+                unaddress(te, out);
             return SW_OK;
         }
         if (st != SW_ENOTSUP)
@@ -107,11 +122,60 @@ static void drop_store(sw_tiled_evictable *te, te_store *s)
     s->fd = -1;
 }
 
+/* `count` slots from slot `at` of a bound store: the core's own access
+ * for a store of a core class (te_store's `own`), else the read hook. */
+static sw_status bound_read(sw_tiled_evictable *te, const te_store *s, int64_t at,
+                            int64_t count, void *out, sw_error *err)
+{
+    if (!s->own)
+        return te->hooks.read(s->c, at, count, out, te->hooks.user, err);
+    if (s->own_host) {
+        memcpy(out, s->own_host + (size_t)at * te->eb, (size_t)count * te->eb);
+        return SW_OK;
+    }
+    return sw_carrier_read(s->c, at, count, out, err);
+}
+
+/* The same for writes: a tier given at construction is written with the
+ * TiledEvictable's owner access; a block device's write is durable on
+ * return. */
+static sw_status bound_write(sw_tiled_evictable *te, const te_store *s, int64_t at,
+                             int64_t count, const void *in, sw_error *err)
+{
+    if (!s->own)
+        return te->hooks.write(s->c, at, count, in, te->hooks.user, err);
+    if (s->own_host) {
+        memcpy(s->own_host + (size_t)at * te->eb, in, (size_t)count * te->eb);
+        return SW_OK;
+    }
+    pthread_mutex_lock(&te->lock);
+    uint64_t token = s->c == te->primary.c ? te->ptoken : s->c == te->secondary.c ? te->stoken : 0;
+    pthread_mutex_unlock(&te->lock);
+    sw_status st = token ? sw_carrier_begin_owner_access(s->c, token, err) : SW_OK;
+    if (st == SW_OK)
+        st = sw_carrier_write(s->c, at, count, in, err);
+    if (token)
+        sw_carrier_end_owner_access(s->c, token, NULL);
+    sw_block_device *d = sw_block_device_of(s->c);
+    if (st == SW_OK && d)
+        st = sw_block_device_flush(d, err);
+    return st;
+}
+
+sw_status sw_te_write_destination(sw_tiled_evictable *te, sw_carrier *dest, int64_t count,
+                                  const void *in, sw_error *err)
+{
+    te_store s;
+    describe(dest, &s);
+    unaddress(te, &s);
+    return bound_write(te, &s, 0, count, in, err);
+}
+
 static sw_status store_read(sw_tiled_evictable *te, const te_store *s, int64_t at, size_t eb,
                             int64_t count, void *out, sw_error *err)
 {
     if (te_store_bound(s))
-        return te->hooks.read(s->c, at, count, out, te->hooks.user, err);
+        return bound_read(te, s, at, count, out, err);
     if (s->host) {
         memcpy(out, s->host + (size_t)at * eb, (size_t)count * eb);
         return SW_OK;
@@ -187,7 +251,7 @@ static sw_status copy_bounce(sw_tiled_evictable *te, const te_store *src, const 
     if (st == SW_OK && dst->fd >= 0)
         st = sw_filestore_pwrite(dst->fd, buf, bytes, 0, err);
     else if (st == SW_OK && te_store_bound(dst))
-        st = te->hooks.write(dst->c, 0, te->geo.tile_size, buf, te->hooks.user, err);
+        st = bound_write(te, dst, 0, te->geo.tile_size, buf, err);
     if (buf != dst->host)
         sw_free(buf);
     return st;
@@ -400,9 +464,9 @@ static sw_status make(sw_carrier *primary, sw_carrier *secondary, int32_t rank,
         te->role_bound[0] = !tier_supported(primary, 0);
         te->role_bound[1] = !tier_supported(secondary, 1);
         if (te->role_bound[0])
-            unaddress(&te->primary);
+            unaddress(te, &te->primary);
         if (te->role_bound[1])
-            unaddress(&te->secondary);
+            unaddress(te, &te->secondary);
     }
     atomic_init(&te->refs, 1);
     const te_store *store = pfull ? &te->primary : sfull ? &te->secondary : NULL;
@@ -858,7 +922,7 @@ void sw_te_request_finish(sw_tiled_evictable *te, te_request *q, te_track *track
         r->pending--;
         if (!ok || !q->staged[i].c)
             continue;
-        te_store old = r->full ? (te_store){NULL, NULL, -1} : r->store;
+        te_store old = r->full ? (te_store){NULL, NULL, -1, 0, NULL} : r->store;
         r->store = q->staged[i];
         r->full = 0;
         r->loc = (uint8_t)(q->evict ? SW_TE_SECONDARY : SW_TE_PRIMARY);
@@ -1104,8 +1168,8 @@ static sw_status read_hooked(sw_tiled_evictable *te, int64_t slot, int64_t count
     }
     pthread_mutex_unlock(&te->lock);
     for (int64_t k = 0; k < nseg && st == SW_OK; k++)
-        st = te->hooks.read(seg[k].store.c, seg[k].at, seg[k].count, o + (size_t)seg[k].i * te->eb,
-                            te->hooks.user, err);
+        st = bound_read(te, &seg[k].store, seg[k].at, seg[k].count,
+                        o + (size_t)seg[k].i * te->eb, err);
     te_grave *g = NULL;
     if (nseg > 0) {
         pthread_mutex_lock(&te->lock);
@@ -1203,18 +1267,18 @@ static sw_status write_hooked(sw_tiled_evictable *te, int64_t slot, int64_t coun
     }
     int64_t saved = 0; /* runs whose old values are in `undo` (maybe written) */
     for (int64_t k = 0; k < nseg && st == SW_OK; k++) {
-        st = te->hooks.read(seg[k].store.c, seg[k].at, seg[k].count, undo + (size_t)seg[k].i * eb,
-                            te->hooks.user, err);
+        st = bound_read(te, &seg[k].store, seg[k].at, seg[k].count,
+                        undo + (size_t)seg[k].i * eb, err);
         if (st == SW_OK) {
             saved = k + 1;
-            st = te->hooks.write(seg[k].store.c, seg[k].at, seg[k].count,
-                                 v + (size_t)seg[k].i * eb, te->hooks.user, err);
+            st = bound_write(te, &seg[k].store, seg[k].at, seg[k].count,
+                             v + (size_t)seg[k].i * eb, err);
         }
     }
     for (int64_t j = saved - 1; st != SW_OK && j >= 0; j--) {
         sw_error ignored; /* best effort: put back what the runs held */
-        te->hooks.write(seg[j].store.c, seg[j].at, seg[j].count, undo + (size_t)seg[j].i * eb,
-                        te->hooks.user, &ignored);
+        bound_write(te, &seg[j].store, seg[j].at, seg[j].count, undo + (size_t)seg[j].i * eb,
+                    &ignored);
     }
     pthread_mutex_lock(&te->lock);
     for (int64_t m = 0; m < nmarked; m++) {

@@ -18,6 +18,12 @@ typedef struct te_store {
     sw_carrier *c;
     unsigned char *host; /* HOST endpoint slot 0, else NULL */
     int fd;              /* FILE endpoint, else -1 */
+    /* A bound store (neither of those) of a core class whose slots the
+     * core reaches itself, not through the binding's read and write hooks:
+     * CPU or Generic memory of the TiledEvictable's dtype at own_host, else
+     * (FileBacked, BlockDeviceCarrier) the class's own slot ops. */
+    uint8_t own;
+    unsigned char *own_host;
 } te_store;
 
 typedef struct te_tile {
@@ -67,6 +73,13 @@ static inline int te_store_bound(const te_store *s)
 {
     return s->c && !s->host && s->fd < 0;
 }
+
+/* A projection's values into `dest`, a destination of the binding's (not
+ * CPU), its owner access held by the caller, no lock held: the core writes
+ * a destination of its own classes itself (te_store's `own`), else the
+ * write hook does. */
+sw_status sw_te_write_destination(sw_tiled_evictable *te, sw_carrier *dest, int64_t count,
+                                  const void *in, sw_error *err);
 
 struct te_request;
 

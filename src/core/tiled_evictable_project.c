@@ -376,7 +376,7 @@ static sw_status gather(sw_tiled_evictable *te, const sw_layout *L, int64_t offs
         } else {
             /* A FileBacked tile: its runs into a host buffer first. */
             bufs[t] = sw_malloc(tile_bytes ? tile_bytes : 1);
-            te_store b = {NULL, bufs[t], -1};
+            te_store b = {NULL, bufs[t], -1, 0, NULL};
             st = bufs[t] ? sw_te_copy_tile(te, t, &notes[t], full[t], &b, err)
                          : sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory "
                                         "projecting");
@@ -612,7 +612,7 @@ void sw_te_project_issue(sw_tiled_evictable *te, te_projection *pj)
         /* The claimed destination's owner on this thread, no core lock held. */
         pj->status = sw_carrier_begin_owner_access(pj->dest, pj->token, &pj->err);
         if (pj->status == SW_OK) {
-            pj->status = te->hooks.write(pj->dest, 0, pj->n, bounce, te->hooks.user, &pj->err);
+            pj->status = sw_te_write_destination(te, pj->dest, pj->n, bounce, &pj->err);
             sw_carrier_end_owner_access(pj->dest, pj->token, NULL);
         }
     }

@@ -28,7 +28,8 @@
  * references until the commit. At interpreter exit an atexit hook refuses
  * new moves and waits for those in flight: the core's C transfers always
  * (sw_move_drain), Python copies and moves waiting for a provider's
- * completion up to STRIDEWEAVE_EXIT_TIMEOUT seconds or until Ctrl-C. In a
+ * completion (each an engine hold, strideweave/engine.h, while it runs)
+ * up to STRIDEWEAVE_EXIT_TIMEOUT seconds or until Ctrl-C. In a
  * child made by os.fork() the moves it inherited fail at once: the core's
  * fork rule ends them (strideweave/move.h, "Fork") from this file's
  * after-fork hook, and their commits here raise RuntimeError. */
@@ -39,6 +40,7 @@
 #include "sw_fork_guard.h"
 #include "sw_profiling.h"
 #include "strideweave/clock.h"
+#include "strideweave/engine.h"
 #include "strideweave/filestore.h"
 
 #include <errno.h>
@@ -46,12 +48,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define SW_EXIT_TIMEOUT_ENV "STRIDEWEAVE_EXIT_TIMEOUT"
 #define SW_EXIT_TIMEOUT_DEFAULT 30.0
-/* How long the exit drain waits between looks for Ctrl-C. */
-#define WAIT_SLICE_SECONDS 0.05
 
 #define CARRIER(o) ((SwCarrierObject *)(o))
 #define TENSOR(o) ((SwTensorObject *)(o))
@@ -77,39 +76,22 @@ typedef struct move_request {
     int supplied;               /* the core runs it, this file supplies the copy */
     int copy_async;             /* ... on a worker thread (move_async) */
     PyObject *copy_error;       /* the supplied copy's failure, for the commit */
+    uint64_t hold;              /* its engine hold while Python work runs for it */
 } move_request;
 
-/* Exit state. `closing` changes only with the GIL held; the in-flight
- * count has its own lock because the exit hook waits on it without the
- * GIL. */
+/* Exit state, changed only with the GIL held. Python work that may never
+ * return (a Python copy on a worker, a wait for a provider's
+ * ProviderCompletion) is an engine hold (strideweave/engine.h) while it
+ * runs: the exit hook waits for the holds only up to
+ * STRIDEWEAVE_EXIT_TIMEOUT seconds, and for the rest of the core's work
+ * always. */
 static int closing;                       /* set at interpreter exit */
-static pthread_mutex_t inflight_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t inflight_cv = PTHREAD_COND_INITIALIZER;
-static long inflight;
-/* Of those, the ones waiting for a provider's ProviderCompletion (Python
- * code that may never return): the exit hook waits for them only up to
- * STRIDEWEAVE_EXIT_TIMEOUT seconds. The binding counts only such work:
- * the core counts its moves itself. */
-static long inflight_provider;
 /* Every move between its pending marks and its commit, in any state
  * (queued, on the pool, waiting for a provider, in a Python _copy), so
  * the exit hook can name the ones it abandons. Changed only with the GIL
  * held. */
 static move_request *live_head;
 static PyObject *str_copy, *str_copy_async;
-
-/* `provider`: the transfer waits for a ProviderCompletion. */
-static void inflight_count(long delta, int provider)
-{
-    pthread_mutex_lock(&inflight_mu);
-    inflight += delta;
-    if (provider)
-        inflight_provider += delta;
-    /* The exit hook waits for "none at all" and for "only providers left". */
-    if (inflight == 0 || inflight == inflight_provider)
-        pthread_cond_broadcast(&inflight_cv);
-    pthread_mutex_unlock(&inflight_mu);
-}
 
 /* ---- validation (the seed's table, rows 1-8) ------------------------------ */
 
@@ -376,24 +358,29 @@ static void commit(move_request *r, PyObject *error)
 
 /* ---- the exit hook ----------------------------------------------------------- */
 
-/* TiledEvictable's residency requests (until the core's commit callback
- * completed their handle) and its tile copies waiting for a provider's
- * completion count as moves in flight, so the exit hook waits for their
- * commits before it stops the waiter threads (TE-8). */
-int sw_py_move_hold_inflight(void)
+/* Python work in flight outside the core's own (a move's Python copy on a
+ * worker or its provider wait; TiledEvictable's residency requests until
+ * the core's commit callback completed their handle, and its tile copies
+ * waiting for a provider's completion) holds the engine, so the exit hook
+ * waits for it before it stops the waiter threads (TE-8). */
+int sw_py_move_hold_inflight(uint64_t *token)
 {
+    sw_error err;
     if (closing) {
         PyErr_SetString(PyExc_RuntimeError,
                         "the interpreter is shutting down; no new transfers can start");
         return -1;
     }
-    inflight_count(1, 1);
+    if (sw_engine_hold(token, &err) != SW_OK) {
+        sw_py_raise(&err);
+        return -1;
+    }
     return 0;
 }
 
-void sw_py_move_drop_inflight(void)
+void sw_py_move_drop_inflight(uint64_t token)
 {
-    inflight_count(-1, 1);
+    sw_engine_release(token);
 }
 
 /* STRIDEWEAVE_EXIT_TIMEOUT: seconds (a non-negative number, "inf" for
@@ -411,67 +398,21 @@ static double exit_timeout_seconds(void)
     return v;
 }
 
-static double monotonic_seconds(void)
+/* The exit drain's look for Ctrl-C, on the waiting thread (its state
+ * saved in *user): 1 stops the wait. */
+static int exit_interrupted(void *user)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-/* Without the GIL: wait on inflight_cv for at most `slice` seconds. */
-static void wait_inflight_slice(double slice)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t); /* inflight_cv uses the default clock */
-    long long ns = t.tv_nsec + (long long)(slice * 1e9);
-    t.tv_sec += (time_t)(ns / 1000000000LL);
-    t.tv_nsec = (long)(ns % 1000000000LL);
-    pthread_cond_timedwait(&inflight_cv, &inflight_mu, &t);
-}
-
-/* The exit drain of the Python work this file counts (moves and tier
- * copies waiting for a provider's ProviderCompletion, Python copies on a
- * worker): Python that may never return, waited for up to the exit
- * timeout, and Ctrl-C stops that wait. Returns 1 when some was given up. */
-static int drain_inflight(double timeout, int *interrupted)
-{
-    double deadline = monotonic_seconds() + timeout;
-    int give_up = 0;
-    for (;;) {
-        long all, provider;
-        Py_BEGIN_ALLOW_THREADS
-        pthread_mutex_lock(&inflight_mu);
-        all = inflight;
-        provider = inflight_provider;
-        if (all > 0 && !(give_up && all == provider)) {
-            double left = deadline - monotonic_seconds();
-            double slice = WAIT_SLICE_SECONDS;
-            if (!give_up && all == provider && left < slice)
-                slice = left > 0 ? left : 0;
-            if (slice > 0)
-                wait_inflight_slice(slice);
-            all = inflight;
-            provider = inflight_provider;
-        }
-        pthread_mutex_unlock(&inflight_mu);
-        Py_END_ALLOW_THREADS
-        if (all == 0)
-            return 0;
-        if (give_up && all == provider)
-            return 1;
-        if (!give_up && all == provider && monotonic_seconds() >= deadline)
-            give_up = 1;
-        if (!give_up && PyErr_CheckSignals() < 0) {
-            /* Ctrl-C: stop waiting for providers (pool moves still finish). */
-            PyErr_Clear();
-            *interrupted = 1;
-            give_up = 1;
-        }
-    }
+    PyThreadState **ts = user;
+    PyEval_RestoreThread(*ts);
+    int stop = PyErr_CheckSignals() < 0;
+    if (stop)
+        PyErr_Clear(); /* Ctrl-C: stop waiting for providers (pool moves still finish) */
+    *ts = PyEval_SaveThread();
+    return stop;
 }
 
 /* One line on stderr naming what the exit did not wait for. */
-static void report_abandoned(double timeout, int interrupted)
+static void report_abandoned(double timeout, int interrupted, int64_t held)
 {
     long moves = 0;
     PyObject *names = PyList_New(0);
@@ -484,9 +425,7 @@ static void report_abandoned(double timeout, int interrupted)
             Py_CLEAR(names);
         Py_XDECREF(n);
     }
-    pthread_mutex_lock(&inflight_mu);
-    long tiers = inflight_provider - moves;
-    pthread_mutex_unlock(&inflight_mu);
+    long tiers = (long)held - moves;
     if (names && tiers > 0) {
         PyObject *n = PyUnicode_FromFormat("%ld TiledEvictable tile transfer%s", tiers,
                                            tiers == 1 ? "" : "s");
@@ -530,17 +469,21 @@ static PyObject *shutdown_moves(PyObject *mod, PyObject *unused)
     (void)unused;
     closing = 1;
     sw_py_core_move_hold(0);
-    int interrupted = 0;
     double timeout = exit_timeout_seconds();
     /* First the Python copies and provider waits (bounded); the core
      * commits meanwhile (the GIL is let go while waiting). */
-    int gave_up = drain_inflight(timeout, &interrupted);
+    PyThreadState *ts = PyEval_SaveThread();
+    int drained = sw_engine_drain_held(timeout < 9e9 ? (int64_t)(timeout * 1e9) : -1,
+                                       exit_interrupted, &ts);
+    PyEval_RestoreThread(ts);
+    int gave_up = drained != 1;
     if (gave_up) {
-        report_abandoned(timeout, interrupted);
-        /* The core stops waiting for the Python copies given up on. */
+        report_abandoned(timeout, drained < 0, sw_engine_held());
+        /* The core stops waiting for the Python work given up on. */
         for (move_request *r = live_head; r; r = r->live_next)
             if (r->supplied && (r->wait.completion || r->on_worker))
                 sw_py_core_move_abandon(&r->core);
+        sw_engine_abandon_held();
     }
     /* The moves the core runs: C work that finishes, always waited for
      * (their commits take the GIL, released meanwhile). */
@@ -574,12 +517,8 @@ static PyObject *hold_moves(PyObject *mod, PyObject *flag)
  * flight in the parent never complete in the child. */
 static void reset_after_fork(void)
 {
-    inflight = 0;
-    inflight_provider = 0;
     /* live_head stays: the core's fork rule ends those moves and their
-     * commits untrack them. */
-    pthread_mutex_init(&inflight_mu, NULL);
-    pthread_cond_init(&inflight_cv, NULL);
+     * commits untrack them; the parent's engine holds count nothing here. */
     sw_py_provider_wait_after_fork();
 }
 
@@ -709,11 +648,12 @@ static void python_copy_run(sw_provider_wait *w)
 {
     move_request *r = (move_request *)((char *)w - offsetof(move_request, wait));
     PyObject *op = r->copy_op, *tensor = r->copy_tensor;
+    uint64_t hold = r->hold;
     r->copy_op = r->copy_tensor = NULL;
     run_python_copy_here(r, op, tensor);
     Py_DECREF(op);
     Py_DECREF(tensor);
-    inflight_count(-1, 1);
+    sw_py_move_drop_inflight(hold);
 }
 
 /* move_async with a Python _copy / _copy_async: queue it for a worker
@@ -726,11 +666,12 @@ static int python_copy_on_worker(move_request *r, PyObject *op, PyObject *tensor
     r->copy_tensor = Py_NewRef(tensor);
     r->wait.run = python_copy_run;
     r->on_worker = 1;
-    inflight_count(1, 1);
-    if (sw_py_provider_wait_submit(&r->wait) == 0)
-        return 0;
+    if (sw_py_move_hold_inflight(&r->hold) == 0) {
+        if (sw_py_provider_wait_submit(&r->wait) == 0)
+            return 0;
+        sw_py_move_drop_inflight(r->hold);
+    }
     PyErr_Clear();
-    inflight_count(-1, 1);
     r->wait.run = NULL;
     r->on_worker = 0;
     Py_CLEAR(r->copy_op);
@@ -949,8 +890,9 @@ static int prepare_route(PyObject *tensor, PyObject *dst, sw_route *route, PyObj
 static void provider_finished(sw_provider_wait *w)
 {
     move_request *r = (move_request *)((char *)w - offsetof(move_request, wait));
+    uint64_t hold = r->hold;
     copy_done(r, r->wait.error);
-    inflight_count(-1, 1);
+    sw_py_move_drop_inflight(hold);
 }
 
 /* X-9/X-10: submit() once, with transfer access to both carriers. None:
@@ -974,10 +916,11 @@ static void await_or_commit(move_request *r, PyObject *res)
     if (res && res != Py_None && sw_py_check_provider_completion(res) == 0) {
         r->wait.completion = res;
         r->wait.finish = provider_finished;
-        inflight_count(1, 1);
-        if (sw_py_provider_wait_submit(&r->wait) == 0)
-            return;
-        inflight_count(-1, 1);
+        if (sw_py_move_hold_inflight(&r->hold) == 0) {
+            if (sw_py_provider_wait_submit(&r->wait) == 0)
+                return;
+            sw_py_move_drop_inflight(r->hold);
+        }
         res = NULL; /* owned by the request now */
     }
     PyObject *e = PyErr_Occurred() ? sw_py_take_exception() : NULL;

@@ -15,8 +15,9 @@
  *            ProviderCompletion reports through the waiter threads; every
  *            other pair is handed back to the core (host and file pairs
  *            run there, bound stores through read/write);
- *   read     slot loops over the store's Python object; writes into a
- *   write    tier given at construction take the TiledEvictable's claim
+ *   read     slot loops over the store's Python object (the core reads
+ *   write    and writes the stores of its own classes itself); writes into
+ *            a tier given at construction take the TiledEvictable's claim
  *            token (sw_tiled_evictable_tier_token) as owner access;
  *   size     the tier's Python size;
  *   discard  releases the Python store and forgets it.
@@ -314,23 +315,6 @@ const unsigned char *sw_tiled_host_base(PyObject *carrier)
     return ((SwHostCarrierObject *)carrier)->data;
 }
 
-/* Host memory holding `dtype` slots directly (exact CPU or Generic), else NULL. */
-static unsigned char *host_slots(PyObject *obj, sw_dtype dtype)
-{
-    unsigned char *base = (unsigned char *)sw_tiled_host_base(obj);
-    return base && ((SwHostCarrierObject *)obj)->dtype == dtype ? base : NULL;
-}
-
-/* Whether the carrier's slots live behind a full core handle that reads and
- * writes them itself (FileBacked, BlockDeviceCarrier). */
-static int core_io(PyObject *obj)
-{
-    if (Py_TYPE(obj) == &SwFileBacked_Type)
-        return 1;
-    const sw_carrier_ops *ops = sw_carrier_builtin_ops(obj);
-    return ops && ops->core_io;
-}
-
 /* `count` slots from slot `src_at` of `src` into slot `dst_at` of `dst`
  * through the pair's span movement, waited for (`private_dst`: see
  * sw_tiled_transfer_span_into): 0 done, 1 no such movement, -1. */
@@ -408,17 +392,8 @@ static sw_status hook_read(sw_carrier *store, int64_t at, int64_t count, void *o
     sw_status st = obj ? SW_OK : unknown_carrier(err);
     sw_dtype dtype = c ? SwDType_ID(c->dtype) : SW_DT_FLOAT32;
     size_t eb = sw_dtype_slot_bytes(dtype);
-    unsigned char *base = obj ? host_slots(obj, dtype) : NULL;
     int done = 0;
-    if (st == SW_OK && base) {
-        memcpy(out, base + (size_t)at * eb, (size_t)count * eb);
-        done = 1;
-    } else if (st == SW_OK && core_io(obj)) {
-        Py_BEGIN_ALLOW_THREADS
-        st = sw_carrier_read(store, at, count, out, err);
-        Py_END_ALLOW_THREADS
-        done = 1;
-    } else if (st == SW_OK && count > 1) {
+    if (st == SW_OK && count > 1) {
         done = read_through_engine(obj, at, count, dtype, out);
         if (done < 0)
             st = hook_failed(c, "read", err);
@@ -517,22 +492,11 @@ static sw_status hook_write(sw_carrier *store, int64_t at, int64_t count, const 
     sw_dtype dtype = c ? SwDType_ID(c->dtype) : SW_DT_FLOAT32;
     size_t eb = sw_dtype_slot_bytes(dtype);
     int64_t token = obj ? tier_token(c, obj) : 0;
-    unsigned char *base = obj ? host_slots(obj, dtype) : NULL;
-    if (st == SW_OK && base) {
-        memcpy(base + (size_t)at * eb, in, (size_t)count * eb);
-        LEAVE();
-        return SW_OK;
-    }
     if (st == SW_OK && token && sw_py_carrier_begin_owner(obj, token) < 0) {
         st = hook_failed(c, "write", err);
         token = 0;
     }
-    if (st == SW_OK && core_io(obj)) {
-        Py_BEGIN_ALLOW_THREADS
-        st = sw_carrier_write(store, at, count, in, err);
-        Py_END_ALLOW_THREADS
-        count = 0;
-    } else if (st == SW_OK && !token && count > 1 && obj != c->primary && obj != c->secondary) {
+    if (st == SW_OK && !token && count > 1 && obj != c->primary && obj != c->secondary) {
         int done = write_through_engine(obj, at, count, dtype, in);
         if (done < 0)
             st = hook_failed(c, "write", err);
@@ -547,8 +511,6 @@ static sw_status hook_write(sw_carrier *store, int64_t at, int64_t count, const 
     }
     if (token)
         sw_py_carrier_end_owner(obj, token);
-    if (st == SW_OK && sw_py_block_device_make_durable(obj) < 0)
-        st = hook_failed(c, "write", err);
     LEAVE();
     return st;
 }
@@ -564,6 +526,7 @@ typedef struct tile_copy {
     PyObject *src, *dst;
     int64_t n;
     int held;           /* counted in flight for the exit hook */
+    uint64_t hold;      /* ... by this engine hold */
     struct tile_copy *prev, *next; /* handed to the waiter threads (GIL-protected) */
 } tile_copy;
 
@@ -616,6 +579,7 @@ static void copy_finished(sw_provider_wait *w)
     }
     sw_te_copy *job = tc->job;
     int held = tc->held;
+    uint64_t hold = tc->hold;
     Py_XDECREF(exc);
     Py_XDECREF(w->completion);
     Py_XDECREF(w->error);
@@ -625,7 +589,7 @@ static void copy_finished(sw_provider_wait *w)
     PyMem_RawFree(tc);
     sw_te_copy_done(job, st, st == SW_OK ? NULL : &err);
     if (held)
-        sw_py_move_drop_inflight();
+        sw_py_move_drop_inflight(hold);
 }
 
 /* Hand a provider's completion to the waiter threads (counted in flight,
@@ -657,7 +621,7 @@ static void copy_later(sw_tiled_core *c, void *user, sw_te_copy *job, PyObject *
     tc->src = Py_NewRef(src);
     tc->dst = Py_NewRef(dst);
     tc->n = c->tile_size;
-    if (sw_py_move_hold_inflight() == 0) {
+    if (sw_py_move_hold_inflight(&tc->hold) == 0) {
         tc->held = 1;
         tc->next = waiting_head;
         if (waiting_head)
@@ -841,6 +805,7 @@ void sw_tiled_core_hooks(sw_tiled_core *c, sw_te_tier_hooks *out)
     out->size = hook_size;
     out->discard = hook_discard;
     out->read_many = hook_read_many;
+    out->core_classes = 1; /* the core's own classes need no Python */
     out->user = (void *)c->id;
     out->dtype = SwDType_ID(c->dtype);
 }

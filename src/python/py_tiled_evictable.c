@@ -193,6 +193,7 @@ typedef struct residency {
     sw_te_work *work;
     int64_t n, *moving; /* tiles the request copies (they leave their place) */
     int held;           /* counted in flight for the exit hook */
+    uint64_t hold;      /* ... by this engine hold */
     struct residency *prev, *next;
 } residency;
 
@@ -244,9 +245,10 @@ static void residency_end(residency *q, sw_status st, const sw_error *err)
     sw_py_await_complete(q->handle, exc ? NULL : Py_None, exc);
     Py_XDECREF(exc);
     int held = q->held;
+    uint64_t hold = q->hold;
     residency_free(q);
     if (held)
-        sw_py_move_drop_inflight();
+        sw_py_move_drop_inflight(hold);
 }
 
 /* The core's commit callback (any thread, no core lock held). */
@@ -309,7 +311,7 @@ static PyObject *residency_async(PyObject *self, PyObject *tiles, int evict)
     q->handle = Py_NewRef(handle);
     sw_py_await_set_total(handle, copies * te->geo.tile_size * (int64_t)elem_bytes(self));
     /* Work that outlives this call keeps exit waiting until it committed. */
-    q->held = sw_py_move_hold_inflight() == 0;
+    q->held = sw_py_move_hold_inflight(&q->hold) == 0;
     if (!q->held)
         PyErr_Clear();
     PyObject *stale = sw_tiled_core_take_error(te->hooks, NULL);
@@ -324,11 +326,12 @@ static PyObject *residency_async(PyObject *self, PyObject *tiles, int evict)
     PyMem_Free(idx);
     if (st != SW_OK) {
         int held = q->held;
+        uint64_t hold = q->hold;
         q->held = 0;
         residency_free(q);
         sw_tiled_core_raise(te->hooks, NULL, &err);
         if (held)
-            sw_py_move_drop_inflight();
+            sw_py_move_drop_inflight(hold);
         if (st != SW_ENOMEM) {
             Py_DECREF(handle);
             return NULL;

@@ -131,11 +131,12 @@ int sw_py_move_init(PyObject *module);
 void sw_py_move_operation_set_engine(PyObject *(*initiate)(PyObject *, PyObject *, PyObject *),
                                      PyObject *(*now)(PyObject *, PyObject *, PyObject *));
 /* Count a transfer in flight outside move() (a TiledEvictable residency
- * request, a tile copy waiting for a provider's completion) so that the exit
- * hook waits for it; RuntimeError at exit.
- * Every successful hold is paired with one drop. */
-int sw_py_move_hold_inflight(void);
-void sw_py_move_drop_inflight(void);
+ * request, a tile copy waiting for a provider's completion) as an engine
+ * hold (strideweave/engine.h) so that drains and the exit hook wait for it;
+ * RuntimeError at exit. Every successful hold is paired with one drop of
+ * its token. */
+int sw_py_move_hold_inflight(uint64_t *token);
+void sw_py_move_drop_inflight(uint64_t token);
 /* The RuntimeError an inherited incomplete transfer ends with in a forked
  * child (new reference). */
 PyObject *sw_py_move_forked_error(const char *what);
