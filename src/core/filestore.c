@@ -502,8 +502,6 @@ sw_status sw_filestore_pread(int fd, void *buf, size_t bytes, int64_t offset,
 {
     if (sw_fault_hit("pread"))
         return sw_error_set_errno(err, SW_EIO, EIO, "reading the FileBacked file failed: injected fault");
-    if (bytes >= (size_t)REAP_SYNC_BYTES)
-        sw_filestore_large_closes_wait();
     char *p = buf;
     while (bytes > 0) {
         ssize_t r = pread(fd, p, bytes, (off_t)offset);

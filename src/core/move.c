@@ -504,9 +504,9 @@ static sw_status transfer_span(sw_carrier *s, int64_t offset, const sw_layout *l
         st = d->ops->storage(d->impl, &ds, err);
     if (st != SW_OK)
         return st;
-    /* A large file transfer never runs beside the background freeing of
-     * a file an earlier move released (filestore.h). */
-    if ((ss.kind == SW_ENDPOINT_FILE || ds.kind == SW_ENDPOINT_FILE) &&
+    /* A large write into a file never runs beside the background freeing
+     * of a file an earlier move released (filestore.h); reads need not wait. */
+    if (ds.kind == SW_ENDPOINT_FILE &&
         l->cosize * (int64_t)sw_dtype_slot_bytes(s->dtype) >= ((int64_t)1 << 20))
         sw_filestore_large_closes_wait();
     int64_t extents[SW_COPY_MAX_DIMS], strides[SW_COPY_MAX_DIMS];

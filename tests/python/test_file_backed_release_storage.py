@@ -230,3 +230,43 @@ def test_c23_moved_large_source_is_freed_off_the_caller_and_before_the_next_file
     """)
     assert out["gone"] and out["after_move"] == 1
     assert out["after_new_file"] == 0
+
+
+@needs_faults
+@needs_proc
+def test_c23_large_read_runs_beside_a_pending_close_and_large_write_waits_for_it():
+    # Freeing a moved source's storage is kept away from the next large
+    # write (it slowed that write down), but a read does not wait for it:
+    # waiting made every 1-4 MiB FileBacked -> CPU move pay for freeing the
+    # previous move's source. The background close is held, so a close
+    # shows up as done only if the caller did it while waiting.
+    out = run_python(PRELUDE, """
+        import strideweave as sw
+        from strideweave import CPU, FileBacked, Layout, Shape, Stride, Tensor, _C
+
+        n = 1 << 18  # 1 MiB of Float32
+        def filled(v):
+            c = CPU(1).new_like([v] * n)
+            return sw.move(Tensor(c, 0, Layout(Shape(n), Stride(1))), FileBacked())
+        with sw.no_grad():
+            a, b = filled(1.0), filled(2.0)
+            late = FileBacked()  # made now: creating a file waits for pending closes
+            d = str(a.carrier.path.parent)
+            _C._fault_inject("file_reclaim_pause")
+            sw.move(a, CPU(n, empty=True))
+            after_first = held(d)
+            back = sw.move(b, CPU(n, empty=True))  # a 1 MiB read
+            after_read = held(d)
+            ok = back.carrier[0] == 2.0 and back.carrier[n - 1] == 2.0
+            src = Tensor(CPU(1).new_like([3.0] * n), 0, Layout(Shape(n), Stride(1)))
+            w = sw.move(src, late)  # a 1 MiB write
+            after_write = held(d)
+            ok = ok and w.carrier[n - 1] == 3.0
+        print(json.dumps({"first": after_first, "read": after_read, "write": after_write,
+                          "ok": bool(ok)}))
+        _C._fault_resume()
+    """)
+    assert out["ok"]
+    assert out["first"] == 1
+    assert out["read"] == 2  # the read left the first source's close pending
+    assert out["write"] == 0  # the large write closed both before writing
