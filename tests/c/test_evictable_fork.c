@@ -57,11 +57,31 @@ static void gate_arm(void)
 /* The hook copies the values itself when told to (no engine thread
  * needed), else hands the move to the core's engine. */
 static int hook_copies;
+/* The hook copies (and releases the tier it read) before the gate: the
+ * transition's move has completed when the fork comes. */
+static int late_gate;
+
+static sw_status copy_values(sw_carrier *from, sw_carrier *to, int64_t size, sw_error *err)
+{
+    float buf[N];
+    sw_status st = sw_carrier_read(from, 0, size, buf, err);
+    if (st == SW_OK)
+        st = sw_carrier_write(to, 0, size, buf, err);
+    if (st == SW_OK)
+        st = sw_carrier_release(from, err);
+    return st;
+}
 
 static sw_status gated_move(sw_carrier *from, sw_carrier *to, int64_t size, void *user,
                             sw_error *err)
 {
     (void)user;
+    sw_status st = SW_OK;
+    int copied = 0;
+    if (hook_copies && late_gate) {
+        st = copy_values(from, to, size, err);
+        copied = 1;
+    }
     pthread_mutex_lock(&g.mu);
     if (g.armed) {
         g.armed = 0;
@@ -73,13 +93,7 @@ static sw_status gated_move(sw_carrier *from, sw_carrier *to, int64_t size, void
     pthread_mutex_unlock(&g.mu);
     if (!hook_copies)
         return SW_ENOTSUP;
-    float buf[N];
-    sw_status st = sw_carrier_read(from, 0, size, buf, err);
-    if (st == SW_OK)
-        st = sw_carrier_write(to, 0, size, buf, err);
-    if (st == SW_OK)
-        st = sw_carrier_release(from, err);
-    return st;
+    return copied ? st : copy_values(from, to, size, err);
 }
 
 static void gate_wait_entered(void)
@@ -171,13 +185,15 @@ static void reap(pid_t pid, const char *what)
 /* Another thread is stopped inside a transition (in its move hook) while
  * the main thread forks. `secondary_size` 0 makes the evict fill a fresh
  * secondary; `evict` 0 promotes an evicted Evictable. */
-static void fork_mid_transition(int evict, int64_t secondary_size, int copies, const char *what)
+static void fork_mid_transition(int evict, int64_t secondary_size, int copies, int late,
+                                const char *what)
 {
     sw_error err;
     sw_carrier *p = cpu(N, 1), *s = cpu(secondary_size ? secondary_size : 1, 0); /* 1: too small, a fresh tier */
     sw_evictable_options o = {.move = gated_move};
     sw_carrier *e = NULL;
     hook_copies = copies;
+    late_gate = late;
     CHECK(sw_evictable_new(p, s, &o, &e, &err) == SW_OK);
     if (!evict) {
         CHECK(sw_evictable_evict(e, &err) == SW_OK); /* gate not armed */
@@ -196,28 +212,34 @@ static void fork_mid_transition(int evict, int64_t secondary_size, int copies, c
         sw_move_end_inherited();
         EXPECT(pending(e) == 0, 10);
         EXPECT(!released(e), 11);
-        EXPECT(sw_evictable_is_evicted(e) == !evict, 12);
+        /* Late: the move had completed, so the child sees the transition
+         * done (a fresh secondary installed); else nothing moved. */
+        EXPECT(sw_evictable_is_evicted(e) == (late ? evict : !evict), 12);
         sw_carrier *cp = sw_evictable_primary(e), *cs = sw_evictable_secondary(e);
-        EXPECT(cp == before_p && cs == before_s, 13);
+        /* The target tier is fresh for an evict into a too small secondary
+         * and for every promote (the evict released the primary). */
+        int replaced = late && (evict ? !secondary_size : 1);
+        EXPECT((evict ? cp == before_p : cs == before_s), 13);
+        EXPECT((evict ? cs != before_s : cp != before_p) == replaced, 21);
         EXPECT(pending(cp) == 0 && pending(cs) == 0, 14);
         EXPECT(values_intact(e), 15);
         sw_carrier_unref(cp);
         sw_carrier_unref(cs);
         /* Writes work again when promoted. */
-        if (evict) {
+        if (!sw_evictable_is_evicted(e)) {
             float v = 0.5f;
             EXPECT(sw_carrier_write(e, 0, 1, &v, &err) == SW_OK, 16);
         }
         if (CHILD_STARTS_THREADS || copies) {
-            /* Later transitions in the child work (the gate is not armed). */
-            EXPECT((evict ? sw_evictable_evict(e, &err) : sw_evictable_promote(e, &err)) ==
-                       SW_OK,
+            /* Later transitions in the child work (the gate is not armed):
+             * there and back again. */
+            int at = sw_evictable_is_evicted(e);
+            EXPECT((at ? sw_evictable_promote(e, &err) : sw_evictable_evict(e, &err)) == SW_OK,
                    17);
-            EXPECT(sw_evictable_is_evicted(e) == evict && values_intact(e), 18);
-            EXPECT((evict ? sw_evictable_promote(e, &err) : sw_evictable_evict(e, &err)) ==
-                       SW_OK,
+            EXPECT(sw_evictable_is_evicted(e) == !at && values_intact(e), 18);
+            EXPECT((at ? sw_evictable_evict(e, &err) : sw_evictable_promote(e, &err)) == SW_OK,
                    19);
-            EXPECT(sw_evictable_is_evicted(e) == !evict && values_intact(e), 20);
+            EXPECT(sw_evictable_is_evicted(e) == at && values_intact(e), 20);
         }
         _exit(0);
     }
@@ -240,22 +262,39 @@ static void fork_mid_transition(int evict, int64_t secondary_size, int copies, c
 
 /* e-fork: evict held in the hook, the engine moves after it (the target
  * tier is big enough: no fresh tier). */
-static void test_fork_mid_evict_core_move(void) { fork_mid_transition(1, N, 0, "mid-evict"); }
+static void test_fork_mid_evict_core_move(void) { fork_mid_transition(1, N, 0, 0, "mid-evict"); }
 /* e-fork: evict into a fresh secondary (the old one is too small). */
 static void test_fork_mid_evict_fresh_tier(void)
 {
-    fork_mid_transition(1, 0, 0, "mid-evict fresh");
+    fork_mid_transition(1, 0, 0, 0, "mid-evict fresh");
 }
 /* e-fork: promote held in the hook. */
 static void test_fork_mid_promote_core_move(void)
 {
-    fork_mid_transition(0, N, 0, "mid-promote");
+    fork_mid_transition(0, N, 0, 0, "mid-promote");
 }
 /* e-fork: the hook moves the values itself (no engine thread). */
-static void test_fork_mid_evict_hook_move(void) { fork_mid_transition(1, N, 1, "hook evict"); }
+static void test_fork_mid_evict_hook_move(void)
+{
+    fork_mid_transition(1, N, 1, 0, "hook evict");
+}
 static void test_fork_mid_promote_hook_move(void)
 {
-    fork_mid_transition(0, N, 1, "hook promote");
+    fork_mid_transition(0, N, 1, 0, "hook promote");
+}
+/* e-fork: the move had completed at the fork (the tier it read released),
+ * the transition had not installed it yet: the child sees it done. */
+static void test_fork_after_evict_move_completed(void)
+{
+    fork_mid_transition(1, N, 1, 1, "late evict");
+}
+static void test_fork_after_evict_move_into_fresh_tier_completed(void)
+{
+    fork_mid_transition(1, 0, 1, 1, "late evict fresh");
+}
+static void test_fork_after_promote_move_completed(void)
+{
+    fork_mid_transition(0, N, 1, 1, "late promote");
 }
 
 int main(void)
@@ -265,5 +304,8 @@ int main(void)
     test_fork_mid_promote_core_move();
     test_fork_mid_evict_hook_move();
     test_fork_mid_promote_hook_move();
+    test_fork_after_evict_move_completed();
+    test_fork_after_evict_move_into_fresh_tier_completed();
+    test_fork_after_promote_move_completed();
     return check_report("evictable_fork");
 }
