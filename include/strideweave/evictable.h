@@ -43,7 +43,23 @@
  * meanwhile fails SW_ESTATE (pending) instead of waiting. During a
  * transition slot writes fail SW_ESTATE (pending) and slot reads still
  * work (an evict whose move has committed reads as evicted). Lock order:
- * an Evictable's mutex before its tiers'. */
+ * an Evictable's mutex before its tiers'.
+ *
+ * Fork: a child of fork() has none of the parent's threads. A transition
+ * another thread was running at the fork ends in the child inside fork()
+ * itself (no call is needed; no hook runs): the Evictable is no longer
+ * pending, and the owner access that thread held on the tiers goes. Its
+ * values stay where they were before the transition (residency, tiers and
+ * values as before), unless the transition's move had already committed
+ * at the fork (the tier it read was released): then the child sees the
+ * transition done, as the parent will. A fresh tier the transition was
+ * filling is forgotten in the child, never released (its storage is the
+ * parent's). The move inside it is a move the child inherited (move.h,
+ * "Fork"): a C program calls sw_move_end_inherited right after fork()
+ * returns 0 so that its tiers lose their marks too. Later transitions,
+ * reads and writes in the child work as usual. A transition running on
+ * the forking thread itself (fork() called from one of its hooks) goes
+ * on in the child. */
 #ifndef STRIDEWEAVE_EVICTABLE_H
 #define STRIDEWEAVE_EVICTABLE_H
 

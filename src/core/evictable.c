@@ -8,6 +8,7 @@
  * ops under the tier's mutex: the Evictable owns the tiers, so it needs no
  * thread-bound owner access for that; owner access is taken only around
  * sw_move_async and release, which check it. */
+#include <pthread.h>
 #include <string.h>
 
 #include "carrier_internal.h"
@@ -317,6 +318,157 @@ static sw_status make_fresh(ev_impl *e, sw_carrier *prototype, sw_carrier **out,
     return st;
 }
 
+/* ---- fork (evictable.h, "Fork") -------------------------------------------- */
+
+/* Every transition from before it marks the Evictable pending until after
+ * it cleared the mark, so that a forked child can end those another
+ * thread of the parent was running (the child has none of those threads).
+ * fork() takes reg_lock and the mutex of every tracked Evictable (so the
+ * child sees whole records: `marked`, `dst` and the tier fields change
+ * under that mutex); the child handler then ends each record of another
+ * thread inside fork() itself (it calls no hook). */
+typedef struct ev_track ev_track;
+struct ev_track {
+    ev_track *prev, *next;
+    sw_carrier *self;  /* the Evictable, no reference */
+    pthread_t thread;  /* the thread running the transition */
+    int evict;
+    int marked;        /* this transition set pending_src (under self->lock) */
+    sw_carrier *dst;   /* the move's destination once known (under self->lock) */
+    int fork_locked;   /* prepare took self->lock for this record */
+};
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static ev_track reg_head = {.prev = &reg_head, .next = &reg_head};
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&reg_lock);
+    for (ev_track *t = reg_head.next; t != &reg_head; t = t->next) {
+        t->fork_locked = 0;
+        int held = 0;
+        for (ev_track *u = reg_head.next; u != t; u = u->next)
+            held |= u->self == t->self;
+        if (!held) { /* nested transitions of one Evictable: lock it once */
+            pthread_mutex_lock(&t->self->lock);
+            t->fork_locked = 1;
+        }
+    }
+}
+
+static void unlock_tracked(void)
+{
+    for (ev_track *t = reg_head.next; t != &reg_head; t = t->next)
+        if (t->fork_locked) {
+            t->fork_locked = 0;
+            pthread_mutex_unlock(&t->self->lock);
+        }
+}
+
+static void fork_parent(void)
+{
+    unlock_tracked();
+    pthread_mutex_unlock(&reg_lock);
+}
+
+/* A tier a thread the child lacks may have held locked or accessed: its
+ * mutex is made fresh (the forking thread holds no tier mutex across
+ * fork()) and that thread's access goes. */
+static void tier_after_fork(sw_carrier *c)
+{
+    if (!c)
+        return;
+    pthread_mutex_init(&c->lock, NULL);
+    sw_carrier_drop_inherited_access(c);
+}
+
+/* One transition of a thread the child lacks. Its move (the core's
+ * engine) is an inherited move (move.h, "Fork"); a binding's move hook
+ * is simply gone. When that move had committed (it released the tier it
+ * read), the values are in its destination: the child installs them as
+ * the transition would have. Otherwise nothing changes but the mark. A
+ * fresh destination is forgotten, never released (it may be half made,
+ * and a FileBacked file belongs to the parent's session); so is a tier
+ * the install replaces. */
+static void end_inherited(ev_track *t)
+{
+    sw_carrier *self = t->self;
+    ev_impl *e = self->impl;
+    sw_carrier *from = t->evict ? e->primary : e->secondary;
+    sw_carrier **to = t->evict ? &e->secondary : &e->primary;
+    uint64_t *to_token = t->evict ? &e->secondary_token : &e->primary_token;
+    tier_after_fork(e->primary);
+    tier_after_fork(e->secondary);
+    if (t->dst != *to)
+        tier_after_fork(t->dst);
+    if (!t->marked)
+        return;
+    if (t->dst && from->released && !from->pending_src && !t->dst->pending_dst) {
+        if (t->dst != *to) {
+            uint64_t token = 0;
+            if (sw_carrier_claim(t->dst, &token, NULL) == SW_OK) {
+                *to = t->dst; /* the reference the transition held */
+                *to_token = token;
+                t->dst = NULL;
+            }
+        }
+        if (*to == t->dst || !t->dst)
+            e->evicted = t->evict;
+    }
+    self->pending_src = 0;
+}
+
+static void fork_child(void)
+{
+    unlock_tracked();
+    pthread_t me = pthread_self();
+    for (ev_track *t = reg_head.next, *next; t != &reg_head; t = next) {
+        next = t->next;
+        if (pthread_equal(t->thread, me))
+            continue; /* the forking thread's own transition goes on */
+        t->prev->next = t->next;
+        t->next->prev = t->prev;
+        t->next = t->prev = t;
+        end_inherited(t);
+    }
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    reg_lock = fresh; /* the forking thread held it: start it unlocked */
+}
+
+static void install_fork_handlers(void)
+{
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+static void track_enter(ev_track *t, sw_carrier *self, int evict)
+{
+    pthread_once(&fork_once, install_fork_handlers);
+    *t = (ev_track){.self = self, .thread = pthread_self(), .evict = evict};
+    pthread_mutex_lock(&reg_lock);
+    t->next = reg_head.next;
+    t->prev = &reg_head;
+    reg_head.next->prev = t;
+    reg_head.next = t;
+    pthread_mutex_unlock(&reg_lock);
+}
+
+static void track_leave(ev_track *t)
+{
+    pthread_mutex_lock(&reg_lock);
+    t->prev->next = t->next;
+    t->next->prev = t->prev;
+    t->next = t->prev = t;
+    pthread_mutex_unlock(&reg_lock);
+}
+
+static void track_dst(sw_carrier *self, ev_track *t, sw_carrier *dst)
+{
+    pthread_mutex_lock(&self->lock);
+    t->dst = dst;
+    pthread_mutex_unlock(&self->lock);
+}
+
 /* ---- transitions ------------------------------------------------------------ */
 
 /* The tier move: the binding's hook first (SW_ENOTSUP hands it on), then
@@ -379,6 +531,9 @@ static void give_up(ev_impl *e, sw_carrier *tier, uint64_t *token)
         (void)sw_carrier_release(tier, NULL);
 }
 
+static sw_status transition_tracked(sw_carrier *self, ev_impl *e, int evict, ev_track *track,
+                                    sw_error *err);
+
 static sw_status transition(sw_carrier *self, int evict, sw_error *err)
 {
     ev_impl *e = impl_of(self);
@@ -386,6 +541,17 @@ static sw_status transition(sw_carrier *self, int evict, sw_error *err)
     if (!e)
         return sw_error_set(err, SW_ETYPE, "%s: the carrier is not an Evictable (%s)", what,
                             self ? sw_carrier_name(self) : "NULL");
+    ev_track track;
+    track_enter(&track, self, evict);
+    sw_status st = transition_tracked(self, e, evict, &track, err);
+    track_leave(&track);
+    return st;
+}
+
+static sw_status transition_tracked(sw_carrier *self, ev_impl *e, int evict, ev_track *track,
+                                    sw_error *err)
+{
+    const char *what = evict ? "evict" : "promote";
     sw_status st = SW_OK;
     pthread_mutex_lock(&self->lock);
     if (sw_carrier_owned_blocks_locked(self))
@@ -403,8 +569,10 @@ static sw_status transition(sw_carrier *self, int evict, sw_error *err)
     else if (e->evicted == evict) {
         pthread_mutex_unlock(&self->lock);
         return SW_OK;
-    } else
+    } else {
         self->pending_src = 1; /* this transition runs: see the top of the file */
+        track->marked = 1;
+    }
     pthread_mutex_unlock(&self->lock);
     if (st != SW_OK)
         return st;
@@ -427,8 +595,10 @@ static sw_status transition(sw_carrier *self, int evict, sw_error *err)
         st = make_fresh(e, to, &dst, err);
     else
         dst = sw_carrier_ref(to);
-    if (st == SW_OK)
+    if (st == SW_OK) {
+        track_dst(self, track, dst);
         st = move_tier(e, from, from_token, dst, fresh ? 0 : to_token, err);
+    }
     uint64_t token = 0;
     if (st == SW_OK && fresh && sw_carrier_claim(dst, &token, NULL) != SW_OK)
         token = 0; /* cannot happen for a carrier nobody else holds */
@@ -438,6 +608,8 @@ static sw_status transition(sw_carrier *self, int evict, sw_error *err)
         sw_carrier_unref(dst);
         pthread_mutex_lock(&self->lock);
         self->pending_src = 0;
+        track->marked = 0;
+        track->dst = NULL;
         pthread_mutex_unlock(&self->lock);
         return st;
     }
@@ -456,6 +628,8 @@ static sw_status transition(sw_carrier *self, int evict, sw_error *err)
     }
     e->evicted = evict;
     self->pending_src = 0;
+    track->marked = 0;
+    track->dst = NULL;
     pthread_mutex_unlock(&self->lock);
     if (fresh)
         sw_carrier_unref(to); /* the reference the Evictable held */

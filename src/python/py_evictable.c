@@ -12,7 +12,6 @@
  * raises is kept and raised again when the core returns. */
 #include "sw_carrier.h"
 #include "sw_extension.h"
-#include "sw_fork_guard.h"
 #include "sw_move.h"
 #include "sw_profiling.h"
 #include "strideweave/evictable.h"
@@ -420,25 +419,6 @@ static int refuse_transition(PyObject *self, const char *what)
     return 0;
 }
 
-/* A transition another thread was running when the process forked: the
- * child clears its pending mark and the access it held on the tiers. The
- * move inside it was ended with the inherited moves; the Evictable stays
- * where it was before the transition. */
-typedef struct {
-    sw_fork_guard g; /* first */
-    PyObject *self;
-} transition_guard;
-
-static void transition_forked(sw_fork_guard *g)
-{
-    PyObject *self = ((transition_guard *)g)->self;
-    sw_py_state_unmark_pending(self, SW_PENDING_SOURCE);
-    sw_fork_guard_drop_access(EV(self)->primary, g->thread);
-    sw_fork_guard_drop_access(EV(self)->secondary, g->thread);
-    if (EV(self)->fresh)
-        sw_fork_guard_drop_access(EV(self)->fresh, g->thread);
-}
-
 /* The core decides; the binding installs the Python object of a tier the
  * core replaced (the one its factory hook made) and raises what failed. */
 static int transition_marked(PyObject *self, int evict)
@@ -471,14 +451,11 @@ static int transition_marked(PyObject *self, int evict)
     return 0;
 }
 
-static int transition(PyObject *self, int evict)
-{
-    transition_guard guard = {.self = self};
-    sw_fork_guard_enter(&guard.g, transition_forked);
-    int rc = transition_marked(self, evict);
-    sw_fork_guard_leave(&guard.g);
-    return rc;
-}
+/* A transition another thread was running when the process forked ends in
+ * the child inside fork() itself (strideweave/evictable.h, "Fork"): the
+ * core clears its pending mark and that thread's access to the tiers; the
+ * move inside it is ended with the inherited moves. */
+static int transition(PyObject *self, int evict) { return transition_marked(self, evict); }
 
 static PyObject *ev_evict(PyObject *self, PyObject *unused)
 {

@@ -1,9 +1,11 @@
-/* Synchronous work that marks carriers (pending, pins, owner access) on
- * the calling thread and clears the marks when it returns: a synchronous
- * promote()/evict() of an Evictable or TiledEvictable, a projection's tile
- * pins. When another thread forks meanwhile, the child has no thread to
- * return from that work; the fork hook (_after_fork_in_child) calls each
- * guard's `end` there, so the child's carriers are not marked forever.
+/* Synchronous binding work that marks carriers (pending, owner access) on
+ * the calling thread and clears the marks when it returns: a tile copy the
+ * binding starts for a TiledEvictable. When another thread forks
+ * meanwhile, the child has no thread to return from that work; the fork
+ * hook (_after_fork_in_child) calls each guard's `end` there, so the
+ * child's carriers are not marked forever. (An Evictable's transitions and
+ * the TiledEvictable's own marks and pins are ended by the core inside
+ * fork(): strideweave/evictable.h and tiled_evictable.h, "Fork".)
  * All calls with the GIL held. */
 #ifndef SW_FORK_GUARD_H
 #define SW_FORK_GUARD_H
