@@ -364,13 +364,16 @@ SW_API void sw_tiled_evictable_drain(void);
  *
  * sw_te_work_current: while a pool thread stages or gathers a piece of
  * asynchronous work, a _start call (below) issues its copies (and a
- * projection's gather) on its caller, or a projection's commit evicts the
- * policy's evict tiles (the hooks they call included), that work
- * (borrowed); NULL elsewhere, e.g. inside a blocking call's hooks. A binding uses it to keep
+ * projection's gather) on its caller, that work (borrowed); a policy's
+ * evictions after a projection are work of their own, whose hooks see it;
+ * NULL elsewhere, e.g. inside a blocking call's hooks. A binding uses it to keep
  * what a hook raised for the handle that reports the failure. */
 typedef void (*sw_te_work_fn)(sw_te_work *w, void *user);
 SW_API sw_status sw_te_work_on_done(sw_te_work *w, sw_te_work_fn fn, void *user, sw_error *err);
 SW_API sw_te_work *sw_te_work_current(void);
+/* A binding kept something for `w` (see sw_te_tier_hooks.work_end): the
+ * core then calls work_end for it. Any thread, no lock needed. */
+SW_API void sw_te_work_note_kept(sw_te_work *w);
 
 /* Residency for a binding whose tile copies run on its caller (user code)
  * and may finish later (a copy hook that reports afterwards). As the
@@ -514,6 +517,15 @@ typedef struct sw_te_tier_hooks {
                            sw_carrier *dest, const int64_t *dest_at, int64_t n, void *user,
                            sw_error *err);
     int core_classes; /* 1: the core reaches the slots of its own classes itself (below) */
+    /* Optional (NULL: none). What the binding kept for a piece of work (a
+     * hook's failure, noted with sw_te_work_note_kept while that work was
+     * sw_te_work_current) is its to collect: the core calls work_end(w, 1,
+     * user) on the thread of a _start call whose submission failed after
+     * its copies were issued (that call's error: the binding hands what it
+     * kept for w to this thread), and work_end(w, 0, user) when a noted
+     * work item goes (its last reference: drop what is still kept). No core
+     * lock held; any thread. */
+    void (*work_end)(sw_te_work *w, int to_caller, void *user);
 } sw_te_tier_hooks;
 
 /* Report the outcome of a copy the copy hook took (exactly once; `err`

@@ -49,6 +49,7 @@ struct sw_te_work {
     int notified;           /* committed: a callback registered now runs at once */
     int registered;         /* a callback was given (one per handle) */
     int issued;             /* a _start request: the pool only awaits its copies */
+    _Atomic int kept;       /* the binding kept something for it (work_end) */
 };
 
 /* Guards every handle's callback and its notified flag (short sections
@@ -170,6 +171,8 @@ void sw_te_work_unref(sw_te_work *w)
 {
     if (!w || atomic_fetch_sub(&w->refs, 1) != 1)
         return;
+    if (atomic_load(&w->kept) && w->te->hooked && w->te->hooks.work_end)
+        w->te->hooks.work_end(w, 0, w->te->hooks.user);
     sw_tensor_unref(w->result);
     sw_tiled_evictable_unref(w->te);
     if (w->done)
@@ -215,6 +218,20 @@ static void run_work(sw_engine_job *job)
 
 sw_te_work *sw_te_work_current(void) { return current_work; }
 
+void sw_te_work_note_kept(sw_te_work *w)
+{
+    if (w)
+        atomic_store(&w->kept, 1);
+}
+
+/* A failed _start call reports on its caller: what the binding kept for w
+ * goes to this thread (the call's error), nothing is left behind. */
+static void hand_kept_to_caller(sw_te_work *w)
+{
+    if (atomic_exchange(&w->kept, 0) && w->te->hooked && w->te->hooks.work_end)
+        w->te->hooks.work_end(w, 1, w->te->hooks.user);
+}
+
 sw_status sw_te_work_on_done(sw_te_work *w, sw_te_work_fn fn, void *user, sw_error *err)
 {
     if (!w || !fn)
@@ -251,6 +268,9 @@ static void notify_done(sw_te_work *w)
         fn(w, user);
 }
 
+static void evict_plan(sw_tiled_evictable *te, int64_t *idx, int64_t n);
+static sw_status work_new(sw_tiled_evictable *te, sw_te_work **out, sw_error *err);
+
 /* Commit or drop, clear the marks, then wake; drops the job's reference. */
 static void finish_work(sw_te_work *w)
 {
@@ -266,11 +286,16 @@ static void finish_work(sw_te_work *w)
         te_projection *pj = w->pj;
         w->pj = NULL;
         sw_tensor *out = NULL;
-        sw_te_work *outer = current_work; /* the policy's evictions: their hooks ask */
-        current_work = w;
+        int64_t *evict = NULL;
+        int64_t nevict = sw_te_project_take_evictions(pj, &evict);
         w->status = sw_te_project_finish(w->te, pj, &w->track, 0, &out, &w->err);
-        current_work = outer;
         w->result = out;
+        /* The policy's evictions, now that the pins are gone: their own
+         * work, issued before the handle completes (copies that finish on
+         * this thread have landed when it does), never waited for here. */
+        if (w->status == SW_OK && nevict > 0)
+            evict_plan(w->te, evict, nevict);
+        sw_free(evict);
     }
     w->committed = 1;
     /* Wake the waiters while still tracked: a fork from here on finds the
@@ -281,6 +306,43 @@ static void finish_work(sw_te_work *w)
     sw_fault_pause("tile_commit_pause"); /* tests: fork between the two */
     sw_te_track_leave(&w->track);
     sw_te_work_unref(w); /* the job's reference */
+}
+
+/* A projection's policy evictions (`idx`, n tiles; the caller's) as work
+ * of their own: those of the tiles free now (neither pinned nor pending)
+ * are marked pending, all or none, and their copies issued on this thread
+ * (like evict_start); a copy a hook finishes later (a provider's
+ * completion) is awaited on the pool and committed by the completion
+ * thread, so neither this thread nor the completion thread waits for it.
+ * Counted by the engine from its submission, so drains and exit wait for
+ * it. When the pool refuses it (exit began), its copies are awaited here.
+ * It has no handle: a failure leaves the tiles where they were. */
+static void evict_plan(sw_tiled_evictable *te, int64_t *idx, int64_t n)
+{
+    int64_t m = sw_te_free_tiles(te, idx, n, idx);
+    sw_te_work *w = NULL;
+    if (m == 0 || work_new(te, &w, NULL) != SW_OK)
+        return;
+    sw_te_track_enter(&w->track, te);
+    w->track.work = w;
+    if (sw_te_request_begin(te, idx, m, 1, "evict tiles of", 0, &w->track, &w->req, NULL) !=
+        SW_OK) {
+        sw_te_track_leave(&w->track);
+        sw_te_work_unref(w);
+        return;
+    }
+    w->issued = 1;
+    sw_te_work *outer = current_work;
+    current_work = w;
+    sw_te_request_issue(te, w->req);
+    sw_te_work_ref(w); /* the job's reference, dropped when it commits */
+    if (!sw_te_request_outstanding(w->req) ||
+        sw_engine_submit(&w->ej, "TiledEvictable", NULL) != SW_OK) {
+        sw_te_request_await(w->req);
+        finish_work(w); /* never counted: uncounts nothing */
+    }
+    current_work = outer;
+    sw_te_work_unref(w);
 }
 
 /* The completion thread, for work the engine counted. */
@@ -402,7 +464,7 @@ static sw_status submit_issued(sw_te_work *w, sw_te_work **out, sw_error *err)
         sw_te_project_await(w->te, w->pj, st, err);
     } else {
         sw_te_request_await(w->req);
-        if (st != SW_OK) {
+        if (st != SW_OK && w->req->status == SW_OK) { /* a copy's failure came first */
             w->req->status = st;
             if (err)
                 w->req->err = *err;
@@ -410,6 +472,12 @@ static sw_status submit_issued(sw_te_work *w, sw_te_work **out, sw_error *err)
     }
     finish_work(w);
     if (st != SW_OK) {
+        /* The call's error is the work's own (the first failure); what a
+         * hook raised for it goes to this thread, nothing is left behind. */
+        st = w->status;
+        if (err)
+            *err = w->err;
+        hand_kept_to_caller(w);
         sw_te_work_unref(w);
         return st;
     }
