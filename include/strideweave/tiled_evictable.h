@@ -246,7 +246,12 @@ SW_API sw_status sw_tiled_evictable_allocate_like(sw_tiled_evictable *te, int em
  * failed promotion fails the projection (residency unchanged). After the
  * pins drop, the evict tiles that are not pending or pinned are evicted;
  * an eviction that fails leaves them where they were and the projection
- * still succeeds. plan runs on the calling thread without any lock of the
+ * still succeeds. In the asynchronous forms that eviction is work of its
+ * own, started before the handle completes and never waited for by it:
+ * copies that finish at once have landed when the handle completes, a
+ * binding's copy that reports later (or one that would run on the
+ * completion thread) goes on in the background, all or none, and drains
+ * and exit wait for it. plan runs on the calling thread without any lock of the
  * carrier held; it must not wait for work on the same carrier.
  *
  * sw_te_plan_add refuses, leaving the plan unchanged: NULL arguments
@@ -405,12 +410,14 @@ SW_API sw_status sw_tiled_evictable_evict_start(sw_tiled_evictable *te, const in
  * Else the call returns at once with the tiles still pinned and the
  * destination claimed; the pool waits for the reports, commits the
  * promotion (all or none), and the completion thread finishes the
- * projection (pins, evictions, the result). A failure after the checks
+ * projection (pins, the result) and starts the evictions (above). A failure after the checks
  * (the gather, a store or copy failing or reporting failure) is the
  * handle's: residency unchanged, a destination the core made released, a
  * given one live and claimed no more. Only when the pool cannot take the
  * wait does the call itself fail, after the outstanding copies reported,
- * nothing changed, no handle. */
+ * nothing changed, no handle; its error is then the first failure (a
+ * copy's, else the pool's), and what the binding kept for the work is
+ * handed to this thread (sw_te_tier_hooks.work_end). */
 SW_API sw_status sw_tiled_evictable_project_start(sw_tiled_evictable *te,
                                                   const sw_layout *layout, int64_t offset,
                                                   const sw_tile_selection *selection,

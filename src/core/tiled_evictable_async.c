@@ -57,6 +57,8 @@ struct sw_te_work {
 static pthread_mutex_t notify_lock = PTHREAD_MUTEX_INITIALIZER;
 /* The work whose stage or gather runs on this pool thread (hooks ask). */
 static _Thread_local sw_te_work *current_work;
+/* 1 while the completion thread commits (no hook's copy may run there). */
+static _Thread_local int committing;
 
 /* ---- tracking and fork --------------------------------------------------- */
 
@@ -268,7 +270,7 @@ static void notify_done(sw_te_work *w)
         fn(w, user);
 }
 
-static void evict_plan(sw_tiled_evictable *te, int64_t *idx, int64_t n);
+static void evict_plan(sw_tiled_evictable *te, int64_t *idx, int64_t n, int on_pool);
 static sw_status work_new(sw_tiled_evictable *te, sw_te_work **out, sw_error *err);
 
 /* Commit or drop, clear the marks, then wake; drops the job's reference. */
@@ -294,7 +296,8 @@ static void finish_work(sw_te_work *w)
          * work, issued before the handle completes (copies that finish on
          * this thread have landed when it does), never waited for here. */
         if (w->status == SW_OK && nevict > 0)
-            evict_plan(w->te, evict, nevict);
+            evict_plan(w->te, evict, nevict,
+                       committing && w->te->hooked && w->te->hooks.copy);
         sw_free(evict);
     }
     w->committed = 1;
@@ -310,14 +313,18 @@ static void finish_work(sw_te_work *w)
 
 /* A projection's policy evictions (`idx`, n tiles; the caller's) as work
  * of their own: those of the tiles free now (neither pinned nor pending)
- * are marked pending, all or none, and their copies issued on this thread
- * (like evict_start); a copy a hook finishes later (a provider's
- * completion) is awaited on the pool and committed by the completion
- * thread, so neither this thread nor the completion thread waits for it.
- * Counted by the engine from its submission, so drains and exit wait for
- * it. When the pool refuses it (exit began), its copies are awaited here.
- * It has no handle: a failure leaves the tiles where they were. */
-static void evict_plan(sw_tiled_evictable *te, int64_t *idx, int64_t n)
+ * are marked pending, all or none. Their copies are issued on this thread
+ * (like evict_start: copies that finish at once have landed when the
+ * projection's handle completes); a copy a hook finishes later (a
+ * provider's completion) is awaited on the pool. Where a binding's copy
+ * hook would run on the completion thread (`on_pool`), nothing is copied
+ * there: the pool issues and awaits the copies (like evict_async); the
+ * core's own copies (host memory, files) stay on this thread. The completion thread commits either way and
+ * never waits for a hook's copy. Counted by the engine from its
+ * submission, so drains and exit wait for it. When the pool refuses it
+ * (exit began), it runs to the end here. It has no handle: a failure
+ * leaves the tiles where they were. */
+static void evict_plan(sw_tiled_evictable *te, int64_t *idx, int64_t n, int on_pool)
 {
     int64_t m = sw_te_free_tiles(te, idx, n, idx);
     sw_te_work *w = NULL;
@@ -331,14 +338,18 @@ static void evict_plan(sw_tiled_evictable *te, int64_t *idx, int64_t n)
         sw_te_work_unref(w);
         return;
     }
-    w->issued = 1;
     sw_te_work *outer = current_work;
     current_work = w;
-    sw_te_request_issue(te, w->req);
+    w->issued = !on_pool;
+    if (w->issued)
+        sw_te_request_issue(te, w->req);
     sw_te_work_ref(w); /* the job's reference, dropped when it commits */
-    if (!sw_te_request_outstanding(w->req) ||
+    if ((w->issued && !sw_te_request_outstanding(w->req)) ||
         sw_engine_submit(&w->ej, "TiledEvictable", NULL) != SW_OK) {
-        sw_te_request_await(w->req);
+        if (w->issued)
+            sw_te_request_await(w->req);
+        else
+            sw_te_request_stage(te, w->req);
         finish_work(w); /* never counted: uncounts nothing */
     }
     current_work = outer;
@@ -349,7 +360,9 @@ static void evict_plan(sw_tiled_evictable *te, int64_t *idx, int64_t n)
 static void commit(sw_engine_job *job)
 {
     unsigned long generation = job->generation; /* read before the work can go */
+    committing = 1;
     finish_work((sw_te_work *)job);
+    committing = 0;
     sw_engine_uncount(generation);
 }
 
