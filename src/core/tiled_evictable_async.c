@@ -59,6 +59,10 @@ static pthread_mutex_t notify_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Thread_local sw_te_work *current_work;
 /* 1 while the completion thread commits (no hook's copy may run there). */
 static _Thread_local int committing;
+/* 1 while fork()'s child handler ends inherited work: no binding code runs
+ * inside fork(), so work_end is not called there (what the binding kept
+ * for that work stays in the child's binding). */
+static _Thread_local int in_fork_child;
 
 /* ---- tracking and fork --------------------------------------------------- */
 
@@ -98,6 +102,7 @@ static void work_unref_job(sw_te_work *w);
 void sw_te_fork_child(void)
 {
     unlock_tracked();
+    in_fork_child = 1;
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     notify_lock = fresh; /* a parent's thread may have held it */
     while (reg_head.next != &reg_head) {
@@ -134,6 +139,7 @@ void sw_te_fork_child(void)
         }
         work_unref_job(w);
     }
+    in_fork_child = 0;
     pthread_mutex_unlock(&reg_lock);
 }
 
@@ -173,7 +179,7 @@ void sw_te_work_unref(sw_te_work *w)
 {
     if (!w || atomic_fetch_sub(&w->refs, 1) != 1)
         return;
-    if (atomic_load(&w->kept) && w->te->hooked && w->te->hooks.work_end)
+    if (!in_fork_child && atomic_load(&w->kept) && w->te->hooked && w->te->hooks.work_end)
         w->te->hooks.work_end(w, 0, w->te->hooks.user);
     sw_tensor_unref(w->result);
     sw_tiled_evictable_unref(w->te);
