@@ -246,7 +246,12 @@ SW_API sw_status sw_tiled_evictable_allocate_like(sw_tiled_evictable *te, int em
  * failed promotion fails the projection (residency unchanged). After the
  * pins drop, the evict tiles that are not pending or pinned are evicted;
  * an eviction that fails leaves them where they were and the projection
- * still succeeds. plan runs on the calling thread without any lock of the
+ * still succeeds. In the asynchronous forms that eviction is work of its
+ * own, started before the handle completes and never waited for by it:
+ * copies that finish at once have landed when the handle completes, a
+ * binding's copy that reports later (or one that would run on the
+ * completion thread) goes on in the background, all or none, and drains
+ * and exit wait for it. plan runs on the calling thread without any lock of the
  * carrier held; it must not wait for work on the same carrier.
  *
  * sw_te_plan_add refuses, leaving the plan unchanged: NULL arguments
@@ -364,13 +369,16 @@ SW_API void sw_tiled_evictable_drain(void);
  *
  * sw_te_work_current: while a pool thread stages or gathers a piece of
  * asynchronous work, a _start call (below) issues its copies (and a
- * projection's gather) on its caller, or a projection's commit evicts the
- * policy's evict tiles (the hooks they call included), that work
- * (borrowed); NULL elsewhere, e.g. inside a blocking call's hooks. A binding uses it to keep
+ * projection's gather) on its caller, that work (borrowed); a policy's
+ * evictions after a projection are work of their own, whose hooks see it;
+ * NULL elsewhere, e.g. inside a blocking call's hooks. A binding uses it to keep
  * what a hook raised for the handle that reports the failure. */
 typedef void (*sw_te_work_fn)(sw_te_work *w, void *user);
 SW_API sw_status sw_te_work_on_done(sw_te_work *w, sw_te_work_fn fn, void *user, sw_error *err);
 SW_API sw_te_work *sw_te_work_current(void);
+/* A binding kept something for `w` (see sw_te_tier_hooks.work_end): the
+ * core then calls work_end for it. Any thread, no lock needed. */
+SW_API void sw_te_work_note_kept(sw_te_work *w);
 
 /* Residency for a binding whose tile copies run on its caller (user code)
  * and may finish later (a copy hook that reports afterwards). As the
@@ -402,12 +410,14 @@ SW_API sw_status sw_tiled_evictable_evict_start(sw_tiled_evictable *te, const in
  * Else the call returns at once with the tiles still pinned and the
  * destination claimed; the pool waits for the reports, commits the
  * promotion (all or none), and the completion thread finishes the
- * projection (pins, evictions, the result). A failure after the checks
+ * projection (pins, the result) and starts the evictions (above). A failure after the checks
  * (the gather, a store or copy failing or reporting failure) is the
  * handle's: residency unchanged, a destination the core made released, a
  * given one live and claimed no more. Only when the pool cannot take the
  * wait does the call itself fail, after the outstanding copies reported,
- * nothing changed, no handle. */
+ * nothing changed, no handle; its error is then the first failure (a
+ * copy's, else the pool's), and what the binding kept for the work is
+ * handed to this thread (sw_te_tier_hooks.work_end). */
 SW_API sw_status sw_tiled_evictable_project_start(sw_tiled_evictable *te,
                                                   const sw_layout *layout, int64_t offset,
                                                   const sw_tile_selection *selection,
@@ -514,6 +524,15 @@ typedef struct sw_te_tier_hooks {
                            sw_carrier *dest, const int64_t *dest_at, int64_t n, void *user,
                            sw_error *err);
     int core_classes; /* 1: the core reaches the slots of its own classes itself (below) */
+    /* Optional (NULL: none). What the binding kept for a piece of work (a
+     * hook's failure, noted with sw_te_work_note_kept while that work was
+     * sw_te_work_current) is its to collect: the core calls work_end(w, 1,
+     * user) on the thread of a _start call whose submission failed after
+     * its copies were issued (that call's error: the binding hands what it
+     * kept for w to this thread), and work_end(w, 0, user) when a noted
+     * work item goes (its last reference: drop what is still kept). No core
+     * lock held; any thread. */
+    void (*work_end)(sw_te_work *w, int to_caller, void *user);
 } sw_te_tier_hooks;
 
 /* Report the outcome of a copy the copy hook took (exactly once; `err`

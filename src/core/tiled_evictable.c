@@ -1018,18 +1018,25 @@ static sw_status residency(sw_tiled_evictable *te, const int64_t *coords, int64_
     return st;
 }
 
-sw_status sw_te_evict_free_tiles(sw_tiled_evictable *te, const int64_t *idx, int64_t n,
-                                 sw_error *err)
+int64_t sw_te_free_tiles(sw_tiled_evictable *te, const int64_t *idx, int64_t n, int64_t *out)
 {
-    int64_t *free_idx = sw_malloc((size_t)(n + 1) * sizeof *free_idx), m = 0;
-    if (!free_idx)
-        return sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory for %lld tiles",
-                            (long long)n);
+    int64_t m = 0;
     pthread_mutex_lock(&te->lock);
     for (int64_t i = 0; !te->released && i < n; i++)
         if (!te->tiles[idx[i]].pending && !te->tiles[idx[i]].pins)
-            free_idx[m++] = idx[i];
+            out[m++] = idx[i];
     pthread_mutex_unlock(&te->lock);
+    return m;
+}
+
+sw_status sw_te_evict_free_tiles(sw_tiled_evictable *te, const int64_t *idx, int64_t n,
+                                 sw_error *err)
+{
+    int64_t *free_idx = sw_malloc((size_t)(n + 1) * sizeof *free_idx);
+    if (!free_idx)
+        return sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory for %lld tiles",
+                            (long long)n);
+    int64_t m = sw_te_free_tiles(te, idx, n, free_idx);
     sw_status st = m > 0 ? run_request(te, free_idx, m, 1, "evict tiles of", err) : SW_OK;
     sw_free(free_idx);
     return st;

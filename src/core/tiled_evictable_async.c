@@ -49,6 +49,7 @@ struct sw_te_work {
     int notified;           /* committed: a callback registered now runs at once */
     int registered;         /* a callback was given (one per handle) */
     int issued;             /* a _start request: the pool only awaits its copies */
+    _Atomic int kept;       /* the binding kept something for it (work_end) */
 };
 
 /* Guards every handle's callback and its notified flag (short sections
@@ -56,6 +57,12 @@ struct sw_te_work {
 static pthread_mutex_t notify_lock = PTHREAD_MUTEX_INITIALIZER;
 /* The work whose stage or gather runs on this pool thread (hooks ask). */
 static _Thread_local sw_te_work *current_work;
+/* 1 while the completion thread commits (no hook's copy may run there). */
+static _Thread_local int committing;
+/* 1 while fork()'s child handler ends inherited work: no binding code runs
+ * inside fork(), so work_end is not called there (what the binding kept
+ * for that work stays in the child's binding). */
+static _Thread_local int in_fork_child;
 
 /* ---- tracking and fork --------------------------------------------------- */
 
@@ -95,6 +102,7 @@ static void work_unref_job(sw_te_work *w);
 void sw_te_fork_child(void)
 {
     unlock_tracked();
+    in_fork_child = 1;
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     notify_lock = fresh; /* a parent's thread may have held it */
     while (reg_head.next != &reg_head) {
@@ -131,6 +139,7 @@ void sw_te_fork_child(void)
         }
         work_unref_job(w);
     }
+    in_fork_child = 0;
     pthread_mutex_unlock(&reg_lock);
 }
 
@@ -170,6 +179,8 @@ void sw_te_work_unref(sw_te_work *w)
 {
     if (!w || atomic_fetch_sub(&w->refs, 1) != 1)
         return;
+    if (!in_fork_child && atomic_load(&w->kept) && w->te->hooked && w->te->hooks.work_end)
+        w->te->hooks.work_end(w, 0, w->te->hooks.user);
     sw_tensor_unref(w->result);
     sw_tiled_evictable_unref(w->te);
     if (w->done)
@@ -215,6 +226,20 @@ static void run_work(sw_engine_job *job)
 
 sw_te_work *sw_te_work_current(void) { return current_work; }
 
+void sw_te_work_note_kept(sw_te_work *w)
+{
+    if (w)
+        atomic_store(&w->kept, 1);
+}
+
+/* A failed _start call reports on its caller: what the binding kept for w
+ * goes to this thread (the call's error), nothing is left behind. */
+static void hand_kept_to_caller(sw_te_work *w)
+{
+    if (atomic_exchange(&w->kept, 0) && w->te->hooked && w->te->hooks.work_end)
+        w->te->hooks.work_end(w, 1, w->te->hooks.user);
+}
+
 sw_status sw_te_work_on_done(sw_te_work *w, sw_te_work_fn fn, void *user, sw_error *err)
 {
     if (!w || !fn)
@@ -251,6 +276,9 @@ static void notify_done(sw_te_work *w)
         fn(w, user);
 }
 
+static void evict_plan(sw_tiled_evictable *te, int64_t *idx, int64_t n, int on_pool);
+static sw_status work_new(sw_tiled_evictable *te, sw_te_work **out, sw_error *err);
+
 /* Commit or drop, clear the marks, then wake; drops the job's reference. */
 static void finish_work(sw_te_work *w)
 {
@@ -266,11 +294,17 @@ static void finish_work(sw_te_work *w)
         te_projection *pj = w->pj;
         w->pj = NULL;
         sw_tensor *out = NULL;
-        sw_te_work *outer = current_work; /* the policy's evictions: their hooks ask */
-        current_work = w;
+        int64_t *evict = NULL;
+        int64_t nevict = sw_te_project_take_evictions(pj, &evict);
         w->status = sw_te_project_finish(w->te, pj, &w->track, 0, &out, &w->err);
-        current_work = outer;
         w->result = out;
+        /* The policy's evictions, now that the pins are gone: their own
+         * work, issued before the handle completes (copies that finish on
+         * this thread have landed when it does), never waited for here. */
+        if (w->status == SW_OK && nevict > 0)
+            evict_plan(w->te, evict, nevict,
+                       committing && w->te->hooked && w->te->hooks.copy);
+        sw_free(evict);
     }
     w->committed = 1;
     /* Wake the waiters while still tracked: a fork from here on finds the
@@ -283,11 +317,58 @@ static void finish_work(sw_te_work *w)
     sw_te_work_unref(w); /* the job's reference */
 }
 
+/* A projection's policy evictions (`idx`, n tiles; the caller's) as work
+ * of their own: those of the tiles free now (neither pinned nor pending)
+ * are marked pending, all or none. Their copies are issued on this thread
+ * (like evict_start: copies that finish at once have landed when the
+ * projection's handle completes); a copy a hook finishes later (a
+ * provider's completion) is awaited on the pool. Where a binding's copy
+ * hook would run on the completion thread (`on_pool`), nothing is copied
+ * there: the pool issues and awaits the copies (like evict_async); the
+ * core's own copies (host memory, files) stay on this thread. The completion thread commits either way and
+ * never waits for a hook's copy. Counted by the engine from its
+ * submission, so drains and exit wait for it. When the pool refuses it
+ * (exit began), it runs to the end here. It has no handle: a failure
+ * leaves the tiles where they were. */
+static void evict_plan(sw_tiled_evictable *te, int64_t *idx, int64_t n, int on_pool)
+{
+    int64_t m = sw_te_free_tiles(te, idx, n, idx);
+    sw_te_work *w = NULL;
+    if (m == 0 || work_new(te, &w, NULL) != SW_OK)
+        return;
+    sw_te_track_enter(&w->track, te);
+    w->track.work = w;
+    if (sw_te_request_begin(te, idx, m, 1, "evict tiles of", 0, &w->track, &w->req, NULL) !=
+        SW_OK) {
+        sw_te_track_leave(&w->track);
+        sw_te_work_unref(w);
+        return;
+    }
+    sw_te_work *outer = current_work;
+    current_work = w;
+    w->issued = !on_pool;
+    if (w->issued)
+        sw_te_request_issue(te, w->req);
+    sw_te_work_ref(w); /* the job's reference, dropped when it commits */
+    if ((w->issued && !sw_te_request_outstanding(w->req)) ||
+        sw_engine_submit(&w->ej, "TiledEvictable", NULL) != SW_OK) {
+        if (w->issued)
+            sw_te_request_await(w->req);
+        else
+            sw_te_request_stage(te, w->req);
+        finish_work(w); /* never counted: uncounts nothing */
+    }
+    current_work = outer;
+    sw_te_work_unref(w);
+}
+
 /* The completion thread, for work the engine counted. */
 static void commit(sw_engine_job *job)
 {
     unsigned long generation = job->generation; /* read before the work can go */
+    committing = 1;
     finish_work((sw_te_work *)job);
+    committing = 0;
     sw_engine_uncount(generation);
 }
 
@@ -402,7 +483,7 @@ static sw_status submit_issued(sw_te_work *w, sw_te_work **out, sw_error *err)
         sw_te_project_await(w->te, w->pj, st, err);
     } else {
         sw_te_request_await(w->req);
-        if (st != SW_OK) {
+        if (st != SW_OK && w->req->status == SW_OK) { /* a copy's failure came first */
             w->req->status = st;
             if (err)
                 w->req->err = *err;
@@ -410,6 +491,12 @@ static sw_status submit_issued(sw_te_work *w, sw_te_work **out, sw_error *err)
     }
     finish_work(w);
     if (st != SW_OK) {
+        /* The call's error is the work's own (the first failure); what a
+         * hook raised for it goes to this thread, nothing is left behind. */
+        st = w->status;
+        if (err)
+            *err = w->err;
+        hand_kept_to_caller(w);
         sw_te_work_unref(w);
         return st;
     }

@@ -190,6 +190,14 @@ void sw_te_project_await(sw_tiled_evictable *te, te_projection *pj, sw_status fa
 void sw_te_project_fail(te_projection *pj, sw_status st);
 sw_status sw_te_project_finish(sw_tiled_evictable *te, te_projection *pj, te_track *track,
                                int forked, sw_tensor **out, sw_error *err);
+/* Take the policy's evict tiles out of a projection that has not failed
+ * (its finish then evicts nothing; the caller starts the eviction itself
+ * once the projection finished, and frees *idx): their count, 0 (and *idx
+ * NULL) when none. */
+int64_t sw_te_project_take_evictions(te_projection *pj, int64_t **idx);
+/* Of the n tiles idx, those neither pinned nor pending now (a released
+ * carrier: none), into out (n entries); their count. */
+int64_t sw_te_free_tiles(sw_tiled_evictable *te, const int64_t *idx, int64_t n, int64_t *out);
 
 /* Copy tile t from `src` (full: indexed by the tile's own slots) into the
  * tile-sized, within-tile indexed `dst`, by whole runs. No lock held; the

@@ -421,12 +421,14 @@ struct te_projection {
     sw_error err;
     sw_te_plan plan;   /* the policy's, when there is one (plan.in non-NULL) */
     te_track promote;  /* the plan's promotion while it runs (not registered) */
+    sw_tensor *result; /* over dest, made before anything commits (not when bound) */
 };
 
 static void projection_free(te_projection *pj)
 {
     if (!pj)
         return;
+    sw_tensor_unref(pj->result);
     sw_layout_free(pj->layout);
     sw_free(pj->coords);
     sw_te_plan_clear(&pj->plan);
@@ -570,6 +572,10 @@ sw_status sw_te_project_begin(sw_tiled_evictable *te, const sw_layout *layout, i
     } else {
         st = sw_cpu_new(n, te->dtype, SW_CARRIER_EMPTY, &pj->dest, err);
     }
+    /* The result is made now: once the plan's promotion commits nothing
+     * may fail. A binding's destination: the binding's tensor. */
+    if (st == SW_OK && !pj->bound)
+        st = sw_tensor_new_strided(pj->dest, 0, g->rank, pj->shape, NULL, &pj->result, err);
     if (st == SW_OK) {
         pthread_mutex_lock(&te->lock);
         st = te->released ? SW_OK : check_extra_locked(te, pj, err);
@@ -673,6 +679,17 @@ void sw_te_project_fail(te_projection *pj, sw_status st)
     sw_error_clear(&pj->err);
 }
 
+int64_t sw_te_project_take_evictions(te_projection *pj, int64_t **idx)
+{
+    int64_t n = pj->status == SW_OK ? pj->plan.n[SW_TE_PLAN_EVICT] : 0;
+    *idx = n > 0 ? pj->plan.idx[SW_TE_PLAN_EVICT] : NULL;
+    if (n > 0) {
+        pj->plan.idx[SW_TE_PLAN_EVICT] = NULL;
+        pj->plan.n[SW_TE_PLAN_EVICT] = 0;
+    }
+    return n;
+}
+
 sw_status sw_te_project_finish(sw_tiled_evictable *te, te_projection *pj, te_track *track,
                                int forked, sw_tensor **out, sw_error *err)
 {
@@ -697,10 +714,10 @@ sw_status sw_te_project_finish(sw_tiled_evictable *te, te_projection *pj, te_tra
                           "projection ran in the parent; it did not complete here");
     if (pj->token)
         sw_carrier_relinquish(pj->dest, pj->token, NULL);
-    if (st == SW_OK && !pj->bound) /* a binding's destination: the binding's tensor */
-        st = sw_tensor_new_strided(pj->dest, 0, te->geo.rank, pj->shape, NULL, out, err);
-    else if (st == SW_OK && out)
-        *out = NULL;
+    if (st == SW_OK && out) { /* a binding's destination: the binding's tensor (NULL) */
+        *out = pj->result;
+        pj->result = NULL;
+    }
     if (st != SW_OK && !pj->given)
         sw_carrier_release(pj->dest, NULL);
     projection_free(pj);

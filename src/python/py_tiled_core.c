@@ -158,8 +158,10 @@ static PyObject *object_of(sw_tiled_core *c, sw_carrier *core)
 static PyObject *error_key(void)
 {
     sw_te_work *w = sw_te_work_current();
-    if (w)
+    if (w) {
+        sw_te_work_note_kept(w); /* the core tells when w ends (hook_work_end) */
         return PyLong_FromVoidPtr(w);
+    }
     return PyLong_FromUnsignedLong(PyThread_get_thread_ident());
 }
 
@@ -793,6 +795,44 @@ static sw_status policy_plan(const int64_t *required, int64_t n, int32_t rank,
     return st;
 }
 
+/* ---- what was kept for work that ended ------------------------------------ */
+
+static int interpreter_gone(void)
+{
+    if (!Py_IsInitialized())
+        return 1;
+#if PY_VERSION_HEX >= 0x030D0000
+    return Py_IsFinalizing();
+#else
+    return _Py_IsFinalizing();
+#endif
+}
+
+/* What a hook kept for work `w`: handed to the calling thread's key
+ * (`to_caller`: a _start call failed after its copies were issued, and
+ * raises it), else dropped (w went without anyone collecting it, e.g. a
+ * policy's evictions after a projection). */
+static void hook_work_end(sw_te_work *w, int to_caller, void *user)
+{
+    if (interpreter_gone())
+        return; /* nothing of Python to free any more */
+    ENTER(c, user);
+    PyObject *pending = sw_py_take_exception(); /* a caller's, kept */
+    PyObject *key = c ? PyLong_FromVoidPtr(w) : NULL;
+    PyObject *exc = key ? dict_pop(c->errors, key) : NULL;
+    if (exc && to_caller) {
+        PyObject *mine = PyLong_FromUnsignedLong(PyThread_get_thread_ident());
+        keep_error(c, mine, exc);
+        Py_XDECREF(mine);
+    }
+    Py_XDECREF(exc);
+    Py_XDECREF(key);
+    PyErr_Clear();
+    if (pending)
+        sw_py_restore_exception(pending);
+    LEAVE();
+}
+
 /* ---- the hooks -------------------------------------------------------------- */
 
 void sw_tiled_core_hooks(sw_tiled_core *c, sw_te_tier_hooks *out)
@@ -806,6 +846,7 @@ void sw_tiled_core_hooks(sw_tiled_core *c, sw_te_tier_hooks *out)
     out->discard = hook_discard;
     out->read_many = hook_read_many;
     out->core_classes = 1; /* the core's own classes need no Python */
+    out->work_end = hook_work_end;
     out->user = (void *)c->id;
     out->dtype = SwDType_ID(c->dtype);
 }

@@ -12,8 +12,9 @@
  * in Python through the write hook) and issues the plan's promotions here.
  * A promotion copy a provider finishes later (a ProviderCompletion) does
  * not hold up project() (TE-8, TE-10): the core commits the promotion (all
- * or nothing), drops the pins and evicts the plan's evict tiles when it
- * reports, and its commit callback completes the AwaitProjection with the
+ * or nothing), drops the pins and starts the eviction of the plan's evict
+ * tiles (work of its own, never waited for here) when it reports, and its
+ * commit callback completes the AwaitProjection with the
  * result Tensor and its node. The gather reads tiles where they are, so a
  * failure anywhere leaves residency unchanged. */
 #include "sw_tiled.h"

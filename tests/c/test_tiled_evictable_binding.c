@@ -1733,6 +1733,56 @@ static void test_project_start_returns_before_the_promotion_reports(void)
     binding_free(&b);
 }
 
+/* A policy evicting tile (1, 0) after every projection. */
+static sw_status evict_tile_10(const int64_t *required, int64_t n, int32_t rank,
+                               const char *purpose, sw_te_plan *plan, void *user, sw_error *err)
+{
+    (void)required, (void)n, (void)rank, (void)purpose, (void)user;
+    int64_t c[2] = {1, 0};
+    return sw_te_plan_add(plan, SW_TE_PLAN_EVICT, c, err);
+}
+
+/* TE-10: the policy's evictions after a projection are work of their own:
+ * a copy the binding reports later holds up neither project_start nor the
+ * handle (nor the completion thread); drains wait for it; once reported
+ * the tile is evicted, all or nothing, values intact. */
+static void test_plan_eviction_does_not_wait_for_its_copies(void)
+{
+    binding b;
+    binding_init(&b);
+    b.copy_mode = 2; /* queued: reported by a completer thread */
+    b.threaded = 1;
+    sw_tiled_evictable *te = make_bound(&b, 2, GRID, TILE, 0);
+    sw_error err;
+    sw_te_policy pol = {evict_tile_10, NULL};
+    CHECK_EQ_I64(sw_tiled_evictable_set_policy(te, &pol, &err), SW_OK);
+    int64_t row0[1] = {0}, col0[1] = {0}, counts[2] = {1, 1};
+    const int64_t *axes[2] = {row0, col0};
+    sw_tile_selection sel = {2, counts, axes}; /* tile (0, 0), primary: no copy */
+    sw_te_work *w = NULL;
+    CHECK_EQ_I64(sw_tiled_evictable_project_start(te, NULL, 0, &sel, NULL, &w, &err), SW_OK);
+    CHECK(w != NULL && sw_te_work_done(w));
+    sw_tensor *out = NULL;
+    CHECK_EQ_I64(sw_te_work_wait(w, &out, &err), SW_OK);
+    CHECK(out && tensor_right(te, &sel, out));
+    sw_te_work_unref(w);
+    wait_queued(&b, 1); /* the eviction's copy, issued, not reported */
+    sw_te_tile_state ts = state_at(te, 1, 0);
+    CHECK(ts.pending && ts.location == SW_TE_PRIMARY);
+    CHECK(!state_at(te, 0, 0).pinned); /* the projection is over */
+    completer c = {&b, 1, 0};
+    pthread_create(&c.th, NULL, complete_jobs, &c);
+    sw_tiled_evictable_drain(); /* covers the eviction */
+    pthread_join(c.th, NULL);
+    ts = state_at(te, 1, 0);
+    CHECK(ts.location == SW_TE_SECONDARY && !ts.pending && !ts.pinned);
+    CHECK(state_at(te, 0, 0).location == SW_TE_PRIMARY);
+    CHECK(values_intact(te));
+    CHECK_EQ_I64(sw_tiled_evictable_release(te, &err), SW_OK);
+    sw_tiled_evictable_unref(te);
+    binding_free(&b);
+}
+
 int main(void)
 {
     test_construction_needs_the_hooks();
@@ -1751,5 +1801,6 @@ int main(void)
     test_tier_token_opens_owner_access();
     test_callback_never_runs_in_a_forked_child();
     test_project_start_returns_before_the_promotion_reports();
+    test_plan_eviction_does_not_wait_for_its_copies();
     return check_report("tiled_evictable_binding");
 }
