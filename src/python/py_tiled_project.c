@@ -201,6 +201,7 @@ typedef struct projection {
     PyObject *node; /* the gather node to attach, or NULL */
     int made;       /* the destination is the primary's allocate_like's */
     int held;       /* counted in flight for the exit hook */
+    uint64_t hold;  /* ... under this token */
     int32_t rank;
     int64_t shape[SW_TILES_MAX_RANK];
     sw_te_work *work;
@@ -230,9 +231,10 @@ static void projection_free(projection *p)
     Py_XDECREF(p->handle);
     Py_XDECREF(p->self);
     int held = p->held;
+    uint64_t hold = p->hold;
     PyMem_Free(p);
     if (held)
-        sw_py_move_drop_inflight();
+        sw_py_move_drop_inflight(hold);
 }
 
 /* A destination made for a projection that failed goes (its exception kept). */
@@ -342,7 +344,7 @@ static int start_projection(PyObject *self, PyObject *tensor, PyObject *selectio
     if (known && sw_tiled_core_add_store(te->hooks, dest) < 0)
         return projection_abandon(p);
     /* Work that outlives this call keeps exit waiting until it committed. */
-    p->held = sw_py_move_hold_inflight() == 0;
+    p->held = sw_py_move_hold_inflight(&p->hold) == 0;
     if (!p->held)
         PyErr_Clear();
     SwTensorObject *t = TENSOR(tensor);
