@@ -244,6 +244,9 @@ typedef struct sw_move_options {
     int no_result;       /* 1: make no result tensor (a binding that publishes its
                             own): on_commit gets NULL and sw_move_wait gives NULL
                             on success */
+    void *profile_tag;   /* handed back untouched in this move's profiling
+                            events (sw_move_event.tag): a binding's per-move
+                            record; the core never reads it */
 } sw_move_options;
 
 /* See the top of this file. `options` may be NULL. */
@@ -346,10 +349,15 @@ typedef struct sw_move_event {
     uint64_t submit_ns;   /* sw_clock_ns() at submission */
     uint64_t complete_ns; /* at commit; 0 for SUBMIT */
     sw_status status;     /* terminal outcome; SW_OK for SUBMIT */
+    void *tag;            /* the move's sw_move_options.profile_tag, or NULL */
 } sw_move_event;
 
 typedef void (*sw_move_profile_fn)(const sw_move_event *event, void *user);
 SW_API void sw_move_set_profile_hook(sw_move_profile_fn fn, void *user);
+/* 1 when `m` observed a profiling hook at submission, so its COMPLETE event
+ * follows (after on_commit, on the same thread, before commit_leave); 0
+ * otherwise. Callable from on_commit. */
+SW_API int sw_move_profiled(const sw_move_handle *m);
 
 #ifdef __cplusplus
 }

@@ -54,6 +54,7 @@ struct sw_move_handle {
     unsigned long generation; /* engine_generation at submission */
     sw_move_profile_fn prof;
     void *prof_user;
+    void *profile_tag;   /* options->profile_tag, for the events */
     uint64_t submit_ns;
     /* Fork (move.h, "Fork"): the live list, under drain_lock. */
     struct sw_move_handle *live_prev, *live_next;
@@ -391,6 +392,11 @@ void sw_move_set_profile_hook(sw_move_profile_fn fn, void *user)
     pthread_mutex_unlock(&hook_lock);
 }
 
+int sw_move_profiled(const sw_move_handle *m)
+{
+    return m && m->prof != NULL;
+}
+
 /* ---- routes --------------------------------------------------------------- */
 
 /* The exact pairs with a bulk route; every other pair falls back to the
@@ -564,6 +570,7 @@ static void profile(sw_move_handle *m, sw_move_event_kind kind, uint64_t complet
     sw_move_event ev = {
         .kind = kind, .move = m, .route = m->route, .bytes = m->bytes,
         .submit_ns = m->submit_ns, .complete_ns = complete_ns, .status = status,
+        .tag = m->profile_tag,
     };
     m->prof(&ev, m->prof_user);
 }
@@ -807,6 +814,7 @@ static void take_options(sw_move_handle *m, const sw_move_options *o)
     m->leave = o->commit_leave;
     m->progress = o->progress;
     m->caller_waits = o->caller_waits;
+    m->profile_tag = o->profile_tag;
 }
 
 static sw_status new_move(sw_tensor *t, sw_carrier *d, const sw_move_options *o,

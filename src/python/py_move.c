@@ -344,7 +344,12 @@ static void finish(move_request *r, PyObject *error)
         if (TENSOR(r->output)->autograd_ctx == r->node)
             Py_SETREF(TENSOR(r->output)->autograd_ctx, Py_NewRef(Py_None));
     }
-    sw_py_profile_move_completed(r->trace, err == NULL);
+    /* A move the core's profiling hook saw gets its completion time and
+     * thread from the hook, right after this; any other its end here. */
+    if (r->core.profiled)
+        sw_py_profile_move_outcome(r->trace, err == NULL);
+    else
+        sw_py_profile_move_completed(r->trace, err == NULL);
     sw_py_await_complete(r->handle, err ? NULL : r->output, err);
     Py_XDECREF(err);
 }
@@ -1125,6 +1130,7 @@ static PyObject *initiate(PyObject *tensor, PyObject *destination, PyObject *for
         sw_py_profile_move_begin(source, destination, route.op_type, route_id, start_ns,
                                  ((SwAwaitObject *)r->handle)->progress_total);
     r->trace = trace;
+    r->core.profile_tag = trace;
     sw_route_kind kind = sw_py_move_route_kind((PyTypeObject *)route.op_type);
     /* Every route the core cannot run itself (a Python-level copy, a
      * TransferRoute's provider) runs on the core too, as a supplied move:

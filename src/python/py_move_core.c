@@ -74,6 +74,7 @@ static void on_commit(sw_move_handle *m, sw_status status, sw_tensor *result, vo
     (void)result;
     sw_py_core_move *cm = user;
     cm->forked = sw_move_ended_by_fork(m);
+    cm->profiled = sw_move_profiled(m);
     if (status == SW_OK) {
         cm->commit(cm, NULL);
         return;
@@ -117,6 +118,7 @@ int sw_py_core_move_start(sw_py_core_move *cm, PyObject *source, int64_t offset,
         .caller_waits = caller_waits,
         .elementwise = elementwise,
         .no_result = 1,
+        .profile_tag = cm->profile_tag,
     };
     sw_move_handle *m = NULL;
     sw_status st;
@@ -171,6 +173,7 @@ int sw_py_core_move_supply(sw_py_core_move *cm, PyObject *source, int64_t offset
         .transfer = supplied_transfer,
         .dst_slots = dst_slots,
         .bytes = bytes,
+        .profile_tag = cm->profile_tag,
     };
     sw_move_handle *m = NULL;
     /* GIL held throughout: the transfer may run Python here. */

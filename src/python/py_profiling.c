@@ -12,6 +12,7 @@
 #include "sw_profiling.h"
 
 #include "strideweave/clock.h"
+#include "strideweave/move.h"
 
 #include <string.h>
 
@@ -131,6 +132,22 @@ static void profiler_dealloc(PyObject *self)
 
 /* ---- lifecycle -------------------------------------------------------------- */
 
+static void core_move_event(const sw_move_event *ev, void *user);
+
+/* Profilers entered and not yet exited or abandoned, all threads (GIL
+ * held). The core's profiling hook is set while there is one, so moves
+ * made with none pay nothing for it. */
+static long n_active;
+
+static void profilers_active(int delta)
+{
+    n_active += delta;
+    if (n_active == delta) /* 0 -> 1 */
+        sw_move_set_profile_hook(core_move_event, NULL);
+    else if (n_active == 0)
+        sw_move_set_profile_hook(NULL, NULL);
+}
+
 /* This thread's active profiler, dropping one abandoned from elsewhere.
  * Borrowed; NULL when none. */
 static PyObject *current(void)
@@ -156,6 +173,7 @@ static PyObject *profiler_enter(PyObject *self, PyObject *unused)
         return NULL;
     }
     p->state = P_ACTIVE;
+    profilers_active(1);
     p->owner = PyThread_get_thread_ident();
     active = Py_NewRef(self);
     return Py_NewRef(self);
@@ -172,6 +190,7 @@ static PyObject *profiler_exit(PyObject *self, PyObject *args)
     if (p->owner != PyThread_get_thread_ident()) {
         /* Its records are discarded; its owner thread forgets it lazily. */
         p->state = P_ABANDONED;
+        profilers_active(-1);
         PyList_SetSlice(p->events, 0, PY_SSIZE_T_MAX, NULL);
         PyList_SetSlice(p->move_events, 0, PY_SSIZE_T_MAX, NULL);
         PyErr_SetString(PyExc_RuntimeError,
@@ -186,6 +205,7 @@ static PyObject *profiler_exit(PyObject *self, PyObject *args)
         return NULL;
     }
     p->state = P_EXITED;
+    profilers_active(-1);
     if (active == self)
         Py_CLEAR(active);
     Py_RETURN_FALSE;
@@ -475,17 +495,46 @@ void sw_py_profile_move_submitted(sw_move_trace *t)
     trace_drop(t);
 }
 
-void sw_py_profile_move_completed(sw_move_trace *t, int succeeded)
+/* The move's end: `end_ns` on the committing thread, GIL held. */
+static void trace_complete(sw_move_trace *t, uint64_t end_ns)
 {
-    if (!t)
-        return;
-    t->end_ns = sw_clock_ns();
+    t->end_ns = end_ns;
     t->commit_thread = PyThread_get_thread_ident();
-    t->succeeded = succeeded;
     t->completed = 1;
     if (t->submitted)
         emit_complete(t);
     trace_drop(t);
+}
+
+void sw_py_profile_move_completed(sw_move_trace *t, int succeeded)
+{
+    if (!t)
+        return;
+    t->succeeded = succeeded;
+    trace_complete(t, sw_clock_ns());
+}
+
+void sw_py_profile_move_outcome(sw_move_trace *t, int succeeded)
+{
+    if (t)
+        t->succeeded = succeeded;
+}
+
+/* The core's profiling hook, installed while any profiler is active. A
+ * move carrying a record (its profile tag) reports COMPLETE on the thread
+ * that committed it, right after the binding's commit and inside the
+ * commit guard, which holds the GIL; the ensure below makes that so for
+ * any other caller too. SUBMIT needs nothing here: the submit record ends
+ * when the binding's submission returns, which only the binding sees. */
+static void core_move_event(const sw_move_event *ev, void *user)
+{
+    (void)user;
+    sw_move_trace *t = ev->tag;
+    if (!t || ev->kind != SW_MOVE_EVENT_COMPLETE)
+        return;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    trace_complete(t, ev->complete_ns);
+    PyGILState_Release(gil);
 }
 
 /* ---- operation events -------------------------------------------------------- */

@@ -25,6 +25,10 @@ void sw_py_profile_move_submitted(sw_move_trace *trace);
  * starting one on this thread, -1 after. */
 void sw_py_profile_internal_moves(int delta);
 void sw_py_profile_move_completed(sw_move_trace *trace, int succeeded);
+/* Instead of sw_py_profile_move_completed for a move the core's profiling
+ * hook saw (sw_py_core_move.profiled): the outcome only; the hook supplies
+ * the end time and thread right after, GIL held. */
+void sw_py_profile_move_outcome(sw_move_trace *trace, int succeeded);
 
 /* The profiling span of one dispatched operation execution: NULL when no
  * profiler is active on this thread (or the span could not be made:
