@@ -331,8 +331,11 @@ SW_API void sw_move_drain(void);
 SW_API int sw_move_drain_for(int64_t timeout_ns);
 
 /* Process-wide profiling hook: SW_MOVE_EVENT_SUBMIT on the initiating
- * thread once the move is submitted, SW_MOVE_EVENT_COMPLETE on the
- * completion thread at commit (before waiters wake). One hook at a time;
+ * thread once the move is submitted, SW_MOVE_EVENT_COMPLETE on the thread
+ * that commits it (the completion thread, or the caller for a move that ran
+ * there), inside commit_enter/commit_leave, just before on_commit and
+ * before waiters wake. Each event carries the move's
+ * sw_move_options.profile_tag, so a binding finds its per-move record. One hook at a time;
  * setting NULL removes it. The hook must not call sw_move_set_profile_hook
  * or wait for a move. Thread-safe: a move observes the hook set when it was
  * submitted. */
@@ -354,10 +357,6 @@ typedef struct sw_move_event {
 
 typedef void (*sw_move_profile_fn)(const sw_move_event *event, void *user);
 SW_API void sw_move_set_profile_hook(sw_move_profile_fn fn, void *user);
-/* 1 when `m` observed a profiling hook at submission, so its COMPLETE event
- * follows (after on_commit, on the same thread, before commit_leave); 0
- * otherwise. Callable from on_commit. */
-SW_API int sw_move_profiled(const sw_move_handle *m);
 
 #ifdef __cplusplus
 }

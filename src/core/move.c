@@ -392,11 +392,6 @@ void sw_move_set_profile_hook(sw_move_profile_fn fn, void *user)
     pthread_mutex_unlock(&hook_lock);
 }
 
-int sw_move_profiled(const sw_move_handle *m)
-{
-    return m && m->prof != NULL;
-}
-
 /* ---- routes --------------------------------------------------------------- */
 
 /* The exact pairs with a bulk route; every other pair falls back to the
@@ -609,10 +604,11 @@ static void commit(sw_move_handle *m)
     sw_carrier_unlock_pair(s, d);
 
     /* Hooks after the carriers changed, before any waiter wakes, with no
-     * core lock held. */
+     * core lock held: the profiling event first, so that on_commit finds
+     * what it recorded. */
+    profile(m, SW_MOVE_EVENT_COMPLETE, sw_clock_ns(), m->status);
     if (m->on_commit)
         m->on_commit(m, m->status, m->status == SW_OK ? m->result : NULL, m->user);
-    profile(m, SW_MOVE_EVENT_COMPLETE, sw_clock_ns(), m->status);
     if (m->enter && m->leave)
         m->leave(m->user);
     /* The move lets go of its carriers before anyone learns it finished:
@@ -1052,9 +1048,9 @@ static void light_commit(sw_move_handle *m, sw_carrier *s, const sw_layout *l, s
         result = NULL;
     }
     m->result = result;
+    profile(m, SW_MOVE_EVENT_COMPLETE, sw_clock_ns(), m->status);
     if (m->on_commit)
         m->on_commit(m, m->status, result, m->user);
-    profile(m, SW_MOVE_EVENT_COMPLETE, sw_clock_ns(), m->status);
     if (m->enter && m->leave)
         m->leave(m->user);
     /* The caller's carriers may be gone from here on (leave may drop the

@@ -344,12 +344,7 @@ static void finish(move_request *r, PyObject *error)
         if (TENSOR(r->output)->autograd_ctx == r->node)
             Py_SETREF(TENSOR(r->output)->autograd_ctx, Py_NewRef(Py_None));
     }
-    /* A move the core's profiling hook saw gets its completion time and
-     * thread from the hook, right after this; any other its end here. */
-    if (r->core.profiled)
-        sw_py_profile_move_outcome(r->trace, err == NULL);
-    else
-        sw_py_profile_move_completed(r->trace, err == NULL);
+    sw_py_profile_move_completed(r->trace, err == NULL);
     sw_py_await_complete(r->handle, err ? NULL : r->output, err);
     Py_XDECREF(err);
 }

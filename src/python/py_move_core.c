@@ -74,7 +74,6 @@ static void on_commit(sw_move_handle *m, sw_status status, sw_tensor *result, vo
     (void)result;
     sw_py_core_move *cm = user;
     cm->forked = sw_move_ended_by_fork(m);
-    cm->profiled = sw_move_profiled(m);
     if (status == SW_OK) {
         cm->commit(cm, NULL);
         return;

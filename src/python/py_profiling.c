@@ -397,6 +397,10 @@ struct sw_move_trace {
     int completed;             /* outcome known, complete record pending */
     uint64_t end_ns;
     unsigned long commit_thread;
+    /* Stamped by the core's profiling hook on the committing thread before
+     * the binding's commit reads them; 0 when the core did not report. */
+    uint64_t core_end_ns;
+    unsigned long core_thread;
     int succeeded;
     int64_t bytes;             /* what the move copies */
 };
@@ -495,46 +499,39 @@ void sw_py_profile_move_submitted(sw_move_trace *t)
     trace_drop(t);
 }
 
-/* The move's end: `end_ns` on the committing thread, GIL held. */
-static void trace_complete(sw_move_trace *t, uint64_t end_ns)
+void sw_py_profile_move_completed(sw_move_trace *t, int succeeded)
 {
-    t->end_ns = end_ns;
-    t->commit_thread = PyThread_get_thread_ident();
+    if (!t)
+        return;
+    if (t->core_end_ns) { /* the core's hook stamped it, on this thread */
+        t->end_ns = t->core_end_ns;
+        t->commit_thread = t->core_thread;
+    } else { /* a move the core did not report (refused, or no hook then) */
+        t->end_ns = sw_clock_ns();
+        t->commit_thread = PyThread_get_thread_ident();
+    }
+    t->succeeded = succeeded;
     t->completed = 1;
     if (t->submitted)
         emit_complete(t);
     trace_drop(t);
 }
 
-void sw_py_profile_move_completed(sw_move_trace *t, int succeeded)
-{
-    if (!t)
-        return;
-    t->succeeded = succeeded;
-    trace_complete(t, sw_clock_ns());
-}
-
-void sw_py_profile_move_outcome(sw_move_trace *t, int succeeded)
-{
-    if (t)
-        t->succeeded = succeeded;
-}
-
-/* The core's profiling hook, installed while any profiler is active. A
- * move carrying a record (its profile tag) reports COMPLETE on the thread
- * that committed it, right after the binding's commit and inside the
- * commit guard, which holds the GIL; the ensure below makes that so for
- * any other caller too. SUBMIT needs nothing here: the submit record ends
- * when the binding's submission returns, which only the binding sees. */
+/* The core's profiling hook, set while any profiler is active. A move
+ * carrying a record (its profile tag) reports COMPLETE on the thread that
+ * commits it, just before the binding's commit, which then builds the
+ * record's Python objects (GIL held). Here only plain C fields of that one
+ * record are written, so nothing needs the GIL. SUBMIT needs nothing: the
+ * submit record ends when the binding's submission returns, which only
+ * the binding sees. */
 static void core_move_event(const sw_move_event *ev, void *user)
 {
     (void)user;
     sw_move_trace *t = ev->tag;
     if (!t || ev->kind != SW_MOVE_EVENT_COMPLETE)
         return;
-    PyGILState_STATE gil = PyGILState_Ensure();
-    trace_complete(t, ev->complete_ns);
-    PyGILState_Release(gil);
+    t->core_thread = PyThread_get_thread_ident(); /* no interpreter state needed */
+    t->core_end_ns = ev->complete_ns;
 }
 
 /* ---- operation events -------------------------------------------------------- */

@@ -37,8 +37,6 @@ typedef struct sw_py_core_move {
                                forked child and ended there */
     void *profile_tag;      /* the profiling record (sw_profiling.h), or NULL:
                                handed to the core's profiling hook */
-    int profiled;           /* set before `commit`: the core's profiling hook
-                               reports this move's completion after `commit` */
 } sw_py_core_move;
 
 /* Start moving (source carrier, offset, layout) into `destination` on the
