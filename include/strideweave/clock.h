@@ -1,4 +1,7 @@
-/* Monotonic clock used by profiling and benchmarks. */
+/* Monotonic clock used by profiling and benchmarks.
+ *
+ * Ownership: nothing to own; no state, no allocation.
+ * Threads: sw_clock_ns is thread-safe (CLOCK_MONOTONIC) and needs no GIL. */
 #ifndef STRIDEWEAVE_CLOCK_H
 #define STRIDEWEAVE_CLOCK_H
 

@@ -6,7 +6,12 @@
  * destination must not overlap. A destination mode with stride 0 is written
  * several times; the last write, in first-mode-fastest order, wins.
  * None of these functions allocate or call back into Python, so callers may
- * run them without the GIL. */
+ * run them without the GIL.
+ *
+ * Ownership: the caller owns every buffer and array passed in; nothing is
+ * kept after a call returns.
+ * Threads: every function is thread-safe (no shared state); concurrent calls
+ * must not write the same destination bytes. */
 #ifndef STRIDEWEAVE_COPY_H
 #define STRIDEWEAVE_COPY_H
 

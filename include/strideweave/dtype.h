@@ -1,4 +1,8 @@
-/* The built-in dtype graph (contract-core D-3) as plain C facts. */
+/* The built-in dtype graph (contract-core D-3) as plain C facts.
+ *
+ * Ownership: sw_dtype_info_of returns a pointer into a static, read-only
+ * table that lives as long as the library; never free or write it.
+ * Threads: every function is thread-safe (constant data only). */
 #ifndef STRIDEWEAVE_DTYPE_H
 #define STRIDEWEAVE_DTYPE_H
 

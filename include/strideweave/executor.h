@@ -9,7 +9,18 @@
  *
  * Threads start lazily on the first submit, up to the bound given at
  * creation. Jobs start in submission order. The executor never frees a
- * job: ownership goes back to the caller of sw_executor_next_completed. */
+ * job: ownership goes back to the caller of sw_executor_next_completed.
+ *
+ * Ownership: sw_executor is single-owner, not refcounted: whoever creates it
+ * destroys it, once, after sw_executor_shutdown, when no thread can reach it
+ * any more (the core keeps one process-wide pool for moves and never shares
+ * the handle outside itself), so it has no _ref/_unref. sw_completion is
+ * single-owner too: it is embedded in one handle (a move, an awaitable) that
+ * frees it in its own teardown, after which no waiter or signaller may
+ * remain; sharing across threads goes through that handle's own refcount.
+ * Threads: submit, post_completed, next_completed, outstanding,
+ * started_threads and shutdown are thread-safe; create and destroy are not.
+ * Every sw_completion call but new/free and reset_after_fork is thread-safe. */
 #ifndef STRIDEWEAVE_EXECUTOR_H
 #define STRIDEWEAVE_EXECUTOR_H
 

@@ -2,7 +2,18 @@
  * nesting profile, with the derived facts cached at construction.
  *
  * A layout is immutable once built. Ordinals are first-mode-fastest
- * (contract-core G-4). */
+ * (contract-core G-4).
+ *
+ * Ownership: every function returning sw_layout * hands the caller a new
+ * layout it owns and frees with sw_layout_free (NULL is accepted); inputs
+ * are borrowed for the call only. An sw_layout is single-owner, not
+ * refcounted: holders that outlive the caller (a tensor, for one) keep
+ * their own sw_layout_copy, so no _ref/_unref pair exists.
+ * Threads: every function is thread-safe on layouts no thread frees or
+ * writes meanwhile; the one lazily cached field, `injective`, is read and
+ * written atomically by sw_layout_is_injective, so concurrent queries of one
+ * layout are safe (two threads may compute the same answer). Free a layout
+ * only when no other thread uses it. */
 #ifndef STRIDEWEAVE_LAYOUT_H
 #define STRIDEWEAVE_LAYOUT_H
 

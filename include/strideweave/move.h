@@ -244,6 +244,9 @@ typedef struct sw_move_options {
     int no_result;       /* 1: make no result tensor (a binding that publishes its
                             own): on_commit gets NULL and sw_move_wait gives NULL
                             on success */
+    void *profile_tag;   /* handed back untouched in this move's profiling
+                            events (sw_move_event.tag): a binding's per-move
+                            record; the core never reads it */
 } sw_move_options;
 
 /* See the top of this file. `options` may be NULL. */
@@ -328,8 +331,11 @@ SW_API void sw_move_drain(void);
 SW_API int sw_move_drain_for(int64_t timeout_ns);
 
 /* Process-wide profiling hook: SW_MOVE_EVENT_SUBMIT on the initiating
- * thread once the move is submitted, SW_MOVE_EVENT_COMPLETE on the
- * completion thread at commit (before waiters wake). One hook at a time;
+ * thread once the move is submitted, SW_MOVE_EVENT_COMPLETE on the thread
+ * that commits it (the completion thread, or the caller for a move that ran
+ * there), inside commit_enter/commit_leave, just before on_commit and
+ * before waiters wake. Each event carries the move's
+ * sw_move_options.profile_tag, so a binding finds its per-move record. One hook at a time;
  * setting NULL removes it. The hook must not call sw_move_set_profile_hook
  * or wait for a move. Thread-safe: a move observes the hook set when it was
  * submitted. */
@@ -346,6 +352,7 @@ typedef struct sw_move_event {
     uint64_t submit_ns;   /* sw_clock_ns() at submission */
     uint64_t complete_ns; /* at commit; 0 for SUBMIT */
     sw_status status;     /* terminal outcome; SW_OK for SUBMIT */
+    void *tag;            /* the move's sw_move_options.profile_tag, or NULL */
 } sw_move_event;
 
 typedef void (*sw_move_profile_fn)(const sw_move_event *event, void *user);

@@ -1,4 +1,9 @@
-/* Status codes and the optional error record every core function can fill. */
+/* Status codes and the optional error record every core function can fill.
+ *
+ * Ownership: an sw_error is plain caller-owned storage (usually on the
+ * stack); the core only writes into it and keeps no pointer to it.
+ * Threads: the functions keep no state and are thread-safe as long as each
+ * thread fills its own sw_error. */
 #ifndef STRIDEWEAVE_STATUS_H
 #define STRIDEWEAVE_STATUS_H
 

@@ -1,5 +1,12 @@
 /* Umbrella header of libstrideweave, the pure-C core: include this one to get
- * the whole C API. */
+ * the whole C API.
+ *
+ * Ownership, in general: a function that returns a new handle gives the
+ * caller one reference (refcounted handles: _ref/_unref) or sole ownership
+ * (single-owner values: _free/_destroy); pointer arguments are borrowed for
+ * the call unless the function's comment says it keeps them.
+ * Threads: each header says which of its calls are thread-safe; no core
+ * function needs or takes the Python GIL. */
 #ifndef STRIDEWEAVE_STRIDEWEAVE_H
 #define STRIDEWEAVE_STRIDEWEAVE_H
 

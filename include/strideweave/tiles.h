@@ -5,7 +5,15 @@
  *
  * Every ordering here is first-axis-fastest: coordinate x of logical index
  * i is i = x0 + L0 * (x1 + L1 * (x2 + ...)), tiles and within-tile
- * positions alike. */
+ * positions alike.
+ *
+ * Ownership: sw_tile_geometry, sw_tile_selection, sw_tile_source and
+ * sw_tile_run are plain caller-owned values; the functions borrow every
+ * pointer for the call only and keep nothing (a selection's arrays stay the
+ * caller's). Only sw_tiles_check_footprints and sw_tiles_sort_coords
+ * allocate, and they free before returning.
+ * Threads: every function is thread-safe and runs without the GIL (no
+ * shared state); concurrent calls must not write the same output. */
 #ifndef STRIDEWEAVE_TILES_H
 #define STRIDEWEAVE_TILES_H
 

@@ -54,6 +54,7 @@ struct sw_move_handle {
     unsigned long generation; /* engine_generation at submission */
     sw_move_profile_fn prof;
     void *prof_user;
+    void *profile_tag;   /* options->profile_tag, for the events */
     uint64_t submit_ns;
     /* Fork (move.h, "Fork"): the live list, under drain_lock. */
     struct sw_move_handle *live_prev, *live_next;
@@ -564,6 +565,7 @@ static void profile(sw_move_handle *m, sw_move_event_kind kind, uint64_t complet
     sw_move_event ev = {
         .kind = kind, .move = m, .route = m->route, .bytes = m->bytes,
         .submit_ns = m->submit_ns, .complete_ns = complete_ns, .status = status,
+        .tag = m->profile_tag,
     };
     m->prof(&ev, m->prof_user);
 }
@@ -602,10 +604,11 @@ static void commit(sw_move_handle *m)
     sw_carrier_unlock_pair(s, d);
 
     /* Hooks after the carriers changed, before any waiter wakes, with no
-     * core lock held. */
+     * core lock held: the profiling event first, so that on_commit finds
+     * what it recorded. */
+    profile(m, SW_MOVE_EVENT_COMPLETE, sw_clock_ns(), m->status);
     if (m->on_commit)
         m->on_commit(m, m->status, m->status == SW_OK ? m->result : NULL, m->user);
-    profile(m, SW_MOVE_EVENT_COMPLETE, sw_clock_ns(), m->status);
     if (m->enter && m->leave)
         m->leave(m->user);
     /* The move lets go of its carriers before anyone learns it finished:
@@ -807,6 +810,7 @@ static void take_options(sw_move_handle *m, const sw_move_options *o)
     m->leave = o->commit_leave;
     m->progress = o->progress;
     m->caller_waits = o->caller_waits;
+    m->profile_tag = o->profile_tag;
 }
 
 static sw_status new_move(sw_tensor *t, sw_carrier *d, const sw_move_options *o,
@@ -1044,9 +1048,9 @@ static void light_commit(sw_move_handle *m, sw_carrier *s, const sw_layout *l, s
         result = NULL;
     }
     m->result = result;
+    profile(m, SW_MOVE_EVENT_COMPLETE, sw_clock_ns(), m->status);
     if (m->on_commit)
         m->on_commit(m, m->status, result, m->user);
-    profile(m, SW_MOVE_EVENT_COMPLETE, sw_clock_ns(), m->status);
     if (m->enter && m->leave)
         m->leave(m->user);
     /* The caller's carriers may be gone from here on (leave may drop the

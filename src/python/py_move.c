@@ -1125,6 +1125,7 @@ static PyObject *initiate(PyObject *tensor, PyObject *destination, PyObject *for
         sw_py_profile_move_begin(source, destination, route.op_type, route_id, start_ns,
                                  ((SwAwaitObject *)r->handle)->progress_total);
     r->trace = trace;
+    r->core.profile_tag = trace;
     sw_route_kind kind = sw_py_move_route_kind((PyTypeObject *)route.op_type);
     /* Every route the core cannot run itself (a Python-level copy, a
      * TransferRoute's provider) runs on the core too, as a supplied move:

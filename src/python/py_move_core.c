@@ -136,6 +136,7 @@ int sw_py_core_move_start(sw_py_core_move *cm, PyObject *source, int64_t offset,
         .caller_waits = caller_waits,
         .elementwise = elementwise,
         .no_result = 1,
+        .profile_tag = cm->profile_tag,
     };
     sw_move_handle *m = NULL;
     sw_status st;
@@ -190,6 +191,7 @@ int sw_py_core_move_supply(sw_py_core_move *cm, PyObject *source, int64_t offset
         .transfer = supplied_transfer,
         .dst_slots = dst_slots,
         .bytes = bytes,
+        .profile_tag = cm->profile_tag,
     };
     sw_move_handle *m = NULL;
     /* GIL held throughout: the transfer may run Python here. */

@@ -12,6 +12,7 @@
 #include "sw_profiling.h"
 
 #include "strideweave/clock.h"
+#include "strideweave/move.h"
 
 #include <string.h>
 
@@ -131,6 +132,22 @@ static void profiler_dealloc(PyObject *self)
 
 /* ---- lifecycle -------------------------------------------------------------- */
 
+static void core_move_event(const sw_move_event *ev, void *user);
+
+/* Profilers entered and not yet exited or abandoned, all threads (GIL
+ * held). The core's profiling hook is set while there is one, so moves
+ * made with none pay nothing for it. */
+static long n_active;
+
+static void profilers_active(int delta)
+{
+    n_active += delta;
+    if (n_active == delta) /* 0 -> 1 */
+        sw_move_set_profile_hook(core_move_event, NULL);
+    else if (n_active == 0)
+        sw_move_set_profile_hook(NULL, NULL);
+}
+
 /* This thread's active profiler, dropping one abandoned from elsewhere.
  * Borrowed; NULL when none. */
 static PyObject *current(void)
@@ -156,6 +173,7 @@ static PyObject *profiler_enter(PyObject *self, PyObject *unused)
         return NULL;
     }
     p->state = P_ACTIVE;
+    profilers_active(1);
     p->owner = PyThread_get_thread_ident();
     active = Py_NewRef(self);
     return Py_NewRef(self);
@@ -172,6 +190,7 @@ static PyObject *profiler_exit(PyObject *self, PyObject *args)
     if (p->owner != PyThread_get_thread_ident()) {
         /* Its records are discarded; its owner thread forgets it lazily. */
         p->state = P_ABANDONED;
+        profilers_active(-1);
         PyList_SetSlice(p->events, 0, PY_SSIZE_T_MAX, NULL);
         PyList_SetSlice(p->move_events, 0, PY_SSIZE_T_MAX, NULL);
         PyErr_SetString(PyExc_RuntimeError,
@@ -186,6 +205,7 @@ static PyObject *profiler_exit(PyObject *self, PyObject *args)
         return NULL;
     }
     p->state = P_EXITED;
+    profilers_active(-1);
     if (active == self)
         Py_CLEAR(active);
     Py_RETURN_FALSE;
@@ -377,6 +397,10 @@ struct sw_move_trace {
     int completed;             /* outcome known, complete record pending */
     uint64_t end_ns;
     unsigned long commit_thread;
+    /* Stamped by the core's profiling hook on the committing thread before
+     * the binding's commit reads them; 0 when the core did not report. */
+    uint64_t core_end_ns;
+    unsigned long core_thread;
     int succeeded;
     int64_t bytes;             /* what the move copies */
 };
@@ -479,13 +503,35 @@ void sw_py_profile_move_completed(sw_move_trace *t, int succeeded)
 {
     if (!t)
         return;
-    t->end_ns = sw_clock_ns();
-    t->commit_thread = PyThread_get_thread_ident();
+    if (t->core_end_ns) { /* the core's hook stamped it, on this thread */
+        t->end_ns = t->core_end_ns;
+        t->commit_thread = t->core_thread;
+    } else { /* a move the core did not report (refused, or no hook then) */
+        t->end_ns = sw_clock_ns();
+        t->commit_thread = PyThread_get_thread_ident();
+    }
     t->succeeded = succeeded;
     t->completed = 1;
     if (t->submitted)
         emit_complete(t);
     trace_drop(t);
+}
+
+/* The core's profiling hook, set while any profiler is active. A move
+ * carrying a record (its profile tag) reports COMPLETE on the thread that
+ * commits it, just before the binding's commit, which then builds the
+ * record's Python objects (GIL held). Here only plain C fields of that one
+ * record are written, so nothing needs the GIL. SUBMIT needs nothing: the
+ * submit record ends when the binding's submission returns, which only
+ * the binding sees. */
+static void core_move_event(const sw_move_event *ev, void *user)
+{
+    (void)user;
+    sw_move_trace *t = ev->tag;
+    if (!t || ev->kind != SW_MOVE_EVENT_COMPLETE)
+        return;
+    t->core_thread = PyThread_get_thread_ident(); /* no interpreter state needed */
+    t->core_end_ns = ev->complete_ns;
 }
 
 /* ---- operation events -------------------------------------------------------- */

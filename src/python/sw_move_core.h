@@ -35,6 +35,8 @@ typedef struct sw_py_core_move {
     sw_move_handle *move;   /* the core's handle of such a move (one reference) */
     int forked;             /* set before `commit`: the move was inherited by a
                                forked child and ended there */
+    void *profile_tag;      /* the profiling record (sw_profiling.h), or NULL:
+                               handed to the core's profiling hook */
 } sw_py_core_move;
 
 /* Start moving (source carrier, offset, layout) into `destination` on the

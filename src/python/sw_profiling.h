@@ -15,7 +15,10 @@ extern PyTypeObject SwProfiler_Type;
  * each, in either order, both with the GIL held:
  * sw_py_profile_move_submitted on the initiating thread when submission
  * returns, and sw_py_profile_move_completed at the terminal commit. The
- * complete record always follows the submit record. */
+ * complete record always follows the submit record. A move the core runs
+ * carries the record as its profile tag (sw_py_core_move.profile_tag): the
+ * core's profiling hook, set while a profiler is active, stamps the
+ * record's end time and committing thread just before the commit. */
 typedef struct sw_move_trace sw_move_trace;
 sw_move_trace *sw_py_profile_move_begin(PyObject *source, PyObject *destination,
                                         PyObject *op_type, PyObject *route_id,

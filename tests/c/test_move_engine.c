@@ -369,6 +369,72 @@ static void test_light_move_counts_in_flight(void)
     sw_carrier_unref(cpu);
 }
 
+/* The profiling tag: each move's events carry the profile_tag its options
+ * gave, on the light path and the pool alike, and COMPLETE reaches the hook
+ * on the committing thread before on_commit runs there (so a binding's
+ * commit finds what its hook recorded). Without a hook, no event. */
+typedef struct tag_seen {
+    _Atomic int submits, completes;
+    _Atomic int completes_at_commit; /* COMPLETE events seen when on_commit ran */
+    pthread_t committer, completer;
+} tag_seen;
+
+static void tag_event(const sw_move_event *ev, void *user)
+{
+    (void)user;
+    tag_seen *seen = ev->tag;
+    if (!seen)
+        return; /* another test's move, or one without a tag */
+    if (ev->kind == SW_MOVE_EVENT_SUBMIT) {
+        atomic_fetch_add(&seen->submits, 1);
+    } else {
+        seen->completer = pthread_self();
+        atomic_fetch_add(&seen->completes, 1);
+    }
+}
+
+static void tag_commit(sw_move_handle *m, sw_status status, sw_tensor *result, void *user)
+{
+    (void)m;
+    (void)status;
+    (void)result;
+    tag_seen *seen = user;
+    seen->committer = pthread_self();
+    atomic_store(&seen->completes_at_commit, atomic_load(&seen->completes));
+}
+
+static void test_profile_tag(void)
+{
+    sw_error err;
+    int64_t sizes[] = {1000, 1 << 20}; /* the light path; the pool */
+    for (int hooked = 0; hooked < 2; hooked++) {
+        for (size_t k = 0; k < 2; k++) {
+            sw_carrier *cpu, *back;
+            sw_tensor *t = filled(sizes[k], 5, &cpu), *r = NULL;
+            CHECK(t && sw_cpu_new(sizes[k], SW_DT_INT32, SW_CARRIER_EMPTY, &back, &err) == SW_OK);
+            tag_seen seen = {0};
+            sw_move_options o = {.on_commit = tag_commit, .user = &seen,
+                                 .profile_tag = &seen};
+            if (hooked)
+                sw_move_set_profile_hook(tag_event, NULL);
+            sw_move_handle *m = NULL;
+            CHECK(sw_move_async(t, back, &o, &m, &err) == SW_OK);
+            sw_move_set_profile_hook(NULL, NULL);
+            CHECK(sw_move_wait(m, &r, &err) == SW_OK && holds(r, sizes[k], 5));
+            CHECK_EQ_I64(atomic_load(&seen.submits), hooked);
+            CHECK_EQ_I64(atomic_load(&seen.completes), hooked);
+            CHECK_EQ_I64(atomic_load(&seen.completes_at_commit), hooked);
+            if (hooked)
+                CHECK(pthread_equal(seen.completer, seen.committer));
+            sw_move_unref(m);
+            sw_tensor_unref(r);
+            sw_tensor_unref(t);
+            sw_carrier_unref(back);
+            sw_carrier_unref(cpu);
+        }
+    }
+}
+
 int main(void)
 {
     test_commit_guard_from_many_threads();
@@ -378,5 +444,6 @@ int main(void)
     test_many_unit_modes();
     test_light_span_without_result();
     test_light_move_counts_in_flight();
+    test_profile_tag();
     return check_report("move_engine");
 }
