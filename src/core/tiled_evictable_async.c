@@ -545,10 +545,12 @@ sw_status sw_tiled_evictable_evict_async(sw_tiled_evictable *te, const int64_t *
     return residency_async(te, coords, n, 1, out, err);
 }
 
-sw_status sw_tiled_evictable_project_async(sw_tiled_evictable *te, const sw_layout *layout,
-                                           int64_t offset, const sw_tile_selection *selection,
-                                           sw_carrier *destination, sw_te_work **out,
-                                           sw_error *err)
+/* The opening both project calls share: checks, a work item tracked on `te`
+ * and the projection begun (its refusals leave nothing behind). */
+static sw_status project_work_begin(sw_tiled_evictable *te, const sw_layout *layout,
+                                    int64_t offset, const sw_tile_selection *selection,
+                                    sw_carrier *destination, sw_te_work **out,
+                                    sw_te_work **work, sw_error *err)
 {
     if (!te || !selection || !out)
         return sw_error_set(err, SW_ETYPE, "TiledEvictable: the carrier, the selection and out "
@@ -567,7 +569,18 @@ sw_status sw_tiled_evictable_project_async(sw_tiled_evictable *te, const sw_layo
         sw_te_work_unref(w);
         return st;
     }
-    return submit(w, out, err);
+    *work = w;
+    return SW_OK;
+}
+
+sw_status sw_tiled_evictable_project_async(sw_tiled_evictable *te, const sw_layout *layout,
+                                           int64_t offset, const sw_tile_selection *selection,
+                                           sw_carrier *destination, sw_te_work **out,
+                                           sw_error *err)
+{
+    sw_te_work *w = NULL;
+    sw_status st = project_work_begin(te, layout, offset, selection, destination, out, &w, err);
+    return st != SW_OK ? st : submit(w, out, err);
 }
 
 sw_status sw_tiled_evictable_project_start(sw_tiled_evictable *te, const sw_layout *layout,
@@ -575,23 +588,10 @@ sw_status sw_tiled_evictable_project_start(sw_tiled_evictable *te, const sw_layo
                                            sw_carrier *destination, sw_te_work **out,
                                            sw_error *err)
 {
-    if (!te || !selection || !out)
-        return sw_error_set(err, SW_ETYPE, "TiledEvictable: the carrier, the selection and out "
-                            "must not be NULL");
     sw_te_work *w = NULL;
-    sw_status st = sw_engine_ready("TiledEvictable", err);
-    if (st == SW_OK)
-        st = work_new(te, &w, err);
+    sw_status st = project_work_begin(te, layout, offset, selection, destination, out, &w, err);
     if (st != SW_OK)
         return st;
-    sw_te_track_enter(&w->track, te);
-    w->track.work = w;
-    st = sw_te_project_begin(te, layout, offset, selection, destination, &w->track, &w->pj, err);
-    if (st != SW_OK) {
-        sw_te_track_leave(&w->track);
-        sw_te_work_unref(w);
-        return st;
-    }
     w->issued = 1;
     sw_te_work *outer = current_work; /* a hook of other work may call this */
     current_work = w;

@@ -33,16 +33,6 @@ static PyObject *cpu_device; /* (1, 0) */
 
 /* ---- lifetime ----------------------------------------------------------- */
 
-static int interpreter_gone(void)
-{
-    if (!Py_IsInitialized())
-        return 1;
-#if PY_VERSION_HEX >= 0x030D0000
-    return Py_IsFinalizing();
-#else
-    return _Py_IsFinalizing();
-#endif
-}
 
 /* Dropping the Tensor may run arbitrary code (finalizers); keep a pending
  * exception out of its way and restore it afterwards. GIL held. */
@@ -73,7 +63,7 @@ static void release_tensor(void *ctx, void *pin)
         sw_alloc_unpin(pin);
         return;
     }
-    if (interpreter_gone())
+    if (sw_py_interpreter_gone())
         return;
     PyGILState_STATE gil = PyGILState_Ensure();
     sw_alloc_unpin(pin);

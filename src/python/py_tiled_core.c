@@ -797,16 +797,6 @@ static sw_status policy_plan(const int64_t *required, int64_t n, int32_t rank,
 
 /* ---- what was kept for work that ended ------------------------------------ */
 
-static int interpreter_gone(void)
-{
-    if (!Py_IsInitialized())
-        return 1;
-#if PY_VERSION_HEX >= 0x030D0000
-    return Py_IsFinalizing();
-#else
-    return _Py_IsFinalizing();
-#endif
-}
 
 /* What a hook kept for work `w`: handed to the calling thread's key
  * (`to_caller`: a _start call failed after its copies were issued, and
@@ -814,7 +804,7 @@ static int interpreter_gone(void)
  * policy's evictions after a projection). */
 static void hook_work_end(sw_te_work *w, int to_caller, void *user)
 {
-    if (interpreter_gone())
+    if (sw_py_interpreter_gone())
         return; /* nothing of Python to free any more */
     ENTER(c, user);
     PyObject *pending = sw_py_take_exception(); /* a caller's, kept */

@@ -175,6 +175,19 @@ typedef struct SwCarrierObject {
 
 /* The state accessors: the core handle's state. `o` is a carrier object. */
 #define SW_STATE_C(o) ((SwCarrierObject *)(o))
+/* The interpreter is finalizing or gone: code that runs late (a capsule
+ * deleter, a hook on a core thread) must then not touch Python objects. */
+static inline int sw_py_interpreter_gone(void)
+{
+    if (!Py_IsInitialized())
+        return 1;
+#if PY_VERSION_HEX >= 0x030D0000
+    return Py_IsFinalizing();
+#else
+    return _Py_IsFinalizing();
+#endif
+}
+
 static inline int sw_py_state_released(PyObject *o)
 {
     return sw_carrier_is_released(SW_STATE_C(o)->core);
