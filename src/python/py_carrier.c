@@ -963,9 +963,10 @@ int sw_py_carrier_is_allocatable_empty(PyObject *carrier)
         return 0;
     if (SW_DEFINED(carrier))
         return 1;
-    /* The shipped FileBacked grows (its instances hold no attributes that
-     * could hide the method): no attribute lookup on every move into one. */
-    if (Py_TYPE(carrier) == &SwFileBacked_Type)
+    /* A shipped class that grows (FileBacked): no attribute lookup on
+     * every move into one. */
+    const sw_carrier_ops *ops = sw_carrier_builtin_ops(carrier);
+    if (ops && ops->grows)
         return 1;
     PyObject *hook = PyObject_GetAttr(carrier, str_allocate_hook);
     if (!hook) {

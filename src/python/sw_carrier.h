@@ -36,6 +36,10 @@ typedef struct sw_carrier_ops {
      * framework adds no version and makes them without the GIL
      * (BlockDeviceCarrier). */
     int core_io;
+    /* 1 when an empty instance grows through the class's own `_allocate`,
+     * which an instance cannot hide (FileBacked): moves into one skip the
+     * attribute lookup. */
+    int grows;
 } sw_carrier_ops;
 
 extern const sw_carrier_ops sw_generic_ops;
