@@ -504,6 +504,21 @@ static sw_status submit_issued(sw_te_work *w, sw_te_work **out, sw_error *err)
     return SW_OK;
 }
 
+/* A _start call's copies issued on this thread (a hook of other work may
+ * call it: the current work is restored after), then submitted. */
+static sw_status issue_and_submit(sw_te_work *w, sw_te_work **out, sw_error *err)
+{
+    w->issued = 1;
+    sw_te_work *outer = current_work;
+    current_work = w;
+    if (w->req)
+        sw_te_request_issue(w->te, w->req);
+    else
+        sw_te_project_issue(w->te, w->pj);
+    current_work = outer;
+    return submit_issued(w, out, err);
+}
+
 static sw_status residency_start(sw_tiled_evictable *te, const int64_t *coords, int64_t n,
                                  int evict, sw_te_work **out, sw_error *err)
 {
@@ -513,12 +528,7 @@ static sw_status residency_start(sw_tiled_evictable *te, const int64_t *coords, 
     sw_status st = residency_begin(te, coords, n, evict, &w, err);
     if (st != SW_OK)
         return st;
-    w->issued = 1;
-    sw_te_work *outer = current_work; /* a hook of other work may call this */
-    current_work = w;
-    sw_te_request_issue(te, w->req);
-    current_work = outer;
-    return submit_issued(w, out, err);
+    return issue_and_submit(w, out, err);
 }
 
 sw_status sw_tiled_evictable_promote_start(sw_tiled_evictable *te, const int64_t *coords,
@@ -592,10 +602,5 @@ sw_status sw_tiled_evictable_project_start(sw_tiled_evictable *te, const sw_layo
     sw_status st = project_work_begin(te, layout, offset, selection, destination, out, &w, err);
     if (st != SW_OK)
         return st;
-    w->issued = 1;
-    sw_te_work *outer = current_work; /* a hook of other work may call this */
-    current_work = w;
-    sw_te_project_issue(te, w->pj);
-    current_work = outer;
-    return submit_issued(w, out, err);
+    return issue_and_submit(w, out, err);
 }
