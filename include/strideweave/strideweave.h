@@ -16,6 +16,7 @@
 #include "strideweave/clock.h"
 #include "strideweave/dtype.h"
 #include "strideweave/layout.h"
+#include "strideweave/layout_view.h"
 #include "strideweave/copy.h"
 #include "strideweave/filestore.h"
 #include "strideweave/dlpack.h"

@@ -21,6 +21,7 @@
 #include "strideweave/carrier.h"
 #include "strideweave/dlpack.h"
 #include "strideweave/layout.h"
+#include "strideweave/layout_view.h"
 #include "strideweave/status.h"
 
 #ifdef __cplusplus
@@ -61,15 +62,32 @@ SW_API sw_status sw_tensor_get_i32(const sw_tensor *t, int64_t index, int32_t *o
 SW_API sw_status sw_tensor_set_i32(const sw_tensor *t, int64_t index, int32_t value,
                                    sw_error *err);
 
-/* Views. slice keeps [start, stop) of top-level mode `mode`, which must be
- * a leaf (nested modes: SW_ENOTSUP); permute reorders top-level modes;
- * reshape needs a contiguous tensor (offset any, strides canonical) and
- * gives a contiguous flat layout of `extents`; broadcast widens extent-1
- * leaves to `extents` with stride 0 (same profile). */
+/* Views: new tensors on the same carrier, the layout computed by
+ * layout_view.h (its refusal statuses; the message in err).
+ * slice_key: entry m says what top-level mode m keeps (an index drops it,
+ * a range with a step keeps it, Python's slice normalization; see
+ * sw_slice_entry), n must be the rank; the offset grows by the scalar index
+ * of the first selected coordinate.
+ * slice: the simple form, [start, stop) of leaf mode `mode` (no wrap-around;
+ * SW_ERANGE for a bad mode, SW_ENOTSUP for a nested one, SW_EINVAL for a
+ * range outside the extent or empty), every other mode whole.
+ * permute: result mode j is source mode order[j] (a permutation).
+ * reshape_shape: to the shape (nprofile, profile, extents) of the same size;
+ * the elements must sit evenly spaced in first-mode-fastest order (ordinal
+ * k at k * b: contiguous tensors and steps of them qualify, a permuted
+ * view does not), and the result has the target's canonical strides times
+ * b. reshape: the same to a flat shape of `ndim` leaves.
+ * broadcast: widens extent-1 leaves to `extents` with stride 0 (same
+ * profile). */
+SW_API sw_status sw_tensor_slice_key(const sw_tensor *t, const sw_slice_entry *key, int32_t n,
+                                     sw_tensor **out, sw_error *err);
 SW_API sw_status sw_tensor_slice(const sw_tensor *t, int32_t mode, int64_t start, int64_t stop,
                                  sw_tensor **out, sw_error *err);
 SW_API sw_status sw_tensor_permute(const sw_tensor *t, const int32_t *order, int32_t n,
                                    sw_tensor **out, sw_error *err);
+SW_API sw_status sw_tensor_reshape_shape(const sw_tensor *t, int32_t nprofile,
+                                         const uint8_t *profile, const int64_t *extents,
+                                         sw_tensor **out, sw_error *err);
 SW_API sw_status sw_tensor_reshape(const sw_tensor *t, int32_t ndim, const int64_t *extents,
                                    sw_tensor **out, sw_error *err);
 SW_API sw_status sw_tensor_broadcast(const sw_tensor *t, const int64_t *extents,

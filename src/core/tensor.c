@@ -187,6 +187,20 @@ static int32_t mode_first_leaf(const sw_layout *l, int32_t mode, int *is_leaf)
     return -1;
 }
 
+sw_status sw_tensor_slice_key(const sw_tensor *t, const sw_slice_entry *key, int32_t n,
+                              sw_tensor **out, sw_error *err)
+{
+    if (!t || !out)
+        return sw_error_set(err, SW_ETYPE, "sw_tensor_slice_key: tensor and out must not be NULL");
+    const sw_layout *planes[1] = {t->layout};
+    sw_layout *l = NULL;
+    int64_t growth = 0;
+    sw_status st = sw_layout_view_slice(planes, 1, key, n, &l, &growth, NULL, err);
+    if (st != SW_OK)
+        return st;
+    return view_out(t, t->offset + growth, l, out, err); /* growth < cosize */
+}
+
 sw_status sw_tensor_slice(const sw_tensor *t, int32_t mode, int64_t start, int64_t stop,
                           sw_tensor **out, sw_error *err)
 {
@@ -203,20 +217,24 @@ sw_status sw_tensor_slice(const sw_tensor *t, int32_t mode, int64_t start, int64
                             "sw_tensor_slice: mode %d is nested; slice one of its leaves "
                             "after taking it apart",
                             (int)mode);
+    /* No wrap-around here, unlike a key's range: bounds are coordinates. */
     if (start < 0 || stop > l->extents[leaf] || start >= stop)
         return sw_error_set(err, SW_EINVAL,
                             "sw_tensor_slice: [%lld, %lld) is not a non-empty range inside "
                             "extent %lld",
                             (long long)start, (long long)stop, (long long)l->extents[leaf]);
-    int64_t *ext = sw_malloc(2 * (size_t)l->nleaves * sizeof(int64_t) + 1);
-    if (!ext)
+    sw_slice_entry *key = sw_calloc((size_t)l->rank, sizeof *key);
+    if (!key)
         return sw_error_set(err, SW_ENOMEM, "sw_tensor_slice: out of memory");
-    memcpy(ext, l->extents, (size_t)l->nleaves * sizeof(int64_t));
-    ext[leaf] = stop - start;
-    sw_layout *nl = sw_layout_new(l->nprofile, l->profile, ext, l->strides, err);
-    sw_free(ext);
-    /* start * stride < cosize, so it fits in int64 */
-    return view_out(t, t->offset + start * l->strides[leaf], nl, out, err);
+    for (int32_t m = 0; m < l->rank; m++) {
+        key[m].kind = SW_SLICE_RANGE;
+        key[m].step = 1;
+    }
+    key[mode] = (sw_slice_entry){.kind = SW_SLICE_RANGE, .has_start = 1, .start = start,
+                                 .has_stop = 1, .stop = stop, .step = 1};
+    sw_status st = sw_tensor_slice_key(t, key, l->rank, out, err);
+    sw_free(key);
+    return st;
 }
 
 sw_status sw_tensor_permute(const sw_tensor *t, const int32_t *order, int32_t n,
@@ -227,29 +245,26 @@ sw_status sw_tensor_permute(const sw_tensor *t, const int32_t *order, int32_t n,
     return view_out(t, t->offset, sw_layout_permute(t->layout, order, n, err), out, err);
 }
 
-sw_status sw_tensor_reshape(const sw_tensor *t, int32_t ndim, const int64_t *extents,
-                            sw_tensor **out, sw_error *err)
+sw_status sw_tensor_reshape_shape(const sw_tensor *t, int32_t nprofile, const uint8_t *profile,
+                                  const int64_t *extents, sw_tensor **out, sw_error *err)
 {
     if (!t || !out)
         return sw_error_set(err, SW_ETYPE, "sw_tensor_reshape: tensor and out must not be NULL");
-    sw_layout *canon = sw_layout_canonical(t->layout->nprofile, t->layout->profile,
-                                           t->layout->extents, err);
-    if (!canon)
-        return err ? err->code : SW_ENOMEM;
-    int contiguous = sw_layout_equal(canon, t->layout);
-    sw_layout_free(canon);
-    if (!contiguous)
-        return sw_error_set(err, SW_EINVAL,
-                            "sw_tensor_reshape: the tensor is not contiguous; move or copy "
-                            "it first");
-    sw_layout *nl = flat_layout(ndim, extents, NULL, err);
-    if (nl && nl->size != t->layout->size) {
-        sw_error_set(err, SW_EINVAL, "sw_tensor_reshape: %lld elements cannot become %lld",
-                     (long long)t->layout->size, (long long)nl->size);
-        sw_layout_free(nl);
-        return SW_EINVAL;
-    }
-    return view_out(t, t->offset, nl, out, err);
+    const sw_layout *planes[1] = {t->layout};
+    sw_layout *l = NULL;
+    sw_status st = sw_layout_view_reshape(planes, 1, nprofile, profile, extents, &l, NULL, err);
+    return st != SW_OK ? st : view_out(t, t->offset, l, out, err);
+}
+
+sw_status sw_tensor_reshape(const sw_tensor *t, int32_t ndim, const int64_t *extents,
+                            sw_tensor **out, sw_error *err)
+{
+    if (ndim < 0 || ndim > SW_COPY_MAX_DIMS || (ndim > 0 && !extents))
+        return sw_error_set(err, SW_EINVAL, "sw_tensor_reshape: ndim must be in [0, %d] with "
+                            "extents", SW_COPY_MAX_DIMS);
+    uint8_t profile[SW_COPY_MAX_DIMS];
+    memset(profile, SW_NODE_LEAF, sizeof profile);
+    return sw_tensor_reshape_shape(t, ndim, profile, extents, out, err);
 }
 
 sw_status sw_tensor_broadcast(const sw_tensor *t, const int64_t *extents, sw_tensor **out,

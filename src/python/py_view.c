@@ -10,6 +10,7 @@
 #include "sw_python.h"
 #include "sw_messages.h"
 #include "sw_layout_walk.h"
+#include "strideweave/layout_view.h"
 
 #include <string.h>
 
@@ -25,23 +26,35 @@ static SwTensorObject *require_tensor(PyObject *obj, const char *fn)
     return (SwTensorObject *)obj;
 }
 
-/* Build the view result: L_0 := new_l0, S_0 := new_s0 (when the source has
+/* The layouts a view transforms (V-2): L_0 and, with several planes, S_0.
+ * Returns their count. */
+static int32_t view_planes(SwTensorObject *t, const sw_layout *planes[2])
+{
+    planes[0] = SwLayout_CORE(t->subs[0].layout);
+    if (t->nsub == 1)
+        return 1;
+    planes[1] = SwLayout_CORE(PyTuple_GET_ITEM(t->adjacent, 0));
+    return 2;
+}
+
+/* Build the view result: L_0 := out[0], S_0 := out[1] (when the source has
  * one), subtensor 0's offset := offset0; all else kept. Takes ownership of
- * the two core layouts (NULL new_s0 for one-subtensor sources). */
-static PyObject *finish_view(const char *kind, SwTensorObject *t, sw_layout *new_l0,
-                             sw_layout *new_s0, int64_t offset0, PyObject *param)
+ * the core layouts. */
+static PyObject *finish_view(const char *kind, SwTensorObject *t, sw_layout *out[2],
+                             int64_t offset0, PyObject *param)
 {
     PyObject *carriers[2], *layouts[2] = {NULL, NULL}, *adjacent[1] = {NULL};
     int64_t offsets[2];
     PyObject *l0 = NULL, *s0 = NULL, *result = NULL;
+    sw_layout *new_s0 = t->nsub > 1 ? out[1] : NULL;
 
     if (t->nsub > 2) { /* no shipped dtype has more planes */
-        sw_layout_free(new_l0);
+        sw_layout_free(out[0]);
         sw_layout_free(new_s0);
         PyErr_SetString(PyExc_NotImplementedError, "views support tensors with at most two planes");
         return NULL;
     }
-    l0 = sw_py_layout_wrap(new_l0);
+    l0 = sw_py_layout_wrap(out[0]);
     if (!l0) {
         sw_layout_free(new_s0);
         return NULL;
@@ -59,7 +72,7 @@ static PyObject *finish_view(const char *kind, SwTensorObject *t, sw_layout *new
     offsets[0] = offset0;
     layouts[0] = l0;
     if (t->nsub > 1)
-        adjacent[0] = s0 ? s0 : PyTuple_GET_ITEM(t->adjacent, 0);
+        adjacent[0] = s0;
     result = sw_py_tensor_from_parts(t->dtype, t->nsub, carriers, offsets, layouts, adjacent);
     if (result && param && sw_py_view_record(kind, (PyObject *)t, result, param) < 0)
         Py_CLEAR(result);
@@ -67,6 +80,19 @@ done:
     Py_XDECREF(l0);
     Py_XDECREF(s0);
     return result;
+}
+
+/* An integer argument as int64, saturating past the ends: the sign
+ * survives, so the core's range checks refuse it as too large or too small
+ * (and the message shows the object itself). */
+static int read_int64(PyObject *obj, int64_t *out)
+{
+    long long v;
+    int overflow;
+    if (sw_py_index_ll(obj, &v, &overflow) < 0)
+        return -1;
+    *out = overflow > 0 ? INT64_MAX : overflow < 0 ? INT64_MIN : (int64_t)v;
+    return 0;
 }
 
 /* ---- slice view (V-5) --------------------------------------------------- */
@@ -86,53 +112,54 @@ static int contains_slice(PyObject *obj)
     return found;
 }
 
-/* An integer entry for a mode of `size` coordinates: 0 <= i < size. */
-static int slice_integer(PyObject *entry, int64_t size, int m, int64_t *out)
+/* The key as a bare slice's one-entry tuple or the tuple itself, with no
+ * slice nested deeper. New reference, or NULL with TypeError. */
+static PyObject *key_tuple(PyObject *key)
 {
-    long long v;
-    int overflow;
-    if (sw_py_index_ll(entry, &v, &overflow) < 0)
-        return -1;
-    if (overflow || v < 0 || v >= size) {
-        if (overflow < 0 || (overflow == 0 && v < 0))
-            PyErr_Format(PyExc_ValueError,
-                         "index %R is out of range for mode %d of size %lld: indices run "
-                         "from 0 to %lld and do not wrap around", entry, m, (long long)size,
-                         (long long)size - 1);
-        else
-            PyErr_Format(PyExc_ValueError, "index %R is out of range for mode %d of size %lld",
-                         entry, m, (long long)size);
-        return -1;
+    PyObject *tuple;
+    if (PySlice_Check(key))
+        return PyTuple_Pack(1, key);
+    if (!PyTuple_Check(key)) {
+        PyErr_Format(PyExc_TypeError,
+                     "a slice key must be a slice or a tuple of integers and slices, not %.100s",
+                     Py_TYPE(key)->tp_name);
+        return NULL;
     }
-    *out = (int64_t)v;
-    return 0;
+    tuple = Py_NewRef(key);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); i++) {
+        PyObject *e = PyTuple_GET_ITEM(tuple, i);
+        int c = PyTuple_Check(e) || PyList_Check(e) ? contains_slice(e) : 0;
+        if (c > 0)
+            PyErr_SetString(PyExc_TypeError,
+                            "slices may appear only as top-level entries of a tuple key");
+        if (c != 0) {
+            Py_DECREF(tuple);
+            return NULL;
+        }
+    }
+    return tuple;
 }
 
-/* Normalized (start, stop, step) of a slice entry over `length`: step must
- * be a positive integer (None is 1). */
-static int slice_bounds(PyObject *entry, int64_t length, int m, Py_ssize_t *start,
-                        Py_ssize_t *stop, Py_ssize_t *step)
+/* A slice entry's step, start and stop read into *e (Python's defaults
+ * left to the core). *step_read tells whether e->step holds the step when
+ * a later part cannot be read. */
+static int read_range(PyObject *entry, int m, sw_slice_entry *e, int *step_read)
 {
-    PyObject *st = ((PySliceObject *)entry)->step;
-    if (st != Py_None) {
-        if (!sw_py_is_integer(st)) {
+    PySliceObject *s = (PySliceObject *)entry;
+    *e = (sw_slice_entry){.kind = SW_SLICE_RANGE, .step = 1};
+    *step_read = 0;
+    if (s->step != Py_None) {
+        if (!sw_py_is_integer(s->step)) {
             PyErr_Format(PyExc_TypeError, "slice for mode %d: step must be an integer, not %.100s",
-                         m, Py_TYPE(st)->tp_name);
+                         m, Py_TYPE(s->step)->tp_name);
             return -1;
         }
-        long long v;
-        int overflow;
-        if (sw_py_index_ll(st, &v, &overflow) < 0)
+        if (read_int64(s->step, &e->step) < 0)
             return -1;
-        if (overflow < 0 || (overflow == 0 && v <= 0)) {
-            PyErr_Format(PyExc_ValueError, "slice for mode %d: step must be positive, not %R",
-                         m, st);
-            return -1;
-        }
     }
-    /* G-2: bool is never an integer, so Python's normalization (which takes
-     * True as 1) only sees integers or None. */
-    PyObject *bounds[2] = {((PySliceObject *)entry)->start, ((PySliceObject *)entry)->stop};
+    *step_read = 1;
+    /* G-2: bool is never an integer, though Python's slices take True as 1. */
+    PyObject *bounds[2] = {s->start, s->stop};
     for (int b = 0; b < 2; b++) {
         if (bounds[b] != Py_None && !sw_py_is_integer(bounds[b])) {
             PyErr_Format(PyExc_TypeError,
@@ -141,199 +168,185 @@ static int slice_bounds(PyObject *entry, int64_t length, int m, Py_ssize_t *star
             return -1;
         }
     }
-    if (PySlice_Unpack(entry, start, stop, step) < 0)
+    e->has_start = s->start != Py_None;
+    e->has_stop = s->stop != Py_None;
+    if ((e->has_start && read_int64(s->start, &e->start) < 0) ||
+        (e->has_stop && read_int64(s->stop, &e->stop) < 0))
         return -1;
-    /* A start past the end would normalize to an empty slice; say why. */
-    if (bounds[0] != Py_None && *start >= length) {
-        PyErr_Format(PyExc_ValueError, "slice start %R is out of range for mode %d of size %lld",
-                     bounds[0], m, (long long)length);
-        return -1;
-    }
-    PySlice_AdjustIndices((Py_ssize_t)length, start, stop, *step);
     return 0;
+}
+
+/* Entry m of the key into key[m]. On failure, *checkable is how many
+ * entries the core can still check (m, or m + 1 when entry m's step, the
+ * first thing the core checks of it, was read). */
+static int read_entry(PyObject *entry, int m, sw_slice_entry *key, int32_t *checkable)
+{
+    int step_read = 0;
+    *checkable = m;
+    if (sw_py_is_integer(entry)) {
+        key[m] = (sw_slice_entry){.kind = SW_SLICE_INDEX};
+        return read_int64(entry, &key[m].index);
+    }
+    if (PySlice_Check(entry)) {
+        int rc = read_range(entry, m, &key[m], &step_read);
+        if (rc < 0 && step_read)
+            *checkable = m + 1;
+        return rc;
+    }
+    PyErr_Format(PyExc_TypeError, "slice key for mode %d must be an integer or a slice, not %.100s",
+                 m, Py_TYPE(entry)->tp_name);
+    return -1;
+}
+
+/* The core's refusal of `key` as today's exception: messages that show the
+ * user's own objects are phrased here, the others are the core's. */
+static void raise_slice_refusal(SwTensorObject *t, PyObject *tuple, const sw_slice_entry *key,
+                                const sw_view_fault *f, const sw_error *err)
+{
+    int m = f->entry;
+    PyObject *e = m >= 0 ? PyTuple_GET_ITEM(tuple, m) : NULL;
+    long long size = (long long)f->mode_size;
+    switch (f->reason) {
+    case SW_VIEW_INDEX:
+        if (key[m].index < 0)
+            PyErr_Format(PyExc_ValueError,
+                         "index %R is out of range for mode %d of size %lld: indices run "
+                         "from 0 to %lld and do not wrap around", e, m, size, size - 1);
+        else
+            PyErr_Format(PyExc_ValueError, "index %R is out of range for mode %d of size %lld",
+                         e, m, size);
+        return;
+    case SW_VIEW_STEP:
+        PyErr_Format(PyExc_ValueError, "slice for mode %d: step must be positive, not %R", m,
+                     ((PySliceObject *)e)->step);
+        return;
+    case SW_VIEW_START:
+        PyErr_Format(PyExc_ValueError, "slice start %R is out of range for mode %d of size %lld",
+                     ((PySliceObject *)e)->start, m, size);
+        return;
+    case SW_VIEW_NOT_AT_ORIGIN:
+        PyErr_Format(PyExc_NotImplementedError,
+                     "slice key for mode %d: a tensor with %zd planes (%s) can only be "
+                     "sliced by selections that start at coordinate 0", m, t->nsub,
+                     sw_dtype_info_of(SwDType_ID(t->dtype))->name);
+        return;
+    default:
+        sw_py_raise(err);
+    }
+}
+
+/* Entry m could not be read: an earlier entry's refusal comes first (V-5
+ * checks entries left to right), and so does entry m's step refusal when
+ * its step was read (checkable == m + 1); else the reading error stands. */
+static void refuse_unread_entry(SwTensorObject *t, PyObject *tuple, const sw_slice_entry *key,
+                                int32_t m, int32_t checkable)
+{
+    const sw_layout *planes[2];
+    int32_t np = view_planes(t, planes);
+    sw_view_fault f;
+    sw_error err;
+    PyObject *type, *value, *tb;
+    if (checkable == 0)
+        return;
+    PyErr_Fetch(&type, &value, &tb);
+    if (sw_layout_view_slice_check(planes, np, key, checkable, &f, &err) != SW_OK &&
+        (f.entry < m || f.reason == SW_VIEW_STEP)) {
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        raise_slice_refusal(t, tuple, key, &f, &err);
+        return;
+    }
+    PyErr_Restore(type, value, tb);
 }
 
 PyObject *sw_py_tensor_slice(PyObject *obj, PyObject *key)
 {
     SwTensorObject *t = (SwTensorObject *)obj;
-    const sw_layout *L = SwLayout_CORE(t->subs[0].layout);
-    const sw_layout *S = t->nsub > 1 ? SwLayout_CORE(PyTuple_GET_ITEM(t->adjacent, 0)) : NULL;
-    PyObject *tuple = NULL, *result = NULL;
-    uint8_t *profile = NULL;
-    int64_t *ext = NULL, *strl = NULL, *strs = NULL;
-    sw_layout *new_l = NULL, *new_s = NULL;
+    const sw_layout *planes[2];
+    int32_t np = view_planes(t, planes), rank = planes[0]->rank;
+    sw_layout *out[2] = {NULL, NULL};
+    sw_slice_entry *entries = NULL;
+    PyObject *result = NULL;
+    sw_view_fault f;
     sw_error err;
+    int64_t growth = 0;
 
-    if (PySlice_Check(key)) {
-        tuple = PyTuple_Pack(1, key);
-        if (!tuple)
-            return NULL;
-    } else if (PyTuple_Check(key)) {
-        tuple = Py_NewRef(key);
-    } else {
-        PyErr_Format(PyExc_TypeError,
-                     "a slice key must be a slice or a tuple of integers and slices, not %.100s",
-                     Py_TYPE(key)->tp_name);
+    PyObject *tuple = key_tuple(key);
+    if (!tuple)
         return NULL;
-    }
     Py_ssize_t n = PyTuple_GET_SIZE(tuple);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *e = PyTuple_GET_ITEM(tuple, i);
-        if (PyTuple_Check(e) || PyList_Check(e)) {
-            int c = contains_slice(e);
-            if (c < 0)
-                goto done;
-            if (c) {
-                PyErr_SetString(PyExc_TypeError,
-                                "slices may appear only as top-level entries of a tuple key");
-                goto done;
-            }
-        }
-    }
-    /* 1. one entry per top-level mode */
-    if (n != L->rank) {
+    /* 1. one entry per top-level mode, before any entry is read */
+    if (n != rank) {
         PyErr_Format(PyExc_ValueError,
                      "slice key has %zd entr%s but the tensor has %d top-level mode%s (rank "
                      "%d); give one integer or slice per mode, e.g. t[0, :]",
-                     n, n == 1 ? "y" : "ies", (int)L->rank, sw_msg_s(L->rank), (int)L->rank);
+                     n, n == 1 ? "y" : "ies", (int)rank, sw_msg_s(rank), (int)rank);
         goto done;
     }
-    size_t np = (size_t)L->nprofile + 1, nl = (size_t)L->nleaves + 1;
-    profile = PyMem_Malloc(np);
-    ext = PyMem_Malloc(nl * sizeof(int64_t));
-    strl = PyMem_Malloc(nl * sizeof(int64_t));
-    strs = PyMem_Malloc(nl * sizeof(int64_t));
-    if (!profile || !ext || !strl || !strs) {
+    entries = PyMem_Calloc((size_t)n + 1, sizeof *entries);
+    if (!entries) {
         PyErr_NoMemory();
         goto done;
     }
-    /* 2. each entry against its top-level mode */
-    int32_t out_np = 0, out_nl = 0, p = 0, leaf = 0;
-    int64_t growth = 0;
-    for (int m = 0; m < L->rank; m++) {
-        PyObject *e = PyTuple_GET_ITEM(tuple, m);
-        int32_t nleaves, q = sw_py_mode_end(L->profile, p, &nleaves);
-        int is_leaf = L->profile[p] == SW_NODE_LEAF;
-        int64_t size = 1;
-        int nonzero = 0;
-        for (int32_t j = 0; j < nleaves; j++)
-            size *= L->extents[leaf + j];
-        if (sw_py_is_integer(e)) {
-            int64_t i;
-            if (slice_integer(e, size, m, &i) < 0)
-                goto done;
-            nonzero |= i != 0;
-            for (int32_t j = 0; j < nleaves; j++) { /* first-mode-fastest */
-                int64_t x = L->extents[leaf + j];
-                growth += (i % x) * L->strides[leaf + j];
-                i /= x;
-            }
-        } else if (PySlice_Check(e)) {
-            Py_ssize_t start, stop, step;
-            if (slice_bounds(e, size, m, &start, &stop, &step) < 0)
-                goto done;
-            if (is_leaf) {
-                /* Python's slice semantics: len(range(start, stop, step)). */
-                if (stop <= start) {
-                    PyErr_Format(PyExc_ValueError,
-                                 "slice %zd:%zd:%zd for mode %d of size %lld selects no index: "
-                                 "it must select at least one index",
-                                 start, stop, step, m, (long long)size);
-                    goto done;
-                }
-                int64_t s = L->strides[leaf];
-                int64_t count = (int64_t)((stop - start - 1) / step) + 1;
-                profile[out_np++] = SW_NODE_LEAF;
-                ext[out_nl] = count;
-                int over = __builtin_mul_overflow(s, (int64_t)step, &strl[out_nl]) ||
-                           (S && __builtin_mul_overflow(S->strides[leaf], (int64_t)step,
-                                                        &strs[out_nl]));
-                if (over && count == 1) {
-                    /* One index: the step is never taken, any stride will do. */
-                    strl[out_nl] = s;
-                    if (S)
-                        strs[out_nl] = S->strides[leaf];
-                } else if (over) {
-                    PyErr_Format(PyExc_OverflowError,
-                                 "slice for mode %d: stride times step exceeds 64 bits", m);
-                    goto done;
-                }
-                out_nl++;
-                growth += (int64_t)start * s;
-                nonzero |= start != 0;
-            } else {
-                if (start != 0 || stop != size || step != 1) {
-                    PyErr_Format(PyExc_ValueError,
-                                 "mode %d is nested, so a slice must take all of it (':' or "
-                                 "'0:%lld'), not %zd:%zd:%zd; index its sub-modes with a nested "
-                                 "key instead",
-                                 m, (long long)size, start, stop, step);
-                    goto done;
-                }
-                memcpy(profile + out_np, L->profile + p, (size_t)(q - p));
-                out_np += q - p;
-                for (int32_t j = 0; j < nleaves; j++) {
-                    ext[out_nl] = L->extents[leaf + j];
-                    strl[out_nl] = L->strides[leaf + j];
-                    if (S)
-                        strs[out_nl] = S->strides[leaf + j];
-                    out_nl++;
-                }
-            }
-        } else {
-            PyErr_Format(PyExc_TypeError,
-                         "slice key for mode %d must be an integer or a slice, not %.100s", m,
-                         Py_TYPE(e)->tp_name);
+    /* 2. the entries read (user code, __index__, runs here), then checked
+     * and applied by the core */
+    for (int32_t m = 0; m < rank; m++) {
+        int32_t checkable;
+        if (read_entry(PyTuple_GET_ITEM(tuple, m), m, entries, &checkable) < 0) {
+            refuse_unread_entry(t, tuple, entries, m, checkable);
             goto done;
         }
-        /* Multi-subtensor: the last check of this entry, before the next
-         * entry is read (V-5 step 2). */
-        if (S && nonzero) {
-            PyErr_Format(PyExc_NotImplementedError,
-                         "slice key for mode %d: a tensor with %zd planes (%s) can only be "
-                         "sliced by selections that start at coordinate 0", m, t->nsub,
-                         sw_dtype_info_of(SwDType_ID(t->dtype))->name);
-            goto done;
-        }
-        p = q;
-        leaf += nleaves;
     }
-    new_l = sw_layout_new(out_np, profile, ext, strl, &err);
-    if (!new_l) {
-        sw_py_raise(&err);
+    if (sw_layout_view_slice(planes, np, entries, rank, out, &growth, &f, &err) != SW_OK) {
+        raise_slice_refusal(t, tuple, entries, &f, &err);
         goto done;
     }
-    if (S) {
-        new_s = sw_layout_new(out_np, profile, ext, strs, &err);
-        if (!new_s) {
-            sw_py_raise(&err);
-            goto done;
-        }
-    }
-    result = finish_view("slice", t, new_l, new_s,
-                         S ? t->subs[0].offset : t->subs[0].offset + growth, tuple);
-    new_l = new_s = NULL;
+    /* a multi-plane view keeps its offsets: every selection starts at 0 */
+    result = finish_view("slice", t, out, t->subs[0].offset + growth, tuple);
 done:
-    sw_layout_free(new_l);
-    sw_layout_free(new_s);
-    PyMem_Free(profile);
-    PyMem_Free(ext);
-    PyMem_Free(strl);
-    PyMem_Free(strs);
-    Py_XDECREF(tuple);
+    PyMem_Free(entries);
+    Py_DECREF(tuple);
     return result;
 }
 
 /* ---- permute (V-6) -------------------------------------------------------- */
+
+/* The order as a tuple of ints: the node's parameter. */
+static PyObject *order_tuple(const int64_t *order, Py_ssize_t n)
+{
+    PyObject *param = PyTuple_New(n);
+    for (Py_ssize_t j = 0; param && j < n; j++) {
+        PyObject *v = PyLong_FromLongLong(order[j]);
+        if (!v)
+            Py_CLEAR(param);
+        else
+            PyTuple_SET_ITEM(param, j, v);
+    }
+    return param;
+}
+
+static void raise_permute_refusal(PyObject *const *items, const int64_t *order, int rank,
+                                  const sw_view_fault *f, const sw_error *err)
+{
+    if (f->reason == SW_VIEW_ORDER_RANGE)
+        PyErr_Format(PyExc_ValueError, "permute order entry %R is outside [0, %d)",
+                     items[f->entry], rank);
+    else if (f->reason == SW_VIEW_ORDER_REPEAT)
+        PyErr_Format(PyExc_ValueError, "permute order repeats mode %lld",
+                     (long long)order[f->entry]);
+    else
+        sw_py_raise(err);
+}
 
 static PyObject *view_permute(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
                               PyObject *kwnames)
 {
     PyObject *const *items;
     Py_ssize_t n;
-    int32_t *order = NULL;
-    char *seen = NULL;
-    sw_layout *new_l = NULL, *new_s = NULL;
+    int64_t *order = NULL;
+    sw_layout *out[2] = {NULL, NULL};
+    sw_view_fault f;
     sw_error err;
     PyObject *result = NULL, *seq = NULL;
     (void)mod;
@@ -349,8 +362,8 @@ static PyObject *view_permute(PyObject *mod, PyObject *const *args, Py_ssize_t n
     SwTensorObject *t = require_tensor(args[0], "permute");
     if (!t)
         return NULL;
-    const sw_layout *L = SwLayout_CORE(t->subs[0].layout);
-    const sw_layout *S = t->nsub > 1 ? SwLayout_CORE(PyTuple_GET_ITEM(t->adjacent, 0)) : NULL;
+    const sw_layout *planes[2];
+    int32_t np = view_planes(t, planes), rank = planes[0]->rank;
 
     items = args + 1;
     n = nargs - 1;
@@ -366,12 +379,6 @@ static PyObject *view_permute(PyObject *mod, PyObject *const *args, Py_ssize_t n
                      Py_TYPE(args[1])->tp_name);
         return NULL;
     }
-    order = PyMem_Malloc(sizeof(int32_t) * (size_t)(n + 1));
-    seen = PyMem_Calloc((size_t)L->rank + 1, 1);
-    if (!order || !seen) {
-        PyErr_NoMemory();
-        goto done;
-    }
     for (Py_ssize_t j = 0; j < n; j++) {
         if (!sw_py_is_integer(items[j])) {
             PyErr_Format(PyExc_TypeError, "permute order entry %zd must be an integer, not %.100s",
@@ -379,111 +386,43 @@ static PyObject *view_permute(PyObject *mod, PyObject *const *args, Py_ssize_t n
             goto done;
         }
     }
-    if (n != L->rank) {
+    if (n != rank) { /* before any entry's __index__ runs */
         PyErr_Format(PyExc_ValueError,
                      "permute order has %zd entr%s but the tensor has rank %d; name every "
                      "top-level mode once, e.g. permute(t, 1, 0)", n, n == 1 ? "y" : "ies",
-                     (int)L->rank);
+                     (int)rank);
+        goto done;
+    }
+    order = PyMem_Malloc(sizeof(int64_t) * (size_t)(n + 1));
+    if (!order) {
+        PyErr_NoMemory();
         goto done;
     }
     for (Py_ssize_t j = 0; j < n; j++) {
         Py_ssize_t v = PyNumber_AsSsize_t(items[j], NULL); /* clamps huge values */
         if (v == -1 && PyErr_Occurred())
             goto done;
-        if (v < 0 || v >= L->rank) {
-            PyErr_Format(PyExc_ValueError, "permute order entry %R is outside [0, %d)", items[j],
-                         (int)L->rank);
-            goto done;
-        }
-        if (seen[v]) {
-            PyErr_Format(PyExc_ValueError, "permute order repeats mode %zd", v);
-            goto done;
-        }
-        seen[v] = 1;
-        order[j] = (int32_t)v;
+        order[j] = v;
     }
-    new_l = sw_layout_permute(L, order, (int32_t)n, &err);
-    if (!new_l) {
-        sw_py_raise(&err);
+    if (sw_layout_view_permute(planes, np, order, (int32_t)n, out, &f, &err) != SW_OK) {
+        raise_permute_refusal(items, order, (int)rank, &f, &err);
         goto done;
     }
-    if (S) {
-        new_s = sw_layout_permute(S, order, (int32_t)n, &err);
-        if (!new_s) {
-            sw_py_raise(&err);
-            goto done;
-        }
-    }
-    PyObject *param = PyTuple_New(n);
-    if (!param)
+    PyObject *param = order_tuple(order, n);
+    if (!param) {
+        sw_layout_free(out[0]);
+        sw_layout_free(out[1]);
         goto done;
-    for (Py_ssize_t j = 0; j < n; j++) {
-        PyObject *v = PyLong_FromLong(order[j]);
-        if (!v) {
-            Py_DECREF(param);
-            goto done;
-        }
-        PyTuple_SET_ITEM(param, j, v);
     }
-    result = finish_view("permute", t, new_l, new_s, t->subs[0].offset, param);
+    result = finish_view("permute", t, out, t->subs[0].offset, param);
     Py_DECREF(param);
-    new_l = new_s = NULL;
 done:
-    sw_layout_free(new_l);
-    sw_layout_free(new_s);
     PyMem_Free(order);
-    PyMem_Free(seen);
     Py_XDECREF(seq);
     return result;
 }
 
 /* ---- reshape (V-7) -------------------------------------------------------- */
-
-/* Reshape base of L: ordinals 0, 1, 2, ... map to 0, b, 2b, ... (1/0). */
-static int reshape_base(const sw_layout *L, int64_t *base)
-{
-    int first = 1, overflowed = 0;
-    int64_t expect = 0;
-    *base = 1;
-    for (int32_t j = 0; j < L->nleaves; j++) {
-        int64_t e = L->extents[j], s = L->strides[j];
-        if (e == 1)
-            continue;
-        if (first) {
-            *base = s;
-            first = 0;
-        } else if (overflowed || s != expect) {
-            return 0;
-        }
-        overflowed = __builtin_mul_overflow(s, e, &expect);
-    }
-    return 1;
-}
-
-/* Layout.canonical(shape) strides times b. Owned result or NULL (raised). */
-static sw_layout *scaled_canonical(const sw_layout *shape, int64_t b)
-{
-    sw_error err;
-    int64_t *strides = PyMem_Malloc(sizeof(int64_t) * ((size_t)shape->nleaves + 1));
-    if (!strides) {
-        PyErr_NoMemory();
-        return NULL;
-    }
-    int64_t acc = 1;
-    for (int32_t j = 0; j < shape->nleaves; j++) {
-        if (__builtin_mul_overflow(acc, b, &strides[j])) {
-            PyMem_Free(strides);
-            PyErr_SetString(PyExc_OverflowError, "reshape strides exceed 64 bits");
-            return NULL;
-        }
-        acc *= shape->extents[j]; /* bounded by shape->size */
-    }
-    sw_layout *out = sw_layout_new(shape->nprofile, shape->profile, shape->extents, strides, &err);
-    PyMem_Free(strides);
-    if (!out)
-        sw_py_raise(&err);
-    return out;
-}
 
 /* The (tensor, Shape) arguments of reshape and broadcast_to, parsed and
  * checked in one order for both: the Tensor, and the Shape (borrowed) in
@@ -512,47 +451,33 @@ static PyObject *view_reshape(PyObject *mod, PyObject *const *args, Py_ssize_t n
 {
     static const char *const names[] = {"tensor", "shape"};
     PyObject *shape;
-    sw_layout *new_l = NULL, *new_s = NULL;
-    int64_t bl, bs;
+    sw_layout *out[2] = {NULL, NULL};
+    const sw_layout *planes[2];
+    sw_view_fault f;
+    sw_error err;
     (void)mod;
     SwTensorObject *t = tensor_and_shape("reshape", names, args, nargs, kwnames, &shape);
     if (!t)
         return NULL;
-    const sw_layout *L = SwLayout_CORE(t->subs[0].layout);
-    const sw_layout *S = t->nsub > 1 ? SwLayout_CORE(PyTuple_GET_ITEM(t->adjacent, 0)) : NULL;
-    const sw_layout *target = SwLayout_CORE(shape);
-    if (target->size != L->size) {
-        PyErr_Format(PyExc_ValueError,
-                     "reshape to a shape of size %lld is impossible: the tensor has %lld "
-                     "element%s", (long long)target->size, (long long)L->size, sw_msg_s(L->size));
-        return NULL;
-    }
-    if (!reshape_base(L, &bl)) {
+    int32_t np = view_planes(t, planes);
+    const sw_layout *T = SwLayout_CORE(shape);
+    if (sw_layout_view_reshape(planes, np, T->nprofile, T->profile, T->extents, out, &f,
+                               &err) == SW_OK)
+        return finish_view("reshape", t, out, t->subs[0].offset, shape);
+    if (f.reason == SW_VIEW_SPACING && f.plane == 0)
         PyErr_Format(PyExc_ValueError,
                      "reshape needs the tensor's elements evenly spaced in first-mode-fastest "
                      "order, and layout %R does not place them so (a permuted view, for "
                      "example); copy the values into a new tensor first, e.g. "
                      "friendly.tensor(t.tolist(), layout=...)", t->subs[0].layout);
-        return NULL;
-    }
-    if (S && !reshape_base(S, &bs)) {
+    else if (f.reason == SW_VIEW_SPACING)
         PyErr_SetString(PyExc_ValueError,
                         "reshape needs the scale plane's elements evenly spaced in "
                         "first-mode-fastest order, and this tensor's scale layout does not "
                         "place them so");
-        return NULL;
-    }
-    new_l = scaled_canonical(target, bl);
-    if (!new_l)
-        return NULL;
-    if (S) {
-        new_s = scaled_canonical(target, bs);
-        if (!new_s) {
-            sw_layout_free(new_l);
-            return NULL;
-        }
-    }
-    return finish_view("reshape", t, new_l, new_s, t->subs[0].offset, shape);
+    else
+        sw_py_raise(&err);
+    return NULL;
 }
 
 /* ---- broadcast_to (V-8) --------------------------------------------------- */
@@ -563,25 +488,18 @@ static PyObject *broadcast_view(PyObject *const *args, Py_ssize_t nargs, PyObjec
 {
     static const char *const names[] = {"tensor", "target"};
     PyObject *target;
-    sw_layout *new_l = NULL, *new_s = NULL;
+    sw_layout *out[2] = {NULL, NULL};
+    const sw_layout *planes[2];
     sw_error err;
     SwTensorObject *t = tensor_and_shape("broadcast_to", names, args, nargs, kwnames, &target);
     if (!t)
         return NULL;
-    const sw_layout *L = SwLayout_CORE(t->subs[0].layout);
-    const sw_layout *S = t->nsub > 1 ? SwLayout_CORE(PyTuple_GET_ITEM(t->adjacent, 0)) : NULL;
+    int32_t np = view_planes(t, planes);
     const sw_layout *T = SwLayout_CORE(target);
-    new_l = sw_layout_broadcast(L, T->nprofile, T->profile, T->extents, &err);
-    if (!new_l)
+    if (sw_layout_view_broadcast(planes, np, T->nprofile, T->profile, T->extents, out, NULL,
+                                 &err) != SW_OK)
         return sw_py_raise(&err), NULL;
-    if (S) {
-        new_s = sw_layout_broadcast(S, T->nprofile, T->profile, T->extents, &err);
-        if (!new_s) {
-            sw_layout_free(new_l);
-            return sw_py_raise(&err), NULL;
-        }
-    }
-    return finish_view("broadcast_to", t, new_l, new_s, t->subs[0].offset, NULL);
+    return finish_view("broadcast_to", t, out, t->subs[0].offset, NULL);
 }
 
 /* F-0 / F-4: check the arguments, then run the carrier's dispatched

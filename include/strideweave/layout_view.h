@@ -1,0 +1,115 @@
+/* Views of layouts: the arithmetic behind every tensor view (slice with
+ * steps and integer indexing, permute, reshape, broadcast), computed once
+ * here for the C tensor API and for the bindings.
+ *
+ * Each function views `nplanes` layouts of one shape (the same profile and
+ * extents; strides may differ) with one argument: a tensor's value plane
+ * and, for compound dtypes, its scale plane. A one-plane caller passes a
+ * pointer to its one layout. Refusals are checked in one fixed order (the
+ * contract's V-5..V-8) before anything is built, and reported through the
+ * status, `err` and, when not NULL, `fault`: which rule refused, at which
+ * key entry and plane, so a binding can phrase the refusal in its own
+ * terms with its own objects (the message in `err` speaks C).
+ *
+ * Ownership: inputs are borrowed for the call; on SW_OK the caller owns the
+ * `nplanes` layouts written to `out` (sw_layout_free each); on a refusal
+ * nothing is written to `out`. Threads: pure functions of their arguments,
+ * thread-safe on layouts no thread frees meanwhile. */
+#ifndef STRIDEWEAVE_LAYOUT_VIEW_H
+#define STRIDEWEAVE_LAYOUT_VIEW_H
+
+#include "strideweave/export.h"
+
+#include <stdint.h>
+
+#include "strideweave/layout.h"
+#include "strideweave/status.h"
+
+/* Which rule refused a view. */
+typedef enum sw_view_reason {
+    SW_VIEW_OK = 0,
+    SW_VIEW_COUNT,           /* key / order length differs from the rank (SW_EINVAL) */
+    SW_VIEW_INDEX,           /* integer outside [0, mode size); no wrap-around (SW_EINVAL) */
+    SW_VIEW_STEP,            /* slice step below 1 (SW_EINVAL) */
+    SW_VIEW_START,           /* explicit slice start >= mode size (SW_EINVAL) */
+    SW_VIEW_EMPTY,           /* a leaf slice selecting no index (SW_EINVAL) */
+    SW_VIEW_NESTED_PART,     /* a slice on a nested mode that is not all of it (SW_EINVAL) */
+    SW_VIEW_STRIDE_OVERFLOW, /* stride times step, or a reshape stride, past int64 (SW_EOVERFLOW) */
+    SW_VIEW_NOT_AT_ORIGIN,   /* several planes, a selection not starting at 0 (SW_ENOTSUP) */
+    SW_VIEW_ORDER_RANGE,     /* permute entry outside [0, rank) (SW_EINVAL) */
+    SW_VIEW_ORDER_REPEAT,    /* permute entry naming a mode twice (SW_EINVAL) */
+    SW_VIEW_SIZE,            /* reshape target of another size (SW_EINVAL) */
+    SW_VIEW_SPACING,         /* reshape of elements not evenly spaced (SW_EINVAL) */
+    SW_VIEW_SHAPE            /* broadcast target the shape does not widen to (SW_EINVAL) */
+} sw_view_reason;
+
+typedef struct sw_view_fault {
+    sw_view_reason reason;
+    int32_t entry;     /* the key / order entry refused (its top-level mode), or -1 */
+    int32_t plane;     /* the plane refused, or -1 when the rule is about all */
+    int64_t mode_size; /* the refused mode's size (index, start, empty, nested), else 0 */
+} sw_view_fault;
+
+/* One entry of a slice key: what top-level mode `m` keeps. */
+typedef enum sw_slice_kind {
+    SW_SLICE_INDEX = 0, /* one coordinate: the mode is dropped */
+    SW_SLICE_RANGE = 1  /* a range: the mode is kept */
+} sw_slice_kind;
+
+/* SW_SLICE_INDEX: `index` must be in [0, size of the mode) (no negative
+ * wrap-around); for a nested mode it is the mode's own ordinal (first
+ * sub-mode fastest). SW_SLICE_RANGE follows Python's slice normalization
+ * on the mode's size: `has_start`/`has_stop` 0 mean "from the beginning" /
+ * "to the end"; negative bounds count from the end and clamp at 0, a stop
+ * past the end clamps to it, but an explicit start at or past the end is
+ * refused (it would select nothing silently). `step` must be >= 1. A leaf
+ * range keeps len(range(start, stop, step)) >= 1 coordinates; a nested mode
+ * accepts only a range that is all of it with step 1. */
+typedef struct sw_slice_entry {
+    sw_slice_kind kind;
+    int64_t index;
+    int has_start, has_stop;
+    int64_t start, stop, step;
+} sw_slice_entry;
+
+/* Slice (contract V-5): key entry m applies to top-level mode m, n must be
+ * the rank. Kept modes keep their order. `*growth` (may be NULL) is the
+ * scalar index, in plane 0, of the first selected coordinate: the view's
+ * offset is the source's plus it. With several planes every selection must
+ * start at coordinate 0 (SW_ENOTSUP after that entry's own checks), so
+ * their offsets stay. Each entry is checked in full, left to right. */
+SW_API sw_status sw_layout_view_slice(const sw_layout *const *planes, int32_t nplanes,
+                                      const sw_slice_entry *key, int32_t n, sw_layout **out,
+                                      int64_t *growth, sw_view_fault *fault, sw_error *err);
+/* The checks sw_layout_view_slice makes on the first n (<= rank) entries
+ * alone, building nothing: for a caller that reads its key one entry at a
+ * time and must report an earlier entry's refusal before a later entry's
+ * unreadable form. SW_OK when those entries pass. */
+SW_API sw_status sw_layout_view_slice_check(const sw_layout *const *planes, int32_t nplanes,
+                                            const sw_slice_entry *key, int32_t n,
+                                            sw_view_fault *fault, sw_error *err);
+
+/* Permute (V-6, L-14): result mode j is source mode order[j]. n must be the
+ * rank, then each entry in [0, rank) and none repeated, left to right. */
+SW_API sw_status sw_layout_view_permute(const sw_layout *const *planes, int32_t nplanes,
+                                        const int64_t *order, int32_t n, sw_layout **out,
+                                        sw_view_fault *fault, sw_error *err);
+
+/* Reshape (V-7) to the shape (nprofile, profile, extents) of the same size:
+ * each plane's elements must sit evenly spaced in first-mode-fastest order
+ * (ordinal k at k * b, extent-1 leaves ignored); the result is the target's
+ * canonical strides times b. Checks: size, then spacing of each plane, then
+ * stride overflow of each plane. */
+SW_API sw_status sw_layout_view_reshape(const sw_layout *const *planes, int32_t nplanes,
+                                        int32_t nprofile, const uint8_t *profile,
+                                        const int64_t *extents, sw_layout **out,
+                                        sw_view_fault *fault, sw_error *err);
+
+/* Broadcast (V-8, L-12) to the shape (nprofile, profile, extents): the
+ * profile must match and extent-1 leaves widen with stride 0. */
+SW_API sw_status sw_layout_view_broadcast(const sw_layout *const *planes, int32_t nplanes,
+                                          int32_t nprofile, const uint8_t *profile,
+                                          const int64_t *extents, sw_layout **out,
+                                          sw_view_fault *fault, sw_error *err);
+
+#endif
