@@ -81,14 +81,6 @@ typedef struct sw_slice_entry {
 SW_API sw_status sw_layout_view_slice(const sw_layout *const *planes, int32_t nplanes,
                                       const sw_slice_entry *key, int32_t n, sw_layout **out,
                                       int64_t *growth, sw_view_fault *fault, sw_error *err);
-/* The checks sw_layout_view_slice makes on the first n (<= rank) entries
- * alone, building nothing: for a caller that reads its key one entry at a
- * time and must report an earlier entry's refusal before a later entry's
- * unreadable form. SW_OK when those entries pass. */
-SW_API sw_status sw_layout_view_slice_check(const sw_layout *const *planes, int32_t nplanes,
-                                            const sw_slice_entry *key, int32_t n,
-                                            sw_view_fault *fault, sw_error *err);
-
 /* Permute (V-6, L-14): result mode j is source mode order[j]. n must be the
  * rank, then each entry in [0, rank) and none repeated, left to right. */
 SW_API sw_status sw_layout_view_permute(const sw_layout *const *planes, int32_t nplanes,

@@ -147,18 +147,15 @@ static sw_status step_leaf(slice_build *b, const sw_layout *const *planes, int32
                               "slice for mode %d: stride times step exceeds 64 bits",
                               (int)md->m);
         }
-        if (b)
-            b->strides[k * b->row + b->nl] = r;
+        b->strides[k * b->row + b->nl] = r;
     }
-    if (b) {
-        b->profile[b->np++] = SW_NODE_LEAF;
-        b->extents[b->nl++] = count;
-    }
+    b->profile[b->np++] = SW_NODE_LEAF;
+    b->extents[b->nl++] = count;
     return SW_OK;
 }
 
-/* A range entry on mode `md`: its checks, and the mode kept in `b` (NULL
- * when only checking). *first is the first selected coordinate. */
+/* A range entry on mode `md`: its checks, and the mode kept in `b`.
+ * *first is the first selected coordinate. */
 static sw_status slice_range(const sw_slice_entry *e, slice_build *b,
                              const sw_layout *const *planes, int32_t nplanes, const mode_at *md,
                              int64_t *first, sw_view_fault *fault, sw_error *err)
@@ -183,8 +180,7 @@ static sw_status slice_range(const sw_slice_entry *e, slice_build *b,
                           "key instead",
                           m, (long long)md->size, (long long)start, (long long)stop,
                           (long long)e->step);
-        if (b)
-            keep_mode(b, planes, md);
+        keep_mode(b, planes, md);
         return SW_OK;
     }
     if (stop <= start)
@@ -197,8 +193,8 @@ static sw_status slice_range(const sw_slice_entry *e, slice_build *b,
     return step_leaf(b, planes, nplanes, md, count, e->step, fault, err);
 }
 
-/* V-5 step 2 for the first n entries, left to right; builds into `b` when
- * not NULL. *growth: plane 0's scalar index of the first selection. */
+/* V-5 step 2, entry by entry, left to right, building into `b`.
+ * *growth: plane 0's scalar index of the first selection. */
 static sw_status slice_walk(const sw_layout *const *planes, int32_t nplanes,
                             const sw_slice_entry *key, int32_t n, slice_build *b,
                             int64_t *growth, sw_view_fault *fault, sw_error *err)
@@ -243,14 +239,14 @@ static sw_status slice_walk(const sw_layout *const *planes, int32_t nplanes,
 }
 
 static sw_status slice_args(const char *fn, const sw_layout *const *planes, int32_t nplanes,
-                            const sw_slice_entry *key, int32_t n, int exact,
-                            sw_view_fault *fault, sw_error *err)
+                            const sw_slice_entry *key, int32_t n, sw_view_fault *fault,
+                            sw_error *err)
 {
     sw_status st = check_planes(fn, planes, nplanes, fault, err);
     if (st != SW_OK)
         return st;
     int32_t rank = planes[0]->rank;
-    if (n < 0 || (exact ? n != rank : n > rank))
+    if (n != rank)
         return REFUSE(fault, SW_VIEW_COUNT, -1, -1, 0, err, SW_EINVAL,
                       "%s: the key has %d entr%s but the layout has %d top-level mode%s", fn,
                       (int)n, n == 1 ? "y" : "ies", (int)rank, plural_s(rank));
@@ -259,21 +255,11 @@ static sw_status slice_args(const char *fn, const sw_layout *const *planes, int3
     return SW_OK;
 }
 
-sw_status sw_layout_view_slice_check(const sw_layout *const *planes, int32_t nplanes,
-                                     const sw_slice_entry *key, int32_t n,
-                                     sw_view_fault *fault, sw_error *err)
-{
-    int64_t growth;
-    sw_status st = slice_args("sw_layout_view_slice_check", planes, nplanes, key, n, 0, fault,
-                              err);
-    return st != SW_OK ? st : slice_walk(planes, nplanes, key, n, NULL, &growth, fault, err);
-}
-
 sw_status sw_layout_view_slice(const sw_layout *const *planes, int32_t nplanes,
                                const sw_slice_entry *key, int32_t n, sw_layout **out,
                                int64_t *growth, sw_view_fault *fault, sw_error *err)
 {
-    sw_status st = slice_args("sw_layout_view_slice", planes, nplanes, key, n, 1, fault, err);
+    sw_status st = slice_args("sw_layout_view_slice", planes, nplanes, key, n, fault, err);
     if (st != SW_OK)
         return st;
     if (!out)

@@ -237,20 +237,29 @@ static void raise_slice_refusal(SwTensorObject *t, PyObject *tuple, const sw_sli
 
 /* Entry m could not be read: an earlier entry's refusal comes first (V-5
  * checks entries left to right), and so does entry m's step refusal when
- * its step was read (checkable == m + 1); else the reading error stands. */
-static void refuse_unread_entry(SwTensorObject *t, PyObject *tuple, const sw_slice_entry *key,
+ * its step was read (checkable == m + 1); else the reading error stands.
+ * The core sees the unread rest as whole-mode slices, which it never
+ * refuses. */
+static void refuse_unread_entry(SwTensorObject *t, PyObject *tuple, sw_slice_entry *key,
                                 int32_t m, int32_t checkable)
 {
     const sw_layout *planes[2];
-    int32_t np = view_planes(t, planes);
+    int32_t np = view_planes(t, planes), rank = planes[0]->rank;
+    sw_layout *out[2] = {NULL, NULL};
     sw_view_fault f;
     sw_error err;
     PyObject *type, *value, *tb;
     if (checkable == 0)
         return;
+    if (checkable > m) /* entry m: only its step was read */
+        key[m].has_start = key[m].has_stop = 0;
+    for (int32_t k = checkable; k < rank; k++)
+        key[k] = (sw_slice_entry){.kind = SW_SLICE_RANGE, .step = 1};
     PyErr_Fetch(&type, &value, &tb);
-    if (sw_layout_view_slice_check(planes, np, key, checkable, &f, &err) != SW_OK &&
-        (f.entry < m || f.reason == SW_VIEW_STEP)) {
+    sw_status st = sw_layout_view_slice(planes, np, key, rank, out, NULL, &f, &err);
+    sw_layout_free(out[0]);
+    sw_layout_free(out[1]);
+    if (st != SW_OK && (f.entry < m || f.reason == SW_VIEW_STEP)) {
         Py_XDECREF(type);
         Py_XDECREF(value);
         Py_XDECREF(tb);
@@ -339,6 +348,33 @@ static void raise_permute_refusal(PyObject *const *items, const int64_t *order, 
         sw_py_raise(err);
 }
 
+/* Entry j's __index__ raised: an earlier entry's refusal comes first
+ * (V-6 checks entries left to right). The core sees the unread rest as 0,
+ * which can only be refused at or after entry j. */
+static void refuse_unread_order(const sw_layout *const *planes, int32_t np,
+                                PyObject *const *items, int64_t *order, int32_t j)
+{
+    int32_t rank = planes[0]->rank;
+    sw_layout *out[2] = {NULL, NULL};
+    sw_view_fault f;
+    sw_error err;
+    PyObject *type, *value, *tb;
+    for (int32_t k = j; k < rank; k++)
+        order[k] = 0;
+    PyErr_Fetch(&type, &value, &tb);
+    sw_status st = sw_layout_view_permute(planes, np, order, rank, out, &f, &err);
+    sw_layout_free(out[0]);
+    sw_layout_free(out[1]);
+    if (st != SW_OK && f.entry < j) {
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        raise_permute_refusal(items, order, (int)rank, &f, &err);
+        return;
+    }
+    PyErr_Restore(type, value, tb);
+}
+
 static PyObject *view_permute(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
                               PyObject *kwnames)
 {
@@ -400,8 +436,10 @@ static PyObject *view_permute(PyObject *mod, PyObject *const *args, Py_ssize_t n
     }
     for (Py_ssize_t j = 0; j < n; j++) {
         Py_ssize_t v = PyNumber_AsSsize_t(items[j], NULL); /* clamps huge values */
-        if (v == -1 && PyErr_Occurred())
+        if (v == -1 && PyErr_Occurred()) {
+            refuse_unread_order(planes, np, items, order, (int32_t)j);
             goto done;
+        }
         order[j] = v;
     }
     if (sw_layout_view_permute(planes, np, order, (int32_t)n, out, &f, &err) != SW_OK) {
