@@ -90,6 +90,10 @@ SW_API sw_layout *sw_layout_append(const sw_layout *a, const sw_layout *b,
 SW_API sw_layout *sw_layout_broadcast(const sw_layout *layout, int32_t nprofile,
                                       const uint8_t *profile,
                                       const int64_t *extents, sw_error *err);
+/* Position just past the mode (a leaf, or a Push..Pop group) that starts
+ * at position p of a well-formed profile; the leaves it holds go to
+ * *nleaves when not NULL. Walking top-level modes: p = 0, then p = end. */
+SW_API int32_t sw_layout_mode_end(const uint8_t *profile, int32_t p, int32_t *nleaves);
 /* 1 for rank 0 or a single leaf mode (L-5 is_leaf). */
 SW_API int sw_layout_is_leaf(const sw_layout *layout);
 /* 1 when the two layouts have the same profile, extents and strides. */

@@ -592,20 +592,30 @@ static piece whole(const sw_layout *l)
     return pc;
 }
 
-/* The piece for the top-level mode starting at profile[*p] / leaf *leaf;
- * advances both past it. One scan step shared by top_mode and top_modes. */
-static piece next_mode(const sw_layout *l, int32_t *p, int32_t *leaf)
+int32_t sw_layout_mode_end(const uint8_t *profile, int32_t p, int32_t *nleaves)
 {
-    int32_t start = *p, start_leaf = *leaf, level = 0;
+    int32_t level = 0, leaves = 0;
     do {
-        uint8_t m = l->profile[(*p)++];
+        uint8_t m = profile[p++];
         if (m == SW_NODE_LEAF)
-            (*leaf)++;
+            leaves++;
         else if (m == SW_NODE_PUSH)
             level++;
         else
             level--;
     } while (level > 0);
+    if (nleaves)
+        *nleaves = leaves;
+    return p;
+}
+
+/* The piece for the top-level mode starting at profile[*p] / leaf *leaf;
+ * advances both past it. One scan step shared by top_mode and top_modes. */
+static piece next_mode(const sw_layout *l, int32_t *p, int32_t *leaf)
+{
+    int32_t start = *p, start_leaf = *leaf, nleaves;
+    *p = sw_layout_mode_end(l->profile, start, &nleaves);
+    *leaf += nleaves;
     piece pc = {l->profile + start, *p - start, l->extents + start_leaf,
                 l->strides + start_leaf, *leaf - start_leaf};
     return pc;

@@ -27,13 +27,14 @@ static void fault_set(sw_view_fault *fault, sw_view_reason reason, int32_t entry
 
 static const char *plural_s(long long n) { return n == 1 ? "" : "s"; }
 
-/* Planes present and of one shape (T-6 makes this so for a tensor). */
-static sw_status check_planes(const char *fn, const sw_layout *const *planes, int32_t nplanes,
-                              sw_view_fault *fault, sw_error *err)
+/* The arguments every view takes: planes present and of one shape (T-6
+ * makes this so for a tensor), and somewhere to put the results. */
+static sw_status view_args(const char *fn, const sw_layout *const *planes, int32_t nplanes,
+                           sw_layout **out, sw_view_fault *fault, sw_error *err)
 {
     fault_set(fault, SW_VIEW_OK, -1, -1, 0);
-    if (!planes || nplanes < 1)
-        return sw_error_set(err, SW_ETYPE, "%s: at least one layout is needed", fn);
+    if (!planes || nplanes < 1 || !out)
+        return sw_error_set(err, SW_ETYPE, "%s: planes and out must not be NULL", fn);
     for (int32_t i = 0; i < nplanes; i++) {
         if (!planes[i])
             return sw_error_set(err, SW_ETYPE, "%s: layout %d is NULL", fn, (int)i);
@@ -44,30 +45,29 @@ static sw_status check_planes(const char *fn, const sw_layout *const *planes, in
     return SW_OK;
 }
 
-static void free_planes(sw_layout **out, int32_t n)
-{
-    for (int32_t i = 0; i < n; i++) {
-        sw_layout_free(out[i]);
-        out[i] = NULL;
-    }
-}
+/* One plane's view, or NULL with err (never NULL here) and fault filled. */
+typedef sw_layout *(*plane_view)(const sw_layout *plane, int32_t k, const void *arg,
+                                 sw_view_fault *fault, sw_error *err);
 
-/* Profile position just past the top-level mode starting at `p`, and the
- * leaves it holds. */
-static int32_t mode_end(const uint8_t *profile, int32_t p, int32_t *nleaves)
+/* out[k] := view(planes[k]) for every plane, once all checks passed; on a
+ * failure the views built so far are freed and out is left NULL. */
+static sw_status build_planes(const sw_layout *const *planes, int32_t nplanes, plane_view view,
+                              const void *arg, sw_layout **out, sw_view_fault *fault,
+                              sw_error *err)
 {
-    int32_t level = 0, leaves = 0;
-    do {
-        uint8_t m = profile[p++];
-        if (m == SW_NODE_LEAF)
-            leaves++;
-        else if (m == SW_NODE_PUSH)
-            level++;
-        else
-            level--;
-    } while (level > 0);
-    *nleaves = leaves;
-    return p;
+    sw_error own; /* the status survives a caller passing no err */
+    sw_error *e = err ? err : &own;
+    for (int32_t k = 0; k < nplanes; k++) {
+        out[k] = view(planes[k], k, arg, fault, e);
+        if (!out[k]) {
+            for (int32_t i = 0; i < k; i++) {
+                sw_layout_free(out[i]);
+                out[i] = NULL;
+            }
+            return e->code;
+        }
+    }
+    return SW_OK;
 }
 
 /* ---- slice (V-5) --------------------------------------------------------- */
@@ -204,7 +204,7 @@ static sw_status slice_walk(const sw_layout *const *planes, int32_t nplanes,
     *growth = 0;
     for (md.m = 0; md.m < n; md.m++, md.p = md.q, md.leaf += md.nleaves) {
         const sw_slice_entry *e = &key[md.m];
-        md.q = mode_end(l->profile, md.p, &md.nleaves);
+        md.q = sw_layout_mode_end(l->profile, md.p, &md.nleaves);
         md.is_leaf = l->profile[md.p] == SW_NODE_LEAF;
         md.size = 1;
         for (int32_t j = 0; j < md.nleaves; j++)
@@ -238,52 +238,42 @@ static sw_status slice_walk(const sw_layout *const *planes, int32_t nplanes,
     return SW_OK;
 }
 
-static sw_status slice_args(const char *fn, const sw_layout *const *planes, int32_t nplanes,
-                            const sw_slice_entry *key, int32_t n, sw_view_fault *fault,
-                            sw_error *err)
+/* Plane k of a built slice. */
+static sw_layout *sliced_plane(const sw_layout *plane, int32_t k, const void *arg,
+                               sw_view_fault *fault, sw_error *err)
 {
-    sw_status st = check_planes(fn, planes, nplanes, fault, err);
-    if (st != SW_OK)
-        return st;
-    int32_t rank = planes[0]->rank;
-    if (n != rank)
-        return REFUSE(fault, SW_VIEW_COUNT, -1, -1, 0, err, SW_EINVAL,
-                      "%s: the key has %d entr%s but the layout has %d top-level mode%s", fn,
-                      (int)n, n == 1 ? "y" : "ies", (int)rank, plural_s(rank));
-    if (n > 0 && !key)
-        return sw_error_set(err, SW_ETYPE, "%s: key must not be NULL", fn);
-    return SW_OK;
+    const slice_build *b = arg;
+    (void)plane, (void)fault;
+    return sw_layout_new(b->np, b->profile, b->extents, b->strides + (size_t)k * b->row, err);
 }
 
 sw_status sw_layout_view_slice(const sw_layout *const *planes, int32_t nplanes,
                                const sw_slice_entry *key, int32_t n, sw_layout **out,
                                int64_t *growth, sw_view_fault *fault, sw_error *err)
 {
-    sw_status st = slice_args("sw_layout_view_slice", planes, nplanes, key, n, fault, err);
+    sw_status st = view_args("sw_layout_view_slice", planes, nplanes, out, fault, err);
     if (st != SW_OK)
         return st;
-    if (!out)
-        return sw_error_set(err, SW_ETYPE, "sw_layout_view_slice: out must not be NULL");
     const sw_layout *l = planes[0];
+    if (n != l->rank)
+        return REFUSE(fault, SW_VIEW_COUNT, -1, -1, 0, err, SW_EINVAL,
+                      "slice key has %d entr%s but the layout has %d top-level mode%s", (int)n,
+                      n == 1 ? "y" : "ies", (int)l->rank, plural_s(l->rank));
+    if (n > 0 && !key)
+        return sw_error_set(err, SW_ETYPE, "sw_layout_view_slice: key must not be NULL");
     slice_build b = {.nplanes = nplanes, .row = l->nleaves + 1};
     size_t np = (size_t)l->nprofile + 1, row = (size_t)b.row;
     /* one block: extents, then the strides rows, then the profile */
     int64_t *block = sw_malloc(sizeof(int64_t) * row * (1 + (size_t)nplanes) + np);
     if (!block)
-        return REFUSE(fault, SW_VIEW_OK, -1, -1, 0, err, SW_ENOMEM,
-                      "sw_layout_view_slice: out of memory");
+        return sw_error_set(err, SW_ENOMEM, "sw_layout_view_slice: out of memory");
     b.extents = block;
     b.strides = block + row;
     b.profile = (uint8_t *)(block + row * (1 + (size_t)nplanes));
     int64_t g = 0;
     st = slice_walk(planes, nplanes, key, n, &b, &g, fault, err);
-    for (int32_t k = 0; st == SW_OK && k < nplanes; k++) {
-        out[k] = sw_layout_new(b.np, b.profile, b.extents, b.strides + (size_t)k * row, err);
-        if (!out[k]) {
-            st = err ? err->code : SW_ENOMEM;
-            free_planes(out, k);
-        }
-    }
+    if (st == SW_OK)
+        st = build_planes(planes, nplanes, sliced_plane, &b, out, fault, err);
     sw_free(block);
     if (st == SW_OK && growth)
         *growth = g;
@@ -292,11 +282,47 @@ sw_status sw_layout_view_slice(const sw_layout *const *planes, int32_t nplanes,
 
 /* ---- permute (V-6) --------------------------------------------------------- */
 
+typedef struct {
+    const int32_t *modes;
+    int32_t n;
+} permute_arg;
+
+static sw_layout *permuted_plane(const sw_layout *plane, int32_t k, const void *arg,
+                                 sw_view_fault *fault, sw_error *err)
+{
+    const permute_arg *a = arg;
+    (void)k, (void)fault;
+    return sw_layout_select(plane, a->modes, a->n, err);
+}
+
+/* Entries checked left to right into modes[]. */
+static sw_status check_order(const int64_t *order, int32_t n, int32_t *modes,
+                             sw_view_fault *fault, sw_error *err)
+{
+    uint8_t *seen = sw_calloc((size_t)n + 1, 1);
+    if (!seen)
+        return sw_error_set(err, SW_ENOMEM, "sw_layout_view_permute: out of memory");
+    sw_status st = SW_OK;
+    for (int32_t j = 0; j < n && st == SW_OK; j++) {
+        if (order[j] < 0 || order[j] >= n)
+            st = REFUSE(fault, SW_VIEW_ORDER_RANGE, j, -1, 0, err, SW_EINVAL,
+                        "permute order entry %lld is outside [0, %d)", (long long)order[j],
+                        (int)n);
+        else if (seen[order[j]]++)
+            st = REFUSE(fault, SW_VIEW_ORDER_REPEAT, j, -1, 0, err, SW_EINVAL,
+                        "permute order repeats mode %lld", (long long)order[j]);
+        else
+            modes[j] = (int32_t)order[j];
+    }
+    sw_free(seen);
+    return st;
+}
+
 sw_status sw_layout_view_permute(const sw_layout *const *planes, int32_t nplanes,
                                  const int64_t *order, int32_t n, sw_layout **out,
                                  sw_view_fault *fault, sw_error *err)
 {
-    sw_status st = check_planes("sw_layout_view_permute", planes, nplanes, fault, err);
+    sw_status st = view_args("sw_layout_view_permute", planes, nplanes, out, fault, err);
     if (st != SW_OK)
         return st;
     int32_t rank = planes[0]->rank;
@@ -304,39 +330,16 @@ sw_status sw_layout_view_permute(const sw_layout *const *planes, int32_t nplanes
         return REFUSE(fault, SW_VIEW_COUNT, -1, -1, 0, err, SW_EINVAL,
                       "permute order has %d entr%s but the layout has rank %d", (int)n,
                       n == 1 ? "y" : "ies", (int)rank);
-    if ((n > 0 && !order) || !out)
-        return sw_error_set(err, SW_ETYPE, "sw_layout_view_permute: order and out must not be NULL");
+    if (n > 0 && !order)
+        return sw_error_set(err, SW_ETYPE, "sw_layout_view_permute: order must not be NULL");
     int32_t *modes = sw_malloc(sizeof(int32_t) * ((size_t)n + 1));
-    uint8_t *seen = sw_calloc((size_t)n + 1, 1);
-    if (!modes || !seen) {
-        st = sw_error_set(err, SW_ENOMEM, "sw_layout_view_permute: out of memory");
-        goto done;
-    }
-    for (int32_t j = 0; j < n; j++) {
-        if (order[j] < 0 || order[j] >= rank) {
-            st = REFUSE(fault, SW_VIEW_ORDER_RANGE, j, -1, 0, err, SW_EINVAL,
-                        "permute order entry %lld is outside [0, %d)", (long long)order[j],
-                        (int)rank);
-            goto done;
-        }
-        if (seen[order[j]]++) {
-            st = REFUSE(fault, SW_VIEW_ORDER_REPEAT, j, -1, 0, err, SW_EINVAL,
-                        "permute order repeats mode %lld", (long long)order[j]);
-            goto done;
-        }
-        modes[j] = (int32_t)order[j];
-    }
-    for (int32_t k = 0; k < nplanes; k++) {
-        out[k] = sw_layout_select(planes[k], modes, n, err);
-        if (!out[k]) {
-            st = err ? err->code : SW_ENOMEM;
-            free_planes(out, k);
-            break;
-        }
-    }
-done:
+    if (!modes)
+        return sw_error_set(err, SW_ENOMEM, "sw_layout_view_permute: out of memory");
+    st = check_order(order, n, modes, fault, err);
+    if (st == SW_OK)
+        st = build_planes(planes, nplanes, permuted_plane, &(permute_arg){modes, n}, out, fault,
+                          err);
     sw_free(modes);
-    sw_free(seen);
     return st;
 }
 
@@ -364,10 +367,19 @@ static int reshape_base(const sw_layout *l, int64_t *base)
     return 1;
 }
 
-/* The target's canonical strides times b, or NULL (err filled). */
-static sw_layout *scaled_canonical(const sw_layout *target, int64_t b, int32_t plane,
-                                   sw_view_fault *fault, sw_error *err)
+typedef struct {
+    const sw_layout *target;
+    const int64_t *bases;
+} reshape_arg;
+
+/* The target's canonical strides times plane k's base, or NULL (err
+ * filled). */
+static sw_layout *reshaped_plane(const sw_layout *plane, int32_t k, const void *arg,
+                                 sw_view_fault *fault, sw_error *err)
 {
+    const reshape_arg *a = arg;
+    const sw_layout *target = a->target;
+    (void)plane;
     int64_t *strides = sw_malloc(sizeof(int64_t) * ((size_t)target->nleaves + 1));
     if (!strides) {
         sw_error_set(err, SW_ENOMEM, "reshape: out of memory");
@@ -375,9 +387,9 @@ static sw_layout *scaled_canonical(const sw_layout *target, int64_t b, int32_t p
     }
     int64_t acc = 1;
     for (int32_t j = 0; j < target->nleaves; j++) {
-        if (__builtin_mul_overflow(acc, b, &strides[j])) {
+        if (__builtin_mul_overflow(acc, a->bases[k], &strides[j])) {
             sw_free(strides);
-            REFUSE(fault, SW_VIEW_STRIDE_OVERFLOW, -1, plane, 0, err, SW_EOVERFLOW,
+            REFUSE(fault, SW_VIEW_STRIDE_OVERFLOW, -1, k, 0, err, SW_EOVERFLOW,
                    "reshape strides exceed 64 bits");
             return NULL;
         }
@@ -389,76 +401,77 @@ static sw_layout *scaled_canonical(const sw_layout *target, int64_t b, int32_t p
     return out;
 }
 
+/* Size, then each plane's spacing into bases[]. */
+static sw_status check_reshape(const sw_layout *const *planes, int32_t nplanes,
+                               const sw_layout *target, int64_t *bases, sw_view_fault *fault,
+                               sw_error *err)
+{
+    int64_t size = planes[0]->size;
+    if (target->size != size)
+        return REFUSE(fault, SW_VIEW_SIZE, -1, -1, 0, err, SW_EINVAL,
+                      "reshape to a shape of size %lld is impossible: the tensor has %lld "
+                      "element%s",
+                      (long long)target->size, (long long)size, plural_s(size));
+    for (int32_t k = 0; k < nplanes; k++)
+        if (!reshape_base(planes[k], &bases[k]))
+            return REFUSE(fault, SW_VIEW_SPACING, -1, k, 0, err, SW_EINVAL,
+                          "reshape needs the elements of layout %d evenly spaced in "
+                          "first-mode-fastest order, and it does not place them so (a "
+                          "permuted view, for example); copy the values first",
+                          (int)k);
+    return SW_OK;
+}
+
 sw_status sw_layout_view_reshape(const sw_layout *const *planes, int32_t nplanes,
                                  int32_t nprofile, const uint8_t *profile,
                                  const int64_t *extents, sw_layout **out,
                                  sw_view_fault *fault, sw_error *err)
 {
-    sw_status st = check_planes("sw_layout_view_reshape", planes, nplanes, fault, err);
+    sw_status st = view_args("sw_layout_view_reshape", planes, nplanes, out, fault, err);
     if (st != SW_OK)
         return st;
-    if (!out)
-        return sw_error_set(err, SW_ETYPE, "sw_layout_view_reshape: out must not be NULL");
     sw_layout *target = sw_layout_canonical(nprofile, profile, extents, err);
     if (!target)
         return err ? err->code : SW_EINVAL;
-    int64_t size = planes[0]->size, base[2], *bases = base;
-    if (target->size != size) {
-        st = REFUSE(fault, SW_VIEW_SIZE, -1, -1, 0, err, SW_EINVAL,
-                    "reshape to a shape of size %lld is impossible: the tensor has %lld "
-                    "element%s",
-                    (long long)target->size, (long long)size, plural_s(size));
-        goto done;
-    }
-    if (nplanes > 2 && !(bases = sw_malloc(sizeof(int64_t) * (size_t)nplanes))) {
+    int64_t *bases = sw_malloc(sizeof(int64_t) * (size_t)nplanes);
+    if (!bases)
         st = sw_error_set(err, SW_ENOMEM, "reshape: out of memory");
-        goto done;
-    }
-    for (int32_t k = 0; k < nplanes; k++) {
-        if (!reshape_base(planes[k], &bases[k])) {
-            st = REFUSE(fault, SW_VIEW_SPACING, -1, k, 0, err, SW_EINVAL,
-                        "reshape needs the elements of layout %d evenly spaced in "
-                        "first-mode-fastest order, and it does not place them so (a permuted "
-                        "view, for example); copy the values first",
-                        (int)k);
-            goto done;
-        }
-    }
-    for (int32_t k = 0; k < nplanes; k++) {
-        out[k] = scaled_canonical(target, bases[k], k, fault, err);
-        if (!out[k]) {
-            st = err ? err->code : SW_ENOMEM;
-            free_planes(out, k);
-            break;
-        }
-    }
-done:
-    if (bases != base)
-        sw_free(bases);
+    else
+        st = check_reshape(planes, nplanes, target, bases, fault, err);
+    if (st == SW_OK)
+        st = build_planes(planes, nplanes, reshaped_plane, &(reshape_arg){target, bases}, out,
+                          fault, err);
+    sw_free(bases);
     sw_layout_free(target);
     return st;
 }
 
 /* ---- broadcast (V-8) ------------------------------------------------------- */
 
+typedef struct {
+    int32_t nprofile;
+    const uint8_t *profile;
+    const int64_t *extents;
+} broadcast_arg;
+
+static sw_layout *broadcast_plane(const sw_layout *plane, int32_t k, const void *arg,
+                                  sw_view_fault *fault, sw_error *err)
+{
+    const broadcast_arg *a = arg;
+    sw_layout *out = sw_layout_broadcast(plane, a->nprofile, a->profile, a->extents, err);
+    if (!out && err->code == SW_EINVAL)
+        fault_set(fault, SW_VIEW_SHAPE, -1, k, 0);
+    return out;
+}
+
 sw_status sw_layout_view_broadcast(const sw_layout *const *planes, int32_t nplanes,
                                    int32_t nprofile, const uint8_t *profile,
                                    const int64_t *extents, sw_layout **out,
                                    sw_view_fault *fault, sw_error *err)
 {
-    sw_status st = check_planes("sw_layout_view_broadcast", planes, nplanes, fault, err);
+    sw_status st = view_args("sw_layout_view_broadcast", planes, nplanes, out, fault, err);
     if (st != SW_OK)
         return st;
-    if (!out)
-        return sw_error_set(err, SW_ETYPE, "sw_layout_view_broadcast: out must not be NULL");
-    for (int32_t k = 0; k < nplanes; k++) {
-        out[k] = sw_layout_broadcast(planes[k], nprofile, profile, extents, err);
-        if (!out[k]) {
-            st = err ? err->code : SW_ENOMEM;
-            fault_set(fault, st == SW_EINVAL ? SW_VIEW_SHAPE : SW_VIEW_OK, -1, k, 0);
-            free_planes(out, k);
-            break;
-        }
-    }
-    return st;
+    return build_planes(planes, nplanes, broadcast_plane,
+                        &(broadcast_arg){nprofile, profile, extents}, out, fault, err);
 }

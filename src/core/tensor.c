@@ -167,24 +167,13 @@ static sw_status view_out(const sw_tensor *t, int64_t offset, sw_layout *l, sw_t
  * mode is a single leaf. */
 static int32_t mode_first_leaf(const sw_layout *l, int32_t mode, int *is_leaf)
 {
-    int32_t level = 0, top = -1, leaf = 0;
-    for (int32_t p = 0; p < l->nprofile; p++) {
-        uint8_t m = l->profile[p];
-        if (level == 0 && m != SW_NODE_POP)
-            top++;
-        if (top == mode && level == 0) {
-            *is_leaf = m == SW_NODE_LEAF;
-            return leaf;
-        }
-        if (m == SW_NODE_LEAF)
-            leaf++;
-        else if (m == SW_NODE_PUSH)
-            level++;
-        else
-            level--;
+    int32_t p = 0, leaf = 0, nleaves;
+    for (int32_t m = 0; m < mode; m++) {
+        p = sw_layout_mode_end(l->profile, p, &nleaves);
+        leaf += nleaves;
     }
-    *is_leaf = 0;
-    return -1;
+    *is_leaf = l->profile[p] == SW_NODE_LEAF;
+    return leaf;
 }
 
 sw_status sw_tensor_slice_key(const sw_tensor *t, const sw_slice_entry *key, int32_t n,

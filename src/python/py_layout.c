@@ -354,19 +354,7 @@ static PyObject *stride_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 /* Declared in sw_python.h: py_tensor.c and py_view.c walk modes with it. */
 int32_t sw_py_mode_end(const uint8_t *profile, int32_t p, int32_t *nleaves)
 {
-    int32_t level = 0, leaves = 0;
-    do {
-        uint8_t m = profile[p++];
-        if (m == SW_NODE_LEAF)
-            leaves++;
-        else if (m == SW_NODE_PUSH)
-            level++;
-        else
-            level--;
-    } while (level > 0);
-    if (nleaves)
-        *nleaves = leaves;
-    return p;
+    return sw_layout_mode_end(profile, p, nleaves);
 }
 
 static Py_ssize_t count_children(const uint8_t *profile, int32_t p, int32_t end)
