@@ -351,7 +351,7 @@ static PyObject *stride_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 
 /* ---- profile walking ---------------------------------------------------- */
 
-/* Declared in sw_python.h: py_tensor.c and py_view.c walk modes with it. */
+/* Declared in sw_python.h: the binding's mode walks, over the core's. */
 int32_t sw_py_mode_end(const uint8_t *profile, int32_t p, int32_t *nleaves)
 {
     return sw_layout_mode_end(profile, p, nleaves);

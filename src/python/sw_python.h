@@ -94,8 +94,8 @@ PyObject *sw_py_layout_wrap(sw_layout *layout);
 PyObject *sw_py_shape_wrap(sw_layout *layout);
 PyObject *sw_py_stride_wrap(sw_layout *layout);
 /* Position just after the mode that starts at profile[p], and its leaf
- * count in *nleaves (may be NULL). Shared so Layout,
- * Tensor indexing (py_tensor.c) and slicing (py_view.c) walk modes alike. */
+ * count in *nleaves (may be NULL): the core's sw_layout_mode_end, so Layout,
+ * Tensor indexing (py_tensor.c) and the core's views walk modes alike. */
 int32_t sw_py_mode_end(const uint8_t *profile, int32_t p, int32_t *nleaves);
 /* The flat Layout (n):(1) of a whole carrier (n >= 1). */
 PyObject *sw_py_flat_layout(int64_t n);
