@@ -9,6 +9,10 @@
 
 /* ---- shared ----------------------------------------------------------- */
 
+/* Scratch entries kept on the stack: views run in loops, and real layouts
+ * have few modes; more go to the heap. */
+#define SMALL_VIEW 32
+
 /* Record the refusal in `fault` (may be NULL) and `err`; returns `code`. */
 #define REFUSE(fault, reason_, entry_, plane_, size_, err, code, ...)                        \
     (fault_set((fault), (reason_), (entry_), (plane_), (size_)),                            \
@@ -263,9 +267,11 @@ sw_status sw_layout_view_slice(const sw_layout *const *planes, int32_t nplanes,
         return sw_error_set(err, SW_ETYPE, "sw_layout_view_slice: key must not be NULL");
     slice_build b = {.nplanes = nplanes, .row = l->nleaves + 1};
     size_t np = (size_t)l->nprofile + 1, row = (size_t)b.row;
-    /* one block: extents, then the strides rows, then the profile */
-    int64_t *block = sw_malloc(sizeof(int64_t) * row * (1 + (size_t)nplanes) + np);
-    if (!block)
+    /* one block: extents, then the strides rows, then the profile; on the
+     * stack for the usual few modes (views are called in loops) */
+    int64_t small[SMALL_VIEW], *block = small;
+    size_t bytes = sizeof(int64_t) * row * (1 + (size_t)nplanes) + np;
+    if (bytes > sizeof small && !(block = sw_malloc(bytes)))
         return sw_error_set(err, SW_ENOMEM, "sw_layout_view_slice: out of memory");
     b.extents = block;
     b.strides = block + row;
@@ -274,7 +280,8 @@ sw_status sw_layout_view_slice(const sw_layout *const *planes, int32_t nplanes,
     st = slice_walk(planes, nplanes, key, n, &b, &g, fault, err);
     if (st == SW_OK)
         st = build_planes(planes, nplanes, sliced_plane, &b, out, fault, err);
-    sw_free(block);
+    if (block != small)
+        sw_free(block);
     if (st == SW_OK && growth)
         *growth = g;
     return st;
@@ -299,8 +306,8 @@ static sw_layout *permuted_plane(const sw_layout *plane, int32_t k, const void *
 static sw_status check_order(const int64_t *order, int32_t n, int32_t *modes,
                              sw_view_fault *fault, sw_error *err)
 {
-    uint8_t *seen = sw_calloc((size_t)n + 1, 1);
-    if (!seen)
+    uint8_t small[SMALL_VIEW] = {0}, *seen = small;
+    if (n > SMALL_VIEW && !(seen = sw_calloc((size_t)n, 1)))
         return sw_error_set(err, SW_ENOMEM, "sw_layout_view_permute: out of memory");
     sw_status st = SW_OK;
     for (int32_t j = 0; j < n && st == SW_OK; j++) {
@@ -314,7 +321,8 @@ static sw_status check_order(const int64_t *order, int32_t n, int32_t *modes,
         else
             modes[j] = (int32_t)order[j];
     }
-    sw_free(seen);
+    if (seen != small)
+        sw_free(seen);
     return st;
 }
 
@@ -332,14 +340,15 @@ sw_status sw_layout_view_permute(const sw_layout *const *planes, int32_t nplanes
                       n == 1 ? "y" : "ies", (int)rank);
     if (n > 0 && !order)
         return sw_error_set(err, SW_ETYPE, "sw_layout_view_permute: order must not be NULL");
-    int32_t *modes = sw_malloc(sizeof(int32_t) * ((size_t)n + 1));
-    if (!modes)
+    int32_t small[SMALL_VIEW], *modes = small;
+    if (n > SMALL_VIEW && !(modes = sw_malloc(sizeof(int32_t) * (size_t)n)))
         return sw_error_set(err, SW_ENOMEM, "sw_layout_view_permute: out of memory");
     st = check_order(order, n, modes, fault, err);
     if (st == SW_OK)
         st = build_planes(planes, nplanes, permuted_plane, &(permute_arg){modes, n}, out, fault,
                           err);
-    sw_free(modes);
+    if (modes != small)
+        sw_free(modes);
     return st;
 }
 
@@ -367,10 +376,36 @@ static int reshape_base(const sw_layout *l, int64_t *base)
     return 1;
 }
 
+/* A reshape target: the caller's shape, read without building a layout
+ * (the views' layouts are built, and the shape validated, once, per plane). */
 typedef struct {
-    const sw_layout *target;
+    int32_t nprofile, nleaves;
+    const uint8_t *profile;
+    const int64_t *extents;
+    int64_t size;
     const int64_t *bases;
 } reshape_arg;
+
+/* Leaves and size of the target; extents >= 1, the size within int64. */
+static sw_status read_target(reshape_arg *a, sw_error *err)
+{
+    if (a->nprofile < 0 || (a->nprofile > 0 && !a->profile))
+        return sw_error_set(err, SW_EINVAL, "reshape: bad target profile");
+    a->nleaves = 0;
+    for (int32_t p = 0; p < a->nprofile; p++)
+        a->nleaves += a->profile[p] == SW_NODE_LEAF;
+    if (a->nleaves > 0 && !a->extents)
+        return sw_error_set(err, SW_EINVAL, "reshape: missing target extents");
+    a->size = 1;
+    for (int32_t j = 0; j < a->nleaves; j++) {
+        if (a->extents[j] < 1)
+            return sw_error_set(err, SW_EINVAL, "reshape: target extents must be >= 1, not %lld",
+                                (long long)a->extents[j]);
+        if (__builtin_mul_overflow(a->size, a->extents[j], &a->size))
+            return sw_error_set(err, SW_EOVERFLOW, "reshape: target size exceeds 64 bits");
+    }
+    return SW_OK;
+}
 
 /* The target's canonical strides times plane k's base, or NULL (err
  * filled). */
@@ -378,32 +413,33 @@ static sw_layout *reshaped_plane(const sw_layout *plane, int32_t k, const void *
                                  sw_view_fault *fault, sw_error *err)
 {
     const reshape_arg *a = arg;
-    const sw_layout *target = a->target;
     (void)plane;
-    int64_t *strides = sw_malloc(sizeof(int64_t) * ((size_t)target->nleaves + 1));
-    if (!strides) {
+    int64_t small[SMALL_VIEW], *strides = small;
+    if (a->nleaves > SMALL_VIEW &&
+        !(strides = sw_malloc(sizeof(int64_t) * (size_t)a->nleaves))) {
         sw_error_set(err, SW_ENOMEM, "reshape: out of memory");
         return NULL;
     }
     int64_t acc = 1;
-    for (int32_t j = 0; j < target->nleaves; j++) {
+    sw_layout *out = NULL;
+    for (int32_t j = 0; j < a->nleaves; j++) {
         if (__builtin_mul_overflow(acc, a->bases[k], &strides[j])) {
-            sw_free(strides);
             REFUSE(fault, SW_VIEW_STRIDE_OVERFLOW, -1, k, 0, err, SW_EOVERFLOW,
                    "reshape strides exceed 64 bits");
-            return NULL;
+            goto done;
         }
-        acc *= target->extents[j]; /* bounded by target->size */
+        acc *= a->extents[j]; /* bounded by the size */
     }
-    sw_layout *out = sw_layout_new(target->nprofile, target->profile, target->extents, strides,
-                                   err);
-    sw_free(strides);
+    out = sw_layout_new(a->nprofile, a->profile, a->extents, strides, err);
+done:
+    if (strides != small)
+        sw_free(strides);
     return out;
 }
 
 /* Size, then each plane's spacing into bases[]. */
 static sw_status check_reshape(const sw_layout *const *planes, int32_t nplanes,
-                               const sw_layout *target, int64_t *bases, sw_view_fault *fault,
+                               const reshape_arg *target, int64_t *bases, sw_view_fault *fault,
                                sw_error *err)
 {
     int64_t size = planes[0]->size;
@@ -428,21 +464,20 @@ sw_status sw_layout_view_reshape(const sw_layout *const *planes, int32_t nplanes
                                  sw_view_fault *fault, sw_error *err)
 {
     sw_status st = view_args("sw_layout_view_reshape", planes, nplanes, out, fault, err);
+    reshape_arg target = {.nprofile = nprofile, .profile = profile, .extents = extents};
+    if (st == SW_OK)
+        st = read_target(&target, err);
     if (st != SW_OK)
         return st;
-    sw_layout *target = sw_layout_canonical(nprofile, profile, extents, err);
-    if (!target)
-        return err ? err->code : SW_EINVAL;
-    int64_t *bases = sw_malloc(sizeof(int64_t) * (size_t)nplanes);
-    if (!bases)
-        st = sw_error_set(err, SW_ENOMEM, "reshape: out of memory");
-    else
-        st = check_reshape(planes, nplanes, target, bases, fault, err);
+    int64_t small[2], *bases = small;
+    if (nplanes > 2 && !(bases = sw_malloc(sizeof(int64_t) * (size_t)nplanes)))
+        return sw_error_set(err, SW_ENOMEM, "reshape: out of memory");
+    target.bases = bases;
+    st = check_reshape(planes, nplanes, &target, bases, fault, err);
     if (st == SW_OK)
-        st = build_planes(planes, nplanes, reshaped_plane, &(reshape_arg){target, bases}, out,
-                          fault, err);
-    sw_free(bases);
-    sw_layout_free(target);
+        st = build_planes(planes, nplanes, reshaped_plane, &target, out, fault, err);
+    if (bases != small)
+        sw_free(bases);
     return st;
 }
 

@@ -269,13 +269,15 @@ static void refuse_unread_entry(SwTensorObject *t, PyObject *tuple, sw_slice_ent
     PyErr_Restore(type, value, tb);
 }
 
+enum { SMALL_KEY = 8 };
+
 PyObject *sw_py_tensor_slice(PyObject *obj, PyObject *key)
 {
     SwTensorObject *t = (SwTensorObject *)obj;
     const sw_layout *planes[2];
     int32_t np = view_planes(t, planes), rank = planes[0]->rank;
     sw_layout *out[2] = {NULL, NULL};
-    sw_slice_entry *entries = NULL;
+    sw_slice_entry small[SMALL_KEY], *entries = NULL; /* usual keys: no allocation */
     PyObject *result = NULL;
     sw_view_fault f;
     sw_error err;
@@ -293,7 +295,7 @@ PyObject *sw_py_tensor_slice(PyObject *obj, PyObject *key)
                      n, n == 1 ? "y" : "ies", (int)rank, sw_msg_s(rank), (int)rank);
         goto done;
     }
-    entries = PyMem_Calloc((size_t)n + 1, sizeof *entries);
+    entries = n <= SMALL_KEY ? small : PyMem_Calloc((size_t)n, sizeof *entries);
     if (!entries) {
         PyErr_NoMemory();
         goto done;
@@ -314,7 +316,8 @@ PyObject *sw_py_tensor_slice(PyObject *obj, PyObject *key)
     /* a multi-plane view keeps its offsets: every selection starts at 0 */
     result = finish_view("slice", t, out, t->subs[0].offset + growth, tuple);
 done:
-    PyMem_Free(entries);
+    if (entries != small)
+        PyMem_Free(entries);
     Py_DECREF(tuple);
     return result;
 }

@@ -309,6 +309,12 @@ static void test_v7_reshape(void)
     CHECK(sw_layout_view_reshape(planes, 1, 2, prof2, (int64_t[]){5, 1}, out, &f, &err) ==
           SW_EINVAL);
     CHECK(f.reason == SW_VIEW_SIZE && out[0] == NULL);
+    /* a bad target: an extent below 1, an unbalanced profile */
+    CHECK(sw_layout_view_reshape(planes, 1, 2, prof2, (int64_t[]){6, 0}, out, &f, &err) ==
+          SW_EINVAL);
+    CHECK(sw_layout_view_reshape(planes, 1, 3, nest, (int64_t[]){3, 2}, out, &f, &err) ==
+          SW_EINVAL);
+    CHECK(out[0] == NULL);
     /* a transposed plane 1 is refused as plane 1, plane 0 built nothing */
     sw_layout *t = flat(3, (int64_t[]){2, 1, 3}, (int64_t[]){3, 0, 1});
     planes[1] = t;
