@@ -12,6 +12,9 @@
 
 enum { L_ = SW_NODE_LEAF, P_ = SW_NODE_PUSH, Q_ = SW_NODE_POP };
 
+/* Target profiles: two leaves, and one nested mode of two leaves. */
+static const uint8_t prof2[2] = {L_, L_}, nest[4] = {P_, L_, L_, Q_};
+
 static sw_layout *flat(int32_t n, const int64_t *ext, const int64_t *str)
 {
     static const uint8_t leaves[8] = {L_, L_, L_, L_, L_, L_, L_, L_};
@@ -31,6 +34,14 @@ static sw_layout *nested(void)
     CHECK(l != NULL);
     return l;
 }
+
+/* A two-entry key the views refuse, and how. */
+typedef struct {
+    sw_slice_entry key[2];
+    sw_status st;
+    sw_view_reason why;
+    int32_t entry;
+} refused_key;
 
 static sw_slice_entry idx(int64_t i) { return (sw_slice_entry){.kind = SW_SLICE_INDEX, .index = i}; }
 static sw_slice_entry all(void) { return (sw_slice_entry){.kind = SW_SLICE_RANGE, .step = 1}; }
@@ -139,12 +150,7 @@ static void test_v5_refusals(void)
     sw_view_fault f;
     sw_error err;
     int64_t g = 123;
-    struct {
-        sw_slice_entry key[2];
-        sw_status st;
-        sw_view_reason why;
-        int32_t entry;
-    } cases[] = {
+    refused_key cases[] = {
         {{idx(-1), all()}, SW_EINVAL, SW_VIEW_INDEX, 0},
         {{idx(5), all()}, SW_EINVAL, SW_VIEW_INDEX, 0},
         {{idx(INT64_MIN), all()}, SW_EINVAL, SW_VIEW_INDEX, 0},
@@ -210,12 +216,7 @@ static void test_v5_two_planes(void)
     sw_layout_free(out[0]);
     sw_layout_free(out[1]);
     out[0] = out[1] = NULL;
-    struct {
-        sw_slice_entry key[2];
-        sw_status st;
-        sw_view_reason why;
-        int32_t entry;
-    } cases[] = {
+    refused_key cases[] = {
         {{range(1, 2, 1), all()}, SW_ENOTSUP, SW_VIEW_NOT_AT_ORIGIN, 0},
         {{idx(1), all()}, SW_ENOTSUP, SW_VIEW_NOT_AT_ORIGIN, 0},
         {{all(), from(1)}, SW_ENOTSUP, SW_VIEW_NOT_AT_ORIGIN, 1},
@@ -290,7 +291,6 @@ static void test_v6_permute(void)
 
 static void test_v7_reshape(void)
 {
-    static const uint8_t prof2[2] = {L_, L_}, nest[4] = {P_, L_, L_, Q_};
     sw_view_fault f;
     sw_error err;
     sw_layout *out[2] = {NULL, NULL};
@@ -340,7 +340,6 @@ static void test_v7_reshape(void)
 
 static void test_v8_broadcast(void)
 {
-    static const uint8_t prof2[2] = {L_, L_}, nest[4] = {P_, L_, L_, Q_};
     sw_view_fault f;
     sw_error err;
     sw_layout *out[2] = {NULL, NULL};
@@ -388,7 +387,6 @@ static void test_tensor_views(void)
     CHECK(sw_tensor_reshape(col, 2, (int64_t[]){1, 3}, &r, &err) == SW_OK);
     CHECK(sw_tensor_get_i32(r, 2, &x, &err) == SW_OK && x == 4 + 5);
     sw_tensor_unref(r);
-    static const uint8_t nest[4] = {P_, L_, L_, Q_};
     CHECK(sw_tensor_reshape_shape(t, 4, nest, (int64_t[]){25, 2}, &r, &err) == SW_OK);
     CHECK(sw_tensor_get_i32(r, 49, &x, &err) == SW_OK && x == 49);
     sw_tensor_unref(r);
