@@ -8,8 +8,9 @@
  * pointer to its one layout. Refusals are checked in one fixed order (the
  * contract's V-5..V-8) before anything is built, and reported through the
  * status, `err` and, when not NULL, `fault`: which rule refused, at which
- * key entry and plane, so a binding can phrase the refusal in its own
- * terms with its own objects (the message in `err` speaks C).
+ * key entry and plane. The message in `err` shows numbers only; a binding
+ * that must show the user's own objects (an index object's repr) phrases
+ * those refusals itself from `fault`.
  *
  * Ownership: inputs are borrowed for the call; on SW_OK the caller owns the
  * `nplanes` layouts written to `out` (sw_layout_free each); on a refusal
