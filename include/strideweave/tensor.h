@@ -61,6 +61,26 @@ SW_API sw_status sw_tensor_get_i32(const sw_tensor *t, int64_t index, int32_t *o
 SW_API sw_status sw_tensor_set_i32(const sw_tensor *t, int64_t index, int32_t value,
                                    sw_error *err);
 
+/* Every value of the tensor, in logical order (first mode fastest), as
+ * slots of sw_dtype_slot_bytes(dtype) bytes into `out` (size slots; Bool:
+ * one byte each). The slots the layout reaches are read in one go under
+ * the carrier's mutex (host memory in place, a file with one read, an
+ * Evictable from its primary), so the values are one instant's. Checks in
+ * this order, each failing with `out` unspecified and nothing changed:
+ * released or pending as a move's destination without transfer access on
+ * this thread (SW_ESTATE); a STATE_ONLY carrier (SW_ENOTSUP: its binding
+ * reaches the slots; so does an Evictable whose primary is one); the slots
+ * reached beyond the carrier's size (SW_ERANGE); then the carrier's own
+ * read (an evicted Evictable: SW_ESTATE; file errors: SW_EIO). Thread-safe;
+ * blocks on file and device I/O. `out` is the caller's. */
+SW_API sw_status sw_tensor_read_values(const sw_tensor *t, void *out, sw_error *err);
+/* The same read of (carrier, offset, layout) without a tensor handle, for a
+ * binding that keeps that triple itself. A layout of size 0 reads nothing
+ * and checks nothing; an offset below 0 is SW_ERANGE. Borrows every
+ * argument for the call. */
+SW_API sw_status sw_carrier_read_layout(sw_carrier *c, int64_t offset, const sw_layout *layout,
+                                        void *out, sw_error *err);
+
 /* Views. slice keeps [start, stop) of top-level mode `mode`, which must be
  * a leaf (nested modes: SW_ENOTSUP); permute reorders top-level modes;
  * reshape needs a contiguous tensor (offset any, strides canonical) and
