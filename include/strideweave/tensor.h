@@ -97,13 +97,41 @@ SW_API sw_status sw_tensor_broadcast(const sw_tensor *t, const int64_t *extents,
 
 /* DLPack export (versioned, DLPack 1.0): shape and strides are the leaf
  * modes, the read-only flag is set when the carrier is not publicly
- * mutable. Only Float32 and Int32 carriers whose ops have dlpack_device
- * (CPU) export; others SW_ENOTSUP. SW_ESTATE when released or pending as a
- * destination. The managed tensor holds a reference to `t` until its
- * deleter runs (any thread). Releasing the carrier while an export is
+ * mutable. Only carriers whose ops have dlpack_device (CPU) export, else
+ * SW_ENOTSUP; then SW_ESTATE when released or pending as a destination,
+ * and SW_ENOTSUP for a dtype other than Float32 and Int32. The managed
+ * tensor holds a reference to `t` until its deleter runs (any thread). Releasing the carrier while an export is
  * outstanding is allowed: the memory is then kept until the last deleter
  * runs, so the consumer never reads memory handed to someone else. */
 SW_API sw_status sw_tensor_to_dlpack(sw_tensor *t, DLManagedTensorVersioned **out, sw_error *err);
+
+/* An export whose lifetime its caller owns, for a language binding that
+ * keeps the (carrier, offset, layout) triple itself and an object of its
+ * own alive for the consumer (Python: the Tensor). */
+typedef struct sw_dlpack_owner {
+    int versioned;      /* 1: DLManagedTensorVersioned (DLPack 1.0); 0: legacy
+                           DLManagedTensor, which has no read-only flag */
+    int read_only;      /* versioned: -1 the carrier's public mutability
+                           decides, as for sw_tensor_to_dlpack; 0 / 1 the
+                           caller's own answer */
+    void *manager_ctx;  /* stored in the managed tensor */
+    sw_dlpack_release_fn release; /* run once by its deleter (dlpack.h) */
+} sw_dlpack_owner;
+
+/* Exports a CPU carrier's slots offset + layout(k) (other classes:
+ * SW_ENOTSUP) into a DLManagedTensorVersioned or DLManagedTensor (*out,
+ * by owner->versioned). Checks in this order: released (SW_ESTATE), dtype
+ * not Float32 or Int32 (SW_ENOTSUP), slots past the carrier's size
+ * (SW_ERANGE); a pending move's destination is not refused (it exports
+ * read-only, not being publicly mutable). Lifetime: instead of the carrier
+ * keeping its storage, the storage block is pinned (alloc.h) and handed to
+ * owner->release as `pin`, which must sw_alloc_unpin it; a release of the
+ * carrier meanwhile quarantines the block until then. As alloc.h asks, the
+ * caller serializes this call, that unpin and the carrier's release (the
+ * Python binding holds the GIL for all three). Thread-safe otherwise;
+ * `out` receives a managed tensor the consumer owns. */
+SW_API sw_status sw_carrier_to_dlpack(sw_carrier *c, int64_t offset, const sw_layout *layout,
+                                      const sw_dlpack_owner *owner, void **out, sw_error *err);
 
 #ifdef __cplusplus
 }

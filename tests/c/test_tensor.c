@@ -187,6 +187,72 @@ static void test_dlpack(void)
     sw_carrier_unref(b);
 }
 
+/* sw_carrier_to_dlpack: the caller's manager_ctx and release, the storage
+ * pinned rather than kept, legacy or versioned, its own read-only answer;
+ * a pending destination exports (read-only); refusals in their order. */
+static void *owner_ctx_seen, *owner_pin_seen;
+static void owner_release(void *ctx, void *pin)
+{
+    owner_ctx_seen = ctx;
+    owner_pin_seen = pin;
+    sw_alloc_unpin(pin);
+}
+
+static void test_carrier_to_dlpack(void)
+{
+    sw_error err;
+    sw_carrier *c, *b, *f;
+    int ctx;
+    CHECK(sw_cpu_new(4096, SW_DT_FLOAT32, 0, &c, &err) == SW_OK);
+    int64_t ext[1] = {2}, str[1] = {3};
+    sw_layout *l = sw_layout_new(1, (const uint8_t[]){SW_NODE_LEAF}, ext, str, &err);
+    sw_dlpack_owner owner = {.versioned = 0, .read_only = -1, .manager_ctx = &ctx,
+                             .release = owner_release};
+    DLManagedTensor *legacy;
+    CHECK(sw_carrier_to_dlpack(c, 1, l, &owner, (void **)&legacy, &err) == SW_OK);
+    CHECK(legacy->manager_ctx == &ctx && legacy->dl_tensor.byte_offset == 4);
+    CHECK(legacy->dl_tensor.strides[0] == 3 && legacy->dl_tensor.data == sw_cpu_pointer(c));
+    /* Released while exported: the block is quarantined, not kept live. */
+    int64_t quarantined = sw_alloc_quarantined_blocks();
+    CHECK(sw_carrier_release(c, &err) == SW_OK);
+    CHECK_EQ_I64(sw_alloc_quarantined_blocks(), quarantined + 1);
+    void *data = legacy->dl_tensor.data;
+    legacy->deleter(legacy);
+    CHECK(owner_ctx_seen == &ctx && owner_pin_seen == data);
+    CHECK_EQ_I64(sw_alloc_quarantined_blocks(), quarantined);
+    CHECK(sw_carrier_to_dlpack(c, 1, l, &owner, (void **)&legacy, &err) == SW_ESTATE);
+    sw_carrier_unref(c);
+
+    CHECK(sw_cpu_new(8, SW_DT_INT32, 0, &c, &err) == SW_OK);
+    DLManagedTensorVersioned *v;
+    owner.versioned = 1;
+    owner.read_only = 1; /* the caller's answer wins over a mutable carrier */
+    CHECK(sw_carrier_to_dlpack(c, 0, l, &owner, (void **)&v, &err) == SW_OK);
+    CHECK((v->flags & DLPACK_FLAG_BITMASK_READ_ONLY) && v->dl_tensor.dtype.code == kDLInt);
+    v->deleter(v);
+    owner.read_only = -1;
+    sw_carrier_mark_pending(c, SW_CARRIER_PENDING_DESTINATION);
+    CHECK(sw_carrier_to_dlpack(c, 0, l, &owner, (void **)&v, &err) == SW_OK);
+    CHECK(v->flags & DLPACK_FLAG_BITMASK_READ_ONLY); /* pending: not mutable */
+    v->deleter(v);
+    sw_carrier_unmark_pending(c, SW_CARRIER_PENDING_DESTINATION);
+    CHECK(sw_carrier_to_dlpack(c, 5, l, &owner, (void **)&v, &err) == SW_ERANGE);
+    CHECK(sw_carrier_to_dlpack(c, 0, l, NULL, (void **)&v, &err) == SW_ETYPE);
+    sw_carrier_unref(c);
+    /* A released Bool carrier is refused as released, before its dtype. */
+    CHECK(sw_cpu_new(8, SW_DT_BOOL, 0, &b, &err) == SW_OK);
+    CHECK(sw_carrier_to_dlpack(b, 0, l, &owner, (void **)&v, &err) == SW_ENOTSUP);
+    CHECK(strstr(err.msg, "Float32 and Int32") != NULL);
+    CHECK(sw_carrier_release(b, &err) == SW_OK);
+    CHECK(sw_carrier_to_dlpack(b, 0, l, &owner, (void **)&v, &err) == SW_ESTATE);
+    sw_carrier_unref(b);
+    CHECK(sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &f, &err) == SW_OK);
+    CHECK(sw_carrier_to_dlpack(f, 0, l, &owner, (void **)&v, &err) == SW_ENOTSUP);
+    CHECK(sw_carrier_release(f, &err) == SW_OK);
+    sw_carrier_unref(f);
+    sw_layout_free(l);
+}
+
 /* sw_tensor_read_values: logical order over any strides (transposed,
  * broadcast, offset), one read of the span for a file and an Evictable. */
 static void test_read_values(void)
@@ -311,6 +377,7 @@ int main(void)
     test_elements();
     test_views();
     test_dlpack();
+    test_carrier_to_dlpack();
     test_read_values();
     test_read_values_bool_and_many_leaves();
     CHECK_EQ_I64(sw_alloc_live_bytes(), live);
