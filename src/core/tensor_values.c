@@ -9,24 +9,15 @@
 #include "strideweave/copy.h"
 #include "tensor_internal.h"
 
-/* Gather `l` at slot `first` of `base` into out. Extent-1 leaves are
- * dropped first: they move nothing, and without them a valid layout has at
- * most 63 leaves (a product of 64 extents >= 2 overflows int64), within
- * the copy kernel's mode limit however many leaves it was built with. */
+/* Gather `l` at slot `first` of `base` into out. */
 static sw_status gather(const sw_layout *l, const char *base, int64_t first, size_t bytes,
                         void *out, sw_error *err)
 {
     int64_t ext[SW_COPY_MAX_DIMS], str[SW_COPY_MAX_DIMS];
-    int n = 0;
-    for (int32_t j = 0; j < l->nleaves; j++) {
-        if (l->extents[j] == 1)
-            continue;
-        if (n == SW_COPY_MAX_DIMS)
-            return sw_error_set(err, SW_EINVAL, "tensor: more than %d modes of extent > 1",
-                                SW_COPY_MAX_DIMS);
-        ext[n] = l->extents[j];
-        str[n++] = l->strides[j];
-    }
+    int n = sw_copy_layout_modes(l, ext, str);
+    if (n < 0)
+        return sw_error_set(err, SW_EINVAL, "tensor: more than %d modes of extent > 1",
+                            SW_COPY_MAX_DIMS);
     return sw_copy_gather(out, base + (size_t)first * bytes, str, ext, n, bytes, err);
 }
 
