@@ -42,23 +42,33 @@ static int raise_refusal(PyObject *carrier, const sw_error *err)
     return sw_py_raise(err);
 }
 
-/* Reads above this many bytes let other threads run meanwhile. */
+/* Host memory reads this much at most with the GIL held. Any other read
+ * may wait (file I/O; a block device's range a pool thread is moving,
+ * whose lock must never be waited for with the GIL), so it lets go. */
 #define SW_READ_NOGIL_BYTES (64 * 1024)
 
+static int read_lets_go(sw_carrier *core, const sw_layout *L, sw_dtype dt)
+{
+    const sw_carrier_class *k = sw_carrier_class_of(core);
+    return (k != &sw_cpu_class && k != &sw_generic_class) ||
+           (size_t)L->size * sw_dtype_slot_bytes(dt) > SW_READ_NOGIL_BYTES;
+}
+
 /* The core reads a carrier whose slots it holds, under its mutex, in one
- * go (sw_carrier_read_layout). A STATE_ONLY carrier (a Python class, or an
- * Evictable over one) and a tensor whose logical dtype is not its
- * carrier's take the checked slot reads. */
+ * go (sw_carrier_read_layout). A carrier whose slots are the binding's
+ * (STATE_ONLY: a Python class; the core refuses an Evictable over one with
+ * SW_ENOTSUP) and a tensor whose logical dtype is not its carrier's take
+ * the checked slot reads. */
 static int gather_carrier(PyObject *carrier, sw_dtype dt, const sw_layout *L, int64_t off,
                           char *out)
 {
     if (L->size == 0)
         return 0;
     sw_carrier *core = SW_STATE_C(carrier)->core;
-    if (sw_carrier_dtype(core) == dt) {
+    if (!sw_carrier_is_state_only(core) && sw_carrier_dtype(core) == dt) {
         sw_error err;
         sw_status st;
-        if ((size_t)L->size * sw_dtype_slot_bytes(dt) > SW_READ_NOGIL_BYTES) {
+        if (read_lets_go(core, L, dt)) {
             Py_BEGIN_ALLOW_THREADS
             st = sw_carrier_read_layout(core, off, L, out, &err);
             Py_END_ALLOW_THREADS
