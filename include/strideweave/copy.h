@@ -58,6 +58,15 @@ SW_API sw_status sw_copy_scatter(void *dst, const int64_t *dst_strides, const vo
 SW_API int sw_copy_coalesce(int ndim, int64_t *extents, int64_t *src_strides,
                             int64_t *dst_strides);
 
+/* The leaf modes of `layout` a copy walks, into extents/strides (room for
+ * SW_COPY_MAX_DIMS each): extent-1 leaves are dropped, since they address
+ * nothing new, which keeps any valid layout within the mode limit however
+ * many leaves it was built with. Returns the count, or -1 when more than
+ * SW_COPY_MAX_DIMS remain. */
+struct sw_layout;
+SW_API int sw_copy_layout_modes(const struct sw_layout *layout, int64_t *extents,
+                                int64_t *strides);
+
 /* Contiguous first-mode-fastest strides for `extents` (out[0] = 1). */
 SW_API sw_status sw_copy_contiguous_strides(const int64_t *extents, int ndim,
                                             int64_t *out, sw_error *err);

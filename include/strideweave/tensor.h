@@ -62,6 +62,26 @@ SW_API sw_status sw_tensor_get_i32(const sw_tensor *t, int64_t index, int32_t *o
 SW_API sw_status sw_tensor_set_i32(const sw_tensor *t, int64_t index, int32_t value,
                                    sw_error *err);
 
+/* Every value of the tensor, in logical order (first mode fastest), as
+ * slots of sw_dtype_slot_bytes(dtype) bytes into `out` (size slots; Bool:
+ * one byte each). The slots the layout reaches are read in one go under
+ * the carrier's mutex (host memory in place, a file with one read, an
+ * Evictable from its primary), so the values are one instant's. Checks in
+ * this order, each failing with `out` unspecified and nothing changed:
+ * released or pending as a move's destination without transfer access on
+ * this thread (SW_ESTATE); a STATE_ONLY carrier (SW_ENOTSUP: its binding
+ * reaches the slots; so does an Evictable whose primary is one); the slots
+ * reached beyond the carrier's size (SW_ERANGE); then the carrier's own
+ * read (an evicted Evictable: SW_ESTATE; file errors: SW_EIO). Thread-safe;
+ * blocks on file and device I/O. `out` is the caller's. */
+SW_API sw_status sw_tensor_read_values(const sw_tensor *t, void *out, sw_error *err);
+/* The same read of (carrier, offset, layout) without a tensor handle, for a
+ * binding that keeps that triple itself. A layout of size 0 reads nothing
+ * and checks nothing; an offset below 0 is SW_ERANGE. Borrows every
+ * argument for the call. */
+SW_API sw_status sw_carrier_read_layout(sw_carrier *c, int64_t offset, const sw_layout *layout,
+                                        void *out, sw_error *err);
+
 /* Views: new tensors on the same carrier, the layout computed by
  * layout_view.h (its refusal statuses; the message in err).
  * slice_key: entry m says what top-level mode m keeps (an index drops it,
@@ -95,13 +115,41 @@ SW_API sw_status sw_tensor_broadcast(const sw_tensor *t, const int64_t *extents,
 
 /* DLPack export (versioned, DLPack 1.0): shape and strides are the leaf
  * modes, the read-only flag is set when the carrier is not publicly
- * mutable. Only Float32 and Int32 carriers whose ops have dlpack_device
- * (CPU) export; others SW_ENOTSUP. SW_ESTATE when released or pending as a
- * destination. The managed tensor holds a reference to `t` until its
- * deleter runs (any thread). Releasing the carrier while an export is
+ * mutable. Only carriers whose ops have dlpack_device (CPU) export, else
+ * SW_ENOTSUP; then SW_ESTATE when released or pending as a destination,
+ * and SW_ENOTSUP for a dtype other than Float32 and Int32. The managed
+ * tensor holds a reference to `t` until its deleter runs (any thread). Releasing the carrier while an export is
  * outstanding is allowed: the memory is then kept until the last deleter
  * runs, so the consumer never reads memory handed to someone else. */
 SW_API sw_status sw_tensor_to_dlpack(sw_tensor *t, DLManagedTensorVersioned **out, sw_error *err);
+
+/* An export whose lifetime its caller owns, for a language binding that
+ * keeps the (carrier, offset, layout) triple itself and an object of its
+ * own alive for the consumer (Python: the Tensor). */
+typedef struct sw_dlpack_owner {
+    int versioned;      /* 1: DLManagedTensorVersioned (DLPack 1.0); 0: legacy
+                           DLManagedTensor, which has no read-only flag */
+    int read_only;      /* versioned: -1 the carrier's public mutability
+                           decides, as for sw_tensor_to_dlpack; 0 / 1 the
+                           caller's own answer */
+    void *manager_ctx;  /* stored in the managed tensor */
+    sw_dlpack_release_fn release; /* run once by its deleter (dlpack.h) */
+} sw_dlpack_owner;
+
+/* Exports a CPU carrier's slots offset + layout(k) (other classes:
+ * SW_ENOTSUP) into a DLManagedTensorVersioned or DLManagedTensor (*out,
+ * by owner->versioned). Checks in this order: released (SW_ESTATE), dtype
+ * not Float32 or Int32 (SW_ENOTSUP), slots past the carrier's size
+ * (SW_ERANGE); a pending move's destination is not refused (it exports
+ * read-only, not being publicly mutable). Lifetime: instead of the carrier
+ * keeping its storage, the storage block is pinned (alloc.h) and handed to
+ * owner->release as `pin`, which must sw_alloc_unpin it; a release of the
+ * carrier meanwhile quarantines the block until then. As alloc.h asks, the
+ * caller serializes this call, that unpin and the carrier's release (the
+ * Python binding holds the GIL for all three). Thread-safe otherwise;
+ * `out` receives a managed tensor the consumer owns. */
+SW_API sw_status sw_carrier_to_dlpack(sw_carrier *c, int64_t offset, const sw_layout *layout,
+                                      const sw_dlpack_owner *owner, void **out, sw_error *err);
 
 #ifdef __cplusplus
 }

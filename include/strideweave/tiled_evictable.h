@@ -166,6 +166,23 @@ SW_API sw_status sw_tiled_evictable_promote(sw_tiled_evictable *te, const int64_
 SW_API sw_status sw_tiled_evictable_evict(sw_tiled_evictable *te, const int64_t *coords,
                                           int64_t n, sw_error *err);
 
+/* Whether sw_tiled_evictable_promote (evict 0) or _evict (evict 1) of
+ * these tiles, or their _start and _async forms, would be refused now:
+ * the same checks in the same order, with nothing marked or changed. For
+ * a binding that checks something of its own between the refusals and
+ * the request (the Python binding's route check) and words the refusal
+ * itself: `why` (may be NULL) is the tile that refused it and that tile's
+ * state then (`tile` -1: the carrier itself, or no refusal). The request
+ * checks again when it starts, since the state may change meanwhile.
+ * Thread-safe; does not block. */
+typedef struct sw_te_refusal {
+    int64_t tile; /* linear tile index (first axis fastest), or -1 */
+    sw_te_tile_state state;
+} sw_te_refusal;
+SW_API sw_status sw_tiled_evictable_check_residency(sw_tiled_evictable *te,
+                                                    const int64_t *coords, int64_t n, int evict,
+                                                    sw_te_refusal *why, sw_error *err);
+
 /* Slot access over the logical slots (tiles.h: slot i decodes first axis
  * fastest over the logical shape). read: SW_ETYPE for NULL arguments,
  * SW_ESTATE when released, SW_ERANGE for slots out of range, SW_ESTATE

@@ -53,6 +53,11 @@ SW_API void sw_tiles_locate(const sw_tile_geometry *g, int64_t slot, int64_t *ti
 /* The slot at within-tile position `within` of tile `t` (inverse of
  * sw_tiles_locate). */
 SW_API int64_t sw_tiles_slot(const sw_tile_geometry *g, int64_t t, int64_t within);
+/* Whether every slot of tile `t` in logical slot order at `base` (slot 0,
+ * `eb` bytes per slot) is zero bytes: the rule that makes a tile of a
+ * new_like's values implicit. Reads only; thread-safe. */
+SW_API int sw_tiles_is_zero_tile(const sw_tile_geometry *g, const void *base, size_t eb,
+                                 int64_t t);
 
 /* TE-3: whether a layout of this geometry's logical shape, placed at
  * `offset`, maps every tile's logical indices onto exactly that tile's

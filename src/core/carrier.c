@@ -158,23 +158,28 @@ static sw_status check_range(sw_carrier *c, int64_t slot, int64_t count, sw_erro
     return SW_OK;
 }
 
+sw_status sw_carrier_check_readable_locked(sw_carrier *c, sw_error *err)
+{
+    if (c->released)
+        return sw_error_set(err, SW_ESTATE, "%s: the carrier is released", sw_carrier_name(c));
+    if (c->pending_dst && !has_transfer_locked(c))
+        return sw_error_set(err, SW_ESTATE,
+                            "%s: the carrier is the destination of a pending move; wait for "
+                            "the move before reading it",
+                            sw_carrier_name(c));
+    return SW_OK;
+}
+
 sw_status sw_carrier_read(sw_carrier *c, int64_t slot, int64_t count, void *out,
                           sw_error *err)
 {
     if (!c)
         return sw_error_set(err, SW_ETYPE, "carrier must not be NULL");
     pthread_mutex_lock(&c->lock);
-    sw_status st;
-    if (c->released)
-        st = sw_error_set(err, SW_ESTATE, "%s: the carrier is released", sw_carrier_name(c));
-    else if (c->pending_dst && !has_transfer_locked(c))
-        st = sw_error_set(err, SW_ESTATE,
-                          "%s: the carrier is the destination of a pending move; wait for "
-                          "the move before reading it",
-                          sw_carrier_name(c));
-    else if (SW_CARRIER_STATE_ONLY(c))
+    sw_status st = sw_carrier_check_readable_locked(c, err);
+    if (st == SW_OK && SW_CARRIER_STATE_ONLY(c))
         st = sw_carrier_refuse_state_only(c, "read slots", err);
-    else if ((st = check_range(c, slot, count, err)) == SW_OK && count > 0)
+    else if (st == SW_OK && (st = check_range(c, slot, count, err)) == SW_OK && count > 0)
         st = c->ops->read(c->impl, slot, count, out, err);
     pthread_mutex_unlock(&c->lock);
     return st;

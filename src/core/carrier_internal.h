@@ -35,6 +35,9 @@ struct sw_carrier {
 sw_status sw_carrier_refuse_state_only(sw_carrier *c, const char *what, sw_error *err);
 
 /* With c->lock held. */
+/* The read refusals of sw_carrier_read: released, pending destination
+ * without transfer access on this thread (SW_ESTATE). */
+sw_status sw_carrier_check_readable_locked(sw_carrier *c, sw_error *err);
 int sw_carrier_mutable_locked(sw_carrier *c);
 int sw_carrier_owned_blocks_locked(sw_carrier *c); /* owned, no access here */
 /* Free the storage now, or once the last export is gone. */

@@ -1,5 +1,6 @@
 /* Span and strided copy kernels (see copy.h). */
 #include "strideweave/copy.h"
+#include "strideweave/layout.h"
 
 #include <string.h>
 
@@ -264,4 +265,19 @@ sw_status sw_copy_scatter(void *dst, const int64_t *dst_strides, const void *src
                           sw_error *err)
 {
     return copy_packed(dst, dst_strides, src, NULL, extents, ndim, itemsize, 0, err);
+}
+
+int sw_copy_layout_modes(const sw_layout *layout, int64_t *extents, int64_t *strides)
+{
+    int n = 0;
+    for (int32_t i = 0; i < layout->nleaves; i++) {
+        if (layout->extents[i] == 1)
+            continue;
+        if (n == SW_COPY_MAX_DIMS)
+            return -1;
+        extents[n] = layout->extents[i];
+        strides[n] = layout->strides[i];
+        n++;
+    }
+    return n;
 }

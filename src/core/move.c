@@ -476,24 +476,6 @@ static sw_status transfer_slotwise(sw_move_handle *m, sw_error *err)
     return SW_OK;
 }
 
-/* The leaf modes a storage transfer walks: extent-1 leaves address
- * nothing new, so dropping them keeps any layout within the kernel's mode
- * limit. -1 when more than SW_COPY_MAX_DIMS remain. */
-static int copy_modes(const sw_layout *l, int64_t *extents, int64_t *strides)
-{
-    int n = 0;
-    for (int32_t i = 0; i < l->nleaves; i++) {
-        if (l->extents[i] == 1)
-            continue;
-        if (n == SW_COPY_MAX_DIMS)
-            return -1;
-        extents[n] = l->extents[i];
-        strides[n] = l->strides[i];
-        n++;
-    }
-    return n;
-}
-
 /* The storage copy of the span (s, offset, l) into d at 0. */
 static sw_status transfer_span(sw_carrier *s, int64_t offset, const sw_layout *l, sw_carrier *d,
                                sw_move_route route, int caller_waits, int64_t *progress,
@@ -511,7 +493,7 @@ static sw_status transfer_span(sw_carrier *s, int64_t offset, const sw_layout *l
         l->cosize * (int64_t)sw_dtype_slot_bytes(s->dtype) >= ((int64_t)1 << 20))
         sw_filestore_large_closes_wait();
     int64_t extents[SW_COPY_MAX_DIMS], strides[SW_COPY_MAX_DIMS];
-    int ndim = copy_modes(l, extents, strides); /* >= 0: checked by new_move */
+    int ndim = sw_copy_layout_modes(l, extents, strides); /* >= 0: checked by new_move */
     sw_transfer t = {
         .src = {.kind = ss.kind, .host = ss.host, .fd = ss.fd, .offset = offset},
         .dst = {.kind = ds.kind, .host = ds.host, .fd = ds.fd, .offset = 0},
@@ -839,7 +821,7 @@ static sw_status new_move(sw_tensor *t, sw_carrier *d, const sw_move_options *o,
     size_t width = sw_dtype_slot_bytes(t->carrier->dtype);
     m->route = resolve(so, dops, &m->transfer);
     int64_t ext[SW_COPY_MAX_DIMS], str[SW_COPY_MAX_DIMS];
-    m->slotwise = !so->storage || !dops->storage || copy_modes(t->layout, ext, str) < 0;
+    m->slotwise = !so->storage || !dops->storage || sw_copy_layout_modes(t->layout, ext, str) < 0;
     if (o) {
         take_options(m, o);
         /* A block device carrier moves only by its own route, never slot
@@ -994,7 +976,7 @@ static int light_eligible(const sw_carrier *s, const sw_layout *l, const sw_carr
         !d->ops->storage)
         return 0;
     int64_t ext[SW_COPY_MAX_DIMS], str[SW_COPY_MAX_DIMS];
-    if (copy_modes(l, ext, str) < 0)
+    if (sw_copy_layout_modes(l, ext, str) < 0)
         return 0;
     int64_t span = l->cosize * (int64_t)sw_dtype_slot_bytes(s->dtype);
     int waits = o && o->caller_waits;

@@ -280,28 +280,53 @@ static void dlpack_done(void *ctx, void *pin)
     sw_tensor_unref(t);
 }
 
-sw_status sw_tensor_to_dlpack(sw_tensor *t, DLManagedTensorVersioned **out, sw_error *err)
+/* How one export is made: the owner's lifetime choices plus whether a
+ * pending destination is refused and the storage pinned. */
+typedef struct export_plan {
+    const sw_dlpack_owner *owner;
+    int refuse_pending;
+    int pin;
+} export_plan;
+
+static sw_status export_checks_locked(sw_carrier *c, int64_t offset, const sw_layout *l,
+                                      const export_plan *plan, sw_error *err)
 {
-    if (!t || !out)
-        return sw_error_set(err, SW_ETYPE, "sw_tensor_to_dlpack: tensor and out must not be NULL");
-    sw_carrier *c = t->carrier;
-    if (!c->ops->dlpack_device || !c->ops->storage)
-        return sw_error_set(err, SW_ENOTSUP, "DLPack is not supported by %s carriers",
+    if (c->released)
+        return sw_error_set(err, SW_ESTATE, "%s: cannot export a released carrier",
                             sw_carrier_name(c));
+    if (plan->refuse_pending && c->pending_dst)
+        return sw_error_set(err, SW_ESTATE,
+                            "%s: cannot export the destination of a pending move; wait for it",
+                            sw_carrier_name(c));
+    /* After the state: a released carrier is refused whatever its dtype. */
     if (c->dtype != SW_DT_FLOAT32 && c->dtype != SW_DT_INT32)
         return sw_error_set(err, SW_ENOTSUP, "DLPack export supports Float32 and Int32, not %s",
                             sw_dtype_info_of(c->dtype)->name);
-    pthread_mutex_lock(&c->lock);
-    sw_status st = SW_OK;
+    int64_t end;
+    if (offset < 0 || __builtin_add_overflow(offset, l->cosize, &end) ||
+        end > c->ops->size(c->impl))
+        return sw_error_set(err, SW_ERANGE,
+                            "%s: the export reaches past the carrier's %lld slots",
+                            sw_carrier_name(c), (long long)c->ops->size(c->impl));
+    return SW_OK;
+}
+
+static int export_read_only_locked(sw_carrier *c, const sw_dlpack_owner *owner)
+{
+    if (!owner->versioned)
+        return 0; /* legacy DLPack has no flags word */
+    return owner->read_only >= 0 ? owner->read_only != 0 : !sw_carrier_mutable_locked(c);
+}
+
+/* Everything of an export under the carrier's mutex: checks, the storage
+ * pointer and device, the packing, and the lifetime hold (pin or export
+ * count) taken only once the managed tensor exists. */
+static sw_status export_locked(sw_carrier *c, int64_t offset, const sw_layout *l,
+                               const export_plan *plan, void **out, sw_error *err)
+{
     sw_carrier_storage where = {0};
     int32_t dev_type = 0, dev_id = 0;
-    if (c->released)
-        st = sw_error_set(err, SW_ESTATE, "%s: cannot export a released carrier",
-                          sw_carrier_name(c));
-    else if (c->pending_dst)
-        st = sw_error_set(err, SW_ESTATE,
-                          "%s: cannot export the destination of a pending move; wait for it",
-                          sw_carrier_name(c));
+    sw_status st = export_checks_locked(c, offset, l, plan, err);
     if (st == SW_OK)
         st = c->ops->storage(c->impl, &where, err);
     if (st == SW_OK && (where.kind != SW_ENDPOINT_HOST || !where.host))
@@ -309,28 +334,74 @@ sw_status sw_tensor_to_dlpack(sw_tensor *t, DLManagedTensorVersioned **out, sw_e
                           sw_carrier_name(c));
     if (st == SW_OK)
         st = c->ops->dlpack_device(c->impl, &dev_type, &dev_id, err);
-    if (st == SW_OK) {
-        sw_dlpack_request req = {
-            .ndim = t->layout->nleaves,
-            .extents = t->layout->extents,
-            .strides = t->layout->strides,
-            .data = where.host,
-            .offset = t->offset,
-            .device_type = dev_type,
-            .device_id = dev_id,
-            .code = c->dtype == SW_DT_FLOAT32 ? kDLFloat : kDLInt,
-            .bits = 32,
-            .lanes = 1,
-            .flags = sw_carrier_mutable_locked(c) ? 0 : DLPACK_FLAG_BITMASK_READ_ONLY,
-            .manager_ctx = t,
-            .release = dlpack_done,
-        };
-        st = sw_dlpack_pack_versioned(&req, out, err);
-        if (st == SW_OK) {
-            sw_carrier_export_begin_locked(c);
-            sw_tensor_ref(t);
-        }
-    }
+    if (st != SW_OK)
+        return st;
+    const sw_dlpack_owner *owner = plan->owner;
+    sw_dlpack_request req = {
+        .ndim = l->nleaves,
+        .extents = l->extents,
+        .strides = l->strides,
+        .data = where.host,
+        .offset = offset,
+        .device_type = dev_type,
+        .device_id = dev_id,
+        .code = c->dtype == SW_DT_FLOAT32 ? kDLFloat : kDLInt,
+        .bits = 32,
+        .lanes = 1,
+        .flags = export_read_only_locked(c, owner) ? DLPACK_FLAG_BITMASK_READ_ONLY : 0,
+        .manager_ctx = owner->manager_ctx,
+        .release = owner->release,
+        .pin = plan->pin ? where.host : NULL,
+    };
+    st = owner->versioned ? sw_dlpack_pack_versioned(&req, (DLManagedTensorVersioned **)out, err)
+                          : sw_dlpack_pack(&req, (DLManagedTensor **)out, err);
+    if (st != SW_OK)
+        return st;
+    if (plan->pin)
+        sw_alloc_pin(where.host);
+    else
+        sw_carrier_export_begin_locked(c);
+    return SW_OK;
+}
+
+static sw_status export_carrier(sw_carrier *c, int64_t offset, const sw_layout *l,
+                                const export_plan *plan, void **out, sw_error *err)
+{
+    if (!c->ops->dlpack_device || !c->ops->storage)
+        return sw_error_set(err, SW_ENOTSUP, "DLPack is not supported by %s carriers",
+                            sw_carrier_name(c));
+    pthread_mutex_lock(&c->lock);
+    sw_status st = export_locked(c, offset, l, plan, out, err);
     pthread_mutex_unlock(&c->lock);
     return st;
+}
+
+sw_status sw_tensor_to_dlpack(sw_tensor *t, DLManagedTensorVersioned **out, sw_error *err)
+{
+    if (!t || !out)
+        return sw_error_set(err, SW_ETYPE, "sw_tensor_to_dlpack: tensor and out must not be NULL");
+    const sw_dlpack_owner owner = {
+        .versioned = 1, .read_only = -1, .manager_ctx = t, .release = dlpack_done};
+    const export_plan plan = {.owner = &owner, .refuse_pending = 1, .pin = 0};
+    sw_status st = export_carrier(t->carrier, t->offset, t->layout, &plan, (void **)out, err);
+    if (st == SW_OK)
+        sw_tensor_ref(t); /* dropped by dlpack_done */
+    return st;
+}
+
+sw_status sw_carrier_to_dlpack(sw_carrier *c, int64_t offset, const sw_layout *layout,
+                               const sw_dlpack_owner *owner, void **out, sw_error *err)
+{
+    if (!c || !layout || !owner || !out)
+        return sw_error_set(err, SW_ETYPE,
+                            "sw_carrier_to_dlpack: carrier, layout, owner and out must not be "
+                            "NULL");
+    /* Only a CPU carrier's storage is one allocator block that can be pinned. */
+    if (c->ops != &sw_cpu_class)
+        return sw_error_set(err, SW_ENOTSUP,
+                            "sw_carrier_to_dlpack exports CPU carriers, not %s; use "
+                            "sw_tensor_to_dlpack",
+                            sw_carrier_name(c));
+    const export_plan plan = {.owner = owner, .refuse_pending = 0, .pin = 1};
+    return export_carrier(c, offset, layout, &plan, out, err);
 }

@@ -595,6 +595,16 @@ static int64_t coord_index(const sw_tile_geometry *g, const int64_t *coord, sw_e
     return sw_tiles_tile_index(g, coord);
 }
 
+static void tile_state_locked(const sw_tiled_evictable *te, int64_t t, sw_te_tile_state *out)
+{
+    const te_tile *r = &te->tiles[t];
+    out->location = (sw_te_location)r->loc;
+    out->valid = r->loc != SW_TE_INVALID;
+    out->dirty = r->loc == SW_TE_PRIMARY && r->dirty;
+    out->pending = r->pending > 0;
+    out->pinned = r->pins > 0;
+}
+
 sw_status sw_tiled_evictable_tile_state(sw_tiled_evictable *te, const int64_t *coord,
                                         sw_te_tile_state *out, sw_error *err)
 {
@@ -605,14 +615,8 @@ sw_status sw_tiled_evictable_tile_state(sw_tiled_evictable *te, const int64_t *c
         return SW_EINVAL;
     pthread_mutex_lock(&te->lock);
     sw_status st = refuse_released_locked(te, "inspect the tiles of", err);
-    if (st == SW_OK) {
-        const te_tile *r = &te->tiles[t];
-        out->location = (sw_te_location)r->loc;
-        out->valid = r->loc != SW_TE_INVALID;
-        out->dirty = r->loc == SW_TE_PRIMARY && r->dirty;
-        out->pending = r->pending > 0;
-        out->pinned = r->pins > 0;
-    }
+    if (st == SW_OK)
+        tile_state_locked(te, t, out);
     pthread_mutex_unlock(&te->lock);
     return st;
 }
@@ -715,6 +719,34 @@ static int64_t *checked_indices(sw_tiled_evictable *te, const int64_t *coords, i
     return idx;
 }
 
+/* A residency request's refusals under te->lock, in order: released, then
+ * for each tile busy (unless skip_busy) and, for a promote, invalid. `why`
+ * (may be NULL) is told which tile refused it (-1: the carrier). */
+static sw_status request_refusal_locked(sw_tiled_evictable *te, const int64_t *idx, int64_t n,
+                                        int evict, const char *what, int skip_busy,
+                                        sw_te_refusal *why, sw_error *err)
+{
+    sw_status st = refuse_released_locked(te, what, err);
+    int64_t i = 0;
+    for (; st == SW_OK && i < n; i++) {
+        if (!skip_busy && (st = refuse_busy_locked(te, idx[i], what, err)) != SW_OK)
+            break;
+        if (!evict && te->tiles[idx[i]].loc == SW_TE_INVALID) {
+            st = sw_error_set(err, SW_ESTATE,
+                              "TiledEvictable: cannot promote an invalid tile: it holds no "
+                              "values");
+            break;
+        }
+    }
+    if (why && st != SW_OK) {
+        memset(why, 0, sizeof *why);
+        why->tile = te->released ? -1 : idx[i];
+        if (why->tile >= 0)
+            tile_state_locked(te, why->tile, &why->state);
+    }
+    return st;
+}
+
 /* A request's first step, under the lock: refuse it (nothing changed) or
  * mark its tiles pending and note what each moving tile copies. `idx`
  * (checked indices, n of them) is copied. `track` (may be NULL) is told
@@ -763,16 +795,7 @@ sw_status sw_te_request_begin(sw_tiled_evictable *te, const int64_t *idx, int64_
     for (int64_t i = 0; i < n; i++)
         q->staged[i].fd = q->src[i].fd = -1;
     pthread_mutex_lock(&te->lock);
-    sw_status st = refuse_released_locked(te, what, err);
-    for (int64_t i = 0; st == SW_OK && i < n; i++) {
-        const te_tile *r = &te->tiles[idx[i]];
-        if (!skip_busy && (st = refuse_busy_locked(te, idx[i], what, err)) != SW_OK)
-            break;
-        if (!evict && r->loc == SW_TE_INVALID)
-            st = sw_error_set(err, SW_ESTATE,
-                              "TiledEvictable: cannot promote an invalid tile: it holds no "
-                              "values");
-    }
+    sw_status st = request_refusal_locked(te, idx, n, evict, what, skip_busy, NULL, err);
     if (st == SW_OK) {
         for (int64_t i = 0; i < n; i++) {
             te_tile *r = &te->tiles[idx[i]];
@@ -1004,6 +1027,24 @@ sw_status sw_te_residency_indices(sw_tiled_evictable *te, const int64_t *coords,
     sw_status st = SW_OK;
     *idx = checked_indices(te, coords, n, &st, err);
     return *idx ? SW_OK : st;
+}
+
+sw_status sw_tiled_evictable_check_residency(sw_tiled_evictable *te, const int64_t *coords,
+                                             int64_t n, int evict, sw_te_refusal *why,
+                                             sw_error *err)
+{
+    if (why)
+        why->tile = -1;
+    int64_t *idx = NULL;
+    sw_status st = sw_te_residency_indices(te, coords, n, evict, &idx, err);
+    if (st != SW_OK)
+        return st;
+    pthread_mutex_lock(&te->lock);
+    st = request_refusal_locked(te, idx, n, evict, evict ? "evict tiles of" : "promote tiles of",
+                                0, why, err);
+    pthread_mutex_unlock(&te->lock);
+    sw_free(idx);
+    return st;
 }
 
 static sw_status residency(sw_tiled_evictable *te, const int64_t *coords, int64_t n, int evict,
@@ -1495,15 +1536,9 @@ sw_status sw_tiled_evictable_new_like(sw_tiled_evictable *te, const void *values
     if (st != SW_OK)
         return st;
     /* Nothing else can reach it yet. */
-    for (int64_t t = 0; t < made->geo.ntiles; t++) {
-        int zero = 1;
-        for (int64_t w = 0; zero && w < made->geo.tile_size; w++)
-            zero = is_zero(made->primary.host +
-                               (size_t)sw_tiles_slot(&made->geo, t, w) * made->eb,
-                           made->eb);
-        if (zero)
+    for (int64_t t = 0; t < made->geo.ntiles; t++)
+        if (sw_tiles_is_zero_tile(&made->geo, made->primary.host, made->eb, t))
             made->tiles[t].loc = SW_TE_IMPLICIT;
-    }
     *out = made;
     return SW_OK;
 }

@@ -74,6 +74,18 @@ int64_t sw_tiles_slot(const sw_tile_geometry *g, int64_t t, int64_t within)
     return slot;
 }
 
+int sw_tiles_is_zero_tile(const sw_tile_geometry *g, const void *base, size_t eb, int64_t t)
+{
+    const unsigned char *b = base;
+    for (int64_t w = 0; w < g->tile_size; w++) {
+        const unsigned char *v = b + (size_t)sw_tiles_slot(g, t, w) * eb;
+        for (size_t k = 0; k < eb; k++)
+            if (v[k])
+                return 0;
+    }
+    return 1;
+}
+
 int64_t sw_tiles_layout_slot(const sw_layout *layout, int64_t offset, int64_t i)
 {
     int64_t s = offset;

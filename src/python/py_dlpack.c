@@ -1,8 +1,10 @@
 /* Tensor.__dlpack__ and Tensor.__dlpack_device__ (seed: DLPack export).
  *
  * Written like NumPy's exporter: vectorcall argument parsing against
- * interned keyword names, the exact CPU carrier read straight from its C
- * struct (no dict), one core allocation for the managed tensor, shape and
+ * interned keyword names, the exact CPU carrier exported by the core
+ * (sw_carrier_to_dlpack: its checks, storage pointer, device, read-only
+ * flag and storage pin; no dict), other carriers' dlpack_info() packed by
+ * the core too, one core allocation for the managed tensor, shape and
  * strides (src/core/dlpack.c), and a capsule whose manager_ctx holds a
  * strong reference to the Tensor. The check order is contract:
  *   (1) one subtensor, (2) max_version, (3) dl_device shape,
@@ -15,6 +17,7 @@
 #include <string.h>
 
 #include "strideweave/dlpack.h"
+#include "strideweave/tensor.h"
 
 static const char LEGACY_NAME[] = "dltensor";
 static const char LEGACY_USED[] = "used_dltensor";
@@ -319,7 +322,6 @@ done:
 
 typedef struct carrier_info {
     int cpu;              /* exact CPU: the fields below are unused */
-    void *data;           /* exact CPU storage pointer */
     PyObject *pointer;    /* hook path: new references */
     PyObject *device_type;
     PyObject *device_id;
@@ -390,13 +392,12 @@ static int hook_dlpack_info(PyObject *carrier, carrier_info *info)
 /* ---- checks shared by both methods -------------------------------------- */
 
 /* (1) T-11: before touching any carrier. */
-/* (4) Exact CPU answers from its struct (what CPU.dlpack_info() reports:
- * its pointer, device (1, 0)) without building a dict. */
+/* (4) Exact CPU answers without building a dict (CPU.dlpack_info()
+ * reports device (1, 0); the core reads its pointer). */
 static inline int carrier_dlpack_info(PyObject *carrier, carrier_info *info)
 {
     if (Py_IS_TYPE(carrier, &SwCPU_Type)) {
         info->cpu = 1;
-        info->data = ((SwHostCarrierObject *)carrier)->data;
         return 0;
     }
     return hook_dlpack_info(carrier, info);
@@ -493,13 +494,93 @@ static int to_int32(PyObject *obj, const char *key, int32_t *out)
     return 0;
 }
 
+/* ---- packing ------------------------------------------------------------ */
+
+static const char NULL_DATA[] = "DLPack data pointer must be non-null for a tensor with "
+                                "elements (is the carrier released?)";
+
+static int pack(const sw_dlpack_request *req, int versioned, void **managed)
+{
+    sw_error err;
+    sw_status st = versioned
+        ? sw_dlpack_pack_versioned(req, (DLManagedTensorVersioned **)managed, &err)
+        : sw_dlpack_pack(req, (DLManagedTensor **)managed, &err);
+    return st == SW_OK ? 0 : sw_py_raise(&err);
+}
+
+/* The exact CPU: the core checks, packs and pins its storage block
+ * (sw_carrier_to_dlpack: read-only from its public mutability, T-10); its
+ * refusals are the contract's (7) released and (8) dtype BufferErrors. No
+ * user code runs here. */
+static int export_cpu(SwSubtensor *sub, int versioned, PyObject *self, void **managed)
+{
+    const sw_dlpack_owner owner = {.versioned = versioned, .read_only = -1,
+                                   .manager_ctx = self, .release = release_tensor};
+    sw_error err;
+    sw_status st = sw_carrier_to_dlpack(SW_STATE_C(sub->carrier)->core, sub->offset,
+                                        SwLayout_CORE(sub->layout), &owner, managed, &err);
+    if (st == SW_OK)
+        return 0;
+    if (st == SW_ESTATE || st == SW_ENOTSUP) {
+        PyErr_SetString(PyExc_BufferError, st == SW_ESTATE ? NULL_DATA : err.msg);
+        return -1;
+    }
+    return sw_py_raise(&err);
+}
+
+/* Any other carrier: what its dlpack_info() hook reported, packed by the
+ * core. Every piece of user code this export can run has run by the end of
+ * the first block (the _is_mutable hook, __index__ of the hook's numbers);
+ * only then is the carrier's liveness checked again. */
+static int export_hooked(SwTensorObject *t, SwSubtensor *sub, int versioned,
+                         const carrier_info *info, PyObject *self, void **managed)
+{
+    sw_dlpack_request req;
+    const sw_layout *layout = SwLayout_CORE(sub->layout);
+    req.flags = 0;
+    if (versioned) {
+        int mutable_ = sw_py_carrier_is_mutable(sub->carrier); /* T-10 */
+        if (mutable_ < 0)
+            return -1;
+        if (!mutable_)
+            req.flags = DLPACK_FLAG_BITMASK_READ_ONLY;
+    }
+    if (to_pointer(info->pointer, &req.data) < 0 ||
+        to_int32(info->device_type, "device_type", &req.device_type) < 0 ||
+        to_int32(info->device_id, "device_id", &req.device_id) < 0)
+        return -1;
+    if (sw_py_state_released(sub->carrier))
+        req.data = NULL;
+    if (!req.data && layout->size > 0) { /* (7) */
+        PyErr_SetString(PyExc_BufferError, NULL_DATA);
+        return -1;
+    }
+    sw_dtype dt = SwDType_ID(t->dtype); /* (8) */
+    if (dt != SW_DT_FLOAT32 && dt != SW_DT_INT32) {
+        PyErr_Format(PyExc_BufferError, "DLPack export supports Float32 and Int32, not %s",
+                     sw_dtype_info_of(dt)->name);
+        return -1;
+    }
+    req.code = dt == SW_DT_FLOAT32 ? kDLFloat : kDLInt;
+    req.bits = 32;
+    req.lanes = 1;
+    req.ndim = layout->nleaves;
+    req.extents = layout->extents;
+    req.strides = layout->strides;
+    req.offset = sub->offset;
+    req.manager_ctx = self;
+    req.release = release_tensor;
+    req.pin = NULL; /* a hook's storage is its own */
+    return pack(&req, versioned, managed);
+}
+
 /* ---- the methods -------------------------------------------------------- */
 
 PyObject *sw_py_tensor_dlpack_device(PyObject *self, PyObject *unused)
 {
     (void)unused;
     SwTensorObject *t = (SwTensorObject *)self;
-    carrier_info info = {0, NULL, NULL, NULL, NULL};
+    carrier_info info = {0, NULL, NULL, NULL};
     if (check_one_subtensor(t) < 0 ||
         carrier_dlpack_info(t->subs[0].carrier, &info) < 0)
         return NULL;
@@ -516,7 +597,7 @@ PyObject *sw_py_tensor_dlpack(PyObject *self, PyObject *const *args,
     SwTensorObject *t = (SwTensorObject *)self;
     dlpack_args a;
     PyObject *want_type = NULL, *want_id = NULL, *capsule = NULL;
-    carrier_info info = {0, NULL, NULL, NULL, NULL};
+    carrier_info info = {0, NULL, NULL, NULL};
     int versioned;
 
     if (parse_args(args, nargs, kwnames, &a) < 0 ||
@@ -550,74 +631,11 @@ PyObject *sw_py_tensor_dlpack(PyObject *self, PyObject *const *args,
         }
     }
 
-    /* Every piece of user code this export can run has run by the end of
-     * this block (copy.__bool__ above, the _is_mutable hook, __index__ of
-     * the hook's numbers); only then is the pointer the capsule will hold
-     * taken, and the carrier's liveness checked again. */
-    sw_dlpack_request req;
-    const sw_layout *layout = SwLayout_CORE(sub->layout);
-    req.flags = 0;
-    if (versioned) {
-        int mutable_ = sw_py_carrier_is_mutable(sub->carrier); /* T-10 */
-        if (mutable_ < 0)
-            goto error;
-        if (!mutable_)
-            req.flags = DLPACK_FLAG_BITMASK_READ_ONLY;
-    }
-    if (info.cpu) {
-        req.device_type = kDLCPU;
-        req.device_id = 0;
-    } else {
-        if (to_pointer(info.pointer, &req.data) < 0 ||
-            to_int32(info.device_type, "device_type", &req.device_type) < 0 ||
-            to_int32(info.device_id, "device_id", &req.device_id) < 0)
-            goto error;
-    }
-    if (info.cpu)
-        req.data = ((SwHostCarrierObject *)sub->carrier)->data; /* NULL once released */
-    else if (sw_py_state_released(sub->carrier))
-        req.data = NULL;
-    if (!req.data && layout->size > 0) {                       /* (7) */
-        PyErr_SetString(PyExc_BufferError,
-                        "DLPack data pointer must be non-null for a tensor "
-                        "with elements (is the carrier released?)");
-        goto error;
-    }
-    sw_dtype dt = SwDType_ID(t->dtype);                        /* (8) */
-    if (dt == SW_DT_FLOAT32) {
-        req.code = kDLFloat;
-    } else if (dt == SW_DT_INT32) {
-        req.code = kDLInt;
-    } else {
-        PyErr_Format(PyExc_BufferError,
-                     "DLPack export supports Float32 and Int32, not %s",
-                     sw_dtype_info_of(dt)->name);
-        goto error;
-    }
-    req.bits = 32;
-    req.lanes = 1;
-    req.ndim = layout->nleaves;
-    req.extents = layout->extents;
-    req.strides = layout->strides;
-    req.offset = sub->offset;
-    req.manager_ctx = self;
-    req.release = release_tensor;
-    /* A CPU carrier's storage is one sw_malloc block: pinned while the
-     * capsule (or the consumer's array) can reach it, so a release or move
-     * meanwhile quarantines it instead of handing it to another allocation. */
-    req.pin = info.cpu ? req.data : NULL; /* pinned once packed */
-
-    sw_error err;
     void *managed;
-    sw_status st = versioned
-        ? sw_dlpack_pack_versioned(&req, (DLManagedTensorVersioned **)&managed, &err)
-        : sw_dlpack_pack(&req, (DLManagedTensor **)&managed, &err);
-    if (st != SW_OK) {
-        sw_py_raise(&err);
+    if ((info.cpu ? export_cpu(sub, versioned, self, &managed)
+                  : export_hooked(t, sub, versioned, &info, self, &managed)) < 0)
         goto error;
-    }
     Py_INCREF(self); /* owned by manager_ctx, dropped by the deleter */
-    sw_alloc_pin(req.pin); /* unpinned by the deleter's release_tensor */
     capsule = versioned
         ? PyCapsule_New(managed, VERSIONED_NAME, versioned_capsule_destructor)
         : PyCapsule_New(managed, LEGACY_NAME, legacy_capsule_destructor);

@@ -675,17 +675,3 @@ int sw_py_evictable_init(PyObject *module)
         return -1;
     return PyModule_AddObjectRef(module, "Evictable", (PyObject *)&SwEvictable_Type);
 }
-
-/* For bulk reads (py_values_read.c): the caller has checked that the
- * Evictable is readable (live, promoted, not a pending destination). */
-PyObject *sw_py_evictable_primary(PyObject *carrier, int64_t *token)
-{
-    SwEvictableObject *e = EV(carrier);
-    if (!e->primary || sw_evictable_is_evicted(CORE(carrier))) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "this Evictable's values are not in its primary tier");
-        return NULL;
-    }
-    *token = primary_token(carrier);
-    return Py_NewRef(e->primary);
-}

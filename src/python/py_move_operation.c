@@ -86,20 +86,10 @@ int sw_py_move_describe(PyObject *src, int64_t offset, const sw_layout *layout,
     t->itemsize = sw_dtype_slot_bytes(ops->dtype(src));
     t->bulk = bulk;
     t->cosize = layout->cosize;
-    /* Extent-1 leaves address nothing new; dropping them keeps any layout
-     * within the kernel's mode limit (63 leaves of extent >= 2 already
-     * overflow a 64-bit size). */
-    int n = 0;
-    for (int32_t i = 0; i < layout->nleaves; i++) {
-        if (layout->extents[i] == 1)
-            continue;
-        if (n == SW_COPY_MAX_DIMS) {
-            PyErr_SetString(PyExc_ValueError, "layout has too many modes to move");
-            return -1;
-        }
-        extents[n] = layout->extents[i];
-        strides[n] = layout->strides[i];
-        n++;
+    int n = sw_copy_layout_modes(layout, extents, strides);
+    if (n < 0) {
+        PyErr_SetString(PyExc_ValueError, "layout has too many modes to move");
+        return -1;
     }
     t->ndim = n;
     t->extents = extents;

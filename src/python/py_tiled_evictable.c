@@ -160,7 +160,25 @@ static int check_routes(PyObject *self, const int64_t *idx, int64_t n, int evict
     return 0;
 }
 
-/* Checks of TE-7. Returns the linear indices (PyMem). */
+/* The core's refusal of a residency request (its check, nothing marked)
+ * in the words of TE-7. */
+static int raise_residency_refusal(PyObject *self, int evict, const sw_te_refusal *why,
+                                   const sw_error *err)
+{
+    if (err->code != SW_ESTATE)
+        return sw_py_raise(err);
+    if (why->tile < 0) /* released since the first look */
+        return sw_tiled_refuse_released(self, evict ? "evict tiles of" : "promote tiles of") < 0
+                   ? -1
+                   : sw_py_raise(err);
+    if (refuse_busy_tile(self, why->tile, &why->state, evict ? "evict" : "promote") < 0)
+        return -1;
+    PyErr_SetString(PyExc_RuntimeError, "cannot promote an invalid tile: it holds no values");
+    return -1;
+}
+
+/* Checks of TE-7: released first (before the argument is looked at), then
+ * the core's refusals. Returns the linear indices (PyMem). */
 static int64_t *check_request(PyObject *self, PyObject *tiles, int evict, int64_t *n)
 {
     if (sw_tiled_refuse_released(self, evict ? "evict tiles of" : "promote tiles of") < 0)
@@ -169,20 +187,17 @@ static int64_t *check_request(PyObject *self, PyObject *tiles, int evict, int64_
     if (!set)
         return NULL;
     int64_t *idx = NULL;
-    if (sw_tile_set_bind(set, &TILED(self)->geo) == 0)
-        idx = tile_indices(self, set, n);
-    Py_DECREF(set);
-    for (int64_t i = 0; idx && i < *n; i++) {
-        sw_te_tile_state st = tile_state(self, idx[i]);
-        if (refuse_busy_tile(self, idx[i], &st, evict ? "evict" : "promote") < 0 ||
-            (!evict && st.location == SW_TE_INVALID &&
-             (PyErr_SetString(PyExc_RuntimeError,
-                              "cannot promote an invalid tile: it holds no values"),
-              1))) {
-            PyMem_Free(idx);
-            idx = NULL;
-        }
+    if (sw_tile_set_bind(set, &TILED(self)->geo) == 0) {
+        SwTileSetObject *ts = (SwTileSetObject *)set;
+        sw_te_refusal why;
+        sw_error err;
+        if (sw_tiled_evictable_check_residency(TILED(self)->te, ts->coords, ts->n, evict, &why,
+                                               &err) != SW_OK)
+            raise_residency_refusal(self, evict, &why, &err);
+        else
+            idx = tile_indices(self, set, n);
     }
+    Py_DECREF(set);
     return idx;
 }
 
@@ -404,17 +419,19 @@ static PyObject *te_load(PyObject *self, int64_t index)
     SwTiledEvictableObject *te = TILED(self);
     int64_t t, w;
     sw_tiles_locate(&te->geo, index, &t, &w);
-    sw_te_tile_state st = tile_state(self, t);
-    if (refuse_invalid(self, t, &st) < 0)
-        return NULL;
     unsigned char slot[16] = {0};
     sw_error err;
     PyObject *stale = sw_tiled_core_take_error(te->hooks, NULL);
     Py_XDECREF(stale);
     /* Reads copy nothing: the hooks they may run take the GIL back here. */
-    if (sw_tiled_evictable_read(te->te, index, 1, slot, &err) != SW_OK)
-        return sw_tiled_core_raise(te->hooks, NULL, &err), NULL;
-    return sw_py_load_slot(SwDType_ID(te->dtype), slot);
+    if (sw_tiled_evictable_read(te->te, index, 1, slot, &err) == SW_OK)
+        return sw_py_load_slot(SwDType_ID(te->dtype), slot);
+    /* The core refuses an invalid tile before any hook runs; say so in
+     * TE-9's words. */
+    sw_te_tile_state st = tile_state(self, t);
+    if (err.code == SW_ESTATE && refuse_invalid(self, t, &st) < 0)
+        return NULL;
+    return sw_tiled_core_raise(te->hooks, NULL, &err), NULL;
 }
 
 static int te_store(PyObject *self, int64_t index, const void *slot)
@@ -878,21 +895,17 @@ static PyObject *call_factory(PyObject *tier, PyObject *name, PyObject *first,
     return r;
 }
 
-/* Whether every slot of tile t of the full carrier `p` reads as zero. */
+/* Whether every slot of tile t of the full carrier `p` reads as zero:
+ * host memory by the core's rule (zero bytes), any other carrier through
+ * its values' truth. */
 static int tile_is_zero(PyObject *self, PyObject *p, int64_t t)
 {
     const sw_tile_geometry *g = &TILED(self)->geo;
     const unsigned char *base = sw_tiled_host_base(p);
-    size_t eb = elem_bytes(self);
-    static const unsigned char zero[16] = {0};
+    if (base)
+        return sw_tiles_is_zero_tile(g, base, elem_bytes(self), t);
     for (int64_t w = 0; w < g->tile_size; w++) {
-        int64_t at = sw_tiles_slot(g, t, w);
-        if (base) {
-            if (memcmp(base + (size_t)at * eb, zero, eb) != 0)
-                return 0;
-            continue;
-        }
-        PyObject *v = sw_py_carrier_getitem(p, at);
+        PyObject *v = sw_py_carrier_getitem(p, sw_tiles_slot(g, t, w));
         int nz = v ? PyObject_IsTrue(v) : -1;
         Py_XDECREF(v);
         if (nz != 0)

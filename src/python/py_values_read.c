@@ -2,140 +2,17 @@
  * Float32/Int32, 1-byte Bool, native order), shared by Tensor.__array__
  * (py_array.c) and Tensor.__str__ (py_repr.c).
  *
- * The built-in carriers are read without a Python call per element: host
- * memory directly, FileBacked with one pread of the coalesced span, an
- * Evictable through its promoted primary tier. Any other carrier goes
- * through the checked slot read (its get_value hook), which re-checks the
- * carrier's state before each slot, so hooks that release or move it are
- * seen. */
+ * A carrier whose slots the core holds (CPU, Generic, FileBacked,
+ * BlockDeviceCarrier, an Evictable over them) is read by the core in one
+ * call, no Python per element. Any other carrier goes through the checked
+ * slot read (its get_value hook), which re-checks the carrier's state
+ * before each slot, so hooks that release or move it are seen. */
 #include "sw_carrier.h"
 #include "sw_layout_walk.h"
 
 #include <string.h>
 
-#include "strideweave/filestore.h"
-
-/* Lowest and highest slot an ordinal walk of L at `off` touches. */
-static void span_of(const sw_layout *L, int64_t off, int64_t *lo, int64_t *hi)
-{
-    *lo = *hi = off;
-    for (int32_t j = 0; j < L->nleaves; j++) {
-        int64_t reach = L->strides[j] * (L->extents[j] - 1);
-        if (reach < 0)
-            *lo += reach;
-        else
-            *hi += reach;
-    }
-}
-
-/* Leaf modes merged where one continues the previous (stride = previous
- * stride * previous extent) and extent-1 leaves dropped: the same ordinal
- * walk over fewer, longer runs. Returns the count in ext/str. */
-static int32_t coalesce(const sw_layout *L, int64_t *ext, int64_t *str)
-{
-    int32_t n = 0;
-    for (int32_t j = 0; j < L->nleaves; j++) {
-        if (L->extents[j] == 1)
-            continue;
-        if (n > 0 && L->strides[j] == str[n - 1] * ext[n - 1]) {
-            ext[n - 1] *= L->extents[j];
-            continue;
-        }
-        ext[n] = L->extents[j];
-        str[n] = L->strides[j];
-        n++;
-    }
-    if (n == 0) {
-        ext[0] = 1;
-        str[0] = 0;
-        n = 1;
-    }
-    return n;
-}
-
-/* One run: n slots `stride` apart from base[first] into out. */
-static void gather_run(const char *base, int64_t first, int64_t stride, int64_t n, size_t bytes,
-                       char *out)
-{
-    if (stride == 1) {
-        memcpy(out, base + (size_t)first * bytes, (size_t)n * bytes);
-    } else if (bytes == 4) {
-        const uint32_t *b = (const uint32_t *)base + first;
-        uint32_t *o = (uint32_t *)out;
-        for (int64_t k = 0; k < n; k++)
-            o[k] = b[k * stride];
-    } else {
-        for (int64_t k = 0; k < n; k++)
-            memcpy(out + (size_t)k * bytes, base + (size_t)(first + k * stride) * bytes, bytes);
-    }
-}
-
-/* out[k] = base[slot(k) - lo], slots of `bytes` each, in ordinal order:
- * runs along the first coalesced mode, an odometer over the others. */
-static int gather_from(const sw_layout *L, int64_t off, const char *base, int64_t lo,
-                       size_t bytes, char *out)
-{
-    size_t cells = (size_t)L->nleaves + 1;
-    int64_t *ext = PyMem_Malloc(3 * cells * sizeof(int64_t));
-    if (!ext) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    int64_t *str = ext + cells, *digit = str + cells;
-    int32_t n = coalesce(L, ext, str);
-    memset(digit, 0, cells * sizeof(int64_t));
-    int64_t rows = L->size / ext[0], idx = off - lo;
-    for (int64_t r = 0; r < rows; r++) {
-        gather_run(base, idx, str[0], ext[0], bytes, out + (size_t)(r * ext[0]) * bytes);
-        for (int32_t j = 1; j < n; j++) {
-            if (++digit[j] < ext[j]) {
-                idx += str[j];
-                break;
-            }
-            idx -= str[j] * (ext[j] - 1);
-            digit[j] = 0;
-        }
-    }
-    PyMem_Free(ext);
-    return 0;
-}
-
-/* The slot range is inside the carrier: a layout is validated against the
- * carrier when the Tensor is built, but a hook-defined size may change. */
-static int check_span(PyObject *carrier, int64_t lo, int64_t hi)
-{
-    int64_t size;
-    if (sw_py_carrier_size(carrier, &size) < 0)
-        return -1;
-    if (lo < 0 || hi >= size) {
-        PyErr_Format(PyExc_IndexError,
-                     "the tensor reaches slots %lld..%lld of a %s carrier of size %lld",
-                     (long long)lo, (long long)hi, Py_TYPE(carrier)->tp_name,
-                     (long long)size);
-        return -1;
-    }
-    return 0;
-}
-
-static int gather_file(PyObject *carrier, const sw_layout *L, int64_t off, int64_t lo,
-                       int64_t hi, size_t bytes, char *out)
-{
-    SwFileBackedObject *f = (SwFileBackedObject *)carrier;
-    size_t span = (size_t)(hi - lo + 1) * bytes;
-    char *buf = PyMem_Malloc(span ? span : 1);
-    if (!buf) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    sw_error err;
-    int rc = -1;
-    if (sw_filestore_pread(f->fd, buf, span, lo * (int64_t)bytes, &err) != SW_OK)
-        sw_py_raise(&err);
-    else
-        rc = gather_from(L, off, buf, lo, bytes, out);
-    PyMem_Free(buf);
-    return rc;
-}
+#include "strideweave/tensor.h"
 
 /* Any other carrier: the checked read of each slot, converted back to a
  * host slot by the dtype's own rule. */
@@ -155,55 +32,57 @@ static int gather_checked(PyObject *carrier, sw_dtype dt, const sw_layout *L, in
     return rc;
 }
 
-static int gather_carrier(PyObject *carrier, sw_dtype dt, const sw_layout *L, int64_t off,
-                          char *out);
-
-/* Evictable: its own state decides readability (released, evicted,
- * pending); the values are then the primary tier's, read with the owner
- * access the wrapper holds. */
-static int gather_evictable(PyObject *carrier, sw_dtype dt, const sw_layout *L, int64_t off,
-                            char *out)
+/* The core's refusal in the binding's words where a read would raise them
+ * (released, unavailable, pending destination: they name the Python class
+ * and the way out); anything else as the core reported it. */
+static int raise_refusal(PyObject *carrier, const sw_error *err)
 {
-    int64_t token;
-    PyObject *primary = sw_py_evictable_primary(carrier, &token);
-    if (!primary)
+    if (err->code == SW_ESTATE && sw_py_carrier_check_readable(carrier) < 0)
         return -1;
-    int rc = -1;
-    if (sw_py_carrier_begin_owner(primary, token) == 0) {
-        rc = gather_carrier(primary, dt, L, off, out);
-        sw_py_carrier_end_owner(primary, token);
-    }
-    Py_DECREF(primary);
-    return rc;
+    return sw_py_raise(err);
 }
 
+/* Host memory reads this much at most with the GIL held. Any other read
+ * may wait (file I/O; a block device's range a pool thread is moving,
+ * whose lock must never be waited for with the GIL), so it lets go. */
+#define SW_READ_NOGIL_BYTES (64 * 1024)
+
+static int read_lets_go(sw_carrier *core, const sw_layout *L, sw_dtype dt)
+{
+    const sw_carrier_class *k = sw_carrier_class_of(core);
+    return (k != &sw_cpu_class && k != &sw_generic_class) ||
+           (size_t)L->size * sw_dtype_slot_bytes(dt) > SW_READ_NOGIL_BYTES;
+}
+
+/* The core reads a carrier whose slots it holds, under its mutex, in one
+ * go (sw_carrier_read_layout). A carrier whose slots are the binding's
+ * (STATE_ONLY: a Python class; the core refuses an Evictable over one with
+ * SW_ENOTSUP) and a tensor whose logical dtype is not its carrier's take
+ * the checked slot reads. */
 static int gather_carrier(PyObject *carrier, sw_dtype dt, const sw_layout *L, int64_t off,
                           char *out)
 {
-    size_t bytes = sw_dtype_slot_bytes(dt);
-    int64_t lo, hi;
     if (L->size == 0)
         return 0;
+    sw_carrier *core = SW_STATE_C(carrier)->core;
+    if (!sw_carrier_is_state_only(core) && sw_carrier_dtype(core) == dt) {
+        sw_error err;
+        sw_status st;
+        if (read_lets_go(core, L, dt)) {
+            Py_BEGIN_ALLOW_THREADS
+            st = sw_carrier_read_layout(core, off, L, out, &err);
+            Py_END_ALLOW_THREADS
+        } else {
+            st = sw_carrier_read_layout(core, off, L, out, &err);
+        }
+        if (st == SW_OK)
+            return 0;
+        if (st != SW_ENOTSUP)
+            return raise_refusal(carrier, &err);
+    }
     if (sw_py_carrier_check_readable(carrier) < 0)
         return -1;
-    span_of(L, off, &lo, &hi);
-    if (Py_IS_TYPE(carrier, &SwCPU_Type) || Py_IS_TYPE(carrier, &SwGeneric_Type)) {
-        SwHostCarrierObject *h = (SwHostCarrierObject *)carrier;
-        if (check_span(carrier, lo, hi) < 0)
-            return -1;
-        if (h->dtype != dt || sw_dtype_slot_bytes(h->dtype) != bytes)
-            return gather_checked(carrier, dt, L, off, bytes, out);
-        return gather_from(L, off, (const char *)h->data + (size_t)lo * bytes, lo, bytes, out);
-    }
-    if (Py_IS_TYPE(carrier, &SwFileBacked_Type) && bytes == 4 &&
-        ((SwFileBackedObject *)carrier)->dtype == dt) {
-        if (check_span(carrier, lo, hi) < 0)
-            return -1;
-        return gather_file(carrier, L, off, lo, hi, bytes, out);
-    }
-    if (Py_IS_TYPE(carrier, &SwEvictable_Type))
-        return gather_evictable(carrier, dt, L, off, out);
-    return gather_checked(carrier, dt, L, off, bytes, out);
+    return gather_checked(carrier, dt, L, off, sw_dtype_slot_bytes(dt), out);
 }
 
 int sw_py_tensor_gather(PyObject *tensor, void *out)

@@ -428,9 +428,6 @@ int sw_py_tensor_read_slot(PyObject *tensor, int64_t slot, void *out);
 /* The read refusals of a slot read (released, unavailable, pending
  * destination), without reading. 0 / -1. */
 int sw_py_carrier_check_readable(PyObject *carrier);
-/* The promoted primary tier of an Evictable and its owner token (new
- * reference), or NULL with an exception set. */
-PyObject *sw_py_evictable_primary(PyObject *carrier, int64_t *token);
 PyObject *sw_py_tensor_array(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames);
 PyObject *sw_py_tensor_str(PyObject *self);

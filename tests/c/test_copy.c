@@ -6,6 +6,7 @@
 #include "check.h"
 #include "strideweave/alloc.h"
 #include "strideweave/copy.h"
+#include "strideweave/layout.h"
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 
@@ -237,10 +238,31 @@ static void test_basics(void)
     CHECK(all7);
 }
 
+/* The modes a copy walks: extent-1 leaves dropped, so 80 leaves with two
+ * of extent > 1 fit; 64 of extent 2 (a layout the kernels cannot walk
+ * in SW_COPY_MAX_DIMS modes) would not, but no valid layout has them. */
+static void test_layout_modes(void)
+{
+    enum { N = 80 };
+    int64_t ext[N], str[N];
+    uint8_t profile[N];
+    for (int i = 0; i < N; i++)
+        ext[i] = 1, str[i] = 0, profile[i] = SW_NODE_LEAF;
+    ext[3] = 2, str[3] = 5;
+    ext[70] = 3, str[70] = 1;
+    sw_layout *l = sw_layout_new(N, profile, ext, str, NULL);
+    CHECK(l != NULL);
+    int64_t e[SW_COPY_MAX_DIMS], s[SW_COPY_MAX_DIMS];
+    CHECK(sw_copy_layout_modes(l, e, s) == 2);
+    CHECK(e[0] == 2 && s[0] == 5 && e[1] == 3 && s[1] == 1);
+    sw_layout_free(l);
+}
+
 int main(void)
 {
     test_basics();
     test_coalesce();
+    test_layout_modes();
     test_errors();
     for (int i = 0; i < 3000; i++)
         random_case(0);

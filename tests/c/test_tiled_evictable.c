@@ -410,11 +410,28 @@ static void test_te9_implicit_tiles(void)
         const int64_t *axes[] = {a0, a1};
         sw_tile_selection sel = {2, counts, axes};
         expect_projection(te, NULL, 0, &sel, ref);
+        /* TE-7 without a request: promoting an invalid tile is refused
+         * and nothing is marked; released refuses as the carrier. */
+        sw_te_refusal why;
+        sw_error err;
+        CHECK(sw_tiled_evictable_check_residency(inv, (int64_t[]){0, 0, 1, 1}, 2, 0, &why,
+                                                 &err) == SW_ESTATE);
+        CHECK(strstr(err.msg, "invalid") != NULL && why.tile == 0 && !why.state.valid);
+        CHECK(sw_tiled_evictable_check_residency(inv, (int64_t[]){1, 1}, 1, 1, &why, &err) ==
+              SW_OK);
+        CHECK(sw_tiled_evictable_check_residency(inv, (int64_t[]){2, 0}, 1, 1, &why, &err) ==
+              SW_EINVAL);
+        sw_te_tile_state s00;
+        sw_tiled_evictable_tile_state(inv, (int64_t[]){0, 0}, &s00, NULL);
+        CHECK(!s00.pending && s00.location == SW_TE_INVALID);
         sw_tiled_evictable *objs[] = {proto, te, inv};
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < 3; i++)
             CHECK(sw_tiled_evictable_release(objs[i], NULL) == SW_OK);
+        CHECK(sw_tiled_evictable_check_residency(inv, (int64_t[]){1, 1}, 1, 1, &why, &err) ==
+              SW_ESTATE);
+        CHECK(strstr(err.msg, "released") != NULL && why.tile == -1);
+        for (int i = 0; i < 3; i++)
             sw_tiled_evictable_unref(objs[i]);
-        }
     }
 }
 
@@ -622,6 +639,15 @@ static void test_te7_pending_guard(void)
     CHECK(sw_tiled_evictable_evict(te, (int64_t[]){0, 1}, 1, &err) == SW_ESTATE);
     CHECK(strstr(err.msg, "pending") != NULL);
     CHECK(sw_tiled_evictable_promote(te, (int64_t[]){1, 1, 0, 1}, 2, &err) == SW_ESTATE);
+    /* The check without a request names the tile that refuses and why. */
+    sw_te_refusal why;
+    CHECK(sw_tiled_evictable_check_residency(te, (int64_t[]){1, 1, 0, 1}, 2, 0, &why, &err) ==
+          SW_ESTATE);
+    CHECK(strstr(err.msg, "pending") != NULL);
+    CHECK_EQ_I64(why.tile, 2); /* (0, 1), first axis fastest */
+    CHECK(why.state.pending && !why.state.pinned);
+    CHECK(sw_tiled_evictable_check_residency(te, (int64_t[]){1, 1}, 1, 1, &why, &err) == SW_OK);
+    CHECK_EQ_I64(why.tile, -1);
     sw_tensor *out = NULL;
     CHECK(sw_tiled_evictable_project(te, NULL, 0, &(sw_tile_selection){2, counts, axes}, NULL,
                                      &out, &err) == SW_ESTATE);

@@ -214,6 +214,22 @@ static void test_tile_runs(void)
     CHECK(runs[0].slot == 24 && runs[0].within == 0 && runs[0].count == 12);
 }
 
+/* new_like's implicit rule: a tile is zero when every one of its slots is
+ * zero bytes (so -0.0, whose sign bit is set, is not). */
+static void test_zero_tiles(void)
+{
+    sw_tile_geometry g;
+    int64_t grid[] = {2, 2}, tile[] = {2, 1};
+    CHECK(sw_tiles_geometry_init(&g, 2, grid, tile, NULL) == SW_OK);
+    float v[8] = {0};
+    v[sw_tiles_slot(&g, 1, 1)] = 2.0f;  /* tile 1 */
+    v[sw_tiles_slot(&g, 2, 0)] = -0.0f; /* tile 2 */
+    CHECK(sw_tiles_is_zero_tile(&g, v, sizeof(float), 0) == 1);
+    CHECK(sw_tiles_is_zero_tile(&g, v, sizeof(float), 1) == 0);
+    CHECK(sw_tiles_is_zero_tile(&g, v, sizeof(float), 2) == 0);
+    CHECK(sw_tiles_is_zero_tile(&g, v, sizeof(float), 3) == 1);
+}
+
 int main(void)
 {
     test_gather_within_tile_permutation();
@@ -224,5 +240,6 @@ int main(void)
     test_te10_gather();
     test_gather_tile_storage();
     test_tile_runs();
+    test_zero_tiles();
     return check_report("tiles");
 }
