@@ -22,6 +22,12 @@
  *  10. dst is smaller than the layout's cosize and   SW_EINVAL
  *      cannot allocate
  *
+ * Each refusal also names its row: err->detail is the sw_move_refusal
+ * below (0 for any other failure: out of memory, the process exiting, a
+ * span outside its carrier). sw_move_check runs the same rows without
+ * moving anything, for a binding that has work of its own to do between
+ * validation and submission.
+ *
  * Then it resolves the route by the exact pair of ops tables (CPU <->
  * FileBacked and CPU <-> BlockDeviceCarrier are bulk routes copying the
  * physical span; every other pair is the elementwise fallback: a strided copy when
@@ -139,6 +145,7 @@
 #include <stdint.h>
 
 #include "strideweave/carrier.h"
+#include "strideweave/dtype.h"
 #include "strideweave/status.h"
 #include "strideweave/tensor.h"
 
@@ -248,6 +255,75 @@ typedef struct sw_move_options {
                             events (sw_move_event.tag): a binding's per-move
                             record; the core never reads it */
 } sw_move_options;
+
+/* ---- validation ------------------------------------------------------------
+ *
+ * Which row of the table at the top of this file refused a move, in the
+ * table's order: sw_move_async, sw_move_span_async and sw_move_check put
+ * it in err->detail (status.h) and sw_move_check in *refusal too. A binding
+ * maps it to its own error (an exception type and message) in one table
+ * and never re-checks the rows itself. */
+typedef enum sw_move_refusal {
+    SW_MOVE_ACCEPTED = 0,
+    SW_MOVE_NO_SOURCE = 1,             /* row 1: no tensor (or source carrier) */
+    SW_MOVE_SOURCE_RELEASED = 2,       /* row 2 */
+    SW_MOVE_SOURCE_OWNED = 3,          /* row 3: owned, no owner access here */
+    SW_MOVE_SOURCE_PENDING = 4,        /* row 3: in another move */
+    SW_MOVE_SOURCE_STATE_ONLY = 5,     /* a STATE_ONLY source, no supplied transfer */
+    SW_MOVE_NO_DESTINATION = 6,        /* row 4 */
+    SW_MOVE_SAME_CARRIER = 7,          /* row 5 */
+    SW_MOVE_DESTINATION_STATE_ONLY = 8, /* a STATE_ONLY dst, no supplied transfer */
+    SW_MOVE_DESTINATION_RELEASED = 9,  /* row 6 */
+    SW_MOVE_DESTINATION_PENDING = 10,  /* row 7: in a move (even one whose
+                                          transfer this thread runs) */
+    SW_MOVE_DESTINATION_OWNED = 11,    /* row 7: owned, no owner access here */
+    SW_MOVE_DESTINATION_IMMUTABLE = 12, /* row 7: intrinsically immutable */
+    SW_MOVE_DTYPE_MISMATCH = 13,       /* row 8 */
+    SW_MOVE_ROUTE_REFUSED = 14,        /* row 9: TiledEvictable or block device pins */
+    SW_MOVE_TOO_SMALL = 15             /* row 10 */
+} sw_move_refusal;
+
+/* What sw_move_check is asked, and what a binding knows that the core
+ * does not. The core holds only the state of a STATE_ONLY carrier
+ * (carrier.h); a binding answers its dtype, mutability and size from its
+ * own hooks first (running whatever user code that takes) and hands the
+ * answers here, so the rows then run with no call out of the core. A row
+ * about a STATE_ONLY carrier whose answer is not given is skipped. */
+enum {
+    SW_MOVE_CHECK_SUPPLIED = 1u << 0,   /* the caller supplies the transfer
+                                           (options.transfer): STATE_ONLY
+                                           carriers are allowed */
+    SW_MOVE_CHECK_OWN_ROUTE = 1u << 1,  /* skip row 9: the caller chooses and
+                                           pins routes itself */
+    SW_MOVE_CHECK_DTYPE = 1u << 2,      /* `dtype` is the values' dtype
+                                           (else the source carrier's) */
+    SW_MOVE_CHECK_DST_DTYPE = 1u << 3,  /* `dst_dtype` is set */
+    SW_MOVE_CHECK_DST_MUTABILITY = 1u << 4, /* `dst_immutable` is set */
+    SW_MOVE_CHECK_DST_SIZE = 1u << 5    /* `dst_slots` and `dst_grows` are set */
+};
+
+typedef struct sw_move_check_args {
+    int64_t cosize;     /* the moved layout's cosize (row 10) */
+    unsigned flags;     /* SW_MOVE_CHECK_* */
+    sw_dtype dtype;     /* the values' dtype (SW_MOVE_CHECK_DTYPE) */
+    sw_dtype dst_dtype; /* a STATE_ONLY destination's dtype */
+    int dst_immutable;  /* 1: a STATE_ONLY destination is intrinsically immutable */
+    int64_t dst_slots;  /* a STATE_ONLY destination's slot count */
+    int dst_grows;      /* 1: that destination can allocate while empty */
+} sw_move_check_args;
+
+/* Rows 2-10 of the table for a move of a span with `args->cosize` slots
+ * from `src` into `dst` (`dst` may be NULL or `src`: rows 4 and 5), in the
+ * table's order, in one lock round on the pair; nothing changes. SW_OK
+ * with *refusal = SW_MOVE_ACCEPTED and *grows = 1 when the move would grow
+ * an empty destination (else 0); otherwise the row's status with `err`
+ * filled and its row in *refusal and err->detail. A NULL `src` is row 1.
+ * `grows` may be NULL. The answer is a snapshot: another thread may
+ * change either carrier right after, so sw_move_async checks again when
+ * it marks them pending. Thread-safe; does not block (beyond the
+ * carriers' mutexes). */
+SW_API sw_status sw_move_check(sw_carrier *src, sw_carrier *dst, const sw_move_check_args *args,
+                               sw_move_refusal *refusal, int *grows, sw_error *err);
 
 /* See the top of this file. `options` may be NULL. */
 SW_API sw_status sw_move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options *options,

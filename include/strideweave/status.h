@@ -27,6 +27,9 @@ typedef enum sw_status {
 typedef struct sw_error {
     sw_status code;
     int sys_errno; /* errno for SW_EIO and friends, else 0 */
+    int detail;    /* which of its rules the function refused by, where its
+                      header names codes for them (move.h: sw_move_refusal);
+                      else 0. Every sw_error_set* resets it to 0. */
     char msg[256];
 } sw_error;
 

@@ -725,62 +725,171 @@ sw_status sw_move_wait(sw_move_handle *m, sw_tensor **result, sw_error *err)
 
 /* ---- submission ----------------------------------------------------------- */
 
+/* A refusal names its row (move.h, sw_move_refusal) next to the message
+ * `st` already filled in. */
+static sw_status refused(sw_error *err, sw_move_refusal *why, sw_move_refusal row, sw_status st)
+{
+    *why = row;
+    if (err)
+        err->detail = (int)row;
+    return st;
+}
+
+/* Row 7's three reasons, in the binding's order: pending before owned
+ * before intrinsic. A destination pending in a move is refused even on
+ * the thread running that move's transfer (whose slot writes the pending
+ * guard lets through): a second move would clear the first one's mark. */
+static sw_status check_destination_mutable_locked(sw_carrier *d, const sw_move_check_args *a,
+                                                  sw_move_refusal *why, sw_error *err)
+{
+    int pending = d->pending_src || d->pending_dst;
+    int owned = sw_carrier_owned_blocks_locked(d);
+    int immutable = !d->intrinsic_mutable ||
+                    ((a->flags & SW_MOVE_CHECK_DST_MUTABILITY) && a->dst_immutable);
+    if (!pending && !owned && !immutable)
+        return SW_OK;
+    return refused(err, why,
+                   pending ? SW_MOVE_DESTINATION_PENDING
+                   : owned ? SW_MOVE_DESTINATION_OWNED
+                           : SW_MOVE_DESTINATION_IMMUTABLE,
+                   sw_error_set(err, SW_ESTATE, "move: the destination %s carrier is not mutable%s",
+                                sw_carrier_name(d),
+                                pending ? " (it is taking part in a pending move)"
+                                : owned ? " (it is owned by another carrier)"
+                                        : ""));
+}
+
+/* Row 8: a STATE_ONLY carrier's dtype is the binding's (in `a`); without
+ * its answer the row is skipped. */
+static sw_status check_dtype_locked(sw_carrier *s, sw_carrier *d, const sw_move_check_args *a,
+                                    sw_move_refusal *why, sw_error *err)
+{
+    int values_known = (a->flags & SW_MOVE_CHECK_DTYPE) || !SW_CARRIER_STATE_ONLY(s);
+    int dst_known = (a->flags & SW_MOVE_CHECK_DST_DTYPE) || !SW_CARRIER_STATE_ONLY(d);
+    sw_dtype values = (a->flags & SW_MOVE_CHECK_DTYPE) ? a->dtype : s->dtype;
+    sw_dtype held = SW_CARRIER_STATE_ONLY(d) ? a->dst_dtype : d->dtype;
+    if (!values_known || !dst_known || held == values)
+        return SW_OK;
+    return refused(err, why, SW_MOVE_DTYPE_MISMATCH,
+                   sw_error_set(err, SW_ETYPE, "move: the destination holds %s, the tensor %s",
+                                sw_dtype_info_of(held)->name, sw_dtype_info_of(values)->name));
+}
+
+/* Row 10: a STATE_ONLY destination's size is the binding's (in `a`);
+ * without its answer the row is skipped. */
+static sw_status check_size_locked(sw_carrier *d, const sw_move_check_args *a, int *grow,
+                                   sw_move_refusal *why, sw_error *err)
+{
+    int state_only = SW_CARRIER_STATE_ONLY(d);
+    if (state_only && !(a->flags & SW_MOVE_CHECK_DST_SIZE))
+        return SW_OK;
+    int64_t size = state_only ? a->dst_slots : d->ops->size(d->impl);
+    if (size >= a->cosize)
+        return SW_OK;
+    int can_grow = state_only ? a->dst_grows : d->ops->allocate && d->ops->unallocate;
+    if (size == 0 && can_grow) {
+        *grow = 1;
+        return SW_OK;
+    }
+    return refused(err, why, SW_MOVE_TOO_SMALL,
+                   sw_error_set(err, SW_EINVAL,
+                                "move: the destination %s carrier has %lld slots, the layout "
+                                "needs %lld, and it cannot allocate",
+                                sw_carrier_name(d), (long long)size, (long long)a->cosize));
+}
+
 /* Rows 2-10 of the validation order (move.h), with the carriers locked.
  * `d` may be NULL or `s` (rows 4 and 5 then fail after rows 2 and 3). */
+static sw_status check_rows_locked(sw_carrier *s, sw_carrier *d, const sw_move_check_args *a,
+                                   int *grow, sw_move_refusal *why, sw_error *err)
+{
+    int supplied = (a->flags & SW_MOVE_CHECK_SUPPLIED) != 0;
+    sw_status st;
+    *grow = 0;
+    *why = SW_MOVE_ACCEPTED;
+    if (s->released)
+        return refused(err, why, SW_MOVE_SOURCE_RELEASED,
+                       sw_error_set(err, SW_ESTATE, "move: the source %s carrier is released",
+                                    sw_carrier_name(s)));
+    if (sw_carrier_owned_blocks_locked(s))
+        return refused(err, why, SW_MOVE_SOURCE_OWNED,
+                       sw_error_set(err, SW_ESTATE,
+                                    "move: the source %s carrier is owned by another carrier",
+                                    sw_carrier_name(s)));
+    if (s->pending_src || s->pending_dst)
+        return refused(err, why, SW_MOVE_SOURCE_PENDING,
+                       sw_error_set(err, SW_ESTATE,
+                                    "move: the source %s carrier is taking part in a pending "
+                                    "move; wait for that move first",
+                                    sw_carrier_name(s)));
+    if (SW_CARRIER_STATE_ONLY(s) && !supplied)
+        return refused(err, why, SW_MOVE_SOURCE_STATE_ONLY,
+                       sw_carrier_refuse_state_only(s, "be a move's source", err));
+    if (!d)
+        return refused(err, why, SW_MOVE_NO_DESTINATION,
+                       sw_error_set(err, SW_ETYPE,
+                                    "move: destination must be a carrier, not NULL"));
+    if (d == s)
+        return refused(err, why, SW_MOVE_SAME_CARRIER,
+                       sw_error_set(err, SW_EINVAL,
+                                    "move: the destination is the tensor's own carrier; pass a "
+                                    "different carrier"));
+    if (SW_CARRIER_STATE_ONLY(d) && !supplied)
+        return refused(err, why, SW_MOVE_DESTINATION_STATE_ONLY,
+                       sw_carrier_refuse_state_only(d, "be a move's destination", err));
+    if (d->released)
+        return refused(err, why, SW_MOVE_DESTINATION_RELEASED,
+                       sw_error_set(err, SW_ESTATE,
+                                    "move: the destination %s carrier is released",
+                                    sw_carrier_name(d)));
+    if ((st = check_destination_mutable_locked(d, a, why, err)) != SW_OK ||
+        (st = check_dtype_locked(s, d, a, why, err)) != SW_OK)
+        return st;
+    if (!(a->flags & SW_MOVE_CHECK_OWN_ROUTE) && (st = check_pins_locked(s, d, err)) != SW_OK)
+        return refused(err, why, SW_MOVE_ROUTE_REFUSED, st);
+    return check_size_locked(d, a, grow, why, err);
+}
+
+/* The rows as a move with `o` runs them: what the core cannot know of a
+ * STATE_ONLY destination comes from the supplied transfer's options (the
+ * binding grew an empty one already). */
 static sw_status validate_locked(sw_carrier *s, sw_carrier *d, const sw_layout *l,
                                  const sw_move_options *o, int *grow, sw_error *err)
 {
-    int supplied = o && o->transfer;
-    if (s->released)
-        return sw_error_set(err, SW_ESTATE, "move: the source %s carrier is released",
-                            sw_carrier_name(s));
-    if (sw_carrier_owned_blocks_locked(s))
-        return sw_error_set(err, SW_ESTATE,
-                            "move: the source %s carrier is owned by another carrier",
-                            sw_carrier_name(s));
-    if (s->pending_src || s->pending_dst)
-        return sw_error_set(err, SW_ESTATE,
-                            "move: the source %s carrier is taking part in a pending move; "
-                            "wait for that move first",
-                            sw_carrier_name(s));
-    if (SW_CARRIER_STATE_ONLY(s) && !supplied)
-        return sw_carrier_refuse_state_only(s, "be a move's source", err);
-    if (!d)
-        return sw_error_set(err, SW_ETYPE, "move: destination must be a carrier, not NULL");
-    if (d == s)
-        return sw_error_set(err, SW_EINVAL,
-                            "move: the destination is the tensor's own carrier; pass a "
-                            "different carrier");
-    if (SW_CARRIER_STATE_ONLY(d) && !supplied)
-        return sw_carrier_refuse_state_only(d, "be a move's destination", err);
-    if (d->released)
-        return sw_error_set(err, SW_ESTATE, "move: the destination %s carrier is released",
-                            sw_carrier_name(d));
-    if (!sw_carrier_mutable_locked(d))
-        return sw_error_set(err, SW_ESTATE, "move: the destination %s carrier is not mutable%s",
-                            sw_carrier_name(d),
-                            d->pending_src || d->pending_dst
-                                ? " (it is taking part in a pending move)"
-                            : d->owner_token ? " (it is owned by another carrier)"
-                                             : "");
-    /* A STATE_ONLY carrier's dtype is the binding's to compare. */
-    if (!SW_CARRIER_STATE_ONLY(s) && !SW_CARRIER_STATE_ONLY(d) && d->dtype != s->dtype)
-        return sw_error_set(err, SW_ETYPE, "move: the destination holds %s, the tensor %s",
-                            sw_dtype_info_of(d->dtype)->name, sw_dtype_info_of(s->dtype)->name);
-    sw_status pin = check_pins_locked(s, d, err);
-    if (pin != SW_OK)
-        return pin;
-    int64_t size = SW_CARRIER_STATE_ONLY(d) ? o->dst_slots : d->ops->size(d->impl);
-    *grow = 0;
-    if (size < l->cosize) {
-        if (size != 0 || !d->ops->allocate || !d->ops->unallocate)
-            return sw_error_set(err, SW_EINVAL,
-                                "move: the destination %s carrier has %lld slots, the layout "
-                                "needs %lld, and it cannot allocate",
-                                sw_carrier_name(d), (long long)size, (long long)l->cosize);
-        *grow = 1;
+    sw_move_check_args a = {.cosize = l->cosize};
+    if (o && o->transfer) {
+        a.flags = SW_MOVE_CHECK_SUPPLIED | SW_MOVE_CHECK_DST_SIZE;
+        a.dst_slots = o->dst_slots;
     }
-    return SW_OK;
+    sw_move_refusal why;
+    return check_rows_locked(s, d, &a, grow, &why, err);
+}
+
+sw_status sw_move_check(sw_carrier *src, sw_carrier *dst, const sw_move_check_args *args,
+                        sw_move_refusal *refusal, int *grows, sw_error *err)
+{
+    sw_move_refusal why = SW_MOVE_ACCEPTED;
+    int grow = 0;
+    sw_status st;
+    if (!args)
+        st = sw_error_set(err, SW_EINVAL, "sw_move_check: args must not be NULL");
+    else if (!src)
+        st = refused(err, &why, SW_MOVE_NO_SOURCE,
+                     sw_error_set(err, SW_ETYPE, "move: source carrier must not be NULL"));
+    else if (!dst || dst == src) {
+        pthread_mutex_lock(&src->lock);
+        st = check_rows_locked(src, dst, args, &grow, &why, err);
+        pthread_mutex_unlock(&src->lock);
+    } else {
+        sw_carrier_lock_pair(src, dst);
+        st = check_rows_locked(src, dst, args, &grow, &why, err);
+        sw_carrier_unlock_pair(src, dst);
+    }
+    if (refusal)
+        *refusal = why;
+    if (grows)
+        *grows = grow;
+    return st;
 }
 
 /* What a handle keeps of the caller's options (both paths). */
@@ -1142,8 +1251,11 @@ sw_status sw_move_span_async(sw_carrier *src, int64_t offset, const sw_layout *l
                              sw_carrier *dst, const sw_move_options *options,
                              sw_move_handle **out, sw_error *err)
 {
+    sw_move_refusal why;
     if (!src || !layout)
-        return sw_error_set(err, SW_ETYPE, "move: source carrier and layout must not be NULL");
+        return refused(err, &why, SW_MOVE_NO_SOURCE,
+                       sw_error_set(err, SW_ETYPE,
+                                    "move: source carrier and layout must not be NULL"));
     if (out && light_eligible(src, layout, dst, options))
         return move_light(src, offset, layout, 1, dst, options, out, err);
     sw_tensor *t = NULL;
@@ -1156,7 +1268,8 @@ sw_status sw_move_span_async(sw_carrier *src, int64_t offset, const sw_layout *l
             return sw_error_set(err, SW_EINVAL, "move: offset must be >= 0, not %lld",
                                 (long long)offset);
         if (!options || !options->transfer)
-            return sw_carrier_refuse_state_only(src, "be a move's source", err);
+            return refused(err, &why, SW_MOVE_SOURCE_STATE_ONLY,
+                           sw_carrier_refuse_state_only(src, "be a move's source", err));
         sw_layout *l = sw_layout_copy(layout, err);
         if (!l)
             return err ? err->code : SW_ENOMEM;
@@ -1173,8 +1286,10 @@ sw_status sw_move_span_async(sw_carrier *src, int64_t offset, const sw_layout *l
 static sw_status move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options *options,
                             sw_move_handle **out, sw_error *err)
 {
+    sw_move_refusal why;
     if (!t)
-        return sw_error_set(err, SW_ETYPE, "move: tensor must be a tensor, not NULL");
+        return refused(err, &why, SW_MOVE_NO_SOURCE,
+                       sw_error_set(err, SW_ETYPE, "move: tensor must be a tensor, not NULL"));
     if (!out)
         return sw_error_set(err, SW_EINVAL, "move: out must not be NULL");
     sw_carrier *s = t->carrier;

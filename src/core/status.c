@@ -9,6 +9,7 @@ static void fill(sw_error *err, sw_status code, int errnum, const char *fmt,
 {
     err->code = code;
     err->sys_errno = errnum;
+    err->detail = 0;
     vsnprintf(err->msg, sizeof err->msg, fmt, ap);
 }
 
@@ -40,6 +41,7 @@ void sw_error_clear(sw_error *err)
     if (err) {
         err->code = SW_OK;
         err->sys_errno = 0;
+        err->detail = 0;
         err->msg[0] = '\0';
     }
 }

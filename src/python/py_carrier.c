@@ -301,6 +301,11 @@ static int intrinsic_mutable(PyObject *self)
     return t;
 }
 
+int sw_py_carrier_intrinsic_mutable(PyObject *carrier)
+{
+    return intrinsic_mutable(carrier);
+}
+
 /* C-13: intrinsic AND (not owned OR owner access) AND not pending. */
 int sw_py_carrier_is_mutable(PyObject *carrier)
 {

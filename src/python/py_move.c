@@ -1,8 +1,9 @@
 /* move_async and move: one path from validation to one terminal commit
  * (architecture.md, "Movement").
  *
- *   validate (rows 1-8) -> resolve the route -> rows 9-10 -> allocate the
- *   destination -> mark both carriers pending -> submit -> commit once.
+ *   validate (rows 1-8: the core's sw_move_check, through py_move_check.c)
+ *   -> resolve the route (row 9) -> row 10 -> allocate the destination ->
+ *   mark both carriers pending -> submit -> commit once.
  *
  * Everything before the pending marks raises straight out of move_async
  * and leaves both carriers as they were. From submission on, a failure is
@@ -37,6 +38,7 @@
 #include "sw_messages.h"
 #include "sw_move.h"
 #include "sw_move_core.h"
+#include "sw_move_check.h"
 #include "sw_fork_guard.h"
 #include "sw_profiling.h"
 #include "strideweave/clock.h"
@@ -93,143 +95,9 @@ static int closing;                       /* set at interpreter exit */
 static move_request *live_head;
 static PyObject *str_copy, *str_copy_async;
 
-/* ---- validation (the seed's table, rows 1-8) ------------------------------ */
-
 static const char *cname(PyObject *carrier)
 {
     return _PyType_Name(Py_TYPE(carrier));
-}
-
-static int refuse_sequence(PyObject *obj, const char *what)
-{
-    if (PyList_Check(obj) || PyTuple_Check(obj)) {
-        PyErr_Format(PyExc_TypeError,
-                     "move takes one %s, not a %.50s: batched moves of a sequence are "
-                     "not supported, move them one by one", what, Py_TYPE(obj)->tp_name);
-        return -1;
-    }
-    return 0;
-}
-
-static int check_source(PyObject *tensor)
-{
-    if (SwTensor_Check(tensor) && TENSOR(tensor)->nsub != 1) {
-        return sw_msg_raise_planes(TENSOR(tensor)->dtype, TENSOR(tensor)->nsub, "moved",
-                                   SW_MSG_ONE_PLANE);
-    }
-    if (!SwTensor_Check(tensor)) {
-        if (refuse_sequence(tensor, "Tensor") == 0)
-            PyErr_Format(PyExc_TypeError, "tensor must be a Tensor, not %.100s",
-                         Py_TYPE(tensor)->tp_name);
-        return -1;
-    }
-    PyObject *src = TENSOR(tensor)->subs[0].carrier;
-    sw_carrier_state st; /* one lock round for the three looks, in their order */
-    sw_carrier_get_state(CARRIER(src)->core, &st);
-    if (st.released) {
-        PyErr_Format(PyExc_RuntimeError, "cannot move a Tensor whose %s carrier is released",
-                     cname(src));
-        return -1;
-    }
-    if (st.owned && !st.owner_access) {
-        PyErr_Format(PyExc_RuntimeError,
-                     "cannot move a Tensor whose %s carrier is owned by a composite carrier",
-                     cname(src));
-        return -1;
-    }
-    if (st.pending) {
-        PyErr_Format(PyExc_RuntimeError,
-                     "cannot move a Tensor whose %s carrier is pending in another move; "
-                     "wait() for that move first", cname(src));
-        return -1;
-    }
-    return 0;
-}
-
-static int check_destination(PyObject *tensor, PyObject *dst)
-{
-    if (!SwCarrier_Check(dst)) {
-        if (refuse_sequence(dst, "destination carrier") == 0)
-            PyErr_Format(PyExc_TypeError, "destination must be a Carrier, not %.100s",
-                         Py_TYPE(dst)->tp_name);
-        return -1;
-    }
-    if (dst == TENSOR(tensor)->subs[0].carrier) {
-        PyErr_SetString(PyExc_ValueError,
-                        "destination is the Tensor's own source carrier; move into a "
-                        "different carrier");
-        return -1;
-    }
-    sw_carrier_state st; /* one lock round for both looks, in their order */
-    sw_carrier_get_state(CARRIER(dst)->core, &st);
-    if (st.released) {
-        PyErr_Format(PyExc_RuntimeError, "the destination %s carrier is released",
-                     cname(dst));
-        return -1;
-    }
-    if (st.pending) {
-        PyErr_Format(PyExc_RuntimeError,
-                     "the destination %s carrier is pending in another move; wait() for "
-                     "that move first", cname(dst));
-        return -1;
-    }
-    int m = sw_py_carrier_is_mutable(dst);
-    if (m <= 0) {
-        if (m == 0)
-            PyErr_Format(PyExc_RuntimeError,
-                         "the destination %s carrier is not mutable (immutable, or owned "
-                         "by a composite carrier)", cname(dst));
-        return -1;
-    }
-    PyObject *dtype = sw_py_carrier_dtype(dst);
-    if (!dtype)
-        return -1;
-    int same = dtype == TENSOR(tensor)->dtype;
-    if (!same)
-        PyErr_Format(PyExc_TypeError,
-                     "dtype mismatch: the destination %s carrier holds %s but the Tensor "
-                     "is %s", cname(dst), sw_dtype_info_of(SwDType_ID(dtype))->name,
-                     sw_dtype_info_of(SwDType_ID(TENSOR(tensor)->dtype))->name);
-    Py_DECREF(dtype);
-    return same ? 0 : -1;
-}
-
-/* Row 10: 1 when the destination must grow (allocatable-empty), 0 when it
- * is big enough, -1 with ValueError when it is too small. */
-static int check_capacity(PyObject *dst, int64_t cosize)
-{
-    int64_t size;
-    if (sw_py_carrier_size(dst, &size) < 0)
-        return -1;
-    if (size >= cosize)
-        return 0;
-    int grows = sw_py_carrier_is_allocatable_empty(dst);
-    if (grows != 0)
-        return grows;
-    PyErr_Format(PyExc_ValueError,
-                 "the destination %s carrier has %lld slot%s but the Tensor's layout spans "
-                 "%lld (its cosize), and it cannot grow; pass a carrier with at least %lld "
-                 "slots", cname(dst), (long long)size, sw_msg_s(size), (long long)cosize,
-                 (long long)cosize);
-    return -1;
-}
-
-/* Hooks called during validation run user code, which may release, claim
- * or move either carrier. Re-read the states (no Python from here on). */
-static int recheck(PyObject *src, PyObject *dst)
-{
-    PyObject *c[2] = {src, dst};
-    for (int i = 0; i < 2; i++) {
-        sw_carrier_state s; /* one lock for the three looks (each move runs this twice) */
-        sw_carrier_get_state(CARRIER(c[i])->core, &s);
-        if (s.released || s.pending || (s.owned && !s.owner_access)) {
-            PyErr_Format(PyExc_RuntimeError,
-                         "the %s %s carrier was released, claimed or moved while the move "
-                         "was being checked", i ? "destination" : "source", cname(c[i]));
-            return -1;
-        }
-    }
-    return 0;
 }
 
 /* ---- requests and the one terminal commit ---------------------------------- */
@@ -961,8 +829,11 @@ static int64_t move_bytes(PyObject *tensor, PyObject *op_type)
 }
 
 /* The destination grows to exactly the span, and the output Tensor is
- * bound to it; on failure the growth is undone. */
-static int allocate_and_bind(move_request *r, int grow, int by_write, PyObject *layout)
+ * bound to it; on failure the growth is undone. A growth may run user
+ * code (a Python carrier's _allocate): the carriers are checked again
+ * after it. */
+static int allocate_and_bind(move_request *r, sw_py_move_check *mc, int grow, int by_write,
+                             PyObject *layout)
 {
     if (grow && (by_write ? sw_py_file_backed_grow_by_write(r->destination, r->cosize)
                           : sw_py_carrier_allocate(r->destination, r->cosize)) < 0)
@@ -976,7 +847,7 @@ static int allocate_and_bind(move_request *r, int grow, int by_write, PyObject *
                      (long long)r->cosize);
     if (!PyErr_Occurred())
         r->output = sw_py_tensor_new1(r->destination, 0, layout);
-    if (r->output && recheck(r->source, r->destination) == 0)
+    if (r->output && (!grow || sw_py_move_recheck(mc) == 0))
         return 0;
     Py_CLEAR(r->output);
     if (grow)
@@ -1064,7 +935,8 @@ static PyObject *initiate(PyObject *tensor, PyObject *destination, PyObject *for
                         "the interpreter is shutting down; no new moves can start");
         return NULL;
     }
-    if (check_source(tensor) < 0 || check_destination(tensor, destination) < 0)
+    sw_py_move_check mc;
+    if (sw_py_move_check_begin(&mc, tensor, destination) < 0)
         return NULL;
     SwSubtensor *s = &TENSOR(tensor)->subs[0];
     PyObject *source = s->carrier, *layout = s->layout;
@@ -1072,7 +944,7 @@ static PyObject *initiate(PyObject *tensor, PyObject *destination, PyObject *for
     sw_route route;
     if (choose_route(source, destination, forced, &route) < 0)
         return NULL;
-    int grow = check_capacity(destination, cosize);
+    int grow = sw_py_move_check_size(&mc);
     if (grow < 0) {
         Py_DECREF(route.op_type);
         return NULL;
@@ -1107,10 +979,9 @@ static PyObject *initiate(PyObject *tensor, PyObject *destination, PyObject *for
         goto done;
     if (record)
         sw_py_move_node_prepare(own_op, reverse);
-    if (recheck(source, destination) < 0 ||
-        !(r = request_new(source, destination, cosize)))
+    if (sw_py_move_recheck(&mc) < 0 || !(r = request_new(source, destination, cosize)))
         goto done;
-    if (allocate_and_bind(r, grow, grows_by_write(source, destination, &route, cosize),
+    if (allocate_and_bind(r, &mc, grow, grows_by_write(source, destination, &route, cosize),
                           layout) < 0) {
         request_free(r);
         goto done;

@@ -246,6 +246,9 @@ int sw_py_carrier_size(PyObject *carrier, int64_t *out);
 PyObject *sw_py_carrier_getitem(PyObject *carrier, int64_t index); /* C-4 */
 int sw_py_carrier_setitem(PyObject *carrier, int64_t index, PyObject *value); /* C-5 */
 int sw_py_carrier_is_mutable(PyObject *carrier);                   /* 1/0/-1 */
+/* The carrier's own mutability, before claims and moves: a Python
+ * subclass's _is_mutable hook runs here. 1/0/-1. */
+int sw_py_carrier_intrinsic_mutable(PyObject *carrier);
 /* C-6 supports_storage_dtype (TypeError for a non-DType): 1/0/-1. */
 int sw_py_carrier_supports_dtype(PyObject *carrier, PyObject *dtype);
 /* C-15 release(), framework-owned (never a Python override): 0 / -1. */
