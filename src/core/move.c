@@ -743,7 +743,7 @@ static sw_status check_destination_mutable_locked(sw_carrier *d, const sw_move_c
                                                   sw_move_refusal *why, sw_error *err)
 {
     int pending = d->pending_src || d->pending_dst;
-    int owned = sw_carrier_owned_blocks_locked(d);
+    int owned = d->owner_token && sw_carrier_owned_blocks_locked(d);
     int immutable = !d->intrinsic_mutable ||
                     ((a->flags & SW_MOVE_CHECK_DST_MUTABILITY) && a->dst_immutable);
     if (!pending && !owned && !immutable)
@@ -811,7 +811,7 @@ static sw_status check_rows_locked(sw_carrier *s, sw_carrier *d, const sw_move_c
         return refused(err, why, SW_MOVE_SOURCE_RELEASED,
                        sw_error_set(err, SW_ESTATE, "move: the source %s carrier is released",
                                     sw_carrier_name(s)));
-    if (sw_carrier_owned_blocks_locked(s))
+    if (s->owner_token && sw_carrier_owned_blocks_locked(s))
         return refused(err, why, SW_MOVE_SOURCE_OWNED,
                        sw_error_set(err, SW_ESTATE,
                                     "move: the source %s carrier is owned by another carrier",

@@ -829,9 +829,9 @@ static int64_t move_bytes(PyObject *tensor, PyObject *op_type)
 }
 
 /* The destination grows to exactly the span, and the output Tensor is
- * bound to it; on failure the growth is undone. A growth may run user
- * code (a Python carrier's _allocate): the carriers are checked again
- * after it. */
+ * bound to it; on failure the growth is undone. The growth of a carrier
+ * written in Python runs user code (its _allocate): the carriers are
+ * checked again after it (a built-in's growth runs none). */
 static int allocate_and_bind(move_request *r, sw_py_move_check *mc, int grow, int by_write,
                              PyObject *layout)
 {
@@ -847,7 +847,8 @@ static int allocate_and_bind(move_request *r, sw_py_move_check *mc, int grow, in
                      (long long)r->cosize);
     if (!PyErr_Occurred())
         r->output = sw_py_tensor_new1(r->destination, 0, layout);
-    if (r->output && (!grow || sw_py_move_recheck(mc) == 0))
+    if (r->output && (!grow || !sw_py_move_growth_runs_python(mc) ||
+                      sw_py_move_recheck(mc) == 0))
         return 0;
     Py_CLEAR(r->output);
     if (grow)

@@ -143,10 +143,9 @@ static int core_check(sw_py_move_check *mc, int late, int keep_size)
         .dst_slots = mc->dst_slots,
         .dst_grows = mc->dst_grows,
     };
-    sw_carrier *dst = SwCarrier_Check(mc->destination) ? CARRIER(mc->destination)->core : NULL;
     sw_move_refusal row;
     sw_error err;
-    if (sw_move_check(CARRIER(mc->source)->core, dst, &a, &row, &mc->grows, &err) == SW_OK)
+    if (sw_move_check(mc->src_core, mc->dst_core, &a, &row, &mc->grows, &err) == SW_OK)
         return 0;
     if (row == SW_MOVE_TOO_SMALL && keep_size)
         return 1;
@@ -165,11 +164,6 @@ static int check_tensor_arg(PyObject *tensor)
         PyErr_Format(PyExc_TypeError, "tensor must be a Tensor, not %.100s",
                      Py_TYPE(tensor)->tp_name);
     return -1;
-}
-
-static int written_in_python(PyObject *carrier)
-{
-    return sw_carrier_is_state_only(CARRIER(carrier)->core);
 }
 
 /* Rows 7 and 8 of a destination written in Python: its hooks answer, the
@@ -201,6 +195,8 @@ int sw_py_move_check_begin(sw_py_move_check *mc, PyObject *tensor, PyObject *des
         .tensor = tensor,
         .source = s->carrier,
         .destination = destination,
+        .src_core = CARRIER(s->carrier)->core,
+        .dst_core = SwCarrier_Check(destination) ? CARRIER(destination)->core : NULL,
         .cosize = SwLayout_CORE(s->layout)->cosize,
         /* The binding supplies the transfer of every move of a carrier
          * written in Python, and row 9 is its route choice. */
@@ -211,14 +207,14 @@ int sw_py_move_check_begin(sw_py_move_check *mc, PyObject *tensor, PyObject *des
     if (rc < 0)
         return -1;
     mc->too_small = rc;
-    if (written_in_python(destination))
-        return ask_destination(mc);
-    return 0;
+    /* Rows 1-8 passed: the destination is a Carrier. */
+    mc->dst_in_python = sw_carrier_is_state_only(mc->dst_core);
+    return mc->dst_in_python ? ask_destination(mc) : 0;
 }
 
 int sw_py_move_check_size(sw_py_move_check *mc)
 {
-    if (!written_in_python(mc->destination)) {
+    if (!mc->dst_in_python) {
         if (mc->too_small)
             return raise_too_small(mc);
         return mc->grows;
@@ -244,4 +240,9 @@ int sw_py_move_recheck(sw_py_move_check *mc)
     mc->flags = flags;
     mc->grows = grows;
     return rc;
+}
+
+int sw_py_move_growth_runs_python(const sw_py_move_check *mc)
+{
+    return mc->dst_in_python;
 }

@@ -21,6 +21,8 @@
 
 typedef struct sw_py_move_check {
     PyObject *tensor, *source, *destination; /* borrowed from the caller */
+    struct sw_carrier *src_core, *dst_core; /* theirs in the core (dst: NULL for a non-Carrier) */
+    int dst_in_python;   /* the destination is written in Python (STATE_ONLY) */
     int64_t cosize;
     unsigned flags;      /* the core's SW_MOVE_CHECK_* bits: answers given so far */
     sw_dtype dtype;      /* the Tensor's dtype */
@@ -44,5 +46,8 @@ int sw_py_move_check_size(sw_py_move_check *mc);
  * destination's size not asked again: it may have grown). 0, or -1 with
  * RuntimeError naming the carrier that was released, claimed or moved. */
 int sw_py_move_recheck(sw_py_move_check *mc);
+/* Whether growing the destination runs user code (a Python _allocate),
+ * so that the carriers need sw_py_move_recheck after it. */
+int sw_py_move_growth_runs_python(const sw_py_move_check *mc);
 
 #endif

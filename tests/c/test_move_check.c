@@ -296,6 +296,54 @@ static void test_other_failures_name_no_row(void)
     sw_carrier_unref(src);
 }
 
+/* Row 7: a destination pending in a move is refused even on the thread
+ * that runs that move's transfer (its transfer access lets its slot writes
+ * through the pending guard, not a second move, whose commit would clear
+ * the first one's mark). */
+typedef struct inside {
+    sw_carrier *dst, *other;
+    sw_status st;
+    int detail;
+    sw_move_handle *second;
+} inside;
+
+static void transfer_then_move(sw_move_handle *m, void *user)
+{
+    inside *in = user;
+    sw_error err = {0};
+    sw_tensor *t = flat(in->other, 4);
+    sw_carrier_begin_transfer(in->dst);
+    in->st = sw_move_async(t, in->dst, NULL, &in->second, &err);
+    in->detail = err.detail;
+    sw_carrier_end_transfer(in->dst);
+    sw_tensor_unref(t);
+    sw_move_transfer_done(m, SW_OK, NULL);
+}
+
+static void test_destination_pending_on_its_transfer_thread(void)
+{
+    sw_error err = {0};
+    sw_carrier *src = cpu(4, SW_DT_FLOAT32);
+    inside in = {.dst = cpu(4, SW_DT_FLOAT32), .other = cpu(4, SW_DT_FLOAT32)};
+    sw_tensor *t = flat(src, 4);
+    sw_move_options o = {.transfer = transfer_then_move, .user = &in, .no_result = 1};
+    sw_move_handle *m = NULL;
+    CHECK(sw_move_async(t, in.dst, &o, &m, &err) == SW_OK);
+    CHECK(sw_move_wait(m, NULL, &err) == SW_OK);
+    CHECK(in.st == SW_ESTATE && in.detail == SW_MOVE_DESTINATION_PENDING);
+    CHECK(in.second == NULL);
+    CHECK(!sw_carrier_is_released(in.other) && !sw_carrier_is_pending(in.other));
+    if (in.second) {
+        sw_move_wait(in.second, NULL, &err);
+        sw_move_unref(in.second);
+    }
+    sw_move_unref(m);
+    sw_tensor_unref(t);
+    sw_carrier_unref(src);
+    sw_carrier_unref(in.dst);
+    sw_carrier_unref(in.other);
+}
+
 int main(void)
 {
     sw_move_set_profile_hook(on_profile, NULL);
@@ -303,6 +351,7 @@ int main(void)
     test_accepted_says_whether_it_grows();
     test_binding_answers_for_state_only();
     test_other_failures_name_no_row();
+    test_destination_pending_on_its_transfer_thread();
     sw_move_set_profile_hook(NULL, NULL);
     return check_report("move_check");
 }
