@@ -24,9 +24,10 @@
  *
  * Each refusal also names its row: err->detail is the sw_move_refusal
  * below (0 for any other failure: out of memory, the process exiting, a
- * span outside its carrier). sw_move_check runs the same rows without
- * moving anything, for a binding that has work of its own to do between
- * validation and submission.
+ * span that sw_move_span_async refuses first as sw_tensor_new does, on a
+ * released carrier or past its end). sw_move_check runs the same rows
+ * without moving anything, for a binding that has work of its own to do
+ * between validation and submission.
  *
  * Then it resolves the route by the exact pair of ops tables (CPU <->
  * FileBacked and CPU <-> BlockDeviceCarrier are bulk routes copying the
