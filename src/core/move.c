@@ -111,6 +111,10 @@ static _Thread_local int engine_thread;
 static pthread_mutex_t spare_lock = PTHREAD_MUTEX_INITIALIZER;
 static sw_move_handle *spare_handles[SPARE_HANDLES];
 static int spare_count;
+/* The spare handle taken and given back first, without spare_lock: one
+ * after another, light moves keep reusing this one (an exchange instead
+ * of two lock rounds per move). */
+static sw_move_handle *_Atomic spare_first;
 static _Atomic int holding; /* written under engine_lock */
 static sw_move_handle *held_head, *held_tail;
 
@@ -557,9 +561,14 @@ static void profile(sw_move_handle *m, sw_move_event_kind kind, uint64_t complet
  * commits; the name is gone at once all the same. */
 static void release_moved_source(sw_carrier *s)
 {
-    sw_filestore_defer_large_closes(1);
+    /* A host carrier's release closes no file: the thread-local flag
+     * would only cost it two calls. */
+    int files = s->ops != &sw_cpu_class && s->ops != &sw_generic_class;
+    if (files)
+        sw_filestore_defer_large_closes(1);
     sw_carrier_release_locked(s);
-    sw_filestore_defer_large_closes(0);
+    if (files)
+        sw_filestore_defer_large_closes(0);
 }
 
 static void commit(sw_move_handle *m)
@@ -637,19 +646,21 @@ sw_move_handle *sw_move_ref(sw_move_handle *m)
  * instead of asking the allocator (a move's largest fixed cost after the
  * copy). At most SPARE_HANDLES wait, under spare_lock (declared above). */
 
+static void light_handle_free(sw_move_handle *m);
+
 static sw_move_handle *light_handle_new(void)
 {
-    sw_move_handle *m = NULL;
-    pthread_mutex_lock(&spare_lock);
-    if (spare_count > 0)
-        m = spare_handles[--spare_count];
-    pthread_mutex_unlock(&spare_lock);
+    sw_move_handle *m = atomic_exchange(&spare_first, NULL);
+    if (!m) {
+        pthread_mutex_lock(&spare_lock);
+        if (spare_count > 0)
+            m = spare_handles[--spare_count];
+        pthread_mutex_unlock(&spare_lock);
+    }
     if (!m)
         return sw_calloc(1, sizeof *m);
     if (sw_fault_hit("alloc")) { /* the same injected failures as sw_calloc */
-        pthread_mutex_lock(&spare_lock);
-        spare_handles[spare_count++] = m; /* there is room: it was taken from here */
-        pthread_mutex_unlock(&spare_lock);
+        light_handle_free(m);
         return NULL;
     }
     memset(m, 0, sizeof *m);
@@ -658,6 +669,9 @@ static sw_move_handle *light_handle_new(void)
 
 static void light_handle_free(sw_move_handle *m)
 {
+    sw_move_handle *none = NULL;
+    if (atomic_compare_exchange_strong(&spare_first, &none, m))
+        return;
     pthread_mutex_lock(&spare_lock);
     int kept = spare_count < SPARE_HANDLES;
     if (kept)

@@ -914,8 +914,17 @@ int sw_py_carrier_release(PyObject *carrier)
  * when the move started), so only the pending guard applies here. */
 int sw_py_carrier_release_moved(PyObject *carrier)
 {
-    if (sw_py_state_pending(carrier))
+    sw_carrier_state st;
+    sw_carrier_get_state(CARRIER(carrier)->core, &st);
+    if (st.pending)
         return refuse_guarded(carrier, "release", 0);
+    /* A move the core ran released the core carrier at its commit: only
+     * the object's views of the storage are left to drop (one state read,
+     * and no GIL round trip around a release that has nothing to do). */
+    if (st.released && !sw_carrier_is_state_only(CARRIER(carrier)->core)) {
+        sw_carrier_builtin_ops(carrier)->drop(carrier);
+        return 0;
+    }
     return release_storage(carrier);
 }
 

@@ -31,6 +31,11 @@
 #define GIL_HELD_BYTES ((int64_t)64 << 10)
 
 static _Thread_local int committing;
+/* Set while this thread, holding the GIL, is inside the core's start of a
+ * move: a commit the core runs right there (a small move) finds the GIL
+ * already held and neither takes nor gives it back (PyGILState_Ensure and
+ * Release cost about 150 instructions a move). */
+static _Thread_local int gil_held_here;
 /* This core thread's own Python thread state, kept from its first commit
  * on; NULL on threads Python made (and on a core thread before). */
 static _Thread_local PyThreadState *core_tstate;
@@ -67,6 +72,11 @@ int sw_py_core_move_pair(PyObject *source, PyObject *destination, int bulk)
 static void commit_enter(void *user)
 {
     sw_py_core_move *cm = user;
+    cm->gil_was_held = gil_held_here;
+    if (cm->gil_was_held) {
+        cm->engine_thread = 0;
+        return;
+    }
     if (core_tstate) { /* a core thread that committed before */
         cm->engine_thread = 1;
         PyEval_RestoreThread(core_tstate);
@@ -100,7 +110,7 @@ static void commit_leave(void *user)
 {
     sw_py_core_move *cm = user;
     PyGILState_STATE gil = cm->gil;
-    int engine_thread = cm->engine_thread;
+    int engine_thread = cm->engine_thread, gil_was_held = cm->gil_was_held;
     sw_move_handle *move = cm->move;
     cm->release(cm);
     sw_move_unref(move); /* the commit still holds its own */
@@ -112,7 +122,8 @@ static void commit_leave(void *user)
         PyEval_SaveThread(); /* the thread state stays this thread's */
         return;
     }
-    PyGILState_Release(gil);
+    if (!gil_was_held)
+        PyGILState_Release(gil);
 }
 
 int sw_py_core_move_committing(void)
@@ -150,7 +161,10 @@ int sw_py_core_move_start(sw_py_core_move *cm, PyObject *source, int64_t offset,
         st = sw_move_span_async(src, offset, layout, dst, &o, &m, &err);
         Py_END_ALLOW_THREADS
     } else {
+        int was = gil_held_here; /* a commit hook may start a move here */
+        gil_held_here = 1;
         st = sw_move_span_async(src, offset, layout, dst, &o, &m, &err);
+        gil_held_here = was;
     }
     /* The commit reaches the binding through `cm`: the handle is not kept. */
     sw_move_unref(m);
