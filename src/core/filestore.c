@@ -291,8 +291,13 @@ static void fork_parent(void)
     pthread_mutex_unlock(&session_lock);
 }
 
+/* This process's id, read once and again in each forked child: getpid()
+ * is a system call, and every file created or released asks for it. */
+static _Atomic long pid_now;
+
 static void fork_child(void)
 {
+    atomic_store(&pid_now, (long)getpid());
     pthread_mutex_unlock(&session_lock);
 }
 
@@ -303,6 +308,19 @@ static void install_fork_handlers(void)
     pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
+/* The handlers are in place before the id is first kept, so a child
+ * forked after that never reads its parent's. */
+static long this_pid(void)
+{
+    pthread_once(&fork_once, install_fork_handlers);
+    long pid = atomic_load_explicit(&pid_now, memory_order_relaxed);
+    if (pid == 0) {
+        pid = (long)getpid();
+        atomic_store(&pid_now, pid);
+    }
+    return pid;
+}
+
 sw_status sw_filestore_session_dir(const char **dir, sw_error *err)
 {
     sw_status st = SW_OK;
@@ -310,7 +328,7 @@ sw_status sw_filestore_session_dir(const char **dir, sw_error *err)
     pthread_mutex_lock(&session_lock);
     /* A forked child makes a directory of its own: its parent removes its
      * own at exit, and the child's files must outlive that. */
-    if (session_pid != (long)getpid()) {
+    if (session_pid != this_pid()) {
         const char *base = getenv("TMPDIR");
         if (!base || !*base)
             base = "/tmp";
@@ -386,7 +404,7 @@ sw_status sw_filestore_session_dir(const char **dir, sw_error *err)
             atexit(remove_session_at_exit);
             registered = 1;
         }
-        session_pid = (long)getpid();
+        session_pid = this_pid();
     }
 out:
     if (st != SW_OK)
@@ -857,7 +875,7 @@ int sw_filestore_reclaim_pending(void)
 void sw_filestore_remove_sized(int fd, char *path, long creator_pid, int64_t bytes)
 {
     if (path) {
-        long pid = (long)getpid();
+        long pid = this_pid();
         if (creator_pid == pid)
             remove_name(path, pid);
         sw_free(path);
