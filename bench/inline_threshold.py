@@ -26,7 +26,6 @@ Run it on a quiet machine: under load both sides are noise.
 
 import argparse
 import statistics
-import time
 
 from _release_only import require_release_build
 
@@ -35,18 +34,11 @@ require_release_build()
 import numpy as np  # noqa: E402
 
 import strideweave as sw  # noqa: E402
-from strideweave import CPU, FileBacked, Layout, Shape, Stride, Tensor  # noqa: E402
+from strideweave import CPU, FileBacked  # noqa: E402
+from sweep import cpu_tensor, timed_moves  # noqa: E402
 
 THRESHOLD = 64 << 10
 CASES = ("cpu->cpu", "cpu->file", "file->cpu")
-
-
-def cpu_tensor(n, ref):
-    t = Tensor(CPU(n, empty=True), 0, Layout(Shape(n), Stride(1)))
-    a = np.from_dlpack(t)
-    a[:] = ref
-    del a  # a move releases the carrier: no view may outlive it
-    return t
 
 
 def one_round(case, nbytes, k, inflight):
@@ -60,12 +52,7 @@ def one_round(case, nbytes, k, inflight):
         else:
             srcs = [cpu_tensor(n, ref) for _ in range(k)]
         dsts = [FileBacked() if case == "cpu->file" else CPU(n, empty=True) for _ in range(k)]
-        t0 = time.perf_counter()
-        if inflight:
-            out = [h.wait() for h in [sw.move_async(s, d) for s, d in zip(srcs, dsts)]]
-        else:
-            out = [sw.move(s, d) for s, d in zip(srcs, dsts)]
-        t = time.perf_counter() - t0
+        t, out = timed_moves(srcs, dsts, inflight)
     assert out[-1].carrier[n - 1] == float(ref[-1])
     for o in out:
         o.carrier.release()

@@ -109,6 +109,17 @@ def warm(nbytes):
         del a
 
 
+def timed_moves(srcs, dsts, inflight):
+    """(seconds, results) of moving srcs[i] into dsts[i]: move() one after
+    another, or all move_async in flight, then all waited."""
+    t0 = time.perf_counter()
+    if inflight:
+        out = [h.wait() for h in [sw.move_async(s, d) for s, d in zip(srcs, dsts)]]
+    else:
+        out = [sw.move(s, d) for s, d in zip(srcs, dsts)]
+    return time.perf_counter() - t0, out
+
+
 def median_time(fn, rounds):
     times = []
     for r in range(rounds + 1):
@@ -140,12 +151,7 @@ class CpuToCpu(Case):
         dsts = [CPU(self.n, empty=True) for _ in range(k)]
         with sw.no_grad():
             warm(k * self.nbytes)
-            t0 = time.perf_counter()
-            if inflight:
-                out = [h.wait() for h in [sw.move_async(s, d) for s, d in zip(srcs, dsts)]]
-            else:
-                out = [sw.move(s, d) for s, d in zip(srcs, dsts)]
-            t = time.perf_counter() - t0
+            t, out = timed_moves(srcs, dsts, inflight)
         assert out[-1].carrier[self.n - 1] == float(self.ref[-1])
         return t
 
@@ -169,12 +175,7 @@ class CpuToFile(Case):
         dsts = [FileBacked() for _ in range(k)]
         with sw.no_grad():
             warm(k * self.nbytes)
-            t0 = time.perf_counter()
-            if inflight:
-                out = [h.wait() for h in [sw.move_async(s, d) for s, d in zip(srcs, dsts)]]
-            else:
-                out = [sw.move(s, d) for s, d in zip(srcs, dsts)]
-            t = time.perf_counter() - t0
+            t, out = timed_moves(srcs, dsts, inflight)
         assert out[-1].carrier[self.n - 1] == float(self.ref[-1])
         for o in out:
             o.carrier.release()
@@ -204,12 +205,7 @@ class FileToCpu(Case):
             srcs = [sw.move(cpu_tensor(self.n, self.ref), FileBacked()) for _ in range(k)]
             dsts = [CPU(self.n, empty=True) for _ in range(k)]
             warm(k * self.nbytes)
-            t0 = time.perf_counter()
-            if inflight:
-                out = [h.wait() for h in [sw.move_async(s, d) for s, d in zip(srcs, dsts)]]
-            else:
-                out = [sw.move(s, d) for s, d in zip(srcs, dsts)]
-            t = time.perf_counter() - t0
+            t, out = timed_moves(srcs, dsts, inflight)
         assert out[-1].carrier[self.n - 1] == float(self.ref[-1])
         return t
 
