@@ -105,4 +105,46 @@ SW_API sw_status sw_layout_view_broadcast(const sw_layout *const *planes, int32_
                                           const int64_t *extents, sw_layout **out,
                                           sw_view_fault *fault, sw_error *err);
 
+/* ---- which source element each view element reads ------------------------ */
+
+/* A view named by its kind and arguments, as the four functions above take
+ * them: the form a caller keeps to map a view back onto its source later
+ * (an autograd node does). The pointers are borrowed. */
+typedef enum sw_view_kind {
+    SW_VIEW_KIND_SLICE = 0, /* key[0..n) */
+    SW_VIEW_KIND_PERMUTE,   /* order[0..n) */
+    SW_VIEW_KIND_RESHAPE,   /* target shape: profile[0..n), extents */
+    SW_VIEW_KIND_BROADCAST  /* target shape: profile[0..n), extents */
+} sw_view_kind;
+
+typedef struct sw_view_spec {
+    sw_view_kind kind;
+    int32_t n;
+    const sw_slice_entry *key;
+    const int64_t *order;
+    const uint8_t *profile;
+    const int64_t *extents;
+} sw_view_spec;
+
+/* The view `spec` of a tensor with the shape of `source`, as a map: on
+ * SW_OK, ordinals[k] is the ordinal (first-mode-fastest) of the source
+ * element that view element k reads, for every k in [0, *count). Only the
+ * source's shape counts, not its strides: the map is taken over the
+ * canonical layout of that shape, so a broadcast view repeats ordinals, and
+ * a source that itself repeats slots (stride 0) still gets one ordinal per
+ * position. Refusals are the view's own (same status, `err`, `fault`), so
+ * a reshape refuses only a size mismatch here; SW_ETYPE for a NULL source,
+ * spec or count, or an unknown kind. `*count` is set to the view's size
+ * whenever the view itself is valid; when it exceeds `capacity` nothing is
+ * written to `ordinals` and the call returns SW_ERANGE, so a caller may ask
+ * for the size first with capacity 0 (ordinals may then be NULL).
+ *
+ * Ownership: all inputs are borrowed; `ordinals` is caller-owned storage
+ * of `capacity` entries. Threads: a pure function of its arguments,
+ * thread-safe as the views above are. */
+SW_API sw_status sw_layout_view_source_ordinals(const sw_layout *source,
+                                                const sw_view_spec *spec, int64_t *ordinals,
+                                                int64_t capacity, int64_t *count,
+                                                sw_view_fault *fault, sw_error *err);
+
 #endif
