@@ -6,10 +6,9 @@
  * passes the full T-4..T-7 validation. Nothing is read, written, allocated
  * in a carrier or versioned. With grad mode on and a Float32 source, each
  * view records a node (V-9); broadcast_to's node is its dispatched
- * operation (F-4), the others are recorded by sw_py_view_record. */
+ * operation (F-4), the others are recorded by view_record. */
 #include "sw_python.h"
 #include "sw_messages.h"
-#include "sw_layout_walk.h"
 #include "strideweave/layout_view.h"
 
 #include <string.h>
@@ -37,11 +36,15 @@ static int32_t view_planes(SwTensorObject *t, const sw_layout *planes[2])
     return 2;
 }
 
+static int view_record(const char *kind, PyObject *source, PyObject *result, PyObject *param,
+                       const sw_view_spec *spec);
+
 /* Build the view result: L_0 := out[0], S_0 := out[1] (when the source has
- * one), subtensor 0's offset := offset0; all else kept. Takes ownership of
- * the core layouts. */
+ * one), subtensor 0's offset := offset0; all else kept, and the node
+ * recorded with the view's argument as the user gave it (`param`) and in
+ * the core's form (`spec`). Takes ownership of the core layouts. */
 static PyObject *finish_view(const char *kind, SwTensorObject *t, sw_layout *out[2],
-                             int64_t offset0, PyObject *param)
+                             int64_t offset0, PyObject *param, const sw_view_spec *spec)
 {
     PyObject *carriers[2], *layouts[2] = {NULL, NULL}, *adjacent[1] = {NULL};
     int64_t offsets[2];
@@ -74,7 +77,7 @@ static PyObject *finish_view(const char *kind, SwTensorObject *t, sw_layout *out
     if (t->nsub > 1)
         adjacent[0] = s0;
     result = sw_py_tensor_from_parts(t->dtype, t->nsub, carriers, offsets, layouts, adjacent);
-    if (result && param && sw_py_view_record(kind, (PyObject *)t, result, param) < 0)
+    if (result && param && view_record(kind, (PyObject *)t, result, param, spec) < 0)
         Py_CLEAR(result);
 done:
     Py_XDECREF(l0);
@@ -314,7 +317,8 @@ PyObject *sw_py_tensor_slice(PyObject *obj, PyObject *key)
         goto done;
     }
     /* a multi-plane view keeps its offsets: every selection starts at 0 */
-    result = finish_view("slice", t, out, t->subs[0].offset + growth, tuple);
+    sw_view_spec spec = {.kind = SW_VIEW_KIND_SLICE, .n = rank, .key = entries};
+    result = finish_view("slice", t, out, t->subs[0].offset + growth, tuple, &spec);
 done:
     if (entries != small)
         PyMem_Free(entries);
@@ -455,7 +459,8 @@ static PyObject *view_permute(PyObject *mod, PyObject *const *args, Py_ssize_t n
         sw_layout_free(out[1]);
         goto done;
     }
-    result = finish_view("permute", t, out, t->subs[0].offset, param);
+    sw_view_spec spec = {.kind = SW_VIEW_KIND_PERMUTE, .n = (int32_t)n, .order = order};
+    result = finish_view("permute", t, out, t->subs[0].offset, param, &spec);
     Py_DECREF(param);
 done:
     PyMem_Free(order);
@@ -504,7 +509,7 @@ static PyObject *view_reshape(PyObject *mod, PyObject *const *args, Py_ssize_t n
     const sw_layout *T = SwLayout_CORE(shape);
     if (sw_layout_view_reshape(planes, np, T->nprofile, T->profile, T->extents, out, &f,
                                &err) == SW_OK)
-        return finish_view("reshape", t, out, t->subs[0].offset, shape);
+        return finish_view("reshape", t, out, t->subs[0].offset, shape, NULL);
     if (f.reason == SW_VIEW_SPACING && f.plane == 0)
         PyErr_Format(PyExc_ValueError,
                      "reshape needs the tensor's elements evenly spaced in first-mode-fastest "
@@ -540,7 +545,7 @@ static PyObject *broadcast_view(PyObject *const *args, Py_ssize_t nargs, PyObjec
     if (sw_layout_view_broadcast(planes, np, T->nprofile, T->profile, T->extents, out, NULL,
                                  &err) != SW_OK)
         return sw_py_raise(&err), NULL;
-    return finish_view("broadcast_to", t, out, t->subs[0].offset, NULL);
+    return finish_view("broadcast_to", t, out, t->subs[0].offset, NULL, NULL);
 }
 
 /* F-0 / F-4: check the arguments, then run the carrier's dispatched
@@ -570,14 +575,18 @@ static PyObject *view_broadcast_to(PyObject *mod, PyObject *const *args, Py_ssiz
 /* ---- view nodes (V-9, F-4) ------------------------------------------------ */
 
 /* One Operation type per view kind; all share this struct. `param` is the
- * view's argument (slice key tuple, order tuple, Shape) and `view_layout`
- * the result's layout. Backward re-applies the view to a probe Tensor whose
- * canonical layout maps each source ordinal to the slot of that number, so
- * the probe view tells, per view coordinate, which source ordinal it reads. */
+ * view's argument as the user gave it (slice key tuple, order tuple, Shape)
+ * and `view_layout` the result's layout. A slice or permute also keeps its
+ * argument as the core read it (`args`: n slice entries or n order
+ * entries), so backward asks the core which source element each view
+ * element reads without running the user's __index__ again; a reshape or
+ * broadcast reads its target from the Shape. */
 typedef struct {
     SwOperationObject base;
     PyObject *param;
     PyObject *view_layout;
+    void *args;
+    int32_t nargs;
 } SwViewOperationObject;
 
 enum { VIEW_SLICE, VIEW_PERMUTE, VIEW_RESHAPE, VIEW_BROADCAST, VIEW_KINDS };
@@ -616,6 +625,7 @@ static void view_op_dealloc(PyObject *self)
     if (((SwOperationObject *)self)->weakreflist)
         PyObject_ClearWeakRefs(self);
     view_op_clear(self);
+    PyMem_Free(((SwViewOperationObject *)self)->args);
     Py_TYPE(self)->tp_free(self);
 }
 
@@ -626,7 +636,31 @@ static PyObject *new_view_op(int kind)
     return op;
 }
 
-int sw_py_view_record(const char *kind, PyObject *source, PyObject *result, PyObject *param)
+/* The core-form argument of a slice or permute, copied for the node. */
+static int keep_view_args(SwViewOperationObject *v, const sw_view_spec *spec)
+{
+    if (!spec || (spec->kind != SW_VIEW_KIND_SLICE && spec->kind != SW_VIEW_KIND_PERMUTE))
+        return 0;
+    size_t entry = spec->kind == SW_VIEW_KIND_SLICE ? sizeof(sw_slice_entry) : sizeof(int64_t);
+    const void *from = spec->kind == SW_VIEW_KIND_SLICE ? (const void *)spec->key
+                                                        : (const void *)spec->order;
+    v->args = PyMem_Malloc(entry * ((size_t)spec->n + 1));
+    if (!v->args) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (spec->n > 0)
+        memcpy(v->args, from, entry * (size_t)spec->n);
+    v->nargs = spec->n;
+    return 0;
+}
+
+/* V-9: called once after each view is built with its kind, source, result
+ * and argument (both forms); records the view's node when grad mode is on
+ * and the source is differentiable. 0, or -1 with an exception set (the
+ * view then fails). */
+static int view_record(const char *kind, PyObject *source, PyObject *result, PyObject *param,
+                       const sw_view_spec *spec)
 {
     if (!sw_py_grad_enabled() || ((SwTensorObject *)source)->dtype != sw_py_dtype(SW_DT_FLOAT32))
         return 0;
@@ -643,7 +677,9 @@ int sw_py_view_record(const char *kind, PyObject *source, PyObject *result, PyOb
     SwViewOperationObject *v = (SwViewOperationObject *)op;
     v->param = Py_NewRef(param);
     v->view_layout = Py_NewRef(((SwTensorObject *)result)->subs[0].layout);
-    int rc = sw_py_operation_store(op, &source, 1);
+    int rc = keep_view_args(v, spec);
+    if (rc == 0)
+        rc = sw_py_operation_store(op, &source, 1);
     if (rc == 0)
         rc = sw_py_operation_attach(op, result);
     Py_DECREF(op);
@@ -655,79 +691,43 @@ PyObject *sw_py_view_broadcast_operation(void)
     return new_view_op(VIEW_BROADCAST);
 }
 
-/* The probe view of this node's kind over `probe`. New reference. */
-static PyObject *probe_view(int kind, PyObject *probe, PyObject *param)
+/* The node's view in the core's form; reshape and broadcast name the
+ * Shape's profile and extents, which the node keeps alive in `param`. */
+static sw_view_spec node_view_spec(SwViewOperationObject *v, int kind)
 {
-    PyObject *argv[2] = {probe, param};
-    switch (kind) {
-    case VIEW_SLICE:
-        return sw_py_tensor_slice(probe, param);
-    case VIEW_RESHAPE:
-        return view_reshape(NULL, argv, 2, NULL);
-    case VIEW_BROADCAST:
-        return broadcast_view(argv, 2, NULL);
-    default: {
-        Py_ssize_t n = PyTuple_GET_SIZE(param);
-        PyObject **pargs = PyMem_Malloc(sizeof(PyObject *) * ((size_t)n + 1));
-        if (!pargs)
-            return PyErr_NoMemory();
-        pargs[0] = probe;
-        for (Py_ssize_t j = 0; j < n; j++)
-            pargs[j + 1] = PyTuple_GET_ITEM(param, j);
-        PyObject *r = view_permute(NULL, pargs, n + 1, NULL);
-        PyMem_Free(pargs);
-        return r;
+    static const sw_view_kind kinds[VIEW_KINDS] = {SW_VIEW_KIND_SLICE, SW_VIEW_KIND_PERMUTE,
+                                                   SW_VIEW_KIND_RESHAPE,
+                                                   SW_VIEW_KIND_BROADCAST};
+    sw_view_spec spec = {.kind = kinds[kind], .n = v->nargs};
+    if (kind == VIEW_SLICE) {
+        spec.key = v->args;
+    } else if (kind == VIEW_PERMUTE) {
+        spec.order = v->args;
+    } else {
+        const sw_layout *T = SwLayout_CORE(v->param);
+        spec.n = T->nprofile;
+        spec.profile = T->profile;
+        spec.extents = T->extents;
     }
-    }
+    return spec;
 }
 
-/* Per view coordinate, the source ordinal it reads (nview entries). */
-static int64_t *view_source_map(int kind, PyObject *source, PyObject *param, int64_t *nview)
+/* Per view element, the source ordinal it reads (nview entries), from the
+ * core's map of the view over the source's shape. PyMem-owned. */
+static int64_t *view_source_map(SwViewOperationObject *v, int kind, PyObject *source,
+                                int64_t *nview)
 {
     sw_error err;
     const sw_layout *L = SwLayout_CORE(((SwTensorObject *)source)->subs[0].layout);
-    int64_t *map = NULL;
-    PyObject *layout = NULL, *carrier = NULL, *probe = NULL, *pv = NULL;
-    sw_layout *c = sw_layout_canonical(L->nprofile, L->profile, L->extents, &err);
-    if (!c)
-        return sw_py_raise(&err), NULL;
-    layout = sw_py_layout_wrap(c);
-    if (!layout)
-        return NULL;
-    carrier = sw_py_cpu_new(SW_DT_INT32, L->size, 0, 0); /* never read */
-    if (!carrier)
-        goto done;
-    probe = sw_py_tensor_new1(carrier, 0, layout);
-    if (!probe)
-        goto done;
-    int was = sw_py_grad_enabled();
-    sw_py_set_grad_enabled(0);
-    pv = probe_view(kind, probe, param);
-    sw_py_set_grad_enabled(was);
-    if (!pv)
-        goto done;
-    const sw_layout *V = SwLayout_CORE(((SwTensorObject *)pv)->subs[0].layout);
-    int64_t off = ((SwTensorObject *)pv)->subs[0].offset;
-    map = PyMem_Malloc(sizeof(int64_t) * ((size_t)V->size + 1));
-    if (!map) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    sw_walk w;
-    if (sw_walk_init(&w, V, off) < 0) {
+    sw_view_spec spec = node_view_spec(v, kind);
+    int64_t n = SwLayout_CORE(v->view_layout)->size;
+    int64_t *map = PyMem_Malloc(sizeof(int64_t) * ((size_t)n + 1));
+    if (!map)
+        return (int64_t *)PyErr_NoMemory();
+    if (sw_layout_view_source_ordinals(L, &spec, map, n, nview, NULL, &err) != SW_OK) {
         PyMem_Free(map);
-        map = NULL;
-        goto done;
+        return sw_py_raise(&err), NULL;
     }
-    for (int64_t k = 0; k < V->size; k++, sw_walk_next(&w))
-        map[k] = w.idx;
-    sw_walk_done(&w);
-    *nview = V->size;
-done:
-    Py_XDECREF(layout);
-    Py_XDECREF(carrier);
-    Py_XDECREF(probe);
-    Py_XDECREF(pv);
     return map;
 }
 
@@ -778,7 +778,7 @@ static PyObject *view_op_backward(PyObject *self, PyObject *g)
     SwOperationObject *o = &v->base;
     int kind = view_kind(self);
     if (kind < 0 || !o->saved || PyTuple_GET_SIZE(o->saved) != 1 || !v->param ||
-        !v->view_layout) {
+        !v->view_layout || (kind <= VIEW_PERMUTE && !v->args)) {
         PyErr_Format(PyExc_RuntimeError,
                      "%s.backward: this view recorded no source, or a backward pass "
                      "released it (pass retain_graph=True to keep it)",
@@ -788,10 +788,10 @@ static PyObject *view_op_backward(PyObject *self, PyObject *g)
     if (check_view_cotangent(self, g) < 0)
         return NULL;
     PyObject *source = Py_NewRef(PyTuple_GET_ITEM(o->saved, 0));
-    PyObject *param = Py_NewRef(v->param), *grad = NULL, *result = NULL;
+    PyObject *grad = NULL, *result = NULL;
     int64_t nview = 0, nsrc = SwLayout_CORE(((SwTensorObject *)source)->subs[0].layout)->size;
     float *gv = NULL, *acc = NULL;
-    int64_t *map = view_source_map(kind, source, param, &nview);
+    int64_t *map = view_source_map(v, kind, source, &nview);
     if (!map)
         goto done;
     gv = PyMem_Malloc(sizeof(float) * ((size_t)nview + 1));
@@ -813,7 +813,6 @@ done:
     PyMem_Free(acc);
     Py_XDECREF(grad);
     Py_DECREF(source);
-    Py_DECREF(param);
     return result;
 }
 

@@ -336,12 +336,6 @@ int sw_py_parse_required(const char *fn, const char *const *names, Py_ssize_t n,
                          PyObject **out);
 /* V-5 slice view for Tensor.__getitem__ (py_view.c). */
 PyObject *sw_py_tensor_slice(PyObject *tensor, PyObject *key);
-/* V-9 (py_view.c): called once after each view is built with its kind
- * ("slice", "permute", "reshape", "broadcast_to"), source, result and the
- * view's argument (slice key tuple, order tuple, Shape); records the view's
- * node when grad mode is on and the source is differentiable.
- * 0, or -1 with an exception set (the view then fails). */
-int sw_py_view_record(const char *kind, PyObject *source, PyObject *result, PyObject *param);
 
 /* ---- grad mode and Operation (py_grad_mode.c, py_operation.c) ---------- */
 
