@@ -49,6 +49,34 @@ def shape_of(t):
     return [mode.size for mode in t.layout.shape]
 
 
+def draw_step(data, dims):
+    """One view of a tensor of shape `dims`: (kind, argument)."""
+    kind = data.draw(st.sampled_from(["slice", "permute", "reshape", "broadcast"]))
+    if kind == "slice":
+        return kind, draw_key(data, dims)
+    if kind == "permute":
+        return kind, data.draw(st.permutations(range(len(dims))))
+    if kind == "reshape":
+        n = int(np.prod(dims))
+        return kind, data.draw(st.sampled_from([[n], [1, n], [n, 1]]))
+    return kind, [e if e != 1 else data.draw(st.integers(1, 3)) for e in dims]
+
+
+def view_both(v, vt, kind, arg):
+    """The view on both sides, or None when strideweave's rules refuse it
+    (a reshape of elements not evenly spaced) or it is an element read."""
+    if kind == "slice":
+        return None if all(isinstance(k, int) for k in arg) else (v[arg], vt[arg])
+    if kind == "permute":
+        return sw.permute(v, *arg), vt.permute(*arg)
+    if kind == "broadcast":
+        return sw.broadcast_to(v, Shape(arg)), vt.expand(*arg)
+    try:
+        return sw.reshape(v, Shape(arg)), torch_reshape_f(vt, arg)
+    except ValueError:
+        return None
+
+
 @settings(max_examples=200, deadline=None)
 @given(shape=st.lists(st.integers(1, 4), min_size=1, max_size=3), row_major=st.booleans(),
        data=st.data())
@@ -59,26 +87,8 @@ def test_v9_view_chain_gradients_match_torch(shape, row_major, data):
     xt = f_order(xs, shape).requires_grad_(True)
     v, vt = x, xt
     for _ in range(data.draw(st.integers(1, 4), label="chain length")):
-        op = data.draw(st.sampled_from(["slice", "permute", "reshape", "broadcast"]))
-        dims = list(vt.shape)
-        if op == "slice":
-            key = draw_key(data, dims)
-            if all(isinstance(k, int) for k in key):
-                continue  # all integers is an element read, not a view
-            v, vt = v[key], vt[key]
-        elif op == "permute":
-            order = data.draw(st.permutations(range(len(dims))))
-            v, vt = sw.permute(v, *order), vt.permute(*order)
-        elif op == "reshape":
-            split = data.draw(st.sampled_from([[vt.numel()], [1, vt.numel()], [vt.numel(), 1]]))
-            try:
-                v = sw.reshape(v, Shape(split))
-            except ValueError:
-                continue  # not evenly spaced: the view rules refuse it
-            vt = torch_reshape_f(vt, split)
-        else:
-            wide = [e if e != 1 else data.draw(st.integers(1, 3)) for e in dims]
-            v, vt = sw.broadcast_to(v, Shape(wide)), vt.expand(*wide)
+        kind, arg = draw_step(data, list(vt.shape))
+        v, vt = view_both(v, vt, kind, arg) or (v, vt)
     assert shape_of(v) == list(vt.shape)
     m = v.size()
     gs = data.draw(st.lists(st.integers(-3, 3), min_size=m, max_size=m), label="g")
