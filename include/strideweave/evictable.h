@@ -59,7 +59,11 @@
  * returns 0 so that its tiers lose their marks too. Later transitions,
  * reads and writes in the child work as usual. A transition running on
  * the forking thread itself (fork() called from one of its hooks) goes
- * on in the child. */
+ * on in the child. fork() waits for other threads to leave every
+ * Evictable's mutex (a read, a write, a release in progress), so the
+ * child finds none held; one whose holder does not leave within about a
+ * second (it waits on a lock another fork handler took) is made fresh in
+ * the child, with its tiers' mutexes. */
 #ifndef STRIDEWEAVE_EVICTABLE_H
 #define STRIDEWEAVE_EVICTABLE_H
 

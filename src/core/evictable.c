@@ -9,7 +9,9 @@
  * thread-bound owner access for that; owner access is taken only around
  * sw_move_async and release, which check it. */
 #include <pthread.h>
+#include <sched.h>
 #include <string.h>
+#include <time.h>
 
 #include "carrier_internal.h"
 #include "checks_internal.h"
@@ -20,7 +22,10 @@
 #include "strideweave/move.h"
 #include "strideweave/tensor.h"
 
-typedef struct ev_impl {
+typedef struct ev_impl ev_impl;
+struct ev_impl {
+    ev_impl *reg_prev, *reg_next;    /* every live Evictable, under reg_lock */
+    int fork_locked;                 /* fork_prepare holds self->lock */
     sw_carrier *self;                /* back pointer, no reference */
     sw_carrier *primary, *secondary; /* one reference each */
     uint64_t primary_token;          /* 0 once relinquished */
@@ -28,7 +33,10 @@ typedef struct ev_impl {
     int64_t nslots;
     int evicted;
     sw_evictable_options options;
-} ev_impl;
+};
+
+static void register_evictable(ev_impl *e);
+static void unregister_evictable(ev_impl *e);
 
 static ev_impl *impl_of(sw_carrier *c)
 {
@@ -124,6 +132,7 @@ static void ev_release(void *impl)
 static void ev_destroy(void *impl)
 {
     ev_impl *e = impl;
+    unregister_evictable(e);
     relinquish(e->primary, &e->primary_token);
     relinquish(e->secondary, &e->secondary_token);
     sw_carrier_unref(e->primary);
@@ -248,6 +257,7 @@ sw_status sw_evictable_new(sw_carrier *primary, sw_carrier *secondary,
     e->self = *out;
     e->primary = sw_carrier_ref(primary);
     e->secondary = sw_carrier_ref(secondary);
+    register_evictable(e);
     return SW_OK;
 }
 
@@ -323,10 +333,12 @@ static sw_status make_fresh(ev_impl *e, sw_carrier *prototype, sw_carrier **out,
 /* Every transition from before it marks the Evictable pending until after
  * it cleared the mark, so that a forked child can end those another
  * thread of the parent was running (the child has none of those threads).
- * fork() takes reg_lock and the mutex of every tracked Evictable (so the
- * child sees whole records: `marked`, `dst` and the tier fields change
- * under that mutex); the child handler then ends each record of another
- * thread inside fork() itself (it calls no hook). */
+ * fork() takes reg_lock and the mutex of every live Evictable: the child
+ * sees whole records (`marked`, `dst` and the tier fields change under
+ * that mutex), and no mutex is left held by a thread the child lacks (a
+ * reader, a release, a transition between its steps). The child handler
+ * then ends each record of another thread inside fork() itself (it calls
+ * no hook). */
 typedef struct ev_track ev_track;
 struct ev_track {
     ev_track *prev, *next;
@@ -335,40 +347,94 @@ struct ev_track {
     int evict;
     int marked;        /* this transition set pending_src (under self->lock) */
     sw_carrier *dst;   /* the move's destination once known (under self->lock) */
-    int fork_locked;   /* prepare took self->lock for this record */
 };
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static ev_track reg_head = {.prev = &reg_head, .next = &reg_head};
+static ev_impl live_head = {.reg_prev = &live_head, .reg_next = &live_head};
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
+static void install_fork_handlers(void);
+
+static void register_evictable(ev_impl *e)
+{
+    pthread_once(&fork_once, install_fork_handlers);
+    pthread_mutex_lock(&reg_lock);
+    e->reg_next = live_head.reg_next;
+    e->reg_prev = &live_head;
+    live_head.reg_next->reg_prev = e;
+    live_head.reg_next = e;
+    pthread_mutex_unlock(&reg_lock);
+}
+
+static void unregister_evictable(ev_impl *e)
+{
+    if (!e->reg_next)
+        return; /* never registered: its construction failed */
+    pthread_mutex_lock(&reg_lock);
+    e->reg_prev->reg_next = e->reg_next;
+    e->reg_next->reg_prev = e->reg_prev;
+    pthread_mutex_unlock(&reg_lock);
+    e->reg_next = e->reg_prev = NULL;
+}
+
+/* Try each live Evictable's mutex, never waiting on one: the locks are
+ * taken in list order while other threads take them in nesting order (an
+ * Evictable before its tiers, which may be Evictables), and a thread that
+ * holds one may be waiting for reg_lock (its last reference going). */
+static int try_lock_live(int all_or_none)
+{
+    for (ev_impl *e = live_head.reg_next; e != &live_head; e = e->reg_next) {
+        e->fork_locked = pthread_mutex_trylock(&e->self->lock) == 0;
+        if (e->fork_locked || !all_or_none)
+            continue;
+        for (ev_impl *u = live_head.reg_next; u != e; u = u->reg_next) {
+            pthread_mutex_unlock(&u->self->lock);
+            u->fork_locked = 0;
+        }
+        return 0;
+    }
+    return 1;
+}
+
+/* Retried with reg_lock let go in between so that the holders can finish.
+ * A mutex still held after about a second (its holder waits on something
+ * another fork handler took first, or on the forking thread) is left: the
+ * child makes it and its tiers' mutexes fresh, which is all the child can
+ * do for a thread it lacks. */
 static void fork_prepare(void)
 {
-    pthread_mutex_lock(&reg_lock);
-    for (ev_track *t = reg_head.next; t != &reg_head; t = t->next) {
-        t->fork_locked = 0;
-        int held = 0;
-        for (ev_track *u = reg_head.next; u != t; u = u->next)
-            held |= u->self == t->self;
-        if (!held) { /* nested transitions of one Evictable: lock it once */
-            pthread_mutex_lock(&t->self->lock);
-            t->fork_locked = 1;
-        }
+    for (int round = 0;; round++) {
+        pthread_mutex_lock(&reg_lock);
+        if (try_lock_live(round < 2000))
+            return;
+        pthread_mutex_unlock(&reg_lock);
+        if (round < 100)
+            sched_yield();
+        else
+            nanosleep(&(struct timespec){.tv_nsec = 500000}, NULL);
     }
 }
 
-static void unlock_tracked(void)
+/* The parent unlocks what prepare took; the child (whose only thread is
+ * the one that forked) too, and makes any other mutex fresh. */
+static void unlock_live(int child)
 {
-    for (ev_track *t = reg_head.next; t != &reg_head; t = t->next)
-        if (t->fork_locked) {
-            t->fork_locked = 0;
-            pthread_mutex_unlock(&t->self->lock);
+    for (ev_impl *e = live_head.reg_next; e != &live_head; e = e->reg_next) {
+        if (e->fork_locked)
+            pthread_mutex_unlock(&e->self->lock);
+        else if (child) { /* its holder may be inside a tier's mutex too */
+            pthread_mutex_init(&e->self->lock, NULL);
+            pthread_mutex_init(&e->primary->lock, NULL);
+            pthread_mutex_init(&e->secondary->lock, NULL);
         }
+        e->fork_locked = 0;
+    }
 }
 
 static void fork_parent(void)
 {
-    unlock_tracked();
+    unlock_live(0);
     pthread_mutex_unlock(&reg_lock);
 }
 
@@ -421,7 +487,7 @@ static void end_inherited(ev_track *t)
 
 static void fork_child(void)
 {
-    unlock_tracked();
+    unlock_live(1);
     pthread_t me = pthread_self();
     for (ev_track *t = reg_head.next, *next; t != &reg_head; t = next) {
         next = t->next;

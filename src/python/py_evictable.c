@@ -14,8 +14,10 @@
 #include "sw_extension.h"
 #include "sw_move.h"
 #include "sw_profiling.h"
+#include "strideweave/alloc.h"
 #include "strideweave/evictable.h"
 
+#include <pthread.h>
 #include <string.h>
 
 #define EV(o) ((SwEvictableObject *)(o))
@@ -30,6 +32,7 @@ typedef struct SwEvictableObject {
     PyObject *fresh;         /* during a transition: the factory's carrier */
     PyObject *exc;           /* during a transition: what a hook raised */
     int live;                /* tiers whose storage is live: 1 primary, 2 secondary */
+    unsigned long forks;     /* fork_count when the tiers last followed the core */
 } SwEvictableObject;
 
 PyTypeObject SwEvictable_Type;
@@ -37,6 +40,47 @@ PyTypeObject SwEvictable_Type;
 static const char *cname(PyObject *o)
 {
     return _PyType_Name(Py_TYPE(o));
+}
+
+/* ---- after fork (strideweave/evictable.h, "Fork") ------------------------ */
+
+/* Forks this process made (counted in each child). */
+static unsigned long fork_count;
+
+static void count_fork(void)
+{
+    fork_count++;
+}
+
+/* The role's tier as the core has it: a transition another thread ran at
+ * fork may have been finished by the core in the child, installing the
+ * tier the factory hook made (still held as `fresh`). */
+static void follow_tier(SwEvictableObject *e, PyObject **role, int primary)
+{
+    sw_carrier *t = primary ? sw_evictable_primary(CORE(e)) : sw_evictable_secondary(CORE(e));
+    if (t && *role && CARRIER(*role)->core != t && e->fresh && CARRIER(e->fresh)->core == t) {
+        Py_SETREF(*role, e->fresh);
+        e->fresh = NULL;
+    }
+    sw_carrier_unref(t);
+}
+
+/* In a child of fork(), the first use of the Evictable makes the tier
+ * objects and live tiers follow the core's state. In the process that ran
+ * the transition they always agree: the core installs a tier and the
+ * binding swaps its object with the GIL held in between. */
+static void follow_core(SwEvictableObject *e)
+{
+    if (e->forks == fork_count)
+        return;
+    e->forks = fork_count;
+    if (!CORE(e) || !e->live)
+        return;
+    follow_tier(e, &e->primary, 1);
+    follow_tier(e, &e->secondary, 0);
+    int evicted = sw_evictable_is_evicted(CORE(e));
+    if (evicted ? e->live != 2 : e->live == 2)
+        e->live = evicted ? 2 : 1; /* the finished move released the tier it read */
 }
 
 /* ---- carrier ops --------------------------------------------------------- */
@@ -73,6 +117,7 @@ static int64_t primary_token(PyObject *self)
 static PyObject *ev_load(PyObject *self, int64_t index)
 {
     SwEvictableObject *e = EV(self);
+    follow_core(e);
     int64_t token = primary_token(self);
     if (sw_py_carrier_begin_owner(e->primary, token) < 0)
         return NULL;
@@ -84,6 +129,7 @@ static PyObject *ev_load(PyObject *self, int64_t index)
 static int ev_store(PyObject *self, int64_t index, const void *slot)
 {
     SwEvictableObject *e = EV(self);
+    follow_core(e);
     int64_t token = primary_token(self);
     PyObject *v = sw_py_load_slot(ev_dtype(self), slot);
     if (!v || sw_py_carrier_begin_owner(e->primary, token) < 0) {
@@ -106,6 +152,7 @@ static int ev_supports(sw_dtype dtype)
 static int ev_supports_self(PyObject *self, sw_dtype dtype)
 {
     PyObject *d = sw_py_dtype(dtype);
+    follow_core(EV(self));
     int a = sw_py_carrier_supports_dtype(EV(self)->primary, d);
     if (a <= 0)
         return a;
@@ -119,6 +166,7 @@ static int ev_supports_self(PyObject *self, sw_dtype dtype)
 static void ev_drop(PyObject *self)
 {
     SwEvictableObject *e = EV(self);
+    follow_core(e);
     int live = e->live;
     e->live = 0;
     if ((live & 1) && e->primary && sw_py_carrier_drop_storage(e->primary) < 0)
@@ -314,6 +362,13 @@ static sw_status hook_move(sw_carrier *from, sw_carrier *to, int64_t n, void *us
         sw_py_set_grad_enabled(was);
         moved = handle ? sw_py_await_wait(handle) : NULL;
         Py_XDECREF(handle);
+        if (moved && sw_fault_armed("evictable_moved_pause")) {
+            /* tests: stop (the GIL let go) once the move has committed and
+             * before the core installs its result, so a fork lands there */
+            Py_BEGIN_ALLOW_THREADS
+            sw_fault_pause("evictable_moved_pause");
+            Py_END_ALLOW_THREADS
+        }
         Py_DECREF(t);
     }
     if (moved && ((SwTensorObject *)moved)->subs[0].carrier != dst) {
@@ -377,6 +432,7 @@ static PyObject *ev_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     e->secondary = Py_NewRef(s);
     e->dtype = dtype;
     e->live = 3;
+    e->forks = fork_count;
     sw_evictable_options o = {
         .factory = hook_factory,
         .user = e,
@@ -424,6 +480,7 @@ static int refuse_transition(PyObject *self, const char *what)
 static int transition_marked(PyObject *self, int evict)
 {
     SwEvictableObject *e = EV(self);
+    follow_core(e);
     if (refuse_transition(self, evict ? "evict" : "promote") < 0)
         return -1;
     if (sw_evictable_is_evicted(CORE(self)) == evict)
@@ -480,12 +537,14 @@ static PyObject *ev_is_evicted(PyObject *self, PyObject *unused)
 static PyObject *ev_get_primary(PyObject *self, void *closure)
 {
     (void)closure;
+    follow_core(EV(self));
     return Py_NewRef(EV(self)->primary);
 }
 
 static PyObject *ev_get_secondary(PyObject *self, void *closure)
 {
     (void)closure;
+    follow_core(EV(self));
     return Py_NewRef(EV(self)->secondary);
 }
 
@@ -515,6 +574,7 @@ static PyObject *wrap_fresh(PyObject *p, PyObject *s)
 static PyObject *ev_factory(PyObject *self, const char *name, PyObject *first,
                             PyObject *mutable_, PyObject *dtype)
 {
+    follow_core(EV(self));
     PyObject *zero = PyLong_FromLong(0);
     PyObject *p = zero ? call_factory(EV(self)->primary, name, first, mutable_, dtype, NULL) : NULL;
     PyObject *s = p ? call_factory(EV(self)->secondary, "allocate_like", zero, Py_True, dtype, NULL)
@@ -670,6 +730,10 @@ PyTypeObject SwEvictable_Type = {
 
 int sw_py_evictable_init(PyObject *module)
 {
+    if (pthread_atfork(NULL, NULL, count_fork) != 0) {
+        PyErr_SetString(PyExc_RuntimeError, "Evictable: cannot install the fork handler");
+        return -1;
+    }
     if (sw_carrier_register_builtin(&SwEvictable_Type, &sw_evictable_ops, 1) < 0 ||
         PyType_Ready(&SwEvictable_Type) < 0)
         return -1;

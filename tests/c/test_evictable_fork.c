@@ -72,6 +72,19 @@ static sw_status copy_values(sw_carrier *from, sw_carrier *to, int64_t size, sw_
     return st;
 }
 
+static void gate_pass(void)
+{
+    pthread_mutex_lock(&g.mu);
+    if (g.armed) {
+        g.armed = 0;
+        g.entered = 1;
+        pthread_cond_broadcast(&g.cv);
+        while (!g.open)
+            pthread_cond_wait(&g.cv, &g.mu);
+    }
+    pthread_mutex_unlock(&g.mu);
+}
+
 static sw_status gated_move(sw_carrier *from, sw_carrier *to, int64_t size, void *user,
                             sw_error *err)
 {
@@ -82,15 +95,7 @@ static sw_status gated_move(sw_carrier *from, sw_carrier *to, int64_t size, void
         st = copy_values(from, to, size, err);
         copied = 1;
     }
-    pthread_mutex_lock(&g.mu);
-    if (g.armed) {
-        g.armed = 0;
-        g.entered = 1;
-        pthread_cond_broadcast(&g.cv);
-        while (!g.open)
-            pthread_cond_wait(&g.cv, &g.mu);
-    }
-    pthread_mutex_unlock(&g.mu);
+    gate_pass();
     if (!hook_copies)
         return SW_ENOTSUP;
     return copied ? st : copy_values(from, to, size, err);
@@ -297,6 +302,125 @@ static void test_fork_after_promote_move_completed(void)
     fork_mid_transition(0, N, 1, 1, "late promote");
 }
 
+/* ---- a mutex held at fork by a thread in no transition ------------------ */
+
+/* A carrier whose reads stop at the gate when it is armed: a reader of an
+ * Evictable over it holds the Evictable's mutex (and the tier's) there. */
+typedef struct gated_slots {
+    float v[N];
+} gated_slots;
+
+static int64_t gated_size(void *impl)
+{
+    (void)impl;
+    return N;
+}
+
+static sw_status gated_read(void *impl, int64_t slot, int64_t count, void *out, sw_error *err)
+{
+    (void)err;
+    gate_pass();
+    memcpy(out, ((gated_slots *)impl)->v + slot, (size_t)count * sizeof(float));
+    return SW_OK;
+}
+
+static sw_status gated_write(void *impl, int64_t slot, int64_t count, const void *in,
+                             sw_error *err)
+{
+    (void)err;
+    memcpy(((gated_slots *)impl)->v + slot, in, (size_t)count * sizeof(float));
+    return SW_OK;
+}
+
+static void gated_release(void *impl) { (void)impl; }
+static void gated_destroy(void *impl) { free(impl); }
+
+static const sw_carrier_class gated_class = {
+    .name = "Gated",
+    .size = gated_size,
+    .read = gated_read,
+    .write = gated_write,
+    .release = gated_release,
+    .destroy = gated_destroy,
+};
+
+static void *read_through(void *arg)
+{
+    job *j = arg;
+    float v[N];
+    sw_error err;
+    j->st = sw_carrier_read(j->e, 0, N, v, &err);
+    return NULL;
+}
+
+/* Set by the test's own fork handler, which runs before the Evictable's
+ * (registered earlier): the reader goes on while fork() waits for it. */
+static int open_gate_at_fork;
+
+static void test_prepare(void)
+{
+    if (open_gate_at_fork)
+        gate_open();
+}
+
+/* A reader holds the Evictable's mutex at fork(): stopped at the gate for
+ * the whole fork (`leaves` 0), or let go by a fork handler so that it
+ * leaves while fork() waits (`leaves` 1). The child reads, writes and
+ * evicts the Evictable without deadlocking on a mutex of the missing
+ * thread. */
+static void fork_while_reading(int leaves, const char *what)
+{
+    sw_error err;
+    gated_slots *slots = calloc(1, sizeof *slots);
+    CHECK(slots != NULL);
+    for (int i = 0; i < N; i++)
+        slots->v[i] = (float)i + 0.5f;
+    sw_carrier *p = NULL, *s = cpu(N, 0), *e = NULL;
+    CHECK(sw_carrier_new(&gated_class, slots, SW_DT_FLOAT32, 0, &p, &err) == SW_OK);
+    sw_evictable_options o = {.move = gated_move};
+    hook_copies = 1;
+    late_gate = 0;
+    CHECK(sw_evictable_new(p, s, &o, &e, &err) == SW_OK);
+    gate_arm();
+    job j = {.e = e, .st = SW_EINVAL};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, read_through, &j) == 0);
+    gate_wait_entered(); /* the reader holds e's mutex and p's */
+    open_gate_at_fork = leaves;
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(20);
+        EXPECT(sw_evictable_is_evicted(e) == 0, 30);
+        EXPECT(values_intact(e), 31);
+        float v = 0.5f;
+        EXPECT(sw_carrier_write(e, 0, 1, &v, &err) == SW_OK, 32);
+        EXPECT(sw_evictable_evict(e, &err) == SW_OK, 33);
+        EXPECT(sw_evictable_is_evicted(e) == 1 && values_intact(e), 34);
+        _exit(0);
+    }
+    CHECK(pid > 0);
+    open_gate_at_fork = 0;
+    gate_open();
+    CHECK(pthread_join(th, NULL) == 0);
+    reap(pid, what);
+    CHECK(j.st == SW_OK);
+    CHECK(values_intact(e));
+    sw_carrier_release(e, NULL);
+    sw_carrier_unref(e);
+    sw_carrier_unref(p);
+    sw_carrier_unref(s);
+}
+
+static void test_fork_while_a_reader_is_stopped_inside_the_evictable(void)
+{
+    fork_while_reading(0, "stopped reader");
+}
+
+static void test_fork_while_a_reader_leaves_the_evictable(void)
+{
+    fork_while_reading(1, "leaving reader");
+}
+
 int main(void)
 {
     test_fork_mid_evict_core_move();
@@ -307,5 +431,10 @@ int main(void)
     test_fork_after_evict_move_completed();
     test_fork_after_evict_move_into_fresh_tier_completed();
     test_fork_after_promote_move_completed();
+    /* Registered after the Evictable's fork handlers (the tests above made
+     * Evictables), so its prepare runs first. */
+    CHECK(pthread_atfork(test_prepare, NULL, NULL) == 0);
+    test_fork_while_a_reader_is_stopped_inside_the_evictable();
+    test_fork_while_a_reader_leaves_the_evictable();
     return check_report("evictable_fork");
 }
