@@ -162,6 +162,20 @@ static sw_status bound_write(sw_tiled_evictable *te, const te_store *s, int64_t 
     return st;
 }
 
+sw_status sw_te_read_run(sw_tiled_evictable *te, const te_store *s, int64_t at, int64_t count,
+                         void *out, sw_error *err)
+{
+    return bound_read(te, s, at, count, out, err);
+}
+
+unsigned char *sw_te_destination_memory(sw_tiled_evictable *te, sw_carrier *dest)
+{
+    te_store s;
+    describe(dest, &s);
+    unaddress(te, &s);
+    return s.own ? s.own_host : NULL;
+}
+
 sw_status sw_te_write_destination(sw_tiled_evictable *te, sw_carrier *dest, int64_t count,
                                   const void *in, sw_error *err)
 {

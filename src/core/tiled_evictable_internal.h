@@ -74,6 +74,18 @@ static inline int te_store_bound(const te_store *s)
     return s->c && !s->host && s->fd < 0;
 }
 
+/* `count` slots from slot `at` of a bound store the core reaches itself
+ * (`own`) into host memory: a memcpy from its memory, else its class's
+ * read. No lock held. */
+sw_status sw_te_read_run(sw_tiled_evictable *te, const te_store *s, int64_t at, int64_t count,
+                         void *out, sw_error *err);
+
+/* The memory of a binding's destination of a core class holding the
+ * TiledEvictable's dtype in host memory (Generic): the projection gathers
+ * straight into it. NULL for any other destination (written through
+ * sw_te_write_destination). */
+unsigned char *sw_te_destination_memory(sw_tiled_evictable *te, sw_carrier *dest);
+
 /* A projection's values into `dest`, a destination of the binding's (not
  * CPU), its owner access held by the caller, no lock held: the core writes
  * a destination of its own classes itself (te_store's `own`), else the

@@ -281,28 +281,51 @@ static int one_span(const sw_tile_geometry *g, int64_t t, int full, int64_t *fro
     return ok;
 }
 
-/* The binding's batch read (read_many): every selected tile in a bound
- * store whose values are one run there and land as one run in `dest`,
- * read together straight into place; `done[t]` marks them. No lock held,
- * the tiles pinned. */
+/* Tile t read straight into its run of the destination (identity layout):
+ * 1 with where its values start in its store (*from) and in `dst` (*to)
+ * when they are one run in both, 0 when not, -1 out of memory. */
+static int lands_whole(const sw_tile_geometry *g, const sw_tile_selection *sel,
+                       const int64_t *shape, int64_t t, int full, int64_t *from, int64_t *to)
+{
+    if (!lands_as_one_run(g, sel, shape, t, to))
+        return 0;
+    return one_span(g, t, full, from);
+}
+
+static sw_status injected_tile_fault(sw_error *err)
+{
+    return sw_error_set_errno(err, SW_EIO, EIO, "TiledEvictable: injected fault: tile copy "
+                              "failed");
+}
+
+/* The tiles read straight into place, each kind of store its own way:
+ * those in the binding's stores go to its read_many hook together (tile
+ * order, when the destination is the core's CPU carrier `dest`), those in
+ * files of the core's own classes in a bound tier (FileBacked,
+ * BlockDeviceCarrier) are read here, one call each. The binding's batch is
+ * sorted out and answered first, so a refusal (SW_ENOTSUP: nothing read;
+ * those tiles go the usual way) or a failure is the whole batch's before
+ * the core writes any of the destination. Host memory of the core's
+ * classes needs no read: the gather copies from it. `done[t]` marks the
+ * tiles read. No lock held, the tiles pinned. */
 static sw_status read_batch(sw_tiled_evictable *te, const sw_tile_selection *sel,
                             const int64_t *shape, const te_store *notes, const uint8_t *full,
-                            const uint8_t *implicit, sw_carrier *dest, uint8_t *done,
-                            sw_error *err)
+                            const uint8_t *implicit, sw_carrier *dest, unsigned char *dst,
+                            uint8_t *done, sw_error *err)
 {
     const sw_tile_geometry *g = &te->geo;
-    sw_carrier **stores = sw_malloc((size_t)g->ntiles * sizeof *stores);
-    int64_t *at = sw_malloc((size_t)g->ntiles * 3 * sizeof *at);
-    sw_status st = stores && at ? SW_OK
-                                : sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory "
-                                               "projecting");
+    int many = dest && te->hooks.read_many;
+    sw_carrier **stores = many ? sw_malloc((size_t)g->ntiles * sizeof *stores) : NULL;
+    int64_t *at = many ? sw_malloc((size_t)g->ntiles * 3 * sizeof *at) : NULL;
+    sw_status st = !many || (stores && at) ? SW_OK
+                                           : sw_error_set(err, SW_ENOMEM, "TiledEvictable: out "
+                                                          "of memory projecting");
     int64_t n = 0, *count = at ? at + g->ntiles : NULL, *dest_at = at ? at + 2 * g->ntiles : NULL;
-    for (int64_t t = 0; st == SW_OK && t < g->ntiles; t++) {
+    for (int64_t t = 0; many && st == SW_OK && t < g->ntiles; t++) {
         int64_t from, to;
-        if (!selects(g, sel, t) || implicit[t] || !te_store_bound(&notes[t]) ||
-            !lands_as_one_run(g, sel, shape, t, &to))
+        if (!selects(g, sel, t) || implicit[t] || !te_store_bound(&notes[t]) || notes[t].own)
             continue;
-        int ok = one_span(g, t, full[t], &from);
+        int ok = lands_whole(g, sel, shape, t, full[t], &from, &to);
         if (ok < 0)
             st = sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory projecting");
         if (ok <= 0)
@@ -316,11 +339,10 @@ static sw_status read_batch(sw_tiled_evictable *te, const sw_tile_selection *sel
     }
     for (int64_t i = 0; st == SW_OK && i < n; i++)
         if (sw_fault_hit("tile_copy"))
-            st = sw_error_set_errno(err, SW_EIO, EIO, "TiledEvictable: injected fault: tile "
-                                    "copy failed");
+            st = injected_tile_fault(err);
     if (st == SW_OK && n > 0) {
         st = te->hooks.read_many(stores, at, count, dest, dest_at, n, te->hooks.user, err);
-        if (st == SW_ENOTSUP) { /* nothing read: every tile the usual way */
+        if (st == SW_ENOTSUP) { /* nothing read: the binding's tiles the usual way */
             memset(done, 0, (size_t)g->ntiles);
             sw_error_clear(err);
             st = SW_OK;
@@ -328,6 +350,20 @@ static sw_status read_batch(sw_tiled_evictable *te, const sw_tile_selection *sel
     }
     sw_free(stores);
     sw_free(at);
+    for (int64_t t = 0; st == SW_OK && t < g->ntiles; t++) {
+        int64_t from, to;
+        if (!selects(g, sel, t) || implicit[t] || !notes[t].own || notes[t].own_host)
+            continue;
+        int ok = lands_whole(g, sel, shape, t, full[t], &from, &to);
+        if (ok < 0)
+            st = sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory projecting");
+        else if (ok && sw_fault_hit("tile_copy"))
+            st = injected_tile_fault(err);
+        else if (ok)
+            st = sw_te_read_run(te, &notes[t], from, g->tile_size, dst + (size_t)to * te->eb,
+                                err);
+        done[t] = ok > 0;
+    }
     return st;
 }
 
@@ -354,9 +390,9 @@ static sw_status gather(sw_tiled_evictable *te, const sw_layout *L, int64_t offs
     int64_t shape[SW_TILES_MAX_RANK];
     sw_tiles_compact_shape(g, sel, shape);
     uint8_t *batched = NULL;
-    if (st == SW_OK && dest && identity && te->hooked && te->hooks.read_many) {
+    if (st == SW_OK && identity && te->hooked) {
         batched = sw_calloc((size_t)g->ntiles, 1);
-        st = batched ? read_batch(te, sel, shape, notes, full, implicit, dest, batched, err)
+        st = batched ? read_batch(te, sel, shape, notes, full, implicit, dest, dst, batched, err)
                      : sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory projecting");
     }
     for (int64_t t = 0; st == SW_OK && t < g->ntiles; t++) {
@@ -368,8 +404,11 @@ static sw_status gather(sw_tiled_evictable *te, const sw_layout *L, int64_t offs
             if (!zeros && !(zeros = sw_calloc(1, tile_bytes)))
                 st = sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory projecting");
             src[t] = (sw_tile_source){zeros, 0};
-        } else if (notes[t].host) {
-            src[t] = (sw_tile_source){notes[t].host, full[t]};
+        } else if (notes[t].host || (notes[t].own && notes[t].own_host)) {
+            /* host memory, also that of a bound store of the core's own
+             * classes: copied from where it is */
+            src[t] = (sw_tile_source){notes[t].host ? notes[t].host : notes[t].own_host,
+                                      full[t]};
         } else if (identity && !full[t] && notes[t].fd >= 0) {
             st = read_in_place(te, t, sel, shape, notes[t].fd, dst, err);
             src[t] = (sw_tile_source){NULL, 0}; /* in place: the gather skips it */
@@ -410,7 +449,8 @@ struct te_projection {
     int64_t *coords;   /* every axis' coordinates, back to back */
     sw_tile_selection sel;
     int given;         /* the destination is the caller's */
-    int bound;         /* ... and the binding's: gathered into `bounce`, then its write hook */
+    int bound;         /* ... and the binding's: gathered into its memory (Generic) or a bounce
+                          buffer, then its write hook */
     sw_carrier *dest;  /* one reference */
     uint64_t token;    /* the claim on a given destination */
     te_store *notes;
@@ -605,15 +645,20 @@ sw_status sw_te_project_begin(sw_tiled_evictable *te, const sw_layout *layout, i
 void sw_te_project_issue(sw_tiled_evictable *te, te_projection *pj)
 {
     sw_error_clear(&pj->err);
+    /* A binding's destination whose memory the core reaches (Generic) is
+     * gathered into like a CPU one; any other goes through a bounce buffer
+     * and the write hook. */
+    unsigned char *into = pj->bound ? sw_te_destination_memory(te, pj->dest)
+                                    : sw_cpu_pointer(pj->dest);
     unsigned char *bounce = NULL;
-    if (pj->bound && !(bounce = sw_malloc((size_t)pj->n * te->eb + 1))) {
+    if (pj->bound && !into && !(bounce = sw_malloc((size_t)pj->n * te->eb + 1))) {
         pj->status = sw_error_set(&pj->err, SW_ENOMEM, "TiledEvictable: out of memory for the "
                                   "projection");
         return;
     }
     pj->status = gather(te, pj->layout, pj->offset, &pj->sel, pj->notes, pj->flags,
-                        pj->flags + te->geo.ntiles, bounce ? NULL : pj->dest,
-                        bounce ? bounce : sw_cpu_pointer(pj->dest), &pj->err);
+                        pj->flags + te->geo.ntiles, pj->bound ? NULL : pj->dest,
+                        bounce ? bounce : into, &pj->err);
     if (bounce && pj->status == SW_OK) {
         /* The claimed destination's owner on this thread, no core lock held. */
         pj->status = sw_carrier_begin_owner_access(pj->dest, pj->token, &pj->err);

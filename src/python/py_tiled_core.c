@@ -384,6 +384,22 @@ static int write_through_engine(PyObject *obj, int64_t at, int64_t count, sw_dty
     return rc == 0 ? 1 : rc == 1 ? 0 : -1;
 }
 
+/* `count` slots from slot `at` of the store `obj` into `out`: a store whose
+ * pair with CPU drives an engine's own I/O through a scratch carrier, else
+ * slot by slot. 0, or -1 with the exception set. */
+static int read_into(PyObject *obj, int64_t at, int64_t count, sw_dtype dtype, void *out)
+{
+    int done = count > 1 ? read_through_engine(obj, at, count, dtype, out) : 0;
+    size_t eb = sw_dtype_slot_bytes(dtype);
+    for (int64_t i = 0; done == 0 && i < count; i++) {
+        PyObject *v = sw_py_carrier_getitem(obj, at + i);
+        if (!v || sw_py_store_slot(dtype, v, (unsigned char *)out + (size_t)i * eb) < 0)
+            done = -1;
+        Py_XDECREF(v);
+    }
+    return done < 0 ? -1 : 0;
+}
+
 static sw_status hook_read(sw_carrier *store, int64_t at, int64_t count, void *out, void *user,
                            sw_error *err)
 {
@@ -391,32 +407,24 @@ static sw_status hook_read(sw_carrier *store, int64_t at, int64_t count, void *o
         return SW_OK;
     ENTER(c, user);
     PyObject *obj = c ? object_of(c, store) : NULL;
-    sw_status st = obj ? SW_OK : unknown_carrier(err);
-    sw_dtype dtype = c ? SwDType_ID(c->dtype) : SW_DT_FLOAT32;
-    size_t eb = sw_dtype_slot_bytes(dtype);
-    int done = 0;
-    if (st == SW_OK && count > 1) {
-        done = read_through_engine(obj, at, count, dtype, out);
-        if (done < 0)
-            st = hook_failed(c, "read", err);
-    }
-    for (int64_t i = 0; st == SW_OK && !done && i < count; i++) {
-        PyObject *v = sw_py_carrier_getitem(obj, at + i);
-        if (!v || sw_py_store_slot(dtype, v, (unsigned char *)out + (size_t)i * eb) < 0)
-            st = hook_failed(c, "read", err);
-        Py_XDECREF(v);
-    }
+    sw_status st = !obj ? unknown_carrier(err)
+                   : read_into(obj, at, count, SwDType_ID(c->dtype), out) < 0
+                       ? hook_failed(c, "read", err)
+                       : SW_OK;
     LEAVE();
     return st;
 }
 
-/* One projection's reads of tiles kept in stores written in Python whose
- * pair with the destination drives an engine's own I/O (TensorStore: whole
- * chunks): every read started at once, each straight into its run of the
- * destination (a CPU carrier the projection made, known to the hooks while
- * it runs), then all waited for; the first failure is the projection's.
- * SW_ENOTSUP (nothing read) when the destination is not known or a store
- * has no such movement: the core then reads tile by tile. */
+/* One projection's reads of tiles kept in the binding's stores, straight
+ * into their runs of the destination (a CPU carrier the projection made,
+ * known to the hooks while it runs). Every entry is sorted out first, by
+ * kind: stores written in Python whose pair with the destination drives
+ * an engine's own I/O (TensorStore: whole chunks) have all their reads
+ * started at once; the other stores in the batch are then read slot by
+ * slot; then every engine read is waited for. The first failure, in that
+ * order, is the whole batch's. SW_ENOTSUP (nothing read) when the
+ * destination or a store is not known, or no store has such a movement:
+ * the core then reads tile by tile. */
 static sw_status hook_read_many(sw_carrier *const *store, const int64_t *at, const int64_t *count,
                                 sw_carrier *dest, const int64_t *dest_at, int64_t n, void *user,
                                 sw_error *err)
@@ -424,36 +432,40 @@ static sw_status hook_read_many(sw_carrier *const *store, const int64_t *at, con
     ENTER(c, user);
     PyObject *dobj = c ? object_of(c, dest) : NULL;
     sw_status st = dobj && Py_TYPE(dobj) == &SwCPU_Type ? SW_OK : SW_ENOTSUP;
-    for (int64_t i = 0; st == SW_OK && i < n; i++) {
-        PyObject *obj = object_of(c, store[i]);
-        if (!obj || !python_store(obj) || !sw_tiled_engine_pair(obj, dobj))
-            st = SW_ENOTSUP;
-    }
     PyObject **waits = st == SW_OK ? PyMem_Calloc((size_t)n, sizeof *waits) : NULL;
     PyObject **objs = waits ? PyMem_Calloc((size_t)n, sizeof *objs) : NULL;
-    if (st == SW_OK && !objs) {
-        PyMem_Free(waits);
-        waits = NULL;
+    char *engine = objs ? PyMem_Calloc((size_t)n, 1) : NULL;
+    if (st == SW_OK && !engine)
         st = sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory projecting");
-    }
-    PyObject *first = NULL;
-    for (int64_t i = 0; objs && !first && i < n; i++) {
+    int engines = 0;
+    for (int64_t i = 0; st == SW_OK && i < n; i++) {
         objs[i] = object_of(c, store[i]);
+        if (!objs[i])
+            st = SW_ENOTSUP;
+        else if (python_store(objs[i]) && sw_tiled_engine_pair(objs[i], dobj))
+            engines += engine[i] = 1;
+    }
+    if (st == SW_OK && !engines)
+        st = SW_ENOTSUP;
+    sw_dtype dtype = c ? SwDType_ID(c->dtype) : SW_DT_FLOAT32;
+    size_t eb = sw_dtype_slot_bytes(dtype);
+    unsigned char *base = st == SW_OK ? sw_cpu_pointer(dest) : NULL;
+    PyObject *first = NULL;
+    for (int64_t i = 0; st == SW_OK && !first && i < n; i++) {
+        if (!engine[i])
+            continue;
         int rc = sw_tiled_transfer_span_into(objs[i], at[i], dobj, dest_at[i], count[i], 1,
                                              &waits[i]);
-        if (rc < 0) {
+        if (rc == 1) /* no engine movement after all: this one read here */
+            rc = read_into(objs[i], at[i], count[i], dtype, base + (size_t)dest_at[i] * eb);
+        if (rc < 0)
             first = sw_py_take_exception();
-        } else if (rc == 1) { /* no engine movement after all: this one read here */
-            size_t eb = sw_dtype_slot_bytes(SwDType_ID(c->dtype));
-            unsigned char *out = (unsigned char *)sw_cpu_pointer(dest) + (size_t)dest_at[i] * eb;
-            int done = read_through_engine(objs[i], at[i], count[i], SwDType_ID(c->dtype), out);
-            if (done <= 0 && !PyErr_Occurred())
-                PyErr_SetString(PyExc_RuntimeError, "the tile store's engine read was refused");
-            if (done <= 0)
-                first = sw_py_take_exception();
-        }
     }
-    for (int64_t i = 0; objs && i < n; i++) {
+    for (int64_t i = 0; st == SW_OK && !first && i < n; i++)
+        if (!engine[i] && read_into(objs[i], at[i], count[i], dtype,
+                                    base + (size_t)dest_at[i] * eb) < 0)
+            first = sw_py_take_exception();
+    for (int64_t i = 0; st == SW_OK && i < n; i++) {
         if (!waits[i])
             continue;
         if (sw_tiled_route_wait(waits[i]) < 0 && !first)
@@ -465,6 +477,7 @@ static sw_status hook_read_many(sw_carrier *const *store, const int64_t *at, con
     }
     PyMem_Free(waits);
     PyMem_Free(objs);
+    PyMem_Free(engine);
     if (first) {
         sw_py_restore_exception(first);
         st = hook_failed(c, "read", err);
