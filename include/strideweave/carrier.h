@@ -197,6 +197,21 @@ SW_API int sw_file_backed_fd(sw_carrier *c);
 SW_API sw_status sw_file_backed_allocate_for_write(sw_carrier *c, int64_t slots,
                                                    sw_error *err);
 
+/* Where a copy of its own (a binding's elementwise or bulk transfer,
+ * sw_transfer_run) reaches `c`'s slots: 1 with *out set for CPU and Generic
+ * memory (HOST, slot 0), a FileBacked file (FILE, slot 0 at byte 0) and a
+ * BlockDeviceCarrier's extent (FILE: the device's descriptor, out->offset
+ * its first slot); for another class with a storage callback, what that
+ * callback says while the carrier is live. 0 for every other carrier
+ * (STATE_ONLY classes: the binding reaches their slots). out->offset is 0
+ * but for a BlockDeviceCarrier. A released built-in answers 1 with a NULL
+ * host or an fd of -1, which sw_transfer_run refuses. Generic answers here
+ * though its class has no storage callback: that callback is what the
+ * core's own move routes and DLPack export look for, and a Generic carrier
+ * is moved slot by slot and never exported by them (as designed), while its
+ * memory is still host memory for such a copy. Thread-safe. */
+SW_API int sw_carrier_endpoint(sw_carrier *c, sw_endpoint *out);
+
 /* The ops tables of the built-ins, for comparing classes. */
 SW_API extern const sw_carrier_class sw_cpu_class;
 SW_API extern const sw_carrier_class sw_generic_class;

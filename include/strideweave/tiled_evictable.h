@@ -475,7 +475,9 @@ SW_API sw_status sw_tiled_evictable_project_start(sw_tiled_evictable *te,
  *            never overlap. The core calls it once per projection, before
  *            its own gather, for every selected tile kept in a bound store
  *            whose values land as one run of the destination (identity
- *            layout, dense destination); other tiles go through read as
+ *            layout, dense destination), except the stores of the core's
+ *            own classes under core_classes, which the core reads itself
+ *            (after the hook answered); other tiles go through read as
  *            usual. The arrays are the core's and live for the call only;
  *            the stores and `dest` are borrowed (the tiles are pinned and
  *            `dest` is the projection's for the whole call), and no core

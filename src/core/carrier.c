@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "strideweave/alloc.h"
+#include "strideweave/block_device.h"
 
 static uint64_t next_token(void)
 {
@@ -134,6 +135,33 @@ LOCKED_GETTER(int, sw_carrier_has_owner_access, has_access_locked(c))
 
 const sw_carrier_class *sw_carrier_class_of(sw_carrier *c) { return c->ops; }
 int sw_carrier_is_state_only(sw_carrier *c) { return SW_CARRIER_STATE_ONLY(c); }
+
+int sw_carrier_endpoint(sw_carrier *c, sw_endpoint *out)
+{
+    if (!c || !out)
+        return 0;
+    *out = (sw_endpoint){.kind = SW_ENDPOINT_HOST, .host = NULL, .fd = -1, .offset = 0};
+    if (c->ops == &sw_cpu_class || c->ops == &sw_generic_class) {
+        out->host = c->ops == &sw_cpu_class ? sw_cpu_pointer(c) : sw_generic_pointer(c);
+        return 1;
+    }
+    if (c->ops == &sw_file_backed_class) {
+        out->kind = SW_ENDPOINT_FILE;
+        out->fd = sw_file_backed_fd(c);
+        return 1;
+    }
+    if (sw_block_device_carrier_endpoint(c, out))
+        return 1;
+    if (SW_CARRIER_STATE_ONLY(c) || !c->ops->storage)
+        return 0;
+    sw_carrier_storage st;
+    pthread_mutex_lock(&c->lock);
+    int known = !c->released && c->ops->storage(c->impl, &st, NULL) == SW_OK;
+    pthread_mutex_unlock(&c->lock);
+    if (known)
+        *out = (sw_endpoint){.kind = st.kind, .host = st.host, .fd = st.fd, .offset = 0};
+    return known;
+}
 
 sw_status sw_carrier_refuse_state_only(sw_carrier *c, const char *what, sw_error *err)
 {

@@ -7,7 +7,10 @@
  * noted; without the lock, tiles kept in a FileBacked tier are read into
  * host buffers by whole runs (or straight into place), tiles in a
  * binding's store that land as one run go to its read_many hook together,
- * and the gather (tiles.h) copies host runs into the destination; under the lock again the pins drop. The gather
+ * those in files of the core's own classes in a bound tier are read into
+ * place by the core, and the gather (tiles.h) copies host runs (also the
+ * memory of a bound Generic tier) into the destination, or into a
+ * Generic destination's memory; under the lock again the pins drop. The gather
  * reads tiles where they are, so residency never changes. A policy's
  * promotion runs after the gather, its copies issued by the gathering
  * thread (sw_te_project_issue) and awaited (sw_te_project_await) there or,

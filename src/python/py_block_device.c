@@ -638,13 +638,6 @@ sw_blockdev *sw_py_block_device_core(PyObject *carrier)
     return sw_block_device_primitive(device_of(carrier));
 }
 
-int sw_py_block_device_endpoint(PyObject *carrier, sw_endpoint *e)
-{
-    if (Py_TYPE(carrier) != &SwBlockDeviceCarrier_Type)
-        return 0;
-    return sw_block_device_carrier_endpoint(CORE(carrier), e);
-}
-
 /* B-10: with a BlockDeviceCarrier on either side, only the two block
  * operations on their exact pairs may run; then a faulted device refuses
  * (B-6). */

@@ -18,9 +18,6 @@
 
 #include <string.h>
 
-#define HOST(o) ((SwHostCarrierObject *)(o))
-#define FB(o) ((SwFileBackedObject *)(o))
-
 /* Copies at most this big run with the GIL held: releasing it costs more. */
 #define GIL_FREE_BYTES ((size_t)64 << 10)
 
@@ -38,22 +35,15 @@ static const char *class_name(PyObject *cls)
 
 /* ---- the transfer between built-in carriers ------------------------------ */
 
+/* Where the transfer reaches a built-in carrier's slots, as the core
+ * answers it (sw_carrier_endpoint); 0 for a class written in Python (a
+ * subclass of a built-in too: its slot hooks may differ), whose values
+ * copy_by_slots moves. */
 static int endpoint_of(PyObject *carrier, sw_endpoint *e)
 {
-    PyTypeObject *t = Py_TYPE(carrier);
-    e->host = NULL;
-    e->fd = -1;
-    if (t == &SwCPU_Type || t == &SwGeneric_Type) {
-        e->kind = SW_ENDPOINT_HOST;
-        e->host = HOST(carrier)->data;
-        return 1;
-    }
-    if (t == &SwFileBacked_Type) {
-        e->kind = SW_ENDPOINT_FILE;
-        e->fd = FB(carrier)->fd;
-        return 1;
-    }
-    return sw_py_block_device_endpoint(carrier, e);
+    if (Py_TYPE(carrier)->tp_flags & Py_TPFLAGS_HEAPTYPE)
+        return 0;
+    return sw_carrier_endpoint(SW_STATE_C(carrier)->core, e);
 }
 
 /* Which block operation `op_type` is, for the block device's route check. */

@@ -96,9 +96,6 @@ extern PyTypeObject SwCpuToBlockDevice_Type;
 extern PyTypeObject SwBlockDeviceToCpu_Type;
 /* The core device of an exact BlockDeviceCarrier, else NULL. */
 struct sw_blockdev *sw_py_block_device_core(PyObject *carrier);
-/* Fill `e` as a FILE endpoint on the device, `e->offset` the slot of the
- * extent's start: 1 for an exact BlockDeviceCarrier, else 0. */
-int sw_py_block_device_endpoint(PyObject *carrier, sw_endpoint *e);
 /* NotImplementedError unless `op_type` is the block operation of this exact
  * pair (when either carrier is a BlockDeviceCarrier); RuntimeError for a
  * faulted device. `direction` says which operation `op_type` is (the
