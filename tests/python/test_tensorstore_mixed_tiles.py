@@ -14,6 +14,8 @@ import strideweave as sw
 tst = pytest.importorskip("strideweave.tensorstore",
                           reason="the tensorstore package cannot be imported")
 from strideweave.carriers.move import register_move_operation  # noqa: E402
+from test_tensorstore import record_reads  # noqa: E402
+from tiled_helpers import ListCarrier  # noqa: E402
 
 GRID, TILE = 8, 16
 N = GRID * TILE
@@ -21,29 +23,6 @@ N = GRID * TILE
 
 def L(n):
     return sw.Layout(sw.Shape(n), sw.Stride(1))
-
-
-class Slots(sw.Carrier):
-    """Slots in a Python list: a store the engine does not read."""
-
-    def __init__(self, n):
-        super().__init__()
-        self.v = [0.0] * n
-
-    def size(self):
-        return len(self.v)
-
-    def dtype(self):
-        return sw.DType.Float32
-
-    def get_value(self, i):
-        return self.v[i]
-
-    def set_value(self, i, x):
-        self.v[i] = float(x)
-
-    def _is_mutable(self):
-        return True
 
 
 def local_file(size):
@@ -63,7 +42,7 @@ class EvictsToSlots(tst.TensorStoreCarrier):
     """A TensorStore array whose evicted tiles go to a Python store."""
 
     def allocate_like(self, size, *, mutable=True, dtype=None, empty=False):
-        return Slots(size)
+        return ListCarrier([0.0] * size)
 
 
 def engine_moves(cls):
@@ -101,18 +80,6 @@ def mixed(tmp_path, cls):
 def expected(picks):
     return np.concatenate([np.arange(k * TILE, (k + 1) * TILE) + (1000 if k in (1, 4) else 0)
                            for k in picks]).astype(np.float32)
-
-
-def record_reads(monkeypatch):
-    """(destination, output offset, count) of every engine read started."""
-    reads = []
-    original = tst.TensorStoreToCpuMoveOperation._copy_async
-
-    def spy(self, tensor, destination, output, count):
-        reads.append((destination, output.offset, count))
-        return original(self, tensor, destination, output, count)
-    monkeypatch.setattr(tst.TensorStoreToCpuMoveOperation, "_copy_async", spy)
-    return reads
 
 
 @pytest.mark.parametrize("cls", [EvictsToFiles, EvictsToSlots], ids=["files", "python"])

@@ -56,3 +56,30 @@ def slots(te):
         except RuntimeError:
             out.append(None)
     return out
+
+
+class ListCarrier(sw.Carrier):
+    """Float32 slots in a Python list: a tier written in Python, reached
+    only through its slot hooks."""
+
+    def __init__(self, values=()):
+        super().__init__()
+        self.v = [float(x) for x in values]
+
+    def size(self):
+        return len(self.v)
+
+    def dtype(self):
+        return F
+
+    def get_value(self, i):
+        return self.v[i]
+
+    def set_value(self, i, x):
+        self.v[i] = float(x)
+
+    def _is_mutable(self):
+        return True
+
+    def allocate_like(self, size, *, mutable=True, dtype=None, empty=False):
+        return type(self)([0.0] * size)
