@@ -133,9 +133,18 @@ typedef struct sw_carrier_class {
  * may call any sw_carrier_* function on such a carrier while another
  * thread does the same without either waiting on the other's lock.
  * (`release` and `destroy` of a STATE_ONLY class run with the mutex held
- * too: they must not take such a lock.) */
+ * too: they must not take such a lock.)
+ *
+ * SW_CARRIER_CLASS_RELEASE_REMOVES_FILES: the class's `release` may remove
+ * FileBacked files (its own, or those of carriers it holds, as Evictable
+ * and TiledEvictable do). A move that releases a source of such a class
+ * leaves the closing of a large removed file to the background
+ * (sw_filestore_defer_large_closes), so the move's caller does not pay
+ * for freeing its storage; the name is gone all the same. A class without
+ * the flag releases as it would anywhere else. */
 enum {
-    SW_CARRIER_CLASS_STATE_ONLY = 1u << 0
+    SW_CARRIER_CLASS_STATE_ONLY = 1u << 0,
+    SW_CARRIER_CLASS_RELEASE_REMOVES_FILES = 1u << 1
 };
 /* 1 when `c`'s class is STATE_ONLY. */
 SW_API int sw_carrier_is_state_only(sw_carrier *c);

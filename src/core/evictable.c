@@ -147,6 +147,7 @@ const sw_carrier_class sw_evictable_class = {
     .write = ev_write,
     .release = ev_release,
     .destroy = ev_destroy,
+    .flags = SW_CARRIER_CLASS_RELEASE_REMOVES_FILES,
 };
 
 /* ---- construction ----------------------------------------------------------- */

@@ -106,6 +106,7 @@ const sw_carrier_class sw_file_backed_class = {
     .storage = file_storage,
     .release = file_release,
     .destroy = file_destroy,
+    .flags = SW_CARRIER_CLASS_RELEASE_REMOVES_FILES,
 };
 
 sw_status sw_file_backed_new(const char *filename, sw_dtype dtype, int flags,

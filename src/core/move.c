@@ -566,9 +566,9 @@ static void profile(sw_move_handle *m, sw_move_event_kind kind, uint64_t complet
  * commits; the name is gone at once all the same. */
 static void release_moved_source(sw_carrier *s)
 {
-    /* A host carrier's release closes no file: the thread-local flag
-     * would only cost it two calls. */
-    int files = s->ops != &sw_cpu_class && s->ops != &sw_generic_class;
+    /* Only a class that says its release may remove files pays for the
+     * thread-local flag's two calls. */
+    int files = (s->ops->flags & SW_CARRIER_CLASS_RELEASE_REMOVES_FILES) != 0;
     if (files)
         sw_filestore_defer_large_closes(1);
     sw_carrier_release_locked(s);

@@ -67,6 +67,7 @@ const sw_carrier_class sw_tiled_evictable_class = {
     .write = tec_write,
     .release = tec_release,
     .destroy = tec_destroy,
+    .flags = SW_CARRIER_CLASS_RELEASE_REMOVES_FILES,
 };
 
 sw_status sw_tiled_evictable_carrier(sw_tiled_evictable *te, sw_carrier **out, sw_error *err)
