@@ -12,10 +12,6 @@ test decides when a provider completion finishes. Nothing here sleeps."""
 import gc
 import json
 import struct
-import os
-import subprocess
-import sys
-import textwrap
 import threading
 import time
 import weakref
@@ -26,6 +22,7 @@ import strideweave as sw
 from strideweave.carriers import extension as ext
 from extension_for_tests import (D, L, TIMEOUT, BackgroundCompletion, Pair, cpu_tensor,
                                  slot_values, span_copier, state, values_of)
+import child_process
 
 F32 = D.Float32
 
@@ -576,12 +573,7 @@ def test_dropping_a_handle_whose_provider_fails():
 
 
 def run_python(code):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in sys.path if p)
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
-                          capture_output=True, text=True, timeout=150)
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
+    return child_process.run_python(code, timeout=150).stdout
 
 
 @pytest.mark.parametrize("keep_handle", [True, False])

@@ -7,9 +7,6 @@ import pathlib
 import re
 import stat
 import struct
-import subprocess
-import sys
-import textwrap
 import uuid
 
 import pytest
@@ -17,6 +14,7 @@ import pytest
 import strideweave as sw
 from strideweave import _C
 from measure import settled_live_bytes
+import child_process
 
 D = sw.DType
 
@@ -47,13 +45,7 @@ def unique_name():
 
 
 def run_python(code, cwd=None, **env_extra):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in sys.path if p)
-    env.update(env_extra)
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
-                          capture_output=True, text=True, timeout=60, cwd=cwd)
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
+    return child_process.run_python(code, timeout=60, cwd=cwd, **env_extra).stdout
 
 
 @pytest.fixture(autouse=True)

@@ -9,16 +9,15 @@ The background close is held deterministically at a pause point
 (fault-injection builds), so the tests see a released descriptor still open
 and then fork or exit meanwhile. Nothing sleeps."""
 
-import json
 import os
-import subprocess
 import sys
-import textwrap
 
 import pytest
 
 import strideweave as sw
 from strideweave import CPU, FileBacked, Layout, Shape, Stride, Tensor, _C
+import child_process
+from child_process import last_json
 
 needs_faults = pytest.mark.skipif(not _C._fault_injection_enabled(),
                                   reason="needs a fault-injection build")
@@ -101,12 +100,7 @@ RELEASE_WITH_CLOSE_HELD = """
 
 
 def run_python(*parts):
-    code = "".join(textwrap.dedent(p) for p in parts)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(os.path.abspath(p) for p in sys.path if p))
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                          text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return last_json(child_process.run_python(*parts, timeout=120))
 
 
 @needs_faults

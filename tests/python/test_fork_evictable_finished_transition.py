@@ -10,15 +10,13 @@ is stopped right after its move committed, at a pause point of the
 fault-injection build (with the GIL let go); the parent forks once it is
 there and lets it go on afterwards. Nothing sleeps."""
 
-import json
 import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
 
 from strideweave import _C
+import child_process
+from child_process import last_json
 
 pytestmark = [
     pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork()"),
@@ -28,13 +26,7 @@ pytestmark = [
 
 
 def run_python(code, timeout=120, **extra):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in sys.path if p)
-    env.update(extra)
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
-                          capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return last_json(child_process.run_python(code, timeout=timeout, **extra))
 
 
 SCENARIO = """

@@ -10,25 +10,17 @@ held in flight deterministically: the transfer provider's completion is gated
 by an Event only the parent sets, and the parent forks once the provider was
 submitted (an Event set by the submit hook). Nothing sleeps."""
 
-import json
 import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
+import child_process
+from child_process import last_json
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork()")
 
 
 def run_python(*parts, timeout=120):
-    code = "".join(textwrap.dedent(part) for part in parts)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in sys.path if p)
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                          text=True, timeout=timeout)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return last_json(child_process.run_python(*parts, timeout=timeout))
 
 
 # A gated provider pair, a helper thread running the synchronous work, and a

@@ -15,10 +15,6 @@ import asyncio
 import errno
 import gc
 import json
-import os
-import subprocess
-import sys
-import textwrap
 import threading
 import typing
 import weakref
@@ -32,6 +28,7 @@ from strideweave.carriers.move import registered_move_operation
 from measure import settled_live_bytes
 from moves_for_tests import (BIG, D, BlockedCopy, L, PyList, held, make_carrier,
                              slot_values, values_of, warm_up)
+import child_process
 
 needs_faults = pytest.mark.skipif(not _C._fault_injection_enabled(),
                                   reason="build without -Dfault_injection=true")
@@ -58,13 +55,7 @@ def file_tensor(n, values):
 
 
 def run_python(code, **env_extra):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in sys.path if p)
-    env.update(env_extra)
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
+    return child_process.run_python(code, timeout=120, **env_extra).stdout
 
 
 def failing_handle():

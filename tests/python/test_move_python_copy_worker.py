@@ -6,10 +6,6 @@ commit, the exit drain waits for it (bounded by STRIDEWEAVE_EXIT_TIMEOUT) and
 a forked child ends the copy it inherited. move() keeps running the hook on
 its caller (it waits for the result anyway)."""
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 import threading
 import uuid
@@ -22,6 +18,8 @@ from strideweave.carriers.move import (registered_move_operation, register_move_
                                        unregister_move_operation)
 
 from moves_for_tests import PyList
+import child_process
+from child_process import last_json
 
 GATE_SECONDS = 30  # a bound for a broken build, never reached when it works
 
@@ -168,13 +166,8 @@ def test_dropped_handles_still_commit():
 
 
 def run_python(code, timeout=120, **extra):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in sys.path if p)
-    env.update(extra)
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
-                          capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
+    proc = child_process.run_python(code, timeout=timeout, **extra)
+    return last_json(proc), proc.stderr
 
 
 EXIT_PREFIX = """

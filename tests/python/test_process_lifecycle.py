@@ -23,6 +23,8 @@ import pytest
 
 import strideweave as sw
 from strideweave import _C
+import child_process
+from child_process import last_json
 
 needs_faults = pytest.mark.skipif(not _C._fault_injection_enabled(),
                                   reason="build without -Dfault_injection=true")
@@ -30,21 +32,14 @@ needs_faults = pytest.mark.skipif(not _C._fault_injection_enabled(),
 FORKED = "in flight when the process forked"
 
 
-def env_for(**extra):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in sys.path if p)
-    env.update({k: str(v) for k, v in extra.items()})
-    return env
+env_for = child_process.child_env
 
 
 def run_python(*parts, timeout=120, **extra):
     """Run the (separately dedented) code parts in a fresh interpreter; its
     last stdout line is JSON."""
-    code = "".join(textwrap.dedent(part) for part in parts)
-    proc = subprocess.run([sys.executable, "-c", code], env=env_for(**extra),
-                          capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
+    proc = child_process.run_python(*parts, timeout=timeout, **extra)
+    return last_json(proc), proc.stderr
 
 
 # The child's half of every fork scenario: report how an inherited handle

@@ -12,11 +12,6 @@ sleeps, and every wait is bounded so that a project() which blocks on the
 gate fails the test instead of hanging it."""
 
 import gc
-import json
-import os
-import subprocess
-import sys
-import textwrap
 import threading
 import weakref
 
@@ -25,6 +20,8 @@ import pytest
 import strideweave as sw
 
 from extension_for_tests import TIMEOUT, Pair, filled
+import child_process
+from child_process import last_json
 
 F = sw.DType.Float32
 TE, TileSet, TileSelection, ResidencyPlan = (sw.TiledEvictable, sw.TileSet, sw.TileSelection,
@@ -280,12 +277,7 @@ def test_te8_interpreter_exit_with_a_gated_projection_in_flight(keep_handle):
         del h
         atexit.register(gate.set)
     """
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in sys.path if p)
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
-                          capture_output=True, text=True, timeout=150)
-    assert proc.returncode == 0, proc.stderr
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    report = last_json(child_process.run_python(code, timeout=150))
     vals = values_for(4)
     want = {"was_done": False, "locations": ["secondary", "primary", "secondary", "primary"],
             "values": vals}

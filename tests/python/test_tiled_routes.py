@@ -6,10 +6,6 @@ incomplete ProviderCompletion leaves the AwaitResidency pending until the
 waiter threads commit the whole set. Fallback and refusal follow X-14."""
 
 import gc
-import os
-import subprocess
-import sys
-import textwrap
 import threading
 import time
 
@@ -20,6 +16,7 @@ from strideweave import CPU
 from strideweave.carriers import extension as ext
 
 from extension_for_tests import TIMEOUT, BackgroundCompletion, Pair, filled, span_copier
+import child_process
 
 F = sw.DType.Float32
 TE, TileSet = sw.TiledEvictable, sw.TileSet
@@ -370,11 +367,7 @@ def test_te8_write_promotes_through_a_completion_on_the_calling_thread():
 
 
 def run_python(code):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in sys.path if p)
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
-                          capture_output=True, text=True, timeout=150)
-    assert proc.returncode == 0, proc.stderr
+    proc = child_process.run_python(code, timeout=150)
     assert "Exception ignored" not in proc.stderr, proc.stderr
     return proc.stdout
 
