@@ -379,42 +379,85 @@ static void unregister_evictable(ev_impl *e)
     e->reg_next = e->reg_prev = NULL;
 }
 
-/* Try each live Evictable's mutex, never waiting on one: the locks are
- * taken in list order while other threads take them in nesting order (an
- * Evictable before its tiers, which may be Evictables), and a thread that
- * holds one may be waiting for reg_lock (its last reference going). */
-static int try_lock_live(int all_or_none)
+/* fork_prepare's patience: the first rounds only yield (a holder between
+ * two steps of a read or a transition lets go within microseconds), the
+ * later ones sleep half a millisecond, about a second in all; after that
+ * it takes what is free (see fork_prepare). */
+enum { FORK_YIELD_ROUNDS = 100, FORK_WHOLE_ROUNDS = 2000 };
+
+/* Let go of the live Evictables' mutexes taken before `stop` (in list
+ * order), so that their holders-to-be are not kept waiting on a fork
+ * that has to try again. */
+static void unlock_live_before(ev_impl *stop)
+{
+    for (ev_impl *u = live_head.reg_next; u != stop; u = u->reg_next) {
+        pthread_mutex_unlock(&u->self->lock);
+        u->fork_locked = 0;
+    }
+}
+
+/* With reg_lock held: take every live Evictable's mutex, or none (1 when
+ * all were taken). Never waits on one: the locks are taken in list order
+ * while other threads take them in nesting order (an Evictable before its
+ * tiers, which may be Evictables), and a thread that holds one may be
+ * waiting for reg_lock (its last reference going); waiting here could
+ * deadlock with either. */
+static int try_lock_every_live(void)
 {
     for (ev_impl *e = live_head.reg_next; e != &live_head; e = e->reg_next) {
         e->fork_locked = pthread_mutex_trylock(&e->self->lock) == 0;
-        if (e->fork_locked || !all_or_none)
-            continue;
-        for (ev_impl *u = live_head.reg_next; u != e; u = u->reg_next) {
-            pthread_mutex_unlock(&u->self->lock);
-            u->fork_locked = 0;
+        if (!e->fork_locked) {
+            unlock_live_before(e);
+            return 0;
         }
-        return 0;
     }
     return 1;
 }
 
-/* Retried with reg_lock let go in between so that the holders can finish.
- * A mutex still held after about a second (its holder waits on something
- * another fork handler took first, or on the forking thread) is left: the
- * child makes it and its tiers' mutexes fresh, which is all the child can
- * do for a thread it lacks. */
+/* With reg_lock held: take the mutexes that are free and leave the rest
+ * (fork_locked tells which); the child makes those fresh (unlock_live). */
+static void lock_free_live(void)
+{
+    for (ev_impl *e = live_head.reg_next; e != &live_head; e = e->reg_next)
+        e->fork_locked = pthread_mutex_trylock(&e->self->lock) == 0;
+}
+
+/* Between two rounds, with no lock held, so that the holders can finish. */
+static void wait_before_round(int round)
+{
+    if (round < FORK_YIELD_ROUNDS)
+        sched_yield();
+    else
+        nanosleep(&(struct timespec){.tv_nsec = 500000}, NULL);
+}
+
+/* Take reg_lock and every live Evictable's mutex, so that the child finds
+ * no mutex held by a thread it lacks and every record whole. A mutex
+ * still held after about a second (its holder waits on something another
+ * fork handler took first, or on the forking thread) is left: the child
+ * makes it and its tiers' mutexes fresh, which is all the child can do
+ * for a thread it lacks, and a fork that never returned would be worse. */
 static void fork_prepare(void)
 {
-    for (int round = 0;; round++) {
+    for (int round = 0; round < FORK_WHOLE_ROUNDS; round++) {
         pthread_mutex_lock(&reg_lock);
-        if (try_lock_live(round < 2000))
+        if (try_lock_every_live())
             return;
         pthread_mutex_unlock(&reg_lock);
-        if (round < 100)
-            sched_yield();
-        else
-            nanosleep(&(struct timespec){.tv_nsec = 500000}, NULL);
+        wait_before_round(round);
     }
+    pthread_mutex_lock(&reg_lock);
+    lock_free_live();
+}
+
+/* A mutex fork_prepare could not take is held by a thread the child
+ * lacks, which will never let it go: the child makes it fresh, and its
+ * tiers' too (its holder may be inside one of them). */
+static void make_fresh_in_child(ev_impl *e)
+{
+    pthread_mutex_init(&e->self->lock, NULL);
+    pthread_mutex_init(&e->primary->lock, NULL);
+    pthread_mutex_init(&e->secondary->lock, NULL);
 }
 
 /* The parent unlocks what prepare took; the child (whose only thread is
@@ -424,11 +467,8 @@ static void unlock_live(int child)
     for (ev_impl *e = live_head.reg_next; e != &live_head; e = e->reg_next) {
         if (e->fork_locked)
             pthread_mutex_unlock(&e->self->lock);
-        else if (child) { /* its holder may be inside a tier's mutex too */
-            pthread_mutex_init(&e->self->lock, NULL);
-            pthread_mutex_init(&e->primary->lock, NULL);
-            pthread_mutex_init(&e->secondary->lock, NULL);
-        }
+        else if (child)
+            make_fresh_in_child(e);
         e->fork_locked = 0;
     }
 }
@@ -486,19 +526,28 @@ static void end_inherited(ev_track *t)
     self->pending_src = 0;
 }
 
-static void fork_child(void)
+/* The child ends every transition another thread of the parent was
+ * running: that thread is not in the child, so nothing else would. The
+ * forking thread's own transition goes on (fork() was called from one of
+ * its hooks). */
+static void end_transitions_of_other_threads(void)
 {
-    unlock_live(1);
     pthread_t me = pthread_self();
     for (ev_track *t = reg_head.next, *next; t != &reg_head; t = next) {
         next = t->next;
         if (pthread_equal(t->thread, me))
-            continue; /* the forking thread's own transition goes on */
+            continue;
         t->prev->next = t->next;
         t->next->prev = t->prev;
         t->next = t->prev = t;
         end_inherited(t);
     }
+}
+
+static void fork_child(void)
+{
+    unlock_live(1);
+    end_transitions_of_other_threads();
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     reg_lock = fresh; /* the forking thread held it: start it unlocked */
 }
