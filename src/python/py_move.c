@@ -980,7 +980,8 @@ static PyObject *initiate(PyObject *tensor, PyObject *destination, PyObject *for
         goto done;
     if (record)
         sw_py_move_node_prepare(own_op, reverse);
-    if (sw_py_move_recheck(&mc) < 0 || !(r = request_new(source, destination, cosize)))
+    if (sw_py_move_recheck_if_python_ran(&mc, !op_later) < 0 ||
+        !(r = request_new(source, destination, cosize)))
         goto done;
     if (allocate_and_bind(r, &mc, grow, grows_by_write(source, destination, &route, cosize),
                           layout) < 0) {

@@ -128,6 +128,68 @@ static int raise_row(const sw_py_move_check *mc, sw_move_refusal row, const sw_e
     return -1;
 }
 
+/* ---- whether Python code may have run since the checks ------------------------ */
+
+/* Garbage collections seen by a gc.callbacks hook (installed at the first
+ * move): a collection runs finalizers, Python code that may release, claim
+ * or move a carrier between a move's check and its recheck, while nothing
+ * else on a move of built-in carriers through a shipped route runs Python. */
+static uint64_t collections;
+static PyObject *gc_callbacks; /* the interpreter's list: gc.callbacks */
+static PyObject *gc_hook;      /* our entry in it */
+
+static PyObject *count_collection(PyObject *self, PyObject *args)
+{
+    (void)self;
+    (void)args;
+    collections++;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef count_collection_def = {"_count_collection", count_collection,
+                                           METH_VARARGS, NULL};
+
+/* Put the hook in gc.callbacks once; a failure leaves it out (and every
+ * move rechecks). */
+static void watch_collections(void)
+{
+    static int tried;
+    if (tried)
+        return;
+    tried = 1;
+    PyObject *gc = PyImport_ImportModule("gc");
+    PyObject *list = gc ? PyObject_GetAttrString(gc, "callbacks") : NULL;
+    PyObject *hook = list && PyList_Check(list) ? PyCFunction_New(&count_collection_def, NULL)
+                                                : NULL;
+    if (hook && PyList_Append(list, hook) == 0) {
+        gc_callbacks = Py_NewRef(list);
+        gc_hook = Py_NewRef(hook);
+    }
+    Py_XDECREF(hook);
+    Py_XDECREF(list);
+    Py_XDECREF(gc);
+    PyErr_Clear();
+}
+
+/* Whether collections are still counted: a program may take the hook out
+ * of gc.callbacks (a short list: a few identity compares). */
+static int collections_watched(void)
+{
+    if (!gc_callbacks)
+        return 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(gc_callbacks); i++)
+        if (PyList_GET_ITEM(gc_callbacks, i) == gc_hook)
+            return 1;
+    return 0;
+}
+
+/* A class of the user's may run Python in a route's lookup (its
+ * metaclass hashes and compares it); a shipped one (a static type) never. */
+static int shipped_class(PyObject *obj)
+{
+    return !(Py_TYPE(obj)->tp_flags & Py_TPFLAGS_HEAPTYPE);
+}
+
 /* ---- the checks ------------------------------------------------------------- */
 
 /* The core's rows with the answers so far: 0, 1 for a row 10 refusal the
@@ -191,6 +253,7 @@ int sw_py_move_check_begin(sw_py_move_check *mc, PyObject *tensor, PyObject *des
     if (check_tensor_arg(tensor) < 0)
         return -1;
     SwSubtensor *s = &TENSOR(tensor)->subs[0];
+    watch_collections();
     *mc = (sw_py_move_check){
         .tensor = tensor,
         .source = s->carrier,
@@ -202,6 +265,7 @@ int sw_py_move_check_begin(sw_py_move_check *mc, PyObject *tensor, PyObject *des
          * written in Python, and row 9 is its route choice. */
         .flags = SW_MOVE_CHECK_SUPPLIED | SW_MOVE_CHECK_OWN_ROUTE | SW_MOVE_CHECK_DTYPE,
         .dtype = SwDType_ID(TENSOR(tensor)->dtype),
+        .collections = collections,
     };
     int rc = core_check(mc, 0, 1);
     if (rc < 0)
@@ -240,6 +304,14 @@ int sw_py_move_recheck(sw_py_move_check *mc)
     mc->flags = flags;
     mc->grows = grows;
     return rc;
+}
+
+int sw_py_move_recheck_if_python_ran(sw_py_move_check *mc, int user_code)
+{
+    if (!user_code && shipped_class(mc->source) && shipped_class(mc->destination) &&
+        mc->collections == collections && collections_watched())
+        return 0; /* no Python ran: the carriers are as the checks saw them */
+    return sw_py_move_recheck(mc);
 }
 
 int sw_py_move_growth_runs_python(const sw_py_move_check *mc)

@@ -10,8 +10,9 @@
  *   (the route: row 9, the binding's)
  *   sw_py_move_check_size    row 10
  *   (autograd capture, a TransferRoute's prepare: user code)
- *   sw_py_move_recheck       the carriers' states again, before and after
- *                            the destination grows
+ *   sw_py_move_recheck_if_python_ran   the carriers' states again before
+ *                            the destination grows (when Python may have run)
+ *   sw_py_move_recheck       and after a growth that ran Python
  * GIL held throughout; the struct lives on the caller's stack. Not
  * strideweave/move.h here: its route names clash with sw_move.h's. */
 #ifndef STRIDEWEAVE_SW_MOVE_CHECK_H
@@ -32,6 +33,7 @@ typedef struct sw_py_move_check {
     int dst_grows;
     int too_small;       /* row 10 refused before the route was chosen */
     int grows;           /* the destination grows to the cosize */
+    uint64_t collections; /* garbage collections counted when the checks began */
 } sw_py_move_check;
 
 /* Rows 1-8 for moving `tensor` into `destination`: 0, or -1 with the
@@ -46,6 +48,13 @@ int sw_py_move_check_size(sw_py_move_check *mc);
  * destination's size not asked again: it may have grown). 0, or -1 with
  * RuntimeError naming the carrier that was released, claimed or moved. */
 int sw_py_move_recheck(sw_py_move_check *mc);
+/* sw_py_move_recheck unless no Python code can have run since the checks
+ * began: `user_code` 0 (the caller ran none: a shipped route, no
+ * operation object, no autograd node, no TransferRoute), both carriers of
+ * shipped classes, and no garbage collection (finalizers) meanwhile. Saves
+ * a move of built-ins the lock round of a recheck; the errors are those of
+ * sw_py_move_recheck, which only changed carriers raise. */
+int sw_py_move_recheck_if_python_ran(sw_py_move_check *mc, int user_code);
 /* Whether growing the destination runs user code (a Python _allocate),
  * so that the carriers need sw_py_move_recheck after it. */
 int sw_py_move_growth_runs_python(const sw_py_move_check *mc);
