@@ -47,30 +47,27 @@ typedef struct versioned_block {
     int64_t modes[];
 } versioned_block;
 
-static void legacy_deleter(DLManagedTensor *self)
+/* Both deleters: the block goes first, then the exporter's release (which
+ * may drop the last reference to what the block pointed into). */
+static void free_then_release(void *block, sw_dlpack_release_fn release, void *ctx, void *pin)
 {
-    if (!self)
-        return;
-    legacy_block *b = (legacy_block *)self;
-    sw_dlpack_release_fn release = b->release;
-    void *ctx = self->manager_ctx;
-    void *pin = b->pin;
-    sw_free(b);
+    sw_free(block);
     if (release)
         release(ctx, pin);
 }
 
+static void legacy_deleter(DLManagedTensor *self)
+{
+    legacy_block *b = (legacy_block *)self;
+    if (b)
+        free_then_release(b, b->release, self->manager_ctx, b->pin);
+}
+
 static void versioned_deleter(DLManagedTensorVersioned *self)
 {
-    if (!self)
-        return;
     versioned_block *b = (versioned_block *)self;
-    sw_dlpack_release_fn release = b->release;
-    void *ctx = self->manager_ctx;
-    void *pin = b->pin;
-    sw_free(b);
-    if (release)
-        release(ctx, pin);
+    if (b)
+        free_then_release(b, b->release, self->manager_ctx, b->pin);
 }
 
 /* Internal so the hot path inlines it (-fPIC keeps exported calls out of line). */

@@ -14,6 +14,7 @@
 #include "sw_extension.h"
 #include "sw_move.h"
 #include "sw_profiling.h"
+#include "sw_tiers.h"
 #include "strideweave/alloc.h"
 #include "strideweave/evictable.h"
 
@@ -151,12 +152,8 @@ static int ev_supports(sw_dtype dtype)
 /* The tiers' intersection, asked of the tier objects in any state. */
 static int ev_supports_self(PyObject *self, sw_dtype dtype)
 {
-    PyObject *d = sw_py_dtype(dtype);
     follow_core(EV(self));
-    int a = sw_py_carrier_supports_dtype(EV(self)->primary, d);
-    if (a <= 0)
-        return a;
-    return sw_py_carrier_supports_dtype(EV(self)->secondary, d);
+    return sw_py_tiers_support_dtype(EV(self)->primary, EV(self)->secondary, dtype);
 }
 
 /* E-8: the core's release released both tiers' state (and the storage of
@@ -235,29 +232,23 @@ static int check_tiers(PyObject *p, PyObject *s)
 
 static int check_dtypes_and_size(PyObject *p, PyObject *s, PyObject **dtype, int64_t *n)
 {
-    PyObject *pd = sw_py_carrier_dtype(p);
-    PyObject *sd = pd ? sw_py_carrier_dtype(s) : NULL;
+    PyObject *d;
+    if (sw_py_tiers_dtype(p, s, &d) < 0)
+        return -1;
     int rc = -1;
-    if (sd && pd != sd)
-        PyErr_Format(PyExc_TypeError, "the tiers hold different dtypes (%s and %s)",
-                     sw_dtype_info_of(SwDType_ID(pd))->name,
-                     sw_dtype_info_of(SwDType_ID(sd))->name);
-    else if (sd) {
-        int m = sw_py_carrier_is_mutable(s);
-        if (m == 0)
-            PyErr_Format(PyExc_RuntimeError, "the secondary %s carrier is not mutable",
-                         cname(s));
-        if (m > 0 && sw_py_carrier_size(p, n) == 0) {
-            if (*n == 0)
-                PyErr_SetString(PyExc_ValueError, "the primary carrier is empty (size 0)");
-            else
-                rc = 0;
-        }
+    int m = sw_py_carrier_is_mutable(s);
+    if (m == 0)
+        PyErr_Format(PyExc_RuntimeError, "the secondary %s carrier is not mutable", cname(s));
+    if (m > 0 && sw_py_carrier_size(p, n) == 0) {
+        if (*n == 0)
+            PyErr_SetString(PyExc_ValueError, "the primary carrier is empty (size 0)");
+        else
+            rc = 0;
     }
     if (rc == 0)
-        *dtype = Py_NewRef(pd);
-    Py_XDECREF(pd);
-    Py_XDECREF(sd);
+        *dtype = d;
+    else
+        Py_DECREF(d);
     return rc;
 }
 
@@ -298,23 +289,6 @@ static sw_status hook_size(sw_carrier *tier, void *user, int64_t *out, sw_error 
     return sw_py_carrier_size(obj, out) < 0 ? hook_failed(user, "size", err) : SW_OK;
 }
 
-/* tier.<name>(first, mutable=..., dtype=...[, empty=...]) */
-static PyObject *call_factory(PyObject *tier, const char *name, PyObject *first,
-                              PyObject *mutable_, PyObject *dtype, PyObject *empty)
-{
-    PyObject *fn = PyObject_GetAttrString(tier, name);
-    PyObject *args = fn ? PyTuple_Pack(1, first) : NULL;
-    PyObject *kwargs = args ? Py_BuildValue("{s:O,s:O}", "mutable", mutable_, "dtype", dtype)
-                            : NULL;
-    if (kwargs && empty && PyDict_SetItemString(kwargs, "empty", empty) < 0)
-        Py_CLEAR(kwargs);
-    PyObject *r = kwargs ? PyObject_Call(fn, args, kwargs) : NULL;
-    Py_XDECREF(kwargs);
-    Py_XDECREF(args);
-    Py_XDECREF(fn);
-    return r;
-}
-
 /* A fresh target: the target's allocate_like (empty: the move fills every
  * slot, so zeroing first is wasted). */
 static sw_status hook_factory(sw_carrier *prototype, int64_t size, sw_dtype dtype, void *user,
@@ -326,7 +300,8 @@ static sw_status hook_factory(sw_carrier *prototype, int64_t size, sw_dtype dtyp
     if (!target)
         return unknown_tier(err);
     PyObject *n = PyLong_FromLongLong(size);
-    PyObject *d = n ? call_factory(target, "allocate_like", n, Py_True, e->dtype, Py_True) : NULL;
+    PyObject *d =
+        n ? sw_py_tier_factory(target, "allocate_like", n, Py_True, e->dtype, Py_True) : NULL;
     Py_XDECREF(n);
     if (d && !SwCarrier_Check(d)) {
         PyErr_Format(PyExc_TypeError, "%s.allocate_like returned %.100s, not a Carrier",
@@ -576,9 +551,10 @@ static PyObject *ev_factory(PyObject *self, const char *name, PyObject *first,
 {
     follow_core(EV(self));
     PyObject *zero = PyLong_FromLong(0);
-    PyObject *p = zero ? call_factory(EV(self)->primary, name, first, mutable_, dtype, NULL) : NULL;
-    PyObject *s = p ? call_factory(EV(self)->secondary, "allocate_like", zero, Py_True, dtype, NULL)
-                    : NULL;
+    SwEvictableObject *e = EV(self);
+    PyObject *p = zero ? sw_py_tier_factory(e->primary, name, first, mutable_, dtype, NULL) : NULL;
+    PyObject *s =
+        p ? sw_py_tier_factory(e->secondary, "allocate_like", zero, Py_True, dtype, NULL) : NULL;
     Py_XDECREF(zero);
     if (!s && p) {
         PyObject *exc = sw_py_take_exception();

@@ -20,6 +20,7 @@
 #include "sw_extension.h"
 #include "sw_move.h"
 #include "sw_fork_guard.h"
+#include "sw_tiers.h"
 
 #include <string.h>
 
@@ -27,7 +28,7 @@
 
 #define CARRIER(o) ((SwCarrierObject *)(o))
 
-static PyObject *str_allocate_like, *str_new_like, *str_plan;
+static PyObject *str_plan;
 
 static const char *cname(PyObject *o)
 {
@@ -487,9 +488,7 @@ static int te_supports(sw_dtype dtype)
 
 static int te_supports_self(PyObject *self, sw_dtype dtype)
 {
-    PyObject *d = sw_py_dtype(dtype);
-    int a = sw_py_carrier_supports_dtype(TILED(self)->primary, d);
-    return a <= 0 ? a : sw_py_carrier_supports_dtype(TILED(self)->secondary, d);
+    return sw_py_tiers_support_dtype(TILED(self)->primary, TILED(self)->secondary, dtype);
 }
 
 /* TE-14: the core frees every tile's storage (the hooks release the stores
@@ -648,24 +647,6 @@ static int check_policy(PyObject *policy)
     return 0;
 }
 
-static int check_dtypes(PyObject *p, PyObject *s, PyObject **dtype)
-{
-    PyObject *pd = sw_py_carrier_dtype(p);
-    PyObject *sd = pd ? sw_py_carrier_dtype(s) : NULL;
-    int rc = -1;
-    if (sd && pd != sd)
-        PyErr_Format(PyExc_TypeError, "the tiers hold different dtypes (%s and %s)",
-                     sw_dtype_info_of(SwDType_ID(pd))->name,
-                     sw_dtype_info_of(SwDType_ID(sd))->name);
-    else if (sd) {
-        *dtype = Py_NewRef(pd);
-        rc = 0;
-    }
-    Py_XDECREF(pd);
-    Py_XDECREF(sd);
-    return rc;
-}
-
 /* The core TiledEvictable over the checked tiers, with the hooks and the
  * policy; `implicit` (NULL, or one flag per tile) as new_placed takes it. */
 static int build_core(PyObject *self, const unsigned char *implicit)
@@ -704,7 +685,7 @@ static PyObject *te_make(PyTypeObject *type, PyObject *p, PyObject *s, PyObject 
     PyObject *dtype = NULL;
     sw_tile_geometry g;
     int pfull = 0, sfull = 0;
-    if (check_tiers(p, s) < 0 || check_dtypes(p, s, &dtype) < 0)
+    if (check_tiers(p, s) < 0 || sw_py_tiers_dtype(p, s, &dtype) < 0)
         return NULL;
     if (check_geometry(grid, tile, &g) < 0 ||
         check_tier_fit(p, "primary", dtype, &g, &pfull) < 0 ||
@@ -880,21 +861,6 @@ static PyObject *te_release(PyObject *self, PyObject *unused)
     return sw_py_carrier_release(self) < 0 ? NULL : Py_NewRef(Py_None);
 }
 
-static PyObject *call_factory(PyObject *tier, PyObject *name, PyObject *first,
-                              PyObject *mutable_, PyObject *dtype, PyObject *empty)
-{
-    PyObject *fn = PyObject_GetAttr(tier, name);
-    PyObject *args = fn ? PyTuple_Pack(1, first) : NULL;
-    PyObject *kw = args ? Py_BuildValue("{s:O,s:O}", "mutable", mutable_, "dtype", dtype) : NULL;
-    if (kw && empty && PyDict_SetItemString(kw, "empty", empty) < 0)
-        Py_CLEAR(kw);
-    PyObject *r = kw ? PyObject_Call(fn, args, kw) : NULL;
-    Py_XDECREF(kw);
-    Py_XDECREF(args);
-    Py_XDECREF(fn);
-    return r;
-}
-
 /* Whether every slot of tile t of the full carrier `p` reads as zero:
  * host memory by the core's rule (zero bytes), any other carrier through
  * its values' truth. */
@@ -926,7 +892,7 @@ static PyObject *make_like(PyObject *self, PyObject *p, PyObject *dtype, int zer
     if (!p)
         return NULL;
     PyObject *zero = PyLong_FromLong(0), *s = NULL, *made = NULL;
-    s = zero ? call_factory(te->secondary, str_allocate_like, zero, Py_True, dtype, Py_True)
+    s = zero ? sw_py_tier_factory(te->secondary, "allocate_like", zero, Py_True, dtype, Py_True)
              : NULL;
     Py_XDECREF(zero);
     unsigned char *implicit = s && (zeros || all_implicit)
@@ -981,7 +947,7 @@ static PyObject *te_new_like(PyObject *self, PyObject *args, PyObject *kwds)
         Py_DECREF(tup);
         return NULL;
     }
-    PyObject *p = call_factory(TILED(self)->primary, str_new_like, tup, mutable_, dtype, NULL);
+    PyObject *p = sw_py_tier_factory(TILED(self)->primary, "new_like", tup, mutable_, dtype, NULL);
     Py_DECREF(tup);
     return make_like(self, p, dtype, 1, 0);
 }
@@ -1009,7 +975,7 @@ static PyObject *te_allocate_like(PyObject *self, PyObject *args, PyObject *kwds
     if (e < 0)
         return NULL;
     PyObject *zero = PyLong_FromLong(0);
-    PyObject *p = zero ? call_factory(TILED(self)->primary, str_allocate_like, zero, mutable_,
+    PyObject *p = zero ? sw_py_tier_factory(TILED(self)->primary, "allocate_like", zero, mutable_,
                                       dtype, Py_True)
                        : NULL;
     Py_XDECREF(zero);
@@ -1248,10 +1214,8 @@ static void fail_inherited(void);
 
 int sw_py_tiled_evictable_init(PyObject *module)
 {
-    str_allocate_like = PyUnicode_InternFromString("allocate_like");
-    str_new_like = PyUnicode_InternFromString("new_like");
     str_plan = PyUnicode_InternFromString("plan");
-    if (!str_allocate_like || !str_new_like || !str_plan ||
+    if (!str_plan ||
         sw_carrier_register_builtin(&SwTiledEvictable_Type, &sw_tiled_evictable_ops, 0) < 0 ||
         sw_fork_register_inherited_end(fail_inherited) < 0 ||
         sw_tile_sets_init(module) < 0 ||
