@@ -13,7 +13,9 @@
  *   6. dst is released                               SW_ESTATE
  *   7. dst is not publicly mutable (incl. pending)   SW_ESTATE
  *   8. dst's dtype is not t's dtype                  SW_ETYPE
- *   9. a TiledEvictable carrier on either side       SW_ENOTSUP
+ *   9. the route registry refuses the pair           SW_ENOTSUP
+ *      (route.h, sw_move_route_resolve):
+ *      a TiledEvictable carrier on either side
  *      (tiled_evictable.h: its values stay in its
  *      tiers; a projection copies them out),
  *      a BlockDeviceCarrier on either side and the    SW_ENOTSUP
@@ -29,10 +31,12 @@
  * without moving anything, for a binding that has work of its own to do
  * between validation and submission.
  *
- * Then it resolves the route by the exact pair of ops tables (CPU <->
- * FileBacked and CPU <-> BlockDeviceCarrier are bulk routes copying the
- * physical span; every other pair is the elementwise fallback: a strided copy when
- * both carriers expose storage, else slot by slot through the ops), grows
+ * Then it resolves the route by the exact pair of ops tables, from the
+ * core's own table in the route registry (route.h: CPU <-> FileBacked and
+ * CPU <-> BlockDeviceCarrier are bulk routes copying the physical span;
+ * every other pair is the elementwise fallback: a strided copy when both
+ * carriers expose storage, else slot by slot through the ops; a binding's
+ * registered route runs only through a transfer it supplies), grows
  * an empty allocatable destination to exactly the cosize, marks both
  * carriers pending and submits the transfer to the core's pool (started
  * lazily on first use; the same pool and completion thread run

@@ -23,6 +23,7 @@
 #include "strideweave/carrier.h"
 #include "strideweave/tensor.h"
 #include "strideweave/move.h"
+#include "strideweave/route.h"
 #include "strideweave/block_device.h"
 #include "strideweave/evictable.h"
 #include "strideweave/tiled_evictable.h"

@@ -439,13 +439,8 @@ int sw_block_device_pair_allowed(const sw_carrier_class *src, const sw_carrier_c
     return (src == &sw_cpu_class && dst == bd) || (src == bd && dst == &sw_cpu_class);
 }
 
-sw_status sw_block_device_check_move_locked(sw_carrier *src, sw_carrier *dst, sw_error *err)
+sw_status sw_block_device_check_faulted_locked(sw_carrier *src, sw_carrier *dst, sw_error *err)
 {
-    if (!sw_block_device_pair_allowed(src->ops, dst->ops))
-        return sw_error_set(err, SW_ENOTSUP,
-                            "move: cannot move from %s to %s: a BlockDeviceCarrier moves only to "
-                            "and from a CPU carrier",
-                            sw_carrier_name(src), sw_carrier_name(dst));
     bdc_impl *b = bdc_of(src) ? bdc_of(src) : bdc_of(dst);
     if (b && sw_blockdev_is_faulted(b->device->dev))
         return sw_error_set(err, SW_ESTATE,

@@ -403,28 +403,16 @@ void sw_move_set_profile_hook(sw_move_profile_fn fn, void *user)
 
 /* ---- routes --------------------------------------------------------------- */
 
-/* The exact pairs with a bulk route; every other pair falls back to the
- * elementwise copy. Identity of the ops tables, never "kind of". */
-static const struct {
-    const sw_carrier_class *src, *dst;
-    sw_route_transfer_fn transfer; /* NULL: through both carriers' storage */
-} bulk_routes[] = {
-    {&sw_cpu_class, &sw_file_backed_class, NULL},
-    {&sw_file_backed_class, &sw_cpu_class, NULL},
-    {&sw_cpu_class, &sw_block_device_carrier_class, sw_block_device_route_transfer},
-    {&sw_block_device_carrier_class, &sw_cpu_class, sw_block_device_route_transfer},
-};
-
+/* The route of the exact pair of ops tables from the registry's fixed
+ * table (route.h: the engine runs the core's own routes; a binding's run
+ * through a transfer it supplies): a bulk or class route, else the
+ * elementwise fallback. */
 static sw_move_route resolve(const sw_carrier_class *s, const sw_carrier_class *d,
                              sw_route_transfer_fn *transfer)
 {
-    *transfer = NULL;
-    for (size_t i = 0; i < sizeof bulk_routes / sizeof bulk_routes[0]; i++)
-        if (bulk_routes[i].src == s && bulk_routes[i].dst == d) {
-            *transfer = bulk_routes[i].transfer;
-            return SW_ROUTE_BULK;
-        }
-    return SW_ROUTE_ELEMENTWISE;
+    const sw_route_builtin *b = sw_route_builtin_of(s, d);
+    *transfer = b ? b->transfer : NULL;
+    return b ? SW_ROUTE_BULK : SW_ROUTE_ELEMENTWISE;
 }
 
 sw_move_route sw_move_route_for(const sw_carrier *src, const sw_carrier *dst)
@@ -441,28 +429,13 @@ static int storage_builtin(const sw_carrier_class *c)
     return c == &sw_cpu_class || c == &sw_generic_class || c == &sw_file_backed_class;
 }
 
-/* Route pins (row 9 of move.h): classes that allow only some pairs. */
-int sw_move_pair_allowed(const sw_carrier_class *s, const sw_carrier_class *d)
-{
-    if ((s->flags | d->flags) & SW_CARRIER_CLASS_STATE_ONLY)
-        return 0; /* no slots the core could move */
-    if (s == &sw_tiled_evictable_class || d == &sw_tiled_evictable_class)
-        return 0; /* its values stay in its tiers */
-    return sw_block_device_pair_allowed(s, d);
-}
-
-/* Row 9 of the validation (move.h), both carriers locked: a
- * TiledEvictable carrier never moves (its tiles live in its tiers; a
- * projection copies them out), then the block device's pins. */
+/* Row 9 of the validation (move.h), both carriers locked: the route
+ * registry's class rules (a TiledEvictable never moves, a block device
+ * carrier only to and from CPU), then the block device's state. */
 static sw_status check_pins_locked(sw_carrier *s, sw_carrier *d, sw_error *err)
 {
-    if (s->ops == &sw_tiled_evictable_class || d->ops == &sw_tiled_evictable_class)
-        return sw_error_set(err, SW_ENOTSUP,
-                            "move: cannot move from %s to %s: a TiledEvictable's values stay in "
-                            "its tiers, so no move goes into or out of it; project its tiles "
-                            "into another carrier instead",
-                            sw_carrier_name(s), sw_carrier_name(d));
-    return sw_block_device_check_move_locked(s, d, err);
+    sw_status st = sw_route_check_pins(s->ops, d->ops, sw_carrier_name(s), sw_carrier_name(d), err);
+    return st != SW_OK ? st : sw_block_device_check_faulted_locked(s, d, err);
 }
 
 /* ---- the transfer (pool thread, no lock: the pending guard holds) ---------- */

@@ -1,21 +1,44 @@
-/* What the move engine (move.c) needs from carrier classes that bring their
- * own transfer or restrict their routes (never installed). */
+/* What the move engine (move.c) needs of the route registry (route.c) and
+ * of carrier classes that bring their own transfer or restrict their
+ * routes (never installed). */
 #ifndef SW_ROUTE_INTERNAL_H
 #define SW_ROUTE_INTERNAL_H
 
+#include <stddef.h>
+
 #include "strideweave/carrier.h"
 #include "strideweave/layout.h"
+#include "strideweave/route.h"
 #include "strideweave/status.h"
 
-/* A route's own transfer, run on a pool thread (or on the move's caller,
- * see sw_move_runs_block_route_here) with no carrier lock held (the pending
- * guard protects both carriers): copy the source tensor's physical span
- * (`layout`'s cosize slots from slot `src_offset` of `src`) into slots
- * [0, cosize) of `dst`, adding the bytes copied to `progress` (may be
- * NULL) atomically. */
-typedef sw_status (*sw_route_transfer_fn)(sw_carrier *src, int64_t src_offset, sw_carrier *dst,
-                                          const sw_layout *layout, int64_t *progress,
-                                          sw_error *err);
+/* The core's own routes: the exact pairs with a bulk or class route (every
+ * other pair the core reaches is the elementwise fallback). A fixed table,
+ * so the engine reads it on every move without a lock; route.c holds it. */
+typedef struct sw_route_builtin {
+    const sw_carrier_class *src, *dst;
+    sw_route_kind kind;            /* SW_ROUTE_KIND_BULK or _CLASS */
+    sw_route_transfer_fn transfer; /* _CLASS: the class's transfer */
+} sw_route_builtin;
+
+#define SW_ROUTE_BUILTINS 4
+extern const sw_route_builtin sw_route_builtins[SW_ROUTE_BUILTINS];
+
+/* The core's table entry for exactly (s, d), or NULL (elementwise). */
+static inline const sw_route_builtin *sw_route_builtin_of(const sw_carrier_class *s,
+                                                          const sw_carrier_class *d)
+{
+    for (size_t i = 0; i < SW_ROUTE_BUILTINS; i++)
+        if (sw_route_builtins[i].src == s && sw_route_builtins[i].dst == d)
+            return &sw_route_builtins[i];
+    return NULL;
+}
+
+/* Row 9's class rules (route.h, "Refusals") without the binding's
+ * entries: a TiledEvictable on either side, a BlockDeviceCarrier with
+ * anything but CPU. SW_OK or SW_ENOTSUP (detail 0: the caller names the
+ * row). `s_name`/`d_name` name the carriers in the message. */
+sw_status sw_route_check_pins(const sw_carrier_class *s, const sw_carrier_class *d,
+                              const char *s_name, const char *d_name, sw_error *err);
 
 /* Block device carriers (block_device_carrier.c). */
 sw_status sw_block_device_route_transfer(sw_carrier *src, int64_t src_offset, sw_carrier *dst,
@@ -27,13 +50,13 @@ int sw_block_device_route_may_pause(void);
 /* 1 when a move between these exact classes may run at all (block device
  * carriers move only to and from CPU). */
 int sw_block_device_pair_allowed(const sw_carrier_class *src, const sw_carrier_class *dst);
-/* Row 9 of the move validation (move.h) with both carriers locked:
- * SW_ENOTSUP for a pair that is not allowed, SW_ESTATE for a faulted or
- * closed device. */
-sw_status sw_block_device_check_move_locked(sw_carrier *src, sw_carrier *dst, sw_error *err);
+/* The state part of row 9 (move.h) with both carriers locked: SW_ESTATE
+ * when a block device carrier on either side has a faulted device. */
+sw_status sw_block_device_check_faulted_locked(sw_carrier *src, sw_carrier *dst, sw_error *err);
 
 /* 1 when the move engine can move values from `src` to `dst` carriers of
- * these exact classes (any route, the elementwise fallback included). */
+ * these exact classes by a route of its own (any, the elementwise
+ * fallback included): the core's answer of sw_move_route_resolve. */
 int sw_move_pair_allowed(const sw_carrier_class *src, const sw_carrier_class *dst);
 
 #endif

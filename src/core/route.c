@@ -1,0 +1,266 @@
+/* The route registry (route.h): the core's fixed table of pairs, row 9's
+ * class rules, and the routes bindings register, keyed by the exact pair
+ * of class tables. */
+#include "strideweave/route.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "strideweave/block_device.h"
+#include "strideweave/move.h"
+#include "strideweave/tiled_evictable.h"
+
+#include "route_internal.h"
+
+/* ---- the core's own routes ------------------------------------------------ */
+
+const sw_route_builtin sw_route_builtins[SW_ROUTE_BUILTINS] = {
+    {&sw_cpu_class, &sw_file_backed_class, SW_ROUTE_KIND_BULK, NULL},
+    {&sw_file_backed_class, &sw_cpu_class, SW_ROUTE_KIND_BULK, NULL},
+    {&sw_cpu_class, &sw_block_device_carrier_class, SW_ROUTE_KIND_CLASS,
+     sw_block_device_route_transfer},
+    {&sw_block_device_carrier_class, &sw_cpu_class, SW_ROUTE_KIND_CLASS,
+     sw_block_device_route_transfer},
+};
+
+static const char *class_name(const sw_carrier_class *c)
+{
+    return c->name ? c->name : "Carrier";
+}
+
+sw_status sw_route_check_pins(const sw_carrier_class *s, const sw_carrier_class *d,
+                              const char *s_name, const char *d_name, sw_error *err)
+{
+    if (s == &sw_tiled_evictable_class || d == &sw_tiled_evictable_class)
+        return sw_error_set(err, SW_ENOTSUP,
+                            "move: cannot move from %s to %s: a TiledEvictable's values stay in "
+                            "its tiers, so no move goes into or out of it; project its tiles "
+                            "into another carrier instead",
+                            s_name, d_name);
+    if (!sw_block_device_pair_allowed(s, d))
+        return sw_error_set(err, SW_ENOTSUP,
+                            "move: cannot move from %s to %s: a BlockDeviceCarrier moves only to "
+                            "and from a CPU carrier",
+                            s_name, d_name);
+    return SW_OK;
+}
+
+static sw_status refused(sw_error *err, sw_status st)
+{
+    if (err)
+        err->detail = SW_MOVE_ROUTE_REFUSED;
+    return st;
+}
+
+/* The core's answer for (s, d), no binding entry consulted. */
+static sw_status resolve_core(const sw_carrier_class *s, const sw_carrier_class *d,
+                              sw_route_entry *out, sw_error *err)
+{
+    const char *sn = class_name(s), *dn = class_name(d);
+    if ((s->flags | d->flags) & SW_CARRIER_CLASS_STATE_ONLY)
+        return refused(err, sw_error_set(err, SW_ENOTSUP,
+                                         "move: no route from %s to %s: the binding keeps "
+                                         "that carrier's values, and it registered no route "
+                                         "for this pair",
+                                         sn, dn));
+    sw_status st = sw_route_check_pins(s, d, sn, dn, err);
+    if (st != SW_OK)
+        return refused(err, st);
+    const sw_route_builtin *b = sw_route_builtin_of(s, d);
+    *out = (sw_route_entry){
+        .kind = b ? b->kind : SW_ROUTE_KIND_ELEMENTWISE,
+        .flags = SW_ROUTE_BUILTIN,
+        .transfer = b ? b->transfer : NULL,
+    };
+    return SW_OK;
+}
+
+int sw_move_pair_allowed(const sw_carrier_class *s, const sw_carrier_class *d)
+{
+    sw_route_entry e;
+    return resolve_core(s, d, &e, NULL) == SW_OK;
+}
+
+/* ---- the binding's routes --------------------------------------------------- */
+
+/* A chained hash of the registered pairs. One mutex: a lookup or a list
+ * change holds it for a few instructions (and a payload's ref); no unref
+ * ever runs under it, since a binding's unref may run arbitrary code. */
+#define BUCKETS 64
+
+typedef struct node {
+    const sw_carrier_class *src, *dst;
+    sw_route_entry entry;
+    struct node *next;
+} node;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static node *buckets[BUCKETS];
+/* How many entries are registered: resolution skips the lock while 0
+ * (a C program that registers nothing never takes it). */
+static atomic_long registered;
+
+static size_t bucket_of(const sw_carrier_class *s, const sw_carrier_class *d)
+{
+    uintptr_t h = (uintptr_t)s * 31u ^ (uintptr_t)d;
+    h ^= h >> 17;
+    h *= 0x9e3779b97f4a7c15u;
+    return (size_t)(h >> 32) % BUCKETS;
+}
+
+/* fork(): no other thread may be inside the lock when the child starts. */
+static void fork_prepare(void) { pthread_mutex_lock(&lock); }
+static void fork_parent(void) { pthread_mutex_unlock(&lock); }
+static void fork_child(void) { pthread_mutex_unlock(&lock); }
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static void install_fork_handlers(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
+
+static void lock_registry(void)
+{
+    pthread_once(&fork_once, install_fork_handlers);
+    pthread_mutex_lock(&lock);
+}
+
+static void payload_ref(const sw_route_entry *e)
+{
+    if (e->payload && e->payload_ops && e->payload_ops->ref)
+        e->payload_ops->ref(e->payload);
+}
+
+void sw_route_entry_release(sw_route_entry *e)
+{
+    if (!e)
+        return;
+    if (e->payload && e->payload_ops && e->payload_ops->unref)
+        e->payload_ops->unref(e->payload);
+    e->payload = NULL;
+    e->payload_ops = NULL;
+}
+
+/* The link that points at (s, d)'s node (the node is *link), lock held. */
+static node **find_locked(const sw_carrier_class *s, const sw_carrier_class *d)
+{
+    node **link = &buckets[bucket_of(s, d)];
+    while (*link && ((*link)->src != s || (*link)->dst != d))
+        link = &(*link)->next;
+    return link;
+}
+
+sw_status sw_route_register(const sw_carrier_class *s, const sw_carrier_class *d,
+                            const sw_route_entry *entry, sw_error *err)
+{
+    if (!s || !d || !entry)
+        return sw_error_set(err, SW_ETYPE,
+                            "route: register needs two carrier classes and an entry, not NULL");
+    if (entry->kind != SW_ROUTE_KIND_BINDING)
+        return sw_error_set(err, SW_EINVAL,
+                            "route: only a binding route (SW_ROUTE_KIND_BINDING) can be "
+                            "registered; the core's own routes are fixed");
+    sw_status st = sw_route_check_pins(s, d, class_name(s), class_name(d), err);
+    if (st != SW_OK)
+        return refused(err, st);
+    node *n = malloc(sizeof *n);
+    if (!n)
+        return sw_error_set(err, SW_ENOMEM, "route: out of memory");
+    *n = (node){.src = s, .dst = d, .entry = *entry};
+    n->entry.flags &= ~(unsigned)SW_ROUTE_BUILTIN;
+    n->entry.transfer = NULL;
+    if (!n->entry.payload)
+        n->entry.payload_ops = NULL;
+    lock_registry();
+    node **link = find_locked(s, d);
+    if (*link) {
+        pthread_mutex_unlock(&lock);
+        free(n);
+        return sw_error_set(err, SW_EINVAL,
+                            "route: a route from %s to %s is registered already; unregister "
+                            "it first",
+                            class_name(s), class_name(d));
+    }
+    payload_ref(&n->entry); /* the registry's own reference */
+    *link = n;
+    atomic_fetch_add(&registered, 1);
+    pthread_mutex_unlock(&lock);
+    return SW_OK;
+}
+
+sw_status sw_route_unregister(const sw_carrier_class *s, const sw_carrier_class *d,
+                              sw_route_entry *removed, sw_error *err)
+{
+    if (!s || !d)
+        return sw_error_set(err, SW_ETYPE, "route: unregister needs two carrier classes, not NULL");
+    lock_registry();
+    node **link = find_locked(s, d), *n = *link;
+    if (n) {
+        *link = n->next;
+        atomic_fetch_sub(&registered, 1);
+    }
+    pthread_mutex_unlock(&lock);
+    if (!n)
+        return sw_error_set(err, SW_EINVAL, "route: no route is registered from %s to %s",
+                            class_name(s), class_name(d));
+    if (removed)
+        *removed = n->entry;
+    else
+        sw_route_entry_release(&n->entry);
+    free(n);
+    return SW_OK;
+}
+
+int sw_route_forget_class(const sw_carrier_class *cls)
+{
+    node *gone = NULL;
+    int count = 0;
+    lock_registry();
+    for (size_t b = 0; b < BUCKETS; b++)
+        for (node **link = &buckets[b]; *link;) {
+            node *n = *link;
+            if (n->src != cls && n->dst != cls) {
+                link = &n->next;
+                continue;
+            }
+            *link = n->next;
+            n->next = gone;
+            gone = n;
+            count++;
+        }
+    atomic_fetch_sub(&registered, count);
+    pthread_mutex_unlock(&lock);
+    while (gone) {
+        node *n = gone;
+        gone = n->next;
+        sw_route_entry_release(&n->entry);
+        free(n);
+    }
+    return count;
+}
+
+/* The binding route of (s, d) into *out with one payload reference: 1, or
+ * 0 when there is none. */
+static int lookup_registered(const sw_carrier_class *s, const sw_carrier_class *d,
+                             sw_route_entry *out)
+{
+    if (atomic_load(&registered) == 0)
+        return 0;
+    lock_registry();
+    node *n = *find_locked(s, d);
+    if (n) {
+        *out = n->entry;
+        payload_ref(out);
+    }
+    pthread_mutex_unlock(&lock);
+    return n != NULL;
+}
+
+sw_status sw_move_route_resolve(const sw_carrier_class *s, const sw_carrier_class *d,
+                                sw_route_entry *out, sw_error *err)
+{
+    if (!s || !d || !out)
+        return sw_error_set(err, SW_ETYPE,
+                            "route: resolve needs two carrier classes and an entry, not NULL");
+    if (lookup_registered(s, d, out))
+        return SW_OK;
+    return resolve_core(s, d, out, err);
+}
