@@ -78,12 +78,12 @@ typedef sw_status (*sw_route_transfer_fn)(sw_carrier *src, int64_t src_offset, s
                                           const sw_layout *layout, int64_t *progress,
                                           sw_error *err);
 
-typedef enum sw_route_kind {
+typedef enum sw_route_entry_kind {
     SW_ROUTE_KIND_BULK = 1,
     SW_ROUTE_KIND_CLASS = 2,
     SW_ROUTE_KIND_ELEMENTWISE = 3,
     SW_ROUTE_KIND_BINDING = 4
-} sw_route_kind;
+} sw_route_entry_kind;
 
 /* sw_route_entry.flags */
 enum {
@@ -103,7 +103,7 @@ typedef struct sw_route_payload_ops {
 } sw_route_payload_ops;
 
 typedef struct sw_route_entry {
-    sw_route_kind kind;
+    sw_route_entry_kind kind;
     unsigned flags;                          /* SW_ROUTE_* above */
     sw_route_transfer_fn transfer;           /* SW_ROUTE_KIND_CLASS, else NULL */
     void *payload;                           /* SW_ROUTE_KIND_BINDING, else NULL */

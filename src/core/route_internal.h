@@ -16,7 +16,7 @@
  * so the engine reads it on every move without a lock; route.c holds it. */
 typedef struct sw_route_builtin {
     const sw_carrier_class *src, *dst;
-    sw_route_kind kind;            /* SW_ROUTE_KIND_BULK or _CLASS */
+    sw_route_entry_kind kind;            /* SW_ROUTE_KIND_BULK or _CLASS */
     sw_route_transfer_fn transfer; /* _CLASS: the class's transfer */
 } sw_route_builtin;
 

@@ -17,7 +17,12 @@
 #include "sw_extension.h"
 #include "sw_move.h"
 
+#include <stdlib.h>
+#include <string.h>
 #include <structmember.h>
+
+#include "strideweave/block_device.h"
+#include "strideweave/route.h"
 
 #define NFIELDS(o) \
     ((size_t)(Py_TYPE(o)->tp_basicsize - offsetof(SwRecordObject, f)) / sizeof(PyObject *))
@@ -27,6 +32,7 @@
 
 static PyObject *definitions; /* {id(cls): (cls, definition)} */
 static PyObject *observed;    /* {id(cls): weakref(cls)} */
+static PyObject *route_classes; /* {id(cls): (capsule of its route key, weakref(cls))} */
 
 /* ---- the record slots ------------------------------------------------------ */
 
@@ -659,6 +665,56 @@ static int check_definition_target(PyObject *cls, PyObject *definition)
     return 0;
 }
 
+/* A definition's TransferRoutes are binding routes in the core's registry
+ * (strideweave/route.h), keyed by the exact pair; the entry keeps the
+ * route record (and through it both classes) alive. References change
+ * with the GIL held. */
+static void route_incref(void *payload) { Py_INCREF((PyObject *)payload); }
+static void route_decref(void *payload) { Py_DECREF((PyObject *)payload); }
+static const sw_route_payload_ops route_payload = {route_incref, route_decref};
+
+static int route_keys_of(PyObject *route, const sw_carrier_class **s, const sw_carrier_class **d)
+{
+    *s = sw_py_route_class((PyTypeObject *)SW_RECORD_FIELD(route, SW_ROUTE_SOURCE_CLASS));
+    *d = *s ? sw_py_route_class(
+                  (PyTypeObject *)SW_RECORD_FIELD(route, SW_ROUTE_DESTINATION_CLASS))
+            : NULL;
+    return *d ? 0 : -1;
+}
+
+static void unregister_routes(PyObject *routes, Py_ssize_t count)
+{
+    for (Py_ssize_t i = 0; i < count; i++) {
+        const sw_carrier_class *s, *d;
+        if (route_keys_of(PyTuple_GET_ITEM(routes, i), &s, &d) == 0)
+            sw_route_unregister(s, d, NULL, NULL);
+        else
+            PyErr_Clear();
+    }
+}
+
+/* Every route of `definition` into the core's registry: all, or none and
+ * -1 with an exception. */
+static int register_routes(PyObject *definition)
+{
+    PyObject *routes = SW_RECORD_FIELD(definition, SW_DEFINITION_TRANSFERS);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(routes); i++) {
+        PyObject *r = PyTuple_GET_ITEM(routes, i);
+        const sw_carrier_class *s, *d;
+        sw_route_entry e = {.kind = SW_ROUTE_KIND_BINDING, .payload = r,
+                            .payload_ops = &route_payload};
+        sw_error err;
+        if (route_keys_of(r, &s, &d) < 0 || sw_route_register(s, d, &e, &err) != SW_OK) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(err.code == SW_ENOMEM ? PyExc_MemoryError : PyExc_RuntimeError,
+                                err.msg);
+            unregister_routes(routes, i);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static PyObject *register_carrier_definition(PyObject *mod, PyObject *const *args,
                                              Py_ssize_t nargs, PyObject *kwnames)
 {
@@ -673,7 +729,10 @@ static PyObject *register_carrier_definition(PyObject *mod, PyObject *const *arg
      * makes the registration atomic. */
     PyObject *key = class_key((PyTypeObject *)a[0]);
     PyObject *entry = key ? PyTuple_Pack(2, a[0], a[1]) : NULL;
-    int rc = entry ? PyDict_SetItem(definitions, key, entry) : -1;
+    int rc = entry ? register_routes(a[1]) : -1;
+    if (rc == 0 && (rc = PyDict_SetItem(definitions, key, entry)) < 0)
+        unregister_routes(SW_RECORD_FIELD(a[1], SW_DEFINITION_TRANSFERS),
+                          PyTuple_GET_SIZE(SW_RECORD_FIELD(a[1], SW_DEFINITION_TRANSFERS)));
     Py_XDECREF(entry);
     Py_XDECREF(key);
     if (rc < 0)
@@ -728,17 +787,118 @@ int sw_py_register_shipped_definition(PyTypeObject *cls)
     return rc;
 }
 
+/* ---- route keys (the core's route registry, route.h) --------------------------- */
+
+/* The core keys routes by the exact pair of carrier class tables. The
+ * shipped carriers whose instances are core carriers of one class key on
+ * that class; every other Carrier class (a Python class, or a shipped one
+ * whose carriers the core holds as STATE_ONLY) gets a table of its own,
+ * made when first needed: a key only, never the ops of a carrier. */
+static const sw_carrier_class *core_class_of_type(PyTypeObject *t)
+{
+    if (t == &SwCPU_Type)
+        return &sw_cpu_class;
+    if (t == &SwFileBacked_Type)
+        return &sw_file_backed_class;
+    if (t == &SwGeneric_Type)
+        return &sw_generic_class;
+    if (t == &SwBlockDeviceCarrier_Type)
+        return &sw_block_device_carrier_class;
+    return NULL;
+}
+
+#define ROUTE_KEY_CAPSULE "strideweave.route_key"
+
+/* The class is gone (its weakref fired, forget_observed): its routes go
+ * before its table. */
+static void route_key_free(PyObject *capsule)
+{
+    sw_carrier_class *k = PyCapsule_GetPointer(capsule, ROUTE_KEY_CAPSULE);
+    sw_route_forget_class(k);
+    free((char *)k->name);
+    free(k);
+}
+
+static PyObject *route_key_new(PyTypeObject *cls)
+{
+    sw_carrier_class *k = calloc(1, sizeof *k);
+    char *name = k ? strdup(_PyType_Name(cls)) : NULL;
+    if (!name) {
+        free(k);
+        return PyErr_NoMemory();
+    }
+    k->name = name;
+    k->flags = SW_CARRIER_CLASS_STATE_ONLY;
+    PyObject *capsule = PyCapsule_New(k, ROUTE_KEY_CAPSULE, route_key_free);
+    if (!capsule) {
+        free(name);
+        free(k);
+    }
+    return capsule;
+}
+
+/* The class died: its key goes (the capsule's destructor drops the core's
+ * routes naming it first), so a class at a reused address starts afresh.
+ * Naming a class in a route never observes it (X-13: a definition's routes
+ * may name a class that gets its own definition later). */
+static PyObject *forget_route_key(PyObject *key, PyObject *weakref)
+{
+    (void)weakref;
+    if (PyDict_DelItem(route_classes, key) < 0)
+        PyErr_Clear();
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef forget_route_key_def = {"_forget_route_key", forget_route_key, METH_O, NULL};
+
+static PyObject *route_key_entry(PyTypeObject *cls, PyObject *key)
+{
+    PyObject *capsule = route_key_new(cls);
+    PyObject *cb = capsule ? PyCFunction_New(&forget_route_key_def, key) : NULL;
+    PyObject *ref = cb ? PyWeakref_NewRef((PyObject *)cls, cb) : NULL;
+    PyObject *entry = ref ? PyTuple_Pack(2, capsule, ref) : NULL;
+    Py_XDECREF(ref);
+    Py_XDECREF(cb);
+    Py_XDECREF(capsule);
+    return entry;
+}
+
+const sw_carrier_class *sw_py_route_class(PyTypeObject *cls)
+{
+    const sw_carrier_class *k = core_class_of_type(cls);
+    if (k)
+        return k;
+    PyObject *key = class_key(cls);
+    if (!key)
+        return NULL;
+    PyObject *entry = PyDict_GetItemWithError(route_classes, key);
+    if (!entry && !PyErr_Occurred()) {
+        PyObject *fresh = route_key_entry(cls, key);
+        if (fresh && PyDict_SetItem(route_classes, key, fresh) == 0)
+            entry = fresh;
+        Py_XDECREF(fresh); /* the dict keeps it */
+    }
+    Py_DECREF(key);
+    return entry ? PyCapsule_GetPointer(PyTuple_GET_ITEM(entry, 0), ROUTE_KEY_CAPSULE) : NULL;
+}
+
 /* ---- route resolution (X-14) ------------------------------------------------------ */
 
-static PyObject *route_to(PyObject *definition, PyTypeObject *dst)
+/* The TransferRoute registered for exactly (src, dst), borrowed (the
+ * core's entry keeps it), or NULL: 1 / 0, or -1 with an exception. */
+static int route_to(PyTypeObject *src, PyTypeObject *dst, PyObject **route)
 {
-    PyObject *routes = SW_RECORD_FIELD(definition, SW_DEFINITION_TRANSFERS);
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(routes); i++) {
-        PyObject *r = PyTuple_GET_ITEM(routes, i);
-        if (SW_RECORD_FIELD(r, SW_ROUTE_DESTINATION_CLASS) == (PyObject *)dst)
-            return r;
-    }
-    return NULL;
+    const sw_carrier_class *s = sw_py_route_class(src), *d = s ? sw_py_route_class(dst) : NULL;
+    if (!d)
+        return -1;
+    sw_route_entry e;
+    *route = NULL;
+    if (sw_move_route_resolve(s, d, &e, NULL) != SW_OK)
+        return 0;
+    if (e.kind == SW_ROUTE_KIND_BINDING && e.payload_ops == &route_payload)
+        *route = e.payload;
+    sw_route_entry_release(&e);
+    return *route != NULL;
 }
 
 static int permits_fallback(PyObject *definition)
@@ -772,7 +932,8 @@ int sw_py_route_resolve(PyTypeObject *src, PyTypeObject *dst, sw_route *out)
         out->op_type = move_dispatch((PyObject *)src, (PyObject *)dst);
         return out->op_type ? 0 : -1;
     }
-    out->route = sdef ? route_to(sdef, dst) : NULL;
+    if (sdef && route_to(src, dst, &out->route) < 0)
+        return -1;
     out->op_type = out->route ? (PyObject *)route_move_type : (PyObject *)elementwise_type;
     if (out->route || out->may_fall_back)
         return 0;
@@ -823,7 +984,8 @@ int sw_py_extension_init(PyObject *module)
                              &SwCarrierDefinition_Type};
     definitions = PyDict_New();
     observed = PyDict_New();
-    if (!definitions || !observed || sw_py_provider_wait_init() < 0)
+    route_classes = PyDict_New();
+    if (!definitions || !observed || !route_classes || sw_py_provider_wait_init() < 0)
         return -1;
     sw_carrier_set_definitions(sw_py_observe_class, sw_py_definition_of);
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {

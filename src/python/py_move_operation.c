@@ -8,13 +8,16 @@
  * (src/core/transfer.c); otherwise a per-slot loop through carrier hooks.
  *
  * The legacy registry maps an exact (source class, destination class) pair
- * to an operation class. Keys are the type objects themselves, so a
- * subclass never matches its parent's entry. */
+ * to an operation class. Its entries are binding routes in the core's
+ * route registry (strideweave/route.h), keyed by the exact pair of the
+ * classes' route keys (sw_py_route_class), so a subclass never matches its
+ * parent's entry. */
 #include "sw_extension.h"
 #include "sw_move.h"
 
 #include "strideweave/blockdev.h"
 #include "strideweave/copy.h"
+#include "strideweave/route.h"
 
 #include <string.h>
 
@@ -23,8 +26,7 @@
 
 extern PyTypeObject SwMetal_Type;
 
-static PyObject *registry;          /* {(source class, destination class): op class} */
-static unsigned long registry_version = 1; /* changes with every change of `registry` */
+static unsigned long registry_version = 1; /* changes with every change of the registry */
 static PyObject *base_copy;         /* MoveOperation._copy, the unimplemented hook */
 static PyObject *str_source_class, *str_destination_class, *str_copy;
 
@@ -729,17 +731,71 @@ static int check_registration(PyObject *src, PyObject *dst, PyObject *op)
     return 0;
 }
 
-static PyObject *pair_key(PyObject *src, PyObject *dst)
+/* A registry entry's payload is (source class, destination class,
+ * operation class): the entry keeps all three alive, as a dictionary key
+ * and value did. Its references change with the GIL held: every registry
+ * call here holds it. */
+static void payload_incref(void *payload) { Py_INCREF((PyObject *)payload); }
+static void payload_decref(void *payload) { Py_DECREF((PyObject *)payload); }
+static const sw_route_payload_ops entry_payload = {payload_incref, payload_decref};
+
+/* The route keys of the pair: 0, or -1 with an exception. */
+static int route_keys(PyObject *src, PyObject *dst, const sw_carrier_class **s,
+                      const sw_carrier_class **d)
 {
-    return PyTuple_Pack(2, src, dst);
+    *s = sw_py_route_class((PyTypeObject *)src);
+    *d = *s ? sw_py_route_class((PyTypeObject *)dst) : NULL;
+    return *d ? 0 : -1;
+}
+
+/* The operation class registered for exactly (src, dst), borrowed (the
+ * registry's entry keeps it), or NULL: 1 / 0, or -1 with an exception. */
+static int registered_op(PyObject *src, PyObject *dst, PyObject **op)
+{
+    const sw_carrier_class *s, *d;
+    if (route_keys(src, dst, &s, &d) < 0)
+        return -1;
+    sw_route_entry e;
+    *op = NULL;
+    if (sw_move_route_resolve(s, d, &e, NULL) != SW_OK)
+        return 0;
+    if (e.kind == SW_ROUTE_KIND_BINDING && e.payload_ops == &entry_payload)
+        *op = PyTuple_GET_ITEM((PyObject *)e.payload, 2);
+    sw_route_entry_release(&e);
+    return *op != NULL;
+}
+
+/* The registry's failure as an exception of its kind. */
+static int route_error(const sw_error *err)
+{
+    PyErr_SetString(err->code == SW_ENOMEM ? PyExc_MemoryError : PyExc_RuntimeError, err->msg);
+    return -1;
+}
+
+static int registry_insert(PyObject *src, PyObject *dst, PyObject *op)
+{
+    const sw_carrier_class *s, *d;
+    if (route_keys(src, dst, &s, &d) < 0)
+        return -1;
+    PyObject *payload = PyTuple_Pack(3, src, dst, op);
+    if (!payload)
+        return -1;
+    sw_route_entry e = {.kind = SW_ROUTE_KIND_BINDING, .payload = payload,
+                        .payload_ops = &entry_payload};
+    sw_error err;
+    sw_status st = sw_route_register(s, d, &e, &err);
+    Py_DECREF(payload); /* the registry holds its own */
+    registry_version++;
+    return st == SW_OK ? 0 : route_error(&err);
 }
 
 /* ValueError when the exact pair already has an operation: 0 free, -1. */
-static int check_free(PyObject *src, PyObject *dst, PyObject *key)
+static int check_free(PyObject *src, PyObject *dst)
 {
-    PyObject *existing = PyDict_GetItemWithError(registry, key);
-    if (!existing)
-        return PyErr_Occurred() ? -1 : 0;
+    PyObject *existing;
+    int rc = registered_op(src, dst, &existing);
+    if (rc <= 0)
+        return rc;
     PyErr_Format(PyExc_ValueError,
                  "a move operation is already registered from %s to %s (%s); "
                  "unregister it first",
@@ -750,17 +806,9 @@ static int check_free(PyObject *src, PyObject *dst, PyObject *key)
 /* Validation and duplicate rejection; `add` 0 only checks. */
 static int registry_check_or_add(PyObject *src, PyObject *dst, PyObject *op, int add)
 {
-    if (check_registration(src, dst, op) < 0)
+    if (check_registration(src, dst, op) < 0 || check_free(src, dst) < 0)
         return -1;
-    PyObject *key = pair_key(src, dst);
-    if (!key)
-        return -1;
-    int rc = check_free(src, dst, key);
-    if (rc == 0 && add)
-        rc = PyDict_SetItem(registry, key, op);
-    registry_version++;
-    Py_DECREF(key);
-    return rc;
+    return add ? registry_insert(src, dst, op) : 0;
 }
 
 static int registry_add(PyObject *src, PyObject *dst, PyObject *op)
@@ -770,20 +818,18 @@ static int registry_add(PyObject *src, PyObject *dst, PyObject *op)
 
 static PyObject *registry_pop(PyObject *src, PyObject *dst)
 {
-    PyObject *key = pair_key(src, dst);
-    if (!key)
+    const sw_carrier_class *s, *d;
+    if (route_keys(src, dst, &s, &d) < 0)
         return NULL;
-    PyObject *op = PyDict_GetItemWithError(registry, key);
-    if (op) {
-        Py_INCREF(op);
-        if (PyDict_DelItem(registry, key) < 0)
-            Py_CLEAR(op);
-        registry_version++;
-    } else if (!PyErr_Occurred()) {
+    sw_route_entry removed;
+    if (sw_route_unregister(s, d, &removed, NULL) != SW_OK) {
         PyErr_Format(PyExc_KeyError, "no move operation is registered from %s to %s",
                      class_name(src), class_name(dst));
+        return NULL;
     }
-    Py_DECREF(key);
+    registry_version++;
+    PyObject *op = Py_NewRef(PyTuple_GET_ITEM((PyObject *)removed.payload, 2));
+    sw_route_entry_release(&removed);
     return op;
 }
 
@@ -819,14 +865,9 @@ PyObject *sw_py_move_dispatch(PyObject *src, PyObject *dst)
 
 static PyObject *dispatch_lookup(PyObject *src, PyObject *dst)
 {
-    PyObject *key = pair_key(src, dst);
-    if (!key)
-        return NULL;
-    PyObject *op = PyDict_GetItemWithError(registry, key);
-    Py_DECREF(key);
-    if (!op && !PyErr_Occurred())
-        op = (PyObject *)&SwElementwise_Type;
-    return op;
+    PyObject *op;
+    int rc = registered_op(src, dst, &op);
+    return rc < 0 ? NULL : rc ? op : (PyObject *)&SwElementwise_Type;
 }
 
 static const char *const triple_names[] = {"source_class", "destination_class",
@@ -1018,14 +1059,8 @@ static int add_shipped(PyObject *module, PyTypeObject *op, PyTypeObject *src,
     if (registered == 1 && registry_add((PyObject *)src, (PyObject *)dst, (PyObject *)op) < 0)
         return -1;
     /* 2: a pair users may not register or unregister (B-10's block pairs). */
-    if (registered == 2) {
-        PyObject *key = pair_key((PyObject *)src, (PyObject *)dst);
-        int rc = key ? PyDict_SetItem(registry, key, (PyObject *)op) : -1;
-        registry_version++;
-        Py_XDECREF(key);
-        if (rc < 0)
-            return -1;
-    }
+    if (registered == 2 && registry_insert((PyObject *)src, (PyObject *)dst, (PyObject *)op) < 0)
+        return -1;
     return PyModule_AddObjectRef(module, _PyType_Name(op), (PyObject *)op);
 }
 
@@ -1036,8 +1071,7 @@ int sw_py_move_operation_init(PyObject *module)
     str_source_class = PyUnicode_InternFromString("source_class");
     str_destination_class = PyUnicode_InternFromString("destination_class");
     str_copy = PyUnicode_InternFromString("_copy");
-    registry = PyDict_New();
-    if (!str_source_class || !str_destination_class || !str_copy || !registry)
+    if (!str_source_class || !str_destination_class || !str_copy)
         return -1;
     if (PyType_Ready(&SwMoveOperation_Type) < 0 || PyType_Ready(&SwRegistered_Type) < 0 ||
         set_pins(&SwMoveOperation_Type, Py_None, Py_None) < 0)

@@ -49,6 +49,13 @@ int sw_py_register_shipped_definition(PyTypeObject *cls);
 /* freeze the definition status of exactly `cls`. 0 / -1. */
 int sw_py_observe_class(PyTypeObject *cls);
 
+/* The class table the core's route registry (strideweave/route.h) keys
+ * `cls` by: the core class of CPU, Generic, FileBacked and
+ * BlockDeviceCarrier, else one made for exactly `cls` (without observing
+ * it) and dropped, with every route naming it, when `cls` is collected.
+ * Borrowed; NULL with an exception. */
+const sw_carrier_class *sw_py_route_class(PyTypeObject *cls);
+
 /* X-14 resolution for the exact classes (src, dst), observing both. */
 typedef struct sw_route {
     PyObject *op_type;  /* governing MoveOperation class, borrowed */

@@ -32,10 +32,10 @@ static sw_route_entry binding_route(payload *p, unsigned flags)
                             .payload_ops = &counted};
 }
 
-static const sw_route_entry untouched = {.kind = (sw_route_kind)77, .flags = 77u,
+static const sw_route_entry untouched = {.kind = (sw_route_entry_kind)77, .flags = 77u,
                                          .payload = (void *)&untouched};
 
-static void check_core(const sw_carrier_class *s, const sw_carrier_class *d, sw_route_kind kind)
+static void check_core(const sw_carrier_class *s, const sw_carrier_class *d, sw_route_entry_kind kind)
 {
     sw_route_entry e;
     sw_error err;
