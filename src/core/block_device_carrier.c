@@ -431,14 +431,6 @@ int64_t sw_block_device_carrier_extent_bytes(sw_carrier *c) { return extent_fiel
 
 /* ---- the move engine's hooks ------------------------------------------------ */
 
-int sw_block_device_pair_allowed(const sw_carrier_class *src, const sw_carrier_class *dst)
-{
-    const sw_carrier_class *bd = &sw_block_device_carrier_class;
-    if (src != bd && dst != bd)
-        return 1;
-    return (src == &sw_cpu_class && dst == bd) || (src == bd && dst == &sw_cpu_class);
-}
-
 sw_status sw_block_device_check_faulted_locked(sw_carrier *src, sw_carrier *dst, sw_error *err)
 {
     bdc_impl *b = bdc_of(src) ? bdc_of(src) : bdc_of(dst);

@@ -434,8 +434,10 @@ static int storage_builtin(const sw_carrier_class *c)
  * carrier only to and from CPU), then the block device's state. */
 static sw_status check_pins_locked(sw_carrier *s, sw_carrier *d, sw_error *err)
 {
-    sw_status st = sw_route_check_pins(s->ops, d->ops, sw_carrier_name(s), sw_carrier_name(d), err);
-    return st != SW_OK ? st : sw_block_device_check_faulted_locked(s, d, err);
+    sw_route_pin pin = sw_route_pin_of(s->ops, d->ops);
+    if (pin != SW_ROUTE_PIN_NONE)
+        return sw_route_refuse_pin(pin, sw_carrier_name(s), sw_carrier_name(d), err);
+    return sw_block_device_check_faulted_locked(s, d, err);
 }
 
 /* ---- the transfer (pool thread, no lock: the pending guard holds) ---------- */

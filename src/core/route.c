@@ -8,9 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "strideweave/block_device.h"
 #include "strideweave/move.h"
-#include "strideweave/tiled_evictable.h"
 
 #include "route_internal.h"
 
@@ -30,21 +28,19 @@ static const char *class_name(const sw_carrier_class *c)
     return c->name ? c->name : "Carrier";
 }
 
-sw_status sw_route_check_pins(const sw_carrier_class *s, const sw_carrier_class *d,
-                              const char *s_name, const char *d_name, sw_error *err)
+sw_status sw_route_refuse_pin(sw_route_pin pin, const char *s_name, const char *d_name,
+                              sw_error *err)
 {
-    if (s == &sw_tiled_evictable_class || d == &sw_tiled_evictable_class)
+    if (pin == SW_ROUTE_PIN_TILED)
         return sw_error_set(err, SW_ENOTSUP,
                             "move: cannot move from %s to %s: a TiledEvictable's values stay in "
                             "its tiers, so no move goes into or out of it; project its tiles "
                             "into another carrier instead",
                             s_name, d_name);
-    if (!sw_block_device_pair_allowed(s, d))
-        return sw_error_set(err, SW_ENOTSUP,
-                            "move: cannot move from %s to %s: a BlockDeviceCarrier moves only to "
-                            "and from a CPU carrier",
-                            s_name, d_name);
-    return SW_OK;
+    return sw_error_set(err, SW_ENOTSUP,
+                        "move: cannot move from %s to %s: a BlockDeviceCarrier moves only to "
+                        "and from a CPU carrier",
+                        s_name, d_name);
 }
 
 static sw_status refused(sw_error *err, sw_status st)
@@ -65,9 +61,9 @@ static sw_status resolve_core(const sw_carrier_class *s, const sw_carrier_class 
                                          "that carrier's values, and it registered no route "
                                          "for this pair",
                                          sn, dn));
-    sw_status st = sw_route_check_pins(s, d, sn, dn, err);
-    if (st != SW_OK)
-        return refused(err, st);
+    sw_route_pin pin = sw_route_pin_of(s, d);
+    if (pin != SW_ROUTE_PIN_NONE)
+        return refused(err, sw_route_refuse_pin(pin, sn, dn, err));
     const sw_route_builtin *b = sw_route_builtin_of(s, d);
     *out = (sw_route_entry){
         .kind = b ? b->kind : SW_ROUTE_KIND_ELEMENTWISE,
@@ -158,9 +154,9 @@ sw_status sw_route_register(const sw_carrier_class *s, const sw_carrier_class *d
         return sw_error_set(err, SW_EINVAL,
                             "route: only a binding route (SW_ROUTE_KIND_BINDING) can be "
                             "registered; the core's own routes are fixed");
-    sw_status st = sw_route_check_pins(s, d, class_name(s), class_name(d), err);
-    if (st != SW_OK)
-        return refused(err, st);
+    sw_route_pin pin = sw_route_pin_of(s, d);
+    if (pin != SW_ROUTE_PIN_NONE)
+        return refused(err, sw_route_refuse_pin(pin, class_name(s), class_name(d), err));
     node *n = malloc(sizeof *n);
     if (!n)
         return sw_error_set(err, SW_ENOMEM, "route: out of memory");

@@ -6,10 +6,12 @@
 
 #include <stddef.h>
 
+#include "strideweave/block_device.h"
 #include "strideweave/carrier.h"
 #include "strideweave/layout.h"
 #include "strideweave/route.h"
 #include "strideweave/status.h"
+#include "strideweave/tiled_evictable.h"
 
 /* The core's own routes: the exact pairs with a bulk or class route (every
  * other pair the core reaches is the elementwise fallback). A fixed table,
@@ -33,12 +35,30 @@ static inline const sw_route_builtin *sw_route_builtin_of(const sw_carrier_class
     return NULL;
 }
 
-/* Row 9's class rules (route.h, "Refusals") without the binding's
- * entries: a TiledEvictable on either side, a BlockDeviceCarrier with
- * anything but CPU. SW_OK or SW_ENOTSUP (detail 0: the caller names the
- * row). `s_name`/`d_name` name the carriers in the message. */
-sw_status sw_route_check_pins(const sw_carrier_class *s, const sw_carrier_class *d,
-                              const char *s_name, const char *d_name, sw_error *err);
+/* Row 9's class rules (route.h, "Refusals"), without the binding's
+ * entries: which pin refuses the exact pair (s, d), if any. Inline and
+ * without names, since the engine asks on every move and names the
+ * carriers only when refusing. */
+typedef enum sw_route_pin {
+    SW_ROUTE_PIN_NONE = 0,
+    SW_ROUTE_PIN_TILED = 1,       /* a TiledEvictable on either side */
+    SW_ROUTE_PIN_BLOCK_DEVICE = 2 /* a BlockDeviceCarrier, the other side not CPU */
+} sw_route_pin;
+
+static inline sw_route_pin sw_route_pin_of(const sw_carrier_class *s, const sw_carrier_class *d)
+{
+    const sw_carrier_class *bd = &sw_block_device_carrier_class, *cpu = &sw_cpu_class;
+    if (s == &sw_tiled_evictable_class || d == &sw_tiled_evictable_class)
+        return SW_ROUTE_PIN_TILED;
+    if ((s == bd || d == bd) && !(s == cpu && d == bd) && !(s == bd && d == cpu))
+        return SW_ROUTE_PIN_BLOCK_DEVICE;
+    return SW_ROUTE_PIN_NONE;
+}
+
+/* The refusal of `pin` (not NONE): SW_ENOTSUP naming the carriers
+ * `s_name` and `d_name` (detail 0: the caller names the row). */
+sw_status sw_route_refuse_pin(sw_route_pin pin, const char *s_name, const char *d_name,
+                              sw_error *err);
 
 /* Block device carriers (block_device_carrier.c). */
 sw_status sw_block_device_route_transfer(sw_carrier *src, int64_t src_offset, sw_carrier *dst,
@@ -47,9 +67,6 @@ sw_status sw_block_device_route_transfer(sw_carrier *src, int64_t src_offset, sw
 /* 1 while a test holds block device transfers at a pause point: such a
  * move never runs on its caller (the test resumes it from there). */
 int sw_block_device_route_may_pause(void);
-/* 1 when a move between these exact classes may run at all (block device
- * carriers move only to and from CPU). */
-int sw_block_device_pair_allowed(const sw_carrier_class *src, const sw_carrier_class *dst);
 /* The state part of row 9 (move.h) with both carriers locked: SW_ESTATE
  * when a block device carrier on either side has a faulted device. */
 sw_status sw_block_device_check_faulted_locked(sw_carrier *src, sw_carrier *dst, sw_error *err);

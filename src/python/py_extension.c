@@ -573,15 +573,29 @@ PyObject *sw_py_definition_of(PyTypeObject *cls)
     return entry ? PyTuple_GET_ITEM(entry, 1) : NULL;
 }
 
-static PyObject *forget_observed(PyObject *key, PyObject *weakref)
+/* A class's entry in `observed` or `route_classes` goes when the class
+ * dies: its weakref's callback (self: the pair (table, key)) deletes it, so
+ * a class at a reused address starts afresh. */
+static PyObject *forget_entry(PyObject *table_and_key, PyObject *weakref)
 {
     (void)weakref;
-    if (PyDict_DelItem(observed, key) < 0)
+    if (PyDict_DelItem(PyTuple_GET_ITEM(table_and_key, 0), PyTuple_GET_ITEM(table_and_key, 1)) <
+        0)
         PyErr_Clear();
     Py_RETURN_NONE;
 }
 
-static PyMethodDef forget_def = {"_forget_observed", forget_observed, METH_O, NULL};
+static PyMethodDef forget_def = {"_forget_class_entry", forget_entry, METH_O, NULL};
+
+static PyObject *weakref_forgetting(PyTypeObject *cls, PyObject *table, PyObject *key)
+{
+    PyObject *self = PyTuple_Pack(2, table, key);
+    PyObject *cb = self ? PyCFunction_New(&forget_def, self) : NULL;
+    PyObject *ref = cb ? PyWeakref_NewRef((PyObject *)cls, cb) : NULL;
+    Py_XDECREF(cb);
+    Py_XDECREF(self);
+    return ref;
+}
 
 static int is_observed(PyTypeObject *cls)
 {
@@ -602,11 +616,9 @@ int sw_py_observe_class(PyTypeObject *cls)
         return -1;
     int rc = PyDict_Contains(observed, key);
     if (rc == 0) {
-        PyObject *cb = PyCFunction_New(&forget_def, key);
-        PyObject *ref = cb ? PyWeakref_NewRef((PyObject *)cls, cb) : NULL;
+        PyObject *ref = weakref_forgetting(cls, observed, key);
         rc = ref ? PyDict_SetItem(observed, key, ref) : -1;
         Py_XDECREF(ref);
-        Py_XDECREF(cb);
     }
     Py_DECREF(key);
     return rc < 0 ? -1 : 0;
@@ -666,29 +678,21 @@ static int check_definition_target(PyObject *cls, PyObject *definition)
 }
 
 /* A definition's TransferRoutes are binding routes in the core's registry
- * (strideweave/route.h), keyed by the exact pair; the entry keeps the
- * route record (and through it both classes) alive. References change
- * with the GIL held. */
-static void route_incref(void *payload) { Py_INCREF((PyObject *)payload); }
-static void route_decref(void *payload) { Py_DECREF((PyObject *)payload); }
-static const sw_route_payload_ops route_payload = {route_incref, route_decref};
-
-static int route_keys_of(PyObject *route, const sw_carrier_class **s, const sw_carrier_class **d)
+ * (sw_py_route_add), keyed by the exact pair of their classes. */
+static PyTypeObject *route_class(PyObject *route, int field)
 {
-    *s = sw_py_route_class((PyTypeObject *)SW_RECORD_FIELD(route, SW_ROUTE_SOURCE_CLASS));
-    *d = *s ? sw_py_route_class(
-                  (PyTypeObject *)SW_RECORD_FIELD(route, SW_ROUTE_DESTINATION_CLASS))
-            : NULL;
-    return *d ? 0 : -1;
+    return (PyTypeObject *)SW_RECORD_FIELD(route, field);
 }
 
 static void unregister_routes(PyObject *routes, Py_ssize_t count)
 {
     for (Py_ssize_t i = 0; i < count; i++) {
-        const sw_carrier_class *s, *d;
-        if (route_keys_of(PyTuple_GET_ITEM(routes, i), &s, &d) == 0)
-            sw_route_unregister(s, d, NULL, NULL);
-        else
+        PyObject *r = PyTuple_GET_ITEM(routes, i), *payload;
+        int rc = sw_py_route_remove(route_class(r, SW_ROUTE_SOURCE_CLASS),
+                                    route_class(r, SW_ROUTE_DESTINATION_CLASS), &payload);
+        if (rc > 0)
+            Py_DECREF(payload);
+        else if (rc < 0)
             PyErr_Clear();
     }
 }
@@ -700,14 +704,8 @@ static int register_routes(PyObject *definition)
     PyObject *routes = SW_RECORD_FIELD(definition, SW_DEFINITION_TRANSFERS);
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(routes); i++) {
         PyObject *r = PyTuple_GET_ITEM(routes, i);
-        const sw_carrier_class *s, *d;
-        sw_route_entry e = {.kind = SW_ROUTE_KIND_BINDING, .payload = r,
-                            .payload_ops = &route_payload};
-        sw_error err;
-        if (route_keys_of(r, &s, &d) < 0 || sw_route_register(s, d, &e, &err) != SW_OK) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(err.code == SW_ENOMEM ? PyExc_MemoryError : PyExc_RuntimeError,
-                                err.msg);
+        if (sw_py_route_add(route_class(r, SW_ROUTE_SOURCE_CLASS),
+                            route_class(r, SW_ROUTE_DESTINATION_CLASS), r) < 0) {
             unregister_routes(routes, i);
             return -1;
         }
@@ -809,7 +807,7 @@ static const sw_carrier_class *core_class_of_type(PyTypeObject *t)
 
 #define ROUTE_KEY_CAPSULE "strideweave.route_key"
 
-/* The class is gone (its weakref fired, forget_observed): its routes go
+/* The class is gone (its weakref fired, forget_entry): its routes go
  * before its table. */
 static void route_key_free(PyObject *capsule)
 {
@@ -837,28 +835,16 @@ static PyObject *route_key_new(PyTypeObject *cls)
     return capsule;
 }
 
-/* The class died: its key goes (the capsule's destructor drops the core's
- * routes naming it first), so a class at a reused address starts afresh.
+/* A class's key with the weakref that drops it (and, through the
+ * capsule's destructor, the core's routes naming it) when the class dies.
  * Naming a class in a route never observes it (X-13: a definition's routes
  * may name a class that gets its own definition later). */
-static PyObject *forget_route_key(PyObject *key, PyObject *weakref)
-{
-    (void)weakref;
-    if (PyDict_DelItem(route_classes, key) < 0)
-        PyErr_Clear();
-    Py_RETURN_NONE;
-}
-
-static PyMethodDef forget_route_key_def = {"_forget_route_key", forget_route_key, METH_O, NULL};
-
 static PyObject *route_key_entry(PyTypeObject *cls, PyObject *key)
 {
     PyObject *capsule = route_key_new(cls);
-    PyObject *cb = capsule ? PyCFunction_New(&forget_route_key_def, key) : NULL;
-    PyObject *ref = cb ? PyWeakref_NewRef((PyObject *)cls, cb) : NULL;
+    PyObject *ref = capsule ? weakref_forgetting(cls, route_classes, key) : NULL;
     PyObject *entry = ref ? PyTuple_Pack(2, capsule, ref) : NULL;
     Py_XDECREF(ref);
-    Py_XDECREF(cb);
     Py_XDECREF(capsule);
     return entry;
 }
@@ -882,23 +868,77 @@ const sw_carrier_class *sw_py_route_class(PyTypeObject *cls)
     return entry ? PyCapsule_GetPointer(PyTuple_GET_ITEM(entry, 0), ROUTE_KEY_CAPSULE) : NULL;
 }
 
-/* ---- route resolution (X-14) ------------------------------------------------------ */
+/* Binding routes hold a Python object (a TransferRoute, or the move
+ * registry's (source, destination, operation) triple) as their payload:
+ * the entry keeps it, and so both classes, alive. Its references change
+ * with the GIL held: every registry call here holds it. */
+static void payload_incref(void *payload) { Py_INCREF((PyObject *)payload); }
+static void payload_decref(void *payload) { Py_DECREF((PyObject *)payload); }
+static const sw_route_payload_ops py_payload = {payload_incref, payload_decref};
 
-/* The TransferRoute registered for exactly (src, dst), borrowed (the
- * core's entry keeps it), or NULL: 1 / 0, or -1 with an exception. */
-static int route_to(PyTypeObject *src, PyTypeObject *dst, PyObject **route)
+static int route_keys(PyTypeObject *src, PyTypeObject *dst, const sw_carrier_class **s,
+                      const sw_carrier_class **d)
 {
-    const sw_carrier_class *s = sw_py_route_class(src), *d = s ? sw_py_route_class(dst) : NULL;
-    if (!d)
+    *s = sw_py_route_class(src);
+    *d = *s ? sw_py_route_class(dst) : NULL;
+    return *d ? 0 : -1;
+}
+
+static int route_error(const sw_error *err)
+{
+    PyErr_SetString(err->code == SW_ENOMEM ? PyExc_MemoryError : PyExc_RuntimeError, err->msg);
+    return -1;
+}
+
+int sw_py_route_add(PyTypeObject *src, PyTypeObject *dst, PyObject *payload)
+{
+    const sw_carrier_class *s, *d;
+    if (route_keys(src, dst, &s, &d) < 0)
+        return -1;
+    sw_route_entry e = {.kind = SW_ROUTE_KIND_BINDING, .payload = payload,
+                        .payload_ops = &py_payload};
+    sw_error err;
+    return sw_route_register(s, d, &e, &err) == SW_OK ? 0 : route_error(&err);
+}
+
+int sw_py_route_payload(PyTypeObject *src, PyTypeObject *dst, PyObject **payload)
+{
+    const sw_carrier_class *s, *d;
+    if (route_keys(src, dst, &s, &d) < 0)
         return -1;
     sw_route_entry e;
-    *route = NULL;
+    *payload = NULL;
     if (sw_move_route_resolve(s, d, &e, NULL) != SW_OK)
+        return 0; /* the core refuses the pair: nobody registered it */
+    if (e.kind == SW_ROUTE_KIND_BINDING && e.payload_ops == &py_payload)
+        *payload = e.payload;
+    sw_route_entry_release(&e); /* the registry's own reference stays */
+    return *payload != NULL;
+}
+
+int sw_py_route_remove(PyTypeObject *src, PyTypeObject *dst, PyObject **payload)
+{
+    const sw_carrier_class *s, *d;
+    if (route_keys(src, dst, &s, &d) < 0)
+        return -1;
+    sw_route_entry removed;
+    *payload = NULL;
+    if (sw_route_unregister(s, d, &removed, NULL) != SW_OK)
         return 0;
-    if (e.kind == SW_ROUTE_KIND_BINDING && e.payload_ops == &route_payload)
-        *route = e.payload;
-    sw_route_entry_release(&e);
-    return *route != NULL;
+    *payload = removed.payload; /* the registry's reference, handed over */
+    return 1;
+}
+
+/* ---- route resolution (X-14) ------------------------------------------------------ */
+
+/* The TransferRoute registered for exactly (src, dst), borrowed, or NULL:
+ * 1 / 0, or -1 with an exception. */
+static int route_to(PyTypeObject *src, PyTypeObject *dst, PyObject **route)
+{
+    int rc = sw_py_route_payload(src, dst, route);
+    if (rc > 0 && Py_TYPE(*route) != &SwTransferRoute_Type)
+        *route = NULL, rc = 0; /* a move registry entry: not a definition's */
+    return rc;
 }
 
 static int permits_fallback(PyObject *definition)

@@ -17,7 +17,6 @@
 
 #include "strideweave/blockdev.h"
 #include "strideweave/copy.h"
-#include "strideweave/route.h"
 
 #include <string.h>
 
@@ -731,62 +730,28 @@ static int check_registration(PyObject *src, PyObject *dst, PyObject *op)
     return 0;
 }
 
-/* A registry entry's payload is (source class, destination class,
- * operation class): the entry keeps all three alive, as a dictionary key
- * and value did. Its references change with the GIL held: every registry
- * call here holds it. */
-static void payload_incref(void *payload) { Py_INCREF((PyObject *)payload); }
-static void payload_decref(void *payload) { Py_DECREF((PyObject *)payload); }
-static const sw_route_payload_ops entry_payload = {payload_incref, payload_decref};
-
-/* The route keys of the pair: 0, or -1 with an exception. */
-static int route_keys(PyObject *src, PyObject *dst, const sw_carrier_class **s,
-                      const sw_carrier_class **d)
-{
-    *s = sw_py_route_class((PyTypeObject *)src);
-    *d = *s ? sw_py_route_class((PyTypeObject *)dst) : NULL;
-    return *d ? 0 : -1;
-}
-
 /* The operation class registered for exactly (src, dst), borrowed (the
- * registry's entry keeps it), or NULL: 1 / 0, or -1 with an exception. */
+ * entry's payload, (source, destination, operation), keeps all three
+ * alive as a dictionary key and value did), or NULL: 1 / 0, or -1. */
 static int registered_op(PyObject *src, PyObject *dst, PyObject **op)
 {
-    const sw_carrier_class *s, *d;
-    if (route_keys(src, dst, &s, &d) < 0)
-        return -1;
-    sw_route_entry e;
-    *op = NULL;
-    if (sw_move_route_resolve(s, d, &e, NULL) != SW_OK)
-        return 0;
-    if (e.kind == SW_ROUTE_KIND_BINDING && e.payload_ops == &entry_payload)
-        *op = PyTuple_GET_ITEM((PyObject *)e.payload, 2);
-    sw_route_entry_release(&e);
-    return *op != NULL;
-}
-
-/* The registry's failure as an exception of its kind. */
-static int route_error(const sw_error *err)
-{
-    PyErr_SetString(err->code == SW_ENOMEM ? PyExc_MemoryError : PyExc_RuntimeError, err->msg);
-    return -1;
+    int rc = sw_py_route_payload((PyTypeObject *)src, (PyTypeObject *)dst, op);
+    if (rc > 0 && !PyTuple_Check(*op))
+        *op = NULL, rc = 0; /* a definition's TransferRoute: not ours */
+    else if (rc > 0)
+        *op = PyTuple_GET_ITEM(*op, 2);
+    return rc;
 }
 
 static int registry_insert(PyObject *src, PyObject *dst, PyObject *op)
 {
-    const sw_carrier_class *s, *d;
-    if (route_keys(src, dst, &s, &d) < 0)
-        return -1;
     PyObject *payload = PyTuple_Pack(3, src, dst, op);
     if (!payload)
         return -1;
-    sw_route_entry e = {.kind = SW_ROUTE_KIND_BINDING, .payload = payload,
-                        .payload_ops = &entry_payload};
-    sw_error err;
-    sw_status st = sw_route_register(s, d, &e, &err);
+    int rc = sw_py_route_add((PyTypeObject *)src, (PyTypeObject *)dst, payload);
     Py_DECREF(payload); /* the registry holds its own */
     registry_version++;
-    return st == SW_OK ? 0 : route_error(&err);
+    return rc;
 }
 
 /* ValueError when the exact pair already has an operation: 0 free, -1. */
@@ -818,18 +783,16 @@ static int registry_add(PyObject *src, PyObject *dst, PyObject *op)
 
 static PyObject *registry_pop(PyObject *src, PyObject *dst)
 {
-    const sw_carrier_class *s, *d;
-    if (route_keys(src, dst, &s, &d) < 0)
-        return NULL;
-    sw_route_entry removed;
-    if (sw_route_unregister(s, d, &removed, NULL) != SW_OK) {
+    PyObject *payload;
+    int rc = sw_py_route_remove((PyTypeObject *)src, (PyTypeObject *)dst, &payload);
+    if (rc == 0)
         PyErr_Format(PyExc_KeyError, "no move operation is registered from %s to %s",
                      class_name(src), class_name(dst));
+    if (rc <= 0)
         return NULL;
-    }
     registry_version++;
-    PyObject *op = Py_NewRef(PyTuple_GET_ITEM((PyObject *)removed.payload, 2));
-    sw_route_entry_release(&removed);
+    PyObject *op = Py_NewRef(PyTuple_GET_ITEM(payload, 2));
+    Py_DECREF(payload);
     return op;
 }
 

@@ -56,6 +56,15 @@ int sw_py_observe_class(PyTypeObject *cls);
  * Borrowed; NULL with an exception. */
 const sw_carrier_class *sw_py_route_class(PyTypeObject *cls);
 
+/* Binding routes in the core's registry keyed by sw_py_route_class,
+ * holding a Python object as payload (GIL held). Add: 0, or -1 with an
+ * exception (RuntimeError when the pair has a route already). Payload: the
+ * one registered for exactly (src, dst), borrowed: 1, 0 none, -1. Remove:
+ * 1 with the payload's reference handed to the caller, 0 none, -1. */
+int sw_py_route_add(PyTypeObject *src, PyTypeObject *dst, PyObject *payload);
+int sw_py_route_payload(PyTypeObject *src, PyTypeObject *dst, PyObject **payload);
+int sw_py_route_remove(PyTypeObject *src, PyTypeObject *dst, PyObject **payload);
+
 /* X-14 resolution for the exact classes (src, dst), observing both. */
 typedef struct sw_route {
     PyObject *op_type;  /* governing MoveOperation class, borrowed */
