@@ -241,8 +241,9 @@ typedef struct sw_move_options {
     void *user;
     sw_move_commit_guard_fn commit_enter; /* may be NULL (then leave is not called) */
     sw_move_commit_guard_fn commit_leave; /* may be NULL */
-    int64_t *progress;   /* NULL, or a byte counter the transfer adds to atomically
-                            (transfer.h), sw_move_bytes in all on success */
+    int64_t *progress;   /* NULL (the handle counts: sw_move_progress), or a byte
+                            counter the transfer adds to atomically (transfer.h),
+                            set to sw_move_bytes at a successful commit */
     int caller_waits;    /* 1: the caller waits for the move at once (as sw_move
                             does): see "Where the transfer runs" above */
     int elementwise;     /* 1: copy the logical values only, even between a pair
@@ -362,6 +363,21 @@ SW_API void sw_move_abandon(sw_move_handle *move);
 /* Block until the move committed; then the result (new reference) or the
  * terminal error. `result` may be NULL. */
 SW_API sw_status sw_move_wait(sw_move_handle *m, sw_tensor **result, sw_error *err);
+/* Block until the move committed (1) or until `timeout_ns` passed (0;
+ * < 0: no limit). A timeout changes nothing: the move keeps running and
+ * the handle stays valid, so a caller may wait again, or in slices to
+ * look for its own interruptions between them (a binding checking its
+ * signals). On 1, sw_move_wait returns the outcome without blocking. Any
+ * number of threads may wait on one handle. In a forked child it ends
+ * the inherited moves first, as sw_move_wait does. */
+SW_API int sw_move_wait_for(sw_move_handle *m, int64_t timeout_ns);
+/* How much of the move's data its transfer has copied so far: *done of
+ * *total bytes (sw_move_bytes). It grows as the transfer goes (chunk by
+ * chunk for large copies; some routes jump from 0 to the total) and is
+ * the total once the move succeeded. Counted in options->progress when
+ * the caller gave one, else in the handle. Either pointer may be NULL;
+ * thread-safe, never blocks. */
+SW_API void sw_move_progress(sw_move_handle *m, int64_t *done, int64_t *total);
 /* The terminal error of a failed move, from its on_commit on (where
  * sw_move_wait would block) and after sw_move_wait reported it; NULL for a
  * move that succeeded or has not committed yet. Owned by the handle. */

@@ -44,7 +44,8 @@ struct sw_move_handle {
     sw_move_commit_fn on_commit;
     void *user;
     sw_move_commit_guard_fn enter, leave;
-    int64_t *progress;   /* the caller's byte counter, or NULL */
+    int64_t *progress;   /* the caller's byte counter, else &progress_own */
+    int64_t progress_own; /* bytes copied so far, when the caller gave no counter */
     int caller_waits;    /* the caller waits at once: every helper copies */
     struct sw_move_handle *held_next; /* queued by sw_move_hold */
     sw_move_transfer_fn supplied; /* the caller's transfer (move.h), or NULL */
@@ -573,6 +574,8 @@ static void commit(sw_move_handle *m)
     if (m->status == SW_OK && !SW_CARRIER_STATE_ONLY(s))
         release_moved_source(s);
     sw_carrier_unlock_pair(s, d);
+    if (m->status == SW_OK) /* a transfer that counts coarsely (or not) ends whole */
+        __atomic_store_n(m->progress, m->bytes, __ATOMIC_RELAXED);
 
     /* Hooks after the carriers changed, before any waiter wakes, with no
      * core lock held: the profiling event first, so that on_commit finds
@@ -697,16 +700,35 @@ int sw_move_done(sw_move_handle *m) { return m && (m->light || sw_completion_is_
 sw_move_route sw_move_route_of(sw_move_handle *m) { return m->route; }
 int64_t sw_move_bytes(sw_move_handle *m) { return m->bytes; }
 
+void sw_move_progress(sw_move_handle *m, int64_t *done, int64_t *total)
+{
+    int64_t n = m ? __atomic_load_n(m->progress, __ATOMIC_RELAXED) : 0, all = m ? m->bytes : 0;
+    if (done)
+        *done = n < all ? n : all;
+    if (total)
+        *total = all;
+}
+
+int sw_move_wait_for(sw_move_handle *m, int64_t timeout_ns)
+{
+    /* A light move committed before its caller got the handle. */
+    if (!m || m->light)
+        return 1;
+    /* A forked child's inherited move: nobody here would finish it. */
+    if (m->generation != atomic_load(&engine_generation) && !sw_completion_is_done(m->done))
+        sw_move_end_inherited();
+    if (timeout_ns < 0) {
+        sw_completion_wait(m->done);
+        return 1;
+    }
+    return sw_completion_wait_for(m->done, timeout_ns);
+}
+
 sw_status sw_move_wait(sw_move_handle *m, sw_tensor **result, sw_error *err)
 {
     if (!m)
         return sw_error_set(err, SW_ETYPE, "sw_move_wait: move must not be NULL");
-    if (!m->light) {
-        /* A forked child's inherited move: nobody here would finish it. */
-        if (m->generation != atomic_load(&engine_generation) && !sw_completion_is_done(m->done))
-            sw_move_end_inherited();
-        sw_completion_wait(m->done);
-    }
+    sw_move_wait_for(m, -1);
     if (m->status != SW_OK) {
         if (err)
             *err = m->err;
@@ -893,7 +915,7 @@ static void take_options(sw_move_handle *m, const sw_move_options *o)
     m->user = o->user;
     m->enter = o->commit_enter;
     m->leave = o->commit_leave;
-    m->progress = o->progress;
+    m->progress = o->progress ? o->progress : &m->progress_own;
     m->caller_waits = o->caller_waits;
     m->profile_tag = o->profile_tag;
 }
@@ -906,6 +928,7 @@ static sw_status new_move(sw_tensor *t, sw_carrier *d, const sw_move_options *o,
         return sw_error_set(err, SW_ENOMEM, "move: out of memory");
     atomic_init(&m->refs, 1);
     m->job.run = run_transfer;
+    m->progress = &m->progress_own;
     m->src = sw_tensor_ref(t);
     m->dst = sw_carrier_ref(d);
     m->done = sw_completion_new();
@@ -1131,6 +1154,8 @@ static void light_commit(sw_move_handle *m, sw_carrier *s, const sw_layout *l, s
     if (m->status != SW_OK) {
         sw_tensor_unref(result);
         result = NULL;
+    } else {
+        __atomic_store_n(m->progress, m->bytes, __ATOMIC_RELAXED);
     }
     m->result = result;
     profile(m, SW_MOVE_EVENT_COMPLETE, sw_clock_ns(), m->status);
@@ -1157,6 +1182,7 @@ static sw_status move_light(sw_carrier *s, int64_t offset, const sw_layout *l, i
     atomic_init(&m->refs, 1);
     m->light = 1;
     m->job.run = run_transfer;
+    m->progress = &m->progress_own;
     sw_route_transfer_fn route_fn;
     m->route = resolve(s->ops, d->ops, &route_fn);
     m->transfer = route_fn; /* a block device's route; NULL between host classes */

@@ -3,14 +3,19 @@
  * A handle is created incomplete by the framework and completed exactly
  * once, with the GIL held, by whichever thread reaches the terminal
  * boundary (the submitting thread for synchronous routes, the completion
- * thread for pool jobs, a waiter thread for provider completions). The
- * outcome is written before the core completion is signalled, so a waiter
- * that wakes and retakes the GIL sees it. wait() blocks with the GIL
- * released, stays interruptible by signals, and may give up after a
- * timeout (TimeoutError; the handle stays valid). Done callbacks are kept
- * in a list under the GIL: the completing thread takes the list after the
- * signal and calls each once; one added later runs at once. Progress is a
- * byte counter the transfer adds to from any thread, atomically. */
+ * thread for pool jobs, a waiter thread for provider completions). What a
+ * blocking wait() sleeps on: for a move, the core's move handle
+ * (strideweave/move.h, sw_move_wait_for), which the core signals only
+ * after the binding's commit recorded the outcome here; for other work
+ * (TiledEvictable requests and projections, completed by the binding),
+ * a completion made when a wait must block, signalled once the outcome is
+ * recorded. Either way a waiter that wakes and retakes the GIL sees the
+ * outcome. wait() blocks with the GIL released, stays interruptible by
+ * signals, and may give up after a timeout (TimeoutError; the handle stays
+ * valid). Done callbacks are kept in a list under the GIL: the completing
+ * thread takes the list once the outcome is recorded and calls each once;
+ * one added later runs at once. Progress is the core's byte count for a
+ * running move, else a counter here. */
 #include "sw_move.h"
 #include "sw_move_core.h"
 #include "strideweave/clock.h"
@@ -29,6 +34,10 @@ PyObject *sw_py_await_new(PyTypeObject *type)
     SwAwaitObject *self = PyObject_GC_New(SwAwaitObject, type);
     if (!self)
         return NULL;
+    self->move = NULL;
+    /* Most handles are done before anyone waits (a small move commits on
+     * its caller): a blocking wait of other work makes its completion then. */
+    self->completion = NULL;
     self->result = NULL;
     self->error = NULL;
     self->weakreflist = NULL;
@@ -36,9 +45,6 @@ PyObject *sw_py_await_new(PyTypeObject *type)
     self->progress_done = 0;
     self->progress_total = 0;
     self->done = 0;
-    /* Most handles are done before anyone waits (a small move commits on
-     * its caller): the completion a blocking wait needs is made then. */
-    self->completion = NULL;
     PyObject_GC_Track(self);
     return (PyObject *)self;
 }
@@ -46,16 +52,6 @@ PyObject *sw_py_await_new(PyTypeObject *type)
 void sw_py_await_set_total(PyObject *handle, int64_t total)
 {
     AWAIT(handle)->progress_total = total;
-}
-
-int64_t *sw_py_await_progress_counter(PyObject *handle)
-{
-    return &AWAIT(handle)->progress_done;
-}
-
-void sw_py_await_add_done(PyObject *handle, int64_t bytes)
-{
-    __atomic_fetch_add(&AWAIT(handle)->progress_done, bytes, __ATOMIC_RELAXED);
 }
 
 /* fn(handle); what it raises is reported, never propagated. */
@@ -87,17 +83,41 @@ static void run_done_callbacks(PyObject *handle)
     Py_DECREF(handle);
 }
 
+/* The progress once done: a move's final count comes from the core
+ * (which ends a success at the total), and the core handle goes. */
+static void settle_progress(SwAwaitObject *self, int ok)
+{
+    if (self->move) {
+        sw_py_core_move_progress(self->move, &self->progress_done, &self->progress_total);
+        sw_move_handle *move = self->move;
+        self->move = NULL;
+        sw_py_core_move_unref(move); /* the move's commit holds its own */
+    }
+    if (ok)
+        __atomic_store_n(&self->progress_done, self->progress_total, __ATOMIC_RELAXED);
+}
+
+void sw_py_await_bind_move(PyObject *handle, sw_move_handle *move)
+{
+    SwAwaitObject *self = AWAIT(handle);
+    self->move = move;
+    /* A move that committed on its caller has nothing left to wait for:
+     * its final progress is read and its handle goes back to the core at
+     * once (which recycles it for the next small move). */
+    if (self->done)
+        settle_progress(self, !self->error);
+}
+
 void sw_py_await_complete(PyObject *handle, PyObject *result, PyObject *error)
 {
     SwAwaitObject *self = AWAIT(handle);
     if (self->done)
         return;
-    if (error) {
+    if (error)
         self->error = Py_NewRef(error);
-    } else {
+    else
         self->result = Py_NewRef(result ? result : Py_None);
-        __atomic_store_n(&self->progress_done, self->progress_total, __ATOMIC_RELAXED);
-    }
+    settle_progress(self, !error);
     self->done = 1;
     if (self->completion) /* a wait() is blocked on it, GIL released */
         sw_completion_signal(self->completion);
@@ -110,12 +130,41 @@ void sw_py_await_reset_after_fork(PyObject *handle)
         sw_completion_reset_after_fork(AWAIT(handle)->completion);
 }
 
+/* The recorded outcome: a new reference to the result, or NULL with the
+ * failure raised. */
+static PyObject *outcome(SwAwaitObject *self)
+{
+    if (self->error) {
+        PyErr_SetObject((PyObject *)Py_TYPE(self->error), self->error);
+        return NULL;
+    }
+    return Py_NewRef(self->result);
+}
+
+/* One blocking step of at most `slice_ns`, GIL released: on the running
+ * move's core handle (a reference of its own: the outcome may be recorded,
+ * and the handle's reference dropped, meanwhile), else on this handle's
+ * completion. 1 when the work finished. */
+static int wait_slice(SwAwaitObject *self, long long slice_ns)
+{
+    int done;
+    sw_move_handle *move = sw_py_core_move_ref(self->move);
+    Py_BEGIN_ALLOW_THREADS
+    done = move ? sw_py_core_move_wait_for(move, slice_ns)
+                : sw_completion_wait_for(self->completion, slice_ns);
+    Py_END_ALLOW_THREADS
+    sw_py_core_move_unref(move);
+    return done;
+}
+
 /* Block until done, or until `timeout_ns` (>= 0; < 0: no limit) passed:
  * then TimeoutError. NULL with an exception, else the outcome. */
 static PyObject *wait_for(PyObject *handle, long long timeout_ns, PyObject *timeout)
 {
     SwAwaitObject *self = AWAIT(handle);
-    if (!self->done && sw_py_core_move_committing()) {
+    if (self->done)
+        return outcome(self);
+    if (sw_py_core_move_committing()) {
         PyErr_SetString(PyExc_RuntimeError,
                         "cannot wait() for an unfinished move from code that runs while "
                         "strideweave finishes moves (a finalizer, __del__ or done "
@@ -123,8 +172,8 @@ static PyObject *wait_for(PyObject *handle, long long timeout_ns, PyObject *time
         return NULL;
     }
     /* Made with the GIL held, as the completing thread reads it: that
-     * thread signals it after setting `done`. */
-    if (!self->done && !self->completion && !(self->completion = sw_completion_new()))
+     * thread signals it after recording the outcome. */
+    if (!self->move && !self->completion && !(self->completion = sw_completion_new()))
         return PyErr_NoMemory();
     uint64_t start = timeout_ns >= 0 ? sw_clock_ns() : 0;
     while (!self->done) {
@@ -141,18 +190,10 @@ static PyObject *wait_for(PyObject *handle, long long timeout_ns, PyObject *time
             if (timeout_ns - spent < slice)
                 slice = timeout_ns - spent;
         }
-        int done;
-        Py_BEGIN_ALLOW_THREADS
-        done = sw_completion_wait_for(self->completion, slice);
-        Py_END_ALLOW_THREADS
-        if (!done && PyErr_CheckSignals() < 0)
+        if (!wait_slice(self, slice) && PyErr_CheckSignals() < 0)
             return NULL;
     }
-    if (self->error) {
-        PyErr_SetObject((PyObject *)Py_TYPE(self->error), self->error);
-        return NULL;
-    }
-    return Py_NewRef(self->result);
+    return outcome(self);
 }
 
 PyObject *sw_py_await_wait(PyObject *handle)
@@ -191,12 +232,54 @@ static int parse_timeout(PyObject *timeout, long long *ns)
     return 0;
 }
 
-static PyObject *await_wait(PyObject *self, PyObject *args, PyObject *kwds)
+/* wait() called in a way the fast paths do not take: the argument rules
+ * and messages of PyArg_ParseTupleAndKeywords. */
+static PyObject *wait_parsed(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames)
 {
     static char *kwlist[] = {"timeout", NULL};
-    PyObject *timeout = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O:wait", kwlist, &timeout))
+    PyObject *tuple = PyTuple_New(nargs), *kwds = NULL, *timeout = Py_None, *r = NULL;
+    if (!tuple)
         return NULL;
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        PyTuple_SET_ITEM(tuple, i, Py_NewRef(args[i]));
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (nkw && !(kwds = PyDict_New()))
+        goto done;
+    for (Py_ssize_t i = 0; i < nkw; i++)
+        if (PyDict_SetItem(kwds, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) < 0)
+            goto done;
+    long long ns;
+    if (PyArg_ParseTupleAndKeywords(tuple, kwds, "|O:wait", kwlist, &timeout) &&
+        parse_timeout(timeout, &ns) == 0)
+        r = wait_for(self, ns, timeout);
+done:
+    Py_XDECREF(kwds);
+    Py_DECREF(tuple);
+    return r;
+}
+
+/* wait(timeout=None). Most calls are `wait()` on a handle already done (a
+ * small move commits before move_async returns): that answers with no
+ * parsing at all; `wait(t)` and `wait(timeout=t)` parse nothing else. */
+static PyObject *await_wait(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames)
+{
+    PyObject *timeout = Py_None;
+    if (!kwnames) {
+        if (nargs == 0 && AWAIT(self)->done)
+            return outcome(AWAIT(self));
+        if (nargs > 1)
+            return wait_parsed(self, args, nargs, kwnames);
+        if (nargs == 1)
+            timeout = args[0];
+    } else if (nargs == 0 && PyTuple_GET_SIZE(kwnames) == 1 &&
+               PyUnicode_Check(PyTuple_GET_ITEM(kwnames, 0)) &&
+               PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "timeout") == 0) {
+        timeout = args[0];
+    } else {
+        return wait_parsed(self, args, nargs, kwnames);
+    }
     long long ns;
     if (parse_timeout(timeout, &ns) < 0)
         return NULL;
@@ -225,9 +308,14 @@ static PyObject *await_add_done_callback(PyObject *self, PyObject *fn)
 static PyObject *await_get_progress(PyObject *self, void *closure)
 {
     (void)closure;
-    long long total = AWAIT(self)->progress_total;
-    long long done = __atomic_load_n(&AWAIT(self)->progress_done, __ATOMIC_RELAXED);
-    return Py_BuildValue("(LL)", done < total ? done : total, total);
+    int64_t done, total;
+    if (AWAIT(self)->move) {
+        sw_py_core_move_progress(AWAIT(self)->move, &done, &total);
+    } else {
+        total = AWAIT(self)->progress_total;
+        done = __atomic_load_n(&AWAIT(self)->progress_done, __ATOMIC_RELAXED);
+    }
+    return Py_BuildValue("(LL)", (long long)(done < total ? done : total), (long long)total);
 }
 
 static PyObject *await_get_done(PyObject *self, void *closure)
@@ -252,8 +340,9 @@ static int await_traverse(PyObject *self, visitproc visit, void *arg)
     return 0;
 }
 
-/* Clearing drops the outcome but keeps the completion: a cycle through a
- * handle is only collected once nothing can wait on it any more. */
+/* Clearing drops the outcome but keeps the completion and the core
+ * handle: a cycle through a handle is only collected once nothing can
+ * wait on it any more. */
 static int await_clear(PyObject *self)
 {
     Py_CLEAR(AWAIT(self)->result);
@@ -270,6 +359,7 @@ static void await_dealloc(PyObject *self)
     await_clear(self);
     if (AWAIT(self)->completion)
         sw_completion_free(AWAIT(self)->completion);
+    sw_py_core_move_unref(AWAIT(self)->move);
     PyObject_GC_Del(self);
 }
 
@@ -284,7 +374,7 @@ static PyObject *await_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 }
 
 static PyMethodDef await_methods[] = {
-    {"wait", (PyCFunction)(void (*)(void))await_wait, METH_VARARGS | METH_KEYWORDS,
+    {"wait", (PyCFunction)(void (*)(void))await_wait, METH_FASTCALL | METH_KEYWORDS,
      "wait($self, /, timeout=None)\n--\n\n"
      "Block until the operation has finished, then return its result, or\n"
      "raise the exception it failed with. Every call returns the same\n"

@@ -586,12 +586,15 @@ static void core_release(sw_py_core_move *cm)
 static void submit_core(move_request *r, PyObject *tensor, sw_route_kind kind, int sync)
 {
     SwSubtensor *s = &TENSOR(tensor)->subs[0];
+    PyObject *handle = r->handle; /* r may be gone once the core started */
+    sw_move_handle *move;
     r->core.commit = core_committed;
     r->core.release = core_release;
     if (sw_py_core_move_start(&r->core, s->carrier, s->offset, SwLayout_CORE(s->layout),
-                              r->destination, kind == SW_ROUTE_ELEMENTWISE, sync,
-                              sw_py_await_progress_counter(r->handle)) == 0)
+                              r->destination, kind == SW_ROUTE_ELEMENTWISE, sync, &move) == 0) {
+        sw_py_await_bind_move(handle, move);
         return;
+    }
     PyObject *e = sw_py_take_exception();
     commit(r, e);
     Py_XDECREF(e);
@@ -635,10 +638,15 @@ static void submit_supplied(move_request *r, PyObject *op, PyObject *op_type, Py
     r->copy_op = Py_XNewRef(op); /* NULL for a TransferRoute */
     r->copy_tensor = Py_NewRef(tensor);
     r->copy_async = !sync && off_caller;
+    PyObject *handle = r->handle; /* r may be gone once the core started */
+    sw_move_handle *move;
     if (sw_py_carrier_size(r->destination, &slots) == 0 &&
         sw_py_core_move_supply(&r->core, s->carrier, s->offset, SwLayout_CORE(s->layout),
-                               r->destination, slots, move_bytes(tensor, op_type)) == 0)
+                               r->destination, slots, move_bytes(tensor, op_type),
+                               &move) == 0) {
+        sw_py_await_bind_move(handle, move);
         return;
+    }
     PyObject *e = sw_py_take_exception();
     commit(r, e);
     Py_XDECREF(e);
@@ -990,13 +998,14 @@ static PyObject *initiate(PyObject *tensor, PyObject *destination, PyObject *for
     }
     if (record)
         r->node = Py_NewRef(own_op);
-    sw_py_await_set_total(r->handle, move_bytes(tensor, route.op_type));
+    int64_t bytes = move_bytes(tensor, route.op_type);
+    /* The core counts a move it took; this total stands for one it refused. */
+    sw_py_await_set_total(r->handle, bytes);
     r->prepared = prepared;
     prepared = NULL;
     handle = Py_NewRef(r->handle);
     sw_move_trace *trace =
-        sw_py_profile_move_begin(source, destination, route.op_type, route_id, start_ns,
-                                 ((SwAwaitObject *)r->handle)->progress_total);
+        sw_py_profile_move_begin(source, destination, route.op_type, route_id, start_ns, bytes);
     r->trace = trace;
     r->core.profile_tag = trace;
     sw_route_kind kind = sw_py_move_route_kind((PyTypeObject *)route.op_type);

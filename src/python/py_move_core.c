@@ -133,7 +133,7 @@ int sw_py_core_move_committing(void)
 
 int sw_py_core_move_start(sw_py_core_move *cm, PyObject *source, int64_t offset,
                           const sw_layout *layout, PyObject *destination, int elementwise,
-                          int caller_waits, int64_t *progress)
+                          int caller_waits, sw_move_handle **move)
 {
     sw_error err;
     /* No core tensor, and no core result: the binding publishes its own
@@ -143,7 +143,6 @@ int sw_py_core_move_start(sw_py_core_move *cm, PyObject *source, int64_t offset,
         .user = cm,
         .commit_enter = commit_enter,
         .commit_leave = commit_leave,
-        .progress = progress,
         .caller_waits = caller_waits,
         .elementwise = elementwise,
         .no_result = 1,
@@ -166,8 +165,9 @@ int sw_py_core_move_start(sw_py_core_move *cm, PyObject *source, int64_t offset,
         st = sw_move_span_async(src, offset, layout, dst, &o, &m, &err);
         gil_held_here = was;
     }
-    /* The commit reaches the binding through `cm`: the handle is not kept. */
-    sw_move_unref(m);
+    /* The commit reaches the binding through `cm`; the handle is the
+     * AwaitMove's, to wait on and read progress from. */
+    *move = m;
     return st == SW_OK ? 0 : sw_py_raise(&err);
 }
 
@@ -193,7 +193,7 @@ static void supplied_transfer(sw_move_handle *m, void *user)
 
 int sw_py_core_move_supply(sw_py_core_move *cm, PyObject *source, int64_t offset,
                            const sw_layout *layout, PyObject *destination, int64_t dst_slots,
-                           int64_t bytes)
+                           int64_t bytes, sw_move_handle **move)
 {
     sw_error err;
     cm->move = NULL;
@@ -211,7 +211,7 @@ int sw_py_core_move_supply(sw_py_core_move *cm, PyObject *source, int64_t offset
     /* GIL held throughout: the transfer may run Python here. */
     sw_status st = sw_move_span_async(CARRIER(source)->core, offset, layout,
                                       CARRIER(destination)->core, &o, &m, &err);
-    sw_move_unref(m);
+    *move = m;
     return st == SW_OK ? 0 : sw_py_raise(&err);
 }
 
@@ -231,4 +231,24 @@ void sw_py_core_move_end_inherited(void)
 void sw_py_core_move_abandon(sw_py_core_move *cm)
 {
     sw_move_abandon(cm->move);
+}
+
+int sw_py_core_move_wait_for(sw_move_handle *move, int64_t timeout_ns)
+{
+    return sw_move_wait_for(move, timeout_ns);
+}
+
+void sw_py_core_move_progress(sw_move_handle *move, int64_t *done, int64_t *total)
+{
+    sw_move_progress(move, done, total);
+}
+
+sw_move_handle *sw_py_core_move_ref(sw_move_handle *move)
+{
+    return sw_move_ref(move);
+}
+
+void sw_py_core_move_unref(sw_move_handle *move)
+{
+    sw_move_unref(move);
 }

@@ -15,32 +15,45 @@
 extern PyTypeObject SwAwaitResult_Type;
 extern PyTypeObject SwAwaitMove_Type;
 
+typedef struct sw_move_handle sw_move_handle;
+
+/* A handle's outcome is recorded once, GIL held (`done`); what a wait()
+ * blocks on until then depends on the work. A move (AwaitMove) is the
+ * core's: the handle holds the core's sw_move_handle while the move runs,
+ * blocks on it and reads its progress; the core wakes its waiters only
+ * after the binding's commit recorded the outcome. Other work (a
+ * TiledEvictable request or projection) is completed by the binding: a
+ * completion of its own, made when a wait() must block, and its own byte
+ * counter. */
 typedef struct SwAwaitObject {
     PyObject_HEAD
-    sw_completion *completion; /* NULL until a wait() blocks */
-    PyObject *result; /* written once, before the completion is signalled */
+    sw_move_handle *move;      /* a running move's core handle (one reference),
+                                  dropped once the outcome is recorded */
+    sw_completion *completion; /* other work: NULL until a wait() blocks */
+    PyObject *result; /* written once, before waiters wake */
     PyObject *error;  /* an exception instance, same rule */
     PyObject *weakreflist;
     PyObject *callbacks;    /* list of add_done_callback functions, or NULL */
-    int64_t progress_done;  /* bytes copied so far: atomic, written by any thread */
-    int64_t progress_total; /* bytes the work copies in all, set before it starts */
-    int done;               /* completed (GIL held); `completion` is made only for a
-                               wait that must block, and signalled too once made */
+    int64_t progress_done;  /* without a core handle: bytes copied so far (atomic,
+                               any thread); a move's final count once done */
+    int64_t progress_total; /* ... bytes the work copies in all */
+    int done;               /* the outcome is recorded (GIL held) */
 } SwAwaitObject;
 
 /* A fresh, incomplete handle of `type` (AwaitMove, or a later subtype). */
 PyObject *sw_py_await_new(PyTypeObject *type);
+/* An AwaitMove's move runs on the core as `move`: the handle takes over
+ * that reference (GIL held). A move that is done already (it committed on
+ * its caller) is not kept. */
+void sw_py_await_bind_move(PyObject *handle, sw_move_handle *move);
 /* Record the terminal outcome, GIL held: `error` (an exception instance)
  * when not NULL, else `result`. Both borrowed. Runs once per handle. */
 void sw_py_await_complete(PyObject *handle, PyObject *result, PyObject *error);
 /* handle.wait(): the GIL is released while blocking. New reference. */
 PyObject *sw_py_await_wait(PyObject *handle);
-/* Progress (handle.progress): set the total before the work starts; the
- * work adds to the done count (any thread, atomically, through
- * sw_py_await_progress_counter); a success ends it at the total. */
+/* Progress (handle.progress) of work without a core handle: the total,
+ * set before the work starts; a success ends the done count there. */
 void sw_py_await_set_total(PyObject *handle, int64_t total);
-int64_t *sw_py_await_progress_counter(PyObject *handle);
-void sw_py_await_add_done(PyObject *handle, int64_t bytes);
 /* In a forked child, before completing an inherited handle: its lock may
  * have been held by a parent thread at fork(). */
 void sw_py_await_reset_after_fork(PyObject *handle);

@@ -41,16 +41,17 @@ typedef struct sw_py_core_move {
 } sw_py_core_move;
 
 /* Start moving (source carrier, offset, layout) into `destination` on the
- * core, GIL held. 0: started, and `cm->commit` then `cm->release` run
+ * core, GIL held. 0: started, *move holds one reference to the core's
+ * handle (for the AwaitMove), and `cm->commit` then `cm->release` run
  * exactly once, on the core's completion thread or on this one (before
  * this returns, for a move the core runs on its caller); -1 with an
- * exception: the core refused, nothing changed, neither runs.
- * `caller_waits`: move() and forward(), which wait at once; the GIL is then
- * released while a larger transfer runs here. `progress`: the AwaitMove's
- * byte counter. */
+ * exception: the core refused, nothing changed, neither runs, *move is
+ * NULL. `caller_waits`: move() and forward(), which wait at once; the GIL
+ * is then released while a larger transfer runs here. The core counts the
+ * move's progress in its handle. */
 int sw_py_core_move_start(sw_py_core_move *cm, PyObject *source, int64_t offset,
                           const sw_layout *layout, PyObject *destination, int elementwise,
-                          int caller_waits, int64_t *progress);
+                          int caller_waits, sw_move_handle **move);
 
 /* Start a move whose transfer the binding supplies (a Python _copy, or
  * carriers whose slots only the binding reaches), GIL held: the core
@@ -62,7 +63,7 @@ int sw_py_core_move_start(sw_py_core_move *cm, PyObject *source, int64_t offset,
  * sw_py_core_move_start. */
 int sw_py_core_move_supply(sw_py_core_move *cm, PyObject *source, int64_t offset,
                            const sw_layout *layout, PyObject *destination, int64_t dst_slots,
-                           int64_t bytes);
+                           int64_t bytes, sw_move_handle **move);
 /* The supplied transfer finished (`failed`: the binding keeps its error);
  * GIL held, on any Python thread, which then commits the move before
  * this returns (inside `cm->transfer`: once it returned); `cm` may be gone
@@ -74,6 +75,15 @@ void sw_py_core_move_transfer_done(sw_py_core_move *cm, int failed);
 void sw_py_core_move_end_inherited(void);
 /* Exit gave up on this supplied move: the core's drains stop waiting. */
 void sw_py_core_move_abandon(sw_py_core_move *cm);
+
+/* The core's handle for the AwaitMove (py_await.c), which cannot include
+ * strideweave/move.h (see above): a wait of at most `timeout_ns` (< 0: no
+ * limit) with the GIL released by the caller, 1 once the move committed;
+ * the bytes copied so far and in all; references. */
+int sw_py_core_move_wait_for(sw_move_handle *move, int64_t timeout_ns);
+void sw_py_core_move_progress(sw_move_handle *move, int64_t *done, int64_t *total);
+sw_move_handle *sw_py_core_move_ref(sw_move_handle *move);
+void sw_py_core_move_unref(sw_move_handle *move);
 
 /* 1 on the core's completion thread while it commits a binding move. */
 int sw_py_core_move_committing(void);
