@@ -100,12 +100,17 @@ static void settle_progress(SwAwaitObject *self, int ok)
 void sw_py_await_bind_move(PyObject *handle, sw_move_handle *move)
 {
     SwAwaitObject *self = AWAIT(handle);
-    self->move = move;
+    if (!self->done) {
+        self->move = move;
+        return;
+    }
     /* A move that committed on its caller has nothing left to wait for:
-     * its final progress is read and its handle goes back to the core at
-     * once (which recycles it for the next small move). */
-    if (self->done)
-        settle_progress(self, !self->error);
+     * its handle goes back to the core at once (which recycles it for the
+     * next small move). A success ended its progress at the total already;
+     * a failure keeps what the core had copied. */
+    if (self->error)
+        sw_py_core_move_progress(move, &self->progress_done, &self->progress_total);
+    sw_py_core_move_unref(move);
 }
 
 void sw_py_await_complete(PyObject *handle, PyObject *result, PyObject *error)
