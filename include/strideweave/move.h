@@ -94,7 +94,8 @@
  *
  * Threads: every function is thread-safe. sw_move_async does not block on
  * the transfer, except a small one it runs on the caller (see "Where the
- * transfer runs"); sw_move_wait and sw_move and sw_move_drain block.
+ * transfer runs"); sw_move_wait, sw_move_wait_for (up to its bound), sw_move
+ * and sw_move_drain block.
  *
  * Process exit: a program may return from main or call exit() with moves
  * (or TiledEvictable asynchronous work) in flight, handles dropped or not.
