@@ -74,7 +74,10 @@ SW_API sw_status sw_transfer_run(const sw_transfer *t, sw_error *err);
  * threads of parallel.h, so a fresh destination is faulted and filled by
  * several threads, `max_threads` at most counting the caller (<= 0: as
  * many as there are helpers). The first failing part's error is returned;
- * other parts may have written their pieces of the destination. */
+ * other parts may have written their pieces of the destination. A file
+ * destination is written by the caller alone, chunk after chunk, as by
+ * sw_transfer_run (its file system would run the parts' writes one at a
+ * time anyway). */
 SW_API sw_status sw_transfer_run_parallel(const sw_transfer *t, int max_threads, sw_error *err);
 
 #endif

@@ -700,6 +700,34 @@ static void test_progress(big *b)
     free(host);
 }
 
+/* A file destination is written by its caller alone, chunk after chunk,
+ * however many helpers there are: the second write failing leaves exactly
+ * the first chunk written and nothing past it (parts written side by side
+ * would have written at a later part's start, or the first part's second
+ * chunk, whichever write the fault hit). */
+static void test_parallel_file_destination_in_order(big *b)
+{
+    unsigned char *fill = malloc(BIG_BYTES), *back = malloc(BIG_BYTES);
+    memset(fill, FILL, BIG_BYTES);
+    int fd = fresh_file(fill, BIG_BYTES);
+    sw_endpoint s = {SW_ENDPOINT_HOST, b->src, -1, 0};
+    sw_endpoint d = {SW_ENDPOINT_FILE, NULL, fd, 0};
+    sw_transfer t = big_transfer(b, s, d, 1, 0);
+    int64_t done = 0;
+    t.progress = &done;
+    sw_error err;
+    CHECK_EQ_I64(sw_fault_arm("pwrite", 1, 1), SW_OK);
+    CHECK_EQ_I64(sw_transfer_run_parallel(&t, 0, &err), SW_EIO);
+    sw_fault_clear();
+    CHECK_EQ_I64(done, (int64_t)CHUNK);
+    CHECK(read_all(fd, back, BIG_BYTES, 0) == 0);
+    CHECK(memcmp(back, b->src, CHUNK) == 0);
+    CHECK(all_equal(back + CHUNK, BIG_BYTES - CHUNK, FILL));
+    close(fd);
+    free(fill);
+    free(back);
+}
+
 static void test_big(void)
 {
     big b;
@@ -716,6 +744,7 @@ static void test_big(void)
     test_parallel_spans(&b);
     test_parallel_many_parts();
     if (sw_fault_enabled()) {
+        test_parallel_file_destination_in_order(&b);
         test_pwrite_faults(&b);
         test_pread_faults(&b);
         test_file_to_file_faults(&b);
