@@ -66,6 +66,7 @@ struct sw_move_handle {
     int forked;          /* ended in a forked child (sw_move_ended_by_fork) */
     int light;           /* ran and committed on its caller by the light path:
                             no completions, nothing to wait for */
+    int light_slot;      /* 1 + its index in light_live, or 0: on live_head */
     int no_result;       /* options->no_result: no result tensor is made */
     /* The light path's carriers, without references (its caller holds them
      * until it returns; in a forked child that caller is gone and never
@@ -524,14 +525,15 @@ static void run_transfer(sw_job *job)
 /* ---- commit (completion thread) -------------------------------------------- */
 
 /* The profiling hook's event, when the move observed a hook. */
-static void profile(sw_move_handle *m, sw_move_event_kind kind, uint64_t complete_ns,
-                    sw_status status)
+static void profile(sw_move_handle *m, sw_move_event_kind kind, sw_status status)
 {
     if (!m->prof)
-        return;
+        return; /* and no clock read: most moves observe no hook */
     sw_move_event ev = {
         .kind = kind, .move = m, .route = m->route, .bytes = m->bytes,
-        .submit_ns = m->submit_ns, .complete_ns = complete_ns, .status = status,
+        .submit_ns = m->submit_ns,
+        .complete_ns = kind == SW_MOVE_EVENT_COMPLETE ? sw_clock_ns() : 0,
+        .status = status,
         .tag = m->profile_tag,
     };
     m->prof(&ev, m->prof_user);
@@ -580,7 +582,7 @@ static void commit(sw_move_handle *m)
     /* Hooks after the carriers changed, before any waiter wakes, with no
      * core lock held: the profiling event first, so that on_commit finds
      * what it recorded. */
-    profile(m, SW_MOVE_EVENT_COMPLETE, sw_clock_ns(), m->status);
+    profile(m, SW_MOVE_EVENT_COMPLETE, m->status);
     if (m->on_commit)
         m->on_commit(m, m->status, m->status == SW_OK ? m->result : NULL, m->user);
     if (m->enter && m->leave)
@@ -1087,15 +1089,24 @@ static sw_status move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options
  * the profiling events, the commit guard and on_commit, counted in flight
  * for drains and exit, refused once exit began. */
 
-/* Whether a move of the span (s, l) into d takes the light path. */
+/* The route a light move takes (resolved once, by light_eligible). */
+typedef struct light_route {
+    sw_move_route route;
+    sw_route_transfer_fn fn; /* a block device's route; NULL between host classes */
+} light_route;
+
+/* Whether a move of the span (s, l) into d takes the light path; its
+ * route in *r when it does. */
 static int light_eligible(const sw_carrier *s, const sw_layout *l, const sw_carrier *d,
-                          const sw_move_options *o)
+                          const sw_move_options *o, light_route *r)
 {
     if (!d || d == s || (o && o->transfer) || atomic_load(&holding) ||
         !atomic_load(&engine_hooks_registered))
         return 0;
     sw_route_transfer_fn route_fn;
-    if (resolve(s->ops, d->ops, &route_fn) == SW_ROUTE_BULK && route_fn)
+    r->route = resolve(s->ops, d->ops, &route_fn);
+    r->fn = route_fn;
+    if (r->route == SW_ROUTE_BULK && route_fn)
         return !(o && o->elementwise) && block_route_here(s, l, o && o->caller_waits) &&
                !sw_fault_armed("move_transfer_pause");
     if (!storage_builtin(s->ops) || !storage_builtin(d->ops) || !s->ops->storage ||
@@ -1158,7 +1169,7 @@ static void light_commit(sw_move_handle *m, sw_carrier *s, const sw_layout *l, s
         __atomic_store_n(m->progress, m->bytes, __ATOMIC_RELAXED);
     }
     m->result = result;
-    profile(m, SW_MOVE_EVENT_COMPLETE, sw_clock_ns(), m->status);
+    profile(m, SW_MOVE_EVENT_COMPLETE, m->status);
     if (m->on_commit)
         m->on_commit(m, m->status, result, m->user);
     if (m->enter && m->leave)
@@ -1170,8 +1181,8 @@ static void light_commit(sw_move_handle *m, sw_carrier *s, const sw_layout *l, s
 }
 
 static sw_status move_light(sw_carrier *s, int64_t offset, const sw_layout *l, int span_checks,
-                            sw_carrier *d, const sw_move_options *o, sw_move_handle **out,
-                            sw_error *err)
+                            sw_carrier *d, const sw_move_options *o, const light_route *r,
+                            sw_move_handle **out, sw_error *err)
 {
     if (span_checks && offset < 0)
         return sw_error_set(err, SW_EINVAL, "tensor: offset must be >= 0, not %lld",
@@ -1183,10 +1194,9 @@ static sw_status move_light(sw_carrier *s, int64_t offset, const sw_layout *l, i
     m->light = 1;
     m->job.run = run_transfer;
     m->progress = &m->progress_own;
-    sw_route_transfer_fn route_fn;
-    m->route = resolve(s->ops, d->ops, &route_fn);
-    m->transfer = route_fn; /* a block device's route; NULL between host classes */
-    if (o && o->elementwise && !route_fn)
+    m->route = r->route;
+    m->transfer = r->fn;
+    if (o && o->elementwise && !r->fn)
         m->route = SW_ROUTE_ELEMENTWISE;
     m->bytes = (m->route == SW_ROUTE_BULK ? l->cosize : l->size) *
                (int64_t)sw_dtype_slot_bytes(s->dtype);
@@ -1243,10 +1253,12 @@ static sw_status move_light(sw_carrier *s, int64_t offset, const sw_layout *l, i
         sw_free(m);
         return sw_error_set(err, SW_EIO, "move: injected submission failure");
     }
-    profile(m, SW_MOVE_EVENT_SUBMIT, 0, SW_OK);
-    /* Exit from a hook or a transfer here does not wait for this move. */
-    int was = engine_thread;
-    engine_thread = 1;
+    profile(m, SW_MOVE_EVENT_SUBMIT, SW_OK);
+    /* Exit from a hook or a transfer here does not wait for this move.
+     * The flag's address is taken once: each access of a thread-local of a
+     * shared library is a call to __tls_get_addr. */
+    int *here = &engine_thread, was = *here;
+    *here = 1;
     sw_error_clear(&m->err);
     if (sw_fault_hit("move_transfer"))
         m->status = sw_error_set(&m->err, SW_EIO, "move: injected transfer failure");
@@ -1256,7 +1268,7 @@ static sw_status move_light(sw_carrier *s, int64_t offset, const sw_layout *l, i
         m->status = transfer_span(s, offset, l, d, m->route, m->caller_waits, m->progress,
                                   &m->err);
     light_commit(m, s, l, d);
-    engine_thread = was;
+    *here = was;
     *out = m;
     return SW_OK;
 }
@@ -1276,8 +1288,9 @@ sw_status sw_move_span_async(sw_carrier *src, int64_t offset, const sw_layout *l
         return refused(err, &why, SW_MOVE_NO_SOURCE,
                        sw_error_set(err, SW_ETYPE,
                                     "move: source carrier and layout must not be NULL"));
-    if (out && light_eligible(src, layout, dst, options))
-        return move_light(src, offset, layout, 1, dst, options, out, err);
+    light_route r;
+    if (out && light_eligible(src, layout, dst, options, &r))
+        return move_light(src, offset, layout, 1, dst, options, &r, out, err);
     sw_tensor *t = NULL;
     if (!SW_CARRIER_STATE_ONLY(src)) {
         sw_status st = sw_tensor_new(src, offset, layout, &t, err);
@@ -1321,8 +1334,9 @@ static sw_status move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options
         pthread_mutex_unlock(&s->lock);
         return st;
     }
-    if (light_eligible(s, t->layout, dst, options))
-        return move_light(s, t->offset, t->layout, 0, dst, options, out, err);
+    light_route r;
+    if (light_eligible(s, t->layout, dst, options, &r))
+        return move_light(s, t->offset, t->layout, 0, dst, options, &r, out, err);
     sw_carrier_lock_pair(s, dst);
     st = validate_locked(s, dst, t->layout, options, &grow, err);
     sw_carrier_unlock_pair(s, dst);
@@ -1408,7 +1422,7 @@ static sw_status move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options
         sw_move_unref(m);
         return st;
     }
-    profile(m, SW_MOVE_EVENT_SUBMIT, 0, SW_OK);
+    profile(m, SW_MOVE_EVENT_SUBMIT, SW_OK);
     sw_completion_signal(m->reported);
     if (m->supplied && !held) {
         start_supplied(m);
@@ -1486,8 +1500,31 @@ static void live_unlink(sw_move_handle **head, sw_move_handle *m)
     m->live_prev = m->live_next = NULL;
 }
 
+/* A light move is live for a few microseconds on its caller: it takes a
+ * slot here with one compare-exchange instead of two rounds of drain_lock
+ * around the list (bench/move_overhead.py: about 120 instructions a small
+ * move). Only a child of fork() reads the slots, from the snapshot fork
+ * made; with every slot taken, a light move goes on the list. */
+#define LIGHT_LIVE_SLOTS 64
+static sw_move_handle *_Atomic light_live[LIGHT_LIVE_SLOTS];
+
+static int light_live_take(sw_move_handle *m)
+{
+    for (int i = 0; i < LIGHT_LIVE_SLOTS; i++) {
+        sw_move_handle *none = NULL;
+        if (!atomic_load_explicit(&light_live[i], memory_order_relaxed) &&
+            atomic_compare_exchange_strong(&light_live[i], &none, m)) {
+            m->light_slot = i + 1;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static void live_add(sw_move_handle *m)
 {
+    if (m->light && light_live_take(m))
+        return;
     pthread_mutex_lock(&drain_lock);
     live_link(&live_head, m);
     m->live = 1;
@@ -1496,12 +1533,31 @@ static void live_add(sw_move_handle *m)
 
 static void live_remove(sw_move_handle *m)
 {
+    if (m->light_slot) {
+        atomic_store(&light_live[m->light_slot - 1], NULL);
+        m->light_slot = 0;
+        return;
+    }
     pthread_mutex_lock(&drain_lock);
     if (m->live) {
         live_unlink(&live_head, m);
         m->live = 0;
     }
     pthread_mutex_unlock(&drain_lock);
+}
+
+/* In a forked child: the light moves in slots join the list, where the
+ * rest of the fork rule finds them (under drain_lock from here on). */
+static void light_live_to_list(void)
+{
+    for (int i = 0; i < LIGHT_LIVE_SLOTS; i++) {
+        sw_move_handle *m = atomic_exchange(&light_live[i], NULL);
+        if (!m)
+            continue;
+        m->light_slot = 0;
+        live_link(&live_head, m);
+        m->live = 1;
+    }
 }
 
 /* Whether the transfer of `m` runs on this thread, the one that forked
@@ -1533,6 +1589,7 @@ static int transfer_runs_here(sw_move_handle *m)
  * runtime is not ready yet inside fork()). */
 static void moves_after_fork_child(void)
 {
+    light_live_to_list();
     sw_move_handle *m = live_head;
     live_head = NULL;
     inherited_head = NULL;

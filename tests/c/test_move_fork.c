@@ -344,7 +344,7 @@ static void hold_at_submit(const sw_move_event *e, void *user)
     if (e->kind != SW_MOVE_EVENT_SUBMIT)
         return;
     pthread_mutex_lock(&light_lock);
-    light_submitted = 1;
+    light_submitted++;
     pthread_cond_broadcast(&light_cond);
     while (!light_forked)
         pthread_cond_wait(&light_cond, &light_lock);
@@ -421,6 +421,55 @@ static void test_light_move_of_another_thread_ends_in_child(void)
     sw_carrier_unref(a.d);
 }
 
+/* Many light moves of other threads at once, more than the engine keeps
+ * in its fixed set of slots (the rest go on its list): a child forked
+ * while all of them run ends every one, each on_commit once. */
+#define MANY_LIGHT 72
+
+static void test_many_light_moves_of_other_threads_end_in_child(void)
+{
+    atomic_store(&commits_ok, 0);
+    atomic_store(&commits_failed, 0);
+    atomic_store(&light_fork_ended, 0);
+    light_submitted = 0;
+    light_forked = 0;
+    static light_args a[MANY_LIGHT];
+    static pthread_t th[MANY_LIGHT];
+    sw_move_set_profile_hook(hold_at_submit, NULL);
+    for (int i = 0; i < MANY_LIGHT; i++) {
+        a[i] = (light_args){.t = filled_source(), .d = empty_cpu(), .st = SW_EINVAL};
+        CHECK(pthread_create(&th[i], NULL, light_mover, &a[i]) == 0);
+    }
+    pthread_mutex_lock(&light_lock);
+    while (light_submitted < MANY_LIGHT)
+        pthread_cond_wait(&light_cond, &light_lock);
+    pthread_mutex_unlock(&light_lock);
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(30);
+        sw_move_end_inherited();
+        EXPECT(atomic_load(&light_fork_ended) == MANY_LIGHT, 40);
+        EXPECT(atomic_load(&commits_failed) == MANY_LIGHT && atomic_load(&commits_ok) == 0, 41);
+        for (int i = 0; i < MANY_LIGHT; i++)
+            EXPECT(pending(sw_tensor_carrier(a[i].t)) == 0 && pending(a[i].d) == 0, 42);
+        _exit(0);
+    }
+    pthread_mutex_lock(&light_lock);
+    light_forked = 1;
+    pthread_cond_broadcast(&light_cond);
+    pthread_mutex_unlock(&light_lock);
+    reap(pid, "many light moves of other threads");
+    for (int i = 0; i < MANY_LIGHT; i++)
+        CHECK(pthread_join(th[i], NULL) == 0);
+    sw_move_set_profile_hook(NULL, NULL);
+    CHECK(atomic_load(&commits_ok) == MANY_LIGHT && atomic_load(&commits_failed) == 0);
+    for (int i = 0; i < MANY_LIGHT; i++) {
+        CHECK(a[i].ran_here == 1 && a[i].st == SW_OK);
+        sw_tensor_unref(a[i].t);
+        sw_carrier_unref(a[i].d);
+    }
+}
+
 int main(void)
 {
     test_end_inherited_without_fork_is_a_no_op();
@@ -429,5 +478,6 @@ int main(void)
     test_supplied_move_ends_in_child();
     test_transfer_on_forking_thread_continues_in_child();
     test_light_move_of_another_thread_ends_in_child();
+    test_many_light_moves_of_other_threads_end_in_child();
     return check_report("move_fork");
 }
