@@ -187,13 +187,14 @@ static PyObject *validate_result(move_request *r)
 }
 
 /* Publish or fail, exactly once, GIL held. `error` (borrowed) is the
- * failure of the transfer if any. The core's commit has changed the
- * carriers already (pending marks cleared, the source's core storage
- * released); this attaches the rest. */
-static void finish(move_request *r, PyObject *error)
+ * failure of the transfer if any; `checked`: the core's commit found the
+ * destination whole already. The core's commit has changed the carriers
+ * already (pending marks cleared, the source's core storage released);
+ * this attaches the rest. */
+static void finish(move_request *r, PyObject *error, int checked)
 {
     PyObject *err = Py_XNewRef(error);
-    if (!err)
+    if (!err && !checked)
         err = validate_result(r);
     untrack(r);
     /* A destination this move grew from empty goes back to empty, so a
@@ -220,7 +221,7 @@ static void finish(move_request *r, PyObject *error)
 /* finish, then free the request. */
 static void commit(move_request *r, PyObject *error)
 {
-    finish(r, error);
+    finish(r, error, 0);
     request_free(r);
 }
 
@@ -570,7 +571,11 @@ static void core_committed(sw_py_core_move *cm, const sw_error *err)
         sw_py_raise(err);
         e = sw_py_take_exception();
     }
-    finish(r, e);
+    /* A move the core ran itself committed only after finding the
+     * destination live and large enough under its lock, and this thread has
+     * held the GIL since (commit_enter): no Python code could release or
+     * shrink it in between, so validate_result would find the same. */
+    finish(r, e, !r->supplied && !cm->forked);
     Py_XDECREF(e);
 }
 
