@@ -8,6 +8,7 @@
 
 #include "carrier_internal.h"
 #include "checks_internal.h"
+#include "filestore_internal.h"
 #include "strideweave/alloc.h"
 #include "strideweave/filestore.h"
 
@@ -76,14 +77,8 @@ static void file_release(void *impl)
 {
     file_impl *f = impl;
     if (f->fd >= 0) {
-        /* sw_filestore_remove frees the path; keep our copy for
-         * sw_file_backed_path after release. */
-        size_t n = strlen(f->path) + 1;
-        char *keep = sw_malloc(n);
-        if (keep)
-            memcpy(keep, f->path, n);
-        sw_filestore_remove_sized(f->fd, f->path, f->creator, f->size * (int64_t)f->width);
-        f->path = keep;
+        /* The path stays ours, for sw_file_backed_path after release. */
+        sw_filestore_remove_named(f->fd, f->path, f->creator, f->size * (int64_t)f->width);
         f->fd = -1;
         f->size = 0;
     }

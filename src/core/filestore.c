@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "strideweave/alloc.h"
+#include "filestore_internal.h"
 #include "move_exit_internal.h"
 
 /* A removed file this large is closed on the caller, unless deferred (see
@@ -872,16 +873,21 @@ int sw_filestore_reclaim_pending(void)
     return n;
 }
 
-void sw_filestore_remove_sized(int fd, char *path, long creator_pid, int64_t bytes)
+void sw_filestore_remove_named(int fd, const char *path, long creator_pid, int64_t bytes)
 {
     if (path) {
         long pid = this_pid();
         if (creator_pid == pid)
             remove_name(path, pid);
-        sw_free(path);
     }
     if (fd >= 0)
         close_later(fd, bytes);
+}
+
+void sw_filestore_remove_sized(int fd, char *path, long creator_pid, int64_t bytes)
+{
+    sw_filestore_remove_named(fd, path, creator_pid, bytes);
+    sw_free(path);
 }
 
 void sw_filestore_remove(int fd, char *path, long creator_pid)
