@@ -6,18 +6,19 @@
 
 #include "strideweave/alloc.h"
 #include "strideweave/layout.h"
+#include "layout_internal.h"
 
 /* The arrays follow the struct in the same block; int64 arrays first so
  * they stay 8-byte aligned whatever nprofile is. */
-static sw_layout *layout_alloc(int32_t nprofile, int32_t nleaves, sw_error *err)
+static size_t block_bytes(int32_t nprofile, int32_t nleaves)
 {
-    size_t bytes = sizeof(sw_layout) + 2 * (size_t)nleaves * sizeof(int64_t) +
-                   (size_t)nprofile;
-    sw_layout *l = sw_malloc(bytes);
-    if (!l) {
-        sw_error_set(err, SW_ENOMEM, "out of memory allocating a layout");
-        return NULL;
-    }
+    return sizeof(sw_layout) + 2 * (size_t)nleaves * sizeof(int64_t) + (size_t)nprofile;
+}
+
+/* Lay the struct and its (unset) arrays out in `mem`. */
+static sw_layout *layout_place(void *mem, int32_t nprofile, int32_t nleaves)
+{
+    sw_layout *l = mem;
     memset(l, 0, sizeof *l);
     l->nleaves = nleaves;
     l->nprofile = nprofile;
@@ -26,6 +27,16 @@ static sw_layout *layout_alloc(int32_t nprofile, int32_t nleaves, sw_error *err)
     l->strides = l->extents + nleaves;
     l->profile = (uint8_t *)(l->strides + nleaves);
     return l;
+}
+
+static sw_layout *layout_alloc(int32_t nprofile, int32_t nleaves, sw_error *err)
+{
+    void *mem = sw_malloc(block_bytes(nprofile, nleaves));
+    if (!mem) {
+        sw_error_set(err, SW_ENOMEM, "out of memory allocating a layout");
+        return NULL;
+    }
+    return layout_place(mem, nprofile, nleaves);
 }
 
 static int injective_quick(const sw_layout *l);
@@ -162,11 +173,14 @@ void sw_layout_free(sw_layout *layout)
     sw_free(layout);
 }
 
-sw_layout *sw_layout_copy(const sw_layout *layout, sw_error *err)
+size_t sw_layout_block_bytes(const sw_layout *l)
 {
-    sw_layout *l = layout_alloc(layout->nprofile, layout->nleaves, err);
-    if (!l)
-        return NULL;
+    return block_bytes(l->nprofile, l->nleaves);
+}
+
+sw_layout *sw_layout_copy_into(void *mem, const sw_layout *layout)
+{
+    sw_layout *l = layout_place(mem, layout->nprofile, layout->nleaves);
     int32_t n = layout->nleaves;
     memcpy(l->extents, layout->extents, (size_t)n * sizeof(int64_t));
     memcpy(l->strides, layout->strides, (size_t)n * sizeof(int64_t));
@@ -177,6 +191,12 @@ sw_layout *sw_layout_copy(const sw_layout *layout, sw_error *err)
     l->cosize = layout->cosize;
     l->injective = __atomic_load_n(&layout->injective, __ATOMIC_RELAXED);
     return l;
+}
+
+sw_layout *sw_layout_copy(const sw_layout *layout, sw_error *err)
+{
+    sw_layout *l = layout_alloc(layout->nprofile, layout->nleaves, err);
+    return l ? sw_layout_copy_into(l, layout) : NULL;
 }
 
 /* ---- injectivity (L-11) ------------------------------------------------- */

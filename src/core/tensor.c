@@ -6,6 +6,7 @@
 #include "carrier_internal.h"
 #include "strideweave/alloc.h"
 #include "strideweave/copy.h"
+#include "layout_internal.h"
 #include "tensor_internal.h"
 
 sw_tensor *sw_tensor_wrap(sw_carrier *c, int64_t offset, sw_layout *layout, sw_error *err)
@@ -19,32 +20,57 @@ sw_tensor *sw_tensor_wrap(sw_carrier *c, int64_t offset, sw_layout *layout, sw_e
     t->carrier = sw_carrier_ref(c);
     t->offset = offset;
     t->layout = layout;
+    t->layout_inline = 0;
+    t->unchecked = 0;
     return t;
 }
 
-/* Takes ownership of `layout` (freed on failure). */
-static sw_status make_checked(sw_carrier *c, int64_t offset, sw_layout *layout,
-                              sw_tensor **out, sw_error *err)
+/* One allocation holding the tensor and its copy of `layout` (sizeof
+ * sw_tensor is a multiple of 8, so the layout's int64 arrays stay aligned). */
+static sw_tensor *wrap_copy(sw_carrier *c, int64_t offset, const sw_layout *layout,
+                            sw_error *err)
 {
-    sw_status st = SW_OK;
+    sw_tensor *t = sw_malloc(sizeof *t + sw_layout_block_bytes(layout));
+    if (!t) {
+        sw_error_set(err, SW_ENOMEM, "tensor: out of memory");
+        return NULL;
+    }
+    atomic_init(&t->refs, 1);
+    t->carrier = sw_carrier_ref(c);
+    t->offset = offset;
+    t->layout = sw_layout_copy_into(t + 1, layout);
+    t->layout_inline = 1;
+    t->unchecked = 0;
+    return t;
+}
+
+/* sw_tensor_new's checks of the placement, in its order and words. */
+static sw_status check_placement(sw_carrier *c, int64_t offset, const sw_layout *layout,
+                                 sw_error *err)
+{
     int64_t end;
     if (offset < 0)
-        st = sw_error_set(err, SW_EINVAL, "tensor: offset must be >= 0, not %lld",
-                          (long long)offset);
-    else if (sw_carrier_is_state_only(c))
-        st = sw_carrier_refuse_state_only(c, "make a tensor on it", err);
-    else if (sw_carrier_is_released(c))
-        st = sw_error_set(err, SW_ESTATE, "tensor: the %s carrier is released",
-                          sw_carrier_name(c));
-    else if (__builtin_add_overflow(offset, layout->cosize, &end) || end > sw_carrier_size(c))
-        st = sw_error_set(err, SW_ERANGE,
-                          "tensor: offset %lld + cosize %lld exceeds the carrier's %lld slots",
-                          (long long)offset, (long long)layout->cosize,
-                          (long long)sw_carrier_size(c));
-    if (st == SW_OK && !(*out = sw_tensor_wrap(c, offset, layout, err)))
+        return sw_error_set(err, SW_EINVAL, "tensor: offset must be >= 0, not %lld",
+                            (long long)offset);
+    if (sw_carrier_is_state_only(c))
+        return sw_carrier_refuse_state_only(c, "make a tensor on it", err);
+    if (sw_carrier_is_released(c))
+        return sw_error_set(err, SW_ESTATE, "tensor: the %s carrier is released",
+                            sw_carrier_name(c));
+    if (__builtin_add_overflow(offset, layout->cosize, &end) || end > sw_carrier_size(c))
+        return sw_error_set(err, SW_ERANGE,
+                            "tensor: offset %lld + cosize %lld exceeds the carrier's %lld slots",
+                            (long long)offset, (long long)layout->cosize,
+                            (long long)sw_carrier_size(c));
+    return SW_OK;
+}
+
+static sw_status make_checked(sw_carrier *c, int64_t offset, const sw_layout *layout,
+                              sw_tensor **out, sw_error *err)
+{
+    sw_status st = check_placement(c, offset, layout, err);
+    if (st == SW_OK && !(*out = wrap_copy(c, offset, layout, err)))
         st = SW_ENOMEM;
-    if (st != SW_OK)
-        sw_layout_free(layout);
     return st;
 }
 
@@ -53,10 +79,22 @@ sw_status sw_tensor_new(sw_carrier *carrier, int64_t offset, const sw_layout *la
 {
     if (!carrier || !layout || !out)
         return sw_error_set(err, SW_ETYPE, "tensor: carrier, layout and out must not be NULL");
-    sw_layout *copy = sw_layout_copy(layout, err);
-    if (!copy)
-        return err ? err->code : SW_ENOMEM;
-    return make_checked(carrier, offset, copy, out, err);
+    return make_checked(carrier, offset, layout, out, err);
+}
+
+sw_status sw_tensor_new_unchecked(sw_carrier *carrier, int64_t offset, const sw_layout *layout,
+                                  sw_tensor **out, sw_error *err)
+{
+    if (!carrier || !layout || !out)
+        return sw_error_set(err, SW_ETYPE,
+                            "sw_tensor_new_unchecked: carrier, layout and out must not be NULL");
+    if (offset < 0)
+        return sw_error_set(err, SW_EINVAL, "tensor: offset must be >= 0, not %lld",
+                            (long long)offset);
+    if (!(*out = wrap_copy(carrier, offset, layout, err)))
+        return SW_ENOMEM;
+    (*out)->unchecked = 1;
+    return SW_OK;
 }
 
 static sw_layout *flat_layout(int32_t ndim, const int64_t *extents, const int64_t *strides,
@@ -82,7 +120,9 @@ sw_status sw_tensor_new_strided(sw_carrier *carrier, int64_t offset, int32_t ndi
     sw_layout *l = flat_layout(ndim, extents, strides, err);
     if (!l)
         return err ? err->code : SW_EINVAL;
-    return make_checked(carrier, offset, l, out, err);
+    sw_status st = make_checked(carrier, offset, l, out, err);
+    sw_layout_free(l);
+    return st;
 }
 
 sw_tensor *sw_tensor_ref(sw_tensor *t)
@@ -97,7 +137,8 @@ void sw_tensor_unref(sw_tensor *t)
     if (!t || atomic_fetch_sub(&t->refs, 1) != 1)
         return;
     sw_carrier_unref(t->carrier);
-    sw_layout_free(t->layout);
+    if (!t->layout_inline)
+        sw_layout_free(t->layout);
     sw_free(t);
 }
 
@@ -160,6 +201,7 @@ static sw_status view_out(const sw_tensor *t, int64_t offset, sw_layout *l, sw_t
         sw_layout_free(l);
         return SW_ENOMEM;
     }
+    (*out)->unchecked = t->unchecked; /* a subset of an unchecked span */
     return SW_OK;
 }
 
@@ -389,6 +431,18 @@ sw_status sw_tensor_to_dlpack(sw_tensor *t, DLManagedTensorVersioned **out, sw_e
     return st;
 }
 
+/* Only a CPU carrier's storage is one allocator block that can be pinned. */
+static sw_status export_owned(sw_carrier *c, int64_t offset, const sw_layout *layout,
+                              const sw_dlpack_owner *owner, const char *fn, void **out,
+                              sw_error *err)
+{
+    if (c->ops != &sw_cpu_class)
+        return sw_error_set(err, SW_ENOTSUP, "%s exports CPU carriers, not %s; use "
+                            "sw_tensor_to_dlpack", fn, sw_carrier_name(c));
+    const export_plan plan = {.owner = owner, .refuse_pending = 0, .pin = 1};
+    return export_carrier(c, offset, layout, &plan, out, err);
+}
+
 sw_status sw_carrier_to_dlpack(sw_carrier *c, int64_t offset, const sw_layout *layout,
                                const sw_dlpack_owner *owner, void **out, sw_error *err)
 {
@@ -396,12 +450,15 @@ sw_status sw_carrier_to_dlpack(sw_carrier *c, int64_t offset, const sw_layout *l
         return sw_error_set(err, SW_ETYPE,
                             "sw_carrier_to_dlpack: carrier, layout, owner and out must not be "
                             "NULL");
-    /* Only a CPU carrier's storage is one allocator block that can be pinned. */
-    if (c->ops != &sw_cpu_class)
-        return sw_error_set(err, SW_ENOTSUP,
-                            "sw_carrier_to_dlpack exports CPU carriers, not %s; use "
-                            "sw_tensor_to_dlpack",
-                            sw_carrier_name(c));
-    const export_plan plan = {.owner = owner, .refuse_pending = 0, .pin = 1};
-    return export_carrier(c, offset, layout, &plan, out, err);
+    return export_owned(c, offset, layout, owner, "sw_carrier_to_dlpack", out, err);
+}
+
+sw_status sw_tensor_to_dlpack_owned(const sw_tensor *t, const sw_dlpack_owner *owner,
+                                    void **out, sw_error *err)
+{
+    if (!t || !owner || !out)
+        return sw_error_set(err, SW_ETYPE,
+                            "sw_tensor_to_dlpack_owned: tensor, owner and out must not be NULL");
+    return export_owned(t->carrier, t->offset, t->layout, owner, "sw_tensor_to_dlpack_owned",
+                        out, err);
 }

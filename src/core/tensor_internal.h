@@ -8,7 +8,12 @@ struct sw_tensor {
     _Atomic long refs;
     sw_carrier *carrier; /* one reference */
     int64_t offset;
-    sw_layout *layout;   /* owned */
+    sw_layout *layout;   /* owned: a block of its own, or the tensor's own
+                            block (layout_inline) */
+    uint8_t layout_inline;
+    uint8_t unchecked;   /* made by sw_tensor_new_unchecked: its span was
+                            never checked against the carrier, so a move
+                            checks it as a span's (sw_move_span_async) */
 };
 
 /* Wrap without checks; takes a new carrier reference and owns `layout`
