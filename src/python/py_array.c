@@ -150,7 +150,7 @@ static PyObject *try_dlpack(PyObject *self, int must)
 static PyObject *copy_values(PyObject *self)
 {
     SwTensorObject *t = (SwTensorObject *)self;
-    const sw_layout *L = SwLayout_CORE(t->subs[0].layout);
+    const sw_layout *L = SW_SUB_LAYOUT(&t->subs[0]);
     const char *name = numpy_name(SwDType_ID(t->dtype));
     if (!name) {
         PyErr_Format(PyExc_NotImplementedError,

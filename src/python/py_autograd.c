@@ -24,7 +24,7 @@ static int is_float32(PyObject *tensor)
 
 static const sw_layout *core0(PyObject *tensor)
 {
-    return SwLayout_CORE(((SwTensorObject *)tensor)->subs[0].layout);
+    return SW_SUB_LAYOUT(&((SwTensorObject *)tensor)->subs[0]);
 }
 
 static int injective(const sw_layout *L)
@@ -62,7 +62,7 @@ int sw_py_read_float_values(PyObject *tensor, float *out)
     SwTensorObject *t = (SwTensorObject *)tensor;
     const sw_layout *L = core0(tensor);
     PyObject *carrier = t->subs[0].carrier;
-    int64_t off = t->subs[0].offset;
+    int64_t off = SW_SUB_OFFSET(&t->subs[0]);
     if (L->size == 0)
         return 0;
     const float *data = sw_host_f32_readable(carrier, off, L->cosize);
@@ -428,7 +428,7 @@ static PyObject *exclusive_carrier(PyObject *c, PyObject *items)
         !Py_IS_TYPE(c, &SwTensor_Type))
         return NULL;
     SwTensorObject *t = (SwTensorObject *)c;
-    if (t->nsub != 1 || t->weakreflist || t->subs[0].offset != 0)
+    if (t->nsub != 1 || t->weakreflist || SW_SUB_OFFSET(&t->subs[0]) != 0)
         return NULL;
     PyObject *carrier = t->subs[0].carrier;
     if (!Py_IS_TYPE(carrier, &SwCPU_Type) && !Py_IS_TYPE(carrier, &SwGeneric_Type))
@@ -462,10 +462,10 @@ static int accumulate(graph *g, Py_ssize_t ti, PyObject *c, PyObject *items)
         SwTensorObject *ct = (SwTensorObject *)c;
         const sw_layout *CL = core0(c);
         const float *data =
-            sw_host_f32_readable(ct->subs[0].carrier, ct->subs[0].offset, CL->cosize);
+            sw_host_f32_readable(ct->subs[0].carrier, SW_SUB_OFFSET(&ct->subs[0]), CL->cosize);
         if (n > 0 && data && sw_layout_is_flat(CL)) {
             /* float += float straight from host memory */
-            data += ct->subs[0].offset;
+            data += SW_SUB_OFFSET(&ct->subs[0]);
             for (int64_t k = 0; k < n; k++)
                 T->sum[k] += data[k];
             return 0;
@@ -723,7 +723,7 @@ static int add_in_place(PyObject *grad, const float *vals)
     SwTensorObject *g = (SwTensorObject *)grad;
     const sw_layout *L = core0(grad);
     PyObject *carrier = g->subs[0].carrier;
-    int64_t off = g->subs[0].offset;
+    int64_t off = SW_SUB_OFFSET(&g->subs[0]);
     if (L->size == 0)
         return 0;
     float *data = sw_host_f32_writable(carrier, off, L->cosize);

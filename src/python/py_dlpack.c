@@ -517,8 +517,8 @@ static int export_cpu(SwSubtensor *sub, int versioned, PyObject *self, void **ma
     const sw_dlpack_owner owner = {.versioned = versioned, .read_only = -1,
                                    .manager_ctx = self, .release = release_tensor};
     sw_error err;
-    sw_status st = sw_carrier_to_dlpack(SW_STATE_C(sub->carrier)->core, sub->offset,
-                                        SwLayout_CORE(sub->layout), &owner, managed, &err);
+    sw_status st = sw_carrier_to_dlpack(SW_STATE_C(sub->carrier)->core, SW_SUB_OFFSET(sub),
+                                        SW_SUB_LAYOUT(sub), &owner, managed, &err);
     if (st == SW_OK)
         return 0;
     if (st == SW_ESTATE || st == SW_ENOTSUP) {
@@ -536,7 +536,7 @@ static int export_hooked(SwTensorObject *t, SwSubtensor *sub, int versioned,
                          const carrier_info *info, PyObject *self, void **managed)
 {
     sw_dlpack_request req;
-    const sw_layout *layout = SwLayout_CORE(sub->layout);
+    const sw_layout *layout = SW_SUB_LAYOUT(sub);
     req.flags = 0;
     if (versioned) {
         int mutable_ = sw_py_carrier_is_mutable(sub->carrier); /* T-10 */
@@ -567,7 +567,7 @@ static int export_hooked(SwTensorObject *t, SwSubtensor *sub, int versioned,
     req.ndim = layout->nleaves;
     req.extents = layout->extents;
     req.strides = layout->strides;
-    req.offset = sub->offset;
+    req.offset = SW_SUB_OFFSET(sub);
     req.manager_ctx = self;
     req.release = release_tensor;
     req.pin = NULL; /* a hook's storage is its own */

@@ -366,9 +366,9 @@ static int check_request(PyObject *const *v)
     long long span = PyLong_AsLongLong(v[RQ_SPAN]);
     if (span == -1 && PyErr_Occurred())
         PyErr_Clear();
-    if (span != SwLayout_CORE(t->subs[0].layout)->cosize) {
+    if (span != SW_SUB_LAYOUT(&t->subs[0])->cosize) {
         PyErr_Format(PyExc_ValueError, "physical_span must be the layout's cosize (%lld)",
-                     (long long)SwLayout_CORE(t->subs[0].layout)->cosize);
+                     (long long)SW_SUB_LAYOUT(&t->subs[0])->cosize);
         return -1;
     }
     return 0;
@@ -389,7 +389,7 @@ static PyObject *request_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 PyObject *sw_py_transfer_request_new(PyObject *tensor, PyObject *destination)
 {
     SwSubtensor *s = &((SwTensorObject *)tensor)->subs[0];
-    PyObject *span = PyLong_FromLongLong(SwLayout_CORE(s->layout)->cosize);
+    PyObject *span = PyLong_FromLongLong(SW_SUB_LAYOUT(s)->cosize);
     if (!span)
         return NULL;
     PyObject *v[RQ_NFIELDS] = {tensor, destination, (PyObject *)Py_TYPE(s->carrier),

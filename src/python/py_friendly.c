@@ -533,7 +533,7 @@ static PyObject *friendly_scaled_int32(PyObject *mod, PyObject *const *args, Py_
         scale = 1.0f;
     }
     SwSubtensor *p0 = &((SwTensorObject *)plane0)->subs[0];
-    const sw_layout *L0 = SwLayout_CORE(p0->layout);
+    const sw_layout *L0 = SW_SUB_LAYOUT(p0);
 
     static const uint8_t leaf_profile[1] = {SW_NODE_LEAF};
     static const int64_t one[1] = {1};

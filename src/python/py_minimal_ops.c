@@ -29,7 +29,7 @@ static int is_dtype(PyObject *tensor, sw_dtype id)
 
 static const sw_layout *core_of(PyObject *tensor)
 {
-    return SwLayout_CORE(((SwTensorObject *)tensor)->subs[0].layout);
+    return SW_SUB_LAYOUT(&((SwTensorObject *)tensor)->subs[0]);
 }
 
 /* The tensor's values in logical order as doubles (Float32 and Int32 are
@@ -37,7 +37,7 @@ static const sw_layout *core_of(PyObject *tensor)
 static int read_values(PyObject *tensor, double *out)
 {
     SwTensorObject *t = (SwTensorObject *)tensor;
-    const sw_layout *L = SwLayout_CORE(t->subs[0].layout);
+    const sw_layout *L = SW_SUB_LAYOUT(&t->subs[0]);
     PyObject *carrier = t->subs[0].carrier;
     int fast = (Py_TYPE(carrier) == &SwCPU_Type || Py_TYPE(carrier) == &SwGeneric_Type) &&
                !sw_py_state_released(carrier) &&
@@ -47,8 +47,8 @@ static int read_values(PyObject *tensor, double *out)
     sw_dtype dt = fast ? ((SwHostCarrierObject *)carrier)->dtype : SW_DT_FLOAT32;
     const void *data = fast ? ((SwHostCarrierObject *)carrier)->data : NULL;
     if (fast && sw_layout_is_flat(L)) {
-        const float *f = (const float *)data + t->subs[0].offset;
-        const int32_t *i = (const int32_t *)data + t->subs[0].offset;
+        const float *f = (const float *)data + SW_SUB_OFFSET(&t->subs[0]);
+        const int32_t *i = (const int32_t *)data + SW_SUB_OFFSET(&t->subs[0]);
         if (dt == SW_DT_FLOAT32)
             for (int64_t k = 0; k < L->size; k++)
                 out[k] = (double)f[k];
@@ -58,7 +58,7 @@ static int read_values(PyObject *tensor, double *out)
         return 0;
     }
     sw_walk w;
-    if (sw_walk_init(&w, L, t->subs[0].offset) < 0)
+    if (sw_walk_init(&w, L, SW_SUB_OFFSET(&t->subs[0])) < 0)
         return -1;
     int64_t idx;
     for (int64_t k = 0; k < L->size; k++, sw_walk_next(&w)) {
@@ -191,8 +191,8 @@ done:
 static int f32_values(PyObject *tensor, const float **vals, float **owned)
 {
     SwTensorObject *t = (SwTensorObject *)tensor;
-    const sw_layout *L = SwLayout_CORE(t->subs[0].layout);
-    int64_t off = t->subs[0].offset;
+    const sw_layout *L = SW_SUB_LAYOUT(&t->subs[0]);
+    int64_t off = SW_SUB_OFFSET(&t->subs[0]);
     *owned = NULL;
     if (!is_dtype(tensor, SW_DT_FLOAT32))
         return 0;

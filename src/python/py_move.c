@@ -595,7 +595,7 @@ static void submit_core(move_request *r, PyObject *tensor, sw_route_kind kind, i
     sw_move_handle *move;
     r->core.commit = core_committed;
     r->core.release = core_release;
-    if (sw_py_core_move_start(&r->core, s->carrier, s->offset, SwLayout_CORE(s->layout),
+    if (sw_py_core_move_start(&r->core, s->carrier, SW_SUB_OFFSET(s), SW_SUB_LAYOUT(s),
                               r->destination, kind == SW_ROUTE_ELEMENTWISE, sync, &move) == 0) {
         sw_py_await_bind_move(handle, move);
         return;
@@ -646,7 +646,7 @@ static void submit_supplied(move_request *r, PyObject *op, PyObject *op_type, Py
     PyObject *handle = r->handle; /* r may be gone once the core started */
     sw_move_handle *move;
     if (sw_py_carrier_size(r->destination, &slots) == 0 &&
-        sw_py_core_move_supply(&r->core, s->carrier, s->offset, SwLayout_CORE(s->layout),
+        sw_py_core_move_supply(&r->core, s->carrier, SW_SUB_OFFSET(s), SW_SUB_LAYOUT(s),
                                r->destination, slots, move_bytes(tensor, op_type),
                                &move) == 0) {
         sw_py_await_bind_move(handle, move);
@@ -834,7 +834,7 @@ static move_request *request_new(PyObject *source, PyObject *destination, int64_
 static int64_t move_bytes(PyObject *tensor, PyObject *op_type)
 {
     SwSubtensor *s = &TENSOR(tensor)->subs[0];
-    const sw_layout *L = SwLayout_CORE(s->layout);
+    const sw_layout *L = SW_SUB_LAYOUT(s);
     int64_t n = PyType_IsSubtype((PyTypeObject *)op_type, &SwElementwise_Type) ? L->size
                                                                                : L->cosize;
     int64_t item = (int64_t)sw_dtype_slot_bytes(SwDType_ID(TENSOR(tensor)->dtype)), bytes;

@@ -260,7 +260,7 @@ int sw_py_move_check_begin(sw_py_move_check *mc, PyObject *tensor, PyObject *des
         .destination = destination,
         .src_core = CARRIER(s->carrier)->core,
         .dst_core = SwCarrier_Check(destination) ? CARRIER(destination)->core : NULL,
-        .cosize = SwLayout_CORE(s->layout)->cosize,
+        .cosize = SW_SUB_LAYOUT(s)->cosize,
         /* The binding supplies the transfer of every move of a carrier
          * written in Python, and row 9 is its route choice. */
         .flags = SW_MOVE_CHECK_SUPPLIED | SW_MOVE_CHECK_OWN_ROUTE | SW_MOVE_CHECK_DTYPE,

@@ -163,7 +163,7 @@ static int copy_hook(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
     }
     sw_transfer t;
     int64_t extents[SW_COPY_MAX_DIMS], strides[SW_COPY_MAX_DIMS];
-    int c = sw_py_move_describe(s->carrier, s->offset, layout, a[1], bulk, &t, extents,
+    int c = sw_py_move_describe(s->carrier, SW_SUB_OFFSET(s), layout, a[1], bulk, &t, extents,
                                 strides);
     if (c < 0)
         return -1;
@@ -177,7 +177,7 @@ static int copy_hook(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                      opname, Py_TYPE(s->carrier)->tp_name, Py_TYPE(a[1])->tp_name);
         return -1;
     }
-    return copy_by_slots(s->carrier, s->offset, layout, a[1]);
+    return copy_by_slots(s->carrier, SW_SUB_OFFSET(s), layout, a[1]);
 }
 
 static PyObject *elementwise_copy(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
@@ -332,7 +332,7 @@ static int check_cotangent(PyObject *g, PyObject *source)
         return -1;
     }
     sw_layout *gl = SwLayout_CORE(gs->layout);
-    if (!sw_layout_same_shape(gl, SwLayout_CORE(((SwTensorObject *)source)->subs[0].layout))) {
+    if (!sw_layout_same_shape(gl, SW_SUB_LAYOUT(&((SwTensorObject *)source)->subs[0]))) {
         PyErr_SetString(PyExc_ValueError,
                         "the gradient of a move must have the moved Tensor's shape");
         return -1;
@@ -353,7 +353,7 @@ static int check_cotangent(PyObject *g, PyObject *source)
  * source's gradient layout, on a new carrier of the result's class. */
 static PyObject *private_copy(PyObject *g, PyObject *source, PyObject *out_carrier)
 {
-    int64_t n = SwLayout_CORE(((SwTensorObject *)g)->subs[0].layout)->size;
+    int64_t n = SW_SUB_LAYOUT(&((SwTensorObject *)g)->subs[0])->size;
     float *vals = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
     if (!vals)
         return PyErr_NoMemory();

@@ -423,7 +423,7 @@ static int read_shown(PyObject *tensor, const sw_layout *L, int64_t offset, int 
 static int format_values(PyObject *tensor, text *out)
 {
     SwTensorObject *t = (SwTensorObject *)tensor;
-    const sw_layout *L = SwLayout_CORE(t->subs[0].layout);
+    const sw_layout *L = SW_SUB_LAYOUT(&t->subs[0]);
     elements el;
     memset(&el, 0, sizeof el);
     el.dt = SwDType_ID(t->dtype);
@@ -433,7 +433,7 @@ static int format_values(PyObject *tensor, text *out)
         return -1;
     }
     int summarize = L->size > THRESHOLD;
-    int rc = read_shown(tensor, L, t->subs[0].offset, summarize, &el);
+    int rc = read_shown(tensor, L, SW_SUB_OFFSET(&t->subs[0]), summarize, &el);
     if (rc == 0) {
         if (el.dt == SW_DT_FLOAT32)
             float_format_params(&el);
@@ -607,13 +607,13 @@ PyObject *sw_py_tensor_repr(PyObject *self)
     if (t->nsub == 1)
         result = PyUnicode_FromFormat("%U, dtype=%s, carrier=%s, offset=%lld, layout=%R)", head,
                                       sw_dtype_info_of(SwDType_ID(t->dtype))->name,
-                                      _PyType_Name(Py_TYPE(s->carrier)), (long long)s->offset,
+                                      _PyType_Name(Py_TYPE(s->carrier)), (long long)SW_SUB_OFFSET(s),
                                       s->layout);
     else
         result = PyUnicode_FromFormat(
             "%U, dtype=%s, carrier=%s, offset=%lld, layout=%R, subtensors=%zd)", head,
             sw_dtype_info_of(SwDType_ID(t->dtype))->name, _PyType_Name(Py_TYPE(s->carrier)),
-            (long long)s->offset, s->layout, t->nsub);
+            (long long)SW_SUB_OFFSET(s), s->layout, t->nsub);
     Py_DECREF(head);
 done:
     PyMem_Free(out.p);

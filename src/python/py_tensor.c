@@ -24,7 +24,7 @@ static PyObject *tensor_get_carrier(SwTensorObject *self, void *unused)
 static PyObject *tensor_get_offset(SwTensorObject *self, void *unused)
 {
     (void)unused;
-    return PyLong_FromLongLong(self->subs[0].offset);
+    return PyLong_FromLongLong(SW_SUB_OFFSET(&self->subs[0]));
 }
 
 static PyObject *tensor_get_layout(SwTensorObject *self, void *unused)
@@ -48,7 +48,7 @@ static PyObject *tensor_get_subtensors(SwTensorObject *self, void *unused)
     for (Py_ssize_t i = 0; i < self->nsub; i++) {
         SwSubtensor *s = &self->subs[i];
         PyObject *e = Py_BuildValue("(OOLO)", s->storage_dtype, s->carrier,
-                                    (long long)s->offset, s->layout);
+                                    (long long)SW_SUB_OFFSET(s), s->layout);
         if (!e) {
             Py_DECREF(out);
             return NULL;
@@ -73,7 +73,7 @@ static PyObject *tensor_dtype(SwTensorObject *self, PyObject *unused)
 static PyObject *tensor_size(SwTensorObject *self, PyObject *unused)
 {
     (void)unused;
-    return PyLong_FromLongLong(SwLayout_CORE(self->subs[0].layout)->size);
+    return PyLong_FromLongLong(SW_SUB_LAYOUT(&self->subs[0])->size);
 }
 
 static PyObject *tensor_carrier_type(SwTensorObject *self, PyObject *unused)
@@ -317,9 +317,9 @@ static PyObject *tensor_subscript(SwTensorObject *self, PyObject *key)
     if (require_one_subtensor(self, "read element by element") < 0)
         return NULL;
     int64_t j;
-    if (tensor_key_index(SwLayout_CORE(self->subs[0].layout), key, &j) < 0)
+    if (tensor_key_index(SW_SUB_LAYOUT(&self->subs[0]), key, &j) < 0)
         return NULL;
-    return sw_py_carrier_getitem(self->subs[0].carrier, self->subs[0].offset + j);
+    return sw_py_carrier_getitem(self->subs[0].carrier, SW_SUB_OFFSET(&self->subs[0]) + j);
 }
 
 static int tensor_ass_subscript(SwTensorObject *self, PyObject *key, PyObject *value)
@@ -338,9 +338,9 @@ static int tensor_ass_subscript(SwTensorObject *self, PyObject *key, PyObject *v
     if (PyErr_Occurred())
         return -1;
     int64_t j;
-    if (tensor_key_index(SwLayout_CORE(self->subs[0].layout), key, &j) < 0)
+    if (tensor_key_index(SW_SUB_LAYOUT(&self->subs[0]), key, &j) < 0)
         return -1;
-    return sw_py_carrier_setitem(self->subs[0].carrier, self->subs[0].offset + j, value);
+    return sw_py_carrier_setitem(self->subs[0].carrier, SW_SUB_OFFSET(&self->subs[0]) + j, value);
 }
 
 /* ---- item / tolist (V-10) ----------------------------------------------- */
@@ -355,15 +355,15 @@ PyObject *sw_py_tensor_item(PyObject *obj)
     SwTensorObject *t = (SwTensorObject *)obj;
     if (require_one_subtensor(t, "read with item()") < 0)
         return NULL;
-    if (SwLayout_CORE(t->subs[0].layout)->size != 1) {
-        long long n = (long long)SwLayout_CORE(t->subs[0].layout)->size;
+    if (SW_SUB_LAYOUT(&t->subs[0])->size != 1) {
+        long long n = (long long)SW_SUB_LAYOUT(&t->subs[0])->size;
         PyErr_Format(PyExc_ValueError,
                      "item requires a tensor with exactly one element, and this one has %lld; "
                      "use tolist() for several", n);
         return NULL;
     }
     /* Ordinal 0 is the all-zero coordinate: scalar index 0. */
-    return sw_py_carrier_getitem(t->subs[0].carrier, t->subs[0].offset);
+    return sw_py_carrier_getitem(t->subs[0].carrier, SW_SUB_OFFSET(&t->subs[0]));
 }
 
 PyObject *sw_py_tensor_tolist(PyObject *obj)
@@ -376,7 +376,7 @@ PyObject *sw_py_tensor_tolist(PyObject *obj)
     SwTensorObject *t = (SwTensorObject *)obj;
     if (require_one_subtensor(t, "converted with tolist() or to_list()") < 0)
         return NULL;
-    const sw_layout *L = SwLayout_CORE(t->subs[0].layout);
+    const sw_layout *L = SW_SUB_LAYOUT(&t->subs[0]);
     PyObject *carrier = t->subs[0].carrier;
     int64_t *digit = NULL;
     PyObject *out = PyList_New((Py_ssize_t)L->size);
@@ -388,7 +388,7 @@ PyObject *sw_py_tensor_tolist(PyObject *obj)
         goto error;
     }
     /* Odometer over the leaves, first leaf fastest: ordinal order. */
-    int64_t idx = t->subs[0].offset;
+    int64_t idx = SW_SUB_OFFSET(&t->subs[0]);
     for (int64_t k = 0; k < L->size; k++) {
         PyObject *v = sw_py_carrier_getitem(carrier, idx);
         if (!v)

@@ -45,18 +45,26 @@ static SwTensorObject *tensor_alloc(PyObject *dtype, Py_ssize_t nsub)
     SwTensorObject *t = (SwTensorObject *)SwTensor_Type.tp_alloc(&SwTensor_Type, 0);
     if (!t)
         return NULL;
-    t->subs = PyMem_Calloc((size_t)nsub, sizeof(SwSubtensor));
-    if (!t->subs) {
-        Py_DECREF(t);
-        PyErr_NoMemory();
-        return NULL;
-    }
     t->nsub = nsub;
     t->dtype = Py_NewRef(dtype);
     t->autograd_ctx = Py_NewRef(Py_None);
     t->grad = Py_NewRef(Py_None);
     t->retains_grad = 0;
     return t;
+}
+
+/* Plane i's core tensor, on the placement the caller checked (T-1 or
+ * T-5); its Python objects stay with the plane. 0, or -1 with an
+ * exception (out of memory). */
+static int plane_bind(SwSubtensor *sub, PyObject *carrier, int64_t offset, PyObject *layout)
+{
+    sw_error err;
+    if (sw_tensor_new_unchecked(SW_STATE_C(carrier)->core, offset, SwLayout_CORE(layout),
+                                &sub->core, &err) != SW_OK)
+        return sw_py_raise(&err);
+    sub->carrier = Py_NewRef(carrier);
+    sub->layout = Py_NewRef(layout);
+    return 0;
 }
 
 /* The cyclic GC: a Tensor refers to its dtypes, carriers, layouts, adjacent
@@ -84,12 +92,10 @@ void sw_py_tensor_track(PyObject *tensor)
 static int tensor_traverse(SwTensorObject *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->dtype);
-    if (self->subs) {
-        for (Py_ssize_t i = 0; i < self->nsub; i++) {
-            Py_VISIT(self->subs[i].storage_dtype);
-            Py_VISIT(self->subs[i].carrier);
-            Py_VISIT(self->subs[i].layout);
-        }
+    for (Py_ssize_t i = 0; i < self->nsub; i++) {
+        Py_VISIT(self->subs[i].storage_dtype);
+        Py_VISIT(self->subs[i].carrier);
+        Py_VISIT(self->subs[i].layout);
     }
     Py_VISIT(self->adjacent);
     Py_VISIT(self->autograd_ctx);
@@ -100,12 +106,13 @@ static int tensor_traverse(SwTensorObject *self, visitproc visit, void *arg)
 static int tensor_clear(SwTensorObject *self)
 {
     Py_CLEAR(self->dtype);
-    if (self->subs) {
-        for (Py_ssize_t i = 0; i < self->nsub; i++) {
-            Py_CLEAR(self->subs[i].storage_dtype);
-            Py_CLEAR(self->subs[i].carrier);
-            Py_CLEAR(self->subs[i].layout);
-        }
+    for (Py_ssize_t i = 0; i < self->nsub; i++) {
+        /* First: the carrier object's own release of its handle stays the last. */
+        sw_tensor_unref(self->subs[i].core);
+        self->subs[i].core = NULL;
+        Py_CLEAR(self->subs[i].storage_dtype);
+        Py_CLEAR(self->subs[i].carrier);
+        Py_CLEAR(self->subs[i].layout);
     }
     Py_CLEAR(self->adjacent);
     Py_CLEAR(self->autograd_ctx);
@@ -119,8 +126,6 @@ static void tensor_dealloc(SwTensorObject *self)
     if (self->weakreflist)
         PyObject_ClearWeakRefs((PyObject *)self);
     tensor_clear(self);
-    PyMem_Free(self->subs);
-    self->subs = NULL;
     PyTypeObject *tp = Py_TYPE(self);
     tp->tp_free((PyObject *)self);
 }
@@ -218,11 +223,8 @@ static PyObject *tensor_new1(PyObject *carrier, PyObject *offset_obj, int64_t of
     if (!t)
         goto error;
     t->subs[0].storage_dtype = dtype; /* reference moves in */
-    t->subs[0].carrier = Py_NewRef(carrier);
-    t->subs[0].offset = offset;
-    t->subs[0].layout = Py_NewRef(layout);
     t->adjacent = PyTuple_New(0);
-    if (!t->adjacent) {
+    if (!t->adjacent || plane_bind(&t->subs[0], carrier, offset, layout) < 0) {
         Py_DECREF(t);
         return NULL;
     }
@@ -237,6 +239,23 @@ error:
 PyObject *sw_py_tensor_new1(PyObject *carrier, int64_t offset, PyObject *layout)
 {
     return tensor_new1(carrier, NULL, offset, layout);
+}
+
+PyObject *sw_py_tensor_moved(PyObject *like, PyObject *carrier)
+{
+    SwSubtensor *from = &((SwTensorObject *)like)->subs[0];
+    SwTensorObject *t = tensor_alloc(((SwTensorObject *)like)->dtype, 1);
+    if (!t)
+        return NULL;
+    t->subs[0].storage_dtype = Py_NewRef(from->storage_dtype);
+    t->adjacent = Py_NewRef(((SwTensorObject *)like)->adjacent); /* the empty tuple */
+    if (plane_bind(&t->subs[0], carrier, 0, from->layout) < 0) {
+        Py_DECREF(t);
+        return NULL;
+    }
+    if (cycle_free_carrier(carrier))
+        PyObject_GC_UnTrack(t);
+    return (PyObject *)t;
 }
 
 /* T-4 steps 4..6 plus the build. Offsets come either as Python objects
@@ -355,11 +374,12 @@ static PyObject *tensor_build(PyObject *dtype, Py_ssize_t nsub, PyObject *const 
     for (Py_ssize_t i = 0; i < nsub; i++) {
         t->subs[i].storage_dtype = sdtypes[i]; /* reference moves in */
         sdtypes[i] = NULL;
-        t->subs[i].carrier = Py_NewRef(carriers[i]);
-        t->subs[i].offset = offsets[i];
-        t->subs[i].layout = Py_NewRef(layouts[i]);
     }
     t->adjacent = PyTuple_New(nadj);
+    for (Py_ssize_t i = 0; i < nsub && t->adjacent; i++) {
+        if (plane_bind(&t->subs[i], carriers[i], offsets[i], layouts[i]) < 0)
+            Py_CLEAR(t->adjacent);
+    }
     if (!t->adjacent) {
         Py_DECREF(t);
         return NULL;

@@ -63,7 +63,7 @@ int sw_tiled_check_tensor(PyObject *self, PyObject *tensor)
     }
     if (sw_tiled_refuse_released(self, "project from") < 0)
         return -1;
-    const sw_layout *L = SwLayout_CORE(t->subs[0].layout);
+    const sw_layout *L = SW_SUB_LAYOUT(&t->subs[0]);
     int64_t sizes[SW_TILES_MAX_RANK + 1];
     int32_t m = mode_sizes(L, sizes, SW_TILES_MAX_RANK);
     int same = m == te->geo.rank;
@@ -76,7 +76,7 @@ int sw_tiled_check_tensor(PyObject *self, PyObject *tensor)
         return -1;
     }
     sw_error err;
-    int ok = sw_tiles_check_footprints(&te->geo, L, t->subs[0].offset, &err);
+    int ok = sw_tiles_check_footprints(&te->geo, L, SW_SUB_OFFSET(&t->subs[0]), &err);
     return ok == 1 ? 0 : sw_py_raise(&err);
 }
 
@@ -349,8 +349,8 @@ static int start_projection(PyObject *self, PyObject *tensor, PyObject *selectio
     if (!p->held)
         PyErr_Clear();
     SwTensorObject *t = TENSOR(tensor);
-    const sw_layout *L = SwLayout_CORE(t->subs[0].layout);
-    int64_t offset = t->subs[0].offset;
+    const sw_layout *L = SW_SUB_LAYOUT(&t->subs[0]);
+    int64_t offset = SW_SUB_OFFSET(&t->subs[0]);
     sw_tiled_evictable *core = te->te;
     sw_carrier *d = CARRIER(dest)->core;
     sw_te_work *w = NULL;
@@ -529,10 +529,10 @@ static PyObject *gather_backward(PyObject *self, PyObject *g)
     sw_tile_selection_view(node->selection, &sel);
     int64_t shape[SW_TILES_MAX_RANK];
     int64_t n = sw_tiles_compact_shape(geo, &sel, shape);
-    if (SwLayout_CORE(TENSOR(g)->subs[0].layout)->size != n) {
+    if (SW_SUB_LAYOUT(&TENSOR(g)->subs[0])->size != n) {
         PyErr_Format(PyExc_ValueError, "TileGatherOperation.backward: gradient has %lld values, "
                      "the projection %lld",
-                     (long long)SwLayout_CORE(TENSOR(g)->subs[0].layout)->size, (long long)n);
+                     (long long)SW_SUB_LAYOUT(&TENSOR(g)->subs[0])->size, (long long)n);
         return NULL;
     }
     float *gv = PyMem_Malloc(sizeof(float) * ((size_t)n + 1));
@@ -546,20 +546,20 @@ static PyObject *gather_backward(PyObject *self, PyObject *g)
     fresh = PyObject_CallMethod(carrier, "allocate_like", "L", (long long)geo->size);
     if (!fresh)
         goto done;
-    const sw_layout *L = SwLayout_CORE(st->subs[0].layout);
+    const sw_layout *L = SW_SUB_LAYOUT(&st->subs[0]);
     for (int64_t c = 0; c < n; c++) {
         if (gv[c] == 0.0f)
             continue;
         int64_t s = sw_tiles_source_index(geo, &sel, shape, c);
         PyObject *v = PyFloat_FromDouble(gv[c]);
-        int rc = v ? sw_py_carrier_setitem(fresh, sw_tiles_layout_slot(L, st->subs[0].offset, s),
+        int rc = v ? sw_py_carrier_setitem(fresh, sw_tiles_layout_slot(L, SW_SUB_OFFSET(&st->subs[0]), s),
                                            v)
                    : -1;
         Py_XDECREF(v);
         if (rc < 0)
             goto done;
     }
-    grad = sw_py_tensor_new1(fresh, st->subs[0].offset, st->subs[0].layout);
+    grad = sw_py_tensor_new1(fresh, SW_SUB_OFFSET(&st->subs[0]), st->subs[0].layout);
     if (grad)
         result = PyTuple_Pack(1, grad);
 done:

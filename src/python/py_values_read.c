@@ -91,8 +91,8 @@ int sw_py_tensor_gather(PyObject *tensor, void *out)
     SwSubtensor *s = &t->subs[0];
     PyObject *carrier = s->carrier;
     Py_INCREF(carrier); /* a hook may drop the last other reference */
-    int rc = gather_carrier(carrier, SwDType_ID(t->dtype), SwLayout_CORE(s->layout),
-                            s->offset, out);
+    int rc = gather_carrier(carrier, SwDType_ID(t->dtype), SW_SUB_LAYOUT(s),
+                            SW_SUB_OFFSET(s), out);
     Py_DECREF(carrier);
     return rc;
 }

@@ -29,7 +29,7 @@ static SwTensorObject *require_tensor(PyObject *obj, const char *fn)
  * Returns their count. */
 static int32_t view_planes(SwTensorObject *t, const sw_layout *planes[2])
 {
-    planes[0] = SwLayout_CORE(t->subs[0].layout);
+    planes[0] = SW_SUB_LAYOUT(&t->subs[0]);
     if (t->nsub == 1)
         return 1;
     planes[1] = SwLayout_CORE(PyTuple_GET_ITEM(t->adjacent, 0));
@@ -69,7 +69,7 @@ static PyObject *finish_view(const char *kind, SwTensorObject *t, sw_layout *out
     }
     for (Py_ssize_t i = 0; i < t->nsub; i++) {
         carriers[i] = t->subs[i].carrier;
-        offsets[i] = t->subs[i].offset;
+        offsets[i] = SW_SUB_OFFSET(&t->subs[i]);
         layouts[i] = t->subs[i].layout;
     }
     offsets[0] = offset0;
@@ -318,7 +318,7 @@ PyObject *sw_py_tensor_slice(PyObject *obj, PyObject *key)
     }
     /* a multi-plane view keeps its offsets: every selection starts at 0 */
     sw_view_spec spec = {.kind = SW_VIEW_KIND_SLICE, .n = rank, .key = entries};
-    result = finish_view("slice", t, out, t->subs[0].offset + growth, tuple, &spec);
+    result = finish_view("slice", t, out, SW_SUB_OFFSET(&t->subs[0]) + growth, tuple, &spec);
 done:
     if (entries != small)
         PyMem_Free(entries);
@@ -460,7 +460,7 @@ static PyObject *view_permute(PyObject *mod, PyObject *const *args, Py_ssize_t n
         goto done;
     }
     sw_view_spec spec = {.kind = SW_VIEW_KIND_PERMUTE, .n = (int32_t)n, .order = order};
-    result = finish_view("permute", t, out, t->subs[0].offset, param, &spec);
+    result = finish_view("permute", t, out, SW_SUB_OFFSET(&t->subs[0]), param, &spec);
     Py_DECREF(param);
 done:
     PyMem_Free(order);
@@ -509,7 +509,7 @@ static PyObject *view_reshape(PyObject *mod, PyObject *const *args, Py_ssize_t n
     const sw_layout *T = SwLayout_CORE(shape);
     if (sw_layout_view_reshape(planes, np, T->nprofile, T->profile, T->extents, out, &f,
                                &err) == SW_OK)
-        return finish_view("reshape", t, out, t->subs[0].offset, shape, NULL);
+        return finish_view("reshape", t, out, SW_SUB_OFFSET(&t->subs[0]), shape, NULL);
     if (f.reason == SW_VIEW_SPACING && f.plane == 0)
         PyErr_Format(PyExc_ValueError,
                      "reshape needs the tensor's elements evenly spaced in first-mode-fastest "
@@ -545,7 +545,7 @@ static PyObject *broadcast_view(PyObject *const *args, Py_ssize_t nargs, PyObjec
     if (sw_layout_view_broadcast(planes, np, T->nprofile, T->profile, T->extents, out, NULL,
                                  &err) != SW_OK)
         return sw_py_raise(&err), NULL;
-    return finish_view("broadcast_to", t, out, t->subs[0].offset, NULL, NULL);
+    return finish_view("broadcast_to", t, out, SW_SUB_OFFSET(&t->subs[0]), NULL, NULL);
 }
 
 /* F-0 / F-4: check the arguments, then run the carrier's dispatched
@@ -718,7 +718,7 @@ static int64_t *view_source_map(SwViewOperationObject *v, int kind, PyObject *so
                                 int64_t *nview)
 {
     sw_error err;
-    const sw_layout *L = SwLayout_CORE(((SwTensorObject *)source)->subs[0].layout);
+    const sw_layout *L = SW_SUB_LAYOUT(&((SwTensorObject *)source)->subs[0]);
     sw_view_spec spec = node_view_spec(v, kind);
     int64_t n = SwLayout_CORE(v->view_layout)->size;
     int64_t *map = PyMem_Malloc(sizeof(int64_t) * ((size_t)n + 1));
@@ -789,7 +789,7 @@ static PyObject *view_op_backward(PyObject *self, PyObject *g)
         return NULL;
     PyObject *source = Py_NewRef(PyTuple_GET_ITEM(o->saved, 0));
     PyObject *grad = NULL, *result = NULL;
-    int64_t nview = 0, nsrc = SwLayout_CORE(((SwTensorObject *)source)->subs[0].layout)->size;
+    int64_t nview = 0, nsrc = SW_SUB_LAYOUT(&((SwTensorObject *)source)->subs[0])->size;
     float *gv = NULL, *acc = NULL;
     int64_t *map = view_source_map(v, kind, source, &nview);
     if (!map)

@@ -14,6 +14,7 @@
 #include "strideweave/dtype.h"
 #include "strideweave/layout.h"
 #include "strideweave/status.h"
+#include "strideweave/tensor.h"
 
 /* ---- module / errors (module.c, py_errors.c) ---------------------------- */
 
@@ -286,29 +287,48 @@ PyObject *sw_py_cpu_new(sw_dtype dtype, int64_t nslots, int mutable_, int zero);
 
 extern PyTypeObject SwTensor_Type;
 
+/* One plane: the core tensor holds its (carrier, offset, layout) and is what
+ * value reads, DLPack export and moves are handed; the Python objects of
+ * the same carrier and layout are kept beside it for the Python API (the
+ * Layout a user passed stays `t.layout`, identity included). A plane of a
+ * carrier written in Python holds a core tensor too, made without the
+ * core's placement checks (sw_tensor_new_unchecked: the binding ran them
+ * through the carrier's hooks); the core answers SW_ENOTSUP for its slots. */
 typedef struct SwSubtensor {
     PyObject *storage_dtype; /* a DType */
     PyObject *carrier;
-    int64_t offset;
-    PyObject *layout;        /* a Layout object */
+    PyObject *layout;        /* a Layout object, equal to sw_tensor_layout(core) */
+    struct sw_tensor *core;  /* owned */
 } SwSubtensor;
+
+/* No shipped dtype has more planes (sw_dtype_info.planes). */
+#define SW_PY_MAX_PLANES 2
 
 typedef struct SwTensorObject {
     PyObject_HEAD
     PyObject *weakreflist;
     PyObject *dtype;         /* logical DType */
     Py_ssize_t nsub;
-    SwSubtensor *subs;       /* nsub entries, PyMem-allocated */
+    SwSubtensor subs[SW_PY_MAX_PLANES]; /* nsub used: no allocation of their own */
     PyObject *adjacent;      /* tuple of Layouts, nsub - 1 entries */
     PyObject *autograd_ctx;  /* autograd hook points (contract) */
     PyObject *grad;
     int retains_grad;
 } SwTensorObject;
 
+/* A plane's offset and layout, read from its core tensor. */
+#define SW_SUB_OFFSET(s) sw_tensor_offset((s)->core)
+#define SW_SUB_LAYOUT(s) sw_tensor_layout((s)->core)
+
 #define SwTensor_Check(o) PyObject_TypeCheck((o), &SwTensor_Type)
 
 /* Build a validated one-subtensor Tensor (T-1 checks). New reference. */
 PyObject *sw_py_tensor_new1(PyObject *carrier, int64_t offset, PyObject *layout);
+/* A move's result: a Tensor of `like`'s dtype and Layout on `carrier` at
+ * offset 0, for an exact built-in carrier the move checked already (same
+ * storage dtype, at least the layout's cosize slots): the T-1 checks do
+ * not run again. New reference. */
+PyObject *sw_py_tensor_moved(PyObject *like, PyObject *carrier);
 /* Put a Tensor on the cyclic GC's lists (a Tensor on a built-in carrier
  * starts off them): call it wherever its autograd context or gradient is
  * set to something other than None. */
