@@ -509,7 +509,7 @@ static int pack(const sw_dlpack_request *req, int versioned, void **managed)
 }
 
 /* The exact CPU: the core checks, packs and pins its storage block
- * (sw_carrier_to_dlpack: read-only from its public mutability, T-10); its
+ * (sw_tensor_to_dlpack_owned on the plane's core tensor: read-only from its public mutability, T-10); its
  * refusals are the contract's (7) released and (8) dtype BufferErrors. No
  * user code runs here. */
 static int export_cpu(SwSubtensor *sub, int versioned, PyObject *self, void **managed)
@@ -517,8 +517,7 @@ static int export_cpu(SwSubtensor *sub, int versioned, PyObject *self, void **ma
     const sw_dlpack_owner owner = {.versioned = versioned, .read_only = -1,
                                    .manager_ctx = self, .release = release_tensor};
     sw_error err;
-    sw_status st = sw_carrier_to_dlpack(SW_STATE_C(sub->carrier)->core, SW_SUB_OFFSET(sub),
-                                        SW_SUB_LAYOUT(sub), &owner, managed, &err);
+    sw_status st = sw_tensor_to_dlpack_owned(sub->core, &owner, managed, &err);
     if (st == SW_OK)
         return 0;
     if (st == SW_ESTATE || st == SW_ENOTSUP) {

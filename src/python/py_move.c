@@ -595,8 +595,8 @@ static void submit_core(move_request *r, PyObject *tensor, sw_route_kind kind, i
     sw_move_handle *move;
     r->core.commit = core_committed;
     r->core.release = core_release;
-    if (sw_py_core_move_start(&r->core, s->carrier, SW_SUB_OFFSET(s), SW_SUB_LAYOUT(s),
-                              r->destination, kind == SW_ROUTE_ELEMENTWISE, sync, &move) == 0) {
+    if (sw_py_core_move_start(&r->core, s, r->destination, kind == SW_ROUTE_ELEMENTWISE, sync,
+                              &move) == 0) {
         sw_py_await_bind_move(handle, move);
         return;
     }
@@ -646,8 +646,7 @@ static void submit_supplied(move_request *r, PyObject *op, PyObject *op_type, Py
     PyObject *handle = r->handle; /* r may be gone once the core started */
     sw_move_handle *move;
     if (sw_py_carrier_size(r->destination, &slots) == 0 &&
-        sw_py_core_move_supply(&r->core, s->carrier, SW_SUB_OFFSET(s), SW_SUB_LAYOUT(s),
-                               r->destination, slots, move_bytes(tensor, op_type),
+        sw_py_core_move_supply(&r->core, s, r->destination, slots, move_bytes(tensor, op_type),
                                &move) == 0) {
         sw_py_await_bind_move(handle, move);
         return;
@@ -841,12 +840,25 @@ static int64_t move_bytes(PyObject *tensor, PyObject *op_type)
     return __builtin_mul_overflow(n, item, &bytes) ? INT64_MAX : bytes;
 }
 
+/* The result Tensor on the destination. A built-in destination was
+ * checked by the move (its dtype, its size after growth, its state) and
+ * runs no user code, so the T-1 checks do not run again; a carrier written
+ * in Python answers them through its hooks as before. */
+static PyObject *result_tensor(PyObject *tensor, PyObject *destination)
+{
+    PyTypeObject *type = Py_TYPE(destination);
+    if (type == &SwCPU_Type || type == &SwGeneric_Type || type == &SwFileBacked_Type ||
+        type == &SwBlockDeviceCarrier_Type)
+        return sw_py_tensor_moved(tensor, destination);
+    return sw_py_tensor_new1(destination, 0, TENSOR(tensor)->subs[0].layout);
+}
+
 /* The destination grows to exactly the span, and the output Tensor is
  * bound to it; on failure the growth is undone. The growth of a carrier
  * written in Python runs user code (its _allocate): the carriers are
  * checked again after it (a built-in's growth runs none). */
 static int allocate_and_bind(move_request *r, sw_py_move_check *mc, int grow, int by_write,
-                             PyObject *layout)
+                             PyObject *tensor)
 {
     if (grow && (by_write ? sw_py_file_backed_grow_by_write(r->destination, r->cosize)
                           : sw_py_carrier_allocate(r->destination, r->cosize)) < 0)
@@ -859,7 +871,7 @@ static int allocate_and_bind(move_request *r, sw_py_move_check *mc, int grow, in
                      cname(r->destination), (long long)size, sw_msg_s(size),
                      (long long)r->cosize);
     if (!PyErr_Occurred())
-        r->output = sw_py_tensor_new1(r->destination, 0, layout);
+        r->output = result_tensor(tensor, r->destination);
     if (r->output && (!grow || !sw_py_move_growth_runs_python(mc) ||
                       sw_py_move_recheck(mc) == 0))
         return 0;
@@ -953,8 +965,8 @@ static PyObject *initiate(PyObject *tensor, PyObject *destination, PyObject *for
     if (sw_py_move_check_begin(&mc, tensor, destination) < 0)
         return NULL;
     SwSubtensor *s = &TENSOR(tensor)->subs[0];
-    PyObject *source = s->carrier, *layout = s->layout;
-    int64_t cosize = SwLayout_CORE(layout)->cosize;
+    PyObject *source = s->carrier;
+    int64_t cosize = SW_SUB_LAYOUT(s)->cosize;
     sw_route route;
     if (choose_route(source, destination, forced, &route) < 0)
         return NULL;
@@ -997,7 +1009,7 @@ static PyObject *initiate(PyObject *tensor, PyObject *destination, PyObject *for
         !(r = request_new(source, destination, cosize)))
         goto done;
     if (allocate_and_bind(r, &mc, grow, grows_by_write(source, destination, &route, cosize),
-                          layout) < 0) {
+                          tensor) < 0) {
         request_free(r);
         goto done;
     }

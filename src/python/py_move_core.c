@@ -131,13 +131,12 @@ int sw_py_core_move_committing(void)
     return committing;
 }
 
-int sw_py_core_move_start(sw_py_core_move *cm, PyObject *source, int64_t offset,
-                          const sw_layout *layout, PyObject *destination, int elementwise,
-                          int caller_waits, sw_move_handle **move)
+int sw_py_core_move_start(sw_py_core_move *cm, const SwSubtensor *plane, PyObject *destination,
+                          int elementwise, int caller_waits, sw_move_handle **move)
 {
     sw_error err;
-    /* No core tensor, and no core result: the binding publishes its own
-     * Tensor at commit, and a small move takes the core's light path. */
+    /* No core result: the binding publishes its own Tensor at commit, and a
+     * small move takes the core's light path. */
     sw_move_options o = {
         .on_commit = on_commit,
         .user = cm,
@@ -150,19 +149,21 @@ int sw_py_core_move_start(sw_py_core_move *cm, PyObject *source, int64_t offset,
     };
     sw_move_handle *m = NULL;
     sw_status st;
-    sw_carrier *src = CARRIER(source)->core, *dst = CARRIER(destination)->core;
-    int64_t span = layout->cosize * (int64_t)sw_dtype_slot_bytes(sw_carrier_dtype(src));
+    sw_carrier *dst = CARRIER(destination)->core;
+    sw_tensor *t = plane->core;
+    int64_t span = sw_tensor_layout(t)->cosize *
+                   (int64_t)sw_dtype_slot_bytes(sw_tensor_dtype(t));
     /* A block device move the core may run here can wait for the device's
      * lock or a transfer on its range: never with the GIL held. */
-    int device = block_pair(source, destination);
+    int device = block_pair(plane->carrier, destination);
     if ((caller_waits && span > GIL_HELD_BYTES) || device) {
         Py_BEGIN_ALLOW_THREADS
-        st = sw_move_span_async(src, offset, layout, dst, &o, &m, &err);
+        st = sw_move_async(t, dst, &o, &m, &err);
         Py_END_ALLOW_THREADS
     } else {
         int was = gil_held_here; /* a commit hook may start a move here */
         gil_held_here = 1;
-        st = sw_move_span_async(src, offset, layout, dst, &o, &m, &err);
+        st = sw_move_async(t, dst, &o, &m, &err);
         gil_held_here = was;
     }
     /* The commit reaches the binding through `cm`; the handle is the
@@ -191,9 +192,9 @@ static void supplied_transfer(sw_move_handle *m, void *user)
     cm->transfer(cm);
 }
 
-int sw_py_core_move_supply(sw_py_core_move *cm, PyObject *source, int64_t offset,
-                           const sw_layout *layout, PyObject *destination, int64_t dst_slots,
-                           int64_t bytes, sw_move_handle **move)
+int sw_py_core_move_supply(sw_py_core_move *cm, const SwSubtensor *plane,
+                           PyObject *destination, int64_t dst_slots, int64_t bytes,
+                           sw_move_handle **move)
 {
     sw_error err;
     cm->move = NULL;
@@ -209,8 +210,7 @@ int sw_py_core_move_supply(sw_py_core_move *cm, PyObject *source, int64_t offset
     };
     sw_move_handle *m = NULL;
     /* GIL held throughout: the transfer may run Python here. */
-    sw_status st = sw_move_span_async(CARRIER(source)->core, offset, layout,
-                                      CARRIER(destination)->core, &o, &m, &err);
+    sw_status st = sw_move_async(plane->core, CARRIER(destination)->core, &o, &m, &err);
     *move = m;
     return st == SW_OK ? 0 : sw_py_raise(&err);
 }

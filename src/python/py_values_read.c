@@ -54,13 +54,23 @@ static int read_lets_go(sw_carrier *core, const sw_layout *L, sw_dtype dt)
            (size_t)L->size * sw_dtype_slot_bytes(dt) > SW_READ_NOGIL_BYTES;
 }
 
+/* The core's read: a whole plane through its core tensor, or the one
+ * slot `off` (L a one-element layout) through its carrier. */
+static sw_status core_read(sw_carrier *core, const sw_tensor *plane, const sw_layout *L,
+                           int64_t off, char *out, sw_error *err)
+{
+    return plane ? sw_tensor_read_values(plane, out, err)
+                 : sw_carrier_read_layout(core, off, L, out, err);
+}
+
 /* The core reads a carrier whose slots it holds, under its mutex, in one
- * go (sw_carrier_read_layout). A carrier whose slots are the binding's
+ * go (sw_tensor_read_values). A carrier whose slots are the binding's
  * (STATE_ONLY: a Python class; the core refuses an Evictable over one with
  * SW_ENOTSUP) and a tensor whose logical dtype is not its carrier's take
- * the checked slot reads. */
-static int gather_carrier(PyObject *carrier, sw_dtype dt, const sw_layout *L, int64_t off,
-                          char *out)
+ * the checked slot reads. `plane`: the plane's core tensor (L and off are
+ * its layout and offset), or NULL for one slot. */
+static int gather_carrier(PyObject *carrier, const sw_tensor *plane, sw_dtype dt,
+                          const sw_layout *L, int64_t off, char *out)
 {
     if (L->size == 0)
         return 0;
@@ -70,10 +80,10 @@ static int gather_carrier(PyObject *carrier, sw_dtype dt, const sw_layout *L, in
         sw_status st;
         if (read_lets_go(core, L, dt)) {
             Py_BEGIN_ALLOW_THREADS
-            st = sw_carrier_read_layout(core, off, L, out, &err);
+            st = core_read(core, plane, L, off, out, &err);
             Py_END_ALLOW_THREADS
         } else {
-            st = sw_carrier_read_layout(core, off, L, out, &err);
+            st = core_read(core, plane, L, off, out, &err);
         }
         if (st == SW_OK)
             return 0;
@@ -91,7 +101,7 @@ int sw_py_tensor_gather(PyObject *tensor, void *out)
     SwSubtensor *s = &t->subs[0];
     PyObject *carrier = s->carrier;
     Py_INCREF(carrier); /* a hook may drop the last other reference */
-    int rc = gather_carrier(carrier, SwDType_ID(t->dtype), SW_SUB_LAYOUT(s),
+    int rc = gather_carrier(carrier, s->core, SwDType_ID(t->dtype), SW_SUB_LAYOUT(s),
                             SW_SUB_OFFSET(s), out);
     Py_DECREF(carrier);
     return rc;
@@ -111,7 +121,7 @@ int sw_py_tensor_read_slot(PyObject *tensor, int64_t slot, void *out)
     one.cosize = 1;
     PyObject *carrier = t->subs[0].carrier;
     Py_INCREF(carrier);
-    int rc = gather_carrier(carrier, SwDType_ID(t->dtype), &one, slot, out);
+    int rc = gather_carrier(carrier, NULL, SwDType_ID(t->dtype), &one, slot, out);
     Py_DECREF(carrier);
     return rc;
 }

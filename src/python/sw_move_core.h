@@ -40,8 +40,8 @@ typedef struct sw_py_core_move {
                                handed to the core's profiling hook */
 } sw_py_core_move;
 
-/* Start moving (source carrier, offset, layout) into `destination` on the
- * core, GIL held. 0: started, *move holds one reference to the core's
+/* Start moving a Tensor's plane (its core tensor) into `destination` on
+ * the core, GIL held. 0: started, *move holds one reference to the core's
  * handle (for the AwaitMove), and `cm->commit` then `cm->release` run
  * exactly once, on the core's completion thread or on this one (before
  * this returns, for a move the core runs on its caller); -1 with an
@@ -49,9 +49,8 @@ typedef struct sw_py_core_move {
  * NULL. `caller_waits`: move() and forward(), which wait at once; the GIL
  * is then released while a larger transfer runs here. The core counts the
  * move's progress in its handle. */
-int sw_py_core_move_start(sw_py_core_move *cm, PyObject *source, int64_t offset,
-                          const sw_layout *layout, PyObject *destination, int elementwise,
-                          int caller_waits, sw_move_handle **move);
+int sw_py_core_move_start(sw_py_core_move *cm, const SwSubtensor *plane, PyObject *destination,
+                          int elementwise, int caller_waits, sw_move_handle **move);
 
 /* Start a move whose transfer the binding supplies (a Python _copy, or
  * carriers whose slots only the binding reaches), GIL held: the core
@@ -61,9 +60,9 @@ int sw_py_core_move_start(sw_py_core_move *cm, PyObject *source, int64_t offset,
  * source is released by the binding's commit. `dst_slots`: the
  * destination's size; `bytes`: what the copy moves. 0 / -1 as
  * sw_py_core_move_start. */
-int sw_py_core_move_supply(sw_py_core_move *cm, PyObject *source, int64_t offset,
-                           const sw_layout *layout, PyObject *destination, int64_t dst_slots,
-                           int64_t bytes, sw_move_handle **move);
+int sw_py_core_move_supply(sw_py_core_move *cm, const SwSubtensor *plane,
+                           PyObject *destination, int64_t dst_slots, int64_t bytes,
+                           sw_move_handle **move);
 /* The supplied transfer finished (`failed`: the binding keeps its error);
  * GIL held, on any Python thread, which then commits the move before
  * this returns (inside `cm->transfer`: once it returned); `cm` may be gone
