@@ -1,4 +1,5 @@
 #include "strideweave/alloc.h"
+#include "alloc_internal.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -255,6 +256,11 @@ int64_t sw_alloc_quarantined_bytes(void)
 size_t sw_alloc_size(const void *p)
 {
     return p ? ((const block_header *)p - 1)->bytes : 0;
+}
+
+void sw_alloc_count_live(int64_t delta)
+{
+    atomic_fetch_add(&live_bytes, delta);
 }
 
 int64_t sw_alloc_live_bytes(void)

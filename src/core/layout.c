@@ -8,14 +8,8 @@
 #include "strideweave/layout.h"
 #include "layout_internal.h"
 
-/* The arrays follow the struct in the same block; int64 arrays first so
- * they stay 8-byte aligned whatever nprofile is. */
-static size_t block_bytes(int32_t nprofile, int32_t nleaves)
-{
-    return sizeof(sw_layout) + 2 * (size_t)nleaves * sizeof(int64_t) + (size_t)nprofile;
-}
-
-/* Lay the struct and its (unset) arrays out in `mem`. */
+/* Lay the struct and its (unset) arrays out in `mem`: the arrays follow
+ * the struct in the same block (layout_internal.h). */
 static sw_layout *layout_place(void *mem, int32_t nprofile, int32_t nleaves)
 {
     sw_layout *l = mem;
@@ -31,7 +25,8 @@ static sw_layout *layout_place(void *mem, int32_t nprofile, int32_t nleaves)
 
 static sw_layout *layout_alloc(int32_t nprofile, int32_t nleaves, sw_error *err)
 {
-    void *mem = sw_malloc(block_bytes(nprofile, nleaves));
+    const sw_layout shape = {.nleaves = nleaves, .nprofile = nprofile};
+    void *mem = sw_malloc(sw_layout_block_bytes(&shape));
     if (!mem) {
         sw_error_set(err, SW_ENOMEM, "out of memory allocating a layout");
         return NULL;
@@ -171,11 +166,6 @@ sw_layout *sw_layout_canonical(int32_t nprofile, const uint8_t *profile,
 void sw_layout_free(sw_layout *layout)
 {
     sw_free(layout);
-}
-
-size_t sw_layout_block_bytes(const sw_layout *l)
-{
-    return block_bytes(l->nprofile, l->nleaves);
 }
 
 sw_layout *sw_layout_copy_into(void *mem, const sw_layout *layout)

@@ -8,10 +8,12 @@
 #include "strideweave/copy.h"
 #include "layout_internal.h"
 #include "tensor_internal.h"
+#include "tensor_pool.h"
 
 sw_tensor *sw_tensor_wrap(sw_carrier *c, int64_t offset, sw_layout *layout, sw_error *err)
 {
-    sw_tensor *t = sw_malloc(sizeof *t);
+    int pooled;
+    sw_tensor *t = sw_tensor_block_take(sizeof *t, &pooled);
     if (!t) {
         sw_error_set(err, SW_ENOMEM, "tensor: out of memory");
         return NULL;
@@ -21,6 +23,7 @@ sw_tensor *sw_tensor_wrap(sw_carrier *c, int64_t offset, sw_layout *layout, sw_e
     t->offset = offset;
     t->layout = layout;
     t->layout_inline = 0;
+    t->pooled = (uint8_t)pooled;
     t->unchecked = 0;
     return t;
 }
@@ -30,7 +33,8 @@ sw_tensor *sw_tensor_wrap(sw_carrier *c, int64_t offset, sw_layout *layout, sw_e
 static sw_tensor *wrap_copy(sw_carrier *c, int64_t offset, const sw_layout *layout,
                             sw_error *err)
 {
-    sw_tensor *t = sw_malloc(sizeof *t + sw_layout_block_bytes(layout));
+    int pooled;
+    sw_tensor *t = sw_tensor_block_take(sizeof *t + sw_layout_block_bytes(layout), &pooled);
     if (!t) {
         sw_error_set(err, SW_ENOMEM, "tensor: out of memory");
         return NULL;
@@ -40,6 +44,7 @@ static sw_tensor *wrap_copy(sw_carrier *c, int64_t offset, const sw_layout *layo
     t->offset = offset;
     t->layout = sw_layout_copy_into(t + 1, layout);
     t->layout_inline = 1;
+    t->pooled = (uint8_t)pooled;
     t->unchecked = 0;
     return t;
 }
@@ -137,9 +142,12 @@ void sw_tensor_unref(sw_tensor *t)
     if (!t || atomic_fetch_sub(&t->refs, 1) != 1)
         return;
     sw_carrier_unref(t->carrier);
-    if (!t->layout_inline)
+    size_t bytes = sizeof *t;
+    if (t->layout_inline)
+        bytes += sw_layout_block_bytes(t->layout);
+    else
         sw_layout_free(t->layout);
-    sw_free(t);
+    sw_tensor_block_give(t, bytes, t->pooled);
 }
 
 sw_carrier *sw_tensor_carrier(const sw_tensor *t) { return t->carrier; }

@@ -11,6 +11,7 @@ struct sw_tensor {
     sw_layout *layout;   /* owned: a block of its own, or the tensor's own
                             block (layout_inline) */
     uint8_t layout_inline;
+    uint8_t pooled;      /* its block came from tensor_pool.c */
     uint8_t unchecked;   /* made by sw_tensor_new_unchecked: its span was
                             never checked against the carrier, so a move
                             checks it as a span's (sw_move_span_async) */
