@@ -10,10 +10,12 @@
 #include "tensor_internal.h"
 #include "tensor_pool.h"
 
-sw_tensor *sw_tensor_wrap(sw_carrier *c, int64_t offset, sw_layout *layout, sw_error *err)
+/* A handle of `extra` bytes past the struct (an inline layout's block),
+ * one reference, on a block of its own; `layout` set by the caller. */
+static sw_tensor *tensor_alloc(sw_carrier *c, int64_t offset, size_t extra, sw_error *err)
 {
     int pooled;
-    sw_tensor *t = sw_tensor_block_take(sizeof *t, &pooled);
+    sw_tensor *t = sw_tensor_block_take(sizeof *t + extra, &pooled);
     if (!t) {
         sw_error_set(err, SW_ENOMEM, "tensor: out of memory");
         return NULL;
@@ -21,10 +23,17 @@ sw_tensor *sw_tensor_wrap(sw_carrier *c, int64_t offset, sw_layout *layout, sw_e
     atomic_init(&t->refs, 1);
     t->carrier = sw_carrier_ref(c);
     t->offset = offset;
-    t->layout = layout;
-    t->layout_inline = 0;
+    t->layout_inline = extra > 0;
     t->pooled = (uint8_t)pooled;
     t->unchecked = 0;
+    return t;
+}
+
+sw_tensor *sw_tensor_wrap(sw_carrier *c, int64_t offset, sw_layout *layout, sw_error *err)
+{
+    sw_tensor *t = tensor_alloc(c, offset, 0, err);
+    if (t)
+        t->layout = layout;
     return t;
 }
 
@@ -33,19 +42,9 @@ sw_tensor *sw_tensor_wrap(sw_carrier *c, int64_t offset, sw_layout *layout, sw_e
 static sw_tensor *wrap_copy(sw_carrier *c, int64_t offset, const sw_layout *layout,
                             sw_error *err)
 {
-    int pooled;
-    sw_tensor *t = sw_tensor_block_take(sizeof *t + sw_layout_block_bytes(layout), &pooled);
-    if (!t) {
-        sw_error_set(err, SW_ENOMEM, "tensor: out of memory");
-        return NULL;
-    }
-    atomic_init(&t->refs, 1);
-    t->carrier = sw_carrier_ref(c);
-    t->offset = offset;
-    t->layout = sw_layout_copy_into(t + 1, layout);
-    t->layout_inline = 1;
-    t->pooled = (uint8_t)pooled;
-    t->unchecked = 0;
+    sw_tensor *t = tensor_alloc(c, offset, sw_layout_block_bytes(layout), err);
+    if (t)
+        t->layout = sw_layout_copy_into(t + 1, layout);
     return t;
 }
 
