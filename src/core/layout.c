@@ -172,9 +172,15 @@ sw_layout *sw_layout_copy_into(void *mem, const sw_layout *layout)
 {
     sw_layout *l = layout_place(mem, layout->nprofile, layout->nleaves);
     int32_t n = layout->nleaves;
-    memcpy(l->extents, layout->extents, (size_t)n * sizeof(int64_t));
-    memcpy(l->strides, layout->strides, (size_t)n * sizeof(int64_t));
-    memcpy(l->profile, layout->profile, (size_t)layout->nprofile);
+    size_t arrays = 2 * (size_t)n * sizeof(int64_t) + (size_t)layout->nprofile;
+    if (layout->extents == (int64_t *)(layout + 1) && layout->strides == layout->extents + n &&
+        layout->profile == (uint8_t *)(layout->strides + n)) {
+        memcpy(l->extents, layout->extents, arrays); /* one block: the arrays at once */
+    } else { /* a caller's own struct over separate arrays */
+        memcpy(l->extents, layout->extents, (size_t)n * sizeof(int64_t));
+        memcpy(l->strides, layout->strides, (size_t)n * sizeof(int64_t));
+        memcpy(l->profile, layout->profile, (size_t)layout->nprofile);
+    }
     l->rank = layout->rank;
     l->depth = layout->depth;
     l->size = layout->size;

@@ -2,20 +2,23 @@
  * tensor (a Python binding makes one per Tensor object), and the move has
  * just released its source's storage: from malloc's general bins each small
  * request then splits that freed chunk, several hundred instructions a
- * handle. Blocks of one size taken from chunks of their own, and kept on a
- * free list when given back, cost a lock round. Larger handles (layouts of
- * many leaves) go to sw_malloc. Chunks are never returned: the pool only
- * grows to the most handles alive at once. Builds with AddressSanitizer
+ * handle. Blocks of one size taken from chunks of their own (mapped, so
+ * malloc's bins never see them), and kept on a free list when given back,
+ * cost a spin lock round held for a few instructions. Larger handles
+ * (layouts of many leaves) go to sw_malloc. Chunks are never returned: the
+ * pool only grows to the most handles alive at once. Builds with AddressSanitizer
  * skip the pool, so that it still sees every use after free. */
 #include <pthread.h>
-#include <stdlib.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
 
 #include "alloc_internal.h"
 #include "strideweave/alloc.h"
 #include "tensor_pool.h"
 
 #define BLOCK_BYTES ((size_t)256)
-#define CHUNK_BLOCKS 64
+#define CHUNK_BLOCKS 1024 /* 256 KiB a chunk */
 
 #if defined(__SANITIZE_ADDRESS__)
 #define POOL_ENABLED 0
@@ -33,19 +36,24 @@ typedef union block {
     max_align_t align;
 } block;
 
-static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static atomic_flag pool_lock = ATOMIC_FLAG_INIT;
 static block *free_list;
 static char *chunk_next, *chunk_end;
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
-/* A fork while another thread holds the pool's mutex would leave it held
- * in the child: hold it across fork() instead. */
-static void fork_prepare(void) { pthread_mutex_lock(&pool_mu); }
-static void fork_parent(void) { pthread_mutex_unlock(&pool_mu); }
-static void fork_child(void) { pthread_mutex_unlock(&pool_mu); }
-static void register_fork(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
+static void lock(void)
+{
+    while (atomic_flag_test_and_set_explicit(&pool_lock, memory_order_acquire))
+        sched_yield();
+}
+static void unlock(void) { atomic_flag_clear_explicit(&pool_lock, memory_order_release); }
 
-/* Under pool_mu. */
+/* A fork while another thread holds the pool's lock would leave it held
+ * in the child: hold it across fork() instead. */
+static void fork_prepare(void) { lock(); }
+static void register_fork(void) { pthread_atfork(fork_prepare, unlock, unlock); }
+
+/* Under pool_lock. */
 static void *take_locked(void)
 {
     if (free_list) {
@@ -54,8 +62,9 @@ static void *take_locked(void)
         return b;
     }
     if (chunk_next == chunk_end) {
-        char *chunk = malloc(BLOCK_BYTES * CHUNK_BLOCKS);
-        if (!chunk)
+        char *chunk = mmap(NULL, BLOCK_BYTES * CHUNK_BLOCKS, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (chunk == MAP_FAILED)
             return NULL;
         chunk_next = chunk;
         chunk_end = chunk + BLOCK_BYTES * CHUNK_BLOCKS;
@@ -73,9 +82,9 @@ void *sw_tensor_block_take(size_t bytes, int *pooled)
     if (sw_fault_hit("alloc")) /* the fault sw_malloc would have met */
         return NULL;
     pthread_once(&fork_once, register_fork);
-    pthread_mutex_lock(&pool_mu);
+    lock();
     void *b = take_locked();
-    pthread_mutex_unlock(&pool_mu);
+    unlock();
     if (b)
         sw_alloc_count_live((int64_t)bytes);
     return b;
@@ -88,8 +97,8 @@ void sw_tensor_block_give(void *b, size_t bytes, int pooled)
         return;
     }
     sw_alloc_count_live(-(int64_t)bytes);
-    pthread_mutex_lock(&pool_mu);
+    lock();
     ((block *)b)->next = free_list;
     free_list = b;
-    pthread_mutex_unlock(&pool_mu);
+    unlock();
 }
