@@ -39,7 +39,6 @@ typedef union block {
 static atomic_flag pool_lock = ATOMIC_FLAG_INIT;
 static block *free_list;
 static char *chunk_next, *chunk_end;
-static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
 static void lock(void)
 {
@@ -49,9 +48,18 @@ static void lock(void)
 static void unlock(void) { atomic_flag_clear_explicit(&pool_lock, memory_order_release); }
 
 /* A fork while another thread holds the pool's lock would leave it held
- * in the child: hold it across fork() instead. */
+ * in the child: hold it across fork() instead. The handlers are registered
+ * when the library loads, before any other part of the core registers its
+ * own (they all do so lazily), because fork handlers run in registration
+ * order in the child and in reverse order before the fork: the pool's lock
+ * is a leaf (nothing is called under it), so it must be taken after every
+ * other prepare step and given back before every other child step; a child
+ * step that ends inherited work (a projection) frees tensor handles. */
 static void fork_prepare(void) { lock(); }
-static void register_fork(void) { pthread_atfork(fork_prepare, unlock, unlock); }
+__attribute__((constructor)) static void register_fork(void)
+{
+    pthread_atfork(fork_prepare, unlock, unlock);
+}
 
 /* Under pool_lock. */
 static void *take_locked(void)
@@ -81,7 +89,6 @@ void *sw_tensor_block_take(size_t bytes, int *pooled)
         return sw_malloc(bytes);
     if (sw_fault_hit("alloc")) /* the fault sw_malloc would have met */
         return NULL;
-    pthread_once(&fork_once, register_fork);
     lock();
     void *b = take_locked();
     unlock();
