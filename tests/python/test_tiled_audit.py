@@ -10,7 +10,7 @@ import strideweave as sw
 from strideweave import CPU, Evictable, FileBacked, Generic, MoveOperation
 from strideweave.carriers.move import registered_move_operation
 
-from tiled_helpers import F, cpu_values, slots, states
+from tiled_helpers import F, ListCarrier, cpu_values, slots, states
 
 TE, TileSet, TileSelection, ResidencyPlan = (sw.TiledEvictable, sw.TileSet, sw.TileSelection,
                                              sw.ResidencyPlan)
@@ -127,28 +127,9 @@ def test_te5_plan_refuses_a_selection_and_tile_sets_are_immutable():
 
 # ---- TE-7 / TE-8 / TE-9 / TE-14 while a tile copy runs ---------------------------------------
 
-class Tier(sw.Carrier):
-    def __init__(self, values=()):
-        super().__init__()
-        self.v = [float(x) for x in values]
-
-    def size(self):
-        return len(self.v)
-
-    def dtype(self):
-        return F
-
-    def get_value(self, i):
-        return self.v[i]
-
-    def set_value(self, i, x):
-        self.v[i] = float(x)
-
-    def _is_mutable(self):
-        return True
-
-    def allocate_like(self, size, *, mutable=True, dtype=None, empty=False):
-        return type(self)([0.0] * size)
+class Tier(ListCarrier):
+    """This file's own Python tier class: the moves registered on it below
+    touch no other test's class."""
 
 
 class Inside(MoveOperation):
