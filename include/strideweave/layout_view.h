@@ -126,6 +126,14 @@ typedef struct sw_view_spec {
     const int64_t *extents;
 } sw_view_spec;
 
+/* The view `spec` of `nplanes` layouts in one call: the function above
+ * that its kind names, with its checks, refusals and ownership (`*growth`,
+ * which may be NULL, is set for a slice and 0 for the others). SW_ETYPE
+ * for a NULL spec or an unknown kind. */
+SW_API sw_status sw_layout_view(const sw_layout *const *planes, int32_t nplanes,
+                                const sw_view_spec *spec, sw_layout **out, int64_t *growth,
+                                sw_view_fault *fault, sw_error *err);
+
 /* The view `spec` of a tensor with the shape of `source`, as a map: on
  * SW_OK, ordinals[k] is the ordinal (first-mode-fastest) of the source
  * element that view element k reads, for every k in [0, *count). Only the

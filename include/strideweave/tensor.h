@@ -66,10 +66,46 @@ SW_API int64_t sw_tensor_offset(const sw_tensor *t);
 SW_API sw_dtype sw_tensor_dtype(const sw_tensor *t);
 SW_API int64_t sw_tensor_size(const sw_tensor *t); /* logical elements */
 
-/* Element `index` (logical, first mode fastest). SW_ETYPE when the dtype is
- * not the one the function names; SW_ERANGE for an index outside
- * [0, size); then the carrier's checks (released, pending, mutable). A set
- * advances the carrier's version by 1. */
+/* ---- elements ---------------------------------------------------------
+ * Element `index` (logical, first mode fastest; 0 <= index < size) or the
+ * element at leaf coordinate `coord` (one entry per leaf mode of the
+ * layout, coord[j] in [0, extent j): no wrap-around) is carrier slot
+ * offset + layout(index). get/set move one slot of
+ * sw_dtype_slot_bytes(dtype) bytes (Bool: one byte, 0 or 1) through
+ * sw_carrier_read / sw_carrier_write, so they work for every dtype and
+ * every carrier class with slots of its own (CPU, Generic, FileBacked, a
+ * foreign ops table, Evictable, BlockDeviceCarrier) and apply the
+ * carrier's checks in its order: released, (set) not publicly mutable,
+ * (get) pending as a move's destination without transfer access on this
+ * thread, slot range, then the class's own I/O. A STATE_ONLY carrier's
+ * slots are its binding's: SW_ENOTSUP (sw_tensor_slot tells the binding
+ * which slot). A set advances the carrier's version by 1 (not under
+ * transfer access). On a refusal nothing changes and err->detail names
+ * the rule (sw_element_refusal). Thread-safe; blocks on a file or device. */
+typedef enum sw_element_refusal {
+    SW_ELEMENT_OK = 0,
+    SW_ELEMENT_INDEX,   /* index outside [0, size) (SW_ERANGE) */
+    SW_ELEMENT_COORD,   /* a coordinate outside its leaf's extent (SW_ERANGE;
+                           the message names the leaf) */
+    SW_ELEMENT_DTYPE,   /* a typed call on a tensor of another dtype (SW_ETYPE) */
+    SW_ELEMENT_CARRIER  /* the carrier refused; the status is its own */
+} sw_element_refusal;
+
+/* The carrier slot of element `index` / of leaf coordinate `coord`; no
+ * carrier state is looked at. SW_ETYPE for a NULL tensor (or coord). */
+SW_API sw_status sw_tensor_slot(const sw_tensor *t, int64_t index, int64_t *slot,
+                                sw_error *err);
+SW_API sw_status sw_tensor_slot_at(const sw_tensor *t, const int64_t *coord, int64_t *slot,
+                                   sw_error *err);
+SW_API sw_status sw_tensor_get(const sw_tensor *t, int64_t index, void *out, sw_error *err);
+SW_API sw_status sw_tensor_set(const sw_tensor *t, int64_t index, const void *in,
+                               sw_error *err);
+SW_API sw_status sw_tensor_get_at(const sw_tensor *t, const int64_t *coord, void *out,
+                                  sw_error *err);
+SW_API sw_status sw_tensor_set_at(const sw_tensor *t, const int64_t *coord, const void *in,
+                                  sw_error *err);
+/* Typed forms of get/set: SW_ETYPE (SW_ELEMENT_DTYPE) when the dtype is
+ * not the one the function names, then as above. */
 SW_API sw_status sw_tensor_get_f32(const sw_tensor *t, int64_t index, float *out, sw_error *err);
 SW_API sw_status sw_tensor_set_f32(const sw_tensor *t, int64_t index, float value, sw_error *err);
 SW_API sw_status sw_tensor_get_i32(const sw_tensor *t, int64_t index, int32_t *out,
@@ -114,6 +150,19 @@ SW_API sw_status sw_carrier_read_layout(sw_carrier *c, int64_t offset, const sw_
  * b. reshape: the same to a flat shape of `ndim` leaves.
  * broadcast: widens extent-1 leaves to `extents` with stride 0 (same
  * profile). */
+/* Every view in one call: `spec` (layout_view.h) applied to the tensor's
+ * layout and, when `adjacent` is not NULL, to that layout of the same
+ * shape too (a binding's second plane, say a scale placement), with the
+ * refusals of sw_layout_view in `fault` (may be NULL) and `err`. On SW_OK
+ * *out is the view (the offset grown as a slice moves it) and, with
+ * `adjacent`, *out_adjacent the viewed adjacent layout, the caller's to
+ * sw_layout_free; on a refusal nothing is written. The view is not checked
+ * against the carrier again (released or not): it reaches a subset of the
+ * slots `t` reached, and inherits whether `t` was checked. */
+SW_API sw_status sw_tensor_view(const sw_tensor *t, const sw_layout *adjacent,
+                                const sw_view_spec *spec, sw_tensor **out,
+                                sw_layout **out_adjacent, sw_view_fault *fault,
+                                sw_error *err);
 SW_API sw_status sw_tensor_slice_key(const sw_tensor *t, const sw_slice_entry *key, int32_t n,
                                      sw_tensor **out, sw_error *err);
 SW_API sw_status sw_tensor_slice(const sw_tensor *t, int32_t mode, int64_t start, int64_t stop,

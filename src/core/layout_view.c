@@ -510,3 +510,32 @@ sw_status sw_layout_view_broadcast(const sw_layout *const *planes, int32_t nplan
     return build_planes(planes, nplanes, broadcast_plane,
                         &(broadcast_arg){nprofile, profile, extents}, out, fault, err);
 }
+
+/* ---- one entry for every kind ------------------------------------------------ */
+
+sw_status sw_layout_view(const sw_layout *const *planes, int32_t nplanes,
+                         const sw_view_spec *spec, sw_layout **out, int64_t *growth,
+                         sw_view_fault *fault, sw_error *err)
+{
+    if (growth)
+        *growth = 0;
+    if (!spec) {
+        fault_set(fault, SW_VIEW_OK, -1, -1, 0);
+        return sw_error_set(err, SW_ETYPE, "sw_layout_view: spec must not be NULL");
+    }
+    switch (spec->kind) {
+    case SW_VIEW_KIND_SLICE:
+        return sw_layout_view_slice(planes, nplanes, spec->key, spec->n, out, growth, fault,
+                                    err);
+    case SW_VIEW_KIND_PERMUTE:
+        return sw_layout_view_permute(planes, nplanes, spec->order, spec->n, out, fault, err);
+    case SW_VIEW_KIND_RESHAPE:
+        return sw_layout_view_reshape(planes, nplanes, spec->n, spec->profile, spec->extents,
+                                      out, fault, err);
+    case SW_VIEW_KIND_BROADCAST:
+        return sw_layout_view_broadcast(planes, nplanes, spec->n, spec->profile,
+                                        spec->extents, out, fault, err);
+    }
+    fault_set(fault, SW_VIEW_OK, -1, -1, 0);
+    return sw_error_set(err, SW_ETYPE, "sw_layout_view: unknown view kind %d", (int)spec->kind);
+}

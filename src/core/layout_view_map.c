@@ -8,29 +8,6 @@
 /* Digits kept on the stack for the usual few leaves; more go to the heap. */
 #define SMALL_DIGITS 16
 
-/* `spec` applied to the one plane `canon`; *growth is the view's first
- * slot (only a slice moves it). */
-static sw_status apply_view(const sw_layout *canon, const sw_view_spec *spec, sw_layout **out,
-                            int64_t *growth, sw_view_fault *fault, sw_error *err)
-{
-    const sw_layout *planes[1] = {canon};
-    *growth = 0;
-    switch (spec->kind) {
-    case SW_VIEW_KIND_SLICE:
-        return sw_layout_view_slice(planes, 1, spec->key, spec->n, out, growth, fault, err);
-    case SW_VIEW_KIND_PERMUTE:
-        return sw_layout_view_permute(planes, 1, spec->order, spec->n, out, fault, err);
-    case SW_VIEW_KIND_RESHAPE:
-        return sw_layout_view_reshape(planes, 1, spec->n, spec->profile, spec->extents, out,
-                                      fault, err);
-    case SW_VIEW_KIND_BROADCAST:
-        return sw_layout_view_broadcast(planes, 1, spec->n, spec->profile, spec->extents, out,
-                                        fault, err);
-    }
-    return sw_error_set(err, SW_ETYPE, "sw_layout_view_source_ordinals: unknown view kind %d",
-                        (int)spec->kind);
-}
-
 /* ordinals[k] := slot of view ordinal k, walking the leaves first-fastest
  * as an odometer (one add per step instead of a division per leaf). The
  * slots lie in [0, size of the source), so no sum can overflow. */
@@ -75,9 +52,10 @@ sw_status sw_layout_view_source_ordinals(const sw_layout *source, const sw_view_
                                            err);
     if (!canon)
         return err->code;
+    const sw_layout *planes[1] = {canon};
     sw_layout *view = NULL;
     int64_t start = 0;
-    sw_status st = apply_view(canon, spec, &view, &start, fault, err);
+    sw_status st = sw_layout_view(planes, 1, spec, &view, &start, fault, err);
     sw_layout_free(canon);
     if (st != SW_OK)
         return st;
