@@ -210,9 +210,10 @@ static int key_component(PyObject *obj, int64_t size, const sw_mode_path *path, 
     return -1;
 }
 
-/* Index of integer `key` over leaves [leaf, leaf + n): first-mode-fastest. */
+/* Integer `key` over leaves [leaf, leaf + n) as their coordinates, first
+ * leaf fastest. */
 static int index_integer(const sw_layout *L, int32_t leaf, int32_t n, PyObject *key,
-                         const sw_mode_path *path, int64_t *acc)
+                         const sw_mode_path *path, int64_t *coord)
 {
     int64_t k, size = 1;
     for (int32_t j = 0; j < n; j++)
@@ -220,9 +221,8 @@ static int index_integer(const sw_layout *L, int32_t leaf, int32_t n, PyObject *
     if (key_component(key, size, path, &k) < 0)
         return -1;
     for (int32_t j = 0; j < n; j++) {
-        int64_t e = L->extents[leaf + j];
-        *acc += (k % e) * L->strides[leaf + j];
-        k /= e;
+        coord[leaf + j] = k % L->extents[leaf + j];
+        k /= L->extents[leaf + j];
     }
     return 0;
 }
@@ -230,13 +230,13 @@ static int index_integer(const sw_layout *L, int32_t leaf, int32_t n, PyObject *
 /* L-9/L-10 for one level whose children span profile [pos, end) and whose
  * first leaf is `leaf`; `path` names that level for messages. */
 static int index_level(const sw_layout *L, int32_t pos, int32_t end, int32_t leaf,
-                       PyObject *key, sw_mode_path *path, int64_t *acc)
+                       PyObject *key, sw_mode_path *path, int64_t *coord)
 {
     if (!PyTuple_Check(key) && !PyList_Check(key)) {
         int32_t n = 0;
         for (int32_t p = pos; p < end; p++)
             n += L->profile[p] == SW_NODE_LEAF;
-        return index_integer(L, leaf, n, key, path, acc);
+        return index_integer(L, leaf, n, key, path, coord);
     }
     Py_ssize_t nchild = 0;
     for (int32_t p = pos, nl; p < end; p = sw_py_mode_end(L->profile, p, &nl))
@@ -277,10 +277,10 @@ static int index_level(const sw_layout *L, int32_t pos, int32_t end, int32_t lea
                              label, comp);
                 rc = -1;
             } else {
-                rc = index_integer(L, leaf, 1, comp, path, acc);
+                rc = index_integer(L, leaf, 1, comp, path, coord);
             }
         } else {
-            rc = index_level(L, p + 1, q - 1, leaf, comp, path, acc);
+            rc = index_level(L, p + 1, q - 1, leaf, comp, path, coord);
         }
         leaf += nl;
         p = q;
@@ -291,14 +291,35 @@ static int index_level(const sw_layout *L, int32_t pos, int32_t end, int32_t lea
     return rc;
 }
 
-/* V-3/V-4 checks 2 and 3: the scalar index of `key` in layout L. */
-static int tensor_key_index(const sw_layout *L, PyObject *key, int64_t *out)
+/* A key's leaf coordinates: on the stack for the usual few leaves. */
+typedef struct key_coord {
+    int64_t *at;
+    int64_t small[16];
+} key_coord;
+
+static void key_coord_done(key_coord *c)
 {
+    if (c->at != c->small)
+        PyMem_Free(c->at);
+}
+
+/* V-3/V-4 checks 2 and 3: the leaf coordinates of `key` in layout L. */
+static int tensor_key_coord(const sw_layout *L, PyObject *key, key_coord *c)
+{
+    c->at = c->small;
     if (key_check_types(key) < 0)
         return -1;
-    *out = 0;
+    if (L->nleaves > (int32_t)(sizeof c->small / sizeof c->small[0]) &&
+        !(c->at = PyMem_Calloc((size_t)L->nleaves, sizeof(int64_t)))) {
+        c->at = c->small;
+        PyErr_NoMemory();
+        return -1;
+    }
     sw_mode_path path = {.depth = 0};
-    return index_level(L, 0, L->nprofile, 0, key, &path, out);
+    if (index_level(L, 0, L->nprofile, 0, key, &path, c->at) == 0)
+        return 0;
+    key_coord_done(c);
+    return -1;
 }
 
 static int require_one_subtensor(SwTensorObject *t, const char *operation)
@@ -316,12 +337,16 @@ static PyObject *tensor_subscript(SwTensorObject *self, PyObject *key)
         return NULL;
     if (require_one_subtensor(self, "read element by element") < 0)
         return NULL;
-    int64_t j;
-    if (tensor_key_index(SW_SUB_LAYOUT(&self->subs[0]), key, &j) < 0)
+    key_coord c;
+    if (tensor_key_coord(SW_SUB_LAYOUT(&self->subs[0]), key, &c) < 0)
         return NULL;
-    return sw_py_carrier_getitem(self->subs[0].carrier, SW_SUB_OFFSET(&self->subs[0]) + j);
+    PyObject *v = sw_py_tensor_element((PyObject *)self, c.at);
+    key_coord_done(&c);
+    return v;
 }
 
+/* The slot is the core's to find; the write is the carrier's, with its
+ * checks and messages (C-5). */
 static int tensor_ass_subscript(SwTensorObject *self, PyObject *key, PyObject *value)
 {
     if (!value) {
@@ -337,10 +362,16 @@ static int tensor_ass_subscript(SwTensorObject *self, PyObject *key, PyObject *v
     }
     if (PyErr_Occurred())
         return -1;
-    int64_t j;
-    if (tensor_key_index(SW_SUB_LAYOUT(&self->subs[0]), key, &j) < 0)
+    key_coord c;
+    sw_error err;
+    int64_t slot;
+    if (tensor_key_coord(SW_SUB_LAYOUT(&self->subs[0]), key, &c) < 0)
         return -1;
-    return sw_py_carrier_setitem(self->subs[0].carrier, SW_SUB_OFFSET(&self->subs[0]) + j, value);
+    sw_status st = sw_tensor_slot_at(self->subs[0].core, c.at, &slot, &err);
+    key_coord_done(&c);
+    if (st != SW_OK)
+        return sw_py_raise(&err);
+    return sw_py_carrier_setitem(self->subs[0].carrier, slot, value);
 }
 
 /* ---- item / tolist (V-10) ----------------------------------------------- */
@@ -362,8 +393,7 @@ PyObject *sw_py_tensor_item(PyObject *obj)
                      "use tolist() for several", n);
         return NULL;
     }
-    /* Ordinal 0 is the all-zero coordinate: scalar index 0. */
-    return sw_py_carrier_getitem(t->subs[0].carrier, SW_SUB_OFFSET(&t->subs[0]));
+    return sw_py_tensor_element(obj, NULL);
 }
 
 PyObject *sw_py_tensor_tolist(PyObject *obj)
@@ -376,39 +406,7 @@ PyObject *sw_py_tensor_tolist(PyObject *obj)
     SwTensorObject *t = (SwTensorObject *)obj;
     if (require_one_subtensor(t, "converted with tolist() or to_list()") < 0)
         return NULL;
-    const sw_layout *L = SW_SUB_LAYOUT(&t->subs[0]);
-    PyObject *carrier = t->subs[0].carrier;
-    int64_t *digit = NULL;
-    PyObject *out = PyList_New((Py_ssize_t)L->size);
-    if (!out)
-        return NULL;
-    digit = PyMem_Calloc((size_t)L->nleaves + 1, sizeof(int64_t));
-    if (!digit) {
-        PyErr_NoMemory();
-        goto error;
-    }
-    /* Odometer over the leaves, first leaf fastest: ordinal order. */
-    int64_t idx = SW_SUB_OFFSET(&t->subs[0]);
-    for (int64_t k = 0; k < L->size; k++) {
-        PyObject *v = sw_py_carrier_getitem(carrier, idx);
-        if (!v)
-            goto error;
-        PyList_SET_ITEM(out, (Py_ssize_t)k, v);
-        for (int32_t j = 0; j < L->nleaves; j++) {
-            if (++digit[j] < L->extents[j]) {
-                idx += L->strides[j];
-                break;
-            }
-            idx -= L->strides[j] * (L->extents[j] - 1);
-            digit[j] = 0;
-        }
-    }
-    PyMem_Free(digit);
-    return out;
-error:
-    PyMem_Free(digit);
-    Py_DECREF(out);
-    return NULL;
+    return sw_py_tensor_values(obj);
 }
 
 static PyObject *tensor_item(PyObject *self, PyObject *unused)

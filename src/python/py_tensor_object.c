@@ -258,6 +258,46 @@ PyObject *sw_py_tensor_moved(PyObject *like, PyObject *carrier)
     return (PyObject *)t;
 }
 
+/* A view of `source` (V-2): plane 0 is the core's view `plane0` (owned
+ * from here on, also on failure) placed by `layout0`, the adjacent layout
+ * is `adjacent0` with several planes, and every other piece is the
+ * source's. The representation checks ran on the source and a view keeps
+ * them (same carriers and dtypes, shapes changed alike); what can differ
+ * since is the carrier's size (a release, a key's hook), so each plane is
+ * checked to fit once more, with the constructor's words. */
+PyObject *sw_py_tensor_view_of(PyObject *source, struct sw_tensor *plane0, PyObject *layout0,
+                               PyObject *adjacent0)
+{
+    SwTensorObject *src = (SwTensorObject *)source, *t = NULL;
+    char prefix[48];
+    for (Py_ssize_t i = 0; i < src->nsub; i++) {
+        PyObject *layout = i == 0 ? layout0 : src->subs[i].layout;
+        int64_t offset = i == 0 ? sw_tensor_offset(plane0) : SW_SUB_OFFSET(&src->subs[i]);
+        snprintf(prefix, sizeof prefix, "subtensor %zd: ", i);
+        if (check_fits(src->subs[i].carrier, offset, 0, layout, prefix) < 0)
+            goto error;
+    }
+    t = tensor_alloc(src->dtype, src->nsub);
+    if (!t)
+        goto error;
+    for (Py_ssize_t i = 0; i < src->nsub; i++) {
+        SwSubtensor *to = &t->subs[i], *from = &src->subs[i];
+        to->storage_dtype = Py_NewRef(from->storage_dtype);
+        to->carrier = Py_NewRef(from->carrier);
+        to->layout = Py_NewRef(i == 0 ? layout0 : from->layout);
+        to->core = i == 0 ? plane0 : sw_tensor_ref(from->core);
+    }
+    t->adjacent = src->nsub > 1 ? PyTuple_Pack(1, adjacent0) : Py_NewRef(src->adjacent);
+    if (!t->adjacent) {
+        Py_DECREF(t);
+        return NULL;
+    }
+    return (PyObject *)t;
+error:
+    sw_tensor_unref(plane0);
+    return NULL;
+}
+
 /* T-4 steps 4..6 plus the build. Offsets come either as Python objects
  * (offset_objs, from _from_representation) or as C values. */
 static PyObject *tensor_build(PyObject *dtype, Py_ssize_t nsub, PyObject *const *carriers,

@@ -125,3 +125,100 @@ int sw_py_tensor_read_slot(PyObject *tensor, int64_t slot, void *out)
     Py_DECREF(carrier);
     return rc;
 }
+
+/* ---- elements as Python values (t[c], item, tolist) ----------------------- */
+
+/* Whether the core reads this plane's elements itself: a carrier whose
+ * slots it holds, of the plane's own dtype, and whose refusals are the
+ * checked read's (CPU, Generic, FileBacked; an Evictable or a block device
+ * has refusals of its own words, answered by its carrier's read). */
+static int core_elements(const SwTensorObject *t)
+{
+    sw_carrier *core = SW_STATE_C(t->subs[0].carrier)->core;
+    const sw_carrier_class *k = sw_carrier_class_of(core);
+    return (k == &sw_cpu_class || k == &sw_generic_class || k == &sw_file_backed_class) &&
+           sw_carrier_dtype(core) == SwDType_ID(t->dtype);
+}
+
+PyObject *sw_py_tensor_element(PyObject *tensor, const int64_t *coord)
+{
+    SwTensorObject *t = (SwTensorObject *)tensor;
+    const sw_tensor *plane = t->subs[0].core;
+    PyObject *carrier = t->subs[0].carrier;
+    sw_error err;
+    if (core_elements(t)) {
+        unsigned char slot[8];
+        sw_status st = coord ? sw_tensor_get_at(plane, coord, slot, &err)
+                             : sw_tensor_get(plane, 0, slot, &err);
+        if (st != SW_OK)
+            return raise_refusal(carrier, &err), NULL;
+        return sw_py_load_slot(SwDType_ID(t->dtype), slot);
+    }
+    /* The carrier's own read of the slot the core finds (its hooks run). */
+    int64_t at;
+    if ((coord ? sw_tensor_slot_at(plane, coord, &at, &err) : sw_tensor_slot(plane, 0, &at, &err)) !=
+        SW_OK)
+        return sw_py_raise(&err), NULL;
+    return sw_py_carrier_getitem(carrier, at);
+}
+
+/* Raw slots in ordinal order as a list of the dtype's Python values. */
+static PyObject *list_of_slots(sw_dtype dt, const char *raw, int64_t n)
+{
+    size_t bytes = sw_dtype_slot_bytes(dt);
+    PyObject *out = PyList_New((Py_ssize_t)n);
+    for (int64_t k = 0; out && k < n; k++) {
+        PyObject *v = sw_py_load_slot(dt, raw + (size_t)k * bytes);
+        if (!v)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, (Py_ssize_t)k, v);
+    }
+    return out;
+}
+
+/* Any other carrier: its checked read of each slot, in ordinal order. */
+static PyObject *list_checked(PyObject *carrier, const sw_layout *L, int64_t off)
+{
+    sw_walk w;
+    PyObject *out = PyList_New((Py_ssize_t)L->size);
+    if (!out || sw_walk_init(&w, L, off) < 0) {
+        Py_XDECREF(out);
+        return NULL;
+    }
+    for (int64_t k = 0; k < L->size; k++, sw_walk_next(&w)) {
+        PyObject *v = sw_py_carrier_getitem(carrier, w.idx);
+        if (!v) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, (Py_ssize_t)k, v);
+    }
+    sw_walk_done(&w);
+    return out;
+}
+
+PyObject *sw_py_tensor_values(PyObject *tensor)
+{
+    SwTensorObject *t = (SwTensorObject *)tensor;
+    SwSubtensor *s = &t->subs[0];
+    const sw_layout *L = SW_SUB_LAYOUT(s);
+    sw_dtype dt = SwDType_ID(t->dtype);
+    PyObject *carrier = s->carrier, *out = NULL;
+    if (L->size == 0)
+        return PyList_New(0);
+    Py_INCREF(carrier); /* a hook may drop the last other reference */
+    if (core_elements(t)) {
+        /* One read of every value by the core, then the Python values. */
+        char *raw = PyMem_Malloc((size_t)L->size * sw_dtype_slot_bytes(dt));
+        if (!raw)
+            PyErr_NoMemory();
+        else if (gather_carrier(carrier, s->core, dt, L, SW_SUB_OFFSET(s), raw) == 0)
+            out = list_of_slots(dt, raw, L->size);
+        PyMem_Free(raw);
+    } else {
+        out = list_checked(carrier, L, SW_SUB_OFFSET(s));
+    }
+    Py_DECREF(carrier);
+    return out;
+}

@@ -39,47 +39,45 @@ static int32_t view_planes(SwTensorObject *t, const sw_layout *planes[2])
 static int view_record(const char *kind, PyObject *source, PyObject *result, PyObject *param,
                        const sw_view_spec *spec);
 
-/* Build the view result: L_0 := out[0], S_0 := out[1] (when the source has
- * one), subtensor 0's offset := offset0; all else kept, and the node
- * recorded with the view's argument as the user gave it (`param`) and in
- * the core's form (`spec`). Takes ownership of the core layouts. */
-static PyObject *finish_view(const char *kind, SwTensorObject *t, sw_layout *out[2],
-                             int64_t offset0, PyObject *param, const sw_view_spec *spec)
+/* The core's view of plane 0 (V-2: L_0 and the offset) and, with two
+ * planes, of the adjacent layout S_0; everything deeper is kept. */
+static sw_status view_core(SwTensorObject *t, const sw_view_spec *spec, sw_tensor **view,
+                           sw_layout **s0, sw_view_fault *f, sw_error *err)
 {
-    PyObject *carriers[2], *layouts[2] = {NULL, NULL}, *adjacent[1] = {NULL};
-    int64_t offsets[2];
-    PyObject *l0 = NULL, *s0 = NULL, *result = NULL;
-    sw_layout *new_s0 = t->nsub > 1 ? out[1] : NULL;
+    const sw_layout *adjacent =
+        t->nsub > 1 ? SwLayout_CORE(PyTuple_GET_ITEM(t->adjacent, 0)) : NULL;
+    *s0 = NULL;
+    return sw_tensor_view(t->subs[0].core, adjacent, spec, view, s0, f, err);
+}
 
-    if (t->nsub > 2) { /* no shipped dtype has more planes */
-        sw_layout_free(out[0]);
-        sw_layout_free(new_s0);
-        PyErr_SetString(PyExc_NotImplementedError, "views support tensors with at most two planes");
-        return NULL;
+/* The view's Tensor around the core's view (both consumed), and its node
+ * recorded with the view's argument as the user gave it (`param`) and in
+ * the core's form (`spec`). */
+static PyObject *finish_view(const char *kind, SwTensorObject *t, sw_tensor *view,
+                             sw_layout *new_s0, PyObject *param, const sw_view_spec *spec)
+{
+    sw_error err;
+    PyObject *l0 = NULL, *s0 = NULL, *result = NULL;
+    sw_layout *l = sw_layout_copy(sw_tensor_layout(view), &err); /* the Layout object's own */
+    if (!l) {
+        sw_py_raise(&err);
+        goto done;
     }
-    l0 = sw_py_layout_wrap(out[0]);
-    if (!l0) {
-        sw_layout_free(new_s0);
-        return NULL;
-    }
+    if (!(l0 = sw_py_layout_wrap(l)))
+        goto done;
     if (new_s0) {
         s0 = sw_py_layout_wrap(new_s0);
+        new_s0 = NULL;
         if (!s0)
             goto done;
     }
-    for (Py_ssize_t i = 0; i < t->nsub; i++) {
-        carriers[i] = t->subs[i].carrier;
-        offsets[i] = SW_SUB_OFFSET(&t->subs[i]);
-        layouts[i] = t->subs[i].layout;
-    }
-    offsets[0] = offset0;
-    layouts[0] = l0;
-    if (t->nsub > 1)
-        adjacent[0] = s0;
-    result = sw_py_tensor_from_parts(t->dtype, t->nsub, carriers, offsets, layouts, adjacent);
+    result = sw_py_tensor_view_of((PyObject *)t, view, l0, s0);
+    view = NULL;
     if (result && param && view_record(kind, (PyObject *)t, result, param, spec) < 0)
         Py_CLEAR(result);
 done:
+    sw_tensor_unref(view);
+    sw_layout_free(new_s0);
     Py_XDECREF(l0);
     Py_XDECREF(s0);
     return result;
@@ -277,14 +275,13 @@ enum { SMALL_KEY = 8 };
 PyObject *sw_py_tensor_slice(PyObject *obj, PyObject *key)
 {
     SwTensorObject *t = (SwTensorObject *)obj;
-    const sw_layout *planes[2];
-    int32_t np = view_planes(t, planes), rank = planes[0]->rank;
-    sw_layout *out[2] = {NULL, NULL};
+    int32_t rank = SW_SUB_LAYOUT(&t->subs[0])->rank;
+    sw_tensor *view;
+    sw_layout *s0;
     sw_slice_entry small[SMALL_KEY], *entries = NULL; /* usual keys: no allocation */
     PyObject *result = NULL;
     sw_view_fault f;
     sw_error err;
-    int64_t growth = 0;
 
     PyObject *tuple = key_tuple(key);
     if (!tuple)
@@ -312,13 +309,13 @@ PyObject *sw_py_tensor_slice(PyObject *obj, PyObject *key)
             goto done;
         }
     }
-    if (sw_layout_view_slice(planes, np, entries, rank, out, &growth, &f, &err) != SW_OK) {
+    /* a multi-plane view keeps its offsets: every selection starts at 0 */
+    sw_view_spec spec = {.kind = SW_VIEW_KIND_SLICE, .n = rank, .key = entries};
+    if (view_core(t, &spec, &view, &s0, &f, &err) != SW_OK) {
         raise_slice_refusal(t, tuple, entries, &f, &err);
         goto done;
     }
-    /* a multi-plane view keeps its offsets: every selection starts at 0 */
-    sw_view_spec spec = {.kind = SW_VIEW_KIND_SLICE, .n = rank, .key = entries};
-    result = finish_view("slice", t, out, SW_SUB_OFFSET(&t->subs[0]) + growth, tuple, &spec);
+    result = finish_view("slice", t, view, s0, tuple, &spec);
 done:
     if (entries != small)
         PyMem_Free(entries);
@@ -388,7 +385,8 @@ static PyObject *view_permute(PyObject *mod, PyObject *const *args, Py_ssize_t n
     PyObject *const *items;
     Py_ssize_t n;
     int64_t *order = NULL;
-    sw_layout *out[2] = {NULL, NULL};
+    sw_tensor *view;
+    sw_layout *s0;
     sw_view_fault f;
     sw_error err;
     PyObject *result = NULL, *seq = NULL;
@@ -449,18 +447,18 @@ static PyObject *view_permute(PyObject *mod, PyObject *const *args, Py_ssize_t n
         }
         order[j] = v;
     }
-    if (sw_layout_view_permute(planes, np, order, (int32_t)n, out, &f, &err) != SW_OK) {
+    sw_view_spec spec = {.kind = SW_VIEW_KIND_PERMUTE, .n = (int32_t)n, .order = order};
+    if (view_core(t, &spec, &view, &s0, &f, &err) != SW_OK) {
         raise_permute_refusal(items, order, (int)rank, &f, &err);
         goto done;
     }
     PyObject *param = order_tuple(order, n);
     if (!param) {
-        sw_layout_free(out[0]);
-        sw_layout_free(out[1]);
+        sw_tensor_unref(view);
+        sw_layout_free(s0);
         goto done;
     }
-    sw_view_spec spec = {.kind = SW_VIEW_KIND_PERMUTE, .n = (int32_t)n, .order = order};
-    result = finish_view("permute", t, out, SW_SUB_OFFSET(&t->subs[0]), param, &spec);
+    result = finish_view("permute", t, view, s0, param, &spec);
     Py_DECREF(param);
 done:
     PyMem_Free(order);
@@ -497,19 +495,19 @@ static PyObject *view_reshape(PyObject *mod, PyObject *const *args, Py_ssize_t n
 {
     static const char *const names[] = {"tensor", "shape"};
     PyObject *shape;
-    sw_layout *out[2] = {NULL, NULL};
-    const sw_layout *planes[2];
+    sw_tensor *view;
+    sw_layout *s0;
     sw_view_fault f;
     sw_error err;
     (void)mod;
     SwTensorObject *t = tensor_and_shape("reshape", names, args, nargs, kwnames, &shape);
     if (!t)
         return NULL;
-    int32_t np = view_planes(t, planes);
     const sw_layout *T = SwLayout_CORE(shape);
-    if (sw_layout_view_reshape(planes, np, T->nprofile, T->profile, T->extents, out, &f,
-                               &err) == SW_OK)
-        return finish_view("reshape", t, out, SW_SUB_OFFSET(&t->subs[0]), shape, NULL);
+    sw_view_spec spec = {.kind = SW_VIEW_KIND_RESHAPE, .n = T->nprofile, .profile = T->profile,
+                         .extents = T->extents};
+    if (view_core(t, &spec, &view, &s0, &f, &err) == SW_OK)
+        return finish_view("reshape", t, view, s0, shape, NULL);
     if (f.reason == SW_VIEW_SPACING && f.plane == 0)
         PyErr_Format(PyExc_ValueError,
                      "reshape needs the tensor's elements evenly spaced in first-mode-fastest "
@@ -534,18 +532,18 @@ static PyObject *broadcast_view(PyObject *const *args, Py_ssize_t nargs, PyObjec
 {
     static const char *const names[] = {"tensor", "target"};
     PyObject *target;
-    sw_layout *out[2] = {NULL, NULL};
-    const sw_layout *planes[2];
+    sw_tensor *view;
+    sw_layout *s0;
     sw_error err;
     SwTensorObject *t = tensor_and_shape("broadcast_to", names, args, nargs, kwnames, &target);
     if (!t)
         return NULL;
-    int32_t np = view_planes(t, planes);
     const sw_layout *T = SwLayout_CORE(target);
-    if (sw_layout_view_broadcast(planes, np, T->nprofile, T->profile, T->extents, out, NULL,
-                                 &err) != SW_OK)
+    sw_view_spec spec = {.kind = SW_VIEW_KIND_BROADCAST, .n = T->nprofile,
+                         .profile = T->profile, .extents = T->extents};
+    if (view_core(t, &spec, &view, &s0, NULL, &err) != SW_OK)
         return sw_py_raise(&err), NULL;
-    return finish_view("broadcast_to", t, out, SW_SUB_OFFSET(&t->subs[0]), NULL, NULL);
+    return finish_view("broadcast_to", t, view, s0, NULL, NULL);
 }
 
 /* F-0 / F-4: check the arguments, then run the carrier's dispatched

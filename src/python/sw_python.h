@@ -329,6 +329,12 @@ PyObject *sw_py_tensor_new1(PyObject *carrier, int64_t offset, PyObject *layout)
  * storage dtype, at least the layout's cosize slots): the T-1 checks do
  * not run again. New reference. */
 PyObject *sw_py_tensor_moved(PyObject *like, PyObject *carrier);
+/* A view of `source` on the core's view `plane0` (consumed) placed by the
+ * Layout `layout0`, with `adjacent0` as its adjacent layout when the source
+ * has two planes (borrowed). Only the placement is checked again (the
+ * carrier may have shrunk or been released). New reference. */
+PyObject *sw_py_tensor_view_of(PyObject *source, struct sw_tensor *plane0, PyObject *layout0,
+                               PyObject *adjacent0);
 /* Put a Tensor on the cyclic GC's lists (a Tensor on a built-in carrier
  * starts off them): call it wherever its autograd context or gradient is
  * set to something other than None. */
@@ -442,6 +448,12 @@ PyObject *sw_py_tensor_dlpack_device(PyObject *self, PyObject *unused);
 int sw_py_tensor_gather(PyObject *tensor, void *out);
 /* One raw slot of the same Tensor's carrier, by slot index. 0 / -1. */
 int sw_py_tensor_read_slot(PyObject *tensor, int64_t slot, void *out);
+/* Element reads of a one-subtensor Tensor (V-3, V-10) through its core
+ * tensor: the element at leaf coordinate `coord` (NULL: element 0) and
+ * every element in ordinal order as a list, each value as the carrier's
+ * checked read gives it. New reference, or NULL with the read's error. */
+PyObject *sw_py_tensor_element(PyObject *tensor, const int64_t *coord);
+PyObject *sw_py_tensor_values(PyObject *tensor);
 /* The read refusals of a slot read (released, unavailable, pending
  * destination), without reading. 0 / -1. */
 int sw_py_carrier_check_readable(PyObject *carrier);
