@@ -1,6 +1,7 @@
-/* Bulk reads of a one-subtensor Tensor's values as raw host slots (4-byte
+/* Reads of a one-subtensor Tensor's values: as raw host slots (4-byte
  * Float32/Int32, 1-byte Bool, native order), shared by Tensor.__array__
- * (py_array.c) and Tensor.__str__ (py_repr.c).
+ * (py_array.c) and Tensor.__str__ (py_repr.c), and as Python values for
+ * t[c], item() and tolist() (py_tensor.c).
  *
  * A carrier whose slots the core holds (CPU, Generic, FileBacked,
  * BlockDeviceCarrier, an Evictable over them) is read by the core in one
@@ -156,38 +157,26 @@ PyObject *sw_py_tensor_element(PyObject *tensor, const int64_t *coord)
     }
     /* The carrier's own read of the slot the core finds (its hooks run). */
     int64_t at;
-    if ((coord ? sw_tensor_slot_at(plane, coord, &at, &err) : sw_tensor_slot(plane, 0, &at, &err)) !=
-        SW_OK)
-        return sw_py_raise(&err), NULL;
-    return sw_py_carrier_getitem(carrier, at);
+    sw_status st = coord ? sw_tensor_slot_at(plane, coord, &at, &err)
+                         : sw_tensor_slot(plane, 0, &at, &err);
+    return st == SW_OK ? sw_py_carrier_getitem(carrier, at) : (sw_py_raise(&err), NULL);
 }
 
-/* Raw slots in ordinal order as a list of the dtype's Python values. */
-static PyObject *list_of_slots(sw_dtype dt, const char *raw, int64_t n)
-{
-    size_t bytes = sw_dtype_slot_bytes(dt);
-    PyObject *out = PyList_New((Py_ssize_t)n);
-    for (int64_t k = 0; out && k < n; k++) {
-        PyObject *v = sw_py_load_slot(dt, raw + (size_t)k * bytes);
-        if (!v)
-            Py_CLEAR(out);
-        else
-            PyList_SET_ITEM(out, (Py_ssize_t)k, v);
-    }
-    return out;
-}
-
-/* Any other carrier: its checked read of each slot, in ordinal order. */
-static PyObject *list_checked(PyObject *carrier, const sw_layout *L, int64_t off)
+/* Every value in ordinal order: from `raw`, the core's read of them all,
+ * or (raw NULL) by the carrier's checked read of each slot. */
+static PyObject *values_list(PyObject *carrier, sw_dtype dt, const sw_layout *L, int64_t off,
+                             const char *raw)
 {
     sw_walk w;
+    size_t bytes = sw_dtype_slot_bytes(dt);
     PyObject *out = PyList_New((Py_ssize_t)L->size);
     if (!out || sw_walk_init(&w, L, off) < 0) {
         Py_XDECREF(out);
         return NULL;
     }
     for (int64_t k = 0; k < L->size; k++, sw_walk_next(&w)) {
-        PyObject *v = sw_py_carrier_getitem(carrier, w.idx);
+        PyObject *v = raw ? sw_py_load_slot(dt, raw + (size_t)k * bytes)
+                          : sw_py_carrier_getitem(carrier, w.idx);
         if (!v) {
             Py_CLEAR(out);
             break;
@@ -205,20 +194,18 @@ PyObject *sw_py_tensor_values(PyObject *tensor)
     const sw_layout *L = SW_SUB_LAYOUT(s);
     sw_dtype dt = SwDType_ID(t->dtype);
     PyObject *carrier = s->carrier, *out = NULL;
-    if (L->size == 0)
-        return PyList_New(0);
+    char *raw = NULL;
+    int failed = 0;
     Py_INCREF(carrier); /* a hook may drop the last other reference */
-    if (core_elements(t)) {
-        /* One read of every value by the core, then the Python values. */
-        char *raw = PyMem_Malloc((size_t)L->size * sw_dtype_slot_bytes(dt));
-        if (!raw)
-            PyErr_NoMemory();
-        else if (gather_carrier(carrier, s->core, dt, L, SW_SUB_OFFSET(s), raw) == 0)
-            out = list_of_slots(dt, raw, L->size);
-        PyMem_Free(raw);
-    } else {
-        out = list_checked(carrier, L, SW_SUB_OFFSET(s));
+    if (L->size > 0 && core_elements(t)) {
+        /* One read of every value by the core, under the carrier's lock. */
+        raw = PyMem_Malloc((size_t)L->size * sw_dtype_slot_bytes(dt));
+        failed = raw ? gather_carrier(carrier, s->core, dt, L, SW_SUB_OFFSET(s), raw) < 0
+                     : (PyErr_NoMemory(), 1);
     }
+    if (!failed)
+        out = values_list(carrier, dt, L, SW_SUB_OFFSET(s), raw);
+    PyMem_Free(raw);
     Py_DECREF(carrier);
     return out;
 }
