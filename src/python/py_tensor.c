@@ -210,33 +210,33 @@ static int key_component(PyObject *obj, int64_t size, const sw_mode_path *path, 
     return -1;
 }
 
-/* Integer `key` over leaves [leaf, leaf + n) as their coordinates, first
- * leaf fastest. */
+/* Integer `key` over leaves [leaf, leaf + n) added to the logical index:
+ * those leaves are consecutive in first-leaf-fastest order, so the key is
+ * their ordinal times the product of the extents before them. */
 static int index_integer(const sw_layout *L, int32_t leaf, int32_t n, PyObject *key,
-                         const sw_mode_path *path, int64_t *coord)
+                         const sw_mode_path *path, int64_t *acc)
 {
-    int64_t k, size = 1;
+    int64_t k, size = 1, pitch = 1;
     for (int32_t j = 0; j < n; j++)
         size *= L->extents[leaf + j]; /* bounded by the layout's size */
     if (key_component(key, size, path, &k) < 0)
         return -1;
-    for (int32_t j = 0; j < n; j++) {
-        coord[leaf + j] = k % L->extents[leaf + j];
-        k /= L->extents[leaf + j];
-    }
+    for (int32_t j = 0; j < leaf; j++)
+        pitch *= L->extents[j];
+    *acc += k * pitch;
     return 0;
 }
 
 /* L-9/L-10 for one level whose children span profile [pos, end) and whose
  * first leaf is `leaf`; `path` names that level for messages. */
 static int index_level(const sw_layout *L, int32_t pos, int32_t end, int32_t leaf,
-                       PyObject *key, sw_mode_path *path, int64_t *coord)
+                       PyObject *key, sw_mode_path *path, int64_t *acc)
 {
     if (!PyTuple_Check(key) && !PyList_Check(key)) {
         int32_t n = 0;
         for (int32_t p = pos; p < end; p++)
             n += L->profile[p] == SW_NODE_LEAF;
-        return index_integer(L, leaf, n, key, path, coord);
+        return index_integer(L, leaf, n, key, path, acc);
     }
     Py_ssize_t nchild = 0;
     for (int32_t p = pos, nl; p < end; p = sw_py_mode_end(L->profile, p, &nl))
@@ -277,10 +277,10 @@ static int index_level(const sw_layout *L, int32_t pos, int32_t end, int32_t lea
                              label, comp);
                 rc = -1;
             } else {
-                rc = index_integer(L, leaf, 1, comp, path, coord);
+                rc = index_integer(L, leaf, 1, comp, path, acc);
             }
         } else {
-            rc = index_level(L, p + 1, q - 1, leaf, comp, path, coord);
+            rc = index_level(L, p + 1, q - 1, leaf, comp, path, acc);
         }
         leaf += nl;
         p = q;
@@ -291,35 +291,15 @@ static int index_level(const sw_layout *L, int32_t pos, int32_t end, int32_t lea
     return rc;
 }
 
-/* A key's leaf coordinates: on the stack for the usual few leaves. */
-typedef struct key_coord {
-    int64_t *at;
-    int64_t small[16];
-} key_coord;
-
-static void key_coord_done(key_coord *c)
+/* V-3/V-4 checks 2 and 3: the logical index of `key` in layout L (the core
+ * finds its slot). */
+static int tensor_key_index(const sw_layout *L, PyObject *key, int64_t *out)
 {
-    if (c->at != c->small)
-        PyMem_Free(c->at);
-}
-
-/* V-3/V-4 checks 2 and 3: the leaf coordinates of `key` in layout L. */
-static int tensor_key_coord(const sw_layout *L, PyObject *key, key_coord *c)
-{
-    c->at = c->small;
     if (key_check_types(key) < 0)
         return -1;
-    if (L->nleaves > (int32_t)(sizeof c->small / sizeof c->small[0]) &&
-        !(c->at = PyMem_Calloc((size_t)L->nleaves, sizeof(int64_t)))) {
-        c->at = c->small;
-        PyErr_NoMemory();
-        return -1;
-    }
+    *out = 0;
     sw_mode_path path = {.depth = 0};
-    if (index_level(L, 0, L->nprofile, 0, key, &path, c->at) == 0)
-        return 0;
-    key_coord_done(c);
-    return -1;
+    return index_level(L, 0, L->nprofile, 0, key, &path, out);
 }
 
 static int require_one_subtensor(SwTensorObject *t, const char *operation)
@@ -337,12 +317,10 @@ static PyObject *tensor_subscript(SwTensorObject *self, PyObject *key)
         return NULL;
     if (require_one_subtensor(self, "read element by element") < 0)
         return NULL;
-    key_coord c;
-    if (tensor_key_coord(SW_SUB_LAYOUT(&self->subs[0]), key, &c) < 0)
+    int64_t k;
+    if (tensor_key_index(SW_SUB_LAYOUT(&self->subs[0]), key, &k) < 0)
         return NULL;
-    PyObject *v = sw_py_tensor_element((PyObject *)self, c.at);
-    key_coord_done(&c);
-    return v;
+    return sw_py_tensor_element((PyObject *)self, k);
 }
 
 /* The slot is the core's to find; the write is the carrier's, with its
@@ -362,14 +340,11 @@ static int tensor_ass_subscript(SwTensorObject *self, PyObject *key, PyObject *v
     }
     if (PyErr_Occurred())
         return -1;
-    key_coord c;
     sw_error err;
-    int64_t slot;
-    if (tensor_key_coord(SW_SUB_LAYOUT(&self->subs[0]), key, &c) < 0)
+    int64_t k, slot;
+    if (tensor_key_index(SW_SUB_LAYOUT(&self->subs[0]), key, &k) < 0)
         return -1;
-    sw_status st = sw_tensor_slot_at(self->subs[0].core, c.at, &slot, &err);
-    key_coord_done(&c);
-    if (st != SW_OK)
+    if (sw_tensor_slot(self->subs[0].core, k, &slot, &err) != SW_OK)
         return sw_py_raise(&err);
     return sw_py_carrier_setitem(self->subs[0].carrier, slot, value);
 }
@@ -393,7 +368,7 @@ PyObject *sw_py_tensor_item(PyObject *obj)
                      "use tolist() for several", n);
         return NULL;
     }
-    return sw_py_tensor_element(obj, NULL);
+    return sw_py_tensor_element(obj, 0);
 }
 
 PyObject *sw_py_tensor_tolist(PyObject *obj)

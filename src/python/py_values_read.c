@@ -141,25 +141,23 @@ static int core_elements(const SwTensorObject *t)
            sw_carrier_dtype(core) == SwDType_ID(t->dtype);
 }
 
-PyObject *sw_py_tensor_element(PyObject *tensor, const int64_t *coord)
+PyObject *sw_py_tensor_element(PyObject *tensor, int64_t index)
 {
     SwTensorObject *t = (SwTensorObject *)tensor;
     const sw_tensor *plane = t->subs[0].core;
     PyObject *carrier = t->subs[0].carrier;
     sw_error err;
+    int64_t at;
     if (core_elements(t)) {
         unsigned char slot[8];
-        sw_status st = coord ? sw_tensor_get_at(plane, coord, slot, &err)
-                             : sw_tensor_get(plane, 0, slot, &err);
-        if (st != SW_OK)
+        if (sw_tensor_get(plane, index, slot, &err) != SW_OK)
             return raise_refusal(carrier, &err), NULL;
         return sw_py_load_slot(SwDType_ID(t->dtype), slot);
     }
     /* The carrier's own read of the slot the core finds (its hooks run). */
-    int64_t at;
-    sw_status st = coord ? sw_tensor_slot_at(plane, coord, &at, &err)
-                         : sw_tensor_slot(plane, 0, &at, &err);
-    return st == SW_OK ? sw_py_carrier_getitem(carrier, at) : (sw_py_raise(&err), NULL);
+    if (sw_tensor_slot(plane, index, &at, &err) != SW_OK)
+        return sw_py_raise(&err), NULL;
+    return sw_py_carrier_getitem(carrier, at);
 }
 
 /* Every value in ordinal order: from `raw`, the core's read of them all,

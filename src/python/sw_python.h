@@ -449,10 +449,10 @@ int sw_py_tensor_gather(PyObject *tensor, void *out);
 /* One raw slot of the same Tensor's carrier, by slot index. 0 / -1. */
 int sw_py_tensor_read_slot(PyObject *tensor, int64_t slot, void *out);
 /* Element reads of a one-subtensor Tensor (V-3, V-10) through its core
- * tensor: the element at leaf coordinate `coord` (NULL: element 0) and
- * every element in ordinal order as a list, each value as the carrier's
- * checked read gives it. New reference, or NULL with the read's error. */
-PyObject *sw_py_tensor_element(PyObject *tensor, const int64_t *coord);
+ * tensor: element `index` (logical, first mode fastest) and every element
+ * in ordinal order as a list, each value as the carrier's checked read
+ * gives it. New reference, or NULL with the read's error. */
+PyObject *sw_py_tensor_element(PyObject *tensor, int64_t index);
 PyObject *sw_py_tensor_values(PyObject *tensor);
 /* The read refusals of a slot read (released, unavailable, pending
  * destination), without reading. 0 / -1. */
