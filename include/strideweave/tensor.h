@@ -73,8 +73,8 @@ SW_API int64_t sw_tensor_size(const sw_tensor *t); /* logical elements */
  * offset + layout(index). get/set move one slot of
  * sw_dtype_slot_bytes(dtype) bytes (Bool: one byte, 0 or 1) through
  * sw_carrier_read / sw_carrier_write, so they work for every dtype and
- * every carrier class with slots of its own (CPU, Generic, FileBacked, a
- * foreign ops table, Evictable, BlockDeviceCarrier) and apply the
+ * every carrier class with slots of its own (the built-ins and a foreign
+ * ops table alike) and apply the
  * carrier's checks in its order: released, (set) not publicly mutable,
  * (get) pending as a move's destination without transfer access on this
  * thread, slot range, then the class's own I/O. A STATE_ONLY carrier's
