@@ -25,17 +25,6 @@ static SwTensorObject *require_tensor(PyObject *obj, const char *fn)
     return (SwTensorObject *)obj;
 }
 
-/* The layouts a view transforms (V-2): L_0 and, with several planes, S_0.
- * Returns their count. */
-static int32_t view_planes(SwTensorObject *t, const sw_layout *planes[2])
-{
-    planes[0] = SW_SUB_LAYOUT(&t->subs[0]);
-    if (t->nsub == 1)
-        return 1;
-    planes[1] = SwLayout_CORE(PyTuple_GET_ITEM(t->adjacent, 0));
-    return 2;
-}
-
 static int view_record(const char *kind, PyObject *source, PyObject *result, PyObject *param,
                        const sw_view_spec *spec);
 
@@ -48,6 +37,20 @@ static sw_status view_core(SwTensorObject *t, const sw_view_spec *spec, sw_tenso
         t->nsub > 1 ? SwLayout_CORE(PyTuple_GET_ITEM(t->adjacent, 0)) : NULL;
     *s0 = NULL;
     return sw_tensor_view(t->subs[0].core, adjacent, spec, view, s0, f, err);
+}
+
+/* Whether the core refuses the view `spec` of t (nothing is kept); *f and
+ * *err then say why. */
+static int view_refused(SwTensorObject *t, const sw_view_spec *spec, sw_view_fault *f,
+                        sw_error *err)
+{
+    sw_tensor *view;
+    sw_layout *s0;
+    if (view_core(t, spec, &view, &s0, f, err) != SW_OK)
+        return 1;
+    sw_tensor_unref(view);
+    sw_layout_free(s0);
+    return 0;
 }
 
 /* The view's Tensor around the core's view (both consumed), and its node
@@ -244,30 +247,20 @@ static void raise_slice_refusal(SwTensorObject *t, PyObject *tuple, const sw_sli
 static void refuse_unread_entry(SwTensorObject *t, PyObject *tuple, sw_slice_entry *key,
                                 int32_t m, int32_t checkable)
 {
-    const sw_layout *planes[2];
-    int32_t np = view_planes(t, planes), rank = planes[0]->rank;
-    sw_layout *out[2] = {NULL, NULL};
+    int32_t rank = SW_SUB_LAYOUT(&t->subs[0])->rank;
+    sw_view_spec spec = {.kind = SW_VIEW_KIND_SLICE, .n = rank, .key = key};
     sw_view_fault f;
     sw_error err;
-    PyObject *type, *value, *tb;
     if (checkable == 0)
         return;
     if (checkable > m) /* entry m: only its step was read */
         key[m].has_start = key[m].has_stop = 0;
     for (int32_t k = checkable; k < rank; k++)
         key[k] = (sw_slice_entry){.kind = SW_SLICE_RANGE, .step = 1};
-    PyErr_Fetch(&type, &value, &tb);
-    sw_status st = sw_layout_view_slice(planes, np, key, rank, out, NULL, &f, &err);
-    sw_layout_free(out[0]);
-    sw_layout_free(out[1]);
-    if (st != SW_OK && (f.entry < m || f.reason == SW_VIEW_STEP)) {
-        Py_XDECREF(type);
-        Py_XDECREF(value);
-        Py_XDECREF(tb);
-        raise_slice_refusal(t, tuple, key, &f, &err);
-        return;
-    }
-    PyErr_Restore(type, value, tb);
+    if (!view_refused(t, &spec, &f, &err) || (f.entry >= m && f.reason != SW_VIEW_STEP))
+        return; /* the reading error stands */
+    PyErr_Clear();
+    raise_slice_refusal(t, tuple, key, &f, &err);
 }
 
 enum { SMALL_KEY = 8 };
@@ -355,28 +348,19 @@ static void raise_permute_refusal(PyObject *const *items, const int64_t *order, 
 /* Entry j's __index__ raised: an earlier entry's refusal comes first
  * (V-6 checks entries left to right). The core sees the unread rest as 0,
  * which can only be refused at or after entry j. */
-static void refuse_unread_order(const sw_layout *const *planes, int32_t np,
-                                PyObject *const *items, int64_t *order, int32_t j)
+static void refuse_unread_order(SwTensorObject *t, PyObject *const *items, int64_t *order,
+                                int32_t j)
 {
-    int32_t rank = planes[0]->rank;
-    sw_layout *out[2] = {NULL, NULL};
+    int32_t rank = SW_SUB_LAYOUT(&t->subs[0])->rank;
+    sw_view_spec spec = {.kind = SW_VIEW_KIND_PERMUTE, .n = rank, .order = order};
     sw_view_fault f;
     sw_error err;
-    PyObject *type, *value, *tb;
     for (int32_t k = j; k < rank; k++)
         order[k] = 0;
-    PyErr_Fetch(&type, &value, &tb);
-    sw_status st = sw_layout_view_permute(planes, np, order, rank, out, &f, &err);
-    sw_layout_free(out[0]);
-    sw_layout_free(out[1]);
-    if (st != SW_OK && f.entry < j) {
-        Py_XDECREF(type);
-        Py_XDECREF(value);
-        Py_XDECREF(tb);
-        raise_permute_refusal(items, order, (int)rank, &f, &err);
-        return;
-    }
-    PyErr_Restore(type, value, tb);
+    if (!view_refused(t, &spec, &f, &err) || f.entry >= j)
+        return; /* the reading error stands */
+    PyErr_Clear();
+    raise_permute_refusal(items, order, (int)rank, &f, &err);
 }
 
 static PyObject *view_permute(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
@@ -403,8 +387,7 @@ static PyObject *view_permute(PyObject *mod, PyObject *const *args, Py_ssize_t n
     SwTensorObject *t = require_tensor(args[0], "permute");
     if (!t)
         return NULL;
-    const sw_layout *planes[2];
-    int32_t np = view_planes(t, planes), rank = planes[0]->rank;
+    int32_t rank = SW_SUB_LAYOUT(&t->subs[0])->rank;
 
     items = args + 1;
     n = nargs - 1;
@@ -442,7 +425,7 @@ static PyObject *view_permute(PyObject *mod, PyObject *const *args, Py_ssize_t n
     for (Py_ssize_t j = 0; j < n; j++) {
         Py_ssize_t v = PyNumber_AsSsize_t(items[j], NULL); /* clamps huge values */
         if (v == -1 && PyErr_Occurred()) {
-            refuse_unread_order(planes, np, items, order, (int32_t)j);
+            refuse_unread_order(t, items, order, (int32_t)j);
             goto done;
         }
         order[j] = v;
