@@ -142,20 +142,63 @@ typedef struct sw_carrier_class {
  * (sw_filestore_defer_large_closes), so the move's caller does not pay
  * for freeing its storage; the name is gone all the same. A class without
  * the flag releases as it would anywhere else. */
+/* SW_CARRIER_CLASS_RUNS_NO_USER_CODE: every callback of the class is the
+ * core's own (CPU, Generic, FileBacked, BlockDeviceCarrier): reading its
+ * dtype, size and state, growing it and copying into it run no code of a
+ * caller or binding. A binding may skip re-checking such a carrier after
+ * the core checked it, since nothing of its own ran in between. Never set
+ * it on a class whose callbacks (or whose binding's hooks) run code of
+ * their own.
+ *
+ * SW_CARRIER_CLASS_REFCOUNTED: set by the core on a class made by
+ * sw_carrier_class_new (see below), never by a caller (a static table
+ * must leave it clear; sw_carrier_class_new clears it from its template). */
 enum {
     SW_CARRIER_CLASS_STATE_ONLY = 1u << 0,
-    SW_CARRIER_CLASS_RELEASE_REMOVES_FILES = 1u << 1
+    SW_CARRIER_CLASS_RELEASE_REMOVES_FILES = 1u << 1,
+    SW_CARRIER_CLASS_RUNS_NO_USER_CODE = 1u << 2,
+    SW_CARRIER_CLASS_REFCOUNTED = 1u << 30
 };
+/* ---- Classes made at run time -----------------------------------------
+ * A static `sw_carrier_class` table lives as long as the program. A
+ * binding that makes classes as its language does (one per Python Carrier
+ * subclass, say; classes there can be collected) makes them here instead:
+ * a refcounted copy of a template, so that a carrier that outlives the
+ * binding's class object (a move in flight holds it) still has its class.
+ *
+ * Ownership: sw_carrier_class_new gives the caller one reference. Every
+ * carrier of the class holds one (sw_carrier_new takes it, the carrier's
+ * last unref drops it), and so does every route the registry holds naming
+ * it (route.h). The class is freed with its last reference. A class's
+ * routes therefore keep it alive: an owner done with its class calls
+ * sw_route_forget_class (its routes go) and then sw_carrier_class_unref;
+ * carriers of the class still alive keep it (name, flags) until they go.
+ *
+ * ref and unref of a static table (the built-ins, or any table not made
+ * by sw_carrier_class_new) do nothing. Both are thread-safe and lock-free;
+ * the last unref frees only the copy (it calls no callback). */
+
+/* A refcounted copy of `tmpl` (its name copied too; callbacks and flags as
+ * they are, SW_CARRIER_CLASS_REFCOUNTED added). SW_ETYPE for a NULL
+ * template or `out`, SW_ENOMEM. */
+SW_API sw_status sw_carrier_class_new(const sw_carrier_class *tmpl,
+                                      const sw_carrier_class **out, sw_error *err);
+/* One more reference; returns its argument. NULL is ignored. */
+SW_API const sw_carrier_class *sw_carrier_class_ref(const sw_carrier_class *cls);
+/* Drop one; the last frees the class. NULL is ignored. */
+SW_API void sw_carrier_class_unref(const sw_carrier_class *cls);
+
 /* 1 when `c`'s class is STATE_ONLY. */
 SW_API int sw_carrier_is_state_only(sw_carrier *c);
 
 /* A carrier from another language: the core takes over the handle state,
- * `ops` supplies the storage. `ops` must outlive the carrier; `impl` is
- * owned by the carrier from success on (ops->destroy frees it); on failure
- * the caller keeps it. SW_EINVAL for a table without size/read/write/
- * release or a dtype with no slot width (categories, compound dtypes),
- * unless the class is STATE_ONLY (see above: any callback may be NULL,
- * any dtype below SW_DT_COUNT). */
+ * `ops` supplies the storage. A static `ops` must outlive the carrier; one
+ * from sw_carrier_class_new is referenced by the carrier (the caller may
+ * drop its own reference at once). `impl` is owned by the carrier from
+ * success on (ops->destroy frees it); on failure the caller keeps it.
+ * SW_EINVAL for a table without size/read/write/release or a dtype with no
+ * slot width (categories, compound dtypes), unless the class is STATE_ONLY
+ * (see above: any callback may be NULL, any dtype below SW_DT_COUNT). */
 SW_API sw_status sw_carrier_new(const sw_carrier_class *ops, void *impl, sw_dtype dtype, int flags,
                                 sw_carrier **out, sw_error *err);
 

@@ -45,10 +45,19 @@
  * sw_route_entry_release). A binding whose ref/unref need its own lock (the
  * GIL) calls these functions holding it.
  *
- * Classes: the registry holds class pointers only. A binding whose class
- * tables can be freed (one per Python class, freed when the class is
- * collected) calls sw_route_forget_class before freeing one, which drops
- * every entry naming it.
+ * Classes: a route holds a reference to each of its two classes
+ * (sw_carrier_class_ref; nothing for a static table), dropped when the
+ * route goes. A binding whose classes are made at run time (one per
+ * Python class, carrier.h, "Classes made at run time") calls
+ * sw_route_forget_class when its class object dies, which drops every
+ * route naming it, then drops its own reference; carriers of the class
+ * still alive keep it for themselves. The route of two carriers is the
+ * route of their classes: sw_move_route_resolve_carriers.
+ *
+ * Version: sw_route_registry_version counts the changes of the binding
+ * routes (register, unregister, a forget that dropped any). A binding that
+ * remembers answers (a dispatch cache) keeps them while the version is
+ * the one it read before asking.
  *
  * Threads: every function here is thread-safe; none blocks beyond the
  * registry's short lock (held for a lookup or one list change, never
@@ -130,9 +139,9 @@ SW_API sw_status sw_route_register(const sw_carrier_class *src, const sw_carrier
 SW_API sw_status sw_route_unregister(const sw_carrier_class *src, const sw_carrier_class *dst,
                                      sw_route_entry *removed, sw_error *err);
 
-/* Drop every binding route naming `cls` on either side (its class table
- * is about to be freed); their payloads are unref'd. Returns how many
- * went. */
+/* Drop every binding route naming `cls` on either side (its owner is
+ * done with it); their payloads and their references to their classes are
+ * unref'd. Returns how many went. */
 SW_API int sw_route_forget_class(const sw_carrier_class *cls);
 
 /* The route of a move from a carrier of class `src` into one of class
@@ -145,6 +154,16 @@ SW_API int sw_route_forget_class(const sw_carrier_class *cls);
  * class pair's: sw_move_check and sw_move_async check it. */
 SW_API sw_status sw_move_route_resolve(const sw_carrier_class *src, const sw_carrier_class *dst,
                                        sw_route_entry *out, sw_error *err);
+
+/* sw_move_route_resolve for the classes of two carriers (each carrier's
+ * reference to its class keeps it for the call). SW_ETYPE for a NULL
+ * carrier; otherwise as sw_move_route_resolve. */
+SW_API sw_status sw_move_route_resolve_carriers(sw_carrier *src, sw_carrier *dst,
+                                                sw_route_entry *out, sw_error *err);
+
+/* The registry's version: +1 with every change of its binding routes;
+ * the core's own table never changes. Lock-free (an atomic read). */
+SW_API uint64_t sw_route_registry_version(void);
 
 /* Give back the payload reference an entry from sw_move_route_resolve or
  * sw_route_unregister holds, and clear it. NULL, or an entry without a

@@ -297,6 +297,7 @@ const sw_carrier_class sw_block_device_carrier_class = {
     .write = bdc_write,
     .release = bdc_release,
     .destroy = bdc_destroy,
+    .flags = SW_CARRIER_CLASS_RUNS_NO_USER_CODE,
 };
 
 /* ---- allocation ----------------------------------------------------------- */

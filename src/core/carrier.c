@@ -37,7 +37,7 @@ sw_status sw_carrier_new(const sw_carrier_class *ops, void *impl, sw_dtype dtype
         sw_free(c);
         return sw_error_set(err, SW_ENOMEM, "carrier: cannot create its mutex");
     }
-    c->ops = ops;
+    c->ops = sw_carrier_class_ref(ops); /* a run-time class lives while its carriers do */
     c->impl = impl;
     c->dtype = dtype;
     atomic_init(&c->refs, 1);
@@ -64,6 +64,7 @@ void sw_carrier_unref(sw_carrier *c)
     if (c->ops->destroy)
         c->ops->destroy(c->impl);
     pthread_mutex_destroy(&c->lock);
+    sw_carrier_class_unref(c->ops);
     sw_free(c);
 }
 

@@ -86,6 +86,7 @@ const sw_carrier_class sw_cpu_class = {
     .dlpack_device = cpu_dlpack_device,
     .release = host_release,
     .destroy = host_destroy,
+    .flags = SW_CARRIER_CLASS_RUNS_NO_USER_CODE,
 };
 
 const sw_carrier_class sw_generic_class = {
@@ -95,6 +96,7 @@ const sw_carrier_class sw_generic_class = {
     .write = host_write,
     .release = host_release,
     .destroy = host_destroy,
+    .flags = SW_CARRIER_CLASS_RUNS_NO_USER_CODE,
 };
 
 static sw_status host_dtype_ok(const char *name, sw_dtype dtype, sw_error *err)

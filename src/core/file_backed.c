@@ -101,7 +101,7 @@ const sw_carrier_class sw_file_backed_class = {
     .storage = file_storage,
     .release = file_release,
     .destroy = file_destroy,
-    .flags = SW_CARRIER_CLASS_RELEASE_REMOVES_FILES,
+    .flags = SW_CARRIER_CLASS_RELEASE_REMOVES_FILES | SW_CARRIER_CLASS_RUNS_NO_USER_CODE,
 };
 
 sw_status sw_file_backed_new(const char *filename, sw_dtype dtype, int flags,

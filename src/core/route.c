@@ -97,6 +97,30 @@ static node *buckets[BUCKETS];
 /* How many entries are registered: resolution skips the lock while 0
  * (a C program that registers nothing never takes it). */
 static atomic_long registered;
+/* +1 per change of the entries (sw_route_registry_version), made under
+ * the lock and after the change, so a reader that sees a version sees at
+ * least the entries of that version. */
+static _Atomic uint64_t version;
+
+uint64_t sw_route_registry_version(void)
+{
+    return atomic_load_explicit(&version, memory_order_acquire);
+}
+
+static void changed_locked(void)
+{
+    atomic_fetch_add_explicit(&version, 1, memory_order_release);
+}
+
+/* A node holds a reference to both of its classes (a run-time class lives
+ * while a route names it, carrier.h); dropped with the node, lock not held. */
+static void node_free(node *n)
+{
+    sw_route_entry_release(&n->entry);
+    sw_carrier_class_unref(n->src);
+    sw_carrier_class_unref(n->dst);
+    free(n);
+}
 
 static size_t bucket_of(const sw_carrier_class *s, const sw_carrier_class *d)
 {
@@ -176,8 +200,11 @@ sw_status sw_route_register(const sw_carrier_class *s, const sw_carrier_class *d
                             class_name(s), class_name(d));
     }
     payload_ref(&n->entry); /* the registry's own reference */
+    sw_carrier_class_ref(s);
+    sw_carrier_class_ref(d);
     *link = n;
     atomic_fetch_add(&registered, 1);
+    changed_locked();
     pthread_mutex_unlock(&lock);
     return SW_OK;
 }
@@ -192,16 +219,17 @@ sw_status sw_route_unregister(const sw_carrier_class *s, const sw_carrier_class 
     if (n) {
         *link = n->next;
         atomic_fetch_sub(&registered, 1);
+        changed_locked();
     }
     pthread_mutex_unlock(&lock);
     if (!n)
         return sw_error_set(err, SW_EINVAL, "route: no route is registered from %s to %s",
                             class_name(s), class_name(d));
-    if (removed)
-        *removed = n->entry;
-    else
-        sw_route_entry_release(&n->entry);
-    free(n);
+    if (removed) {
+        *removed = n->entry; /* the payload reference passes to the caller */
+        n->entry.payload = NULL;
+    }
+    node_free(n);
     return SW_OK;
 }
 
@@ -223,12 +251,13 @@ int sw_route_forget_class(const sw_carrier_class *cls)
             count++;
         }
     atomic_fetch_sub(&registered, count);
+    if (count)
+        changed_locked();
     pthread_mutex_unlock(&lock);
     while (gone) {
         node *n = gone;
         gone = n->next;
-        sw_route_entry_release(&n->entry);
-        free(n);
+        node_free(n);
     }
     return count;
 }
@@ -259,4 +288,13 @@ sw_status sw_move_route_resolve(const sw_carrier_class *s, const sw_carrier_clas
     if (lookup_registered(s, d, out))
         return SW_OK;
     return resolve_core(s, d, out, err);
+}
+
+sw_status sw_move_route_resolve_carriers(sw_carrier *src, sw_carrier *dst, sw_route_entry *out,
+                                         sw_error *err)
+{
+    if (!src || !dst)
+        return sw_error_set(err, SW_ETYPE, "route: resolve needs two carriers, not NULL");
+    /* Each carrier holds a reference to its class: both stay for the call. */
+    return sw_move_route_resolve(sw_carrier_class_of(src), sw_carrier_class_of(dst), out, err);
 }
