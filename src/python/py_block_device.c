@@ -121,7 +121,7 @@ static void bdc_drop(PyObject *self)
 
 const sw_carrier_ops sw_block_device_carrier_ops = {
     "BlockDeviceCarrier", bdc_dtype, bdc_size, bdc_load, bdc_store, bdc_supports,
-    bdc_drop, bdc_unavailable, NULL, .core_io = 1,
+    bdc_drop, bdc_unavailable, NULL, .core_io = 1, .core_class = &sw_block_device_carrier_class,
 };
 
 /* ---- creating carriers ------------------------------------------------------ */

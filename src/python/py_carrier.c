@@ -99,22 +99,20 @@ static int makes_own_core(PyTypeObject *type)
     return 0;
 }
 
+const sw_carrier_class *sw_carrier_core_class(PyTypeObject *type)
+{
+    const sw_carrier_ops *ops = sw_carrier_type_ops(type);
+    if (ops && ops->core_class && makes_own_core(type))
+        return ops->core_class;
+    return sw_py_state_only_class(type);
+}
+
 static const char *type_name(PyObject *self)
 {
     return _PyType_Name(Py_TYPE(self));
 }
 
 /* ---- construction (C-1) ------------------------------------------------- */
-
-/* The core class of every carrier that is not a core built-in: the core
- * holds its state only and never calls into Python (carrier.h, the
- * deadlock rule): no callbacks. Its intrinsic mutability stays the
- * binding's (a hook for Python subclasses), so the handle is made mutable
- * and the binding checks intrinsic mutability itself. */
-static const sw_carrier_class state_only_class = {
-    .name = "Carrier",
-    .flags = SW_CARRIER_CLASS_STATE_ONLY,
-};
 
 PyObject *sw_carrier_alloc(PyTypeObject *type, int intrinsic_mutable)
 {
@@ -127,11 +125,21 @@ PyObject *sw_carrier_alloc(PyTypeObject *type, int intrinsic_mutable)
     c->intrinsic_mutable = intrinsic_mutable;
     c->definition = NULL;
     c->storage_dtype = NULL;
-    /* CPU, Generic, FileBacked and BlockDeviceCarrier make their own core
-     * carrier next. */
+    /* CPU, Generic, FileBacked, Evictable and BlockDeviceCarrier make
+     * their own core carrier next. Every other carrier's core carrier is
+     * of its class's STATE_ONLY core class (py_carrier_class.c): the core
+     * holds its state only and never calls into Python (carrier.h, the
+     * deadlock rule). Its intrinsic mutability stays the binding's (a hook
+     * for Python subclasses), so the handle is made mutable and the
+     * binding checks intrinsic mutability itself. */
     if (!makes_own_core(type)) {
+        const sw_carrier_class *cls = sw_py_state_only_class(type);
         sw_error err;
-        if (sw_carrier_new(&state_only_class, NULL, SW_DT_ANY, 0, &c->core, &err) != SW_OK) {
+        if (!cls) {
+            Py_DECREF(self);
+            return NULL;
+        }
+        if (sw_carrier_new(cls, NULL, SW_DT_ANY, 0, &c->core, &err) != SW_OK) {
             Py_DECREF(self);
             return PyErr_NoMemory();
         }

@@ -182,6 +182,7 @@ const sw_carrier_ops sw_evictable_ops = {
     .drop = ev_drop,
     .unavailable = ev_unavailable,
     .supports_self = ev_supports_self,
+    .core_class = &sw_evictable_class,
 };
 
 /* ---- construction (E-1, E-10) ---------------------------------------------- */

@@ -32,7 +32,6 @@
 
 static PyObject *definitions; /* {id(cls): (cls, definition)} */
 static PyObject *observed;    /* {id(cls): weakref(cls)} */
-static PyObject *route_classes; /* {id(cls): (capsule of its route key, weakref(cls))} */
 
 /* ---- the record slots ------------------------------------------------------ */
 
@@ -573,30 +572,6 @@ PyObject *sw_py_definition_of(PyTypeObject *cls)
     return entry ? PyTuple_GET_ITEM(entry, 1) : NULL;
 }
 
-/* A class's entry in `observed` or `route_classes` goes when the class
- * dies: its weakref's callback (self: the pair (table, key)) deletes it, so
- * a class at a reused address starts afresh. */
-static PyObject *forget_entry(PyObject *table_and_key, PyObject *weakref)
-{
-    (void)weakref;
-    if (PyDict_DelItem(PyTuple_GET_ITEM(table_and_key, 0), PyTuple_GET_ITEM(table_and_key, 1)) <
-        0)
-        PyErr_Clear();
-    Py_RETURN_NONE;
-}
-
-static PyMethodDef forget_def = {"_forget_class_entry", forget_entry, METH_O, NULL};
-
-static PyObject *weakref_forgetting(PyTypeObject *cls, PyObject *table, PyObject *key)
-{
-    PyObject *self = PyTuple_Pack(2, table, key);
-    PyObject *cb = self ? PyCFunction_New(&forget_def, self) : NULL;
-    PyObject *ref = cb ? PyWeakref_NewRef((PyObject *)cls, cb) : NULL;
-    Py_XDECREF(cb);
-    Py_XDECREF(self);
-    return ref;
-}
-
 static int is_observed(PyTypeObject *cls)
 {
     PyObject *key = class_key(cls);
@@ -616,7 +591,7 @@ int sw_py_observe_class(PyTypeObject *cls)
         return -1;
     int rc = PyDict_Contains(observed, key);
     if (rc == 0) {
-        PyObject *ref = weakref_forgetting(cls, observed, key);
+        PyObject *ref = sw_py_weakref_forgetting(cls, observed, key);
         rc = ref ? PyDict_SetItem(observed, key, ref) : -1;
         Py_XDECREF(ref);
     }
@@ -785,88 +760,13 @@ int sw_py_register_shipped_definition(PyTypeObject *cls)
     return rc;
 }
 
-/* ---- route keys (the core's route registry, route.h) --------------------------- */
+/* ---- routes in the core's registry (route.h) ------------------------------------ */
 
-/* The core keys routes by the exact pair of carrier class tables. The
- * shipped carriers whose instances are core carriers of one class key on
- * that class; every other Carrier class (a Python class, or a shipped one
- * whose carriers the core holds as STATE_ONLY) gets a table of its own,
- * made when first needed: a key only, never the ops of a carrier. */
-static const sw_carrier_class *core_class_of_type(PyTypeObject *t)
-{
-    if (t == &SwCPU_Type)
-        return &sw_cpu_class;
-    if (t == &SwFileBacked_Type)
-        return &sw_file_backed_class;
-    if (t == &SwGeneric_Type)
-        return &sw_generic_class;
-    if (t == &SwBlockDeviceCarrier_Type)
-        return &sw_block_device_carrier_class;
-    return NULL;
-}
-
-#define ROUTE_KEY_CAPSULE "strideweave.route_key"
-
-/* The class is gone (its weakref fired, forget_entry): its routes go
- * before its table. */
-static void route_key_free(PyObject *capsule)
-{
-    sw_carrier_class *k = PyCapsule_GetPointer(capsule, ROUTE_KEY_CAPSULE);
-    sw_route_forget_class(k);
-    free((char *)k->name);
-    free(k);
-}
-
-static PyObject *route_key_new(PyTypeObject *cls)
-{
-    sw_carrier_class *k = calloc(1, sizeof *k);
-    char *name = k ? strdup(_PyType_Name(cls)) : NULL;
-    if (!name) {
-        free(k);
-        return PyErr_NoMemory();
-    }
-    k->name = name;
-    k->flags = SW_CARRIER_CLASS_STATE_ONLY;
-    PyObject *capsule = PyCapsule_New(k, ROUTE_KEY_CAPSULE, route_key_free);
-    if (!capsule) {
-        free(name);
-        free(k);
-    }
-    return capsule;
-}
-
-/* A class's key with the weakref that drops it (and, through the
- * capsule's destructor, the core's routes naming it) when the class dies.
- * Naming a class in a route never observes it (X-13: a definition's routes
- * may name a class that gets its own definition later). */
-static PyObject *route_key_entry(PyTypeObject *cls, PyObject *key)
-{
-    PyObject *capsule = route_key_new(cls);
-    PyObject *ref = capsule ? weakref_forgetting(cls, route_classes, key) : NULL;
-    PyObject *entry = ref ? PyTuple_Pack(2, capsule, ref) : NULL;
-    Py_XDECREF(ref);
-    Py_XDECREF(capsule);
-    return entry;
-}
-
-const sw_carrier_class *sw_py_route_class(PyTypeObject *cls)
-{
-    const sw_carrier_class *k = core_class_of_type(cls);
-    if (k)
-        return k;
-    PyObject *key = class_key(cls);
-    if (!key)
-        return NULL;
-    PyObject *entry = PyDict_GetItemWithError(route_classes, key);
-    if (!entry && !PyErr_Occurred()) {
-        PyObject *fresh = route_key_entry(cls, key);
-        if (fresh && PyDict_SetItem(route_classes, key, fresh) == 0)
-            entry = fresh;
-        Py_XDECREF(fresh); /* the dict keeps it */
-    }
-    Py_DECREF(key);
-    return entry ? PyCapsule_GetPointer(PyTuple_GET_ITEM(entry, 0), ROUTE_KEY_CAPSULE) : NULL;
-}
+/* The core keys routes by the exact pair of carrier classes: a Carrier
+ * class's key is the core class of its carriers (sw_carrier_core_class),
+ * a built-in's own or the STATE_ONLY class made for it. Naming a class in
+ * a route never observes it (X-13: a definition's routes may name a class
+ * that gets its own definition later). */
 
 /* Binding routes hold a Python object (a TransferRoute, or the move
  * registry's (source, destination, operation) triple) as their payload:
@@ -879,8 +779,8 @@ static const sw_route_payload_ops py_payload = {payload_incref, payload_decref};
 static int route_keys(PyTypeObject *src, PyTypeObject *dst, const sw_carrier_class **s,
                       const sw_carrier_class **d)
 {
-    *s = sw_py_route_class(src);
-    *d = *s ? sw_py_route_class(dst) : NULL;
+    *s = sw_carrier_core_class(src);
+    *d = *s ? sw_carrier_core_class(dst) : NULL;
     return *d ? 0 : -1;
 }
 
@@ -1024,8 +924,7 @@ int sw_py_extension_init(PyObject *module)
                              &SwCarrierDefinition_Type};
     definitions = PyDict_New();
     observed = PyDict_New();
-    route_classes = PyDict_New();
-    if (!definitions || !observed || !route_classes || sw_py_provider_wait_init() < 0)
+    if (!definitions || !observed || sw_py_provider_wait_init() < 0)
         return -1;
     sw_carrier_set_definitions(sw_py_observe_class, sw_py_definition_of);
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {

@@ -68,7 +68,7 @@ static void fb_drop(PyObject *self)
 
 const sw_carrier_ops sw_file_backed_ops = {
     "FileBacked", fb_dtype, fb_size, fb_load, fb_store, fb_supports, fb_drop, NULL, NULL,
-    .grows = 1,
+    .grows = 1, .core_class = &sw_file_backed_class,
 };
 
 /* A FileBacked over a newly created file (`name` NULL → generated), the

@@ -65,10 +65,11 @@ static void host_drop(PyObject *self)
 
 const sw_carrier_ops sw_cpu_ops = {
     "CPU", host_dtype, host_size, host_load, host_store, host_supports, host_drop, NULL, NULL,
+    .core_class = &sw_cpu_class,
 };
 const sw_carrier_ops sw_generic_ops = {
     "Generic", host_dtype, host_size, host_load, host_store, host_supports, host_drop, NULL,
-    NULL,
+    NULL, .core_class = &sw_generic_class,
 };
 
 /* Bytes of `nslots` slots of `dtype` (at least one, so the address is

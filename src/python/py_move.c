@@ -840,15 +840,16 @@ static int64_t move_bytes(PyObject *tensor, PyObject *op_type)
     return __builtin_mul_overflow(n, item, &bytes) ? INT64_MAX : bytes;
 }
 
-/* The result Tensor on the destination. A built-in destination was
- * checked by the move (its dtype, its size after growth, its state) and
- * runs no user code, so the T-1 checks do not run again; a carrier written
- * in Python answers them through its hooks as before. */
+/* The result Tensor on the destination. A destination whose core class
+ * runs no user code (carrier.h: CPU, Generic, FileBacked,
+ * BlockDeviceCarrier) was checked by the move (its dtype, its size after
+ * growth, its state) and nothing ran since, so the T-1 checks do not run
+ * again; a carrier written in Python answers them through its hooks as
+ * before. */
 static PyObject *result_tensor(PyObject *tensor, PyObject *destination)
 {
-    PyTypeObject *type = Py_TYPE(destination);
-    if (type == &SwCPU_Type || type == &SwGeneric_Type || type == &SwFileBacked_Type ||
-        type == &SwBlockDeviceCarrier_Type)
+    sw_carrier *core = CARRIER(destination)->core;
+    if (core && (sw_carrier_class_of(core)->flags & SW_CARRIER_CLASS_RUNS_NO_USER_CODE))
         return sw_py_tensor_moved(tensor, destination);
     return sw_py_tensor_new1(destination, 0, TENSOR(tensor)->subs[0].layout);
 }

@@ -10,12 +10,13 @@
  * The legacy registry maps an exact (source class, destination class) pair
  * to an operation class. Its entries are binding routes in the core's
  * route registry (strideweave/route.h), keyed by the exact pair of the
- * classes' route keys (sw_py_route_class), so a subclass never matches its
+ * classes' core classes (sw_carrier_core_class), so a subclass never matches its
  * parent's entry. */
 #include "sw_extension.h"
 #include "sw_move.h"
 
 #include "strideweave/blockdev.h"
+#include "strideweave/route.h"
 #include "strideweave/copy.h"
 
 #include <string.h>
@@ -25,7 +26,6 @@
 
 extern PyTypeObject SwMetal_Type;
 
-static unsigned long registry_version = 1; /* changes with every change of the registry */
 static PyObject *base_copy;         /* MoveOperation._copy, the unimplemented hook */
 static PyObject *str_source_class, *str_destination_class, *str_copy;
 
@@ -750,7 +750,6 @@ static int registry_insert(PyObject *src, PyObject *dst, PyObject *op)
         return -1;
     int rc = sw_py_route_add((PyTypeObject *)src, (PyTypeObject *)dst, payload);
     Py_DECREF(payload); /* the registry holds its own */
-    registry_version++;
     return rc;
 }
 
@@ -790,29 +789,33 @@ static PyObject *registry_pop(PyObject *src, PyObject *dst)
                      class_name(src), class_name(dst));
     if (rc <= 0)
         return NULL;
-    registry_version++;
     PyObject *op = Py_NewRef(PyTuple_GET_ITEM(payload, 2));
     Py_DECREF(payload);
     return op;
 }
 
 /* The registry's answers per exact class pair, remembered until the
- * registry next changes (registry_version). A cached class is compared by
- * address only: a pair in the registry keeps its classes alive there, and
- * a class at a reused address is in the registry only after a change. */
+ * core's route registry next changes (sw_route_registry_version: every
+ * registration, removal, and the forgetting of a collected class's routes
+ * moves it). A cached class is compared by address only: a pair in the
+ * registry keeps its classes alive there, and a class at a reused address
+ * is in the registry only after a change. */
 static PyObject *dispatch_lookup(PyObject *src, PyObject *dst);
 
 #define DISPATCH_CACHE 8
 static struct {
     PyObject *src, *dst, *op; /* borrowed */
-    unsigned long version;
+    uint64_t version;
 } dispatched[DISPATCH_CACHE];
 static unsigned dispatch_next;
 
 PyObject *sw_py_move_dispatch(PyObject *src, PyObject *dst)
 {
+    /* Read before the lookup: an answer is never filed under a version
+     * newer than the entries it saw. */
+    uint64_t version = sw_route_registry_version();
     for (int i = 0; i < DISPATCH_CACHE; i++)
-        if (dispatched[i].version == registry_version && dispatched[i].src == src &&
+        if (dispatched[i].version == version && dispatched[i].src == src &&
             dispatched[i].dst == dst)
             return dispatched[i].op;
     PyObject *op = dispatch_lookup(src, dst);
@@ -821,7 +824,7 @@ PyObject *sw_py_move_dispatch(PyObject *src, PyObject *dst)
         dispatched[i].src = src;
         dispatched[i].dst = dst;
         dispatched[i].op = op;
-        dispatched[i].version = registry_version;
+        dispatched[i].version = version;
     }
     return op;
 }

@@ -40,6 +40,11 @@ typedef struct sw_carrier_ops {
      * which an instance cannot hide (FileBacked): moves into one skip the
      * attribute lookup. */
     int grows;
+    /* The core class of the class's carriers when it makes its own core
+     * carrier (own_core below: CPU, Generic, FileBacked, Evictable,
+     * BlockDeviceCarrier); NULL when its carriers are STATE_ONLY in the
+     * core and get the class of sw_py_state_only_class. */
+    const sw_carrier_class *core_class;
 } sw_carrier_ops;
 
 extern const sw_carrier_ops sw_generic_ops;
@@ -49,6 +54,20 @@ extern const sw_carrier_ops sw_evictable_ops;
 extern const sw_carrier_ops sw_block_device_carrier_ops;
 extern const sw_carrier_ops sw_tiled_evictable_ops;
 extern PyTypeObject SwTiledEvictable_Type;
+
+/* The core class of `type`'s carriers, borrowed (it lives while `type`
+ * does), or NULL with an exception: a built-in's own class, else the one
+ * sw_py_state_only_class makes. A carrier's core class is its class's
+ * route key in the core's registry (route.h). */
+const sw_carrier_class *sw_carrier_core_class(PyTypeObject *type);
+/* The STATE_ONLY core class of `type` (py_carrier_class.c), made on first
+ * use and kept while `type` lives; when `type` is collected its routes
+ * are forgotten and the class goes with its last carrier. Borrowed; NULL
+ * with an exception. GIL held. */
+const sw_carrier_class *sw_py_state_only_class(PyTypeObject *type);
+/* A weakref to `cls` whose callback deletes `key` from the dict `table`
+ * (a class's entry goes with the class). New reference, or NULL. */
+PyObject *sw_py_weakref_forgetting(PyTypeObject *cls, PyObject *table, PyObject *key);
 
 /* ops for an object whose type is exactly a built-in carrier, else NULL. */
 const sw_carrier_ops *sw_carrier_builtin_ops(PyObject *obj);

@@ -49,14 +49,10 @@ int sw_py_register_shipped_definition(PyTypeObject *cls);
 /* freeze the definition status of exactly `cls`. 0 / -1. */
 int sw_py_observe_class(PyTypeObject *cls);
 
-/* The class table the core's route registry (strideweave/route.h) keys
- * `cls` by: the core class of CPU, Generic, FileBacked and
- * BlockDeviceCarrier, else one made for exactly `cls` (without observing
- * it) and dropped, with every route naming it, when `cls` is collected.
- * Borrowed; NULL with an exception. */
-const sw_carrier_class *sw_py_route_class(PyTypeObject *cls);
-
-/* Binding routes in the core's registry keyed by sw_py_route_class,
+/* Binding routes in the core's registry keyed by the core classes of the
+ * pair's carriers (sw_carrier_core_class, sw_carrier.h: a route never
+ * observes its classes; a Python class's routes are forgotten when it is
+ * collected),
  * holding a Python object as payload (GIL held). Add: 0, or -1 with an
  * exception (RuntimeError when the pair has a route already). Payload: the
  * one registered for exactly (src, dst), borrowed: 1, 0 none, -1. Remove:
