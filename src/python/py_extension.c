@@ -898,6 +898,27 @@ void sw_py_route_of(PyObject *transfer_route, sw_route *out)
     out->may_fall_back = sdef && ddef && permits_fallback(sdef) && permits_fallback(ddef);
 }
 
+/* _core_route_of(source, destination): test aid. The payload of the
+ * binding route the core resolves from the two carriers themselves
+ * (sw_move_route_resolve_carriers: their core classes are their classes'
+ * route keys), or None when the core has no binding route for them. */
+static PyObject *core_route_of(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)mod;
+    if (nargs != 2 || !PyObject_TypeCheck(args[0], &SwCarrier_Type) ||
+        !PyObject_TypeCheck(args[1], &SwCarrier_Type)) {
+        PyErr_SetString(PyExc_TypeError, "_core_route_of(source, destination) takes two carriers");
+        return NULL;
+    }
+    sw_route_entry e;
+    if (sw_move_route_resolve_carriers(((SwCarrierObject *)args[0])->core,
+                                       ((SwCarrierObject *)args[1])->core, &e, NULL) != SW_OK)
+        Py_RETURN_NONE;
+    PyObject *payload = e.payload_ops == &py_payload ? Py_NewRef(e.payload) : Py_NewRef(Py_None);
+    sw_route_entry_release(&e);
+    return payload;
+}
+
 /* ---- module ------------------------------------------------------------------------- */
 
 static PyMethodDef extension_functions[] = {
@@ -913,6 +934,9 @@ static PyMethodDef extension_functions[] = {
      "source_class is another class, a composite carrier, a class already used\n"
      "or already defined.\n\n"
      "    register_carrier_definition(Remote, CarrierDefinition(storage=provider))"},
+    {"_core_route_of", (PyCFunction)(void (*)(void))core_route_of, METH_FASTCALL,
+     "_core_route_of(source, destination, /)\n--\n\n"
+     "Test aid: the route the core resolves from the two carriers, or None."},
     {NULL, NULL, 0, NULL},
 };
 
