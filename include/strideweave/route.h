@@ -96,8 +96,9 @@ typedef enum sw_route_entry_kind {
 
 /* sw_route_entry.flags */
 enum {
-    /* A binding route that may fall back to the elementwise copy (a
-     * binding's own rule; the core only carries it). */
+    /* The pair may fall back to the elementwise copy: set on a binding
+     * route registered with it, and on every answer for two classes that
+     * sw_route_allow_fallback let fall back (see there). */
     SW_ROUTE_MAY_FALL_BACK = 1u << 0,
     /* Set by the core on an answer from its own table and rules. */
     SW_ROUTE_BUILTIN = 1u << 1
@@ -140,13 +141,28 @@ SW_API sw_status sw_route_unregister(const sw_carrier_class *src, const sw_carri
                                      sw_route_entry *removed, sw_error *err);
 
 /* Drop every binding route naming `cls` on either side (its owner is
- * done with it); their payloads and their references to their classes are
- * unref'd. Returns how many went. */
+ * done with it), and its sw_route_allow_fallback; their payloads and their
+ * references to their classes are unref'd. Returns how many went (the
+ * fallback counts as one). */
 SW_API int sw_route_forget_class(const sw_carrier_class *cls);
+
+/* Let every pair of classes that both went through this fall back to the
+ * elementwise copy (a Python class whose CarrierDefinition's
+ * StorageProvider allows it, say): from now on, resolving such a pair
+ * answers its binding route with SW_ROUTE_MAY_FALL_BACK added, or, with no
+ * route registered for it, SW_ROUTE_KIND_ELEMENTWISE with flags
+ * SW_ROUTE_MAY_FALL_BACK (not SW_ROUTE_BUILTIN: for STATE_ONLY classes the
+ * binding runs that copy, as it holds their slots). Only a STATE_ONLY class
+ * (SW_EINVAL otherwise: the core's classes follow its own table); a class
+ * allowed already is left as it is (SW_OK). The registry holds a reference
+ * to the class until sw_route_forget_class; the version moves. */
+SW_API sw_status sw_route_allow_fallback(const sw_carrier_class *cls, sw_error *err);
 
 /* The route of a move from a carrier of class `src` into one of class
  * `dst`: the binding route registered for exactly that pair, else the
- * core's (flags SW_ROUTE_BUILTIN), else the refusal of row 9 (see the top
+ * elementwise fallback of two classes let fall back
+ * (sw_route_allow_fallback), else the core's (flags SW_ROUTE_BUILTIN),
+ * else the refusal of row 9 (see the top
  * of this file), err->detail = SW_MOVE_ROUTE_REFUSED. A NULL class or
  * `out` is SW_ETYPE (detail 0). On success `out` holds one reference to
  * its payload, if any: give it back with sw_route_entry_release. Row 9

@@ -262,8 +262,40 @@ int sw_route_forget_class(const sw_carrier_class *cls)
     return count;
 }
 
-/* The binding route of (s, d) into *out with one payload reference: 1, or
- * 0 when there is none. */
+/* ---- classes a binding lets fall back --------------------------------------- */
+
+/* A class that may fall back is a node (cls, NULL) in the same table: it
+ * holds its class, goes with sw_route_forget_class, and moves the version. */
+sw_status sw_route_allow_fallback(const sw_carrier_class *cls, sw_error *err)
+{
+    if (!cls)
+        return sw_error_set(err, SW_ETYPE, "route: allow_fallback needs a carrier class, not NULL");
+    if (!(cls->flags & SW_CARRIER_CLASS_STATE_ONLY))
+        return sw_error_set(err, SW_EINVAL,
+                            "route: only a class whose values a binding keeps (STATE_ONLY) can "
+                            "be let fall back; the core's own classes follow its table");
+    node *n = malloc(sizeof *n);
+    if (!n)
+        return sw_error_set(err, SW_ENOMEM, "route: out of memory");
+    *n = (node){.src = sw_carrier_class_ref(cls), .entry = {.flags = SW_ROUTE_MAY_FALL_BACK}};
+    lock_registry();
+    node **link = find_locked(cls, NULL);
+    int fresh = *link == NULL;
+    if (fresh) {
+        *link = n;
+        atomic_fetch_add(&registered, 1);
+        changed_locked();
+    }
+    pthread_mutex_unlock(&lock);
+    if (!fresh)
+        node_free(n); /* allowed already: nothing changes */
+    return SW_OK;
+}
+
+/* The binding route of (s, d) into *out with one payload reference, with
+ * SW_ROUTE_MAY_FALL_BACK added when both classes may fall back: 1; 2 with
+ * the elementwise fallback when there is no route but both may fall back;
+ * 0 when there is neither. */
 static int lookup_registered(const sw_carrier_class *s, const sw_carrier_class *d,
                              sw_route_entry *out)
 {
@@ -271,12 +303,18 @@ static int lookup_registered(const sw_carrier_class *s, const sw_carrier_class *
         return 0;
     lock_registry();
     node *n = *find_locked(s, d);
+    int fall_back = *find_locked(s, NULL) && *find_locked(d, NULL);
     if (n) {
         *out = n->entry;
         payload_ref(out);
     }
     pthread_mutex_unlock(&lock);
-    return n != NULL;
+    if (n && fall_back)
+        out->flags |= SW_ROUTE_MAY_FALL_BACK;
+    else if (!n && fall_back)
+        *out = (sw_route_entry){.kind = SW_ROUTE_KIND_ELEMENTWISE,
+                                .flags = SW_ROUTE_MAY_FALL_BACK};
+    return n ? 1 : fall_back ? 2 : 0;
 }
 
 sw_status sw_move_route_resolve(const sw_carrier_class *s, const sw_carrier_class *d,

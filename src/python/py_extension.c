@@ -688,6 +688,24 @@ static int register_routes(PyObject *definition)
     return 0;
 }
 
+static int permits_fallback(PyObject *definition);
+static int route_error(const sw_error *err);
+
+/* X-14's element-by-element fallback is the core's rule: a class whose
+ * StorageProvider allows it is let fall back in the core's registry, and
+ * a pair of such classes resolves with SW_ROUTE_MAY_FALL_BACK. 0, or -1
+ * with an exception. */
+static int allow_fallback(PyTypeObject *cls, PyObject *definition)
+{
+    if (!permits_fallback(definition))
+        return 0;
+    const sw_carrier_class *core = sw_carrier_core_class(cls);
+    sw_error err;
+    if (!core)
+        return -1;
+    return sw_route_allow_fallback(core, &err) == SW_OK ? 0 : route_error(&err);
+}
+
 static PyObject *register_carrier_definition(PyObject *mod, PyObject *const *args,
                                              Py_ssize_t nargs, PyObject *kwnames)
 {
@@ -702,8 +720,16 @@ static PyObject *register_carrier_definition(PyObject *mod, PyObject *const *arg
      * makes the registration atomic. */
     PyObject *key = class_key((PyTypeObject *)a[0]);
     PyObject *entry = key ? PyTuple_Pack(2, a[0], a[1]) : NULL;
-    int rc = entry ? register_routes(a[1]) : -1;
-    if (rc == 0 && (rc = PyDict_SetItem(definitions, key, entry)) < 0)
+    int rc = entry ? register_routes(a[1]) : -1, routed = rc == 0;
+    if (rc == 0 && (rc = PyDict_SetItem(definitions, key, entry)) == 0 &&
+        (rc = allow_fallback((PyTypeObject *)a[0], a[1])) < 0) {
+        PyObject *t, *v, *tb;
+        PyErr_Fetch(&t, &v, &tb);
+        if (PyDict_DelItem(definitions, key) < 0)
+            PyErr_Clear();
+        PyErr_Restore(t, v, tb);
+    }
+    if (rc < 0 && routed)
         unregister_routes(SW_RECORD_FIELD(a[1], SW_DEFINITION_TRANSFERS),
                           PyTuple_GET_SIZE(SW_RECORD_FIELD(a[1], SW_DEFINITION_TRANSFERS)));
     Py_XDECREF(entry);
@@ -831,20 +857,32 @@ int sw_py_route_remove(PyTypeObject *src, PyTypeObject *dst, PyObject **payload)
 
 /* ---- route resolution (X-14) ------------------------------------------------------ */
 
-/* The TransferRoute registered for exactly (src, dst), borrowed, or NULL:
- * 1 / 0, or -1 with an exception. */
-static int route_to(PyTypeObject *src, PyTypeObject *dst, PyObject **route)
-{
-    int rc = sw_py_route_payload(src, dst, route);
-    if (rc > 0 && Py_TYPE(*route) != &SwTransferRoute_Type)
-        *route = NULL, rc = 0; /* a move registry entry: not a definition's */
-    return rc;
-}
-
 static int permits_fallback(PyObject *definition)
 {
     return SW_RECORD_FIELD(SW_RECORD_FIELD(definition, SW_DEFINITION_STORAGE),
                            SW_STORAGE_ELEMENTWISE_FALLBACK) == Py_True;
+}
+
+/* The core's answer for exactly (src, dst): the TransferRoute registered
+ * for it (borrowed: the registry keeps it) or NULL, and whether the pair
+ * may fall back element by element (both classes allowed it,
+ * allow_fallback). 0, or -1 with an exception. */
+static int core_route(PyTypeObject *src, PyTypeObject *dst, PyObject **route, int *may_fall_back)
+{
+    const sw_carrier_class *s, *d;
+    *route = NULL;
+    *may_fall_back = 0;
+    if (route_keys(src, dst, &s, &d) < 0)
+        return -1;
+    sw_route_entry e;
+    if (sw_move_route_resolve(s, d, &e, NULL) != SW_OK)
+        return 0; /* the core refuses the pair: no route, no fallback */
+    *may_fall_back = (e.flags & SW_ROUTE_MAY_FALL_BACK) != 0;
+    if (e.kind == SW_ROUTE_KIND_BINDING && e.payload_ops == &py_payload &&
+        Py_TYPE(e.payload) == &SwTransferRoute_Type)
+        *route = e.payload; /* not a move registry entry: a definition's */
+    sw_route_entry_release(&e);
+    return 0;
 }
 
 /* The move operations' side, registered from above (py_move_operation.c
@@ -867,12 +905,13 @@ int sw_py_route_resolve(PyTypeObject *src, PyTypeObject *dst, sw_route *out)
         return -1;
     PyObject *sdef = sw_py_definition_of(src), *ddef = sw_py_definition_of(dst);
     out->route = NULL;
-    out->may_fall_back = sdef && ddef && permits_fallback(sdef) && permits_fallback(ddef);
+    out->may_fall_back = 0;
     if (!sdef && !ddef) {
         out->op_type = move_dispatch((PyObject *)src, (PyObject *)dst);
         return out->op_type ? 0 : -1;
     }
-    if (sdef && route_to(src, dst, &out->route) < 0)
+    /* A TransferRoute from src is src's definition's: none without one. */
+    if (core_route(src, dst, &out->route, &out->may_fall_back) < 0)
         return -1;
     out->op_type = out->route ? (PyObject *)route_move_type : (PyObject *)elementwise_type;
     if (out->route || out->may_fall_back)
@@ -892,16 +931,17 @@ void sw_py_route_of(PyObject *transfer_route, sw_route *out)
     PyTypeObject *src = (PyTypeObject *)SW_RECORD_FIELD(transfer_route, SW_ROUTE_SOURCE_CLASS);
     PyTypeObject *dst =
         (PyTypeObject *)SW_RECORD_FIELD(transfer_route, SW_ROUTE_DESTINATION_CLASS);
-    PyObject *sdef = sw_py_definition_of(src), *ddef = sw_py_definition_of(dst);
+    PyObject *route;
+    if (core_route(src, dst, &route, &out->may_fall_back) < 0)
+        PyErr_Clear(); /* the route's classes have their keys: cannot fail */
     out->route = transfer_route;
     out->op_type = (PyObject *)route_move_type;
-    out->may_fall_back = sdef && ddef && permits_fallback(sdef) && permits_fallback(ddef);
 }
 
-/* _core_route_of(source, destination): test aid. The payload of the
- * binding route the core resolves from the two carriers themselves
- * (sw_move_route_resolve_carriers: their core classes are their classes'
- * route keys), or None when the core has no binding route for them. */
+/* _core_route_of(source, destination): test aid. What the core resolves
+ * from the two carriers themselves (sw_move_route_resolve_carriers: their
+ * core classes are their classes' route keys): None when it refuses the
+ * pair, else (the binding route's payload or None, may fall back). */
 static PyObject *core_route_of(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)mod;
@@ -914,9 +954,10 @@ static PyObject *core_route_of(PyObject *mod, PyObject *const *args, Py_ssize_t 
     if (sw_move_route_resolve_carriers(((SwCarrierObject *)args[0])->core,
                                        ((SwCarrierObject *)args[1])->core, &e, NULL) != SW_OK)
         Py_RETURN_NONE;
-    PyObject *payload = e.payload_ops == &py_payload ? Py_NewRef(e.payload) : Py_NewRef(Py_None);
+    PyObject *answer = Py_BuildValue("(OO)", e.payload_ops == &py_payload ? e.payload : Py_None,
+                                     e.flags & SW_ROUTE_MAY_FALL_BACK ? Py_True : Py_False);
     sw_route_entry_release(&e);
-    return payload;
+    return answer;
 }
 
 /* ---- module ------------------------------------------------------------------------- */
@@ -936,7 +977,8 @@ static PyMethodDef extension_functions[] = {
      "    register_carrier_definition(Remote, CarrierDefinition(storage=provider))"},
     {"_core_route_of", (PyCFunction)(void (*)(void))core_route_of, METH_FASTCALL,
      "_core_route_of(source, destination, /)\n--\n\n"
-     "Test aid: the route the core resolves from the two carriers, or None."},
+     "Test aid: what the core resolves from the two carriers: None when it\n"
+     "refuses them, else (the binding route's payload or None, may fall back)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -135,6 +135,46 @@ static void test_registry_version_counts_changes(void)
     sw_carrier_class_unref(cls);
 }
 
+/* Two classes a binding let fall back resolve to the elementwise fallback,
+ * or to their route with the fallback allowed; one alone does not; the
+ * fallback goes with the class's other routes. */
+static void test_fallback_needs_both_classes(void)
+{
+    const sw_carrier_class *a = make_class("FallA"), *b = make_class("FallB");
+    sw_route_entry e;
+    sw_error err;
+    CHECK(sw_route_allow_fallback(a, &err) == SW_OK);
+    uint64_t v = sw_route_registry_version();
+    CHECK(sw_route_allow_fallback(a, &err) == SW_OK); /* again: nothing changes */
+    CHECK(sw_route_registry_version() == v);
+    CHECK(sw_move_route_resolve(a, b, &e, &err) == SW_ENOTSUP);
+    CHECK(sw_move_route_resolve(a, a, &e, &err) == SW_OK);
+    CHECK(e.kind == SW_ROUTE_KIND_ELEMENTWISE && e.flags == SW_ROUTE_MAY_FALL_BACK);
+    CHECK(sw_route_allow_fallback(b, &err) == SW_OK);
+    CHECK(sw_route_registry_version() > v);
+    CHECK(sw_move_route_resolve(b, a, &e, &err) == SW_OK);
+    CHECK(e.kind == SW_ROUTE_KIND_ELEMENTWISE && e.flags == SW_ROUTE_MAY_FALL_BACK);
+    CHECK(e.payload == NULL && e.transfer == NULL);
+    payload p = {0};
+    sw_route_entry r = {.kind = SW_ROUTE_KIND_BINDING, .payload = &p, .payload_ops = &counted};
+    CHECK(sw_route_register(a, b, &r, &err) == SW_OK);
+    CHECK(sw_move_route_resolve(a, b, &e, &err) == SW_OK);
+    CHECK(e.kind == SW_ROUTE_KIND_BINDING && e.flags == SW_ROUTE_MAY_FALL_BACK);
+    CHECK(e.payload == &p);
+    sw_route_entry_release(&e);
+    /* Not the core's classes, and not a pair with one of them. */
+    CHECK(sw_route_allow_fallback(&sw_cpu_class, &err) == SW_EINVAL);
+    CHECK(sw_move_route_resolve(a, &sw_cpu_class, &e, &err) == SW_ENOTSUP);
+    CHECK(sw_route_allow_fallback(NULL, &err) == SW_ETYPE);
+    CHECK(sw_route_forget_class(a) == 2); /* its route and its fallback */
+    CHECK(atomic_load(&p.refs) == 0);
+    CHECK(sw_move_route_resolve(b, a, &e, &err) == SW_ENOTSUP);
+    CHECK(sw_move_route_resolve(b, b, &e, &err) == SW_OK);
+    CHECK(sw_route_forget_class(b) == 1);
+    sw_carrier_class_unref(a);
+    sw_carrier_class_unref(b);
+}
+
 /* The built-ins whose callbacks are all the core's say so; classes that
  * hold other carriers or a binding's values do not. */
 static void test_runs_no_user_code_flag(void)
@@ -210,6 +250,7 @@ int main(void)
     test_routes_forgotten_when_the_class_goes();
     test_registry_version_counts_changes();
     test_runs_no_user_code_flag();
+    test_fallback_needs_both_classes();
     test_threads_resolve_while_the_class_goes();
     return check_report("carrier_class");
 }
