@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "counted_payload.h"
 #include <strideweave/strideweave.h>
 
 static const sw_carrier_class *make_class(const char *name)
@@ -31,12 +32,6 @@ static sw_carrier *make_carrier(const sw_carrier_class *cls)
     return c;
 }
 
-typedef struct payload {
-    atomic_int refs;
-} payload;
-static void payload_ref(void *p) { atomic_fetch_add(&((payload *)p)->refs, 1); }
-static void payload_unref(void *p) { atomic_fetch_sub(&((payload *)p)->refs, 1); }
-static const sw_route_payload_ops counted = {payload_ref, payload_unref};
 
 static sw_status register_to_cpu(const sw_carrier_class *cls, payload *p)
 {

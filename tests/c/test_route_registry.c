@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "counted_payload.h"
 #include <strideweave/strideweave.h>
 
 /* Two classes a binding keeps (their slots are not the core's), and a
@@ -17,14 +18,6 @@ static const sw_carrier_class class_b = {.name = "B", .flags = SW_CARRIER_CLASS_
 static const sw_carrier_class class_a_alike = {.name = "A",
                                                .flags = SW_CARRIER_CLASS_STATE_ONLY};
 
-/* A payload that counts the references the registry takes and gives. */
-typedef struct payload {
-    atomic_int refs;
-} payload;
-
-static void payload_ref(void *p) { atomic_fetch_add(&((payload *)p)->refs, 1); }
-static void payload_unref(void *p) { atomic_fetch_sub(&((payload *)p)->refs, 1); }
-static const sw_route_payload_ops counted = {payload_ref, payload_unref};
 
 static sw_route_entry binding_route(payload *p, unsigned flags)
 {
