@@ -11,6 +11,7 @@
 
 #include "check.h"
 #include "strideweave/alloc.h"
+#include "strideweave/parallel.h"
 #include "strideweave/transfer.h"
 
 /* ---- storage for one endpoint -------------------------------------------- */
@@ -728,6 +729,34 @@ static void test_parallel_file_destination_in_order(big *b)
     free(back);
 }
 
+/* A file source is still read in parts side by side (only a file
+ * destination is written by one thread): with the first read failing,
+ * another part still lands whole, at the span's head or at its tail. Read
+ * by one thread, the failed first chunk would have stopped it before any
+ * byte landed. Needs two threads: on one CPU there are no parts. */
+static void test_parallel_file_source_split(big *b)
+{
+    if (sw_parallel_width() < 2)
+        return;
+    const size_t probe = (size_t)1 << 20; /* well inside either part */
+    unsigned char *host = malloc(BIG_BYTES);
+    memset(host, FILL, BIG_BYTES);
+    int fd = fresh_file(b->src, BIG_BYTES);
+    sw_endpoint s = {SW_ENDPOINT_FILE, NULL, fd, 0};
+    sw_endpoint d = {SW_ENDPOINT_HOST, host, -1, 0};
+    sw_transfer t = big_transfer(b, s, d, 1, 0);
+    sw_error err;
+    CHECK_EQ_I64(sw_fault_arm("pread", 0, 1), SW_OK);
+    CHECK_EQ_I64(sw_transfer_run_parallel(&t, 0, &err), SW_EIO);
+    sw_fault_clear();
+    int head = memcmp(host, b->src, probe) == 0;
+    int tail = memcmp(host + BIG_BYTES - probe, b->src + BIG_BYTES - probe, probe) == 0;
+    CHECK(head || tail);
+    CHECK(!(head && tail)); /* one part failed, at its first chunk */
+    close(fd);
+    free(host);
+}
+
 static void test_big(void)
 {
     big b;
@@ -745,6 +774,7 @@ static void test_big(void)
     test_parallel_many_parts();
     if (sw_fault_enabled()) {
         test_parallel_file_destination_in_order(&b);
+        test_parallel_file_source_split(&b);
         test_pwrite_faults(&b);
         test_pread_faults(&b);
         test_file_to_file_faults(&b);
