@@ -6,6 +6,9 @@ so 1.0 means as fast as the anchor and more is faster). The two sides are
 measured alternately, round by round, each once per round on fresh
 destinations (untouched pages, or with --prefault pages touched on both sides
 beforehand); the figure is the median over rounds, after one warm-up round.
+Before each side's timed part, outside the timing, as many bytes as it takes
+are touched and freed, so that both draw pages the host has not taken back
+(bench/_fresh_pages.py; --no-warm leaves that out).
 Targets (issue 6): >= 0.9x on every bulk case, >= 1.0x on the strided case,
 and move_async returning in <= 100 us whatever the size; (issue 19) >= 1.5x
 for CPU->CPU against np.copyto and FileBacked->CPU against np.fromfile into
@@ -40,6 +43,7 @@ import os
 import statistics
 import time
 
+from _fresh_pages import warm
 from _release_only import require_release_build
 
 require_release_build()
@@ -86,7 +90,14 @@ def fresh_np(n):
     return a
 
 
-def timed(fn):
+WARM = True
+
+
+def timed(fn, fresh_bytes):
+    """(seconds, result) of fn(); `fresh_bytes` (what its fresh destinations
+    and page cache take) warmed first, outside the timing (_fresh_pages)."""
+    if WARM:
+        warm(fresh_bytes)
     t0 = time.perf_counter()
     r = fn()
     return time.perf_counter() - t0, r
@@ -130,9 +141,9 @@ def bench_cpu_cpu(n, rounds, table):
     ours, anchor = [], []
     for r in range(rounds + 1):
         dst = fresh_np(n)
-        ta, _ = timed(lambda: np.copyto(dst, ref))
+        ta, _ = timed(lambda: np.copyto(dst, ref), n * 4)
         carrier = fresh_cpu(n)
-        to, src = timed(lambda: move(src, carrier))
+        to, src = timed(lambda: move(src, carrier), n * 4)
         del dst
         if r:
             ours.append(to)
@@ -156,20 +167,20 @@ def bench_file(n, rounds, table, directory):
             # freed, so that work never runs inside an anchor's timing.
             fb = FileBacked()
             # writes: every side into a fresh file of the same directory
-            ta, _ = timed(lambda: ref.tofile(path_a))
+            ta, _ = timed(lambda: ref.tofile(path_a), n * 4)
             fd = os.open(path_b, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             try:
-                tp, _ = timed(lambda: pwrite_all(fd, ref))
+                tp, _ = timed(lambda: pwrite_all(fd, ref), n * 4)
             finally:
                 os.close(fd)
-            tw, fb_t = timed(lambda: move(cpu_t, fb))
+            tw, fb_t = timed(lambda: move(cpu_t, fb), n * 4)
             # reads: each side reads back the file it just wrote
-            tf, back = timed(lambda: np.fromfile(path_a, dtype=np.float32))
+            tf, back = timed(lambda: np.fromfile(path_a, dtype=np.float32), n * 4)
             dst = fresh_np(n)
             with open(path_b, "rb", buffering=0) as f:
-                ti, _ = timed(lambda: readinto_all(f, dst))
+                ti, _ = timed(lambda: readinto_all(f, dst), n * 4)
             carrier = fresh_cpu(n)
-            tr, cpu_t = timed(lambda: move(fb_t, carrier))
+            tr, cpu_t = timed(lambda: move(fb_t, carrier), n * 4)
             os.unlink(path_a)
             os.unlink(path_b)
             assert np.array_equal(back, ref) and np.array_equal(dst, ref)
@@ -210,12 +221,12 @@ def bench_strided(n, rounds, table):
         sv = np.from_dlpack(src)
         base = fresh_np(cosize)
         dv = as_strided(base, shape=sv.shape, strides=sv.strides)
-        ta, _ = timed(lambda: np.copyto(dv, sv))
+        ta, _ = timed(lambda: np.copyto(dv, sv), cosize * 4)
         if expect is None:
             expect = dv.copy()
         del sv, dv, base  # no view of the source may outlive the move
         carrier = fresh_cpu(cosize)
-        to, src = timed(lambda: move(src, carrier))
+        to, src = timed(lambda: move(src, carrier), cosize * 4)
         if r:
             ours.append(to)
             anchor.append(ta)
@@ -237,10 +248,10 @@ def bench_async(n, rounds):
     cpu_calls, fb_calls = [], []
     for r in range(rounds + 1):
         carrier = CPU(n, empty=True)
-        tc, h = timed(lambda: move_async(t, carrier))
+        tc, h = timed(lambda: move_async(t, carrier), 0)
         t = h.wait()
         fb = FileBacked()
-        tf, h = timed(lambda: move_async(t, fb))
+        tf, h = timed(lambda: move_async(t, fb), 0)
         t = h.wait()
         t = move(t, CPU(n, empty=True))
         if r:
@@ -260,9 +271,13 @@ def main():
     parser.add_argument("--prefault", action="store_true",
                         help="touch every CPU/NumPy destination before timing (np.fromfile "
                              "still allocates its own)")
+    parser.add_argument("--no-warm", action="store_true",
+                        help="do not touch and free as much memory as a side's timed part takes "
+                             "before it (bench/_fresh_pages.py): fresh pages as they come")
     args = parser.parse_args()
-    global PREFAULT
+    global PREFAULT, WARM
     PREFAULT = args.prefault
+    WARM = not args.no_warm
     n = args.mib * 2**20 // 4
     probe = FileBacked()
     directory = str(probe.path.parent)

@@ -54,6 +54,7 @@ import sys
 import tempfile
 import time
 
+from _fresh_pages import warm
 from _release_only import require_release_build
 
 require_release_build()
@@ -89,24 +90,6 @@ def cpu_tensor(n, fill):
     a[:] = fill
     del a  # a move releases the carrier: no view may outlive it
     return t
-
-
-def warm(nbytes):
-    """Touch and free `nbytes` of memory just before a side's timed part.
-
-    On a VM whose host takes back free guest memory (virtio-balloon free
-    page reporting: free blocks are handed to the host after ~2 s), the
-    first touch of such a page faults in the host too and costs 10-40x a
-    normal page: measured here, a 256 MiB os.pwrite into a fresh file ran at
-    0.05-0.09 GiB/s after 3 s idle and at 0.4-1.2 GiB/s right after 256 MiB
-    were touched and freed. Which side of a round drew such pages for its
-    page cache or fresh destinations was luck (a 256 MiB cell came out
-    0.20x one run and 12x the next). Both sides warm as many bytes as their
-    timed part takes, outside the timing, so neither pays the host's refault."""
-    if nbytes >= 1 << 20:
-        a = np.empty(nbytes, dtype=np.uint8)
-        a.fill(1)
-        del a
 
 
 def timed_moves(srcs, dsts, inflight):
