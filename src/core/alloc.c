@@ -1,5 +1,6 @@
 #include "strideweave/alloc.h"
 #include "alloc_internal.h"
+#include "fork_internal.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -7,6 +8,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+SW_FORK_LINKED;
 
 /* Large blocks ask for transparent huge pages, as NumPy does: a fresh
  * 256 MiB buffer then takes 128 page faults instead of 65536, which is
@@ -361,3 +364,26 @@ void sw_fault_clear(void) {}
 int sw_fault_hit(const char *name) { (void)name; return 0; }
 int sw_fault_armed(const char *name) { (void)name; return 0; }
 #endif
+
+/* ---- fork (fork.c: a leaf, nothing is taken under these locks) ---------- */
+
+/* A large free()d block another thread is caching, or a fault test's
+ * table another thread is reading, at fork(): held across it, so the
+ * child's copy is never locked by a thread it lacks. */
+void sw_alloc_fork_prepare(void)
+{
+    pthread_mutex_lock(&cache_mu);
+#ifdef SW_FAULT_INJECTION
+    pthread_mutex_lock(&fault_lock);
+#endif
+}
+
+void sw_alloc_fork_parent(void)
+{
+#ifdef SW_FAULT_INJECTION
+    pthread_mutex_unlock(&fault_lock);
+#endif
+    pthread_mutex_unlock(&cache_mu);
+}
+
+void sw_alloc_fork_child(void) { sw_alloc_fork_parent(); }

@@ -12,7 +12,10 @@
 #include <sys/ioctl.h>
 #endif
 
+#include "fork_internal.h"
 #include "strideweave/alloc.h"
+
+SW_FORK_LINKED;
 
 static void list_open(sw_blockdev *d);
 
@@ -346,12 +349,12 @@ sw_status sw_blockdev_open(const char *path, sw_blockdev **out, sw_error *err)
 static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
 static sw_blockdev *open_head;
 
-static void fork_prepare(void)
+void sw_blockdev_fork_prepare(void)
 {
     pthread_mutex_lock(&open_lock);
 }
 
-static void fork_parent(void)
+void sw_blockdev_fork_parent(void)
 {
     pthread_mutex_unlock(&open_lock);
 }
@@ -362,7 +365,7 @@ static void fork_parent(void)
  * fdatasync in flight (their threads are gone), and note a transfer that
  * was cut off. The forking thread never holds a device lock across
  * fork(). */
-static void fork_child(void)
+void sw_blockdev_fork_child(void)
 {
     for (sw_blockdev *d = open_head; d; d = d->open_next) {
         pthread_mutex_init(&d->lock, NULL);
@@ -377,16 +380,8 @@ static void fork_child(void)
     pthread_mutex_init(&open_lock, NULL);
 }
 
-static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-
-static void install_fork_handlers(void)
-{
-    pthread_atfork(fork_prepare, fork_parent, fork_child);
-}
-
 static void list_open(sw_blockdev *d)
 {
-    pthread_once(&fork_once, install_fork_handlers);
     pthread_mutex_lock(&open_lock);
     d->open_prev = NULL;
     d->open_next = open_head;

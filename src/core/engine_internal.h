@@ -1,6 +1,6 @@
 /* The core's one asynchronous engine: one pool of workers, one completion
  * thread that commits finished work, one count of work in flight (what
- * sw_move_drain and the exit drain wait for), one set of fork handlers.
+ * sw_move_drain and the exit drain wait for), one fork step (fork.c).
  * The move engine (move.c) owns it; TiledEvictable's asynchronous work
  * (tiled_evictable_async.c) runs on it as engine jobs. */
 #ifndef STRIDEWEAVE_ENGINE_INTERNAL_H
@@ -38,14 +38,7 @@ int sw_engine_exiting(void);
 /* engine_hold.c's part of the fork child handler: the parent's holds
  * count nothing in the child. */
 void sw_engine_held_after_fork(void);
-/* The exit drain (atexit) and the fork handlers, registered once. */
+/* The exit drain (atexit), registered once. */
 void sw_engine_install_hooks(void);
-
-/* TiledEvictable's part of the fork handlers (tiled_evictable_async.c);
- * the engine's child handler runs sw_te_fork_child after it set the
- * parent's moves aside. */
-void sw_te_fork_prepare(void);
-void sw_te_fork_parent(void);
-void sw_te_fork_child(void);
 
 #endif

@@ -15,6 +15,7 @@
 
 #include "carrier_internal.h"
 #include "checks_internal.h"
+#include "fork_internal.h"
 #include "route_internal.h"
 #include "strideweave/alloc.h"
 #include "strideweave/block_device.h"
@@ -22,10 +23,12 @@
 #include "strideweave/move.h"
 #include "strideweave/tensor.h"
 
+SW_FORK_LINKED;
+
 typedef struct ev_impl ev_impl;
 struct ev_impl {
     ev_impl *reg_prev, *reg_next;    /* every live Evictable, under reg_lock */
-    int fork_locked;                 /* fork_prepare holds self->lock */
+    int fork_locked;                 /* the fork prepare step holds self->lock */
     sw_carrier *self;                /* back pointer, no reference */
     sw_carrier *primary, *secondary; /* one reference each */
     uint64_t primary_token;          /* 0 once relinquished */
@@ -353,13 +356,8 @@ struct ev_track {
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static ev_track reg_head = {.prev = &reg_head, .next = &reg_head};
 static ev_impl live_head = {.reg_prev = &live_head, .reg_next = &live_head};
-static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-
-static void install_fork_handlers(void);
-
 static void register_evictable(ev_impl *e)
 {
-    pthread_once(&fork_once, install_fork_handlers);
     pthread_mutex_lock(&reg_lock);
     e->reg_next = live_head.reg_next;
     e->reg_prev = &live_head;
@@ -379,10 +377,10 @@ static void unregister_evictable(ev_impl *e)
     e->reg_next = e->reg_prev = NULL;
 }
 
-/* fork_prepare's patience: the first rounds only yield (a holder between
+/* The fork prepare step's patience: the first rounds only yield (a holder between
  * two steps of a read or a transition lets go within microseconds), the
  * later ones sleep half a millisecond, about a second in all; after that
- * it takes what is free (see fork_prepare). */
+ * it takes what is free (see sw_evictable_fork_prepare). */
 enum { FORK_YIELD_ROUNDS = 100, FORK_WHOLE_ROUNDS = 2000 };
 
 /* Let go of the live Evictables' mutexes taken before `stop` (in list
@@ -437,7 +435,7 @@ static void wait_before_round(int round)
  * fork handler took first, or on the forking thread) is left: the child
  * makes it and its tiers' mutexes fresh, which is all the child can do
  * for a thread it lacks, and a fork that never returned would be worse. */
-static void fork_prepare(void)
+void sw_evictable_fork_prepare(void)
 {
     for (int round = 0; round < FORK_WHOLE_ROUNDS; round++) {
         pthread_mutex_lock(&reg_lock);
@@ -450,7 +448,7 @@ static void fork_prepare(void)
     lock_free_live();
 }
 
-/* A mutex fork_prepare could not take is held by a thread the child
+/* A mutex the prepare step could not take is held by a thread the child
  * lacks, which will never let it go: the child makes it fresh, and its
  * tiers' too (its holder may be inside one of them). */
 static void make_fresh_in_child(ev_impl *e)
@@ -473,7 +471,7 @@ static void unlock_live(int child)
     }
 }
 
-static void fork_parent(void)
+void sw_evictable_fork_parent(void)
 {
     unlock_live(0);
     pthread_mutex_unlock(&reg_lock);
@@ -544,7 +542,7 @@ static void end_transitions_of_other_threads(void)
     }
 }
 
-static void fork_child(void)
+void sw_evictable_fork_child(void)
 {
     unlock_live(1);
     end_transitions_of_other_threads();
@@ -552,14 +550,8 @@ static void fork_child(void)
     reg_lock = fresh; /* the forking thread held it: start it unlocked */
 }
 
-static void install_fork_handlers(void)
-{
-    pthread_atfork(fork_prepare, fork_parent, fork_child);
-}
-
 static void track_enter(ev_track *t, sw_carrier *self, int evict)
 {
-    pthread_once(&fork_once, install_fork_handlers);
     *t = (ev_track){.self = self, .thread = pthread_self(), .evict = evict};
     pthread_mutex_lock(&reg_lock);
     t->next = reg_head.next;

@@ -2,9 +2,12 @@
  * armed pause point stops there, with whatever locks it holds, until the
  * test resumes it, so that a test can fork or observe at a known point
  * without sleeping. Armed like any fault: sw_fault_arm(name, skip, count). */
+#include "fork_internal.h"
 #include "strideweave/alloc.h"
 
 #include <pthread.h>
+
+SW_FORK_LINKED;
 
 static pthread_mutex_t pause_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t pause_cv = PTHREAD_COND_INITIALIZER;
@@ -12,25 +15,17 @@ static int paused;                 /* threads stopped at a pause point */
 static unsigned long resume_gen;   /* bumped by sw_fault_resume */
 
 /* The child of fork() has none of the paused threads. */
-static void pause_after_fork_child(void)
+void sw_fault_pause_fork_child(void)
 {
     pthread_mutex_init(&pause_mu, NULL);
     pthread_cond_init(&pause_cv, NULL);
     paused = 0;
 }
 
-static pthread_once_t pause_once = PTHREAD_ONCE_INIT;
-
-static void install(void)
-{
-    pthread_atfork(NULL, NULL, pause_after_fork_child);
-}
-
 void sw_fault_pause(const char *name)
 {
     if (!sw_fault_hit(name))
         return;
-    pthread_once(&pause_once, install);
     pthread_mutex_lock(&pause_mu);
     unsigned long gen = resume_gen;
     paused++;
@@ -43,7 +38,6 @@ void sw_fault_pause(const char *name)
 
 void sw_fault_wait_paused(void)
 {
-    pthread_once(&pause_once, install);
     pthread_mutex_lock(&pause_mu);
     while (paused == 0)
         pthread_cond_wait(&pause_cv, &pause_mu);
@@ -52,7 +46,6 @@ void sw_fault_wait_paused(void)
 
 void sw_fault_resume(void)
 {
-    pthread_once(&pause_once, install);
     pthread_mutex_lock(&pause_mu);
     resume_gen++;
     pthread_cond_broadcast(&pause_cv);

@@ -17,7 +17,10 @@
 
 #include "strideweave/alloc.h"
 #include "filestore_internal.h"
+#include "fork_internal.h"
 #include "move_exit_internal.h"
+
+SW_FORK_LINKED;
 
 /* A removed file this large is closed on the caller, unless deferred (see
  * close_later); a write this large waits for deferred closes first. */
@@ -282,12 +285,12 @@ static int make_locked_dir(const char *base, const char *hex, const char *final)
 
 /* fork() while another thread holds session_lock must not leave the
  * child's copy locked for good. */
-static void fork_prepare(void)
+void sw_filestore_fork_prepare(void)
 {
     pthread_mutex_lock(&session_lock);
 }
 
-static void fork_parent(void)
+void sw_filestore_fork_parent(void)
 {
     pthread_mutex_unlock(&session_lock);
 }
@@ -296,24 +299,16 @@ static void fork_parent(void)
  * is a system call, and every file created or released asks for it. */
 static _Atomic long pid_now;
 
-static void fork_child(void)
+void sw_filestore_fork_child(void)
 {
     atomic_store(&pid_now, (long)getpid());
     pthread_mutex_unlock(&session_lock);
 }
 
-static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-
-static void install_fork_handlers(void)
-{
-    pthread_atfork(fork_prepare, fork_parent, fork_child);
-}
-
-/* The handlers are in place before the id is first kept, so a child
- * forked after that never reads its parent's. */
+/* The fork handlers are in place since the library loaded (fork.c), so a
+ * child never reads its parent's id. */
 static long this_pid(void)
 {
-    pthread_once(&fork_once, install_fork_handlers);
     long pid = atomic_load_explicit(&pid_now, memory_order_relaxed);
     if (pid == 0) {
         pid = (long)getpid();
@@ -325,7 +320,6 @@ static long this_pid(void)
 sw_status sw_filestore_session_dir(const char **dir, sw_error *err)
 {
     sw_status st = SW_OK;
-    pthread_once(&fork_once, install_fork_handlers);
     pthread_mutex_lock(&session_lock);
     /* A forked child makes a directory of its own: its parent removes its
      * own at exit, and the child's files must outlive that. */
@@ -704,7 +698,6 @@ static int reap_started;   /* the reaper thread runs in this process */
 static int reap_large_queued;
 static _Atomic int reap_large;
 static _Thread_local int defer_large;
-static pthread_once_t reap_fork_once = PTHREAD_ONCE_INIT;
 
 static void *reaper_main(void *arg)
 {
@@ -758,18 +751,18 @@ static void reap_drain_locked(void)
         pthread_cond_wait(&reap_idle, &reap_lock);
 }
 
-static void reap_fork_prepare(void)
+void sw_filestore_reap_fork_prepare(void)
 {
     pthread_mutex_lock(&reap_lock);
     reap_drain_locked();
 }
 
-static void reap_fork_parent(void)
+void sw_filestore_reap_fork_parent(void)
 {
     pthread_mutex_unlock(&reap_lock);
 }
 
-static void reap_fork_child(void)
+void sw_filestore_reap_fork_child(void)
 {
     /* The reaper thread is not in the child; the queue is empty. */
     reap_started = 0;
@@ -777,11 +770,6 @@ static void reap_fork_child(void)
     reap_sleeping = 0;
     atomic_store(&reap_large, 0);
     pthread_mutex_unlock(&reap_lock);
-}
-
-static void reap_install_fork_handlers(void)
-{
-    pthread_atfork(reap_fork_prepare, reap_fork_parent, reap_fork_child);
 }
 
 /* With reap_lock held: 1 when the reaper runs (started now if needed). */
@@ -808,7 +796,6 @@ static int reaper_running(void)
 /* `bytes` < 0: the file's size is not known. */
 static void close_later(int fd, int64_t bytes)
 {
-    pthread_once(&reap_fork_once, reap_install_fork_handlers);
     /* A large file's storage is freed on the caller, as free() unmaps a
      * large block at once: freed in the background it was still being
      * returned while the next large write ran, which then waited on the

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "engine_internal.h"
+#include "fork_internal.h"
 #include "carrier_internal.h"
 #include "move_exit_internal.h"
 #include "route_internal.h"
@@ -25,6 +26,8 @@
 #include "strideweave/tiled_evictable.h"
 #include "strideweave/transfer.h"
 #include "tensor_internal.h"
+
+SW_FORK_LINKED;
 
 struct sw_move_handle {
     sw_job job; /* first: the executor hands back this pointer */
@@ -103,8 +106,9 @@ static _Atomic int hook_set; /* hook_fn != NULL: read without hook_lock first */
  * engine's own threads (pool, completion) never wait for the drain: the
  * move they are running would be waiting for itself. */
 static _Atomic int engine_exiting; /* written under engine_lock */
-/* atexit and the fork handler are registered (the light path needs no
- * engine thread, only these). */
+/* The exit drain is registered (the light path needs no engine thread,
+ * only it; the fork handlers are fork.c's, in place since the library
+ * loaded). */
 static _Atomic int engine_hooks_registered;
 static _Thread_local int engine_thread;
 
@@ -196,21 +200,21 @@ void sw_move_exit_drain(void)
     }
 }
 
-/* The child of fork(): a fresh engine, then the parent's moves set aside,
- * then TiledEvictable's inherited work ended (move.h, "Fork"). */
-static void engine_fork_child(void)
+/* The child of fork() (fork.c's engine step): a fresh engine, then the
+ * parent's moves set aside (move.h, "Fork"). TiledEvictable's step, which
+ * fork.c runs right after this one, ends its inherited work on that
+ * engine. */
+void sw_move_fork_child(void)
 {
     engine_after_fork_child();
     sw_engine_held_after_fork();
     moves_after_fork_child();
-    sw_te_fork_child();
 }
 
 static pthread_once_t hooks_once = PTHREAD_ONCE_INIT;
 
 static void hooks_install(void)
 {
-    pthread_atfork(sw_te_fork_prepare, sw_te_fork_parent, engine_fork_child);
     atexit(sw_move_exit_drain);
     atomic_store(&engine_hooks_registered, 1);
 }
@@ -1584,7 +1588,7 @@ static int transfer_runs_here(sw_move_handle *m)
     return sw_carrier_in_transfer(src_of(m)) || sw_carrier_in_transfer(dst_of(m));
 }
 
-/* pthread_atfork child handler, after engine_after_fork_child (which gave
+/* Part of the fork child step, after engine_after_fork_child (which gave
  * drain_lock a fresh state): only the forking thread exists. Locks and
  * completions of the inherited moves another thread may have held are
  * made fresh; the moves are set aside for sw_move_end_inherited, except

@@ -8,7 +8,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "fork_internal.h"
 #include "strideweave/alloc.h"
+
+SW_FORK_LINKED;
 
 typedef struct batch {
     int n;          /* parts */
@@ -24,7 +27,6 @@ static pthread_cond_t work = PTHREAD_COND_INITIALIZER;     /* a batch was queued
 static pthread_cond_t finished = PTHREAD_COND_INITIALIZER; /* a part finished */
 static batch *head, *tail;
 static int helpers = -1; /* -1 until first use; then how many run */
-static int atfork_set;
 
 /* Under the lock: the next unclaimed part of the oldest batch (unlinking a
  * batch once its last part is out), or -1. */
@@ -68,7 +70,8 @@ static void *helper_main(void *arg)
     return NULL;
 }
 
-static void after_fork_child(void)
+/* fork.c: the child has none of the helpers. */
+void sw_parallel_fork_child(void)
 {
     pthread_mutex_init(&lock, NULL);
     pthread_cond_init(&work, NULL);
@@ -83,8 +86,6 @@ static void start_helpers(void)
 {
     if (helpers >= 0)
         return;
-    if (!atfork_set && pthread_atfork(NULL, NULL, after_fork_child) == 0)
-        atfork_set = 1;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     int want = cpus > 1 ? (int)cpus - 1 : 0;
     if (want > SW_PARALLEL_MAX_HELPERS)

@@ -10,7 +10,10 @@
 
 #include "strideweave/move.h"
 
+#include "fork_internal.h"
 #include "route_internal.h"
+
+SW_FORK_LINKED;
 
 /* ---- the core's own routes ------------------------------------------------ */
 
@@ -131,17 +134,11 @@ static size_t bucket_of(const sw_carrier_class *s, const sw_carrier_class *d)
 }
 
 /* fork(): no other thread may be inside the lock when the child starts. */
-static void fork_prepare(void) { pthread_mutex_lock(&lock); }
-static void fork_parent(void) { pthread_mutex_unlock(&lock); }
-static void fork_child(void) { pthread_mutex_unlock(&lock); }
-static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-static void install_fork_handlers(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
+void sw_route_fork_prepare(void) { pthread_mutex_lock(&lock); }
+void sw_route_fork_parent(void) { pthread_mutex_unlock(&lock); }
+void sw_route_fork_child(void) { pthread_mutex_unlock(&lock); }
 
-static void lock_registry(void)
-{
-    pthread_once(&fork_once, install_fork_handlers);
-    pthread_mutex_lock(&lock);
-}
+static void lock_registry(void) { pthread_mutex_lock(&lock); }
 
 static void payload_ref(const sw_route_entry *e)
 {

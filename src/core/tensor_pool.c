@@ -14,8 +14,11 @@
 #include <sys/mman.h>
 
 #include "alloc_internal.h"
+#include "fork_internal.h"
 #include "strideweave/alloc.h"
 #include "tensor_pool.h"
+
+SW_FORK_LINKED;
 
 #define BLOCK_BYTES ((size_t)256)
 #define CHUNK_BLOCKS 1024 /* 256 KiB a chunk */
@@ -48,18 +51,13 @@ static void lock(void)
 static void unlock(void) { atomic_flag_clear_explicit(&pool_lock, memory_order_release); }
 
 /* A fork while another thread holds the pool's lock would leave it held
- * in the child: hold it across fork() instead. The handlers are registered
- * when the library loads, before any other part of the core registers its
- * own (they all do so lazily), because fork handlers run in registration
- * order in the child and in reverse order before the fork: the pool's lock
- * is a leaf (nothing is called under it), so it must be taken after every
- * other prepare step and given back before every other child step; a child
- * step that ends inherited work (a projection) frees tensor handles. */
-static void fork_prepare(void) { lock(); }
-__attribute__((constructor)) static void register_fork(void)
-{
-    pthread_atfork(fork_prepare, unlock, unlock);
-}
+ * in the child: hold it across fork() instead. A leaf of fork.c's order
+ * (nothing is called under it): taken after every other prepare step and
+ * given back before every other child step, since a child step that ends
+ * inherited work (a projection) frees tensor handles. */
+void sw_tensor_pool_fork_prepare(void) { lock(); }
+void sw_tensor_pool_fork_parent(void) { unlock(); }
+void sw_tensor_pool_fork_child(void) { unlock(); }
 
 /* Under pool_lock. */
 static void *take_locked(void)

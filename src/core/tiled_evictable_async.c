@@ -15,10 +15,11 @@
  *
  * Every piece of work that marks tiles, blocking or not, is tracked from
  * before its marks are set until after they are cleared. fork() takes the
- * tracking lock and the lock of every tracked carrier (the engine's
- * prepare handler), so the child sees whole records; the child, which has
- * none of the parent's threads, then ends every tracked piece of work
- * (the engine's child handler, after it set the parent's moves aside):
+ * tracking lock and the lock of every tracked carrier (this file's
+ * prepare step, the first of fork.c's), so the child sees whole records;
+ * the child, which has none of the parent's threads, then ends every
+ * tracked piece of work (this file's child step, right after the engine's
+ * set the parent's moves aside):
  * clears its marks, leaves residency and values as they were, and fails
  * its handle (SW_ESTATE, "forked"). Unlike a move this runs no binding
  * hook, so it is done inside fork() itself. Storage a parent thread was
@@ -26,11 +27,14 @@
  * released: it may be half made, and FileBacked files belong to the
  * parent's session). */
 #include "engine_internal.h"
+#include "fork_internal.h"
 #include "tiled_evictable_internal.h"
 
 #include "strideweave/alloc.h"
 #include "strideweave/executor.h"
 #include "strideweave/move.h"
+
+SW_FORK_LINKED;
 
 struct sw_te_work {
     sw_engine_job ej; /* first: the engine hands back this pointer */

@@ -45,7 +45,10 @@ static const char *cname(PyObject *o)
 
 /* ---- after fork (strideweave/evictable.h, "Fork") ------------------------ */
 
-/* Forks this process made (counted in each child). */
+/* Forks this process made (counted in each child). Its own
+ * pthread_atfork child handler, not a step of the core's
+ * (src/core/fork.c): a counter no core step reads, so its order against
+ * them does not matter. */
 static unsigned long fork_count;
 
 static void count_fork(void)

@@ -383,7 +383,15 @@ static PyObject *hold_moves(PyObject *mod, PyObject *flag)
 }
 
 /* A forked child has none of the parent's threads: start afresh. Moves in
- * flight in the parent never complete in the child. */
+ * flight in the parent never complete in the child.
+ * Its own pthread_atfork, not a step of the core's (src/core/fork.c): its
+ * order against the core's steps does not matter. It touches only the
+ * waiter queue of this file's provider waits, which no core step reads
+ * or locks (no core step calls into the binding inside fork()), and it
+ * takes no lock before the fork (the queue's lock is made fresh here, as
+ * the core makes its engine's). Registered at module init, after the
+ * core's constructor registered the core's, it runs after them in the
+ * child anyway. */
 static void reset_after_fork(void)
 {
     /* live_head stays: the core's fork rule ends those moves and their
