@@ -145,6 +145,7 @@ static int cache_keep(void *base, size_t total)
 void sw_alloc_trim(void)
 {
     pthread_mutex_lock(&cache_mu);
+    sw_fault_pause("alloc_trim_pause"); /* tests: fork with the lock held */
     for (int i = 0; i < CACHE_SLOTS; i++) {
         free(cache_base[i]);
         cache_base[i] = NULL;

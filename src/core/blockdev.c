@@ -383,6 +383,7 @@ void sw_blockdev_fork_child(void)
 static void list_open(sw_blockdev *d)
 {
     pthread_mutex_lock(&open_lock);
+    sw_fault_pause("blockdev_open_pause"); /* tests: fork with the lock held */
     d->open_prev = NULL;
     d->open_next = open_head;
     if (open_head)

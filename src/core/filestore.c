@@ -321,6 +321,7 @@ sw_status sw_filestore_session_dir(const char **dir, sw_error *err)
 {
     sw_status st = SW_OK;
     pthread_mutex_lock(&session_lock);
+    sw_fault_pause("file_session_pause"); /* tests: fork with the lock held */
     /* A forked child makes a directory of its own: its parent removes its
      * own at exit, and the child's files must outlive that. */
     if (session_pid != this_pid()) {
@@ -810,6 +811,7 @@ static void close_later(int fd, int64_t bytes)
     /* Deferred (a move's source): in the background, at once, and the
      * next file creation or large file transfer waits for it. */
     pthread_mutex_lock(&reap_lock);
+    sw_fault_pause("file_reap_queue_pause"); /* tests: fork with the lock held */
     if (reap_count < REAP_MAX && reaper_running()) {
         reap_fds[reap_count++] = fd;
         if (large) {

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "strideweave/alloc.h"
 #include "strideweave/move.h"
 
 #include "fork_internal.h"
@@ -187,6 +188,7 @@ sw_status sw_route_register(const sw_carrier_class *s, const sw_carrier_class *d
     if (!n->entry.payload)
         n->entry.payload_ops = NULL;
     lock_registry();
+    sw_fault_pause("route_register_pause"); /* tests: fork with the lock held */
     node **link = find_locked(s, d);
     if (*link) {
         pthread_mutex_unlock(&lock);

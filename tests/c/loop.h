@@ -103,7 +103,7 @@ static void loop_detach(loop_dev *l)
 }
 
 /* What reached the device: `n` floats of the backing file at `offset`. */
-static int loop_backing_floats(const loop_dev *l, long long offset, float *out, int n)
+static inline int loop_backing_floats(const loop_dev *l, long long offset, float *out, int n)
 {
     int fd = open(l->backing, O_RDONLY);
     if (fd < 0)
