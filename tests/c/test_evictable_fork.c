@@ -21,21 +21,11 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "fork_child.h"
 #include <strideweave/strideweave.h>
 
-#ifdef __SANITIZE_THREAD__
-#define CHILD_STARTS_THREADS 0
-#else
-#define CHILD_STARTS_THREADS 1
-#endif
 
 #define N 64
-
-#define EXPECT(cond, code)      \
-    do {                        \
-        if (!(cond))            \
-            _exit(code);        \
-    } while (0)
 
 /* The gate: the first hook call that finds it armed waits until opened. */
 typedef struct gate {
@@ -174,17 +164,6 @@ static void *run_transition(void *arg)
     sw_error err;
     j->st = j->evict ? sw_evictable_evict(j->e, &err) : sw_evictable_promote(j->e, &err);
     return NULL;
-}
-
-static void reap(pid_t pid, const char *what)
-{
-    int status = 0;
-    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
-    if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
-        fprintf(stderr, "%s: the child %s %d\n", what,
-                WIFSIGNALED(status) ? "died of signal" : "exited with",
-                WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 /* Another thread is stopped inside a transition (in its move hook) while

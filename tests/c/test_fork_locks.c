@@ -20,14 +20,9 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "fork_child.h"
 #include "loop.h"
 #include <strideweave/strideweave.h>
-
-#ifdef __SANITIZE_THREAD__
-#define CHILD_STARTS_THREADS 0
-#else
-#define CHILD_STARTS_THREADS 1
-#endif
 
 #define N 64
 
@@ -252,27 +247,22 @@ static void fork_while_stopped_in(const char *point, void *(*holder)(void *), vo
         alarm(20); /* a lock left held: the child hangs, SIGALRM ends it */
         _exit(use_every_part());
     }
-    CHECK(pid > 0);
     CHECK(pthread_join(resumer, NULL) == 0);
     CHECK(pthread_join(th, NULL) == 0);
     sw_fault_clear();
-    int status = 0;
-    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
-    if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
-        fprintf(stderr, "fork inside the %s: the child %s %d\n", what,
-                WIFSIGNALED(status) ? "died of signal" : "failed part",
-                WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    reap(pid, what);
 }
 
 static void test_fork_inside_the_route_registry(void)
 {
-    fork_while_stopped_in("route_register_pause", hold_route_lock, NULL, "route registry");
+    fork_while_stopped_in("route_register_pause", hold_route_lock, NULL,
+                          "fork inside the route registry");
 }
 
 static void test_fork_inside_the_file_session(void)
 {
-    fork_while_stopped_in("file_session_pause", hold_session_lock, NULL, "file session");
+    fork_while_stopped_in("file_session_pause", hold_session_lock, NULL,
+                          "fork inside the file session");
 }
 
 static void test_fork_inside_the_file_reaper(void)
@@ -281,7 +271,8 @@ static void test_fork_inside_the_file_reaper(void)
     sw_carrier *f = NULL;
     CHECK(sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &f, &err) == SW_OK);
     CHECK(sw_carrier_allocate(f, N, &err) == SW_OK);
-    fork_while_stopped_in("file_reap_queue_pause", hold_reaper_lock, f, "file reaper");
+    fork_while_stopped_in("file_reap_queue_pause", hold_reaper_lock, f,
+                          "fork inside the file reaper");
     sw_carrier_unref(f);
 }
 
@@ -289,14 +280,16 @@ static void test_fork_inside_the_block_device_list(void)
 {
     if (!have_loop)
         return;
-    fork_while_stopped_in("blockdev_open_pause", hold_open_list_lock, NULL, "block device list");
+    fork_while_stopped_in("blockdev_open_pause", hold_open_list_lock, NULL,
+                          "fork inside the block device list");
 }
 
 /* The block cache had no fork handler before the coordinator: this one
  * hung in the child's first large allocation. */
 static void test_fork_inside_the_allocator_cache(void)
 {
-    fork_while_stopped_in("alloc_trim_pause", hold_allocator_lock, NULL, "allocator cache");
+    fork_while_stopped_in("alloc_trim_pause", hold_allocator_lock, NULL,
+                          "fork inside the allocator cache");
 }
 
 /* Nothing held: the child uses every part from a process that used them. */
@@ -308,9 +301,7 @@ static void test_fork_after_every_part_was_used(void)
         alarm(20);
         _exit(use_every_part());
     }
-    int status = 0;
-    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    reap(pid, "fork after every part was used");
 }
 
 int main(void)

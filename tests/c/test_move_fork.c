@@ -19,22 +19,11 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "fork_child.h"
 #include <strideweave/strideweave.h>
 
-#ifdef __SANITIZE_THREAD__
-#define CHILD_STARTS_THREADS 0
-#else
-#define CHILD_STARTS_THREADS 1
-#endif
 
 #define N 64
-
-/* Child exit codes: 0 all well, else the first expectation that failed. */
-#define EXPECT(cond, code)      \
-    do {                        \
-        if (!(cond))            \
-            _exit(code);        \
-    } while (0)
 
 static _Atomic int commits_ok, commits_failed;
 
@@ -117,17 +106,6 @@ static void child_checks_inherited(sw_move_handle *m, sw_tensor *t, sw_carrier *
         EXPECT(released(sw_tensor_carrier(t)) && values_intact(r), 19);
         sw_tensor_unref(r);
     }
-}
-
-static void reap(pid_t pid, const char *what)
-{
-    int status = 0;
-    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
-    if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
-        fprintf(stderr, "%s: the child %s %d\n", what,
-                WIFSIGNALED(status) ? "died of signal" : "exited with",
-                WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 /* A move held (sw_move_hold) at the fork: the child ends it with
