@@ -377,7 +377,7 @@ void sw_blockdev_fork_child(void)
         if (atomic_exchange(&d->transferring, 0))
             d->forked_mid_transfer = 1;
     }
-    pthread_mutex_init(&open_lock, NULL);
+    pthread_mutex_unlock(&open_lock); /* this thread took it before the fork */
 }
 
 static void list_open(sw_blockdev *d)

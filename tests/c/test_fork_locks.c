@@ -13,6 +13,7 @@
  * move engine's pool, the file store's reaper). */
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -86,7 +87,9 @@ static int use_file_store(void)
     int rc = sw_carrier_allocate(f, N, &err) == SW_OK && sw_carrier_write(f, 0, N, v, &err) == SW_OK
                  ? 0
                  : 5;
-    if (CHILD_STARTS_THREADS && sw_carrier_release(f, &err) != SW_OK) /* the reaper */
+    if (!CHILD_STARTS_THREADS)
+        return rc; /* closing the file starts the reaper: left to _exit */
+    if (sw_carrier_release(f, &err) != SW_OK)
         rc = rc ? rc : 6;
     sw_carrier_unref(f);
     return rc;
@@ -223,6 +226,40 @@ static void *hold_allocator_lock(void *arg)
     return NULL;
 }
 
+/* The holder and the resumer run detached, so that a child, which has
+ * neither, does not count them as threads nobody joined (ThreadSanitizer
+ * reports those at exit); the parent waits for `done`. */
+typedef struct helper {
+    void *(*fn)(void *);
+    void *arg;
+    _Atomic int done;
+} helper;
+
+static void *helper_main(void *p)
+{
+    helper *h = p;
+    h->fn(h->arg);
+    atomic_store(&h->done, 1);
+    return NULL;
+}
+
+static void helper_start(helper *h)
+{
+    pthread_attr_t attr;
+    pthread_t t;
+    CHECK(pthread_attr_init(&attr) == 0);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    CHECK(pthread_create(&t, &attr, helper_main, h) == 0);
+    pthread_attr_destroy(&attr);
+}
+
+static void helper_wait(helper *h)
+{
+    struct timespec ms = {0, 1000 * 1000};
+    while (!atomic_load(&h->done))
+        nanosleep(&ms, NULL);
+}
+
 /* Lets the stopped thread go on a little after the fork began: a fork that
  * waits for the lock finishes after this; one that does not, before. */
 static void *resume_soon(void *arg)
@@ -238,17 +275,17 @@ static void fork_while_stopped_in(const char *point, void *(*holder)(void *), vo
                                   const char *what)
 {
     CHECK(sw_fault_arm(point, 0, 1) == SW_OK);
-    pthread_t th, resumer;
-    CHECK(pthread_create(&th, NULL, holder, arg) == 0);
+    helper held = {.fn = holder, .arg = arg}, resumer = {.fn = resume_soon};
+    helper_start(&held);
     sw_fault_wait_paused();
-    CHECK(pthread_create(&resumer, NULL, resume_soon, NULL) == 0);
+    helper_start(&resumer);
     pid_t pid = fork();
     if (pid == 0) {
         alarm(20); /* a lock left held: the child hangs, SIGALRM ends it */
         _exit(use_every_part());
     }
-    CHECK(pthread_join(resumer, NULL) == 0);
-    CHECK(pthread_join(th, NULL) == 0);
+    helper_wait(&resumer);
+    helper_wait(&held);
     sw_fault_clear();
     reap(pid, what);
 }
