@@ -142,7 +142,13 @@
  * whose commit was under way on another thread at the fork keeps what
  * that commit did; its waiters wake with its outcome. The same handlers
  * end the TiledEvictable work the child inherited (tiled_evictable.h,
- * "Fork"): that needs no call, since it runs no hook of a binding. */
+ * "Fork"): that needs no call, since it runs no hook of a binding.
+ * The core registers its fork handlers once, when the library loads; no
+ * lock of its own is left held in the child by a thread the child lacks
+ * (each is held across fork(), or made fresh in the child). A program's
+ * own pthread_atfork handlers, registered after that, run their prepare
+ * before the core's and their child handler after it, when the core is
+ * usable again. */
 #ifndef STRIDEWEAVE_MOVE_H
 #define STRIDEWEAVE_MOVE_H
 

@@ -332,7 +332,7 @@ SW_API sw_status sw_tiled_evictable_new_like(sw_tiled_evictable *te, const void 
  * same tensor on every call. sw_te_work_done is 1 once wait would not
  * block. The handle starts with one reference (sw_te_work_unref).
  *
- * Fork: a child process has none of the parent's threads. The engine's
+ * Fork: a child process has none of the parent's threads. The core's
  * fork handlers (move.h, "Fork") end the work it inherited (asynchronous,
  * or blocking calls other threads were making) inside fork() itself, as
  * no binding hook runs for it (no call is needed, unlike the moves a
