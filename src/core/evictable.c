@@ -356,6 +356,7 @@ struct ev_track {
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static ev_track reg_head = {.prev = &reg_head, .next = &reg_head};
 static ev_impl live_head = {.reg_prev = &live_head, .reg_next = &live_head};
+
 static void register_evictable(ev_impl *e)
 {
     pthread_mutex_lock(&reg_lock);
@@ -377,10 +378,10 @@ static void unregister_evictable(ev_impl *e)
     e->reg_next = e->reg_prev = NULL;
 }
 
-/* The fork prepare step's patience: the first rounds only yield (a holder between
- * two steps of a read or a transition lets go within microseconds), the
- * later ones sleep half a millisecond, about a second in all; after that
- * it takes what is free (see sw_evictable_fork_prepare). */
+/* The fork prepare step's patience: the first rounds only yield (a
+ * holder between two steps of a read or a transition lets go within
+ * microseconds), the later ones sleep half a millisecond, about a second
+ * in all; after that it takes what is free (see sw_evictable_fork_prepare). */
 enum { FORK_YIELD_ROUNDS = 100, FORK_WHOLE_ROUNDS = 2000 };
 
 /* Let go of the live Evictables' mutexes taken before `stop` (in list
