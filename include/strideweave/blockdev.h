@@ -29,12 +29,16 @@ typedef struct sw_extent {
     int64_t length;
 } sw_extent;
 
-/* Live extents in [0, capacity), sorted by start, never overlapping. */
+/* Extents in [0, capacity), sorted by start, never overlapping. A freed
+ * one stays in `items` with length 0 until the table is compacted (a device
+ * frees one extent per moved-out carrier: closing the array's hole at
+ * every free cost a move time proportional to the number of carriers). */
 typedef struct sw_extent_map {
     int64_t capacity;
     int64_t alignment; /* > 0; starts and lengths are multiples of it */
     sw_extent *items;  /* sw_malloc'd */
-    size_t count, cap;
+    size_t count, cap; /* live extents; slots of items */
+    size_t used;       /* slots in use: the live extents and the freed ones */
 } sw_extent_map;
 
 SW_API void sw_extent_map_init(sw_extent_map *m, int64_t capacity, int64_t alignment);

@@ -47,30 +47,44 @@ void sw_extent_map_init(sw_extent_map *m, int64_t capacity, int64_t alignment)
     m->capacity = capacity;
     m->alignment = alignment;
     m->items = NULL;
-    m->count = m->cap = 0;
+    m->count = m->cap = m->used = 0;
 }
 
 void sw_extent_map_destroy(sw_extent_map *m)
 {
     sw_free(m->items);
     m->items = NULL;
-    m->count = m->cap = 0;
+    m->count = m->cap = m->used = 0;
 }
 
 static int reserve_slot(sw_extent_map *m)
 {
-    if (m->count < m->cap)
+    if (m->used < m->cap)
         return 1;
     size_t cap = m->cap ? m->cap * 2 : 16;
     sw_extent *items = sw_malloc(cap * sizeof *items);
     if (!items)
         return 0;
-    if (m->count)
-        memcpy(items, m->items, m->count * sizeof *items);
+    if (m->used)
+        memcpy(items, m->items, m->used * sizeof *items);
     sw_free(m->items);
     m->items = items;
     m->cap = cap;
     return 1;
+}
+
+/* Drop the freed slots (length 0) once they outnumber the live ones: each
+ * slot is moved once per compaction, so a free costs O(1) amortised. */
+static void compact_if_sparse(sw_extent_map *m)
+{
+    size_t freed = m->used - m->count;
+    if (freed <= m->count || freed < 16)
+        return;
+    size_t j = 0;
+    for (size_t i = 0; i < m->used; i++)
+        if (m->items[i].length)
+            m->items[j++] = m->items[i];
+    m->used = j;
 }
 
 sw_status sw_extent_map_alloc(sw_extent_map *m, int64_t bytes, int64_t *start,
@@ -85,26 +99,45 @@ sw_status sw_extent_map_alloc(sw_extent_map *m, int64_t bytes, int64_t *start,
     *length = len;
     if (len == 0)
         return SW_OK;
-    /* First fit: the gap before item i starts where item i-1 ends. Every
-     * start and length is aligned, so every gap start is too. */
+    /* First fit: the gap before live item i starts where the live item
+     * before it ends; freed slots inside a gap are part of it. `after` is
+     * the slot just past that previous live item. Every start and length
+     * is aligned, so every gap start is too. */
     int64_t gap_start = 0;
-    size_t i = 0;
-    for (; i <= m->count; i++) {
-        int64_t gap_end = i < m->count ? m->items[i].start : m->capacity;
+    size_t i = 0, after = 0;
+    for (; i <= m->used; i++) {
+        if (i < m->used && m->items[i].length == 0)
+            continue;
+        int64_t gap_end = i < m->used ? m->items[i].start : m->capacity;
         if (gap_end - gap_start >= len)
             break;
-        if (i < m->count)
+        if (i < m->used) {
             gap_start = m->items[i].start + m->items[i].length;
+            after = i + 1;
+        }
     }
-    if (i > m->count)
+    if (i > m->used)
         return sw_error_set(err, SW_ENOMEM,
                             "no free range of %lld bytes is left on the block device",
                             (long long)len);
-    if (!reserve_slot(m))
-        return sw_error_set(err, SW_ENOMEM, "cannot grow the extent table");
-    memmove(m->items + i + 1, m->items + i, (m->count - i) * sizeof *m->items);
-    m->items[i].start = gap_start;
-    m->items[i].length = len;
+    /* A freed slot between the previous live item and item i takes the
+     * extent in place where the order allows: the first one whose start is
+     * at or past gap_start (a freed slot keeps its old start, which a live
+     * extent made later may cover), else the last one (every start before
+     * it is below gap_start, item i's above). Starts stay strictly rising. */
+    size_t at = after;
+    while (at < i && m->items[at].start < gap_start)
+        at++;
+    if (at == i && i > after)
+        at = i - 1;
+    if (at == i) {
+        if (!reserve_slot(m))
+            return sw_error_set(err, SW_ENOMEM, "cannot grow the extent table");
+        memmove(m->items + i + 1, m->items + i, (m->used - i) * sizeof *m->items);
+        m->used++;
+    }
+    m->items[at].start = gap_start;
+    m->items[at].length = len;
     m->count++;
     *start = gap_start;
     return SW_OK;
@@ -112,9 +145,9 @@ sw_status sw_extent_map_alloc(sw_extent_map *m, int64_t bytes, int64_t *start,
 
 sw_status sw_extent_map_free(sw_extent_map *m, int64_t start, sw_error *err)
 {
-    /* The items are sorted by start: a binary search finds it (a device
-     * with many carriers frees one per moved-out carrier). */
-    size_t lo = 0, hi = m->count;
+    /* The slots are sorted by start, freed ones too: a binary search finds
+     * it (a device with many carriers frees one per moved-out carrier). */
+    size_t lo = 0, hi = m->used;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         if (m->items[mid].start < start)
@@ -122,11 +155,14 @@ sw_status sw_extent_map_free(sw_extent_map *m, int64_t start, sw_error *err)
         else
             hi = mid;
     }
-    if (lo == m->count || m->items[lo].start != start)
+    if (lo == m->used || m->items[lo].start != start || m->items[lo].length == 0)
         return sw_error_set(err, SW_EINVAL, "no extent starts at byte %lld",
                             (long long)start);
-    memmove(m->items + lo, m->items + lo + 1, (m->count - lo - 1) * sizeof *m->items);
+    m->items[lo].length = 0;
     m->count--;
+    while (m->used && m->items[m->used - 1].length == 0)
+        m->used--;
+    compact_if_sparse(m);
     return SW_OK;
 }
 

@@ -105,6 +105,88 @@ static void test_coalescing(void)
     sw_extent_map_destroy(&m);
 }
 
+/* B-3, B-7: a freed extent's slot stays in the table (length 0) until
+ * freed slots outnumber live ones, so freeing in allocation order (one
+ * moved-out carrier after another) moves no other slot; first fit, the
+ * order and one free per extent hold throughout (against a unit map). */
+static void test_freed_slots(void)
+{
+    enum { N = 64 };
+    sw_extent_map m;
+    sw_extent_map_init(&m, N * 512, 512);
+    int64_t s[N], l;
+    sw_error err;
+    for (int i = 0; i < N; i++)
+        CHECK_EQ_I64(sw_extent_map_alloc(&m, 512, &s[i], &l, &err), SW_OK);
+    for (int i = 0; i < N / 2; i++) {
+        CHECK_EQ_I64(sw_extent_map_free(&m, s[i], &err), SW_OK);
+        CHECK_EQ_I64(sw_extent_map_free(&m, s[i], &err), SW_EINVAL);
+    }
+    CHECK_EQ_I64((long long)m.count, N / 2);
+    CHECK_EQ_I64((long long)m.used, N); /* kept in place, not shifted */
+    CHECK_EQ_I64(m.items[N / 2].start, s[N / 2]);
+    /* A new extent takes the lowest freed range, in a freed slot. */
+    int64_t again;
+    CHECK_EQ_I64(sw_extent_map_alloc(&m, 1024, &again, &l, &err), SW_OK);
+    CHECK_EQ_I64(again, 0);
+    CHECK_EQ_I64((long long)m.used, N);
+    CHECK_EQ_I64(sw_extent_map_free(&m, again, &err), SW_OK);
+    /* One more freed than live: compacted to the live ones. */
+    CHECK_EQ_I64(sw_extent_map_free(&m, s[N / 2], &err), SW_OK);
+    CHECK_EQ_I64((long long)m.used, m.count);
+    for (int i = N / 2 + 1; i < N; i++)
+        CHECK_EQ_I64(sw_extent_map_free(&m, s[i], &err), SW_OK);
+    CHECK_EQ_I64((long long)m.count, 0);
+    CHECK_EQ_I64((long long)m.used, 0);
+    sw_extent_map_destroy(&m);
+
+    /* Random allocations and frees against a map of 512-byte units. */
+    enum { UNITS = 256 };
+    sw_extent_map_init(&m, UNITS * 512, 512);
+    char unit[UNITS] = {0};
+    int64_t live[UNITS], live_units[UNITS];
+    int nlive = 0;
+    unsigned seed = 12345;
+    for (int step = 0; step < 4000; step++) {
+        seed = seed * 1103515245u + 12345u;
+        unsigned r = seed >> 16;
+        if (nlive && (r & 1)) {
+            int k = (int)((r >> 1) % (unsigned)nlive);
+            int64_t at = live[k];
+            CHECK_EQ_I64(sw_extent_map_free(&m, at, &err), SW_OK);
+            for (int64_t v = 0; v < live_units[k]; v++)
+                unit[at / 512 + v] = 0;
+            live_units[k] = live_units[nlive - 1];
+            live[k] = live[--nlive];
+            continue;
+        }
+        int64_t want = (int64_t)(1 + (r >> 1) % 4);
+        int64_t expect = -1;
+        for (int64_t u = 0; u + want <= UNITS && expect < 0; u++) {
+            int64_t v = 0;
+            while (v < want && !unit[u + v])
+                v++;
+            if (v == want)
+                expect = u;
+        }
+        int64_t got;
+        sw_status st = sw_extent_map_alloc(&m, want * 512, &got, &l, &err);
+        if (expect < 0) {
+            CHECK_EQ_I64(st, SW_ENOMEM);
+            continue;
+        }
+        CHECK_EQ_I64(st, SW_OK);
+        CHECK_EQ_I64(got, expect * 512);
+        for (int64_t v = 0; v < want; v++)
+            unit[expect + v] = 1;
+        live_units[nlive] = want;
+        live[nlive++] = got;
+        for (size_t j = 0; j + 1 < m.used; j++)
+            CHECK(m.items[j].start < m.items[j + 1].start);
+    }
+    sw_extent_map_destroy(&m);
+}
+
 /* B-3: none fits → ENOMEM, and byte overflow → EOVERFLOW; nothing kept. */
 static void test_exhaustion(void)
 {
@@ -277,6 +359,7 @@ int main(void)
     test_first_fit_alignment();
     test_coalescing();
     test_free_among_many();
+    test_freed_slots();
     test_exhaustion();
     test_io_loop();
     test_open_refusals();
