@@ -5,6 +5,7 @@
  * guard protects; the completion thread alone publishes. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +44,6 @@ struct sw_move_handle {
     sw_completion *reported; /* the SUBMIT event went out */
     int queued;          /* handed to the pool: commit will signal `done` */
     sw_status status;    /* terminal; set before `done` is signalled */
-    sw_error err;
     sw_move_commit_fn on_commit;
     void *user;
     sw_move_commit_guard_fn enter, leave;
@@ -75,6 +75,9 @@ struct sw_move_handle {
      * until it returns; in a forked child that caller is gone and never
      * drops them), for the fork rule. */
     sw_carrier *light_src, *light_dst;
+    /* Last: a recycled handle clears everything before err.msg (about half
+     * the handle) and only the message's first byte (light_handle_new). */
+    sw_error err;
 };
 
 /* ---- the engine: pool, completion thread, drain ---------------------------- */
@@ -652,7 +655,10 @@ static sw_move_handle *light_handle_new(void)
         light_handle_free(m);
         return NULL;
     }
-    memset(m, 0, sizeof *m);
+    /* As new from sw_calloc for every reader: the message is read only
+     * after a failure set it, and as a string (sw_error_set ends it). */
+    memset(m, 0, offsetof(sw_move_handle, err.msg));
+    m->err.msg[0] = '\0';
     return m;
 }
 

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 #include <strideweave/strideweave.h>
@@ -328,6 +329,72 @@ static void test_light_span_without_result(void)
     sw_carrier_unref(cpu);
 }
 
+static int reuse_commits;
+
+static void count_commit(sw_move_handle *m, sw_status st, sw_tensor *result, void *user)
+{
+    (void)m;
+    (void)st;
+    (void)result;
+    (void)user;
+    reuse_commits++;
+}
+
+/* A light move's handle is recycled with only part of it cleared: the
+ * next move to take it sees nothing of a failed one before it (status,
+ * message, byte counter, commit callback, profiling hook and tag), and a
+ * failure after it reads its own message whole. */
+static void test_light_handle_reuse_after_failure(void)
+{
+    sw_error err;
+    sw_carrier *a, *b, *c, *d;
+    sw_tensor *ta = filled(1000, 1, &a), *tc = filled(10, 5, &c), *r = NULL;
+    CHECK(ta && tc && sw_cpu_new(1000, SW_DT_INT32, SW_CARRIER_EMPTY, &b, &err) == SW_OK &&
+          sw_cpu_new(10, SW_DT_INT32, SW_CARRIER_EMPTY, &d, &err) == SW_OK);
+    int64_t counter = 0;
+    int tag;
+    sw_move_options failing = {.no_result = 1, .on_commit = count_commit,
+                               .progress = &counter, .profile_tag = &tag};
+    sw_move_handle *m1 = NULL, *m2 = NULL;
+    atomic_store(&nevents, 0);
+    sw_move_set_profile_hook(record_event, NULL);
+    CHECK(sw_fault_arm("move_transfer", 0, 1) == SW_OK);
+    CHECK(sw_move_span_async(a, 0, sw_tensor_layout(ta), b, &failing, &m1, &err) == SW_OK);
+    sw_fault_clear();
+    sw_move_set_profile_hook(NULL, NULL);
+    CHECK(m1 && sw_move_error(m1) && sw_move_error(m1)->code == SW_EIO);
+    CHECK(reuse_commits == 1 && atomic_load(&nevents) == 2);
+    sw_move_unref(m1);
+    /* The same handle again, for a move that asks for none of that. */
+    sw_move_options plain = {.no_result = 1};
+    CHECK(sw_move_span_async(c, 0, sw_tensor_layout(tc), d, &plain, &m2, &err) == SW_OK);
+    CHECK(m2 == m1); /* recycled, not allocated */
+    CHECK(sw_move_done(m2) && sw_move_error(m2) == NULL);
+    CHECK(sw_move_wait(m2, &r, &err) == SW_OK && r == NULL);
+    int64_t done = -1, total = -1;
+    sw_move_progress(m2, &done, &total);
+    CHECK_EQ_I64(done, 40);
+    CHECK_EQ_I64(total, 40);
+    CHECK_EQ_I64(counter, 0); /* the failed move's counter is not this one's */
+    CHECK(reuse_commits == 1 && atomic_load(&nevents) == 2);
+    CHECK(sw_carrier_is_released(c) && ((int32_t *)sw_cpu_pointer(d))[9] == 5 + 9);
+    sw_move_unref(m2);
+    /* A later failure's message is its own, whole. */
+    sw_move_options fail_plain = {.no_result = 1};
+    CHECK(sw_fault_arm("move_transfer", 0, 1) == SW_OK);
+    CHECK(sw_move_span_async(a, 0, sw_tensor_layout(ta), b, &fail_plain, &m1, &err) == SW_OK);
+    sw_fault_clear();
+    CHECK(m1 && sw_move_error(m1) &&
+          strcmp(sw_move_error(m1)->msg, "move: injected transfer failure") == 0);
+    sw_move_unref(m1);
+    sw_tensor_unref(ta);
+    sw_tensor_unref(tc);
+    sw_carrier_unref(a);
+    sw_carrier_unref(b);
+    sw_carrier_unref(c);
+    sw_carrier_unref(d);
+}
+
 static _Atomic int drained_during;
 
 static void *drain_briefly(void *arg)
@@ -443,6 +510,7 @@ int main(void)
     test_progress_and_route();
     test_many_unit_modes();
     test_light_span_without_result();
+    test_light_handle_reuse_after_failure();
     test_light_move_counts_in_flight();
     test_profile_tag();
     return check_report("move_engine");
