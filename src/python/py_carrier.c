@@ -930,10 +930,16 @@ int sw_py_carrier_release_moved(PyObject *carrier)
      * the object's views of the storage are left to drop (one state read,
      * and no GIL round trip around a release that has nothing to do). */
     if (st.released && !sw_carrier_is_state_only(CARRIER(carrier)->core)) {
-        sw_carrier_builtin_ops(carrier)->drop(carrier);
+        sw_py_carrier_drop_core_released(carrier);
         return 0;
     }
     return release_storage(carrier);
+}
+
+void sw_py_carrier_drop_core_released(PyObject *carrier)
+{
+    const sw_carrier_ops *ops = sw_carrier_builtin_ops(carrier);
+    (ops->drop_views ? ops->drop_views : ops->drop)(carrier);
 }
 
 static int release_storage(PyObject *carrier)

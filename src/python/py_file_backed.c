@@ -52,6 +52,14 @@ static int fb_supports(sw_dtype dtype)
     return dtype == SW_DT_FLOAT32 || dtype == SW_DT_INT32;
 }
 
+/* The object's views of the storage only (the core released it). */
+static void fb_drop_views(PyObject *self)
+{
+    SwFileBackedObject *f = FB(self);
+    f->fd = -1;
+    f->nslots = 0;
+}
+
 /* Release the core carrier (release or collection): it closes the file
  * and deletes it when this process created it. The handle stays for the
  * path and the state until deallocation. */
@@ -62,13 +70,13 @@ static void fb_drop(PyObject *self)
      * until the object goes. */
     if (f->base.core)
         (void)sw_carrier_release_moved(f->base.core, NULL);
-    f->fd = -1;
-    f->nslots = 0;
+    fb_drop_views(self);
 }
 
 const sw_carrier_ops sw_file_backed_ops = {
     "FileBacked", fb_dtype, fb_size, fb_load, fb_store, fb_supports, fb_drop, NULL, NULL,
     .grows = 1, .core_class = &sw_file_backed_class,
+    .drop_views = fb_drop_views,
 };
 
 /* A FileBacked over a newly created file (`name` NULL → generated), the

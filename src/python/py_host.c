@@ -48,6 +48,15 @@ static int host_supports(sw_dtype dtype)
     return dtype == SW_DT_FLOAT32 || dtype == SW_DT_INT32 || dtype == SW_DT_BOOL;
 }
 
+/* The object's views of the storage only (the core released it). */
+static void host_drop_views(PyObject *self)
+{
+    SwHostCarrierObject *h = HOST(self);
+    h->data = NULL;
+    h->owns_data = 0;
+    h->nslots = 0;
+}
+
 /* Every path that frees host storage (release, a move's source release,
  * an Evictable's evict, deallocation) ends here. Storage a DLPack export
  * still pins is quarantined by sw_free, not reused (see alloc.h). */
@@ -58,18 +67,16 @@ static void host_drop(PyObject *self)
      * marks) and keeps it after release, until the object goes. */
     if (h->base.core)
         (void)sw_carrier_release_moved(h->base.core, NULL);
-    h->data = NULL;
-    h->owns_data = 0;
-    h->nslots = 0;
+    host_drop_views(self);
 }
 
 const sw_carrier_ops sw_cpu_ops = {
     "CPU", host_dtype, host_size, host_load, host_store, host_supports, host_drop, NULL, NULL,
-    .core_class = &sw_cpu_class,
+    .core_class = &sw_cpu_class, .drop_views = host_drop_views,
 };
 const sw_carrier_ops sw_generic_ops = {
     "Generic", host_dtype, host_size, host_load, host_store, host_supports, host_drop, NULL,
-    NULL, .core_class = &sw_generic_class,
+    NULL, .core_class = &sw_generic_class, .drop_views = host_drop_views,
 };
 
 /* Bytes of `nslots` slots of `dtype` (at least one, so the address is

@@ -187,10 +187,11 @@ static PyObject *validate_result(move_request *r)
 }
 
 /* Publish or fail, exactly once, GIL held. `error` (borrowed) is the
- * failure of the transfer if any; `checked`: the core's commit found the
- * destination whole already. The core's commit has changed the carriers
- * already (pending marks cleared, the source's core storage released);
- * this attaches the rest. */
+ * failure of the transfer if any; `checked`: the core ran the move and its
+ * commit found the destination whole already and released the source's
+ * core carrier. The core's commit has changed the carriers already
+ * (pending marks cleared, the source's core storage released); this
+ * attaches the rest. */
 static void finish(move_request *r, PyObject *error, int checked)
 {
     PyObject *err = Py_XNewRef(error);
@@ -206,7 +207,9 @@ static void finish(move_request *r, PyObject *error, int checked)
      * on failure it stays live with its values and version. */
     if (!err && r->node)
         sw_py_move_node_attach(r->node, r->output);
-    if (!err && sw_py_carrier_release_moved(r->source) < 0)
+    if (!err && checked)
+        sw_py_carrier_drop_core_released(r->source);
+    else if (!err && sw_py_carrier_release_moved(r->source) < 0)
         err = sw_py_take_exception();
     if (err && r->node) {
         sw_py_operation_clear_saved(r->node);

@@ -45,6 +45,10 @@ typedef struct sw_carrier_ops {
      * BlockDeviceCarrier); NULL when its carriers are STATE_ONLY in the
      * core and get the class of sw_py_state_only_class. */
     const sw_carrier_class *core_class;
+    /* Optional. Drop the object's views of storage the core released
+     * itself (a move the core committed); NULL: `drop` has nothing more to
+     * do than that. Saves `drop`'s second call into the core. */
+    void (*drop_views)(PyObject *self);
 } sw_carrier_ops;
 
 extern const sw_carrier_ops sw_generic_ops;
@@ -103,6 +107,10 @@ int sw_py_carrier_release_claimed(PyObject *carrier, int64_t *token);
 int sw_py_check_tier_pair(PyObject *p, PyObject *s);
 /* The release a move's commit does to its source (see py_carrier.c). */
 int sw_py_carrier_release_moved(PyObject *carrier);
+/* The same after a move the core ran and committed itself: the core has
+ * released the source under its lock and the GIL has been held since, so
+ * only the object's views are left to drop (no state read). */
+void sw_py_carrier_drop_core_released(PyObject *carrier);
 /* The binding's part of a release (built-in views, definition-backed
  * storage, a subclass's release hook), whatever the core state says. */
 int sw_py_carrier_drop_storage(PyObject *carrier);
