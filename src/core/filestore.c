@@ -18,6 +18,7 @@
 #include "strideweave/alloc.h"
 #include "filestore_internal.h"
 #include "fork_internal.h"
+#include "core_thread_internal.h"
 #include "move_exit_internal.h"
 
 SW_FORK_LINKED;
@@ -698,7 +699,6 @@ static int reap_started;   /* the reaper thread runs in this process */
  * lock first. */
 static int reap_large_queued;
 static _Atomic int reap_large;
-static _Thread_local int defer_large;
 
 static void *reaper_main(void *arg)
 {
@@ -804,7 +804,7 @@ static void close_later(int fd, int64_t bytes)
      * took 55-140 ms instead of 5 ms; releasing its 16 MiB tile files did
      * the same to the next one, so the line is drawn at 1 MiB). */
     int large = bytes >= REAP_SYNC_BYTES;
-    if (large && !defer_large) {
+    if (large && !sw_core_thread_state.defer_large_closes) {
         close(fd);
         return;
     }
@@ -835,7 +835,7 @@ static void close_later(int fd, int64_t bytes)
 
 void sw_filestore_defer_large_closes(int on)
 {
-    defer_large = on != 0;
+    sw_core_thread_state.defer_large_closes = on != 0;
 }
 
 void sw_filestore_large_closes_wait(void)

@@ -14,6 +14,7 @@
 #include "engine_internal.h"
 #include "fork_internal.h"
 #include "carrier_internal.h"
+#include "core_thread_internal.h"
 #include "move_exit_internal.h"
 #include "route_internal.h"
 #include "strideweave/alloc.h"
@@ -113,7 +114,8 @@ static _Atomic int engine_exiting; /* written under engine_lock */
  * only it; the fork handlers are fork.c's, in place since the library
  * loaded). */
 static _Atomic int engine_hooks_registered;
-static _Thread_local int engine_thread;
+_Thread_local sw_core_thread sw_core_thread_state;
+#define engine_thread (sw_core_thread_state.engine)
 
 /* sw_move_hold: moves queued here, in order, instead of on the pool. */
 #define SPARE_HANDLES 32
@@ -549,16 +551,16 @@ static void profile(sw_move_handle *m, sw_move_event_kind kind, sw_status status
 /* Release a move's source at its commit (carriers locked): a large file's
  * storage is freed in the background (filestore.h), not on the thread that
  * commits; the name is gone at once all the same. */
-static void release_moved_source(sw_carrier *s)
+static void release_moved_source(sw_carrier *s, sw_core_thread *th)
 {
-    /* Only a class that says its release may remove files pays for the
-     * thread-local flag's two calls. */
+    /* Only a class that says its release may remove files sets the flag
+     * (sw_filestore_defer_large_closes, in the thread's block `th`). */
     int files = (s->ops->flags & SW_CARRIER_CLASS_RELEASE_REMOVES_FILES) != 0;
     if (files)
-        sw_filestore_defer_large_closes(1);
+        th->defer_large_closes = 1;
     sw_carrier_release_locked(s);
     if (files)
-        sw_filestore_defer_large_closes(0);
+        th->defer_large_closes = 0;
 }
 
 static void commit(sw_move_handle *m)
@@ -581,7 +583,7 @@ static void commit(sw_move_handle *m)
     /* A STATE_ONLY source's slots are the binding's: its on_commit releases
      * it (sw_carrier_release_moved), which it may refuse. */
     if (m->status == SW_OK && !SW_CARRIER_STATE_ONLY(s))
-        release_moved_source(s);
+        release_moved_source(s, &sw_core_thread_state);
     sw_carrier_unlock_pair(s, d);
     if (m->status == SW_OK) /* a transfer that counts coarsely (or not) ends whole */
         __atomic_store_n(m->progress, m->bytes, __ATOMIC_RELAXED);
@@ -1149,7 +1151,8 @@ static sw_status light_span_locked(sw_carrier *s, int64_t offset, const sw_layou
 }
 
 /* The commit of a light move, on its caller (as commit() does it). */
-static void light_commit(sw_move_handle *m, sw_carrier *s, const sw_layout *l, sw_carrier *d)
+static void light_commit(sw_move_handle *m, sw_carrier *s, const sw_layout *l, sw_carrier *d,
+                         sw_core_thread *th)
 {
     atomic_store(&m->committing, 1);
     sw_tensor *result = NULL;
@@ -1170,7 +1173,7 @@ static void light_commit(sw_move_handle *m, sw_carrier *s, const sw_layout *l, s
     s->pending_src = 0;
     d->pending_dst = 0;
     if (m->status == SW_OK)
-        release_moved_source(s);
+        release_moved_source(s, th);
     sw_carrier_unlock_pair(s, d);
     if (m->status != SW_OK) {
         sw_tensor_unref(result);
@@ -1265,10 +1268,11 @@ static sw_status move_light(sw_carrier *s, int64_t offset, const sw_layout *l, i
     }
     profile(m, SW_MOVE_EVENT_SUBMIT, SW_OK);
     /* Exit from a hook or a transfer here does not wait for this move.
-     * The flag's address is taken once: each access of a thread-local of a
-     * shared library is a call to __tls_get_addr. */
-    int *here = &engine_thread, was = *here;
-    *here = 1;
+     * The thread's block's address is taken once: each access of a
+     * thread-local of a shared library is a call to __tls_get_addr. */
+    sw_core_thread *th = &sw_core_thread_state;
+    int was = th->engine;
+    th->engine = 1;
     sw_error_clear(&m->err);
     if (sw_fault_hit("move_transfer"))
         m->status = sw_error_set(&m->err, SW_EIO, "move: injected transfer failure");
@@ -1277,8 +1281,8 @@ static sw_status move_light(sw_carrier *s, int64_t offset, const sw_layout *l, i
     else
         m->status = transfer_span(s, offset, l, d, m->route, m->caller_waits, m->progress,
                                   &m->err);
-    light_commit(m, s, l, d);
-    *here = was;
+    light_commit(m, s, l, d, th);
+    th->engine = was;
     *out = m;
     return SW_OK;
 }
@@ -1652,7 +1656,7 @@ static void end_inherited(sw_move_handle *m)
          * on_commit here; nobody holds the handle, so it stays. */
         int was = engine_thread;
         engine_thread = 1;
-        light_commit(m, m->light_src, NULL, m->light_dst);
+        light_commit(m, m->light_src, NULL, m->light_dst, &sw_core_thread_state);
         engine_thread = was;
         return;
     }
