@@ -51,6 +51,30 @@ def test_builtin_moves_run_on_the_core_engine(pair, n, how):
     assert [moved[i] for i in range(n)] == values
 
 
+@pytest.mark.parametrize("how", ["move", "move_async"])
+@pytest.mark.parametrize("n", [16, BIG])  # on the caller, and on the core's pool
+@pytest.mark.parametrize("pair", PAIRS, ids=lambda p: "->".join(p))
+def test_a_core_moved_source_keeps_no_view_of_its_storage(pair, n, how):
+    # The core released the source at its commit; the binding then drops
+    # only the object's views (issue 19): nothing of the storage is left to
+    # read, a release after it has nothing to do, and a file source's file
+    # is gone.
+    values = slot_values(D.Float32, n)
+    src = make_carrier(pair[0], values, D.Float32)
+    path = src.path if pair[0] == "FileBacked" else None
+    t = sw.Tensor(src, 0, L(n, 1))
+    dst = sw.CPU(n) if pair[1] == "CPU" else sw.FileBacked()
+    moved = sw.move(t, dst) if how == "move" else sw.move_async(t, dst).wait()
+    assert src.is_released() and src.size() == 0
+    with pytest.raises(RuntimeError):
+        src[0]
+    src.release()  # idempotent: nothing left to free
+    assert src.is_released() and src.size() == 0
+    if path is not None:
+        assert not path.exists()
+    assert [moved[i] for i in range(n)] == values
+
+
 @needs_faults
 def test_python_carriers_keep_the_binding_path():
     n = 8
