@@ -56,17 +56,25 @@ static void test_first_fit_alignment(void)
     sw_extent_map_destroy(&m);
 }
 
+/* A map of n 512-byte units, all taken one by one: starts in s. */
+static void fill_units(sw_extent_map *m, int n, int64_t *s)
+{
+    int64_t l;
+    sw_error err;
+    sw_extent_map_init(m, n * 512, 512);
+    for (int i = 0; i < n; i++)
+        CHECK_EQ_I64(sw_extent_map_alloc(m, 512, &s[i], &l, &err), SW_OK);
+}
+
 /* Freeing finds each extent by its start among many, in any order; a
  * start inside an extent, past the last or before the first is refused. */
 static void test_free_among_many(void)
 {
     enum { N = 37 };
     sw_extent_map m;
-    sw_extent_map_init(&m, N * 512, 512);
-    int64_t s[N], l;
+    int64_t s[N];
     sw_error err;
-    for (int i = 0; i < N; i++)
-        CHECK_EQ_I64(sw_extent_map_alloc(&m, 512, &s[i], &l, &err), SW_OK);
+    fill_units(&m, N, s);
     CHECK_EQ_I64(sw_extent_map_free(&m, 256, &err), SW_EINVAL);
     CHECK_EQ_I64(sw_extent_map_free(&m, N * 512, &err), SW_EINVAL);
     CHECK_EQ_I64(sw_extent_map_free(&m, -512, &err), SW_EINVAL);
@@ -113,11 +121,9 @@ static void test_freed_slots(void)
 {
     enum { N = 64 };
     sw_extent_map m;
-    sw_extent_map_init(&m, N * 512, 512);
     int64_t s[N], l;
     sw_error err;
-    for (int i = 0; i < N; i++)
-        CHECK_EQ_I64(sw_extent_map_alloc(&m, 512, &s[i], &l, &err), SW_OK);
+    fill_units(&m, N, s);
     for (int i = 0; i < N / 2; i++) {
         CHECK_EQ_I64(sw_extent_map_free(&m, s[i], &err), SW_OK);
         CHECK_EQ_I64(sw_extent_map_free(&m, s[i], &err), SW_EINVAL);
@@ -139,9 +145,17 @@ static void test_freed_slots(void)
     CHECK_EQ_I64((long long)m.count, 0);
     CHECK_EQ_I64((long long)m.used, 0);
     sw_extent_map_destroy(&m);
+}
 
-    /* Random allocations and frees against a map of 512-byte units. */
+/* B-3, B-7: random allocations and frees against a map of 512-byte units:
+ * every allocation lands where first fit over the units says, and the
+ * slots stay sorted by start, freed ones among them. */
+static void test_freed_slots_keep_first_fit(void)
+{
     enum { UNITS = 256 };
+    sw_extent_map m;
+    int64_t l;
+    sw_error err;
     sw_extent_map_init(&m, UNITS * 512, 512);
     char unit[UNITS] = {0};
     int64_t live[UNITS], live_units[UNITS];
@@ -360,6 +374,7 @@ int main(void)
     test_coalescing();
     test_free_among_many();
     test_freed_slots();
+    test_freed_slots_keep_first_fit();
     test_exhaustion();
     test_io_loop();
     test_open_refusals();
