@@ -22,6 +22,8 @@
 #include "strideweave/dlpack.h"
 #include "strideweave/carrier.h"
 #include "strideweave/tensor.h"
+#include "strideweave/tensor_walk.h"
+#include "strideweave/tensor_ops.h"
 #include "strideweave/move.h"
 #include "strideweave/route.h"
 #include "strideweave/block_device.h"
