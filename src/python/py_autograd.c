@@ -9,7 +9,7 @@
  * Nothing touches .grad until the whole traversal succeeded (A-13). */
 #include "sw_carrier.h"
 #include "sw_messages.h"
-#include "sw_layout_walk.h"
+#include "sw_host_slots.h"
 
 #include <string.h>
 
@@ -65,51 +65,34 @@ int sw_py_read_float_values(PyObject *tensor, float *out)
     int64_t off = SW_SUB_OFFSET(&t->subs[0]);
     if (L->size == 0)
         return 0;
-    const float *data = sw_host_f32_readable(carrier, off, L->cosize);
-    if (data && sw_layout_is_flat(L)) {
-        memcpy(out, data + off, sizeof(float) * (size_t)L->size);
-        return 0;
-    }
-    sw_walk w;
-    if (sw_walk_init(&w, L, off) < 0)
+    sw_error err;
+    if (sw_host_f32_readable(carrier, off, L->cosize))
+        return sw_carrier_read_layout(SW_STATE_C(carrier)->core, off, L, out, &err) == SW_OK
+                   ? 0
+                   : sw_py_raise(&err);
+    int64_t *slots = sw_py_layout_slots(L, off);
+    if (!slots)
         return -1;
-    for (int64_t k = 0; k < L->size; k++, sw_walk_next(&w)) {
-        if (data) {
-            out[k] = data[w.idx];
-            continue;
-        }
-        PyObject *v = sw_py_carrier_getitem(carrier, w.idx);
-        if (!v)
-            goto error;
-        double d = PyFloat_AsDouble(v);
-        Py_DECREF(v);
-        if (d == -1.0 && PyErr_Occurred())
-            goto error;
+    int rc = 0;
+    for (int64_t k = 0; k < L->size && rc == 0; k++) {
+        PyObject *v = sw_py_carrier_getitem(carrier, slots[k]);
+        double d = v ? PyFloat_AsDouble(v) : -1.0;
+        Py_XDECREF(v);
+        if (!v || (d == -1.0 && PyErr_Occurred()))
+            rc = -1;
         out[k] = (float)d;
-        /* a getitem hook may have swapped things; re-read the fast path */
-        data = sw_host_f32_readable(carrier, off, L->cosize);
     }
-    sw_walk_done(&w);
-    return 0;
-error:
-    sw_walk_done(&w);
-    return -1;
+    PyMem_Free(slots);
+    return rc;
 }
 
 /* data[slot of k] = vals[k] for G's ordinals (data holds G->cosize). */
 static int place_values(const sw_layout *G, float *data, const float *vals)
 {
-    if (sw_layout_is_flat(G)) {
-        memcpy(data, vals, sizeof(float) * (size_t)G->size);
-        return 0;
-    }
-    sw_walk w;
-    if (sw_walk_init(&w, G, 0) < 0)
-        return -1;
-    for (int64_t k = 0; k < G->size; k++, sw_walk_next(&w))
-        data[w.idx] = vals[k];
-    sw_walk_done(&w);
-    return 0;
+    sw_error err;
+    return sw_layout_scatter(data, 0, G, vals, sizeof(float), &err) == SW_OK
+               ? 0
+               : sw_py_raise(&err);
 }
 
 PyObject *sw_py_grad_buffer(PyObject *target, const float *vals)
@@ -149,18 +132,18 @@ PyObject *sw_py_grad_buffer_on(PyObject *tc, PyObject *layout, const float *vals
             goto done;
         PyList_SET_ITEM(list, (Py_ssize_t)s, zero);
     }
-    sw_walk w;
-    if (sw_walk_init(&w, G, 0) < 0)
+    int64_t *slots = sw_py_layout_slots(G, 0);
+    if (!slots)
         goto done;
-    for (int64_t k = 0; k < G->size; k++, sw_walk_next(&w)) {
+    for (int64_t k = 0; k < G->size; k++) {
         PyObject *v = PyFloat_FromDouble((double)vals[k]);
         if (!v) {
-            sw_walk_done(&w);
+            PyMem_Free(slots);
             goto done;
         }
-        PyList_SetItem(list, (Py_ssize_t)w.idx, v);
+        PyList_SetItem(list, (Py_ssize_t)slots[k], v);
     }
-    sw_walk_done(&w);
+    PyMem_Free(slots);
     carrier = PyObject_CallMethodOneArg(tc, str_new_like, list);
     if (!carrier)
         goto done;
@@ -658,26 +641,16 @@ static const float *contribution(PyObject *T, const float *total, float **owned)
     if (inj)
         return total;
     float *out = PyMem_Malloc(sizeof(float) * ((size_t)L->size + 1));
-    float *slots = PyMem_Calloc((size_t)L->cosize + 1, sizeof(float));
-    sw_walk w;
-    if (!out || !slots) {
-        PyErr_NoMemory();
-        goto error;
+    sw_error err;
+    if (!out)
+        return PyErr_NoMemory(), NULL;
+    if (sw_layout_fold_f32(L, total, out, &err) != SW_OK) {
+        PyMem_Free(out);
+        sw_py_raise(&err);
+        return NULL;
     }
-    if (sw_walk_init(&w, L, 0) < 0)
-        goto error;
-    for (int64_t k = 0; k < L->size; k++, sw_walk_next(&w))
-        slots[w.idx] += total[k];
-    for (int64_t k = 0; k < L->size; k++, sw_walk_next(&w))
-        out[k] = slots[w.idx];
-    sw_walk_done(&w);
-    PyMem_Free(slots);
     *owned = out;
     return out;
-error:
-    PyMem_Free(out);
-    PyMem_Free(slots);
-    return NULL;
 }
 
 static int check_existing_grad(PyObject *T)
@@ -728,46 +701,29 @@ static int add_in_place(PyObject *grad, const float *vals)
         return 0;
     float *data = sw_host_f32_writable(carrier, off, L->cosize);
     if (data) {
-        if (sw_layout_is_flat(L)) {
-            float *d = data + off;
-            for (int64_t k = 0; k < L->size; k++)
-                d[k] += vals[k];
-        } else {
-            sw_walk w;
-            if (sw_walk_init(&w, L, off) < 0)
-                return -1;
-            for (int64_t k = 0; k < L->size; k++, sw_walk_next(&w))
-                data[w.idx] += vals[k];
-            sw_walk_done(&w);
-        }
+        sw_error err;
+        if (sw_layout_add_f32(data, off, L, vals, &err) != SW_OK)
+            return sw_py_raise(&err);
         if (!sw_py_carrier_in_transfer(carrier))
             sw_py_state_bump_version(carrier);
         return 0;
     }
-    sw_walk w;
-    if (sw_walk_init(&w, L, off) < 0)
+    int64_t *slots = sw_py_layout_slots(L, off);
+    if (!slots)
         return -1;
-    for (int64_t k = 0; k < L->size; k++, sw_walk_next(&w)) {
-        PyObject *old = sw_py_carrier_getitem(carrier, w.idx);
-        if (!old)
-            goto error;
-        double d = PyFloat_AsDouble(old);
-        Py_DECREF(old);
-        if (d == -1.0 && PyErr_Occurred())
-            goto error;
-        PyObject *nv = PyFloat_FromDouble((double)((float)d + vals[k]));
-        if (!nv)
-            goto error;
-        int rc = sw_py_carrier_setitem(carrier, w.idx, nv);
-        Py_DECREF(nv);
-        if (rc < 0)
-            goto error;
+    int rc = 0;
+    for (int64_t k = 0; k < L->size && rc == 0; k++) {
+        PyObject *old = sw_py_carrier_getitem(carrier, slots[k]);
+        double d = old ? PyFloat_AsDouble(old) : -1.0;
+        Py_XDECREF(old);
+        PyObject *nv = !old || (d == -1.0 && PyErr_Occurred())
+                           ? NULL
+                           : PyFloat_FromDouble((double)((float)d + vals[k]));
+        rc = nv ? sw_py_carrier_setitem(carrier, slots[k], nv) : -1;
+        Py_XDECREF(nv);
     }
-    sw_walk_done(&w);
-    return 0;
-error:
-    sw_walk_done(&w);
-    return -1;
+    PyMem_Free(slots);
+    return rc;
 }
 
 static int commit(graph *g, const Py_ssize_t *sched, Py_ssize_t nsched)

@@ -11,7 +11,10 @@
 #include "sw_carrier.h"
 #include "sw_extension.h"
 #include "sw_messages.h"
-#include "sw_layout_walk.h"
+#include "sw_host_slots.h"
+
+#include "strideweave/copy.h"
+#include "strideweave/tensor_ops.h"
 
 #include <string.h>
 
@@ -32,6 +35,39 @@ static const sw_layout *core_of(PyObject *tensor)
     return SW_SUB_LAYOUT(&((SwTensorObject *)tensor)->subs[0]);
 }
 
+static int exact_host(PyObject *carrier)
+{
+    return Py_TYPE(carrier) == &SwCPU_Type || Py_TYPE(carrier) == &SwGeneric_Type;
+}
+
+/* Whether the core reads the tensor's values itself (tensor_ops.h): an
+ * exact built-in carrier whose slots it holds, of the tensor's dtype. A
+ * refusal of the core's is then re-raised by the checked slot reads, in
+ * the binding's words. */
+static int core_reads(PyObject *tensor)
+{
+    SwTensorObject *t = (SwTensorObject *)tensor;
+    PyObject *c = t->subs[0].carrier;
+    return (exact_host(c) || Py_TYPE(c) == &SwFileBacked_Type) &&
+           t->dtype == sw_py_dtype(sw_tensor_dtype(t->subs[0].core));
+}
+
+static const sw_tensor *plane_of(PyObject *tensor)
+{
+    return ((SwTensorObject *)tensor)->subs[0].core;
+}
+
+/* n Float32 or Int32 values (4 bytes each, at the front of `out`) widened
+ * in place to the doubles `out` holds: from the last one down, so each
+ * is read before a double overwrites it. */
+static void widen(double *out, sw_dtype dt, int64_t n)
+{
+    const float *f = (const float *)out;
+    const int32_t *i = (const int32_t *)out;
+    for (int64_t k = n - 1; k >= 0; k--)
+        out[k] = dt == SW_DT_FLOAT32 ? (double)f[k] : (double)i[k];
+}
+
 /* The tensor's values in logical order as doubles (Float32 and Int32 are
  * exact in double). out has size() entries. 0 / -1. */
 static int read_values(PyObject *tensor, double *out)
@@ -39,48 +75,24 @@ static int read_values(PyObject *tensor, double *out)
     SwTensorObject *t = (SwTensorObject *)tensor;
     const sw_layout *L = SW_SUB_LAYOUT(&t->subs[0]);
     PyObject *carrier = t->subs[0].carrier;
-    int fast = (Py_TYPE(carrier) == &SwCPU_Type || Py_TYPE(carrier) == &SwGeneric_Type) &&
-               !sw_py_state_released(carrier) &&
-               !(sw_py_state_pending(carrier) & SW_PENDING_DESTINATION) &&
-               ((SwHostCarrierObject *)carrier)->data != NULL &&
-               t->dtype == sw_py_dtype(((SwHostCarrierObject *)carrier)->dtype);
-    sw_dtype dt = fast ? ((SwHostCarrierObject *)carrier)->dtype : SW_DT_FLOAT32;
-    const void *data = fast ? ((SwHostCarrierObject *)carrier)->data : NULL;
-    if (fast && sw_layout_is_flat(L)) {
-        const float *f = (const float *)data + SW_SUB_OFFSET(&t->subs[0]);
-        const int32_t *i = (const int32_t *)data + SW_SUB_OFFSET(&t->subs[0]);
-        if (dt == SW_DT_FLOAT32)
-            for (int64_t k = 0; k < L->size; k++)
-                out[k] = (double)f[k];
-        else
-            for (int64_t k = 0; k < L->size; k++)
-                out[k] = (double)i[k];
+    sw_error err;
+    if (core_reads(tensor) && sw_tensor_read_values(t->subs[0].core, out, &err) == SW_OK) {
+        widen(out, sw_tensor_dtype(t->subs[0].core), L->size);
         return 0;
     }
-    sw_walk w;
-    if (sw_walk_init(&w, L, SW_SUB_OFFSET(&t->subs[0])) < 0)
+    int64_t *slots = sw_py_layout_slots(L, SW_SUB_OFFSET(&t->subs[0]));
+    if (!slots)
         return -1;
-    int64_t idx;
-    for (int64_t k = 0; k < L->size; k++, sw_walk_next(&w)) {
-        idx = w.idx;
-        if (fast) {
-            out[k] = dt == SW_DT_FLOAT32 ? (double)((const float *)data)[idx]
-                                         : (double)((const int32_t *)data)[idx];
-        } else {
-            PyObject *v = sw_py_carrier_getitem(carrier, idx);
-            if (!v)
-                goto error;
-            out[k] = PyFloat_AsDouble(v);
-            Py_DECREF(v);
-            if (out[k] == -1.0 && PyErr_Occurred())
-                goto error;
-        }
+    int rc = 0;
+    for (int64_t k = 0; k < L->size && rc == 0; k++) {
+        PyObject *v = sw_py_carrier_getitem(carrier, slots[k]);
+        out[k] = v ? PyFloat_AsDouble(v) : -1.0;
+        Py_XDECREF(v);
+        if (!v || (out[k] == -1.0 && PyErr_Occurred()))
+            rc = -1;
     }
-    sw_walk_done(&w);
-    return 0;
-error:
-    sw_walk_done(&w);
-    return -1;
+    PyMem_Free(slots);
+    return rc;
 }
 
 /* Values of a tensor as a freshly allocated array (PyMem), or NULL. */
@@ -149,20 +161,26 @@ static PyObject *tensor_from_values(PyObject *carrier, sw_dtype dtype, PyObject 
     int64_t n = L->cosize;
     PyObject *storage = NULL, *result = NULL;
     double *slots = NULL;
-    sw_walk w;
-    if (sw_walk_init(&w, L, 0) < 0)
-        return NULL;
-    if (Py_TYPE(carrier) == &SwCPU_Type || Py_TYPE(carrier) == &SwGeneric_Type) {
+    void *typed = NULL;
+    sw_error err;
+    if (exact_host(carrier)) {
         /* What their new_like builds, written directly. */
-        storage = sw_host_new(Py_TYPE(carrier), dtype, n, 1, 1);
-        if (!storage)
+        typed = PyMem_Malloc(4 * (size_t)(L->size ? L->size : 1));
+        if (!typed) {
+            PyErr_NoMemory();
             goto done;
-        void *data = ((SwHostCarrierObject *)storage)->data;
-        for (int64_t k = 0; k < L->size; k++, sw_walk_next(&w)) {
+        }
+        for (int64_t k = 0; k < L->size; k++) {
             if (dtype == SW_DT_INT32)
-                ((int32_t *)data)[w.idx] = (int32_t)vals[k];
+                ((int32_t *)typed)[k] = (int32_t)vals[k];
             else
-                ((float *)data)[w.idx] = (float)vals[k];
+                ((float *)typed)[k] = (float)vals[k];
+        }
+        storage = sw_host_new(Py_TYPE(carrier), dtype, n, 1, 1);
+        if (storage && sw_layout_scatter(((SwHostCarrierObject *)storage)->data, 0, L, typed,
+                                         4, &err) != SW_OK) {
+            sw_py_raise(&err);
+            Py_CLEAR(storage);
         }
     } else {
         slots = PyMem_Calloc((size_t)(n ? n : 1), sizeof(double));
@@ -170,14 +188,15 @@ static PyObject *tensor_from_values(PyObject *carrier, sw_dtype dtype, PyObject 
             PyErr_NoMemory();
             goto done;
         }
-        for (int64_t k = 0; k < L->size; k++, sw_walk_next(&w))
-            slots[w.idx] = vals[k];
-        storage = new_storage(carrier, dtype, slots, n);
+        if (sw_layout_scatter(slots, 0, L, vals, sizeof(double), &err) != SW_OK)
+            sw_py_raise(&err);
+        else
+            storage = new_storage(carrier, dtype, slots, n);
     }
     if (storage)
         result = sw_py_tensor_new1(storage, 0, layout);
 done:
-    sw_walk_done(&w);
+    PyMem_Free(typed);
     PyMem_Free(slots);
     Py_XDECREF(storage);
     return result;
@@ -204,25 +223,17 @@ static int f32_values(PyObject *tensor, const float **vals, float **owned)
         return 1;
     }
     float *buf = PyMem_Malloc(sizeof(float) * (size_t)(L->size + 1));
-    sw_walk w;
+    sw_error err;
     if (!buf) {
         PyErr_NoMemory();
         return -1;
     }
-    if (sw_walk_init(&w, L, off) < 0) {
+    if (sw_tensor_read_values(t->subs[0].core, buf, &err) != SW_OK) {
         PyMem_Free(buf);
-        return -1;
+        return sw_py_raise(&err);
     }
-    for (int64_t k = 0; k < L->size; k++, sw_walk_next(&w))
-        buf[k] = data[w.idx];
-    sw_walk_done(&w);
     *vals = *owned = buf;
     return 1;
-}
-
-static int exact_host(PyObject *carrier)
-{
-    return Py_TYPE(carrier) == &SwCPU_Type || Py_TYPE(carrier) == &SwGeneric_Type;
 }
 
 /* A Float32 result in fresh storage of `type` (CPU or Generic) laid out by
@@ -260,16 +271,11 @@ static PyObject *sink_close(f32_sink *s, int ok)
 {
     PyObject *result = NULL;
     if (ok && s->scratch) {
-        const sw_layout *L = SwLayout_CORE(s->layout);
-        float *data = ((SwHostCarrierObject *)s->storage)->data;
-        sw_walk w;
-        if (sw_walk_init(&w, L, 0) < 0) {
-            ok = 0;
-        } else {
-            for (int64_t k = 0; k < L->size; k++, sw_walk_next(&w))
-                data[w.idx] = s->scratch[k];
-            sw_walk_done(&w);
-        }
+        sw_error err;
+        if (sw_layout_scatter(((SwHostCarrierObject *)s->storage)->data, 0,
+                              SwLayout_CORE(s->layout), s->scratch, sizeof(float),
+                              &err) != SW_OK)
+            ok = sw_py_raise(&err) == 0;
     }
     if (ok)
         result = sw_py_tensor_new1(s->storage, 0, s->layout);
@@ -417,42 +423,37 @@ static PyObject *saved_inputs(PyObject *self, Py_ssize_t n, const char *fn)
 
 /* ---- add and elementwise_mul -------------------------------------------------- */
 
-/* Float32 op Float32 on exact host carriers: one rounding per element, as
- * in double (binary32 sums and products are correctly rounded either way).
- * 1 with *result, 0 not eligible, -1 error. */
-static int binary_forward_f32(PyObject *lhs, PyObject *rhs, int mul, PyObject **result)
+/* lhs op rhs computed by the core (tensor_ops.h: Int32 exactly, anything
+ * else in binary32, one rounding per element, as in double) into fresh
+ * storage of an exact host carrier class, compactly laid out. 1 with
+ * *result, 0 not eligible or refused by the core (the general path raises
+ * it in the binding's words), -1 error. */
+static int binary_forward_core(PyObject *lhs, PyObject *rhs, int mul, const char *fn,
+                               PyObject **result)
 {
-    const float *a, *b;
-    float *oa = NULL, *ob = NULL;
-    int rc, ra = 0, rb = 0;
-    if (!is_dtype(lhs, SW_DT_FLOAT32) || !is_dtype(rhs, SW_DT_FLOAT32) ||
-        !exact_host(carrier_of(lhs)))
+    if (!exact_host(carrier_of(lhs)) || !core_reads(lhs) || !core_reads(rhs))
         return 0;
-    if ((ra = f32_values(lhs, &a, &oa)) <= 0 || (rb = f32_values(rhs, &b, &ob)) <= 0) {
-        rc = ra < 0 || rb < 0 ? -1 : 0;
-        goto done;
-    }
     const sw_layout *A = core_of(lhs);
-    PyObject *layout = canonical_of(A);
-    f32_sink sink;
-    rc = -1;
-    if (!layout)
-        goto done;
-    if (sink_open(&sink, Py_TYPE(carrier_of(lhs)), layout) == 0) {
-        float *out = sink.out;
-        if (mul)
-            for (int64_t k = 0; k < A->size; k++)
-                out[k] = a[k] * b[k];
-        else
-            for (int64_t k = 0; k < A->size; k++)
-                out[k] = a[k] + b[k];
-        *result = sink_close(&sink, 1);
+    sw_dtype dt = sw_binary_result_dtype(sw_tensor_dtype(plane_of(lhs)),
+                                         sw_tensor_dtype(plane_of(rhs)));
+    PyObject *storage = sw_host_new(Py_TYPE(carrier_of(lhs)), dt, A->size, 1, 0);
+    if (!storage)
+        return -1;
+    sw_error err;
+    sw_status st = sw_tensor_binary_values(mul ? SW_BINARY_MUL : SW_BINARY_ADD, plane_of(lhs),
+                                           plane_of(rhs), ((SwHostCarrierObject *)storage)->data,
+                                           &err);
+    int rc = 0;
+    if (st == SW_EOVERFLOW) {
+        PyErr_Format(PyExc_OverflowError, "%s: %s", fn, err.msg);
+        rc = -1;
+    } else if (st == SW_OK) {
+        PyObject *layout = canonical_of(A);
+        *result = layout ? sw_py_tensor_new1(storage, 0, layout) : NULL;
+        Py_XDECREF(layout);
         rc = *result ? 1 : -1;
     }
-    Py_DECREF(layout);
-done:
-    PyMem_Free(oa);
-    PyMem_Free(ob);
+    Py_DECREF(storage);
     return rc;
 }
 
@@ -522,7 +523,7 @@ static PyObject *binary_forward(PyObject *self, PyObject *const *args, Py_ssize_
     if (require_numeric(lhs, fn, "lhs") < 0 || require_numeric(rhs, fn, "rhs") < 0)
         return NULL;
     PyObject *fast = NULL;
-    int f = binary_forward_f32(lhs, rhs, mul, &fast);
+    int f = binary_forward_core(lhs, rhs, mul, fn, &fast);
     if (f != 0)
         return f > 0 ? fast : NULL;
     int int_result = is_dtype(lhs, SW_DT_INT32) && is_dtype(rhs, SW_DT_INT32);
@@ -816,6 +817,34 @@ static int result_ordinals(const sw_layout *L, PyObject *kept, int64_t *out)
     return 0;
 }
 
+/* The sums computed by the core (tensor_ops.h, in logical order) into
+ * `sums` (the result's size, as doubles) for a tensor it reads. 1 done, 0
+ * not eligible or refused by the core (the general path raises it in the
+ * binding's words), -1 error (an Int32 sum out of range). */
+static int core_reduce(PyObject *tensor, PyObject *kept, sw_dtype acc, int64_t nout,
+                       double *sums)
+{
+    if (!core_reads(tensor))
+        return 0;
+    Py_ssize_t nk = PyTuple_GET_SIZE(kept);
+    int32_t modes[SW_COPY_MAX_DIMS + 1];
+    if (nk > SW_COPY_MAX_DIMS)
+        return 0;
+    for (Py_ssize_t j = 0; j < nk; j++)
+        modes[j] = (int32_t)PyLong_AsLong(PyTuple_GET_ITEM(kept, j));
+    sw_error err;
+    sw_status st = sw_tensor_reduce_sum_values(plane_of(tensor), modes, (int32_t)nk, acc, sums,
+                                               &err);
+    if (st == SW_EOVERFLOW) {
+        PyErr_Format(PyExc_OverflowError, "reduce_sum: %s", err.msg);
+        return -1;
+    }
+    if (st != SW_OK)
+        return 0;
+    widen(sums, sw_tensor_dtype(plane_of(tensor)), nout);
+    return 1;
+}
+
 /* reduce_sum's argument kinds, checked by the function and again by a
  * directly dispatched operation: 0 / -1. */
 static int check_reduce_arguments(PyObject *tensor, PyObject *description, PyObject *acc)
@@ -878,32 +907,19 @@ static PyObject *reduce_forward(PyObject *self, PyObject *const *args, Py_ssize_
     if (!layout)
         goto done;
     int64_t nout = SwLayout_CORE(layout)->size;
-    if (!is_int && PyTuple_GET_SIZE(kept) == 0) {
-        /* Everything into one value, in ordinal order, from host memory. */
-        const float *f;
-        float *fown = NULL;
-        int fr = f32_values(tensor, &f, &fown);
-        if (fr < 0)
-            goto done;
-        if (fr > 0) {
-            double total = 0.0;
-            if (wide) {
-                for (int64_t k = 0; k < L->size; k++)
-                    total += (double)f[k];
-            } else {
-                float acc32 = 0.0f;
-                for (int64_t k = 0; k < L->size; k++)
-                    acc32 += f[k];
-                total = (double)acc32;
-            }
-            PyMem_Free(fown);
-            if (PyDict_SetItem(((SwOperationObject *)self)->ctx, str_kept, kept) < 0 ||
-                PyDict_SetItem(((SwOperationObject *)self)->ctx, str_result_layout, layout) < 0)
-                goto done;
-            result = tensor_from_values(carrier_of(tensor), SW_DT_FLOAT32, layout, &total);
-            goto done;
-        }
+    sums = PyMem_Calloc((size_t)nout, sizeof(double));
+    if (!sums) {
+        PyErr_NoMemory();
+        goto done;
     }
+    int fr = core_reduce(tensor, kept, is_int ? SW_DT_INT32 : wide ? SW_DT_FLOAT64 : SW_DT_FLOAT32,
+                         nout, sums);
+    if (fr < 0)
+        goto done;
+    if (fr > 0)
+        goto made;
+    PyMem_Free(sums);
+    sums = NULL;
     v = values_of(tensor);
     sums = v ? PyMem_Calloc((size_t)nout, sizeof(double)) : NULL;
     ord = sums ? PyMem_Malloc(sizeof(int64_t) * (size_t)(L->size ? L->size : 1)) : NULL;
@@ -935,6 +951,7 @@ static PyObject *reduce_forward(PyObject *self, PyObject *const *args, Py_ssize_
         for (int64_t k = 0; k < L->size; k++)
             sums[ord[k]] = (double)((float)sums[ord[k]] + (float)v[k]);
     }
+made:
     if (PyDict_SetItem(((SwOperationObject *)self)->ctx, str_kept, kept) < 0 ||
         PyDict_SetItem(((SwOperationObject *)self)->ctx, str_result_layout, layout) < 0)
         goto done;

@@ -14,6 +14,7 @@
  * parent's entry. */
 #include "sw_extension.h"
 #include "sw_move.h"
+#include "sw_host_slots.h"
 
 #include "strideweave/blockdev.h"
 #include "strideweave/route.h"
@@ -112,20 +113,17 @@ static int run_transfer(const sw_transfer *t, struct sw_blockdev *dev)
  * carriers written in Python. */
 static int copy_by_slots(PyObject *src, int64_t offset, sw_layout *layout, PyObject *dst)
 {
-    for (int64_t k = 0; k < layout->size; k++) {
-        int64_t j;
-        sw_error err;
-        if (sw_layout_index(layout, k, &j, &err) != SW_OK)
-            return sw_py_raise(&err);
-        PyObject *v = sw_py_carrier_getitem(src, offset + j);
-        if (!v)
-            return -1;
-        int rc = sw_py_carrier_setitem(dst, j, v);
-        Py_DECREF(v);
-        if (rc < 0)
-            return -1;
+    int64_t *slots = sw_py_layout_slots(layout, 0); /* the core's walk */
+    if (!slots)
+        return -1;
+    int rc = 0;
+    for (int64_t k = 0; k < layout->size && rc == 0; k++) {
+        PyObject *v = sw_py_carrier_getitem(src, offset + slots[k]);
+        rc = v ? sw_py_carrier_setitem(dst, slots[k], v) : -1;
+        Py_XDECREF(v);
     }
-    return 0;
+    PyMem_Free(slots);
+    return rc;
 }
 
 /* _copy(tensor, destination, output, element_count) of the shipped

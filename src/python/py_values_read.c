@@ -9,7 +9,7 @@
  * slot read (its get_value hook), which re-checks the carrier's state
  * before each slot, so hooks that release or move it are seen. */
 #include "sw_carrier.h"
-#include "sw_layout_walk.h"
+#include "sw_host_slots.h"
 
 #include <string.h>
 
@@ -20,16 +20,16 @@
 static int gather_checked(PyObject *carrier, sw_dtype dt, const sw_layout *L, int64_t off,
                           size_t bytes, char *out)
 {
-    sw_walk w;
-    if (sw_walk_init(&w, L, off) < 0)
+    int64_t *slots = sw_py_layout_slots(L, off);
+    if (!slots)
         return -1;
     int rc = 0;
-    for (int64_t k = 0; k < L->size && rc == 0; k++, sw_walk_next(&w)) {
-        PyObject *v = sw_py_carrier_getitem(carrier, w.idx);
+    for (int64_t k = 0; k < L->size && rc == 0; k++) {
+        PyObject *v = sw_py_carrier_getitem(carrier, slots[k]);
         rc = v ? sw_py_store_slot(dt, v, out + (size_t)k * bytes) : -1;
         Py_XDECREF(v);
     }
-    sw_walk_done(&w);
+    PyMem_Free(slots);
     return rc;
 }
 
