@@ -27,6 +27,10 @@ extern "C" {
  * order are then the memory itself. */
 SW_API int sw_layout_is_flat(const sw_layout *layout);
 
+/* sizes[i] = the size of top-level mode i (the product of its leaves'
+ * extents) for i < min(rank, max); returns the rank. */
+SW_API int32_t sw_layout_mode_sizes(const sw_layout *layout, int64_t *sizes, int32_t max);
+
 /* out[k] = offset + layout(k) for every ordinal k in [0, size), in one
  * incremental walk (no division per element). SW_ETYPE for a NULL layout,
  * or a NULL out when the size is not 0. */

@@ -59,6 +59,10 @@ SW_API int64_t sw_tiles_slot(const sw_tile_geometry *g, int64_t t, int64_t withi
 SW_API int sw_tiles_is_zero_tile(const sw_tile_geometry *g, const void *base, size_t eb,
                                  int64_t t);
 
+/* TE-3: whether `layout` has the geometry's logical shape: rank top-level
+ * modes whose sizes are the logical extents (nesting inside a mode free). */
+SW_API int sw_tiles_matches_shape(const sw_tile_geometry *g, const sw_layout *layout);
+
 /* TE-3: whether a layout of this geometry's logical shape, placed at
  * `offset`, maps every tile's logical indices onto exactly that tile's
  * footprint (distinct slots). The caller has checked the layout's mode

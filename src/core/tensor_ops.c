@@ -195,21 +195,6 @@ sw_status sw_tensor_mul(const sw_tensor *a, const sw_tensor *b, sw_tensor **out,
 
 /* ---- reduce_sum ---------------------------------------------------------- */
 
-/* Sizes of L's top-level modes into size[rank]. */
-static void mode_sizes(const sw_layout *L, int64_t *size)
-{
-    int32_t p = 0, leaf = 0;
-    for (int32_t i = 0; i < L->rank; i++) {
-        int32_t nl;
-        int32_t end = sw_layout_mode_end(L->profile, p, &nl);
-        size[i] = 1;
-        for (int32_t j = 0; j < nl; j++)
-            size[i] *= L->extents[leaf + j];
-        leaf += nl;
-        p = end;
-    }
-}
-
 static sw_status check_reduce(const sw_tensor *t, const int32_t *kept, int32_t nkept,
                               sw_dtype acc, sw_error *err)
 {
@@ -242,7 +227,7 @@ static sw_status check_reduce(const sw_tensor *t, const int32_t *kept, int32_t n
 static int64_t result_ordinals(const sw_layout *L, const int32_t *kept, int32_t nkept,
                                int64_t *size, int64_t *mult, int64_t *ord)
 {
-    mode_sizes(L, size);
+    sw_layout_mode_sizes(L, size, L->rank);
     for (int32_t i = 0; i < L->rank; i++)
         mult[i] = 0;
     int64_t m = 1;

@@ -66,6 +66,21 @@ int sw_layout_is_flat(const sw_layout *L)
     return 1;
 }
 
+int32_t sw_layout_mode_sizes(const sw_layout *L, int64_t *sizes, int32_t max)
+{
+    int32_t p = 0, leaf = 0;
+    for (int32_t i = 0; i < L->rank && i < max; i++) {
+        int32_t nl;
+        int32_t end = sw_layout_mode_end(L->profile, p, &nl);
+        sizes[i] = 1;
+        for (int32_t j = 0; j < nl; j++)
+            sizes[i] *= L->extents[leaf + j];
+        leaf += nl;
+        p = end;
+    }
+    return L->rank;
+}
+
 sw_status sw_layout_slots(const sw_layout *L, int64_t offset, int64_t *out, sw_error *err)
 {
     if (!L || (!out && L->size > 0))

@@ -27,45 +27,11 @@
 #include "strideweave/alloc.h"
 #include "strideweave/filestore.h"
 
-/* Sizes of the layout's top-level modes; their count (or max + 1 when
- * there are more than `max`). */
-static int32_t mode_sizes(const sw_layout *L, int64_t *sizes, int32_t max)
-{
-    int32_t m = 0, depth = 0, leaf = 0;
-    for (int32_t p = 0; p < L->nprofile; p++) {
-        uint8_t node = L->profile[p];
-        if (node == SW_NODE_LEAF) {
-            if (depth == 0) {
-                if (m >= max)
-                    return max + 1;
-                sizes[m++] = L->extents[leaf];
-            } else {
-                sizes[m - 1] *= L->extents[leaf];
-            }
-            leaf++;
-        } else if (node == SW_NODE_PUSH) {
-            if (depth++ == 0) {
-                if (m >= max)
-                    return max + 1;
-                sizes[m++] = 1;
-            }
-        } else {
-            depth--;
-        }
-    }
-    return m;
-}
-
 static sw_status check_layout(sw_tiled_evictable *te, const sw_layout *L, int64_t offset,
                               sw_error *err)
 {
     const sw_tile_geometry *g = &te->geo;
-    int64_t sizes[SW_TILES_MAX_RANK + 1];
-    int32_t m = mode_sizes(L, sizes, SW_TILES_MAX_RANK);
-    int same = m == g->rank;
-    for (int32_t k = 0; same && k < m; k++)
-        same = sizes[k] == g->logical[k];
-    if (!same)
+    if (!sw_tiles_matches_shape(g, L))
         return sw_error_set(err, SW_EINVAL,
                             "TiledEvictable: the tensor's layout must have %d top-level modes "
                             "whose sizes are the carrier's logical shape",

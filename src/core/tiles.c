@@ -2,6 +2,7 @@
  * TiledEvictable (see tiles.h). Pure arithmetic over int64 plus one bitmap;
  * no Python. */
 #include "strideweave/tiles.h"
+#include "strideweave/tensor_walk.h"
 
 #include <string.h>
 
@@ -128,6 +129,17 @@ static void leaf_walk_next(leaf_walk *w)
         w->digits[l] = 0;
         w->slot -= L->strides[l] * (L->extents[l] - 1);
     }
+}
+
+int sw_tiles_matches_shape(const sw_tile_geometry *g, const sw_layout *layout)
+{
+    int64_t sizes[SW_TILES_MAX_RANK];
+    if (sw_layout_mode_sizes(layout, sizes, SW_TILES_MAX_RANK) != g->rank)
+        return 0;
+    for (int32_t k = 0; k < g->rank; k++)
+        if (sizes[k] != g->logical[k])
+            return 0;
+    return 1;
 }
 
 int sw_tiles_check_footprints(const sw_tile_geometry *g, const sw_layout *layout,

@@ -741,21 +741,6 @@ done:
     return kept;
 }
 
-/* Mode-local sizes of L's top-level modes into size[rank]. */
-static void mode_sizes(const sw_layout *L, int64_t *size)
-{
-    int32_t p = 0, leaf = 0;
-    for (int32_t i = 0; i < L->rank; i++) {
-        int32_t nl;
-        int32_t end = sw_py_mode_end(L->profile, p, &nl);
-        size[i] = 1;
-        for (int32_t j = 0; j < nl; j++)
-            size[i] *= L->extents[leaf + j];
-        leaf += nl;
-        p = end;
-    }
-}
-
 /* The result layout of reducing L to the kept modes (canonical). */
 static PyObject *reduced_layout(const sw_layout *L, PyObject *kept)
 {
@@ -797,7 +782,7 @@ static int result_ordinals(const sw_layout *L, PyObject *kept, int64_t *out)
         PyErr_NoMemory();
         return -1;
     }
-    mode_sizes(L, size);
+    sw_layout_mode_sizes(L, size, L->rank);
     int64_t m = 1;
     for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(kept); j++) {
         long i = PyLong_AsLong(PyTuple_GET_ITEM(kept, j));

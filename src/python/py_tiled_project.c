@@ -31,23 +31,6 @@
 
 /* ---- TE-3 --------------------------------------------------------------------- */
 
-/* Sizes of the layout's top-level modes into sizes[]; the mode count. */
-static int32_t mode_sizes(const sw_layout *L, int64_t *sizes, int32_t max)
-{
-    int32_t p = 0, leaf = 0, m = 0;
-    while (p < L->nprofile && m < max) {
-        int32_t nleaves = 0;
-        int32_t end = sw_py_mode_end(L->profile, p, &nleaves);
-        int64_t s = 1;
-        for (int32_t j = 0; j < nleaves; j++)
-            s *= L->extents[leaf + j];
-        leaf += nleaves;
-        sizes[m++] = s;
-        p = end;
-    }
-    return p < L->nprofile ? max + 1 : m;
-}
-
 int sw_tiled_check_tensor(PyObject *self, PyObject *tensor)
 {
     SwTiledEvictableObject *te = TILED(self);
@@ -64,12 +47,7 @@ int sw_tiled_check_tensor(PyObject *self, PyObject *tensor)
     if (sw_tiled_refuse_released(self, "project from") < 0)
         return -1;
     const sw_layout *L = SW_SUB_LAYOUT(&t->subs[0]);
-    int64_t sizes[SW_TILES_MAX_RANK + 1];
-    int32_t m = mode_sizes(L, sizes, SW_TILES_MAX_RANK);
-    int same = m == te->geo.rank;
-    for (int32_t k = 0; same && k < m; k++)
-        same = sizes[k] == te->geo.logical[k];
-    if (!same) {
+    if (!sw_tiles_matches_shape(&te->geo, L)) {
         PyErr_Format(PyExc_ValueError,
                      "the tensor's layout must have %d top-level modes whose sizes are the "
                      "carrier's logical_shape", (int)te->geo.rank);

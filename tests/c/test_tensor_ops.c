@@ -84,6 +84,23 @@ static void test_walks(void)
     CHECK(out[0] == 1 && out[1] == 1 && out[2] == 5 && out[3] == 5 && out[4] == 9 &&
           out[5] == 9);
     CHECK(sw_layout_fold_f32(B, NULL, out, &err) == SW_ETYPE);
+    /* mode sizes of a nested layout: (2, (3, 4)) has modes of 2 and 12 */
+    const uint8_t nest[5] = {SW_NODE_LEAF, SW_NODE_PUSH, SW_NODE_LEAF, SW_NODE_LEAF,
+                             SW_NODE_POP};
+    const int64_t next[3] = {2, 3, 4};
+    sw_layout *N = sw_layout_canonical(5, nest, next, &err);
+    int64_t sizes[2] = {0, 0};
+    CHECK_EQ_I64(sw_layout_mode_sizes(N, sizes, 2), 2);
+    CHECK_EQ_I64(sizes[0], 2);
+    CHECK_EQ_I64(sizes[1], 12);
+    CHECK_EQ_I64(sw_layout_mode_sizes(N, sizes, 1), 2); /* fills one, answers the rank */
+    /* the tiled shape check reads the same sizes (TE-3) */
+    sw_tile_geometry g;
+    const int64_t grid[2] = {1, 3}, tile[2] = {2, 4};
+    CHECK(sw_tiles_geometry_init(&g, 2, grid, tile, &err) == SW_OK);
+    CHECK(sw_tiles_matches_shape(&g, N));
+    CHECK(!sw_tiles_matches_shape(&g, P)); /* modes of 2 and 3 */
+    sw_layout_free(N);
     sw_layout_free(P);
     sw_layout_free(B);
     sw_layout_free(F);
