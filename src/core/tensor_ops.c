@@ -246,13 +246,17 @@ static int64_t result_ordinals(const sw_layout *L, const int32_t *kept, int32_t 
     return m;
 }
 
+/* The result ordinal of input ordinal k: ord[k], or 0 (everything into
+ * one value) without an ord array. */
+#define ORD(k) (ord ? ord[k] : 0)
+
 static sw_status sum_i32(const int32_t *v, const int64_t *ord, int64_t n, int64_t nout,
                          int32_t *out, sw_error *err)
 {
     int64_t *sums = sw_calloc((size_t)nout, sizeof *sums);
     sw_status st = sums ? SW_OK : sw_error_set(err, SW_ENOMEM, "reduce_sum: out of memory");
     for (int64_t k = 0; st == SW_OK && k < n; k++)
-        if (__builtin_add_overflow(sums[ord[k]], (int64_t)v[k], &sums[ord[k]]))
+        if (__builtin_add_overflow(sums[ORD(k)], (int64_t)v[k], &sums[ORD(k)]))
             st = sw_error_set(err, SW_EOVERFLOW, "Int32 sum is out of range");
     for (int64_t r = 0; st == SW_OK && r < nout; r++) {
         if (sums[r] < INT32_MIN || sums[r] > INT32_MAX)
@@ -270,18 +274,34 @@ static sw_status sum_f32(const float *v, const int64_t *ord, int64_t n, int64_t 
     if (!wide) {
         memset(out, 0, (size_t)nout * sizeof *out);
         for (int64_t k = 0; k < n; k++)
-            out[ord[k]] += v[k];
+            out[ORD(k)] += v[k];
         return SW_OK;
     }
     double *sums = sw_calloc((size_t)nout, sizeof *sums);
     if (!sums)
         return sw_error_set(err, SW_ENOMEM, "reduce_sum: out of memory");
     for (int64_t k = 0; k < n; k++)
-        sums[ord[k]] += (double)v[k];
+        sums[ORD(k)] += (double)v[k];
     for (int64_t r = 0; r < nout; r++)
         out[r] = (float)sums[r];
     sw_free(sums);
     return SW_OK;
+}
+
+/* Everything into one value, in logical order: no result ordinals. */
+static sw_status sum_all(const sw_tensor *t, sw_dtype acc, void *out, sw_error *err)
+{
+    int64_t n = sw_tensor_size(t);
+    void *v = alloc_slots(n, 4, err);
+    if (!v)
+        return SW_ENOMEM;
+    sw_status st = sw_tensor_read_values(t, v, err);
+    if (st == SW_OK && acc == SW_DT_INT32)
+        st = sum_i32(v, NULL, n, 1, out, err);
+    else if (st == SW_OK)
+        st = sum_f32(v, NULL, n, 1, acc == SW_DT_FLOAT64, out, err);
+    sw_free(v);
+    return st;
 }
 
 sw_status sw_tensor_reduce_sum_values(const sw_tensor *t, const int32_t *kept, int32_t nkept,
@@ -294,6 +314,8 @@ sw_status sw_tensor_reduce_sum_values(const sw_tensor *t, const int32_t *kept, i
         return sw_error_set(err, SW_ETYPE, "reduce_sum: out must not be NULL");
     const sw_layout *L = sw_tensor_layout(t);
     int64_t n = L->size;
+    if (nkept == 0)
+        return sum_all(t, acc, out, err);
     int64_t *ord = alloc_slots(n, sizeof *ord, err);
     int64_t *size = ord ? alloc_slots(2 * (int64_t)L->rank, sizeof *size, err) : NULL;
     void *v = size ? alloc_slots(n, 4, err) : NULL;

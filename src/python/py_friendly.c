@@ -6,6 +6,7 @@
  * the carrier's memory), so a failure leaves nothing reachable. */
 #include "sw_python.h"
 #include "sw_messages.h"
+#include "sw_layout_slots.h"
 
 #include <string.h>
 
@@ -179,35 +180,20 @@ static PyObject *cpu_filled(sw_dtype dt, int64_t nslots, const void *pattern)
 static PyObject *cpu_placed(sw_dtype dt, const sw_layout *L, PyObject *items)
 {
     size_t bytes = sw_dtype_slot_bytes(dt);
-    int64_t *digit = PyMem_Calloc((size_t)L->nleaves + 1, sizeof(int64_t));
-    if (!digit)
-        return PyErr_NoMemory();
+    int64_t *slots = sw_py_layout_slots(L, 0); /* the core's walk */
+    if (!slots)
+        return NULL;
     PyObject *cpu = sw_py_cpu_new(dt, L->cosize, 1, 1);
-    if (!cpu)
-        goto error;
-    int64_t idx = 0;
-    for (int64_t k = 0; k < L->size; k++) {
+    for (int64_t k = 0; cpu && k < L->size; k++) {
         PyObject *v = PyTuple_GET_ITEM(items, (Py_ssize_t)k);
         Py_INCREF(v);
-        int rc = sw_py_store_slot(dt, v, slot_at(cpu, bytes, idx));
+        int rc = sw_py_store_slot(dt, v, slot_at(cpu, bytes, slots[k]));
         Py_DECREF(v);
         if (rc < 0)
-            goto error;
-        for (int32_t j = 0; j < L->nleaves; j++) {
-            if (++digit[j] < L->extents[j]) {
-                idx += L->strides[j];
-                break;
-            }
-            idx -= L->strides[j] * (L->extents[j] - 1);
-            digit[j] = 0;
-        }
+            Py_CLEAR(cpu);
     }
-    PyMem_Free(digit);
+    PyMem_Free(slots);
     return cpu;
-error:
-    PyMem_Free(digit);
-    Py_XDECREF(cpu);
-    return NULL;
 }
 
 /* ---- tensor (F-2) ------------------------------------------------------------ */

@@ -14,7 +14,7 @@
  * parent's entry. */
 #include "sw_extension.h"
 #include "sw_move.h"
-#include "sw_host_slots.h"
+#include "sw_layout_slots.h"
 
 #include "strideweave/blockdev.h"
 #include "strideweave/route.h"

@@ -9,7 +9,7 @@
  * slot read (its get_value hook), which re-checks the carrier's state
  * before each slot, so hooks that release or move it are seen. */
 #include "sw_carrier.h"
-#include "sw_host_slots.h"
+#include "sw_layout_slots.h"
 
 #include <string.h>
 

@@ -1,34 +1,15 @@
 /* Reaching a plane's slots from the binding: the slots a layout reaches,
- * walked by the core, for the checked per-slot access of carriers whose
- * slots are the binding's (a class written in Python), and the host memory
- * of exact CPU/Generic carriers that the core's walks (tensor_walk.h,
- * tensor_ops.h) read and write in place. */
+ * walked by the core (sw_layout_slots.h), for the checked per-slot access of
+ * carriers whose slots are the binding's (a class written in Python), and
+ * the host memory of exact CPU/Generic carriers that the core's walks
+ * (tensor_walk.h, tensor_ops.h) read and write in place. */
 #ifndef SW_HOST_SLOTS_H
 #define SW_HOST_SLOTS_H
 
 #include "sw_carrier.h"
-
-#include "strideweave/tensor_walk.h"
+#include "sw_layout_slots.h"
 
 #include <stdint.h>
-
-/* slots[k] = offset + layout(k) for every ordinal k (the core's walk,
- * strideweave/tensor_walk.h): a PyMem array, or NULL with MemoryError set. */
-static inline int64_t *sw_py_layout_slots(const sw_layout *L, int64_t offset)
-{
-    int64_t *slots = PyMem_Malloc(sizeof(int64_t) * (size_t)(L->size ? L->size : 1));
-    sw_error err;
-    if (!slots) {
-        PyErr_NoMemory();
-        return NULL;
-    }
-    if (sw_layout_slots(L, offset, slots, &err) != SW_OK) {
-        PyMem_Free(slots);
-        sw_py_raise(&err);
-        return NULL;
-    }
-    return slots;
-}
 
 /* Float32 host memory of an exact CPU/Generic carrier from which slots
  * [lo, lo + n) may be read directly (what the checked slot read would
