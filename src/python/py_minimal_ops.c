@@ -386,7 +386,9 @@ static int check_int32(double v, const char *fn)
 {
     if (v >= -2147483648.0 && v <= 2147483647.0)
         return 0;
-    PyErr_Format(PyExc_OverflowError, "%s: Int32 result %.0f is out of range", fn, v);
+    /* as the core words it (tensor_ops.h); PyErr_Format has no %f */
+    PyErr_Format(PyExc_OverflowError, "%s: Int32 result %lld is out of range", fn,
+                 (long long)v);
     return -1;
 }
 
