@@ -31,6 +31,14 @@ SW_API int sw_layout_is_flat(const sw_layout *layout);
  * extents) for i < min(rank, max); returns the rank. */
 SW_API int32_t sw_layout_mode_sizes(const sw_layout *layout, int64_t *sizes, int32_t max);
 
+/* Where a sum over some top-level modes puts each element: out[k] = the
+ * ordinal, in the result, that ordinal k of `layout` adds into, when the
+ * result's mode j is the layout's mode kept[j] (nkept 0: everything into
+ * ordinal 0). SW_EINVAL for a kept mode outside [0, rank); SW_ETYPE for
+ * NULL arrays; SW_ENOMEM. */
+SW_API sw_status sw_layout_reduce_ordinals(const sw_layout *layout, const int32_t *kept,
+                                           int32_t nkept, int64_t *out, sw_error *err);
+
 /* out[k] = offset + layout(k) for every ordinal k in [0, size), in one
  * incremental walk (no division per element). SW_ETYPE for a NULL layout,
  * or a NULL out when the size is not 0. */

@@ -4,10 +4,12 @@
  * so the per-element work never takes a lock or calls a carrier. */
 #include "strideweave/tensor_ops.h"
 
+#include <pthread.h>
 #include <string.h>
 
 #include "strideweave/alloc.h"
 #include "strideweave/tensor_walk.h"
+#include "carrier_internal.h"
 
 static void *alloc_slots(int64_t n, size_t bytes, sw_error *err)
 {
@@ -40,20 +42,113 @@ static sw_status check_binary(const sw_tensor *a, const sw_tensor *b, sw_error *
     return SW_OK;
 }
 
-/* t's values as binary32 into out (an Int32 tensor's rounded). */
-static sw_status read_f32(const sw_tensor *t, float *out, sw_error *err)
+/* ---- operands ------------------------------------------------------------
+ * An operand's values in logical order: the carrier's host memory in place
+ * when the class is CPU or Generic and the layout flat (its mutex held while
+ * the op reads it, so the values are one instant's, as
+ * sw_tensor_read_values gives them), else a copy that call made. Copies are
+ * made before any mutex is taken; the in-place operands' mutexes are then
+ * taken together (in address order), so no op waits for a mutex while
+ * holding another. */
+
+typedef struct operand {
+    const sw_tensor *t;
+    const void *vals; /* logical order, t's dtype */
+    void *copy;       /* owned, or NULL */
+    sw_carrier *held; /* the carrier whose memory `vals` is (mutex taken) */
+} operand;
+
+/* Slot 0 of t's carrier's host memory when t can be read in place. */
+static const char *in_place(const sw_tensor *t)
 {
-    if (sw_tensor_dtype(t) == SW_DT_FLOAT32)
-        return sw_tensor_read_values(t, out, err);
-    int64_t n = sw_tensor_size(t);
-    int32_t *i = alloc_slots(n, sizeof *i, err);
-    if (!i)
-        return SW_ENOMEM;
-    sw_status st = sw_tensor_read_values(t, i, err);
-    for (int64_t k = 0; st == SW_OK && k < n; k++)
-        out[k] = (float)i[k];
-    sw_free(i);
+    sw_carrier *c = sw_tensor_carrier(t);
+    const sw_carrier_class *k = sw_carrier_class_of(c);
+    if ((k != &sw_cpu_class && k != &sw_generic_class) || !sw_layout_is_flat(sw_tensor_layout(t)))
+        return NULL;
+    return k == &sw_cpu_class ? sw_cpu_pointer(c) : sw_generic_pointer(c);
+}
+
+/* With the mutex held: what sw_tensor_read_values checks before reading. */
+static sw_status check_in_place_locked(const operand *o, sw_error *err)
+{
+    sw_carrier *c = o->held;
+    sw_status st = sw_carrier_check_readable_locked(c, err);
+    if (st != SW_OK)
+        return st;
+    const sw_layout *L = sw_tensor_layout(o->t);
+    int64_t end, off = sw_tensor_offset(o->t), size = c->ops->size(c->impl);
+    if (__builtin_add_overflow(off, L->cosize, &end) || end > size)
+        return sw_error_set(err, SW_ERANGE,
+                            "the tensor reaches slots %lld..%lld of a %s carrier of size %lld",
+                            (long long)off, (long long)(off + L->cosize - 1),
+                            sw_carrier_name(c), (long long)size);
+    return SW_OK;
+}
+
+static void operands_end(operand *o, int n)
+{
+    sw_carrier *a = NULL, *b = NULL;
+    for (int i = 0; i < n; i++) {
+        sw_free(o[i].copy);
+        o[i].copy = NULL;
+        if (o[i].held && !a)
+            a = o[i].held;
+        else if (o[i].held && o[i].held != a)
+            b = o[i].held;
+        o[i].held = NULL;
+    }
+    if (a && b)
+        sw_carrier_unlock_pair(a, b);
+    else if (a)
+        pthread_mutex_unlock(&a->lock);
+}
+
+/* The values of n (1 or 2) tensors; operands_end releases them, also after
+ * a failure. */
+static sw_status operands_begin(operand *o, const sw_tensor *const *t, int n, sw_error *err)
+{
+    const char *mem[2];
+    sw_status st = SW_OK;
+    for (int i = 0; i < n; i++) {
+        o[i] = (operand){t[i], NULL, NULL, NULL};
+        mem[i] = in_place(t[i]);
+        if (mem[i] || st != SW_OK)
+            continue;
+        o[i].copy = alloc_slots(sw_tensor_size(t[i]), sw_dtype_slot_bytes(sw_tensor_dtype(t[i])),
+                                err);
+        st = o[i].copy ? sw_tensor_read_values(t[i], o[i].copy, err) : SW_ENOMEM;
+        o[i].vals = o[i].copy;
+    }
+    if (st != SW_OK)
+        return st;
+    sw_carrier *a = NULL, *b = NULL;
+    for (int i = 0; i < n; i++) {
+        if (!mem[i])
+            continue;
+        o[i].held = sw_tensor_carrier(t[i]);
+        o[i].vals = mem[i] + (size_t)sw_tensor_offset(t[i]) * sw_dtype_slot_bytes(
+                                                                  sw_tensor_dtype(t[i]));
+        if (!a)
+            a = o[i].held;
+        else if (o[i].held != a)
+            b = o[i].held;
+    }
+    if (a && b)
+        sw_carrier_lock_pair(a, b);
+    else if (a)
+        pthread_mutex_lock(&a->lock);
+    /* the memory noted before locking is still the carrier's (host storage
+     * never moves) unless it was released meanwhile: checked here */
+    for (int i = 0; i < n && st == SW_OK; i++)
+        if (o[i].held)
+            st = check_in_place_locked(&o[i], err);
     return st;
+}
+
+/* Element k of an operand as binary32 (an Int32 one rounded). */
+static inline float f32_at(const operand *o, int is_int, int64_t k)
+{
+    return is_int ? (float)((const int32_t *)o->vals)[k] : ((const float *)o->vals)[k];
 }
 
 static sw_status overflow(int64_t v, sw_error *err)
@@ -61,45 +156,36 @@ static sw_status overflow(int64_t v, sw_error *err)
     return sw_error_set(err, SW_EOVERFLOW, "Int32 result %lld is out of range", (long long)v);
 }
 
-static sw_status binary_i32(sw_binary_op op, const sw_tensor *a, const sw_tensor *b,
-                            int32_t *out, sw_error *err)
-{
-    int64_t n = sw_tensor_size(a);
-    int32_t *y = alloc_slots(n, sizeof *y, err);
-    if (!y)
-        return SW_ENOMEM;
-    sw_status st = sw_tensor_read_values(a, out, err);
-    if (st == SW_OK)
-        st = sw_tensor_read_values(b, y, err);
-    for (int64_t k = 0; st == SW_OK && k < n; k++) {
-        int64_t r = op == SW_BINARY_MUL ? (int64_t)out[k] * y[k] : (int64_t)out[k] + y[k];
-        if (r < INT32_MIN || r > INT32_MAX)
-            st = overflow(r, err);
-        else
-            out[k] = (int32_t)r;
-    }
-    sw_free(y);
-    return st;
-}
-
-static sw_status binary_f32(sw_binary_op op, const sw_tensor *a, const sw_tensor *b, float *out,
+static sw_status binary_i32(sw_binary_op op, const operand *o, int64_t n, int32_t *out,
                             sw_error *err)
 {
-    int64_t n = sw_tensor_size(a);
-    float *y = alloc_slots(n, sizeof *y, err);
-    if (!y)
-        return SW_ENOMEM;
-    sw_status st = read_f32(a, out, err);
-    if (st == SW_OK)
-        st = read_f32(b, y, err);
-    if (st == SW_OK && op == SW_BINARY_MUL)
-        for (int64_t k = 0; k < n; k++)
-            out[k] = out[k] * y[k];
-    else if (st == SW_OK)
-        for (int64_t k = 0; k < n; k++)
-            out[k] = out[k] + y[k];
-    sw_free(y);
-    return st;
+    const int32_t *x = o[0].vals, *y = o[1].vals;
+    for (int64_t k = 0; k < n; k++) {
+        int64_t r = op == SW_BINARY_MUL ? (int64_t)x[k] * y[k] : (int64_t)x[k] + y[k];
+        if (r < INT32_MIN || r > INT32_MAX)
+            return overflow(r, err);
+        out[k] = (int32_t)r;
+    }
+    return SW_OK;
+}
+
+static void binary_f32(sw_binary_op op, const operand *o, int64_t n, float *out)
+{
+    int xi = sw_tensor_dtype(o[0].t) == SW_DT_INT32, yi = sw_tensor_dtype(o[1].t) == SW_DT_INT32;
+    if (!xi && !yi) { /* the common case, one tight loop */
+        const float *x = o[0].vals, *y = o[1].vals;
+        if (op == SW_BINARY_MUL)
+            for (int64_t k = 0; k < n; k++)
+                out[k] = x[k] * y[k];
+        else
+            for (int64_t k = 0; k < n; k++)
+                out[k] = x[k] + y[k];
+        return;
+    }
+    for (int64_t k = 0; k < n; k++) {
+        float x = f32_at(&o[0], xi, k), y = f32_at(&o[1], yi, k);
+        out[k] = op == SW_BINARY_MUL ? x * y : x + y;
+    }
 }
 
 sw_status sw_tensor_binary_values(sw_binary_op op, const sw_tensor *a, const sw_tensor *b,
@@ -112,9 +198,16 @@ sw_status sw_tensor_binary_values(sw_binary_op op, const sw_tensor *a, const sw_
         return sw_error_set(err, SW_ETYPE, "tensor op: out must not be NULL");
     if (op != SW_BINARY_ADD && op != SW_BINARY_MUL)
         return sw_error_set(err, SW_EINVAL, "tensor op: unknown operation %d", (int)op);
-    if (sw_binary_result_dtype(sw_tensor_dtype(a), sw_tensor_dtype(b)) == SW_DT_INT32)
-        return binary_i32(op, a, b, out, err);
-    return binary_f32(op, a, b, out, err);
+    operand o[2];
+    const sw_tensor *t[2] = {a, b};
+    st = operands_begin(o, t, 2, err);
+    if (st == SW_OK && sw_binary_result_dtype(sw_tensor_dtype(a), sw_tensor_dtype(b)) ==
+                           SW_DT_INT32)
+        st = binary_i32(op, o, sw_tensor_size(a), out, err);
+    else if (st == SW_OK)
+        binary_f32(op, o, sw_tensor_size(a), out);
+    operands_end(o, 2);
+    return st;
 }
 
 /* ---- fresh results ------------------------------------------------------ */
@@ -223,29 +316,6 @@ static sw_status check_reduce(const sw_tensor *t, const int32_t *kept, int32_t n
     return SW_OK;
 }
 
-/* ord[k] = the result ordinal input ordinal k adds into; the result size. */
-static int64_t result_ordinals(const sw_layout *L, const int32_t *kept, int32_t nkept,
-                               int64_t *size, int64_t *mult, int64_t *ord)
-{
-    sw_layout_mode_sizes(L, size, L->rank);
-    for (int32_t i = 0; i < L->rank; i++)
-        mult[i] = 0;
-    int64_t m = 1;
-    for (int32_t j = 0; j < nkept; j++) {
-        mult[kept[j]] = m;
-        m *= size[kept[j]];
-    }
-    for (int64_t k = 0; k < L->size; k++) {
-        int64_t rest = k, r = 0;
-        for (int32_t i = 0; i < L->rank; i++) {
-            r += (rest % size[i]) * mult[i];
-            rest /= size[i];
-        }
-        ord[k] = r;
-    }
-    return m;
-}
-
 /* The result ordinal of input ordinal k: ord[k], or 0 (everything into
  * one value) without an ord array. */
 #define ORD(k) (ord ? ord[k] : 0)
@@ -291,16 +361,13 @@ static sw_status sum_f32(const float *v, const int64_t *ord, int64_t n, int64_t 
 /* Everything into one value, in logical order: no result ordinals. */
 static sw_status sum_all(const sw_tensor *t, sw_dtype acc, void *out, sw_error *err)
 {
-    int64_t n = sw_tensor_size(t);
-    void *v = alloc_slots(n, 4, err);
-    if (!v)
-        return SW_ENOMEM;
-    sw_status st = sw_tensor_read_values(t, v, err);
+    operand o;
+    sw_status st = operands_begin(&o, &t, 1, err);
     if (st == SW_OK && acc == SW_DT_INT32)
-        st = sum_i32(v, NULL, n, 1, out, err);
+        st = sum_i32(o.vals, NULL, sw_tensor_size(t), 1, out, err);
     else if (st == SW_OK)
-        st = sum_f32(v, NULL, n, 1, acc == SW_DT_FLOAT64, out, err);
-    sw_free(v);
+        st = sum_f32(o.vals, NULL, sw_tensor_size(t), 1, acc == SW_DT_FLOAT64, out, err);
+    operands_end(&o, 1);
     return st;
 }
 
@@ -317,21 +384,26 @@ sw_status sw_tensor_reduce_sum_values(const sw_tensor *t, const int32_t *kept, i
     if (nkept == 0)
         return sum_all(t, acc, out, err);
     int64_t *ord = alloc_slots(n, sizeof *ord, err);
-    int64_t *size = ord ? alloc_slots(2 * (int64_t)L->rank, sizeof *size, err) : NULL;
+    int64_t *size = ord ? alloc_slots(L->rank, sizeof *size, err) : NULL;
     void *v = size ? alloc_slots(n, 4, err) : NULL;
     if (!v) {
         sw_free(ord);
         sw_free(size);
         return SW_ENOMEM;
     }
-    int64_t nout = result_ordinals(L, kept, nkept, size, size + L->rank, ord);
-    st = sw_tensor_read_values(t, v, err);
+    int64_t nout = 1;
+    sw_layout_mode_sizes(L, size, L->rank);
+    for (int32_t j = 0; j < nkept; j++)
+        nout *= size[kept[j]];
+    sw_free(size);
+    st = sw_layout_reduce_ordinals(L, kept, nkept, ord, err);
+    if (st == SW_OK)
+        st = sw_tensor_read_values(t, v, err);
     if (st == SW_OK && acc == SW_DT_INT32)
         st = sum_i32(v, ord, n, nout, out, err);
     else if (st == SW_OK)
         st = sum_f32(v, ord, n, nout, acc == SW_DT_FLOAT64, out, err);
     sw_free(v);
-    sw_free(size);
     sw_free(ord);
     return st;
 }

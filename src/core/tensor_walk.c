@@ -81,6 +81,38 @@ int32_t sw_layout_mode_sizes(const sw_layout *L, int64_t *sizes, int32_t max)
     return L->rank;
 }
 
+sw_status sw_layout_reduce_ordinals(const sw_layout *L, const int32_t *kept, int32_t nkept,
+                                    int64_t *out, sw_error *err)
+{
+    if (!L || (!kept && nkept > 0) || (!out && L->size > 0))
+        return sw_error_set(err, SW_ETYPE, "sw_layout_reduce_ordinals: NULL argument");
+    int64_t *size = sw_calloc(2 * (size_t)L->rank + 1, sizeof(int64_t));
+    if (!size)
+        return sw_error_set(err, SW_ENOMEM, "sw_layout_reduce_ordinals: out of memory");
+    int64_t *mult = size + L->rank;
+    sw_layout_mode_sizes(L, size, L->rank);
+    int64_t m = 1;
+    for (int32_t j = 0; j < nkept; j++) {
+        if (kept[j] < 0 || kept[j] >= L->rank) {
+            sw_free(size);
+            return sw_error_set(err, SW_EINVAL, "sw_layout_reduce_ordinals: mode %d is not in "
+                                "[0, %d)", (int)kept[j], (int)L->rank);
+        }
+        mult[kept[j]] = m;
+        m *= size[kept[j]];
+    }
+    for (int64_t k = 0; k < L->size; k++) {
+        int64_t rest = k, r = 0;
+        for (int32_t i = 0; i < L->rank; i++) {
+            r += (rest % size[i]) * mult[i];
+            rest /= size[i];
+        }
+        out[k] = r;
+    }
+    sw_free(size);
+    return SW_OK;
+}
+
 sw_status sw_layout_slots(const sw_layout *L, int64_t offset, int64_t *out, sw_error *err)
 {
     if (!L || (!out && L->size > 0))

@@ -773,35 +773,19 @@ static PyObject *reduced_layout(const sw_layout *L, PyObject *kept)
     return r;
 }
 
-/* out[k] = result ordinal that input ordinal k contributes to. */
+/* out[k] = result ordinal that input ordinal k contributes to (the core's). */
 static int result_ordinals(const sw_layout *L, PyObject *kept, int64_t *out)
 {
-    int64_t *size = PyMem_Calloc((size_t)L->rank + 1, sizeof(int64_t));
-    int64_t *mult = PyMem_Calloc((size_t)L->rank + 1, sizeof(int64_t));
-    if (!size || !mult) {
-        PyMem_Free(size);
-        PyMem_Free(mult);
-        PyErr_NoMemory();
-        return -1;
-    }
-    sw_layout_mode_sizes(L, size, L->rank);
-    int64_t m = 1;
-    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(kept); j++) {
-        long i = PyLong_AsLong(PyTuple_GET_ITEM(kept, j));
-        mult[i] = m;
-        m *= size[i];
-    }
-    for (int64_t k = 0; k < L->size; k++) {
-        int64_t rest = k, r = 0;
-        for (int32_t i = 0; i < L->rank; i++) {
-            r += (rest % size[i]) * mult[i];
-            rest /= size[i];
-        }
-        out[k] = r;
-    }
-    PyMem_Free(size);
-    PyMem_Free(mult);
-    return 0;
+    Py_ssize_t nk = PyTuple_GET_SIZE(kept);
+    int32_t *modes = PyMem_Malloc(sizeof(int32_t) * (size_t)(nk + 1));
+    sw_error err;
+    if (!modes)
+        return PyErr_NoMemory(), -1;
+    for (Py_ssize_t j = 0; j < nk; j++)
+        modes[j] = (int32_t)PyLong_AsLong(PyTuple_GET_ITEM(kept, j));
+    sw_status st = sw_layout_reduce_ordinals(L, modes, (int32_t)nk, out, &err);
+    PyMem_Free(modes);
+    return st == SW_OK ? 0 : sw_py_raise(&err);
 }
 
 /* The sums computed by the core (tensor_ops.h, in logical order) into

@@ -94,6 +94,14 @@ static void test_walks(void)
     CHECK_EQ_I64(sizes[0], 2);
     CHECK_EQ_I64(sizes[1], 12);
     CHECK_EQ_I64(sw_layout_mode_sizes(N, sizes, 1), 2); /* fills one, answers the rank */
+    /* reduce ordinals: (2, 12) keeping mode 1 puts k at k / 2; none: all at 0 */
+    int64_t ord[24];
+    const int32_t keep1[1] = {1}, keep_bad[1] = {2};
+    CHECK(sw_layout_reduce_ordinals(N, keep1, 1, ord, &err) == SW_OK);
+    CHECK(ord[0] == 0 && ord[1] == 0 && ord[2] == 1 && ord[23] == 11);
+    CHECK(sw_layout_reduce_ordinals(N, NULL, 0, ord, &err) == SW_OK);
+    CHECK(ord[0] == 0 && ord[23] == 0);
+    CHECK(sw_layout_reduce_ordinals(N, keep_bad, 1, ord, &err) == SW_EINVAL);
     /* the tiled shape check reads the same sizes (TE-3) */
     sw_tile_geometry g;
     const int64_t grid[2] = {1, 3}, tile[2] = {2, 4};
