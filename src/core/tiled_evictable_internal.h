@@ -86,11 +86,6 @@ sw_status sw_te_read_run(sw_tiled_evictable *te, const te_store *s, int64_t at, 
  * sw_te_write_destination). */
 unsigned char *sw_te_destination_memory(sw_tiled_evictable *te, sw_carrier *dest);
 
-/* The descriptor of a binding's FileBacked destination the core writes
- * itself (te_store's `own`): the projection gathers into the file in
- * place. -1 for any other destination. */
-int sw_te_destination_file(sw_tiled_evictable *te, sw_carrier *dest);
-
 /* A projection's values into `dest`, a destination of the binding's (not
  * CPU), its owner access held by the caller, no lock held: the core writes
  * a destination of its own classes itself (te_store's `own`), else the

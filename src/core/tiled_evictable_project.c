@@ -9,9 +9,8 @@
  * binding's store that land as one run go to its read_many hook together,
  * those in files of the core's own classes in a bound tier are read into
  * place by the core, and the gather (tiles.h) copies host runs (also the
- * memory of a bound Generic tier) into the destination, into a Generic
- * destination's memory, or into a FileBacked destination's file in place
- * (mapped); under the lock again the pins drop. The gather
+ * memory of a bound Generic tier) into the destination, or into a
+ * Generic destination's memory; under the lock again the pins drop. The gather
  * reads tiles where they are, so residency never changes. A policy's
  * promotion runs after the gather, its copies issued by the gathering
  * thread (sw_te_project_issue) and awaited (sw_te_project_await) there or,
@@ -20,8 +19,6 @@
 
 #include <errno.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/uio.h>
 
 #include "strideweave/alloc.h"
@@ -421,9 +418,8 @@ struct te_projection {
     int64_t *coords;   /* every axis' coordinates, back to back */
     sw_tile_selection sel;
     int given;         /* the destination is the caller's */
-    int bound;         /* ... and the binding's: gathered into its memory (Generic), its
-                          file (FileBacked the core writes), or a bounce buffer, then its
-                          write hook */
+    int bound;         /* ... and the binding's: gathered into its memory (Generic) or a bounce
+                          buffer, then its write hook */
     sw_carrier *dest;  /* one reference */
     uint64_t token;    /* the claim on a given destination */
     te_store *notes;
@@ -615,50 +611,14 @@ sw_status sw_te_project_begin(sw_tiled_evictable *te, const sw_layout *layout, i
     return SW_OK;
 }
 
-/* The first `bytes` of a binding's FileBacked destination the core writes
- * itself, mapped shared: the gather writes the file in place (and reads
- * tiles kept in files straight into it), with no projection-sized buffer.
- * NULL when it is not such a destination, is shorter than that (the binding
- * grew it to the projection's size first) or cannot be mapped: the bounce
- * buffer then. The destination is claimed, so nothing resizes it meanwhile. */
-static unsigned char *map_destination(sw_tiled_evictable *te, sw_carrier *dest, size_t bytes)
-{
-    int fd = sw_te_destination_file(te, dest);
-    struct stat sb;
-    if (fd < 0 || bytes == 0 || fstat(fd, &sb) != 0 || (uint64_t)sb.st_size < bytes)
-        return NULL;
-    void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    return m == MAP_FAILED ? NULL : m;
-}
-
-/* After a gather into a mapped destination: unmapped, and on success one
- * version step, as the one write of a bounce buffer made (the claimed
- * destination's owner on this thread, no core lock held). */
-static void unmap_destination(te_projection *pj, unsigned char *mapped, size_t bytes)
-{
-    munmap(mapped, bytes);
-    if (pj->status != SW_OK)
-        return;
-    pj->status = sw_carrier_begin_owner_access(pj->dest, pj->token, &pj->err);
-    if (pj->status == SW_OK) {
-        pj->status = sw_carrier_increment_version(pj->dest, &pj->err);
-        sw_carrier_end_owner_access(pj->dest, pj->token, NULL);
-    }
-}
-
 void sw_te_project_issue(sw_tiled_evictable *te, te_projection *pj)
 {
     sw_error_clear(&pj->err);
     /* A binding's destination whose memory the core reaches (Generic) is
-     * gathered into like a CPU one, a FileBacked one the core writes itself
-     * in place through a mapping of its file; any other goes through a
-     * bounce buffer and the write hook. */
+     * gathered into like a CPU one; any other goes through a bounce buffer
+     * and the write hook. */
     unsigned char *into = pj->bound ? sw_te_destination_memory(te, pj->dest)
                                     : sw_cpu_pointer(pj->dest);
-    size_t bytes = (size_t)pj->n * te->eb;
-    unsigned char *mapped = pj->bound && !into ? map_destination(te, pj->dest, bytes) : NULL;
-    if (mapped)
-        into = mapped;
     unsigned char *bounce = NULL;
     if (pj->bound && !into && !(bounce = sw_malloc((size_t)pj->n * te->eb + 1))) {
         pj->status = sw_error_set(&pj->err, SW_ENOMEM, "TiledEvictable: out of memory for the "
@@ -677,8 +637,6 @@ void sw_te_project_issue(sw_tiled_evictable *te, te_projection *pj)
         }
     }
     sw_free(bounce);
-    if (mapped)
-        unmap_destination(pj, mapped, bytes);
     int64_t n = pj->plan.n[SW_TE_PLAN_PROMOTE];
     if (pj->status != SW_OK || n == 0)
         return;
