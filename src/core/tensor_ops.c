@@ -341,6 +341,18 @@ static sw_status sum_i32(const int32_t *v, const int64_t *ord, int64_t n, int64_
 static sw_status sum_f32(const float *v, const int64_t *ord, int64_t n, int64_t nout, int wide,
                          float *out, sw_error *err)
 {
+    if (!ord) { /* everything into one value: a register accumulator, same order */
+        float acc32 = 0.0f;
+        double acc64 = 0.0;
+        if (wide)
+            for (int64_t k = 0; k < n; k++)
+                acc64 += (double)v[k];
+        else
+            for (int64_t k = 0; k < n; k++)
+                acc32 += v[k];
+        out[0] = wide ? (float)acc64 : acc32;
+        return SW_OK;
+    }
     if (!wide) {
         memset(out, 0, (size_t)nout * sizeof *out);
         for (int64_t k = 0; k < n; k++)
