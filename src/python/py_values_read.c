@@ -165,23 +165,19 @@ PyObject *sw_py_tensor_element(PyObject *tensor, int64_t index)
 static PyObject *values_list(PyObject *carrier, sw_dtype dt, const sw_layout *L, int64_t off,
                              const char *raw)
 {
-    sw_walk w;
     size_t bytes = sw_dtype_slot_bytes(dt);
-    PyObject *out = PyList_New((Py_ssize_t)L->size);
-    if (!out || sw_walk_init(&w, L, off) < 0) {
-        Py_XDECREF(out);
-        return NULL;
-    }
-    for (int64_t k = 0; k < L->size; k++, sw_walk_next(&w)) {
+    int64_t *slots = raw ? NULL : sw_py_layout_slots(L, off); /* the core's walk */
+    PyObject *out = raw || slots ? PyList_New((Py_ssize_t)L->size) : NULL;
+    for (int64_t k = 0; out && k < L->size; k++) {
         PyObject *v = raw ? sw_py_load_slot(dt, raw + (size_t)k * bytes)
-                          : sw_py_carrier_getitem(carrier, w.idx);
+                          : sw_py_carrier_getitem(carrier, slots[k]);
         if (!v) {
             Py_CLEAR(out);
             break;
         }
         PyList_SET_ITEM(out, (Py_ssize_t)k, v);
     }
-    sw_walk_done(&w);
+    PyMem_Free(slots);
     return out;
 }
 
