@@ -24,15 +24,22 @@ PAIRS = [("CPU", "FileBacked"), ("FileBacked", "CPU"), ("CPU", "CPU"),
          ("Generic", "CPU"), ("Generic", "FileBacked")]
 
 
+def _pair_setup(pair, n):
+    """Float32 values on a source of the pair's first kind, a Tensor over
+    them, and a fresh destination of the second kind."""
+    values = slot_values(D.Float32, n)
+    src = make_carrier(pair[0], values, D.Float32)
+    t = sw.Tensor(src, 0, L(n, 1))
+    dst = sw.CPU(n) if pair[1] == "CPU" else sw.FileBacked()
+    return values, src, t, dst
+
+
 @needs_faults
 @pytest.mark.parametrize("how", ["move", "move_async"])
 @pytest.mark.parametrize("n", [16, BIG])  # on the caller, and on the core's pool
 @pytest.mark.parametrize("pair", PAIRS, ids=lambda p: "->".join(p))
 def test_builtin_moves_run_on_the_core_engine(pair, n, how):
-    values = slot_values(D.Float32, n)
-    src = make_carrier(pair[0], values, D.Float32)
-    t = sw.Tensor(src, 0, L(n, 1))
-    dst = sw.CPU(n) if pair[1] == "CPU" else sw.FileBacked()
+    values, src, t, dst = _pair_setup(pair, n)
     version = src.version
     _C._fault_inject("move_transfer", 0, 1)
     try:
@@ -59,11 +66,8 @@ def test_a_core_moved_source_keeps_no_view_of_its_storage(pair, n, how):
     # only the object's views (issue 19): nothing of the storage is left to
     # read, a release after it has nothing to do, and a file source's file
     # is gone.
-    values = slot_values(D.Float32, n)
-    src = make_carrier(pair[0], values, D.Float32)
+    values, src, t, dst = _pair_setup(pair, n)
     path = src.path if pair[0] == "FileBacked" else None
-    t = sw.Tensor(src, 0, L(n, 1))
-    dst = sw.CPU(n) if pair[1] == "CPU" else sw.FileBacked()
     moved = sw.move(t, dst) if how == "move" else sw.move_async(t, dst).wait()
     assert src.is_released() and src.size() == 0
     with pytest.raises(RuntimeError):
