@@ -48,6 +48,16 @@ The anchors read into one buffer allocated and touched before the rounds
       FileBacked secondary promoted to CPU against os.preadv of the same
       runs at the same file offsets into fresh np.empty tiles. Target
       >= 0.9x.
+  (f) TiledEvictable projection into a FileBacked destination (issue 17):
+      a FileBacked primary full of the 256 MiB (--mib) grid, a CPU
+      secondary, a 1/16 selection of which half the tiles were evicted to
+      the CPU tier (host memory) and half stay in the primary's file,
+      projected into a fresh FileBacked (the default destination), against
+      os.pwrite of the same bytes (built beforehand) into a fresh file in
+      the same directory. Two lines: 8x8 square-ish tiles (2x2 selected;
+      one tile column is a short run of the destination) and a 1-D grid of
+      64 tiles (4 selected; each tile one long run, copied file to file).
+      Target >= 0.9x.
 
 Run it against a release build (it refuses a debug or fault-injection build
 when the extension can say what it is):
@@ -463,11 +473,71 @@ def bench_projection(rounds):
     return m / o
 
 
+# ---- (f) TiledEvictable projection into a FileBacked destination -----------------------
+
+def bench_projection_into_file(n, rounds):
+    ref = np.arange(n, dtype=np.float32)
+    session_dir = FileBacked().path.parent
+    grid2, tile2 = tile_grid(n)
+    cases = (("8x8 tiles, 2x2", grid2, tile2, [[1, 5], [2, 6]], [(1, 2), (5, 6)]),
+             ("64 tiles, 4", (64,), (n // 64,), [[9, 2, 40, 17]], [(2,), (17,)]))
+    res = {}
+    for name, grid, tile, per_axis, evicted in cases:
+        primary = sw.move(flat_tensor(n, ref), FileBacked()).carrier
+        te = sw.TiledEvictable(primary, CPU(0), grid, tile)
+        te.evict(sw.TileSet(evicted))
+        full = Tensor(te, 0, Layout(Shape(list(te.logical_shape)),
+                                    Stride([1, te.logical_shape[0]][:len(grid)])))
+        sel = sw.TileSelection(per_axis)
+        # the projection's bytes, by the TE-10 formula (axis 0 fastest)
+        a = ref.reshape(list(reversed(te.logical_shape))).T
+        idx = [np.concatenate([np.arange(c * t, (c + 1) * t) for c in axis])
+               for axis, t in zip(per_axis, tile)]
+        want = np.ascontiguousarray(a[np.ix_(*idx)].T).ravel()
+        check = te.project(full, sel).wait().carrier
+        assert np.array_equal(np.fromfile(check.path, dtype=np.float32, count=want.size), want)
+        check.release()
+
+        def ours():
+            t, r = timed(lambda: te.project(full, sel).wait())
+            r.carrier.release()
+            return t
+
+        def anchor():
+            path = os.path.join(session_dir, f"bench-tiers-project-{os.getpid()}")
+            def run():
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+                pwrite_all(fd, want)
+                return fd
+            try:
+                t, fd = timed(run)
+                os.close(fd)
+            finally:
+                os.unlink(path)
+            return t
+
+        ours_t, anchor_t = [], []
+        for r in range(rounds + 1):
+            if r % 2 == 0:
+                to, ta = ours(), anchor()
+            else:
+                ta, to = anchor(), ours()
+            if r:
+                ours_t.append(to)
+                anchor_t.append(ta)
+        t = Table.__new__(Table)
+        t.nbytes = want.nbytes
+        res[name] = t.add(f"(f) project {name} to FileBacked", ours_t, "pwrite",
+                          anchor_t, 0.9)
+        te.release()
+    return res
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mib", type=int, default=256)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--cases", default="abcde", help="which cases to run (default: abcde)")
+    ap.add_argument("--cases", default="abcdef", help="which cases to run (default: abcdef)")
     args = ap.parse_args()
     n = args.mib * (1 << 20) // 4
     table = Table(4 * n)
@@ -481,6 +551,8 @@ def main():
         bench_projection(args.rounds)
     if "e" in args.cases:
         bench_tiled_first_copies(n, args.rounds, table)
+    if "f" in args.cases:
+        bench_projection_into_file(n, args.rounds)
 
 
 if __name__ == "__main__":

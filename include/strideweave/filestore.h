@@ -74,6 +74,14 @@ SW_API sw_status sw_filestore_pwritev(int fd, const struct iovec *iov, int64_t n
  * left unchanged. Consults the "pread" fault once per call. */
 SW_API sw_status sw_filestore_preadv(int fd, const struct iovec *iov, int64_t n, int64_t offset,
                                      sw_error *err);
+/* Copy `bytes` from file `src_fd` at `src_offset` to file `dst_fd` at
+ * `dst_offset` inside the kernel (copy_file_range: no pass through user
+ * memory); where the kernel cannot (EXDEV, ENOSYS, EINVAL, EOPNOTSUPP) the
+ * rest goes through a bounded buffer, pread then pwrite. End of the source
+ * → SW_EIO (errno EIO). Consults the "copy_range" fault (fails) and the
+ * "copy_range_unsupported" fault (the kernel path refused) once per call. */
+SW_API sw_status sw_filestore_copy_range(int src_fd, int64_t src_offset, int dst_fd,
+                                         int64_t dst_offset, int64_t bytes, sw_error *err);
 /* Set the file length to `bytes`; growth reads back as zeros. */
 SW_API sw_status sw_filestore_resize(int fd, int64_t bytes, sw_error *err);
 

@@ -234,7 +234,11 @@ SW_API sw_status sw_tiled_evictable_write(sw_tiled_evictable *te, int64_t slot, 
  * memory and handed to the write hook (or, with core_classes, to a
  * destination of the core's own classes directly) in one call (slots [0, n), on the
  * gathering thread, no core lock held, this thread holding the claimed
- * destination's owner access); a failing hook fails the projection. `*out`
+ * destination's owner access); a failing hook fails the projection. With
+ * core_classes a FileBacked destination is not gathered into host memory
+ * first: the core writes its file straight from the tiles (pwritev of host
+ * tiles, copy_file_range from tiles in files, implicit tiles as zeros), so
+ * a failure part way may leave some of its values written. `*out`
  * then gets NULL: the binding makes its own tensor over it. */
 SW_API sw_status sw_tiled_evictable_project(sw_tiled_evictable *te, const sw_layout *layout,
                                             int64_t offset, const sw_tile_selection *selection,

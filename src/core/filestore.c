@@ -617,6 +617,67 @@ sw_status sw_filestore_pwritev(int fd, const struct iovec *iov, int64_t n, int64
     return SW_OK;
 }
 
+/* The part of a copy the kernel would not do, through a buffer of at most
+ * COPY_STAGE_BYTES: pread, then pwrite. */
+#define COPY_STAGE_BYTES ((int64_t)1 << 20)
+
+static sw_status copy_staged(int src_fd, int64_t src_offset, int dst_fd, int64_t dst_offset,
+                             int64_t bytes, sw_error *err)
+{
+    size_t cap = (size_t)(bytes < COPY_STAGE_BYTES ? bytes : COPY_STAGE_BYTES);
+    unsigned char *buf = sw_malloc(cap);
+    if (!buf)
+        return sw_error_set(err, SW_ENOMEM, "out of memory copying between files");
+    sw_status st = SW_OK;
+    for (int64_t done = 0; st == SW_OK && done < bytes;) {
+        size_t n = (size_t)(bytes - done) < cap ? (size_t)(bytes - done) : cap;
+        st = sw_filestore_pread(src_fd, buf, n, src_offset + done, err);
+        if (st == SW_OK)
+            st = sw_filestore_pwrite(dst_fd, buf, n, dst_offset + done, err);
+        done += (int64_t)n;
+    }
+    sw_free(buf);
+    return st;
+}
+
+/* Whether copy_file_range's errno says the kernel cannot copy between these
+ * files (another file system, an old kernel, a file kind it refuses). */
+static int copy_unsupported(int e)
+{
+    return e == EXDEV || e == ENOSYS || e == EINVAL || e == EOPNOTSUPP;
+}
+
+sw_status sw_filestore_copy_range(int src_fd, int64_t src_offset, int dst_fd,
+                                  int64_t dst_offset, int64_t bytes, sw_error *err)
+{
+    if (sw_fault_hit("copy_range"))
+        return sw_error_set_errno(err, SW_EIO, EIO, "copying between FileBacked files failed: "
+                                  "injected fault");
+    if (bytes >= REAP_SYNC_BYTES)
+        sw_filestore_large_closes_wait();
+    int kernel = !sw_fault_hit("copy_range_unsupported");
+    while (kernel && bytes > 0) {
+        loff_t in = (loff_t)src_offset, out = (loff_t)dst_offset;
+        ssize_t r = copy_file_range(src_fd, &in, dst_fd, &out, (size_t)bytes, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && copy_unsupported(errno))
+            break;
+        if (r < 0) {
+            int e = errno;
+            return sw_error_set_errno(err, SW_EIO, e, "copying between FileBacked files failed: "
+                                      "%s", strerror(e));
+        }
+        if (r == 0)
+            return sw_error_set_errno(err, SW_EIO, EIO, "copy_file_range failed: unexpected end "
+                                      "of file");
+        src_offset += r;
+        dst_offset += r;
+        bytes -= r;
+    }
+    return bytes > 0 ? copy_staged(src_fd, src_offset, dst_fd, dst_offset, bytes, err) : SW_OK;
+}
+
 sw_status sw_filestore_preadv(int fd, const struct iovec *iov, int64_t n, int64_t offset,
                               sw_error *err)
 {

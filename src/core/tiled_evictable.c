@@ -176,6 +176,17 @@ unsigned char *sw_te_destination_memory(sw_tiled_evictable *te, sw_carrier *dest
     return s.own ? s.own_host : NULL;
 }
 
+int sw_te_destination_file(sw_tiled_evictable *te, sw_carrier *dest)
+{
+    if (sw_carrier_class_of(dest) != &sw_file_backed_class)
+        return -1;
+    te_store s;
+    describe(dest, &s);
+    int fd = s.fd;
+    unaddress(te, &s);
+    return s.own ? fd : -1;
+}
+
 sw_status sw_te_write_destination(sw_tiled_evictable *te, sw_carrier *dest, int64_t count,
                                   const void *in, sw_error *err)
 {

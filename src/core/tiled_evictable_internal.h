@@ -86,6 +86,25 @@ sw_status sw_te_read_run(sw_tiled_evictable *te, const te_store *s, int64_t at, 
  * sw_te_write_destination). */
 unsigned char *sw_te_destination_memory(sw_tiled_evictable *te, sw_carrier *dest);
 
+/* The descriptor of a binding's FileBacked destination the core writes
+ * itself (te_store's `own`): the projection writes its file straight
+ * (sw_te_gather_file). -1 for any other destination. */
+int sw_te_destination_file(sw_tiled_evictable *te, sw_carrier *dest);
+
+/* The projection's gather written straight into the destination file `fd`
+ * (dense, first-axis-fastest, from byte 0), no projection-sized buffer:
+ * host tile memory by pwritev, runs of tiles in files by copy_file_range,
+ * implicit tiles as zeros (left to the file where its range holds no data
+ * yet), a tile the kernel cannot copy from (a binding's store, short runs
+ * of a file) read into a tile-sized buffer first, and a layout other than
+ * the identity through a bounded staging buffer. No lock held, the tiles
+ * pinned; the caller holds the destination's owner access. A failure
+ * may leave part of the file written. Tiles as tiled_evictable_project.c's
+ * gather takes them. */
+sw_status sw_te_gather_file(sw_tiled_evictable *te, const sw_layout *L, int64_t offset,
+                            const sw_tile_selection *sel, const te_store *notes,
+                            const uint8_t *full, const uint8_t *implicit, int fd, sw_error *err);
+
 /* A projection's values into `dest`, a destination of the binding's (not
  * CPU), its owner access held by the caller, no lock held: the core writes
  * a destination of its own classes itself (te_store's `own`), else the

@@ -10,7 +10,9 @@
  * those in files of the core's own classes in a bound tier are read into
  * place by the core, and the gather (tiles.h) copies host runs (also the
  * memory of a bound Generic tier) into the destination, or into a
- * Generic destination's memory; under the lock again the pins drop. The gather
+ * Generic destination's memory; a FileBacked destination the core writes
+ * itself is written straight into its file instead
+ * (tiled_evictable_project_file.c); under the lock again the pins drop. The gather
  * reads tiles where they are, so residency never changes. A policy's
  * promotion runs after the gather, its copies issued by the gathering
  * thread (sw_te_project_issue) and awaited (sw_te_project_await) there or,
@@ -611,16 +613,33 @@ sw_status sw_te_project_begin(sw_tiled_evictable *te, const sw_layout *layout, i
     return SW_OK;
 }
 
-void sw_te_project_issue(sw_tiled_evictable *te, te_projection *pj)
+/* The projection written straight into `fd`, the file of a binding's
+ * FileBacked destination the core writes itself, with the claimed
+ * destination's owner access on this thread (no core lock held), as the
+ * one write of a bounce buffer had it; one version step on success. A
+ * failure part way leaves some of the file written: a given destination's
+ * values are then unspecified (sw_tiled_evictable_project), its version
+ * unchanged. */
+static void gather_into_file(sw_tiled_evictable *te, te_projection *pj, int fd)
 {
-    sw_error_clear(&pj->err);
-    /* A binding's destination whose memory the core reaches (Generic) is
-     * gathered into like a CPU one; any other goes through a bounce buffer
-     * and the write hook. */
-    unsigned char *into = pj->bound ? sw_te_destination_memory(te, pj->dest)
-                                    : sw_cpu_pointer(pj->dest);
+    pj->status = sw_carrier_begin_owner_access(pj->dest, pj->token, &pj->err);
+    if (pj->status != SW_OK)
+        return;
+    pj->status = sw_te_gather_file(te, pj->layout, pj->offset, &pj->sel, pj->notes, pj->flags,
+                                   pj->flags + te->geo.ntiles, fd, &pj->err);
+    if (pj->status == SW_OK)
+        pj->status = sw_carrier_increment_version(pj->dest, &pj->err);
+    sw_carrier_end_owner_access(pj->dest, pj->token, NULL);
+}
+
+/* The gather into host memory: `into` (a CPU destination's, or a Generic
+ * one's the core reaches), else a bounce buffer handed to the write hook
+ * with the claimed destination's owner access on this thread (no core lock
+ * held). */
+static void gather_into_memory(sw_tiled_evictable *te, te_projection *pj, unsigned char *into)
+{
     unsigned char *bounce = NULL;
-    if (pj->bound && !into && !(bounce = sw_malloc((size_t)pj->n * te->eb + 1))) {
+    if (!into && !(bounce = sw_malloc((size_t)pj->n * te->eb + 1))) {
         pj->status = sw_error_set(&pj->err, SW_ENOMEM, "TiledEvictable: out of memory for the "
                                   "projection");
         return;
@@ -629,7 +648,6 @@ void sw_te_project_issue(sw_tiled_evictable *te, te_projection *pj)
                         pj->flags + te->geo.ntiles, pj->bound ? NULL : pj->dest,
                         bounce ? bounce : into, &pj->err);
     if (bounce && pj->status == SW_OK) {
-        /* The claimed destination's owner on this thread, no core lock held. */
         pj->status = sw_carrier_begin_owner_access(pj->dest, pj->token, &pj->err);
         if (pj->status == SW_OK) {
             pj->status = sw_te_write_destination(te, pj->dest, pj->n, bounce, &pj->err);
@@ -637,6 +655,22 @@ void sw_te_project_issue(sw_tiled_evictable *te, te_projection *pj)
         }
     }
     sw_free(bounce);
+}
+
+void sw_te_project_issue(sw_tiled_evictable *te, te_projection *pj)
+{
+    sw_error_clear(&pj->err);
+    /* A binding's destination whose memory the core reaches (Generic) is
+     * gathered into like a CPU one, a FileBacked one the core writes itself
+     * straight into its file; any other goes through a bounce buffer and
+     * the write hook. */
+    unsigned char *into = pj->bound ? sw_te_destination_memory(te, pj->dest)
+                                    : sw_cpu_pointer(pj->dest);
+    int fd = pj->bound && !into ? sw_te_destination_file(te, pj->dest) : -1;
+    if (fd >= 0)
+        gather_into_file(te, pj, fd);
+    else
+        gather_into_memory(te, pj, into);
     int64_t n = pj->plan.n[SW_TE_PLAN_PROMOTE];
     if (pj->status != SW_OK || n == 0)
         return;
