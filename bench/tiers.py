@@ -479,8 +479,8 @@ def bench_projection_into_file(n, rounds):
     ref = np.arange(n, dtype=np.float32)
     session_dir = FileBacked().path.parent
     grid2, tile2 = tile_grid(n)
-    cases = (("8x8 tiles, 2x2", grid2, tile2, [[1, 5], [2, 6]], [(1, 2), (5, 6)]),
-             ("64 tiles, 4", (64,), (n // 64,), [[9, 2, 40, 17]], [(2,), (17,)]))
+    cases = (("2x2 of 8x8", grid2, tile2, [[1, 5], [2, 6]], [(1, 2), (5, 6)]),
+             ("4 of 64", (64,), (n // 64,), [[9, 2, 40, 17]], [(2,), (17,)]))
     res = {}
     for name, grid, tile, per_axis, evicted in cases:
         primary = sw.move(flat_tensor(n, ref), FileBacked()).carrier
@@ -527,7 +527,7 @@ def bench_projection_into_file(n, rounds):
                 anchor_t.append(ta)
         t = Table.__new__(Table)
         t.nbytes = want.nbytes
-        res[name] = t.add(f"(f) project {name} to FileBacked", ours_t, "pwrite",
+        res[name] = t.add(f"(f) project {name} -> FileBacked", ours_t, "pwrite",
                           anchor_t, 0.9)
         te.release()
     return res

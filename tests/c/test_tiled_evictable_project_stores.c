@@ -256,6 +256,9 @@ static void test_generic_destination_is_gathered_into_straight(void)
 
 /* ---- a FileBacked destination -------------------------------------------- */
 
+/* The secondary tier of a scene. */
+enum { CPU_TIER, FILE_TIER, BINDING_TIER };
+
 /* A TiledEvictable over binding hooks (the core's classes left to the
  * core) and what its slots hold: vals[slot], 0 in implicit tiles. */
 typedef struct scene {
@@ -274,7 +277,6 @@ static void scene_make(scene *sc, int32_t rank, const int64_t *grid, const int64
                        int file_primary, int secondary, const unsigned char *implicit,
                        const int64_t *evict, int64_t nev)
 {
-    enum { CPU_TIER, FILE_TIER, BINDING_TIER };
     memset(sc, 0, sizeof *sc);
     pthread_mutex_init(&sc->b.mu, NULL);
     sc->b.core_stores = secondary != BINDING_TIER;
@@ -418,7 +420,7 @@ static void test_file_destination_small_tiles(void)
     const unsigned char implicit[6] = {0, 0, 0, 0, 0, 1};
     const int64_t evict[2] = {1, 2};
     scene sc;
-    scene_make(&sc, 2, grid, tile, 0, 1, implicit, evict, 2);
+    scene_make(&sc, 2, grid, tile, 0, FILE_TIER, implicit, evict, 2);
     int64_t a0[3] = {2, 0, 1}, a1[2] = {1, 0}, counts[2] = {3, 2};
     const int64_t *axes[2] = {a0, a1};
     sw_tile_selection sel = {2, counts, axes};
@@ -458,7 +460,7 @@ static void test_file_destination_binding_stores(void)
     const int64_t grid[1] = {4}, tile[1] = {8};
     const int64_t evict[2] = {1, 3};
     scene sc;
-    scene_make(&sc, 1, grid, tile, 0, 2, NULL, evict, 2);
+    scene_make(&sc, 1, grid, tile, 0, BINDING_TIER, NULL, evict, 2);
     CHECK_EQ_I64(sc.b.nstores, 2);
     int64_t picks[4] = {3, 0, 1, 2}, counts[1] = {4};
     const int64_t *axes[1] = {picks};
@@ -487,7 +489,7 @@ static void test_file_destination_long_runs(void)
     const unsigned char implicit[4] = {0, 0, 0, 1};
     const int64_t evict[1] = {1};
     scene sc;
-    scene_make(&sc, 2, grid, tile, 1, 1, implicit, evict, 1);
+    scene_make(&sc, 2, grid, tile, 1, FILE_TIER, implicit, evict, 1);
     int64_t a0[2] = {1, 0}, a1[2] = {1, 0}, counts[2] = {2, 2};
     const int64_t *axes[2] = {a0, a1};
     sw_tile_selection sel = {2, counts, axes};
@@ -523,6 +525,31 @@ static void test_file_destination_long_runs(void)
     scene_free(&sc);
 }
 
+/* Runs of 4 KiB strided through a FileBacked primary full at
+ * construction with 12 KiB between them: each read on its own (pread),
+ * beside a tile evicted to CPU memory; a read failing part way fails the
+ * projection and changes nothing but the destination's values. */
+static void test_file_destination_strided_file_runs(void)
+{
+    const int64_t grid[2] = {4, 2}, tile[2] = {1024, 2};
+    const int64_t evict[1] = {3};
+    scene sc;
+    scene_make(&sc, 2, grid, tile, 1, CPU_TIER, NULL, evict, 1);
+    int64_t a0[2] = {3, 0}, a1[2] = {1, 0}, counts[2] = {2, 2};
+    const int64_t *axes[2] = {a0, a1};
+    sw_tile_selection sel = {2, counts, axes};
+    const int64_t n = 2 * 1024 * 2 * 2;
+    sw_carrier *d = file_destination(n, 1);
+    project_into(&sc, NULL, &sel, d, NULL, 0, 0);
+    if (sw_fault_enabled()) {
+        project_into(&sc, NULL, &sel, d, "pread", 2, 1);
+        project_into(&sc, NULL, &sel, d, NULL, 0, 0);
+    }
+    sw_carrier_release(d, NULL);
+    sw_carrier_unref(d);
+    scene_free(&sc);
+}
+
 int main(void)
 {
     test_mixed_batch_goes_each_its_own_way();
@@ -530,6 +557,7 @@ int main(void)
     test_file_destination_small_tiles();
     test_file_destination_binding_stores();
     test_file_destination_long_runs();
+    test_file_destination_strided_file_runs();
     sw_tiled_evictable_drain();
     return check_report("tiled_evictable_project_stores");
 }
