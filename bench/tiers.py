@@ -126,6 +126,13 @@ class Table:
         self.nbytes = nbytes
         print(f"{'case':34} {'ours':>14} {'anchor':>28} {'ratio':>7}  target")
 
+    @classmethod
+    def sized(cls, nbytes):
+        """A table for GB/s of nbytes that prints no header."""
+        t = cls.__new__(cls)
+        t.nbytes = nbytes
+        return t
+
     def add(self, case, ours, anchor_name, anchor, target):
         o, a = statistics.median(ours), statistics.median(anchor)
         gbs = lambda t: self.nbytes / t / 1e9  # noqa: E731
@@ -135,6 +142,21 @@ class Table:
               f"{anchor_name:>12} {a * 1e3:7.1f} ms {gbs(a):4.2f}GB/s "
               f"{ratio:6.2f}x  >= {target} {flag}", flush=True)
         return ratio
+
+
+def alternate(ours_fn, anchor_fn, rounds):
+    """Times of each side over `rounds` rounds after one warm-up, the side
+    that goes first alternating."""
+    ours, anchor = [], []
+    for r in range(rounds + 1):
+        if r % 2 == 0:
+            to, ta = ours_fn(), anchor_fn()
+        else:
+            ta, to = anchor_fn(), ours_fn()
+        if r:
+            ours.append(to)
+            anchor.append(ta)
+    return ours, anchor
 
 
 # ---- (a) Evictable evict + promote ------------------------------------------------
@@ -434,18 +456,9 @@ def bench_tiled_first_copies(n, rounds, table_bytes):
         for name, ours_fn, anchor_fn, anchor_name in (
                 ("evict", ours_evict, anchor_evict, "pwritev"),
                 ("promote", ours_promote, anchor_promote, "preadv")):
-            ours, anchor = [], []
-            for r in range(rounds + 1):
-                if r % 2 == 0:
-                    to, ta = ours_fn(), anchor_fn()
-                else:
-                    ta, to = anchor_fn(), ours_fn()
-                if r:
-                    ours.append(to)
-                    anchor.append(ta)
-            t = Table.__new__(Table)
-            t.nbytes = nbytes
-            res[name] = t.add(f"(e) first {name} 1/16 tiles", ours, anchor_name, anchor, 0.9)
+            ours, anchor = alternate(ours_fn, anchor_fn, rounds)
+            res[name] = Table.sized(nbytes).add(f"(e) first {name} 1/16 tiles", ours,
+                                                anchor_name, anchor, 0.9)
     finally:
         os.unlink(full_path)
     return res
@@ -516,19 +529,9 @@ def bench_projection_into_file(n, rounds):
                 os.unlink(path)
             return t
 
-        ours_t, anchor_t = [], []
-        for r in range(rounds + 1):
-            if r % 2 == 0:
-                to, ta = ours(), anchor()
-            else:
-                ta, to = anchor(), ours()
-            if r:
-                ours_t.append(to)
-                anchor_t.append(ta)
-        t = Table.__new__(Table)
-        t.nbytes = want.nbytes
-        res[name] = t.add(f"(f) project {name} -> FileBacked", ours_t, "pwrite",
-                          anchor_t, 0.9)
+        ours_t, anchor_t = alternate(ours, anchor, rounds)
+        res[name] = Table.sized(want.nbytes).add(f"(f) project {name} -> FileBacked", ours_t,
+                                                 "pwrite", anchor_t, 0.9)
         te.release()
     return res
 

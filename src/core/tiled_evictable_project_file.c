@@ -22,6 +22,7 @@
  * held at once is the tiles the current stretch of the destination
  * crosses, never the projection. */
 #include "tiled_evictable_internal.h"
+#include "tiles_internal.h"
 
 #include <errno.h>
 #include <string.h>
@@ -345,28 +346,16 @@ static sw_status walk(fw *w, fw_tiles *ts, const sw_layout *L, int64_t offset,
     const sw_tile_geometry *g = &ts->te->geo;
     int64_t shape[SW_TILES_MAX_RANK];
     int64_t n = sw_tiles_compact_shape(g, sel, shape), run = g->tile[0];
-    int64_t c[SW_TILES_MAX_RANK] = {0}, tc[SW_TILES_MAX_RANK];
+    int64_t c[SW_TILES_MAX_RANK] = {0};
     sw_status st = SW_OK;
     for (int64_t at = 0; st == SW_OK && at < n; at += run) {
-        int64_t s = 0, mul = 1, within = 0, wmul = 1;
-        for (int32_t k = 0; k < g->rank; k++) {
-            tc[k] = sel->coords[k][c[k] / g->tile[k]];
-            int64_t x = c[k] % g->tile[k];
-            s += (tc[k] * g->tile[k] + x) * mul;
-            within += x * wmul;
-            mul *= g->logical[k];
-            wmul *= g->tile[k];
-        }
-        int64_t t = sw_tiles_tile_index(g, tc);
+        int64_t t, s, within;
+        sw_tiles_run_source(g, sel, c, &t, &s, &within);
         st = identity ? identity_run(w, ts, t, s, within, run, hole, err)
                       : strided_run(w, ts, L, offset, s, run, err);
         if (st == SW_OK && within + run == g->tile_size)
             st = retire(w, ts, t, err);
-        c[0] += run;
-        for (int32_t k = 0; k < g->rank - 1 && c[k] >= shape[k]; k++) {
-            c[k] = 0;
-            c[k + 1]++;
-        }
+        sw_tiles_run_next(g, shape, c);
     }
     return st == SW_OK ? fw_flush(w, err) : st;
 }

@@ -2,6 +2,7 @@
  * TiledEvictable (see tiles.h). Pure arithmetic over int64 plus one bitmap;
  * no Python. */
 #include "strideweave/tiles.h"
+#include "tiles_internal.h"
 #include "strideweave/tensor_walk.h"
 
 #include <string.h>
@@ -266,6 +267,32 @@ int sw_tiles_sort_coords(int32_t rank, int64_t n, int64_t *coords, sw_error *err
     return 0;
 }
 
+void sw_tiles_run_source(const sw_tile_geometry *g, const sw_tile_selection *sel,
+                         const int64_t *c, int64_t *tile, int64_t *s, int64_t *within)
+{
+    int64_t tc[SW_TILES_MAX_RANK], at = 0, mul = 1, w = 0, wmul = 1;
+    for (int32_t k = 0; k < g->rank; k++) {
+        tc[k] = sel->coords[k][c[k] / g->tile[k]];
+        int64_t x = c[k] % g->tile[k];
+        at += (tc[k] * g->tile[k] + x) * mul;
+        w += x * wmul;
+        mul *= g->logical[k];
+        wmul *= g->tile[k];
+    }
+    *tile = sw_tiles_tile_index(g, tc);
+    *s = at;
+    *within = w;
+}
+
+void sw_tiles_run_next(const sw_tile_geometry *g, const int64_t *shape, int64_t *c)
+{
+    c[0] += g->tile[0];
+    for (int32_t k = 0; k < g->rank - 1 && c[k] >= shape[k]; k++) {
+        c[k] = 0;
+        c[k + 1]++;
+    }
+}
+
 /* One run of tile[0] slots along axis 0 of the identity layout: contiguous
  * in the source tile storage and in the destination. */
 static void gather_identity(const sw_tile_geometry *g, const sw_tile_selection *sel,
@@ -274,26 +301,14 @@ static void gather_identity(const sw_tile_geometry *g, const sw_tile_selection *
 {
     int64_t run = g->tile[0];
     int64_t c[SW_TILES_MAX_RANK] = {0}; /* compact coordinate, axis 0 at run starts */
-    int64_t tc[SW_TILES_MAX_RANK];
     for (int64_t at = 0; at < n; at += run) {
-        int64_t s = 0, mul = 1, within = 0, wmul = 1;
-        for (int32_t k = 0; k < g->rank; k++) {
-            tc[k] = sel->coords[k][c[k] / g->tile[k]];
-            int64_t w = c[k] % g->tile[k];
-            s += (tc[k] * g->tile[k] + w) * mul;
-            within += w * wmul;
-            mul *= g->logical[k];
-            wmul *= g->tile[k];
-        }
-        const sw_tile_source *src = &tiles[sw_tiles_tile_index(g, tc)];
+        int64_t t, s, within;
+        sw_tiles_run_source(g, sel, c, &t, &s, &within);
+        const sw_tile_source *src = &tiles[t];
         int64_t from = src->full ? s : within;
         if (src->base) /* NULL: the caller already put this tile in place */
             memcpy(dst + (size_t)at * elem, src->base + (size_t)from * elem, (size_t)run * elem);
-        c[0] += run;
-        for (int32_t k = 0; k < g->rank - 1 && c[k] >= shape[k]; k++) {
-            c[k] = 0;
-            c[k + 1]++;
-        }
+        sw_tiles_run_next(g, shape, c);
     }
 }
 

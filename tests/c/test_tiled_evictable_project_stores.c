@@ -331,6 +331,24 @@ static void scene_free(scene *sc)
     free(sc->vals);
 }
 
+/* A 2-axis selection: per_axis[k] has counts[k] coordinates. */
+typedef struct selection2 {
+    int64_t counts[2];
+    const int64_t *axes[2];
+    sw_tile_selection sel;
+} selection2;
+
+static const sw_tile_selection *select2(selection2 *s, const int64_t *a0, int64_t n0,
+                                        const int64_t *a1, int64_t n1)
+{
+    s->counts[0] = n0;
+    s->counts[1] = n1;
+    s->axes[0] = a0;
+    s->axes[1] = a1;
+    s->sel = (sw_tile_selection){2, s->counts, s->axes};
+    return &s->sel;
+}
+
 /* Every tile's state, to compare before and after a projection. */
 static void states_of(scene *sc, sw_te_tile_state *out)
 {
@@ -421,9 +439,9 @@ static void test_file_destination_small_tiles(void)
     const int64_t evict[2] = {1, 2};
     scene sc;
     scene_make(&sc, 2, grid, tile, 0, FILE_TIER, implicit, evict, 2);
-    int64_t a0[3] = {2, 0, 1}, a1[2] = {1, 0}, counts[2] = {3, 2};
-    const int64_t *axes[2] = {a0, a1};
-    sw_tile_selection sel = {2, counts, axes};
+    const int64_t a0[3] = {2, 0, 1}, a1[2] = {1, 0};
+    selection2 s2;
+    const sw_tile_selection *sel = select2(&s2, a0, 3, a1, 2);
     /* slot = a1 + 9 a0 + 3 b0 + 27 b1: each tile transposed in place */
     const uint8_t profile[8] = {SW_NODE_PUSH, SW_NODE_LEAF, SW_NODE_LEAF, SW_NODE_POP,
                                 SW_NODE_PUSH, SW_NODE_LEAF, SW_NODE_LEAF, SW_NODE_POP};
@@ -434,7 +452,7 @@ static void test_file_destination_small_tiles(void)
     for (int written = 0; written < 2; written++)
         for (int strided = 0; strided < 2; strided++) {
             sw_carrier *d = file_destination(54, written);
-            project_into(&sc, strided ? T : NULL, &sel, d, NULL, 0, 0);
+            project_into(&sc, strided ? T : NULL, sel, d, NULL, 0, 0);
             sw_carrier_release(d, NULL);
             sw_carrier_unref(d);
         }
@@ -442,10 +460,10 @@ static void test_file_destination_small_tiles(void)
         /* a tile read failing after the first one, the write failing (both
          * layouts): nothing pinned, the next projection right */
         sw_carrier *d = file_destination(54, 1);
-        project_into(&sc, NULL, &sel, d, "tile_copy", 1, 1);
-        project_into(&sc, NULL, &sel, d, "pwrite", 0, 1);
-        project_into(&sc, T, &sel, d, "pwrite", 0, 1);
-        project_into(&sc, NULL, &sel, d, NULL, 0, 0);
+        project_into(&sc, NULL, sel, d, "tile_copy", 1, 1);
+        project_into(&sc, NULL, sel, d, "pwrite", 0, 1);
+        project_into(&sc, T, sel, d, "pwrite", 0, 1);
+        project_into(&sc, NULL, sel, d, NULL, 0, 0);
         sw_carrier_release(d, NULL);
         sw_carrier_unref(d);
     }
@@ -490,28 +508,27 @@ static void test_file_destination_long_runs(void)
     const int64_t evict[1] = {1};
     scene sc;
     scene_make(&sc, 2, grid, tile, 1, FILE_TIER, implicit, evict, 1);
-    int64_t a0[2] = {1, 0}, a1[2] = {1, 0}, counts[2] = {2, 2};
-    const int64_t *axes[2] = {a0, a1};
-    sw_tile_selection sel = {2, counts, axes};
-    const int64_t n = 4 * 16384 * 2;
+    const int64_t a0[2] = {1, 0}, a1[2] = {1, 0}, n = 4 * 16384 * 2;
+    selection2 s2;
+    const sw_tile_selection *sel = select2(&s2, a0, 2, a1, 2);
     for (int written = 0; written < 2; written++) {
         sw_carrier *d = file_destination(n, written);
-        project_into(&sc, NULL, &sel, d, NULL, 0, 0);
+        project_into(&sc, NULL, sel, d, NULL, 0, 0);
         sw_carrier_release(d, NULL);
         sw_carrier_unref(d);
     }
     sw_carrier *d = file_destination(n, 1);
-    project_into(&sc, NULL, &sel, d, "copy_range_unsupported", 0, 0);
-    project_into(&sc, NULL, &sel, d, "copy_range_unsupported", 3, 0);
-    project_into(&sc, NULL, &sel, d, "copy_range", 0, 1);
-    project_into(&sc, NULL, &sel, d, "copy_range", 2, 1);
-    project_into(&sc, NULL, &sel, d, "pwrite", 1, 1);
+    project_into(&sc, NULL, sel, d, "copy_range_unsupported", 0, 0);
+    project_into(&sc, NULL, sel, d, "copy_range_unsupported", 3, 0);
+    project_into(&sc, NULL, sel, d, "copy_range", 0, 1);
+    project_into(&sc, NULL, sel, d, "copy_range", 2, 1);
+    project_into(&sc, NULL, sel, d, "pwrite", 1, 1);
     /* stopped at the gather: no projection-sized buffer is live */
     sw_error err;
     sw_te_work *w = NULL;
     int64_t before = sw_alloc_live_bytes();
     sw_fault_arm("tile_gather_pause", 0, 1);
-    CHECK_EQ_I64(sw_tiled_evictable_project_async(sc.te, NULL, 0, &sel, d, &w, &err), SW_OK);
+    CHECK_EQ_I64(sw_tiled_evictable_project_async(sc.te, NULL, 0, sel, d, &w, &err), SW_OK);
     sw_fault_wait_paused();
     int64_t held = sw_alloc_live_bytes() - before;
     CHECK(held < n * (int64_t)sizeof(float) / 4);
@@ -519,7 +536,7 @@ static void test_file_destination_long_runs(void)
     sw_fault_clear();
     CHECK_EQ_I64(sw_te_work_wait(w, NULL, &err), SW_OK);
     sw_te_work_unref(w);
-    project_into(&sc, NULL, &sel, d, NULL, 0, 0);
+    project_into(&sc, NULL, sel, d, NULL, 0, 0);
     sw_carrier_release(d, NULL);
     sw_carrier_unref(d);
     scene_free(&sc);
@@ -535,15 +552,14 @@ static void test_file_destination_strided_file_runs(void)
     const int64_t evict[1] = {3};
     scene sc;
     scene_make(&sc, 2, grid, tile, 1, CPU_TIER, NULL, evict, 1);
-    int64_t a0[2] = {3, 0}, a1[2] = {1, 0}, counts[2] = {2, 2};
-    const int64_t *axes[2] = {a0, a1};
-    sw_tile_selection sel = {2, counts, axes};
-    const int64_t n = 2 * 1024 * 2 * 2;
+    const int64_t a0[2] = {3, 0}, a1[2] = {1, 0}, n = 2 * 1024 * 2 * 2;
+    selection2 s2;
+    const sw_tile_selection *sel = select2(&s2, a0, 2, a1, 2);
     sw_carrier *d = file_destination(n, 1);
-    project_into(&sc, NULL, &sel, d, NULL, 0, 0);
+    project_into(&sc, NULL, sel, d, NULL, 0, 0);
     if (sw_fault_enabled()) {
-        project_into(&sc, NULL, &sel, d, "pread", 2, 1);
-        project_into(&sc, NULL, &sel, d, NULL, 0, 0);
+        project_into(&sc, NULL, sel, d, "pread", 2, 1);
+        project_into(&sc, NULL, sel, d, NULL, 0, 0);
     }
     sw_carrier_release(d, NULL);
     sw_carrier_unref(d);
