@@ -76,6 +76,7 @@ def sevens(n):
     ((4,), (4096,), [[2, 0, 3]], [(0,)]),                   # long runs: file to file
     ((3, 2), (3, 3), [[2, 0, 1], [1, 0]], [(1, 0), (2, 1)]),  # short runs: read with the tile
     ((2, 2), (16384, 2), [[1, 0], [0, 1]], [(1, 1)]),       # 64 KiB runs, host and file mixed
+    ((4, 2), (1024, 2), [[3, 0], [1, 0]], [(3, 1)]),        # 4 KiB runs 12 KiB apart: one by one
 ])
 def test_te10_file_backed_destination_holds_every_value(grid, tile, per_axis, evicted):
     te = file_te(grid, tile, evicted)
