@@ -146,14 +146,17 @@ static sw_status fw_zeros(fw *w, size_t len, int hole, sw_error *err)
 }
 
 /* Room for `len` (<= FW_STAGE) bytes next in the staging buffer, written
- * out with the pieces around it. NULL with err set on failure. */
+ * out with the pieces around it. Whatever would make fw_memory write first
+ * (a pending copy, a full vector) is written before the room is taken, as
+ * a write empties the staging buffer. NULL with err set on failure. */
 static unsigned char *fw_stage(fw *w, size_t len, sw_error *err)
 {
     if (!w->stage && !(w->stage = sw_malloc(FW_STAGE))) {
         sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory projecting");
         return NULL;
     }
-    if (w->staged + len > FW_STAGE && fw_flush(w, err) != SW_OK)
+    if ((w->cbytes > 0 || w->niov == FW_IOV || w->staged + len > FW_STAGE) &&
+        fw_flush(w, err) != SW_OK)
         return NULL;
     unsigned char *p = w->stage + w->staged;
     w->staged += len;

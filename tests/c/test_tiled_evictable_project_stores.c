@@ -566,6 +566,44 @@ static void test_file_destination_strided_file_runs(void)
     scene_free(&sc);
 }
 
+/* The writer's staging buffer beside other pieces: runs read on their own
+ * (pread into the staging buffer) right after a copy file to file, and
+ * after host pieces that fill a whole vector (1024 pieces) just before a
+ * staged one. Every value lands where it belongs. */
+static void test_file_destination_staged_runs_after_other_pieces(void)
+{
+    /* tile (1, 0) evicted to a file of its own: its 16 runs follow on in
+     * both files, one copy; then tile (1, 1)'s 4 KiB runs strided through
+     * the primary's file, 8 KiB apart: one pread each */
+    const int64_t grid[2] = {3, 2}, tile[2] = {1024, 16};
+    const int64_t evict[1] = {1};
+    scene sc;
+    scene_make(&sc, 2, grid, tile, 1, FILE_TIER, NULL, evict, 1);
+    const int64_t a0[1] = {1}, a1[2] = {0, 1};
+    selection2 s2;
+    const sw_tile_selection *sel = select2(&s2, a0, 1, a1, 2);
+    sw_carrier *d = file_destination(1024 * 32, 1);
+    project_into(&sc, NULL, sel, d, NULL, 0, 0);
+    sw_carrier_release(d, NULL);
+    sw_carrier_unref(d);
+    scene_free(&sc);
+    /* tiles (0..3, 0) in CPU memory, (4, 0) in the primary's file: per
+     * column four host pieces and one staged run, so the vector fills
+     * (1020 + 4) right before a staged run; then the row of tiles (0..4, 1)
+     * all in the primary's file: staged runs back to back, which must not
+     * reach the one staged when the vector was written */
+    const int64_t grid5[2] = {5, 2}, tile5[2] = {1024, 210};
+    const int64_t evict4[4] = {0, 1, 2, 3};
+    scene_make(&sc, 2, grid5, tile5, 1, CPU_TIER, NULL, evict4, 4);
+    const int64_t b0[5] = {0, 1, 2, 3, 4}, b1[2] = {0, 1};
+    sel = select2(&s2, b0, 5, b1, 2);
+    d = file_destination(5 * 1024 * 420, 1);
+    project_into(&sc, NULL, sel, d, NULL, 0, 0);
+    sw_carrier_release(d, NULL);
+    sw_carrier_unref(d);
+    scene_free(&sc);
+}
+
 int main(void)
 {
     test_mixed_batch_goes_each_its_own_way();
@@ -574,6 +612,7 @@ int main(void)
     test_file_destination_binding_stores();
     test_file_destination_long_runs();
     test_file_destination_strided_file_runs();
+    test_file_destination_staged_runs_after_other_pieces();
     sw_tiled_evictable_drain();
     return check_report("tiled_evictable_project_stores");
 }
