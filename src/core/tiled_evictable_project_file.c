@@ -6,7 +6,7 @@
  * byte 0 up, one run of tile[0] slots at a time, each run from one tile.
  * A writer gathers the runs into as few system calls as it can: pieces of
  * host memory (resident tiles, the staging buffer, zeros) become the
- * iovecs of one pwritev (IOV_BATCH at a time), a run kept in a file
+ * iovecs of one pwritev (FW_IOV at a time), a run kept in a file
  * becomes one copy_file_range (file to file in the kernel; runs that
  * follow on in both files are merged first), and the range of an implicit
  * tile is skipped when the destination holds no data there yet (a fresh
@@ -18,9 +18,8 @@
  * which only the binding can read, is read whole into a tile-sized buffer
  * at its first run and dropped after its last run has been written; a
  * layout other than the identity gathers slot by slot into the staging
- * buffer. So what is
- * held at once is the tiles the current stretch of the destination
- * crosses, never the projection. */
+ * buffer. So what is held at once is the tiles the current stretch of the
+ * destination crosses, never the projection. */
 #include "tiled_evictable_internal.h"
 #include "tiles_internal.h"
 
@@ -34,7 +33,8 @@
 
 /* Pieces per pwritev: the system's vector limit (IOV_MAX on Linux). */
 #define FW_IOV 1024
-/* The staging buffer for a layout other than the identity. */
+/* The staging buffer: runs read on their own, and the values of a layout
+ * other than the identity. */
 #define FW_STAGE ((size_t)1 << 20)
 /* Tile buffers done with but still named by pending pieces: written out
  * once they reach this much. */
