@@ -542,6 +542,22 @@ static void test_file_destination_long_runs(void)
     scene_free(&sc);
 }
 
+/* `sel` of the scene projected into a written destination of n slots
+ * (project_into); with `fault`, then again with it failing the projection
+ * at `skip`, and again without. */
+static void project_written(scene *sc, const sw_tile_selection *sel, int64_t n,
+                            const char *fault, long skip)
+{
+    sw_carrier *d = file_destination(n, 1);
+    project_into(sc, NULL, sel, d, NULL, 0, 0);
+    if (fault && sw_fault_enabled()) {
+        project_into(sc, NULL, sel, d, fault, skip, 1);
+        project_into(sc, NULL, sel, d, NULL, 0, 0);
+    }
+    sw_carrier_release(d, NULL);
+    sw_carrier_unref(d);
+}
+
 /* Runs of 4 KiB strided through a FileBacked primary full at
  * construction with 12 KiB between them: each read on its own (pread),
  * beside a tile evicted to CPU memory; a read failing part way fails the
@@ -552,17 +568,9 @@ static void test_file_destination_strided_file_runs(void)
     const int64_t evict[1] = {3};
     scene sc;
     scene_make(&sc, 2, grid, tile, 1, CPU_TIER, NULL, evict, 1);
-    const int64_t a0[2] = {3, 0}, a1[2] = {1, 0}, n = 2 * 1024 * 2 * 2;
+    const int64_t a0[2] = {3, 0}, a1[2] = {1, 0};
     selection2 s2;
-    const sw_tile_selection *sel = select2(&s2, a0, 2, a1, 2);
-    sw_carrier *d = file_destination(n, 1);
-    project_into(&sc, NULL, sel, d, NULL, 0, 0);
-    if (sw_fault_enabled()) {
-        project_into(&sc, NULL, sel, d, "pread", 2, 1);
-        project_into(&sc, NULL, sel, d, NULL, 0, 0);
-    }
-    sw_carrier_release(d, NULL);
-    sw_carrier_unref(d);
+    project_written(&sc, select2(&s2, a0, 2, a1, 2), 2 * 1024 * 2 * 2, "pread", 2);
     scene_free(&sc);
 }
 
@@ -581,11 +589,7 @@ static void test_file_destination_staged_runs_after_other_pieces(void)
     scene_make(&sc, 2, grid, tile, 1, FILE_TIER, NULL, evict, 1);
     const int64_t a0[1] = {1}, a1[2] = {0, 1};
     selection2 s2;
-    const sw_tile_selection *sel = select2(&s2, a0, 1, a1, 2);
-    sw_carrier *d = file_destination(1024 * 32, 1);
-    project_into(&sc, NULL, sel, d, NULL, 0, 0);
-    sw_carrier_release(d, NULL);
-    sw_carrier_unref(d);
+    project_written(&sc, select2(&s2, a0, 1, a1, 2), 1024 * 32, NULL, 0);
     scene_free(&sc);
     /* tiles (0..3, 0) in CPU memory, (4, 0) in the primary's file: per
      * column four host pieces and one staged run, so the vector fills
@@ -596,11 +600,7 @@ static void test_file_destination_staged_runs_after_other_pieces(void)
     const int64_t evict4[4] = {0, 1, 2, 3};
     scene_make(&sc, 2, grid5, tile5, 1, CPU_TIER, NULL, evict4, 4);
     const int64_t b0[5] = {0, 1, 2, 3, 4}, b1[2] = {0, 1};
-    sel = select2(&s2, b0, 5, b1, 2);
-    d = file_destination(5 * 1024 * 420, 1);
-    project_into(&sc, NULL, sel, d, NULL, 0, 0);
-    sw_carrier_release(d, NULL);
-    sw_carrier_unref(d);
+    project_written(&sc, select2(&s2, b0, 5, b1, 2), 5 * 1024 * 420, NULL, 0);
     scene_free(&sc);
 }
 
