@@ -103,6 +103,15 @@ typedef struct sw_carrier_class {
     void (*destroy)(void *impl);
     /* SW_CARRIER_CLASS_* bits; 0 for an ordinary class. */
     unsigned flags;
+    /* SLOTS_UNLOCKED classes only (see the flag below; NULL otherwise):
+     * the values of `n` slots, slots[i] for i in [0, n), in that order,
+     * into / from `buf` as values of `as` (sw_dtype_slot_bytes(as) bytes
+     * each; 8, a binary64, for SW_DT_FLOAT64). The core calls them with
+     * no lock held. */
+    sw_status (*read_slots)(void *impl, const int64_t *slots, int64_t n, sw_dtype as,
+                            void *buf, sw_error *err);
+    sw_status (*write_slots)(void *impl, const int64_t *slots, int64_t n, sw_dtype as,
+                             const void *buf, sw_error *err);
 } sw_carrier_class;
 
 /* Class flags.
@@ -126,7 +135,7 @@ typedef struct sw_carrier_class {
  * transfer access, sw_carrier_increment_version.
  *
  * Deadlock rule. The core calls a class's callbacks with the carrier's
- * mutex held. A binding whose hooks need a lock of its own (Python's GIL)
+ * mutex held (all but the batch slot callbacks of SLOTS_UNLOCKED below). A binding whose hooks need a lock of its own (Python's GIL)
  * must therefore not put them in an ops table the core calls: it gives
  * its carriers a STATE_ONLY class, so that no core path ever calls into
  * the binding while holding a carrier mutex, and a thread holding the GIL
@@ -152,13 +161,42 @@ typedef struct sw_carrier_class {
  *
  * SW_CARRIER_CLASS_REFCOUNTED: set by the core on a class made by
  * sw_carrier_class_new (see below), never by a caller (a static table
- * must leave it clear; sw_carrier_class_new clears it from its template). */
+ * must leave it clear; sw_carrier_class_new clears it from its template).
+ *
+ * SW_CARRIER_CLASS_SLOTS_UNLOCKED, with STATE_ONLY: the binding keeps the
+ * slots but lets the core reach them in batches through `read_slots` and
+ * `write_slots`, which the core calls holding NO lock (so they may take
+ * the GIL and run Python, and may call any sw_carrier_* function on the
+ * carrier, which its hooks' own checks do). This is how one core path
+ * (sw_carrier_read_layout_as, sw_carrier_write_layout_as in tensor.h)
+ * serves a binding's carriers too. The core's order for each call:
+ *   1. under the carrier's mutex, the checks of sw_carrier_read / _write
+ *      (released, pending, owned, immutable: SW_ESTATE, nothing called);
+ *   2. the mutex dropped, the slot walk computed, the callback called;
+ *   3. a write that succeeded: the mutex taken again and the version
+ *      stepped by 1 (not under this thread's transfer access, and not once
+ *      the carrier was released meanwhile), whatever `n` was.
+ * Race: between 1 and 2 another thread may release the carrier, mark it
+ * pending or claim it; the core does not look again. The callback owns
+ * the slots and must re-check what it needs before touching them (the
+ * Python binding's hooks check the state before every slot, as they do
+ * for a slot read from Python). Everything else a STATE_ONLY class is
+ * refused stays refused (sw_carrier_read/_write, tensors, moves).
+ *
+ * A callback failing with an error of its binding's own that the binding
+ * keeps on the calling thread (a Python exception) sets err->detail to
+ * SW_CARRIER_CALLBACK_RAISED: the core hands such an err back untouched,
+ * and the binding re-raises its original error instead of translating
+ * the status. */
 enum {
     SW_CARRIER_CLASS_STATE_ONLY = 1u << 0,
     SW_CARRIER_CLASS_RELEASE_REMOVES_FILES = 1u << 1,
     SW_CARRIER_CLASS_RUNS_NO_USER_CODE = 1u << 2,
+    SW_CARRIER_CLASS_SLOTS_UNLOCKED = 1u << 3,
     SW_CARRIER_CLASS_REFCOUNTED = 1u << 30
 };
+/* err->detail of a callback failure its binding keeps (see above). */
+enum { SW_CARRIER_CALLBACK_RAISED = 0x5742 };
 /* ---- Classes made at run time -----------------------------------------
  * A static `sw_carrier_class` table lives as long as the program. A
  * binding that makes classes as its language does (one per Python Carrier
@@ -190,6 +228,9 @@ SW_API void sw_carrier_class_unref(const sw_carrier_class *cls);
 
 /* 1 when `c`'s class is STATE_ONLY. */
 SW_API int sw_carrier_is_state_only(sw_carrier *c);
+/* 1 when `c`'s class is SLOTS_UNLOCKED (its binding's slots reachable
+ * through sw_carrier_read_layout_as / _write_layout_as). */
+SW_API int sw_carrier_slots_unlocked(sw_carrier *c);
 
 /* A carrier from another language: the core takes over the handle state,
  * `ops` supplies the storage. A static `ops` must outlive the carrier; one
@@ -198,7 +239,9 @@ SW_API int sw_carrier_is_state_only(sw_carrier *c);
  * success on (ops->destroy frees it); on failure the caller keeps it.
  * SW_EINVAL for a table without size/read/write/release or a dtype with no
  * slot width (categories, compound dtypes), unless the class is STATE_ONLY
- * (see above: any callback may be NULL, any dtype below SW_DT_COUNT). */
+ * (see above: any callback may be NULL, any dtype below SW_DT_COUNT);
+ * SW_EINVAL too for a SLOTS_UNLOCKED class that is not STATE_ONLY or lacks
+ * read_slots or write_slots. */
 SW_API sw_status sw_carrier_new(const sw_carrier_class *ops, void *impl, sw_dtype dtype, int flags,
                                 sw_carrier **out, sw_error *err);
 

@@ -133,6 +133,33 @@ SW_API sw_status sw_tensor_read_values(const sw_tensor *t, void *out, sw_error *
 SW_API sw_status sw_carrier_read_layout(sw_carrier *c, int64_t offset, const sw_layout *layout,
                                         void *out, sw_error *err);
 
+/* The values of (c, offset, layout) in logical order as values of `as`
+ * (read), or `in` written over them (write), on any carrier with slots:
+ *   - a carrier whose slots the core holds: `as` must be its dtype
+ *     (SW_ETYPE); the read is sw_carrier_read_layout's; the write is
+ *     sw_tensor_copy's (the span of slots the layout reaches written in one
+ *     sw_carrier_write, read first unless the layout covers all of it: one
+ *     version step, its checks and statuses);
+ *   - a SLOTS_UNLOCKED carrier (carrier.h): the state checks of
+ *     sw_carrier_read / _write under its mutex, then, the mutex dropped,
+ *     one call of its class's read_slots / write_slots with the layout's
+ *     slots (offset + layout(k), k in logical order) and `as` as given
+ *     (the binding converts), then (a write that succeeded) one version
+ *     step; the race between the checks and the call is the class's, as
+ *     carrier.h says. The callback's failure comes back as it reported it
+ *     (err->detail SW_CARRIER_CALLBACK_RAISED: its binding keeps the
+ *     error);
+ *   - any other STATE_ONLY carrier: SW_ENOTSUP, nothing called.
+ * A layout of size 0 reads and writes nothing and checks nothing; NULL
+ * arguments are SW_ETYPE, an offset below 0 SW_ERANGE. Thread-safe; no
+ * lock is held while an SLOTS_UNLOCKED class's callback runs. */
+SW_API sw_status sw_carrier_read_layout_as(sw_carrier *c, int64_t offset,
+                                           const sw_layout *layout, sw_dtype as, void *out,
+                                           sw_error *err);
+SW_API sw_status sw_carrier_write_layout_as(sw_carrier *c, int64_t offset,
+                                            const sw_layout *layout, sw_dtype as,
+                                            const void *in, sw_error *err);
+
 /* Views: new tensors on the same carrier, the layout computed by
  * layout_view.h (its refusal statuses; the message in err).
  * slice_key: entry m says what top-level mode m keeps (an index drops it,

@@ -23,6 +23,11 @@ sw_status sw_carrier_new(const sw_carrier_class *ops, void *impl, sw_dtype dtype
     if (!ops)
         return sw_error_set(err, SW_EINVAL, "carrier: the ops table must not be NULL");
     int state_only = (ops->flags & SW_CARRIER_CLASS_STATE_ONLY) != 0;
+    if ((ops->flags & SW_CARRIER_CLASS_SLOTS_UNLOCKED) &&
+        (!state_only || !ops->read_slots || !ops->write_slots))
+        return sw_error_set(err, SW_EINVAL,
+                            "carrier: a SLOTS_UNLOCKED class is STATE_ONLY and needs read_slots "
+                            "and write_slots");
     if (!state_only && (!ops->size || !ops->read || !ops->write || !ops->release))
         return sw_error_set(err, SW_EINVAL,
                             "carrier: the ops table needs size, read, write and release");
@@ -93,7 +98,7 @@ static int has_access_locked(sw_carrier *c)
            pthread_equal(c->access_thread, pthread_self());
 }
 
-static int has_transfer_locked(sw_carrier *c)
+int sw_carrier_in_transfer_locked(sw_carrier *c)
 {
     return c->transfer_depth > 0 && pthread_equal(c->transfer_thread, pthread_self());
 }
@@ -102,7 +107,7 @@ static int has_transfer_locked(sw_carrier *c)
  * destination. */
 static int transfer_may_write_locked(sw_carrier *c)
 {
-    return c->pending_dst && !c->pending_src && has_transfer_locked(c);
+    return c->pending_dst && !c->pending_src && sw_carrier_in_transfer_locked(c);
 }
 
 int sw_carrier_owned_blocks_locked(sw_carrier *c)
@@ -136,6 +141,7 @@ LOCKED_GETTER(int, sw_carrier_has_owner_access, has_access_locked(c))
 
 const sw_carrier_class *sw_carrier_class_of(sw_carrier *c) { return c->ops; }
 int sw_carrier_is_state_only(sw_carrier *c) { return SW_CARRIER_STATE_ONLY(c); }
+int sw_carrier_slots_unlocked(sw_carrier *c) { return SW_CARRIER_SLOTS_UNLOCKED(c); }
 
 int sw_carrier_endpoint(sw_carrier *c, sw_endpoint *out)
 {
@@ -191,7 +197,7 @@ sw_status sw_carrier_check_readable_locked(sw_carrier *c, sw_error *err)
 {
     if (c->released)
         return sw_error_set(err, SW_ESTATE, "%s: the carrier is released", sw_carrier_name(c));
-    if (c->pending_dst && !has_transfer_locked(c))
+    if (c->pending_dst && !sw_carrier_in_transfer_locked(c))
         return sw_error_set(err, SW_ESTATE,
                             "%s: the carrier is the destination of a pending move; wait for "
                             "the move before reading it",
@@ -214,7 +220,7 @@ sw_status sw_carrier_read(sw_carrier *c, int64_t slot, int64_t count, void *out,
     return st;
 }
 
-static sw_status check_writable_locked(sw_carrier *c, const char *what, sw_error *err)
+sw_status sw_carrier_check_writable_locked(sw_carrier *c, const char *what, sw_error *err)
 {
     if (c->released)
         return sw_error_set(err, SW_ESTATE, "%s: cannot %s a released carrier",
@@ -239,14 +245,14 @@ sw_status sw_carrier_write(sw_carrier *c, int64_t slot, int64_t count, const voi
     if (!c)
         return sw_error_set(err, SW_ETYPE, "carrier must not be NULL");
     pthread_mutex_lock(&c->lock);
-    sw_status st = check_writable_locked(c, "write to", err);
+    sw_status st = sw_carrier_check_writable_locked(c, "write to", err);
     if (st == SW_OK && SW_CARRIER_STATE_ONLY(c))
         st = sw_carrier_refuse_state_only(c, "write slots", err);
     if (st == SW_OK)
         st = check_range(c, slot, count, err);
     if (st == SW_OK && count > 0)
         st = c->ops->write(c->impl, slot, count, in, err);
-    if (st == SW_OK && !has_transfer_locked(c))
+    if (st == SW_OK && !sw_carrier_in_transfer_locked(c))
         c->version++;
     pthread_mutex_unlock(&c->lock);
     return st;
@@ -257,8 +263,8 @@ sw_status sw_carrier_increment_version(sw_carrier *c, sw_error *err)
     if (!c)
         return sw_error_set(err, SW_ETYPE, "carrier must not be NULL");
     pthread_mutex_lock(&c->lock);
-    sw_status st = check_writable_locked(c, "advance the version of", err);
-    if (st == SW_OK && !has_transfer_locked(c))
+    sw_status st = sw_carrier_check_writable_locked(c, "advance the version of", err);
+    if (st == SW_OK && !sw_carrier_in_transfer_locked(c))
         c->version++;
     pthread_mutex_unlock(&c->lock);
     return st;
@@ -468,7 +474,7 @@ sw_status sw_carrier_end_owner_access(sw_carrier *c, uint64_t token, sw_error *e
 LOCKED_GETTER(int, sw_carrier_pending_roles,
               (c->pending_src ? SW_CARRIER_PENDING_SOURCE : 0) |
                   (c->pending_dst ? SW_CARRIER_PENDING_DESTINATION : 0))
-LOCKED_GETTER(int, sw_carrier_in_transfer, has_transfer_locked(c))
+LOCKED_GETTER(int, sw_carrier_in_transfer, sw_carrier_in_transfer_locked(c))
 
 void sw_carrier_get_state(sw_carrier *c, sw_carrier_state *out)
 {
@@ -479,7 +485,7 @@ void sw_carrier_get_state(sw_carrier *c, sw_carrier_state *out)
                    (c->pending_dst ? SW_CARRIER_PENDING_DESTINATION : 0);
     out->owned = c->owner_token != 0;
     out->owner_access = has_access_locked(c);
-    out->in_transfer = has_transfer_locked(c);
+    out->in_transfer = sw_carrier_in_transfer_locked(c);
     out->claims = c->claims;
     pthread_mutex_unlock(&c->lock);
 }
@@ -515,7 +521,7 @@ void sw_carrier_begin_transfer(sw_carrier *c)
 void sw_carrier_end_transfer(sw_carrier *c)
 {
     pthread_mutex_lock(&c->lock);
-    if (has_transfer_locked(c))
+    if (sw_carrier_in_transfer_locked(c))
         c->transfer_depth--;
     pthread_mutex_unlock(&c->lock);
 }

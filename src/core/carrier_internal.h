@@ -31,6 +31,9 @@ struct sw_carrier {
 
 /* The class is STATE_ONLY (carrier.h): no slot callbacks to call. */
 #define SW_CARRIER_STATE_ONLY(c) (((c)->ops->flags & SW_CARRIER_CLASS_STATE_ONLY) != 0)
+/* The class lets the core reach its binding's slots in batches, outside
+ * the lock (carrier.h: SW_CARRIER_CLASS_SLOTS_UNLOCKED). */
+#define SW_CARRIER_SLOTS_UNLOCKED(c) (((c)->ops->flags & SW_CARRIER_CLASS_SLOTS_UNLOCKED) != 0)
 /* SW_ENOTSUP for a STATE_ONLY carrier asked `what` (needs its slots). */
 sw_status sw_carrier_refuse_state_only(sw_carrier *c, const char *what, sw_error *err);
 
@@ -39,6 +42,11 @@ sw_status sw_carrier_refuse_state_only(sw_carrier *c, const char *what, sw_error
  * without transfer access on this thread (SW_ESTATE). */
 sw_status sw_carrier_check_readable_locked(sw_carrier *c, sw_error *err);
 int sw_carrier_mutable_locked(sw_carrier *c);
+/* The write refusals of sw_carrier_write (released, pending, owned
+ * elsewhere, immutable: SW_ESTATE), `what` naming the action. */
+sw_status sw_carrier_check_writable_locked(sw_carrier *c, const char *what, sw_error *err);
+/* This thread holds transfer access (its writes step no version). */
+int sw_carrier_in_transfer_locked(sw_carrier *c);
 int sw_carrier_owned_blocks_locked(sw_carrier *c); /* owned, no access here */
 /* Free the storage now, or once the last export is gone. */
 void sw_carrier_release_locked(sw_carrier *c);

@@ -455,29 +455,11 @@ sw_status sw_tensor_reduce_sum(const sw_tensor *t, const int32_t *kept, int32_t 
 /* ---- copy and fill ------------------------------------------------------- */
 
 /* `vals` (t's values in logical order) written over t's span of slots in
- * one carrier write; the span is read first unless t covers all of it. */
+ * one carrier write (tensor.h: sw_carrier_write_layout_as). */
 static sw_status write_values(const sw_tensor *t, const void *vals, sw_error *err)
 {
-    sw_layout *L = (sw_layout *)sw_tensor_layout(t);
-    if (L->size == 0)
-        return SW_OK;
-    sw_carrier *c = sw_tensor_carrier(t);
-    size_t bytes = sw_dtype_slot_bytes(sw_tensor_dtype(t));
-    int64_t off = sw_tensor_offset(t);
-    int dense = L->cosize == L->size && sw_layout_is_flat(L);
-    char *span = dense ? NULL : alloc_slots(L->cosize, bytes, err);
-    if (!dense && !span)
-        return SW_ENOMEM;
-    sw_status st = SW_OK;
-    if (!dense) {
-        st = sw_carrier_read(c, off, L->cosize, span, err);
-        if (st == SW_OK)
-            st = sw_layout_scatter(span, 0, L, vals, bytes, err);
-    }
-    if (st == SW_OK)
-        st = sw_carrier_write(c, off, L->cosize, dense ? vals : span, err);
-    sw_free(span);
-    return st;
+    return sw_carrier_write_layout_as(sw_tensor_carrier(t), sw_tensor_offset(t),
+                                      sw_tensor_layout(t), sw_tensor_dtype(t), vals, err);
 }
 
 sw_status sw_tensor_copy(const sw_tensor *dst, const sw_tensor *src, sw_error *err)

@@ -7,6 +7,7 @@
 #include "carrier_internal.h"
 #include "strideweave/alloc.h"
 #include "strideweave/copy.h"
+#include "strideweave/tensor_walk.h"
 #include "tensor_internal.h"
 
 /* Gather `l` at slot `first` of `base` into out. */
@@ -74,6 +75,128 @@ sw_status sw_carrier_read_layout(sw_carrier *c, int64_t offset, const sw_layout 
     sw_status st = read_values_locked(c, offset, layout, out, err);
     pthread_mutex_unlock(&c->lock);
     return st;
+}
+
+/* ---- any dtype the caller names (tensor.h: sw_carrier_*_layout_as) ----- */
+
+static sw_status check_as_args(sw_carrier *c, int64_t offset, const sw_layout *layout,
+                               const void *buf, const char *fn, sw_error *err)
+{
+    if (!c || !layout || (!buf && layout->size > 0))
+        return sw_error_set(err, SW_ETYPE, "%s: carrier, layout and buffer must not be NULL",
+                            fn);
+    if (offset < 0)
+        return sw_error_set(err, SW_ERANGE, "%s: offset %lld is negative", fn,
+                            (long long)offset);
+    return SW_OK;
+}
+
+/* A carrier with slots of its own holds values of its dtype only. */
+static sw_status check_as_dtype(sw_carrier *c, sw_dtype as, sw_error *err)
+{
+    if (as == c->dtype)
+        return SW_OK;
+    const sw_dtype_info *want = sw_dtype_info_of(as);
+    return sw_error_set(err, SW_ETYPE, "%s: its slots hold %s values, not %s",
+                        sw_carrier_name(c), sw_dtype_info_of(c->dtype)->name,
+                        want ? want->name : "an unknown dtype");
+}
+
+/* The slots (offset + layout(k)) a batch callback gets, or NULL (err set). */
+static int64_t *walk_of(sw_carrier *c, int64_t offset, const sw_layout *layout, sw_error *err)
+{
+    int64_t *slots = sw_malloc((size_t)layout->size * sizeof *slots);
+    if (!slots) {
+        sw_error_set(err, SW_ENOMEM, "%s: out of memory for %lld slot numbers",
+                     sw_carrier_name(c), (long long)layout->size);
+        return NULL;
+    }
+    if (sw_layout_slots(layout, offset, slots, err) != SW_OK) {
+        sw_free(slots);
+        return NULL;
+    }
+    return slots;
+}
+
+/* Steps 2 (and 3) of carrier.h's SLOTS_UNLOCKED order: the callback with
+ * no lock held, then one version step for a write that succeeded. The
+ * checks (step 1) were made by the caller, which dropped the mutex. */
+static sw_status unlocked_batch(sw_carrier *c, int64_t offset, const sw_layout *layout,
+                                sw_dtype as, void *out, const void *in, sw_error *err)
+{
+    int64_t *slots = walk_of(c, offset, layout, err);
+    if (!slots)
+        return err ? err->code : SW_ENOMEM;
+    sw_status st = in ? c->ops->write_slots(c->impl, slots, layout->size, as, in, err)
+                      : c->ops->read_slots(c->impl, slots, layout->size, as, out, err);
+    sw_free(slots);
+    if (st == SW_OK && in) {
+        pthread_mutex_lock(&c->lock);
+        if (!c->released && !sw_carrier_in_transfer_locked(c))
+            c->version++;
+        pthread_mutex_unlock(&c->lock);
+    }
+    return st;
+}
+
+sw_status sw_carrier_read_layout_as(sw_carrier *c, int64_t offset, const sw_layout *layout,
+                                    sw_dtype as, void *out, sw_error *err)
+{
+    sw_status st = check_as_args(c, offset, layout, out, "sw_carrier_read_layout_as", err);
+    if (st != SW_OK || layout->size == 0)
+        return st;
+    if (!SW_CARRIER_STATE_ONLY(c))
+        return (st = check_as_dtype(c, as, err)) == SW_OK
+                   ? sw_carrier_read_layout(c, offset, layout, out, err)
+                   : st;
+    pthread_mutex_lock(&c->lock);
+    st = sw_carrier_check_readable_locked(c, err);
+    pthread_mutex_unlock(&c->lock);
+    if (st == SW_OK && !SW_CARRIER_SLOTS_UNLOCKED(c))
+        st = sw_carrier_refuse_state_only(c, "read a tensor's values", err);
+    return st == SW_OK ? unlocked_batch(c, offset, layout, as, out, NULL, err) : st;
+}
+
+/* `in` (values in logical order) over the span of slots the layout
+ * reaches, in one carrier write; the span is read first unless the
+ * layout covers all of it. */
+static sw_status write_span(sw_carrier *c, int64_t offset, const sw_layout *layout,
+                            const void *in, sw_error *err)
+{
+    size_t bytes = sw_dtype_slot_bytes(c->dtype);
+    int dense = layout->cosize == layout->size && sw_layout_is_flat(layout);
+    char *span = dense ? NULL : sw_malloc((size_t)layout->cosize * bytes);
+    if (!dense && !span)
+        return sw_error_set(err, SW_ENOMEM, "%s: out of memory writing %lld slots",
+                            sw_carrier_name(c), (long long)layout->cosize);
+    sw_status st = SW_OK;
+    if (!dense) {
+        st = sw_carrier_read(c, offset, layout->cosize, span, err);
+        if (st == SW_OK)
+            st = sw_layout_scatter(span, 0, layout, in, bytes, err);
+    }
+    if (st == SW_OK)
+        st = sw_carrier_write(c, offset, layout->cosize, dense ? in : span, err);
+    sw_free(span);
+    return st;
+}
+
+sw_status sw_carrier_write_layout_as(sw_carrier *c, int64_t offset, const sw_layout *layout,
+                                     sw_dtype as, const void *in, sw_error *err)
+{
+    sw_status st = check_as_args(c, offset, layout, in, "sw_carrier_write_layout_as", err);
+    if (st != SW_OK || layout->size == 0)
+        return st;
+    if (!SW_CARRIER_STATE_ONLY(c))
+        return (st = check_as_dtype(c, as, err)) == SW_OK
+                   ? write_span(c, offset, layout, in, err)
+                   : st;
+    pthread_mutex_lock(&c->lock);
+    st = sw_carrier_check_writable_locked(c, "write to", err);
+    pthread_mutex_unlock(&c->lock);
+    if (st == SW_OK && !SW_CARRIER_SLOTS_UNLOCKED(c))
+        st = sw_carrier_refuse_state_only(c, "write a tensor's values", err);
+    return st == SW_OK ? unlocked_batch(c, offset, layout, as, NULL, in, err) : st;
 }
 
 sw_status sw_tensor_read_values(const sw_tensor *t, void *out, sw_error *err)

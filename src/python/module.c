@@ -77,7 +77,7 @@ int sw_py_fault_pause_init(PyObject *module); /* py_fault_pause.c */
 
 /* Order matters: later concepts use earlier ones' types. */
 static const init_fn inits[] = {
-    sw_py_layout_init,  sw_py_dtype_init, sw_py_carrier_init,
+    sw_py_layout_init,  sw_py_dtype_init, sw_py_carrier_slots_init, sw_py_carrier_init,
     sw_py_generic_init, sw_py_cpu_init,   sw_py_file_backed_init,
     sw_py_metal_init,   sw_py_evictable_init, sw_py_block_device_init,
     sw_py_tensor_init,  sw_py_view_init,  sw_py_friendly_init,

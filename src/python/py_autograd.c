@@ -70,19 +70,14 @@ int sw_py_read_float_values(PyObject *tensor, float *out)
         return sw_carrier_read_layout(SW_STATE_C(carrier)->core, off, L, out, &err) == SW_OK
                    ? 0
                    : sw_py_raise(&err);
-    int64_t *slots = sw_py_layout_slots(L, off);
-    if (!slots)
-        return -1;
-    int rc = 0;
-    for (int64_t k = 0; k < L->size && rc == 0; k++) {
-        PyObject *v = sw_py_carrier_getitem(carrier, slots[k]);
-        double d = v ? PyFloat_AsDouble(v) : -1.0;
-        Py_XDECREF(v);
-        if (!v || (d == -1.0 && PyErr_Occurred()))
-            rc = -1;
-        out[k] = (float)d;
-    }
-    PyMem_Free(slots);
+    /* float(value) of each slot's checked read, hooks and all, rounded */
+    double *d = PyMem_Malloc(sizeof(double) * (size_t)L->size);
+    if (!d)
+        return PyErr_NoMemory(), -1;
+    int rc = sw_py_carrier_read_layout(carrier, off, L, SW_DT_FLOAT64, d);
+    for (int64_t k = 0; rc == 0 && k < L->size; k++)
+        out[k] = (float)d[k];
+    PyMem_Free(d);
     return rc;
 }
 

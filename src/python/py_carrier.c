@@ -125,6 +125,7 @@ PyObject *sw_carrier_alloc(PyTypeObject *type, int intrinsic_mutable)
     c->intrinsic_mutable = intrinsic_mutable;
     c->definition = NULL;
     c->storage_dtype = NULL;
+    c->slot_box = NULL;
     /* CPU, Generic, FileBacked, Evictable and BlockDeviceCarrier make
      * their own core carrier next. Every other carrier's core carrier is
      * of its class's STATE_ONLY core class (py_carrier_class.c): the core
@@ -139,10 +140,13 @@ PyObject *sw_carrier_alloc(PyTypeObject *type, int intrinsic_mutable)
             Py_DECREF(self);
             return NULL;
         }
-        if (sw_carrier_new(cls, NULL, SW_DT_ANY, 0, &c->core, &err) != SW_OK) {
+        sw_py_slot_box *box = sw_py_slot_box_new(self);
+        if (!box || sw_carrier_new(cls, box, SW_DT_ANY, 0, &c->core, &err) != SW_OK) {
+            PyMem_RawFree(box); /* the core owns it from success on */
             Py_DECREF(self);
             return PyErr_NoMemory();
         }
+        c->slot_box = box;
     }
     return self;
 }
@@ -187,6 +191,10 @@ static void carrier_dealloc(PyObject *self)
         PyObject_ClearWeakRefs(self);
     Py_CLEAR(CARRIER(self)->definition);
     Py_CLEAR(CARRIER(self)->storage_dtype);
+    /* The core carrier may outlive the object: its slot callbacks find
+     * no object from here on. */
+    sw_py_slot_box_forget(CARRIER(self)->slot_box);
+    CARRIER(self)->slot_box = NULL;
     /* A built-in's storage is released by its own dealloc first; the handle
      * (and with it the state) goes last. */
     sw_carrier_unref(CARRIER(self)->core);

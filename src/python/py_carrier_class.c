@@ -13,10 +13,13 @@
  * reference goes; core carriers of the class still alive (a move in
  * flight) keep it until they go.
  *
- * The class is STATE_ONLY with no callbacks, as the one shared class was
- * before: the core never calls into Python with a carrier mutex held (the
- * deadlock rule of carrier.h); the binding answers slots, size and dtype
- * through its own hooks.
+ * The class is STATE_ONLY: the core never calls into Python with a
+ * carrier mutex held (the deadlock rule of carrier.h); the binding answers
+ * slots, size and dtype through its own hooks. It is SLOTS_UNLOCKED too
+ * once the batch slot callbacks are registered (py_carrier_slots.c, at
+ * module init): the core then reaches the slots through them, with no
+ * lock held, for its value reads (sw_carrier_read_layout_as). Their
+ * `impl` is a slot box naming the carrier's Python object (below).
  *
  * May depend on: the core only. */
 #include "sw_carrier.h"
@@ -59,9 +62,49 @@ static void class_free(PyObject *capsule)
     sw_carrier_class_unref(cls);
 }
 
+/* The batch slot callbacks every class gets (NULL until registered). */
+static sw_carrier_class slot_hooks;
+
+void sw_py_carrier_class_set_slot_hooks(const sw_carrier_class *hooks)
+{
+    slot_hooks.read_slots = hooks->read_slots;
+    slot_hooks.write_slots = hooks->write_slots;
+}
+
+/* ---- slot boxes ----------------------------------------------------------
+ * The core carrier of a Python carrier can outlive the object (a move in
+ * flight holds it), so its `impl` is not the object but a box naming it,
+ * emptied when the object goes (GIL held for both). The core frees the box
+ * with the carrier (the class's destroy, no GIL needed). */
+
+sw_py_slot_box *sw_py_slot_box_new(PyObject *obj)
+{
+    sw_py_slot_box *box = PyMem_RawMalloc(sizeof *box);
+    if (box)
+        box->obj = obj;
+    return box;
+}
+
+void sw_py_slot_box_forget(sw_py_slot_box *box)
+{
+    if (box)
+        box->obj = NULL;
+}
+
+static void slot_box_free(void *impl)
+{
+    PyMem_RawFree(impl);
+}
+
 static PyObject *class_capsule(PyTypeObject *type)
 {
-    sw_carrier_class tmpl = {.name = _PyType_Name(type), .flags = SW_CARRIER_CLASS_STATE_ONLY};
+    sw_carrier_class tmpl = {.name = _PyType_Name(type), .flags = SW_CARRIER_CLASS_STATE_ONLY,
+                             .destroy = slot_box_free};
+    if (slot_hooks.read_slots && slot_hooks.write_slots) {
+        tmpl.flags |= SW_CARRIER_CLASS_SLOTS_UNLOCKED;
+        tmpl.read_slots = slot_hooks.read_slots;
+        tmpl.write_slots = slot_hooks.write_slots;
+    }
     const sw_carrier_class *cls;
     sw_error err;
     if (sw_carrier_class_new(&tmpl, &cls, &err) != SW_OK)

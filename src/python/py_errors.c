@@ -6,6 +6,9 @@
 int sw_py_raise(const sw_error *err)
 {
     PyObject *type;
+    /* A Python hook the core called back raised: its exception stands. */
+    if (err->detail == SW_CARRIER_CALLBACK_RAISED && PyErr_Occurred())
+        return -1;
     switch (err->code) {
     case SW_EINVAL: type = PyExc_ValueError; break;
     case SW_ETYPE: type = PyExc_TypeError; break;
@@ -92,4 +95,47 @@ void sw_py_restore_exception(PyObject *exc)
 {
     if (exc)
         PyErr_Restore(Py_NewRef((PyObject *)Py_TYPE(exc)), exc, PyException_GetTraceback(exc));
+}
+
+/* The core status of a Python exception's class (the reverse of
+ * sw_py_raise's table; anything else is SW_EINVAL). */
+static sw_status status_of(PyObject *exc)
+{
+    static const struct {
+        PyObject **type;
+        sw_status code;
+    } table[] = {
+        {&PyExc_MemoryError, SW_ENOMEM},    {&PyExc_OverflowError, SW_EOVERFLOW},
+        {&PyExc_IndexError, SW_ERANGE},     {&PyExc_NotImplementedError, SW_ENOTSUP},
+        {&PyExc_RuntimeError, SW_ESTATE},   {&PyExc_TypeError, SW_ETYPE},
+        {&PyExc_FileExistsError, SW_EEXIST}, {&PyExc_OSError, SW_EIO},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (PyErr_GivenExceptionMatches(exc, *table[i].type))
+            return table[i].code;
+    return SW_EINVAL;
+}
+
+sw_status sw_py_error_to_core(sw_error *err, int keep)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    sw_status code = status_of(type);
+    PyObject *text = value ? PyObject_Str(value) : NULL;
+    const char *msg = text ? PyUnicode_AsUTF8(text) : NULL;
+    if (!msg)
+        PyErr_Clear();
+    sw_error_set(err, code, "%s", msg ? msg : "a Python hook raised");
+    Py_XDECREF(text);
+    if (keep) {
+        PyErr_Restore(type, value, tb);
+        if (err)
+            err->detail = SW_CARRIER_CALLBACK_RAISED;
+    } else {
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+    }
+    return code;
 }

@@ -80,19 +80,9 @@ static int read_values(PyObject *tensor, double *out)
         widen(out, sw_tensor_dtype(t->subs[0].core), L->size);
         return 0;
     }
-    int64_t *slots = sw_py_layout_slots(L, SW_SUB_OFFSET(&t->subs[0]));
-    if (!slots)
-        return -1;
-    int rc = 0;
-    for (int64_t k = 0; k < L->size && rc == 0; k++) {
-        PyObject *v = sw_py_carrier_getitem(carrier, slots[k]);
-        out[k] = v ? PyFloat_AsDouble(v) : -1.0;
-        Py_XDECREF(v);
-        if (!v || (out[k] == -1.0 && PyErr_Occurred()))
-            rc = -1;
-    }
-    PyMem_Free(slots);
-    return rc;
+    /* float(value) of each slot's checked read, hooks and all */
+    return sw_py_carrier_read_layout(carrier, SW_SUB_OFFSET(&t->subs[0]), L, SW_DT_FLOAT64,
+                                     out);
 }
 
 /* Values of a tensor as a freshly allocated array (PyMem), or NULL. */

@@ -1023,6 +1023,8 @@ static void te_dealloc(PyObject *self)
     Py_CLEAR(TILED(self)->dtype);
     if (CARRIER(self)->weakreflist)
         PyObject_ClearWeakRefs(self);
+    sw_py_slot_box_forget(CARRIER(self)->slot_box); /* the handle may outlive it */
+    CARRIER(self)->slot_box = NULL;
     sw_carrier_unref(CARRIER(self)->core); /* its state handle */
     CARRIER(self)->core = NULL;
     Py_TYPE(self)->tp_free(self);

@@ -5,33 +5,17 @@
  *
  * A carrier whose slots the core holds (CPU, Generic, FileBacked,
  * BlockDeviceCarrier, an Evictable over them) is read by the core in one
- * call, no Python per element. Any other carrier goes through the checked
- * slot read (its get_value hook), which re-checks the carrier's state
- * before each slot, so hooks that release or move it are seen. */
+ * call, no Python per element. A carrier whose slots are the binding's is
+ * read by the core as well, which calls back the checked slot read (its
+ * get_value hook, py_carrier_slots.c) with no lock held; that read
+ * re-checks the carrier's state before each slot, so hooks that release
+ * or move it are seen. */
 #include "sw_carrier.h"
 #include "sw_layout_slots.h"
 
 #include <string.h>
 
 #include "strideweave/tensor.h"
-
-/* Any other carrier: the checked read of each slot, converted back to a
- * host slot by the dtype's own rule. */
-static int gather_checked(PyObject *carrier, sw_dtype dt, const sw_layout *L, int64_t off,
-                          size_t bytes, char *out)
-{
-    int64_t *slots = sw_py_layout_slots(L, off);
-    if (!slots)
-        return -1;
-    int rc = 0;
-    for (int64_t k = 0; k < L->size && rc == 0; k++) {
-        PyObject *v = sw_py_carrier_getitem(carrier, slots[k]);
-        rc = v ? sw_py_store_slot(dt, v, out + (size_t)k * bytes) : -1;
-        Py_XDECREF(v);
-    }
-    PyMem_Free(slots);
-    return rc;
-}
 
 /* The core's refusal in the binding's words where a read would raise them
  * (released, unavailable, pending destination: they name the Python class
@@ -66,10 +50,12 @@ static sw_status core_read(sw_carrier *core, const sw_tensor *plane, const sw_la
 
 /* The core reads a carrier whose slots it holds, under its mutex, in one
  * go (sw_tensor_read_values). A carrier whose slots are the binding's
- * (STATE_ONLY: a Python class; the core refuses an Evictable over one with
- * SW_ENOTSUP) and a tensor whose logical dtype is not its carrier's take
- * the checked slot reads. `plane`: the plane's core tensor (L and off are
- * its layout and offset), or NULL for one slot. */
+ * (STATE_ONLY: a Python class) is read by the core too, through its class's
+ * batch callbacks (sw_py_carrier_read_layout); an Evictable over one (the
+ * core refuses it with SW_ENOTSUP) and a tensor whose logical dtype is not
+ * its carrier's take the checked slot reads there. `plane`: the plane's
+ * core tensor (L and off are its layout and offset), or NULL for one
+ * slot. */
 static int gather_carrier(PyObject *carrier, const sw_tensor *plane, sw_dtype dt,
                           const sw_layout *L, int64_t off, char *out)
 {
@@ -91,9 +77,7 @@ static int gather_carrier(PyObject *carrier, const sw_tensor *plane, sw_dtype dt
         if (st != SW_ENOTSUP)
             return raise_refusal(carrier, &err);
     }
-    if (sw_py_carrier_check_readable(carrier) < 0)
-        return -1;
-    return gather_checked(carrier, dt, L, off, sw_dtype_slot_bytes(dt), out);
+    return sw_py_carrier_read_layout(carrier, off, L, dt, out);
 }
 
 int sw_py_tensor_gather(PyObject *tensor, void *out)

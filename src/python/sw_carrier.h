@@ -69,6 +69,20 @@ const sw_carrier_class *sw_carrier_core_class(PyTypeObject *type);
  * are forgotten and the class goes with its last carrier. Borrowed; NULL
  * with an exception. GIL held. */
 const sw_carrier_class *sw_py_state_only_class(PyTypeObject *type);
+/* The `impl` of a STATE_ONLY core carrier (py_carrier_class.c): its
+ * Python object, borrowed, NULL once the object is gone. */
+typedef struct sw_py_slot_box {
+    PyObject *obj;
+} sw_py_slot_box;
+/* A box naming `obj` (raw memory; the core carrier frees it), or NULL. */
+sw_py_slot_box *sw_py_slot_box_new(PyObject *obj);
+/* The object is going: the box names nothing from now on. NULL ignored. */
+void sw_py_slot_box_forget(sw_py_slot_box *box);
+/* The batch slot callbacks (read_slots, write_slots of `hooks`) the
+ * classes made from now on get, with SLOTS_UNLOCKED (py_carrier_slots.c
+ * registers them at module init, before any class is made). */
+void sw_py_carrier_class_set_slot_hooks(const sw_carrier_class *hooks);
+
 /* A weakref to `cls` whose callback deletes `key` from the dict `table`
  * (a class's entry goes with the class). New reference, or NULL. */
 PyObject *sw_py_weakref_forgetting(PyTypeObject *cls, PyObject *table, PyObject *key);

@@ -19,8 +19,17 @@
 /* ---- module / errors (module.c, py_errors.c) ---------------------------- */
 
 /* Raise the Python exception for a core status (one mapping, here) and
- * return -1. SW_EIO raises OSError with err->sys_errno. */
+ * return -1. SW_EIO raises OSError with err->sys_errno. An err whose
+ * detail is SW_CARRIER_CALLBACK_RAISED (a Python hook the core called
+ * back raised, and its exception is still set) raises nothing new: the
+ * original exception stands. */
 int sw_py_raise(const sw_error *err);
+/* The pending Python exception as a core error (its status by class, the
+ * reverse of sw_py_raise's table; its text as the message). `keep`: the
+ * exception stays set and err->detail becomes SW_CARRIER_CALLBACK_RAISED,
+ * for a caller on this thread that holds the GIL to re-raise it as it is;
+ * otherwise it is cleared. Returns the status. GIL held. */
+sw_status sw_py_error_to_core(sw_error *err, int keep);
 /* Raise `exc` again (an instance from sw_py_take_exception; stolen). */
 void sw_py_restore_exception(PyObject *exc);
 /* The pending exception as one instance carrying its traceback (new
@@ -43,6 +52,7 @@ int sw_py_index_ll(PyObject *obj, long long *v, int *overflow);
 int sw_py_layout_init(PyObject *module);
 int sw_py_dtype_init(PyObject *module);
 int sw_py_carrier_init(PyObject *module);
+int sw_py_carrier_slots_init(PyObject *module); /* py_carrier_slots.c */
 int sw_py_generic_init(PyObject *module);
 int sw_py_cpu_init(PyObject *module);
 int sw_py_file_backed_init(PyObject *module);
@@ -166,6 +176,9 @@ typedef struct SwCarrierObject {
      * Carrier.__init__ has finished. NULL otherwise. */
     PyObject *definition;
     PyObject *storage_dtype;
+    /* A STATE_ONLY core carrier's impl (sw_carrier.h: sw_py_slot_box),
+     * emptied at dealloc; NULL for a carrier with a core of its own. */
+    struct sw_py_slot_box *slot_box;
 } SwCarrierObject;
 
 /* `pending` bits (architecture.md, "Pending guard"): while non-zero,
@@ -457,6 +470,15 @@ PyObject *sw_py_tensor_values(PyObject *tensor);
 /* The read refusals of a slot read (released, unavailable, pending
  * destination), without reading. 0 / -1. */
 int sw_py_carrier_check_readable(PyObject *carrier);
+/* The values of (carrier, offset, L) in logical order as values of `as`
+ * (its slot width; Float64: binary64, each float(value)) into `out`
+ * (py_carrier_slots.c): for a carrier whose slots the binding keeps, the
+ * core's read (sw_carrier_read_layout_as: its state checks, then the
+ * checked read of each slot, hooks and all); for any other, the checked
+ * read of each slot directly (its refusals in the binding's words). A
+ * hook's exception is raised as it was. 0 / -1. */
+int sw_py_carrier_read_layout(PyObject *carrier, int64_t offset, const sw_layout *L,
+                              sw_dtype as, void *out);
 PyObject *sw_py_tensor_array(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames);
 PyObject *sw_py_tensor_str(PyObject *self);

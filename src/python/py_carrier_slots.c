@@ -1,0 +1,143 @@
+/* Batch reads of the slots of a carrier the binding keeps the slots of
+ * (a Python Carrier subclass, a definition-backed carrier, TiledEvictable):
+ * the callbacks the core calls for them (carrier.h,
+ * SW_CARRIER_CLASS_SLOTS_UNLOCKED: no lock held), and the one read of a
+ * (carrier, offset, layout) as values of a dtype that the binding's value
+ * reads go through.
+ *
+ * Each slot is read by the checked slot read (sw_py_carrier_getitem): the
+ * carrier's state is looked at again and its hooks run before every slot,
+ * in logical order, one call per element, as a read from Python would.
+ * That is also what makes the core's "checked, unlocked, then called"
+ * order safe (carrier.h: a release between the core's check and the call
+ * is seen by the first slot's own check).
+ *
+ * GIL: the core calls back on the thread that called it; the binding's
+ * callers hold the GIL, so PyGILState_Ensure only notes it, and a hook's
+ * exception is kept for that caller to re-raise as it is (sw_py_raise).
+ * A C caller on a thread without the GIL gets it taken for the call and
+ * the exception translated into the error record.
+ *
+ * May depend on: the carrier base (py_carrier.c) and its class table
+ * (py_carrier_class.c), dtype and errors. */
+#include "sw_carrier.h"
+#include "sw_layout_slots.h"
+
+#include <string.h>
+
+/* Bytes per value of `as`: its slot width, or a binary64 for Float64 (the
+ * minimal operations' and autograd's reads). */
+static size_t bytes_of(sw_dtype as)
+{
+    return as == SW_DT_FLOAT64 ? sizeof(double) : sw_dtype_slot_bytes(as);
+}
+
+/* One value into `at` by the dtype's rule: Float64 as float(value) (what
+ * the operations computed from), any other by C-9 (sw_py_store_slot). */
+static int store_as(sw_dtype as, PyObject *value, char *at)
+{
+    if (as != SW_DT_FLOAT64)
+        return sw_py_store_slot(as, value, at);
+    double d = PyFloat_AsDouble(value);
+    if (d == -1.0 && PyErr_Occurred())
+        return -1;
+    memcpy(at, &d, sizeof d);
+    return 0;
+}
+
+/* The checked read of each slot, converted. 0 / -1. */
+static int read_checked(PyObject *carrier, const int64_t *slots, int64_t n, sw_dtype as,
+                        char *out)
+{
+    size_t bytes = bytes_of(as);
+    int rc = 0;
+    for (int64_t k = 0; k < n && rc == 0; k++) {
+        PyObject *v = sw_py_carrier_getitem(carrier, slots[k]);
+        rc = v ? store_as(as, v, out + (size_t)k * bytes) : -1;
+        Py_XDECREF(v);
+    }
+    return rc;
+}
+
+/* ---- the callbacks the core calls (no lock held) ------------------------- */
+
+static sw_status read_slots_cb(void *impl, const int64_t *slots, int64_t n, sw_dtype as,
+                               void *buf, sw_error *err)
+{
+    int kept = PyGILState_Check(); /* the caller holds the GIL: it re-raises */
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyObject *carrier = Py_XNewRef(((sw_py_slot_box *)impl)->obj);
+    sw_status st = SW_OK;
+    if (!carrier)
+        st = sw_error_set(err, SW_ESTATE, "the carrier's Python object is gone");
+    else if (read_checked(carrier, slots, n, as, buf) < 0)
+        st = sw_py_error_to_core(err, kept);
+    Py_XDECREF(carrier);
+    PyGILState_Release(gil);
+    return st;
+}
+
+/* Writes of a Python carrier's values keep the binding's own path (each
+ * slot's write steps the version, as the hooks expect); the core's batch
+ * write is not used for them yet. */
+static sw_status write_slots_cb(void *impl, const int64_t *slots, int64_t n, sw_dtype as,
+                                const void *buf, sw_error *err)
+{
+    (void)impl, (void)slots, (void)n, (void)as, (void)buf;
+    return sw_error_set(err, SW_ENOTSUP,
+                        "a Python carrier's values are written through its own slot writes");
+}
+
+/* ---- the binding's read -------------------------------------------------- */
+
+int sw_py_carrier_read_layout(PyObject *carrier, int64_t offset, const sw_layout *L,
+                              sw_dtype as, void *out)
+{
+    if (L->size == 0)
+        return 0;
+    sw_carrier *core = SW_STATE_C(carrier)->core;
+    if (sw_carrier_slots_unlocked(core)) {
+        sw_error err;
+        if (sw_carrier_read_layout_as(core, offset, L, as, out, &err) == SW_OK)
+            return 0;
+        /* A refusal of the core's state checks, in the binding's words. */
+        if (err.detail != SW_CARRIER_CALLBACK_RAISED && err.code == SW_ESTATE &&
+            sw_py_carrier_check_readable(carrier) < 0)
+            return -1;
+        return sw_py_raise(&err);
+    }
+    /* A carrier the core holds whose own refusals the binding words. */
+    int64_t *slots = sw_py_layout_slots(L, offset);
+    if (!slots)
+        return -1;
+    int rc = read_checked(carrier, slots, L->size, as, out);
+    PyMem_Free(slots);
+    return rc;
+}
+
+/* Test aid: whether the core reaches the carrier's slots through the
+ * batch callbacks (its core class is SLOTS_UNLOCKED). */
+static PyObject *aid_core_slots_unlocked(PyObject *mod, PyObject *carrier)
+{
+    (void)mod;
+    if (!PyObject_TypeCheck(carrier, &SwCarrier_Type)) {
+        PyErr_SetString(PyExc_TypeError, "_core_slots_unlocked(carrier) takes a carrier");
+        return NULL;
+    }
+    return PyBool_FromLong(sw_carrier_slots_unlocked(SW_STATE_C(carrier)->core));
+}
+
+static PyMethodDef slot_functions[] = {
+    {"_core_slots_unlocked", aid_core_slots_unlocked, METH_O,
+     "_core_slots_unlocked(carrier, /)\n--\n\n"
+     "Test aid: whether the core reads this carrier's slots through its binding's\n"
+     "batch callbacks."},
+    {NULL, NULL, 0, NULL},
+};
+
+int sw_py_carrier_slots_init(PyObject *module)
+{
+    const sw_carrier_class hooks = {.read_slots = read_slots_cb, .write_slots = write_slots_cb};
+    sw_py_carrier_class_set_slot_hooks(&hooks);
+    return PyModule_AddFunctions(module, slot_functions);
+}

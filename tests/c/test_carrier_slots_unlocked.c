@@ -1,0 +1,337 @@
+/* SLOTS_UNLOCKED carrier classes (carrier.h): a binding keeps the slots and
+ * the core reaches them in batches (sw_carrier_read_layout_as,
+ * sw_carrier_write_layout_as, tensor.h) through callbacks it calls with NO
+ * lock held: checks under the mutex, mutex dropped, callback, then one
+ * version step for a write. The fake class below calls the core on its
+ * own carrier from inside its callbacks (as the Python binding's hooks
+ * do): were any carrier lock held there, the call would deadlock. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "check.h"
+#include <strideweave/strideweave.h>
+
+/* A stand-in for the GIL, taken by every callback as the Python
+ * trampoline takes it. */
+static pthread_mutex_t gil = PTHREAD_MUTEX_INITIALIZER;
+
+typedef struct fake {
+    sw_carrier *self;  /* the carrier this impl belongs to (borrowed) */
+    int32_t slots[8];
+    int calls;
+    int64_t seen[8];   /* the last batch's slot numbers */
+    int64_t nseen;
+    sw_dtype as;
+    int release_inside; /* the callback releases its carrier first */
+    int raise;          /* the callback fails as a binding's own error */
+} fake;
+
+/* What every callback does first: look at its carrier through the core
+ * (would deadlock under the carrier's mutex) and refuse a released one,
+ * as the binding's per-slot checks do. */
+static sw_status enter(fake *f, const int64_t *slots, int64_t n, sw_dtype as, sw_error *err)
+{
+    pthread_mutex_lock(&gil);
+    f->calls++;
+    f->as = as;
+    f->nseen = n < 8 ? n : 8;
+    memcpy(f->seen, slots, (size_t)f->nseen * sizeof *slots);
+    if (f->release_inside)
+        CHECK(sw_carrier_release(f->self, err) == SW_OK);
+    sw_carrier_state s;
+    sw_carrier_get_state(f->self, &s);
+    sw_status st = SW_OK;
+    if (s.released)
+        st = sw_error_set(err, SW_ESTATE, "fake: released under the callback");
+    else if (f->raise) {
+        st = sw_error_set(err, SW_EINVAL, "fake: the hook raised");
+        err->detail = SW_CARRIER_CALLBACK_RAISED;
+    }
+    return st;
+}
+
+static sw_status fake_read(void *impl, const int64_t *slots, int64_t n, sw_dtype as,
+                           void *buf, sw_error *err)
+{
+    fake *f = impl;
+    sw_status st = enter(f, slots, n, as, err);
+    for (int64_t k = 0; st == SW_OK && k < n; k++)
+        ((int32_t *)buf)[k] = f->slots[slots[k]];
+    pthread_mutex_unlock(&gil);
+    return st;
+}
+
+static sw_status fake_write(void *impl, const int64_t *slots, int64_t n, sw_dtype as,
+                            const void *buf, sw_error *err)
+{
+    fake *f = impl;
+    sw_status st = enter(f, slots, n, as, err);
+    for (int64_t k = 0; st == SW_OK && f->release_inside == 0 && k < n; k++)
+        f->slots[slots[k]] = ((const int32_t *)buf)[k];
+    pthread_mutex_unlock(&gil);
+    /* a write that raced a release: the slots are the binding's to keep */
+    return f->release_inside ? SW_OK : st;
+}
+
+static const sw_carrier_class unlocked_class = {
+    .name = "Unlocked",
+    .flags = SW_CARRIER_CLASS_STATE_ONLY | SW_CARRIER_CLASS_SLOTS_UNLOCKED,
+    .read_slots = fake_read,
+    .write_slots = fake_write,
+};
+
+static sw_carrier *fake_new(fake *f, int flags)
+{
+    memset(f, 0, sizeof *f);
+    for (int i = 0; i < 8; i++)
+        f->slots[i] = 10 * i;
+    sw_error err;
+    sw_carrier *c = NULL;
+    CHECK(sw_carrier_new(&unlocked_class, f, SW_DT_ANY, flags, &c, &err) == SW_OK);
+    f->self = c;
+    return c;
+}
+
+/* Three elements at slots 1, 3, 5 (offset 1, stride 2). */
+static sw_layout *strided3(void)
+{
+    sw_error err;
+    const uint8_t prof[1] = {SW_NODE_LEAF};
+    const int64_t ext = 3, str = 2;
+    sw_layout *L = sw_layout_new(1, prof, &ext, &str, &err);
+    CHECK(L != NULL);
+    return L;
+}
+
+static void test_class_needs_state_only_and_both_callbacks(void)
+{
+    sw_error err;
+    sw_carrier *c = NULL;
+    sw_carrier_class k = unlocked_class;
+    k.flags = SW_CARRIER_CLASS_SLOTS_UNLOCKED;
+    CHECK(sw_carrier_new(&k, NULL, SW_DT_ANY, 0, &c, &err) == SW_EINVAL);
+    k = unlocked_class;
+    k.write_slots = NULL;
+    CHECK(sw_carrier_new(&k, NULL, SW_DT_ANY, 0, &c, &err) == SW_EINVAL);
+    CHECK(c == NULL);
+    fake f;
+    c = fake_new(&f, 0);
+    CHECK(sw_carrier_slots_unlocked(c) && sw_carrier_is_state_only(c));
+    /* the locked slot calls stay refused: the binding keeps the slots */
+    int32_t v;
+    CHECK(sw_carrier_read(c, 0, 1, &v, &err) == SW_ENOTSUP);
+    CHECK(sw_carrier_write(c, 0, 1, &v, &err) == SW_ENOTSUP);
+    CHECK_EQ_I64(f.calls, 0);
+    sw_carrier_unref(c);
+}
+
+static void test_read_calls_back_with_the_walk_and_no_lock(void)
+{
+    fake f;
+    sw_carrier *c = fake_new(&f, 0);
+    sw_layout *L = strided3();
+    sw_error err;
+    int32_t out[3] = {0};
+    CHECK(sw_carrier_read_layout_as(c, 1, L, SW_DT_INT32, out, &err) == SW_OK);
+    CHECK_EQ_I64(f.calls, 1); /* one batch */
+    CHECK_EQ_I64(f.nseen, 3);
+    CHECK(f.seen[0] == 1 && f.seen[1] == 3 && f.seen[2] == 5);
+    CHECK(f.as == SW_DT_INT32);
+    CHECK(out[0] == 10 && out[1] == 30 && out[2] == 50);
+    CHECK_EQ_I64(sw_carrier_version(c), 0); /* reads step nothing */
+    sw_layout_free(L);
+    sw_carrier_unref(c);
+}
+
+/* Each refusal is made under the lock, before any call, changing nothing. */
+static void test_refusals_come_before_the_callback(void)
+{
+    fake f;
+    sw_carrier *c = fake_new(&f, 0);
+    sw_layout *L = strided3();
+    sw_error err;
+    int32_t buf[3] = {7, 8, 9};
+    CHECK(sw_carrier_read_layout_as(NULL, 0, L, SW_DT_INT32, buf, &err) == SW_ETYPE);
+    CHECK(sw_carrier_read_layout_as(c, -1, L, SW_DT_INT32, buf, &err) == SW_ERANGE);
+    sw_carrier_mark_pending(c, SW_CARRIER_PENDING_DESTINATION);
+    CHECK(sw_carrier_read_layout_as(c, 0, L, SW_DT_INT32, buf, &err) == SW_ESTATE);
+    CHECK(strstr(err.msg, "pending") != NULL);
+    CHECK(sw_carrier_write_layout_as(c, 0, L, SW_DT_INT32, buf, &err) == SW_ESTATE);
+    sw_carrier_unmark_pending(c, SW_CARRIER_PENDING_DESTINATION);
+    uint64_t tok;
+    CHECK(sw_carrier_claim(c, &tok, &err) == SW_OK);
+    CHECK(sw_carrier_write_layout_as(c, 0, L, SW_DT_INT32, buf, &err) == SW_ESTATE);
+    CHECK(sw_carrier_relinquish(c, tok, &err) == SW_OK);
+    CHECK(sw_carrier_release(c, &err) == SW_OK);
+    CHECK(sw_carrier_read_layout_as(c, 0, L, SW_DT_INT32, buf, &err) == SW_ESTATE);
+    CHECK(sw_carrier_write_layout_as(c, 0, L, SW_DT_INT32, buf, &err) == SW_ESTATE);
+    CHECK_EQ_I64(f.calls, 0);
+    CHECK_EQ_I64(sw_carrier_version(c), 0);
+    sw_carrier_unref(c);
+
+    c = fake_new(&f, SW_CARRIER_IMMUTABLE);
+    CHECK(sw_carrier_write_layout_as(c, 0, L, SW_DT_INT32, buf, &err) == SW_ESTATE);
+    CHECK(sw_carrier_read_layout_as(c, 0, L, SW_DT_INT32, buf, &err) == SW_OK);
+    CHECK_EQ_I64(f.calls, 1);
+    sw_carrier_unref(c);
+
+    /* A STATE_ONLY class without the flag is still refused. */
+    sw_carrier_class bare = {.name = "Bare", .flags = SW_CARRIER_CLASS_STATE_ONLY};
+    CHECK(sw_carrier_new(&bare, NULL, SW_DT_ANY, 0, &c, &err) == SW_OK);
+    CHECK(sw_carrier_read_layout_as(c, 0, L, SW_DT_INT32, buf, &err) == SW_ENOTSUP);
+    CHECK(sw_carrier_write_layout_as(c, 0, L, SW_DT_INT32, buf, &err) == SW_ENOTSUP);
+    sw_carrier_unref(c);
+    sw_layout_free(L);
+}
+
+static void test_write_steps_the_version_once(void)
+{
+    fake f;
+    sw_carrier *c = fake_new(&f, 0);
+    sw_layout *L = strided3();
+    sw_error err;
+    const int32_t in[3] = {-1, -3, -5};
+    CHECK(sw_carrier_write_layout_as(c, 1, L, SW_DT_INT32, in, &err) == SW_OK);
+    CHECK(f.slots[1] == -1 && f.slots[3] == -3 && f.slots[5] == -5 && f.slots[2] == 20);
+    CHECK_EQ_I64(sw_carrier_version(c), 1); /* one batch, one step */
+    /* a move's transfer writes its destination without a step */
+    sw_carrier_mark_pending(c, SW_CARRIER_PENDING_DESTINATION);
+    sw_carrier_begin_transfer(c);
+    CHECK(sw_carrier_write_layout_as(c, 1, L, SW_DT_INT32, in, &err) == SW_OK);
+    sw_carrier_end_transfer(c);
+    sw_carrier_unmark_pending(c, SW_CARRIER_PENDING_DESTINATION);
+    CHECK_EQ_I64(sw_carrier_version(c), 1);
+    /* a failed write steps nothing */
+    f.raise = 1;
+    CHECK(sw_carrier_write_layout_as(c, 1, L, SW_DT_INT32, in, &err) == SW_EINVAL);
+    CHECK_EQ_I64(sw_carrier_version(c), 1);
+    sw_layout_free(L);
+    sw_carrier_unref(c);
+}
+
+/* The race carrier.h documents: a release between the core's check and the
+ * call (here made by the callback itself, which can only do so because no
+ * lock is held). The callback sees it; a write that still reports success
+ * steps no version of the released carrier. */
+static void test_release_between_check_and_call(void)
+{
+    fake f;
+    sw_carrier *c = fake_new(&f, 0);
+    sw_layout *L = strided3();
+    sw_error err;
+    int32_t buf[3] = {0};
+    f.release_inside = 1;
+    CHECK(sw_carrier_read_layout_as(c, 0, L, SW_DT_INT32, buf, &err) == SW_ESTATE);
+    CHECK(sw_carrier_is_released(c));
+    sw_carrier_unref(c);
+
+    c = fake_new(&f, 0);
+    f.release_inside = 1;
+    CHECK(sw_carrier_write_layout_as(c, 0, L, SW_DT_INT32, buf, &err) == SW_OK);
+    CHECK(sw_carrier_is_released(c));
+    CHECK_EQ_I64(sw_carrier_version(c), 0);
+    sw_carrier_unref(c);
+    sw_layout_free(L);
+}
+
+/* A binding's own error comes back untouched: status, message and detail. */
+static void test_callback_error_is_handed_back_as_is(void)
+{
+    fake f;
+    sw_carrier *c = fake_new(&f, 0);
+    sw_layout *L = strided3();
+    sw_error err;
+    int32_t buf[3];
+    f.raise = 1;
+    CHECK(sw_carrier_read_layout_as(c, 0, L, SW_DT_FLOAT64, buf, &err) == SW_EINVAL);
+    CHECK(err.detail == SW_CARRIER_CALLBACK_RAISED);
+    CHECK(strcmp(err.msg, "fake: the hook raised") == 0);
+    CHECK(f.as == SW_DT_FLOAT64); /* the caller's dtype, passed through */
+    sw_layout_free(L);
+    sw_carrier_unref(c);
+}
+
+/* A carrier whose slots the core holds: `as` must be its dtype. */
+static void test_core_held_carriers(void)
+{
+    sw_error err;
+    sw_carrier *c;
+    CHECK(sw_cpu_new(8, SW_DT_INT32, 0, &c, &err) == SW_OK);
+    int32_t *mem = sw_cpu_pointer(c);
+    for (int i = 0; i < 8; i++)
+        mem[i] = i;
+    sw_layout *L = strided3();
+    int32_t out[3];
+    CHECK(sw_carrier_read_layout_as(c, 1, L, SW_DT_INT32, out, &err) == SW_OK);
+    CHECK(out[0] == 1 && out[1] == 3 && out[2] == 5);
+    CHECK(sw_carrier_read_layout_as(c, 1, L, SW_DT_FLOAT32, out, &err) == SW_ETYPE);
+    const int32_t in[3] = {9, 9, 9};
+    CHECK(sw_carrier_write_layout_as(c, 1, L, SW_DT_FLOAT32, in, &err) == SW_ETYPE);
+    CHECK(sw_carrier_write_layout_as(c, 1, L, SW_DT_INT32, in, &err) == SW_OK);
+    CHECK(mem[1] == 9 && mem[2] == 2 && mem[3] == 9 && mem[5] == 9 && mem[6] == 6);
+    CHECK_EQ_I64(sw_carrier_version(c), 1);
+    sw_layout_free(L);
+    sw_carrier_unref(c);
+}
+
+/* The deadlock rule with threads: A reads and writes through the core,
+ * whose callbacks take the "GIL"; B holds the "GIL" while it makes core
+ * calls on the same carrier (taking its mutex). Were a callback called
+ * under the carrier mutex, A would hold the mutex waiting for the GIL and
+ * B the GIL waiting for the mutex. */
+#define ROUNDS 5000
+static sw_carrier *shared;
+static atomic_int a_writes, a_failures; /* no CHECK off the main thread */
+
+static void *batch_caller(void *unused)
+{
+    (void)unused;
+    sw_error err;
+    sw_layout *L = strided3();
+    int32_t buf[3] = {1, 2, 3};
+    for (int i = 0; i < ROUNDS; i++) {
+        if (sw_carrier_read_layout_as(shared, 0, L, SW_DT_INT32, buf, &err) != SW_OK)
+            atomic_fetch_add(&a_failures, 1);
+        if (sw_carrier_write_layout_as(shared, 0, L, SW_DT_INT32, buf, &err) == SW_OK)
+            atomic_fetch_add(&a_writes, 1);
+    }
+    sw_layout_free(L);
+    return NULL;
+}
+
+static void test_gil_holder_and_batch_caller_do_not_deadlock(void)
+{
+    fake f;
+    shared = fake_new(&f, 0);
+    atomic_store(&a_writes, 0);
+    pthread_t a;
+    pthread_create(&a, NULL, batch_caller, NULL);
+    sw_error err;
+    for (int i = 0; i < ROUNDS; i++) {
+        pthread_mutex_lock(&gil);
+        sw_carrier_state s;
+        sw_carrier_get_state(shared, &s);
+        CHECK(sw_carrier_increment_version(shared, &err) == SW_OK);
+        pthread_mutex_unlock(&gil);
+    }
+    pthread_join(a, NULL);
+    CHECK_EQ_I64(atomic_load(&a_writes), ROUNDS);
+    CHECK_EQ_I64(atomic_load(&a_failures), 0);
+    CHECK_EQ_I64(sw_carrier_version(shared), 2 * ROUNDS);
+    CHECK_EQ_I64(f.calls, 2 * ROUNDS);
+    sw_carrier_unref(shared);
+}
+
+int main(void)
+{
+    test_class_needs_state_only_and_both_callbacks();
+    test_read_calls_back_with_the_walk_and_no_lock();
+    test_refusals_come_before_the_callback();
+    test_write_steps_the_version_once();
+    test_release_between_check_and_call();
+    test_callback_error_is_handed_back_as_is();
+    test_core_held_carriers();
+    test_gil_holder_and_batch_caller_do_not_deadlock();
+    return check_report("carrier_slots_unlocked");
+}
