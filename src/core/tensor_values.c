@@ -1,7 +1,13 @@
 /* Bulk reads of a tensor's values: the span of slots its layout reaches is
  * read once (host memory in place, anything else through one ops->read of
  * the span) and gathered into logical order. One lock of the carrier for
- * the whole read, so no state change lands between two elements. */
+ * the whole read, so no state change lands between two elements.
+ *
+ * The `_as` forms read and write a layout's values as a dtype the caller
+ * names, for every carrier with slots: those the core holds (the read
+ * above; a write of the span in one sw_carrier_write), and those of a
+ * SLOTS_UNLOCKED class, whose binding's batch callbacks run with no lock
+ * held (carrier.h gives the order and the race). */
 #include <string.h>
 
 #include "carrier_internal.h"
@@ -139,24 +145,6 @@ static sw_status unlocked_batch(sw_carrier *c, int64_t offset, const sw_layout *
     return st;
 }
 
-sw_status sw_carrier_read_layout_as(sw_carrier *c, int64_t offset, const sw_layout *layout,
-                                    sw_dtype as, void *out, sw_error *err)
-{
-    sw_status st = check_as_args(c, offset, layout, out, "sw_carrier_read_layout_as", err);
-    if (st != SW_OK || layout->size == 0)
-        return st;
-    if (!SW_CARRIER_STATE_ONLY(c))
-        return (st = check_as_dtype(c, as, err)) == SW_OK
-                   ? sw_carrier_read_layout(c, offset, layout, out, err)
-                   : st;
-    pthread_mutex_lock(&c->lock);
-    st = sw_carrier_check_readable_locked(c, err);
-    pthread_mutex_unlock(&c->lock);
-    if (st == SW_OK && !SW_CARRIER_SLOTS_UNLOCKED(c))
-        st = sw_carrier_refuse_state_only(c, "read a tensor's values", err);
-    return st == SW_OK ? unlocked_batch(c, offset, layout, as, out, NULL, err) : st;
-}
-
 /* `in` (values in logical order) over the span of slots the layout
  * reaches, in one carrier write; the span is read first unless the
  * layout covers all of it. */
@@ -181,22 +169,41 @@ static sw_status write_span(sw_carrier *c, int64_t offset, const sw_layout *layo
     return st;
 }
 
+/* Both directions (in NULL: a read into out), in tensor.h's order. */
+static sw_status layout_as(sw_carrier *c, int64_t offset, const sw_layout *layout, sw_dtype as,
+                           void *out, const void *in, sw_error *err)
+{
+    sw_status st = check_as_args(c, offset, layout, in ? in : out,
+                                 in ? "sw_carrier_write_layout_as" : "sw_carrier_read_layout_as",
+                                 err);
+    if (st != SW_OK || layout->size == 0)
+        return st;
+    if (!SW_CARRIER_STATE_ONLY(c)) {
+        if ((st = check_as_dtype(c, as, err)) != SW_OK)
+            return st;
+        return in ? write_span(c, offset, layout, in, err)
+                  : sw_carrier_read_layout(c, offset, layout, out, err);
+    }
+    pthread_mutex_lock(&c->lock);
+    st = in ? sw_carrier_check_writable_locked(c, "write to", err)
+            : sw_carrier_check_readable_locked(c, err);
+    pthread_mutex_unlock(&c->lock);
+    if (st == SW_OK && !SW_CARRIER_SLOTS_UNLOCKED(c))
+        st = sw_carrier_refuse_state_only(c, in ? "write a tensor's values"
+                                                : "read a tensor's values", err);
+    return st == SW_OK ? unlocked_batch(c, offset, layout, as, out, in, err) : st;
+}
+
+sw_status sw_carrier_read_layout_as(sw_carrier *c, int64_t offset, const sw_layout *layout,
+                                    sw_dtype as, void *out, sw_error *err)
+{
+    return layout_as(c, offset, layout, as, out, NULL, err);
+}
+
 sw_status sw_carrier_write_layout_as(sw_carrier *c, int64_t offset, const sw_layout *layout,
                                      sw_dtype as, const void *in, sw_error *err)
 {
-    sw_status st = check_as_args(c, offset, layout, in, "sw_carrier_write_layout_as", err);
-    if (st != SW_OK || layout->size == 0)
-        return st;
-    if (!SW_CARRIER_STATE_ONLY(c))
-        return (st = check_as_dtype(c, as, err)) == SW_OK
-                   ? write_span(c, offset, layout, in, err)
-                   : st;
-    pthread_mutex_lock(&c->lock);
-    st = sw_carrier_check_writable_locked(c, "write to", err);
-    pthread_mutex_unlock(&c->lock);
-    if (st == SW_OK && !SW_CARRIER_SLOTS_UNLOCKED(c))
-        st = sw_carrier_refuse_state_only(c, "write a tensor's values", err);
-    return st == SW_OK ? unlocked_batch(c, offset, layout, as, NULL, in, err) : st;
+    return layout_as(c, offset, layout, as, NULL, in, err);
 }
 
 sw_status sw_tensor_read_values(const sw_tensor *t, void *out, sw_error *err)
