@@ -67,7 +67,8 @@ typedef struct sw_carrier_storage {
 } sw_carrier_storage;
 
 /* A carrier class: the ops table every carrier of one kind shares. `impl`
- * is the pointer given to sw_carrier_new. The core calls these
+ * is the pointer given to sw_carrier_new. The core calls these (all but
+ * read_slots and write_slots, which it calls with no lock held)
  *   - from sw_carrier_* entry points with the carrier's mutex held (so they
  *     must not call sw_carrier_* on the same carrier), and
  *   - from a pool thread during a move's transfer, with no lock held; the
@@ -121,7 +122,8 @@ typedef struct sw_carrier_class {
  * transfer access) but not its slots: a language binding keeps the slots
  * and answers size and dtype through hooks of its own (a Python carrier
  * class, say). Such a class may leave every callback NULL; the core calls
- * none of them except `release` and `destroy` when set (both optional).
+ * none of them except `release` and `destroy` when set (both optional),
+ * and read_slots / write_slots of a SLOTS_UNLOCKED class (below).
  * Its dtype may be SW_DT_ANY or any other dtype, slot width or not: it is
  * only reported back. What the core refuses for it, before any change:
  *   - sw_carrier_read, _write, _allocate, _unallocate: SW_ENOTSUP, the

@@ -121,7 +121,10 @@ SW_API sw_status sw_tensor_set_i32(const sw_tensor *t, int64_t index, int32_t va
  * this order, each failing with `out` unspecified and nothing changed:
  * released or pending as a move's destination without transfer access on
  * this thread (SW_ESTATE); a STATE_ONLY carrier (SW_ENOTSUP: its binding
- * reaches the slots; so does an Evictable whose primary is one); the slots
+ * reaches the slots; so does an Evictable whose primary is one), but for
+ * a SLOTS_UNLOCKED one whose dtype has a slot width, which is read as
+ * sw_carrier_read_layout_as reads it (its batch callback, no lock held,
+ * so the values are the callback's, not one instant's); the slots
  * reached beyond the carrier's size (SW_ERANGE); then the carrier's own
  * read (an evicted Evictable: SW_ESTATE; file errors: SW_EIO). Thread-safe;
  * blocks on file and device I/O. `out` is the caller's. */

@@ -4,8 +4,11 @@
  * Values are read the way sw_tensor_read_values reads them (one instant's
  * values, under the carrier's mutex) and written through the carrier's
  * slot writes, so every carrier whose slots the core holds takes part
- * (CPU, Generic, FileBacked, BlockDeviceCarrier, an Evictable); a
- * STATE_ONLY carrier answers SW_ENOTSUP (its binding reaches the slots).
+ * (CPU, Generic, FileBacked, BlockDeviceCarrier, an Evictable), and so
+ * does a SLOTS_UNLOCKED carrier (carrier.h) whose dtype has a slot width,
+ * through its binding's batch callbacks (no lock held; see
+ * sw_carrier_read_layout_as); any other STATE_ONLY carrier answers
+ * SW_ENOTSUP (its binding reaches the slots).
  *
  * Arithmetic. Float32 and Int32 operands only (else SW_ETYPE). Int32 with
  * Int32 is Int32, computed exactly in 64 bits; the first result out of

@@ -77,6 +77,8 @@ sw_status sw_carrier_read_layout(sw_carrier *c, int64_t offset, const sw_layout 
                             "sw_carrier_read_layout: carrier, layout and out must not be NULL");
     if (layout->size == 0)
         return SW_OK;
+    if (SW_CARRIER_SLOTS_UNLOCKED(c) && sw_dtype_slot_bytes(c->dtype) > 0)
+        return sw_carrier_read_layout_as(c, offset, layout, c->dtype, out, err);
     pthread_mutex_lock(&c->lock);
     sw_status st = read_values_locked(c, offset, layout, out, err);
     pthread_mutex_unlock(&c->lock);

@@ -275,6 +275,52 @@ static void test_core_held_carriers(void)
     sw_carrier_unref(c);
 }
 
+/* The core's elementwise operations serve such a carrier too, when its
+ * dtype has a slot width: reads and writes go through the batches. */
+static void test_tensor_ops_go_through_the_batches(void)
+{
+    fake f;
+    sw_error err;
+    sw_carrier *c = NULL;
+    memset(&f, 0, sizeof f);
+    for (int i = 0; i < 8; i++)
+        f.slots[i] = i;
+    CHECK(sw_carrier_new(&unlocked_class, &f, SW_DT_INT32, 0, &c, &err) == SW_OK);
+    f.self = c;
+    sw_layout *L = strided3();
+    sw_tensor *t = NULL;
+    CHECK(sw_tensor_new_unchecked(c, 1, L, &t, &err) == SW_OK);
+    int32_t sum[3] = {0}, total = 0;
+    CHECK(sw_tensor_binary_values(SW_BINARY_ADD, t, t, sum, &err) == SW_OK);
+    CHECK(sum[0] == 2 && sum[1] == 6 && sum[2] == 10);
+    CHECK(sw_tensor_reduce_sum_values(t, NULL, 0, SW_DT_INT32, &total, &err) == SW_OK);
+    CHECK_EQ_I64(total, 9);
+    CHECK_EQ_I64(f.calls, 3); /* one batch per operand read */
+    const int32_t seven = 7;
+    CHECK(sw_tensor_fill(t, &seven, &err) == SW_OK);
+    CHECK(f.slots[1] == 7 && f.slots[3] == 7 && f.slots[5] == 7 && f.slots[2] == 2);
+    CHECK_EQ_I64(sw_carrier_version(c), 1);
+    CHECK(f.as == SW_DT_INT32 && f.nseen == 3 && f.seen[2] == 5);
+    /* a carrier of another class copies into it, one batch, one step */
+    sw_carrier *cpu;
+    sw_tensor *src;
+    CHECK(sw_cpu_new(3, SW_DT_INT32, 0, &cpu, &err) == SW_OK);
+    int64_t three = 3;
+    CHECK(sw_tensor_new_strided(cpu, 0, 1, &three, NULL, &src, &err) == SW_OK);
+    ((int32_t *)sw_cpu_pointer(cpu))[2] = 42;
+    CHECK(sw_tensor_copy(t, src, &err) == SW_OK);
+    CHECK(f.slots[1] == 0 && f.slots[3] == 0 && f.slots[5] == 42);
+    CHECK_EQ_I64(sw_carrier_version(c), 2);
+    /* still no fresh result of its class: the binding makes its storage */
+    sw_tensor *r = NULL;
+    CHECK(sw_tensor_add(t, t, &r, &err) == SW_ENOTSUP && r == NULL);
+    sw_tensor_unref(src);
+    sw_carrier_unref(cpu);
+    sw_tensor_unref(t);
+    sw_layout_free(L);
+    sw_carrier_unref(c);
+}
+
 /* The deadlock rule with threads: A reads and writes through the core,
  * whose callbacks take the "GIL"; B holds the "GIL" while it makes core
  * calls on the same carrier (taking its mutex). Were a callback called
@@ -332,6 +378,7 @@ int main(void)
     test_release_between_check_and_call();
     test_callback_error_is_handed_back_as_is();
     test_core_held_carriers();
+    test_tensor_ops_go_through_the_batches();
     test_gil_holder_and_batch_caller_do_not_deadlock();
     return check_report("carrier_slots_unlocked");
 }
