@@ -81,16 +81,22 @@ static const sw_carrier_class unlocked_class = {
     .write_slots = fake_write,
 };
 
-static sw_carrier *fake_new(fake *f, int flags)
+/* Slot i holds step * i. */
+static sw_carrier *fake_typed(fake *f, int flags, sw_dtype dtype, int32_t step)
 {
     memset(f, 0, sizeof *f);
     for (int i = 0; i < 8; i++)
-        f->slots[i] = 10 * i;
+        f->slots[i] = step * i;
     sw_error err;
     sw_carrier *c = NULL;
-    CHECK(sw_carrier_new(&unlocked_class, f, SW_DT_ANY, flags, &c, &err) == SW_OK);
+    CHECK(sw_carrier_new(&unlocked_class, f, dtype, flags, &c, &err) == SW_OK);
     f->self = c;
     return c;
+}
+
+static sw_carrier *fake_new(fake *f, int flags)
+{
+    return fake_typed(f, flags, SW_DT_ANY, 10);
 }
 
 /* Three elements at slots 1, 3, 5 (offset 1, stride 2). */
@@ -242,7 +248,7 @@ static void test_callback_error_is_handed_back_as_is(void)
     sw_carrier *c = fake_new(&f, 0);
     sw_layout *L = strided3();
     sw_error err;
-    int32_t buf[3];
+    double buf[3];
     f.raise = 1;
     CHECK(sw_carrier_read_layout_as(c, 0, L, SW_DT_FLOAT64, buf, &err) == SW_EINVAL);
     CHECK(err.detail == SW_CARRIER_CALLBACK_RAISED);
@@ -281,12 +287,7 @@ static void test_tensor_ops_go_through_the_batches(void)
 {
     fake f;
     sw_error err;
-    sw_carrier *c = NULL;
-    memset(&f, 0, sizeof f);
-    for (int i = 0; i < 8; i++)
-        f.slots[i] = i;
-    CHECK(sw_carrier_new(&unlocked_class, &f, SW_DT_INT32, 0, &c, &err) == SW_OK);
-    f.self = c;
+    sw_carrier *c = fake_typed(&f, 0, SW_DT_INT32, 1);
     sw_layout *L = strided3();
     sw_tensor *t = NULL;
     CHECK(sw_tensor_new_unchecked(c, 1, L, &t, &err) == SW_OK);
