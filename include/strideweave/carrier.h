@@ -108,7 +108,11 @@ typedef struct sw_carrier_class {
      * the values of `n` slots, slots[i] for i in [0, n), in that order,
      * into / from `buf` as values of `as` (sw_dtype_slot_bytes(as) bytes
      * each; 8, a binary64, for SW_DT_FLOAT64). The core calls them with
-     * no lock held. */
+     * no lock held. read_slots is required of a SLOTS_UNLOCKED class;
+     * write_slots may be NULL: the core then refuses batch writes
+     * (sw_carrier_write_layout_as, and so sw_tensor_copy/_fill into it)
+     * with SW_ENOTSUP before calling anything, and the binding writes the
+     * slots its own way. */
     sw_status (*read_slots)(void *impl, const int64_t *slots, int64_t n, sw_dtype as,
                             void *buf, sw_error *err);
     sw_status (*write_slots)(void *impl, const int64_t *slots, int64_t n, sw_dtype as,

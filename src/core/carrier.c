@@ -24,10 +24,9 @@ sw_status sw_carrier_new(const sw_carrier_class *ops, void *impl, sw_dtype dtype
         return sw_error_set(err, SW_EINVAL, "carrier: the ops table must not be NULL");
     int state_only = (ops->flags & SW_CARRIER_CLASS_STATE_ONLY) != 0;
     if ((ops->flags & SW_CARRIER_CLASS_SLOTS_UNLOCKED) &&
-        (!state_only || !ops->read_slots || !ops->write_slots))
+        (!state_only || !ops->read_slots))
         return sw_error_set(err, SW_EINVAL,
-                            "carrier: a SLOTS_UNLOCKED class is STATE_ONLY and needs read_slots "
-                            "and write_slots");
+                            "carrier: a SLOTS_UNLOCKED class is STATE_ONLY and needs read_slots");
     if (!state_only && (!ops->size || !ops->read || !ops->write || !ops->release))
         return sw_error_set(err, SW_EINVAL,
                             "carrier: the ops table needs size, read, write and release");

@@ -190,7 +190,8 @@ static sw_status layout_as(sw_carrier *c, int64_t offset, const sw_layout *layou
     st = in ? sw_carrier_check_writable_locked(c, "write to", err)
             : sw_carrier_check_readable_locked(c, err);
     pthread_mutex_unlock(&c->lock);
-    if (st == SW_OK && !SW_CARRIER_SLOTS_UNLOCKED(c))
+    /* A class without write_slots writes its slots through its binding only. */
+    if (st == SW_OK && (!SW_CARRIER_SLOTS_UNLOCKED(c) || (in && !c->ops->write_slots)))
         st = sw_carrier_refuse_state_only(c, in ? "write a tensor's values"
                                                 : "read a tensor's values", err);
     return st == SW_OK ? unlocked_batch(c, offset, layout, as, out, in, err) : st;

@@ -100,7 +100,7 @@ static PyObject *class_capsule(PyTypeObject *type)
 {
     sw_carrier_class tmpl = {.name = _PyType_Name(type), .flags = SW_CARRIER_CLASS_STATE_ONLY,
                              .destroy = slot_box_free};
-    if (slot_hooks.read_slots && slot_hooks.write_slots) {
+    if (slot_hooks.read_slots) {
         tmpl.flags |= SW_CARRIER_CLASS_SLOTS_UNLOCKED;
         tmpl.read_slots = slot_hooks.read_slots;
         tmpl.write_slots = slot_hooks.write_slots;

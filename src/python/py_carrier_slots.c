@@ -77,17 +77,6 @@ static sw_status read_slots_cb(void *impl, const int64_t *slots, int64_t n, sw_d
     return st;
 }
 
-/* Writes of a Python carrier's values keep the binding's own path (each
- * slot's write steps the version, as the hooks expect); the core's batch
- * write is not used for them yet. */
-static sw_status write_slots_cb(void *impl, const int64_t *slots, int64_t n, sw_dtype as,
-                                const void *buf, sw_error *err)
-{
-    (void)impl, (void)slots, (void)n, (void)as, (void)buf;
-    return sw_error_set(err, SW_ENOTSUP,
-                        "a Python carrier's values are written through its own slot writes");
-}
-
 /* ---- the binding's read -------------------------------------------------- */
 
 int sw_py_carrier_read_layout(PyObject *carrier, int64_t offset, const sw_layout *L,
@@ -137,7 +126,10 @@ static PyMethodDef slot_functions[] = {
 
 int sw_py_carrier_slots_init(PyObject *module)
 {
-    const sw_carrier_class hooks = {.read_slots = read_slots_cb, .write_slots = write_slots_cb};
+    /* No write_slots: a Python carrier's values are written slot by slot
+     * through its own writes (each steps the version, as its hooks expect),
+     * so the core refuses batch writes into it. */
+    const sw_carrier_class hooks = {.read_slots = read_slots_cb};
     sw_py_carrier_class_set_slot_hooks(&hooks);
     return PyModule_AddFunctions(module, slot_functions);
 }

@@ -110,7 +110,7 @@ static sw_layout *strided3(void)
     return L;
 }
 
-static void test_class_needs_state_only_and_both_callbacks(void)
+static void test_class_needs_state_only_and_read_slots(void)
 {
     sw_error err;
     sw_carrier *c = NULL;
@@ -118,7 +118,7 @@ static void test_class_needs_state_only_and_both_callbacks(void)
     k.flags = SW_CARRIER_CLASS_SLOTS_UNLOCKED;
     CHECK(sw_carrier_new(&k, NULL, SW_DT_ANY, 0, &c, &err) == SW_EINVAL);
     k = unlocked_class;
-    k.write_slots = NULL;
+    k.read_slots = NULL;
     CHECK(sw_carrier_new(&k, NULL, SW_DT_ANY, 0, &c, &err) == SW_EINVAL);
     CHECK(c == NULL);
     fake f;
@@ -129,6 +129,33 @@ static void test_class_needs_state_only_and_both_callbacks(void)
     CHECK(sw_carrier_read(c, 0, 1, &v, &err) == SW_ENOTSUP);
     CHECK(sw_carrier_write(c, 0, 1, &v, &err) == SW_ENOTSUP);
     CHECK_EQ_I64(f.calls, 0);
+    sw_carrier_unref(c);
+}
+
+/* A class that leaves write_slots NULL is read in batches and written
+ * only through its binding: a batch write is refused before any call. */
+static void test_class_without_write_slots_refuses_batch_writes(void)
+{
+    sw_carrier_class k = unlocked_class;
+    k.write_slots = NULL;
+    fake f;
+    memset(&f, 0, sizeof f);
+    for (int i = 0; i < 8; i++)
+        f.slots[i] = 10 * i;
+    sw_error err;
+    sw_carrier *c = NULL;
+    CHECK(sw_carrier_new(&k, &f, SW_DT_ANY, 0, &c, &err) == SW_OK);
+    f.self = c;
+    sw_layout *L = strided3();
+    int32_t out[3] = {0}, in[3] = {7, 8, 9};
+    CHECK(sw_carrier_read_layout_as(c, 1, L, SW_DT_INT32, out, &err) == SW_OK);
+    CHECK(out[0] == 10 && out[1] == 30 && out[2] == 50);
+    CHECK_EQ_I64(f.calls, 1);
+    CHECK(sw_carrier_write_layout_as(c, 1, L, SW_DT_INT32, in, &err) == SW_ENOTSUP);
+    CHECK_EQ_I64(f.calls, 1); /* nothing called */
+    CHECK(f.slots[1] == 10 && f.slots[3] == 30 && f.slots[5] == 50);
+    CHECK_EQ_I64(sw_carrier_version(c), 0);
+    sw_layout_free(L);
     sw_carrier_unref(c);
 }
 
@@ -372,7 +399,8 @@ static void test_gil_holder_and_batch_caller_do_not_deadlock(void)
 
 int main(void)
 {
-    test_class_needs_state_only_and_both_callbacks();
+    test_class_needs_state_only_and_read_slots();
+    test_class_without_write_slots_refuses_batch_writes();
     test_read_calls_back_with_the_walk_and_no_lock();
     test_refusals_come_before_the_callback();
     test_write_steps_the_version_once();
