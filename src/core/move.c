@@ -474,10 +474,20 @@ static sw_status transfer_slotwise(sw_move_handle *m, sw_error *err)
     return SW_OK;
 }
 
-/* The storage copy of the span (s, offset, l) into d at 0. */
+/* A layout's leaf modes without its extent-1 leaves (sw_copy_layout_modes):
+ * a light move finds them once, when it decides it may run here, and its
+ * transfer reads them from there. */
+typedef struct copy_modes {
+    int ndim; /* < 0: more modes than a copy takes */
+    int64_t extents[SW_COPY_MAX_DIMS], strides[SW_COPY_MAX_DIMS];
+} copy_modes;
+
+/* The storage copy of the span (s, offset, l) into d at 0; `modes`: l's,
+ * or NULL to find them here (>= 0 modes: new_move or light_eligible
+ * checked). */
 static sw_status transfer_span(sw_carrier *s, int64_t offset, const sw_layout *l, sw_carrier *d,
                                sw_move_route route, int caller_waits, int64_t *progress,
-                               sw_error *err)
+                               const copy_modes *modes, sw_error *err)
 {
     sw_carrier_storage ss, ds;
     sw_status st = s->ops->storage(s->impl, &ss, err);
@@ -490,17 +500,20 @@ static sw_status transfer_span(sw_carrier *s, int64_t offset, const sw_layout *l
     if (ds.kind == SW_ENDPOINT_FILE &&
         l->cosize * (int64_t)sw_dtype_slot_bytes(s->dtype) >= ((int64_t)1 << 20))
         sw_filestore_large_closes_wait();
-    int64_t extents[SW_COPY_MAX_DIMS], strides[SW_COPY_MAX_DIMS];
-    int ndim = sw_copy_layout_modes(l, extents, strides); /* >= 0: checked by new_move */
+    copy_modes own;
+    if (!modes) {
+        own.ndim = sw_copy_layout_modes(l, own.extents, own.strides);
+        modes = &own;
+    }
     sw_transfer t = {
         .src = {.kind = ss.kind, .host = ss.host, .fd = ss.fd, .offset = offset},
         .dst = {.kind = ds.kind, .host = ds.host, .fd = ds.fd, .offset = 0},
         .itemsize = sw_dtype_slot_bytes(s->dtype),
         .bulk = route == SW_ROUTE_BULK,
         .cosize = l->cosize,
-        .ndim = ndim,
-        .extents = extents,
-        .strides = strides,
+        .ndim = modes->ndim,
+        .extents = modes->extents,
+        .strides = modes->strides,
         .progress = progress,
     };
     if ((int64_t)t.itemsize * l->cosize <= HERE_BYTES)
@@ -516,7 +529,7 @@ static sw_status transfer_span(sw_carrier *s, int64_t offset, const sw_layout *l
 static sw_status transfer_storage(sw_move_handle *m, sw_error *err)
 {
     return transfer_span(m->src->carrier, m->src->offset, m->src->layout, m->dst, m->route,
-                         m->caller_waits, m->progress, err);
+                         m->caller_waits, m->progress, NULL, err);
 }
 
 static void run_transfer(sw_job *job)
@@ -1108,6 +1121,7 @@ static sw_status move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options
 typedef struct light_route {
     sw_move_route route;
     sw_route_transfer_fn fn; /* a block device's route; NULL between host classes */
+    copy_modes modes;        /* the layout's, between host classes */
 } light_route;
 
 /* Whether a move of the span (s, l) into d takes the light path; its
@@ -1127,8 +1141,8 @@ static int light_eligible(const sw_carrier *s, const sw_layout *l, const sw_carr
     if (!storage_builtin(s->ops) || !storage_builtin(d->ops) || !s->ops->storage ||
         !d->ops->storage)
         return 0;
-    int64_t ext[SW_COPY_MAX_DIMS], str[SW_COPY_MAX_DIMS];
-    if (sw_copy_layout_modes(l, ext, str) < 0)
+    r->modes.ndim = sw_copy_layout_modes(l, r->modes.extents, r->modes.strides);
+    if (r->modes.ndim < 0)
         return 0;
     int64_t span = l->cosize * (int64_t)sw_dtype_slot_bytes(s->dtype);
     int waits = o && o->caller_waits;
@@ -1283,7 +1297,7 @@ static sw_status move_light(sw_carrier *s, int64_t offset, const sw_layout *l, i
         m->status = m->transfer(s, offset, d, l, m->progress, &m->err);
     else
         m->status = transfer_span(s, offset, l, d, m->route, m->caller_waits, m->progress,
-                                  &m->err);
+                                  &r->modes, &m->err);
     light_commit(m, s, l, d, th);
     th->engine = was;
     *out = m;
