@@ -201,12 +201,15 @@ static int64_t bdc_size(void *impl)
     return ((bdc_impl *)impl)->nslots;
 }
 
-static sw_status bdc_unavailable(bdc_impl *b, sw_error *err)
+/* In the words a binding uses for its own check of a faulted device, so
+ * that a refusal the core finds first reads the same (a binding raises a
+ * class's own refusals as the core words them); sw_block_device_path
+ * names the device. */
+static sw_status bdc_unavailable(sw_error *err)
 {
     return sw_error_set(err, SW_ESTATE,
-                        "the block device of this BlockDeviceCarrier (%s) is faulted by an "
-                        "earlier I/O error, so its data can no longer be trusted",
-                        b->device->path);
+                        "the block device of this BlockDeviceCarrier is faulted by an earlier "
+                        "I/O error, so its data can no longer be trusted");
 }
 
 /* With d->lock held: wait until no move transfer touches a page of the
@@ -227,7 +230,7 @@ static sw_status bdc_read(void *impl, int64_t slot, int64_t count, void *out, sw
     pthread_mutex_lock(&d->lock);
     wait_range_locked(d, at, bytes);
     sw_status st = sw_blockdev_is_faulted(d)
-                       ? bdc_unavailable(b, err)
+                       ? bdc_unavailable(err)
                        : sw_blockdev_read_locked(d, out, (size_t)bytes, at, err);
     pthread_mutex_unlock(&d->lock);
     return st;
@@ -247,7 +250,7 @@ static sw_status bdc_write(void *impl, int64_t slot, int64_t count, const void *
     wait_range_locked(d, at, bytes);
     sw_status st;
     if (sw_blockdev_is_faulted(d)) {
-        st = bdc_unavailable(b, err);
+        st = bdc_unavailable(err);
     } else {
         st = sw_blockdev_write_locked(d, in, (size_t)bytes, at, err);
         /* A move's own transfer writes count on no version (carrier.h). */

@@ -77,37 +77,6 @@ static const char *bdc_unavailable(PyObject *self)
     return NULL;
 }
 
-/* One slot through the core (which waits for a transfer on its range and
- * checks the state again under its locks), the GIL released. */
-static PyObject *bdc_load(PyObject *self, int64_t index)
-{
-    float v;
-    sw_error err;
-    sw_status st;
-    sw_carrier *core = CORE(self);
-    Py_BEGIN_ALLOW_THREADS
-    st = sw_carrier_read(core, index, 1, &v, &err);
-    Py_END_ALLOW_THREADS
-    if (st != SW_OK) {
-        sw_py_raise(&err);
-        return NULL;
-    }
-    return sw_py_load_slot(SW_DT_FLOAT32, &v);
-}
-
-/* B-5: the core counts the version, also for a write that fails once its
- * I/O started (core_io: the framework adds nothing). */
-static int bdc_store(PyObject *self, int64_t index, const void *slot)
-{
-    sw_error err;
-    sw_status st;
-    sw_carrier *core = CORE(self);
-    Py_BEGIN_ALLOW_THREADS
-    st = sw_carrier_write(core, index, 1, slot, &err);
-    Py_END_ALLOW_THREADS
-    return st == SW_OK ? 0 : sw_py_raise(&err);
-}
-
 static int bdc_supports(sw_dtype dtype)
 {
     return dtype == SW_DT_FLOAT32;
@@ -120,8 +89,9 @@ static void bdc_drop(PyObject *self)
 }
 
 const sw_carrier_ops sw_block_device_carrier_ops = {
-    "BlockDeviceCarrier", bdc_dtype, bdc_size, bdc_load, bdc_store, bdc_supports,
-    bdc_drop, bdc_unavailable, NULL, .core_io = 1, .core_class = &sw_block_device_carrier_class,
+    .name = "BlockDeviceCarrier", .dtype = bdc_dtype, .size = bdc_size, .supports = bdc_supports,
+    .drop = bdc_drop, .unavailable = bdc_unavailable, .core_io = 1,
+    .core_class = &sw_block_device_carrier_class,
 };
 
 /* ---- creating carriers ------------------------------------------------------ */

@@ -502,13 +502,9 @@ static int refuse_unavailable(PyObject *self)
     return -1;
 }
 
-static int refuse_read(PyObject *self)
+static int refuse_pending_read_in(PyObject *self, const sw_carrier_state *s)
 {
-    sw_carrier_state s;
-    state_of(self, &s);
-    if (refuse_released_in(self, &s, "read") < 0 || refuse_unavailable(self) < 0)
-        return -1;
-    if ((s.pending & SW_PENDING_DESTINATION) && !s.in_transfer) {
+    if ((s->pending & SW_PENDING_DESTINATION) && !s->in_transfer) {
         PyErr_Format(PyExc_RuntimeError,
                      "cannot read a %s carrier that is a pending move destination; wait() "
                      "for the move to finish first", type_name(self));
@@ -517,14 +513,81 @@ static int refuse_read(PyObject *self)
     return 0;
 }
 
+static int refuse_read(PyObject *self)
+{
+    sw_carrier_state s;
+    state_of(self, &s);
+    return refuse_released_in(self, &s, "read") < 0 || refuse_unavailable(self) < 0 ||
+                   refuse_pending_read_in(self, &s) < 0
+               ? -1
+               : 0;
+}
+
 int sw_py_carrier_check_readable(PyObject *carrier)
 {
     return refuse_read(carrier);
 }
 
+/* ---- slots the core holds ---------------------------------------------- */
+
+/* C-5 checks 1, 3 and 4 on the state now (into *s): released,
+ * unavailable, not publicly mutable (pending, owned, intrinsic), slot out
+ * of range. Runs no Python code for a built-in carrier. */
+static int refuse_write_in(PyObject *self, sw_carrier_state *s, int64_t index)
+{
+    state_of(self, s);
+    return refuse_released_in(self, s, "write to") < 0 || refuse_unavailable(self) < 0 ||
+                   refuse_immutable_in(self, s) < 0 ||
+                   check_range_live(self, index, NULL, "write to") < 0
+               ? -1
+               : 0;
+}
+
+int sw_py_carrier_raise_core(PyObject *carrier, const sw_error *err, int writing, int64_t slot)
+{
+    if (err->code == SW_ESTATE || err->code == SW_ERANGE) {
+        sw_carrier_state s;
+        state_of(carrier, &s);
+        int refused = writing ? refuse_released_in(carrier, &s, "write to") < 0 ||
+                                    refuse_immutable_in(carrier, &s) < 0 ||
+                                    check_range_live(carrier, slot, NULL, "write to") < 0
+                              : refuse_released_in(carrier, &s, "read") < 0 ||
+                                    refuse_pending_read_in(carrier, &s) < 0;
+        if (refused)
+            return -1;
+    }
+    return sw_py_raise(err);
+}
+
+/* One slot of a built-in carrier whose slots the core holds, through the
+ * core (sw_carrier_read / sw_carrier_write: its lock, its state checks
+ * again, the write's version). 1 done; 0 when the slots are the binding's
+ * after all (SW_ENOTSUP: an Evictable over a Python tier) and the class
+ * has its own slot I/O for that (`own_io`); -1 raised. */
+static int core_slot_io(PyObject *self, int writing, int64_t index, void *slot, int own_io)
+{
+    sw_carrier *core = CARRIER(self)->core;
+    sw_error err;
+    sw_status st;
+    SW_CORE_CALL(sw_core_io_waits(core),
+                 st = writing ? sw_carrier_write(core, index, 1, slot, &err)
+                              : sw_carrier_read(core, index, 1, slot, &err));
+    if (st == SW_OK)
+        return 1;
+    if (st == SW_ENOTSUP && own_io)
+        return 0;
+    return sw_py_carrier_raise_core(self, &err, writing, index);
+}
+
 static PyObject *load_value(PyObject *self, int64_t index)
 {
     const sw_carrier_ops *ops = sw_carrier_builtin_ops(self);
+    if (ops && !sw_carrier_is_state_only(CARRIER(self)->core)) {
+        unsigned char slot[8];
+        int rc = core_slot_io(self, 0, index, slot, ops->load != NULL);
+        if (rc != 0)
+            return rc > 0 ? sw_py_load_slot(ops->dtype(self), slot) : NULL;
+    }
     if (ops)
         return ops->load(self, index);
     if (SW_DEFINED(self))
@@ -544,22 +607,23 @@ static int store_value(PyObject *self, int64_t index, PyObject *value)
     if (ops) {
         /* C-5 check 5 first, into a local slot: normalization can run Python
          * code (__index__, __float__, an ABC check) that releases, claims,
-         * marks pending or makes the carrier read-only. Checks 1, 3 and 4
-         * are then repeated on the state it left, with no Python code
-         * between them and the write (a released host carrier's memory is
-         * freed, a released FileBacked's descriptor may be reused). */
+         * marks pending or makes the carrier read-only. */
         unsigned char slot[8];
-        sw_carrier_state s;
         if (sw_py_store_slot(ops->dtype(self), value, slot) < 0)
             return -1;
-        /* One look at the state: no Python code runs from here on. */
-        state_of(self, &s);
-        if (refuse_released_in(self, &s, "write to") < 0 || refuse_unavailable(self) < 0 ||
-            refuse_immutable_in(self, &s) < 0 ||
-            check_range_live(self, index, NULL, "write to") < 0 ||
-            ops->store(self, index, slot) < 0)
+        /* Where the core holds the slots, one core write: it checks the
+         * state the normalization left under its lock, writes and steps
+         * the version. Otherwise checks 1, 3 and 4 again here, with no
+         * Python code between them and the class's own store. */
+        if (!sw_carrier_is_state_only(c->core)) {
+            int rc = core_slot_io(self, 1, index, slot, ops->store != NULL);
+            if (rc != 0)
+                return rc > 0 ? 0 : -1;
+        }
+        sw_carrier_state s;
+        if (refuse_write_in(self, &s, index) < 0 || ops->store(self, index, slot) < 0)
             return -1;
-        if (!s.in_transfer && !ops->core_io) /* a move is not an in-place mutation */
+        if (!s.in_transfer) /* a move is not an in-place mutation */
             sw_py_state_bump_version(self);
         return 0;
     }
@@ -600,10 +664,7 @@ PyObject *sw_py_carrier_getitem(PyObject *carrier, int64_t index)
 int sw_py_carrier_setitem(PyObject *carrier, int64_t index, PyObject *value)
 {
     sw_carrier_state s;
-    state_of(carrier, &s);
-    if (refuse_released_in(carrier, &s, "write to") < 0 || refuse_unavailable(carrier) < 0 ||
-        refuse_immutable_in(carrier, &s) < 0 ||
-        check_range_live(carrier, index, NULL, "write to") < 0)
+    if (refuse_write_in(carrier, &s, index) < 0)
         return -1;
     return store_value(carrier, index, value);
 }

@@ -26,27 +26,6 @@ static int64_t fb_size(PyObject *self)
     return FB(self)->nslots;
 }
 
-static PyObject *fb_load(PyObject *self, int64_t index)
-{
-    unsigned char slot[SLOT_BYTES];
-    sw_error err;
-    if (sw_filestore_pread(FB(self)->fd, slot, SLOT_BYTES, index * SLOT_BYTES, &err) !=
-        SW_OK) {
-        sw_py_raise(&err);
-        return NULL;
-    }
-    return sw_py_load_slot(FB(self)->dtype, slot);
-}
-
-static int fb_store(PyObject *self, int64_t index, const void *slot)
-{
-    sw_error err;
-    if (sw_filestore_pwrite(FB(self)->fd, slot, SLOT_BYTES, index * SLOT_BYTES, &err) !=
-        SW_OK)
-        return sw_py_raise(&err);
-    return 0;
-}
-
 static int fb_supports(sw_dtype dtype)
 {
     return dtype == SW_DT_FLOAT32 || dtype == SW_DT_INT32;
@@ -74,8 +53,8 @@ static void fb_drop(PyObject *self)
 }
 
 const sw_carrier_ops sw_file_backed_ops = {
-    "FileBacked", fb_dtype, fb_size, fb_load, fb_store, fb_supports, fb_drop, NULL, NULL,
-    .grows = 1, .core_class = &sw_file_backed_class,
+    .name = "FileBacked", .dtype = fb_dtype, .size = fb_size, .supports = fb_supports,
+    .drop = fb_drop, .grows = 1, .core_class = &sw_file_backed_class,
     .drop_views = fb_drop_views,
 };
 

@@ -8,8 +8,6 @@
  * helpers (py_carrier_args.c); py_cpu.c and py_generic.c depend on it. */
 #include "sw_carrier.h"
 
-#include <string.h>
-
 #include "strideweave/carrier.h"
 
 #define HOST(o) ((SwHostCarrierObject *)(o))
@@ -26,21 +24,6 @@ static sw_dtype host_dtype(PyObject *self)
 static int64_t host_size(PyObject *self)
 {
     return HOST(self)->nslots;
-}
-
-static PyObject *host_load(PyObject *self, int64_t index)
-{
-    SwHostCarrierObject *h = HOST(self);
-    size_t width = sw_dtype_slot_bytes(h->dtype);
-    return sw_py_load_slot(h->dtype, (char *)h->data + (size_t)index * width);
-}
-
-static int host_store(PyObject *self, int64_t index, const void *slot)
-{
-    SwHostCarrierObject *h = HOST(self);
-    size_t width = sw_dtype_slot_bytes(h->dtype);
-    memcpy((char *)h->data + (size_t)index * width, slot, width);
-    return 0;
 }
 
 static int host_supports(sw_dtype dtype)
@@ -71,12 +54,12 @@ static void host_drop(PyObject *self)
 }
 
 const sw_carrier_ops sw_cpu_ops = {
-    "CPU", host_dtype, host_size, host_load, host_store, host_supports, host_drop, NULL, NULL,
-    .core_class = &sw_cpu_class, .drop_views = host_drop_views,
+    .name = "CPU", .dtype = host_dtype, .size = host_size, .supports = host_supports,
+    .drop = host_drop, .core_class = &sw_cpu_class, .drop_views = host_drop_views,
 };
 const sw_carrier_ops sw_generic_ops = {
-    "Generic", host_dtype, host_size, host_load, host_store, host_supports, host_drop, NULL,
-    NULL, .core_class = &sw_generic_class, .drop_views = host_drop_views,
+    .name = "Generic", .dtype = host_dtype, .size = host_size, .supports = host_supports,
+    .drop = host_drop, .core_class = &sw_generic_class, .drop_views = host_drop_views,
 };
 
 /* Bytes of `nslots` slots of `dtype` (at least one, so the address is

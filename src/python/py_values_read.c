@@ -17,22 +17,12 @@
 
 #include "strideweave/tensor.h"
 
-/* The core's refusal in the binding's words where a read would raise them
- * (released, unavailable, pending destination: they name the Python class
- * and the way out); anything else as the core reported it. */
-static int raise_refusal(PyObject *carrier, const sw_error *err)
-{
-    if (err->code == SW_ESTATE && sw_py_carrier_check_readable(carrier) < 0)
-        return -1;
-    return sw_py_raise(err);
-}
-
 /* Host memory reads this much at most with the GIL held. Any other read
- * may wait (file I/O; a block device's range a pool thread is moving,
- * whose lock must never be waited for with the GIL), so it lets go. */
+ * of many slots lets go (file I/O takes long; a block device waits for a
+ * move on its range: sw_core_io_waits). */
 #define SW_READ_NOGIL_BYTES (64 * 1024)
 
-static int read_lets_go(sw_carrier *core, const sw_layout *L, sw_dtype dt)
+static int lets_go(sw_carrier *core, const sw_layout *L, sw_dtype dt)
 {
     const sw_carrier_class *k = sw_carrier_class_of(core);
     return (k != &sw_cpu_class && k != &sw_generic_class) ||
@@ -48,35 +38,45 @@ static sw_status core_read(sw_carrier *core, const sw_tensor *plane, const sw_la
                  : sw_carrier_read_layout(core, off, L, out, err);
 }
 
+/* Whether the core holds the slots of `carrier` as slots of `dt`: not a
+ * STATE_ONLY class (a Python carrier), and `dt` its own dtype. */
+static int core_slots(PyObject *carrier, sw_dtype dt)
+{
+    sw_carrier *core = SW_STATE_C(carrier)->core;
+    return !sw_carrier_is_state_only(core) && sw_carrier_dtype(core) == dt;
+}
+
 /* The core reads a carrier whose slots it holds, under its mutex, in one
- * go (sw_tensor_read_values). A carrier whose slots are the binding's
- * (STATE_ONLY: a Python class) is read by the core too, through its class's
- * batch callbacks (sw_py_carrier_read_layout); an Evictable over one (the
- * core refuses it with SW_ENOTSUP) and a tensor whose logical dtype is not
- * its carrier's take the checked slot reads there. `plane`: the plane's
- * core tensor (L and off are its layout and offset), or NULL for one
- * slot. */
+ * go (sw_tensor_read_values). 1 read; 0 when the slots are the binding's
+ * after all (an Evictable over a Python tier: SW_ENOTSUP) or not of `dt`;
+ * -1 raised. `plane`: the plane's core tensor (L and off are its layout and
+ * offset), or NULL for one slot. */
+static int core_gather(PyObject *carrier, const sw_tensor *plane, sw_dtype dt,
+                       const sw_layout *L, int64_t off, char *out)
+{
+    if (!core_slots(carrier, dt))
+        return 0;
+    sw_carrier *core = SW_STATE_C(carrier)->core;
+    sw_error err;
+    sw_status st;
+    SW_CORE_CALL(lets_go(core, L, dt), st = core_read(core, plane, L, off, out, &err));
+    if (st == SW_OK)
+        return 1;
+    return st == SW_ENOTSUP ? 0 : sw_py_carrier_raise_core(carrier, &err, 0, 0);
+}
+
+/* Every slot: by the core where it holds them; any other carrier (a
+ * Python class, whose batch callbacks the core calls; an Evictable over
+ * one; a tensor whose logical dtype is not its carrier's) through
+ * sw_py_carrier_read_layout. */
 static int gather_carrier(PyObject *carrier, const sw_tensor *plane, sw_dtype dt,
                           const sw_layout *L, int64_t off, char *out)
 {
     if (L->size == 0)
         return 0;
-    sw_carrier *core = SW_STATE_C(carrier)->core;
-    if (!sw_carrier_is_state_only(core) && sw_carrier_dtype(core) == dt) {
-        sw_error err;
-        sw_status st;
-        if (read_lets_go(core, L, dt)) {
-            Py_BEGIN_ALLOW_THREADS
-            st = core_read(core, plane, L, off, out, &err);
-            Py_END_ALLOW_THREADS
-        } else {
-            st = core_read(core, plane, L, off, out, &err);
-        }
-        if (st == SW_OK)
-            return 0;
-        if (st != SW_ENOTSUP)
-            return raise_refusal(carrier, &err);
-    }
+    int rc = core_gather(carrier, plane, dt, L, off, out);
+    if (rc != 0)
+        return rc < 0 ? -1 : 0;
     return sw_py_carrier_read_layout(carrier, off, L, dt, out);
 }
 
@@ -113,32 +113,26 @@ int sw_py_tensor_read_slot(PyObject *tensor, int64_t slot, void *out)
 
 /* ---- elements as Python values (t[c], item, tolist) ----------------------- */
 
-/* Whether the core reads this plane's elements itself: a carrier whose
- * slots it holds, of the plane's own dtype, and whose refusals are the
- * checked read's (CPU, Generic, FileBacked; an Evictable or a block device
- * has refusals of its own words, answered by its carrier's read). */
-static int core_elements(const SwTensorObject *t)
-{
-    sw_carrier *core = SW_STATE_C(t->subs[0].carrier)->core;
-    const sw_carrier_class *k = sw_carrier_class_of(core);
-    return (k == &sw_cpu_class || k == &sw_generic_class || k == &sw_file_backed_class) &&
-           sw_carrier_dtype(core) == SwDType_ID(t->dtype);
-}
-
+/* Element `index` by the core (sw_tensor_get) where it holds the slots,
+ * else by the carrier's own checked read of the slot the core finds. */
 PyObject *sw_py_tensor_element(PyObject *tensor, int64_t index)
 {
     SwTensorObject *t = (SwTensorObject *)tensor;
     const sw_tensor *plane = t->subs[0].core;
     PyObject *carrier = t->subs[0].carrier;
+    sw_dtype dt = SwDType_ID(t->dtype);
     sw_error err;
+    sw_status st;
     int64_t at;
-    if (core_elements(t)) {
+    if (core_slots(carrier, dt)) {
         unsigned char slot[8];
-        if (sw_tensor_get(plane, index, slot, &err) != SW_OK)
-            return raise_refusal(carrier, &err), NULL;
-        return sw_py_load_slot(SwDType_ID(t->dtype), slot);
+        sw_carrier *core = SW_STATE_C(carrier)->core;
+        SW_CORE_CALL(sw_core_io_waits(core), st = sw_tensor_get(plane, index, slot, &err));
+        if (st == SW_OK)
+            return sw_py_load_slot(dt, slot);
+        if (st != SW_ENOTSUP)
+            return sw_py_carrier_raise_core(carrier, &err, 0, 0), NULL;
     }
-    /* The carrier's own read of the slot the core finds (its hooks run). */
     if (sw_tensor_slot(plane, index, &at, &err) != SW_OK)
         return sw_py_raise(&err), NULL;
     return sw_py_carrier_getitem(carrier, at);
@@ -175,11 +169,16 @@ PyObject *sw_py_tensor_values(PyObject *tensor)
     char *raw = NULL;
     int failed = 0;
     Py_INCREF(carrier); /* a hook may drop the last other reference */
-    if (L->size > 0 && core_elements(t)) {
+    if (L->size > 0 && core_slots(carrier, dt)) {
         /* One read of every value by the core, under the carrier's lock. */
         raw = PyMem_Malloc((size_t)L->size * sw_dtype_slot_bytes(dt));
-        failed = raw ? gather_carrier(carrier, s->core, dt, L, SW_SUB_OFFSET(s), raw) < 0
-                     : (PyErr_NoMemory(), 1);
+        int rc = raw ? core_gather(carrier, s->core, dt, L, SW_SUB_OFFSET(s), raw)
+                     : (PyErr_NoMemory(), -1);
+        failed = rc < 0;
+        if (rc == 0) { /* the checked reads of each slot after all */
+            PyMem_Free(raw);
+            raw = NULL;
+        }
     }
     if (!failed)
         out = values_list(carrier, dt, L, SW_SUB_OFFSET(s), raw);

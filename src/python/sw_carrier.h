@@ -12,15 +12,20 @@
 
 #include "sw_python.h"
 
+#include "strideweave/block_device.h"
+
 typedef struct sw_carrier_ops {
     const char *name;                       /* class name for messages */
     sw_dtype (*dtype)(PyObject *self);
     int64_t (*size)(PyObject *self);        /* 0 after release */
-    /* Slot access on a live carrier, index in range. */
+    /* Slot access of a class whose slots the core may not hold: its core
+     * carrier is STATE_ONLY, or answers SW_ENOTSUP (an Evictable over a
+     * Python tier). Live carrier, index in range. NULL where the core
+     * holds the slots (CPU, Generic, FileBacked, BlockDeviceCarrier): their
+     * slots are read and written by sw_carrier_read / sw_carrier_write. */
     PyObject *(*load)(PyObject *self, int64_t index);
     /* Write one slot already normalized (C-9) by sw_py_store_slot into
-     * `slot`; live carrier, index in range. Nothing changes on failure. No
-     * version. */
+     * `slot`. Nothing changes on failure. No version. */
     int (*store)(PyObject *self, int64_t index, const void *slot);
     int (*supports)(sw_dtype dtype);        /* C-6 table */
     void (*drop)(PyObject *self);           /* free storage (C-15) */
@@ -30,10 +35,8 @@ typedef struct sw_carrier_ops {
     /* Optional. C-6 for carriers whose answer depends on the instance
      * (composites: the tiers' intersection); 1/0/-1. */
     int (*supports_self)(PyObject *self, sw_dtype dtype);
-    /* 1 when the slots live behind a full core carrier handle (`core`)
-     * whose slot writes count the version themselves (store goes through
-     * sw_carrier_write) and whose core calls may block on I/O, so the
-     * framework adds no version and makes them without the GIL
+    /* 1 when releasing the core carrier may block (a block device waits
+     * for the moves on its extent), so it is released without the GIL
      * (BlockDeviceCarrier). */
     int core_io;
     /* 1 when an empty instance grows through the class's own `_allocate`,
@@ -50,6 +53,28 @@ typedef struct sw_carrier_ops {
      * do than that. Saves `drop`'s second call into the core. */
     void (*drop_views)(PyObject *self);
 } sw_carrier_ops;
+
+/* Whether a slot access on `core` may wait for a move: a block device
+ * waits for a move on its range, whose finishing may need the GIL, so it
+ * is made without it. No other built-in waits for a move (carrier.h): one
+ * slot of host memory, a file or an Evictable's tier is reached with the
+ * GIL held. */
+static inline int sw_core_io_waits(sw_carrier *core)
+{
+    return sw_carrier_class_of(core) == &sw_block_device_carrier_class;
+}
+
+/* Run `call` (a core call) without the GIL when `go` (a call that may
+ * wait must not hold it). */
+#define SW_CORE_CALL(go, call)                                                                   \
+    do {                                                                                         \
+        if (go) {                                                                                \
+            Py_BEGIN_ALLOW_THREADS call;                                                         \
+            Py_END_ALLOW_THREADS                                                                 \
+        } else {                                                                                 \
+            call;                                                                                \
+        }                                                                                        \
+    } while (0)
 
 extern const sw_carrier_ops sw_generic_ops;
 extern const sw_carrier_ops sw_cpu_ops;

@@ -479,6 +479,13 @@ int sw_py_carrier_check_readable(PyObject *carrier);
  * hook's exception is raised as it was. 0 / -1. */
 int sw_py_carrier_read_layout(PyObject *carrier, int64_t offset, const sw_layout *L,
                               sw_dtype as, void *out);
+/* Raise the core's refusal of a slot read or write (`writing`) of `slot`.
+ * Where the carrier's state explains it (released, pending, owned, not
+ * mutable, out of range), in the words of the binding's own check, which
+ * name the Python class and the way out; anything else as the core said:
+ * a class's own refusals (an evicted Evictable, a faulted block device:
+ * the core's words are the binding's) and I/O errors. Returns -1. */
+int sw_py_carrier_raise_core(PyObject *carrier, const sw_error *err, int writing, int64_t slot);
 PyObject *sw_py_tensor_array(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames);
 PyObject *sw_py_tensor_str(PyObject *self);

@@ -379,6 +379,9 @@ static void test_b6_faults(void)
     sw_carrier *more = NULL;
     CHECK_EQ_I64(sw_carrier_read(dev, 0, 1, &v, &err), SW_ESTATE);
     CHECK(strstr(err.msg, "faulted") != NULL);
+    /* the words a binding shows for its own check of the carrier */
+    CHECK(strcmp(err.msg, "the block device of this BlockDeviceCarrier is faulted by an earlier "
+                          "I/O error, so its data can no longer be trusted") == 0);
     CHECK_EQ_I64(sw_carrier_write(dev, 0, 1, &v, &err), SW_ESTATE);
     CHECK_EQ_I64(sw_carrier_version(dev), 0); /* a preflight refusal never counts */
     CHECK_EQ_I64(sw_move(t, dev, &r, &err), SW_ESTATE);

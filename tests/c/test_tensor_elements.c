@@ -4,7 +4,8 @@
  * and a foreign ops table; refusals with their status, detail and nothing
  * changed; views of views reading the right slots; sw_tensor_view with a
  * second (adjacent) layout; sw_tensor_read_values order of a permuted and a
- * broadcast view. */
+ * broadcast view; an Evictable's elements (its primary's, refused in the
+ * binding's words while evicted). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -203,6 +204,52 @@ static void test_refusals(void)
     sw_carrier_unref(c);
 }
 
+/* ---- an Evictable's elements ------------------------------------------- */
+
+/* Through an Evictable, element access reaches the primary: a set steps
+ * the Evictable's version and the primary's once each; evicted, get and
+ * set refuse with SW_ESTATE in the words a binding shows for its own
+ * check (so a refusal the core finds first reads the same), nothing
+ * changed; promoted again, the values are back. A binding's element path
+ * relies on these (issue 17). */
+static void test_evictable_elements(void)
+{
+    sw_error err;
+    sw_carrier *p, *s, *e;
+    float v = 0.0f;
+    CHECK(sw_cpu_new(7, SW_DT_FLOAT32, 0, &p, &err) == SW_OK);
+    CHECK(sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &s, &err) == SW_OK);
+    CHECK(sw_evictable_new(p, s, NULL, &e, &err) == SW_OK);
+    sw_tensor *t = grid(e);
+    const float vals[6] = {1.5f, -2.0f, 3.25f, 4.0f, -5.5f, 6.0f};
+    roundtrip(e, vals, 4);
+    CHECK_EQ_I64(sw_carrier_version(e), 7); /* roundtrip: 6 sets and one _at */
+    CHECK_EQ_I64(sw_carrier_version(p), 7);
+    CHECK(sw_tensor_get(t, 4, &v, &err) == SW_OK && v == vals[4]);
+
+    CHECK(sw_evictable_evict(e, &err) == SW_OK);
+    const char *words =
+        "this Evictable is evicted: call promote() before reading or writing its slots";
+    CHECK(sw_tensor_get(t, 4, &v, &err) == SW_ESTATE && err.detail == SW_ELEMENT_CARRIER);
+    CHECK(strcmp(err.msg, words) == 0);
+    CHECK(sw_tensor_set(t, 4, &v, &err) == SW_ESTATE && err.detail == SW_ELEMENT_CARRIER);
+    CHECK(strcmp(err.msg, words) == 0);
+    float all[6];
+    CHECK(sw_tensor_read_values(t, all, &err) == SW_ESTATE && strcmp(err.msg, words) == 0);
+    CHECK_EQ_I64(sw_carrier_version(e), 7);
+
+    CHECK(sw_evictable_promote(e, &err) == SW_OK);
+    CHECK(sw_tensor_read_values(t, all, &err) == SW_OK);
+    CHECK(memcmp(all, vals, 5 * sizeof *all) == 0 && all[5] == vals[0]); /* roundtrip's _at */
+    CHECK(sw_carrier_release(e, &err) == SW_OK);
+    CHECK(sw_tensor_get(t, 0, &v, &err) == SW_ESTATE && err.detail == SW_ELEMENT_CARRIER);
+    CHECK(sw_tensor_set(t, 0, &v, &err) == SW_ESTATE);
+    sw_tensor_unref(t);
+    sw_carrier_unref(e);
+    sw_carrier_unref(s);
+    sw_carrier_unref(p);
+}
+
 /* ---- views -------------------------------------------------------------- */
 
 /* A 4x3 Int32 tensor, column-major, slot k holding k. */
@@ -336,6 +383,7 @@ int main(void)
     test_every_dtype_and_carrier();
     test_foreign_and_state_only_carriers();
     test_refusals();
+    test_evictable_elements();
     test_view_of_a_view();
     test_read_values_of_permuted_and_broadcast_views();
     test_view_with_adjacent_layout_and_refusals();
