@@ -532,13 +532,14 @@ int sw_py_carrier_check_readable(PyObject *carrier)
 
 /* C-5 checks 1, 3 and 4 on the state now (into *s): released,
  * unavailable, not publicly mutable (pending, owned, intrinsic), slot out
- * of range. Runs no Python code for a built-in carrier. */
-static int refuse_write_in(PyObject *self, sw_carrier_state *s, int64_t index)
+ * of range (`shown`: see check_range_shown). Runs no Python code for a
+ * built-in carrier. */
+static int refuse_write_in(PyObject *self, sw_carrier_state *s, int64_t index, PyObject *shown)
 {
     state_of(self, s);
     return refuse_released_in(self, s, "write to") < 0 || refuse_unavailable(self) < 0 ||
                    refuse_immutable_in(self, s) < 0 ||
-                   check_range_live(self, index, NULL, "write to") < 0
+                   check_range_live(self, index, shown, "write to") < 0
                ? -1
                : 0;
 }
@@ -621,7 +622,7 @@ static int store_value(PyObject *self, int64_t index, PyObject *value)
                 return rc > 0 ? 0 : -1;
         }
         sw_carrier_state s;
-        if (refuse_write_in(self, &s, index) < 0 || ops->store(self, index, slot) < 0)
+        if (refuse_write_in(self, &s, index, NULL) < 0 || ops->store(self, index, slot) < 0)
             return -1;
         if (!s.in_transfer) /* a move is not an in-place mutation */
             sw_py_state_bump_version(self);
@@ -664,7 +665,7 @@ PyObject *sw_py_carrier_getitem(PyObject *carrier, int64_t index)
 int sw_py_carrier_setitem(PyObject *carrier, int64_t index, PyObject *value)
 {
     sw_carrier_state s;
-    if (refuse_write_in(carrier, &s, index) < 0)
+    if (refuse_write_in(carrier, &s, index, NULL) < 0)
         return -1;
     return store_value(carrier, index, value);
 }
@@ -691,9 +692,7 @@ int sw_carrier_set_checked(PyObject *self, PyObject *index, PyObject *value)
     if (refuse_released_in(self, &s, "write to") < 0 || refuse_unavailable(self) < 0 ||
         parse_index(index, &i, &shown) < 0)
         return -1;
-    state_of(self, &s); /* __index__ may have changed it */
-    int bad = refuse_released_in(self, &s, "write to") < 0 || refuse_unavailable(self) < 0 ||
-              refuse_immutable_in(self, &s) < 0 || check_range_live(self, i, shown, "write to") < 0;
+    int bad = refuse_write_in(self, &s, i, shown) < 0; /* __index__ may have changed it */
     Py_XDECREF(shown);
     return bad ? -1 : store_value(self, i, value);
 }
