@@ -181,13 +181,29 @@ typedef struct sw_carrier_class {
  *   2. the mutex dropped, the slot walk computed, the callback called;
  *   3. a write that succeeded: the mutex taken again and the version
  *      stepped by 1 (not under this thread's transfer access, and not once
- *      the carrier was released meanwhile), whatever `n` was.
+ *      the carrier was released meanwhile), whatever `n` was; none at all
+ *      for a class with WRITES_STEP_VERSION (below).
  * Race: between 1 and 2 another thread may release the carrier, mark it
  * pending or claim it; the core does not look again. The callback owns
  * the slots and must re-check what it needs before touching them (the
  * Python binding's hooks check the state before every slot, as they do
  * for a slot read from Python). Everything else a STATE_ONLY class is
  * refused stays refused (sw_carrier_read/_write, tensors, moves).
+ *
+ * SW_CARRIER_CLASS_WRITES_STEP_VERSION, with SLOTS_UNLOCKED: `write_slots`
+ * steps the version itself, as its binding's writes do, and the core adds
+ * no step of its own (step 3 is skipped). Why a flag and not the core's
+ * step, nor one core step per slot: a binding that writes each slot
+ * through its own checked write (Python's C-5: every successful write
+ * steps the version by one, unless it is the move's own transfer, and a
+ * user's set_value that stepped the version itself is not stepped again)
+ * already counts exactly what its users see, slot by slot, whoever asked
+ * for the write. A step by the core on top would count a batch twice; a
+ * core step per slot would miss the binding's exceptions. So the write
+ * of n slots through the core leaves the version where n writes from the
+ * binding's own language would, and a callback failing at slot k leaves
+ * the slots before k written and their steps made, as those writes would
+ * (the core undoes nothing: the values are the binding's).
  *
  * A callback failing with an error of its binding's own that the binding
  * keeps on the calling thread (a Python exception) sets err->detail to
@@ -199,6 +215,7 @@ enum {
     SW_CARRIER_CLASS_RELEASE_REMOVES_FILES = 1u << 1,
     SW_CARRIER_CLASS_RUNS_NO_USER_CODE = 1u << 2,
     SW_CARRIER_CLASS_SLOTS_UNLOCKED = 1u << 3,
+    SW_CARRIER_CLASS_WRITES_STEP_VERSION = 1u << 4,
     SW_CARRIER_CLASS_REFCOUNTED = 1u << 30
 };
 /* err->detail of a callback failure its binding keeps (see above). */
@@ -247,7 +264,8 @@ SW_API int sw_carrier_slots_unlocked(sw_carrier *c);
  * slot width (categories, compound dtypes), unless the class is STATE_ONLY
  * (see above: any callback may be NULL, any dtype below SW_DT_COUNT);
  * SW_EINVAL too for a SLOTS_UNLOCKED class that is not STATE_ONLY or lacks
- * read_slots or write_slots. */
+ * read_slots, and for WRITES_STEP_VERSION without SLOTS_UNLOCKED and
+ * write_slots. */
 SW_API sw_status sw_carrier_new(const sw_carrier_class *ops, void *impl, sw_dtype dtype, int flags,
                                 sw_carrier **out, sw_error *err);
 

@@ -27,6 +27,11 @@ sw_status sw_carrier_new(const sw_carrier_class *ops, void *impl, sw_dtype dtype
         (!state_only || !ops->read_slots))
         return sw_error_set(err, SW_EINVAL,
                             "carrier: a SLOTS_UNLOCKED class is STATE_ONLY and needs read_slots");
+    if ((ops->flags & SW_CARRIER_CLASS_WRITES_STEP_VERSION) &&
+        (!(ops->flags & SW_CARRIER_CLASS_SLOTS_UNLOCKED) || !ops->write_slots))
+        return sw_error_set(err, SW_EINVAL,
+                            "carrier: a WRITES_STEP_VERSION class is SLOTS_UNLOCKED with "
+                            "write_slots");
     if (!state_only && (!ops->size || !ops->read || !ops->write || !ops->release))
         return sw_error_set(err, SW_EINVAL,
                             "carrier: the ops table needs size, read, write and release");

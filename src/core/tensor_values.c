@@ -127,8 +127,9 @@ static int64_t *walk_of(sw_carrier *c, int64_t offset, const sw_layout *layout, 
 }
 
 /* Steps 2 (and 3) of carrier.h's SLOTS_UNLOCKED order: the callback with
- * no lock held, then one version step for a write that succeeded. The
- * checks (step 1) were made by the caller, which dropped the mutex. */
+ * no lock held, then one version step for a write that succeeded, unless
+ * the class's callback steps it itself (WRITES_STEP_VERSION). The checks
+ * (step 1) were made by the caller, which dropped the mutex. */
 static sw_status unlocked_batch(sw_carrier *c, int64_t offset, const sw_layout *layout,
                                 sw_dtype as, void *out, const void *in, sw_error *err)
 {
@@ -138,7 +139,7 @@ static sw_status unlocked_batch(sw_carrier *c, int64_t offset, const sw_layout *
     sw_status st = in ? c->ops->write_slots(c->impl, slots, layout->size, as, in, err)
                       : c->ops->read_slots(c->impl, slots, layout->size, as, out, err);
     sw_free(slots);
-    if (st == SW_OK && in) {
+    if (st == SW_OK && in && !(c->ops->flags & SW_CARRIER_CLASS_WRITES_STEP_VERSION)) {
         pthread_mutex_lock(&c->lock);
         if (!c->released && !sw_carrier_in_transfer_locked(c))
             c->version++;

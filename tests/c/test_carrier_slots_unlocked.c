@@ -81,6 +81,11 @@ static const sw_carrier_class unlocked_class = {
     .write_slots = fake_write,
 };
 
+#define ROUNDS 5000
+#define ROUNDS_STEPPING 2000
+static sw_carrier *shared;
+static atomic_int a_writes, a_failures; /* no CHECK off the main thread */
+
 /* Slot i holds step * i. */
 static sw_carrier *fake_typed(fake *f, int flags, sw_dtype dtype, int32_t step)
 {
@@ -285,6 +290,159 @@ static void test_callback_error_is_handed_back_as_is(void)
     sw_carrier_unref(c);
 }
 
+/* ---- WRITES_STEP_VERSION: the callback steps the version per slot ----- */
+
+/* The Python binding's write: each slot through a checked write of its own
+ * that steps the version (C-5), here sw_carrier_increment_version on the
+ * callback's own carrier, which would deadlock were the carrier's mutex
+ * held. Fails at slot `fail_at` (-1: never) as a binding's own error. */
+typedef struct stepping {
+    fake f;
+    int64_t fail_at;
+} stepping;
+
+static sw_status stepping_write(void *impl, const int64_t *slots, int64_t n, sw_dtype as,
+                                const void *buf, sw_error *err)
+{
+    stepping *s = impl;
+    sw_status st = enter(&s->f, slots, n, as, err);
+    for (int64_t k = 0; st == SW_OK && k < n; k++) {
+        if (k == s->fail_at) {
+            st = sw_error_set(err, SW_EINVAL, "fake: slot %lld raised", (long long)k);
+            err->detail = SW_CARRIER_CALLBACK_RAISED;
+            break;
+        }
+        s->f.slots[slots[k]] = ((const int32_t *)buf)[k];
+        st = sw_carrier_increment_version(s->f.self, err);
+    }
+    pthread_mutex_unlock(&gil);
+    return st;
+}
+
+static const sw_carrier_class stepping_class = {
+    .name = "Stepping",
+    .flags = SW_CARRIER_CLASS_STATE_ONLY | SW_CARRIER_CLASS_SLOTS_UNLOCKED |
+             SW_CARRIER_CLASS_WRITES_STEP_VERSION,
+    .read_slots = fake_read,
+    .write_slots = stepping_write,
+};
+
+static sw_carrier *stepping_new(stepping *s)
+{
+    memset(s, 0, sizeof *s);
+    s->fail_at = -1;
+    for (int i = 0; i < 8; i++)
+        s->f.slots[i] = 10 * i;
+    sw_error err;
+    CHECK(sw_carrier_new(&stepping_class, s, SW_DT_INT32, 0, &s->f.self, &err) == SW_OK);
+    return s->f.self;
+}
+
+static void test_writes_step_version_needs_unlocked_write_slots(void)
+{
+    sw_error err;
+    sw_carrier *c = NULL;
+    sw_carrier_class k = stepping_class;
+    k.write_slots = NULL;
+    CHECK(sw_carrier_new(&k, NULL, SW_DT_ANY, 0, &c, &err) == SW_EINVAL);
+    k = stepping_class;
+    k.flags &= ~(unsigned)SW_CARRIER_CLASS_SLOTS_UNLOCKED;
+    CHECK(sw_carrier_new(&k, NULL, SW_DT_ANY, 0, &c, &err) == SW_EINVAL);
+    CHECK(c == NULL);
+}
+
+/* n slots written, n steps: the callback's, none of the core's on top. */
+static void test_self_stepping_write_steps_once_per_slot(void)
+{
+    stepping s;
+    sw_carrier *c = stepping_new(&s);
+    sw_layout *L = strided3();
+    sw_error err;
+    const int32_t in[3] = {-1, -3, -5};
+    CHECK(sw_carrier_write_layout_as(c, 1, L, SW_DT_INT32, in, &err) == SW_OK);
+    CHECK(s.f.slots[1] == -1 && s.f.slots[3] == -3 && s.f.slots[5] == -5);
+    CHECK_EQ_I64(sw_carrier_version(c), 3);
+    /* the move's own transfer: the callback's steps are skipped, the core adds none */
+    sw_carrier_mark_pending(c, SW_CARRIER_PENDING_DESTINATION);
+    sw_carrier_begin_transfer(c);
+    CHECK(sw_carrier_write_layout_as(c, 1, L, SW_DT_INT32, in, &err) == SW_OK);
+    sw_carrier_end_transfer(c);
+    sw_carrier_unmark_pending(c, SW_CARRIER_PENDING_DESTINATION);
+    CHECK_EQ_I64(sw_carrier_version(c), 3);
+    /* a refusal of the core's checks: nothing called, nothing stepped */
+    int calls = s.f.calls;
+    sw_carrier_mark_pending(c, SW_CARRIER_PENDING_SOURCE);
+    CHECK(sw_carrier_write_layout_as(c, 1, L, SW_DT_INT32, in, &err) == SW_ESTATE);
+    sw_carrier_unmark_pending(c, SW_CARRIER_PENDING_SOURCE);
+    CHECK_EQ_I64(s.f.calls, calls);
+    CHECK_EQ_I64(sw_carrier_version(c), 3);
+    sw_layout_free(L);
+    sw_carrier_unref(c);
+}
+
+/* A callback failing at slot k leaves slots 0..k-1 written with their steps
+ * made (the core undoes nothing) and the rest as they were; the error comes
+ * back as the callback set it. */
+static void test_self_stepping_write_failing_midway(void)
+{
+    stepping s;
+    sw_carrier *c = stepping_new(&s);
+    sw_layout *L = strided3();
+    sw_error err;
+    const int32_t in[3] = {-1, -3, -5};
+    s.fail_at = 2;
+    CHECK(sw_carrier_write_layout_as(c, 1, L, SW_DT_INT32, in, &err) == SW_EINVAL);
+    CHECK(err.detail == SW_CARRIER_CALLBACK_RAISED);
+    CHECK(strcmp(err.msg, "fake: slot 2 raised") == 0);
+    CHECK(s.f.slots[1] == -1 && s.f.slots[3] == -3 && s.f.slots[5] == 50);
+    CHECK_EQ_I64(sw_carrier_version(c), 2);
+    s.fail_at = 0;
+    CHECK(sw_carrier_write_layout_as(c, 1, L, SW_DT_INT32, in, &err) == SW_EINVAL);
+    CHECK_EQ_I64(sw_carrier_version(c), 2);
+    sw_layout_free(L);
+    sw_carrier_unref(c);
+}
+
+/* Two threads batch-writing one self-stepping carrier while a third steps
+ * it under the "GIL": every step lands once, nobody waits on a lock held
+ * across a callback (TSan: no race on the version). */
+static sw_carrier *stepping_shared;
+
+static void *stepping_writer(void *layout)
+{
+    sw_error err;
+    const int32_t in[3] = {1, 2, 3};
+    for (int i = 0; i < ROUNDS_STEPPING; i++)
+        if (sw_carrier_write_layout_as(stepping_shared, 0, layout, SW_DT_INT32, in, &err) !=
+            SW_OK)
+            atomic_fetch_add(&a_failures, 1);
+    return NULL;
+}
+
+static void test_self_stepping_writers_in_threads(void)
+{
+    stepping s;
+    stepping_shared = stepping_new(&s);
+    atomic_store(&a_failures, 0);
+    sw_layout *L = strided3(); /* made here: CHECK is for the main thread only */
+    pthread_t a, b;
+    pthread_create(&a, NULL, stepping_writer, L);
+    pthread_create(&b, NULL, stepping_writer, L);
+    sw_error err;
+    for (int i = 0; i < ROUNDS_STEPPING; i++) {
+        pthread_mutex_lock(&gil);
+        CHECK(sw_carrier_increment_version(stepping_shared, &err) == SW_OK);
+        pthread_mutex_unlock(&gil);
+    }
+    pthread_join(a, NULL);
+    pthread_join(b, NULL);
+    CHECK_EQ_I64(atomic_load(&a_failures), 0);
+    CHECK_EQ_I64(sw_carrier_version(stepping_shared), (2 * 3 + 1) * ROUNDS_STEPPING);
+    CHECK_EQ_I64(s.f.calls, 2 * ROUNDS_STEPPING);
+    sw_layout_free(L);
+    sw_carrier_unref(stepping_shared);
+}
+
 /* A carrier whose slots the core holds: `as` must be its dtype. */
 static void test_core_held_carriers(void)
 {
@@ -354,15 +512,11 @@ static void test_tensor_ops_go_through_the_batches(void)
  * calls on the same carrier (taking its mutex). Were a callback called
  * under the carrier mutex, A would hold the mutex waiting for the GIL and
  * B the GIL waiting for the mutex. */
-#define ROUNDS 5000
-static sw_carrier *shared;
-static atomic_int a_writes, a_failures; /* no CHECK off the main thread */
 
-static void *batch_caller(void *unused)
+static void *batch_caller(void *layout)
 {
-    (void)unused;
     sw_error err;
-    sw_layout *L = strided3();
+    const sw_layout *L = layout;
     int32_t buf[3] = {1, 2, 3};
     for (int i = 0; i < ROUNDS; i++) {
         if (sw_carrier_read_layout_as(shared, 0, L, SW_DT_INT32, buf, &err) != SW_OK)
@@ -370,7 +524,6 @@ static void *batch_caller(void *unused)
         if (sw_carrier_write_layout_as(shared, 0, L, SW_DT_INT32, buf, &err) == SW_OK)
             atomic_fetch_add(&a_writes, 1);
     }
-    sw_layout_free(L);
     return NULL;
 }
 
@@ -379,8 +532,9 @@ static void test_gil_holder_and_batch_caller_do_not_deadlock(void)
     fake f;
     shared = fake_new(&f, 0);
     atomic_store(&a_writes, 0);
+    sw_layout *L = strided3(); /* made here: CHECK is for the main thread only */
     pthread_t a;
-    pthread_create(&a, NULL, batch_caller, NULL);
+    pthread_create(&a, NULL, batch_caller, L);
     sw_error err;
     for (int i = 0; i < ROUNDS; i++) {
         pthread_mutex_lock(&gil);
@@ -394,6 +548,7 @@ static void test_gil_holder_and_batch_caller_do_not_deadlock(void)
     CHECK_EQ_I64(atomic_load(&a_failures), 0);
     CHECK_EQ_I64(sw_carrier_version(shared), 2 * ROUNDS);
     CHECK_EQ_I64(f.calls, 2 * ROUNDS);
+    sw_layout_free(L);
     sw_carrier_unref(shared);
 }
 
@@ -406,6 +561,10 @@ int main(void)
     test_write_steps_the_version_once();
     test_release_between_check_and_call();
     test_callback_error_is_handed_back_as_is();
+    test_writes_step_version_needs_unlocked_write_slots();
+    test_self_stepping_write_steps_once_per_slot();
+    test_self_stepping_write_failing_midway();
+    test_self_stepping_writers_in_threads();
     test_core_held_carriers();
     test_tensor_ops_go_through_the_batches();
     test_gil_holder_and_batch_caller_do_not_deadlock();
