@@ -18,7 +18,8 @@
  * slots, size and dtype through its own hooks. It is SLOTS_UNLOCKED too
  * once the batch slot callbacks are registered (py_carrier_slots.c, at
  * module init): the core then reaches the slots through them, with no
- * lock held, for its value reads (sw_carrier_read_layout_as). Their
+ * lock held, for its value reads and writes (sw_carrier_read_layout_as,
+ * _write_layout_as; the writes step the version themselves). Their
  * `impl` is a slot box naming the carrier's Python object (below).
  *
  * May depend on: the core only. */
@@ -104,6 +105,9 @@ static PyObject *class_capsule(PyTypeObject *type)
         tmpl.flags |= SW_CARRIER_CLASS_SLOTS_UNLOCKED;
         tmpl.read_slots = slot_hooks.read_slots;
         tmpl.write_slots = slot_hooks.write_slots;
+        /* each slot write steps the version itself (py_carrier_slots.c) */
+        if (tmpl.write_slots)
+            tmpl.flags |= SW_CARRIER_CLASS_WRITES_STEP_VERSION;
     }
     const sw_carrier_class *cls;
     sw_error err;

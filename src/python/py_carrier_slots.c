@@ -1,16 +1,20 @@
-/* Batch reads of the slots of a carrier the binding keeps the slots of
- * (a Python Carrier subclass, a definition-backed carrier, TiledEvictable):
- * the callbacks the core calls for them (carrier.h,
- * SW_CARRIER_CLASS_SLOTS_UNLOCKED: no lock held), and the one read of a
- * (carrier, offset, layout) as values of a dtype that the binding's value
- * reads go through.
+/* Batch reads and writes of the slots of a carrier the binding keeps the
+ * slots of (a Python Carrier subclass, a definition-backed carrier,
+ * TiledEvictable): the callbacks the core calls for them (carrier.h,
+ * SW_CARRIER_CLASS_SLOTS_UNLOCKED: no lock held), and the one read and
+ * the one write of a (carrier, offset, layout) as values of a dtype that
+ * the binding's value reads and writes go through.
  *
- * Each slot is read by the checked slot read (sw_py_carrier_getitem): the
+ * Each slot is read by the checked slot read (sw_py_carrier_getitem) and
+ * written by the checked slot write (sw_py_carrier_setitem): the
  * carrier's state is looked at again and its hooks run before every slot,
- * in logical order, one call per element, as a read from Python would.
- * That is also what makes the core's "checked, unlocked, then called"
- * order safe (carrier.h: a release between the core's check and the call
- * is seen by the first slot's own check).
+ * in logical order, one call per element, as a read or write from Python
+ * would. That is also what makes the core's "checked, unlocked, then
+ * called" order safe (carrier.h: a release between the core's check and
+ * the call is seen by the first slot's own check). Each slot write steps
+ * the version as C-5 says, so the classes are WRITES_STEP_VERSION: the
+ * core adds no step of its own, and a batch leaves the version where the
+ * same writes from Python would.
  *
  * GIL: the core calls back on the thread that called it; the binding's
  * callers hold the GIL, so PyGILState_Ensure only notes it, and a hook's
@@ -59,10 +63,37 @@ static int read_checked(PyObject *carrier, const int64_t *slots, int64_t n, sw_d
     return rc;
 }
 
+/* One value of `as` at `at` as Python sees it: Float64 a float, any other
+ * by its slot (sw_py_load_slot). New reference or NULL. */
+static PyObject *load_as(sw_dtype as, const char *at)
+{
+    if (as != SW_DT_FLOAT64)
+        return sw_py_load_slot(as, at);
+    double d;
+    memcpy(&d, at, sizeof d);
+    return PyFloat_FromDouble(d);
+}
+
+/* The checked write of each slot, in order; stops at the first failure
+ * (the slots before it stay written, their versions stepped). 0 / -1. */
+static int write_checked(PyObject *carrier, const int64_t *slots, int64_t n, sw_dtype as,
+                         const char *in)
+{
+    size_t bytes = bytes_of(as);
+    int rc = 0;
+    for (int64_t k = 0; k < n && rc == 0; k++) {
+        PyObject *v = load_as(as, in + (size_t)k * bytes);
+        rc = v ? sw_py_carrier_setitem(carrier, slots[k], v) : -1;
+        Py_XDECREF(v);
+    }
+    return rc;
+}
+
 /* ---- the callbacks the core calls (no lock held) ------------------------- */
 
-static sw_status read_slots_cb(void *impl, const int64_t *slots, int64_t n, sw_dtype as,
-                               void *buf, sw_error *err)
+/* Both directions (in NULL: a read into out), with the GIL. */
+static sw_status slots_cb(void *impl, const int64_t *slots, int64_t n, sw_dtype as, void *out,
+                          const void *in, sw_error *err)
 {
     int kept = PyGILState_Check(); /* the caller holds the GIL: it re-raises */
     PyGILState_STATE gil = PyGILState_Ensure();
@@ -70,28 +101,46 @@ static sw_status read_slots_cb(void *impl, const int64_t *slots, int64_t n, sw_d
     sw_status st = SW_OK;
     if (!carrier)
         st = sw_error_set(err, SW_ESTATE, "the carrier's Python object is gone");
-    else if (read_checked(carrier, slots, n, as, buf) < 0)
+    else if ((in ? write_checked(carrier, slots, n, as, in)
+                 : read_checked(carrier, slots, n, as, out)) < 0)
         st = sw_py_error_to_core(err, kept);
     Py_XDECREF(carrier);
     PyGILState_Release(gil);
     return st;
 }
 
-/* ---- the binding's read -------------------------------------------------- */
+static sw_status read_slots_cb(void *impl, const int64_t *slots, int64_t n, sw_dtype as,
+                               void *buf, sw_error *err)
+{
+    return slots_cb(impl, slots, n, as, buf, NULL, err);
+}
 
-int sw_py_carrier_read_layout(PyObject *carrier, int64_t offset, const sw_layout *L,
-                              sw_dtype as, void *out)
+static sw_status write_slots_cb(void *impl, const int64_t *slots, int64_t n, sw_dtype as,
+                                const void *buf, sw_error *err)
+{
+    return slots_cb(impl, slots, n, as, NULL, buf, err);
+}
+
+/* ---- the binding's read and write ---------------------------------------- */
+
+/* Both directions (in NULL: a read into out). */
+static int layout_as(PyObject *carrier, int64_t offset, const sw_layout *L, sw_dtype as,
+                     void *out, const void *in)
 {
     if (L->size == 0)
         return 0;
     sw_carrier *core = SW_STATE_C(carrier)->core;
     if (sw_carrier_slots_unlocked(core)) {
         sw_error err;
-        if (sw_carrier_read_layout_as(core, offset, L, as, out, &err) == SW_OK)
+        sw_status st = in ? sw_carrier_write_layout_as(core, offset, L, as, in, &err)
+                          : sw_carrier_read_layout_as(core, offset, L, as, out, &err);
+        if (st == SW_OK)
             return 0;
         /* A refusal of the core's state checks, in the binding's words. */
-        if (err.detail != SW_CARRIER_CALLBACK_RAISED && err.code == SW_ESTATE &&
-            sw_py_carrier_check_readable(carrier) < 0)
+        int words = err.detail != SW_CARRIER_CALLBACK_RAISED && err.code == SW_ESTATE;
+        if (words && in)
+            return sw_py_carrier_raise_core(carrier, &err, 1, offset);
+        if (words && sw_py_carrier_check_readable(carrier) < 0)
             return -1;
         return sw_py_raise(&err);
     }
@@ -99,9 +148,39 @@ int sw_py_carrier_read_layout(PyObject *carrier, int64_t offset, const sw_layout
     int64_t *slots = sw_py_layout_slots(L, offset);
     if (!slots)
         return -1;
-    int rc = read_checked(carrier, slots, L->size, as, out);
+    int rc = in ? write_checked(carrier, slots, L->size, as, in)
+                : read_checked(carrier, slots, L->size, as, out);
     PyMem_Free(slots);
     return rc;
+}
+
+int sw_py_carrier_read_layout(PyObject *carrier, int64_t offset, const sw_layout *L,
+                              sw_dtype as, void *out)
+{
+    return layout_as(carrier, offset, L, as, out, NULL);
+}
+
+/* A run of `count` slots from `at`: a flat layout of that extent. */
+static int run_as(PyObject *carrier, int64_t at, int64_t count, sw_dtype as, void *out,
+                  const void *in)
+{
+    static const uint8_t leaf[1] = {SW_NODE_LEAF};
+    int64_t extent = count, stride = 1;
+    const sw_layout run = {.rank = 1, .nleaves = 1, .nprofile = 1, .depth = 1, .size = count,
+                           .cosize = count, .injective = 1, .extents = &extent,
+                           .strides = &stride, .profile = (uint8_t *)leaf};
+    return layout_as(carrier, at, &run, as, out, in);
+}
+
+int sw_py_carrier_read_run(PyObject *carrier, int64_t at, int64_t count, sw_dtype as, void *out)
+{
+    return run_as(carrier, at, count, as, out, NULL);
+}
+
+int sw_py_carrier_write_run(PyObject *carrier, int64_t at, int64_t count, sw_dtype as,
+                            const void *in)
+{
+    return run_as(carrier, at, count, as, NULL, in);
 }
 
 /* Test aid: whether the core reaches the carrier's slots through the
@@ -126,10 +205,8 @@ static PyMethodDef slot_functions[] = {
 
 int sw_py_carrier_slots_init(PyObject *module)
 {
-    /* No write_slots: a Python carrier's values are written slot by slot
-     * through its own writes (each steps the version, as its hooks expect),
-     * so the core refuses batch writes into it. */
-    const sw_carrier_class hooks = {.read_slots = read_slots_cb};
+    const sw_carrier_class hooks = {.read_slots = read_slots_cb,
+                                    .write_slots = write_slots_cb};
     sw_py_carrier_class_set_slot_hooks(&hooks);
     return PyModule_AddFunctions(module, slot_functions);
 }

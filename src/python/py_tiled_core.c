@@ -390,14 +390,9 @@ static int write_through_engine(PyObject *obj, int64_t at, int64_t count, sw_dty
 static int read_into(PyObject *obj, int64_t at, int64_t count, sw_dtype dtype, void *out)
 {
     int done = count > 1 ? read_through_engine(obj, at, count, dtype, out) : 0;
-    size_t eb = sw_dtype_slot_bytes(dtype);
-    for (int64_t i = 0; done == 0 && i < count; i++) {
-        PyObject *v = sw_py_carrier_getitem(obj, at + i);
-        if (!v || sw_py_store_slot(dtype, v, (unsigned char *)out + (size_t)i * eb) < 0)
-            done = -1;
-        Py_XDECREF(v);
-    }
-    return done < 0 ? -1 : 0;
+    return done < 0 || (done == 0 && sw_py_carrier_read_run(obj, at, count, dtype, out) < 0)
+               ? -1
+               : 0;
 }
 
 static sw_status hook_read(sw_carrier *store, int64_t at, int64_t count, void *out, void *user,
@@ -505,7 +500,6 @@ static sw_status hook_write(sw_carrier *store, int64_t at, int64_t count, const 
     PyObject *obj = c ? object_of(c, store) : NULL;
     sw_status st = obj ? SW_OK : unknown_carrier(err);
     sw_dtype dtype = c ? SwDType_ID(c->dtype) : SW_DT_FLOAT32;
-    size_t eb = sw_dtype_slot_bytes(dtype);
     int64_t token = obj ? tier_token(c, obj) : 0;
     if (st == SW_OK && token && sw_py_carrier_begin_owner(obj, token) < 0) {
         st = hook_failed(c, "write", err);
@@ -518,12 +512,8 @@ static sw_status hook_write(sw_carrier *store, int64_t at, int64_t count, const 
         else if (done)
             count = 0;
     }
-    for (int64_t i = 0; st == SW_OK && i < count; i++) {
-        PyObject *v = sw_py_load_slot(dtype, (const unsigned char *)in + (size_t)i * eb);
-        if (!v || sw_py_carrier_setitem(obj, at + i, v) < 0)
-            st = hook_failed(c, "write", err);
-        Py_XDECREF(v);
-    }
+    if (st == SW_OK && sw_py_carrier_write_run(obj, at, count, dtype, in) < 0)
+        st = hook_failed(c, "write", err);
     if (token)
         sw_py_carrier_end_owner(obj, token);
     LEAVE();
