@@ -161,8 +161,8 @@ int sw_py_carrier_read_layout(PyObject *carrier, int64_t offset, const sw_layout
 }
 
 /* A run of `count` slots from `at`: a flat layout of that extent. */
-static int run_as(PyObject *carrier, int64_t at, int64_t count, sw_dtype as, void *out,
-                  const void *in)
+int sw_py_carrier_run_as(PyObject *carrier, int64_t at, int64_t count, sw_dtype as, void *out,
+                         const void *in)
 {
     static const uint8_t leaf[1] = {SW_NODE_LEAF};
     int64_t extent = count, stride = 1;
@@ -170,17 +170,6 @@ static int run_as(PyObject *carrier, int64_t at, int64_t count, sw_dtype as, voi
                            .cosize = count, .injective = 1, .extents = &extent,
                            .strides = &stride, .profile = (uint8_t *)leaf};
     return layout_as(carrier, at, &run, as, out, in);
-}
-
-int sw_py_carrier_read_run(PyObject *carrier, int64_t at, int64_t count, sw_dtype as, void *out)
-{
-    return run_as(carrier, at, count, as, out, NULL);
-}
-
-int sw_py_carrier_write_run(PyObject *carrier, int64_t at, int64_t count, sw_dtype as,
-                            const void *in)
-{
-    return run_as(carrier, at, count, as, NULL, in);
 }
 
 /* Test aid: whether the core reaches the carrier's slots through the

@@ -390,7 +390,7 @@ static int write_through_engine(PyObject *obj, int64_t at, int64_t count, sw_dty
 static int read_into(PyObject *obj, int64_t at, int64_t count, sw_dtype dtype, void *out)
 {
     int done = count > 1 ? read_through_engine(obj, at, count, dtype, out) : 0;
-    return done < 0 || (done == 0 && sw_py_carrier_read_run(obj, at, count, dtype, out) < 0)
+    return done < 0 || (done == 0 && sw_py_carrier_run_as(obj, at, count, dtype, out, NULL) < 0)
                ? -1
                : 0;
 }
@@ -512,7 +512,7 @@ static sw_status hook_write(sw_carrier *store, int64_t at, int64_t count, const 
         else if (done)
             count = 0;
     }
-    if (st == SW_OK && sw_py_carrier_write_run(obj, at, count, dtype, in) < 0)
+    if (st == SW_OK && sw_py_carrier_run_as(obj, at, count, dtype, NULL, in) < 0)
         st = hook_failed(c, "write", err);
     if (token)
         sw_py_carrier_end_owner(obj, token);

@@ -486,14 +486,13 @@ int sw_py_carrier_read_layout(PyObject *carrier, int64_t offset, const sw_layout
  * a class's own refusals (an evicted Evictable, a faulted block device:
  * the core's words are the binding's) and I/O errors. Returns -1. */
 int sw_py_carrier_raise_core(PyObject *carrier, const sw_error *err, int writing, int64_t slot);
-/* The read, and the write of `in` over them the same way (the core's
+/* The same read of the `count` slots from slot `at` into `out` (in NULL),
+ * or the write of `in` over them the same way (the core's
  * sw_carrier_write_layout_as, or directly: the checked write of each slot
  * in order, each stepping the version as C-5 says; a failure leaves the
- * slots before it written), of the `count` slots from slot `at`. 0 / -1. */
-int sw_py_carrier_read_run(PyObject *carrier, int64_t at, int64_t count, sw_dtype as,
-                           void *out);
-int sw_py_carrier_write_run(PyObject *carrier, int64_t at, int64_t count, sw_dtype as,
-                            const void *in);
+ * slots before it written). 0 / -1. */
+int sw_py_carrier_run_as(PyObject *carrier, int64_t at, int64_t count, sw_dtype as, void *out,
+                         const void *in);
 PyObject *sw_py_tensor_array(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames);
 PyObject *sw_py_tensor_str(PyObject *self);

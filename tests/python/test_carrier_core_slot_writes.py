@@ -17,42 +17,27 @@ import pytest
 import strideweave as sw
 from strideweave import _C
 
-F = sw.DType.Float32
+from tiled_helpers import ListCarrier
+
 TE, TileSet = sw.TiledEvictable, sw.TileSet
 
 
-class Tier(sw.Carrier):
-    """Float32 slots in a list; logs (slot, value, version seen) of every
-    set_value of every instance; runs `on_write`."""
+class Tier(ListCarrier):
+    """Logs (slot, value, version seen) of every set_value of every
+    instance, keeps every store it makes, runs `on_write`."""
 
     log = []
     made = []
     on_write = None
 
-    def __init__(self, values=()):
-        super().__init__()
-        self.v = [float(x) for x in values]
-
-    def size(self):
-        return len(self.v)
-
-    def dtype(self):
-        return F
-
-    def get_value(self, i):
-        return self.v[i]
-
     def set_value(self, i, x):
         type(self).log.append((i, x, self.version))
         if type(self).on_write:
             type(self).on_write(self, i)
-        self.v[i] = float(x)
-
-    def _is_mutable(self):
-        return True
+        super().set_value(i, x)
 
     def allocate_like(self, size, *, mutable=True, dtype=None, empty=False):
-        made = type(self)([0.0] * size)
+        made = super().allocate_like(size)
         type(self).made.append(made)
         return made
 
