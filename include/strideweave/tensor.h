@@ -149,10 +149,10 @@ SW_API sw_status sw_carrier_read_layout(sw_carrier *c, int64_t offset, const sw_
  *     slots (offset + layout(k), k in logical order) and `as` as given
  *     (the binding converts), then (a write that succeeded) one version
  *     step, or none for a WRITES_STEP_VERSION class, whose callback
- *     steps it per slot as its binding's writes do; the race between the checks and the call is the class's, as
- *     carrier.h says. The callback's failure comes back as it reported it
- *     (err->detail SW_CARRIER_CALLBACK_RAISED: its binding keeps the
- *     error);
+ *     steps it per slot as its binding's writes do; the race between the
+ *     checks and the call is the class's, as carrier.h says. The
+ *     callback's failure comes back as it reported it (err->detail
+ *     SW_CARRIER_CALLBACK_RAISED: its binding keeps the error);
  *   - any other STATE_ONLY carrier: SW_ENOTSUP, nothing called.
  * A layout of size 0 reads and writes nothing and checks nothing; NULL
  * arguments are SW_ETYPE, an offset below 0 SW_ERANGE. Thread-safe; no
