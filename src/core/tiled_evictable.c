@@ -603,7 +603,7 @@ static sw_status refuse_released_locked(sw_tiled_evictable *te, const char *what
 {
     if (!te->released)
         return SW_OK;
-    return sw_error_set(err, SW_ESTATE, "TiledEvictable: cannot %s a released carrier", what);
+    return sw_error_set(err, SW_ESTATE, "cannot %s a released TiledEvictable", what);
 }
 
 /* The linear index of a coordinate row, or -1 (err filled) outside the grid. */
@@ -692,8 +692,8 @@ static sw_status refuse_busy_locked(sw_tiled_evictable *te, int64_t t, const cha
     int64_t c[SW_TILES_MAX_RANK];
     sw_tiles_tile_coord(&te->geo, t, c);
     return sw_error_set(err, SW_ESTATE,
-                        "TiledEvictable: cannot %s tile %lld (first coordinate) while it is %s; "
-                        "wait for that work first",
+                        "cannot %s tile %lld (first coordinate) while it is %s; wait() for that "
+                        "work first",
                         what, (long long)c[0],
                         r->pending ? "pending in a residency request" : "pinned by a projection");
 }
@@ -754,12 +754,12 @@ static sw_status request_refusal_locked(sw_tiled_evictable *te, const int64_t *i
     sw_status st = refuse_released_locked(te, what, err);
     int64_t i = 0;
     for (; st == SW_OK && i < n; i++) {
-        if (!skip_busy && (st = refuse_busy_locked(te, idx[i], what, err)) != SW_OK)
+        if (!skip_busy &&
+            (st = refuse_busy_locked(te, idx[i], evict ? "evict" : "promote", err)) != SW_OK)
             break;
         if (!evict && te->tiles[idx[i]].loc == SW_TE_INVALID) {
             st = sw_error_set(err, SW_ESTATE,
-                              "TiledEvictable: cannot promote an invalid tile: it holds no "
-                              "values");
+                              "cannot promote an invalid tile: it holds no values");
             break;
         }
     }
@@ -1044,8 +1044,7 @@ sw_status sw_te_residency_indices(sw_tiled_evictable *te, const int64_t *coords,
     if (!te)
         return sw_error_set(err, SW_ETYPE, "TiledEvictable must not be NULL");
     if (sw_tiled_evictable_is_released(te))
-        return sw_error_set(err, SW_ESTATE, "TiledEvictable: cannot %s a released carrier",
-                            what);
+        return sw_error_set(err, SW_ESTATE, "cannot %s a released TiledEvictable", what);
     if (n < 0 || (n > 0 && !coords))
         return sw_error_set(err, SW_EINVAL, "TiledEvictable: %lld tiles and %s coordinates",
                             (long long)n, coords ? "some" : "no");
@@ -1141,8 +1140,8 @@ static sw_status refuse_invalid_locked(sw_tiled_evictable *te, int64_t t, sw_err
     int64_t c[SW_TILES_MAX_RANK];
     sw_tiles_tile_coord(&te->geo, t, c);
     return sw_error_set(err, SW_ESTATE,
-                        "TiledEvictable: the tile holding a slot (first coordinate %lld) is "
-                        "invalid: it holds no values until written through a factory",
+                        "the tile holding this slot (first coordinate %lld) is invalid: it "
+                        "holds no values until the slots are written through a factory",
                         (long long)c[0]);
 }
 
@@ -1384,7 +1383,7 @@ sw_status sw_tiled_evictable_write(sw_tiled_evictable *te, int64_t slot, int64_t
         return sw_error_set(err, SW_ETYPE, "TiledEvictable: arguments must not be NULL");
     const unsigned char *v = in;
     if (sw_tiled_evictable_is_released(te))
-        return sw_error_set(err, SW_ESTATE, "TiledEvictable: cannot write to a released carrier");
+        return sw_error_set(err, SW_ESTATE, "cannot write to a released TiledEvictable");
     sw_status st = check_slots(te, slot, count, err);
     if (st != SW_OK)
         return st;
@@ -1616,8 +1615,8 @@ sw_status sw_tiled_evictable_release(sw_tiled_evictable *te, sw_error *err)
         ;
     } else if (te->busy) {
         st = sw_error_set(err, SW_ESTATE,
-                          "TiledEvictable: cannot release while projection or residency work on "
-                          "it is pending; wait for it first");
+                          "cannot release a TiledEvictable while projection or residency work "
+                          "on it is pending; wait() for it first");
     } else {
         te->released = 1;
         tiles = te->tiles;

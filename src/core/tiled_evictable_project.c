@@ -143,18 +143,18 @@ static sw_status pin_and_note_locked(sw_tiled_evictable *te, const sw_tile_selec
                                      sw_error *err)
 {
     if (te->released)
-        return sw_error_set(err, SW_ESTATE, "TiledEvictable: cannot project from a released "
-                            "carrier");
+        return sw_error_set(err, SW_ESTATE, "cannot project from a released "
+                            "TiledEvictable");
     for (int64_t t = 0; t < te->geo.ntiles; t++) {
         if (!selects(&te->geo, sel, t))
             continue;
         const te_tile *r = &te->tiles[t];
         if (r->pending)
-            return sw_error_set(err, SW_ESTATE, "TiledEvictable: a tile this projection needs is "
-                                "pending in a residency request; wait for it first");
+            return sw_error_set(err, SW_ESTATE, "a tile this projection needs is pending in a "
+                                "residency request; wait() for it first");
         if (r->loc == SW_TE_INVALID)
-            return sw_error_set(err, SW_ESTATE, "TiledEvictable: a tile this projection needs is "
-                                "invalid (it holds no values)");
+            return sw_error_set(err, SW_ESTATE, "a tile this projection needs is invalid (it "
+                                "holds no values)");
     }
     for (int64_t t = 0; t < te->geo.ntiles; t++) {
         if (!selects(&te->geo, sel, t))
@@ -533,13 +533,11 @@ static sw_status check_extra_locked(sw_tiled_evictable *te, te_projection *pj, s
         for (int64_t i = 0; i < pj->plan.n[k]; i++) {
             const te_tile *r = &te->tiles[pj->plan.idx[k][i]];
             if (r->pending)
-                return sw_error_set(err, SW_ESTATE, "TiledEvictable: a tile the residency "
-                                    "policy wants %s is pending in a residency request; wait "
-                                    "for it first",
-                                    k == SW_TE_PLAN_PROMOTE ? "promoted" : "retained");
+                return sw_error_set(err, SW_ESTATE, "a tile this projection needs is pending in "
+                                    "a residency request; wait() for it first");
             if (k == SW_TE_PLAN_PROMOTE && r->loc == SW_TE_INVALID)
-                return sw_error_set(err, SW_ESTATE, "TiledEvictable: a tile the residency "
-                                    "policy wants promoted is invalid (it holds no values)");
+                return sw_error_set(err, SW_ESTATE, "a tile this projection needs is invalid "
+                                    "(it holds no values)");
         }
     return SW_OK;
 }
@@ -552,8 +550,8 @@ sw_status sw_te_project_begin(sw_tiled_evictable *te, const sw_layout *layout, i
         return sw_error_set(err, SW_ETYPE, "TiledEvictable: the carrier, the selection and out "
                             "must not be NULL");
     if (sw_tiled_evictable_is_released(te))
-        return sw_error_set(err, SW_ESTATE, "TiledEvictable: cannot project from a released "
-                            "carrier");
+        return sw_error_set(err, SW_ESTATE, "cannot project from a released "
+                            "TiledEvictable");
     const sw_tile_geometry *g = &te->geo;
     sw_status st = SW_OK;
     if (layout && (st = check_layout(te, layout, offset, err)) != SW_OK)

@@ -117,20 +117,6 @@ static int64_t *tile_indices(PyObject *self, PyObject *tile_set, int64_t *n)
     return idx;
 }
 
-static int refuse_busy_tile(PyObject *self, int64_t t, const sw_te_tile_state *st,
-                            const char *what)
-{
-    if (!st->pending && !st->pinned)
-        return 0;
-    int64_t c[SW_TILES_MAX_RANK];
-    sw_tiles_tile_coord(&TILED(self)->geo, t, c);
-    PyErr_Format(PyExc_RuntimeError,
-                 "cannot %s tile %lld (first coordinate) while it is %s; wait() for that "
-                 "work first", what, (long long)c[0],
-                 st->pending ? "pending in a residency request" : "pinned by a projection");
-    return -1;
-}
-
 static int needs_copy(int evict, const sw_te_tile_state *st)
 {
     return evict ? st->location == SW_TE_PRIMARY
@@ -161,40 +147,24 @@ static int check_routes(PyObject *self, const int64_t *idx, int64_t n, int evict
     return 0;
 }
 
-/* The core's refusal of a residency request (its check, nothing marked)
- * in the words of TE-7. */
-static int raise_residency_refusal(PyObject *self, int evict, const sw_te_refusal *why,
-                                   const sw_error *err)
-{
-    if (err->code != SW_ESTATE)
-        return sw_py_raise(err);
-    if (why->tile < 0) /* released since the first look */
-        return sw_tiled_refuse_released(self, evict ? "evict tiles of" : "promote tiles of") < 0
-                   ? -1
-                   : sw_py_raise(err);
-    if (refuse_busy_tile(self, why->tile, &why->state, evict ? "evict" : "promote") < 0)
-        return -1;
-    PyErr_SetString(PyExc_RuntimeError, "cannot promote an invalid tile: it holds no values");
-    return -1;
-}
-
-/* Checks of TE-7: released first (before the argument is looked at), then
- * the core's refusals. Returns the linear indices (PyMem). */
+/* Checks of TE-7, the core's: released first (an empty request, before
+ * the argument is looked at), then the request's tiles. Returns the linear
+ * indices (PyMem). */
 static int64_t *check_request(PyObject *self, PyObject *tiles, int evict, int64_t *n)
 {
-    if (sw_tiled_refuse_released(self, evict ? "evict tiles of" : "promote tiles of") < 0)
-        return NULL;
+    sw_error err;
+    sw_tiled_evictable *core = TILED(self)->te;
+    if (sw_tiled_evictable_check_residency(core, NULL, 0, evict, NULL, &err) != SW_OK)
+        return sw_py_raise(&err), NULL;
     PyObject *set = tiles_argument(tiles);
     if (!set)
         return NULL;
     int64_t *idx = NULL;
     if (sw_tile_set_bind(set, &TILED(self)->geo) == 0) {
         SwTileSetObject *ts = (SwTileSetObject *)set;
-        sw_te_refusal why;
-        sw_error err;
-        if (sw_tiled_evictable_check_residency(TILED(self)->te, ts->coords, ts->n, evict, &why,
-                                               &err) != SW_OK)
-            raise_residency_refusal(self, evict, &why, &err);
+        if (sw_tiled_evictable_check_residency(core, ts->coords, ts->n, evict, NULL, &err) !=
+            SW_OK)
+            sw_py_raise(&err);
         else
             idx = tile_indices(self, set, n);
     }
@@ -403,23 +373,9 @@ static PyObject *te_evict(PyObject *self, PyObject *tiles)
 
 /* ---- slot access (TE-9) ------------------------------------------------------------ */
 
-static int refuse_invalid(PyObject *self, int64_t t, const sw_te_tile_state *st)
-{
-    if (st->location != SW_TE_INVALID)
-        return 0;
-    int64_t c[SW_TILES_MAX_RANK];
-    sw_tiles_tile_coord(&TILED(self)->geo, t, c);
-    PyErr_Format(PyExc_RuntimeError,
-                 "the tile holding this slot (first coordinate %lld) is invalid: it holds no "
-                 "values until the slots are written through a factory", (long long)c[0]);
-    return -1;
-}
-
 static PyObject *te_load(PyObject *self, int64_t index)
 {
     SwTiledEvictableObject *te = TILED(self);
-    int64_t t, w;
-    sw_tiles_locate(&te->geo, index, &t, &w);
     unsigned char slot[16] = {0};
     sw_error err;
     PyObject *stale = sw_tiled_core_take_error(te->hooks, NULL);
@@ -427,11 +383,6 @@ static PyObject *te_load(PyObject *self, int64_t index)
     /* Reads copy nothing: the hooks they may run take the GIL back here. */
     if (sw_tiled_evictable_read(te->te, index, 1, slot, &err) == SW_OK)
         return sw_py_load_slot(SwDType_ID(te->dtype), slot);
-    /* The core refuses an invalid tile before any hook runs; say so in
-     * TE-9's words. */
-    sw_te_tile_state st = tile_state(self, t);
-    if (err.code == SW_ESTATE && refuse_invalid(self, t, &st) < 0)
-        return NULL;
     return sw_tiled_core_raise(te->hooks, NULL, &err), NULL;
 }
 
@@ -441,13 +392,13 @@ static int te_store(PyObject *self, int64_t index, const void *slot)
     int64_t t, w;
     sw_tiles_locate(&te->geo, index, &t, &w);
     sw_te_tile_state st = tile_state(self, t);
-    if (refuse_busy_tile(self, t, &st, "write to") < 0 || refuse_invalid(self, t, &st) < 0)
-        return -1;
-    size_t eb = elem_bytes(self);
+    /* A busy or invalid tile is the core write's refusal (TE-9), which
+     * comes before the shortcut and the route check below. */
+    int refused = st.pending || st.pinned || st.location == SW_TE_INVALID;
     static const unsigned char zero[16] = {0};
-    if (st.location == SW_TE_IMPLICIT && memcmp(slot, zero, eb) == 0)
+    if (!refused && st.location == SW_TE_IMPLICIT && memcmp(slot, zero, elem_bytes(self)) == 0)
         return 0; /* the constant already reads this value */
-    if (st.location != SW_TE_PRIMARY && check_routes(self, &t, 1, 0) < 0)
+    if (!refused && st.location != SW_TE_PRIMARY && check_routes(self, &t, 1, 0) < 0)
         return -1;
     PyObject *stale = sw_tiled_core_take_error(te->hooks, NULL);
     Py_XDECREF(stale);
@@ -793,8 +744,6 @@ static PyObject *te_tiles_where(PyObject *self, void *closure)
                                            SW_TE_TILES_VALID, SW_TE_TILES_DIRTY};
     enum tile_filter f = (enum tile_filter)(intptr_t)closure;
     SwTiledEvictableObject *te = TILED(self);
-    if (sw_tiled_refuse_released(self, "inspect the tiles of") < 0)
-        return NULL;
     int32_t rank = te->geo.rank;
     int64_t *rows = PyMem_Malloc((size_t)(te->geo.ntiles * rank + 1) * sizeof(int64_t)), n = 0;
     if (!rows)
@@ -814,8 +763,13 @@ static PyObject *te_tile_state(PyObject *self, PyObject *coord)
 {
     static const char *names[] = {"primary", "secondary", "implicit", "invalid"};
     SwTiledEvictableObject *te = TILED(self);
-    if (sw_tiled_refuse_released(self, "inspect the tiles of") < 0)
-        return NULL;
+    /* Released first, before the coordinate is looked at: the core's
+     * answer for tile 0, which every grid has. */
+    int64_t origin[SW_TILES_MAX_RANK] = {0};
+    sw_te_tile_state r;
+    sw_error err;
+    if (sw_tiled_evictable_tile_state(te->te, origin, &r, &err) != SW_OK)
+        return sw_py_raise(&err), NULL;
     PyObject *row = PyTuple_Pack(1, coord);
     PyObject *set = row ? PyObject_CallOneArg((PyObject *)&SwTileSet_Type, row) : NULL;
     Py_XDECREF(row);
@@ -825,7 +779,7 @@ static PyObject *te_tile_state(PyObject *self, PyObject *coord)
     }
     int64_t t = sw_tiles_tile_index(&te->geo, ((SwTileSetObject *)set)->coords);
     Py_DECREF(set);
-    sw_te_tile_state r = tile_state(self, t);
+    r = tile_state(self, t);
     int dirty = r.location == SW_TE_PRIMARY && r.dirty;
     PyObject *cls = sw_py_types_attr("TileState");
     PyObject *st = cls ? PyObject_CallFunction(cls, "sOO", names[r.location & 3],
@@ -846,15 +800,9 @@ static PyObject *te_release(PyObject *self, PyObject *unused)
         sw_error err;
         sw_status st;
         sw_tiled_evictable *core = te->te;
+        PyObject *stale = sw_tiled_core_take_error(te->hooks, NULL);
+        Py_XDECREF(stale);
         SW_TILED_NOGIL(st = sw_tiled_evictable_release(core, &err));
-        if (st == SW_ESTATE && !sw_tiled_evictable_is_released(core)) {
-            PyObject *stale = sw_tiled_core_take_error(te->hooks, NULL);
-            Py_XDECREF(stale);
-            PyErr_SetString(PyExc_RuntimeError,
-                            "cannot release a TiledEvictable while projection or residency "
-                            "work on it is pending; wait() for it first");
-            return NULL;
-        }
         if (st != SW_OK)
             return sw_tiled_core_raise(te->hooks, NULL, &err), NULL;
     }

@@ -105,11 +105,10 @@ static int check_destination(PyObject *self, PyObject *d, int64_t n)
 /* ---- the work ------------------------------------------------------------------------ */
 
 /* Raise the error of a projection the core did not start: what a hook
- * raised (the policy's plan() first of all), a pending or invalid tile (a
- * selected one, or one the plan names: the core checks them after plan(),
- * TE-10's order, under the lock that pins them) in the binding's words,
- * else the core's error. *refused: a refusal (a check, the policy's plan),
- * which project() raises itself; else the handle's error. */
+ * raised (the policy's plan() first of all), else the core's error (a
+ * pending or invalid tile, selected or named by the plan, is the core's
+ * check after plan(), TE-10's order). *refused: a refusal (a check, the
+ * policy's plan), which project() raises itself; else the handle's error. */
 static int raise_project_error(SwTiledEvictableObject *te, const sw_error *err, int *refused)
 {
     PyObject *kept = sw_tiled_core_take_error(te->hooks, NULL);
@@ -120,18 +119,7 @@ static int raise_project_error(SwTiledEvictableObject *te, const sw_error *err, 
         sw_py_restore_exception(kept);
         return -1;
     }
-    if (err->code == SW_ESTATE && (strstr(err->msg, "residency policy wants") ||
-                                   strstr(err->msg, "this projection needs"))) {
-        PyObject *stale = sw_tiled_core_take_error(te->hooks, NULL);
-        Py_XDECREF(stale);
-        PyErr_SetString(PyExc_RuntimeError,
-                        strstr(err->msg, "pending")
-                            ? "a tile this projection needs is pending in a residency request; "
-                              "wait() for it first"
-                            : "a tile this projection needs is invalid (it holds no values)");
-        return -1;
-    }
-    return sw_tiled_core_raise(te->hooks, NULL, err);
+    return sw_py_raise(err);
 }
 
 /* A fresh destination of n slots from the primary's allocate_like. */

@@ -4,6 +4,7 @@
 #define SW_TEST_CHECK_H
 
 #include <stdio.h>
+#include <string.h>
 
 static int sw_checks_run;
 static int sw_checks_failed;
@@ -26,6 +27,17 @@ static int sw_checks_failed;
             sw_checks_failed++;                                              \
             fprintf(stderr, "%s:%d: CHECK failed: %s == %s (%lld != %lld)\n", \
                     __FILE__, __LINE__, #a, #b, sw_a_, sw_b_);               \
+        }                                                                    \
+    } while (0)
+
+/* An error's message is exactly `want` (the words a binding raises). */
+#define CHECK_MSG(err, want)                                                 \
+    do {                                                                     \
+        sw_checks_run++;                                                     \
+        if (strcmp((err).msg, (want)) != 0) {                                \
+            sw_checks_failed++;                                              \
+            fprintf(stderr, "%s:%d: CHECK failed: message \"%s\", not \"%s\"\n", \
+                    __FILE__, __LINE__, (err).msg, (want));                  \
         }                                                                    \
     } while (0)
 
