@@ -672,9 +672,7 @@ static sw_status transition_tracked(sw_carrier *self, ev_impl *e, int evict, ev_
         st = sw_error_set(err, SW_ESTATE, "cannot %s a released Evictable", what);
     else if (self->pending_src || self->pending_dst)
         st = sw_error_set(err, SW_ESTATE,
-                          "cannot %s an Evictable that is pending in a move or another "
-                          "transition; wait for it first",
-                          what);
+                          "cannot %s an Evictable that is pending in a move", what);
     else if (e->evicted == evict) {
         pthread_mutex_unlock(&self->lock);
         return SW_OK;

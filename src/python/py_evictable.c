@@ -434,36 +434,15 @@ static PyObject *ev_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 
 /* ---- transitions (E-4, E-5, E-6) ------------------------------------------------ */
 
-static int refuse_transition(PyObject *self, const char *what)
-{
-    if (sw_py_carrier_owned_elsewhere(self)) {
-        PyErr_Format(PyExc_RuntimeError,
-                     "cannot %s an Evictable owned by a composite carrier without owner access",
-                     what);
-        return -1;
-    }
-    if (sw_py_state_released(self)) {
-        PyErr_Format(PyExc_RuntimeError, "cannot %s a released Evictable", what);
-        return -1;
-    }
-    if (sw_py_state_pending(self)) {
-        PyErr_Format(PyExc_RuntimeError, "cannot %s an Evictable that is pending in a move",
-                     what);
-        return -1;
-    }
-    return 0;
-}
-
 /* The core decides; the binding installs the Python object of a tier the
  * core replaced (the one its factory hook made) and raises what failed. */
 static int transition_marked(PyObject *self, int evict)
 {
     SwEvictableObject *e = EV(self);
     follow_core(e);
-    if (refuse_transition(self, evict ? "evict" : "promote") < 0)
-        return -1;
-    if (sw_evictable_is_evicted(CORE(self)) == evict)
-        return 0;
+    /* The core refuses first (owned without owner access, released,
+     * pending: E-4's order), then does nothing when the values are there. */
+    int there = sw_evictable_is_evicted(CORE(self)) == evict;
     sw_error err;
     sw_status st = evict ? sw_evictable_evict(CORE(self), &err)
                          : sw_evictable_promote(CORE(self), &err);
@@ -478,6 +457,10 @@ static int transition_marked(PyObject *self, int evict)
         return sw_py_raise(&err);
     }
     Py_XDECREF(exc);
+    if (there) {
+        Py_XDECREF(fresh);
+        return 0;
+    }
     PyObject **to = evict ? &e->secondary : &e->primary;
     if (fresh && CARRIER(fresh)->core != CARRIER(*to)->core)
         Py_SETREF(*to, fresh);
