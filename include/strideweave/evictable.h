@@ -139,6 +139,8 @@ typedef struct sw_evictable_options {
  *   3. primary and secondary are the same carrier         SW_EINVAL
  *   4. primary, then secondary released                   SW_ESTATE
  *   5. primary, then secondary owned by a composite       SW_ESTATE
+ *      (then primary, then secondary taking part in a
+ *      pending move, check 10's usual refusal)
  *   6. their dtypes differ                                SW_ETYPE
  *   7. the secondary is not publicly mutable              SW_ESTATE
  *   8. the primary has size 0                             SW_EINVAL

@@ -182,20 +182,24 @@ static sw_status check_tiers(sw_carrier *p, sw_carrier *s, const sw_evictable_op
     if (p->ops == &sw_block_device_carrier_class || s->ops == &sw_block_device_carrier_class)
         return sw_error_set(err, SW_ETYPE, "a BlockDeviceCarrier cannot be an Evictable tier");
     if (p == s)
-        return sw_error_set(err, SW_EINVAL,
-                            "Evictable: primary and secondary must be different carriers");
+        return sw_error_set(err, SW_EINVAL, "primary and secondary must be different carriers");
     sw_carrier *tiers[2] = {p, s};
     const char *roles[2] = {"primary", "secondary"};
     for (int i = 0; i < 2; i++)
         if (sw_carrier_is_released(tiers[i]))
-            return sw_error_set(err, SW_ESTATE, "Evictable: the %s %s carrier is released",
-                                roles[i], sw_carrier_name(tiers[i]));
+            return sw_error_set(err, SW_ESTATE, "the %s %s carrier is released", roles[i],
+                                sw_carrier_name(tiers[i]));
     for (int i = 0; i < 2; i++)
         if (sw_carrier_is_owned(tiers[i]))
             return sw_error_set(err, SW_ESTATE,
-                                "Evictable: the %s %s carrier is already owned by another "
-                                "composite",
+                                "the %s %s carrier is already owned by another composite",
                                 roles[i], sw_carrier_name(tiers[i]));
+    /* Check 10's usual refusal, before the tier hooks below run */
+    for (int i = 0; i < 2; i++)
+        if (sw_carrier_is_pending(tiers[i]))
+            return sw_error_set(err, SW_ESTATE,
+                                "cannot claim a %s carrier that is pending in a move",
+                                sw_carrier_name(tiers[i]));
     int binding = SW_CARRIER_STATE_ONLY(p) || SW_CARRIER_STATE_ONLY(s);
     if (binding && (!o || !o->move || !o->size))
         return sw_error_set(err, SW_ENOTSUP,
@@ -206,13 +210,13 @@ static sw_status check_tiers(sw_carrier *p, sw_carrier *s, const sw_evictable_op
         return sw_error_set(err, SW_ETYPE, "Evictable: the tiers hold different dtypes (%s and %s)",
                             sw_dtype_info_of(p->dtype)->name, sw_dtype_info_of(s->dtype)->name);
     if (!sw_carrier_is_mutable(s))
-        return sw_error_set(err, SW_ESTATE, "Evictable: the secondary %s carrier is not mutable",
+        return sw_error_set(err, SW_ESTATE, "the secondary %s carrier is not mutable",
                             sw_carrier_name(s));
     sw_status st = tier_size(p, o, n, err);
     if (st != SW_OK)
         return st;
     if (*n == 0)
-        return sw_error_set(err, SW_EINVAL, "Evictable: the primary carrier is empty (size 0)");
+        return sw_error_set(err, SW_EINVAL, "the primary carrier is empty (size 0)");
     if (o && o->move)
         return SW_OK; /* check 9 is the binding's */
     if (!sw_move_pair_allowed(p->ops, s->ops) || !sw_move_pair_allowed(s->ops, p->ops))

@@ -344,7 +344,8 @@ static int tier_supported(sw_carrier *c, int secondary)
 static sw_status check_tier_state(sw_carrier *c, const char *role, sw_error *err)
 {
     if (sw_carrier_is_released(c))
-        return sw_error_set(err, SW_ESTATE, "TiledEvictable: the %s carrier is released", role);
+        return sw_error_set(err, SW_ESTATE, "the %s %s carrier is released", role,
+                            sw_carrier_name(c));
     return SW_OK;
 }
 
@@ -352,8 +353,8 @@ static sw_status check_tier_free(sw_carrier *c, const char *role, sw_error *err)
 {
     if (sw_carrier_is_owned(c))
         return sw_error_set(err, SW_ESTATE,
-                            "TiledEvictable: the %s carrier is already owned by another carrier",
-                            role);
+                            "the %s %s carrier is already owned by another composite", role,
+                            sw_carrier_name(c));
     if (sw_carrier_is_pending(c))
         return sw_error_set(err, SW_ESTATE,
                             "TiledEvictable: the %s carrier takes part in a pending move; wait "
@@ -428,9 +429,7 @@ static sw_status make(sw_carrier *primary, sw_carrier *secondary, int32_t rank,
                             "a CPU or FileBacked carrier, not %s and %s",
                             sw_carrier_name(primary), sw_carrier_name(secondary));
     if (primary == secondary)
-        return sw_error_set(err, SW_EINVAL,
-                            "TiledEvictable: primary and secondary must be two different "
-                            "carriers");
+        return sw_error_set(err, SW_EINVAL, "primary and secondary must be different carriers");
     sw_status st;
     if ((st = check_tier_state(primary, "primary", err)) != SW_OK ||
         (st = check_tier_state(secondary, "secondary", err)) != SW_OK ||

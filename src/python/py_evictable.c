@@ -372,18 +372,6 @@ static void hook_discard(sw_carrier *tier, void *user)
 
 /* ---- construction, continued ------------------------------------------------- */
 
-/* Check (10) as the binding words it: a tier taking part in a pending move
- * cannot be claimed (the core claims, and checks again). */
-static int check_claimable(PyObject *tier)
-{
-    if (sw_py_state_pending(tier)) {
-        PyErr_Format(PyExc_RuntimeError, "cannot claim a %s carrier that is pending in a move",
-                     cname(tier));
-        return -1;
-    }
-    return 0;
-}
-
 static PyObject *ev_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"primary", "secondary", NULL};
@@ -394,10 +382,9 @@ static PyObject *ev_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         check_tiers(p, s) < 0 || check_dtypes_and_size(p, s, &dtype, &n) < 0)
         return NULL;
     int mutable_ = sw_py_carrier_is_mutable(p);
-    /* The checks above ran tier hooks (user code): repeat the state checks
-     * with no Python in between them and the core's checks and claims. */
-    if (mutable_ < 0 || check_edge(p, s) < 0 || check_edge(s, p) < 0 || check_tiers(p, s) < 0 ||
-        check_claimable(p) < 0 || check_claimable(s) < 0) {
+    /* The checks above ran tier hooks (user code): the core checks the
+     * tiers' states again (released, owned, pending) before it claims. */
+    if (mutable_ < 0 || check_edge(p, s) < 0 || check_edge(s, p) < 0) {
         Py_DECREF(dtype);
         return NULL;
     }

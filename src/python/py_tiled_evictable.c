@@ -645,9 +645,9 @@ static PyObject *te_make(PyTypeObject *type, PyObject *p, PyObject *s, PyObject 
         return NULL;
     }
     int mutable_ = sw_py_carrier_is_mutable(p);
-    /* The checks ran user hooks: repeat the state checks with no Python
-     * code between them and the core's checks and claims. */
-    if (mutable_ < 0 || check_tiers(p, s) < 0) {
+    /* The checks ran user hooks: the core checks the tiers' states again
+     * (released, owned, pending) before it claims them. */
+    if (mutable_ < 0) {
         Py_DECREF(dtype);
         return NULL;
     }
