@@ -5,10 +5,12 @@
  *
  * The Python face of the core's TiledEvictable (strideweave/
  * tiled_evictable.h), which keeps the tile records and decides residency,
- * pending and pinned tiles, all-or-nothing commits and failures. The
- * binding parses arguments, raises the contract's exceptions with its own
- * messages (checked here first, before the core checks again), keeps the
- * Python objects of the tiers and hands the core its tier hooks
+ * pending and pinned tiles, all-or-nothing commits and failures. Its
+ * refusals carry the contract's messages, so the binding raises them as
+ * they come; it checks first only what needs Python objects (argument
+ * types, the tiers' answers, a policy's plan) or must come before an
+ * argument is looked at. It keeps the Python objects of the tiers and
+ * hands the core its tier hooks
  * (py_tiled_core.c): fresh tile storage from the tiers' allocate_like, tile
  * copies through the tier classes' exact-pair movement or TransferRoutes,
  * slot access of tiers written in Python, and the residency policy's plan().
