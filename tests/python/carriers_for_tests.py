@@ -43,3 +43,20 @@ capsule_get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 capsule_set_name = ctypes.pythonapi.PyCapsule_SetName
 capsule_set_name.restype = ctypes.c_int
 capsule_set_name.argtypes = [ctypes.py_object, ctypes.c_char_p]
+
+
+def state_seen_from_a_thread(seen, at=1):
+    """A slot hook `(carrier, i)` that, at slot `at`, reads the carrier's
+    version and released flag from another thread into `seen` and joins it:
+    were a core lock of the carrier held while the hook runs, that thread's
+    state calls would wait for it and the join would time out."""
+    import threading
+
+    def look(carrier, i):
+        if i == at:
+            th = threading.Thread(target=lambda: seen.append(
+                (carrier.version, carrier.is_released())))
+            th.start()
+            th.join(timeout=60)
+            assert not th.is_alive()
+    return look

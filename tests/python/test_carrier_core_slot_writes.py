@@ -10,13 +10,13 @@ Here the writes are a TiledEvictable's tile copies into a store its Python
 tier class made. Guards: these hold on the code before the change too (the
 binding then wrote slot by slot itself); they pin that routing the writes
 through the core changes nothing a user sees."""
-import threading
 
 import pytest
 
 import strideweave as sw
 from strideweave import _C
 
+from carriers_for_tests import state_seen_from_a_thread
 from tiled_helpers import ListCarrier
 
 TE, TileSet = sw.TiledEvictable, sw.TileSet
@@ -85,17 +85,8 @@ def test_a_hooks_exception_comes_out_as_it_was_raised_the_slots_before_written()
 
 
 def test_a_write_hook_may_use_its_carrier_from_another_thread():
-    # Were a core lock of the carrier held while the hook runs, the other
-    # thread's state calls would wait for it and the join would time out.
     seen = []
-
-    def look_from_a_thread(carrier, i):
-        if i == 1:
-            th = threading.Thread(target=lambda: seen.append(
-                (carrier.version, carrier.is_released())))
-            th.start()
-            th.join(timeout=60)
-            assert not th.is_alive()
+    look_from_a_thread = state_seen_from_a_thread(seen)
 
     Tier.on_write = look_from_a_thread
     evicted_tile_one()

@@ -4,13 +4,13 @@ the binding back, which reads each slot the layout reaches with the carrier's
 own hooks (state re-checked before each), once, in logical order. A hook's
 exception comes out as it was raised; a hook may use its carrier freely,
 from its own thread or another (no core lock is held while it runs)."""
-import threading
 
 import numpy as np
 import pytest
 
 import strideweave as sw
 from strideweave import _C
+from carriers_for_tests import state_seen_from_a_thread
 
 D = sw.DType
 
@@ -93,17 +93,8 @@ def test_a_hooks_exception_comes_out_as_it_was_raised():
 
 
 def test_a_hook_may_use_its_carrier_from_another_thread():
-    # Were a core lock of the carrier held while the hook runs, the other
-    # thread's state calls would wait for it and the join would time out.
     seen = []
-
-    def look_from_a_thread(carrier, i):
-        if i == 1:
-            th = threading.Thread(target=lambda: seen.append(
-                (carrier.version, carrier.is_released())))
-            th.start()
-            th.join(timeout=60)
-            assert not th.is_alive()
+    look_from_a_thread = state_seen_from_a_thread(seen)
 
     c = Logged([1.0, 2.0, 3.0], on_read=look_from_a_thread)
     np.testing.assert_array_equal(np.asarray(sw.Tensor(c, 0, L([3], [1]))),
