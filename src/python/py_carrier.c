@@ -469,11 +469,6 @@ static int check_range_shown(PyObject *self, int64_t index, PyObject *shown)
     return 0;
 }
 
-static int check_range(PyObject *self, int64_t index)
-{
-    return check_range_shown(self, index, NULL);
-}
-
 /* check_range for a slot read or write that found the carrier live: a
  * carrier whose release runs without the GIL (a block-device carrier waits
  * for the device) may be released on another thread between that look and
@@ -513,7 +508,7 @@ static int refuse_pending_read_in(PyObject *self, const sw_carrier_state *s)
     return 0;
 }
 
-static int refuse_read(PyObject *self)
+int sw_py_carrier_check_readable(PyObject *self)
 {
     sw_carrier_state s;
     state_of(self, &s);
@@ -521,11 +516,6 @@ static int refuse_read(PyObject *self)
                    refuse_pending_read_in(self, &s) < 0
                ? -1
                : 0;
-}
-
-int sw_py_carrier_check_readable(PyObject *carrier)
-{
-    return refuse_read(carrier);
 }
 
 /* ---- slots the core holds ---------------------------------------------- */
@@ -560,12 +550,20 @@ int sw_py_carrier_raise_core(PyObject *carrier, const sw_error *err, int writing
     return sw_py_raise(err);
 }
 
-/* One slot of a built-in carrier whose slots the core holds, through the
- * core (sw_carrier_read / sw_carrier_write: its lock, its state checks
- * again, the write's version). 1 done; 0 when the slots are the binding's
- * after all (SW_ENOTSUP: an Evictable over a Python tier) and the class
- * has its own slot I/O for that (`own_io`); -1 raised. */
-static int core_slot_io(PyObject *self, int writing, int64_t index, void *slot, int own_io)
+/* A read's C-5 checks 1, 3 and 4 in the binding's words (`shown`: check_range_shown). */
+static int refuse_read_at(PyObject *self, int64_t index, PyObject *shown)
+{
+    return sw_py_carrier_check_readable(self) < 0 ? -1
+                                                  : check_range_live(self, index, shown, "read");
+}
+
+/* One slot through the core where it holds the slots (its lock, its state
+ * checks, the write's version); a read's refusal (not an I/O error: that may
+ * fault a block device) is said after in the binding's words. 1 done; 0 when
+ * the slots are the binding's after all (SW_ENOTSUP: an Evictable over a
+ * Python tier) with the class's own slot I/O (`own_io`); -1 raised. */
+static int core_slot_io(PyObject *self, int writing, int64_t index, PyObject *shown, void *slot,
+                        int own_io)
 {
     sw_carrier *core = CARRIER(self)->core;
     sw_error err;
@@ -573,22 +571,25 @@ static int core_slot_io(PyObject *self, int writing, int64_t index, void *slot, 
     SW_CORE_CALL(sw_core_io_waits(core),
                  st = writing ? sw_carrier_write(core, index, 1, slot, &err)
                               : sw_carrier_read(core, index, 1, slot, &err));
-    if (st == SW_OK)
-        return 1;
+    int refused = st == SW_ESTATE || st == SW_ERANGE || st == SW_ENOTSUP;
+    if (st == SW_OK || (!writing && refused && refuse_read_at(self, index, shown) < 0))
+        return st == SW_OK ? 1 : -1;
     if (st == SW_ENOTSUP && own_io)
         return 0;
-    return sw_py_carrier_raise_core(self, &err, writing, index);
+    return writing ? sw_py_carrier_raise_core(self, &err, 1, index) : sw_py_raise(&err);
 }
 
-static PyObject *load_value(PyObject *self, int64_t index)
+/* A checked slot read: by the core where it holds the slots, else checked first. */
+static PyObject *load_value(PyObject *self, int64_t index, PyObject *shown)
 {
     const sw_carrier_ops *ops = sw_carrier_builtin_ops(self);
     if (ops && !sw_carrier_is_state_only(CARRIER(self)->core)) {
         unsigned char slot[8];
-        int rc = core_slot_io(self, 0, index, slot, ops->load != NULL);
+        int rc = core_slot_io(self, 0, index, shown, slot, ops->load != NULL);
         if (rc != 0)
             return rc > 0 ? sw_py_load_slot(ops->dtype(self), slot) : NULL;
-    }
+    } else if (refuse_read_at(self, index, shown) < 0)
+        return NULL;
     if (ops)
         return ops->load(self, index);
     if (SW_DEFINED(self))
@@ -617,7 +618,7 @@ static int store_value(PyObject *self, int64_t index, PyObject *value)
          * the version. Otherwise checks 1, 3 and 4 again here, with no
          * Python code between them and the class's own store. */
         if (!sw_carrier_is_state_only(c->core)) {
-            int rc = core_slot_io(self, 1, index, slot, ops->store != NULL);
+            int rc = core_slot_io(self, 1, index, NULL, slot, ops->store != NULL);
             if (rc != 0)
                 return rc > 0 ? 0 : -1;
         }
@@ -633,7 +634,7 @@ static int store_value(PyObject *self, int64_t index, PyObject *value)
          * write; a failed write changes no version. */
         PyObject *v = sw_defined_normalize(self, value);
         int rc = v && refuse_released(self, "write to") == 0 && refuse_immutable(self) == 0 &&
-                         check_range(self, index) == 0
+                         check_range_shown(self, index, NULL) == 0
                      ? sw_defined_store(self, index, v)
                      : -1;
         Py_XDECREF(v);
@@ -657,9 +658,7 @@ static int store_value(PyObject *self, int64_t index, PyObject *value)
 
 PyObject *sw_py_carrier_getitem(PyObject *carrier, int64_t index)
 {
-    if (refuse_read(carrier) < 0 || check_range_live(carrier, index, NULL, "read") < 0)
-        return NULL;
-    return load_value(carrier, index);
+    return load_value(carrier, index, NULL);
 }
 
 int sw_py_carrier_setitem(PyObject *carrier, int64_t index, PyObject *value)
@@ -670,17 +669,18 @@ int sw_py_carrier_setitem(PyObject *carrier, int64_t index, PyObject *value)
     return store_value(carrier, index, value);
 }
 
-/* parse_index may run the index's __index__, which may release the carrier:
- * check 1 is repeated after it so that case still reads as "released". */
+/* Check 1 first where parse_index may run __index__ (not an exact int),
+ * which may release the carrier: load_value checks again after it. */
 PyObject *sw_carrier_get_checked(PyObject *self, PyObject *index)
 {
     int64_t i;
     PyObject *shown = NULL;
-    if (refuse_read(self) < 0 || parse_index(index, &i, &shown) < 0)
+    if ((!PyLong_CheckExact(index) && sw_py_carrier_check_readable(self) < 0) ||
+        parse_index(index, &i, &shown) < 0)
         return NULL;
-    int bad = refuse_read(self) < 0 || check_range_live(self, i, shown, "read") < 0;
+    PyObject *v = load_value(self, i, shown);
     Py_XDECREF(shown);
-    return bad ? NULL : load_value(self, i);
+    return v;
 }
 
 int sw_carrier_set_checked(PyObject *self, PyObject *index, PyObject *value)
