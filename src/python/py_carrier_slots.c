@@ -164,11 +164,9 @@ int sw_py_carrier_read_layout(PyObject *carrier, int64_t offset, const sw_layout
 int sw_py_carrier_run_as(PyObject *carrier, int64_t at, int64_t count, sw_dtype as, void *out,
                          const void *in)
 {
-    static const uint8_t leaf[1] = {SW_NODE_LEAF};
-    int64_t extent = count, stride = 1;
-    const sw_layout run = {.rank = 1, .nleaves = 1, .nprofile = 1, .depth = 1, .size = count,
-                           .cosize = count, .injective = 1, .extents = &extent,
-                           .strides = &stride, .profile = (uint8_t *)leaf};
+    sw_layout run;
+    int64_t extent, stride;
+    sw_py_run_layout(&run, &extent, &stride, count);
     return layout_as(carrier, at, &run, as, out, in);
 }
 

@@ -95,15 +95,10 @@ int sw_py_tensor_gather(PyObject *tensor, void *out)
 int sw_py_tensor_read_slot(PyObject *tensor, int64_t slot, void *out)
 {
     SwTensorObject *t = (SwTensorObject *)tensor;
-    static const int64_t one_extent = 1, zero_stride = 0;
     /* A one-element walk at `slot`: the same readers, one slot. */
     sw_layout one;
-    memset(&one, 0, sizeof one);
-    one.nleaves = 1;
-    one.extents = (int64_t *)&one_extent;
-    one.strides = (int64_t *)&zero_stride;
-    one.size = 1;
-    one.cosize = 1;
+    int64_t extent, stride;
+    sw_py_run_layout(&one, &extent, &stride, 1);
     PyObject *carrier = t->subs[0].carrier;
     Py_INCREF(carrier);
     int rc = gather_carrier(carrier, NULL, SwDType_ID(t->dtype), &one, slot, out);

@@ -29,4 +29,17 @@ static inline int64_t *sw_py_layout_slots(const sw_layout *L, int64_t offset)
     return slots;
 }
 
+/* A flat run of `count` slots (one mode: extent count, stride 1) in *L,
+ * its extent and stride kept in the caller's `ext` and `str`: what one
+ * slot or one span of a carrier is read or written through. */
+static inline void sw_py_run_layout(sw_layout *L, int64_t *ext, int64_t *str, int64_t count)
+{
+    static const uint8_t leaf[1] = {SW_NODE_LEAF};
+    *ext = count;
+    *str = 1;
+    *L = (sw_layout){.rank = 1, .nleaves = 1, .nprofile = 1, .depth = 1, .size = count,
+                     .cosize = count, .injective = 1, .extents = ext, .strides = str,
+                     .profile = (uint8_t *)leaf};
+}
+
 #endif
