@@ -3,7 +3,15 @@
  * Every byte the core hands out goes through sw_malloc/sw_calloc so that
  * sw_alloc_live_bytes() can prove the absence of leaks: tracemalloc cannot
  * see C allocations. Pointers are aligned to SW_ALIGNMENT bytes (blocks of
- * 1 MiB or more to a 4096-byte page). */
+ * 1 MiB or more to a 4096-byte page).
+ *
+ * Ownership: a block from sw_malloc/sw_calloc belongs to the caller until
+ * sw_free; a pin (sw_alloc_pin) is a count the pinner drops once.
+ *
+ * Threads: every call is thread-safe. The fault-injection switchboard
+ * (sw_fault_*, below) is a test aid: a build without fault injection
+ * (-Dfault_injection=false, the release build) refuses to arm it and
+ * never fails an operation through it. */
 #ifndef STRIDEWEAVE_ALLOC_H
 #define STRIDEWEAVE_ALLOC_H
 

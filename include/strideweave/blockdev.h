@@ -10,7 +10,21 @@
  *
  * The allocator is a sorted array of live extents; free space is the gaps
  * between them, so freeing an extent coalesces with its free neighbours
- * by construction. Allocation is first fit at the lowest offset. */
+ * by construction. Allocation is first fit at the lowest offset.
+ *
+ * This is the device layer under BlockDeviceCarrier: a C program wanting
+ * block-device tensors uses block_device.h (refcounted handles, carriers,
+ * moves), which owns its sw_blockdev and takes the locks below itself.
+ *
+ * Ownership: sw_blockdev_open hands out a device the caller owns; close
+ * then free it once no transfer or carrier uses it (sw_blockdev_free does
+ * not wait). An sw_extent_map is a plain value its user initializes and
+ * destroys. Nothing here keeps a pointer to a caller's buffer past the call.
+ *
+ * Threads: sw_blockdev_transfer, the positional I/O helpers and the fault
+ * flag's inline helpers are thread-safe. The *_locked calls need d->lock
+ * held by the caller; sw_blockdev_open/close/free and the extent map calls
+ * are not thread-safe on the same object (one owner calls them). */
 #ifndef STRIDEWEAVE_BLOCKDEV_H
 #define STRIDEWEAVE_BLOCKDEV_H
 

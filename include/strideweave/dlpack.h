@@ -5,7 +5,15 @@
  * (dmlc/dlpack, include/dlpack/dlpack.h). They share the standard header's
  * include guard, so including either header first makes the other a no-op
  * and a translation unit never sees two definitions. The static asserts in
- * src/core/dlpack.c pin the sizes and offsets a consumer relies on. */
+ * src/core/dlpack.c pin the sizes and offsets a consumer relies on.
+ *
+ * Ownership: a packed managed tensor is one allocation the consumer owns;
+ * its deleter frees it and then calls the request's own release (which
+ * gives back whatever keeps the data alive). A C program exporting a
+ * tensor calls sw_tensor_to_dlpack (tensor.h), which fills the request.
+ *
+ * Threads: the pack calls are thread-safe (they touch only the request and
+ * the new block); a deleter may run on any thread, once. */
 #ifndef STRIDEWEAVE_DLPACK_H
 #define STRIDEWEAVE_DLPACK_H
 
