@@ -140,6 +140,18 @@ SW_API int64_t sw_block_device_allocation_alignment(sw_block_device *d);
 /* The device a carrier lives on (borrowed: valid while the caller holds
  * the carrier), also after release; NULL for a carrier of another class. */
 SW_API sw_block_device *sw_block_device_of(sw_carrier *c);
+/* B-6 for slot access: the words of the refusal (SW_ESTATE) a read or
+ * write of `c` meets now because its device is faulted, or NULL (also for
+ * NULL or another class). Static storage; thread-safe; nothing changes. A
+ * binding that refuses before converting a value raises them as they are. */
+SW_API const char *sw_block_device_carrier_unavailable(sw_carrier *c);
+/* B-6 before a move of `c` (a move's row 9 checks the same): SW_ESTATE
+ * when its device is faulted, "cannot move a BlockDeviceCarrier: the block
+ * device PATH is faulted by an earlier I/O error, so its data can no longer
+ * be trusted" (the Python API's words); SW_OK otherwise, also for NULL or a
+ * carrier of another class. Nothing changes; thread-safe. For a binding
+ * that refuses before work of its own (choosing a route). */
+SW_API sw_status sw_block_device_carrier_check_movable(sw_carrier *c, sw_error *err);
 /* The carrier's extent: its first byte on the device and its length in
  * bytes; both 0 for size 0, after release and for another class. */
 SW_API int64_t sw_block_device_carrier_offset_bytes(sw_carrier *c);

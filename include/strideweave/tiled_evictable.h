@@ -217,6 +217,7 @@ SW_API sw_status sw_tiled_evictable_write(sw_tiled_evictable *te, int64_t slot, 
  *      footprints (every tile's indices on that tile's slots)  SW_EINVAL
  *   4. the selection's rank, an empty axis, a coordinate
  *      outside the grid or twice on one axis                   SW_EINVAL
+ *      the projection's slot count overflows int64             SW_EOVERFLOW
  *   5. destination not CPU                                     SW_ETYPE
  *      released, owned, pending or not mutable                 SW_ESTATE
  *      another dtype                                           SW_ETYPE
@@ -244,6 +245,24 @@ SW_API sw_status sw_tiled_evictable_project(sw_tiled_evictable *te, const sw_lay
                                             int64_t offset, const sw_tile_selection *selection,
                                             sw_carrier *destination, sw_tensor **out,
                                             sw_error *err);
+
+/* Checks 1 to 4 of sw_tiled_evictable_project alone, in that order, for a
+ * binding that must refuse before work of its own (reading its next
+ * argument, making the destination): nothing changes, no hook or policy is
+ * called, no lock is kept. `layout` NULL skips check 3; `selection` NULL
+ * stops after check 3 (a binding asks again once it has read the
+ * selection). On SW_OK with a selection, *n (when not NULL) gets the
+ * projection's slot count and shape[rank] (when not NULL) its dense shape.
+ * The words are the Python API's: "cannot project from a released
+ * TiledEvictable" (SW_ESTATE); "the tensor's layout must have R top-level
+ * modes whose sizes are the carrier's logical_shape", a tile footprint
+ * refusal (SW_EINVAL); the selection's rank or a coordinate outside the
+ * grid (SW_EINVAL); "the projection is too large" (SW_EOVERFLOW). Checks
+ * 3 to 5 of the projection itself report in the same words. Thread-safe. */
+SW_API sw_status sw_tiled_evictable_project_check(sw_tiled_evictable *te,
+                                                  const sw_layout *layout, int64_t offset,
+                                                  const sw_tile_selection *selection,
+                                                  int64_t *n, int64_t *shape, sw_error *err);
 
 /* A new TiledEvictable of the same geometry and policy over a new empty CPU primary
  * and a new empty secondary of the secondary's class, every tile an

@@ -201,15 +201,15 @@ static int64_t bdc_size(void *impl)
     return ((bdc_impl *)impl)->nslots;
 }
 
-/* In the words a binding uses for its own check of a faulted device, so
- * that a refusal the core finds first reads the same (a binding raises a
- * class's own refusals as the core words them); sw_block_device_path
- * names the device. */
+/* In the words a binding uses for its own check of a faulted device
+ * (sw_block_device_carrier_unavailable), so that a refusal the core finds
+ * first reads the same; sw_block_device_path names the device. */
+static const char faulted_words[] = "the block device of this BlockDeviceCarrier is faulted by "
+                                    "an earlier I/O error, so its data can no longer be trusted";
+
 static sw_status bdc_unavailable(sw_error *err)
 {
-    return sw_error_set(err, SW_ESTATE,
-                        "the block device of this BlockDeviceCarrier is faulted by an earlier "
-                        "I/O error, so its data can no longer be trusted");
+    return sw_error_set(err, SW_ESTATE, "%s", faulted_words);
 }
 
 /* With d->lock held: wait until no move transfer touches a page of the
@@ -435,15 +435,28 @@ int64_t sw_block_device_carrier_extent_bytes(sw_carrier *c) { return extent_fiel
 
 /* ---- the move engine's hooks ------------------------------------------------ */
 
+/* B-6 for a move, in the words the Python API raises for it. */
+static sw_status refuse_faulted_move(bdc_impl *b, sw_error *err)
+{
+    if (b && sw_blockdev_is_faulted(b->device->dev))
+        return refuse_faulted(b->device, "move a BlockDeviceCarrier", err);
+    return SW_OK;
+}
+
 sw_status sw_block_device_check_faulted_locked(sw_carrier *src, sw_carrier *dst, sw_error *err)
 {
-    bdc_impl *b = bdc_of(src) ? bdc_of(src) : bdc_of(dst);
-    if (b && sw_blockdev_is_faulted(b->device->dev))
-        return sw_error_set(err, SW_ESTATE,
-                            "move: the block device %s is faulted by an earlier I/O error, so "
-                            "its data can no longer be moved",
-                            b->device->path);
-    return SW_OK;
+    return refuse_faulted_move(bdc_of(src) ? bdc_of(src) : bdc_of(dst), err);
+}
+
+const char *sw_block_device_carrier_unavailable(sw_carrier *c)
+{
+    bdc_impl *b = bdc_of(c);
+    return b && sw_blockdev_is_faulted(b->device->dev) ? faulted_words : NULL;
+}
+
+sw_status sw_block_device_carrier_check_movable(sw_carrier *c, sw_error *err)
+{
+    return refuse_faulted_move(bdc_of(c), err);
 }
 
 /* CPU -> device or device -> CPU: the physical span through the device's

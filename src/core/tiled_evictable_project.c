@@ -26,18 +26,19 @@
 #include "strideweave/alloc.h"
 #include "strideweave/filestore.h"
 
+/* Check 3 in the Python API's words (a binding raises them as they come). */
 static sw_status check_layout(sw_tiled_evictable *te, const sw_layout *L, int64_t offset,
                               sw_error *err)
 {
     const sw_tile_geometry *g = &te->geo;
     if (!sw_tiles_matches_shape(g, L))
         return sw_error_set(err, SW_EINVAL,
-                            "TiledEvictable: the tensor's layout must have %d top-level modes "
-                            "whose sizes are the carrier's logical shape",
+                            "the tensor's layout must have %d top-level modes whose sizes are "
+                            "the carrier's logical_shape",
                             (int)g->rank);
     if (offset < 0)
-        return sw_error_set(err, SW_EINVAL, "TiledEvictable: the tensor's offset must be >= 0, "
-                            "not %lld", (long long)offset);
+        return sw_error_set(err, SW_EINVAL, "the tensor's offset must be >= 0, not %lld",
+                            (long long)offset);
     int ok = sw_tiles_check_footprints(g, L, offset, err);
     return ok == 1 ? SW_OK : ok == 0 ? SW_EINVAL : (err ? err->code : SW_ENOMEM);
 }
@@ -80,10 +81,10 @@ static sw_status check_destination(sw_tiled_evictable *te, sw_carrier *d, int64_
                             "primary's class), not %s",
                             sw_carrier_name(d));
     if (sw_carrier_is_released(d))
-        return sw_error_set(err, SW_ESTATE, "TiledEvictable: the destination carrier is released");
+        return sw_error_set(err, SW_ESTATE, "the destination carrier is released");
     if (sw_carrier_is_owned(d))
-        return sw_error_set(err, SW_ESTATE, "TiledEvictable: the destination carrier is owned by "
-                            "another carrier");
+        return sw_error_set(err, SW_ESTATE, "the destination carrier is owned by a composite "
+                            "carrier");
     if (sw_carrier_is_pending(d))
         return sw_error_set(err, SW_ESTATE, "TiledEvictable: the destination carrier takes part "
                             "in a pending move; wait for the move first");
@@ -92,7 +93,7 @@ static sw_status check_destination(sw_tiled_evictable *te, sw_carrier *d, int64_
                             "mutable");
     int state_only = sw_carrier_is_state_only(d);
     if (!(bound && state_only) && sw_carrier_dtype(d) != te->dtype)
-        return sw_error_set(err, SW_ETYPE, "TiledEvictable: the destination holds %s, not %s",
+        return sw_error_set(err, SW_ETYPE, "the destination holds %s, not %s",
                             sw_dtype_info_of(sw_carrier_dtype(d))->name,
                             sw_dtype_info_of(te->dtype)->name);
     int64_t size = sw_carrier_size(d);
@@ -105,8 +106,8 @@ static sw_status check_destination(sw_tiled_evictable *te, sw_carrier *d, int64_
             return st;
     }
     if (size < n)
-        return sw_error_set(err, SW_EINVAL, "TiledEvictable: the destination has %lld slots; the "
-                            "projection needs %lld",
+        return sw_error_set(err, SW_EINVAL, "the destination has %lld slots; the projection "
+                            "needs %lld",
                             (long long)size, (long long)n);
     return SW_OK;
 }
@@ -542,6 +543,31 @@ static sw_status check_extra_locked(sw_tiled_evictable *te, te_projection *pj, s
     return SW_OK;
 }
 
+/* Checks 1 to 4 (tiled_evictable.h), nothing else: no lock kept, no hook
+ * called, nothing changed. The words are the Python API's, so a binding
+ * that asks before its own work raises them as they come. */
+sw_status sw_tiled_evictable_project_check(sw_tiled_evictable *te, const sw_layout *layout,
+                                           int64_t offset, const sw_tile_selection *selection,
+                                           int64_t *n, int64_t *shape, sw_error *err)
+{
+    if (!te)
+        return sw_error_set(err, SW_ETYPE, "TiledEvictable: the carrier must not be NULL");
+    if (sw_tiled_evictable_is_released(te))
+        return sw_error_set(err, SW_ESTATE, "cannot project from a released TiledEvictable");
+    sw_status st = layout ? check_layout(te, layout, offset, err) : SW_OK;
+    if (st != SW_OK || !selection)
+        return st;
+    if ((st = check_selection(&te->geo, selection, err)) != SW_OK)
+        return st;
+    int64_t own[SW_TILES_MAX_RANK];
+    int64_t count = sw_tiles_compact_shape(&te->geo, selection, shape ? shape : own);
+    if (count < 0)
+        return sw_error_set(err, SW_EOVERFLOW, "the projection is too large");
+    if (n)
+        *n = count;
+    return SW_OK;
+}
+
 sw_status sw_te_project_begin(sw_tiled_evictable *te, const sw_layout *layout, int64_t offset,
                               const sw_tile_selection *selection, sw_carrier *destination,
                               te_track *track, te_projection **out, sw_error *err)
@@ -549,19 +575,9 @@ sw_status sw_te_project_begin(sw_tiled_evictable *te, const sw_layout *layout, i
     if (!te || !selection || !out)
         return sw_error_set(err, SW_ETYPE, "TiledEvictable: the carrier, the selection and out "
                             "must not be NULL");
-    if (sw_tiled_evictable_is_released(te))
-        return sw_error_set(err, SW_ESTATE, "cannot project from a released "
-                            "TiledEvictable");
     const sw_tile_geometry *g = &te->geo;
-    sw_status st = SW_OK;
-    if (layout && (st = check_layout(te, layout, offset, err)) != SW_OK)
-        return st;
-    int64_t shape[SW_TILES_MAX_RANK];
     int64_t n = 0;
-    if ((st = check_selection(g, selection, err)) == SW_OK &&
-        (n = sw_tiles_compact_shape(g, selection, shape)) < 0)
-        st = sw_error_set(err, SW_EOVERFLOW, "TiledEvictable: the projection size overflows "
-                          "int64");
+    sw_status st = sw_tiled_evictable_project_check(te, layout, offset, selection, &n, NULL, err);
     if (st == SW_OK && destination)
         st = check_destination(te, destination, n, err);
     te_projection *pj = NULL;

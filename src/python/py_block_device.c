@@ -45,17 +45,6 @@ static sw_block_device *device_of(PyObject *carrier)
     return BDEV(BDC(carrier)->device)->dev;
 }
 
-/* B-6: RuntimeError for a faulted device, before any I/O. */
-static int refuse_faulted(PyObject *device, const char *action)
-{
-    if (!sw_block_device_is_faulted(BDEV(device)->dev))
-        return 0;
-    PyErr_Format(PyExc_RuntimeError,
-                 "cannot %s: the block device %U is faulted by an earlier I/O error, so its "
-                 "data can no longer be trusted", action, BDEV(device)->path);
-    return -1;
-}
-
 /* ---- BlockDeviceCarrier: carrier ops ------------------------------------ */
 
 static sw_dtype bdc_dtype(PyObject *self)
@@ -71,10 +60,7 @@ static int64_t bdc_size(PyObject *self)
 
 static const char *bdc_unavailable(PyObject *self)
 {
-    if (sw_block_device_is_faulted(device_of(self)))
-        return "the block device of this BlockDeviceCarrier is faulted by an earlier I/O "
-               "error, so its data can no longer be trusted";
-    return NULL;
+    return sw_block_device_carrier_unavailable(CORE(self));
 }
 
 static int bdc_supports(sw_dtype dtype)
@@ -629,7 +615,12 @@ int sw_py_block_device_check_route(PyTypeObject *op_type, int direction, PyObjec
                      _PyType_Name(Py_TYPE(dst)));
         return -1;
     }
-    return refuse_faulted(BDC(src_bd ? src : dst)->device, "move a BlockDeviceCarrier");
+    /* B-6, the core's refusal in its words: here, before the route's
+     * other checks run Python code (pins, the destination's size hook). */
+    sw_error err;
+    return sw_block_device_carrier_check_movable(CORE(src_bd ? src : dst), &err) == SW_OK
+               ? 0
+               : sw_py_raise(&err);
 }
 
 /* B-11 for writes that did not go through sw_blockdev_transfer (a tile's

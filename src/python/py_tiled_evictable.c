@@ -37,14 +37,6 @@ static const char *cname(PyObject *o)
     return _PyType_Name(Py_TYPE(o));
 }
 
-int sw_tiled_refuse_released(PyObject *self, const char *what)
-{
-    if (!sw_py_state_released(self))
-        return 0;
-    PyErr_Format(PyExc_RuntimeError, "cannot %s a released TiledEvictable", what);
-    return -1;
-}
-
 static size_t elem_bytes(PyObject *self)
 {
     return sw_dtype_slot_bytes(SwDType_ID(TILED(self)->dtype));

@@ -31,9 +31,11 @@
 
 /* ---- TE-3 --------------------------------------------------------------------- */
 
+/* A full Tensor over this carrier: the Python types here, then the core's
+ * checks of the carrier and the tensor (released first, then the layout),
+ * asked before the selection is looked at, as TE-3's order has it. */
 int sw_tiled_check_tensor(PyObject *self, PyObject *tensor)
 {
-    SwTiledEvictableObject *te = TILED(self);
     if (!SwTensor_Check(tensor)) {
         PyErr_Format(PyExc_TypeError, "tensor must be a Tensor, not %.100s",
                      Py_TYPE(tensor)->tp_name);
@@ -44,18 +46,12 @@ int sw_tiled_check_tensor(PyObject *self, PyObject *tensor)
         PyErr_SetString(PyExc_TypeError, "tensor must be a Tensor over this TiledEvictable");
         return -1;
     }
-    if (sw_tiled_refuse_released(self, "project from") < 0)
-        return -1;
-    const sw_layout *L = SW_SUB_LAYOUT(&t->subs[0]);
-    if (!sw_tiles_matches_shape(&te->geo, L)) {
-        PyErr_Format(PyExc_ValueError,
-                     "the tensor's layout must have %d top-level modes whose sizes are the "
-                     "carrier's logical_shape", (int)te->geo.rank);
-        return -1;
-    }
     sw_error err;
-    int ok = sw_tiles_check_footprints(&te->geo, L, SW_SUB_OFFSET(&t->subs[0]), &err);
-    return ok == 1 ? 0 : sw_py_raise(&err);
+    return sw_tiled_evictable_project_check(TILED(self)->te, SW_SUB_LAYOUT(&t->subs[0]),
+                                            SW_SUB_OFFSET(&t->subs[0]), NULL, NULL, NULL,
+                                            &err) == SW_OK
+               ? 0
+               : sw_py_raise(&err);
 }
 
 /* ---- argument checks -------------------------------------------------------------- */
@@ -403,14 +399,11 @@ PyObject *sw_tiled_project(PyObject *self, PyObject *const *args, Py_ssize_t nar
     sw_tile_selection sel;
     sw_tile_selection_view(selection, &sel);
     sw_error err;
-    if (sw_tiles_bind_selection(&te->geo, &sel, &err) != SW_OK)
+    int64_t n, shape[SW_TILES_MAX_RANK];
+    const SwSubtensor *sub = &TENSOR(tensor)->subs[0];
+    if (sw_tiled_evictable_project_check(te->te, SW_SUB_LAYOUT(sub), SW_SUB_OFFSET(sub), &sel,
+                                         &n, shape, &err) != SW_OK)
         return sw_py_raise(&err), NULL;
-    int64_t shape[SW_TILES_MAX_RANK];
-    int64_t n = sw_tiles_compact_shape(&te->geo, &sel, shape);
-    if (n < 0) {
-        PyErr_SetString(PyExc_OverflowError, "the projection is too large");
-        return NULL;
-    }
     if (destination != Py_None && check_destination(self, destination, n) < 0)
         return NULL;
     /* The handle before the re-checks: allocating it may run finalizers. */

@@ -81,10 +81,8 @@ typedef struct SwTiledEvictableObject {
 
 extern const sw_carrier_ops sw_tiled_evictable_ops;
 
-/* TE-3 on `tensor` for `self`; 0 / -1. */
+/* TE-3 on `tensor` for `self` (the core's checks after the Python types); 0 / -1. */
 int sw_tiled_check_tensor(PyObject *self, PyObject *tensor);
-/* RuntimeError when released. */
-int sw_tiled_refuse_released(PyObject *self, const char *what);
 /* Copy the n-slot private tile carrier `src` into the fresh `dst` through
  * the exact pair's movement (legacy operation, or the definition route),
  * without releasing `src` (py_tile_transfer.c). 0 / -1. On 0, *completion

@@ -358,6 +358,8 @@ static void test_b6_faults(void)
     sw_carrier *dev = NULL, *src = cpu_values(64, 7);
     CHECK_EQ_I64(sw_block_device_allocate(d, 64, SW_DT_FLOAT32, 0, &dev, &err), SW_OK);
     sw_tensor *t = flat(src, 0, 64), *r = NULL;
+    CHECK_EQ_I64(sw_block_device_carrier_check_movable(dev, &err), SW_OK);
+    CHECK(sw_block_device_carrier_unavailable(dev) == NULL);
     sw_fault_arm("move_transfer", 0, 1);
     CHECK_EQ_I64(sw_move(t, dev, &r, &err), SW_EIO);
     sw_fault_clear();
@@ -385,7 +387,24 @@ static void test_b6_faults(void)
     CHECK_EQ_I64(sw_carrier_write(dev, 0, 1, &v, &err), SW_ESTATE);
     CHECK_EQ_I64(sw_carrier_version(dev), 0); /* a preflight refusal never counts */
     CHECK_EQ_I64(sw_move(t, dev, &r, &err), SW_ESTATE);
+    /* the move's refusal and the check a binding asks before choosing a
+     * route, both in the words the Python API raises */
+    char words[512];
+    snprintf(words, sizeof words, "cannot move a BlockDeviceCarrier: the block device %s is "
+             "faulted by an earlier I/O error, so its data can no longer be trusted",
+             sw_block_device_path(d));
+    CHECK_MSG(err, words);
+    CHECK_EQ_I64(sw_block_device_carrier_check_movable(dev, &err), SW_ESTATE);
+    CHECK_MSG(err, words);
+    CHECK_EQ_I64(sw_block_device_carrier_check_movable(src, &err), SW_OK); /* another class */
+    CHECK_EQ_I64(sw_block_device_carrier_check_movable(NULL, &err), SW_OK);
+    CHECK(sw_block_device_carrier_unavailable(dev) != NULL &&
+          strcmp(sw_block_device_carrier_unavailable(dev),
+                 "the block device of this BlockDeviceCarrier is faulted by an earlier I/O "
+                 "error, so its data can no longer be trusted") == 0);
+    CHECK(sw_block_device_carrier_unavailable(src) == NULL);
     CHECK(!sw_carrier_is_pending(src) && !sw_carrier_is_released(src));
+    CHECK_EQ_I64(sw_carrier_version(dev), 0);
     CHECK_EQ_I64(sw_block_device_allocate(d, 1, SW_DT_FLOAT32, 0, &more, &err), SW_ESTATE);
     CHECK_EQ_I64(sw_block_device_flush(d, &err), SW_ESTATE);
     /* release and close still work */

@@ -499,6 +499,97 @@ static void test_te7_other_dtypes(void)
     sw_carrier_unref(s);
 }
 
+/* ---- TE-3, TE-4, TE-10: the projection's checks alone, in the Python API's words ---- */
+
+/* sw_tiled_evictable_project_check runs checks 1-4 of a projection and
+ * nothing else: released before the layout, the layout before the
+ * selection (none given: the tensor's checks only), the dense shape on
+ * success; the projection's own refusals (the layout, the destination)
+ * read the same as the Python API's. Nothing changes. */
+static void test_te3_te10_project_checks_in_the_python_words(void)
+{
+    int64_t grid[] = {2, 3}, tile[] = {2, 2};
+    sw_tiled_evictable *te = make_grid(2, grid, tile, 0);
+    snap before, after;
+    take_tiles(te, &before);
+    uint8_t flat[] = {SW_NODE_LEAF, SW_NODE_LEAF};
+    int64_t ok_ext[] = {4, 6}, ok_str[] = {1, 4}, bad_ext[] = {6, 4}, bad_str[] = {1, 6};
+    sw_layout *ok = sw_layout_new(2, flat, ok_ext, ok_str, NULL);
+    sw_layout *bad = sw_layout_new(2, flat, bad_ext, bad_str, NULL);
+    int64_t a0[] = {1}, a1[] = {2, 0}, out_of_grid[] = {3};
+    int64_t counts[] = {1, 2};
+    const int64_t *axes[] = {a0, a1}, *axes_out[] = {a0, out_of_grid};
+    sw_tile_selection sel = {2, counts, axes};
+    const char *shape_words = "the tensor's layout must have 2 top-level modes whose sizes are "
+                              "the carrier's logical_shape";
+    sw_error err;
+    int64_t n = -1, shape[2] = {-1, -1};
+    CHECK(sw_tiled_evictable_project_check(NULL, ok, 0, &sel, &n, shape, &err) == SW_ETYPE);
+    /* the tensor alone: no selection looked at, no size given */
+    CHECK(sw_tiled_evictable_project_check(te, ok, 0, NULL, &n, shape, &err) == SW_OK);
+    CHECK_EQ_I64(n, -1);
+    CHECK(sw_tiled_evictable_project_check(te, bad, 0, NULL, NULL, NULL, &err) == SW_EINVAL);
+    CHECK_MSG(err, shape_words);
+    CHECK(sw_tiled_evictable_project_check(te, ok, -1, NULL, NULL, NULL, &err) == SW_EINVAL);
+    CHECK_MSG(err, "the tensor's offset must be >= 0, not -1");
+    /* the layout before the selection */
+    CHECK(sw_tiled_evictable_project_check(te, bad, 0, &(sw_tile_selection){2, counts, axes_out},
+                                           NULL, NULL, &err) == SW_EINVAL);
+    CHECK_MSG(err, shape_words);
+    CHECK(sw_tiled_evictable_project_check(te, ok, 0, &(sw_tile_selection){2, counts, axes_out},
+                                           &n, shape, &err) == SW_EINVAL);
+    CHECK(strstr(err.msg, "3") != NULL && n == -1);
+    CHECK(sw_tiled_evictable_project_check(te, ok, 0, &(sw_tile_selection){1, counts, axes},
+                                           NULL, NULL, &err) == SW_EINVAL);
+    /* the dense shape: counts[k] * tile[k] */
+    CHECK(sw_tiled_evictable_project_check(te, ok, 0, &sel, &n, shape, &err) == SW_OK);
+    CHECK(n == 8 && shape[0] == 2 && shape[1] == 4);
+    CHECK(sw_tiled_evictable_project_check(te, NULL, 0, &sel, NULL, NULL, &err) == SW_OK);
+    /* the projection's own refusals in the same words */
+    sw_tensor *out = NULL;
+    CHECK(sw_tiled_evictable_project(te, bad, 0, &sel, NULL, &out, &err) == SW_EINVAL);
+    CHECK_MSG(err, shape_words);
+    CHECK(sw_tiled_evictable_project(te, ok, -1, &sel, NULL, &out, &err) == SW_EINVAL);
+    CHECK_MSG(err, "the tensor's offset must be >= 0, not -1");
+    sw_carrier *rel, *owned, *i32, *small;
+    sw_cpu_new(8, SW_DT_FLOAT32, 0, &rel, NULL);
+    sw_carrier_release(rel, NULL);
+    sw_cpu_new(8, SW_DT_FLOAT32, 0, &owned, NULL);
+    uint64_t token;
+    sw_carrier_claim(owned, &token, NULL);
+    sw_cpu_new(8, SW_DT_INT32, 0, &i32, NULL);
+    sw_cpu_new(7, SW_DT_FLOAT32, 0, &small, NULL);
+    CHECK(sw_tiled_evictable_project(te, ok, 0, &sel, rel, &out, &err) == SW_ESTATE);
+    CHECK_MSG(err, "the destination carrier is released");
+    CHECK(sw_tiled_evictable_project(te, ok, 0, &sel, owned, &out, &err) == SW_ESTATE);
+    CHECK_MSG(err, "the destination carrier is owned by a composite carrier");
+    char words[128];
+    snprintf(words, sizeof words, "the destination holds %s, not %s",
+             sw_dtype_info_of(SW_DT_INT32)->name, sw_dtype_info_of(SW_DT_FLOAT32)->name);
+    CHECK(sw_tiled_evictable_project(te, ok, 0, &sel, i32, &out, &err) == SW_ETYPE);
+    CHECK_MSG(err, words);
+    CHECK(sw_tiled_evictable_project(te, ok, 0, &sel, small, &out, &err) == SW_EINVAL);
+    CHECK_MSG(err, "the destination has 7 slots; the projection needs 8");
+    CHECK(out == NULL && sw_carrier_version(small) == 0);
+    take_tiles(te, &after);
+    CHECK(same(&before, &after));
+    /* released: reported before a bad layout or selection */
+    CHECK(sw_tiled_evictable_release(te, NULL) == SW_OK);
+    CHECK(sw_tiled_evictable_project_check(te, bad, 0, NULL, NULL, NULL, &err) == SW_ESTATE);
+    CHECK_MSG(err, "cannot project from a released TiledEvictable");
+    CHECK(sw_tiled_evictable_project_check(te, bad, 0, &(sw_tile_selection){1, counts, axes},
+                                           NULL, NULL, &err) == SW_ESTATE);
+    CHECK_MSG(err, "cannot project from a released TiledEvictable");
+    sw_carrier_relinquish(owned, token, NULL);
+    sw_carrier_unref(rel);
+    sw_carrier_unref(owned);
+    sw_carrier_unref(i32);
+    sw_carrier_unref(small);
+    sw_layout_free(ok);
+    sw_layout_free(bad);
+    sw_tiled_evictable_unref(te);
+}
+
 /* ---- refusals change nothing ---------------------------------------------------- */
 
 static void test_te7_te10_refusals_change_nothing(void)
@@ -997,6 +1088,7 @@ int main(void)
     test_te9_implicit_tiles();
     test_te7_other_dtypes();
     test_te7_te10_refusals_change_nothing();
+    test_te3_te10_project_checks_in_the_python_words();
     test_te7_pending_guard();
     test_te10_pinned_guard();
     test_te7_faults_mid_transfer_change_nothing();
