@@ -354,6 +354,17 @@ SW_API int sw_carrier_is_mutable(sw_carrier *c); /* public mutability, see top *
 SW_API int sw_carrier_is_owned(sw_carrier *c);
 SW_API int sw_carrier_is_pending(sw_carrier *c); /* taking part in a move */
 
+/* The tier checks a composite carrier (Evictable E-1, TiledEvictable TE-1)
+ * starts with, in their order: two distinct carriers (SW_EINVAL), neither
+ * released, then neither owned by another composite (SW_ESTATE). The words
+ * are the Python API's and name the role and the class: "the secondary
+ * FileBacked carrier is released". SW_ETYPE for NULL. Nothing changes; a
+ * snapshot (thread-safe): sw_evictable_new and sw_tiled_evictable_new check
+ * again when they claim the tiers. For a binding that must refuse before it
+ * asks the tiers anything (their dtype, their size). */
+SW_API sw_status sw_carrier_check_tier_pair(sw_carrier *primary, sw_carrier *secondary,
+                                            sw_error *err);
+
 /* Slot access, checks in this order: released, (write) not publicly
  * mutable, (read) pending as a move's destination, range. A write adds 1
  * to the version. `count` slots of sw_dtype_slot_bytes(dtype) bytes each

@@ -108,11 +108,14 @@ typedef enum sw_te_filter {
  *   2. primary not CPU, secondary not CPU or FileBacked    SW_ENOTSUP
  *   3. the same carrier twice                              SW_EINVAL
  *   4. primary, then secondary released                    SW_ESTATE
- *   5. primary, then secondary owned or pending in a move  SW_ESTATE
+ *   5. primary, then secondary owned by another composite,
+ *      then primary, then secondary pending in a move      SW_ESTATE
+ *      (3 to 5: sw_carrier_check_tier_pair, and pending)
  *   6. the tiers' dtypes differ                            SW_ETYPE
  *   7. grid/tile NULL, rank outside [1, SW_TILES_MAX_RANK],
  *      an entry < 1                                        SW_EINVAL
- *      (a product overflowing int64: SW_EOVERFLOW)
+ *      (a product overflowing int64: SW_EOVERFLOW; the words
+ *      of sw_tiles_geometry_init)
  *   8. primary, then secondary size neither 0 nor the
  *      logical size                                        SW_EINVAL
  * Then mutability is captured from the primary, both tiers are claimed

@@ -39,10 +39,27 @@ typedef struct sw_tile_geometry {
     int64_t size;                        /* prod(logical) */
 } sw_tile_geometry;
 
-/* Fill `g`. Entries must be >= 1 and rank in [1, SW_TILES_MAX_RANK]
- * (SW_EINVAL); products overflowing int64 are SW_EOVERFLOW. */
+/* Fill `g`: sw_tiles_geometry_init_shapes with one rank for both. */
 SW_API sw_status sw_tiles_geometry_init(sw_tile_geometry *g, int32_t rank, const int64_t *grid,
                                         const int64_t *tile, sw_error *err);
+
+/* TE-1 for one shape of a tiled carrier, `what` naming it in the message
+ * ("grid_shape", "tile_shape"): 1 to SW_TILES_MAX_RANK entries ("grid_shape
+ * needs 1 to 32 entries, not 0"), then each entry in order positive
+ * ("grid_shape entries must be positive"); SW_EINVAL, in the Python API's
+ * words. Only the first `checked` entries are looked at (clamped to n): a
+ * binding that found entry `checked` too large for int64 says so itself
+ * once the entries before it passed. */
+SW_API sw_status sw_tiles_check_extents(const char *what, int32_t n, const int64_t *extents,
+                                        int32_t checked, sw_error *err);
+
+/* Fill `g` from a grid shape and a tile shape of their own ranks, in this
+ * order: the grid shape, then the tile shape, as sw_tiles_check_extents
+ * checks them; the ranks equal ("grid_shape has 2 axes but tile_shape has
+ * 3"), SW_EINVAL; products overflowing int64, SW_EOVERFLOW. */
+SW_API sw_status sw_tiles_geometry_init_shapes(sw_tile_geometry *g, int32_t grid_rank,
+                                               const int64_t *grid, int32_t tile_rank,
+                                               const int64_t *tile, sw_error *err);
 
 /* Linear index of a tile coordinate (first axis fastest over the grid). */
 SW_API int64_t sw_tiles_tile_index(const sw_tile_geometry *g, const int64_t *coord);

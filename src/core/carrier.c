@@ -184,6 +184,27 @@ sw_status sw_carrier_refuse_state_only(sw_carrier *c, const char *what, sw_error
 const char *sw_carrier_name(sw_carrier *c) { return c->ops->name ? c->ops->name : "Carrier"; }
 sw_dtype sw_carrier_dtype(sw_carrier *c) { return c->dtype; }
 
+sw_status sw_carrier_check_tier_pair(sw_carrier *primary, sw_carrier *secondary, sw_error *err)
+{
+    if (!primary || !secondary)
+        return sw_error_set(err, SW_ETYPE, "the %s tier must be a carrier, not NULL",
+                            primary ? "secondary" : "primary");
+    if (primary == secondary)
+        return sw_error_set(err, SW_EINVAL, "primary and secondary must be different carriers");
+    sw_carrier *tiers[2] = {primary, secondary};
+    const char *roles[2] = {"primary", "secondary"};
+    for (int i = 0; i < 2; i++)
+        if (sw_carrier_is_released(tiers[i]))
+            return sw_error_set(err, SW_ESTATE, "the %s %s carrier is released", roles[i],
+                                sw_carrier_name(tiers[i]));
+    for (int i = 0; i < 2; i++)
+        if (sw_carrier_is_owned(tiers[i]))
+            return sw_error_set(err, SW_ESTATE,
+                                "the %s %s carrier is already owned by another composite",
+                                roles[i], sw_carrier_name(tiers[i]));
+    return SW_OK;
+}
+
 /* ---- slot access ---------------------------------------------------------- */
 
 static sw_status check_range(sw_carrier *c, int64_t slot, int64_t count, sw_error *err)

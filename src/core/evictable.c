@@ -181,19 +181,10 @@ static sw_status check_tiers(sw_carrier *p, sw_carrier *s, const sw_evictable_op
         return sw_error_set(err, SW_ETYPE, "Evictable: secondary must be a carrier, not NULL");
     if (p->ops == &sw_block_device_carrier_class || s->ops == &sw_block_device_carrier_class)
         return sw_error_set(err, SW_ETYPE, "a BlockDeviceCarrier cannot be an Evictable tier");
-    if (p == s)
-        return sw_error_set(err, SW_EINVAL, "primary and secondary must be different carriers");
+    sw_status pair = sw_carrier_check_tier_pair(p, s, err);
+    if (pair != SW_OK)
+        return pair;
     sw_carrier *tiers[2] = {p, s};
-    const char *roles[2] = {"primary", "secondary"};
-    for (int i = 0; i < 2; i++)
-        if (sw_carrier_is_released(tiers[i]))
-            return sw_error_set(err, SW_ESTATE, "the %s %s carrier is released", roles[i],
-                                sw_carrier_name(tiers[i]));
-    for (int i = 0; i < 2; i++)
-        if (sw_carrier_is_owned(tiers[i]))
-            return sw_error_set(err, SW_ESTATE,
-                                "the %s %s carrier is already owned by another composite",
-                                roles[i], sw_carrier_name(tiers[i]));
     /* Check 10's usual refusal, before the tier hooks below run */
     for (int i = 0; i < 2; i++)
         if (sw_carrier_is_pending(tiers[i]))

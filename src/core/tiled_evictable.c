@@ -341,20 +341,8 @@ static int tier_supported(sw_carrier *c, int secondary)
     return k == &sw_cpu_class || (secondary && k == &sw_file_backed_class);
 }
 
-static sw_status check_tier_state(sw_carrier *c, const char *role, sw_error *err)
+static sw_status check_tier_idle(sw_carrier *c, const char *role, sw_error *err)
 {
-    if (sw_carrier_is_released(c))
-        return sw_error_set(err, SW_ESTATE, "the %s %s carrier is released", role,
-                            sw_carrier_name(c));
-    return SW_OK;
-}
-
-static sw_status check_tier_free(sw_carrier *c, const char *role, sw_error *err)
-{
-    if (sw_carrier_is_owned(c))
-        return sw_error_set(err, SW_ESTATE,
-                            "the %s %s carrier is already owned by another composite", role,
-                            sw_carrier_name(c));
     if (sw_carrier_is_pending(c))
         return sw_error_set(err, SW_ESTATE,
                             "TiledEvictable: the %s carrier takes part in a pending move; wait "
@@ -428,13 +416,10 @@ static sw_status make(sw_carrier *primary, sw_carrier *secondary, int32_t rank,
                             "TiledEvictable: the primary must be a CPU carrier and the secondary "
                             "a CPU or FileBacked carrier, not %s and %s",
                             sw_carrier_name(primary), sw_carrier_name(secondary));
-    if (primary == secondary)
-        return sw_error_set(err, SW_EINVAL, "primary and secondary must be different carriers");
     sw_status st;
-    if ((st = check_tier_state(primary, "primary", err)) != SW_OK ||
-        (st = check_tier_state(secondary, "secondary", err)) != SW_OK ||
-        (st = check_tier_free(primary, "primary", err)) != SW_OK ||
-        (st = check_tier_free(secondary, "secondary", err)) != SW_OK)
+    if ((st = sw_carrier_check_tier_pair(primary, secondary, err)) != SW_OK ||
+        (st = check_tier_idle(primary, "primary", err)) != SW_OK ||
+        (st = check_tier_idle(secondary, "secondary", err)) != SW_OK)
         return st;
     int state_only = sw_carrier_is_state_only(primary) || sw_carrier_is_state_only(secondary);
     if (!(hooks && state_only) && sw_carrier_dtype(primary) != sw_carrier_dtype(secondary))

@@ -9,18 +9,33 @@
 
 #include "strideweave/alloc.h"
 
-sw_status sw_tiles_geometry_init(sw_tile_geometry *g, int32_t rank, const int64_t *grid,
-                                 const int64_t *tile, sw_error *err)
+sw_status sw_tiles_check_extents(const char *what, int32_t n, const int64_t *extents,
+                                 int32_t checked, sw_error *err)
 {
-    if (rank < 1 || rank > SW_TILES_MAX_RANK)
-        return sw_error_set(err, SW_EINVAL, "a tile grid needs 1 to %d axes, not %d",
-                            SW_TILES_MAX_RANK, (int)rank);
+    if (n < 1 || n > SW_TILES_MAX_RANK)
+        return sw_error_set(err, SW_EINVAL, "%s needs 1 to %d entries, not %d", what,
+                            SW_TILES_MAX_RANK, (int)n);
+    for (int32_t k = 0; k < n && k < checked; k++)
+        if (extents[k] < 1)
+            return sw_error_set(err, SW_EINVAL, "%s entries must be positive", what);
+    return SW_OK;
+}
+
+sw_status sw_tiles_geometry_init_shapes(sw_tile_geometry *g, int32_t grid_rank,
+                                        const int64_t *grid, int32_t tile_rank,
+                                        const int64_t *tile, sw_error *err)
+{
+    sw_status st;
+    if ((st = sw_tiles_check_extents("grid_shape", grid_rank, grid, grid_rank, err)) != SW_OK ||
+        (st = sw_tiles_check_extents("tile_shape", tile_rank, tile, tile_rank, err)) != SW_OK)
+        return st;
+    if (grid_rank != tile_rank)
+        return sw_error_set(err, SW_EINVAL, "grid_shape has %d axes but tile_shape has %d",
+                            (int)grid_rank, (int)tile_rank);
     memset(g, 0, sizeof *g);
-    g->rank = rank;
+    g->rank = grid_rank;
     g->ntiles = g->tile_size = g->size = 1;
-    for (int32_t k = 0; k < rank; k++) {
-        if (grid[k] < 1 || tile[k] < 1)
-            return sw_error_set(err, SW_EINVAL, "grid and tile extents must be positive");
+    for (int32_t k = 0; k < grid_rank; k++) {
         g->grid[k] = grid[k];
         g->tile[k] = tile[k];
         if (__builtin_mul_overflow(grid[k], tile[k], &g->logical[k]) ||
@@ -30,6 +45,12 @@ sw_status sw_tiles_geometry_init(sw_tile_geometry *g, int32_t rank, const int64_
             return sw_error_set(err, SW_EOVERFLOW, "the tiled logical size overflows int64");
     }
     return SW_OK;
+}
+
+sw_status sw_tiles_geometry_init(sw_tile_geometry *g, int32_t rank, const int64_t *grid,
+                                 const int64_t *tile, sw_error *err)
+{
+    return sw_tiles_geometry_init_shapes(g, rank, grid, rank, tile, err);
 }
 
 int64_t sw_tiles_tile_index(const sw_tile_geometry *g, const int64_t *coord)

@@ -1252,30 +1252,14 @@ void sw_py_carrier_end_owner(PyObject *carrier, int64_t token)
         (void)sw_carrier_end_owner_access(CARRIER(carrier)->core, (uint64_t)token, NULL);
 }
 
-/* The tier checks Evictable (E-1) and TiledEvictable (TE-1) share, in
- * their order: two distinct carriers, neither released, neither owned. */
+/* The tier checks Evictable (E-1) and TiledEvictable (TE-1) share: the
+ * core's, asked before the tiers' hooks run (their dtype, their size). */
 int sw_py_check_tier_pair(PyObject *p, PyObject *s)
 {
-    if (p == s) {
-        PyErr_SetString(PyExc_ValueError, "primary and secondary must be different carriers");
-        return -1;
-    }
-    PyObject *tiers[2] = {p, s};
-    const char *roles[2] = {"primary", "secondary"};
-    for (int i = 0; i < 2; i++)
-        if (sw_py_state_released(tiers[i])) {
-            PyErr_Format(PyExc_RuntimeError, "the %s %s carrier is released", roles[i],
-                         type_name(tiers[i]));
-            return -1;
-        }
-    for (int i = 0; i < 2; i++)
-        if (is_owned(CARRIER(tiers[i]))) {
-            PyErr_Format(PyExc_RuntimeError,
-                         "the %s %s carrier is already owned by another composite", roles[i],
-                         type_name(tiers[i]));
-            return -1;
-        }
-    return 0;
+    sw_error err;
+    return sw_carrier_check_tier_pair(CARRIER(p)->core, CARRIER(s)->core, &err) == SW_OK
+               ? 0
+               : sw_py_raise(&err);
 }
 
 int sw_py_carrier_release_claimed(PyObject *carrier, int64_t *token)

@@ -494,7 +494,9 @@ static int check_tiers(PyObject *p, PyObject *s)
     return sw_py_check_tier_pair(p, s);
 }
 
-/* Check (6) for one shape argument. */
+/* Check (6) for one shape argument: the entries' types here (before any
+ * value is read), their count and values the core's; an entry too large
+ * for int64 is said here, after the core checked those before it. */
 static int parse_shape(PyObject *obj, const char *what, int32_t *rank, int64_t *out)
 {
     PyObject *it = PyObject_GetIter(obj);
@@ -515,28 +517,27 @@ static int parse_shape(PyObject *obj, const char *what, int32_t *rank, int64_t *
                          Py_TYPE(PyTuple_GET_ITEM(t, k))->tp_name);
             rc = -1;
         }
-    if (rc == 0 && (n == 0 || n > SW_TILES_MAX_RANK)) {
-        PyErr_Format(PyExc_ValueError, "%s needs 1 to %d entries, not %zd", what,
-                     SW_TILES_MAX_RANK, n);
-        rc = -1;
-    }
-    for (Py_ssize_t k = 0; rc == 0 && k < n; k++) {
+    int32_t n32 = n > INT32_MAX ? INT32_MAX : (int32_t)n, big = n32;
+    for (int32_t k = 0; rc == 0 && k < n32 && k < SW_TILES_MAX_RANK; k++) {
         int overflow = 0;
         long long v = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(t, k), &overflow);
-        if (overflow > 0) {
-            PyErr_Format(PyExc_OverflowError, "%s entry is too large", what);
-            rc = -1;
-        } else if (overflow < 0 || v <= 0) {
-            PyErr_Format(PyExc_ValueError, "%s entries must be positive", what);
-            rc = -1;
-        }
-        out[k] = v;
+        if (overflow > 0 && big == n32)
+            big = k;
+        out[k] = overflow < 0 ? -1 : v;
     }
-    *rank = (int32_t)n;
+    sw_error err;
+    if (rc == 0 && sw_tiles_check_extents(what, n32, out, big, &err) != SW_OK)
+        rc = sw_py_raise(&err);
+    if (rc == 0 && big < n32) {
+        PyErr_Format(PyExc_OverflowError, "%s entry is too large", what);
+        rc = -1;
+    }
+    *rank = n32;
     Py_DECREF(t);
     return rc;
 }
 
+/* Checks (6): the shapes, then the core's geometry (equal ranks, the sizes). */
 static int check_geometry(PyObject *grid, PyObject *tile, sw_tile_geometry *g)
 {
     int32_t gr, tr;
@@ -544,13 +545,9 @@ static int check_geometry(PyObject *grid, PyObject *tile, sw_tile_geometry *g)
     if (parse_shape(grid, "grid_shape", &gr, ge) < 0 ||
         parse_shape(tile, "tile_shape", &tr, tl) < 0)
         return -1;
-    if (gr != tr) {
-        PyErr_Format(PyExc_ValueError, "grid_shape has %d axes but tile_shape has %d", (int)gr,
-                     (int)tr);
-        return -1;
-    }
     sw_error err;
-    return sw_tiles_geometry_init(g, gr, ge, tl, &err) == SW_OK ? 0 : sw_py_raise(&err);
+    return sw_tiles_geometry_init_shapes(g, gr, ge, tr, tl, &err) == SW_OK ? 0
+                                                                            : sw_py_raise(&err);
 }
 
 /* Check (7) for one tier: its size is 0 or the logical size; it can hold

@@ -2,9 +2,12 @@
  * product of tiles out of a full Tensor over the carrier into a dense
  * Tensor, and its gather node.
  *
- * The binding checks the arguments with its own messages, makes the
- * destination (the primary's allocate_like when none is given) and the
- * gather node, and hands the rest to the core's projection
+ * The binding checks the arguments' Python types and asks the core's
+ * checks of the carrier, the tensor and the selection
+ * (sw_tiled_evictable_project_check) before it reads the next argument;
+ * it checks a given destination itself (below: each check needs a Python
+ * answer), makes the destination (the primary's allocate_like when none
+ * is given) and the gather node, and hands the rest to the core's projection
  * (sw_tiled_evictable_project_start, the GIL released): it asks the
  * residency policy's plan() (a hook, py_tiled_core.c), refuses pending and
  * invalid tiles, pins the selected tiles and the plan's, gathers into the
@@ -56,6 +59,13 @@ int sw_tiled_check_tensor(PyObject *self, PyObject *tensor)
 
 /* ---- argument checks -------------------------------------------------------------- */
 
+/* A given destination, before anything is made or grown. The binding's
+ * checks, not the core's (whose refusals read the same when a finalizer
+ * changed the destination in between): each needs a Python answer the
+ * core has not got (the class is the primary's Python class; a carrier
+ * written in Python answers `_is_mutable`, `dtype()` and `size()` itself),
+ * and a destination short of slots passes when it can grow (its allocate
+ * hook), which project() does before the core sees it. */
 static int check_destination(PyObject *self, PyObject *d, int64_t n)
 {
     SwTiledEvictableObject *te = TILED(self);

@@ -590,6 +590,55 @@ static void test_te3_te10_project_checks_in_the_python_words(void)
     sw_tiled_evictable_unref(te);
 }
 
+/* ---- TE-1, E-1: the tier pair's checks, in the Python API's words ------------- */
+
+/* sw_carrier_check_tier_pair: distinct, then released (primary first),
+ * then owned, naming role and class; nothing changes. The constructors
+ * refuse in the same words and order. */
+static void test_te1_tier_pair_checks_in_the_python_words(void)
+{
+    sw_carrier *p, *s, *file, *rel, *owned;
+    sw_cpu_new(4, SW_DT_FLOAT32, 0, &p, NULL);
+    sw_cpu_new(0, SW_DT_FLOAT32, 0, &s, NULL);
+    sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &file, NULL);
+    sw_carrier_release(file, NULL);
+    sw_cpu_new(0, SW_DT_FLOAT32, 0, &rel, NULL);
+    sw_carrier_release(rel, NULL);
+    sw_cpu_new(0, SW_DT_FLOAT32, 0, &owned, NULL);
+    uint64_t token;
+    sw_carrier_claim(owned, &token, NULL);
+    sw_error err;
+    CHECK(sw_carrier_check_tier_pair(NULL, s, &err) == SW_ETYPE);
+    CHECK(sw_carrier_check_tier_pair(p, p, &err) == SW_EINVAL);
+    CHECK_MSG(err, "primary and secondary must be different carriers");
+    CHECK(sw_carrier_check_tier_pair(p, file, &err) == SW_ESTATE);
+    CHECK_MSG(err, "the secondary FileBacked carrier is released");
+    CHECK(sw_carrier_check_tier_pair(rel, owned, &err) == SW_ESTATE); /* released first */
+    CHECK_MSG(err, "the primary CPU carrier is released");
+    CHECK(sw_carrier_check_tier_pair(owned, s, &err) == SW_ESTATE);
+    CHECK_MSG(err, "the primary CPU carrier is already owned by another composite");
+    CHECK(sw_carrier_check_tier_pair(p, s, &err) == SW_OK);
+    CHECK(!sw_carrier_is_owned(p) && !sw_carrier_is_owned(s));
+    /* the constructors: the same words */
+    int64_t grid[] = {2}, tile[] = {2};
+    sw_tiled_evictable *te = NULL;
+    sw_carrier *ev = NULL;
+    CHECK(sw_tiled_evictable_new(p, file, 1, grid, tile, &te, &err) == SW_ESTATE);
+    CHECK_MSG(err, "the secondary FileBacked carrier is released");
+    CHECK(sw_tiled_evictable_new(owned, s, 1, grid, tile, &te, &err) == SW_ESTATE);
+    CHECK_MSG(err, "the primary CPU carrier is already owned by another composite");
+    CHECK(sw_evictable_new(p, rel, NULL, &ev, &err) == SW_ESTATE);
+    CHECK_MSG(err, "the secondary CPU carrier is released");
+    CHECK(te == NULL && ev == NULL && !sw_carrier_is_owned(p));
+    /* the shapes of the grid, in the words of its Python arguments */
+    CHECK(sw_tiled_evictable_new(p, s, 1, (int64_t[]){0}, tile, &te, &err) == SW_EINVAL);
+    CHECK_MSG(err, "grid_shape entries must be positive");
+    sw_carrier_relinquish(owned, token, NULL);
+    sw_carrier *all[] = {p, s, file, rel, owned};
+    for (int i = 0; i < 5; i++)
+        sw_carrier_unref(all[i]);
+}
+
 /* ---- refusals change nothing ---------------------------------------------------- */
 
 static void test_te7_te10_refusals_change_nothing(void)
@@ -1089,6 +1138,7 @@ int main(void)
     test_te7_other_dtypes();
     test_te7_te10_refusals_change_nothing();
     test_te3_te10_project_checks_in_the_python_words();
+    test_te1_tier_pair_checks_in_the_python_words();
     test_te7_pending_guard();
     test_te10_pinned_guard();
     test_te7_faults_mid_transfer_change_nothing();

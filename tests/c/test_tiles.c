@@ -48,6 +48,41 @@ static void test_geometry_refusals(void)
     CHECK(sw_tiles_geometry_init(&g, 1, zero, one, &err) == SW_EINVAL);
     CHECK(sw_tiles_geometry_init(&g, 0, one, one, &err) == SW_EINVAL);
     CHECK(sw_tiles_geometry_init(&g, 2, big, big, &err) == SW_EOVERFLOW);
+    CHECK_MSG(err, "the tiled logical size overflows int64");
+}
+
+/* TE-1 (check 6): a grid's shapes in the Python API's words and order: the
+ * grid shape (count, then each entry), the tile shape, the ranks, the
+ * sizes; only the entries before a binding's too-large one are looked at. */
+static void test_te1_shape_checks_in_the_python_words(void)
+{
+    sw_tile_geometry g;
+    sw_error err;
+    int64_t ok[] = {2, 3}, neg_first[] = {-1, 0}, zero_second[] = {2, 0};
+    CHECK(sw_tiles_check_extents("grid_shape", 0, ok, 0, &err) == SW_EINVAL);
+    CHECK_MSG(err, "grid_shape needs 1 to 32 entries, not 0");
+    CHECK(sw_tiles_check_extents("tile_shape", 33, ok, 0, &err) == SW_EINVAL);
+    CHECK_MSG(err, "tile_shape needs 1 to 32 entries, not 33");
+    CHECK(sw_tiles_check_extents("grid_shape", 2, zero_second, 2, &err) == SW_EINVAL);
+    CHECK_MSG(err, "grid_shape entries must be positive");
+    /* entry 1 is the caller's (too large for int64): not looked at */
+    CHECK(sw_tiles_check_extents("grid_shape", 2, zero_second, 1, &err) == SW_OK);
+    CHECK(sw_tiles_check_extents("grid_shape", 2, neg_first, 1, &err) == SW_EINVAL);
+    CHECK(sw_tiles_check_extents("grid_shape", 2, ok, 2, &err) == SW_OK);
+    /* the grid shape before the tile shape, both before the ranks */
+    CHECK(sw_tiles_geometry_init_shapes(&g, 2, zero_second, 0, ok, &err) == SW_EINVAL);
+    CHECK_MSG(err, "grid_shape entries must be positive");
+    CHECK(sw_tiles_geometry_init_shapes(&g, 2, ok, 1, zero_second + 1, &err) == SW_EINVAL);
+    CHECK_MSG(err, "tile_shape entries must be positive");
+    CHECK(sw_tiles_geometry_init_shapes(&g, 2, ok, 1, ok, &err) == SW_EINVAL);
+    CHECK_MSG(err, "grid_shape has 2 axes but tile_shape has 1");
+    CHECK(sw_tiles_geometry_init_shapes(&g, 2, ok, 2, ok, &err) == SW_OK);
+    CHECK(g.rank == 2 && g.size == 36 && g.ntiles == 6 && g.tile_size == 6);
+    /* the one-rank form says the same */
+    CHECK(sw_tiles_geometry_init(&g, 0, ok, ok, &err) == SW_EINVAL);
+    CHECK_MSG(err, "grid_shape needs 1 to 32 entries, not 0");
+    CHECK(sw_tiles_geometry_init(&g, 2, ok, zero_second, &err) == SW_EINVAL);
+    CHECK_MSG(err, "tile_shape entries must be positive");
 }
 
 /* TE-3: identity and within-tile permutations pass; spanning, aliasing
@@ -235,6 +270,7 @@ int main(void)
     test_gather_within_tile_permutation();
     test_te2_geometry_example();
     test_geometry_refusals();
+    test_te1_shape_checks_in_the_python_words();
     test_te3_footprints();
     test_te5_sort();
     test_te10_gather();
