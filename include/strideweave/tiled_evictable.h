@@ -154,6 +154,13 @@ SW_API sw_status sw_tiled_evictable_tiles(sw_tiled_evictable *te, sw_te_filter w
                                           int64_t *coords, int64_t capacity, int64_t *count,
                                           sw_error *err);
 
+/* How many tiles are where, in one snapshot: counts[location] (indexed by
+ * sw_te_location) and, when `pending` is not NULL, how many a residency
+ * request is copying. SW_ETYPE for NULL, SW_ESTATE when released
+ * ("cannot inspect the tiles of a released TiledEvictable"). Thread-safe. */
+SW_API sw_status sw_tiled_evictable_tile_counts(sw_tiled_evictable *te, int64_t counts[4],
+                                                int64_t *pending, sw_error *err);
+
 /* Bring the `n` tiles `coords` (rows of `rank` entries) into the primary
  * tier / move the primary ones among them to the secondary tier, all or
  * none; tiles already there are skipped. Checks, in order: `te` NULL

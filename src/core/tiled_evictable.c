@@ -665,6 +665,27 @@ sw_status sw_tiled_evictable_tiles(sw_tiled_evictable *te, sw_te_filter which, i
     return st;
 }
 
+sw_status sw_tiled_evictable_tile_counts(sw_tiled_evictable *te, int64_t counts[4],
+                                         int64_t *pending, sw_error *err)
+{
+    if (!te || !counts)
+        return sw_error_set(err, SW_ETYPE, "TiledEvictable: arguments must not be NULL");
+    int64_t n[4] = {0, 0, 0, 0}, moving = 0;
+    pthread_mutex_lock(&te->lock);
+    sw_status st = refuse_released_locked(te, "inspect the tiles of", err);
+    for (int64_t t = 0; st == SW_OK && t < te->geo.ntiles; t++) {
+        n[te->tiles[t].loc & 3]++;
+        moving += te->tiles[t].pending != 0;
+    }
+    pthread_mutex_unlock(&te->lock);
+    if (st != SW_OK)
+        return st;
+    memcpy(counts, n, sizeof n);
+    if (pending)
+        *pending = moving;
+    return SW_OK;
+}
+
 /* ---- residency requests (TE-7) ------------------------------------------------- */
 
 static sw_status refuse_busy_locked(sw_tiled_evictable *te, int64_t t, const char *what,

@@ -57,21 +57,12 @@ static sw_te_tile_state tile_state(PyObject *self, int64_t t)
     return st;
 }
 
+/* The core's snapshot; -1 (nothing raised) when released. */
 int sw_tiled_tile_counts(PyObject *self, int64_t counts[4], int64_t *pending)
 {
     SwTiledEvictableObject *te = TILED(self);
-    if (!te->te || sw_tiled_evictable_is_released(te->te))
-        return -1;
-    int64_t moving = 0;
-    counts[0] = counts[1] = counts[2] = counts[3] = 0;
-    for (int64_t t = 0; t < te->geo.ntiles; t++) {
-        sw_te_tile_state st = tile_state(self, t);
-        counts[st.location < 4 ? st.location : SW_TILE_INVALID]++;
-        moving += st.pending != 0;
-    }
-    if (pending)
-        *pending = moving;
-    return 0;
+    return te->te && sw_tiled_evictable_tile_counts(te->te, counts, pending, NULL) == SW_OK ? 0
+                                                                                          : -1;
 }
 
 /* Whether tile t is still held in place by the tier that was full at

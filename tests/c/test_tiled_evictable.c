@@ -639,6 +639,30 @@ static void test_te1_tier_pair_checks_in_the_python_words(void)
         sw_carrier_unref(all[i]);
 }
 
+/* ---- TE-6: how many tiles are where, one snapshot --------------------------------- */
+
+static void test_te6_tile_counts(void)
+{
+    int64_t grid[] = {2, 3}, tile[] = {2, 2};
+    sw_tiled_evictable *te = make_grid(2, grid, tile, 1);
+    int64_t counts[4] = {-1, -1, -1, -1}, pending = -1;
+    sw_error err;
+    CHECK(sw_tiled_evictable_tile_counts(te, counts, &pending, &err) == SW_OK);
+    CHECK(counts[SW_TE_PRIMARY] == 6 && counts[SW_TE_SECONDARY] == 0 &&
+          counts[SW_TE_IMPLICIT] == 0 && counts[SW_TE_INVALID] == 0 && pending == 0);
+    CHECK(sw_tiled_evictable_evict(te, (int64_t[]){1, 0, 0, 2}, 2, NULL) == SW_OK);
+    CHECK(sw_tiled_evictable_tile_counts(te, counts, NULL, &err) == SW_OK);
+    CHECK(counts[SW_TE_PRIMARY] == 4 && counts[SW_TE_SECONDARY] == 2);
+    CHECK(sw_tiled_evictable_tile_counts(NULL, counts, NULL, &err) == SW_ETYPE);
+    CHECK(sw_tiled_evictable_tile_counts(te, NULL, NULL, &err) == SW_ETYPE);
+    CHECK(sw_tiled_evictable_release(te, NULL) == SW_OK);
+    counts[0] = -7;
+    CHECK(sw_tiled_evictable_tile_counts(te, counts, &pending, &err) == SW_ESTATE);
+    CHECK_MSG(err, "cannot inspect the tiles of a released TiledEvictable");
+    CHECK(counts[0] == -7); /* untouched on a refusal */
+    sw_tiled_evictable_unref(te);
+}
+
 /* ---- refusals change nothing ---------------------------------------------------- */
 
 static void test_te7_te10_refusals_change_nothing(void)
@@ -1139,6 +1163,7 @@ int main(void)
     test_te7_te10_refusals_change_nothing();
     test_te3_te10_project_checks_in_the_python_words();
     test_te1_tier_pair_checks_in_the_python_words();
+    test_te6_tile_counts();
     test_te7_pending_guard();
     test_te10_pinned_guard();
     test_te7_faults_mid_transfer_change_nothing();
