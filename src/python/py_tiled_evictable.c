@@ -44,15 +44,14 @@ static size_t elem_bytes(PyObject *self)
 
 /* ---- tile records (the core's) ------------------------------------------------ */
 
-/* Tile t's state; a zeroed invalid state when the core has none. */
-static sw_te_tile_state tile_state(PyObject *self, int64_t t)
+/* The state of the tile at `coord`; a zeroed invalid state when the core
+ * has none. */
+static sw_te_tile_state tile_state(PyObject *self, const int64_t *coord)
 {
     SwTiledEvictableObject *te = TILED(self);
     sw_te_tile_state st = {.location = SW_TE_INVALID};
-    int64_t c[SW_TILES_MAX_RANK];
     sw_error err;
-    sw_tiles_tile_coord(&te->geo, t, c);
-    if (!te->te || sw_tiled_evictable_tile_state(te->te, c, &st, &err) != SW_OK)
+    if (!te->te || sw_tiled_evictable_tile_state(te->te, coord, &st, &err) != SW_OK)
         st = (sw_te_tile_state){.location = SW_TE_INVALID};
     return st;
 }
@@ -87,21 +86,6 @@ static PyObject *tiles_argument(PyObject *tiles)
     return NULL;
 }
 
-/* The linear indices of a bound TileSet (PyMem). */
-static int64_t *tile_indices(PyObject *self, PyObject *tile_set, int64_t *n)
-{
-    SwTileSetObject *s = (SwTileSetObject *)tile_set;
-    int64_t *idx = PyMem_Malloc((size_t)(s->n + 1) * sizeof(int64_t));
-    if (!idx) {
-        PyErr_NoMemory();
-        return NULL;
-    }
-    for (int64_t i = 0; i < s->n; i++)
-        idx[i] = sw_tiles_tile_index(&TILED(self)->geo, s->coords + i * s->rank);
-    *n = s->n;
-    return idx;
-}
-
 static int needs_copy(int evict, const sw_te_tile_state *st)
 {
     return evict ? st->location == SW_TE_PRIMARY
@@ -113,7 +97,7 @@ static int needs_copy(int evict, const sw_te_tile_state *st)
  * storage is allocated or any provider is called. The pair is (the class
  * of the tier the tile's private storage was made like, the target's);
  * tiles held in place and implicit tiles copy slot by slot. */
-static int check_routes(PyObject *self, const int64_t *idx, int64_t n, int evict)
+static int check_routes(PyObject *self, const int64_t *coords, int64_t n, int evict)
 {
     SwTiledEvictableObject *te = TILED(self);
     PyObject *from = evict ? te->primary : te->secondary, *to = evict ? te->secondary
@@ -121,9 +105,10 @@ static int check_routes(PyObject *self, const int64_t *idx, int64_t n, int evict
     if (!SW_DEFINED(from) && !SW_DEFINED(to))
         return 0;
     for (int64_t i = 0; i < n; i++) {
-        sw_te_tile_state st = tile_state(self, idx[i]);
+        const int64_t *c = coords + i * te->geo.rank;
+        sw_te_tile_state st = tile_state(self, c);
         if (!needs_copy(evict, &st) || st.location == SW_TE_IMPLICIT ||
-            in_place(self, idx[i], &st))
+            in_place(self, sw_tiles_tile_index(&te->geo, c), &st))
             continue;
         sw_route route;
         if (sw_py_route_resolve(Py_TYPE(from), Py_TYPE(to), &route) < 0)
@@ -133,9 +118,9 @@ static int check_routes(PyObject *self, const int64_t *idx, int64_t n, int evict
 }
 
 /* Checks of TE-7, the core's: released first (an empty request, before
- * the argument is looked at), then the request's tiles. Returns the linear
- * indices (PyMem). */
-static int64_t *check_request(PyObject *self, PyObject *tiles, int evict, int64_t *n)
+ * the argument is looked at), then the request's tiles. Returns the
+ * request's TileSet, bound to the grid (a new reference). */
+static PyObject *check_request(PyObject *self, PyObject *tiles, int evict)
 {
     sw_error err;
     sw_tiled_evictable *core = TILED(self)->te;
@@ -144,17 +129,15 @@ static int64_t *check_request(PyObject *self, PyObject *tiles, int evict, int64_
     PyObject *set = tiles_argument(tiles);
     if (!set)
         return NULL;
-    int64_t *idx = NULL;
-    if (sw_tile_set_bind(set, &TILED(self)->geo) == 0) {
-        SwTileSetObject *ts = (SwTileSetObject *)set;
-        if (sw_tiled_evictable_check_residency(core, ts->coords, ts->n, evict, NULL, &err) !=
-            SW_OK)
-            sw_py_raise(&err);
-        else
-            idx = tile_indices(self, set, n);
+    SwTileSetObject *ts = (SwTileSetObject *)set;
+    if (sw_tile_set_bind(set, &TILED(self)->geo) < 0) {
+        Py_CLEAR(set);
+    } else if (sw_tiled_evictable_check_residency(core, ts->coords, ts->n, evict, NULL, &err) !=
+               SW_OK) {
+        sw_py_raise(&err);
+        Py_CLEAR(set);
     }
-    Py_DECREF(set);
-    return idx;
+    return set;
 }
 
 /* One request's Python side, from its start to the core's commit callback
@@ -239,43 +222,42 @@ static void residency_done(sw_te_work *w, void *user)
 static PyObject *residency_async(PyObject *self, PyObject *tiles, int evict)
 {
     SwTiledEvictableObject *te = TILED(self);
-    int64_t n = 0;
     /* The handle first: allocating it may run a collection (finalizers,
      * user code), which must not fall between the checks and the marks. */
     PyObject *handle = sw_py_await_new(&SwAwaitResidency_Type);
-    int64_t *idx = handle ? check_request(self, tiles, evict, &n) : NULL;
-    residency *q = idx ? PyMem_Calloc(1, sizeof *q) : NULL;
-    int64_t *coords = q ? PyMem_Malloc((size_t)(n * te->geo.rank + 1) * sizeof(int64_t)) : NULL;
+    PyObject *set = handle ? check_request(self, tiles, evict) : NULL;
+    /* the request's tiles: the bound set's rows (borrowed until the start) */
+    int64_t n = set ? ((SwTileSetObject *)set)->n : 0;
+    const int64_t *coords = set ? ((SwTileSetObject *)set)->coords : NULL;
+    residency *q = set ? PyMem_Calloc(1, sizeof *q) : NULL;
     if (q)
         q->moving = PyMem_Malloc((size_t)(n + 1) * sizeof(int64_t));
-    if (!coords || !q->moving) {
-        if (idx && (!q || !coords || !q->moving))
+    if (!q || !q->moving) {
+        if (set)
             PyErr_NoMemory();
         if (q)
             PyMem_Free(q->moving);
         PyMem_Free(q);
-        PyMem_Free(idx);
-        PyMem_Free(coords);
+        Py_XDECREF(set);
         Py_XDECREF(handle);
         return NULL;
     }
-    if (check_routes(self, idx, n, evict) < 0) {
+    if (check_routes(self, coords, n, evict) < 0) {
         /* The pair cannot copy: the handle's failure, nothing changed. */
         PyObject *exc = sw_py_take_exception();
         sw_py_await_complete(handle, NULL, exc);
         Py_XDECREF(exc);
         PyMem_Free(q->moving);
         PyMem_Free(q);
-        PyMem_Free(idx);
-        PyMem_Free(coords);
+        Py_DECREF(set);
         return handle;
     }
     int64_t copies = 0;
     for (int64_t i = 0; i < n; i++) {
-        sw_tiles_tile_coord(&te->geo, idx[i], coords + i * te->geo.rank);
-        sw_te_tile_state st = tile_state(self, idx[i]);
+        const int64_t *c = coords + i * te->geo.rank;
+        sw_te_tile_state st = tile_state(self, c);
         if (needs_copy(evict, &st))
-            q->moving[copies++] = idx[i];
+            q->moving[copies++] = sw_tiles_tile_index(&te->geo, c);
     }
     q->n = copies;
     q->self = Py_NewRef(self);
@@ -293,8 +275,7 @@ static PyObject *residency_async(PyObject *self, PyObject *tiles, int evict)
     sw_tiled_evictable *core = te->te;
     SW_TILED_NOGIL(st = evict ? sw_tiled_evictable_evict_start(core, coords, n, &w, &err)
                               : sw_tiled_evictable_promote_start(core, coords, n, &w, &err));
-    PyMem_Free(coords);
-    PyMem_Free(idx);
+    Py_DECREF(set);
     if (st != SW_OK) {
         int held = q->held;
         uint64_t hold = q->hold;
@@ -374,16 +355,17 @@ static PyObject *te_load(PyObject *self, int64_t index)
 static int te_store(PyObject *self, int64_t index, const void *slot)
 {
     SwTiledEvictableObject *te = TILED(self);
-    int64_t t, w;
+    int64_t t, w, c[SW_TILES_MAX_RANK];
     sw_tiles_locate(&te->geo, index, &t, &w);
-    sw_te_tile_state st = tile_state(self, t);
+    sw_tiles_tile_coord(&te->geo, t, c);
+    sw_te_tile_state st = tile_state(self, c);
     /* A busy or invalid tile is the core write's refusal (TE-9), which
      * comes before the shortcut and the route check below. */
     int refused = st.pending || st.pinned || st.location == SW_TE_INVALID;
     static const unsigned char zero[16] = {0};
     if (!refused && st.location == SW_TE_IMPLICIT && memcmp(slot, zero, elem_bytes(self)) == 0)
         return 0; /* the constant already reads this value */
-    if (!refused && st.location != SW_TE_PRIMARY && check_routes(self, &t, 1, 0) < 0)
+    if (!refused && st.location != SW_TE_PRIMARY && check_routes(self, c, 1, 0) < 0)
         return -1;
     PyObject *stale = sw_tiled_core_take_error(te->hooks, NULL);
     Py_XDECREF(stale);
@@ -759,9 +741,8 @@ static PyObject *te_tile_state(PyObject *self, PyObject *coord)
         Py_XDECREF(set);
         return NULL;
     }
-    int64_t t = sw_tiles_tile_index(&te->geo, ((SwTileSetObject *)set)->coords);
+    r = tile_state(self, ((SwTileSetObject *)set)->coords);
     Py_DECREF(set);
-    r = tile_state(self, t);
     int dirty = r.location == SW_TE_PRIMARY && r.dirty;
     PyObject *cls = sw_py_types_attr("TileState");
     PyObject *st = cls ? PyObject_CallFunction(cls, "sOO", names[r.location & 3],

@@ -410,9 +410,8 @@ PyObject *sw_tiled_project(PyObject *self, PyObject *const *args, Py_ssize_t nar
     sw_tile_selection_view(selection, &sel);
     sw_error err;
     int64_t n, shape[SW_TILES_MAX_RANK];
-    const SwSubtensor *sub = &TENSOR(tensor)->subs[0];
-    if (sw_tiled_evictable_project_check(te->te, SW_SUB_LAYOUT(sub), SW_SUB_OFFSET(sub), &sel,
-                                         &n, shape, &err) != SW_OK)
+    /* the tensor was checked just above, with no Python code since */
+    if (sw_tiled_evictable_project_check(te->te, NULL, 0, &sel, &n, shape, &err) != SW_OK)
         return sw_py_raise(&err), NULL;
     if (destination != Py_None && check_destination(self, destination, n) < 0)
         return NULL;
