@@ -14,6 +14,7 @@
 #include "engine_internal.h"
 #include "fork_internal.h"
 #include "carrier_internal.h"
+#include "transfer_internal.h"
 #include "core_thread_internal.h"
 #include "move_exit_internal.h"
 #include "route_internal.h"
@@ -482,6 +483,20 @@ typedef struct copy_modes {
     int64_t extents[SW_COPY_MAX_DIMS], strides[SW_COPY_MAX_DIMS];
 } copy_modes;
 
+/* Whether a transfer of l copies its span whole and in order: a bulk
+ * route, or a layout that is one stride-1 run from slot 0 (`modes`: l's
+ * leaf modes without extent-1 leaves). */
+static int whole_span(const sw_layout *l, sw_move_route route, const copy_modes *modes)
+{
+    if (l->cosize <= 0 || modes->ndim < 0)
+        return 0;
+    if (route == SW_ROUTE_BULK)
+        return 1;
+    return modes->ndim == 0 ? l->cosize == 1
+                            : modes->ndim == 1 && modes->strides[0] == 1 &&
+                                  modes->extents[0] == l->cosize;
+}
+
 /* The storage copy of the span (s, offset, l) into d at 0; `modes`: l's,
  * or NULL to find them here (>= 0 modes: new_move or light_eligible
  * checked). */
@@ -516,8 +531,12 @@ static sw_status transfer_span(sw_carrier *s, int64_t offset, const sw_layout *l
         .strides = modes->strides,
         .progress = progress,
     };
+    /* The move checked the span against both carriers under their locks
+     * before it marked them: a small whole span skips sw_transfer_run's
+     * checks of a described transfer. */
     if ((int64_t)t.itemsize * l->cosize <= HERE_BYTES)
-        return sw_transfer_run(&t, err);
+        return whole_span(l, route, modes) ? sw_transfer_run_whole_span(&t, err)
+                                           : sw_transfer_run(&t, err);
     /* The caller only waits: a large span takes every helper. Otherwise
      * one CPU stays with the threads that keep running meanwhile. */
     int most = caller_waits ? 0 : sw_parallel_width() - 1;

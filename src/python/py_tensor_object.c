@@ -460,6 +460,11 @@ int sw_py_parse_required(const char *fn, const char *const *names, Py_ssize_t n,
                           PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
                           PyObject **out)
 {
+    if (nargs == n && !kwnames) { /* the common call: all positional */
+        for (Py_ssize_t i = 0; i < n; i++)
+            out[i] = args[i];
+        return 0;
+    }
     if (nargs > n) {
         PyErr_Format(PyExc_TypeError, "%s() takes %zd positional argument%s but %zd %s given",
                      fn, n, sw_msg_s(n), nargs, nargs == 1 ? "was" : "were");

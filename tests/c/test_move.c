@@ -518,6 +518,67 @@ static void test_failure_before_submit_undoes_growth(void)
     sw_carrier_unref(src);
 }
 
+/* Issue 19: a small span copied whole (one stride-1 run, a single slot, or
+ * a bulk route) skips the transfer kernels' checks; spans of every shape
+ * still copy exactly the values their layout addresses, from the source's
+ * offset, and report every byte as progress. CPU and FileBacked sources
+ * into CPU and FileBacked destinations. */
+static void test_small_spans_copy_their_values(void)
+{
+    sw_error err;
+    enum { N = 40, OFF = 3 };
+    struct { int32_t ndim; int64_t ext[2], str[2]; } shapes[] = {
+        {1, {5, 0}, {1, 0}},   /* one run: the whole-span path */
+        {1, {1, 0}, {1, 0}},   /* a single slot */
+        {2, {3, 1}, {1, 50}},  /* one run beside an extent-1 mode */
+        {2, {2, 3}, {1, 2}},   /* contiguous in two modes: the checked path */
+        {1, {4, 0}, {3, 0}},   /* strided */
+    };
+    for (int from_file = 0; from_file < 2; from_file++)
+        for (int to_file = 0; to_file < 2; to_file++)
+            for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+                sw_carrier *src = cpu_filled(N, SW_DT_FLOAT32, 0), *dst = NULL;
+                if (from_file) {
+                    sw_carrier *fb;
+                    sw_tensor *all = flat(src, N), *on_file;
+                    CHECK(sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &fb, &err) == SW_OK);
+                    CHECK(sw_move(all, fb, &on_file, &err) == SW_OK);
+                    sw_tensor_unref(on_file);
+                    sw_tensor_unref(all);
+                    sw_carrier_unref(src);
+                    src = fb;
+                }
+                if (to_file)
+                    CHECK(sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &dst, &err) == SW_OK);
+                else
+                    CHECK(sw_cpu_new(N, SW_DT_FLOAT32, SW_CARRIER_EMPTY, &dst, &err) == SW_OK);
+                sw_tensor *t, *r;
+                CHECK(sw_tensor_new_strided(src, OFF, shapes[k].ndim, shapes[k].ext,
+                                            shapes[k].str, &t, &err) == SW_OK);
+                sw_move_handle *m;
+                CHECK(sw_move_async(t, dst, NULL, &m, &err) == SW_OK);
+                CHECK(sw_move_wait(m, &r, &err) == SW_OK);
+                int64_t done = -1, total = -2;
+                sw_move_progress(m, &done, &total);
+                CHECK_EQ_I64(done, sw_move_bytes(m));
+                CHECK_EQ_I64(total, sw_move_bytes(m));
+                const sw_layout *l = sw_tensor_layout(t);
+                for (int64_t i = 0; i < sw_tensor_size(t); i++) {
+                    int64_t idx;
+                    float v = -1.0f;
+                    CHECK(sw_layout_index(l, i, &idx, &err) == SW_OK);
+                    CHECK(sw_tensor_get_f32(r, i, &v, &err) == SW_OK);
+                    CHECK(v == (float)(OFF + idx) + 0.25f);
+                }
+                CHECK(sw_carrier_is_released(src));
+                sw_move_unref(m);
+                sw_tensor_unref(r);
+                sw_tensor_unref(t);
+                sw_carrier_unref(dst);
+                sw_carrier_unref(src);
+            }
+}
+
 int main(void)
 {
     test_validation_order();
@@ -528,5 +589,6 @@ int main(void)
     test_dropped_handle();
     test_fault_mid_transfer();
     test_failure_before_submit_undoes_growth();
+    test_small_spans_copy_their_values();
     return check_report("move");
 }
