@@ -46,9 +46,13 @@ static int core_class(PyObject *carrier)
     return t == &SwCPU_Type || t == &SwGeneric_Type || t == &SwFileBacked_Type;
 }
 
-/* CPU <-> BlockDeviceCarrier: the core's block device routes (bulk only). */
+/* CPU <-> BlockDeviceCarrier: the core's block device routes (bulk only).
+ * A carrier of an exact host class has that class's core: no core call for
+ * the common pairs (two per move). */
 static int on_device(PyObject *carrier)
 {
+    if (core_class(carrier))
+        return 0;
     sw_carrier *c = CARRIER(carrier)->core;
     return c && sw_carrier_class_of(c) == &sw_block_device_carrier_class;
 }
