@@ -181,7 +181,10 @@ SW_API sw_status sw_evictable_tier(sw_carrier *e, int primary, sw_carrier **tier
  * `dtype`, as Evictable transitions make their fresh tiers: CPU -> a CPU
  * carrier of `size` (not zeroed), Generic -> a zeroed Generic of `size`,
  * FileBacked -> a new generated file of size 0 (allocatable-empty),
- * Evictable -> a promoted Evictable over fresh tiers like the prototype's
+ * BlockDeviceCarrier -> a zero-written extent of `size` Float32 slots on
+ * the prototype's device (sw_block_device_allocate's checks: a closed or
+ * faulted device fails SW_ESTATE; the zeros are durable once
+ * sw_block_device_flush returns), Evictable -> a promoted Evictable over fresh tiers like the prototype's
  * (its primary of `size`, its secondary of 0 slots). SW_ENOTSUP for other
  * classes; then the errors of the constructor it calls. Mutable, unowned;
  * the caller gets one reference. */

@@ -284,6 +284,8 @@ sw_status sw_tier_allocate_like(sw_carrier *prototype, int64_t size, sw_dtype dt
         sw_free(zeros);
         return st;
     }
+    if (k == &sw_block_device_carrier_class)
+        return sw_block_device_allocate(sw_block_device_of(prototype), size, dtype, 0, out, err);
     if (k == &sw_evictable_class) {
         ev_impl *e = prototype->impl;
         pthread_mutex_lock(&prototype->lock);

@@ -19,10 +19,21 @@
 #include "strideweave/alloc.h"
 #include "strideweave/filestore.h"
 #include "strideweave/block_device.h"
+#include "strideweave/evictable.h"
 
 /* ---- storage ---------------------------------------------------------------- */
 
 static void drop_graves(sw_tiled_evictable *te, te_grave *g);
+
+/* The built-in classes the core serves in either role without hooks: the
+ * ones tier_supported keeps addressed, and Generic memory, a FileBacked
+ * primary and a BlockDeviceCarrier, reached as bound stores of its own
+ * classes (te_store's `own`). */
+static int core_class(const sw_carrier_class *k)
+{
+    return k == &sw_cpu_class || k == &sw_generic_class || k == &sw_file_backed_class ||
+           k == &sw_block_device_carrier_class;
+}
 
 static void describe(sw_carrier *c, te_store *s)
 {
@@ -62,6 +73,25 @@ static void unaddress(const sw_tiled_evictable *te, te_store *s)
     s->fd = -1;
 }
 
+/* A fresh tile-sized Generic or BlockDeviceCarrier store like `proto`.
+ * A zero-filled block-device tile is flushed before it can be committed
+ * (B-11: a block-device transfer is durable before commit). */
+static sw_status builtin_store(sw_tiled_evictable *te, sw_carrier *proto, int zero,
+                               sw_carrier **out, sw_error *err)
+{
+    sw_block_device *d = sw_block_device_of(proto);
+    if (!d)
+        return sw_tier_allocate_like(proto, te->geo.tile_size, te->dtype, out, err);
+    sw_status st = sw_block_device_allocate(d, te->geo.tile_size, te->dtype,
+                                            zero ? 0 : SW_CARRIER_EMPTY, out, err);
+    if (st == SW_OK && zero && (st = sw_block_device_flush(d, err)) != SW_OK) {
+        sw_carrier_release(*out, NULL);
+        sw_carrier_unref(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
 /* Fresh tile-sized storage like the tier `proto` (the binding's store
  * hook first, when set; else CPU or FileBacked), zero-filled when `zero`
  * (a FileBacked tile always reads zeros when fresh). No lock held. */
@@ -86,9 +116,11 @@ static sw_status fresh_store(sw_tiled_evictable *te, const te_store *proto, int 
             return st;
         sw_error_clear(err);
     }
-    if (te_store_bound(proto)) {
+    if (te_store_bound(proto) && !(te->hooks.core_classes && core_class(cls))) {
         return sw_error_set(err, SW_ENOTSUP, "TiledEvictable: no tile storage like a %s tier",
                             sw_carrier_name(proto->c));
+    } else if (cls == &sw_generic_class || cls == &sw_block_device_carrier_class) {
+        st = builtin_store(te, proto->c, zero, &c, err);
     } else if (cls == &sw_cpu_class) {
         st = sw_cpu_new(te->geo.tile_size, te->dtype, zero ? 0 : SW_CARRIER_EMPTY, &c, err);
     } else {
@@ -106,6 +138,8 @@ static sw_status fresh_store(sw_tiled_evictable *te, const te_store *proto, int 
     if (st != SW_OK)
         return st;
     describe(c, out);
+    if (te->role_bound[secondary ? 1 : 0])
+        unaddress(te, out);
     return SW_OK;
 }
 
@@ -122,11 +156,21 @@ static void drop_store(sw_tiled_evictable *te, te_store *s)
     s->fd = -1;
 }
 
+/* A bound store neither the core nor a hook reaches (e.g. Generic memory
+ * of another dtype): refused rather than reached wrongly. */
+static sw_status no_access(const te_store *s, sw_error *err)
+{
+    return sw_error_set(err, SW_ENOTSUP, "TiledEvictable: no access to the slots of a %s tile "
+                        "store", sw_carrier_name(s->c));
+}
+
 /* `count` slots from slot `at` of a bound store: the core's own access
  * for a store of a core class (te_store's `own`), else the read hook. */
 static sw_status bound_read(sw_tiled_evictable *te, const te_store *s, int64_t at,
                             int64_t count, void *out, sw_error *err)
 {
+    if (!s->own && !te->hooks.read)
+        return no_access(s, err);
     if (!s->own)
         return te->hooks.read(s->c, at, count, out, te->hooks.user, err);
     if (s->own_host) {
@@ -142,6 +186,8 @@ static sw_status bound_read(sw_tiled_evictable *te, const te_store *s, int64_t a
 static sw_status bound_write(sw_tiled_evictable *te, const te_store *s, int64_t at,
                              int64_t count, const void *in, sw_error *err)
 {
+    if (!s->own && !te->hooks.write)
+        return no_access(s, err);
     if (!s->own)
         return te->hooks.write(s->c, at, count, in, te->hooks.user, err);
     if (s->own_host) {
@@ -341,6 +387,11 @@ static int tier_supported(sw_carrier *c, int secondary)
     return k == &sw_cpu_class || (secondary && k == &sw_file_backed_class);
 }
 
+static int core_tier(sw_carrier *c)
+{
+    return !sw_carrier_is_state_only(c) && core_class(sw_carrier_class_of(c));
+}
+
 static sw_status check_tier_idle(sw_carrier *c, const char *role, sw_error *err)
 {
     if (sw_carrier_is_pending(c))
@@ -411,10 +462,10 @@ static sw_status make(sw_carrier *primary, sw_carrier *secondary, int32_t rank,
         if ((hs = check_hooked_tier(primary, "primary", hooks, err)) != SW_OK ||
             (hs = check_hooked_tier(secondary, "secondary", hooks, err)) != SW_OK)
             return hs;
-    } else if (!tier_supported(primary, 0) || !tier_supported(secondary, 1))
+    } else if (!core_tier(primary) || !core_tier(secondary))
         return sw_error_set(err, SW_ENOTSUP,
-                            "TiledEvictable: the primary must be a CPU carrier and the secondary "
-                            "a CPU or FileBacked carrier, not %s and %s",
+                            "TiledEvictable: each tier must be a CPU, Generic, FileBacked or "
+                            "BlockDeviceCarrier carrier, not %s and %s",
                             sw_carrier_name(primary), sw_carrier_name(secondary));
     sw_status st;
     if ((st = sw_carrier_check_tier_pair(primary, secondary, err)) != SW_OK ||
@@ -455,6 +506,12 @@ static sw_status make(sw_carrier *primary, sw_carrier *secondary, int32_t rank,
     if (hooks) {
         te->hooked = 1;
         te->hooks = *hooks;
+    } else if (!tier_supported(primary, 0) || !tier_supported(secondary, 1)) {
+        /* Bound tiers of the core's own classes: the bound-store machinery
+         * (reads without the lock, kept stores) with no binding hook. */
+        te->hooked = 1;
+        te->core_only = 1;
+        te->hooks.core_classes = 1;
     }
     te->eb = sw_dtype_slot_bytes(te->dtype);
     te->captured_mutable = sw_carrier_is_mutable(primary);
@@ -469,7 +526,7 @@ static sw_status make(sw_carrier *primary, sw_carrier *secondary, int32_t rank,
     }
     describe(sw_carrier_ref(primary), &te->primary);
     describe(sw_carrier_ref(secondary), &te->secondary);
-    if (hooks) {
+    if (te->hooked) {
         te->role_bound[0] = !tier_supported(primary, 0);
         te->role_bound[1] = !tier_supported(secondary, 1);
         if (te->role_bound[0])

@@ -20,7 +20,7 @@ static int64_t tec_size(void *impl)
  * run with it held): their slots go through sw_tiled_evictable_read/_write. */
 static sw_status refuse_bound(sw_tiled_evictable *te, sw_error *err)
 {
-    if (!te->hooked)
+    if (!te->hooked || te->core_only)
         return SW_OK;
     return sw_error_set(err, SW_ENOTSUP,
                         "TiledEvictable: its tiers are reached through the binding: read and "
@@ -49,7 +49,7 @@ static sw_status tec_write(void *impl, int64_t slot, int64_t count, const void *
 static void tec_release(void *impl)
 {
     tec_impl *c = impl;
-    if (c->self->released && !c->te->hooked)
+    if (c->self->released && (!c->te->hooked || c->te->core_only))
         (void)sw_tiled_evictable_release(c->te, NULL);
 }
 

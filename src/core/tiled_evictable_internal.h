@@ -44,7 +44,8 @@ struct sw_tiled_evictable {
     size_t eb;          /* bytes per slot */
     int captured_mutable;
     te_store primary, secondary; /* the prototypes (one reference each) */
-    int hooked;                  /* made by sw_tiled_evictable_new_bound */
+    int hooked;                  /* made by sw_tiled_evictable_new_bound, or core_only */
+    int core_only;               /* bound tiers of core classes, no binding: hooks all NULL */
     sw_te_tier_hooks hooks;      /* binding tiers (all NULL unless hooked) */
     int role_bound[2];           /* primary, secondary: a class the core does not keep in
                                     that role, reached through the hooks */

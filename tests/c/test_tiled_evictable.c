@@ -82,9 +82,21 @@ static void test_te1_construction_refusals_change_nothing(void)
     sw_cpu_new(0, SW_DT_INT32, 0, &i32, NULL);
     CHECK(sw_tiled_evictable_new(NULL, s, 2, grid, tile, &te, &err) == SW_ETYPE);
     CHECK(sw_tiled_evictable_new(p, NULL, 2, grid, tile, &te, &err) == SW_ETYPE);
-    CHECK(sw_tiled_evictable_new(gen, s, 2, grid, tile, &te, &err) == SW_ENOTSUP);
-    CHECK(sw_tiled_evictable_new(fb, s, 2, grid, tile, &te, &err) == SW_ENOTSUP);
-    CHECK(sw_tiled_evictable_new(p, gen, 2, grid, tile, &te, &err) == SW_ENOTSUP);
+    /* A tier of a class the core does not serve (an Evictable: composites
+     * do not nest in a TiledEvictable); Generic and FileBacked tiers in
+     * either role are served (test_tiled_evictable_core_pairs.c). */
+    sw_carrier *ev_p, *ev_s, *ev;
+    sw_cpu_new(16, SW_DT_FLOAT32, 0, &ev_p, NULL);
+    sw_cpu_new(0, SW_DT_FLOAT32, 0, &ev_s, NULL);
+    CHECK(sw_evictable_new(ev_p, ev_s, NULL, &ev, NULL) == SW_OK);
+    CHECK(sw_tiled_evictable_new(ev, s, 2, grid, tile, &te, &err) == SW_ENOTSUP);
+    CHECK(strstr(err.msg, "CPU, Generic, FileBacked or BlockDeviceCarrier") != NULL);
+    CHECK(sw_tiled_evictable_new(p, ev, 2, grid, tile, &te, &err) == SW_ENOTSUP);
+    CHECK(!sw_carrier_is_owned(p) && !sw_carrier_is_owned(s) && !sw_carrier_is_owned(ev));
+    sw_carrier_release(ev, NULL);
+    sw_carrier *evs[] = {ev, ev_p, ev_s};
+    for (int i = 0; i < 3; i++)
+        sw_carrier_unref(evs[i]);
     CHECK(sw_tiled_evictable_new(p, p, 2, grid, tile, &te, &err) == SW_EINVAL);
     CHECK_MSG(err, "primary and secondary must be different carriers");
     CHECK(sw_tiled_evictable_new(p, i32, 2, grid, tile, &te, &err) == SW_ETYPE);
