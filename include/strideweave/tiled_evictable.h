@@ -2,15 +2,27 @@
  * tile living in exactly one place: the primary tier, the secondary tier,
  * nowhere with an implicit value of 0, or nowhere at all (invalid).
  *
- * Tiers. The primary is a CPU carrier; the secondary is a CPU or a
- * FileBacked carrier of the same dtype. Each tier is either empty (size 0)
+ * Tiers. Each of primary and secondary is a CPU, Generic, FileBacked or
+ * BlockDeviceCarrier carrier (any pair), both of the same dtype; the core
+ * serves every such pair itself, with no binding hooks. A CPU primary with
+ * a CPU or FileBacked secondary is the fast pair (the copies below); in
+ * any other pair the tiers outside it (Generic memory, a FileBacked
+ * primary, a BlockDeviceCarrier) and the tile stores made like them are
+ * read and written slot range by slot range through a host bounce buffer,
+ * and a write into a block-device tier or tile is flushed
+ * (sw_block_device_flush) before the request commits, so an evicted tile
+ * is durable once its request succeeds (a failing flush fails the request
+ * and faults the device). Such a TiledEvictable's carrier
+ * (sw_tiled_evictable_carrier) reads and writes slots as any other;
+ * new_like and allocate_like of it fail SW_ENOTSUP. Each tier is either empty (size 0)
  * or holds the whole logical size. Construction claims both (carrier.h
  * ownership): from then on nothing else may write or release them (reading
  * a tier's slots directly while the TiledEvictable writes them is a data
  * race: read through sw_tiled_evictable_read). A tier
  * that is full holds its tiles in place (at their own slots, see tiles.h);
  * every tile that moves afterwards gets private tile-sized storage of the
- * target tier's class (a fresh CPU carrier, or a fresh FileBacked file),
+ * target tier's class (a fresh CPU carrier, a FileBacked file, zeroed
+ * Generic memory, an extent of the tier's block device),
  * indexed by within-tile position. Tiles start all primary when the
  * primary is full, else all secondary when the secondary is full, else all
  * invalid.
@@ -105,7 +117,8 @@ typedef enum sw_te_filter {
  * grid[k] tiles of tile[k] slots along axis k. Checks, in order, each
  * failure changing nothing:
  *   1. a tier is NULL                                      SW_ETYPE
- *   2. primary not CPU, secondary not CPU or FileBacked    SW_ENOTSUP
+ *   2. a tier not CPU, Generic, FileBacked or
+ *      BlockDeviceCarrier                                  SW_ENOTSUP
  *   3. the same carrier twice                              SW_EINVAL
  *   4. primary, then secondary released                    SW_ESTATE
  *   5. primary, then secondary owned by another composite,
@@ -485,7 +498,9 @@ SW_API sw_status sw_tiled_evictable_project_start(sw_tiled_evictable *te,
  *            tier `prototype` (secondary: 1 for the secondary tier), all
  *            zeros when `zero`: a mutable, unowned carrier; the caller gets
  *            one reference. Returning SW_ENOTSUP hands the request to the
- *            core (CPU and FileBacked tiers only). Required for a bound tier.
+ *            core: CPU and FileBacked tiers, and with core_classes every
+ *            class the core serves (Generic, BlockDeviceCarrier: a zeroed
+ *            extent is flushed first). Required for a bound tier.
  *   copy     copies tile `tile` from `from` (full: a whole tier holding the
  *            tile at its own slots, sw_tiles_runs; else within-tile order)
  *            into the tile-sized `to`. Returning SW_OK takes the job: the
@@ -596,15 +611,16 @@ SW_API void sw_te_copy_done(sw_te_copy *job, sw_status status, const sw_error *e
  * check 2 also takes a bound tier as primary or secondary, which needs
  * store, read and write (SW_EINVAL otherwise). Bound: one the core cannot
  * address (e.g. a STATE_ONLY class), or one of a class the core does not
- * keep in that role (check 2: Generic memory, a FileBacked primary, ...),
- * which the core then reaches only through the hooks too, as it does every
- * store the store hook makes like it (handing such a store request back,
- * SW_ENOTSUP, fails the request); a STATE_ONLY tier also needs size
+ * keep addressed in that role (Generic memory, a FileBacked primary, a
+ * BlockDeviceCarrier), which the core then reaches only through the hooks
+ * too, as it does every store the store hook makes like it, unless the
+ * hooks set core_classes (below). Handing a store request back (SW_ENOTSUP)
+ * fails it, except that with core_classes the core then makes a store of
+ * its own classes itself, as without hooks (the Python binding hands back
+ * every BlockDeviceCarrier store); a STATE_ONLY tier also needs size
  * (SW_EINVAL), and with a STATE_ONLY tier the
  * dtypes are the binding's (check 6 compares only core dtypes; the
- * TiledEvictable takes hooks->dtype). The hooks are copied. A
- * BlockDeviceCarrier tier is a bound tier (it has no direct storage: the
- * binding's hooks reach it, e.g. through block moves). new_like and
+ * TiledEvictable takes hooks->dtype). The hooks are copied. new_like and
  * allocate_like of a
  * TiledEvictable with a bound tier fail SW_ENOTSUP (the binding makes its
  * own). */

@@ -623,21 +623,6 @@ int sw_py_block_device_check_route(PyTypeObject *op_type, int direction, PyObjec
                : sw_py_raise(&err);
 }
 
-/* B-11 for writes that did not go through sw_blockdev_transfer (a tile's
- * slot copy, a zero-written fresh tile): make them durable. */
-int sw_py_block_device_make_durable(PyObject *carrier)
-{
-    if (Py_TYPE(carrier) != &SwBlockDeviceCarrier_Type)
-        return 0;
-    sw_block_device *d = device_of(carrier);
-    sw_error err;
-    sw_status st;
-    Py_BEGIN_ALLOW_THREADS
-    st = sw_block_device_flush(d, &err);
-    Py_END_ALLOW_THREADS
-    return st == SW_OK ? 0 : sw_py_raise(&err);
-}
-
 int sw_py_block_device_init(PyObject *module)
 {
     if (sw_carrier_register_builtin(&SwBlockDeviceCarrier_Type, &sw_block_device_carrier_ops, 1) < 0)

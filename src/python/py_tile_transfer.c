@@ -27,7 +27,6 @@
 #include "sw_tiled.h"
 #include "sw_extension.h"
 #include "sw_move.h"
-#include "strideweave/blockdev.h"
 
 /* Copies this small stay on this thread with the GIL held: releasing and
  * retaking it would cost more than the copy (the same bound as move()). */
@@ -50,40 +49,24 @@ static int is_block(PyObject *c)
     return Py_TYPE(c) == &SwBlockDeviceCarrier_Type;
 }
 
-/* A BlockDeviceCarrier moves only through the block operation of its exact
- * pair with CPU (B-10): the registry holds those two pairs from the start
- * and users cannot change them; every other pair's elementwise fallback
- * refuses at execution. That operation is the pair's movement. */
-static PyObject *block_operation(PyObject *src, PyObject *dst)
-{
-    if (is_block(src) && Py_TYPE(dst) == &SwCPU_Type)
-        return (PyObject *)&SwBlockDeviceToCpu_Type;
-    if (is_block(dst) && Py_TYPE(src) == &SwCPU_Type)
-        return (PyObject *)&SwCpuToBlockDevice_Type;
-    return NULL;
-}
-
 int sw_tiled_transfer_applies(PyObject *src, PyObject *dst)
 {
     /* Definition-backed tiers move through their TransferRoutes (or the
      * fallback their providers allow), resolved as a move would (TE-7,
-     * X-14). A BlockDeviceCarrier paired with anything but CPU has no
-     * movement at all (B-10): it keeps the slot copy so such tiers stay
-     * usable (our decision). */
+     * X-14). A BlockDeviceCarrier is the core's: its tiles are made and
+     * copied there (CPU pairs through the block transfer's durability,
+     * B-11), and paired with anything else it has no movement at all
+     * (B-10), so it keeps the slot copy and such tiers stay usable (our
+     * decision). */
     if (SW_DEFINED(src) || SW_DEFINED(dst))
         return 1;
-    return !(is_block(src) || is_block(dst)) || block_operation(src, dst) != NULL;
+    return !(is_block(src) || is_block(dst));
 }
 
-/* X-14 for the exact pair, then the B-10 block operation in place of a
- * legacy one. A TransferRoute comes back in route->route. */
+/* X-14 for the exact pair. A TransferRoute comes back in route->route. */
 static int resolve_route(PyObject *src, PyObject *dst, sw_route *route)
 {
-    if (sw_py_route_resolve(Py_TYPE(src), Py_TYPE(dst), route) < 0)
-        return -1;
-    if (!route->route && block_operation(src, dst))
-        route->op_type = block_operation(src, dst);
-    return 0;
+    return sw_py_route_resolve(Py_TYPE(src), Py_TYPE(dst), route) < 0 ? -1 : 0;
 }
 
 /* Row 9 of the movement checks (pinned classes, a missing _copy) on the
@@ -157,8 +140,7 @@ static int run_copy(PyObject *op, PyObject *tensor, PyObject *src, PyObject *dst
  * without calling _copy (py_move.c, submit): do the same for exact
  * built-in tiers, sparing the per-tile Tensors and method call. 1 when
  * done, 0 when the pair is not described in C (call _copy), -1 on error.
- * The GIL is released for big copies and block devices (whose lock a pool
- * thread may hold); both carriers are pending meanwhile. */
+ * The GIL is released for big copies; both carriers are pending meanwhile. */
 static int run_builtin(PyObject *op_type, PyObject *src, int64_t offset, PyObject *dst,
                        PyObject *layout)
 {
@@ -175,18 +157,11 @@ static int run_builtin(PyObject *op_type, PyObject *src, int64_t offset, PyObjec
         PyErr_SetString(PyExc_RuntimeError, "a tile's storage is pending in another move");
         return -1;
     }
-    struct sw_blockdev *dev = sw_py_block_device_core(src);
-    if (!dev)
-        dev = sw_py_block_device_core(dst);
     sw_error err;
     sw_status st;
     sw_py_state_mark_pending(src, SW_PENDING_SOURCE);
     sw_py_state_mark_pending(dst, SW_PENDING_DESTINATION);
-    if (dev) {
-        Py_BEGIN_ALLOW_THREADS
-        st = sw_blockdev_transfer(dev, &t, &err);
-        Py_END_ALLOW_THREADS
-    } else if ((size_t)t.cosize * t.itemsize <= GIL_FREE_BYTES) {
+    if ((size_t)t.cosize * t.itemsize <= GIL_FREE_BYTES) {
         st = sw_transfer_run(&t, &err);
     } else {
         Py_BEGIN_ALLOW_THREADS

@@ -250,6 +250,12 @@ static sw_status hook_store(sw_carrier *prototype, int secondary, int64_t size, 
         return SW_ENOTSUP;
     }
     PyObject *proto = secondary ? c->secondary : c->primary;
+    if (Py_TYPE(proto) == &SwBlockDeviceCarrier_Type) {
+        /* The core makes block-device tiles and copies them itself (closed
+         * class, fixed movement: B-10), flushing before commit (B-11). */
+        LEAVE();
+        return SW_ENOTSUP;
+    }
     sw_status st = SW_OK;
     PyObject *fn = PyObject_GetAttrString(proto, "allocate_like");
     PyObject *args = fn ? Py_BuildValue("(L)", (long long)size) : NULL;
@@ -572,8 +578,7 @@ static void copy_finished(sw_provider_wait *w)
     waiting_unlink(tc);
     sw_tiled_route_unmark(tc->src, tc->dst);
     PyObject *exc = w->error ? Py_NewRef(w->error) : NULL;
-    if (!exc && (sw_tiled_check_fresh(tc->dst, tc->n) < 0 ||
-                 sw_py_block_device_make_durable(tc->dst) < 0))
+    if (!exc && sw_tiled_check_fresh(tc->dst, tc->n) < 0)
         exc = sw_py_take_exception();
     sw_error err;
     sw_status st = SW_OK;
@@ -756,8 +761,6 @@ static sw_status hook_copy(sw_te_copy *job, sw_carrier *from, int from_full, sw_
         } else if (rc == 0 && completion) {
             st = SW_OK;
             copy_later(c, user, job, src, dst, completion);
-        } else if (rc == 0 && sw_py_block_device_make_durable(dst) < 0) {
-            st = hook_failed(c, "copy", err);
         } else if (rc == 0) {
             st = SW_OK;
             sw_te_copy_done(job, SW_OK, NULL);

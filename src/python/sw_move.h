@@ -116,10 +116,6 @@ struct sw_blockdev *sw_py_block_device_core(PyObject *carrier);
  * BlockDeviceToCpuMoveOperation, 0 any other. 0 / -1. */
 int sw_py_block_device_check_route(PyTypeObject *op_type, int direction, PyObject *src,
                                    PyObject *dst);
-/* fdatasync the device of an exact BlockDeviceCarrier (B-11); 0 for any
- * other carrier. -1 with OSError (the device faulted) or RuntimeError
- * (already faulted or closed). */
-int sw_py_block_device_make_durable(PyObject *carrier);
 
 /* ---- the move path (py_move.c) ------------------------------------------ */
 

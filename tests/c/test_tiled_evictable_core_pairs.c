@@ -153,6 +153,14 @@ static void round_trip_from_primary(int pk, int sk)
         CHECK_EQ_I64(tiles_in(te, SW_TE_SECONDARY), 2);
         CHECK(values_are(te, 7, 9));
         CHECK(projects(te, 7, 9));
+        /* Its carrier reads and writes slots as any other (no binding). */
+        sw_carrier *c = NULL;
+        float got[2] = {0}, two[2] = {7, 8};
+        CHECK_EQ_I64(sw_tiled_evictable_carrier(te, &c, &err), SW_OK);
+        CHECK_EQ_I64(sw_carrier_write(c, 6, 2, two, &err), SW_OK);
+        CHECK_EQ_I64(sw_carrier_read(c, 6, 2, got, &err), SW_OK);
+        CHECK(got[0] == 7 && got[1] == 8);
+        sw_carrier_unref(c);
         CHECK_EQ_I64(sw_tiled_evictable_release(te, &err), SW_OK);
         sw_tiled_evictable_unref(te);
     }
