@@ -56,4 +56,33 @@ static inline void take_tiles(sw_tiled_evictable *te, snap *s)
     s->version = sw_tiled_evictable_version(te);
 }
 
+/* Every slot reads value_of(slot), except slot `changed` (-1: none),
+ * which reads `value`. */
+static inline int values_are(sw_tiled_evictable *te, int64_t changed, float value)
+{
+    float got[MAXS];
+    int64_t n = sw_tiled_evictable_size(te);
+    if (n > MAXS || sw_tiled_evictable_read(te, 0, n, got, NULL) != SW_OK)
+        return 0;
+    for (int64_t i = 0; i < n; i++)
+        if (got[i] != (i == changed ? value : value_of(i)))
+            return 0;
+    return 1;
+}
+
+/* How many tiles live at `loc`. */
+static inline int64_t tiles_at(sw_tiled_evictable *te, sw_te_location loc)
+{
+    const sw_tile_geometry *g = sw_tiled_evictable_geometry(te);
+    int64_t n = 0;
+    for (int64_t t = 0; t < g->ntiles; t++) {
+        int64_t c[SW_TILES_MAX_RANK];
+        sw_te_tile_state s;
+        sw_tiles_tile_coord(g, t, c);
+        if (sw_tiled_evictable_tile_state(te, c, &s, NULL) == SW_OK && s.location == loc)
+            n++;
+    }
+    return n;
+}
+
 #endif

@@ -16,6 +16,10 @@ static const int64_t ALL[8] = {0, 0, 1, 0, 0, 1, 1, 1};
 
 static float value_of(int64_t slot) { return 0.5f + (float)slot; }
 
+#define MAXS 24
+#define MAXT 4
+#include "te_fixture.h"
+
 typedef struct counts {
     int stores, reads, writes;
     sw_tiled_evictable *te; /* for the claim on its tiers, once made */
@@ -70,28 +74,6 @@ static sw_status c_write(sw_carrier *store, int64_t at, int64_t n, const void *i
     return st;
 }
 
-static int values_are(sw_tiled_evictable *te, int64_t changed, float value)
-{
-    float got[24];
-    if (sw_tiled_evictable_read(te, 0, 24, got, NULL) != SW_OK)
-        return 0;
-    for (int64_t i = 0; i < 24; i++)
-        if (got[i] != (i == changed ? value : value_of(i)))
-            return 0;
-    return 1;
-}
-
-static int64_t tiles_in(sw_tiled_evictable *te, sw_te_location loc)
-{
-    int64_t n = 0;
-    for (int64_t t = 0; t < 4; t++) {
-        sw_te_tile_state s;
-        if (sw_tiled_evictable_tile_state(te, ALL + 2 * t, &s, NULL) == SW_OK && s.location == loc)
-            n++;
-    }
-    return n;
-}
-
 /* Read all, evict all, read, promote all (fresh stores like the primary),
  * write one slot, read: the values throughout; the hooks' reads and
  * writes counted into `c`. */
@@ -106,10 +88,10 @@ static void exercise(sw_carrier *p, sw_carrier *s, int core_classes, counts *c)
         return;
     CHECK(values_are(te, -1, 0));
     CHECK_EQ_I64(sw_tiled_evictable_evict(te, ALL, 4, &err), SW_OK);
-    CHECK_EQ_I64(tiles_in(te, SW_TE_SECONDARY), 4);
+    CHECK_EQ_I64(tiles_at(te, SW_TE_SECONDARY), 4);
     CHECK(values_are(te, -1, 0));
     CHECK_EQ_I64(sw_tiled_evictable_promote(te, ALL, 4, &err), SW_OK);
-    CHECK_EQ_I64(tiles_in(te, SW_TE_PRIMARY), 4);
+    CHECK_EQ_I64(tiles_at(te, SW_TE_PRIMARY), 4);
     CHECK(values_are(te, -1, 0));
     float nine = 9;
     CHECK_EQ_I64(sw_tiled_evictable_write(te, 7, 1, &nine, &err), SW_OK);
