@@ -2,15 +2,18 @@
  * tiled_evictable.h, sw_te_tier_hooks) for the Python TiledEvictable: the
  * core keeps the tile records, residency, pins and commits; the binding
  * makes and reaches the stores of tiers the core cannot address (classes
- * written in Python, definition-backed, TensorStore, block device) and
- * runs the tile copies whose routes only it knows.
+ * written in Python, definition-backed, TensorStore) and runs the tile
+ * copies whose routes only it knows.
  *
- *   store    the prototype's Python allocate_like (exact CPU and
- *            FileBacked prototypes are handed back to the core); the store
- *            is kept in `stores` (core carrier -> Python object) until the
- *            core discards it;
- *   copy     a private tile between Python tiers, definition-backed tiers
- *            and block devices through the pair's movement
+ *   store    the prototype's Python allocate_like (a user's MoveOperation
+ *            for the pair may copy the tile: TE-7), except that an exact
+ *            BlockDeviceCarrier prototype is handed back to the core, which
+ *            makes and copies its tiles (B-10 closes its pairs to users)
+ *            and flushes them before commit (B-11); the store is kept in
+ *            `stores` (core carrier -> Python object) until the core
+ *            discards it;
+ *   copy     a private tile between Python tiers or definition-backed
+ *            tiers through the pair's movement
  *            (py_tile_transfer.c, py_tile_route.c); a provider's
  *            ProviderCompletion reports through the waiter threads; every
  *            other pair is handed back to the core (host and file pairs
@@ -738,7 +741,7 @@ static void copy_forked(sw_fork_guard *g)
 }
 
 /* The pairs only the binding copies: a private tile between tiers whose
- * pair has a movement (Python classes, definition routes, block devices),
+ * pair has a movement (Python classes, definition routes),
  * or a tile held in place by a full Python tier whose footprint is one
  * span. Everything else goes back to the core (host and file pairs; bound
  * stores through read and write). */
