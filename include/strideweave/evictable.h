@@ -5,6 +5,11 @@
  *   sw_evictable_evict(e, &err);                   values now in a file
  *   sw_evictable_promote(e, &err);                 back in host memory
  *
+ * Tiers the core serves with no hooks or factory: any pair of CPU,
+ * Generic and FileBacked carriers, any number of transitions. A BlockDeviceCarrier is never an Evictable tier (check 2,
+ * as in Python); TiledEvictable takes it in either role
+ * (tiled_evictable.h). Tiers a binding keeps need the Binding tiers hooks.
+ *
  * sw_evictable_new returns an sw_carrier of the class sw_evictable_class;
  * every carrier.h call works on it. It claims both tiers (ownership claims,
  * carrier.h), so the caller's references to them can still read them but

@@ -62,7 +62,8 @@
  * different tiles at once, and a request for a tile another thread is
  * working on fails at once (SW_ESTATE) instead of waiting. Calls that
  * block: promote, evict and project (they copy, and do file I/O with a
- * FileBacked secondary), reads and writes of FileBacked tiles, a write
+ * FileBacked secondary), reads and writes of FileBacked and
+ * BlockDeviceCarrier tiles (a block-device write also flushes), a write
  * that has to promote its tile first, release (it unlinks files).
  *
  * Status codes follow status.h; every failing call changes nothing (one
