@@ -56,6 +56,10 @@ sw_status sw_carrier_check_growable_locked(sw_carrier *c, const char *what, int 
                                           sw_error *err);
 
 /* Lock two distinct carriers in address order (deadlock-free). */
+/* A mutable Generic carrier of `count` zeroed slots (a fresh tier or tile
+ * store like a Generic one); sw_generic_new's checks. */
+sw_status sw_generic_new_zeroed(int64_t count, sw_dtype dtype, sw_carrier **out, sw_error *err);
+
 void sw_carrier_lock_pair(sw_carrier *a, sw_carrier *b);
 void sw_carrier_unlock_pair(sw_carrier *a, sw_carrier *b);
 

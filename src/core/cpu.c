@@ -161,6 +161,11 @@ sw_status sw_generic_new(const void *values, int64_t count, sw_dtype dtype, int 
                      values ? values : "", out, err);
 }
 
+sw_status sw_generic_new_zeroed(int64_t count, sw_dtype dtype, sw_carrier **out, sw_error *err)
+{
+    return make_host(&sw_generic_class, count, dtype, 0, NULL, out, err);
+}
+
 void *sw_cpu_pointer(sw_carrier *c)
 {
     if (!c || c->ops != &sw_cpu_class)

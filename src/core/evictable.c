@@ -275,15 +275,8 @@ sw_status sw_tier_allocate_like(sw_carrier *prototype, int64_t size, sw_dtype dt
         return sw_cpu_new(size, dtype, SW_CARRIER_EMPTY, out, err);
     if (k == &sw_file_backed_class)
         return sw_file_backed_new(NULL, dtype, 0, out, err);
-    if (k == &sw_generic_class) {
-        size_t width = sw_dtype_slot_bytes(dtype);
-        void *zeros = sw_calloc((size_t)size + 1, width ? width : 1);
-        if (!zeros)
-            return sw_error_set(err, SW_ENOMEM, "allocate_like: out of memory");
-        sw_status st = sw_generic_new(zeros, size, dtype, 0, out, err);
-        sw_free(zeros);
-        return st;
-    }
+    if (k == &sw_generic_class)
+        return sw_generic_new_zeroed(size, dtype, out, err);
     if (k == &sw_block_device_carrier_class)
         return sw_block_device_allocate(sw_block_device_of(prototype), size, dtype, 0, out, err);
     if (k == &sw_evictable_class) {

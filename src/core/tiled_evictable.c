@@ -19,7 +19,6 @@
 #include "strideweave/alloc.h"
 #include "strideweave/filestore.h"
 #include "strideweave/block_device.h"
-#include "strideweave/evictable.h"
 
 /* ---- storage ---------------------------------------------------------------- */
 
@@ -81,7 +80,7 @@ static sw_status builtin_store(sw_tiled_evictable *te, sw_carrier *proto, int ze
 {
     sw_block_device *d = sw_block_device_of(proto);
     if (!d)
-        return sw_tier_allocate_like(proto, te->geo.tile_size, te->dtype, out, err);
+        return sw_generic_new_zeroed(te->geo.tile_size, te->dtype, out, err);
     sw_status st = sw_block_device_allocate(d, te->geo.tile_size, te->dtype,
                                             zero ? 0 : SW_CARRIER_EMPTY, out, err);
     if (st == SW_OK && zero && (st = sw_block_device_flush(d, err)) != SW_OK) {
