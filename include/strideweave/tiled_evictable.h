@@ -662,7 +662,9 @@ SW_API sw_status sw_tiled_evictable_tier_token(sw_tiled_evictable *te, int secon
  * residency through sw_tiled_evictable_read/_write (a write into a
  * secondary tile promotes it first; both the carrier's version and the
  * TiledEvictable's advance). It has no direct storage: DLPack export is
- * refused. For a TiledEvictable with binding tiers, the carrier's slot
+ * refused. For a TiledEvictable with binding tiers (made by
+ * sw_tiled_evictable_new_bound or _new_placed with hooks; not the pairs
+ * sw_tiled_evictable_new serves itself), the carrier's slot
  * ops fail SW_ENOTSUP (the core runs class ops with the carrier's mutex
  * held, and the hooks must run with no core lock): the binding reads and
  * writes through sw_tiled_evictable_read/_write instead. Moves: the core
