@@ -537,8 +537,11 @@ void sw_evictable_fork_child(void)
 {
     unlock_live(1);
     end_transitions_of_other_threads();
-    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-    reg_lock = fresh; /* the forking thread held it: start it unlocked */
+    /* The forking thread took reg_lock in prepare (every path there ends
+     * holding it) and is the child's only thread: it unlocks, as the
+     * parent does. Re-initializing by assignment instead left ThreadSanitizer
+     * seeing it held in the child (a false lock-order report). */
+    pthread_mutex_unlock(&reg_lock);
 }
 
 static void track_enter(ev_track *t, sw_carrier *self, int evict)
