@@ -117,7 +117,21 @@ typedef struct sw_carrier_class {
                             void *buf, sw_error *err);
     sw_status (*write_slots)(void *impl, const int64_t *slots, int64_t n, sw_dtype as,
                              const void *buf, sw_error *err);
+    /* Optional, SLOTS_UNLOCKED classes only: drop `n` handles its
+     * read_slots gave as SW_AS_HANDLE values (below). Called with no lock
+     * held; must not fail. NULL: the class's slots are never copied as
+     * handles (sw_carrier_copy_layout refuses SW_AS_HANDLE from it). */
+    void (*drop_handles)(void *impl, void *const *handles, int64_t n);
 } sw_carrier_class;
+
+/* A value kind for the batch callbacks and sw_carrier_copy_layout, not a
+ * dtype: one pointer-sized handle per slot, an object of the binding that
+ * keeps the slots (a Python object, say: a carrier of dtype Any holds
+ * values no slot width describes). read_slots gives one owned handle per
+ * slot; write_slots borrows them (it takes references of its own if it
+ * keeps them); the core hands each back to the reading class's
+ * drop_handles once written. The core never looks inside a handle. */
+#define SW_AS_HANDLE ((sw_dtype)64)
 
 /* Class flags.
  *

@@ -164,6 +164,55 @@ SW_API sw_status sw_carrier_write_layout_as(sw_carrier *c, int64_t offset,
                                             const sw_layout *layout, sw_dtype as,
                                             const void *in, sw_error *err);
 
+/* ---- Slot-by-slot copies between carriers -------------------------------
+ * Where a copy goes when neither side's slots can be reached in bulk (a
+ * binding's carriers, an Evictable): one slot at a time in logical order,
+ * slot k of (src, src_offset + layout(k)) read and then written to
+ * (dst, dst_offset + layout(k)) before slot k + 1 is read, so a layout that
+ * reaches a slot twice sees its own earlier writes (an accumulation into
+ * src == dst, say) and hooks run read 0, write 0, read 1, ... as a loop of
+ * single reads and writes would.
+ *
+ * Each read and write is one slot's sw_carrier_read / sw_carrier_write for
+ * a carrier the core holds the slots of (its checks, its lock, its
+ * version step), or for a SLOTS_UNLOCKED carrier its state checks under
+ * its mutex and then its read_slots / write_slots with n = 1 and the mutex
+ * dropped (carrier.h's order, version rules and race, per slot). No lock
+ * is held while a callback runs, so a callback may use either carrier.
+ *
+ * `as`: the value kind carried from the read to the write: a dtype with a
+ * slot width or SW_DT_FLOAT64 (a binary64), or SW_AS_HANDLE (carrier.h; both
+ * carriers SLOTS_UNLOCKED, src's class with drop_handles). `map`, when not
+ * NULL, is called on each value between its read and its write with the
+ * ordinal k and `user` (a value computed from the old one: src == dst with
+ * an add is an in-place accumulation); it runs with no lock held and must
+ * not fail.
+ *
+ * Refused before any slot is touched (`stop->slot` -1): NULL carrier or
+ * layout (SW_ETYPE), an offset below 0 (SW_ERANGE), an `as` a carrier
+ * whose slots the core holds does not hold (its dtype; SW_ETYPE), an `as`
+ * that is no value kind (SW_EINVAL), a STATE_ONLY side the core cannot
+ * reach (not SLOTS_UNLOCKED, or a dst without write_slots), and handles
+ * from a class without drop_handles (SW_ENOTSUP). A layout of size 0
+ * copies nothing and checks nothing.
+ *
+ * A failure at slot k (a refusal of either carrier's checks, its I/O, its
+ * callback: err->detail SW_CARRIER_CALLBACK_RAISED as carrier.h says)
+ * leaves slots 0 .. k-1 written to dst and their version steps made; the
+ * core undoes nothing. `stop` (may be NULL) says where: `done` = k, `in_write`
+ * 0 when src's read failed, 1 when dst's write did, `slot` that carrier's
+ * slot number. Thread-safe; the handles are the caller's for the call. */
+typedef void (*sw_slot_map_fn)(void *user, int64_t k, void *value);
+typedef struct sw_copy_stop {
+    int64_t done;  /* slots written to dst before the failure */
+    int in_write;  /* 1: dst's write failed; 0: src's read (or a refusal up front) */
+    int64_t slot;  /* the failing carrier's slot, or -1: refused before any slot */
+} sw_copy_stop;
+SW_API sw_status sw_carrier_copy_layout(sw_carrier *src, int64_t src_offset, sw_carrier *dst,
+                                        int64_t dst_offset, const sw_layout *layout,
+                                        sw_dtype as, sw_slot_map_fn map, void *user,
+                                        sw_copy_stop *stop, sw_error *err);
+
 /* Views: new tensors on the same carrier, the layout computed by
  * layout_view.h (its refusal statuses; the message in err).
  * slice_key: entry m says what top-level mode m keeps (an index drops it,

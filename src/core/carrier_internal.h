@@ -36,6 +36,10 @@ struct sw_carrier {
 #define SW_CARRIER_SLOTS_UNLOCKED(c) (((c)->ops->flags & SW_CARRIER_CLASS_SLOTS_UNLOCKED) != 0)
 /* SW_ENOTSUP for a STATE_ONLY carrier asked `what` (needs its slots). */
 sw_status sw_carrier_refuse_state_only(sw_carrier *c, const char *what, sw_error *err);
+/* When `c` is an Evictable over a STATE_ONLY primary (whose slot I/O is
+ * SW_ENOTSUP: its binding reaches the slots), that primary (one reference)
+ * and the claim token the Evictable holds it by; else NULL. evictable.c. */
+sw_carrier *sw_evictable_binding_primary(sw_carrier *c, uint64_t *token);
 
 /* With c->lock held. */
 /* The read refusals of sw_carrier_read: released, pending destination

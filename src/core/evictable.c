@@ -46,6 +46,20 @@ static ev_impl *impl_of(sw_carrier *c)
     return c && c->ops == &sw_evictable_class ? c->impl : NULL;
 }
 
+/* carrier_internal.h: an Evictable's STATE_ONLY primary and its token. */
+sw_carrier *sw_evictable_binding_primary(sw_carrier *c, uint64_t *token)
+{
+    ev_impl *e = impl_of(c);
+    if (!e)
+        return NULL;
+    pthread_mutex_lock(&c->lock);
+    sw_carrier *p = e->primary && SW_CARRIER_STATE_ONLY(e->primary) ? sw_carrier_ref(e->primary)
+                                                                    : NULL;
+    *token = e->primary_token;
+    pthread_mutex_unlock(&c->lock);
+    return p;
+}
+
 static sw_status refuse_evicted(sw_error *err)
 {
     return sw_error_set(err, SW_ESTATE,

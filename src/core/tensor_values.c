@@ -126,6 +126,17 @@ static int64_t *walk_of(sw_carrier *c, int64_t offset, const sw_layout *layout, 
     return slots;
 }
 
+/* Step 3 of carrier.h's SLOTS_UNLOCKED order, after a write succeeded. */
+static void step_after_write(sw_carrier *c)
+{
+    if (c->ops->flags & SW_CARRIER_CLASS_WRITES_STEP_VERSION)
+        return;
+    pthread_mutex_lock(&c->lock);
+    if (!c->released && !sw_carrier_in_transfer_locked(c))
+        c->version++;
+    pthread_mutex_unlock(&c->lock);
+}
+
 /* Steps 2 (and 3) of carrier.h's SLOTS_UNLOCKED order: the callback with
  * no lock held, then one version step for a write that succeeded, unless
  * the class's callback steps it itself (WRITES_STEP_VERSION). The checks
@@ -139,12 +150,8 @@ static sw_status unlocked_batch(sw_carrier *c, int64_t offset, const sw_layout *
     sw_status st = in ? c->ops->write_slots(c->impl, slots, layout->size, as, in, err)
                       : c->ops->read_slots(c->impl, slots, layout->size, as, out, err);
     sw_free(slots);
-    if (st == SW_OK && in && !(c->ops->flags & SW_CARRIER_CLASS_WRITES_STEP_VERSION)) {
-        pthread_mutex_lock(&c->lock);
-        if (!c->released && !sw_carrier_in_transfer_locked(c))
-            c->version++;
-        pthread_mutex_unlock(&c->lock);
-    }
+    if (st == SW_OK && in)
+        step_after_write(c);
     return st;
 }
 
@@ -215,4 +222,142 @@ sw_status sw_tensor_read_values(const sw_tensor *t, void *out, sw_error *err)
     if (!t)
         return sw_error_set(err, SW_ETYPE, "sw_tensor_read_values: tensor must not be NULL");
     return sw_carrier_read_layout(t->carrier, t->offset, t->layout, out, err);
+}
+
+/* ---- slot by slot between two carriers (tensor.h: sw_carrier_copy_layout) */
+
+/* Bytes of one value of `as`, 0 for no value kind. */
+static size_t value_bytes(sw_dtype as)
+{
+    if (as == SW_AS_HANDLE)
+        return sizeof(void *);
+    return as == SW_DT_FLOAT64 ? sizeof(double) : sw_dtype_slot_bytes(as);
+}
+
+/* What the copy refuses before touching a slot, for one side: slots only
+ * its binding reaches (a STATE_ONLY class without the callbacks), an `as`
+ * it does not hold. */
+static sw_status check_copy_side(sw_carrier *c, sw_dtype as, int writing, sw_error *err)
+{
+    int state_only = SW_CARRIER_STATE_ONLY(c);
+    if (state_only && (!SW_CARRIER_SLOTS_UNLOCKED(c) || (writing && !c->ops->write_slots)))
+        return sw_carrier_refuse_state_only(c, writing ? "write a tensor's values"
+                                                       : "read a tensor's values", err);
+    if (!state_only)
+        return check_as_dtype(c, as, err);
+    if (!writing && as == SW_AS_HANDLE && !c->ops->drop_handles)
+        return sw_error_set(err, SW_ENOTSUP, "%s: its slots cannot be copied as handles",
+                            sw_carrier_name(c));
+    return SW_OK;
+}
+
+static sw_status check_copy(sw_carrier *src, int64_t src_offset, sw_carrier *dst,
+                            int64_t dst_offset, const sw_layout *layout, sw_dtype as,
+                            sw_error *err)
+{
+    if (!src || !dst || !layout)
+        return sw_error_set(err, SW_ETYPE,
+                            "sw_carrier_copy_layout: carriers and layout must not be NULL");
+    if (src_offset < 0 || dst_offset < 0)
+        return sw_error_set(err, SW_ERANGE, "sw_carrier_copy_layout: offset %lld is negative",
+                            (long long)(src_offset < 0 ? src_offset : dst_offset));
+    if (value_bytes(as) == 0)
+        return sw_error_set(err, SW_EINVAL, "sw_carrier_copy_layout: %d is no value kind",
+                            (int)as);
+    sw_status st = check_copy_side(src, as, 0, err);
+    return st == SW_OK ? check_copy_side(dst, as, 1, err) : st;
+}
+
+static sw_status one_slot(sw_carrier *c, int64_t slot, sw_dtype as, void *out, const void *in,
+                          sw_error *err);
+
+/* An Evictable whose primary's slots its binding keeps: the Evictable's
+ * own read/write checked it (released, pending, range, evicted) and
+ * answered SW_ENOTSUP; the slot is the primary's, reached through its
+ * callbacks under the owner access the Evictable's claim gives, and a
+ * write steps the Evictable's version too, as a write to it does. */
+static sw_status through_primary(sw_carrier *c, int64_t slot, sw_dtype as, void *out,
+                                 const void *in, sw_error *err)
+{
+    uint64_t token = 0;
+    sw_carrier *p = sw_evictable_binding_primary(c, &token);
+    sw_status st = p ? sw_carrier_begin_owner_access(p, token, err) : SW_ENOTSUP;
+    if (st == SW_OK) {
+        st = one_slot(p, slot, as, out, in, err);
+        (void)sw_carrier_end_owner_access(p, token, NULL);
+        if (st == SW_OK && in)
+            step_after_write(c);
+    }
+    sw_carrier_unref(p);
+    return st;
+}
+
+/* One slot of `c`: its own checked read/write where the core holds the
+ * slots, else its checks under the mutex and its callback without it. */
+static sw_status one_slot(sw_carrier *c, int64_t slot, sw_dtype as, void *out, const void *in,
+                          sw_error *err)
+{
+    if (!SW_CARRIER_STATE_ONLY(c)) {
+        sw_status st = in ? sw_carrier_write(c, slot, 1, in, err)
+                          : sw_carrier_read(c, slot, 1, out, err);
+        return st == SW_ENOTSUP ? through_primary(c, slot, as, out, in, err) : st;
+    }
+    pthread_mutex_lock(&c->lock);
+    sw_status st = in ? sw_carrier_check_writable_locked(c, "write to", err)
+                      : sw_carrier_check_readable_locked(c, err);
+    pthread_mutex_unlock(&c->lock);
+    if (st != SW_OK)
+        return st;
+    st = in ? c->ops->write_slots(c->impl, &slot, 1, as, in, err)
+            : c->ops->read_slots(c->impl, &slot, 1, as, out, err);
+    if (st == SW_OK && in)
+        step_after_write(c);
+    return st;
+}
+
+/* Read slot k, map it, write it; a handle read goes back to its class. */
+static sw_status copy_one(sw_carrier *src, int64_t s, sw_carrier *dst, int64_t d, int64_t k,
+                          sw_dtype as, sw_slot_map_fn map, void *user, sw_copy_stop *stop,
+                          sw_error *err)
+{
+    _Alignas(8) unsigned char value[8];
+    stop->in_write = 0;
+    stop->slot = s;
+    sw_status st = one_slot(src, s, as, value, NULL, err);
+    if (st != SW_OK)
+        return st;
+    if (map)
+        map(user, k, value);
+    stop->in_write = 1;
+    stop->slot = d;
+    st = one_slot(dst, d, as, NULL, value, err);
+    if (as == SW_AS_HANDLE)
+        src->ops->drop_handles(src->impl, (void *const *)value, 1);
+    return st;
+}
+
+sw_status sw_carrier_copy_layout(sw_carrier *src, int64_t src_offset, sw_carrier *dst,
+                                 int64_t dst_offset, const sw_layout *layout, sw_dtype as,
+                                 sw_slot_map_fn map, void *user, sw_copy_stop *stop,
+                                 sw_error *err)
+{
+    sw_copy_stop local;
+    if (!stop)
+        stop = &local;
+    *stop = (sw_copy_stop){.done = 0, .in_write = 0, .slot = -1};
+    sw_status st = check_copy(src, src_offset, dst, dst_offset, layout, as, err);
+    if (st != SW_OK || layout->size == 0)
+        return st;
+    int64_t *walk = walk_of(src, 0, layout, err);
+    if (!walk)
+        return err ? err->code : SW_ENOMEM;
+    for (int64_t k = 0; k < layout->size && st == SW_OK; k++) {
+        st = copy_one(src, src_offset + walk[k], dst, dst_offset + walk[k], k, as, map, user,
+                      stop, err);
+        stop->done = st == SW_OK ? k + 1 : k;
+    }
+    if (st == SW_OK)
+        stop->slot = -1;
+    sw_free(walk);
+    return st;
 }

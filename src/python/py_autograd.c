@@ -683,9 +683,34 @@ static int check_existing_grad(PyObject *T)
     return 0;
 }
 
+/* old + vals[k] as the old code computed it: float(old) rounded to
+ * Float32, plus the contribution; a binary64 for a carrier whose slots
+ * the binding keeps (its hooks get a float), else a Float32 slot. */
+typedef struct grad_add {
+    const float *vals;
+    int wide;
+} grad_add;
+
+static void add_contribution(void *user, int64_t k, void *value)
+{
+    const grad_add *a = user;
+    if (a->wide) {
+        double d;
+        memcpy(&d, value, sizeof d);
+        d = (double)((float)d + a->vals[k]);
+        memcpy(value, &d, sizeof d);
+    } else {
+        float f;
+        memcpy(&f, value, sizeof f);
+        f += a->vals[k];
+        memcpy(value, &f, sizeof f);
+    }
+}
+
 /* grad += vals, slot by slot. On an exact CPU/Generic Float32 carrier the
  * memory is written directly and the version advances once (one public
- * mutation); otherwise through the checked slot writes. */
+ * mutation); otherwise by the core's slot copy of the carrier onto itself
+ * (read k, add, write k: a layout repeating a slot accumulates into it). */
 static int add_in_place(PyObject *grad, const float *vals)
 {
     SwTensorObject *g = (SwTensorObject *)grad;
@@ -703,22 +728,10 @@ static int add_in_place(PyObject *grad, const float *vals)
             sw_py_state_bump_version(carrier);
         return 0;
     }
-    int64_t *slots = sw_py_layout_slots(L, off);
-    if (!slots)
-        return -1;
-    int rc = 0;
-    for (int64_t k = 0; k < L->size && rc == 0; k++) {
-        PyObject *old = sw_py_carrier_getitem(carrier, slots[k]);
-        double d = old ? PyFloat_AsDouble(old) : -1.0;
-        Py_XDECREF(old);
-        PyObject *nv = !old || (d == -1.0 && PyErr_Occurred())
-                           ? NULL
-                           : PyFloat_FromDouble((double)((float)d + vals[k]));
-        rc = nv ? sw_py_carrier_setitem(carrier, slots[k], nv) : -1;
-        Py_XDECREF(nv);
-    }
-    PyMem_Free(slots);
-    return rc;
+    grad_add add = {vals, sw_carrier_is_state_only(SW_STATE_C(carrier)->core)};
+    return sw_py_carrier_copy_layout(carrier, off, carrier, off, L,
+                                     add.wide ? SW_DT_FLOAT64 : SW_DT_FLOAT32, add_contribution,
+                                     &add);
 }
 
 static int commit(graph *g, const Py_ssize_t *sched, Py_ssize_t nsched)

@@ -557,6 +557,19 @@ static int refuse_read_at(PyObject *self, int64_t index, PyObject *shown)
                                                   : check_range_live(self, index, shown, "read");
 }
 
+/* A core copy's failure at one slot (tensor.h: sw_copy_stop) in the
+ * binding's words, as a checked read or write of that slot would say it;
+ * a hook's own exception stands. -1. */
+int sw_py_carrier_raise_slot(PyObject *self, const sw_error *err, int writing, int64_t index)
+{
+    int refused = err->code == SW_ESTATE || err->code == SW_ERANGE || err->code == SW_ENOTSUP;
+    if (err->detail == SW_CARRIER_CALLBACK_RAISED || (!writing && !refused))
+        return sw_py_raise(err);
+    if (writing)
+        return sw_py_carrier_raise_core(self, err, 1, index);
+    return refuse_read_at(self, index, NULL) < 0 ? -1 : sw_py_raise(err);
+}
+
 /* One slot through the core where it holds the slots (its lock, its state
  * checks, the write's version); a read's refusal (not an I/O error: that may
  * fault a block device) is said after in the binding's words. 1 done; 0 when

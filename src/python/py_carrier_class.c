@@ -70,6 +70,7 @@ void sw_py_carrier_class_set_slot_hooks(const sw_carrier_class *hooks)
 {
     slot_hooks.read_slots = hooks->read_slots;
     slot_hooks.write_slots = hooks->write_slots;
+    slot_hooks.drop_handles = hooks->drop_handles;
 }
 
 /* ---- slot boxes ----------------------------------------------------------
@@ -105,6 +106,7 @@ static PyObject *class_capsule(PyTypeObject *type)
         tmpl.flags |= SW_CARRIER_CLASS_SLOTS_UNLOCKED;
         tmpl.read_slots = slot_hooks.read_slots;
         tmpl.write_slots = slot_hooks.write_slots;
+        tmpl.drop_handles = slot_hooks.drop_handles;
         /* each slot write steps the version itself (py_carrier_slots.c) */
         if (tmpl.write_slots)
             tmpl.flags |= SW_CARRIER_CLASS_WRITES_STEP_VERSION;

@@ -29,17 +29,25 @@
 
 #include <string.h>
 
-/* Bytes per value of `as`: its slot width, or a binary64 for Float64 (the
- * minimal operations' and autograd's reads). */
+/* Bytes per value of `as`: its slot width, a binary64 for Float64 (the
+ * minimal operations' and autograd's reads), a pointer for a handle. */
 static size_t bytes_of(sw_dtype as)
 {
+    if (as == SW_AS_HANDLE)
+        return sizeof(PyObject *);
     return as == SW_DT_FLOAT64 ? sizeof(double) : sw_dtype_slot_bytes(as);
 }
 
 /* One value into `at` by the dtype's rule: Float64 as float(value) (what
- * the operations computed from), any other by C-9 (sw_py_store_slot). */
+ * the operations computed from), a handle as the object itself (a new
+ * reference: carrier.h, SW_AS_HANDLE), any other by C-9 (sw_py_store_slot). */
 static int store_as(sw_dtype as, PyObject *value, char *at)
 {
+    if (as == SW_AS_HANDLE) {
+        PyObject *ref = Py_NewRef(value);
+        memcpy(at, &ref, sizeof ref);
+        return 0;
+    }
     if (as != SW_DT_FLOAT64)
         return sw_py_store_slot(as, value, at);
     double d = PyFloat_AsDouble(value);
@@ -67,6 +75,8 @@ static int read_checked(PyObject *carrier, const int64_t *slots, int64_t n, sw_d
  * by its slot (sw_py_load_slot). New reference or NULL. */
 static PyObject *load_as(sw_dtype as, const char *at)
 {
+    if (as == SW_AS_HANDLE)
+        return Py_NewRef(*(PyObject *const *)at);
     if (as != SW_DT_FLOAT64)
         return sw_py_load_slot(as, at);
     double d;
@@ -121,7 +131,17 @@ static sw_status write_slots_cb(void *impl, const int64_t *slots, int64_t n, sw_
     return slots_cb(impl, slots, n, as, NULL, buf, err);
 }
 
-/* ---- the binding's read and write ---------------------------------------- */
+/* Handles read_slots gave (SW_AS_HANDLE): their references go. */
+static void drop_handles_cb(void *impl, void *const *handles, int64_t n)
+{
+    (void)impl;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    for (int64_t k = 0; k < n; k++)
+        Py_DECREF((PyObject *)handles[k]);
+    PyGILState_Release(gil);
+}
+
+/* ---- the binding's read, write and copy ---------------------------------- */
 
 /* Both directions (in NULL: a read into out). */
 static int layout_as(PyObject *carrier, int64_t offset, const sw_layout *L, sw_dtype as,
@@ -170,6 +190,35 @@ int sw_py_carrier_run_as(PyObject *carrier, int64_t at, int64_t count, sw_dtype 
     return layout_as(carrier, at, &run, as, out, in);
 }
 
+/* The value kind a copy carries: the objects themselves between two
+ * carriers whose slots the binding keeps (their hooks see what the other
+ * gave, as a loop of c[i] reads and writes would), else the dtype of the
+ * side the core holds, which is the value that side's own read gives or
+ * its write keeps. */
+static sw_dtype copy_kind(sw_carrier *src, sw_carrier *dst)
+{
+    if (!sw_carrier_is_state_only(dst))
+        return sw_carrier_dtype(dst);
+    return sw_carrier_is_state_only(src) ? SW_AS_HANDLE : sw_carrier_dtype(src);
+}
+
+int sw_py_carrier_copy_layout(PyObject *src, int64_t src_offset, PyObject *dst,
+                              int64_t dst_offset, const sw_layout *L, sw_dtype as,
+                              sw_slot_map_fn map, void *user)
+{
+    sw_carrier *s = SW_STATE_C(src)->core, *d = SW_STATE_C(dst)->core;
+    sw_copy_stop stop;
+    sw_error err;
+    sw_status st = sw_carrier_copy_layout(s, src_offset, d, dst_offset, L,
+                                          as == SW_DT_ANY ? copy_kind(s, d) : as, map, user,
+                                          &stop, &err);
+    if (st == SW_OK)
+        return 0;
+    return stop.slot < 0 ? sw_py_raise(&err)
+                         : sw_py_carrier_raise_slot(stop.in_write ? dst : src, &err,
+                                                    stop.in_write, stop.slot);
+}
+
 /* Test aid: whether the core reaches the carrier's slots through the
  * batch callbacks (its core class is SLOTS_UNLOCKED). */
 static PyObject *aid_core_slots_unlocked(PyObject *mod, PyObject *carrier)
@@ -193,7 +242,8 @@ static PyMethodDef slot_functions[] = {
 int sw_py_carrier_slots_init(PyObject *module)
 {
     const sw_carrier_class hooks = {.read_slots = read_slots_cb,
-                                    .write_slots = write_slots_cb};
+                                    .write_slots = write_slots_cb,
+                                    .drop_handles = drop_handles_cb};
     sw_py_carrier_class_set_slot_hooks(&hooks);
     return PyModule_AddFunctions(module, slot_functions);
 }

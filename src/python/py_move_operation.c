@@ -109,21 +109,12 @@ static int run_transfer(const sw_transfer *t, struct sw_blockdev *dev)
     return st == SW_OK ? 0 : sw_py_raise(&err);
 }
 
-/* Logical values slot by slot through the carriers' hooks: the route for
- * carriers written in Python. */
+/* Logical values slot by slot through the carriers' hooks, by the core
+ * (read k, write k, in logical order): the route for carriers written in
+ * Python. */
 static int copy_by_slots(PyObject *src, int64_t offset, sw_layout *layout, PyObject *dst)
 {
-    int64_t *slots = sw_py_layout_slots(layout, 0); /* the core's walk */
-    if (!slots)
-        return -1;
-    int rc = 0;
-    for (int64_t k = 0; k < layout->size && rc == 0; k++) {
-        PyObject *v = sw_py_carrier_getitem(src, offset + slots[k]);
-        rc = v ? sw_py_carrier_setitem(dst, slots[k], v) : -1;
-        Py_XDECREF(v);
-    }
-    PyMem_Free(slots);
-    return rc;
+    return sw_py_carrier_copy_layout(src, offset, dst, 0, layout, SW_DT_ANY, NULL, NULL);
 }
 
 /* _copy(tensor, destination, output, element_count) of the shipped

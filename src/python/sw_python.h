@@ -486,6 +486,19 @@ int sw_py_carrier_read_layout(PyObject *carrier, int64_t offset, const sw_layout
  * a class's own refusals (an evicted Evictable, a faulted block device:
  * the core's words are the binding's) and I/O errors. Returns -1. */
 int sw_py_carrier_raise_core(PyObject *carrier, const sw_error *err, int writing, int64_t slot);
+/* The same for a failure a core slot copy stopped at (sw_copy_stop):
+ * `slot` of `carrier`, its read or its write. -1. */
+int sw_py_carrier_raise_slot(PyObject *carrier, const sw_error *err, int writing, int64_t slot);
+/* The values of (src, src_offset, L) copied onto (dst, dst_offset, L) by
+ * the core, slot by slot in logical order (sw_carrier_copy_layout: read k,
+ * `map`, write k), as values of `as`; SW_DT_ANY: the objects themselves
+ * between two carriers whose slots the binding keeps, else the dtype of
+ * the side the core holds (py_carrier_slots.c). A failure at slot k leaves
+ * 0..k-1 written; it is raised as the checked read or write of that slot
+ * would raise it, a hook's exception as it was. 0 / -1. */
+int sw_py_carrier_copy_layout(PyObject *src, int64_t src_offset, PyObject *dst,
+                              int64_t dst_offset, const sw_layout *L, sw_dtype as,
+                              sw_slot_map_fn map, void *user);
 /* The same read of the `count` slots from slot `at` into `out` (in NULL),
  * or the write of `in` over them the same way (the core's
  * sw_carrier_write_layout_as, or directly: the checked write of each slot
