@@ -323,6 +323,8 @@ static sw_status copy_one(sw_carrier *src, int64_t s, sw_carrier *dst, int64_t d
     _Alignas(8) unsigned char value[8];
     stop->in_write = 0;
     stop->slot = s;
+    if (sw_fault_hit("copy_slot"))
+        return sw_error_set(err, SW_EIO, "fault injected: slot %lld not copied", (long long)k);
     sw_status st = one_slot(src, s, as, value, NULL, err);
     if (st != SW_OK)
         return st;
@@ -336,11 +338,23 @@ static sw_status copy_one(sw_carrier *src, int64_t s, sw_carrier *dst, int64_t d
     return st;
 }
 
+/* SW_DT_ANY's value kind: handles between two carriers whose binding keeps
+ * the slots, else the dtype of the side the core holds the slots of. */
+static sw_dtype copy_kind(sw_carrier *src, sw_carrier *dst, sw_dtype as)
+{
+    if (as != SW_DT_ANY || !src || !dst)
+        return as;
+    if (!SW_CARRIER_STATE_ONLY(dst))
+        return dst->dtype;
+    return SW_CARRIER_STATE_ONLY(src) ? SW_AS_HANDLE : src->dtype;
+}
+
 sw_status sw_carrier_copy_layout(sw_carrier *src, int64_t src_offset, sw_carrier *dst,
                                  int64_t dst_offset, const sw_layout *layout, sw_dtype as,
                                  sw_slot_map_fn map, void *user, sw_copy_stop *stop,
                                  sw_error *err)
 {
+    as = copy_kind(src, dst, as);
     sw_copy_stop local;
     if (!stop)
         stop = &local;

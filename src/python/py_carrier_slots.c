@@ -157,12 +157,7 @@ static int layout_as(PyObject *carrier, int64_t offset, const sw_layout *L, sw_d
         if (st == SW_OK)
             return 0;
         /* A refusal of the core's state checks, in the binding's words. */
-        int words = err.detail != SW_CARRIER_CALLBACK_RAISED && err.code == SW_ESTATE;
-        if (words && in)
-            return sw_py_carrier_raise_core(carrier, &err, 1, offset);
-        if (words && sw_py_carrier_check_readable(carrier) < 0)
-            return -1;
-        return sw_py_raise(&err);
+        return sw_py_carrier_raise_slot(carrier, &err, in != NULL, offset);
     }
     /* A carrier the core holds whose own refusals the binding words. */
     int64_t *slots = sw_py_layout_slots(L, offset);
@@ -190,27 +185,14 @@ int sw_py_carrier_run_as(PyObject *carrier, int64_t at, int64_t count, sw_dtype 
     return layout_as(carrier, at, &run, as, out, in);
 }
 
-/* The value kind a copy carries: the objects themselves between two
- * carriers whose slots the binding keeps (their hooks see what the other
- * gave, as a loop of c[i] reads and writes would), else the dtype of the
- * side the core holds, which is the value that side's own read gives or
- * its write keeps. */
-static sw_dtype copy_kind(sw_carrier *src, sw_carrier *dst)
-{
-    if (!sw_carrier_is_state_only(dst))
-        return sw_carrier_dtype(dst);
-    return sw_carrier_is_state_only(src) ? SW_AS_HANDLE : sw_carrier_dtype(src);
-}
-
 int sw_py_carrier_copy_layout(PyObject *src, int64_t src_offset, PyObject *dst,
                               int64_t dst_offset, const sw_layout *L, sw_dtype as,
                               sw_slot_map_fn map, void *user)
 {
-    sw_carrier *s = SW_STATE_C(src)->core, *d = SW_STATE_C(dst)->core;
     sw_copy_stop stop;
     sw_error err;
-    sw_status st = sw_carrier_copy_layout(s, src_offset, d, dst_offset, L,
-                                          as == SW_DT_ANY ? copy_kind(s, d) : as, map, user,
+    sw_status st = sw_carrier_copy_layout(SW_STATE_C(src)->core, src_offset,
+                                          SW_STATE_C(dst)->core, dst_offset, L, as, map, user,
                                           &stop, &err);
     if (st == SW_OK)
         return 0;

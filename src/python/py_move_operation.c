@@ -14,7 +14,6 @@
  * parent's entry. */
 #include "sw_extension.h"
 #include "sw_move.h"
-#include "sw_layout_slots.h"
 
 #include "strideweave/blockdev.h"
 #include "strideweave/route.h"

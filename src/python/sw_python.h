@@ -491,9 +491,8 @@ int sw_py_carrier_raise_core(PyObject *carrier, const sw_error *err, int writing
 int sw_py_carrier_raise_slot(PyObject *carrier, const sw_error *err, int writing, int64_t slot);
 /* The values of (src, src_offset, L) copied onto (dst, dst_offset, L) by
  * the core, slot by slot in logical order (sw_carrier_copy_layout: read k,
- * `map`, write k), as values of `as`; SW_DT_ANY: the objects themselves
- * between two carriers whose slots the binding keeps, else the dtype of
- * the side the core holds (py_carrier_slots.c). A failure at slot k leaves
+ * `map`, write k), as values of `as` (SW_DT_ANY: the core's choice, the
+ * objects themselves between two Python carriers). A failure at slot k leaves
  * 0..k-1 written; it is raised as the checked read or write of that slot
  * would raise it, a hook's exception as it was. 0 / -1. */
 int sw_py_carrier_copy_layout(PyObject *src, int64_t src_offset, PyObject *dst,
