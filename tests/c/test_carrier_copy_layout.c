@@ -29,6 +29,7 @@ typedef struct fake {
     char id;
 } fake;
 
+static atomic_int wide_batches; /* callbacks given n != 1 (no CHECK off the main thread) */
 static char log_buf[64]; /* "r1w0..." : id, r/w, slot */
 static int log_len;
 
@@ -61,7 +62,8 @@ static sw_status fake_read(void *impl, const int64_t *slots, int64_t n, sw_dtype
                            sw_error *err)
 {
     fake *f = impl;
-    CHECK_EQ_I64(n, 1); /* one slot at a time */
+    if (n != 1) /* one slot at a time */
+        atomic_fetch_add(&wide_batches, 1);
     sw_status st = enter(f, 'r', slots[0], err);
     if (st == SW_OK && as == SW_AS_HANDLE) {
         obj *o = f->objs[slots[0]];
@@ -77,7 +79,8 @@ static sw_status fake_write(void *impl, const int64_t *slots, int64_t n, sw_dtyp
                             const void *buf, sw_error *err)
 {
     fake *f = impl;
-    CHECK_EQ_I64(n, 1);
+    if (n != 1)
+        atomic_fetch_add(&wide_batches, 1);
     sw_status st = enter(f, 'w', slots[0], err);
     if (st == SW_OK && as == SW_AS_HANDLE) {
         obj *o;
@@ -427,5 +430,6 @@ int main(void)
     test_refusals_before_any_slot();
     test_map_accumulates_in_place();
     test_threads();
+    CHECK_EQ_I64(atomic_load(&wide_batches), 0);
     return check_report("carrier_copy_layout");
 }
