@@ -14,6 +14,7 @@ from strideweave import DType as D
 from strideweave import Tensor, _C
 
 from moves_for_tests import L, PyList
+from tiled_helpers import ListCarrier as Mine  # Float32 slots in a list of floats
 
 fault = pytest.mark.skipif(not _C._fault_injection_enabled(),
                            reason="needs the fault-injection build (-Dfault_injection=true)")
@@ -61,31 +62,6 @@ def test_elementwise_move_fails_at_the_core_copys_slot_leaving_the_slots_before(
     with pytest.raises(OSError, match="slot 2 not copied"):
         sw.move(Tensor(src, 0, L([4], [1])), dst)
     assert dst.values == [1.0, 2.0, 0.0, 0.0]
-
-
-class Mine(sw.Carrier):
-    """A Float32 carrier of Python floats (autograd's storage from its class)."""
-
-    def __init__(self, values=()):
-        self.v = [float(x) for x in values]
-
-    def size(self):
-        return len(self.v)
-
-    def dtype(self):
-        return D.Float32
-
-    def get_value(self, i):
-        return self.v[i]
-
-    def set_value(self, i, x):
-        self.v[i] = float(x)
-
-    def _is_mutable(self):
-        return True
-
-    def new_like(self, values, *, mutable=True, dtype=None):
-        return Mine([0.0 if x is None else x for x in values])
 
 
 class Double(sw.Operation):
