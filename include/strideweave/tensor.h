@@ -184,7 +184,9 @@ SW_API sw_status sw_carrier_write_layout_as(sw_carrier *c, int64_t offset,
  * slot width or SW_DT_FLOAT64 (a binary64), or SW_AS_HANDLE (carrier.h; both
  * carriers SLOTS_UNLOCKED, src's class with drop_handles); SW_DT_ANY lets
  * the core choose: handles between two STATE_ONLY carriers, else the dtype
- * of the side whose slots the core holds (dst's when both). `map`, when not
+ * of the side whose slots the core holds (dst's when both). A Float32 slot
+ * the core holds is also read and written as SW_DT_FLOAT64 (widened after
+ * its read, rounded to nearest before its write). `map`, when not
  * NULL, is called on each value between its read and its write with the
  * ordinal k and `user` (a value computed from the old one: src == dst with
  * an add is an in-place accumulation); it runs with no lock held and must

@@ -244,7 +244,8 @@ static sw_status check_copy_side(sw_carrier *c, sw_dtype as, int writing, sw_err
         return sw_carrier_refuse_state_only(c, writing ? "write a tensor's values"
                                                        : "read a tensor's values", err);
     if (!state_only)
-        return check_as_dtype(c, as, err);
+        return as == SW_DT_FLOAT64 && c->dtype == SW_DT_FLOAT32 ? SW_OK
+                                                                : check_as_dtype(c, as, err);
     if (!writing && as == SW_AS_HANDLE && !c->ops->drop_handles)
         return sw_error_set(err, SW_ENOTSUP, "%s: its slots cannot be copied as handles",
                             sw_carrier_name(c));
@@ -298,8 +299,19 @@ static sw_status one_slot(sw_carrier *c, int64_t slot, sw_dtype as, void *out, c
                           sw_error *err)
 {
     if (!SW_CARRIER_STATE_ONLY(c)) {
-        sw_status st = in ? sw_carrier_write(c, slot, 1, in, err)
-                          : sw_carrier_read(c, slot, 1, out, err);
+        /* a binary64 of a Float32 slot: widened after the read, rounded
+         * before the write */
+        float f;
+        double d;
+        int wide = as == SW_DT_FLOAT64 && c->dtype == SW_DT_FLOAT32;
+        if (wide && in) {
+            memcpy(&d, in, sizeof d);
+            f = (float)d;
+        }
+        sw_status st = in ? sw_carrier_write(c, slot, 1, wide ? &f : in, err)
+                          : sw_carrier_read(c, slot, 1, wide ? &f : out, err);
+        if (st == SW_OK && wide && !in)
+            memcpy(out, &(double){f}, sizeof(double));
         return st == SW_ENOTSUP ? through_primary(c, slot, as, out, in, err) : st;
     }
     pthread_mutex_lock(&c->lock);

@@ -683,28 +683,14 @@ static int check_existing_grad(PyObject *T)
     return 0;
 }
 
-/* old + vals[k] as the old code computed it: float(old) rounded to
- * Float32, plus the contribution; a binary64 for a carrier whose slots
- * the binding keeps (its hooks get a float), else a Float32 slot. */
-typedef struct grad_add {
-    const float *vals;
-    int wide;
-} grad_add;
-
+/* old + vals[k] as a binary64: float(old) rounded to Float32, plus the
+ * contribution (`user`: the contributions). */
 static void add_contribution(void *user, int64_t k, void *value)
 {
-    const grad_add *a = user;
-    if (a->wide) {
-        double d;
-        memcpy(&d, value, sizeof d);
-        d = (double)((float)d + a->vals[k]);
-        memcpy(value, &d, sizeof d);
-    } else {
-        float f;
-        memcpy(&f, value, sizeof f);
-        f += a->vals[k];
-        memcpy(value, &f, sizeof f);
-    }
+    double d;
+    memcpy(&d, value, sizeof d);
+    d = (double)((float)d + ((const float *)user)[k]);
+    memcpy(value, &d, sizeof d);
 }
 
 /* grad += vals, slot by slot. On an exact CPU/Generic Float32 carrier the
@@ -728,10 +714,8 @@ static int add_in_place(PyObject *grad, const float *vals)
             sw_py_state_bump_version(carrier);
         return 0;
     }
-    grad_add add = {vals, sw_carrier_is_state_only(SW_STATE_C(carrier)->core)};
-    return sw_py_carrier_copy_layout(carrier, off, carrier, off, L,
-                                     add.wide ? SW_DT_FLOAT64 : SW_DT_FLOAT32, add_contribution,
-                                     &add);
+    return sw_py_carrier_copy_layout(carrier, off, carrier, off, L, SW_DT_FLOAT64,
+                                     add_contribution, (void *)vals);
 }
 
 static int commit(graph *g, const Py_ssize_t *sched, Py_ssize_t nsched)

@@ -360,6 +360,39 @@ static void test_map_accumulates_in_place(void)
     sw_carrier_unref(a.self);
 }
 
+/* A Float32 slot the core holds, carried as a binary64: widened, mapped,
+ * rounded back (autograd's accumulation into a FileBacked .grad, say). */
+static void add_third(void *user, int64_t k, void *value)
+{
+    (void)user;
+    (void)k;
+    double d;
+    memcpy(&d, value, sizeof d);
+    d += 1.0 / 3.0;
+    memcpy(value, &d, sizeof d);
+}
+
+static void test_float32_slots_as_binary64(void)
+{
+    sw_carrier *c = NULL;
+    sw_error err;
+    CHECK(sw_cpu_new(2, SW_DT_FLOAT32, 0, &c, &err) == SW_OK);
+    sw_layout *L = flat(2, 1);
+    CHECK(sw_carrier_copy_layout(c, 0, c, 0, L, SW_DT_FLOAT64, add_third, NULL, NULL, &err) ==
+          SW_OK);
+    const float *mem = sw_cpu_pointer(c);
+    CHECK(mem[0] == (float)(1.0 / 3.0) && mem[1] == (float)(1.0 / 3.0));
+    CHECK_EQ_I64(sw_carrier_version(c), 2);
+    sw_carrier *i32 = NULL; /* Int32 slots are not carried as binary64 */
+    CHECK(sw_cpu_new(2, SW_DT_INT32, 0, &i32, &err) == SW_OK);
+    CHECK(sw_carrier_copy_layout(i32, 0, i32, 0, L, SW_DT_FLOAT64, add_third, NULL, NULL, &err) ==
+          SW_ETYPE);
+    CHECK_EQ_I64(sw_carrier_version(i32), 0);
+    sw_layout_free(L);
+    sw_carrier_unref(c);
+    sw_carrier_unref(i32);
+}
+
 /* Threads: copies between shared carriers while another thread reads and
  * steps them; callbacks take the binding's lock, the core holds none of
  * its own across them (TSan: no race, no lock-order inversion). */
@@ -429,6 +462,7 @@ int main(void)
     test_core_held_sides();
     test_refusals_before_any_slot();
     test_map_accumulates_in_place();
+    test_float32_slots_as_binary64();
     test_threads();
     CHECK_EQ_I64(atomic_load(&wide_batches), 0);
     return check_report("carrier_copy_layout");

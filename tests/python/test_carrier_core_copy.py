@@ -100,3 +100,35 @@ def test_grad_accumulation_fails_at_the_core_copys_slot_leaving_the_slots_before
     with pytest.raises(OSError, match="slot 1 not copied"):
         Double().forward(x).backward(ones(3))
     assert x.grad.carrier.v == [3.0, 1.0, 1.0]
+
+
+def cpu_of(values):
+    c = sw.CPU(len(values))
+    for k, v in enumerate(values):
+        c[k] = v
+    return Tensor(c, 0, L([len(values)], [1]))
+
+
+def test_an_evictable_over_a_python_tier_is_copied_through_its_primary():
+    log = []
+    p = Logged([1.0, 2.0, 3.0], log, "p")
+    e = sw.Evictable(p, PyList([]))
+    out = sw.move(Tensor(e, 0, L([3], [1])), sw.CPU(3))
+    assert [out.carrier[i] for i in range(3)] == [1.0, 2.0, 3.0]
+    assert log == [("get", "p", 0), ("get", "p", 1), ("get", "p", 2)]
+    e2 = sw.Evictable(Logged([0.0] * 3, log, "q"), PyList([]))
+    del log[:]
+    before = e2.version
+    sw.move(cpu_of([7.0, 8.0, 9.0]), e2)
+    assert e2.primary.values == [7.0, 8.0, 9.0]
+    assert log == [("set", "q", 0), ("set", "q", 1), ("set", "q", 2)]
+    assert e2.version == before  # a move is not an in-place mutation
+
+
+@fault
+def test_a_copy_into_an_evictable_over_a_python_tier_fails_at_the_core_copys_slot():
+    e = sw.Evictable(PyList([0.0] * 3), PyList([]))
+    _C._fault_inject("copy_slot", 1, 1)
+    with pytest.raises(OSError, match="slot 1 not copied"):
+        sw.move(cpu_of([7.0, 8.0, 9.0]), e)
+    assert e.primary.values == [7.0, 0.0, 0.0]
