@@ -205,7 +205,9 @@ SW_API sw_status sw_carrier_write_layout_as(sw_carrier *c, int64_t offset,
  * leaves slots 0 .. k-1 written to dst and their version steps made; the
  * core undoes nothing. `stop` (may be NULL) says where: `done` = k, `in_write`
  * 0 when src's read failed, 1 when dst's write did, `slot` that carrier's
- * slot number. Thread-safe; the handles are the caller's for the call. */
+ * slot number. Thread-safe. Ownership: every argument is borrowed for the
+ * call; a handle read lives only within it (it goes back to src's
+ * drop_handles right after its write, failed or not). */
 typedef void (*sw_slot_map_fn)(void *user, int64_t k, void *value);
 typedef struct sw_copy_stop {
     int64_t done;  /* slots written to dst before the failure */

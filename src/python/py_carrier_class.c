@@ -68,9 +68,7 @@ static sw_carrier_class slot_hooks;
 
 void sw_py_carrier_class_set_slot_hooks(const sw_carrier_class *hooks)
 {
-    slot_hooks.read_slots = hooks->read_slots;
-    slot_hooks.write_slots = hooks->write_slots;
-    slot_hooks.drop_handles = hooks->drop_handles;
+    slot_hooks = *hooks; /* read_slots, write_slots, drop_handles */
 }
 
 /* ---- slot boxes ----------------------------------------------------------
