@@ -434,6 +434,61 @@ SW_API void sw_move_drain(void);
  * out. */
 SW_API int sw_move_drain_for(int64_t timeout_ns);
 
+/* A route run here: the transfer of a move without the move. For a
+ * binding whose own operation objects copy values (the Python API's
+ * MoveOperation._copy) and for copies between tiers the caller already
+ * protects, this copies the span (`src`, `offset`, `layout`) into slots
+ * [0, cosize) of `dst` on the calling thread: no handle, no growth, no
+ * commit, no source release, no profiling event, nothing on the pool.
+ *
+ * The route is the exact pair's (route.h, the core's own table: a binding
+ * route registered on the pair is not run here): CPU <-> BlockDeviceCarrier
+ * through the device (durable before a write returns; a failure faults the
+ * device), otherwise a copy through both carriers' storage (CPU, Generic,
+ * FileBacked: the physical span for a bulk pair, the logical values for
+ * the others), else slot by slot through the carriers' ops. The caller
+ * may ask for one copy instead of the pair's where both carriers expose
+ * storage (a block device's own transfer ignores these):
+ *   SW_MOVE_HERE_SPAN    the physical span (cosize slots, holes included)
+ *   SW_MOVE_HERE_VALUES  only the layout's values
+ * and with SW_MOVE_HERE_MARK it protects the pair itself: either carrier
+ * pending in a move is refused, and both are marked pending (source,
+ * destination) for the copy and unmarked after, whatever its outcome.
+ * Without it the caller holds both carriers still (a move it runs the
+ * transfer of has them pending already).
+ *
+ * Refusals, each before anything changes, err->detail naming the row of
+ * sw_move_refusal: a NULL carrier or layout (SW_ETYPE), the same carrier
+ * on both sides (SW_EINVAL), a released carrier (SW_ESTATE), with
+ * SW_MOVE_HERE_MARK a pending one (SW_ESTATE), dtypes whose slots differ in
+ * width (SW_ETYPE),
+ * row 9's pins and a faulted device (as sw_move_async), a STATE_ONLY
+ * carrier (SW_ENOTSUP: the binding reaches its slots), SW_MOVE_HERE_SPAN
+ * or _VALUES without storage on both sides (SW_ENOTSUP, row 9), a span
+ * past the source's end (SW_EINVAL, detail 0), a destination smaller than
+ * the cosize (SW_EINVAL, row 10), a layout with more modes than a copy
+ * takes (SW_EINVAL, detail 0). A failure of the copy itself (I/O, an
+ * injected fault) comes back as is; the destination's values are then
+ * unspecified, the source unchanged.
+ *
+ * Threads: thread-safe as any copy between carriers the caller protects;
+ * it takes each carrier's lock only to check and mark, never during the
+ * copy, and never calls a binding back but through a carrier's own slot
+ * ops (a trampoline takes its own lock), so a binding may let its own
+ * lock go around it. It blocks for the copy (and on a block device's lock
+ * while another thread writes to that device). */
+enum {
+    SW_MOVE_HERE_MARK = 1u << 0,
+    SW_MOVE_HERE_SPAN = 1u << 1,
+    SW_MOVE_HERE_VALUES = 1u << 2
+};
+SW_API sw_status sw_move_transfer_here(const sw_tensor *t, sw_carrier *dst, unsigned flags,
+                                       sw_error *err);
+/* The same for a span without a tensor handle. */
+SW_API sw_status sw_move_transfer_span_here(sw_carrier *src, int64_t offset,
+                                            const sw_layout *layout, sw_carrier *dst,
+                                            unsigned flags, sw_error *err);
+
 /* Process-wide profiling hook: SW_MOVE_EVENT_SUBMIT on the initiating
  * thread once the move is submitted, SW_MOVE_EVENT_COMPLETE on the thread
  * that commits it (the completion thread, or the caller for a move that ran

@@ -18,7 +18,6 @@
 #include "sw_move.h"
 
 #include "strideweave/block_device.h"
-#include "strideweave/blockdev.h"
 
 #define SLOT_BYTES 4
 #define BDEV(o) ((SwBlockDeviceObject *)(o))
@@ -586,13 +585,6 @@ static PyTypeObject SwBlockDevice_Type = {
 };
 
 /* ---- movement glue (sw_move.h) -------------------------------------------- */
-
-sw_blockdev *sw_py_block_device_core(PyObject *carrier)
-{
-    if (Py_TYPE(carrier) != &SwBlockDeviceCarrier_Type)
-        return NULL;
-    return sw_block_device_primitive(device_of(carrier));
-}
 
 /* B-10: with a BlockDeviceCarrier on either side, only the two block
  * operations on their exact pairs may run; then a faulted device refuses

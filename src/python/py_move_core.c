@@ -73,6 +73,35 @@ int sw_py_core_move_pair(PyObject *source, PyObject *destination, int bulk)
                         SW_ROUTE_BULK;
 }
 
+/* Copies at most this big run with the GIL held: releasing it costs more. */
+#define GIL_FREE_BYTES ((size_t)64 << 10)
+
+sw_py_here sw_py_transfer_here(PyObject *src, int64_t offset, const sw_layout *layout,
+                               PyObject *dst, int bulk, int mark, sw_error *err)
+{
+    sw_carrier *s = CARRIER(src)->core, *d = CARRIER(dst)->core;
+    unsigned flags = (bulk ? SW_MOVE_HERE_SPAN : SW_MOVE_HERE_VALUES) |
+                     (mark ? SW_MOVE_HERE_MARK : 0);
+    size_t bytes = (size_t)layout->cosize * sw_dtype_slot_bytes(sw_carrier_dtype(s));
+    sw_status st;
+    /* A block device's lock may be held by a pool thread: never wait for
+     * it with the GIL. */
+    if (bytes <= GIL_FREE_BYTES && !on_device(src) && !on_device(dst)) {
+        st = sw_move_transfer_span_here(s, offset, layout, d, flags, err);
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        st = sw_move_transfer_span_here(s, offset, layout, d, flags, err);
+        Py_END_ALLOW_THREADS
+    }
+    if (st == SW_OK)
+        return SW_PY_HERE_DONE;
+    if (st == SW_ENOTSUP)
+        return SW_PY_HERE_UNREACHABLE;
+    return err->detail == SW_MOVE_SOURCE_PENDING || err->detail == SW_MOVE_DESTINATION_PENDING
+               ? SW_PY_HERE_PENDING
+               : SW_PY_HERE_FAILED;
+}
+
 static void commit_enter(void *user)
 {
     sw_py_core_move *cm = user;

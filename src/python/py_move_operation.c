@@ -15,14 +15,11 @@
 #include "sw_extension.h"
 #include "sw_move.h"
 
-#include "strideweave/blockdev.h"
+#include "sw_move_core.h"
 #include "strideweave/route.h"
-#include "strideweave/copy.h"
 
 #include <string.h>
 
-/* Copies at most this big run with the GIL held: releasing it costs more. */
-#define GIL_FREE_BYTES ((size_t)64 << 10)
 
 extern PyTypeObject SwMetal_Type;
 
@@ -36,15 +33,12 @@ static const char *class_name(PyObject *cls)
 
 /* ---- the transfer between built-in carriers ------------------------------ */
 
-/* Where the transfer reaches a built-in carrier's slots, as the core
- * answers it (sw_carrier_endpoint); 0 for a class written in Python (a
- * subclass of a built-in too: its slot hooks may differ), whose values
- * copy_by_slots moves. */
-static int endpoint_of(PyObject *carrier, sw_endpoint *e)
+/* A carrier of a class written in Python (a subclass of a built-in too):
+ * its slot hooks may differ from the core's slots, so no copy of the
+ * core's may stand in for them; copy_by_slots moves its values. */
+static int python_class(PyObject *carrier)
 {
-    if (Py_TYPE(carrier)->tp_flags & Py_TPFLAGS_HEAPTYPE)
-        return 0;
-    return sw_carrier_endpoint(SW_STATE_C(carrier)->core, e);
+    return (Py_TYPE(carrier)->tp_flags & Py_TPFLAGS_HEAPTYPE) != 0;
 }
 
 /* Which block operation `op_type` is, for the block device's route check. */
@@ -62,50 +56,6 @@ void sw_py_move_operation_set_engine(PyObject *(*initiate)(PyObject *, PyObject 
 {
     move_initiate = initiate;
     move_now = now;
-}
-
-int sw_py_move_describe(PyObject *src, int64_t offset, const sw_layout *layout,
-                        PyObject *dst, int bulk, sw_transfer *t, int64_t *extents,
-                        int64_t *strides)
-{
-    const sw_carrier_ops *ops = sw_carrier_builtin_ops(src);
-    t->src.offset = t->dst.offset = 0; /* a block device's extent start, else 0 */
-    t->progress = NULL;
-    if (!ops || !endpoint_of(src, &t->src) || !endpoint_of(dst, &t->dst))
-        return 0;
-    t->src.offset += offset;
-    t->itemsize = sw_dtype_slot_bytes(ops->dtype(src));
-    t->bulk = bulk;
-    t->cosize = layout->cosize;
-    int n = sw_copy_layout_modes(layout, extents, strides);
-    if (n < 0) {
-        PyErr_SetString(PyExc_ValueError, "layout has too many modes to move");
-        return -1;
-    }
-    t->ndim = n;
-    t->extents = extents;
-    t->strides = strides;
-    return 1;
-}
-
-/* One transfer on the calling thread, the GIL released when it is big. */
-static int run_transfer(const sw_transfer *t, struct sw_blockdev *dev)
-{
-    sw_error err;
-    sw_status st;
-    size_t bytes = (size_t)t->cosize * t->itemsize;
-    if (dev) { /* its lock may be held by a pool thread: never wait with the GIL */
-        Py_BEGIN_ALLOW_THREADS
-        st = sw_blockdev_transfer(dev, t, &err);
-        Py_END_ALLOW_THREADS
-    } else if (bytes <= GIL_FREE_BYTES) {
-        st = sw_transfer_run(t, &err);
-    } else {
-        Py_BEGIN_ALLOW_THREADS
-        st = sw_transfer_run(t, &err);
-        Py_END_ALLOW_THREADS
-    }
-    return st == SW_OK ? 0 : sw_py_raise(&err);
 }
 
 /* Logical values slot by slot through the carriers' hooks, by the core
@@ -149,16 +99,18 @@ static int copy_hook(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                          opname, (long long)layout->cosize);
         return -1;
     }
-    sw_transfer t;
-    int64_t extents[SW_COPY_MAX_DIMS], strides[SW_COPY_MAX_DIMS];
-    int c = sw_py_move_describe(s->carrier, SW_SUB_OFFSET(s), layout, a[1], bulk, &t, extents,
-                                strides);
-    if (c < 0)
-        return -1;
-    if (c == 1) {
-        struct sw_blockdev *dev = sw_py_block_device_core(s->carrier);
-        return run_transfer(&t, dev ? dev : sw_py_block_device_core(a[1]));
-    }
+    /* The core copies between carriers whose slots it holds; a class
+     * written in Python, or one whose storage the core cannot reach
+     * (SW_ENOTSUP: no host memory or file on a side), gets the slot loop
+     * through its Python hooks, which only this binding can run. */
+    sw_error err;
+    sw_py_here here = SW_PY_HERE_UNREACHABLE;
+    if (!python_class(s->carrier) && !python_class(a[1]))
+        here = sw_py_transfer_here(s->carrier, SW_SUB_OFFSET(s), layout, a[1], bulk, 0, &err);
+    if (here == SW_PY_HERE_DONE)
+        return 0;
+    if (here == SW_PY_HERE_FAILED)
+        return sw_py_raise(&err);
     if (bulk) {
         PyErr_Format(PyExc_TypeError,
                      "%s copies between CPU and FileBacked carriers only, not from %s to %s",

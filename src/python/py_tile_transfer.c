@@ -27,10 +27,7 @@
 #include "sw_tiled.h"
 #include "sw_extension.h"
 #include "sw_move.h"
-
-/* Copies this small stay on this thread with the GIL held: releasing and
- * retaking it would cost more than the copy (the same bound as move()). */
-#define GIL_FREE_BYTES ((size_t)64 << 10)
+#include "sw_move_core.h"
 
 static PyObject *str_copy, *str_copy_async;
 
@@ -139,38 +136,26 @@ static int run_copy(PyObject *op, PyObject *tensor, PyObject *src, PyObject *dst
 /* The shipped operations' _copy is the C transfer move() itself runs
  * without calling _copy (py_move.c, submit): do the same for exact
  * built-in tiers, sparing the per-tile Tensors and method call. 1 when
- * done, 0 when the pair is not described in C (call _copy), -1 on error.
- * The GIL is released for big copies; both carriers are pending meanwhile. */
+ * done, 0 when the core cannot copy the pair (call _copy), -1 on error.
+ * The core checks the pair, marks both carriers pending for the copy and
+ * unmarks them (SW_MOVE_HERE_MARK). */
 static int run_builtin(PyObject *op_type, PyObject *src, int64_t offset, PyObject *dst,
                        PyObject *layout)
 {
     sw_route_kind kind = sw_py_move_route_kind((PyTypeObject *)op_type);
-    if (kind == SW_ROUTE_PYTHON)
-        return 0;
-    sw_transfer t;
-    int64_t extents[SW_COPY_MAX_DIMS], strides[SW_COPY_MAX_DIMS];
-    int c = sw_py_move_describe(src, offset, SwLayout_CORE(layout), dst, kind == SW_ROUTE_BULK,
-                                &t, extents, strides);
-    if (c <= 0)
-        return c;
-    if (CARRIER_PENDING(src) || CARRIER_PENDING(dst)) {
+    if (kind == SW_ROUTE_PYTHON || (Py_TYPE(src)->tp_flags & Py_TPFLAGS_HEAPTYPE) ||
+        (Py_TYPE(dst)->tp_flags & Py_TPFLAGS_HEAPTYPE))
+        return 0; /* Python slot hooks: only _copy reaches them */
+    sw_error err;
+    switch (sw_py_transfer_here(src, offset, SwLayout_CORE(layout), dst, kind == SW_ROUTE_BULK,
+                                1, &err)) {
+    case SW_PY_HERE_DONE: return 1;
+    case SW_PY_HERE_UNREACHABLE: return 0;
+    case SW_PY_HERE_PENDING:
         PyErr_SetString(PyExc_RuntimeError, "a tile's storage is pending in another move");
         return -1;
+    default: return sw_py_raise(&err);
     }
-    sw_error err;
-    sw_status st;
-    sw_py_state_mark_pending(src, SW_PENDING_SOURCE);
-    sw_py_state_mark_pending(dst, SW_PENDING_DESTINATION);
-    if ((size_t)t.cosize * t.itemsize <= GIL_FREE_BYTES) {
-        st = sw_transfer_run(&t, &err);
-    } else {
-        Py_BEGIN_ALLOW_THREADS
-        st = sw_transfer_run(&t, &err);
-        Py_END_ALLOW_THREADS
-    }
-    sw_py_state_unmark_pending(dst, SW_PENDING_DESTINATION);
-    sw_py_state_unmark_pending(src, SW_PENDING_SOURCE);
-    return st == SW_OK ? 1 : sw_py_raise(&err);
 }
 
 /* The legacy movement of the pair: the shipped C transfer, else the

@@ -8,7 +8,7 @@
 #include "sw_carrier.h"
 #include "strideweave/copy.h"
 #include "strideweave/executor.h"
-#include "strideweave/transfer.h"
+#include "strideweave/status.h"
 
 /* ---- handles (py_await.c) ----------------------------------------------- */
 
@@ -83,15 +83,6 @@ PyObject *sw_py_move_dispatch(PyObject *source_class, PyObject *destination_clas
 int sw_py_move_check_operation(PyTypeObject *op_type, PyObject *source,
                                PyObject *destination);
 
-/* Describe a move of `src` (tensor offset, layout) into `dst` at offset 0
- * as a GIL-free transfer when both carriers are exact built-ins that keep
- * their slots in host memory or a file: 1 (t, extents, strides filled;
- * extents/strides must hold SW_COPY_MAX_DIMS entries), 0 when either is
- * not, -1 with an exception set. */
-int sw_py_move_describe(PyObject *src, int64_t offset, const sw_layout *layout,
-                        PyObject *dst, int bulk, sw_transfer *t,
-                        int64_t *extents, int64_t *strides);
-
 /* Autograd across a move: the reverse route for a differentiable move
  * (NotImplementedError naming the reverse pair when none is permitted;
  * new reference to the operation class), remembering it on the node, and
@@ -104,11 +95,8 @@ int sw_py_move_operation_init(PyObject *module);
 
 /* ---- block devices (py_block_device.c, B-10) ------------------------------ */
 
-struct sw_blockdev;
 extern PyTypeObject SwCpuToBlockDevice_Type;
 extern PyTypeObject SwBlockDeviceToCpu_Type;
-/* The core device of an exact BlockDeviceCarrier, else NULL. */
-struct sw_blockdev *sw_py_block_device_core(PyObject *carrier);
 /* NotImplementedError unless `op_type` is the block operation of this exact
  * pair (when either carrier is a BlockDeviceCarrier); RuntimeError for a
  * faulted device. `direction` says which operation `op_type` is (the

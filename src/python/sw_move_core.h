@@ -18,6 +18,22 @@ typedef struct sw_move_handle sw_move_handle;
  * pairs go to the core. */
 int sw_py_core_move_pair(PyObject *source, PyObject *destination, int bulk);
 
+/* The core's transfer of a pair on this thread (strideweave/move.h,
+ * sw_move_transfer_span_here): the physical span (`bulk` 1) or the
+ * layout's values, `mark` 1 to have the core refuse a pending carrier and
+ * mark both for the copy. The GIL is released around it when the copy is
+ * big or a block device takes part. Both carriers are built-in classes
+ * (not written in Python). Raises nothing: the answer says what happened,
+ * `err` filled for SW_PY_HERE_FAILED. */
+typedef enum sw_py_here {
+    SW_PY_HERE_DONE = 0,
+    SW_PY_HERE_UNREACHABLE = 1, /* the core cannot reach a side's slots */
+    SW_PY_HERE_PENDING = 2,     /* `mark`: a carrier is pending in a move */
+    SW_PY_HERE_FAILED = -1
+} sw_py_here;
+sw_py_here sw_py_transfer_here(PyObject *src, int64_t offset, const sw_layout *layout,
+                               PyObject *dst, int bulk, int mark, sw_error *err);
+
 /* Per move, inside the binding's request; filled by py_move.c before the
  * start. `commit` runs once, GIL held, after the core's commit changed the
  * carriers (err: the terminal failure, or NULL on success); `release`
