@@ -243,6 +243,10 @@ typedef void (*sw_move_commit_fn)(sw_move_handle *move, sw_status status, sw_ten
  * storage is never freed under such a reader. Both get `user`. */
 typedef void (*sw_move_commit_guard_fn)(void *user);
 
+/* A profiling subscriber (see "Profiling hooks" below). */
+struct sw_move_event;
+typedef void (*sw_move_profile_fn)(const struct sw_move_event *event, void *user);
+
 typedef struct sw_move_options {
     sw_move_commit_fn on_commit; /* may be NULL */
     void *user;
@@ -267,6 +271,8 @@ typedef struct sw_move_options {
     void *profile_tag;   /* handed back untouched in this move's profiling
                             events (sw_move_event.tag): a binding's per-move
                             record; the core never reads it */
+    sw_move_profile_fn profile_tag_hook; /* the subscriber the tag is for
+                            (the others get NULL); NULL: every one */
 } sw_move_options;
 
 /* ---- validation ------------------------------------------------------------
@@ -489,15 +495,29 @@ SW_API sw_status sw_move_transfer_span_here(sw_carrier *src, int64_t offset,
                                             const sw_layout *layout, sw_carrier *dst,
                                             unsigned flags, sw_error *err);
 
-/* Process-wide profiling hook: SW_MOVE_EVENT_SUBMIT on the initiating
- * thread once the move is submitted, SW_MOVE_EVENT_COMPLETE on the thread
- * that commits it (the completion thread, or the caller for a move that ran
- * there), inside commit_enter/commit_leave, just before on_commit and
- * before waiters wake. Each event carries the move's
- * sw_move_options.profile_tag, so a binding finds its per-move record. One hook at a time;
- * setting NULL removes it. The hook must not call sw_move_set_profile_hook
- * or wait for a move. Thread-safe: a move observes the hook set when it was
- * submitted. */
+/* Profiling hooks: subscribers of every move's events, process-wide.
+ * SW_MOVE_EVENT_SUBMIT on the initiating thread once the move is
+ * submitted, SW_MOVE_EVENT_COMPLETE on the thread that commits it (the
+ * completion thread, or the caller for a move that ran there), inside
+ * commit_enter/commit_leave, just before on_commit and before waiters
+ * wake; each subscriber in the order it subscribed. A move observes the
+ * subscribers of the moment it was submitted, for both its events (one
+ * removed meanwhile still gets its COMPLETE). Several may watch at once
+ * (a C host and a binding's profiler): at most
+ * SW_MOVE_PROFILE_HOOKS_MAX through sw_move_add_profile_hook (SW_ERANGE
+ * past it; SW_EEXIST for a (fn, user) pair subscribed already, SW_ETYPE
+ * for a NULL fn), removed with sw_move_remove_profile_hook (SW_EINVAL when
+ * not subscribed). sw_move_set_profile_hook keeps one subscriber of its
+ * own beside them: each call unsubscribes the one it set before (however
+ * it was subscribed) and subscribes (fn, user), NULL only removing; it
+ * always finds room. The tag: each event carries the move's
+ * sw_move_options.profile_tag, so a binding finds its per-move record;
+ * when the move named its owner (profile_tag_hook), only a subscriber
+ * with that function gets the tag, the others NULL. A hook must not
+ * subscribe or unsubscribe, nor wait for a move. Thread-safe: subscribing
+ * takes one short lock; a move with no subscriber pays one atomic load. */
+#define SW_MOVE_PROFILE_HOOKS_MAX 8
+
 typedef enum sw_move_event_kind {
     SW_MOVE_EVENT_SUBMIT = 1,
     SW_MOVE_EVENT_COMPLETE = 2
@@ -514,7 +534,8 @@ typedef struct sw_move_event {
     void *tag;            /* the move's sw_move_options.profile_tag, or NULL */
 } sw_move_event;
 
-typedef void (*sw_move_profile_fn)(const sw_move_event *event, void *user);
+SW_API sw_status sw_move_add_profile_hook(sw_move_profile_fn fn, void *user, sw_error *err);
+SW_API sw_status sw_move_remove_profile_hook(sw_move_profile_fn fn, void *user, sw_error *err);
 SW_API void sw_move_set_profile_hook(sw_move_profile_fn fn, void *user);
 
 #ifdef __cplusplus

@@ -17,6 +17,7 @@
 #include "transfer_internal.h"
 #include "core_thread_internal.h"
 #include "move_exit_internal.h"
+#include "move_profile_internal.h"
 #include "route_internal.h"
 #include "strideweave/alloc.h"
 #include "strideweave/block_device.h"
@@ -58,9 +59,9 @@ struct sw_move_handle {
     int done_inline;     /* ... inside `supplied`, on the submitting thread */
     _Atomic int counted; /* still counted in flight (sw_move_abandon clears) */
     unsigned long generation; /* engine_generation at submission */
-    sw_move_profile_fn prof;
-    void *prof_user;
+    sw_move_hooks *prof; /* the profiling subscribers at submission, or NULL */
     void *profile_tag;   /* options->profile_tag, for the events */
+    sw_move_profile_fn tag_hook; /* options->profile_tag_hook */
     uint64_t submit_ns;
     /* Fork (move.h, "Fork"): the live list, under drain_lock. */
     struct sw_move_handle *live_prev, *live_next;
@@ -102,10 +103,6 @@ static _Atomic unsigned long engine_generation;
 /* The supplied-transfer move whose `transfer` runs on this thread now. */
 static _Thread_local sw_move_handle *supplying;
 
-static pthread_mutex_t hook_lock = PTHREAD_MUTEX_INITIALIZER;
-static sw_move_profile_fn hook_fn;
-static void *hook_user;
-static _Atomic int hook_set; /* hook_fn != NULL: read without hook_lock first */
 
 /* Process exit (move.h): set once exit begins; new moves are refused. The
  * engine's own threads (pool, completion) never wait for the drain: the
@@ -179,7 +176,7 @@ static void engine_after_fork_child(void)
     pthread_cond_t fresh_cond = PTHREAD_COND_INITIALIZER;
     engine_lock = fresh;
     drain_lock = fresh;
-    hook_lock = fresh;
+    sw_move_hooks_after_fork_child();
     spare_lock = fresh; /* another thread may have held it at fork() */
     spare_count = 0;    /* ... mid-change: the spare handles are left behind */
     drain_cond = fresh_cond;
@@ -407,15 +404,6 @@ void sw_move_abandon(sw_move_handle *m)
         uncount(m);
 }
 
-void sw_move_set_profile_hook(sw_move_profile_fn fn, void *user)
-{
-    pthread_mutex_lock(&hook_lock);
-    hook_fn = fn;
-    hook_user = user;
-    atomic_store(&hook_set, fn != NULL);
-    pthread_mutex_unlock(&hook_lock);
-}
-
 /* ---- routes --------------------------------------------------------------- */
 
 /* The route of the exact pair of ops tables from the registry's fixed
@@ -578,9 +566,8 @@ static void profile(sw_move_handle *m, sw_move_event_kind kind, sw_status status
         .submit_ns = m->submit_ns,
         .complete_ns = kind == SW_MOVE_EVENT_COMPLETE ? sw_clock_ns() : 0,
         .status = status,
-        .tag = m->profile_tag,
     };
-    m->prof(&ev, m->prof_user);
+    sw_move_hooks_emit(m->prof, &ev, m->tag_hook, m->profile_tag);
 }
 
 /* Release a move's source at its commit (carriers locked): a large file's
@@ -722,6 +709,7 @@ static void move_free(sw_move_handle *m, int wait_commit)
     sw_tensor_unref(m->result);
     sw_tensor_unref(m->src);
     sw_carrier_unref(m->dst);
+    sw_move_hooks_drop(m->prof);
     if (m->done)
         sw_completion_free(m->done);
     if (m->reported)
@@ -967,6 +955,7 @@ static void take_options(sw_move_handle *m, const sw_move_options *o)
     m->progress = o->progress ? o->progress : &m->progress_own;
     m->caller_waits = o->caller_waits;
     m->profile_tag = o->profile_tag;
+    m->tag_hook = o->profile_tag_hook;
 }
 
 static sw_status new_move(sw_tensor *t, sw_carrier *d, const sw_move_options *o,
@@ -1273,12 +1262,7 @@ static sw_status move_light(sw_carrier *s, int64_t offset, const sw_layout *l, i
         sw_free(m);
         return st;
     }
-    if (atomic_load(&hook_set)) {
-        pthread_mutex_lock(&hook_lock);
-        m->prof = hook_fn;
-        m->prof_user = hook_user;
-        pthread_mutex_unlock(&hook_lock);
-    }
+    m->prof = sw_move_hooks_take();
     m->submit_ns = m->prof ? sw_clock_ns() : 0;
     m->generation = atomic_load(&engine_generation);
     atomic_store(&m->counted, 1);
@@ -1418,10 +1402,7 @@ static sw_status move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options
         return st;
     }
 
-    pthread_mutex_lock(&hook_lock);
-    m->prof = hook_fn;
-    m->prof_user = hook_user;
-    pthread_mutex_unlock(&hook_lock);
+    m->prof = sw_move_hooks_take();
     m->submit_ns = sw_clock_ns();
     m->generation = atomic_load(&engine_generation);
     atomic_store(&m->counted, 1);

@@ -1004,7 +1004,6 @@ static PyObject *initiate(PyObject *tensor, PyObject *destination, PyObject *for
         return NULL;
     }
     PyObject *route_id = route.route ? SW_RECORD_FIELD(route.route, SW_ROUTE_ID) : NULL;
-    uint64_t start_ns = sw_clock_ns(); /* submission begins (profiling) */
     PyObject *op = forced && Py_TYPE(forced) != &SwTransferRoute_Type ? forced : NULL;
     /* A shipped route that records no node needs no operation object unless
      * its _copy runs (submit makes it then). */
@@ -1034,7 +1033,7 @@ static PyObject *initiate(PyObject *tensor, PyObject *destination, PyObject *for
     prepared = NULL;
     handle = Py_NewRef(r->handle);
     sw_move_trace *trace =
-        sw_py_profile_move_begin(source, destination, route.op_type, route_id, start_ns, bytes);
+        sw_py_profile_move_begin(source, destination, route.op_type, route_id, bytes);
     r->trace = trace;
     r->core.profile_tag = trace;
     sw_route_kind kind = sw_py_move_route_kind((PyTypeObject *)route.op_type);

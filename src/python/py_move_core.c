@@ -20,6 +20,7 @@
  * after a larger transfer ran without it. */
 #include "sw_move_core.h"
 #include "sw_carrier.h"
+#include "sw_profiling.h"
 #include "strideweave/block_device.h"
 #include "strideweave/move.h"
 #include "strideweave/tensor.h"
@@ -179,6 +180,7 @@ int sw_py_core_move_start(sw_py_core_move *cm, const SwSubtensor *plane, PyObjec
         .elementwise = elementwise,
         .no_result = 1,
         .profile_tag = cm->profile_tag,
+        .profile_tag_hook = sw_py_profile_core_event,
     };
     sw_move_handle *m = NULL;
     sw_status st;
@@ -240,6 +242,7 @@ int sw_py_core_move_supply(sw_py_core_move *cm, const SwSubtensor *plane,
         .dst_slots = dst_slots,
         .bytes = bytes,
         .profile_tag = cm->profile_tag,
+        .profile_tag_hook = sw_py_profile_core_event,
     };
     sw_move_handle *m = NULL;
     /* GIL held throughout: the transfer may run Python here. */

@@ -132,8 +132,6 @@ static void profiler_dealloc(PyObject *self)
 
 /* ---- lifecycle -------------------------------------------------------------- */
 
-static void core_move_event(const sw_move_event *ev, void *user);
-
 /* Profilers entered and not yet exited or abandoned, all threads (GIL
  * held). The core's profiling hook is set while there is one, so moves
  * made with none pay nothing for it. */
@@ -142,10 +140,13 @@ static long n_active;
 static void profilers_active(int delta)
 {
     n_active += delta;
+    /* One subscriber of the core's among others (a C host's may watch
+     * too); it cannot fail but for memory, and then records go without
+     * the core's stamps (submitted and completed fall back to the clock). */
     if (n_active == delta) /* 0 -> 1 */
-        sw_move_set_profile_hook(core_move_event, NULL);
+        sw_move_add_profile_hook(sw_py_profile_core_event, NULL, NULL);
     else if (n_active == 0)
-        sw_move_set_profile_hook(NULL, NULL);
+        sw_move_remove_profile_hook(sw_py_profile_core_event, NULL, NULL);
 }
 
 /* This thread's active profiler, dropping one abandoned from elsewhere.
@@ -392,7 +393,8 @@ struct sw_move_trace {
     int64_t move_id, request_id;
     PyObject *source_type, *destination_type, *operation_type;
     PyObject *route_id;        /* the TransferRoute's id, or None */
-    uint64_t start_ns;
+    uint64_t start_ns;         /* the core's submission time (SUBMIT) */
+    int core_submitted;        /* the core's SUBMIT stamped start_ns and bytes */
     int submitted;
     int completed;             /* outcome known, complete record pending */
     uint64_t end_ns;
@@ -426,8 +428,7 @@ void sw_py_profile_internal_moves(int delta)
 }
 
 sw_move_trace *sw_py_profile_move_begin(PyObject *source, PyObject *destination,
-                                        PyObject *op_type, PyObject *route_id,
-                                        uint64_t start_ns, int64_t bytes)
+                                        PyObject *op_type, PyObject *route_id, int64_t bytes)
 {
     if (internal_moves > 0)
         return NULL;
@@ -446,8 +447,7 @@ sw_move_trace *sw_py_profile_move_begin(PyObject *source, PyObject *destination,
     t->destination_type = Py_NewRef(dt);
     t->operation_type = Py_NewRef(op_type);
     t->route_id = Py_NewRef(route_id ? route_id : Py_None);
-    t->start_ns = start_ns;
-    t->bytes = bytes;
+    t->bytes = bytes; /* the core's SUBMIT says it again, for the moves it takes */
     return t;
 }
 
@@ -492,7 +492,10 @@ void sw_py_profile_move_submitted(sw_move_trace *t)
 {
     if (!t)
         return;
-    emit(t, "submit", sw_clock_ns(), PyThread_get_thread_ident(), Py_None);
+    uint64_t now = sw_clock_ns();
+    if (!t->core_submitted) /* the core refused the move: it submitted nothing */
+        t->start_ns = now;
+    emit(t, "submit", now, PyThread_get_thread_ident(), Py_None);
     t->submitted = 1;
     if (t->completed) /* a synchronous route finished inside submission */
         emit_complete(t);
@@ -517,19 +520,28 @@ void sw_py_profile_move_completed(sw_move_trace *t, int succeeded)
     trace_drop(t);
 }
 
-/* The core's profiling hook, set while any profiler is active. A move
- * carrying a record (its profile tag) reports COMPLETE on the thread that
- * commits it, just before the binding's commit, which then builds the
- * record's Python objects (GIL held). Here only plain C fields of that one
- * record are written, so nothing needs the GIL. SUBMIT needs nothing: the
- * submit record ends when the binding's submission returns, which only
- * the binding sees. */
-static void core_move_event(const sw_move_event *ev, void *user)
+/* The core's profiling hook, subscribed while any profiler is active. A
+ * move carrying a record (its profile tag, given to this subscriber only:
+ * sw_py_core_move's moves name it as the tag's owner) reports SUBMIT on
+ * the initiating thread inside the core's submission, before
+ * sw_py_profile_move_submitted there, with the move's start and bytes; and
+ * COMPLETE on the thread that commits it, just before the binding's
+ * commit, which then builds the record's Python objects (GIL held). Here
+ * only plain C fields of that one record are written, so nothing needs the
+ * GIL (the submit record ends when the binding's submission returns,
+ * which only the binding sees). */
+void sw_py_profile_core_event(const sw_move_event *ev, void *user)
 {
     (void)user;
     sw_move_trace *t = ev->tag;
-    if (!t || ev->kind != SW_MOVE_EVENT_COMPLETE)
+    if (!t)
         return;
+    if (ev->kind == SW_MOVE_EVENT_SUBMIT) {
+        t->start_ns = ev->submit_ns;
+        t->bytes = ev->bytes;
+        t->core_submitted = 1;
+        return;
+    }
     t->core_thread = PyThread_get_thread_ident(); /* no interpreter state needed */
     t->core_end_ns = ev->complete_ns;
 }

@@ -10,8 +10,9 @@ extern PyTypeObject SwProfiler_Type;
 /* The profiling record of one move: NULL when no profiler active on this
  * thread selects the exact source or destination class (or when the record
  * could not be made: profiling never fails a move). `route_id`: the
- * TransferRoute's id, or NULL for an operation route. Call at the start of
- * submission (`start_ns`: sw_clock_ns() when it began); then exactly once
+ * TransferRoute's id, or NULL for an operation route; `bytes` what it
+ * copies, for a move the core refuses (the core's SUBMIT event gives the
+ * start time and bytes of the ones it takes). Call before submission; then exactly once
  * each, in either order, both with the GIL held:
  * sw_py_profile_move_submitted on the initiating thread when submission
  * returns, and sw_py_profile_move_completed at the terminal commit. The
@@ -21,8 +22,11 @@ extern PyTypeObject SwProfiler_Type;
  * record's end time and committing thread just before the commit. */
 typedef struct sw_move_trace sw_move_trace;
 sw_move_trace *sw_py_profile_move_begin(PyObject *source, PyObject *destination,
-                                        PyObject *op_type, PyObject *route_id,
-                                        uint64_t start_ns, int64_t bytes);
+                                        PyObject *op_type, PyObject *route_id, int64_t bytes);
+/* The core's profiling subscriber (strideweave/move.h): the moves that
+ * carry a record name it as their tag's owner (profile_tag_hook). */
+struct sw_move_event;
+void sw_py_profile_core_event(const struct sw_move_event *ev, void *user);
 void sw_py_profile_move_submitted(sw_move_trace *trace);
 /* Framework-internal moves (tier transitions) record nothing: +1 before
  * starting one on this thread, -1 after. */
