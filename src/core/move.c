@@ -447,20 +447,7 @@ static sw_status check_pins_locked(sw_carrier *s, sw_carrier *d, sw_error *err)
 
 static sw_status transfer_slotwise(sw_move_handle *m, sw_error *err)
 {
-    sw_carrier *s = m->src->carrier, *d = m->dst;
-    const sw_layout *l = m->src->layout;
-    unsigned char slot[16];
-    for (int64_t k = 0; k < l->size; k++) {
-        int64_t idx;
-        sw_status st = sw_layout_index(l, k, &idx, err);
-        if (st == SW_OK)
-            st = s->ops->read(s->impl, m->src->offset + idx, 1, slot, err);
-        if (st == SW_OK)
-            st = d->ops->write(d->impl, idx, 1, slot, err);
-        if (st != SW_OK)
-            return st;
-    }
-    return SW_OK;
+    return sw_move_copy_slotwise(m->src->carrier, m->src->offset, m->src->layout, m->dst, err);
 }
 
 /* A layout's leaf modes without its extent-1 leaves (sw_copy_layout_modes):

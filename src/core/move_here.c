@@ -143,9 +143,7 @@ static sw_status check_and_mark(sw_carrier *s, int64_t offset, const sw_layout *
     return st;
 }
 
-/* Values slot by slot through the carriers' ops (classes without storage
- * the copy reaches), as the move engine's fallback does. */
-static sw_status copy_slotwise(sw_carrier *s, int64_t offset, const sw_layout *l, sw_carrier *d,
+sw_status sw_move_copy_slotwise(sw_carrier *s, int64_t offset, const sw_layout *l, sw_carrier *d,
                                sw_error *err)
 {
     unsigned char slot[16];
@@ -186,7 +184,7 @@ static sw_status run_plan(const here_plan *p, sw_carrier *s, int64_t offset, con
         return p->transfer(s, offset, d, l, NULL, err);
     if (p->storage)
         return copy_storage(p, offset, l, s->dtype, err);
-    return copy_slotwise(s, offset, l, d, err);
+    return sw_move_copy_slotwise(s, offset, l, d, err);
 }
 
 sw_status sw_move_transfer_span_here(sw_carrier *src, int64_t offset, const sw_layout *layout,

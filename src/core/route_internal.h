@@ -71,6 +71,13 @@ int sw_block_device_route_may_pause(void);
  * when a block device carrier on either side has a faulted device. */
 sw_status sw_block_device_check_faulted_locked(sw_carrier *src, sw_carrier *dst, sw_error *err);
 
+/* Values slot by slot through the carriers' ops, for classes whose
+ * storage no copy reaches: span (s, offset, l) into d's slots [0, cosize),
+ * no lock held (the pending marks, or the caller, protect both). The move
+ * engine's elementwise fallback and a route run here (move_here.c). */
+sw_status sw_move_copy_slotwise(sw_carrier *s, int64_t offset, const sw_layout *l, sw_carrier *d,
+                                sw_error *err);
+
 /* 1 when the move engine can move values from `src` to `dst` carriers of
  * these exact classes by a route of its own (any, the elementwise
  * fallback included): the core's answer of sw_move_route_resolve. */
