@@ -1163,6 +1163,44 @@ static void test_te7_full_file_tile_one_read_per_tile(void)
     }
 }
 
+/* Gaps between a tile's runs in a cached file: read through up to 8 KiB
+ * (one call per tile), split wider (one call per run): 4 KiB runs 28 KiB
+ * apart read through took 8x the bytes and twice the CPU time (issue 19). */
+static void test_te7_full_file_wide_gaps_read_per_run(void)
+{
+    if (!sw_fault_enabled())
+        return;
+    struct {
+        int64_t rows; /* grid[0]: the gap is (rows - 1) runs of 4 KiB */
+        int calls;    /* reads of one 4-run tile */
+    } cases[] = {{2, 1}, {3, 1}, {4, 4}, {8, 4}};
+    for (int i = 0; i < 4; i++) {
+        int64_t grid[] = {cases[i].rows, 2}, tile[] = {1024, 4}; /* 4 KiB runs */
+        sw_tiled_evictable *te = make_full_file(2, grid, tile);
+        CHECK_EQ_I64(read_calls(te, (int64_t[]){1, 1}, 1), cases[i].calls);
+        CHECK_EQ_I64(slots_exact(te), 0);
+        CHECK(sw_tiled_evictable_release(te, NULL) == SW_OK);
+        sw_tiled_evictable_unref(te);
+    }
+    /* Runs the page cache does not hold are read through as before: the
+     * second run found not cached, runs 2-4 come in one read (1 + 1 + 1). */
+    int64_t grid[] = {8, 2}, tile[] = {1024, 4};
+    sw_tiled_evictable *te = make_full_file(2, grid, tile);
+    long calls = 0;
+    for (; calls < 100; calls++) {
+        sw_fault_arm("tile_read_uncached", 1, 1);
+        sw_fault_arm("pread", calls, 1);
+        sw_status st = sw_tiled_evictable_promote(te, (int64_t[]){1, 1}, 1, NULL);
+        sw_fault_clear();
+        if (st == SW_OK)
+            break;
+    }
+    CHECK_EQ_I64(calls, 3);
+    CHECK_EQ_I64(slots_exact(te), 0);
+    CHECK(sw_tiled_evictable_release(te, NULL) == SW_OK);
+    sw_tiled_evictable_unref(te);
+}
+
 int main(void)
 {
     int64_t live = sw_alloc_live_bytes();
@@ -1181,6 +1219,7 @@ int main(void)
     test_te7_faults_mid_transfer_change_nothing();
     test_te10_fault_keeps_given_destination();
     test_te7_full_file_tile_one_read_per_tile();
+    test_te7_full_file_wide_gaps_read_per_run();
     sw_move_drain();
     CHECK(sw_alloc_live_bytes() <= live + 4096); /* the move pool's own state aside */
     return check_report("tiled_evictable");
