@@ -1270,6 +1270,7 @@ static sw_status move_light(sw_carrier *s, int64_t offset, const sw_layout *l, i
             d->ops->unallocate(d->impl, NULL);
         sw_carrier_unlock_pair(s, d);
         uncount(m);
+        sw_move_hooks_drop(m->prof); /* the subscribers' snapshot it took */
         sw_free(m);
         return sw_error_set(err, SW_EIO, "move: injected submission failure");
     }
