@@ -138,11 +138,20 @@ SW_API sw_status sw_carrier_read_layout(sw_carrier *c, int64_t offset, const sw_
 
 /* The values of (c, offset, layout) in logical order as values of `as`
  * (read), or `in` written over them (write), on any carrier with slots:
- *   - a carrier whose slots the core holds: `as` must be its dtype
- *     (SW_ETYPE); the read is sw_carrier_read_layout's; the write is
- *     sw_tensor_copy's (the span of slots the layout reaches written in one
- *     sw_carrier_write, read first unless the layout covers all of it: one
- *     version step, its checks and statuses);
+ *   - a carrier whose slots the core holds: `as` must be its dtype, or
+ *     SW_DT_FLOAT64 for Float32 slots (widened after the read, rounded to
+ *     nearest before the write, as sw_carrier_copy_layout carries them);
+ *     any other is SW_ETYPE before anything is checked or touched
+ *     (sw_carrier_holds_as says which); the read is
+ *     sw_carrier_read_layout's; the write is sw_tensor_copy's (the span of
+ *     slots the layout reaches written in one sw_carrier_write, read first
+ *     unless the layout covers all of it: one version step, its checks and
+ *     statuses); an Evictable whose primary is a SLOTS_UNLOCKED carrier,
+ *     after its own checks (released, pending, range, evicted), reads and
+ *     writes the primary's slots as below under the owner access of its
+ *     claim (a write hands the primary the rounded Float32 values), and a
+ *     write steps the Evictable's version once for each step the
+ *     primary's made;
  *   - a SLOTS_UNLOCKED carrier (carrier.h): the state checks of
  *     sw_carrier_read / _write under its mutex, then, the mutex dropped,
  *     one call of its class's read_slots / write_slots with the layout's
@@ -163,6 +172,10 @@ SW_API sw_status sw_carrier_read_layout_as(sw_carrier *c, int64_t offset,
 SW_API sw_status sw_carrier_write_layout_as(sw_carrier *c, int64_t offset,
                                             const sw_layout *layout, sw_dtype as,
                                             const void *in, sw_error *err);
+/* Whether sw_carrier_read_layout_as / _write_layout_as take `as` for c:
+ * any for a STATE_ONLY carrier (its binding converts), else c's dtype or
+ * SW_DT_FLOAT64 over Float32 slots. 0 for NULL. Thread-safe. */
+SW_API int sw_carrier_holds_as(sw_carrier *c, sw_dtype as);
 
 /* ---- Slot-by-slot copies between carriers -------------------------------
  * Where a copy goes when neither side's slots can be reached in bulk (a

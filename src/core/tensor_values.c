@@ -179,6 +179,78 @@ static sw_status write_span(sw_carrier *c, int64_t offset, const sw_layout *layo
     return st;
 }
 
+/* A Float32 slot the core holds, read or written as a binary64. */
+static int widens(const sw_carrier *c, sw_dtype as)
+{
+    return as == SW_DT_FLOAT64 && c->dtype == SW_DT_FLOAT32;
+}
+
+int sw_carrier_holds_as(sw_carrier *c, sw_dtype as)
+{
+    return c && (SW_CARRIER_STATE_ONLY(c) || as == c->dtype || widens(c, as));
+}
+
+static sw_status layout_as(sw_carrier *c, int64_t offset, const sw_layout *layout, sw_dtype as,
+                           void *out, const void *in, sw_error *err);
+
+/* An Evictable whose primary's slots its binding keeps (its own read or
+ * write checked it and answered SW_ENOTSUP): the primary's batch, under
+ * the owner access the Evictable's claim gives. A write steps the
+ * Evictable's version once per step of the primary's, so the Evictable
+ * counts what a write of each slot through it would (its binding's
+ * write of one slot steps both). */
+static sw_status layout_through_primary(sw_carrier *c, int64_t offset, const sw_layout *layout,
+                                        sw_dtype as, void *out, const void *in,
+                                        sw_status refused, sw_error *err)
+{
+    uint64_t token = 0;
+    sw_carrier *p = sw_evictable_binding_primary(c, &token);
+    if (!p)
+        return refused;
+    uint64_t before = sw_carrier_version(p);
+    sw_status st = sw_carrier_begin_owner_access(p, token, err);
+    if (st == SW_OK) {
+        st = layout_as(p, offset, layout, as, out, in, err);
+        (void)sw_carrier_end_owner_access(p, token, NULL);
+    }
+    for (uint64_t k = before; in && k < sw_carrier_version(p); k++)
+        step_after_write(c);
+    sw_carrier_unref(p);
+    return st;
+}
+
+/* The slots of a carrier the core holds, as its dtype or (widens) as
+ * binary64s: a Float32 slot widened after the read, rounded to nearest
+ * before the write, as sw_carrier_copy_layout carries it. An Evictable
+ * over a binding's primary writes the rounded values to it (what a write
+ * of each slot through the Evictable hands on) and reads its values as
+ * `as` (what a read through it gives). */
+static sw_status held_as(sw_carrier *c, int64_t offset, const sw_layout *layout, sw_dtype as,
+                         void *out, const void *in, sw_error *err)
+{
+    int wide = widens(c, as);
+    float *f = wide ? sw_malloc((size_t)layout->size * sizeof *f) : NULL;
+    if (wide && !f)
+        return sw_error_set(err, SW_ENOMEM, "%s: out of memory for %lld values",
+                            sw_carrier_name(c), (long long)layout->size);
+    for (int64_t k = 0; wide && in && k < layout->size; k++) {
+        double d;
+        memcpy(&d, (const char *)in + (size_t)k * sizeof d, sizeof d);
+        f[k] = (float)d;
+    }
+    const void *w = wide ? f : in;
+    sw_status st = in ? write_span(c, offset, layout, w, err)
+                      : sw_carrier_read_layout(c, offset, layout, wide ? (void *)f : out, err);
+    if (st == SW_ENOTSUP)
+        st = layout_through_primary(c, offset, layout, in ? c->dtype : as, out, in ? w : NULL,
+                                    st, err);
+    else if (st == SW_OK && wide && !in)
+        for (int64_t k = 0; k < layout->size; k++)
+            memcpy((char *)out + (size_t)k * sizeof(double), &(double){f[k]}, sizeof(double));
+    sw_free(f);
+    return st;
+}
+
 /* Both directions (in NULL: a read into out), in tensor.h's order. */
 static sw_status layout_as(sw_carrier *c, int64_t offset, const sw_layout *layout, sw_dtype as,
                            void *out, const void *in, sw_error *err)
@@ -188,12 +260,9 @@ static sw_status layout_as(sw_carrier *c, int64_t offset, const sw_layout *layou
                                  err);
     if (st != SW_OK || layout->size == 0)
         return st;
-    if (!SW_CARRIER_STATE_ONLY(c)) {
-        if ((st = check_as_dtype(c, as, err)) != SW_OK)
-            return st;
-        return in ? write_span(c, offset, layout, in, err)
-                  : sw_carrier_read_layout(c, offset, layout, out, err);
-    }
+    if (!SW_CARRIER_STATE_ONLY(c))
+        return sw_carrier_holds_as(c, as) ? held_as(c, offset, layout, as, out, in, err)
+                                          : check_as_dtype(c, as, err);
     pthread_mutex_lock(&c->lock);
     st = in ? sw_carrier_check_writable_locked(c, "write to", err)
             : sw_carrier_check_readable_locked(c, err);
@@ -244,8 +313,7 @@ static sw_status check_copy_side(sw_carrier *c, sw_dtype as, int writing, sw_err
         return sw_carrier_refuse_state_only(c, writing ? "write a tensor's values"
                                                        : "read a tensor's values", err);
     if (!state_only)
-        return as == SW_DT_FLOAT64 && c->dtype == SW_DT_FLOAT32 ? SW_OK
-                                                                : check_as_dtype(c, as, err);
+        return widens(c, as) ? SW_OK : check_as_dtype(c, as, err);
     if (!writing && as == SW_AS_HANDLE && !c->ops->drop_handles)
         return sw_error_set(err, SW_ENOTSUP, "%s: its slots cannot be copied as handles",
                             sw_carrier_name(c));
@@ -303,7 +371,7 @@ static sw_status one_slot(sw_carrier *c, int64_t slot, sw_dtype as, void *out, c
          * before the write */
         float f;
         double d;
-        int wide = as == SW_DT_FLOAT64 && c->dtype == SW_DT_FLOAT32;
+        int wide = widens(c, as);
         if (wide && in) {
             memcpy(&d, in, sizeof d);
             f = (float)d;

@@ -143,26 +143,26 @@ static void drop_handles_cb(void *impl, void *const *handles, int64_t n)
 
 /* ---- the binding's read, write and copy ---------------------------------- */
 
-/* Both directions (in NULL: a read into out). */
+/* Both directions (in NULL: a read into out): the core's (tensor.h), its
+ * refusal in the binding's words; slot by slot, converted by C-9, only the
+ * kinds it does not carry (an Int32 or Bool carrier read as Float64). */
 static int layout_as(PyObject *carrier, int64_t offset, const sw_layout *L, sw_dtype as,
                      void *out, const void *in)
 {
     if (L->size == 0)
         return 0;
     sw_carrier *core = SW_STATE_C(carrier)->core;
-    if (sw_carrier_slots_unlocked(core)) {
-        sw_error err;
-        sw_status st = in ? sw_carrier_write_layout_as(core, offset, L, as, in, &err)
-                          : sw_carrier_read_layout_as(core, offset, L, as, out, &err);
-        if (st == SW_OK)
-            return 0;
-        /* A refusal of the core's state checks, in the binding's words. */
-        return sw_py_carrier_raise_slot(carrier, &err, in != NULL, offset);
-    }
-    /* A carrier the core holds whose own refusals the binding words. */
-    int64_t *slots = sw_py_layout_slots(L, offset);
-    if (!slots)
+    sw_error err;
+    sw_status st = SW_OK;
+    int64_t *slots = NULL;
+    if (sw_carrier_holds_as(core, as))
+        SW_CORE_CALL(sw_core_io_waits(core),
+                     st = in ? sw_carrier_write_layout_as(core, offset, L, as, in, &err)
+                             : sw_carrier_read_layout_as(core, offset, L, as, out, &err));
+    else if (!(slots = sw_py_layout_slots(L, offset)))
         return -1;
+    if (!slots)
+        return st == SW_OK ? 0 : sw_py_carrier_raise_slot(carrier, &err, in != NULL, offset);
     int rc = in ? write_checked(carrier, slots, L->size, as, in)
                 : read_checked(carrier, slots, L->size, as, out);
     PyMem_Free(slots);
