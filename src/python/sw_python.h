@@ -472,11 +472,14 @@ PyObject *sw_py_tensor_values(PyObject *tensor);
 int sw_py_carrier_check_readable(PyObject *carrier);
 /* The values of (carrier, offset, L) in logical order as values of `as`
  * (its slot width; Float64: binary64, each float(value)) into `out`
- * (py_carrier_slots.c): for a carrier whose slots the binding keeps, the
- * core's read (sw_carrier_read_layout_as: its state checks, then the
- * checked read of each slot, hooks and all); for any other, the checked
- * read of each slot directly (its refusals in the binding's words). A
- * hook's exception is raised as it was. 0 / -1. */
+ * (py_carrier_slots.c): the core's read (sw_carrier_read_layout_as: its
+ * state checks, then for a carrier whose slots the binding keeps, or an
+ * Evictable over one, the checked read of each slot, hooks and all; a
+ * Float32 carrier the core holds read as Float64 in one read), its
+ * refusals in the binding's words; only a kind the core does not carry
+ * (sw_carrier_holds_as: an Int32 carrier as Float64, say) by the checked
+ * read of each slot directly. A hook's exception is raised as it was.
+ * 0 / -1. */
 int sw_py_carrier_read_layout(PyObject *carrier, int64_t offset, const sw_layout *L,
                               sw_dtype as, void *out);
 /* Raise the core's refusal of a slot read or write (`writing`) of `slot`.
@@ -500,9 +503,9 @@ int sw_py_carrier_copy_layout(PyObject *src, int64_t src_offset, PyObject *dst,
                               sw_slot_map_fn map, void *user);
 /* The same read of the `count` slots from slot `at` into `out` (in NULL),
  * or the write of `in` over them the same way (the core's
- * sw_carrier_write_layout_as, or directly: the checked write of each slot
- * in order, each stepping the version as C-5 says; a failure leaves the
- * slots before it written). 0 / -1. */
+ * sw_carrier_write_layout_as; for a kind it does not carry, the checked
+ * write of each slot in order, each stepping the version as C-5 says; a
+ * failure leaves the slots before it written). 0 / -1. */
 int sw_py_carrier_run_as(PyObject *carrier, int64_t at, int64_t count, sw_dtype as, void *out,
                          const void *in);
 PyObject *sw_py_tensor_array(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
