@@ -20,8 +20,9 @@ thread so that they do the same work up to the moves. The best of --repeat pairs
   file->cpu   FileBacked -> fresh CPU (the move unlinks the source's file)
   blk->cpu    BlockDeviceCarrier -> fresh CPU (a loop device: root only)
 
-Modes: single (move(), one after another) and inflight (all move_async,
-then all waited).
+Modes: single (move(), one after another), inflight (all move_async,
+then all waited) and rounds (256 move_async in flight, waited, their
+handles dropped, then the next 256: bench/sweep.py's pattern).
 
     meson setup build/bench -Dbuildtype=release -Dfault_injection=false
     SW_BUILD_DIR=build/bench tools/dev python bench/move_overhead.py
@@ -41,6 +42,7 @@ from _release_only import require_release_build
 require_release_build()
 
 CASES = ("cpu->cpu", "cpu->file", "file->cpu", "blk->cpu")
+ROUND = 256  # moves in flight at once in the rounds mode
 
 
 def child(case, mode, n, size, move, blockdev):
@@ -80,10 +82,17 @@ def child(case, mode, n, size, move, blockdev):
             if mode == "single":
                 for s, d in zip(srcs, dsts):
                     out.append(sw.move(s, d))
-            else:
+            elif mode == "inflight":
                 hs = [sw.move_async(s, d) for s, d in zip(srcs, dsts)]
                 for h in hs:
                     out.append(h.wait())
+            else:
+                for i in range(0, n, ROUND):
+                    hs = [sw.move_async(s, d) for s, d in zip(srcs[i:i + ROUND],
+                                                              dsts[i:i + ROUND])]
+                    for h in hs:
+                        out.append(h.wait())
+                    del hs
             print(f"WALL {(time.perf_counter() - t0) / n}", flush=True)
             assert out[-1].carrier[slots - 1] == float(ref[-1])
     # The device (if any) closes at exit, with its carriers.
@@ -152,7 +161,7 @@ def make_loop(tmp, bytes_needed):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cases", default=",".join(CASES))
-    p.add_argument("--modes", default="single,inflight")
+    p.add_argument("--modes", default="single,inflight,rounds")
     p.add_argument("-n", type=int, default=2000, help="moves per child run")
     p.add_argument("--size", type=int, default=4096, help="bytes per move")
     p.add_argument("--repeat", type=int, default=1, help="pairs of runs; the best is kept")

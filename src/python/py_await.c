@@ -29,9 +29,36 @@
 /* Timeouts beyond this many seconds (about 31 years) wait forever. */
 #define WAIT_FOREVER_S 1e9
 
+/* AwaitMoves are recycled (GIL held: every handle is made and freed with
+ * it), as CPython recycles its tuples: moves started in rounds (256 in
+ * flight, waited, dropped, the next 256) then make no allocation for their
+ * handles, and none that counts toward the collector's next run. At most
+ * SPARE_HANDLES wait here; more go back to the allocator. */
+#define SPARE_HANDLES 256
+static SwAwaitObject *spare_handles[SPARE_HANDLES];
+static int spare_count;
+
+static SwAwaitObject *handle_alloc(PyTypeObject *type)
+{
+    if (type != &SwAwaitMove_Type || spare_count == 0)
+        return PyObject_GC_New(SwAwaitObject, type);
+    SwAwaitObject *self = spare_handles[--spare_count];
+    (void)PyObject_Init((PyObject *)self, type); /* a new reference, as allocated */
+    return self;
+}
+
+/* The memory of an untracked, cleared handle: kept for the next move's. */
+static void handle_free(PyObject *self)
+{
+    if (Py_TYPE(self) == &SwAwaitMove_Type && spare_count < SPARE_HANDLES)
+        spare_handles[spare_count++] = AWAIT(self);
+    else
+        PyObject_GC_Del(self);
+}
+
 PyObject *sw_py_await_new(PyTypeObject *type)
 {
-    SwAwaitObject *self = PyObject_GC_New(SwAwaitObject, type);
+    SwAwaitObject *self = handle_alloc(type);
     if (!self)
         return NULL;
     self->move = NULL;
@@ -365,7 +392,7 @@ static void await_dealloc(PyObject *self)
     if (AWAIT(self)->completion)
         sw_completion_free(AWAIT(self)->completion);
     sw_py_core_move_unref(AWAIT(self)->move);
-    PyObject_GC_Del(self);
+    handle_free(self);
 }
 
 static PyObject *await_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
