@@ -9,6 +9,7 @@ recycled too: many moves in a row, failed ones among them, must each end
 with their own outcome."""
 
 import gc
+import weakref
 
 import numpy as np
 import pytest
@@ -116,3 +117,59 @@ def test_many_small_moves_each_end_with_their_own_outcome():
             out = h.wait()
             assert h.done
             assert np.from_dlpack(out).tolist() == list(np.arange(16, dtype=np.float32) + i)
+
+
+def _cpu_tensors(n, first=0):
+    ts = []
+    for i in range(n):
+        t = sw.Tensor(sw.CPU(16, empty=True), 0, L([16], [1]))
+        np.from_dlpack(t)[:] = np.arange(16, dtype=np.float32) + first + i
+        ts.append(t)
+    return ts
+
+
+def test_handles_of_a_finished_round_serve_the_next_round_without_new_allocations():
+    # 64 moves in flight, waited and dropped, then the next 64: the second
+    # round's handles are the first round's, so the collector counts one new
+    # container per move (its result Tensor), not two.
+    with sw.no_grad():
+        first = [sw.move_async(t, sw.CPU(16, empty=True)) for t in _cpu_tensors(64)]
+        results = [h.wait() for h in first]
+        del first
+        srcs, dsts = _cpu_tensors(64, 100), [sw.CPU(16, empty=True) for _ in range(64)]
+        was = gc.isenabled()
+        gc.disable()
+        try:
+            before = gc.get_count()[0]
+            second = [sw.move_async(s, d) for s, d in zip(srcs, dsts)]
+            counted = gc.get_count()[0] - before
+        finally:
+            if was:
+                gc.enable()
+        assert counted <= 64 + 4, counted  # the results, and the list itself
+        for i, h in enumerate(second):
+            assert np.from_dlpack(h.wait()).tolist() == list(np.arange(16) + 100.0 + i)
+        assert len(results) == 64
+
+
+def test_a_recycled_handle_starts_fresh():
+    # Dropped handles that had a done callback and a weak reference: the
+    # next handles made from their memory carry neither.
+    seen = []
+    with sw.no_grad():
+        t = _cpu_tensors(1)[0]
+        old = sw.move_async(t, sw.CPU(16, empty=True))
+        old.add_done_callback(lambda h: seen.append(1))
+        ref = weakref.ref(old)
+        old.wait()
+        other = sw.move_async(_cpu_tensors(1)[0], sw.CPU(16, empty=True))
+        other.wait()
+        del old, other
+        assert ref() is None and len(seen) == 1
+        seen.clear()
+        fresh = [sw.move_async(s, sw.CPU(16, empty=True)) for s in _cpu_tensors(4, 7)]
+        for i, h in enumerate(fresh):
+            assert h.done and h.progress == (64, 64) and repr(h) == "<AwaitMove done>"
+            assert np.from_dlpack(h.wait()).tolist() == list(np.arange(16) + 7.0 + i)
+            assert h.wait() is h.wait()
+        assert seen == []
