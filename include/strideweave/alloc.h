@@ -1,4 +1,4 @@
-/* Counted, aligned host allocations and the fault-injection switchboard.
+/* Counted, aligned host allocations.
  *
  * Every byte the core hands out goes through sw_malloc/sw_calloc so that
  * sw_alloc_live_bytes() can prove the absence of leaks: tracemalloc cannot
@@ -8,10 +8,8 @@
  * Ownership: a block from sw_malloc/sw_calloc belongs to the caller until
  * sw_free; a pin (sw_alloc_pin) is a count the pinner drops once.
  *
- * Threads: every call is thread-safe. The fault-injection switchboard
- * (sw_fault_*, below) is a test aid: a build without fault injection
- * (-Dfault_injection=false, the release build) refuses to arm it and
- * never fails an operation through it. */
+ * Threads: every call is thread-safe. (The fault-injection switchboard the
+ * tests use is internal: src/core/fault_internal.h.) */
 #ifndef STRIDEWEAVE_ALLOC_H
 #define STRIDEWEAVE_ALLOC_H
 
@@ -58,28 +56,5 @@ SW_API int64_t sw_alloc_live_bytes(void);
  * instructions. NULL is ignored by both. */
 SW_API void sw_alloc_pin(void *p);
 SW_API void sw_alloc_unpin(void *p);
-/* Blocks freed while pinned and still waiting for their last unpin, and the
- * sum of their requested sizes (for tests). */
-SW_API int64_t sw_alloc_quarantined_blocks(void);
-SW_API int64_t sw_alloc_quarantined_bytes(void);
-
-/* Fault injection. With SW_FAULT_INJECTION compiled in, sw_fault_arm makes
- * the operation `name` ("alloc", "pread", "pwrite", "truncate", "open", ...)
- * succeed `skip` more times and then fail `count` times (count < 0: forever).
- * Without it, arm returns SW_ENOTSUP and hit always answers 0. */
-SW_API int sw_fault_enabled(void);
-SW_API sw_status sw_fault_arm(const char *name, long skip, long count);
-SW_API void sw_fault_clear(void);
-/* 1 when the current call of `name` must fail. Thread-safe. */
-SW_API int sw_fault_hit(const char *name);
-/* 1 when `name` is armed and may still hit (a look only: it consumes
- * nothing). Thread-safe; always 0 without fault injection. */
-SW_API int sw_fault_armed(const char *name);
-/* A pause point: when `name` is hit, the calling thread stops here until
- * sw_fault_resume(). sw_fault_wait_paused() blocks until a thread is
- * stopped at one. Without fault injection nothing is ever hit. */
-SW_API void sw_fault_pause(const char *name);
-SW_API void sw_fault_wait_paused(void);
-SW_API void sw_fault_resume(void);
 
 #endif

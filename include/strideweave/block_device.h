@@ -157,16 +157,6 @@ SW_API sw_status sw_block_device_carrier_check_movable(sw_carrier *c, sw_error *
 SW_API int64_t sw_block_device_carrier_offset_bytes(sw_carrier *c);
 SW_API int64_t sw_block_device_carrier_extent_bytes(sw_carrier *c);
 
-/* For a binding that runs its own move engine (carrier.h): the I/O
- * primitive under the device (blockdev.h; borrowed, valid while the
- * caller holds the device), to run a move's transfer with
- * sw_blockdev_transfer, and the transfer endpoint of a carrier: the
- * device's descriptor, `offset` = the extent start in slots. The endpoint
- * answer is 0 (and `*out` untouched) for a carrier of another class. */
-struct sw_blockdev;
-SW_API struct sw_blockdev *sw_block_device_primitive(sw_block_device *d);
-SW_API int sw_block_device_carrier_endpoint(sw_carrier *c, sw_endpoint *out);
-
 /* The ops table of block device carriers, for comparing classes. */
 SW_API extern const sw_carrier_class sw_block_device_carrier_class;
 

@@ -44,7 +44,6 @@
 
 #include "strideweave/dtype.h"
 #include "strideweave/status.h"
-#include "strideweave/transfer.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -57,6 +56,20 @@ enum {
     SW_CARRIER_IMMUTABLE = 1 << 0, /* intrinsic mutability false */
     SW_CARRIER_EMPTY = 1 << 1      /* CPU only: skip zero-filling */
 };
+
+/* A storage endpoint: where slot 0 of a run of slots lives, host memory
+ * or a file descriptor (the core's transfer kernels copy between two). */
+typedef enum sw_endpoint_kind {
+    SW_ENDPOINT_HOST = 1, /* `host` points at slot 0 */
+    SW_ENDPOINT_FILE = 2  /* `fd` holds slot 0 at byte 0 */
+} sw_endpoint_kind;
+
+typedef struct sw_endpoint {
+    sw_endpoint_kind kind;
+    void *host;
+    int fd;
+    int64_t offset; /* slot of coordinate 0 (the tensor's offset) */
+} sw_endpoint;
 
 /* Where a carrier's slots can be reached without its ops, for the bulk
  * move routes and DLPack export. */
@@ -330,21 +343,6 @@ SW_API int sw_file_backed_fd(sw_carrier *c);
 SW_API sw_status sw_file_backed_allocate_for_write(sw_carrier *c, int64_t slots,
                                                    sw_error *err);
 
-/* Where a copy of its own (a binding's elementwise or bulk transfer,
- * sw_transfer_run) reaches `c`'s slots: 1 with *out set for CPU and Generic
- * memory (HOST, slot 0), a FileBacked file (FILE, slot 0 at byte 0) and a
- * BlockDeviceCarrier's extent (FILE: the device's descriptor, out->offset
- * its first slot); for another class with a storage callback, what that
- * callback says while the carrier is live. 0 for every other carrier
- * (STATE_ONLY classes: the binding reaches their slots). out->offset is 0
- * but for a BlockDeviceCarrier. A released built-in answers 1 with a NULL
- * host or an fd of -1, which sw_transfer_run refuses. Generic answers here
- * though its class has no storage callback: that callback is what the
- * core's own move routes and DLPack export look for, and a Generic carrier
- * is moved slot by slot and never exported by them (as designed), while its
- * memory is still host memory for such a copy. Thread-safe. */
-SW_API int sw_carrier_endpoint(sw_carrier *c, sw_endpoint *out);
-
 /* The ops tables of the built-ins, for comparing classes. */
 SW_API extern const sw_carrier_class sw_cpu_class;
 SW_API extern const sw_carrier_class sw_generic_class;
@@ -418,51 +416,6 @@ SW_API sw_status sw_carrier_relinquish(sw_carrier *c, uint64_t token, sw_error *
 SW_API sw_status sw_carrier_begin_owner_access(sw_carrier *c, uint64_t token, sw_error *err);
 SW_API sw_status sw_carrier_end_owner_access(sw_carrier *c, uint64_t token, sw_error *err);
 SW_API int sw_carrier_has_owner_access(sw_carrier *c);
-
-/* ---- For a binding that runs its own move engine ----------------------
- * sw_move (move.h) marks, transfers, commits and clears by itself; a
- * language binding whose moves run code of its own (a Python transfer,
- * say) drives the same state through these calls, after its own checks. */
-
-/* Pending roles (the bits sw_carrier_pending_roles answers). */
-enum {
-    SW_CARRIER_PENDING_SOURCE = 1,
-    SW_CARRIER_PENDING_DESTINATION = 2
-};
-SW_API int sw_carrier_pending_roles(sw_carrier *c);
-/* All of a carrier's state at one instant, in one call (one lock): what a
- * binding checks before each slot access. owner_access and in_transfer
- * are the calling thread's. */
-typedef struct sw_carrier_state {
-    uint64_t version;
-    int released;
-    int pending;      /* SW_CARRIER_PENDING_* bits */
-    int owned;
-    int owner_access; /* this thread holds owner access */
-    int in_transfer;  /* this thread holds transfer access */
-    uint64_t claims;  /* successful claims so far (never goes down): with
-                         `owned`, tells whether the claim changed */
-} sw_carrier_state;
-SW_API void sw_carrier_get_state(sw_carrier *c, sw_carrier_state *out);
-/* Add / remove roles; the caller has checked that the carrier may take
- * part (live, not pending already, not owned elsewhere). Never fails. */
-SW_API void sw_carrier_mark_pending(sw_carrier *c, int roles);
-SW_API void sw_carrier_unmark_pending(sw_carrier *c, int roles);
-/* Transfer access: the calling thread runs the transfer of a pending move
- * (re-entrant, bound to the thread). With it the thread may read a pending
- * destination and write it (a destination only, not a source), and its
- * writes advance no version: a move is not an in-place mutation. */
-SW_API void sw_carrier_begin_transfer(sw_carrier *c);
-SW_API void sw_carrier_end_transfer(sw_carrier *c);
-SW_API int sw_carrier_in_transfer(sw_carrier *c);
-/* The release a move's commit makes of its source, on whichever thread
- * commits: ownership was checked when the move started, so only the
- * pending guard applies (SW_ESTATE while pending). Idempotent. */
-SW_API sw_status sw_carrier_release_moved(sw_carrier *c, sw_error *err);
-/* In a forked child: drop the owner access and transfer access that
- * threads other than the calling one held (they did not survive the
- * fork). Claims themselves stay. */
-SW_API void sw_carrier_drop_inherited_access(sw_carrier *c);
 
 #ifdef __cplusplus
 }

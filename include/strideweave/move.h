@@ -202,9 +202,9 @@ typedef enum sw_move_route {
  *      on the reporting thread; otherwise on the core's completion thread.
  *      Either way after the carriers' marks are cleared and, on success,
  *      the source released (a STATE_ONLY source excepted: its slots are the
- *      binding's, so on_commit releases it with sw_carrier_release_moved,
- *      or keeps it live when that release fails); on failure the source
- *      is live and unchanged.
+ *      binding's, so on_commit releases it with sw_carrier_release_moved
+ *      (binding.h), or keeps it live when that release fails); on failure
+ *      the source is live and unchanged.
  * The move holds references to both carriers and to the handle until its
  * commit: dropping every handle neither cancels nor blocks it. The core
  * never touches the slots of either carrier for such a move.
@@ -253,7 +253,7 @@ typedef struct sw_move_options {
     sw_move_commit_guard_fn commit_enter; /* may be NULL (then leave is not called) */
     sw_move_commit_guard_fn commit_leave; /* may be NULL */
     int64_t *progress;   /* NULL (the handle counts: sw_move_progress), or a byte
-                            counter the transfer adds to atomically (transfer.h),
+                            counter the transfer adds to atomically,
                             set to sw_move_bytes at a successful commit */
     int caller_waits;    /* 1: the caller waits for the move at once (as sw_move
                             does): see "Where the transfer runs" above */

@@ -41,21 +41,6 @@ SW_API sw_status sw_tensor_new_strided(sw_carrier *carrier, int64_t offset, int3
                                        const int64_t *extents, const int64_t *strides,
                                        sw_tensor **out, sw_error *err);
 
-/* A tensor on a placement its caller checked itself: a language binding
- * that runs the placement checks in its own order and words, or whose
- * carrier is STATE_ONLY (carrier.h: its size is the binding's, so the core
- * cannot check the span). Only NULL arguments (SW_ETYPE) and a negative
- * offset (SW_EINVAL) are refused; a released carrier, a STATE_ONLY one or a
- * span past the carrier's size is accepted. Such a tensor stays safe: every
- * element access, value read and export checks the slots it reaches under
- * the carrier's mutex, and sw_move_async checks its span as
- * sw_move_span_async does; on a STATE_ONLY carrier those calls answer
- * SW_ENOTSUP (its binding reaches the slots). Views of it are unchecked
- * too. One allocation; `layout` is copied. */
-SW_API sw_status sw_tensor_new_unchecked(sw_carrier *carrier, int64_t offset,
-                                         const sw_layout *layout, sw_tensor **out,
-                                         sw_error *err);
-
 SW_API sw_tensor *sw_tensor_ref(sw_tensor *t);
 SW_API void sw_tensor_unref(sw_tensor *t);
 

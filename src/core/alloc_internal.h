@@ -1,5 +1,5 @@
-/* Allocator internals shared with the core's own block pools (never
- * installed). */
+/* Allocator internals shared with the core's own block pools and the C
+ * tests of the allocator (never installed, hidden in the shared library). */
 #ifndef SW_ALLOC_INTERNAL_H
 #define SW_ALLOC_INTERNAL_H
 
@@ -9,5 +9,10 @@
  * its own blocks: counted in sw_alloc_live_bytes like sw_malloc's, so a
  * leaked pooled block shows there too. */
 void sw_alloc_count_live(int64_t delta);
+
+/* Blocks freed while pinned and still waiting for their last unpin, and the
+ * sum of their requested sizes (for the C tests). */
+int64_t sw_alloc_quarantined_blocks(void);
+int64_t sw_alloc_quarantined_bytes(void);
 
 #endif

@@ -9,7 +9,7 @@
 #include "checks_internal.h"
 #include "route_internal.h"
 #include "strideweave/alloc.h"
-#include "strideweave/blockdev.h"
+#include "blockdev_internal.h"
 #include "strideweave/block_device.h"
 #include "tensor_internal.h"
 

@@ -1,4 +1,4 @@
-#include "strideweave/blockdev.h"
+#include "blockdev_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +14,7 @@
 
 #include "fork_internal.h"
 #include "strideweave/alloc.h"
+#include "fault_internal.h"
 
 SW_FORK_LINKED;
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "strideweave/alloc.h"
+#include "blockdev_internal.h"
 #include "strideweave/block_device.h"
 
 static uint64_t next_token(void)

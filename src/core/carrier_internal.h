@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "strideweave/binding.h"
 #include "strideweave/carrier.h"
 
 struct sw_carrier {

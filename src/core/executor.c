@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "strideweave/alloc.h"
+#include "fault_internal.h"
 
 typedef struct job_queue {
     sw_job *head;

@@ -4,6 +4,7 @@
  * without sleeping. Armed like any fault: sw_fault_arm(name, skip, count). */
 #include "fork_internal.h"
 #include "strideweave/alloc.h"
+#include "fault_internal.h"
 
 #include <pthread.h>
 

@@ -20,6 +20,7 @@
 #include "fork_internal.h"
 #include "core_thread_internal.h"
 #include "move_exit_internal.h"
+#include "fault_internal.h"
 
 SW_FORK_LINKED;
 

@@ -48,6 +48,7 @@
 #include <stddef.h>
 
 #include "fork_internal.h"
+#include "fault_internal.h"
 
 const char sw_fork_coordinator = 0;
 

@@ -28,8 +28,8 @@
 #include "strideweave/move.h"
 #include "strideweave/parallel.h"
 #include "strideweave/tiled_evictable.h"
-#include "strideweave/transfer.h"
 #include "tensor_internal.h"
+#include "fault_internal.h"
 
 SW_FORK_LINKED;
 

@@ -10,7 +10,8 @@
 #include "strideweave/alloc.h"
 #include "strideweave/copy.h"
 #include "strideweave/move.h"
-#include "strideweave/transfer.h"
+#include "transfer_internal.h"
+#include "fault_internal.h"
 
 /* What the checks found, for the copy that follows without a lock. */
 typedef struct here_plan {

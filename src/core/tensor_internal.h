@@ -2,6 +2,7 @@
 #ifndef SW_TENSOR_INTERNAL_H
 #define SW_TENSOR_INTERNAL_H
 
+#include "strideweave/binding.h"
 #include "strideweave/tensor.h"
 
 struct sw_tensor {

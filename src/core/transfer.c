@@ -1,4 +1,4 @@
-/* Move kernels between host memory and file descriptors (see transfer.h).
+/* Move kernels between host memory and file descriptors (see transfer_internal.h).
  *
  * Everything reduces to two shapes: a span copy (bulk transfers, and
  * elementwise ones whose layout covers its span exactly once) moving bytes
@@ -6,7 +6,6 @@
  * staging buffer when a file is involved. File I/O is cut into chunks of
  * SW_TRANSFER_CHUNK_BYTES so that fault injection can stop a transfer part
  * way, the way a full disk would. */
-#include "strideweave/transfer.h"
 #include "transfer_internal.h"
 
 #include <fcntl.h>

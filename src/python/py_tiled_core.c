@@ -41,6 +41,7 @@
 #include "sw_fork_guard.h"
 
 #include "strideweave/tiled_evictable.h"
+#include "../core/fault_internal.h" /* the fault-injection test hooks */
 
 #include <string.h>
 

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "strideweave/alloc.h"
+#include "strideweave/binding.h" /* the carrier state a binding drives */
 #include "strideweave/carrier.h"
 #include "strideweave/dtype.h"
 #include "strideweave/layout.h"

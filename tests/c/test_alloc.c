@@ -7,6 +7,8 @@
 #include "strideweave/alloc.h"
 #include "strideweave/clock.h"
 #include "strideweave/status.h"
+#include "fault_internal.h"
+#include "alloc_internal.h"
 
 static void test_counts_and_alignment(void)
 {

@@ -16,8 +16,10 @@
 
 #include "check.h"
 #include "loop.h"
-#include <strideweave/blockdev.h>
+#include "blockdev_internal.h" /* sw_block_device_primitive, sw_blockdev_transfer */
 #include <strideweave/strideweave.h>
+#include <strideweave/binding.h>
+#include "fault_internal.h"
 
 #define MIB (1LL << 20)
 

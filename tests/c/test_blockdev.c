@@ -10,7 +10,8 @@
 
 #include "check.h"
 #include "strideweave/alloc.h"
-#include "strideweave/blockdev.h"
+#include "blockdev_internal.h" /* the device layer is internal */
+#include "fault_internal.h"
 
 static void test_round_up(void)
 {

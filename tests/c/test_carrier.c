@@ -11,6 +11,8 @@
 
 #include "check.h"
 #include <strideweave/strideweave.h>
+#include <strideweave/binding.h>
+#include "fault_internal.h"
 
 static void test_cpu_slots_version_release(void)
 {

@@ -11,6 +11,7 @@
 
 #include "check.h"
 #include <strideweave/strideweave.h>
+#include <strideweave/binding.h>
 
 /* A stand-in for the GIL, taken by every callback as the Python
  * trampoline takes it. */

@@ -8,6 +8,7 @@
 
 #include "check.h"
 #include <strideweave/strideweave.h>
+#include <strideweave/binding.h>
 
 /* A stand-in for the GIL: every slot callback of the class takes it, as a
  * Python trampoline would. The core must call none of them. */

@@ -8,6 +8,7 @@
 #include "strideweave/alloc.h"
 #include "strideweave/dlpack.h"
 #include "strideweave/status.h"
+#include "fault_internal.h"
 
 static int releases;
 static void *released_ctx;

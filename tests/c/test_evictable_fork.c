@@ -23,6 +23,7 @@
 #include "check.h"
 #include "fork_child.h"
 #include <strideweave/strideweave.h>
+#include <strideweave/binding.h>
 
 
 #define N 64

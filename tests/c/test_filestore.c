@@ -12,6 +12,7 @@
 #include "check.h"
 #include "strideweave/alloc.h"
 #include "strideweave/filestore.h"
+#include "fault_internal.h"
 
 static int is_hex32(const char *s)
 {

@@ -24,6 +24,7 @@
 #include "fork_child.h"
 #include "loop.h"
 #include <strideweave/strideweave.h>
+#include "fault_internal.h"
 
 #define N 64
 

@@ -11,6 +11,7 @@
 
 #include "check.h"
 #include <strideweave/strideweave.h>
+#include "fault_internal.h"
 
 #define THREADS 8
 #define ROUNDS 20

@@ -21,6 +21,8 @@
 #include "check.h"
 #include "fork_child.h"
 #include <strideweave/strideweave.h>
+#include <strideweave/binding.h>
+#include "fault_internal.h"
 
 
 #define N 64

@@ -14,6 +14,8 @@
 #include "check.h"
 #include "loop.h"
 #include <strideweave/strideweave.h>
+#include <strideweave/binding.h>
+#include "fault_internal.h"
 
 static sw_carrier *cpu_values(int64_t n, float base)
 {

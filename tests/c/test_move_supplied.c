@@ -17,6 +17,7 @@
 
 #include "check.h"
 #include <strideweave/strideweave.h>
+#include <strideweave/binding.h>
 
 static const sw_carrier_class binding_class = {
     .name = "BindingCarrier", .flags = SW_CARRIER_CLASS_STATE_ONLY,

@@ -24,12 +24,14 @@
 #include "check.h"
 #include "gated.h"
 #include <strideweave/strideweave.h>
+#include <strideweave/binding.h>
 
 static float value_of(int64_t slot) { return 0.25f + (float)slot; }
 
 #define MAXS 1024
 #define MAXT 64
 #include "te_fixture.h"
+#include "fault_internal.h"
 
 #define EXPECT(cond, code)      \
     do {                        \

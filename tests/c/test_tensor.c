@@ -6,6 +6,8 @@
 
 #include "check.h"
 #include <strideweave/strideweave.h>
+#include <strideweave/binding.h>
+#include "alloc_internal.h"
 
 static void test_construction(void)
 {

@@ -11,6 +11,7 @@
 
 #include "check.h"
 #include <strideweave/strideweave.h>
+#include <strideweave/binding.h>
 
 /* A 2x3 tensor placed transposed (strides 3, 1) on carrier `c` at offset 1. */
 static sw_tensor *grid(sw_carrier *c)

@@ -8,6 +8,7 @@
 
 #include "check.h"
 #include <strideweave/strideweave.h>
+#include <strideweave/binding.h>
 
 static sw_layout *flat(int64_t n, int64_t stride)
 {

@@ -12,7 +12,8 @@
 #include "check.h"
 #include "strideweave/alloc.h"
 #include "strideweave/parallel.h"
-#include "strideweave/transfer.h"
+#include "transfer_internal.h" /* the kernels are internal */
+#include "fault_internal.h"
 
 /* ---- storage for one endpoint -------------------------------------------- */
 

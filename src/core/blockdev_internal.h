@@ -15,6 +15,10 @@
  * This is the device layer under BlockDeviceCarrier: a C program wanting
  * block-device tensors uses block_device.h (refcounted handles, carriers,
  * moves), which owns its sw_blockdev and takes the locks below itself.
+ * Internal (never installed, hidden in the shared library): the struct
+ * holds pthread locks its callers must take by hand, so only the core
+ * (blockdev.c, block_device_carrier.c, carrier.c) and the C tests of the layer
+ * (tests/c/test_blockdev.c, test_block_device.c) include it.
  *
  * Ownership: sw_blockdev_open hands out a device the caller owns; close
  * then free it once no transfer or carrier uses it (sw_blockdev_free does
@@ -25,10 +29,8 @@
  * flag's inline helpers are thread-safe. The *_locked calls need d->lock
  * held by the caller; sw_blockdev_open/close/free and the extent map calls
  * are not thread-safe on the same object (one owner calls them). */
-#ifndef STRIDEWEAVE_BLOCKDEV_H
-#define STRIDEWEAVE_BLOCKDEV_H
-
-#include "strideweave/export.h"
+#ifndef STRIDEWEAVE_BLOCKDEV_INTERNAL_H
+#define STRIDEWEAVE_BLOCKDEV_INTERNAL_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -36,7 +38,8 @@
 #include <stdint.h>
 
 #include "strideweave/status.h"
-#include "strideweave/transfer.h"
+#include "strideweave/block_device.h"
+#include "transfer_internal.h"
 
 typedef struct sw_extent {
     int64_t start;
@@ -55,27 +58,27 @@ typedef struct sw_extent_map {
     size_t used;       /* slots in use: the live extents and the freed ones */
 } sw_extent_map;
 
-SW_API void sw_extent_map_init(sw_extent_map *m, int64_t capacity, int64_t alignment);
-SW_API void sw_extent_map_destroy(sw_extent_map *m);
+void sw_extent_map_init(sw_extent_map *m, int64_t capacity, int64_t alignment);
+void sw_extent_map_destroy(sw_extent_map *m);
 /* Reserve `bytes` rounded up to the alignment at the lowest offset where
  * it fits. bytes == 0 reserves nothing and gives *start = 0.
  * SW_EOVERFLOW when rounding overflows, SW_ENOMEM when no gap fits (or the
  * table cannot grow). */
-SW_API sw_status sw_extent_map_alloc(sw_extent_map *m, int64_t bytes, int64_t *start,
+sw_status sw_extent_map_alloc(sw_extent_map *m, int64_t bytes, int64_t *start,
                                      int64_t *length, sw_error *err);
 /* Retire the extent that starts at `start`; SW_EINVAL if none does. */
-SW_API sw_status sw_extent_map_free(sw_extent_map *m, int64_t start, sw_error *err);
+sw_status sw_extent_map_free(sw_extent_map *m, int64_t start, sw_error *err);
 /* Round `bytes` up to a multiple of `alignment`; 0 on overflow. */
-SW_API int sw_extent_round_up(int64_t bytes, int64_t alignment, int64_t *out);
+int sw_extent_round_up(int64_t bytes, int64_t alignment, int64_t *out);
 
 /* Positional I/O of exactly `bytes`: EINTR is retried, short transfers are
  * continued. An OS error → SW_EIO (errno kept); a call that transfers zero
  * bytes → SW_ESTATE. Fault injection: "pread" / "pwrite" fail with EIO on
  * entry; per system call, "blockdev_eintr" simulates EINTR,
  * "blockdev_short" halves the request, "blockdev_zero" returns 0. */
-SW_API sw_status sw_blockdev_pread(int fd, void *buf, size_t bytes, int64_t offset,
+sw_status sw_blockdev_pread(int fd, void *buf, size_t bytes, int64_t offset,
                                    sw_error *err);
-SW_API sw_status sw_blockdev_pwrite(int fd, const void *buf, size_t bytes, int64_t offset,
+sw_status sw_blockdev_pwrite(int fd, const void *buf, size_t bytes, int64_t offset,
                                     sw_error *err);
 
 /* One transfer in flight on a device: its byte range there. */
@@ -128,31 +131,31 @@ typedef struct sw_blockdev {
  * geometry is inconsistent; SW_EOVERFLOW when a size does not fit int64;
  * SW_ENOTSUP off Linux. Nothing is written; failures close what they
  * opened. */
-SW_API sw_status sw_blockdev_open(const char *path, sw_blockdev **out, sw_error *err);
+sw_status sw_blockdev_open(const char *path, sw_blockdev **out, sw_error *err);
 /* Close the descriptor (idempotent); the struct stays until free. */
-SW_API void sw_blockdev_close(sw_blockdev *d);
-SW_API void sw_blockdev_free(sw_blockdev *d);
+void sw_blockdev_close(sw_blockdev *d);
+void sw_blockdev_free(sw_blockdev *d);
 /* In a forked child: 1 when a thread of the parent was transferring on
  * `d` at fork(). That transfer never finishes here; its destination range
  * holds unspecified values in the child's view. */
-SW_API int sw_blockdev_forked_mid_transfer(const sw_blockdev *d);
+int sw_blockdev_forked_mid_transfer(const sw_blockdev *d);
 
 /* Callers hold d->lock around the calls below. */
 /* Reserve an extent for `bytes` and, when `zero`, write zeros over it (a
  * failed zero-write frees it again and faults the device). */
-SW_API sw_status sw_blockdev_alloc_locked(sw_blockdev *d, int64_t bytes, int zero,
-                                          int64_t *start, int64_t *length, sw_error *err);
-SW_API void sw_blockdev_free_locked(sw_blockdev *d, int64_t start);
+sw_status sw_blockdev_alloc_locked(sw_blockdev *d, int64_t bytes, int zero,
+                                   int64_t *start, int64_t *length, sw_error *err);
+void sw_blockdev_free_locked(sw_blockdev *d, int64_t start);
 /* Whether a transfer in flight touches a page of [start, start + length)
  * (a page shared with a running transfer counts: see blockdev.c); callers
  * that must not touch such a range wait with sw_blockdev_wait_locked
  * (which releases d->lock while it waits for a transfer to end). */
-SW_API int sw_blockdev_busy_locked(sw_blockdev *d, int64_t start, int64_t length);
-SW_API void sw_blockdev_wait_locked(sw_blockdev *d);
+int sw_blockdev_busy_locked(sw_blockdev *d, int64_t start, int64_t length);
+void sw_blockdev_wait_locked(sw_blockdev *d);
 /* Slot I/O that faults the device when it fails. */
-SW_API sw_status sw_blockdev_read_locked(sw_blockdev *d, void *buf, size_t bytes,
+sw_status sw_blockdev_read_locked(sw_blockdev *d, void *buf, size_t bytes,
                                          int64_t offset, sw_error *err);
-SW_API sw_status sw_blockdev_write_locked(sw_blockdev *d, const void *buf, size_t bytes,
+sw_status sw_blockdev_write_locked(sw_blockdev *d, const void *buf, size_t bytes,
                                           int64_t offset, sw_error *err);
 
 /* fdatasync the device (EINTR retried): buffered slot writes become
@@ -160,7 +163,7 @@ SW_API sw_status sw_blockdev_write_locked(sw_blockdev *d, const void *buf, size_
  * committing at the same time. A failure faults the device and gives SW_EIO with the errno.
  * Fault injection: "blockdev_fdatasync" fails it with EIO. A closed
  * device has nothing to flush. */
-SW_API sw_status sw_blockdev_flush_locked(sw_blockdev *d, sw_error *err);
+sw_status sw_blockdev_flush_locked(sw_blockdev *d, sw_error *err);
 
 /* A move's transfer with one endpoint on `d` (its descriptor in a FILE
  * endpoint): refuses a faulted or closed device (SW_ESTATE), and faults
@@ -175,11 +178,20 @@ SW_API sw_status sw_blockdev_flush_locked(sw_blockdev *d, sw_error *err);
  * aligned buffers, copying the next chunk while the previous one is
  * written); unaligned tails and everything else are buffered I/O on `fd`.
  * No Python, no GIL: pool threads call it. */
-SW_API sw_status sw_blockdev_transfer(sw_blockdev *d, const sw_transfer *t, sw_error *err);
+sw_status sw_blockdev_transfer(sw_blockdev *d, const sw_transfer *t, sw_error *err);
 /* 1 when a test armed a pause point inside sw_blockdev_transfer: such a
  * transfer must run on a pool thread, never on the thread that is to
  * resume it. Always 0 without fault injection. */
-SW_API int sw_blockdev_transfer_may_pause(void);
+int sw_blockdev_transfer_may_pause(void);
+
+/* The device under a BlockDeviceCarrier handle (borrowed, valid while the
+ * caller holds the handle), to run a move's transfer with
+ * sw_blockdev_transfer, and the transfer endpoint of a block device
+ * carrier: the device's descriptor, `offset` = the extent start in slots;
+ * 0 (and `*out` untouched) for a carrier of another class
+ * (sw_carrier_endpoint answers for every class). */
+sw_blockdev *sw_block_device_primitive(sw_block_device *d);
+int sw_block_device_carrier_endpoint(sw_carrier *c, sw_endpoint *out);
 
 static inline int sw_blockdev_is_faulted(sw_blockdev *d)
 {

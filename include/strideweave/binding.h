@@ -1,0 +1,128 @@
+/* The binding API of libstrideweave: for language bindings (the CPython
+ * extension in src/python, or one for Rust, Julia, ...) that keep slots,
+ * run transfers or check placements in their own language. A C program
+ * does not need it: strideweave.h (which does not include this header) is
+ * the whole C API, and everything here bypasses a check that the public
+ * calls make for their caller.
+ *
+ * Rules for a binding, before each call below:
+ *   - sw_carrier_mark_pending / _unmark_pending: it has checked, in the
+ *     same critical section of its own, that the carrier is live, not
+ *     pending already in that role and not owned elsewhere
+ *     (sw_carrier_get_state gives all of that in one lock), and it holds
+ *     its own reference to the carrier until it unmarks it; every mark is
+ *     unmarked exactly once (commit or failure), or the carrier refuses
+ *     writes and release for good.
+ *   - sw_carrier_begin_transfer / _end_transfer: only on the thread that
+ *     runs the transfer of a move that marked the carrier pending, paired
+ *     on that thread; writes under it step no version.
+ *   - sw_carrier_release_moved: only a move's commit, for its source,
+ *     after unmarking it.
+ *   - sw_carrier_drop_inherited_access: only in a forked child, before
+ *     the child touches the carrier.
+ *   - sw_tensor_new_unchecked: the binding has run the placement checks
+ *     itself (or the carrier is STATE_ONLY and the binding knows its
+ *     size); the core then checks slots at access time only.
+ *   - sw_carrier_endpoint: the binding copies through the answer only
+ *     while the carrier is pending (or otherwise kept from release), since
+ *     the pointer or descriptor dies with the storage.
+ * Ownership is as in strideweave.h: arguments are borrowed, a new handle
+ * gives the caller one reference.
+ * Threads: every call is thread-safe; the "calling thread" ones (transfer
+ * and owner access) are bound to the thread that makes them. */
+#ifndef STRIDEWEAVE_BINDING_H
+#define STRIDEWEAVE_BINDING_H
+
+#include "strideweave/export.h"
+
+#include <stdint.h>
+
+#include "strideweave/carrier.h"
+#include "strideweave/layout.h"
+#include "strideweave/status.h"
+#include "strideweave/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Carrier state a binding's own move engine drives ------------------
+ * sw_move (move.h) marks, transfers, commits and clears by itself; a
+ * language binding whose moves run code of its own (a Python transfer,
+ * say) drives the same state through these calls, after its own checks. */
+
+/* Pending roles (the bits sw_carrier_pending_roles answers). */
+enum {
+    SW_CARRIER_PENDING_SOURCE = 1,
+    SW_CARRIER_PENDING_DESTINATION = 2
+};
+SW_API int sw_carrier_pending_roles(sw_carrier *c);
+/* All of a carrier's state at one instant, in one call (one lock): what a
+ * binding checks before each slot access. owner_access and in_transfer
+ * are the calling thread's. */
+typedef struct sw_carrier_state {
+    uint64_t version;
+    int released;
+    int pending;      /* SW_CARRIER_PENDING_* bits */
+    int owned;
+    int owner_access; /* this thread holds owner access */
+    int in_transfer;  /* this thread holds transfer access */
+    uint64_t claims;  /* successful claims so far (never goes down): with
+                         `owned`, tells whether the claim changed */
+} sw_carrier_state;
+SW_API void sw_carrier_get_state(sw_carrier *c, sw_carrier_state *out);
+/* Add / remove roles; the caller has checked that the carrier may take
+ * part (live, not pending already, not owned elsewhere). Never fails. */
+SW_API void sw_carrier_mark_pending(sw_carrier *c, int roles);
+SW_API void sw_carrier_unmark_pending(sw_carrier *c, int roles);
+/* Transfer access: the calling thread runs the transfer of a pending move
+ * (re-entrant, bound to the thread). With it the thread may read a pending
+ * destination and write it (a destination only, not a source), and its
+ * writes advance no version: a move is not an in-place mutation. */
+SW_API void sw_carrier_begin_transfer(sw_carrier *c);
+SW_API void sw_carrier_end_transfer(sw_carrier *c);
+SW_API int sw_carrier_in_transfer(sw_carrier *c);
+/* The release a move's commit makes of its source, on whichever thread
+ * commits: ownership was checked when the move started, so only the
+ * pending guard applies (SW_ESTATE while pending). Idempotent. */
+SW_API sw_status sw_carrier_release_moved(sw_carrier *c, sw_error *err);
+/* In a forked child: drop the owner access and transfer access that
+ * threads other than the calling one held (they did not survive the
+ * fork). Claims themselves stay. */
+SW_API void sw_carrier_drop_inherited_access(sw_carrier *c);
+
+/* Where a copy of its own (a binding's elementwise or bulk transfer)
+ * reaches `c`'s slots: 1 with *out set for CPU and Generic
+ * memory (HOST, slot 0), a FileBacked file (FILE, slot 0 at byte 0) and a
+ * BlockDeviceCarrier's extent (FILE: the device's descriptor, out->offset
+ * its first slot); for another class with a storage callback, what that
+ * callback says while the carrier is live. 0 for every other carrier
+ * (STATE_ONLY classes: the binding reaches their slots). out->offset is 0
+ * but for a BlockDeviceCarrier. A released built-in answers 1 with a NULL
+ * host or an fd of -1, which the core's own transfers refuse. Generic answers here
+ * though its class has no storage callback: that callback is what the
+ * core's own move routes and DLPack export look for, and a Generic carrier
+ * is moved slot by slot and never exported by them (as designed), while its
+ * memory is still host memory for such a copy. Thread-safe. */
+SW_API int sw_carrier_endpoint(sw_carrier *c, sw_endpoint *out);
+
+/* A tensor on a placement its caller checked itself: a language binding
+ * that runs the placement checks in its own order and words, or whose
+ * carrier is STATE_ONLY (carrier.h: its size is the binding's, so the core
+ * cannot check the span). Only NULL arguments (SW_ETYPE) and a negative
+ * offset (SW_EINVAL) are refused; a released carrier, a STATE_ONLY one or a
+ * span past the carrier's size is accepted. Such a tensor stays safe: every
+ * element access, value read and export checks the slots it reaches under
+ * the carrier's mutex, and sw_move_async checks its span as
+ * sw_move_span_async does; on a STATE_ONLY carrier those calls answer
+ * SW_ENOTSUP (its binding reaches the slots). Views of it are unchecked
+ * too. One allocation; `layout` is copied. */
+SW_API sw_status sw_tensor_new_unchecked(sw_carrier *carrier, int64_t offset,
+                                         const sw_layout *layout, sw_tensor **out,
+                                         sw_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
