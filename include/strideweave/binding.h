@@ -8,11 +8,11 @@
  * Rules for a binding, before each call below:
  *   - sw_carrier_mark_pending / _unmark_pending: it has checked, in the
  *     same critical section of its own, that the carrier is live, not
- *     pending already in that role and not owned elsewhere
- *     (sw_carrier_get_state gives all of that in one lock), and it holds
- *     its own reference to the carrier until it unmarks it; every mark is
- *     unmarked exactly once (commit or failure), or the carrier refuses
- *     writes and release for good.
+ *     pending already and not owned elsewhere (sw_carrier_get_state gives
+ *     all of that in one lock), and it holds its own reference to the
+ *     carrier until it unmarks it; every mark is unmarked exactly once
+ *     (commit or failure), or the carrier refuses writes and release for
+ *     good.
  *   - sw_carrier_begin_transfer / _end_transfer: only on the thread that
  *     runs the transfer of a move that marked the carrier pending, paired
  *     on that thread; writes under it step no version.
@@ -28,8 +28,9 @@
  *     the pointer or descriptor dies with the storage.
  * Ownership is as in strideweave.h: arguments are borrowed, a new handle
  * gives the caller one reference.
- * Threads: every call is thread-safe; the "calling thread" ones (transfer
- * and owner access) are bound to the thread that makes them. */
+ * Threads: every call is thread-safe; transfer access (and the
+ * owner_access and in_transfer answers of sw_carrier_get_state) belong to
+ * the calling thread. */
 #ifndef STRIDEWEAVE_BINDING_H
 #define STRIDEWEAVE_BINDING_H
 

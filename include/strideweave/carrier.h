@@ -417,6 +417,10 @@ SW_API sw_status sw_carrier_begin_owner_access(sw_carrier *c, uint64_t token, sw
 SW_API sw_status sw_carrier_end_owner_access(sw_carrier *c, uint64_t token, sw_error *err);
 SW_API int sw_carrier_has_owner_access(sw_carrier *c);
 
+/* The state a language binding's own move engine drives (pending marks,
+ * transfer access, a one-lock state snapshot) is set through binding.h,
+ * not here: those calls skip the checks the calls above make. */
+
 #ifdef __cplusplus
 }
 #endif
