@@ -39,11 +39,6 @@ typedef struct SwBlockDeviceCarrierObject {
 static PyTypeObject SwBlockDevice_Type;
 static const sw_dtype bd_accepted[] = {SW_DT_FLOAT32};
 
-static sw_block_device *device_of(PyObject *carrier)
-{
-    return BDEV(BDC(carrier)->device)->dev;
-}
-
 /* ---- BlockDeviceCarrier: carrier ops ------------------------------------ */
 
 static sw_dtype bdc_dtype(PyObject *self)
