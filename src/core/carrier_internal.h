@@ -57,6 +57,10 @@ int sw_carrier_owned_blocks_locked(sw_carrier *c); /* owned, no access here */
 void sw_carrier_release_locked(sw_carrier *c);
 /* The checks of sw_carrier_allocate (owner 1) / _unallocate (owner 0):
  * released, pending, owned elsewhere, no growable storage. */
+/* file_backed.c: grow an empty FileBacked (locked) to `slots` without
+ * resizing its file, for a caller that writes the whole new span from
+ * offset 0 next (sw_file_backed_allocate_for_write's growth). */
+sw_status sw_file_backed_grow_for_write_locked(sw_carrier *c, int64_t slots, sw_error *err);
 sw_status sw_carrier_check_growable_locked(sw_carrier *c, const char *what, int owner,
                                           sw_error *err);
 

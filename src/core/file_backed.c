@@ -157,6 +157,24 @@ int sw_file_backed_fd(sw_carrier *c)
     return fd;
 }
 
+/* The growth of an empty FileBacked whose whole new span the caller writes
+ * from offset 0 at once: that write sets the file's length itself, so only
+ * the size is recorded here (carrier.h). Locked. */
+sw_status sw_file_backed_grow_for_write_locked(sw_carrier *c, int64_t slots, sw_error *err)
+{
+    file_impl *f = c->impl;
+    int64_t bytes;
+    if (__builtin_mul_overflow(slots, (int64_t)f->width, &bytes))
+        return sw_error_set(err, SW_EOVERFLOW, "FileBacked: %lld slots overflow a file size",
+                            (long long)slots);
+    /* The resize's fault site stands for this growth too. */
+    if (sw_fault_hit("truncate"))
+        return sw_error_set_errno(err, SW_EIO, EIO,
+                                  "resizing the FileBacked file failed: injected fault");
+    f->size = slots;
+    return SW_OK;
+}
+
 sw_status sw_file_backed_allocate_for_write(sw_carrier *c, int64_t slots, sw_error *err)
 {
     if (!c || c->ops != &sw_file_backed_class)
@@ -164,20 +182,11 @@ sw_status sw_file_backed_allocate_for_write(sw_carrier *c, int64_t slots, sw_err
     file_impl *f = c->impl;
     pthread_mutex_lock(&c->lock);
     sw_status st = sw_carrier_check_growable_locked(c, "grow", 1, err);
-    int64_t bytes;
     if (st != SW_OK || slots <= f->size || f->size != 0) {
         pthread_mutex_unlock(&c->lock);
         return st != SW_OK ? st : sw_carrier_allocate(c, slots, err);
     }
-    if (__builtin_mul_overflow(slots, (int64_t)f->width, &bytes))
-        st = sw_error_set(err, SW_EOVERFLOW, "FileBacked: %lld slots overflow a file size",
-                          (long long)slots);
-    /* The resize's fault site stands for this growth too. */
-    else if (sw_fault_hit("truncate"))
-        st = sw_error_set_errno(err, SW_EIO, EIO,
-                                "resizing the FileBacked file failed: injected fault");
-    else
-        f->size = slots;
+    st = sw_file_backed_grow_for_write_locked(c, slots, err);
     pthread_mutex_unlock(&c->lock);
     return st;
 }

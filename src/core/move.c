@@ -74,6 +74,8 @@ struct sw_move_handle {
                             no completions, nothing to wait for */
     int light_slot;      /* 1 + its index in light_live, or 0: on live_head */
     int no_result;       /* options->no_result: no result tensor is made */
+    int grew;            /* it grew its destination from empty: a failure
+                            at any later step undoes that */
     /* The light path's carriers, without references (its caller holds them
      * until it returns; in a forked child that caller is gone and never
      * drops them), for the fork rule. */
@@ -432,6 +434,38 @@ static int storage_builtin(const sw_carrier_class *c)
     return c == &sw_cpu_class || c == &sw_generic_class || c == &sw_file_backed_class;
 }
 
+/* Host-memory spans up to this many bytes grow an empty FileBacked by
+ * their write alone (grow_locked). A large file keeps its resize, so that
+ * a size the file system refuses is refused before the move starts. */
+#define GROW_BY_WRITE_BYTES ((int64_t)1 << 20)
+
+/* C-12: grow the empty destination d (both carriers locked) to exactly the
+ * span of l. A bulk copy from host memory into a FileBacked writes every
+ * byte of the new span from offset 0, and that write extends the file to
+ * exactly its length: only the size is recorded then (a resize first costs
+ * a small move a system call of about its own cost). `bulk_here`: the
+ * move copies by the core's own bulk transfer. */
+static sw_status grow_locked(const sw_carrier *s, sw_carrier *d, const sw_layout *l,
+                             int bulk_here, sw_error *err)
+{
+    if (bulk_here && d->ops == &sw_file_backed_class &&
+        (s->ops == &sw_cpu_class || s->ops == &sw_generic_class) && l->cosize > 0 &&
+        l->cosize <= GROW_BY_WRITE_BYTES / (int64_t)sw_dtype_slot_bytes(s->dtype))
+        return sw_file_backed_grow_for_write_locked(d, l->cosize, err);
+    return d->ops->allocate(d->impl, l->cosize, err);
+}
+
+/* A failed move gives back the growth it made (both carriers locked), so
+ * that its destination is as it was: size, contents and version (the
+ * version never changed). Not in a forked child: the file is its parent's
+ * too, where the move may still be running. */
+static void undo_growth_locked(sw_move_handle *m, sw_carrier *d)
+{
+    if (m->grew && !m->forked && !d->released)
+        d->ops->unallocate(d->impl, NULL);
+    m->grew = 0;
+}
+
 /* Row 9 of the validation (move.h), both carriers locked: the route
  * registry's class rules (a TiledEvictable never moves, a block device
  * carrier only to and from CPU), then the block device's state. */
@@ -589,6 +623,8 @@ static void commit(sw_move_handle *m)
                                  sw_carrier_name(d));
     s->pending_src = 0;
     d->pending_dst = 0;
+    if (m->status != SW_OK)
+        undo_growth_locked(m, d);
     /* A STATE_ONLY source's slots are the binding's: its on_commit releases
      * it (sw_carrier_release_moved), which it may refuse. */
     if (m->status == SW_OK && !SW_CARRIER_STATE_ONLY(s))
@@ -1186,6 +1222,8 @@ static void light_commit(sw_move_handle *m, sw_carrier *s, const sw_layout *l, s
     d->pending_dst = 0;
     if (m->status == SW_OK)
         release_moved_source(s, th);
+    else
+        undo_growth_locked(m, d);
     sw_carrier_unlock_pair(s, d);
     if (m->status != SW_OK) {
         sw_tensor_unref(result);
@@ -1239,8 +1277,9 @@ static sw_status move_light(sw_carrier *s, int64_t offset, const sw_layout *l, i
     if (st == SW_OK && atomic_load(&engine_exiting))
         st = sw_error_set(err, SW_ESTATE, "move: the process is exiting; no new move can start");
     if (st == SW_OK && grow)
-        st = d->ops->allocate(d->impl, l->cosize, err);
+        st = grow_locked(s, d, l, m->route == SW_ROUTE_BULK && !r->fn, err);
     if (st == SW_OK) {
+        m->grew = grow;
         s->pending_src = 1;
         d->pending_dst = 1;
     }
@@ -1379,8 +1418,12 @@ static sw_status move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options
     sw_carrier_lock_pair(s, dst);
     st = validate_locked(s, dst, t->layout, options, &grow, err);
     if (st == SW_OK && grow)
-        st = dst->ops->allocate(dst->impl, t->layout->cosize, err);
+        st = grow_locked(s, dst, t->layout,
+                         m->route == SW_ROUTE_BULK && !m->transfer && !m->slotwise &&
+                             !m->supplied,
+                         err);
     if (st == SW_OK) {
+        m->grew = grow;
         s->pending_src = 1;
         dst->pending_dst = 1;
     }

@@ -1,0 +1,166 @@
+/* Moves that grow an empty FileBacked destination (C-12) through the public
+ * C API: a failure at any step after the growth (the transfer, the commit)
+ * gives the growth back, so the destination's size, file length, contents
+ * and version are as before (G-3); a small copy from host memory grows the
+ * file by its write alone, a large one resizes it first. */
+#include <sys/stat.h>
+
+#include "check.h"
+#include <strideweave/strideweave.h>
+
+static int submits, completes, failed_completes;
+
+static void on_profile(const sw_move_event *ev, void *user)
+{
+    (void)user;
+    if (ev->kind == SW_MOVE_EVENT_SUBMIT)
+        submits++;
+    else if (completes++, ev->status != SW_OK)
+        failed_completes++;
+}
+
+static sw_carrier *cpu_filled(int64_t n)
+{
+    sw_error err;
+    sw_carrier *c = NULL;
+    CHECK(sw_cpu_new(n, SW_DT_FLOAT32, 0, &c, &err) == SW_OK);
+    for (int64_t i = 0; i < n; i++) {
+        float v = (float)i + 0.5f;
+        sw_carrier_write(c, i, 1, &v, &err);
+    }
+    return c;
+}
+
+static sw_tensor *flat(sw_carrier *c, int64_t n)
+{
+    sw_error err;
+    sw_tensor *t = NULL;
+    int64_t ext[1] = {n};
+    CHECK(sw_tensor_new_strided(c, 0, 1, ext, NULL, &t, &err) == SW_OK);
+    return t;
+}
+
+static long long file_bytes(sw_carrier *fb)
+{
+    struct stat st;
+    return stat(sw_file_backed_path(fb), &st) == 0 ? (long long)st.st_size : -1;
+}
+
+/* The destination is as it was before the failed move, and still takes a
+ * move afterwards. */
+static void check_as_before(sw_carrier *fb, uint64_t version, sw_tensor *t, int64_t n)
+{
+    sw_error err;
+    CHECK_EQ_I64(sw_carrier_size(fb), 0);
+    CHECK_EQ_I64(file_bytes(fb), 0);
+    CHECK_EQ_I64(sw_carrier_version(fb), version);
+    CHECK(!sw_carrier_is_pending(fb) && !sw_carrier_is_released(fb));
+    CHECK(!sw_carrier_is_released(t ? sw_tensor_carrier(t) : fb));
+    sw_tensor *r = NULL;
+    CHECK(sw_move(t, fb, &r, &err) == SW_OK);
+    CHECK_EQ_I64(sw_carrier_size(fb), n);
+    CHECK_EQ_I64(file_bytes(fb), n * 4);
+    float last = 0;
+    CHECK(sw_carrier_read(fb, n - 1, 1, &last, &err) == SW_OK && last == (float)(n - 1) + 0.5f);
+    sw_tensor_unref(r);
+}
+
+/* A fault in the transfer, on the caller (small: the light path) and on
+ * the pool (large), for a growth by write (<= 1 MiB) and by resize. */
+static void test_transfer_failure_undoes_growth(void)
+{
+    static const int64_t sizes[] = {16, 64 << 10, 512 << 10};
+    static const char *const faults[] = {"move_transfer", "pwrite"};
+    for (int i = 0; i < 3; i++) {
+        for (int f = 0; f < 2; f++) {
+            sw_error err;
+            int64_t n = sizes[i];
+            sw_carrier *src = cpu_filled(n), *fb = NULL;
+            sw_tensor *t = flat(src, n);
+            CHECK(sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &fb, &err) == SW_OK);
+            uint64_t version = sw_carrier_version(fb);
+            sw_tensor *r = NULL;
+            CHECK(sw_fault_arm(faults[f], 0, -1) == SW_OK);
+            CHECK(sw_move(t, fb, &r, &err) != SW_OK && r == NULL);
+            sw_fault_clear();
+            check_as_before(fb, version, t, n);
+            sw_tensor_unref(t);
+            sw_carrier_unref(fb);
+            sw_carrier_unref(src);
+        }
+    }
+}
+
+/* A failure at commit, after the transfer wrote the file: the light path's
+ * result tensor cannot be made (its layout copy, the second allocation of
+ * the move after the handle). */
+static void test_commit_failure_undoes_growth(void)
+{
+    sw_error err;
+    int64_t n = 16;
+    sw_carrier *src = cpu_filled(n), *fb = NULL;
+    sw_tensor *t = flat(src, n);
+    CHECK(sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &fb, &err) == SW_OK);
+    uint64_t version = sw_carrier_version(fb);
+    submits = completes = failed_completes = 0;
+    sw_move_set_profile_hook(on_profile, NULL);
+    sw_tensor *r = NULL;
+    CHECK(sw_fault_arm("alloc", 1, 1) == SW_OK);
+    CHECK(sw_move(t, fb, &r, &err) == SW_ENOMEM && r == NULL);
+    sw_fault_clear();
+    sw_move_set_profile_hook(NULL, NULL);
+    /* It failed at commit: submitted, then completed with the failure. */
+    CHECK(submits == 1 && completes == 1 && failed_completes == 1);
+    check_as_before(fb, version, t, n);
+    sw_tensor_unref(t);
+    sw_carrier_unref(fb);
+    sw_carrier_unref(src);
+}
+
+/* Held at the start of its transfer (the pause point puts the move on the
+ * pool), the grown destination's file has the length its growth gave it:
+ * 0 for a small copy from host memory (no resize: the write sets it), the
+ * whole span for a large one. */
+static long long file_bytes_before_transfer(int64_t n)
+{
+    sw_error err;
+    sw_carrier *src = cpu_filled(n), *fb = NULL;
+    sw_tensor *t = flat(src, n);
+    CHECK(sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &fb, &err) == SW_OK);
+    sw_move_handle *m = NULL;
+    CHECK(sw_fault_arm("move_transfer_pause", 0, 1) == SW_OK);
+    CHECK(sw_move_async(t, fb, NULL, &m, &err) == SW_OK);
+    sw_fault_wait_paused();
+    CHECK_EQ_I64(sw_carrier_size(fb), n);
+    long long bytes = file_bytes(fb);
+    sw_fault_resume();
+    sw_tensor *r = NULL;
+    CHECK(sw_move_wait(m, &r, &err) == SW_OK);
+    sw_fault_clear();
+    CHECK_EQ_I64(file_bytes(fb), n * 4);
+    sw_tensor_unref(r);
+    sw_move_unref(m);
+    sw_tensor_unref(t);
+    sw_carrier_unref(fb);
+    sw_carrier_unref(src);
+    return bytes;
+}
+
+static void test_small_growth_by_write(void)
+{
+    CHECK_EQ_I64(file_bytes_before_transfer(16), 0);
+    CHECK_EQ_I64(file_bytes_before_transfer(256 << 10), 0); /* exactly 1 MiB */
+    CHECK_EQ_I64(file_bytes_before_transfer((256 << 10) + 1), ((256 << 10) + 1) * 4);
+}
+
+int main(void)
+{
+    if (!sw_fault_enabled()) {
+        fprintf(stderr, "move_growth needs a fault-injection build\n");
+        return 77;
+    }
+    test_transfer_failure_undoes_growth();
+    test_commit_failure_undoes_growth();
+    test_small_growth_by_write();
+    return check_report("move_growth");
+}
