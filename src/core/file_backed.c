@@ -42,14 +42,24 @@ static sw_status file_write(void *impl, int64_t slot, int64_t count, const void 
                                slot * (int64_t)f->width, err);
 }
 
+/* The file length of `slots` slots, in the Python API's words when no file
+ * can be that long. */
+static sw_status file_length(const file_impl *f, int64_t slots, int64_t *bytes, sw_error *err)
+{
+    if (__builtin_mul_overflow(slots, (int64_t)f->width, bytes))
+        return sw_error_set(err, SW_EOVERFLOW, "%lld slots exceed the file size limit",
+                            (long long)slots);
+    return SW_OK;
+}
+
 static sw_status file_allocate(void *impl, int64_t slots, sw_error *err)
 {
     file_impl *f = impl;
     int64_t bytes;
-    if (__builtin_mul_overflow(slots, (int64_t)f->width, &bytes))
-        return sw_error_set(err, SW_EOVERFLOW, "FileBacked: %lld slots overflow a file size",
-                            (long long)slots);
-    sw_status st = sw_filestore_resize(f->fd, bytes, err);
+    sw_status st = file_length(f, slots, &bytes, err);
+    if (st != SW_OK)
+        return st;
+    st = sw_filestore_resize(f->fd, bytes, err);
     if (st == SW_OK)
         f->size = slots;
     return st;
@@ -164,9 +174,9 @@ sw_status sw_file_backed_grow_for_write_locked(sw_carrier *c, int64_t slots, sw_
 {
     file_impl *f = c->impl;
     int64_t bytes;
-    if (__builtin_mul_overflow(slots, (int64_t)f->width, &bytes))
-        return sw_error_set(err, SW_EOVERFLOW, "FileBacked: %lld slots overflow a file size",
-                            (long long)slots);
+    sw_status st = file_length(f, slots, &bytes, err);
+    if (st != SW_OK)
+        return st;
     /* The resize's fault site stands for this growth too. */
     if (sw_fault_hit("truncate"))
         return sw_error_set_errno(err, SW_EIO, EIO,

@@ -91,24 +91,12 @@ static PyObject *fb_create(const char *name, sw_dtype dtype, int mutable_)
     return self;
 }
 
-/* A failed growth to `nslots`: OverflowError for a size no file can
- * have, else the core's error. Returns -1. */
-static int fb_raise_growth(sw_error *err, int64_t nslots)
-{
-    if (err->code == SW_EOVERFLOW) {
-        PyErr_Format(PyExc_OverflowError, "%lld slots exceed the file size limit",
-                     (long long)nslots);
-        return -1;
-    }
-    return sw_py_raise(err);
-}
-
 /* Grow to `nslots` (zero fill). */
 static int fb_grow(PyObject *self, int64_t nslots)
 {
     sw_error err;
     if (sw_carrier_allocate(FB(self)->base.core, nslots, &err) != SW_OK)
-        return fb_raise_growth(&err, nslots);
+        return sw_py_raise(&err); /* the core's words, OverflowError included */
     FB(self)->nslots = nslots;
     return 0;
 }
@@ -215,7 +203,7 @@ static int fb_allocate_to(PyObject *self, int64_t size, int by_write)
         return fb_grow(self, size);
     sw_error err;
     if (sw_file_backed_allocate_for_write(FB(self)->base.core, size, &err) != SW_OK)
-        return fb_raise_growth(&err, size);
+        return sw_py_raise(&err);
     FB(self)->nslots = size;
     return 0;
 }
