@@ -7,6 +7,7 @@
 
 #include "check.h"
 #include <strideweave/strideweave.h>
+#include "fault_internal.h"
 
 static int submits, completes, failed_completes;
 
