@@ -28,7 +28,8 @@
 #define CARRIER(o) ((SwCarrierObject *)(o))
 
 /* A span up to this is copied on the caller with the GIL held (the core
- * runs it there); a waited one past it runs without the GIL. */
+ * runs it there; releasing the GIL would cost more than the copy); a
+ * waited one past it, and a route run here past it, without the GIL. */
 #define GIL_HELD_BYTES ((int64_t)64 << 10)
 
 static _Thread_local int committing;
@@ -74,20 +75,17 @@ int sw_py_core_move_pair(PyObject *source, PyObject *destination, int bulk)
                         SW_ROUTE_BULK;
 }
 
-/* Copies at most this big run with the GIL held: releasing it costs more. */
-#define GIL_FREE_BYTES ((size_t)64 << 10)
-
 sw_py_here sw_py_transfer_here(PyObject *src, int64_t offset, const sw_layout *layout,
                                PyObject *dst, int bulk, int mark, sw_error *err)
 {
     sw_carrier *s = CARRIER(src)->core, *d = CARRIER(dst)->core;
     unsigned flags = (bulk ? SW_MOVE_HERE_SPAN : SW_MOVE_HERE_VALUES) |
                      (mark ? SW_MOVE_HERE_MARK : 0);
-    size_t bytes = (size_t)layout->cosize * sw_dtype_slot_bytes(sw_carrier_dtype(s));
+    int64_t bytes = layout->cosize * (int64_t)sw_dtype_slot_bytes(sw_carrier_dtype(s));
     sw_status st;
     /* A block device's lock may be held by a pool thread: never wait for
      * it with the GIL. */
-    if (bytes <= GIL_FREE_BYTES && !on_device(src) && !on_device(dst)) {
+    if (bytes <= GIL_HELD_BYTES && !on_device(src) && !on_device(dst)) {
         st = sw_move_transfer_span_here(s, offset, layout, d, flags, err);
     } else {
         Py_BEGIN_ALLOW_THREADS
