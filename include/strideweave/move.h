@@ -23,6 +23,9 @@
  *      or its device faulted                         SW_ESTATE
  *  10. dst is smaller than the layout's cosize and   SW_EINVAL
  *      cannot allocate
+ *      (an empty dst that can allocate grows to the
+ *      cosize here; when that fails, the growth's      SW_EIO,
+ *      own status, detail SW_MOVE_GROWTH_FAILED)       SW_EOVERFLOW
  *
  * Each refusal also names its row: err->detail is the sw_move_refusal
  * below (0 for any other failure: out of memory, the process exiting, a
@@ -43,7 +46,9 @@
  * TiledEvictable's asynchronous work, tiled_evictable.h: one set of
  * threads per process). A failure during these steps undoes the growth
  * and the marks. From submission on, every failure is the move's terminal
- * failure, reported by sw_move_wait.
+ * failure, reported by sw_move_wait; it too gives the growth back (the
+ * destination is empty again, its file of length 0), except in a forked
+ * child (see "Fork").
  *
  * Where the transfer runs: on the core's pool, except a transfer between
  * carriers of the built-in storage classes (CPU, Generic, FileBacked)
@@ -210,9 +215,11 @@ typedef enum sw_move_route {
  * never touches the slots of either carrier for such a move.
  *
  * Sizes: with a supplied transfer either carrier may be STATE_ONLY. The
- * core then learns sizes from the binding: `dst_slots` is the destination's
- * slot count (the binding grows an empty destination itself, before the
- * call); the dtype comparison (row 8) is the binding's for a STATE_ONLY
+ * core then learns sizes from the binding: `dst_slots` is a STATE_ONLY
+ * destination's slot count (the binding grows an empty one itself, before
+ * the call; an empty destination of the core's own classes, FileBacked,
+ * the core grows and gives back as for its own routes); the dtype
+ * comparison (row 8) is the binding's for a STATE_ONLY
  * carrier, and the move's bytes are `bytes` (0 when not set). Without a
  * supplied transfer a STATE_ONLY carrier is refused as before.
  *
@@ -299,7 +306,11 @@ typedef enum sw_move_refusal {
     SW_MOVE_DESTINATION_IMMUTABLE = 12, /* row 7: intrinsically immutable */
     SW_MOVE_DTYPE_MISMATCH = 13,       /* row 8 */
     SW_MOVE_ROUTE_REFUSED = 14,        /* row 9: TiledEvictable or block device pins */
-    SW_MOVE_TOO_SMALL = 15             /* row 10 */
+    SW_MOVE_TOO_SMALL = 15,            /* row 10 */
+    SW_MOVE_GROWTH_FAILED = 16         /* after row 10: growing the empty
+                                          destination failed (its file system's
+                                          error, an impossible file size);
+                                          nothing changed, as for a row */
 } sw_move_refusal;
 
 /* What sw_move_check is asked, and what a binding knows that the core

@@ -444,15 +444,22 @@ static int storage_builtin(const sw_carrier_class *c)
  * byte of the new span from offset 0, and that write extends the file to
  * exactly its length: only the size is recorded then (a resize first costs
  * a small move a system call of about its own cost). `bulk_here`: the
- * move copies by the core's own bulk transfer. */
+ * move copies by the core's own bulk transfer. A failure changed nothing
+ * and says so in err->detail, so that a binding refuses the request with
+ * it as it refuses a row (move.h, SW_MOVE_GROWTH_FAILED). */
 static sw_status grow_locked(const sw_carrier *s, sw_carrier *d, const sw_layout *l,
                              int bulk_here, sw_error *err)
 {
+    sw_status st;
     if (bulk_here && d->ops == &sw_file_backed_class &&
         (s->ops == &sw_cpu_class || s->ops == &sw_generic_class) && l->cosize > 0 &&
         l->cosize <= GROW_BY_WRITE_BYTES / (int64_t)sw_dtype_slot_bytes(s->dtype))
-        return sw_file_backed_grow_for_write_locked(d, l->cosize, err);
-    return d->ops->allocate(d->impl, l->cosize, err);
+        st = sw_file_backed_grow_for_write_locked(d, l->cosize, err);
+    else
+        st = d->ops->allocate(d->impl, l->cosize, err);
+    if (st != SW_OK && err)
+        err->detail = SW_MOVE_GROWTH_FAILED;
+    return st;
 }
 
 /* A failed move gives back the growth it made (both carriers locked), so

@@ -21,9 +21,11 @@ static sw_dtype fb_dtype(PyObject *self)
     return FB(self)->dtype;
 }
 
+/* The core's size, never a copy: the core's move engine grows an empty
+ * FileBacked and gives the growth back when the move fails. */
 static int64_t fb_size(PyObject *self)
 {
-    return FB(self)->nslots;
+    return FB(self)->base.core ? sw_carrier_size(FB(self)->base.core) : 0;
 }
 
 static int fb_supports(sw_dtype dtype)
@@ -34,9 +36,7 @@ static int fb_supports(sw_dtype dtype)
 /* The object's views of the storage only (the core released it). */
 static void fb_drop_views(PyObject *self)
 {
-    SwFileBackedObject *f = FB(self);
-    f->fd = -1;
-    f->nslots = 0;
+    FB(self)->fd = -1;
 }
 
 /* Release the core carrier (release or collection): it closes the file
@@ -67,7 +67,6 @@ static PyObject *fb_create(const char *name, sw_dtype dtype, int mutable_)
         return NULL;
     SwFileBackedObject *f = FB(self);
     f->dtype = dtype;
-    f->nslots = 0;
     f->fd = -1;
     f->path = NULL;
     f->base.core = NULL;
@@ -97,18 +96,7 @@ static int fb_grow(PyObject *self, int64_t nslots)
     sw_error err;
     if (sw_carrier_allocate(FB(self)->base.core, nslots, &err) != SW_OK)
         return sw_py_raise(&err); /* the core's words, OverflowError included */
-    FB(self)->nslots = nslots;
     return 0;
-}
-
-/* A move grew this carrier from empty and then failed before submission:
- * give the space back so the destination is exactly as it was. */
-void sw_py_file_backed_undo_growth(PyObject *carrier)
-{
-    if (Py_TYPE(carrier) != &SwFileBacked_Type || FB(carrier)->fd < 0)
-        return;
-    if (sw_carrier_unallocate(FB(carrier)->base.core, NULL) == SW_OK)
-        FB(carrier)->nslots = 0;
 }
 
 static PyObject *fb_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
@@ -167,11 +155,9 @@ static int fb_clear(PyObject *self)
     return 0;
 }
 
-/* C-12: grow an allocatable-empty carrier (or any live one) to `size`.
- * by_write: a move is about to write the whole new span from offset 0,
- * which sets the file length itself; only the size is recorded (a resize
- * first would cost small moves a system call of about their own cost). */
-static int fb_allocate_to(PyObject *self, int64_t size, int by_write)
+/* C-12: grow an allocatable-empty carrier (or any live one) to `size`
+ * (_allocate; a move's growth is the core's). */
+static int fb_allocate_to(PyObject *self, int64_t size)
 {
     if (sw_py_state_released(self)) {
         PyErr_SetString(PyExc_RuntimeError, "cannot allocate a released FileBacked carrier");
@@ -191,37 +177,23 @@ static int fb_allocate_to(PyObject *self, int64_t size, int by_write)
                         "without owner access");
         return -1;
     }
-    if (size < FB(self)->nslots) {
+    int64_t nslots = fb_size(self);
+    if (size < nslots) {
         PyErr_Format(PyExc_ValueError,
                      "_allocate cannot shrink a FileBacked carrier from %lld to %lld slots",
-                     (long long)FB(self)->nslots, (long long)size);
+                     (long long)nslots, (long long)size);
         return -1;
     }
-    if (size == FB(self)->nslots)
-        return 0;
-    if (!by_write || FB(self)->nslots != 0)
-        return fb_grow(self, size);
-    sw_error err;
-    if (sw_file_backed_allocate_for_write(FB(self)->base.core, size, &err) != SW_OK)
-        return sw_py_raise(&err);
-    FB(self)->nslots = size;
-    return 0;
+    return size == nslots ? 0 : fb_grow(self, size);
 }
 
 static PyObject *fb_allocate(PyObject *self, PyObject *size_obj)
 {
     int64_t size;
     if (sw_carrier_parse_size(size_obj, "size", &size) < 0 ||
-        fb_allocate_to(self, size, 0) < 0)
+        fb_allocate_to(self, size) < 0)
         return NULL;
     Py_RETURN_NONE;
-}
-
-int sw_py_file_backed_grow_by_write(PyObject *carrier, int64_t nslots)
-{
-    if (Py_TYPE(carrier) != &SwFileBacked_Type)
-        return sw_py_carrier_allocate(carrier, nslots);
-    return fb_allocate_to(carrier, nslots, 1);
 }
 
 

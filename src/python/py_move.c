@@ -69,8 +69,6 @@ typedef struct move_request {
     PyObject *prepared;         /* a definition route's PreparedTransfer, or NULL */
     sw_provider_wait wait;      /* its incomplete ProviderCompletion, if any */
     struct move_request *live_prev, *live_next; /* the live list (GIL) */
-    int grew;                   /* the move grew an empty destination */
-    int forked;                 /* failed in a forked child: the file is shared */
     int on_core;                /* the core's move engine runs it */
     sw_py_core_move core;       /* its link to the core's commit */
     PyObject *copy_op;          /* a Python _copy off the caller: its operation */
@@ -199,11 +197,6 @@ static void finish(move_request *r, PyObject *error, int checked)
     if (!err && !checked)
         err = validate_result(r);
     untrack(r);
-    /* A destination this move grew from empty goes back to empty, so a
-     * failed move does not leave a full disk behind. Not in a forked child:
-     * the file is its parent's too, where the move may still be running. */
-    if (err && r->grew && !r->forked)
-        sw_py_file_backed_undo_growth(r->destination);
     /* The source goes only after the values are safely in the destination;
      * on failure it stays live with its values and version. */
     if (!err && r->node)
@@ -570,7 +563,6 @@ static void core_committed(sw_py_core_move *cm, const sw_error *err)
     move_request *r = CORE_REQUEST(cm);
     PyObject *e = NULL;
     if (cm->forked) { /* inherited by a forked child and ended there */
-        r->forked = 1;
         sw_py_await_reset_after_fork(r->handle);
         e = sw_py_move_forked_error("move");
     } else {
@@ -596,25 +588,39 @@ static void core_release(sw_py_core_move *cm)
     request_free(CORE_REQUEST(cm));
 }
 
-/* Hand the move to the core's engine (sw_move_async): it marks both
- * carriers pending, runs the transfer and commits once. A refusal by the
- * core (it validates again; out of memory or threads) is the handle's
- * terminal failure, with nothing changed. */
-static void submit_core(move_request *r, PyObject *tensor, sw_route_kind kind, int sync)
+/* A refusal by the core, nothing changed: -1 with the exception when the
+ * destination could not grow (the core grows an empty FileBacked; the
+ * request itself is refused then, r untouched), else the handle's
+ * terminal failure. */
+static int core_refused(move_request *r, int rc)
+{
+    if (rc == -2)
+        return -1;
+    PyObject *e = sw_py_take_exception();
+    commit(r, e);
+    Py_XDECREF(e);
+    return 0;
+}
+
+/* Hand the move to the core's engine (sw_move_async): it grows an empty
+ * destination, marks both carriers pending, runs the transfer and commits
+ * once. A refusal by the core (it validates again; out of memory or
+ * threads) is the handle's terminal failure, with nothing changed; its
+ * growth's failure the request's (core_refused). */
+static int submit_core(move_request *r, PyObject *tensor, sw_route_kind kind, int sync)
 {
     SwSubtensor *s = &TENSOR(tensor)->subs[0];
     PyObject *handle = r->handle; /* r may be gone once the core started */
     sw_move_handle *move;
     r->core.commit = core_committed;
     r->core.release = core_release;
-    if (sw_py_core_move_start(&r->core, s, r->destination, kind == SW_ROUTE_ELEMENTWISE, sync,
-                              &move) == 0) {
+    int rc = sw_py_core_move_start(&r->core, s, r->destination, kind == SW_ROUTE_ELEMENTWISE,
+                                   sync, &move);
+    if (rc == 0) {
         sw_py_await_bind_move(handle, move);
-        return;
+        return 0;
     }
-    PyObject *e = sw_py_take_exception();
-    commit(r, e);
-    Py_XDECREF(e);
+    return core_refused(r, rc);
 }
 
 static int64_t move_bytes(PyObject *tensor, PyObject *op_type);
@@ -642,9 +648,10 @@ static void supplied_transfer(sw_py_core_move *cm)
 
 /* A move whose copy is Python's (an operation's _copy / _copy_async, the
  * elementwise fallback over carriers written in Python) on the core's
- * engine: it marks, counts and commits; this file supplies the copy. A
- * refusal by the core is the handle's terminal failure, nothing changed. */
-static void submit_supplied(move_request *r, PyObject *op, PyObject *op_type, PyObject *tensor,
+ * engine: it grows an empty FileBacked destination, marks, counts and
+ * commits; this file supplies the copy. A refusal by the core as for
+ * submit_core. */
+static int submit_supplied(move_request *r, PyObject *op, PyObject *op_type, PyObject *tensor,
                             int sync, int off_caller)
 {
     SwSubtensor *s = &TENSOR(tensor)->subs[0];
@@ -657,15 +664,14 @@ static void submit_supplied(move_request *r, PyObject *op, PyObject *op_type, Py
     r->copy_async = !sync && off_caller;
     PyObject *handle = r->handle; /* r may be gone once the core started */
     sw_move_handle *move;
+    int rc = -1;
     if (sw_py_carrier_size(r->destination, &slots) == 0 &&
-        sw_py_core_move_supply(&r->core, s, r->destination, slots, move_bytes(tensor, op_type),
-                               &move) == 0) {
+        (rc = sw_py_core_move_supply(&r->core, s, r->destination, slots,
+                                     move_bytes(tensor, op_type), &move)) == 0) {
         sw_py_await_bind_move(handle, move);
-        return;
+        return 0;
     }
-    PyObject *e = sw_py_take_exception();
-    commit(r, e);
-    Py_XDECREF(e);
+    return core_refused(r, rc);
 }
 
 /* A shipped route's _copy (made only now that it must run) on the core as
@@ -674,18 +680,15 @@ static void submit_supplied(move_request *r, PyObject *op, PyObject *op_type, Py
  * `off_caller`: a Python _copy may run on a worker thread (the public
  * move_async; the binding's own moves that wait at once under owner access
  * do not). */
-static void submit(move_request *r, PyObject *op, PyObject *op_type, PyObject *tensor, int sync,
-                   int off_caller)
+static int submit(move_request *r, PyObject *op, PyObject *op_type, PyObject *tensor, int sync,
+                  int off_caller)
 {
     PyObject *own_op = op ? Py_NewRef(op) : PyObject_CallNoArgs(op_type);
-    if (!own_op) {
-        PyObject *e = sw_py_take_exception();
-        commit(r, e);
-        Py_XDECREF(e);
-        return;
-    }
-    submit_supplied(r, own_op, op_type, tensor, sync, off_caller);
+    if (!own_op)
+        return core_refused(r, -1);
+    int rc = submit_supplied(r, own_op, op_type, tensor, sync, off_caller);
     Py_DECREF(own_op);
+    return rc;
 }
 
 /* ---- definition routes: prepare, submit, provider completions ------------- */
@@ -866,17 +869,18 @@ static PyObject *result_tensor(PyObject *tensor, PyObject *destination)
     return sw_py_tensor_new1(destination, 0, TENSOR(tensor)->subs[0].layout);
 }
 
-/* The destination grows to exactly the span, and the output Tensor is
- * bound to it; on failure the growth is undone. The growth of a carrier
- * written in Python runs user code (its _allocate): the carriers are
- * checked again after it (a built-in's growth runs none). */
-static int allocate_and_bind(move_request *r, sw_py_move_check *mc, int grow, int by_write,
-                             PyObject *tensor)
+/* The output Tensor, bound to the destination. An empty destination of a
+ * class the core grows (FileBacked) grows in the core's move engine, under
+ * the lock that marks it pending, and goes back to empty there when the
+ * move fails (strideweave/move.h): the binding never grows it. A carrier
+ * written in Python grows here, through its _allocate, before the core
+ * takes the move (the core cannot call it): that runs user code, so the
+ * size it reached and the carriers are checked again after it. */
+static int allocate_and_bind(move_request *r, sw_py_move_check *mc, int grow, PyObject *tensor)
 {
-    if (grow && (by_write ? sw_py_file_backed_grow_by_write(r->destination, r->cosize)
-                          : sw_py_carrier_allocate(r->destination, r->cosize)) < 0)
+    grow = grow && sw_py_move_growth_runs_python(mc);
+    if (grow && sw_py_carrier_allocate(r->destination, r->cosize) < 0)
         return -1;
-    r->grew = grow;
     int64_t size;
     if (grow && sw_py_carrier_size(r->destination, &size) == 0 && size < r->cosize)
         PyErr_Format(PyExc_ValueError,
@@ -885,30 +889,10 @@ static int allocate_and_bind(move_request *r, sw_py_move_check *mc, int grow, in
                      (long long)r->cosize);
     if (!PyErr_Occurred())
         r->output = result_tensor(tensor, r->destination);
-    if (r->output && (!grow || !sw_py_move_growth_runs_python(mc) ||
-                      sw_py_move_recheck(mc) == 0))
+    if (r->output && (!grow || sw_py_move_recheck(mc) == 0))
         return 0;
     Py_CLEAR(r->output);
-    if (grow)
-        sw_py_file_backed_undo_growth(r->destination);
     return -1;
-}
-
-/* Whether the move into an empty destination writes every byte of its new
- * span from the start: a bulk copy from host memory into a FileBacked,
- * whose file the write itself extends to exactly that length (a resize
- * first costs a small move about as much as its write). Small spans only:
- * a large file keeps its resize, so a size the file system refuses is
- * still refused before the move starts. */
-#define GROW_BY_WRITE_BYTES ((int64_t)1 << 20)
-
-static int grows_by_write(PyObject *source, PyObject *destination, const sw_route *route,
-                          int64_t cosize)
-{
-    return Py_TYPE(destination) == &SwFileBacked_Type && !route->route &&
-           (Py_TYPE(source) == &SwCPU_Type || Py_TYPE(source) == &SwGeneric_Type) &&
-           cosize > 0 && cosize <= GROW_BY_WRITE_BYTES / 4 &&
-           sw_py_move_route_kind((PyTypeObject *)route->op_type) == SW_ROUTE_BULK;
 }
 
 /* The route of this move: forced by the caller (an operation instance, or a
@@ -1020,8 +1004,7 @@ static PyObject *initiate(PyObject *tensor, PyObject *destination, PyObject *for
     if (sw_py_move_recheck_if_python_ran(&mc, !op_later) < 0 ||
         !(r = request_new(source, destination, cosize)))
         goto done;
-    if (allocate_and_bind(r, &mc, grow, grows_by_write(source, destination, &route, cosize),
-                          tensor) < 0) {
+    if (allocate_and_bind(r, &mc, grow, tensor) < 0) {
         request_free(r);
         goto done;
     }
@@ -1047,12 +1030,20 @@ static PyObject *initiate(PyObject *tensor, PyObject *destination, PyObject *for
                   !sw_py_core_move_pair(source, destination, kind == SW_ROUTE_BULK);
     track(r);
     /* Each may commit, and free r, before it returns. */
+    int rc;
     if (r->prepared)
-        submit_supplied(r, NULL, route.op_type, tensor, sync, off_caller);
+        rc = submit_supplied(r, NULL, route.op_type, tensor, sync, off_caller);
     else if (!r->supplied)
-        submit_core(r, tensor, kind, sync);
+        rc = submit_core(r, tensor, kind, sync);
     else
-        submit(r, own_op, route.op_type, tensor, sync, off_caller);
+        rc = submit(r, own_op, route.op_type, tensor, sync, off_caller);
+    if (rc < 0) { /* the destination could not grow: nothing started */
+        untrack(r);
+        sw_py_profile_move_discard(trace);
+        Py_CLEAR(handle);
+        request_free(r);
+        goto done;
+    }
     sw_py_profile_move_submitted(trace);
 done:
     if (!handle && record && own_op)

@@ -163,6 +163,16 @@ int sw_py_core_move_committing(void)
     return committing;
 }
 
+/* 0, or the core's refusal raised: -2 when growing the empty destination
+ * failed (the caller refuses the request itself with it), else -1. */
+static int refusal(sw_status st, const sw_error *err)
+{
+    if (st == SW_OK)
+        return 0;
+    sw_py_raise(err);
+    return err->detail == SW_MOVE_GROWTH_FAILED ? -2 : -1;
+}
+
 int sw_py_core_move_start(sw_py_core_move *cm, const SwSubtensor *plane, PyObject *destination,
                           int elementwise, int caller_waits, sw_move_handle **move)
 {
@@ -202,7 +212,7 @@ int sw_py_core_move_start(sw_py_core_move *cm, const SwSubtensor *plane, PyObjec
     /* The commit reaches the binding through `cm`; the handle is the
      * AwaitMove's, to wait on and read progress from. */
     *move = m;
-    return st == SW_OK ? 0 : sw_py_raise(&err);
+    return refusal(st, &err);
 }
 
 void sw_py_core_move_hold(int on)
@@ -246,7 +256,7 @@ int sw_py_core_move_supply(sw_py_core_move *cm, const SwSubtensor *plane,
     /* GIL held throughout: the transfer may run Python here. */
     sw_status st = sw_move_async(plane->core, CARRIER(destination)->core, &o, &m, &err);
     *move = m;
-    return st == SW_OK ? 0 : sw_py_raise(&err);
+    return refusal(st, &err);
 }
 
 void sw_py_core_move_transfer_done(sw_py_core_move *cm, int failed)

@@ -520,6 +520,14 @@ void sw_py_profile_move_completed(sw_move_trace *t, int succeeded)
     trace_drop(t);
 }
 
+void sw_py_profile_move_discard(sw_move_trace *t)
+{
+    if (!t)
+        return;
+    t->refs = 1; /* neither submitted nor completed will come */
+    trace_drop(t);
+}
+
 /* The core's profiling hook, subscribed while any profiler is active. A
  * move carrying a record (its profile tag, given to this subscriber only:
  * sw_py_core_move's moves name it as the tag's owner) reports SUBMIT on

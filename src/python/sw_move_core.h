@@ -62,7 +62,9 @@ typedef struct sw_py_core_move {
  * exactly once, on the core's completion thread or on this one (before
  * this returns, for a move the core runs on its caller); -1 with an
  * exception: the core refused, nothing changed, neither runs, *move is
- * NULL. `caller_waits`: move() and forward(), which wait at once; the GIL
+ * NULL; -2 likewise when the refusal is the growth of an empty destination
+ * (the core grows it: the binding never does for a class of the core's,
+ * strideweave/move.h SW_MOVE_GROWTH_FAILED). `caller_waits`: move() and forward(), which wait at once; the GIL
  * is then released while a larger transfer runs here. The core counts the
  * move's progress in its handle. */
 int sw_py_core_move_start(sw_py_core_move *cm, const SwSubtensor *plane, PyObject *destination,
@@ -74,7 +76,7 @@ int sw_py_core_move_start(sw_py_core_move *cm, const SwSubtensor *plane, PyObjec
  * and commits once after sw_py_core_move_transfer_done (here, when that is
  * called inside `cm->transfer`; else on its completion thread). A STATE_ONLY
  * source is released by the binding's commit. `dst_slots`: the
- * destination's size; `bytes`: what the copy moves. 0 / -1 as
+ * destination's size; `bytes`: what the copy moves. 0 / -1 / -2 as
  * sw_py_core_move_start. */
 int sw_py_core_move_supply(sw_py_core_move *cm, const SwSubtensor *plane,
                            PyObject *destination, int64_t dst_slots, int64_t bytes,

@@ -32,6 +32,9 @@ void sw_py_profile_move_submitted(sw_move_trace *trace);
  * starting one on this thread, -1 after. */
 void sw_py_profile_internal_moves(int delta);
 void sw_py_profile_move_completed(sw_move_trace *trace, int succeeded);
+/* Instead of both: the request was refused before the core took it (its
+ * destination could not grow), so it records nothing. GIL held. */
+void sw_py_profile_move_discard(sw_move_trace *trace);
 
 /* The profiling span of one dispatched operation execution: NULL when no
  * profiler is active on this thread (or the span could not be made:

@@ -242,12 +242,12 @@ typedef struct SwHostCarrierObject {
     int owns_data;           /* always 1 while data is set */
 } SwHostCarrierObject;
 
-/* The storage is a core FileBacked carrier (carrier.h); dtype, nslots and
- * fd mirror it for the readers in other files. */
+/* The storage is a core FileBacked carrier (carrier.h); dtype and fd
+ * mirror it. Its size is read from the core every time: the core's move
+ * engine grows it and gives the growth back. */
 typedef struct SwFileBackedObject {
     SwCarrierObject base;
     sw_dtype dtype;
-    int64_t nslots;
     int fd;                  /* the core carrier's descriptor; -1 after release */
     PyObject *path;          /* pathlib.Path, kept after release */
 } SwFileBackedObject;
@@ -284,15 +284,6 @@ void sw_py_carrier_drop_inherited_access(PyObject *carrier, unsigned long thread
 /* Whether the carrier is owned and the calling thread lacks owner access
  * (C-13): such a carrier cannot take part in a move. */
 int sw_py_carrier_owned_elsewhere(PyObject *carrier);
-/* Undo the growth a failed move made to an allocatable-empty FileBacked:
- * back to 0 slots. Other carriers have no way to shrink; nothing happens. */
-void sw_py_file_backed_undo_growth(PyObject *carrier);
-/* Grow an exact FileBacked to `nslots` for a move whose transfer writes every
- * byte of the new span from the start of the file: _allocate's checks and
- * failures, but the file is not resized (the write extends it to exactly
- * that length; a failed move undoes the growth as above). -1 with an
- * exception set. */
-int sw_py_file_backed_grow_by_write(PyObject *carrier, int64_t nslots);
 /* A fresh, owned exact-CPU carrier of `nslots` slots (F-1 factories and
  * gradients). zero: fill with the dtype's zero. */
 PyObject *sw_py_cpu_new(sw_dtype dtype, int64_t nslots, int mutable_, int zero);

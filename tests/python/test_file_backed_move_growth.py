@@ -8,6 +8,7 @@ import pytest
 
 import strideweave as sw
 from strideweave import CPU, FileBacked, Layout, Shape, Stride, Tensor, _C
+from strideweave.carriers.move import registered_move_operation
 
 needs_faults = pytest.mark.skipif(not _C._fault_injection_enabled(),
                                   reason="needs a fault-injection build")
@@ -66,3 +67,101 @@ def test_c23_allocation_failure_still_raises_before_the_move(n):
     assert d.size() == 0 and d.path.stat().st_size == 0
     with sw.no_grad():
         assert sw.move(src, d).carrier.size() == n
+
+
+class ValuesCopy(sw.MoveOperation):
+    """A route written in Python: it sees the destination its move grew."""
+
+    seen = []
+
+    def _copy(self, tensor, destination, output, element_count):
+        type(self).seen.append((destination.size(), destination.path.stat().st_size))
+        for i in range(tensor.size()):
+            output[i] = tensor[i]
+
+
+class FailingCopy(sw.MoveOperation):
+    def _copy(self, tensor, destination, output, element_count):
+        output[0] = 9.0  # a partial write before the failure
+        raise LookupError("copy failed")
+
+
+@pytest.mark.parametrize("call", [sw.move, sw.move_async])
+def test_c23_python_route_finds_its_destination_grown_to_the_span(call):
+    # A route written in Python never grows by write: the file has its
+    # whole length before the copy starts.
+    ValuesCopy.seen.clear()
+    t = Tensor(sw.Generic([1.0, 2.0, 3.0, 4.0]), 1, Layout(Shape(3), Stride(1)))
+    d = FileBacked()
+    with registered_move_operation(sw.Generic, FileBacked, ValuesCopy), sw.no_grad():
+        out = call(t, d)
+        out = out if isinstance(out, Tensor) else out.wait()
+    assert ValuesCopy.seen == [(3, 12)]
+    assert out.carrier is d and [d[i] for i in range(3)] == [2.0, 3.0, 4.0]
+
+
+def test_c23_failed_python_route_leaves_the_destination_empty():
+    g = sw.Generic([1.0, 2.0])
+    t = Tensor(g, 0, Layout(Shape(2), Stride(1)))
+    d = FileBacked()
+    with registered_move_operation(sw.Generic, FileBacked, FailingCopy):
+        h = sw.move_async(t, d)
+        with pytest.raises(LookupError):
+            h.wait()
+    assert d.size() == 0 and d.path.stat().st_size == 0 and d.version == 0
+    assert not g.is_released()
+
+
+@needs_faults
+@pytest.mark.parametrize("n", [4, 1 << 20])
+def test_c23_growth_failure_raises_before_the_move_and_records_nothing(n):
+    src = Tensor(CPU(n, empty=True), 0, Layout(Shape(n), Stride(1)))
+    d = FileBacked()
+    with sw.profile() as p:
+        _C._fault_inject("truncate")
+        with pytest.raises(OSError, match="resiz"):
+            sw.move(src, d)  # autograd on: no node is left behind either
+        _C._fault_clear()
+    assert p.move_events() == ()
+    assert d.size() == 0 and d.path.stat().st_size == 0
+    assert not src.carrier.is_released() and not d.is_released()
+    assert sw.move(src, d).carrier.size() == n
+
+
+@needs_faults
+def test_c23_python_route_growth_failure_raises_before_the_move():
+    ValuesCopy.seen.clear()
+    t = Tensor(sw.Generic([1.0, 2.0]), 0, Layout(Shape(2), Stride(1)))
+    d = FileBacked()
+    with registered_move_operation(sw.Generic, FileBacked, ValuesCopy):
+        _C._fault_inject("truncate")
+        with pytest.raises(OSError, match="resiz"):
+            sw.move_async(t, d)
+        _C._fault_clear()
+        assert ValuesCopy.seen == [] and d.size() == 0 and not t.carrier.is_released()
+        with sw.no_grad():
+            assert sw.move(t, d).carrier is d
+    assert ValuesCopy.seen == [(2, 8)]
+
+
+class Huge(sw.Carrier):
+    """A carrier written in Python that claims more slots than any file holds."""
+
+    def size(self):
+        return 1 << 62
+
+    def dtype(self):
+        return sw.DType.Float32
+
+    def get_value(self, index):
+        return 0.0
+
+
+def test_c23_a_size_no_file_can_have_raises_before_the_move():
+    t = Tensor(Huge(), 0, Layout(Shape(1 << 62), Stride(1)))
+    d = FileBacked()
+    with sw.profile() as p:
+        with pytest.raises(OverflowError, match="exceed the file size limit"):
+            sw.move_async(t, d)
+    assert p.move_events() == ()
+    assert d.size() == 0 and d.path.stat().st_size == 0 and d.version == 0
