@@ -5,9 +5,12 @@
  *   -> resolve the route (row 9) -> row 10 -> allocate the destination ->
  *   mark both carriers pending -> submit -> commit once.
  *
- * Everything before the pending marks raises straight out of move_async
- * and leaves both carriers as they were. From submission on, a failure is
- * the handle's terminal failure.
+ * Only a destination written in Python is allocated here (its _allocate);
+ * the core grows an empty FileBacked itself as it marks the carriers
+ * pending, and gives the growth back when the move fails.
+ * Everything before the pending marks, that growth included, raises
+ * straight out of move_async and leaves both carriers as they were. From
+ * submission on, a failure is the handle's terminal failure.
  *
  * Where the work runs: every move runs on the core's move engine
  * (strideweave/move.h, through py_move_core.c). A shipped route between
