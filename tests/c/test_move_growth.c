@@ -43,6 +43,29 @@ static sw_tensor *flat(sw_carrier *c, int64_t n)
     return t;
 }
 
+/* A move's parts: a CPU source of n values, a flat tensor on it and an
+ * empty FileBacked destination. */
+typedef struct growth {
+    sw_carrier *src, *fb;
+    sw_tensor *t;
+} growth;
+
+static growth growth_new(int64_t n)
+{
+    sw_error err;
+    growth g = {.src = cpu_filled(n)};
+    g.t = flat(g.src, n);
+    CHECK(sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &g.fb, &err) == SW_OK);
+    return g;
+}
+
+static void growth_free(growth *g)
+{
+    sw_tensor_unref(g->t);
+    sw_carrier_unref(g->fb);
+    sw_carrier_unref(g->src);
+}
+
 static long long file_bytes(sw_carrier *fb)
 {
     struct stat st;
@@ -78,18 +101,16 @@ static void test_transfer_failure_undoes_growth(void)
         for (int f = 0; f < 2; f++) {
             sw_error err;
             int64_t n = sizes[i];
-            sw_carrier *src = cpu_filled(n), *fb = NULL;
-            sw_tensor *t = flat(src, n);
-            CHECK(sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &fb, &err) == SW_OK);
+            growth g = growth_new(n);
+            sw_carrier *fb = g.fb;
+            sw_tensor *t = g.t;
             uint64_t version = sw_carrier_version(fb);
             sw_tensor *r = NULL;
             CHECK(sw_fault_arm(faults[f], 0, -1) == SW_OK);
             CHECK(sw_move(t, fb, &r, &err) != SW_OK && r == NULL);
             sw_fault_clear();
             check_as_before(fb, version, t, n);
-            sw_tensor_unref(t);
-            sw_carrier_unref(fb);
-            sw_carrier_unref(src);
+            growth_free(&g);
         }
     }
 }
@@ -101,9 +122,9 @@ static void test_commit_failure_undoes_growth(void)
 {
     sw_error err;
     int64_t n = 16;
-    sw_carrier *src = cpu_filled(n), *fb = NULL;
-    sw_tensor *t = flat(src, n);
-    CHECK(sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &fb, &err) == SW_OK);
+    growth g = growth_new(n);
+    sw_carrier *fb = g.fb;
+    sw_tensor *t = g.t;
     uint64_t version = sw_carrier_version(fb);
     submits = completes = failed_completes = 0;
     sw_move_set_profile_hook(on_profile, NULL);
@@ -115,24 +136,22 @@ static void test_commit_failure_undoes_growth(void)
     /* It failed at commit: submitted, then completed with the failure. */
     CHECK(submits == 1 && completes == 1 && failed_completes == 1);
     check_as_before(fb, version, t, n);
-    sw_tensor_unref(t);
-    sw_carrier_unref(fb);
-    sw_carrier_unref(src);
+    growth_free(&g);
 }
 
 /* Held at the start of its transfer (the pause point puts the move on the
  * pool), the grown destination's file has the length its growth gave it:
  * 0 for a small copy from host memory (no resize: the write sets it), the
  * whole span for a large one. */
-static long long file_bytes_before_transfer(int64_t n)
+static long long file_bytes_before_transfer(int64_t n, const sw_move_options *o)
 {
     sw_error err;
-    sw_carrier *src = cpu_filled(n), *fb = NULL;
-    sw_tensor *t = flat(src, n);
-    CHECK(sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &fb, &err) == SW_OK);
+    growth g = growth_new(n);
+    sw_carrier *fb = g.fb;
+    sw_tensor *t = g.t;
     sw_move_handle *m = NULL;
     CHECK(sw_fault_arm("move_transfer_pause", 0, 1) == SW_OK);
-    CHECK(sw_move_async(t, fb, NULL, &m, &err) == SW_OK);
+    CHECK(sw_move_async(t, fb, o, &m, &err) == SW_OK);
     sw_fault_wait_paused();
     CHECK_EQ_I64(sw_carrier_size(fb), n);
     long long bytes = file_bytes(fb);
@@ -141,19 +160,20 @@ static long long file_bytes_before_transfer(int64_t n)
     CHECK(sw_move_wait(m, &r, &err) == SW_OK);
     sw_fault_clear();
     CHECK_EQ_I64(file_bytes(fb), n * 4);
+    float last = 0;
+    CHECK(sw_carrier_read(fb, n - 1, 1, &last, &err) == SW_OK && last == (float)(n - 1) + 0.5f);
     sw_tensor_unref(r);
     sw_move_unref(m);
-    sw_tensor_unref(t);
-    sw_carrier_unref(fb);
-    sw_carrier_unref(src);
+    growth_free(&g);
     return bytes;
 }
 
 static void test_small_growth_by_write(void)
 {
-    CHECK_EQ_I64(file_bytes_before_transfer(16), 0);
-    CHECK_EQ_I64(file_bytes_before_transfer(256 << 10), 0); /* exactly 1 MiB */
-    CHECK_EQ_I64(file_bytes_before_transfer((256 << 10) + 1), ((256 << 10) + 1) * 4);
+    CHECK_EQ_I64(file_bytes_before_transfer(16, NULL), 0);
+    CHECK_EQ_I64(file_bytes_before_transfer(256 << 10, NULL), 0); /* exactly 1 MiB */
+    CHECK_EQ_I64(file_bytes_before_transfer((256 << 10) + 1, NULL),
+                 ((256 << 10) + 1) * 4);
 }
 
 /* Growing the empty destination fails (the resize's fault site, which a
@@ -168,9 +188,9 @@ static void test_growth_failure_is_refused(void)
     for (int i = 0; i < 3; i++) {
         sw_error err;
         int64_t n = sizes[i];
-        sw_carrier *src = cpu_filled(n), *fb = NULL;
-        sw_tensor *t = flat(src, n);
-        CHECK(sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &fb, &err) == SW_OK);
+        growth g = growth_new(n);
+        sw_carrier *fb = g.fb;
+        sw_tensor *t = g.t;
         submits = completes = failed_completes = 0;
         sw_move_set_profile_hook(on_profile, NULL);
         sw_move_handle *m = NULL;
@@ -181,9 +201,7 @@ static void test_growth_failure_is_refused(void)
         CHECK(err.detail == SW_MOVE_GROWTH_FAILED);
         CHECK(submits == 0 && completes == 0);
         check_as_before(fb, 0, t, n);
-        sw_tensor_unref(t);
-        sw_carrier_unref(fb);
-        sw_carrier_unref(src);
+        growth_free(&g);
     }
 }
 
@@ -195,18 +213,16 @@ static void test_submission_failure_undoes_growth(void)
     for (int i = 0; i < 2; i++) {
         sw_error err;
         int64_t n = sizes[i];
-        sw_carrier *src = cpu_filled(n), *fb = NULL;
-        sw_tensor *t = flat(src, n);
-        CHECK(sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &fb, &err) == SW_OK);
+        growth g = growth_new(n);
+        sw_carrier *fb = g.fb;
+        sw_tensor *t = g.t;
         sw_move_handle *m = NULL;
         CHECK(sw_fault_arm("move_submit", 0, 1) == SW_OK);
         CHECK(sw_move_async(t, fb, NULL, &m, &err) == SW_EIO && m == NULL);
         sw_fault_clear();
         CHECK(err.detail == 0);
         check_as_before(fb, 0, t, n);
-        sw_tensor_unref(t);
-        sw_carrier_unref(fb);
-        sw_carrier_unref(src);
+        growth_free(&g);
     }
 }
 
@@ -249,9 +265,9 @@ static void test_supplied_transfer_growth(void)
 {
     sw_error err;
     int64_t n = 16;
-    sw_carrier *src = cpu_filled(n), *fb = NULL;
-    sw_tensor *t = flat(src, n);
-    CHECK(sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &fb, &err) == SW_OK);
+    growth g = growth_new(n);
+    sw_carrier *fb = g.fb;
+    sw_tensor *t = g.t;
     /* Its growth fails: refused, the transfer never called. */
     supplied_seen seen = {.status = SW_OK};
     CHECK(sw_fault_arm("truncate", 0, -1) == SW_OK);
@@ -264,7 +280,7 @@ static void test_supplied_transfer_growth(void)
     seen.status = SW_EIO;
     CHECK(supplied_move(t, fb, &seen, &err) == SW_EIO);
     CHECK(seen.calls == 1 && seen.size == n && seen.bytes == n * 4);
-    CHECK(!sw_carrier_is_released(src) && !sw_carrier_is_pending(fb));
+    CHECK(!sw_carrier_is_released(g.src) && !sw_carrier_is_pending(fb));
     CHECK_EQ_I64(sw_carrier_size(fb), 0);
     CHECK_EQ_I64(file_bytes(fb), 0);
     /* It succeeds: the destination keeps the span's length. */
@@ -273,38 +289,16 @@ static void test_supplied_transfer_growth(void)
     CHECK(seen.calls == 2 && seen.size == n && seen.bytes == n * 4);
     CHECK_EQ_I64(sw_carrier_size(fb), n);
     CHECK_EQ_I64(file_bytes(fb), n * 4);
-    CHECK(sw_carrier_is_released(src));
-    sw_tensor_unref(t);
-    sw_carrier_unref(fb);
-    sw_carrier_unref(src);
+    CHECK(sw_carrier_is_released(g.src));
+    growth_free(&g);
 }
 
 /* A move that copies only the values (options.elementwise) does not write
- * the whole span, so its small growth is a resize too: held at the start
- * of its transfer, the file has the span's length already. */
+ * the whole span, so its small growth is a resize too. */
 static void test_elementwise_growth_resizes(void)
 {
-    sw_error err;
-    int64_t n = 16;
-    sw_carrier *src = cpu_filled(n), *fb = NULL;
-    sw_tensor *t = flat(src, n);
-    CHECK(sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &fb, &err) == SW_OK);
     sw_move_options o = {.elementwise = 1};
-    sw_move_handle *m = NULL;
-    CHECK(sw_fault_arm("move_transfer_pause", 0, 1) == SW_OK);
-    CHECK(sw_move_async(t, fb, &o, &m, &err) == SW_OK);
-    sw_fault_wait_paused();
-    CHECK_EQ_I64(sw_carrier_size(fb), n);
-    CHECK_EQ_I64(file_bytes(fb), n * 4);
-    sw_fault_resume();
-    CHECK(sw_move_wait(m, NULL, &err) == SW_OK);
-    sw_fault_clear();
-    float last = 0;
-    CHECK(sw_carrier_read(fb, n - 1, 1, &last, &err) == SW_OK && last == (float)(n - 1) + 0.5f);
-    sw_move_unref(m);
-    sw_tensor_unref(t);
-    sw_carrier_unref(fb);
-    sw_carrier_unref(src);
+    CHECK_EQ_I64(file_bytes_before_transfer(16, &o), 16 * 4);
 }
 
 int main(void)
