@@ -46,13 +46,20 @@ the in-flight anchor is the same sequence of copies.
     SW_BUILD_DIR=build/bench tools/dev python bench/sweep.py --max-size 64M --plot sweep.png
     SW_BUILD_DIR=build/bench tools/dev python bench/sweep.py --smoke
     SW_BUILD_DIR=build/bench tools/dev python bench/sweep.py --cases 'cpu->file,file->cpu'
+    SW_BUILD_DIR=build/bench tools/dev python bench/sweep.py --cases 'cpu->cpu' \
+        --min-size 16K --max-size 16K --modes inflight --counts
     (quote --cases: an unquoted '>' is a shell redirection)
+
+--counts prints, under each cell, the minor page faults and context switches
+per move of each side's timed part (getrusage): evidence that stays readable
+on a loaded machine, where wall time is not.
 
 --plot needs matplotlib (an optional bench dependency: pip install matplotlib).
 """
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -114,15 +121,41 @@ def fresh_np(k, n):
     return [np.empty(n, dtype=np.float32) for _ in range(k)]
 
 
+# --counts: what each timed part cost besides instructions (getrusage of the
+# process around it): minor page faults, and voluntary / involuntary context
+# switches, per move. Wall time on a shared machine is noisy; these are not.
+COUNTS = {"on": False, "last": None}
+
+
+def _usage():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_minflt, r.ru_nvcsw, r.ru_nivcsw
+
+
+def start():
+    """The start of a timed part (with its counters under --counts)."""
+    if COUNTS["on"]:
+        COUNTS["first"] = _usage()
+    return time.perf_counter()
+
+
+def stop(t0):
+    """Seconds since start(); the counters' deltas go to COUNTS["last"]."""
+    t = time.perf_counter() - t0
+    if COUNTS["on"]:
+        COUNTS["last"] = tuple(b - a for a, b in zip(COUNTS["first"], _usage()))
+    return t
+
+
 def timed_moves(srcs, dsts, inflight):
     """(seconds, results) of moving srcs[i] into dsts[i]: move() one after
     another, or all move_async in flight, then all waited."""
-    t0 = time.perf_counter()
+    t0 = start()
     if inflight:
         out = [h.wait() for h in [sw.move_async(s, d) for s, d in zip(srcs, dsts)]]
     else:
         out = [sw.move(s, d) for s, d in zip(srcs, dsts)]
-    return time.perf_counter() - t0, out
+    return stop(t0), out
 
 
 def median_time(fn, rounds):
@@ -164,10 +197,10 @@ class CpuToCpu(Case):
         srcs = [self.ref.copy() for _ in range(k)]
         warm(k * self.nbytes)
         dsts = fresh_np(k, self.n)
-        t0 = time.perf_counter()
+        t0 = start()
         for s, d in zip(srcs, dsts):
             np.copyto(d, s)
-        return time.perf_counter() - t0
+        return stop(t0)
 
 
 class CpuToFile(Case):
@@ -190,10 +223,10 @@ class CpuToFile(Case):
         fds = [os.open(p, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600) for p in paths]
         try:
             warm(k * self.nbytes)
-            t0 = time.perf_counter()
+            t0 = start()
             for fd, s in zip(fds, srcs):
                 pwrite_all(fd, s, 0)
-            return time.perf_counter() - t0
+            return stop(t0)
         finally:
             for fd, p in zip(fds, paths):
                 os.close(fd)
@@ -225,12 +258,12 @@ class FileToCpu(Case):
                 pwrite_all(fd, self.ref, 0)
             warm(k * self.nbytes)
             keep = fresh_np(k, self.n)
-            t0 = time.perf_counter()
+            t0 = start()
             for fd, p, d in zip(fds, paths, keep):
                 preadv_all(fd, d, 0)
                 if self.unlinks:
                     os.unlink(p)
-            t = time.perf_counter() - t0
+            t = stop(t0)
         finally:
             for fd, p in zip(fds, paths):
                 os.close(fd)
@@ -309,12 +342,12 @@ class Block(Case):
             warm(k * self.nbytes)
             if not self.to_dev:
                 dsts = fresh_cpu(k, self.n)
-            t0 = time.perf_counter()
+            t0 = start()
             if inflight:
                 out = [h.wait() for h in [sw.move_async(s, d) for s, d in zip(srcs, dsts)]]
             else:
                 out = [self._move(s, d) for s, d in zip(srcs, dsts)]
-            t = time.perf_counter() - t0
+            t = stop(t0)
         if not self.to_dev:
             assert out[-1].carrier[self.n - 1] == float(self.ref[-1])
         for o in out:
@@ -329,7 +362,7 @@ class Block(Case):
             if self.to_dev:
                 srcs = [self.ref.copy() for _ in range(k)]
                 warm(k * self.nbytes)
-                t0 = time.perf_counter()
+                t0 = start()
                 for s, off in zip(srcs, offsets):
                     pwrite_all(fd, s, off)
                     # a move into block storage reports done only once its
@@ -341,10 +374,10 @@ class Block(Case):
                 drop_cached(self.path, offsets, self.n * 4)
                 warm(k * self.nbytes)
                 keep = fresh_np(k, self.n)
-                t0 = time.perf_counter()
+                t0 = start()
                 for off, d in zip(offsets, keep):
                     preadv_all(fd, d, off)
-            t = time.perf_counter() - t0
+            t = stop(t0)
         finally:
             os.close(fd)
             for b in blks:
@@ -385,7 +418,13 @@ def counts(size, budget):
     return min(64, fit), min(INFLIGHT, fit)
 
 
-def run(cases, sizes, rounds, budget, table):
+def counted(side, *args):
+    """(seconds, counters of its timed part or None) of one side's round."""
+    COUNTS["last"] = None
+    return side(*args), COUNTS["last"]
+
+
+def run(cases, sizes, rounds, budget, table, modes=("single", "inflight")):
     for make in cases:
         for size in sizes:
             n = size // 4
@@ -393,6 +432,8 @@ def run(cases, sizes, rounds, budget, table):
             try:
                 single, inflight = counts(size, budget)
                 for mode, k in (("single", single), ("inflight", inflight)):
+                    if mode not in modes:
+                        continue
                     if case.ours(k, mode == "inflight") is None:
                         table.skip(case.name, mode, size, "needs sw.move for block carriers")
                         continue
@@ -400,16 +441,25 @@ def run(cases, sizes, rounds, budget, table):
                     for r in range(rounds + 1):
                         # alternate who goes first
                         if r % 2:
-                            ta, to = case.anchor(k), case.ours(k, mode == "inflight")
+                            ta = counted(case.anchor, k)
+                            to = counted(case.ours, k, mode == "inflight")
                         else:
-                            to, ta = case.ours(k, mode == "inflight"), case.anchor(k)
+                            to = counted(case.ours, k, mode == "inflight")
+                            ta = counted(case.anchor, k)
                         if r:
                             ours.append(to)
                             anchor.append(ta)
-                    table.add(case.name, mode, size, k, statistics.median(ours),
-                              statistics.median(anchor))
+                    table.add(case.name, mode, size, k, ours, anchor)
             finally:
                 case.close()
+
+
+def counters_text(rounds, k):
+    got = [c for _, c in rounds if c is not None]
+    if not got:
+        return "not counted"
+    med = [statistics.median(c[i] for c in got) / k for i in range(3)]
+    return f"{med[0]:.2f} minor faults, {med[1]:.2f}/{med[2]:.2f} (in)voluntary switches"
 
 
 class Table:
@@ -418,7 +468,10 @@ class Table:
         print(f"{'case':10} {'mode':9} {'size':>8} {'k':>4} {'ours GB/s':>10} "
               f"{'anchor GB/s':>12} {'ratio':>6}  target", flush=True)
 
-    def add(self, case, mode, size, k, ours, anchor):
+    def add(self, case, mode, size, k, ours_rounds, anchor_rounds):
+        """One cell from each side's rounds: (seconds, counters or None)."""
+        ours = statistics.median(t for t, _ in ours_rounds)
+        anchor = statistics.median(t for t, _ in anchor_rounds)
         total = size * k
         target = TARGETS[mode]
         ratio = anchor / ours
@@ -426,6 +479,10 @@ class Table:
         flag = "ok" if ratio >= target else "BELOW"
         print(f"{case:10} {mode:9} {human(size):>8} {k:4d} {total / ours / 1e9:10.2f} "
               f"{total / anchor / 1e9:12.2f} {ratio:6.2f}  >= {target} {flag}", flush=True)
+        if COUNTS["on"]:
+            print(f"{'':10} per move, median of the rounds: ours "
+                  f"{counters_text(ours_rounds, k)}; anchor {counters_text(anchor_rounds, k)}",
+                  flush=True)
 
     def skip(self, case, mode, size, why):
         print(f"{case:10} {mode:9} {human(size):>8}  skipped: {why}", flush=True)
@@ -474,6 +531,11 @@ def main():
                     help="most bytes of fresh destinations one side keeps alive per round")
     ap.add_argument("--cases", default="cpu->cpu,cpu->file,file->cpu,file->cpu*,cpu->blk,"
                     "blk->cpu")
+    ap.add_argument("--modes", default="single,inflight",
+                    help="which modes to run: single, inflight or both")
+    ap.add_argument("--counts", action="store_true",
+                    help="also print each side's minor page faults and context switches per "
+                    "move in its timed part (getrusage)")
     ap.add_argument("--smoke", action="store_true",
                     help="tiny sizes (4 KiB .. 64 KiB), one round: a quick check that it runs")
     ap.add_argument("--plot", metavar="OUT.png")
@@ -488,6 +550,11 @@ def main():
         sizes.append(s)
         s *= 4
     wanted = args.cases.split(",")
+    modes = tuple(m.strip() for m in args.modes.split(","))
+    for m in modes:
+        if m not in TARGETS:
+            ap.error(f"--modes takes single and/or inflight, not {m!r}")
+    COUNTS["on"] = args.counts
     probe = FileBacked()
     directory = str(probe.path.parent)
     probe.release()
@@ -497,10 +564,10 @@ def main():
     host = {"cpu->cpu": CpuToCpu, "cpu->file": CpuToFile, "file->cpu": FileToCpu,
             "file->cpu*": FileToCpuUnlinking}
     run([lambda n, c=host[w]: c(n, directory) for w in wanted if w in host],
-        sizes, rounds, budget, table)
+        sizes, rounds, budget, table, modes)
     block = [w for w in wanted if w in ("cpu->blk", "blk->cpu")]
     if block:
-        run_block(block, sizes, rounds, budget, table, directory)
+        run_block(block, sizes, rounds, budget, table, directory, modes)
     if "file->cpu*" in wanted:
         print("file->cpu*: the same moves against an anchor that also unlinks each file it "
               "read,\n            as a move must for the FileBacked source it releases "
@@ -509,7 +576,7 @@ def main():
         table.plot(args.plot)
 
 
-def run_block(block, sizes, rounds, budget, table, directory):
+def run_block(block, sizes, rounds, budget, table, directory, modes):
     why = block_unavailable()
     tmp = tempfile.mkdtemp(prefix="sw-bench-sweep-")
     path = None
@@ -533,7 +600,7 @@ def run_block(block, sizes, rounds, budget, table, directory):
             use_move = block_move_works(dev)
             print(f"block moves through {'sw.move' if use_move else 'the block MoveOperations'}")
             run([lambda n, w=w: Block(n, directory, dev, path, w == "cpu->blk", use_move)
-                 for w in block], sizes, rounds, budget, table)
+                 for w in block], sizes, rounds, budget, table, modes)
     finally:
         if path:
             subprocess.run(["losetup", "-d", path], capture_output=True)
