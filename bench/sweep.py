@@ -51,13 +51,15 @@ the in-flight anchor is the same sequence of copies.
     (quote --cases: an unquoted '>' is a shell redirection)
 
 --counts prints, under each cell, the minor page faults and context switches
-per move of each side's timed part (getrusage): evidence that stays readable
-on a loaded machine, where wall time is not.
+per move of each side's timed part (getrusage) and the cyclic garbage
+collections that ran inside it: evidence that stays readable on a loaded
+machine, where wall time is not.
 
 --plot needs matplotlib (an optional bench dependency: pip install matplotlib).
 """
 
 import argparse
+import gc
 import os
 import resource
 import shutil
@@ -122,14 +124,20 @@ def fresh_np(k, n):
 
 
 # --counts: what each timed part cost besides instructions (getrusage of the
-# process around it): minor page faults, and voluntary / involuntary context
-# switches, per move. Wall time on a shared machine is noisy; these are not.
-COUNTS = {"on": False, "last": None}
+# process around it): minor page faults, voluntary / involuntary context
+# switches, and Python's cyclic collections that ran inside it. Wall time on a
+# shared machine is noisy; these are not.
+COUNTS = {"on": False, "last": None, "collections": 0}
 
 
 def _usage():
     r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_minflt, r.ru_nvcsw, r.ru_nivcsw
+    return r.ru_minflt, r.ru_nvcsw, r.ru_nivcsw, COUNTS["collections"]
+
+
+def _count_collection(phase, info):
+    if phase == "start":
+        COUNTS["collections"] += 1
 
 
 def start():
@@ -459,7 +467,9 @@ def counters_text(rounds, k):
     if not got:
         return "not counted"
     med = [statistics.median(c[i] for c in got) / k for i in range(3)]
-    return f"{med[0]:.2f} minor faults, {med[1]:.2f}/{med[2]:.2f} (in)voluntary switches"
+    collections = sum(c[3] for c in got)
+    return (f"{med[0]:.2f} minor faults, {med[1]:.2f}/{med[2]:.2f} (in)voluntary switches, "
+            f"{collections} collections in {len(got)} rounds")
 
 
 class Table:
@@ -535,7 +545,7 @@ def main():
                     help="which modes to run: single, inflight or both")
     ap.add_argument("--counts", action="store_true",
                     help="also print each side's minor page faults and context switches per "
-                    "move in its timed part (getrusage)")
+                    "move in its timed part (getrusage), and the collections run in it")
     ap.add_argument("--smoke", action="store_true",
                     help="tiny sizes (4 KiB .. 64 KiB), one round: a quick check that it runs")
     ap.add_argument("--plot", metavar="OUT.png")
@@ -555,6 +565,8 @@ def main():
         if m not in TARGETS:
             ap.error(f"--modes takes single and/or inflight, not {m!r}")
     COUNTS["on"] = args.counts
+    if args.counts:
+        gc.callbacks.append(_count_collection)
     probe = FileBacked()
     directory = str(probe.path.parent)
     probe.release()
