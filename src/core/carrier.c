@@ -4,11 +4,21 @@
  * (move.c), which the pending guard protects instead. */
 #include "carrier_internal.h"
 
+#include <stddef.h>
 #include <string.h>
 
 #include "strideweave/alloc.h"
 #include "blockdev_internal.h"
 #include "strideweave/block_device.h"
+
+/* What a move reads of a carrier lies in the struct's first two cache
+ * lines (carrier_internal.h); sw_calloc starts it on a line. */
+#define IN_TWO_LINES(f) \
+    (offsetof(struct sw_carrier, f) + sizeof(((struct sw_carrier *)0)->f) <= 2 * 64)
+_Static_assert(IN_TWO_LINES(version) && IN_TWO_LINES(owner_token) && IN_TWO_LINES(exports) &&
+                   IN_TWO_LINES(access_thread) && IN_TWO_LINES(transfer_depth),
+               "the fields a move reads fit in two cache lines");
+_Static_assert(SW_ALIGNMENT % 64 == 0, "a carrier starts on a cache line");
 
 static uint64_t next_token(void)
 {
