@@ -135,6 +135,14 @@ typedef struct sw_carrier_class {
      * held; must not fail. NULL: the class's slots are never copied as
      * handles (sw_carrier_copy_layout refuses SW_AS_HANDLE from it). */
     void (*drop_handles)(void *impl, void *const *handles, int64_t n);
+    /* Optional (never called for a STATE_ONLY class): why the live
+     * carrier cannot reach its slots right now (an evicted Evictable, a
+     * BlockDeviceCarrier on a faulted device), in words for its user, or
+     * NULL when it can. Static storage; called with the carrier's mutex
+     * held; must not fail, block or call sw_carrier_*. Slot reads and
+     * writes are refused with those words right after the released check
+     * (SW_CARRIER_REFUSED_UNAVAILABLE below). */
+    const char *(*unavailable)(void *impl);
 } sw_carrier_class;
 
 /* A value kind for the batch callbacks and sw_carrier_copy_layout, not a
@@ -377,14 +385,50 @@ SW_API int sw_carrier_is_pending(sw_carrier *c); /* taking part in a move */
 SW_API sw_status sw_carrier_check_tier_pair(sw_carrier *primary, sw_carrier *secondary,
                                             sw_error *err);
 
-/* Slot access, checks in this order: released, (write) not publicly
- * mutable, (read) pending as a move's destination, range. A write adds 1
- * to the version. `count` slots of sw_dtype_slot_bytes(dtype) bytes each
- * (Bool: one byte, 0 or 1). */
+/* Why a slot access was refused: err->detail of a refusal by the slot
+ * calls below, so that a binding says it in its own words without looking
+ * at the state again (that look could see a later state than the one
+ * refused). The values stay clear of other headers' details (move.h rows,
+ * tensor.h element refusals), since a carrier's error can travel through
+ * their calls. */
+typedef enum sw_carrier_refusal {
+    SW_CARRIER_REFUSED_RELEASED = 0x5701,    /* SW_ESTATE */
+    SW_CARRIER_REFUSED_UNAVAILABLE = 0x5702, /* SW_ESTATE; err->msg is the class's
+                                                `unavailable` words as they are */
+    SW_CARRIER_REFUSED_PENDING = 0x5703,     /* SW_ESTATE: taking part in a move
+                                                (a read: as its destination) */
+    SW_CARRIER_REFUSED_OWNED = 0x5704,       /* SW_ESTATE: owned, no owner access here */
+    SW_CARRIER_REFUSED_IMMUTABLE = 0x5705,   /* SW_ESTATE: intrinsically immutable */
+    SW_CARRIER_REFUSED_RANGE = 0x5706        /* SW_ERANGE: slot outside [0, size) */
+} sw_carrier_refusal;
+
+/* Slot access, checks in this order: released, unavailable (the class's
+ * `unavailable`), then for a write pending, owned without owner access
+ * here, immutable, and for a read pending as a move's destination without
+ * transfer access here; then range. err->detail names the rule
+ * (sw_carrier_refusal); the class's own I/O may still fail after them
+ * (detail 0). A write adds 1 to the version. `count` slots of
+ * sw_dtype_slot_bytes(dtype) bytes each (Bool: one byte, 0 or 1). */
 SW_API sw_status sw_carrier_read(sw_carrier *c, int64_t slot, int64_t count, void *out,
                                  sw_error *err);
 SW_API sw_status sw_carrier_write(sw_carrier *c, int64_t slot, int64_t count, const void *in,
                                   sw_error *err);
+/* Whether a write / read of slot `slot` would be let through now, without
+ * making it: the checks of sw_carrier_write / sw_carrier_read above, in
+ * their order, under one lock. SW_OK, or the refusal those calls would
+ * give (same status, err->detail the sw_carrier_refusal). `size_seen`
+ * (may be NULL) gets the size the range check compared against: 0 once
+ * released, -1 for a STATE_ONLY carrier, whose size is its binding's, so
+ * that its range (and an intrinsic mutability the binding keeps) is left
+ * to the binding. Nothing changes; a snapshot: the state may change
+ * before a later write, which checks again. For a binding that must
+ * refuse before work of its own (converting a value, say) in the order
+ * the write itself refuses. Thread-safe; never blocks on I/O. SW_ETYPE
+ * for NULL. */
+SW_API sw_status sw_carrier_check_write_slot(sw_carrier *c, int64_t slot, int64_t *size_seen,
+                                             sw_error *err);
+SW_API sw_status sw_carrier_check_read_slot(sw_carrier *c, int64_t slot, int64_t *size_seen,
+                                            sw_error *err);
 /* +1 on the version (a write that bypassed sw_carrier_write); refused like
  * a write. */
 SW_API sw_status sw_carrier_increment_version(sw_carrier *c, sw_error *err);
@@ -407,8 +451,9 @@ SW_API sw_status sw_carrier_unallocate(sw_carrier *c, sw_error *err);
  * access or while pending. */
 SW_API sw_status sw_carrier_release(sw_carrier *c, sw_error *err);
 
-/* Ownership claims. claim: SW_ESTATE when released, owned or pending;
- * gives a non-zero token. The token-taking calls fail SW_ESTATE for a
+/* Ownership claims. claim: SW_ESTATE when released, owned (with or
+ * without owner access) or pending, in that order, err->detail the
+ * sw_carrier_refusal (RELEASED, OWNED, PENDING); gives a non-zero token. The token-taking calls fail SW_ESTATE for a
  * wrong token; begin/end are re-entrant and bound to the calling thread
  * (another thread holding access → SW_ESTATE). */
 SW_API sw_status sw_carrier_claim(sw_carrier *c, uint64_t *token, sw_error *err);

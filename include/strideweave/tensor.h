@@ -60,8 +60,9 @@ SW_API int64_t sw_tensor_size(const sw_tensor *t); /* logical elements */
  * sw_carrier_read / sw_carrier_write, so they work for every dtype and
  * every carrier class with slots of its own (the built-ins and a foreign
  * ops table alike) and apply the
- * carrier's checks in its order: released, (set) not publicly mutable,
- * (get) pending as a move's destination without transfer access on this
+ * carrier's checks in its order: released, unavailable (the class's
+ * `unavailable`: an evicted Evictable), (set) not publicly mutable, (get)
+ * pending as a move's destination without transfer access on this
  * thread, slot range, then the class's own I/O. A STATE_ONLY carrier's
  * slots are its binding's: SW_ENOTSUP (sw_tensor_slot tells the binding
  * which slot). A set advances the carrier's version by 1 (not under

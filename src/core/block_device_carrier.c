@@ -212,6 +212,13 @@ static sw_status bdc_unavailable(sw_error *err)
     return sw_error_set(err, SW_ESTATE, "%s", faulted_words);
 }
 
+/* Slot access refuses a carrier on a faulted device before its other
+ * rules (carrier.h: `unavailable`); the flag is atomic. */
+static const char *bdc_faulted_words(void *impl)
+{
+    return sw_blockdev_is_faulted(((bdc_impl *)impl)->device->dev) ? faulted_words : NULL;
+}
+
 /* With d->lock held: wait until no move transfer touches a page of the
  * byte range (B-9); the lock is released while waiting. The extent cannot
  * change meanwhile: the caller holds the carrier's mutex, which release
@@ -301,6 +308,7 @@ const sw_carrier_class sw_block_device_carrier_class = {
     .release = bdc_release,
     .destroy = bdc_destroy,
     .flags = SW_CARRIER_CLASS_RUNS_NO_USER_CODE,
+    .unavailable = bdc_faulted_words,
 };
 
 /* ---- allocation ----------------------------------------------------------- */

@@ -218,27 +218,131 @@ sw_status sw_carrier_check_tier_pair(sw_carrier *primary, sw_carrier *secondary,
 
 /* ---- slot access ---------------------------------------------------------- */
 
+/* `st` (already set in err) refused by rule `why`: err->detail names it. */
+static sw_status refused(sw_error *err, sw_status st, sw_carrier_refusal why)
+{
+    if (err)
+        err->detail = (int)why;
+    return st;
+}
+
 static sw_status check_range(sw_carrier *c, int64_t slot, int64_t count, sw_error *err)
 {
     int64_t size = c->ops->size(c->impl), end;
     if (slot < 0 || count < 0 || __builtin_add_overflow(slot, count, &end) || end > size)
-        return sw_error_set(err, SW_ERANGE,
-                            "%s: slots [%lld, %lld + %lld) are out of range for size %lld",
-                            sw_carrier_name(c), (long long)slot, (long long)slot,
-                            (long long)count, (long long)size);
+        return refused(err,
+                       sw_error_set(err, SW_ERANGE,
+                                    "%s: slots [%lld, %lld + %lld) are out of range for size %lld",
+                                    sw_carrier_name(c), (long long)slot, (long long)slot,
+                                    (long long)count, (long long)size),
+                       SW_CARRIER_REFUSED_RANGE);
     return SW_OK;
 }
 
 sw_status sw_carrier_check_readable_locked(sw_carrier *c, sw_error *err)
 {
     if (c->released)
-        return sw_error_set(err, SW_ESTATE, "%s: the carrier is released", sw_carrier_name(c));
+        return refused(err,
+                       sw_error_set(err, SW_ESTATE, "%s: the carrier is released",
+                                    sw_carrier_name(c)),
+                       SW_CARRIER_REFUSED_RELEASED);
     if (c->pending_dst && !sw_carrier_in_transfer_locked(c))
-        return sw_error_set(err, SW_ESTATE,
-                            "%s: the carrier is the destination of a pending move; wait for "
-                            "the move before reading it",
-                            sw_carrier_name(c));
+        return refused(err,
+                       sw_error_set(err, SW_ESTATE,
+                                    "%s: the carrier is the destination of a pending move; "
+                                    "wait for the move before reading it",
+                                    sw_carrier_name(c)),
+                       SW_CARRIER_REFUSED_PENDING);
     return SW_OK;
+}
+
+/* The write rule that refuses `c` now, in sw_carrier_write's order; 0 when
+ * none does. */
+static int write_refusal_locked(sw_carrier *c)
+{
+    if (c->released)
+        return SW_CARRIER_REFUSED_RELEASED;
+    if ((c->pending_src || c->pending_dst) && !transfer_may_write_locked(c))
+        return SW_CARRIER_REFUSED_PENDING;
+    if (sw_carrier_owned_blocks_locked(c))
+        return SW_CARRIER_REFUSED_OWNED;
+    if (!c->intrinsic_mutable)
+        return SW_CARRIER_REFUSED_IMMUTABLE;
+    return 0;
+}
+
+sw_status sw_carrier_check_writable_locked(sw_carrier *c, const char *what, sw_error *err)
+{
+    static const char *const words[] = {
+        [SW_CARRIER_REFUSED_RELEASED - SW_CARRIER_REFUSED_RELEASED] = "a released carrier",
+        [SW_CARRIER_REFUSED_PENDING - SW_CARRIER_REFUSED_RELEASED] =
+            "a carrier taking part in a pending move; wait for the move first",
+        [SW_CARRIER_REFUSED_OWNED - SW_CARRIER_REFUSED_RELEASED] =
+            "a carrier owned by another carrier",
+        [SW_CARRIER_REFUSED_IMMUTABLE - SW_CARRIER_REFUSED_RELEASED] = "an immutable carrier",
+    };
+    int why = write_refusal_locked(c);
+    if (!why)
+        return SW_OK;
+    return refused(err,
+                   sw_error_set(err, SW_ESTATE, "%s: cannot %s %s", sw_carrier_name(c), what,
+                                words[why - SW_CARRIER_REFUSED_RELEASED]),
+                   (sw_carrier_refusal)why);
+}
+
+/* The class's words for why the live carrier cannot reach its slots now
+ * (carrier.h: `unavailable`); a STATE_ONLY class is never called. */
+static sw_status check_reachable_locked(sw_carrier *c, sw_error *err)
+{
+    const char *why = !c->released && !SW_CARRIER_STATE_ONLY(c) && c->ops->unavailable
+                          ? c->ops->unavailable(c->impl)
+                          : NULL;
+    if (!why)
+        return SW_OK;
+    return refused(err, sw_error_set(err, SW_ESTATE, "%s", why), SW_CARRIER_REFUSED_UNAVAILABLE);
+}
+
+/* The checks of a slot access in carrier.h's order: released,
+ * unavailable, the write's or the read's state rules, then (where the
+ * core holds the slots) the range of [slot, slot + count). *size_seen:
+ * the size compared against (0 released, -1 STATE_ONLY: not checked). */
+static sw_status check_slots_locked(sw_carrier *c, int writing, int64_t slot, int64_t count,
+                                    int64_t *size_seen, sw_error *err)
+{
+    *size_seen = c->released ? 0 : SW_CARRIER_STATE_ONLY(c) ? -1 : c->ops->size(c->impl);
+    sw_status st = c->released ? SW_OK : check_reachable_locked(c, err);
+    if (st == SW_OK)
+        st = writing ? sw_carrier_check_writable_locked(c, "write to", err)
+                     : sw_carrier_check_readable_locked(c, err);
+    if (st == SW_OK && !SW_CARRIER_STATE_ONLY(c))
+        st = check_range(c, slot, count, err);
+    return st;
+}
+
+static sw_status check_slot(sw_carrier *c, int writing, int64_t slot, int64_t *size_seen,
+                            sw_error *err)
+{
+    if (!c)
+        return sw_error_set(err, SW_ETYPE, "carrier must not be NULL");
+    int64_t size;
+    pthread_mutex_lock(&c->lock);
+    sw_status st = check_slots_locked(c, writing, slot, 1, &size, err);
+    pthread_mutex_unlock(&c->lock);
+    if (size_seen)
+        *size_seen = size;
+    return st;
+}
+
+sw_status sw_carrier_check_write_slot(sw_carrier *c, int64_t slot, int64_t *size_seen,
+                                      sw_error *err)
+{
+    return check_slot(c, 1, slot, size_seen, err);
+}
+
+sw_status sw_carrier_check_read_slot(sw_carrier *c, int64_t slot, int64_t *size_seen,
+                                     sw_error *err)
+{
+    return check_slot(c, 0, slot, size_seen, err);
 }
 
 sw_status sw_carrier_read(sw_carrier *c, int64_t slot, int64_t count, void *out,
@@ -246,33 +350,15 @@ sw_status sw_carrier_read(sw_carrier *c, int64_t slot, int64_t count, void *out,
 {
     if (!c)
         return sw_error_set(err, SW_ETYPE, "carrier must not be NULL");
+    int64_t size;
     pthread_mutex_lock(&c->lock);
-    sw_status st = sw_carrier_check_readable_locked(c, err);
+    sw_status st = check_slots_locked(c, 0, slot, count, &size, err);
     if (st == SW_OK && SW_CARRIER_STATE_ONLY(c))
         st = sw_carrier_refuse_state_only(c, "read slots", err);
-    else if (st == SW_OK && (st = check_range(c, slot, count, err)) == SW_OK && count > 0)
+    else if (st == SW_OK && count > 0)
         st = c->ops->read(c->impl, slot, count, out, err);
     pthread_mutex_unlock(&c->lock);
     return st;
-}
-
-sw_status sw_carrier_check_writable_locked(sw_carrier *c, const char *what, sw_error *err)
-{
-    if (c->released)
-        return sw_error_set(err, SW_ESTATE, "%s: cannot %s a released carrier",
-                            sw_carrier_name(c), what);
-    if ((c->pending_src || c->pending_dst) && !transfer_may_write_locked(c))
-        return sw_error_set(err, SW_ESTATE,
-                            "%s: cannot %s a carrier taking part in a pending move; wait "
-                            "for the move first",
-                            sw_carrier_name(c), what);
-    if (sw_carrier_owned_blocks_locked(c))
-        return sw_error_set(err, SW_ESTATE, "%s: cannot %s a carrier owned by another carrier",
-                            sw_carrier_name(c), what);
-    if (!c->intrinsic_mutable)
-        return sw_error_set(err, SW_ESTATE, "%s: cannot %s an immutable carrier",
-                            sw_carrier_name(c), what);
-    return SW_OK;
 }
 
 sw_status sw_carrier_write(sw_carrier *c, int64_t slot, int64_t count, const void *in,
@@ -280,12 +366,11 @@ sw_status sw_carrier_write(sw_carrier *c, int64_t slot, int64_t count, const voi
 {
     if (!c)
         return sw_error_set(err, SW_ETYPE, "carrier must not be NULL");
+    int64_t size;
     pthread_mutex_lock(&c->lock);
-    sw_status st = sw_carrier_check_writable_locked(c, "write to", err);
+    sw_status st = check_slots_locked(c, 1, slot, count, &size, err);
     if (st == SW_OK && SW_CARRIER_STATE_ONLY(c))
         st = sw_carrier_refuse_state_only(c, "write slots", err);
-    if (st == SW_OK)
-        st = check_range(c, slot, count, err);
     if (st == SW_OK && count > 0)
         st = c->ops->write(c->impl, slot, count, in, err);
     if (st == SW_OK && !sw_carrier_in_transfer_locked(c))
@@ -430,15 +515,22 @@ sw_status sw_carrier_claim(sw_carrier *c, uint64_t *token, sw_error *err)
     pthread_mutex_lock(&c->lock);
     sw_status st = SW_OK;
     if (c->released)
-        st = sw_error_set(err, SW_ESTATE, "%s: cannot claim a released carrier",
-                          sw_carrier_name(c));
+        st = refused(err,
+                     sw_error_set(err, SW_ESTATE, "%s: cannot claim a released carrier",
+                                  sw_carrier_name(c)),
+                     SW_CARRIER_REFUSED_RELEASED);
     else if (c->owner_token)
-        st = sw_error_set(err, SW_ESTATE, "%s: the carrier is already owned by another carrier",
-                          sw_carrier_name(c));
+        st = refused(err,
+                     sw_error_set(err, SW_ESTATE,
+                                  "%s: the carrier is already owned by another carrier",
+                                  sw_carrier_name(c)),
+                     SW_CARRIER_REFUSED_OWNED);
     else if (c->pending_src || c->pending_dst)
-        st = sw_error_set(err, SW_ESTATE,
-                          "%s: cannot claim a carrier taking part in a pending move",
-                          sw_carrier_name(c));
+        st = refused(err,
+                     sw_error_set(err, SW_ESTATE,
+                                  "%s: cannot claim a carrier taking part in a pending move",
+                                  sw_carrier_name(c)),
+                     SW_CARRIER_REFUSED_PENDING);
     else {
         c->owner_token = next_token();
         c->claims++;

@@ -60,11 +60,12 @@ sw_carrier *sw_evictable_binding_primary(sw_carrier *c, uint64_t *token)
     return p;
 }
 
+static const char evicted_words[] =
+    "this Evictable is evicted: call promote() before reading or writing its slots";
+
 static sw_status refuse_evicted(sw_error *err)
 {
-    return sw_error_set(err, SW_ESTATE,
-                        "this Evictable is evicted: call promote() before reading or writing "
-                        "its slots");
+    return sw_error_set(err, SW_ESTATE, "%s", evicted_words);
 }
 
 /* ---- carrier ops ------------------------------------------------------------ */
@@ -99,6 +100,14 @@ static sw_status primary_io(ev_impl *e, int writing, int64_t slot, int64_t count
                        * move into the Evictable changes no version */
     pthread_mutex_unlock(&p->lock);
     return st;
+}
+
+/* Slot access refuses an evicted Evictable before its other rules
+ * (carrier.h: `unavailable`); `evicted` is guarded by the carrier's
+ * mutex, which the core holds here. */
+static const char *ev_unavailable(void *impl)
+{
+    return ((ev_impl *)impl)->evicted ? evicted_words : NULL;
 }
 
 static sw_status ev_read(void *impl, int64_t slot, int64_t count, void *out, sw_error *err)
@@ -165,6 +174,7 @@ const sw_carrier_class sw_evictable_class = {
     .release = ev_release,
     .destroy = ev_destroy,
     .flags = SW_CARRIER_CLASS_RELEASE_REMOVES_FILES,
+    .unavailable = ev_unavailable,
 };
 
 /* ---- construction ----------------------------------------------------------- */

@@ -5,8 +5,10 @@
  * carrier has from allocation, so Python subclasses work with or without
  * super().__init__(): a built-in (CPU, Generic, FileBacked,
  * BlockDeviceCarrier) holds its own core carrier, every other carrier a
- * STATE_ONLY one whose slots, size and dtype stay the binding's (its hooks). The checks and messages are the
- * binding's; the core holds the state. Framework-owned methods never consult Python overrides;
+ * STATE_ONLY one whose slots, size and dtype stay the binding's (its hooks). The core holds the
+ * state and decides the slot and claim checks (carrier.h: err->detail names
+ * the rule); the binding says them in the Python API's words, and checks
+ * only what a Python hook answers (size, `_is_mutable`). Framework-owned methods never consult Python overrides;
  * hooks (size, dtype, get_value, ...) are looked up dynamically on user
  * classes, while exact built-in carriers take C fast paths through their
  * sw_carrier_ops.
@@ -258,6 +260,46 @@ int sw_py_carrier_owned_elsewhere(PyObject *carrier)
     return s.owned && !s.owner_access;
 }
 
+/* The Python API's words for each refusal of a carrier action (`what`
+ * names it); each raises and returns -1. The rules are the core's
+ * (carrier.h); the refuse_* helpers below and the slot checks say them. */
+static int say_pending(PyObject *self, const char *what)
+{
+    PyErr_Format(PyExc_RuntimeError,
+                 "cannot %s a %s carrier that is pending in a move; wait() for the "
+                 "move to finish first", what, type_name(self));
+    return -1;
+}
+
+static int say_owned(PyObject *self, const char *what)
+{
+    PyErr_Format(PyExc_RuntimeError,
+                 "cannot %s a %s carrier owned by a composite carrier "
+                 "without owner access (it is a tier of an Evictable, for example); go "
+                 "through the composite carrier instead", what, type_name(self));
+    return -1;
+}
+
+static int say_released(PyObject *self, const char *what)
+{
+    PyErr_Format(PyExc_RuntimeError, "cannot %s a released %s carrier", what, type_name(self));
+    return -1;
+}
+
+static int say_not_mutable(PyObject *self)
+{
+    PyErr_Format(PyExc_RuntimeError, "%s carrier is not mutable", type_name(self));
+    return -1;
+}
+
+static int say_pending_read(PyObject *self)
+{
+    PyErr_Format(PyExc_RuntimeError,
+                 "cannot read a %s carrier that is a pending move destination; wait() "
+                 "for the move to finish first", type_name(self));
+    return -1;
+}
+
 /* RuntimeError when the carrier is pending or owned without owner access
  * in state `s`; `what` names the refused action. 0 when allowed. The one
  * exception to the pending guard: the move's own transfer (this thread
@@ -265,19 +307,10 @@ int sw_py_carrier_owned_elsewhere(PyObject *carrier)
 static int refuse_guarded_in(PyObject *self, const sw_carrier_state *s, const char *what,
                              int write)
 {
-    if (s->pending && !(write && s->pending == SW_PENDING_DESTINATION && s->in_transfer)) {
-        PyErr_Format(PyExc_RuntimeError,
-                     "cannot %s a %s carrier that is pending in a move; wait() for the "
-                     "move to finish first", what, type_name(self));
-        return -1;
-    }
-    if (s->owned && !s->owner_access) {
-        PyErr_Format(PyExc_RuntimeError,
-                     "cannot %s a %s carrier owned by a composite carrier "
-                     "without owner access (it is a tier of an Evictable, for example); go "
-                     "through the composite carrier instead", what, type_name(self));
-        return -1;
-    }
+    if (s->pending && !(write && s->pending == SW_PENDING_DESTINATION && s->in_transfer))
+        return say_pending(self, what);
+    if (s->owned && !s->owner_access)
+        return say_owned(self, what);
     return 0;
 }
 
@@ -288,21 +321,9 @@ static int refuse_guarded(PyObject *self, const char *what, int write)
     return refuse_guarded_in(self, &s, what, write);
 }
 
-static int refuse_released_in(PyObject *self, const sw_carrier_state *s, const char *what)
-{
-    if (s->released) {
-        PyErr_Format(PyExc_RuntimeError, "cannot %s a released %s carrier",
-                     what, type_name(self));
-        return -1;
-    }
-    return 0;
-}
-
 static int refuse_released(PyObject *self, const char *what)
 {
-    sw_carrier_state s;
-    state_of(self, &s);
-    return refuse_released_in(self, &s, what);
+    return sw_py_state_released(self) ? say_released(self, what) : 0;
 }
 
 static int intrinsic_mutable(PyObject *self)
@@ -332,29 +353,6 @@ int sw_py_carrier_is_mutable(PyObject *carrier)
     if (s.owned && !s.owner_access)
         return 0;
     return intrinsic_mutable(carrier);
-}
-
-/* C-5 check 3 with a message saying why. */
-static int refuse_immutable_in(PyObject *self, const sw_carrier_state *s)
-{
-    if (refuse_guarded_in(self, s, "write to", 1) < 0)
-        return -1;
-    int m = intrinsic_mutable(self);
-    if (m < 0)
-        return -1;
-    if (!m) {
-        PyErr_Format(PyExc_RuntimeError, "%s carrier is not mutable",
-                     type_name(self));
-        return -1;
-    }
-    return 0;
-}
-
-static int refuse_immutable(PyObject *self)
-{
-    sw_carrier_state s;
-    state_of(self, &s);
-    return refuse_immutable_in(self, &s);
 }
 
 /* ---- hooks through the C API ------------------------------------------- */
@@ -449,112 +447,159 @@ static int parse_index(PyObject *index, int64_t *out, PyObject **shown)
     return 0;
 }
 
-/* `shown`: the caller's exact index when it does not fit int64 (else NULL). */
-static int check_range_shown(PyObject *self, int64_t index, PyObject *shown)
+/* IndexError for slot `index` of a carrier of `size` slots; `shown`: the
+ * caller's exact index when it does not fit int64 (else NULL). -1. */
+static int say_out_of_range(PyObject *self, int64_t index, PyObject *shown, int64_t size)
+{
+    if (shown)
+        PyErr_Format(PyExc_IndexError,
+                     "carrier index %S is out of range for a %s carrier of size %lld", shown,
+                     type_name(self), (long long)size);
+    else
+        PyErr_Format(PyExc_IndexError,
+                     "carrier index %lld is out of range for a %s carrier of size %lld",
+                     (long long)index, type_name(self), (long long)size);
+    return -1;
+}
+
+/* The range check of a carrier whose size is the binding's (a STATE_ONLY
+ * core handle: a Python class answers size() with a hook the core never
+ * calls). The hook may run Python code that releases the carrier, which
+ * then has size 0: report it as released, as it is, not as an index out
+ * of range. */
+static int check_range_live(PyObject *self, int64_t index, PyObject *shown, const char *what)
 {
     int64_t size;
     if (sw_py_carrier_size(self, &size) < 0)
         return -1;
-    if (index < 0 || index >= size) {
-        if (shown)
-            PyErr_Format(PyExc_IndexError,
-                         "carrier index %S is out of range for a %s carrier of "
-                         "size %lld", shown, type_name(self), (long long)size);
-        else
-            PyErr_Format(PyExc_IndexError,
-                         "carrier index %lld is out of range for a %s carrier of "
-                         "size %lld", (long long)index, type_name(self), (long long)size);
-        return -1;
-    }
-    return 0;
-}
-
-/* check_range for a slot read or write that found the carrier live: a
- * carrier whose release runs without the GIL (a block-device carrier waits
- * for the device) may be released on another thread between that look and
- * this one, and then has size 0. Report it as released, as it is, not as
- * an index out of range. */
-static int check_range_live(PyObject *self, int64_t index, PyObject *shown, const char *what)
-{
-    if (check_range_shown(self, index, shown) == 0)
+    if (index >= 0 && index < size)
         return 0;
-    if (PyErr_ExceptionMatches(PyExc_IndexError) && sw_py_state_released(self)) {
-        PyErr_Clear();
-        return refuse_released(self, what);
-    }
-    return -1;
+    return sw_py_state_released(self) ? say_released(self, what)
+                                      : say_out_of_range(self, index, shown, size);
 }
 
-/* A carrier that exists but cannot reach its slots right now (an evicted
- * Evictable) answers reads and writes like a released one. */
-static int refuse_unavailable(PyObject *self)
+static int is_slot_refusal(int detail)
 {
-    const sw_carrier_ops *ops = sw_carrier_builtin_ops(self);
-    const char *why = ops && ops->unavailable ? ops->unavailable(self) : NULL;
-    if (!why)
-        return 0;
-    PyErr_SetString(PyExc_RuntimeError, why);
-    return -1;
+    return detail >= SW_CARRIER_REFUSED_RELEASED && detail <= SW_CARRIER_REFUSED_RANGE;
 }
 
-static int refuse_pending_read_in(PyObject *self, const sw_carrier_state *s)
+/* A slot refusal the core decided (carrier.h: err->detail, an
+ * sw_carrier_refusal) in the Python API's type and words; `size`: the size
+ * its range check saw. -1 raised; 0 when err is no slot refusal. */
+static int say_slot_refusal(PyObject *self, const sw_error *err, int writing, int64_t index,
+                            PyObject *shown, int64_t size)
 {
-    if ((s->pending & SW_PENDING_DESTINATION) && !s->in_transfer) {
-        PyErr_Format(PyExc_RuntimeError,
-                     "cannot read a %s carrier that is a pending move destination; wait() "
-                     "for the move to finish first", type_name(self));
+    const char *what = writing ? "write to" : "read";
+    switch (err->detail) {
+    case SW_CARRIER_REFUSED_RELEASED:
+        return say_released(self, what);
+    case SW_CARRIER_REFUSED_UNAVAILABLE: /* the class's own words */
+        PyErr_SetString(PyExc_RuntimeError, err->msg);
         return -1;
+    case SW_CARRIER_REFUSED_PENDING:
+        return writing ? say_pending(self, what) : say_pending_read(self);
+    case SW_CARRIER_REFUSED_OWNED:
+        return say_owned(self, what);
+    case SW_CARRIER_REFUSED_IMMUTABLE:
+        return say_not_mutable(self);
+    case SW_CARRIER_REFUSED_RANGE:
+        return say_out_of_range(self, index, shown, size);
+    default:
+        return 0;
     }
-    return 0;
+}
+
+/* C-5 checks 1, 3 and 4 of a slot write, decided by the core in one
+ * snapshot (sw_carrier_check_write_slot: released, unavailable, pending,
+ * owned, immutable, range) and said here. Two checks stay the binding's,
+ * after the core's state rules and in the order C-5 has them:
+ *   - intrinsic mutability: a Python class answers it with its
+ *     `_is_mutable` hook, and a built-in keeps the answer it was made with
+ *     (an Evictable over a Python tier took the tier's hook's answer,
+ *     which the tier's STATE_ONLY core handle does not know). The core
+ *     never calls Python (carrier.h, the deadlock rule), so it cannot ask;
+ *     it is a field read for a built-in, a hook call only for a Python
+ *     class;
+ *   - the range of a STATE_ONLY carrier, whose size() is a Python hook
+ *     too (size_seen -1).
+ * Runs no Python code for a built-in carrier. */
+static int say_write_check(PyObject *self, sw_status st, const sw_error *err, int64_t size,
+                           int64_t index, PyObject *shown)
+{
+    if (st != SW_OK && err->detail != SW_CARRIER_REFUSED_RANGE)
+        return say_slot_refusal(self, err, 1, index, shown, size) < 0 ? -1 : sw_py_raise(err);
+    int m = intrinsic_mutable(self);
+    if (m <= 0)
+        return m < 0 ? -1 : say_not_mutable(self);
+    if (st != SW_OK)
+        return say_out_of_range(self, index, shown, size);
+    return size >= 0 ? 0 : check_range_live(self, index, shown, "write to");
+}
+
+static int refuse_write_at(PyObject *self, int64_t index, PyObject *shown)
+{
+    sw_error err;
+    int64_t size;
+    sw_status st = sw_carrier_check_write_slot(CARRIER(self)->core, index, &size, &err);
+    return say_write_check(self, st, &err, size, index, shown);
+}
+
+/* A read's C-5 checks 1, 3 and 4: the core's (sw_carrier_check_read_slot:
+ * released, unavailable, pending destination, range) said here, and the
+ * range of a STATE_ONLY carrier (a size() hook) checked here after them.
+ * `range` 0: the carrier's state only, whatever the index. */
+static int say_read_check(PyObject *self, sw_status st, const sw_error *err, int64_t size,
+                          int64_t index, PyObject *shown, int range)
+{
+    if (st != SW_OK && (range || err->detail != SW_CARRIER_REFUSED_RANGE))
+        return say_slot_refusal(self, err, 0, index, shown, size) < 0 ? -1 : sw_py_raise(err);
+    return !range || size >= 0 ? 0 : check_range_live(self, index, shown, "read");
+}
+
+static int refuse_read(PyObject *self, int64_t index, PyObject *shown, int range)
+{
+    sw_error err;
+    int64_t size;
+    sw_status st = sw_carrier_check_read_slot(CARRIER(self)->core, index, &size, &err);
+    return say_read_check(self, st, &err, size, index, shown, range);
 }
 
 int sw_py_carrier_check_readable(PyObject *self)
 {
-    sw_carrier_state s;
-    state_of(self, &s);
-    return refuse_released_in(self, &s, "read") < 0 || refuse_unavailable(self) < 0 ||
-                   refuse_pending_read_in(self, &s) < 0
-               ? -1
-               : 0;
+    return refuse_read(self, 0, NULL, 0);
+}
+
+static int refuse_read_at(PyObject *self, int64_t index, PyObject *shown)
+{
+    return refuse_read(self, index, shown, 1);
 }
 
 /* ---- slots the core holds ---------------------------------------------- */
 
-/* C-5 checks 1, 3 and 4 on the state now (into *s): released,
- * unavailable, not publicly mutable (pending, owned, intrinsic), slot out
- * of range (`shown`: see check_range_shown). Runs no Python code for a
- * built-in carrier. */
-static int refuse_write_in(PyObject *self, sw_carrier_state *s, int64_t index, PyObject *shown)
-{
-    state_of(self, s);
-    return refuse_released_in(self, s, "write to") < 0 || refuse_unavailable(self) < 0 ||
-                   refuse_immutable_in(self, s) < 0 ||
-                   check_range_live(self, index, shown, "write to") < 0
-               ? -1
-               : 0;
-}
-
+/* A core slot call's failure at `slot` in the binding's words: a refusal
+ * the core named (err->detail) is said as it is, with no second look at
+ * the state. A range refusal (whose size the error does not carry), or a
+ * failure with no rule named, is worded from one fresh core check of the
+ * same slot (a read's for its state only: a whole-tensor read refuses a
+ * span, not one slot); a failure of the class's own I/O keeps its own
+ * words, also when it left the carrier out of reach (a faulted device).
+ * Anything else is raised as the core said it. -1. */
 int sw_py_carrier_raise_core(PyObject *carrier, const sw_error *err, int writing, int64_t slot)
 {
-    if (err->code == SW_ESTATE || err->code == SW_ERANGE) {
-        sw_carrier_state s;
-        state_of(carrier, &s);
-        int refused = writing ? refuse_released_in(carrier, &s, "write to") < 0 ||
-                                    refuse_immutable_in(carrier, &s) < 0 ||
-                                    check_range_live(carrier, slot, NULL, "write to") < 0
-                              : refuse_released_in(carrier, &s, "read") < 0 ||
-                                    refuse_pending_read_in(carrier, &s) < 0;
-        if (refused)
-            return -1;
-    }
-    return sw_py_raise(err);
-}
-
-/* A read's C-5 checks 1, 3 and 4 in the binding's words (`shown`: check_range_shown). */
-static int refuse_read_at(PyObject *self, int64_t index, PyObject *shown)
-{
-    return sw_py_carrier_check_readable(self) < 0 ? -1
-                                                  : check_range_live(self, index, shown, "read");
+    if (is_slot_refusal(err->detail) && err->detail != SW_CARRIER_REFUSED_RANGE)
+        return say_slot_refusal(carrier, err, writing, slot, NULL, 0);
+    if (err->code != SW_ESTATE && err->code != SW_ERANGE)
+        return sw_py_raise(err);
+    sw_carrier *core = CARRIER(carrier)->core;
+    sw_error now;
+    int64_t size;
+    sw_status st = writing ? sw_carrier_check_write_slot(core, slot, &size, &now)
+                           : sw_carrier_check_read_slot(core, slot, &size, &now);
+    if (st != SW_OK && now.detail == SW_CARRIER_REFUSED_UNAVAILABLE && !err->detail)
+        return sw_py_raise(err);
+    int refused = writing ? say_write_check(carrier, st, &now, size, slot, NULL)
+                          : say_read_check(carrier, st, &now, size, slot, NULL, 0);
+    return refused < 0 ? -1 : sw_py_raise(err);
 }
 
 /* A core copy's failure at one slot (tensor.h: sw_copy_stop) in the
@@ -571,10 +616,11 @@ int sw_py_carrier_raise_slot(PyObject *self, const sw_error *err, int writing, i
 }
 
 /* One slot through the core where it holds the slots (its lock, its state
- * checks, the write's version); a read's refusal (not an I/O error: that may
- * fault a block device) is said after in the binding's words. 1 done; 0 when
- * the slots are the binding's after all (SW_ENOTSUP: an Evictable over a
- * Python tier) with the class's own slot I/O (`own_io`); -1 raised. */
+ * checks, the write's version); a refusal is said after in the binding's
+ * words (a read's from one fresh check of the slot, not an I/O error: that
+ * may fault a block device). 1 done; 0 when the slots are the binding's
+ * after all (SW_ENOTSUP: an Evictable over a Python tier) with the class's
+ * own slot I/O (`own_io`); -1 raised. */
 static int core_slot_io(PyObject *self, int writing, int64_t index, PyObject *shown, void *slot,
                         int own_io)
 {
@@ -635,10 +681,9 @@ static int store_value(PyObject *self, int64_t index, PyObject *value)
             if (rc != 0)
                 return rc > 0 ? 0 : -1;
         }
-        sw_carrier_state s;
-        if (refuse_write_in(self, &s, index, NULL) < 0 || ops->store(self, index, slot) < 0)
+        if (refuse_write_at(self, index, NULL) < 0 || ops->store(self, index, slot) < 0)
             return -1;
-        if (!s.in_transfer) /* a move is not an in-place mutation */
+        if (!has_transfer_access(c)) /* a move is not an in-place mutation */
             sw_py_state_bump_version(self);
         return 0;
     }
@@ -646,10 +691,8 @@ static int store_value(PyObject *self, int64_t index, PyObject *value)
         /* The same order for a provider's storage: normalize, re-check,
          * write; a failed write changes no version. */
         PyObject *v = sw_defined_normalize(self, value);
-        int rc = v && refuse_released(self, "write to") == 0 && refuse_immutable(self) == 0 &&
-                         check_range_shown(self, index, NULL) == 0
-                     ? sw_defined_store(self, index, v)
-                     : -1;
+        int rc = v && refuse_write_at(self, index, NULL) == 0 ? sw_defined_store(self, index, v)
+                                                              : -1;
         Py_XDECREF(v);
         if (rc == 0 && !has_transfer_access(c))
             sw_py_state_bump_version(self);
@@ -676,8 +719,7 @@ PyObject *sw_py_carrier_getitem(PyObject *carrier, int64_t index)
 
 int sw_py_carrier_setitem(PyObject *carrier, int64_t index, PyObject *value)
 {
-    sw_carrier_state s;
-    if (refuse_write_in(carrier, &s, index, NULL) < 0)
+    if (refuse_write_at(carrier, index, NULL) < 0)
         return -1;
     return store_value(carrier, index, value);
 }
@@ -696,16 +738,27 @@ PyObject *sw_carrier_get_checked(PyObject *self, PyObject *index)
     return v;
 }
 
+/* Released and unavailable (the core's first two write rules) are refused
+ * before a bad index; an index that is not an exact int runs __index__,
+ * which may change the state, so the whole check comes after it. An exact
+ * int cannot fail to parse: the whole check after it is the same answer. */
+static int refuse_write_before_index(PyObject *self)
+{
+    sw_error err;
+    if (sw_carrier_check_write_slot(CARRIER(self)->core, 0, NULL, &err) == SW_OK ||
+        (err.detail != SW_CARRIER_REFUSED_RELEASED && err.detail != SW_CARRIER_REFUSED_UNAVAILABLE))
+        return 0;
+    return say_slot_refusal(self, &err, 1, 0, NULL, 0);
+}
+
 int sw_carrier_set_checked(PyObject *self, PyObject *index, PyObject *value)
 {
     int64_t i;
     PyObject *shown = NULL;
-    sw_carrier_state s;
-    state_of(self, &s);
-    if (refuse_released_in(self, &s, "write to") < 0 || refuse_unavailable(self) < 0 ||
+    if ((!PyLong_CheckExact(index) && refuse_write_before_index(self) < 0) ||
         parse_index(index, &i, &shown) < 0)
         return -1;
-    int bad = refuse_write_in(self, &s, i, shown) < 0; /* __index__ may have changed it */
+    int bad = refuse_write_at(self, i, shown) < 0;
     Py_XDECREF(shown);
     return bad ? -1 : store_value(self, i, value);
 }
@@ -1146,29 +1199,30 @@ static PyObject *wrong_token(PyObject *self)
     return NULL;
 }
 
-/* Claim with the binding's checks and messages; the token in *token. */
+/* Claim through the core, which decides (released, already owned, pending,
+ * in that order: carrier.h); its refusal in the Python API's words. The
+ * token in *token. */
 static int claim(PyObject *self, int64_t *token)
 {
-    SwCarrierObject *c = CARRIER(self);
-    if (refuse_released(self, "claim") < 0)
-        return -1;
-    if (is_owned(c)) {
-        PyErr_Format(PyExc_RuntimeError, "%s carrier is already owned",
-                     type_name(self));
-        return -1;
-    }
-    if (sw_py_state_pending(self)) {
-        PyErr_Format(PyExc_RuntimeError,
-                     "cannot claim a %s carrier that is pending in a move",
-                     type_name(self));
-        return -1;
-    }
     uint64_t t;
     sw_error err;
-    if (sw_carrier_claim(c->core, &t, &err) != SW_OK)
+    if (sw_carrier_claim(CARRIER(self)->core, &t, &err) == SW_OK) {
+        *token = (int64_t)t;
+        return 0;
+    }
+    switch (err.detail) {
+    case SW_CARRIER_REFUSED_RELEASED:
+        return say_released(self, "claim");
+    case SW_CARRIER_REFUSED_OWNED:
+        PyErr_Format(PyExc_RuntimeError, "%s carrier is already owned", type_name(self));
+        return -1;
+    case SW_CARRIER_REFUSED_PENDING:
+        PyErr_Format(PyExc_RuntimeError, "cannot claim a %s carrier that is pending in a move",
+                     type_name(self));
+        return -1;
+    default:
         return sw_py_raise(&err);
-    *token = (int64_t)t;
-    return 0;
+    }
 }
 
 static PyObject *carrier_claim_ownership(PyObject *self, PyObject *unused)

@@ -30,7 +30,8 @@ typedef struct sw_carrier_ops {
     int (*supports)(sw_dtype dtype);        /* C-6 table */
     void (*drop)(PyObject *self);           /* free storage (C-15) */
     /* Optional. A message when the live carrier cannot reach its slots
-     * now (reads and writes fail RuntimeError with it), else NULL. */
+     * now, else NULL: for the repr. Reads and writes are refused with the
+     * same words by the core (carrier.h: the class's `unavailable`). */
     const char *(*unavailable)(PyObject *self);
     /* Optional. C-6 for carriers whose answer depends on the instance
      * (composites: the tiers' intersection); 1/0/-1. */
