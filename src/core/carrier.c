@@ -226,9 +226,11 @@ static sw_status refused(sw_error *err, sw_status st, sw_carrier_refusal why)
     return st;
 }
 
-static sw_status check_range(sw_carrier *c, int64_t slot, int64_t count, sw_error *err)
+/* [slot, slot + count) within a carrier of `size` slots. */
+static sw_status check_range(sw_carrier *c, int64_t size, int64_t slot, int64_t count,
+                             sw_error *err)
 {
-    int64_t size = c->ops->size(c->impl), end;
+    int64_t end;
     if (slot < 0 || count < 0 || __builtin_add_overflow(slot, count, &end) || end > size)
         return refused(err,
                        sw_error_set(err, SW_ERANGE,
@@ -271,22 +273,29 @@ static int write_refusal_locked(sw_carrier *c)
     return 0;
 }
 
+/* What a write refused by rule `why` cannot be done to. */
+static const char *unwritable_words(int why)
+{
+    switch (why) {
+    case SW_CARRIER_REFUSED_RELEASED:
+        return "a released carrier";
+    case SW_CARRIER_REFUSED_PENDING:
+        return "a carrier taking part in a pending move; wait for the move first";
+    case SW_CARRIER_REFUSED_OWNED:
+        return "a carrier owned by another carrier";
+    default:
+        return "an immutable carrier";
+    }
+}
+
 sw_status sw_carrier_check_writable_locked(sw_carrier *c, const char *what, sw_error *err)
 {
-    static const char *const words[] = {
-        [SW_CARRIER_REFUSED_RELEASED - SW_CARRIER_REFUSED_RELEASED] = "a released carrier",
-        [SW_CARRIER_REFUSED_PENDING - SW_CARRIER_REFUSED_RELEASED] =
-            "a carrier taking part in a pending move; wait for the move first",
-        [SW_CARRIER_REFUSED_OWNED - SW_CARRIER_REFUSED_RELEASED] =
-            "a carrier owned by another carrier",
-        [SW_CARRIER_REFUSED_IMMUTABLE - SW_CARRIER_REFUSED_RELEASED] = "an immutable carrier",
-    };
     int why = write_refusal_locked(c);
     if (!why)
         return SW_OK;
     return refused(err,
                    sw_error_set(err, SW_ESTATE, "%s: cannot %s %s", sw_carrier_name(c), what,
-                                words[why - SW_CARRIER_REFUSED_RELEASED]),
+                                unwritable_words(why)),
                    (sw_carrier_refusal)why);
 }
 
@@ -310,12 +319,12 @@ static sw_status check_slots_locked(sw_carrier *c, int writing, int64_t slot, in
                                     int64_t *size_seen, sw_error *err)
 {
     *size_seen = c->released ? 0 : SW_CARRIER_STATE_ONLY(c) ? -1 : c->ops->size(c->impl);
-    sw_status st = c->released ? SW_OK : check_reachable_locked(c, err);
+    sw_status st = check_reachable_locked(c, err);
     if (st == SW_OK)
         st = writing ? sw_carrier_check_writable_locked(c, "write to", err)
                      : sw_carrier_check_readable_locked(c, err);
-    if (st == SW_OK && !SW_CARRIER_STATE_ONLY(c))
-        st = check_range(c, slot, count, err);
+    if (st == SW_OK && *size_seen >= 0)
+        st = check_range(c, *size_seen, slot, count, err);
     return st;
 }
 
