@@ -241,21 +241,35 @@ static sw_status check_range(sw_carrier *c, int64_t size, int64_t slot, int64_t 
     return SW_OK;
 }
 
-sw_status sw_carrier_check_readable_locked(sw_carrier *c, sw_error *err)
+/* The read rule that refuses `c` now, in sw_carrier_read's order; 0 when
+ * none does. */
+static int read_refusal_locked(sw_carrier *c)
 {
     if (c->released)
+        return SW_CARRIER_REFUSED_RELEASED;
+    if (c->pending_dst && !sw_carrier_in_transfer_locked(c))
+        return SW_CARRIER_REFUSED_PENDING;
+    return 0;
+}
+
+sw_status sw_carrier_check_readable_locked(sw_carrier *c, sw_error *err)
+{
+    switch (read_refusal_locked(c)) {
+    case 0:
+        return SW_OK;
+    case SW_CARRIER_REFUSED_RELEASED:
         return refused(err,
                        sw_error_set(err, SW_ESTATE, "%s: the carrier is released",
                                     sw_carrier_name(c)),
                        SW_CARRIER_REFUSED_RELEASED);
-    if (c->pending_dst && !sw_carrier_in_transfer_locked(c))
+    default:
         return refused(err,
                        sw_error_set(err, SW_ESTATE,
                                     "%s: the carrier is the destination of a pending move; "
                                     "wait for the move before reading it",
                                     sw_carrier_name(c)),
                        SW_CARRIER_REFUSED_PENDING);
-    return SW_OK;
+    }
 }
 
 /* The write rule that refuses `c` now, in sw_carrier_write's order; 0 when
@@ -320,7 +334,9 @@ static sw_status check_slots_locked(sw_carrier *c, int writing, int64_t slot, in
 {
     *size_seen = c->released ? 0 : SW_CARRIER_STATE_ONLY(c) ? -1 : c->ops->size(c->impl);
     sw_status st = check_reachable_locked(c, err);
-    if (st == SW_OK)
+    /* the rules first, the words only for a refusal (a read or write that
+     * is let through pays for no call) */
+    if (st == SW_OK && (writing ? write_refusal_locked(c) : read_refusal_locked(c)))
         st = writing ? sw_carrier_check_writable_locked(c, "write to", err)
                      : sw_carrier_check_readable_locked(c, err);
     if (st == SW_OK && *size_seen >= 0)
