@@ -163,9 +163,10 @@ extern PyTypeObject SwBlockDeviceCarrier_Type;
  * released flag, pending marks, claim and owner access and transfer access
  * live in the core carrier handle `core` (carrier.h), the one source of
  * truth. A built-in (CPU, Generic, FileBacked, BlockDeviceCarrier) holds
- * its own core carrier; every other carrier (Python subclasses,
- * definition-backed carriers, Evictable, TiledEvictable) a STATE_ONLY handle made
- * at allocation, whose slots stay the binding's. Read and change that
+ * its own core carrier, and an Evictable the core's own Evictable
+ * (sw_evictable_new); every other carrier (Python subclasses,
+ * definition-backed carriers, TiledEvictable) a STATE_ONLY handle made at
+ * allocation, whose slots stay the binding's. Read and change that
  * state through the sw_py_state_* accessors below. */
 typedef struct SwCarrierObject {
     PyObject_HEAD
