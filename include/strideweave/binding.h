@@ -20,6 +20,13 @@
  *     after unmarking it.
  *   - sw_carrier_drop_inherited_access: only in a forked child, before
  *     the child touches the carrier.
+ *   - sw_carrier_pair_begin / _end_transfer / _end / _keep_marks: the
+ *     pair struct stays where it is (the core links it) and is ended
+ *     (_end or _keep_marks) once, on the thread that began it; the marks
+ *     _keep_marks hands over are the binding's to unmark with
+ *     sw_carrier_unmark_pending, and to clear in a forked child. A binding that copies between carriers of its own
+ *     takes its marks and transfer access through these, never through
+ *     a check of its own followed by sw_carrier_mark_pending.
  *   - sw_tensor_new_unchecked: the binding has run the placement checks
  *     itself (or the carrier is STATE_ONLY and the binding knows its
  *     size); the core then checks slots at access time only.
@@ -91,6 +98,51 @@ SW_API sw_status sw_carrier_release_moved(sw_carrier *c, sw_error *err);
  * threads other than the calling one held (they did not survive the
  * fork). Claims themselves stay. */
 SW_API void sw_carrier_drop_inherited_access(sw_carrier *c);
+
+/* A copy a binding runs between two carriers of its own (a tile copy
+ * through a Python operation), protected by the core in one step:
+ * sw_carrier_pair_begin takes both carriers' locks, refuses a released or
+ * pending carrier (the source checked first, each before anything
+ * changes; SW_ESTATE, err->detail the sw_carrier_refusal: RELEASED or
+ * PENDING, pair->refused the role refused), and otherwise marks the source
+ * pending as a source and the destination as a destination and gives the
+ * calling thread transfer access to both. A SHARED_* flag leaves that
+ * carrier neither checked nor marked (its caller keeps it from other moves
+ * another way: a full tier every in-place tile reads, a destination held
+ * privately); transfer access it still gets. NULL arguments (SW_ETYPE)
+ * and one carrier on both sides (SW_EINVAL) are refused, detail 0.
+ * sw_carrier_pair_end ends it whatever the copy's outcome: the marks go and
+ * so does the transfer access (if still held). sw_carrier_pair_end_transfer
+ * ends only the access (the copy's own work is over; what follows may run
+ * a binding's code that must not write under it), the pair stays begun.
+ * sw_carrier_pair_keep_marks ends the pair but hands its marks to the
+ * caller (a copy that completes later, which unmarks with
+ * sw_carrier_unmark_pending and clears them in a forked child itself).
+ * Ending an ended or refused pair does nothing. The pair holds a reference
+ * to each carrier from begin to its end.
+ * Fork: a pair begun on a thread other than the forking one is ended in
+ * the child inside fork() (marks and that thread's transfer access gone;
+ * the carriers' locks made fresh, since that thread may have held one
+ * while copying); a pair of the forking thread stays, its copy goes on in
+ * the child.
+ * Threads: thread-safe; of two pairs racing for one carrier exactly one
+ * begins. The struct is the caller's (stack or heap), untouched between
+ * begin and end but for the read-only fields. */
+enum {
+    SW_CARRIER_PAIR_SHARED_SOURCE = 1u << 0,
+    SW_CARRIER_PAIR_SHARED_DESTINATION = 1u << 1
+};
+typedef struct sw_carrier_pair {
+    sw_carrier *src, *dst; /* read-only: as begun */
+    int marked;            /* read-only: SW_CARRIER_PENDING_* roles marked */
+    int refused;           /* read-only: after a refusal, the role refused */
+    void *core_[4];        /* the core's */
+} sw_carrier_pair;
+SW_API sw_status sw_carrier_pair_begin(sw_carrier *src, sw_carrier *dst, unsigned flags,
+                                       sw_carrier_pair *pair, sw_error *err);
+SW_API void sw_carrier_pair_end(sw_carrier_pair *pair);
+SW_API void sw_carrier_pair_end_transfer(sw_carrier_pair *pair);
+SW_API void sw_carrier_pair_keep_marks(sw_carrier_pair *pair);
 
 /* Where a copy of its own (a binding's elementwise or bulk transfer)
  * reaches `c`'s slots: 1 with *out set for CPU and Generic

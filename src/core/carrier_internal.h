@@ -57,6 +57,18 @@ int sw_carrier_mutable_locked(sw_carrier *c);
 /* The write refusals of sw_carrier_write (released, pending, owned
  * elsewhere, immutable: SW_ESTATE), `what` naming the action. */
 sw_status sw_carrier_check_writable_locked(sw_carrier *c, const char *what, sw_error *err);
+/* Why `c` may not take part in a copy now: SW_CARRIER_REFUSED_RELEASED,
+ * with `pending_too` SW_CARRIER_REFUSED_PENDING, or 0. Locked.
+ * carrier_pair.c. */
+int sw_carrier_refusal_locked(sw_carrier *c, int pending_too);
+/* A pair (binding.h) begun by a core caller that runs checks of its own
+ * (move_here.c): sw_carrier_pair_lock, then both carriers' locks, the
+ * checks, then sw_carrier_pair_mark_locked with p->src and p->dst set (the
+ * roles to mark; `access`: take transfer access too); ended with
+ * sw_carrier_pair_end like any pair, and in a forked child like any. */
+void sw_carrier_pair_lock(void);
+void sw_carrier_pair_unlock(void);
+void sw_carrier_pair_mark_locked(sw_carrier_pair *p, int roles, int access);
 /* This thread holds transfer access (its writes step no version). */
 int sw_carrier_in_transfer_locked(sw_carrier *c);
 int sw_carrier_owned_blocks_locked(sw_carrier *c); /* owned, no access here */

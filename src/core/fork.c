@@ -61,6 +61,9 @@ const char sw_fork_coordinator = 0;
 #pragma weak sw_evictable_fork_prepare
 #pragma weak sw_evictable_fork_parent
 #pragma weak sw_evictable_fork_child
+#pragma weak sw_carrier_pair_fork_prepare
+#pragma weak sw_carrier_pair_fork_parent
+#pragma weak sw_carrier_pair_fork_child
 #pragma weak sw_blockdev_fork_prepare
 #pragma weak sw_blockdev_fork_parent
 #pragma weak sw_blockdev_fork_child
@@ -100,6 +103,9 @@ static const fork_step steps[] = {
     /* Evictable: its registry, then every live Evictable's lock (held
      * across a transition's steps on its tiers, files and devices). */
     {sw_evictable_fork_prepare, sw_evictable_fork_parent, sw_evictable_fork_child},
+    /* A binding's copies between two carriers: the pair list (taken
+     * before carriers' locks); the child ends other threads' pairs. */
+    {sw_carrier_pair_fork_prepare, sw_carrier_pair_fork_parent, sw_carrier_pair_fork_child},
     /* Block devices: the open list; the child makes device locks fresh. */
     {sw_blockdev_fork_prepare, sw_blockdev_fork_parent, sw_blockdev_fork_child},
     /* The file store's session directory, then its reaper (emptied). */

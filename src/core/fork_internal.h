@@ -20,6 +20,12 @@ void sw_move_fork_child(void);
 void sw_evictable_fork_prepare(void);
 void sw_evictable_fork_parent(void);
 void sw_evictable_fork_child(void);
+/* A binding's copies between two carriers (carrier_pair.c): prepare takes
+ * the pair list's lock (taken before carriers' locks); the child ends the
+ * pairs of threads it lacks. */
+void sw_carrier_pair_fork_prepare(void);
+void sw_carrier_pair_fork_parent(void);
+void sw_carrier_pair_fork_child(void);
 /* Block devices (blockdev.c): the list of open devices; the child makes
  * every device's lock fresh. */
 void sw_blockdev_fork_prepare(void);

@@ -44,14 +44,19 @@ static sw_status with_row(sw_status st, sw_move_refusal row, sw_error *err)
  * marks), dtype, row 9. */
 static sw_status check_state_locked(sw_carrier *s, sw_carrier *d, unsigned flags, sw_error *err)
 {
-    if (s->released)
-        return refuse(err, SW_ESTATE, SW_MOVE_SOURCE_RELEASED, "source", s);
-    if ((flags & SW_MOVE_HERE_MARK) && (s->pending_src || s->pending_dst))
-        return refuse(err, SW_ESTATE, SW_MOVE_SOURCE_PENDING, "source", s);
-    if (d->released)
-        return refuse(err, SW_ESTATE, SW_MOVE_DESTINATION_RELEASED, "destination", d);
-    if ((flags & SW_MOVE_HERE_MARK) && (d->pending_src || d->pending_dst))
-        return refuse(err, SW_ESTATE, SW_MOVE_DESTINATION_PENDING, "destination", d);
+    int mark = (flags & SW_MOVE_HERE_MARK) != 0;
+    int why = sw_carrier_refusal_locked(s, mark);
+    if (why)
+        return refuse(err, SW_ESTATE,
+                      why == SW_CARRIER_REFUSED_RELEASED ? SW_MOVE_SOURCE_RELEASED
+                                                         : SW_MOVE_SOURCE_PENDING,
+                      "source", s);
+    why = sw_carrier_refusal_locked(d, mark);
+    if (why)
+        return refuse(err, SW_ESTATE,
+                      why == SW_CARRIER_REFUSED_RELEASED ? SW_MOVE_DESTINATION_RELEASED
+                                                         : SW_MOVE_DESTINATION_PENDING,
+                      "destination", d);
     /* Slots of another width: the copy would cut or overrun them. (A
      * move's dtype row runs before its transfer; a copy of the same width
      * between dtypes a binding relates is the binding's to allow.) */
@@ -126,21 +131,31 @@ static sw_status plan_locked(sw_carrier *s, sw_carrier *d, unsigned flags, here_
     return SW_OK;
 }
 
+/* With SW_MOVE_HERE_MARK the marks are a carrier pair's (binding.h), so
+ * that a child forked during the copy ends them as it ends a binding's. */
 static sw_status check_and_mark(sw_carrier *s, int64_t offset, const sw_layout *l, sw_carrier *d,
-                                unsigned flags, here_plan *p, sw_error *err)
+                                unsigned flags, here_plan *p, sw_carrier_pair *pair,
+                                sw_error *err)
 {
+    int mark = (flags & SW_MOVE_HERE_MARK) != 0;
     find_route(s, d, p);
+    if (mark)
+        sw_carrier_pair_lock();
     sw_carrier_lock_pair(s, d);
     sw_status st = check_state_locked(s, d, flags, err);
     if (st == SW_OK)
         st = check_span_locked(s, offset, l, d, err);
     if (st == SW_OK)
         st = plan_locked(s, d, flags, p, err);
-    if (st == SW_OK && (flags & SW_MOVE_HERE_MARK)) {
-        s->pending_src = 1;
-        d->pending_dst = 1;
+    if (st == SW_OK && mark) {
+        *pair = (sw_carrier_pair){.src = s, .dst = d};
+        sw_carrier_pair_mark_locked(pair,
+                                    SW_CARRIER_PENDING_SOURCE | SW_CARRIER_PENDING_DESTINATION,
+                                    0);
     }
     sw_carrier_unlock_pair(s, d);
+    if (mark)
+        sw_carrier_pair_unlock();
     return st;
 }
 
@@ -179,6 +194,7 @@ static sw_status copy_storage(const here_plan *p, int64_t offset, const sw_layou
 static sw_status run_plan(const here_plan *p, sw_carrier *s, int64_t offset, const sw_layout *l,
                           sw_carrier *d, sw_error *err)
 {
+    sw_fault_pause("move_here_transfer_pause"); /* tests: fork during the copy */
     if (sw_fault_hit("move_here_transfer")) /* tests: a copy failing midway */
         return sw_error_set(err, SW_EIO, "transfer: injected transfer failure");
     if (p->transfer)
@@ -201,16 +217,12 @@ sw_status sw_move_transfer_span_here(sw_carrier *src, int64_t offset, const sw_l
                                      "transfer: the source and destination are one carrier"),
                         SW_MOVE_SAME_CARRIER, err);
     here_plan p;
-    sw_status st = check_and_mark(src, offset, layout, dst, flags, &p, err);
+    sw_carrier_pair pair = {0};
+    sw_status st = check_and_mark(src, offset, layout, dst, flags, &p, &pair, err);
     if (st != SW_OK)
         return st;
     st = run_plan(&p, src, offset, layout, dst, err);
-    if (flags & SW_MOVE_HERE_MARK) {
-        sw_carrier_lock_pair(src, dst);
-        src->pending_src = 0;
-        dst->pending_dst = 0;
-        sw_carrier_unlock_pair(src, dst);
-    }
+    sw_carrier_pair_end(&pair); /* nothing without SW_MOVE_HERE_MARK */
     return st;
 }
 

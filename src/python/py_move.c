@@ -414,14 +414,14 @@ PyObject *sw_py_move_forked_error(const char *what)
  * exist here, so the core ends each now (strideweave/move.h, "Fork"); its
  * commit here raises the RuntimeError of sw_py_move_forked_error. A move
  * whose Python _copy or submit() runs on the forking thread itself
- * continues on it. Then the binding's other inherited work. */
+ * continues on it. Then the binding's other inherited work (a tile copy
+ * another thread ran has been ended by the core inside fork()). */
 static PyObject *after_fork_in_child(PyObject *mod, PyObject *unused)
 {
     (void)mod;
     (void)unused;
     sw_py_core_move_end_inherited();
     sw_fork_end_inherited_work();
-    sw_fork_guards_end_inherited();
     if (PyErr_Occurred())
         return NULL;
     Py_RETURN_NONE;

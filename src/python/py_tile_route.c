@@ -75,25 +75,23 @@ void sw_tiled_route_unmark(PyObject *src, PyObject *dst)
 static int submit(PyObject *prepared, PyObject *src, PyObject *dst, int64_t n,
                   PyObject **completion)
 {
-    if (sw_py_state_released(src) || sw_py_state_released(dst) || sw_py_state_pending(src) ||
-        sw_py_state_pending(dst)) {
+    /* The core checks and marks both (with transfer access) in one step. */
+    sw_carrier_pair pair;
+    if (sw_carrier_pair_begin(SW_STATE_C(src)->core, SW_STATE_C(dst)->core, 0, &pair, NULL) !=
+        SW_OK) {
         PyErr_Format(PyExc_RuntimeError,
                      "a tile's %s storage was released or became pending while its copy "
                      "was being prepared", cname(src));
         return -1;
     }
-    sw_py_state_mark_pending(src, SW_PENDING_SOURCE);
-    sw_py_state_mark_pending(dst, SW_PENDING_DESTINATION);
-    sw_py_carrier_begin_transfer(src);
-    sw_py_carrier_begin_transfer(dst);
     PyObject *res = PyObject_CallNoArgs(SW_RECORD_FIELD(prepared, 0));
-    sw_py_carrier_end_transfer(dst);
-    sw_py_carrier_end_transfer(src);
+    sw_carrier_pair_end_transfer(&pair);
     if (res && res != Py_None && sw_py_check_provider_completion(res) == 0) {
+        sw_carrier_pair_keep_marks(&pair); /* sw_tiled_route_unmark clears them */
         *completion = res;
         return 0;
     }
-    sw_tiled_route_unmark(src, dst);
+    sw_carrier_pair_end(&pair);
     int ok = res == Py_None;
     Py_XDECREF(res);
     return ok ? sw_tiled_check_fresh(dst, n) : -1;

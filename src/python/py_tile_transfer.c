@@ -31,7 +31,6 @@
 
 static PyObject *str_copy, *str_copy_async;
 
-#define CARRIER_PENDING(o) (sw_py_state_pending((o)))
 /* run_copy's `shared` bits. */
 #define SHARE_SOURCE 1
 #define SHARE_DESTINATION 2
@@ -87,35 +86,33 @@ static int run_copy(PyObject *op, PyObject *tensor, PyObject *src, PyObject *dst
 {
     /* SHARE_DESTINATION: the caller holds `dst` privately and copies many
      * tiles into it at once, so it is neither checked nor marked here. */
-    int mark_dst = !(shared & SHARE_DESTINATION);
-    shared &= SHARE_SOURCE;
-    if ((!shared && CARRIER_PENDING(src)) || (mark_dst && CARRIER_PENDING(dst))) {
-        PyErr_Format(PyExc_RuntimeError, "a tile's %s storage is pending in another move",
-                     CARRIER_PENDING(dst) ? cname(dst) : cname(src));
-        return -1;
-    }
+    unsigned flags = (shared & SHARE_SOURCE ? SW_CARRIER_PAIR_SHARED_SOURCE : 0) |
+                     (shared & SHARE_DESTINATION ? SW_CARRIER_PAIR_SHARED_DESTINATION : 0);
     PyObject *hook;
     if (_PyObject_LookupAttr((PyObject *)Py_TYPE(op), str_copy_async, &hook) < 0)
         return -1;
-    if (!shared)
-        sw_py_state_mark_pending(src, SW_PENDING_SOURCE);
-    if (mark_dst)
-        sw_py_state_mark_pending(dst, SW_PENDING_DESTINATION);
-    sw_py_carrier_begin_transfer(src);
-    sw_py_carrier_begin_transfer(dst);
+    /* The core checks and marks both (with transfer access) in one step. */
+    sw_carrier_pair pair;
+    sw_error err;
+    if (sw_carrier_pair_begin(SW_STATE_C(src)->core, SW_STATE_C(dst)->core, flags, &pair,
+                              &err) != SW_OK) {
+        PyErr_Format(PyExc_RuntimeError, "a tile's %s storage %s",
+                     pair.refused == SW_CARRIER_PENDING_DESTINATION ? cname(dst) : cname(src),
+                     err.detail == SW_CARRIER_REFUSED_RELEASED ? "was released before its copy"
+                                                               : "is pending in another move");
+        Py_XDECREF(hook);
+        return -1;
+    }
     PyObject *res = PyObject_CallMethodObjArgs(op, hook ? str_copy_async : str_copy, tensor,
                                                dst, output, count, NULL);
-    sw_py_carrier_end_transfer(dst);
-    sw_py_carrier_end_transfer(src);
+    sw_carrier_pair_end_transfer(&pair);
     if (hook && res && res != Py_None && sw_py_check_provider_completion(res) == 0) {
+        sw_carrier_pair_keep_marks(&pair); /* sw_tiled_route_unmark clears them */
         Py_DECREF(hook);
         *completion = res;
         return 0;
     }
-    if (mark_dst)
-        sw_py_state_unmark_pending(dst, SW_PENDING_DESTINATION);
-    if (!shared)
-        sw_py_state_unmark_pending(src, SW_PENDING_SOURCE);
+    sw_carrier_pair_end(&pair);
     if (!res || PyErr_Occurred()) {
         Py_XDECREF(hook);
         Py_XDECREF(res);

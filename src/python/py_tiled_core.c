@@ -38,7 +38,6 @@
 #include "sw_extension.h"
 #include "sw_move.h"
 #include "sw_tiled_core.h"
-#include "sw_fork_guard.h"
 
 #include "strideweave/tiled_evictable.h"
 #include "../core/fault_internal.h" /* the fault-injection test hooks */
@@ -723,24 +722,6 @@ static int start_copy(sw_tiled_core *c, PyObject *src, int from_full, PyObject *
     return sw_tiled_transfer_span(src, base, dst, c->tile_size, completion);
 }
 
-/* A copy another thread was starting when the process forked (the child,
- * GIL held): its marks and access go; the core ended the work it served. */
-typedef struct copy_guard {
-    sw_fork_guard g; /* first */
-    PyObject *src, *dst;
-    int from_full;
-} copy_guard;
-
-static void copy_forked(sw_fork_guard *g)
-{
-    copy_guard *cg = (copy_guard *)g;
-    if (!cg->from_full)
-        sw_py_state_unmark_pending(cg->src, SW_PENDING_SOURCE);
-    sw_py_state_unmark_pending(cg->dst, SW_PENDING_DESTINATION);
-    sw_fork_guard_drop_access(cg->src, g->thread);
-    sw_fork_guard_drop_access(cg->dst, g->thread);
-}
-
 /* The pairs only the binding copies: a private tile between tiers whose
  * pair has a movement (Python classes, definition routes),
  * or a tile held in place by a full Python tier whose footprint is one
@@ -756,10 +737,9 @@ static sw_status hook_copy(sw_te_copy *job, sw_carrier *from, int from_full, sw_
         PyObject *completion = NULL;
         Py_INCREF(src);
         Py_INCREF(dst);
-        copy_guard guard = {.src = src, .dst = dst, .from_full = from_full};
-        sw_fork_guard_enter(&guard.g, copy_forked);
+        /* A child forked during the copy finds its marks and access ended
+         * by the core (binding.h, sw_carrier_pair_begin). */
         int rc = start_copy(c, src, from_full, dst, tile, &completion);
-        sw_fork_guard_leave(&guard.g);
         if (rc < 0) {
             st = hook_failed(c, "copy", err);
         } else if (rc == 0 && completion) {

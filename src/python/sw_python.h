@@ -212,10 +212,6 @@ static inline int sw_py_state_pending(PyObject *o)
 {
     return sw_carrier_pending_roles(SW_STATE_C(o)->core);
 }
-static inline void sw_py_state_mark_pending(PyObject *o, int roles)
-{
-    sw_carrier_mark_pending(SW_STATE_C(o)->core, roles);
-}
 static inline void sw_py_state_unmark_pending(PyObject *o, int roles)
 {
     sw_carrier_unmark_pending(SW_STATE_C(o)->core, roles);
