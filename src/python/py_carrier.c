@@ -232,16 +232,6 @@ void sw_py_carrier_end_transfer(PyObject *carrier)
     sw_carrier_end_transfer(CARRIER(carrier)->core);
 }
 
-void sw_py_carrier_drop_inherited_access(PyObject *carrier, unsigned long thread)
-{
-    (void)thread;
-    if (!carrier)
-        return;
-    /* In the child only the calling thread survived the fork: the access
-     * every other thread held goes. */
-    sw_carrier_drop_inherited_access(CARRIER(carrier)->core);
-}
-
 /* The whole state at once: one lock. */
 static void state_of(PyObject *self, sw_carrier_state *s)
 {

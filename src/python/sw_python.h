@@ -274,10 +274,6 @@ int sw_py_carrier_in_transfer(PyObject *carrier);
 /* Grant / withdraw transfer access on the calling thread (re-entrant). */
 void sw_py_carrier_begin_transfer(PyObject *carrier);
 void sw_py_carrier_end_transfer(PyObject *carrier);
-/* After fork, in the child: drop the owner and transfer access `thread`
- * held (0: any thread but this one). A core carrier drops what every
- * thread but this one held: only this one survived the fork. */
-void sw_py_carrier_drop_inherited_access(PyObject *carrier, unsigned long thread);
 /* Whether the carrier is owned and the calling thread lacks owner access
  * (C-13): such a carrier cannot take part in a move. */
 int sw_py_carrier_owned_elsewhere(PyObject *carrier);
