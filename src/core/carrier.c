@@ -16,7 +16,9 @@
 #define IN_TWO_LINES(f) \
     (offsetof(struct sw_carrier, f) + sizeof(((struct sw_carrier *)0)->f) <= 2 * 64)
 _Static_assert(IN_TWO_LINES(version) && IN_TWO_LINES(owner_token) && IN_TWO_LINES(exports) &&
-                   IN_TWO_LINES(access_thread) && IN_TWO_LINES(transfer_depth),
+                   IN_TWO_LINES(access_thread) && IN_TWO_LINES(transfer_depth) &&
+                   IN_TWO_LINES(pending_dst) &&
+                   offsetof(struct sw_carrier, inline_impl) + 16 <= 2 * 64,
                "the fields a move reads fit in two cache lines");
 _Static_assert(SW_ALIGNMENT % 64 == 0, "a carrier starts on a cache line");
 
@@ -26,11 +28,9 @@ static uint64_t next_token(void)
     return atomic_fetch_add(&counter, 1);
 }
 
-sw_status sw_carrier_new(const sw_carrier_class *ops, void *impl, sw_dtype dtype, int flags,
-                         sw_carrier **out, sw_error *err)
+/* sw_carrier_new's checks of the ops table and dtype. */
+static sw_status check_class(const sw_carrier_class *ops, sw_dtype dtype, sw_error *err)
 {
-    if (!out)
-        return sw_error_set(err, SW_EINVAL, "carrier: out must not be NULL");
     if (!ops)
         return sw_error_set(err, SW_EINVAL, "carrier: the ops table must not be NULL");
     int state_only = (ops->flags & SW_CARRIER_CLASS_STATE_ONLY) != 0;
@@ -50,20 +50,51 @@ sw_status sw_carrier_new(const sw_carrier_class *ops, void *impl, sw_dtype dtype
         (!state_only && sw_dtype_slot_bytes(dtype) == 0))
         return sw_error_set(err, SW_EINVAL, "carrier: dtype %d has no storage slots",
                             (int)dtype);
+    return SW_OK;
+}
+
+/* A checked carrier of `ops` with impl `impl`, or with its inline area
+ * as the impl when `impl` is NULL; `who` names it in the out-of-memory
+ * message. */
+static sw_status carrier_make(const sw_carrier_class *ops, void *impl, sw_dtype dtype, int flags,
+                              const char *who, sw_carrier **out, sw_error *err)
+{
     sw_carrier *c = sw_calloc(1, sizeof *c);
     if (!c)
-        return sw_error_set(err, SW_ENOMEM, "carrier: out of memory");
+        return sw_error_set(err, SW_ENOMEM, "%s: out of memory", who);
     if (pthread_mutex_init(&c->lock, NULL) != 0) {
         sw_free(c);
-        return sw_error_set(err, SW_ENOMEM, "carrier: cannot create its mutex");
+        return sw_error_set(err, SW_ENOMEM, "%s: cannot create its mutex", who);
     }
     c->ops = sw_carrier_class_ref(ops); /* a run-time class lives while its carriers do */
-    c->impl = impl;
+    c->impl = impl ? impl : (void *)c->inline_impl.bytes;
     c->dtype = dtype;
     atomic_init(&c->refs, 1);
     c->intrinsic_mutable = !(flags & SW_CARRIER_IMMUTABLE);
     *out = c;
     return SW_OK;
+}
+
+sw_status sw_carrier_new(const sw_carrier_class *ops, void *impl, sw_dtype dtype, int flags,
+                         sw_carrier **out, sw_error *err)
+{
+    if (!out)
+        return sw_error_set(err, SW_EINVAL, "carrier: out must not be NULL");
+    sw_status st = check_class(ops, dtype, err);
+    return st != SW_OK ? st : carrier_make(ops, impl, dtype, flags, "carrier", out, err);
+}
+
+sw_status sw_carrier_new_inline(const sw_carrier_class *ops, size_t impl_bytes, sw_dtype dtype,
+                                int flags, sw_carrier **out, sw_error *err)
+{
+    if (!out)
+        return sw_error_set(err, SW_EINVAL, "carrier: out must not be NULL");
+    if (impl_bytes > SW_CARRIER_INLINE_IMPL)
+        return sw_error_set(err, SW_EINVAL, "carrier: an inline impl takes at most %d bytes",
+                            SW_CARRIER_INLINE_IMPL);
+    sw_status st = check_class(ops, dtype, err);
+    return st != SW_OK ? st : carrier_make(ops, NULL, dtype, flags, ops->name ? ops->name : "carrier",
+                                           out, err);
 }
 
 sw_carrier *sw_carrier_ref(sw_carrier *c)

@@ -5,6 +5,8 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "strideweave/binding.h"
 #include "strideweave/carrier.h"
@@ -14,28 +16,43 @@
  * one) and nothing past them unless a carrier is in a transfer or being
  * claimed. Declared in another order, the source's export count lay in a
  * third line, read at its release: one more cold line per move (cachegrind
- * of bench/sweep.py's 4 and 16 KiB cells). carrier.c checks the order. */
+ * of bench/sweep.py's 4 and 16 KiB cells). The flags are bytes so that the
+ * inline impl's first 16 bytes (a host carrier's data pointer and size,
+ * read by every move) share the second line: a separately allocated impl
+ * was one more cold line per carrier. carrier.c checks the order. */
+#define SW_CARRIER_INLINE_IMPL 32 /* bytes of impl sw_carrier_new_inline holds */
 struct sw_carrier {
-    pthread_mutex_t lock; /* guards the fields from `released` on, and slot I/O */
+    pthread_mutex_t lock; /* guards the fields after refs but dtype, and slot I/O */
     const sw_carrier_class *ops;
-    void *impl;
+    void *impl;           /* &inline_impl for sw_carrier_new_inline */
     _Atomic long refs;
-    sw_dtype dtype;
-    int released;
-    int storage_freed;    /* ops->release ran */
-    int intrinsic_mutable;
-    int pending_src;      /* a move reads it (0/1) */
-    int pending_dst;      /* a move writes it (0/1) */
-    int access_depth;     /* owner access held by access_thread */
-    int transfer_depth;   /* transfer access held by transfer_thread */
     uint64_t version;
     uint64_t owner_token; /* 0 when not owned */
-    long exports;         /* outstanding DLPack exports */
     pthread_t access_thread;
+    sw_dtype dtype;
+    int access_depth;     /* owner access held by access_thread */
+    int transfer_depth;   /* transfer access held by transfer_thread */
+    int exports;          /* outstanding DLPack exports */
+    uint8_t released;
+    uint8_t storage_freed; /* ops->release ran */
+    uint8_t intrinsic_mutable;
+    uint8_t pending_src;  /* a move reads it (0/1) */
+    uint8_t pending_dst;  /* a move writes it (0/1) */
+    union {
+        max_align_t align;
+        unsigned char bytes[SW_CARRIER_INLINE_IMPL];
+    } inline_impl;        /* the impl of sw_carrier_new_inline, else unused */
     /* Read only while a depth above is not 0, or by a claim. */
     pthread_t transfer_thread;
     uint64_t claims;      /* successful claims so far */
 };
+
+/* sw_carrier_new with the impl inside the carrier (one allocation, the
+ * impl's first 16 bytes in the carrier's second cache line): `impl_bytes`
+ * (at most SW_CARRIER_INLINE_IMPL) zeroed bytes at c->impl, which live and
+ * die with the carrier, so the class's destroy must not free them. */
+sw_status sw_carrier_new_inline(const sw_carrier_class *ops, size_t impl_bytes, sw_dtype dtype,
+                                int flags, sw_carrier **out, sw_error *err);
 
 /* The class is STATE_ONLY (carrier.h): no slot callbacks to call. */
 #define SW_CARRIER_STATE_ONLY(c) (((c)->ops->flags & SW_CARRIER_CLASS_STATE_ONLY) != 0)

@@ -2,6 +2,7 @@
  * Generic (typed slots reached only through the ops). Both keep one
  * sw_malloc'd block of at least one byte, so the address is never NULL
  * while live. */
+#include <stddef.h>
 #include <string.h>
 
 #include "carrier_internal.h"
@@ -9,11 +10,16 @@
 #include "strideweave/alloc.h"
 #include "strideweave/dlpack.h"
 
+/* Inside its carrier (sw_carrier_new_inline); a move reads data and
+ * size, which lie in the carrier's second cache line, width only slot I/O. */
 typedef struct host_impl {
     unsigned char *data; /* NULL once released */
     int64_t size;        /* slots */
     size_t width;        /* bytes per slot */
 } host_impl;
+_Static_assert(sizeof(host_impl) <= SW_CARRIER_INLINE_IMPL, "a host impl fits in its carrier");
+_Static_assert(offsetof(host_impl, size) + sizeof(int64_t) <= 16,
+               "a host impl's data and size lie in its first 16 bytes");
 
 static int64_t host_size(void *impl)
 {
@@ -72,11 +78,6 @@ static void host_release(void *impl)
     h->data = NULL;
 }
 
-static void host_destroy(void *impl)
-{
-    sw_free(impl);
-}
-
 const sw_carrier_class sw_cpu_class = {
     .name = "CPU",
     .size = host_size,
@@ -84,8 +85,7 @@ const sw_carrier_class sw_cpu_class = {
     .write = host_write,
     .storage = host_storage,
     .dlpack_device = cpu_dlpack_device,
-    .release = host_release,
-    .destroy = host_destroy,
+    .release = host_release, /* no destroy: the impl lies inside the carrier */
     .flags = SW_CARRIER_CLASS_RUNS_NO_USER_CODE,
 };
 
@@ -94,8 +94,7 @@ const sw_carrier_class sw_generic_class = {
     .size = host_size,
     .read = host_read,
     .write = host_write,
-    .release = host_release,
-    .destroy = host_destroy,
+    .release = host_release, /* no destroy: the impl lies inside the carrier */
     .flags = SW_CARRIER_CLASS_RUNS_NO_USER_CODE,
 };
 
@@ -125,25 +124,25 @@ static sw_status make_host(const sw_carrier_class *ops, int64_t size, sw_dtype d
         for (int64_t i = 0; i < size; i++)
             if (((const unsigned char *)values)[i] > 1)
                 return sw_error_set(err, SW_EINVAL, "%s: Bool slots take 0 or 1", ops->name);
-    host_impl *h = sw_calloc(1, sizeof *h);
-    if (!h)
-        return sw_error_set(err, SW_ENOMEM, "%s: out of memory", ops->name);
+    /* The impl inside the carrier: one allocation, and its data pointer
+     * and size in the carrier's second line, which every move reads. */
+    sw_carrier *c;
+    st = sw_carrier_new_inline(ops, sizeof(host_impl), dtype, flags, &c, err);
+    if (st != SW_OK)
+        return st;
+    host_impl *h = c->impl;
     h->size = size;
     h->width = width;
     h->data = (flags & SW_CARRIER_EMPTY) || values ? sw_malloc(bytes ? bytes : 1)
                                                    : sw_calloc(1, bytes ? bytes : 1);
     if (!h->data) {
-        sw_free(h);
+        sw_carrier_unref(c);
         return sw_error_set(err, SW_ENOMEM, "%s: cannot allocate %zu bytes", ops->name, bytes);
     }
     if (values && bytes)
         memcpy(h->data, values, bytes);
-    st = sw_carrier_new(ops, h, dtype, flags, out, err);
-    if (st != SW_OK) {
-        host_release(h);
-        sw_free(h);
-    }
-    return st;
+    *out = c;
+    return SW_OK;
 }
 
 sw_status sw_cpu_new(int64_t size, sw_dtype dtype, int flags, sw_carrier **out,
