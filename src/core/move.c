@@ -956,6 +956,8 @@ sw_status sw_move_check(sw_carrier *src, sw_carrier *dst, const sw_move_check_ar
     sw_status st;
     if (!args)
         st = sw_error_set(err, SW_EINVAL, "sw_move_check: args must not be NULL");
+    else if (sw_fault_hit("move_check")) /* tests: which moves check apart from their start */
+        st = sw_error_set(err, SW_EIO, "move: injected check failure");
     else if (!src)
         st = refused(err, &why, SW_MOVE_NO_SOURCE,
                      sw_error_set(err, SW_ETYPE, "move: source carrier must not be NULL"));

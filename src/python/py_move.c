@@ -953,6 +953,101 @@ static int choose_route(PyObject *source, PyObject *destination, PyObject *force
     return 0;
 }
 
+/* Whether the core's validation at submission may be a move's only check:
+ * one Tensor plane of its carrier's dtype, built-in host carriers (their
+ * hooks run no Python and the core's route rules never refuse them), no
+ * forced route, no autograd node (its capture can refuse), no profiling
+ * record (a refused move must leave none), and a destination that holds the
+ * span already (an empty one grows by this file's code, allocate_and_bind,
+ * which must follow the checks). */
+static int core_checks_alone(PyObject *tensor, PyObject *destination, PyObject *forced)
+{
+    if (forced || !SwTensor_Check(tensor) || TENSOR(tensor)->nsub != 1)
+        return 0;
+    SwSubtensor *s = &TENSOR(tensor)->subs[0];
+    int64_t size;
+    return sw_py_core_move_host_pair(s->carrier, destination) &&
+           sw_py_carrier_size(destination, &size) == 0 && size >= SW_SUB_LAYOUT(s)->cosize &&
+           SwDType_ID(TENSOR(tensor)->dtype) == sw_carrier_dtype(CARRIER(s->carrier)->core) &&
+           !(sw_py_grad_enabled() && TENSOR(tensor)->dtype == sw_py_dtype(SW_DT_FLOAT32)) &&
+           !sw_py_profile_records_move(s->carrier, destination);
+}
+
+/* The exception of the row the core refused a move by (it changed
+ * nothing): the checks of a move that the core did not leave alone, in
+ * their words (sw_move_check.h). 0 when they pass (the core failed for
+ * another reason). */
+static int raise_refused_row(PyObject *tensor, PyObject *destination)
+{
+    sw_py_move_check mc;
+    if (sw_py_move_check_begin(&mc, tensor, destination) < 0)
+        return -1;
+    return sw_py_move_check_size(&mc) < 0 ? -1 : 0;
+}
+
+/* A move whose only check is the core's (core_checks_alone), on a shipped
+ * route the core runs (issue 19): nothing here runs Python or can refuse
+ * before the core's start, whose validation and pending marks take one
+ * lock round on the pair, in the order of the move table; the checks of
+ * initiate would take another. A refusal there changed nothing: the
+ * request goes, and the exception is the one the checks raise for that
+ * row; a failure the checks do not find (memory, threads) is the handle's,
+ * as in submit_core. 0: the route is not such a route (nothing done); 1:
+ * *handle is the AwaitMove, or NULL with the exception. */
+static int initiate_core_checked(PyObject *tensor, PyObject *destination, int sync,
+                                 PyObject **handle)
+{
+    SwSubtensor *s = &TENSOR(tensor)->subs[0];
+    PyObject *source = s->carrier;
+    sw_route route;
+    if (choose_route(source, destination, NULL, &route) < 0) {
+        PyErr_Clear(); /* initiate raises it again, after the checks it follows */
+        return 0;
+    }
+    sw_route_kind kind = sw_py_move_route_kind((PyTypeObject *)route.op_type);
+    if (route.route || kind == SW_ROUTE_PYTHON ||
+        !sw_py_core_move_pair(source, destination, kind == SW_ROUTE_BULK)) {
+        Py_DECREF(route.op_type);
+        return 0;
+    }
+    *handle = NULL;
+    move_request *r = request_new(source, destination, SW_SUB_LAYOUT(s)->cosize);
+    if (r)
+        r->output = result_tensor(tensor, destination);
+    if (!r || !r->output) {
+        if (r)
+            request_free(r);
+        Py_DECREF(route.op_type);
+        return 1;
+    }
+    sw_py_await_set_total(r->handle, move_bytes(tensor, route.op_type));
+    Py_DECREF(route.op_type);
+    PyObject *h = Py_NewRef(r->handle); /* r may be gone once the core started */
+    r->on_core = 1;
+    r->core.commit = core_committed;
+    r->core.release = core_release;
+    track(r);
+    sw_move_handle *move;
+    if (sw_py_core_move_start(&r->core, s, destination, kind == SW_ROUTE_ELEMENTWISE, sync,
+                              &move) == 0) {
+        sw_py_await_bind_move(h, move);
+        *handle = h;
+        return 1;
+    }
+    PyObject *e = sw_py_take_exception();
+    if (raise_refused_row(tensor, destination) < 0) {
+        Py_XDECREF(e);
+        untrack(r);
+        request_free(r);
+        Py_DECREF(h);
+        return 1;
+    }
+    commit(r, e);
+    Py_XDECREF(e);
+    *handle = h;
+    return 1;
+}
+
 static PyObject *initiate(PyObject *tensor, PyObject *destination, PyObject *forced, int sync,
                           int off_caller)
 {
@@ -961,6 +1056,10 @@ static PyObject *initiate(PyObject *tensor, PyObject *destination, PyObject *for
                         "the interpreter is shutting down; no new moves can start");
         return NULL;
     }
+    PyObject *checked = NULL;
+    if (core_checks_alone(tensor, destination, forced) &&
+        initiate_core_checked(tensor, destination, sync, &checked))
+        return checked;
     sw_py_move_check mc;
     if (sw_py_move_check_begin(&mc, tensor, destination) < 0)
         return NULL;

@@ -65,6 +65,11 @@ static int block_pair(PyObject *source, PyObject *destination)
            (on_device(source) && Py_TYPE(destination) == &SwCPU_Type);
 }
 
+int sw_py_core_move_host_pair(PyObject *source, PyObject *destination)
+{
+    return core_class(source) && core_class(destination);
+}
+
 int sw_py_core_move_pair(PyObject *source, PyObject *destination, int bulk)
 {
     if (block_pair(source, destination))

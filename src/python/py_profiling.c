@@ -427,15 +427,19 @@ void sw_py_profile_internal_moves(int delta)
     internal_moves += delta;
 }
 
+int sw_py_profile_records_move(PyObject *source, PyObject *destination)
+{
+    PyObject *p = internal_moves > 0 ? NULL : current();
+    return p && selects(p, (PyObject *)Py_TYPE(source), (PyObject *)Py_TYPE(destination));
+}
+
 sw_move_trace *sw_py_profile_move_begin(PyObject *source, PyObject *destination,
                                         PyObject *op_type, PyObject *route_id, int64_t bytes)
 {
-    if (internal_moves > 0)
+    if (!sw_py_profile_records_move(source, destination))
         return NULL;
     PyObject *p = current();
     PyObject *st = (PyObject *)Py_TYPE(source), *dt = (PyObject *)Py_TYPE(destination);
-    if (!p || !selects(p, st, dt))
-        return NULL;
     sw_move_trace *t = PyMem_Calloc(1, sizeof *t);
     if (!t)
         return NULL; /* profiling never fails a move */

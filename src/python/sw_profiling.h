@@ -23,6 +23,9 @@ extern PyTypeObject SwProfiler_Type;
 typedef struct sw_move_trace sw_move_trace;
 sw_move_trace *sw_py_profile_move_begin(PyObject *source, PyObject *destination,
                                         PyObject *op_type, PyObject *route_id, int64_t bytes);
+/* Whether sw_py_profile_move_begin would make a record for a move between
+ * these carriers now (on this thread). */
+int sw_py_profile_records_move(PyObject *source, PyObject *destination);
 /* The core's profiling subscriber (strideweave/move.h): the moves that
  * carry a record name it as their tag's owner (profile_tag_hook). */
 struct sw_move_event;
