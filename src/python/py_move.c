@@ -955,19 +955,16 @@ static int choose_route(PyObject *source, PyObject *destination, PyObject *force
 
 /* Whether the core's validation at submission may be a move's only check:
  * one Tensor plane of its carrier's dtype, built-in host carriers (their
- * hooks run no Python and the core's route rules never refuse them), no
- * forced route, no autograd node (its capture can refuse), no profiling
- * record (a refused move must leave none), and a destination that holds the
- * span already (an empty one grows by this file's code, allocate_and_bind,
- * which must follow the checks). */
+ * hooks run no Python, the core's route rules never refuse them, and an
+ * empty one grows in the core), no forced route, no autograd node (its
+ * capture can refuse) and no profiling record (a refused move must leave
+ * none). */
 static int core_checks_alone(PyObject *tensor, PyObject *destination, PyObject *forced)
 {
     if (forced || !SwTensor_Check(tensor) || TENSOR(tensor)->nsub != 1)
         return 0;
     SwSubtensor *s = &TENSOR(tensor)->subs[0];
-    int64_t size;
     return sw_py_core_move_host_pair(s->carrier, destination) &&
-           sw_py_carrier_size(destination, &size) == 0 && size >= SW_SUB_LAYOUT(s)->cosize &&
            SwDType_ID(TENSOR(tensor)->dtype) == sw_carrier_dtype(CARRIER(s->carrier)->core) &&
            !(sw_py_grad_enabled() && TENSOR(tensor)->dtype == sw_py_dtype(SW_DT_FLOAT32)) &&
            !sw_py_profile_records_move(s->carrier, destination);
@@ -987,13 +984,14 @@ static int raise_refused_row(PyObject *tensor, PyObject *destination)
 
 /* A move whose only check is the core's (core_checks_alone), on a shipped
  * route the core runs (issue 19): nothing here runs Python or can refuse
- * before the core's start, whose validation and pending marks take one
- * lock round on the pair, in the order of the move table; the checks of
- * initiate would take another. A refusal there changed nothing: the
- * request goes, and the exception is the one the checks raise for that
- * row; a failure the checks do not find (memory, threads) is the handle's,
- * as in submit_core. 0: the route is not such a route (nothing done); 1:
- * *handle is the AwaitMove, or NULL with the exception. */
+ * before the core's start, whose validation, growth and pending marks
+ * take one lock round on the pair, in the order of the move table; the
+ * checks of initiate would take another. A refusal there changed nothing:
+ * the request goes, and the exception is the one the checks raise for that
+ * row (a growth that failed: its own, as core_refused); a failure the
+ * checks do not find (memory, threads) is the handle's, as in submit_core.
+ * 0: the route is not such a route (nothing done); 1: *handle is the
+ * AwaitMove, or NULL with the exception. */
 static int initiate_core_checked(PyObject *tensor, PyObject *destination, int sync,
                                  PyObject **handle)
 {
@@ -1028,14 +1026,15 @@ static int initiate_core_checked(PyObject *tensor, PyObject *destination, int sy
     r->core.release = core_release;
     track(r);
     sw_move_handle *move;
-    if (sw_py_core_move_start(&r->core, s, destination, kind == SW_ROUTE_ELEMENTWISE, sync,
-                              &move) == 0) {
+    int rc = sw_py_core_move_start(&r->core, s, destination, kind == SW_ROUTE_ELEMENTWISE, sync,
+                                   &move);
+    if (rc == 0) {
         sw_py_await_bind_move(h, move);
         *handle = h;
         return 1;
     }
-    PyObject *e = sw_py_take_exception();
-    if (raise_refused_row(tensor, destination) < 0) {
+    PyObject *e = rc == -2 ? NULL : sw_py_take_exception();
+    if (!e || raise_refused_row(tensor, destination) < 0) {
         Py_XDECREF(e);
         untrack(r);
         request_free(r);

@@ -2,17 +2,14 @@
 (issue 19).
 
 A move between CPU, Generic and FileBacked carriers on their shipped route,
-into a destination that holds the span, with no autograd node and no
-profiling record, runs nothing between its checks and the core's start of
-the move, so the core's validation (one lock round on the pair, in the
-table's order) is its only check. The separate check (`move_check` fault
+with no autograd node and no profiling record, runs nothing between its
+checks and the core's start of the move, so the core's validation (one
+lock round on the pair, in the table's order, with the growth of an empty
+destination) is its only check. The separate check (`move_check` fault
 point) then must not run: with it failing, such moves still go through,
-and the moves that need it (a node to record, a destination to grow) still
-meet it. The words of each refusal are guarded by
-test_move_validation_core_checked.py.
+and a move that needs it (a node to record) still meets it. The words of
+each refusal are guarded by test_move_validation_core_checked.py.
 """
-
-import contextlib
 
 import pytest
 
@@ -44,8 +41,13 @@ def file_backed(n):
     return f
 
 
-PAIRS = [(cpu, cpu), (cpu, file_backed), (file_backed, cpu), (generic, cpu), (cpu, generic)]
-IDS = ["cpu->cpu", "cpu->file", "file->cpu", "generic->cpu", "cpu->generic"]
+def empty_file(n):
+    return sw.FileBacked()
+
+
+PAIRS = [(cpu, cpu), (cpu, file_backed), (cpu, empty_file), (file_backed, cpu), (generic, cpu),
+         (cpu, generic)]
+IDS = ["cpu->cpu", "cpu->file", "cpu->empty-file", "file->cpu", "generic->cpu", "cpu->generic"]
 
 
 @pytest.fixture
@@ -76,14 +78,26 @@ def test_a_move_of_built_ins_is_checked_only_by_its_start(make, call, n, check_f
 
 @needs_faults
 @pytest.mark.parametrize("call", ["move", "move_async"])
-def test_moves_that_need_the_separate_check_still_run_it(call, check_fails):
-    # A node to record (Float32 with autograd on) and a destination to grow.
-    for grad, dst in ((True, sw.CPU(4)), (False, sw.FileBacked())):
-        t = tensor_on(sw.CPU(4), 4)
-        with contextlib.nullcontext() if grad else sw.no_grad():
-            with pytest.raises(OSError, match="injected check failure"):
-                run(call, t, dst)
-        assert not t.carrier.is_released() and not dst.is_released()
+def test_a_move_that_records_a_node_still_runs_the_separate_check(call, check_fails):
+    t, dst = tensor_on(sw.CPU(4), 4), sw.CPU(4)
+    with pytest.raises(OSError, match="injected check failure"):  # autograd on
+        run(call, t, dst)
+    assert not t.carrier.is_released() and not dst.is_released()
+
+
+@needs_faults
+@pytest.mark.parametrize("call", ["move", "move_async"])
+def test_a_growth_the_start_fails_raises_before_the_move(call):
+    t, d = tensor_on(sw.CPU(4), 4), sw.FileBacked()
+    _C._fault_inject("truncate")
+    try:
+        with sw.no_grad(), pytest.raises(OSError, match="resiz"):
+            getattr(sw, call)(t, d)
+    finally:
+        _C._fault_clear()
+    assert d.size() == 0 and d.path.stat().st_size == 0 and not t.carrier.is_released()
+    with sw.no_grad():
+        assert sw.move(t, d).carrier.size() == 4
 
 
 @needs_faults
