@@ -5,6 +5,11 @@
  *   -> resolve the route (row 9) -> row 10 -> allocate the destination ->
  *   mark both carriers pending -> submit -> commit once.
  *
+ * A move of built-in host carriers on a shipped route, with no autograd
+ * node and no profiling record, runs nothing between those checks and the
+ * core's start: the core's own validation at the start is its only check
+ * (initiate_core_checked), and a refusal there is raised in the words of
+ * the checks above.
  * Only a destination written in Python is allocated here (its _allocate);
  * the core grows an empty FileBacked itself as it marks the carriers
  * pending, and gives the growth back when the move fails.
