@@ -385,8 +385,8 @@ SW_API int sw_carrier_is_pending(sw_carrier *c); /* taking part in a move */
 SW_API sw_status sw_carrier_check_tier_pair(sw_carrier *primary, sw_carrier *secondary,
                                             sw_error *err);
 
-/* Why a slot access was refused: err->detail of a refusal by the slot
- * calls below, so that a binding says it in its own words without looking
+/* Why a slot access, a version step, a growth or a release was refused:
+ * err->detail of a refusal by the calls below, so that a binding says it in its own words without looking
  * at the state again (that look could see a later state than the one
  * refused). The values stay clear of other headers' details (move.h rows,
  * tensor.h element refusals), since a carrier's error can travel through
@@ -399,7 +399,9 @@ typedef enum sw_carrier_refusal {
                                                 (a read: as its destination) */
     SW_CARRIER_REFUSED_OWNED = 0x5704,       /* SW_ESTATE: owned, no owner access here */
     SW_CARRIER_REFUSED_IMMUTABLE = 0x5705,   /* SW_ESTATE: intrinsically immutable */
-    SW_CARRIER_REFUSED_RANGE = 0x5706        /* SW_ERANGE: slot outside [0, size) */
+    SW_CARRIER_REFUSED_RANGE = 0x5706,       /* SW_ERANGE: slot outside [0, size) */
+    SW_CARRIER_REFUSED_SHRINK = 0x5707       /* SW_EINVAL: growth to fewer slots than
+                                                the carrier has */
 } sw_carrier_refusal;
 
 /* Slot access, checks in this order: released, unavailable (the class's
@@ -430,26 +432,47 @@ SW_API sw_status sw_carrier_check_write_slot(sw_carrier *c, int64_t slot, int64_
 SW_API sw_status sw_carrier_check_read_slot(sw_carrier *c, int64_t slot, int64_t *size_seen,
                                             sw_error *err);
 /* +1 on the version (a write that bypassed sw_carrier_write); refused like
- * a write. */
+ * a write (released, pending, owned, immutable; err->detail the
+ * sw_carrier_refusal), and no step under transfer access. */
 SW_API sw_status sw_carrier_increment_version(sw_carrier *c, sw_error *err);
 
 /* Growth of a carrier whose class can allocate (FileBacked): to `slots`
  * slots, the new ones reading 0; the same size again does nothing. Growth
  * changes no version and ignores intrinsic mutability (an empty carrier is
- * filled by a move), but is refused like a release: SW_ESTATE when
- * released, taking part in a pending move, or owned without owner access
- * on this thread. SW_EINVAL when the class cannot allocate or `slots` is
- * below the size (no shrinking); SW_EOVERFLOW for a size past the file
- * limit; SW_EIO from the file system. The size is unchanged on failure. */
+ * filled by a move), but is refused like a release, checks in this order:
+ * SW_ESTATE when released, taking part in a pending move (even under
+ * transfer access), or owned without owner access on this thread
+ * (err->detail RELEASED, PENDING, OWNED); SW_EINVAL when the class cannot
+ * allocate (detail 0) or `slots` is below the size (SHRINK); SW_EOVERFLOW
+ * for a size past the file limit; SW_EIO from the file system. The size is
+ * unchanged on failure. */
 SW_API sw_status sw_carrier_allocate(sw_carrier *c, int64_t slots, sw_error *err);
+/* Whether sw_carrier_allocate(c, slots) would be let through now, without
+ * growing: its checks in its order, under one lock, and the same refusal
+ * (status, err->detail). `size_seen` (may be NULL) gets the size the
+ * shrink check compared against (0 once released or refused before it),
+ * so that a binding words a SHRINK refusal, or skips a growth to the same
+ * size, without a second look. Nothing changes; a snapshot: the growth
+ * checks again. SW_ETYPE for NULL. */
+SW_API sw_status sw_carrier_check_allocate(sw_carrier *c, int64_t slots, int64_t *size_seen,
+                                           sw_error *err);
 /* Back to 0 slots: undoes the growth of a move that failed, on whichever
  * thread finishes the move: ownership was checked when the move started,
  * so only released, pending and a class without growth are refused. */
 SW_API sw_status sw_carrier_unallocate(sw_carrier *c, sw_error *err);
 
-/* Free the storage. Idempotent; SW_ESTATE while owned without owner
- * access or while pending. */
+/* Free the storage. Checks in this order: SW_ESTATE while taking part in
+ * a pending move (err->detail PENDING), then while owned without owner
+ * access on this thread (OWNED), released or not; a carrier released
+ * before is then left as it is (SW_OK: idempotent). */
 SW_API sw_status sw_carrier_release(sw_carrier *c, sw_error *err);
+/* Whether sw_carrier_release(c) would be let through now, without
+ * releasing: its checks in its order and the same refusal. `released_seen`
+ * (may be NULL) gets 1 when the carrier was released already (the release
+ * would do nothing). For a binding that frees a STATE_ONLY carrier's
+ * storage itself before sw_carrier_release marks it released (which
+ * checks again). Nothing changes; SW_ETYPE for NULL. */
+SW_API sw_status sw_carrier_check_release(sw_carrier *c, int *released_seen, sw_error *err);
 
 /* Ownership claims. claim: SW_ESTATE when released, owned (with or
  * without owner access) or pending, in that order, err->detail the

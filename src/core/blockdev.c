@@ -411,8 +411,7 @@ void sw_blockdev_fork_child(void)
         pthread_cond_init(&d->flush_cv, NULL);
         d->busy = NULL;
         d->flushing = 0;
-        if (atomic_exchange(&d->transferring, 0))
-            d->forked_mid_transfer = 1;
+        atomic_store(&d->transferring, 0); /* those transfers did not survive */
     }
     pthread_mutex_unlock(&open_lock); /* this thread took it before the fork */
 }
@@ -440,11 +439,6 @@ static void unlist_open(sw_blockdev *d)
         d->open_next->open_prev = d->open_prev;
     d->open_prev = d->open_next = NULL;
     pthread_mutex_unlock(&open_lock);
-}
-
-int sw_blockdev_forked_mid_transfer(const sw_blockdev *d)
-{
-    return d->forked_mid_transfer;
 }
 
 void sw_blockdev_close(sw_blockdev *d)

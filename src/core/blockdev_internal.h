@@ -118,10 +118,8 @@ typedef struct sw_blockdev {
     int flush_errno;         /* the errno of the fdatasync that failed */
     /* Fork safety: every open device is listed, so that a forked child
      * can make each lock usable again (a thread of the parent may have
-     * held it at fork()); `transferring` counts the transfers in flight,
-     * and in the child `forked_mid_transfer` tells that one was cut off. */
+     * held it at fork()); `transferring` counts the transfers in flight. */
     _Atomic int transferring;
-    int forked_mid_transfer;
     struct sw_blockdev *open_prev, *open_next;
 } sw_blockdev;
 
@@ -135,10 +133,6 @@ sw_status sw_blockdev_open(const char *path, sw_blockdev **out, sw_error *err);
 /* Close the descriptor (idempotent); the struct stays until free. */
 void sw_blockdev_close(sw_blockdev *d);
 void sw_blockdev_free(sw_blockdev *d);
-/* In a forked child: 1 when a thread of the parent was transferring on
- * `d` at fork(). That transfer never finishes here; its destination range
- * holds unspecified values in the child's view. */
-int sw_blockdev_forked_mid_transfer(const sw_blockdev *d);
 
 /* Callers hold d->lock around the calls below. */
 /* Reserve an extent for `bytes` and, when `zero`, write zeros over it (a

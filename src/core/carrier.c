@@ -453,16 +453,23 @@ sw_status sw_carrier_check_growable_locked(sw_carrier *c, const char *what, int 
                                           sw_error *err)
 {
     if (c->released)
-        return sw_error_set(err, SW_ESTATE, "%s: cannot %s a released carrier",
-                            sw_carrier_name(c), what);
+        return refused(err,
+                       sw_error_set(err, SW_ESTATE, "%s: cannot %s a released carrier",
+                                    sw_carrier_name(c), what),
+                       SW_CARRIER_REFUSED_RELEASED);
     if (c->pending_src || c->pending_dst)
-        return sw_error_set(err, SW_ESTATE,
-                            "%s: cannot %s a carrier taking part in a pending move; wait "
-                            "for the move first",
-                            sw_carrier_name(c), what);
+        return refused(err,
+                       sw_error_set(err, SW_ESTATE,
+                                    "%s: cannot %s a carrier taking part in a pending move; "
+                                    "wait for the move first",
+                                    sw_carrier_name(c), what),
+                       SW_CARRIER_REFUSED_PENDING);
     if (owner && sw_carrier_owned_blocks_locked(c))
-        return sw_error_set(err, SW_ESTATE, "%s: cannot %s a carrier owned by another carrier",
-                            sw_carrier_name(c), what);
+        return refused(err,
+                       sw_error_set(err, SW_ESTATE,
+                                    "%s: cannot %s a carrier owned by another carrier",
+                                    sw_carrier_name(c), what),
+                       SW_CARRIER_REFUSED_OWNED);
     if (SW_CARRIER_STATE_ONLY(c))
         return sw_carrier_refuse_state_only(c, what, err);
     if (!c->ops->allocate || !c->ops->unallocate)
@@ -471,21 +478,48 @@ sw_status sw_carrier_check_growable_locked(sw_carrier *c, const char *what, int 
     return SW_OK;
 }
 
+/* sw_carrier_allocate's checks in its order; *size: the size the shrink
+ * check compared against (0 when refused before it). */
+static sw_status check_allocate_locked(sw_carrier *c, int64_t slots, int64_t *size,
+                                       sw_error *err)
+{
+    *size = 0;
+    sw_status st = sw_carrier_check_growable_locked(c, "grow", 1, err);
+    if (st != SW_OK)
+        return st;
+    *size = c->ops->size(c->impl);
+    if (slots < *size)
+        return refused(err,
+                       sw_error_set(err, SW_EINVAL,
+                                    "%s: cannot shrink the carrier from %lld to %lld slots",
+                                    sw_carrier_name(c), (long long)*size, (long long)slots),
+                       SW_CARRIER_REFUSED_SHRINK);
+    return SW_OK;
+}
+
+sw_status sw_carrier_check_allocate(sw_carrier *c, int64_t slots, int64_t *size_seen,
+                                    sw_error *err)
+{
+    if (!c)
+        return sw_error_set(err, SW_ETYPE, "carrier must not be NULL");
+    int64_t size;
+    pthread_mutex_lock(&c->lock);
+    sw_status st = check_allocate_locked(c, slots, &size, err);
+    pthread_mutex_unlock(&c->lock);
+    if (size_seen)
+        *size_seen = size;
+    return st;
+}
+
 sw_status sw_carrier_allocate(sw_carrier *c, int64_t slots, sw_error *err)
 {
     if (!c)
         return sw_error_set(err, SW_ETYPE, "carrier must not be NULL");
+    int64_t size;
     pthread_mutex_lock(&c->lock);
-    sw_status st = sw_carrier_check_growable_locked(c, "grow", 1, err);
-    if (st == SW_OK) {
-        int64_t size = c->ops->size(c->impl);
-        if (slots < size)
-            st = sw_error_set(err, SW_EINVAL,
-                              "%s: cannot shrink the carrier from %lld to %lld slots",
-                              sw_carrier_name(c), (long long)size, (long long)slots);
-        else if (slots > size)
-            st = c->ops->allocate(c->impl, slots, err);
-    }
+    sw_status st = check_allocate_locked(c, slots, &size, err);
+    if (st == SW_OK && slots > size)
+        st = c->ops->allocate(c->impl, slots, err);
     pthread_mutex_unlock(&c->lock);
     return st;
 }
@@ -514,26 +548,44 @@ void sw_carrier_release_locked(sw_carrier *c)
     }
 }
 
-/* Release unless pending (and, with check_owner, owned without owner
- * access here); idempotent. */
+/* The rule that refuses a release of `c` now, in carrier.h's order
+ * (pending, then with check_owner owned without owner access here); 0
+ * when none does. A released carrier is checked too: releasing it again
+ * is let through only where a first release would be. */
+static int release_refusal_locked(sw_carrier *c, int check_owner)
+{
+    if (c->pending_src || c->pending_dst)
+        return SW_CARRIER_REFUSED_PENDING;
+    if (check_owner && sw_carrier_owned_blocks_locked(c))
+        return SW_CARRIER_REFUSED_OWNED;
+    return 0;
+}
+
+static sw_status refuse_release(sw_carrier *c, int why, sw_error *err)
+{
+    if (why == SW_CARRIER_REFUSED_PENDING)
+        return refused(err,
+                       sw_error_set(err, SW_ESTATE,
+                                    "%s: cannot release a carrier taking part in a pending "
+                                    "move; wait for the move first",
+                                    sw_carrier_name(c)),
+                       SW_CARRIER_REFUSED_PENDING);
+    return refused(err,
+                   sw_error_set(err, SW_ESTATE,
+                                "%s: cannot release a carrier owned by another carrier",
+                                sw_carrier_name(c)),
+                   SW_CARRIER_REFUSED_OWNED);
+}
+
+/* Release unless refused (release_refusal_locked); idempotent. */
 static sw_status release_checked(sw_carrier *c, int check_owner, sw_error *err)
 {
     if (!c)
         return sw_error_set(err, SW_ETYPE, "carrier must not be NULL");
     pthread_mutex_lock(&c->lock);
-    sw_status st = SW_OK;
-    if (c->released)
-        ;
-    else if (c->pending_src || c->pending_dst)
-        st = sw_error_set(err, SW_ESTATE,
-                          "%s: cannot release a carrier taking part in a pending move; wait "
-                          "for the move first",
-                          sw_carrier_name(c));
-    else if (check_owner && sw_carrier_owned_blocks_locked(c))
-        st = sw_error_set(err, SW_ESTATE,
-                          "%s: cannot release a carrier owned by another carrier",
-                          sw_carrier_name(c));
-    else
+    int why = release_refusal_locked(c, check_owner);
+    sw_status st = why ? refuse_release(c, why, err) : SW_OK;
+    if (!why && !c->released)
         sw_carrier_release_locked(c);
     pthread_mutex_unlock(&c->lock);
     return st;
@@ -542,6 +594,20 @@ static sw_status release_checked(sw_carrier *c, int check_owner, sw_error *err)
 sw_status sw_carrier_release(sw_carrier *c, sw_error *err)
 {
     return release_checked(c, 1, err);
+}
+
+sw_status sw_carrier_check_release(sw_carrier *c, int *released_seen, sw_error *err)
+{
+    if (!c)
+        return sw_error_set(err, SW_ETYPE, "carrier must not be NULL");
+    pthread_mutex_lock(&c->lock);
+    int why = release_refusal_locked(c, 1);
+    sw_status st = why ? refuse_release(c, why, err) : SW_OK;
+    int released = c->released;
+    pthread_mutex_unlock(&c->lock);
+    if (released_seen)
+        *released_seen = released;
+    return st;
 }
 
 void sw_carrier_export_begin_locked(sw_carrier *c)

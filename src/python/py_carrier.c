@@ -6,8 +6,9 @@
  * super().__init__(): a built-in (CPU, Generic, FileBacked,
  * BlockDeviceCarrier) holds its own core carrier, every other carrier a
  * STATE_ONLY one whose slots, size and dtype stay the binding's (its hooks). The core holds the
- * state and decides the slot and claim checks (carrier.h: err->detail names
- * the rule); the binding says them in the Python API's words, and checks
+ * state and decides the slot, claim, release and version-step checks
+ * (carrier.h: err->detail names the rule); the binding says them in the
+ * Python API's words, and checks
  * only what a Python hook answers (size, `_is_mutable`). Framework-owned methods never consult Python overrides;
  * hooks (size, dtype, get_value, ...) are looked up dynamically on user
  * classes, while exact built-in carriers take C fast paths through their
@@ -288,32 +289,6 @@ static int say_pending_read(PyObject *self)
                  "cannot read a %s carrier that is a pending move destination; wait() "
                  "for the move to finish first", type_name(self));
     return -1;
-}
-
-/* RuntimeError when the carrier is pending or owned without owner access
- * in state `s`; `what` names the refused action. 0 when allowed. The one
- * exception to the pending guard: the move's own transfer (this thread
- * holds transfer access) writes its destination. */
-static int refuse_guarded_in(PyObject *self, const sw_carrier_state *s, const char *what,
-                             int write)
-{
-    if (s->pending && !(write && s->pending == SW_PENDING_DESTINATION && s->in_transfer))
-        return say_pending(self, what);
-    if (s->owned && !s->owner_access)
-        return say_owned(self, what);
-    return 0;
-}
-
-static int refuse_guarded(PyObject *self, const char *what, int write)
-{
-    sw_carrier_state s;
-    state_of(self, &s);
-    return refuse_guarded_in(self, &s, what, write);
-}
-
-static int refuse_released(PyObject *self, const char *what)
-{
-    return sw_py_state_released(self) ? say_released(self, what) : 0;
 }
 
 static int intrinsic_mutable(PyObject *self)
@@ -1020,25 +995,117 @@ static PyObject *carrier_supports_storage_dtype(PyObject *self, PyObject *dtype)
     return t < 0 ? NULL : PyBool_FromLong(t);
 }
 
+/* A version step's refusal the core decided (sw_carrier_increment_version:
+ * err->detail) in the Python API's words. An intrinsically immutable
+ * carrier is not refused here: its step is skipped, as it always was. 0
+ * when nothing is raised. */
+static int say_version_refusal(PyObject *self, const sw_error *err)
+{
+    const char *what = "advance the version of";
+    switch (err->detail) {
+    case SW_CARRIER_REFUSED_RELEASED:
+        return say_released(self, what);
+    case SW_CARRIER_REFUSED_PENDING:
+        return say_pending(self, what);
+    case SW_CARRIER_REFUSED_OWNED:
+        return say_owned(self, what);
+    case SW_CARRIER_REFUSED_IMMUTABLE:
+        return 0;
+    default:
+        return sw_py_raise(err);
+    }
+}
+
+/* The core checks and steps under one lock (no step under transfer
+ * access: a move is not an in-place mutation). */
 static PyObject *carrier_increment_version(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    if (refuse_released(self, "advance the version of") < 0 ||
-        refuse_guarded(self, "advance the version of", 1) < 0)
+    sw_error err;
+    if (sw_carrier_increment_version(CARRIER(self)->core, &err) != SW_OK &&
+        say_version_refusal(self, &err) < 0)
         return NULL;
-    if (!has_transfer_access(CARRIER(self)))
-        sw_py_state_bump_version(self);
     Py_RETURN_NONE;
 }
 
-static int release_storage(PyObject *carrier);
+/* A release's refusal the core decided (sw_carrier_release /
+ * sw_carrier_check_release / sw_carrier_release_moved: err->detail) in the
+ * Python API's words. -1. */
+static int say_release_refusal(PyObject *self, const sw_error *err)
+{
+    switch (err->detail) {
+    case SW_CARRIER_REFUSED_PENDING:
+        return say_pending(self, "release");
+    case SW_CARRIER_REFUSED_OWNED:
+        return say_owned(self, "release");
+    default:
+        return sw_py_raise(err);
+    }
+}
 
-/* C-15: idempotent; owned without owner access or pending → RuntimeError. */
+/* The core's release: checked (sw_carrier_release) for a user's release,
+ * the pending guard only (sw_carrier_release_moved) for a move's commit,
+ * whose move checked ownership when it started (binding.h). */
+static sw_status core_release(sw_carrier *core, int moved, sw_error *err)
+{
+    return moved ? sw_carrier_release_moved(core, err) : sw_carrier_release(core, err);
+}
+
+/* The release of a carrier that holds its own storage: the core decides,
+ * marks it released and frees the storage; without the GIL for a class
+ * whose release may wait on I/O (a block device). */
+static int release_core(PyObject *carrier, int moved)
+{
+    SwCarrierObject *c = CARRIER(carrier);
+    const sw_carrier_ops *ops = sw_carrier_builtin_ops(carrier);
+    sw_carrier *core = c->core;
+    sw_error err;
+    sw_status st;
+    if (ops->core_io) {
+        Py_BEGIN_ALLOW_THREADS
+        st = core_release(core, moved, &err);
+        Py_END_ALLOW_THREADS
+    } else {
+        st = core_release(core, moved, &err);
+    }
+    if (st != SW_OK)
+        return say_release_refusal(carrier, &err);
+    ops->drop(carrier); /* the object's views of the storage */
+    return 0;
+}
+
+/* A STATE_ONLY carrier's storage is the binding's: the core decides
+ * whether it may go (sw_carrier_check_release, or the pending guard for a
+ * move's commit), the binding frees it, then the core marks the carrier
+ * released. */
+static int release_state_only(PyObject *carrier, int moved)
+{
+    sw_carrier *core = CARRIER(carrier)->core;
+    sw_error err;
+    int released;
+    if (moved) /* its caller saw it no longer pending */
+        released = sw_carrier_is_released(core);
+    else if (sw_carrier_check_release(core, &released, &err) != SW_OK)
+        return say_release_refusal(carrier, &err);
+    if (released)
+        return 0;
+    if (sw_py_carrier_drop_storage(carrier) < 0)
+        return -1; /* a provider that refuses keeps the carrier live */
+    /* The provider's code may have changed the state: the core checks again. */
+    return core_release(core, moved, &err) == SW_OK ? 0 : say_release_refusal(carrier, &err);
+}
+
+static int release_storage(PyObject *carrier, int moved)
+{
+    return sw_carrier_is_state_only(CARRIER(carrier)->core) ? release_state_only(carrier, moved)
+                                                             : release_core(carrier, moved);
+}
+
+/* C-15: idempotent; owned without owner access or pending → RuntimeError,
+ * released or not (the core's order: pending, then owned). */
 int sw_py_carrier_release(PyObject *carrier)
 {
-    if (refuse_guarded(carrier, "release", 0) < 0)
-        return -1;
-    return release_storage(carrier);
+    return release_storage(carrier, 0);
 }
 
 /* A move's commit releases its source on whichever thread commits: the
@@ -1049,7 +1116,7 @@ int sw_py_carrier_release_moved(PyObject *carrier)
     sw_carrier_state st;
     sw_carrier_get_state(CARRIER(carrier)->core, &st);
     if (st.pending)
-        return refuse_guarded(carrier, "release", 0);
+        return say_pending(carrier, "release");
     /* A move the core ran released the core carrier at its commit: only
      * the object's views of the storage are left to drop (one state read,
      * and no GIL round trip around a release that has nothing to do). */
@@ -1057,45 +1124,13 @@ int sw_py_carrier_release_moved(PyObject *carrier)
         sw_py_carrier_drop_core_released(carrier);
         return 0;
     }
-    return release_storage(carrier);
+    return release_storage(carrier, 1);
 }
 
 void sw_py_carrier_drop_core_released(PyObject *carrier)
 {
     const sw_carrier_ops *ops = sw_carrier_builtin_ops(carrier);
     (ops->drop_views ? ops->drop_views : ops->drop)(carrier);
-}
-
-static int release_storage(PyObject *carrier)
-{
-    SwCarrierObject *c = CARRIER(carrier);
-    const sw_carrier_ops *ops = sw_carrier_builtin_ops(carrier);
-    sw_error err;
-    if (!sw_carrier_is_state_only(c->core)) {
-        /* The caller checked the guard the release needs; the core marks
-         * the carrier released and frees its storage (once). */
-        sw_status st;
-        if (ops->core_io) {
-            sw_carrier *core = c->core;
-            Py_BEGIN_ALLOW_THREADS
-            st = sw_carrier_release_moved(core, &err);
-            Py_END_ALLOW_THREADS
-        } else {
-            st = sw_carrier_release_moved(c->core, &err);
-        }
-        if (st != SW_OK)
-            return sw_py_raise(&err);
-        ops->drop(carrier); /* the object's views of the storage */
-        return 0;
-    }
-    /* The binding frees the storage, then the core marks it released. */
-    if (sw_carrier_is_released(c->core))
-        return 0;
-    if (sw_py_carrier_drop_storage(carrier) < 0)
-        return -1; /* a provider that refuses keeps the carrier live */
-    if (sw_carrier_release_moved(c->core, &err) != SW_OK)
-        return sw_py_raise(&err);
-    return 0;
 }
 
 static PyObject *carrier_release(PyObject *self, PyObject *unused)
@@ -1278,22 +1313,9 @@ static PyObject *carrier_has_owner_access(PyObject *self, PyObject *unused)
     return PyBool_FromLong(has_owner_access(CARRIER(self)));
 }
 
-/* The ownership protocol for composites written in C (Evictable,
- * TiledEvictable): the same rules as the methods above, without Python
- * objects for the token. */
-int64_t sw_py_carrier_claim(PyObject *carrier)
-{
-    int64_t token;
-    return claim(carrier, &token) < 0 ? -1 : token;
-}
-
-void sw_py_carrier_relinquish(PyObject *carrier, int64_t token)
-{
-    if (token == 0)
-        return;
-    (void)sw_carrier_relinquish(CARRIER(carrier)->core, (uint64_t)token, NULL);
-}
-
+/* Owner access for composites written in C (Evictable, TiledEvictable):
+ * the same rules as the methods above, without Python objects for the
+ * token. */
 int sw_py_carrier_begin_owner(PyObject *carrier, int64_t token)
 {
     PyObject *t = PyLong_FromLongLong(token);
@@ -1317,23 +1339,6 @@ int sw_py_check_tier_pair(PyObject *p, PyObject *s)
     return sw_carrier_check_tier_pair(CARRIER(p)->core, CARRIER(s)->core, &err) == SW_OK
                ? 0
                : sw_py_raise(&err);
-}
-
-int sw_py_carrier_release_claimed(PyObject *carrier, int64_t *token)
-{
-    int rc = 0;
-    if (*token && !sw_py_state_released(carrier)) {
-        rc = sw_py_carrier_begin_owner(carrier, *token);
-        if (rc == 0) {
-            rc = sw_py_carrier_release(carrier);
-            sw_py_carrier_end_owner(carrier, *token);
-        }
-    }
-    if (rc == 0) {
-        sw_py_carrier_relinquish(carrier, *token);
-        *token = 0;
-    }
-    return rc;
 }
 
 static PyObject *carrier_get_version(PyObject *self, void *closure)

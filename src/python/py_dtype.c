@@ -140,11 +140,6 @@ static PyObject *dtype_storage_schema(PyObject *self, PyObject *unused)
     return res;
 }
 
-PyObject *sw_py_dtype_storage_schema(PyObject *dtype)
-{
-    return dtype_storage_schema(dtype, NULL);
-}
-
 static PyObject *dtype_self(PyObject *self, PyObject *unused)
 {
     (void)unused;

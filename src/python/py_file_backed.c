@@ -155,36 +155,53 @@ static int fb_clear(PyObject *self)
     return 0;
 }
 
-/* C-12: grow an allocatable-empty carrier (or any live one) to `size`
- * (_allocate; a move's growth is the core's). */
-static int fb_allocate_to(PyObject *self, int64_t size)
+/* An _allocate refusal the core decided (sw_carrier_check_allocate /
+ * sw_carrier_allocate: err->detail) in the Python API's words; `size`:
+ * the size the shrink check saw. -1. */
+static int say_allocate_refusal(const sw_error *err, int64_t slots, int64_t size)
 {
-    if (sw_py_state_released(self)) {
+    switch (err->detail) {
+    case SW_CARRIER_REFUSED_RELEASED:
         PyErr_SetString(PyExc_RuntimeError, "cannot allocate a released FileBacked carrier");
         return -1;
-    }
-    /* Growing remaps the file and changes the size a move checked: the
-     * pending guard and the ownership rule refuse it like any write. */
-    if (sw_py_state_pending(self)) { /* even under transfer access */
+    case SW_CARRIER_REFUSED_PENDING: /* even under transfer access */
         PyErr_SetString(PyExc_RuntimeError,
                         "cannot grow a FileBacked carrier that is pending in a move; "
                         "wait() for the move first");
         return -1;
-    }
-    if (sw_py_carrier_owned_elsewhere(self)) {
+    case SW_CARRIER_REFUSED_OWNED:
         PyErr_SetString(PyExc_RuntimeError,
                         "cannot grow a FileBacked carrier owned by a composite carrier "
                         "without owner access");
         return -1;
-    }
-    int64_t nslots = fb_size(self);
-    if (size < nslots) {
+    case SW_CARRIER_REFUSED_SHRINK:
         PyErr_Format(PyExc_ValueError,
                      "_allocate cannot shrink a FileBacked carrier from %lld to %lld slots",
-                     (long long)nslots, (long long)size);
+                     (long long)size, (long long)slots);
         return -1;
+    default:
+        return sw_py_raise(err); /* the core's words, OverflowError included */
     }
-    return size == nslots ? 0 : fb_grow(self, size);
+}
+
+/* C-12: grow an allocatable-empty carrier (or any live one) to `size`
+ * (_allocate; a move's growth is the core's). Growing remaps the file and
+ * changes the size a move checked, so the core refuses it like a write
+ * (released, pending, owned) and refuses shrinking; its check gives the
+ * size it saw, which a refusal's words and a growth to the same size
+ * need. The growth checks again (another thread may grow it between). */
+static int fb_allocate_to(PyObject *self, int64_t size)
+{
+    sw_carrier *core = FB(self)->base.core;
+    sw_error err;
+    int64_t seen;
+    if (sw_carrier_check_allocate(core, size, &seen, &err) != SW_OK)
+        return say_allocate_refusal(&err, size, seen);
+    if (size == seen)
+        return 0;
+    if (sw_carrier_allocate(core, size, &err) != SW_OK)
+        return say_allocate_refusal(&err, size, sw_carrier_size(core));
+    return 0;
 }
 
 static PyObject *fb_allocate(PyObject *self, PyObject *size_obj)

@@ -56,16 +56,6 @@ PyObject *sw_py_layout_wrap(sw_layout *layout)
     return wrap(&SwLayout_Type, layout);
 }
 
-PyObject *sw_py_shape_wrap(sw_layout *layout)
-{
-    return wrap(&SwShape_Type, layout);
-}
-
-PyObject *sw_py_stride_wrap(sw_layout *layout)
-{
-    return wrap(&SwStride_Type, layout);
-}
-
 /* Wrap a core result or raise its error. */
 static PyObject *wrap_result(enum kind k, sw_layout *layout, const sw_error *err)
 {

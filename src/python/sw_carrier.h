@@ -131,17 +131,10 @@ void sw_carrier_set_definitions(int (*observe)(PyTypeObject *cls),
 void sw_carrier_set_repr(reprfunc repr);
 void sw_carrier_set_dispatch_op(PyObject *(*dispatch)(PyObject *self, PyObject *name));
 
-/* Ownership (C-13) for composites written in C: claim returns the token
- * (-1 with RuntimeError when released, owned or pending); relinquish and
- * end do nothing for a wrong token. */
-int64_t sw_py_carrier_claim(PyObject *carrier);
-void sw_py_carrier_relinquish(PyObject *carrier, int64_t token);
+/* Owner access (C-13) for composites written in C; end does nothing for a
+ * wrong token. */
 int sw_py_carrier_begin_owner(PyObject *carrier, int64_t token);
 void sw_py_carrier_end_owner(PyObject *carrier, int64_t token);
-/* Release a claimed carrier through owner access, then relinquish it and
- * zero *token (composites dropping a tier). -1 with an exception when the
- * release fails; the claim is kept then. */
-int sw_py_carrier_release_claimed(PyObject *carrier, int64_t *token);
 /* Composite tier checks: distinct, neither released, neither owned (else
  * ValueError / RuntimeError naming the role). 0 / -1. */
 int sw_py_check_tier_pair(PyObject *p, PyObject *s);

@@ -100,11 +100,9 @@ typedef struct SwLayoutObject {
 #define SwLayout_Check(o) PyObject_TypeCheck((o), &SwLayout_Type)
 #define SwLayout_CORE(o) (((SwLayoutObject *)(o))->layout)
 
-/* New Layout/Shape/Stride object taking ownership of `layout` (freed on
+/* New Layout object taking ownership of `layout` (freed on
  * failure too). */
 PyObject *sw_py_layout_wrap(sw_layout *layout);
-PyObject *sw_py_shape_wrap(sw_layout *layout);
-PyObject *sw_py_stride_wrap(sw_layout *layout);
 /* Position just after the mode that starts at profile[p], and its leaf
  * count in *nleaves (may be NULL): the core's sw_layout_mode_end, so Layout,
  * Tensor indexing (py_tensor.c) and the core's views walk modes alike. */
@@ -130,10 +128,6 @@ typedef struct SwDTypeObject {
 #define SwDType_ID(o) (((SwDTypeObject *)(o))->id)
 /* Borrowed reference to the process-wide singleton for `id`. */
 PyObject *sw_py_dtype(sw_dtype id);
-/* D-4 storage schema of a DType: a tuple of storage DTypes, one per
- * subtensor ((D,), (Any,), (Floating,) or the compound's planes); ValueError
- * for Integer. New reference. */
-PyObject *sw_py_dtype_storage_schema(PyObject *dtype);
 
 /* C-7: TypeError for a non-DType; ValueError for a descriptor not among
  * `accepted` (compound: homogeneous storage cannot hold several planes;
