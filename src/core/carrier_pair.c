@@ -232,7 +232,9 @@ static void drop_other_threads(sw_carrier *c, pthread_t me)
  * fresh first: the copying thread may have held one (a slot write). */
 void sw_carrier_pair_fork_child(void)
 {
-    pthread_mutex_init(&pair_lock, NULL);
+    /* pair_lock was taken by this very thread in prepare: unlock it (a
+     * re-initialised lock still counts as held for ThreadSanitizer, which
+     * then sees every later lock taken "under" it). */
     pthread_t me = pthread_self();
     sw_carrier_pair *p = pairs;
     while (p) {
@@ -246,4 +248,5 @@ void sw_carrier_pair_fork_child(void)
         }
         p = next;
     }
+    pthread_mutex_unlock(&pair_lock);
 }
