@@ -615,20 +615,24 @@ static int core_refused(move_request *r, int rc)
  * once. A refusal by the core (it validates again; out of memory or
  * threads) is the handle's terminal failure, with nothing changed; its
  * growth's failure the request's (core_refused). */
-static int submit_core(move_request *r, PyObject *tensor, sw_route_kind kind, int sync)
+/* Start the request's move on the core's engine, its AwaitMove bound to
+ * the core's handle; the start's status (sw_py_core_move_start). */
+static int start_on_core(move_request *r, SwSubtensor *s, int elementwise, int sync)
 {
-    SwSubtensor *s = &TENSOR(tensor)->subs[0];
     PyObject *handle = r->handle; /* r may be gone once the core started */
     sw_move_handle *move;
     r->core.commit = core_committed;
     r->core.release = core_release;
-    int rc = sw_py_core_move_start(&r->core, s, r->destination, kind == SW_ROUTE_ELEMENTWISE,
-                                   sync, &move);
-    if (rc == 0) {
+    int rc = sw_py_core_move_start(&r->core, s, r->destination, elementwise, sync, &move);
+    if (rc == 0)
         sw_py_await_bind_move(handle, move);
-        return 0;
-    }
-    return core_refused(r, rc);
+    return rc;
+}
+
+static int submit_core(move_request *r, PyObject *tensor, sw_route_kind kind, int sync)
+{
+    int rc = start_on_core(r, &TENSOR(tensor)->subs[0], kind == SW_ROUTE_ELEMENTWISE, sync);
+    return rc == 0 ? 0 : core_refused(r, rc);
 }
 
 static int64_t move_bytes(PyObject *tensor, PyObject *op_type);
@@ -1027,14 +1031,9 @@ static int initiate_core_checked(PyObject *tensor, PyObject *destination, int sy
     Py_DECREF(route.op_type);
     PyObject *h = Py_NewRef(r->handle); /* r may be gone once the core started */
     r->on_core = 1;
-    r->core.commit = core_committed;
-    r->core.release = core_release;
     track(r);
-    sw_move_handle *move;
-    int rc = sw_py_core_move_start(&r->core, s, destination, kind == SW_ROUTE_ELEMENTWISE, sync,
-                                   &move);
+    int rc = start_on_core(r, s, kind == SW_ROUTE_ELEMENTWISE, sync);
     if (rc == 0) {
-        sw_py_await_bind_move(h, move);
         *handle = h;
         return 1;
     }
