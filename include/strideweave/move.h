@@ -61,7 +61,13 @@
  * no reference to the carriers or a tensor on the source beyond the call,
  * its result tensor made at commit (none with no_result), one lock round
  * on the carrier pair to validate and mark and one to commit; its handle
- * is done when sw_move_async returns. A large span copy is cut into parts run side by side on the
+ * is done when sw_move_async returns. When the caller holds its commit
+ * guard (guard_held in the options), the span is at most 64 KiB and no
+ * profiling subscriber watches, a move between those classes takes one
+ * lock round instead: the carriers stay locked from the validation through
+ * the copy to the commit, no pending mark is set (no other thread can see
+ * them in between), another thread touching either carrier waits for that
+ * copy, and on_commit runs after the locks are let go. A large span copy is cut into parts run side by side on the
  * helper threads of parallel.h: all of them when the caller waits, all
  * but one otherwise (the caller's own thread keeps a CPU). A move between
  * CPU and a BlockDeviceCarrier runs on its caller up to 16 MiB when the
@@ -247,7 +253,9 @@ typedef void (*sw_move_commit_fn)(sw_move_handle *move, sw_status status, sw_ten
  * then the carriers change, on_commit and the COMPLETE profiling event,
  * then leave. A binding whose own readers of the source rely on its own
  * lock (a Python binding: the GIL) takes that lock here, so the source's
- * storage is never freed under such a reader. Both get `user`. */
+ * storage is never freed under such a reader. Both get `user`. Neither
+ * runs for a commit on the caller of a move started with guard_held (the
+ * caller holds that lock already): on_commit then does what leave would. */
 typedef void (*sw_move_commit_guard_fn)(void *user);
 
 /* A profiling subscriber (see "Profiling hooks" below). */
@@ -280,6 +288,18 @@ typedef struct sw_move_options {
                             record; the core never reads it */
     sw_move_profile_fn profile_tag_hook; /* the subscriber the tag is for
                             (the others get NULL); NULL: every one */
+    int guard_held;      /* 1: the calling thread holds, for the whole call,
+                            the lock commit_enter takes (a Python binding:
+                            the GIL; a callback of the caller's may let it
+                            go meanwhile if it holds it again when it
+                            returns), and no other thread calls fork() while
+                            it is held (CPython's os.fork holds the GIL).
+                            Then a commit the core runs on this thread
+                            before the call returns calls neither
+                            commit_enter nor commit_leave, and a small move
+                            run here checks, copies and commits in one lock
+                            round (see "Where the transfer runs"). A commit
+                            on another thread still calls both. */
 } sw_move_options;
 
 /* ---- validation ------------------------------------------------------------

@@ -50,6 +50,8 @@ struct sw_move_handle {
     sw_move_commit_fn on_commit;
     void *user;
     sw_move_commit_guard_fn enter, leave;
+    int guard_held;      /* options->guard_held: a commit on the caller during
+                            its call runs without enter/leave */
     int64_t *progress;   /* the caller's byte counter, else &progress_own */
     int64_t progress_own; /* bytes copied so far, when the caller gave no counter */
     int caller_waits;    /* the caller waits at once: every helper copies */
@@ -613,13 +615,16 @@ static void release_moved_source(sw_carrier *s, sw_core_thread *th)
         th->defer_large_closes = 0;
 }
 
-static void commit(sw_move_handle *m)
+/* `caller_guard`: the commit runs on the caller of sw_move_async during
+ * that call, and the caller holds the commit guard already (guard_held). */
+static void commit_guarded(sw_move_handle *m, int caller_guard)
 {
     sw_carrier *s = m->src->carrier, *d = m->dst;
+    int guard = m->enter && !caller_guard;
     atomic_store(&m->committing, 1);
     /* SUBMIT is always reported before COMPLETE. */
     sw_completion_wait(m->reported);
-    if (m->enter)
+    if (guard)
         m->enter(m->user);
     sw_carrier_lock_pair(s, d);
     if (m->status == SW_OK &&
@@ -646,7 +651,7 @@ static void commit(sw_move_handle *m)
     profile(m, SW_MOVE_EVENT_COMPLETE, m->status);
     if (m->on_commit)
         m->on_commit(m, m->status, m->status == SW_OK ? m->result : NULL, m->user);
-    if (m->enter && m->leave)
+    if (guard && m->leave)
         m->leave(m->user);
     /* The move lets go of its carriers before anyone learns it finished:
      * once sw_move_wait returns (or sw_move_done says 1), it holds no
@@ -676,6 +681,11 @@ static void commit(sw_move_handle *m)
     /* Last: sw_move_drain promises the move let go of everything. */
     if (counted)
         in_flight_add(-1);
+}
+
+static void commit(sw_move_handle *m)
+{
+    commit_guarded(m, 0);
 }
 
 /* ---- handles -------------------------------------------------------------- */
@@ -984,6 +994,7 @@ static void take_options(sw_move_handle *m, const sw_move_options *o)
     m->user = o->user;
     m->enter = o->commit_enter;
     m->leave = o->commit_leave;
+    m->guard_held = o->guard_held;
     m->progress = o->progress ? o->progress : &m->progress_own;
     m->caller_waits = o->caller_waits;
     m->profile_tag = o->profile_tag;
@@ -1088,7 +1099,7 @@ static void start_supplied(sw_move_handle *m)
     if (m->done_inline) {
         int was = engine_thread;
         engine_thread = 1;
-        commit(m);
+        commit_guarded(m, m->guard_held);
         engine_thread = was;
     }
 }
@@ -1153,15 +1164,19 @@ static sw_status move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options
  * caller gets the handle), no references to the carriers or a tensor on the
  * source (the caller holds them until it returns), no result tensor unless
  * one is wanted (made at commit), and one lock round on the carrier pair to
- * validate and mark, one to commit. The rules are the same: pending marks,
- * the profiling events, the commit guard and on_commit, counted in flight
- * for drains and exit, refused once exit began. */
+ * validate and mark, one to commit; or, for a caller holding its commit
+ * guard (move_one_round), a single lock round through the copy. The rules
+ * are the same: pending marks (or locks held throughout), the profiling
+ * events, the commit guard and on_commit, counted in flight for drains and
+ * exit, refused once exit began. */
 
 /* The route a light move takes (resolved once, by light_eligible). */
 typedef struct light_route {
     sw_move_route route;
     sw_route_transfer_fn fn; /* a block device's route; NULL between host classes */
     copy_modes modes;        /* the layout's, between host classes */
+    int one_round;           /* it may check, copy and commit in one lock round
+                                (move_one_round) */
 } light_route;
 
 /* Whether a move of the span (s, l) into d takes the light path; its
@@ -1175,6 +1190,7 @@ static int light_eligible(const sw_carrier *s, const sw_layout *l, const sw_carr
     sw_route_transfer_fn route_fn;
     r->route = resolve(s->ops, d->ops, &route_fn);
     r->fn = route_fn;
+    r->one_round = 0;
     if (r->route == SW_ROUTE_BULK && route_fn)
         return !(o && o->elementwise) && block_route_here(s, l, o && o->caller_waits) &&
                !sw_fault_armed("move_transfer_pause");
@@ -1186,6 +1202,10 @@ static int light_eligible(const sw_carrier *s, const sw_layout *l, const sw_carr
         return 0;
     int64_t span = l->cosize * (int64_t)sw_dtype_slot_bytes(s->dtype);
     int waits = o && o->caller_waits;
+    /* A copy between host classes no bigger than a move that does not wait
+     * runs here: short enough to hold the carriers' locks through it when
+     * the caller holds the guard (see move_one_round). */
+    r->one_round = o && o->guard_held && span <= HERE_BYTES;
     return span <= (waits ? HERE_WAITED_BYTES : HERE_BYTES) &&
            !sw_fault_armed("move_transfer_pause");
 }
@@ -1207,20 +1227,30 @@ static sw_status light_span_locked(sw_carrier *s, int64_t offset, const sw_layou
     return SW_OK;
 }
 
-/* The commit of a light move, on its caller (as commit() does it). */
-static void light_commit(sw_move_handle *m, sw_carrier *s, const sw_layout *l, sw_carrier *d,
-                         sw_core_thread *th)
+/* A light move's result: a tensor on `d` at 0 with `l`'s layout; NULL
+ * with `err` set when out of memory. */
+static sw_tensor *light_result(sw_carrier *d, const sw_layout *l, sw_error *err)
 {
+    sw_tensor *result = NULL;
+    sw_layout *copy = sw_layout_copy(l, err);
+    if (copy && !(result = sw_tensor_wrap(d, 0, copy, err)))
+        sw_layout_free(copy);
+    if (!result)
+        sw_error_set(err, SW_ENOMEM, "move: out of memory");
+    return result;
+}
+
+/* The commit of a light move, on its caller (as commit() does it);
+ * `caller_guard` as for commit_guarded. */
+static void light_commit(sw_move_handle *m, sw_carrier *s, const sw_layout *l, sw_carrier *d,
+                         sw_core_thread *th, int caller_guard)
+{
+    int guard = m->enter && !caller_guard;
     atomic_store(&m->committing, 1);
     sw_tensor *result = NULL;
-    if (m->status == SW_OK && !m->no_result) {
-        sw_layout *copy = sw_layout_copy(l, &m->err);
-        if (copy && !(result = sw_tensor_wrap(d, 0, copy, &m->err)))
-            sw_layout_free(copy);
-        if (!result)
-            m->status = sw_error_set(&m->err, SW_ENOMEM, "move: out of memory");
-    }
-    if (m->enter)
+    if (m->status == SW_OK && !m->no_result && !(result = light_result(d, l, &m->err)))
+        m->status = SW_ENOMEM;
+    if (guard)
         m->enter(m->user);
     sw_carrier_lock_pair(s, d);
     if (m->status == SW_OK && (d->released || d->ops->size(d->impl) < l->cosize))
@@ -1244,7 +1274,7 @@ static void light_commit(sw_move_handle *m, sw_carrier *s, const sw_layout *l, s
     profile(m, SW_MOVE_EVENT_COMPLETE, m->status);
     if (m->on_commit)
         m->on_commit(m, m->status, result, m->user);
-    if (m->enter && m->leave)
+    if (guard && m->leave)
         m->leave(m->user);
     /* The caller's carriers may be gone from here on (leave may drop the
      * binding's last references): only the handle is touched. */
@@ -1252,16 +1282,14 @@ static void light_commit(sw_move_handle *m, sw_carrier *s, const sw_layout *l, s
     uncount(m);
 }
 
-static sw_status move_light(sw_carrier *s, int64_t offset, const sw_layout *l, int span_checks,
-                            sw_carrier *d, const sw_move_options *o, const light_route *r,
-                            sw_move_handle **out, sw_error *err)
+/* A light move's handle, from its route and the caller's options (both
+ * light paths); NULL when out of memory. */
+static sw_move_handle *light_handle_for(sw_carrier *s, const sw_layout *l,
+                                        const sw_move_options *o, const light_route *r)
 {
-    if (span_checks && offset < 0)
-        return sw_error_set(err, SW_EINVAL, "tensor: offset must be >= 0, not %lld",
-                            (long long)offset);
     sw_move_handle *m = light_handle_new();
     if (!m)
-        return sw_error_set(err, SW_ENOMEM, "move: out of memory");
+        return NULL;
     atomic_init(&m->refs, 1);
     m->light = 1;
     m->job.run = run_transfer;
@@ -1276,17 +1304,124 @@ static sw_status move_light(sw_carrier *s, int64_t offset, const sw_layout *l, i
         take_options(m, o);
         m->no_result = o->no_result;
     }
-    int grow = 0;
+    return m;
+}
+
+/* A light move's start, the pair locked (both light paths): a span's
+ * checks, rows 2-10, the exit check and the growth of an empty
+ * destination, in that order; *grow says whether it grew. */
+static sw_status light_start_locked(sw_move_handle *m, sw_carrier *s, int64_t offset,
+                                    const sw_layout *l, int span_checks, sw_carrier *d,
+                                    const sw_move_options *o, int *grow, sw_error *err)
+{
     sw_status st = SW_OK;
-    sw_carrier_lock_pair(s, d);
+    *grow = 0;
     if (span_checks)
         st = light_span_locked(s, offset, l, err);
     if (st == SW_OK)
-        st = validate_locked(s, d, l, o, &grow, err);
+        st = validate_locked(s, d, l, o, grow, err);
     if (st == SW_OK && atomic_load(&engine_exiting))
         st = sw_error_set(err, SW_ESTATE, "move: the process is exiting; no new move can start");
-    if (st == SW_OK && grow)
-        st = grow_locked(s, d, l, m->route == SW_ROUTE_BULK && !r->fn, err);
+    if (st == SW_OK && *grow)
+        st = grow_locked(s, d, l, m->route == SW_ROUTE_BULK && !m->transfer, err);
+    return st;
+}
+
+/* A light move's transfer, on its caller (both light paths). */
+static void light_transfer(sw_move_handle *m, sw_carrier *s, int64_t offset, const sw_layout *l,
+                           sw_carrier *d, const light_route *r)
+{
+    sw_error_clear(&m->err);
+    if (sw_fault_hit("move_transfer"))
+        m->status = sw_error_set(&m->err, SW_EIO, "move: injected transfer failure");
+    else if (m->transfer)
+        m->status = m->transfer(s, offset, d, l, m->progress, &m->err);
+    else
+        m->status = transfer_span(s, offset, l, d, m->route, m->caller_waits, m->progress,
+                                  &r->modes, &m->err);
+}
+
+/* The light path in one lock round (move.h, guard_held): the caller holds
+ * the commit guard for the whole call, the copy is small and between host
+ * classes, and no profiling subscriber watches. Under the pair's locks it
+ * checks, grows, copies and commits, so no other thread ever sees the
+ * carriers between those steps: no pending mark is set, and nobody waits
+ * for this move but by waiting for those locks (a few microseconds: at
+ * most HERE_BYTES). It is not on the live list: the caller's guard keeps
+ * fork() out for the whole call (move.h), and a child forked anyway
+ * could not take these carriers' locks. It is counted in flight before
+ * the exit check, so an exit either waits for it or refuses it. on_commit
+ * runs after the locks are let go, with the caller's guard (no
+ * enter/leave). */
+static sw_status move_one_round(sw_move_handle *m, sw_carrier *s, int64_t offset,
+                                const sw_layout *l, int span_checks, sw_carrier *d,
+                                const sw_move_options *o, const light_route *r,
+                                sw_move_handle **out, sw_error *err)
+{
+    sw_core_thread *th = &sw_core_thread_state;
+    int grow;
+    m->generation = atomic_load(&engine_generation);
+    atomic_store(&m->counted, 1);
+    in_flight_add(1);
+    sw_carrier_lock_pair(s, d);
+    sw_status st = light_start_locked(m, s, offset, l, span_checks, d, o, &grow, err);
+    if (st == SW_OK && sw_fault_hit("move_submit")) {
+        if (grow)
+            d->ops->unallocate(d->impl, NULL);
+        st = sw_error_set(err, SW_EIO, "move: injected submission failure");
+    }
+    sw_tensor *result = NULL;
+    /* Exit from a transfer or on_commit here does not wait for this move. */
+    int was = th->engine;
+    if (st == SW_OK) {
+        m->grew = grow;
+        th->engine = 1;
+        light_transfer(m, s, offset, l, d, r);
+        if (m->status == SW_OK && !m->no_result &&
+            !(result = light_result(d, l, &m->err)))
+            m->status = SW_ENOMEM;
+        /* Nothing let go of either lock since the rows: the destination
+         * is as they found it, unlike light_commit's. */
+        if (m->status == SW_OK) {
+            release_moved_source(s, th);
+            __atomic_store_n(m->progress, m->bytes, __ATOMIC_RELAXED);
+        } else {
+            undo_growth_locked(m, d);
+        }
+    }
+    sw_carrier_unlock_pair(s, d);
+    if (st != SW_OK) {
+        uncount(m);
+        light_handle_free(m);
+        return st;
+    }
+    m->result = result;
+    if (m->on_commit)
+        m->on_commit(m, m->status, result, m->user);
+    th->engine = was;
+    uncount(m);
+    *out = m;
+    return SW_OK;
+}
+
+/* The light path in two lock rounds: check, grow and mark; copy; commit. */
+static sw_status move_light(sw_carrier *s, int64_t offset, const sw_layout *l, int span_checks,
+                            sw_carrier *d, const sw_move_options *o, const light_route *r,
+                            sw_move_handle **out, sw_error *err)
+{
+    if (span_checks && offset < 0)
+        return sw_error_set(err, SW_EINVAL, "tensor: offset must be >= 0, not %lld",
+                            (long long)offset);
+    sw_move_handle *m = light_handle_for(s, l, o, r);
+    if (!m)
+        return sw_error_set(err, SW_ENOMEM, "move: out of memory");
+    /* Most moves observe no subscriber: one atomic load says so. */
+    sw_move_hooks *prof = sw_move_hooks_take();
+    if (r->one_round && !prof)
+        return move_one_round(m, s, offset, l, span_checks, d, o, r, out, err);
+    int grow = 0;
+    sw_carrier_lock_pair(s, d);
+    sw_status st = light_start_locked(m, s, offset, l, span_checks, d, o, &grow, err);
     if (st == SW_OK) {
         m->grew = grow;
         s->pending_src = 1;
@@ -1294,10 +1429,11 @@ static sw_status move_light(sw_carrier *s, int64_t offset, const sw_layout *l, i
     }
     sw_carrier_unlock_pair(s, d);
     if (st != SW_OK) {
+        sw_move_hooks_drop(prof);
         sw_free(m);
         return st;
     }
-    m->prof = sw_move_hooks_take();
+    m->prof = prof;
     m->submit_ns = m->prof ? sw_clock_ns() : 0;
     m->generation = atomic_load(&engine_generation);
     atomic_store(&m->counted, 1);
@@ -1329,15 +1465,8 @@ static sw_status move_light(sw_carrier *s, int64_t offset, const sw_layout *l, i
     sw_core_thread *th = &sw_core_thread_state;
     int was = th->engine;
     th->engine = 1;
-    sw_error_clear(&m->err);
-    if (sw_fault_hit("move_transfer"))
-        m->status = sw_error_set(&m->err, SW_EIO, "move: injected transfer failure");
-    else if (m->transfer)
-        m->status = m->transfer(s, offset, d, l, m->progress, &m->err);
-    else
-        m->status = transfer_span(s, offset, l, d, m->route, m->caller_waits, m->progress,
-                                  &r->modes, &m->err);
-    light_commit(m, s, l, d, th);
+    light_transfer(m, s, offset, l, d, r);
+    light_commit(m, s, l, d, th, m->guard_held);
     th->engine = was;
     *out = m;
     return SW_OK;
@@ -1506,7 +1635,7 @@ static sw_status move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options
          * wait for this move either. */
         int was = engine_thread;
         run_transfer(&m->job);
-        commit(m);
+        commit_guarded(m, m->guard_held);
         engine_thread = was;
     }
     *out = m;
@@ -1713,7 +1842,7 @@ static void end_inherited(sw_move_handle *m)
          * on_commit here; nobody holds the handle, so it stays. */
         int was = engine_thread;
         engine_thread = 1;
-        light_commit(m, m->light_src, NULL, m->light_dst, &sw_core_thread_state);
+        light_commit(m, m->light_src, NULL, m->light_dst, &sw_core_thread_state, 0);
         engine_thread = was;
         return;
     }

@@ -585,8 +585,9 @@ static void core_committed(sw_py_core_move *cm, const sw_error *err)
     }
     /* A move the core ran itself committed only after finding the
      * destination live and large enough under its lock, and this thread has
-     * held the GIL since (commit_enter): no Python code could release or
-     * shrink it in between, so validate_result would find the same. */
+     * held the GIL since (taken by commit_enter, or held through the start
+     * that committed here): no Python code could release or shrink it in
+     * between, so validate_result would find the same. */
     finish(r, e, !r->supplied && !cm->forked);
     Py_XDECREF(e);
 }

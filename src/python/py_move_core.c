@@ -16,8 +16,10 @@
  * its first commit and keeps it: each later commit only takes the GIL
  * (making and deleting a thread state per commit cost a system call, an
  * allocation and about 1,500 instructions per move). A move the core runs
- * on its caller commits there: the GIL is held already, or taken back
- * after a larger transfer ran without it. */
+ * on its caller commits there: the GIL is held already (the start tells
+ * the core so, guard_held: no guard runs, and a small move takes one lock
+ * round on its carriers), or taken back after a larger transfer ran
+ * without it. */
 #include "sw_move_core.h"
 #include "sw_carrier.h"
 #include "sw_profiling.h"
@@ -33,11 +35,6 @@
 #define GIL_HELD_BYTES ((int64_t)64 << 10)
 
 static _Thread_local int committing;
-/* Set while this thread, holding the GIL, is inside the core's start of a
- * move: a commit the core runs right there (a small move) finds the GIL
- * already held and neither takes nor gives it back (PyGILState_Ensure and
- * Release cost about 150 instructions a move). */
-static _Thread_local int gil_held_here;
 /* This core thread's own Python thread state, kept from its first commit
  * on; NULL on threads Python made (and on a core thread before). */
 static _Thread_local PyThreadState *core_tstate;
@@ -109,11 +106,7 @@ sw_py_here sw_py_transfer_here(PyObject *src, int64_t offset, const sw_layout *l
 static void commit_enter(void *user)
 {
     sw_py_core_move *cm = user;
-    cm->gil_was_held = gil_held_here;
-    if (cm->gil_was_held) {
-        cm->engine_thread = 0;
-        return;
-    }
+    cm->entered = 1;
     if (core_tstate) { /* a core thread that committed before */
         cm->engine_thread = 1;
         PyEval_RestoreThread(core_tstate);
@@ -130,37 +123,42 @@ static void commit_enter(void *user)
         committing = 1;
 }
 
+/* The binding's end of a commit, GIL held: the request goes; `cm` with
+ * it. */
+static void commit_done(sw_py_core_move *cm)
+{
+    sw_move_handle *move = cm->move;
+    cm->release(cm);
+    sw_move_unref(move); /* the commit still holds its own */
+    if (PyErr_Occurred())
+        PyErr_WriteUnraisable(NULL);
+}
+
 static void on_commit(sw_move_handle *m, sw_status status, sw_tensor *result, void *user)
 {
-    (void)m;
     (void)result;
     sw_py_core_move *cm = user;
     cm->forked = sw_move_ended_by_fork(m);
-    if (status == SW_OK) {
-        cm->commit(cm, NULL);
-        return;
-    }
-    cm->commit(cm, sw_move_error(m));
+    cm->commit(cm, status == SW_OK ? NULL : sw_move_error(m));
+    /* A commit on the thread that started the move, which told the core it
+     * holds the GIL (guard_held): no commit_leave follows. */
+    if (!cm->entered)
+        commit_done(cm);
 }
 
 static void commit_leave(void *user)
 {
     sw_py_core_move *cm = user;
     PyGILState_STATE gil = cm->gil;
-    int engine_thread = cm->engine_thread, gil_was_held = cm->gil_was_held;
-    sw_move_handle *move = cm->move;
-    cm->release(cm);
-    sw_move_unref(move); /* the commit still holds its own */
-    if (PyErr_Occurred())
-        PyErr_WriteUnraisable(NULL);
+    int engine_thread = cm->engine_thread;
+    commit_done(cm);
     if (engine_thread) {
         committing = 0;
         (void)gil;
         PyEval_SaveThread(); /* the thread state stays this thread's */
         return;
     }
-    if (!gil_was_held)
-        PyGILState_Release(gil);
+    PyGILState_Release(gil);
 }
 
 int sw_py_core_move_committing(void)
@@ -209,10 +207,11 @@ int sw_py_core_move_start(sw_py_core_move *cm, const SwSubtensor *plane, PyObjec
         st = sw_move_async(t, dst, &o, &m, &err);
         Py_END_ALLOW_THREADS
     } else {
-        int was = gil_held_here; /* a commit hook may start a move here */
-        gil_held_here = 1;
+        /* The GIL stays held through the call (a commit here, and Python
+         * code it runs, takes it back before returning), and os.fork()
+         * needs it. */
+        o.guard_held = 1;
         st = sw_move_async(t, dst, &o, &m, &err);
-        gil_held_here = was;
     }
     /* The commit reaches the binding through `cm`; the handle is the
      * AwaitMove's, to wait on and read progress from. */
@@ -256,6 +255,9 @@ int sw_py_core_move_supply(sw_py_core_move *cm, const SwSubtensor *plane,
         .bytes = bytes,
         .profile_tag = cm->profile_tag,
         .profile_tag_hook = sw_py_profile_core_event,
+        /* A commit here (a transfer that finished inside `transfer`) finds
+         * the GIL held. */
+        .guard_held = 1,
     };
     sw_move_handle *m = NULL;
     /* GIL held throughout: the transfer may run Python here. */

@@ -47,7 +47,9 @@ typedef struct sw_py_core_move {
     void (*release)(struct sw_py_core_move *cm);
     PyGILState_STATE gil;   /* the commit's, taken by the core's commit guard */
     int engine_thread;      /* the commit runs on the core's completion thread */
-    int gil_was_held;       /* ... on the starting thread, which held the GIL */
+    int entered;            /* the core's commit guard ran (commit_enter): not
+                               for a commit on the thread that started the move
+                               holding the GIL, where on_commit ends it */
     /* A move whose transfer the binding runs (sw_py_core_move_supply):
      * called once, GIL held, on the thread that started the move; it runs
      * the copy there or hands it to a binding thread, and whoever finishes
