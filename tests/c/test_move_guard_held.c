@@ -190,6 +190,15 @@ static int holds(sw_carrier *c, int64_t n, int32_t base)
     return ok;
 }
 
+/* The end of one case: its handle, source tensor, destination and guard. */
+static void let_go(sw_move_handle *m, sw_tensor *t, sw_carrier *d, guard *g)
+{
+    sw_move_unref(m);
+    sw_tensor_unref(t);
+    sw_carrier_unref(d);
+    pthread_mutex_destroy(&g->mu);
+}
+
 /* ---- the guard on the caller and elsewhere --------------------------------- */
 
 /* A small move of each host pair with guard_held commits on its caller
@@ -219,10 +228,7 @@ static void test_commit_on_caller_skips_the_guard(void)
             CHECK(!sw_carrier_is_pending(d) && sw_carrier_size(d) == SMALL);
             CHECK(holds(d, SMALL, 7));
             sw_tensor_unref(r);
-            sw_move_unref(m);
-            sw_tensor_unref(t);
-            sw_carrier_unref(d);
-            pthread_mutex_destroy(&g.mu);
+            let_go(m, t, d, &g);
         }
     }
 }
@@ -247,10 +253,7 @@ static void test_guard_runs_where_the_caller_is_not(void)
         CHECK(pthread_equal(g.committer, pthread_self()) == waits);
         CHECK_EQ_I64(g.bad, 0);
         CHECK(sw_carrier_is_released(s) && holds(d, WAITED, 3));
-        sw_move_unref(m);
-        sw_tensor_unref(t);
-        sw_carrier_unref(d);
-        pthread_mutex_destroy(&g.mu);
+        let_go(m, t, d, &g);
     }
 }
 
@@ -517,10 +520,7 @@ static void test_faults_in_one_round(void)
         CHECK_EQ_I64(g.enters + g.leaves + g.bad, 0);
         CHECK(!sw_carrier_is_released(s) && !sw_carrier_is_pending(s) && holds(s, SMALL, 5));
         CHECK(!sw_carrier_is_pending(d) && sw_carrier_size(d) == 0);
-        sw_move_unref(m);
-        sw_tensor_unref(t);
-        sw_carrier_unref(d);
-        pthread_mutex_destroy(&g.mu);
+        let_go(m, t, d, &g);
     }
 }
 
@@ -550,10 +550,7 @@ static void test_profiling_subscriber_sees_guarded_moves(void)
     CHECK_EQ_I64(g.commits_ok, 1);
     CHECK_EQ_I64(g.enters + g.leaves + g.bad, 0);
     CHECK(sw_carrier_is_released(s) && holds(d, SMALL, 9));
-    sw_move_unref(m);
-    sw_tensor_unref(t);
-    sw_carrier_unref(d);
-    pthread_mutex_destroy(&g.mu);
+    let_go(m, t, d, &g);
 }
 
 /* ---- fork: the guard keeps it out -------------------------------------------- */
