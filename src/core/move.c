@@ -1284,7 +1284,7 @@ static void light_commit(sw_move_handle *m, sw_carrier *s, const sw_layout *l, s
 
 /* A light move's handle, from its route and the caller's options (both
  * light paths); NULL when out of memory. */
-static sw_move_handle *light_handle_for(sw_carrier *s, const sw_layout *l,
+static inline __attribute__((always_inline)) sw_move_handle *light_handle_for(sw_carrier *s, const sw_layout *l,
                                         const sw_move_options *o, const light_route *r)
 {
     sw_move_handle *m = light_handle_new();
@@ -1310,7 +1310,7 @@ static sw_move_handle *light_handle_for(sw_carrier *s, const sw_layout *l,
 /* A light move's start, the pair locked (both light paths): a span's
  * checks, rows 2-10, the exit check and the growth of an empty
  * destination, in that order; *grow says whether it grew. */
-static sw_status light_start_locked(sw_move_handle *m, sw_carrier *s, int64_t offset,
+static inline __attribute__((always_inline)) sw_status light_start_locked(sw_move_handle *m, sw_carrier *s, int64_t offset,
                                     const sw_layout *l, int span_checks, sw_carrier *d,
                                     const sw_move_options *o, int *grow, sw_error *err)
 {
@@ -1328,7 +1328,7 @@ static sw_status light_start_locked(sw_move_handle *m, sw_carrier *s, int64_t of
 }
 
 /* A light move's transfer, on its caller (both light paths). */
-static void light_transfer(sw_move_handle *m, sw_carrier *s, int64_t offset, const sw_layout *l,
+static inline __attribute__((always_inline)) void light_transfer(sw_move_handle *m, sw_carrier *s, int64_t offset, const sw_layout *l,
                            sw_carrier *d, const light_route *r)
 {
     sw_error_clear(&m->err);
