@@ -12,6 +12,7 @@
 #include "check.h"
 #include <strideweave/strideweave.h>
 #include <strideweave/binding.h>
+#include "carrier_internal.h" /* sw_carrier_endpoint is the core's own (move_here.c) */
 #include "fault_internal.h"
 
 static void test_cpu_slots_version_release(void)
