@@ -691,7 +691,7 @@ int sw_py_carrier_setitem(PyObject *carrier, int64_t index, PyObject *value)
 
 /* Check 1 first where parse_index may run __index__ (not an exact int),
  * which may release the carrier: load_value checks again after it. */
-PyObject *sw_carrier_get_checked(PyObject *self, PyObject *index)
+static PyObject *sw_carrier_get_checked(PyObject *self, PyObject *index)
 {
     int64_t i;
     PyObject *shown = NULL;
@@ -716,7 +716,9 @@ static int refuse_write_before_index(PyObject *self)
     return say_slot_refusal(self, &err, 1, 0, NULL, 0);
 }
 
-int sw_carrier_set_checked(PyObject *self, PyObject *index, PyObject *value)
+/* C-5 on a Python index object (set_value of built-ins, __setitem__ of
+ * every carrier). */
+static int sw_carrier_set_checked(PyObject *self, PyObject *index, PyObject *value)
 {
     int64_t i;
     PyObject *shown = NULL;

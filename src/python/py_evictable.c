@@ -176,7 +176,7 @@ static void ev_drop(PyObject *self)
         PyErr_WriteUnraisable(self);
 }
 
-const sw_carrier_ops sw_evictable_ops = {
+static const sw_carrier_ops sw_evictable_ops = {
     .name = "Evictable",
     .dtype = ev_dtype,
     .size = ev_size,

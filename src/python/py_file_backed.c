@@ -52,7 +52,7 @@ static void fb_drop(PyObject *self)
     fb_drop_views(self);
 }
 
-const sw_carrier_ops sw_file_backed_ops = {
+static const sw_carrier_ops sw_file_backed_ops = {
     .name = "FileBacked", .dtype = fb_dtype, .size = fb_size, .supports = fb_supports,
     .drop = fb_drop, .grows = 1, .core_class = &sw_file_backed_class,
     .drop_views = fb_drop_views,

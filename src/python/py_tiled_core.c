@@ -68,7 +68,8 @@ static sw_tiled_core *lookup(void *user)
     return PyLong_AsVoidPtr(v);
 }
 
-int sw_tiled_core_addressable(PyObject *obj)
+/* Whether the core reaches `obj`'s slots itself (exact CPU or FileBacked). */
+static int sw_tiled_core_addressable(PyObject *obj)
 {
     return Py_TYPE(obj) == &SwCPU_Type || Py_TYPE(obj) == &SwFileBacked_Type;
 }

@@ -435,7 +435,7 @@ static void te_drop(PyObject *self)
         PyErr_WriteUnraisable(self);
 }
 
-const sw_carrier_ops sw_tiled_evictable_ops = {
+static const sw_carrier_ops sw_tiled_evictable_ops = {
     .name = "TiledEvictable",
     .dtype = te_dtype,
     .size = te_size,

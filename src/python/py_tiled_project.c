@@ -37,7 +37,7 @@
 /* A full Tensor over this carrier: the Python types here, then the core's
  * checks of the carrier and the tensor (released first, then the layout),
  * asked before the selection is looked at, as TE-3's order has it. */
-int sw_tiled_check_tensor(PyObject *self, PyObject *tensor)
+static int sw_tiled_check_tensor(PyObject *self, PyObject *tensor)
 {
     if (!SwTensor_Check(tensor)) {
         PyErr_Format(PyExc_TypeError, "tensor must be a Tensor, not %.100s",
@@ -391,8 +391,8 @@ static int parse_project(PyObject *const *args, Py_ssize_t nargs, PyObject *kwna
     return 0;
 }
 
-PyObject *sw_tiled_project(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                           PyObject *kwnames)
+static PyObject *sw_tiled_project(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                  PyObject *kwnames)
 {
     PyObject *a[3];
     if (parse_project(args, nargs, kwnames, a) < 0)

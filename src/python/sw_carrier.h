@@ -79,10 +79,6 @@ static inline int sw_core_io_waits(sw_carrier *core)
 
 extern const sw_carrier_ops sw_generic_ops;
 extern const sw_carrier_ops sw_cpu_ops;
-extern const sw_carrier_ops sw_file_backed_ops;
-extern const sw_carrier_ops sw_evictable_ops;
-extern const sw_carrier_ops sw_block_device_carrier_ops;
-extern const sw_carrier_ops sw_tiled_evictable_ops;
 extern PyTypeObject SwTiledEvictable_Type;
 
 /* The core class of `type`'s carriers, borrowed (it lives while `type`
@@ -151,11 +147,6 @@ int sw_py_carrier_drop_storage(PyObject *carrier);
 /* A fresh instance of `type` (a Carrier subtype) with framework state set
  * (C-1). */
 PyObject *sw_carrier_alloc(PyTypeObject *type, int intrinsic_mutable);
-
-/* C-4 / C-5 on a Python index object (get_value/set_value of built-ins,
- * __getitem__/__setitem__ of every carrier). */
-PyObject *sw_carrier_get_checked(PyObject *self, PyObject *index);
-int sw_carrier_set_checked(PyObject *self, PyObject *index, PyObject *value);
 
 /* Methods every built-in carrier lists in its method table; they read the
  * exact built-in's ops. */

@@ -79,10 +79,6 @@ typedef struct SwTiledEvictableObject {
 
 #define TILED(o) ((SwTiledEvictableObject *)(o))
 
-extern const sw_carrier_ops sw_tiled_evictable_ops;
-
-/* TE-3 on `tensor` for `self` (the core's checks after the Python types); 0 / -1. */
-int sw_tiled_check_tensor(PyObject *self, PyObject *tensor);
 /* Copy the n-slot private tile carrier `src` into the fresh `dst` through
  * the exact pair's movement (legacy operation, or the definition route),
  * without releasing `src` (py_tile_transfer.c). 0 / -1. On 0, *completion
@@ -142,8 +138,6 @@ int sw_tiled_tile_counts(PyObject *self, int64_t counts[4], int64_t *pending);
         Py_END_ALLOW_THREADS                                                                     \
     } while (0)
 
-PyObject *sw_tiled_project(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                           PyObject *kwnames);
 /* TiledEvictable.project comes from py_tiled_project.c, which registers it
  * at module init (sw_tiled_project_init, after sw_py_tiled_evictable_init). */
 void sw_tiled_set_project(PyObject *(*project)(PyObject *self, PyObject *const *args,

@@ -41,7 +41,5 @@ void sw_tiled_core_forget_store(sw_tiled_core *c, PyObject *dest);
 /* In a forked child (GIL held): drop the marks of the tile copies the
  * parent's waiter threads were finishing. */
 void sw_tiled_core_after_fork(void);
-/* Whether the core reaches `obj`'s slots itself (exact CPU or FileBacked). */
-int sw_tiled_core_addressable(PyObject *obj);
 
 #endif
