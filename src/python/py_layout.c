@@ -1192,7 +1192,8 @@ done:
     return result;
 }
 
-PyObject *sw_py_layout_canonical(PyObject *shape)
+/* Layout.canonical(shape) for a Shape object (L-15). */
+static PyObject *sw_py_layout_canonical(PyObject *shape)
 {
     if (!SwShape_Check(shape)) {
         PyErr_Format(PyExc_TypeError, "canonical expects a Shape, e.g. Shape(4, 6), not %.100s",
