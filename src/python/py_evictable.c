@@ -423,8 +423,12 @@ static PyObject *ev_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 /* ---- transitions (E-4, E-5, E-6) ------------------------------------------------ */
 
 /* The core decides; the binding installs the Python object of a tier the
- * core replaced (the one its factory hook made) and raises what failed. */
-static int transition_marked(PyObject *self, int evict)
+ * core replaced (the one its factory hook made) and raises what failed.
+ * A transition another thread was running when the process forked ends in
+ * the child inside fork() itself (strideweave/evictable.h, "Fork"): the
+ * core clears its pending mark and that thread's access to the tiers; the
+ * move inside it is ended with the inherited moves. */
+static int transition(PyObject *self, int evict)
 {
     SwEvictableObject *e = EV(self);
     follow_core(e);
@@ -457,12 +461,6 @@ static int transition_marked(PyObject *self, int evict)
     e->live = evict ? 2 : 1; /* the move released the tier it read */
     return 0;
 }
-
-/* A transition another thread was running when the process forked ends in
- * the child inside fork() itself (strideweave/evictable.h, "Fork"): the
- * core clears its pending mark and that thread's access to the tiers; the
- * move inside it is ended with the inherited moves. */
-static int transition(PyObject *self, int evict) { return transition_marked(self, evict); }
 
 static PyObject *ev_evict(PyObject *self, PyObject *unused)
 {

@@ -497,13 +497,17 @@ static PyObject *tuple_span(const sw_layout *l, const int64_t *vals, int32_t *p,
     return t;
 }
 
+PyObject *sw_py_layout_nested(const sw_layout *l, const int64_t *vals)
+{
+    int32_t p = 0, leaf = 0;
+    return tuple_span(l, vals, &p, l->nprofile, &leaf);
+}
+
 static PyObject *get_top_level(PyObject *self, void *closure)
 {
     (void)closure;
     const sw_layout *l = SwLayout_CORE(self);
-    int32_t p = 0, leaf = 0;
-    return tuple_span(l, kind_of(self) == KIND_SHAPE ? l->extents : l->strides,
-                      &p, l->nprofile, &leaf);
+    return sw_py_layout_nested(l, kind_of(self) == KIND_SHAPE ? l->extents : l->strides);
 }
 
 static PyObject *get_depth(PyObject *self, void *closure)

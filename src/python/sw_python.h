@@ -109,6 +109,10 @@ PyObject *sw_py_layout_wrap(sw_layout *layout);
 int32_t sw_py_mode_end(const uint8_t *profile, int32_t p, int32_t *nleaves);
 /* The flat Layout (n):(1) of a whole carrier (n >= 1). */
 PyObject *sw_py_flat_layout(int64_t n);
+/* `vals` (a layout's extents or strides) as nested tuples in the shape of
+ * its profile, as Shape.top_level / Stride.top_level give them:
+ * Shape(2, [3, 4]) -> (2, (3, 4)). New reference, or NULL with an error. */
+PyObject *sw_py_layout_nested(const sw_layout *l, const int64_t *vals);
 
 /* ---- dtypes (py_dtype.c) ------------------------------------------------ */
 
