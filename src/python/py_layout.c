@@ -341,17 +341,11 @@ static PyObject *stride_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 
 /* ---- profile walking ---------------------------------------------------- */
 
-/* Declared in sw_python.h: the binding's mode walks, over the core's. */
-int32_t sw_py_mode_end(const uint8_t *profile, int32_t p, int32_t *nleaves)
-{
-    return sw_layout_mode_end(profile, p, nleaves);
-}
-
 static Py_ssize_t count_children(const uint8_t *profile, int32_t p, int32_t end)
 {
     Py_ssize_t n = 0;
     while (p < end) {
-        p = sw_py_mode_end(profile, p, NULL);
+        p = sw_layout_mode_end(profile, p, NULL);
         n++;
     }
     return n;
@@ -483,7 +477,7 @@ static PyObject *tuple_span(const sw_layout *l, const int64_t *vals, int32_t *p,
             item = PyLong_FromLongLong(vals[(*leaf)++]);
             (*p)++;
         } else {
-            int32_t cend = sw_py_mode_end(l->profile, *p, NULL);
+            int32_t cend = sw_layout_mode_end(l->profile, *p, NULL);
             (*p)++;
             item = tuple_span(l, vals, p, cend - 1, leaf);
             (*p)++;  /* the Pop */
@@ -937,7 +931,7 @@ static int index_child(const sw_layout *l, int32_t *p, int32_t *leaf, PyObject *
         return rc;
     }
     int32_t nl;
-    int32_t cend = sw_py_mode_end(l->profile, *p, &nl);
+    int32_t cend = sw_layout_mode_end(l->profile, *p, &nl);
     if (Py_EnterRecursiveCall(" while indexing a layout")) {
         rc = -1;
     } else {

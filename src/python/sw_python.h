@@ -103,10 +103,6 @@ typedef struct SwLayoutObject {
 /* New Layout object taking ownership of `layout` (freed on
  * failure too). */
 PyObject *sw_py_layout_wrap(sw_layout *layout);
-/* Position just after the mode that starts at profile[p], and its leaf
- * count in *nleaves (may be NULL): the core's sw_layout_mode_end, so Layout,
- * Tensor indexing (py_tensor.c) and the core's views walk modes alike. */
-int32_t sw_py_mode_end(const uint8_t *profile, int32_t p, int32_t *nleaves);
 /* The flat Layout (n):(1) of a whole carrier (n >= 1). */
 PyObject *sw_py_flat_layout(int64_t n);
 /* `vals` (a layout's extents or strides) as nested tuples in the shape of
