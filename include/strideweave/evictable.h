@@ -182,6 +182,17 @@ SW_API sw_carrier *sw_evictable_secondary(sw_carrier *e);
 SW_API sw_status sw_evictable_tier(sw_carrier *e, int primary, sw_carrier **tier,
                                    uint64_t *token, sw_error *err);
 
+/* Tiers whose storage is live, as bits: SW_EVICTABLE_PRIMARY_LIVE,
+ * SW_EVICTABLE_SECONDARY_LIVE. Both until the first transition, then the
+ * one holding the values (a transition's move released the other),
+ * including in a forked child where fork() finished another thread's
+ * transition ("Fork"). After the Evictable's release: the tiers that
+ * release released, so that a binding whose tiers keep storage of their
+ * own (Binding tiers) frees it for those, once, after sw_carrier_release
+ * returns. 0 for NULL or another class. */
+enum { SW_EVICTABLE_PRIMARY_LIVE = 1, SW_EVICTABLE_SECONDARY_LIVE = 2 };
+SW_API int sw_evictable_live_tiers(sw_carrier *e);
+
 /* A fresh carrier like `prototype` (released or not) for `size` slots of
  * `dtype`, as Evictable transitions make their fresh tiers: CPU -> a CPU
  * carrier of `size` (not zeroed), Generic -> a zeroed Generic of `size`,
