@@ -198,8 +198,8 @@ static void carrier_dealloc(PyObject *self)
      * no object from here on. */
     sw_py_slot_box_forget(CARRIER(self)->slot_box);
     CARRIER(self)->slot_box = NULL;
-    /* A built-in's storage is released by its own dealloc first; the handle
-     * (and with it the state) goes last. */
+    /* The handle (and with it the state) goes last; when it is the last
+     * reference, the core frees storage never released (a built-in's). */
     sw_carrier_unref(CARRIER(self)->core);
     CARRIER(self)->core = NULL;
     Py_TYPE(self)->tp_free(self);
@@ -1131,8 +1131,7 @@ int sw_py_carrier_release_moved(PyObject *carrier)
 
 void sw_py_carrier_drop_core_released(PyObject *carrier)
 {
-    const sw_carrier_ops *ops = sw_carrier_builtin_ops(carrier);
-    (ops->drop_views ? ops->drop_views : ops->drop)(carrier);
+    sw_carrier_builtin_ops(carrier)->drop(carrier);
 }
 
 static PyObject *carrier_release(PyObject *self, PyObject *unused)

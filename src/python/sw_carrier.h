@@ -28,7 +28,11 @@ typedef struct sw_carrier_ops {
      * `slot`. Nothing changes on failure. No version. */
     int (*store)(PyObject *self, int64_t index, const void *slot);
     int (*supports)(sw_dtype dtype);        /* C-6 table */
-    void (*drop)(PyObject *self);           /* free storage (C-15) */
+    /* The binding's part of a release (C-15), after the core released:
+     * drop the object's views of the storage (a composite: its tiers'
+     * binding storage). Not at deallocation: the core carrier's last
+     * reference frees storage never released. */
+    void (*drop)(PyObject *self);
     /* Optional. A message when the live carrier cannot reach its slots
      * now, else NULL: for the repr. Reads and writes are refused with the
      * same words by the core (carrier.h: the class's `unavailable`). */
@@ -49,10 +53,6 @@ typedef struct sw_carrier_ops {
      * BlockDeviceCarrier); NULL when its carriers are STATE_ONLY in the
      * core and get the class of sw_py_state_only_class. */
     const sw_carrier_class *core_class;
-    /* Optional. Drop the object's views of storage the core released
-     * itself (a move the core committed); NULL: `drop` has nothing more to
-     * do than that. Saves `drop`'s second call into the core. */
-    void (*drop_views)(PyObject *self);
 } sw_carrier_ops;
 
 /* Whether a slot access on `core` may wait for a move: a block device
@@ -213,7 +213,6 @@ PyObject *sw_host_new(PyTypeObject *type, sw_dtype dtype, int64_t nslots,
 /* Fresh host carrier of `type` holding the entries of `values` (a tuple). */
 PyObject *sw_host_from_values(PyTypeObject *type, sw_dtype dtype, PyObject *values,
                             int mutable_, int none_is_zero);
-void sw_host_dealloc(PyObject *self);
 PyObject *sw_host_new_like(PyObject *self, PyObject *args, PyObject *kwds);
 PyObject *sw_host_allocate_like(PyObject *self, PyObject *args, PyObject *kwds);
 
