@@ -118,7 +118,8 @@ typedef sw_status (*sw_tier_factory)(sw_carrier *prototype, int64_t size, sw_dty
  * for the call (the core's own move blocks). The Evictable's release
  * (sw_carrier_release) runs with its mutex held and calls no hook: it
  * releases the state of a STATE_ONLY tier only, and the binding frees that
- * tier's storage after sw_carrier_release returns.
+ * tier's storage after sw_carrier_release returns (for the tiers
+ * sw_evictable_live_tiers names).
  *
  * With `move` set, check 9 of sw_evictable_new is the binding's (the hook
  * moves what the core cannot); with a STATE_ONLY tier, the dtypes are the
