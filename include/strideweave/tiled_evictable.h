@@ -385,7 +385,7 @@ SW_API sw_status sw_tiled_evictable_new_like(sw_tiled_evictable *te, const void 
  * no binding hook runs for it (no call is needed, unlike the moves a
  * child inherits): the marks clear, residency and values stay as they
  * were at the fork, and waiting on an inherited handle fails SW_ESTATE
- * (the message says "forked") at once. Storage the parent was filling for
+ * (the message says "forked"; err->detail SW_TE_ENDED_BY_FORK) at once. Storage the parent was filling for
  * that work is left to the parent (never released by the child). New work
  * in the child starts the child's own engine; its drains and its exit
  * wait only for its own work.
@@ -402,6 +402,11 @@ SW_API sw_status sw_tiled_evictable_new_like(sw_tiled_evictable *te, const void 
  *
  * Threads: every function here is thread-safe; only wait and drain block. */
 typedef struct sw_te_work sw_te_work;
+
+/* err->detail of work a forked child inherited and ended (see "Fork"
+ * above), so that a binding tells it from other failures without reading
+ * the message. Clear of carrier.h's and move.h's details. */
+enum { SW_TE_ENDED_BY_FORK = 0x5401 };
 
 SW_API sw_status sw_tiled_evictable_promote_async(sw_tiled_evictable *te, const int64_t *coords,
                                                   int64_t n, sw_te_work **out, sw_error *err);

@@ -50,6 +50,7 @@ struct sw_move_handle {
     sw_move_commit_fn on_commit;
     void *user;
     sw_move_commit_guard_fn enter, leave;
+    sw_move_commit_check_fn check; /* options->commit_check, or NULL */
     int64_t *progress;   /* the caller's byte counter, else &progress_own */
     int64_t progress_own; /* bytes copied so far, when the caller gave no counter */
     int caller_waits;    /* the caller waits at once: every helper copies */
@@ -613,6 +614,23 @@ static void release_moved_source(sw_carrier *s, sw_core_thread *th)
         th->defer_large_closes = 0;
 }
 
+/* The options' commit check (move.h), after the commit guard is entered
+ * and before any carrier changes: its refusal is the move's failure, so
+ * the commit then keeps the source live as for a failed transfer. */
+static void check_before_commit(sw_move_handle *m, sw_carrier *d)
+{
+    if (!m->check || m->status != SW_OK)
+        return;
+    sw_error_clear(&m->err);
+    sw_status st = m->check(m, m->user, &m->err);
+    if (st == SW_OK)
+        return;
+    if (m->err.code != st)
+        sw_error_set(&m->err, st, "move: the %s destination cannot take the result",
+                     sw_carrier_name(d));
+    m->status = st;
+}
+
 static void commit(sw_move_handle *m)
 {
     sw_carrier *s = m->src->carrier, *d = m->dst;
@@ -621,6 +639,7 @@ static void commit(sw_move_handle *m)
     sw_completion_wait(m->reported);
     if (m->enter)
         m->enter(m->user);
+    check_before_commit(m, d);
     sw_carrier_lock_pair(s, d);
     if (m->status == SW_OK &&
         (d->released || (!SW_CARRIER_STATE_ONLY(d) &&
@@ -984,6 +1003,7 @@ static void take_options(sw_move_handle *m, const sw_move_options *o)
     m->user = o->user;
     m->enter = o->commit_enter;
     m->leave = o->commit_leave;
+    m->check = o->commit_check;
     m->progress = o->progress ? o->progress : &m->progress_own;
     m->caller_waits = o->caller_waits;
     m->profile_tag = o->profile_tag;
@@ -1222,6 +1242,7 @@ static void light_commit(sw_move_handle *m, sw_carrier *s, const sw_layout *l, s
     }
     if (m->enter)
         m->enter(m->user);
+    check_before_commit(m, d);
     sw_carrier_lock_pair(s, d);
     if (m->status == SW_OK && (d->released || d->ops->size(d->impl) < l->cosize))
         m->status = sw_error_set(&m->err, SW_ESTATE,

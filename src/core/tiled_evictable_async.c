@@ -131,11 +131,13 @@ void sw_te_fork_child(void)
             continue; /* a blocking call of a thread that is not here */
         sw_completion_reset_after_fork(w->done);
         if (!sw_completion_is_done(w->done)) {
-            if (!w->committed)
+            if (!w->committed) {
                 w->status = sw_error_set(&w->err, SW_ESTATE,
                                          "TiledEvictable: the process forked while this work "
                                          "ran in the parent; it did not complete here (tiles "
                                          "and values are as they were)");
+                w->err.detail = SW_TE_ENDED_BY_FORK;
+            }
             sw_completion_signal(w->done);
         }
         if (w->status != SW_OK) {

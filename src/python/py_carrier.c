@@ -1287,7 +1287,8 @@ static PyObject *carrier_begin_owner_access(PyObject *self, PyObject *token)
     if (sw_carrier_begin_owner_access(CARRIER(self)->core, (uint64_t)t, &err) == SW_OK)
         Py_RETURN_NONE;
     /* The core checks the token first, then the thread. */
-    return strstr(err.msg, "another thread") ? other_thread_holds(self) : wrong_token(self);
+    return err.detail == SW_CARRIER_REFUSED_ACCESS_ELSEWHERE ? other_thread_holds(self)
+                                                             : wrong_token(self);
 }
 
 static PyObject *no_access_here(PyObject *self)
@@ -1305,7 +1306,8 @@ static PyObject *carrier_end_owner_access(PyObject *self, PyObject *token)
     sw_error err;
     if (sw_carrier_end_owner_access(CARRIER(self)->core, (uint64_t)t, &err) == SW_OK)
         Py_RETURN_NONE;
-    return strstr(err.msg, "no owner access") ? no_access_here(self) : wrong_token(self);
+    return err.detail == SW_CARRIER_REFUSED_NO_ACCESS ? no_access_here(self)
+                                                      : wrong_token(self);
 }
 
 static PyObject *carrier_has_owner_access(PyObject *self, PyObject *unused)

@@ -232,6 +232,18 @@ void sw_py_core_move_drain(void)
     Py_END_ALLOW_THREADS
 }
 
+/* The core's commit asks, GIL held (commit_enter), before the source is
+ * released; the binding's own exception goes to its `commit`, the core
+ * only learns that the move failed. */
+static sw_status commit_check(sw_move_handle *m, void *user, sw_error *err)
+{
+    (void)m;
+    sw_py_core_move *cm = user;
+    if (cm->check(cm) == 0)
+        return SW_OK;
+    return sw_error_set(err, SW_ESTATE, "move: the destination cannot take the result");
+}
+
 /* The core calls this on the thread that started the move, GIL held. */
 static void supplied_transfer(sw_move_handle *m, void *user)
 {
@@ -252,6 +264,7 @@ int sw_py_core_move_supply(sw_py_core_move *cm, const SwSubtensor *plane,
         .commit_enter = commit_enter,
         .commit_leave = commit_leave,
         .transfer = supplied_transfer,
+        .commit_check = cm->check ? commit_check : NULL,
         .dst_slots = dst_slots,
         .bytes = bytes,
         .profile_tag = cm->profile_tag,

@@ -575,6 +575,13 @@ void sw_tiled_core_after_fork(void)
     }
 }
 
+sw_status sw_tiled_core_forked_error(sw_error *err)
+{
+    sw_error_set(err, SW_ESTATE, "TiledEvictable: the process forked");
+    err->detail = SW_TE_ENDED_BY_FORK;
+    return SW_ESTATE;
+}
+
 static void copy_finished(sw_provider_wait *w)
 {
     tile_copy *tc = (tile_copy *)w;

@@ -185,7 +185,7 @@ static void residency_end(residency *q, sw_status st, const sw_error *err)
             te->moved[q->moving[i]] = 1;
     } else {
         exc = te->hooks ? sw_tiled_core_take_error(te->hooks, q->work) : NULL;
-        if (!exc && strstr(err->msg, "forked"))
+        if (!exc && err->detail == SW_TE_ENDED_BY_FORK)
             exc = sw_py_move_forked_error("tile transfer");
         if (!exc) {
             sw_py_raise(err);
@@ -1160,7 +1160,7 @@ static void fail_inherited(void)
         sw_error_clear(&err);
         sw_status st = sw_te_work_done(q->work)
                            ? sw_te_work_wait(q->work, NULL, &err)
-                           : sw_error_set(&err, SW_ESTATE, "TiledEvictable: the process forked");
+                           : sw_tiled_core_forked_error(&err);
         residency_end(q, st, &err); /* unlinks q */
         if (PyErr_Occurred())
             PyErr_WriteUnraisable(NULL);

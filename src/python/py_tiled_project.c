@@ -235,7 +235,7 @@ static void projection_end(projection *p, sw_status st, const sw_error *err)
             exc = sw_py_take_exception();
     } else {
         exc = te->hooks ? sw_tiled_core_take_error(te->hooks, p->work) : NULL;
-        if (!exc && strstr(err->msg, "forked"))
+        if (!exc && err->detail == SW_TE_ENDED_BY_FORK)
             exc = sw_py_move_forked_error("projection");
         if (!exc) {
             sw_py_raise(err);
@@ -594,7 +594,7 @@ static void end_inherited(void)
         sw_error_clear(&err);
         sw_status st = sw_te_work_done(p->work)
                            ? sw_te_work_wait(p->work, NULL, &err)
-                           : sw_error_set(&err, SW_ESTATE, "TiledEvictable: the process forked");
+                           : sw_tiled_core_forked_error(&err);
         projection_end(p, st, &err); /* unlinks p */
         if (PyErr_Occurred())
             PyErr_WriteUnraisable(NULL);

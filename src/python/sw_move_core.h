@@ -54,6 +54,11 @@ typedef struct sw_py_core_move {
      * calls sw_py_core_move_transfer_done. */
     void (*transfer)(struct sw_py_core_move *cm);
     sw_move_handle *move;   /* the core's handle of such a move (one reference) */
+    /* Such a move's check at its commit, GIL held, before the core releases
+     * the source (strideweave/move.h, commit_check): 0 when the destination
+     * can take the result; -1 when not, the binding keeping its exception
+     * for `commit`, which then gets the failure. NULL: no check. */
+    int (*check)(struct sw_py_core_move *cm);
     int forked;             /* set before `commit`: the move was inherited by a
                                forked child and ended there */
     void *profile_tag;      /* the profiling record (sw_profiling.h), or NULL:
@@ -78,7 +83,8 @@ int sw_py_core_move_start(sw_py_core_move *cm, const SwSubtensor *plane, PyObjec
  * carriers whose slots only the binding reaches), GIL held: the core
  * validates again, marks both carriers pending, calls `cm->transfer` here
  * and commits once after sw_py_core_move_transfer_done (here, when that is
- * called inside `cm->transfer`; else on its completion thread). A STATE_ONLY
+ * called inside `cm->transfer`; else on its completion thread), asking
+ * `cm->check` first when set. A STATE_ONLY
  * source is released by the binding's commit. `dst_slots`: the
  * destination's size; `bytes`: what the copy moves. 0 / -1 / -2 as
  * sw_py_core_move_start. */
