@@ -50,6 +50,7 @@ struct sw_move_handle {
     sw_move_commit_fn on_commit;
     void *user;
     sw_move_commit_guard_fn enter, leave;
+    sw_move_commit_guard_fn transfer_enter, transfer_leave; /* both or neither */
     int64_t *progress;   /* the caller's byte counter, else &progress_own */
     int64_t progress_own; /* bytes copied so far, when the caller gave no counter */
     int caller_waits;    /* the caller waits at once: every helper copies */
@@ -978,12 +979,30 @@ sw_status sw_move_check(sw_carrier *src, sw_carrier *dst, const sw_move_check_ar
 }
 
 /* What a handle keeps of the caller's options (both paths). */
+/* The caller's guard around a transfer run on its own thread (move.h,
+ * transfer_enter): never around one the pool runs. */
+static void transfer_enter(sw_move_handle *m)
+{
+    if (m->transfer_enter)
+        m->transfer_enter(m->user);
+}
+
+static void transfer_leave(sw_move_handle *m)
+{
+    if (m->transfer_leave)
+        m->transfer_leave(m->user);
+}
+
 static void take_options(sw_move_handle *m, const sw_move_options *o)
 {
     m->on_commit = o->on_commit;
     m->user = o->user;
     m->enter = o->commit_enter;
     m->leave = o->commit_leave;
+    if (o->transfer_enter && o->transfer_leave) {
+        m->transfer_enter = o->transfer_enter;
+        m->transfer_leave = o->transfer_leave;
+    }
     m->progress = o->progress ? o->progress : &m->progress_own;
     m->caller_waits = o->caller_waits;
     m->profile_tag = o->profile_tag;
@@ -1330,6 +1349,7 @@ static sw_status move_light(sw_carrier *s, int64_t offset, const sw_layout *l, i
     int was = th->engine;
     th->engine = 1;
     sw_error_clear(&m->err);
+    transfer_enter(m);
     if (sw_fault_hit("move_transfer"))
         m->status = sw_error_set(&m->err, SW_EIO, "move: injected transfer failure");
     else if (m->transfer)
@@ -1337,6 +1357,7 @@ static sw_status move_light(sw_carrier *s, int64_t offset, const sw_layout *l, i
     else
         m->status = transfer_span(s, offset, l, d, m->route, m->caller_waits, m->progress,
                                   &r->modes, &m->err);
+    transfer_leave(m);
     light_commit(m, s, l, d, th);
     th->engine = was;
     *out = m;
@@ -1505,7 +1526,9 @@ static sw_status move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options
          * completion thread would run them. Exit from a hook here does not
          * wait for this move either. */
         int was = engine_thread;
+        transfer_enter(m);
         run_transfer(&m->job);
+        transfer_leave(m);
         commit(m);
         engine_thread = was;
     }
