@@ -978,7 +978,6 @@ sw_status sw_move_check(sw_carrier *src, sw_carrier *dst, const sw_move_check_ar
     return st;
 }
 
-/* What a handle keeps of the caller's options (both paths). */
 /* The caller's guard around a transfer run on its own thread (move.h,
  * transfer_enter): never around one the pool runs. */
 static void transfer_enter(sw_move_handle *m)
@@ -993,6 +992,7 @@ static void transfer_leave(sw_move_handle *m)
         m->transfer_leave(m->user);
 }
 
+/* What a handle keeps of the caller's options (both paths). */
 static void take_options(sw_move_handle *m, const sw_move_options *o)
 {
     m->on_commit = o->on_commit;

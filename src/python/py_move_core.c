@@ -65,14 +65,9 @@ static int block_pair(PyObject *source, PyObject *destination)
            (on_device(source) && Py_TYPE(destination) == &SwCPU_Type);
 }
 
-int sw_py_core_move_host_pair(PyObject *source, PyObject *destination)
-{
-    return core_class(source) && core_class(destination);
-}
-
 int sw_py_core_move_checked_pair(PyObject *source, PyObject *destination)
 {
-    return sw_py_core_move_host_pair(source, destination) || block_pair(source, destination);
+    return (core_class(source) && core_class(destination)) || block_pair(source, destination);
 }
 
 int sw_py_core_move_pair(PyObject *source, PyObject *destination, int bulk)
