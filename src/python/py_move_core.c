@@ -50,10 +50,11 @@ static int core_class(PyObject *carrier)
 
 /* CPU <-> BlockDeviceCarrier: the core's block device routes (bulk only).
  * A carrier of an exact host class has that class's core: no core call for
- * the common pairs (two per move). */
+ * the common pairs (two per move). A move's destination may be any object
+ * until its checks ran (core_checks_alone asks before them). */
 static int on_device(PyObject *carrier)
 {
-    if (core_class(carrier))
+    if (core_class(carrier) || !SwCarrier_Check(carrier))
         return 0;
     sw_carrier *c = CARRIER(carrier)->core;
     return c && sw_carrier_class_of(c) == &sw_block_device_carrier_class;
