@@ -50,11 +50,10 @@ static int core_class(PyObject *carrier)
 
 /* CPU <-> BlockDeviceCarrier: the core's block device routes (bulk only).
  * A carrier of an exact host class has that class's core: no core call for
- * the common pairs (two per move). A move's destination may be any object
- * until its checks ran (core_checks_alone asks before them). */
+ * the common pairs (two per move). */
 static int on_device(PyObject *carrier)
 {
-    if (core_class(carrier) || !SwCarrier_Check(carrier))
+    if (core_class(carrier))
         return 0;
     sw_carrier *c = CARRIER(carrier)->core;
     return c && sw_carrier_class_of(c) == &sw_block_device_carrier_class;
@@ -68,7 +67,12 @@ static int block_pair(PyObject *source, PyObject *destination)
 
 int sw_py_core_move_checked_pair(PyObject *source, PyObject *destination)
 {
-    return (core_class(source) && core_class(destination)) || block_pair(source, destination);
+    if (core_class(source) && core_class(destination))
+        return 1;
+    /* Asked before the move's checks: the destination may be any object
+     * (a CPU one needs no look at its core). */
+    return (Py_TYPE(destination) == &SwCPU_Type || SwCarrier_Check(destination)) &&
+           block_pair(source, destination);
 }
 
 int sw_py_core_move_pair(PyObject *source, PyObject *destination, int bulk)
