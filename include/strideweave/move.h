@@ -300,6 +300,16 @@ typedef struct sw_move_options {
     sw_move_profile_fn profile_tag_hook; /* the subscriber the tag is for
                             (the others get NULL); NULL: every one */
     sw_move_commit_check_fn commit_check; /* may be NULL; gets `user` */
+    /* Run just before and just after a transfer the core runs on the
+     * thread that called sw_move_async (a move run on its caller: "Where
+     * the transfer runs"), with no core lock held, never for one run on
+     * the pool; both get `user`, both or neither set. A binding that must
+     * not hold its own lock while a transfer may wait (a Python binding's
+     * GIL around a block device's I/O) lets it go in the first and takes
+     * it back in the second, and keeps it across the rest of the move:
+     * its validation and commit take no lock that waits for I/O. */
+    sw_move_commit_guard_fn transfer_enter;
+    sw_move_commit_guard_fn transfer_leave;
 } sw_move_options;
 
 /* ---- validation ------------------------------------------------------------

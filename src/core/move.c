@@ -51,6 +51,7 @@ struct sw_move_handle {
     void *user;
     sw_move_commit_guard_fn enter, leave;
     sw_move_commit_check_fn check; /* options->commit_check, or NULL */
+    sw_move_commit_guard_fn transfer_enter, transfer_leave; /* both or neither */
     int64_t *progress;   /* the caller's byte counter, else &progress_own */
     int64_t progress_own; /* bytes copied so far, when the caller gave no counter */
     int caller_waits;    /* the caller waits at once: every helper copies */
@@ -996,6 +997,20 @@ sw_status sw_move_check(sw_carrier *src, sw_carrier *dst, const sw_move_check_ar
     return st;
 }
 
+/* The caller's guard around a transfer run on its own thread (move.h,
+ * transfer_enter): never around one the pool runs. */
+static void transfer_enter(sw_move_handle *m)
+{
+    if (m->transfer_enter)
+        m->transfer_enter(m->user);
+}
+
+static void transfer_leave(sw_move_handle *m)
+{
+    if (m->transfer_leave)
+        m->transfer_leave(m->user);
+}
+
 /* What a handle keeps of the caller's options (both paths). */
 static void take_options(sw_move_handle *m, const sw_move_options *o)
 {
@@ -1004,6 +1019,10 @@ static void take_options(sw_move_handle *m, const sw_move_options *o)
     m->enter = o->commit_enter;
     m->leave = o->commit_leave;
     m->check = o->commit_check;
+    if (o->transfer_enter && o->transfer_leave) {
+        m->transfer_enter = o->transfer_enter;
+        m->transfer_leave = o->transfer_leave;
+    }
     m->progress = o->progress ? o->progress : &m->progress_own;
     m->caller_waits = o->caller_waits;
     m->profile_tag = o->profile_tag;
@@ -1351,6 +1370,7 @@ static sw_status move_light(sw_carrier *s, int64_t offset, const sw_layout *l, i
     int was = th->engine;
     th->engine = 1;
     sw_error_clear(&m->err);
+    transfer_enter(m);
     if (sw_fault_hit("move_transfer"))
         m->status = sw_error_set(&m->err, SW_EIO, "move: injected transfer failure");
     else if (m->transfer)
@@ -1358,6 +1378,7 @@ static sw_status move_light(sw_carrier *s, int64_t offset, const sw_layout *l, i
     else
         m->status = transfer_span(s, offset, l, d, m->route, m->caller_waits, m->progress,
                                   &r->modes, &m->err);
+    transfer_leave(m);
     light_commit(m, s, l, d, th);
     th->engine = was;
     *out = m;
@@ -1526,7 +1547,9 @@ static sw_status move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options
          * completion thread would run them. Exit from a hook here does not
          * wait for this move either. */
         int was = engine_thread;
+        transfer_enter(m);
         run_transfer(&m->job);
+        transfer_leave(m);
         commit(m);
         engine_thread = was;
     }

@@ -979,15 +979,16 @@ static int choose_route(PyObject *source, PyObject *destination, PyObject *force
 /* Whether the core's validation at submission may be a move's only check:
  * one Tensor plane of its carrier's dtype, built-in host carriers (their
  * hooks run no Python, the core's route rules never refuse them, and an
- * empty one grows in the core), no forced route, no autograd node (its
- * capture can refuse) and no profiling record (a refused move must leave
- * none). */
+ * empty one grows in the core) or CPU <-> BlockDeviceCarrier (whose route
+ * rules choose_route checks first, issue 19), no forced route, no autograd
+ * node (its capture can refuse) and no profiling record (a refused move
+ * must leave none). */
 static int core_checks_alone(PyObject *tensor, PyObject *destination, PyObject *forced)
 {
     if (forced || !SwTensor_Check(tensor) || TENSOR(tensor)->nsub != 1)
         return 0;
     SwSubtensor *s = &TENSOR(tensor)->subs[0];
-    return sw_py_core_move_host_pair(s->carrier, destination) &&
+    return sw_py_core_move_checked_pair(s->carrier, destination) &&
            SwDType_ID(TENSOR(tensor)->dtype) == sw_carrier_dtype(CARRIER(s->carrier)->core) &&
            !(sw_py_grad_enabled() && TENSOR(tensor)->dtype == sw_py_dtype(SW_DT_FLOAT32)) &&
            !sw_py_profile_records_move(s->carrier, destination);

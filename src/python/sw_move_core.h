@@ -17,10 +17,13 @@ typedef struct sw_move_handle sw_move_handle;
  * commit). The one place that says which
  * pairs go to the core. */
 int sw_py_core_move_pair(PyObject *source, PyObject *destination, int bulk);
-/* Whether both carriers are of the exact host classes the core runs and
- * checks alone (CPU, Generic, FileBacked: no hook of theirs runs Python,
- * and the core's route rules, row 9, never refuse a pair of them). */
-int sw_py_core_move_host_pair(PyObject *source, PyObject *destination);
+/* Whether a move of the pair may be checked by the core's start alone
+ * (py_move.c, core_checks_alone): both carriers of the exact host classes
+ * the core runs (CPU, Generic, FileBacked: no hook of theirs runs Python,
+ * and the core's route rules, row 9, never refuse a pair of them), or CPU
+ * <-> BlockDeviceCarrier, whose hooks run no Python either and whose
+ * route rules (B-10, B-6) the route choice checks before the start. */
+int sw_py_core_move_checked_pair(PyObject *source, PyObject *destination);
 
 /* The core's transfer of a pair on this thread (strideweave/move.h,
  * sw_move_transfer_span_here): the physical span (`bulk` 1) or the
