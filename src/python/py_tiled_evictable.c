@@ -289,10 +289,10 @@ static PyObject *te_load(PyObject *self, int64_t index)
     return sw_tiled_core_raise(te->hooks, NULL, &err), NULL;
 }
 
-/* TE-9: the core decides under its lock, in one round with the write:
- * its refusals (busy, invalid), a 0 into an implicit tile changing
- * nothing, and the promotion of the tile first (the route check, X-14,
- * is its route hook). */
+/* TE-9: the core decides, under its own lock and again right before it
+ * writes: its refusals (busy, invalid), a 0 into an implicit tile
+ * changing nothing, and the promotion of the tile first (whose route
+ * check, X-14, is its route hook). */
 static int te_store(PyObject *self, int64_t index, const void *slot)
 {
     SwTiledEvictableObject *te = TILED(self);
