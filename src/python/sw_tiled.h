@@ -72,8 +72,6 @@ typedef struct SwTiledEvictableObject {
     sw_tile_geometry geo;
     struct sw_tiled_evictable *te;      /* the core's */
     struct sw_tiled_core *hooks;        /* the hooks' context */
-    uint8_t *moved;                     /* per tile: no longer held in place by a full tier */
-    int in_place_loc;                   /* where in-place tiles live (-1: none) */
     int tiers_dropped;                  /* the binding's part of the tiers' release ran */
 } SwTiledEvictableObject;
 
