@@ -30,9 +30,6 @@
  *   - sw_tensor_new_unchecked: the binding has run the placement checks
  *     itself (or the carrier is STATE_ONLY and the binding knows its
  *     size); the core then checks slots at access time only.
- *   - sw_carrier_endpoint: the binding copies through the answer only
- *     while the carrier is pending (or otherwise kept from release), since
- *     the pointer or descriptor dies with the storage.
  * Ownership is as in strideweave.h: arguments are borrowed, a new handle
  * gives the caller one reference.
  * Threads: every call is thread-safe; transfer access (and the
@@ -46,6 +43,7 @@
 #include <stdint.h>
 
 #include "strideweave/carrier.h"
+#include "strideweave/engine.h" /* work a binding runs on threads of its own */
 #include "strideweave/layout.h"
 #include "strideweave/status.h"
 #include "strideweave/tensor.h"
@@ -143,21 +141,6 @@ SW_API sw_status sw_carrier_pair_begin(sw_carrier *src, sw_carrier *dst, unsigne
 SW_API void sw_carrier_pair_end(sw_carrier_pair *pair);
 SW_API void sw_carrier_pair_end_transfer(sw_carrier_pair *pair);
 SW_API void sw_carrier_pair_keep_marks(sw_carrier_pair *pair);
-
-/* Where a copy of its own (a binding's elementwise or bulk transfer)
- * reaches `c`'s slots: 1 with *out set for CPU and Generic
- * memory (HOST, slot 0), a FileBacked file (FILE, slot 0 at byte 0) and a
- * BlockDeviceCarrier's extent (FILE: the device's descriptor, out->offset
- * its first slot); for another class with a storage callback, what that
- * callback says while the carrier is live. 0 for every other carrier
- * (STATE_ONLY classes: the binding reaches their slots). out->offset is 0
- * but for a BlockDeviceCarrier. A released built-in answers 1 with a NULL
- * host or an fd of -1, which the core's own transfers refuse. Generic answers here
- * though its class has no storage callback: that callback is what the
- * core's own move routes and DLPack export look for, and a Generic carrier
- * is moved slot by slot and never exported by them (as designed), while its
- * memory is still host memory for such a copy. Thread-safe. */
-SW_API int sw_carrier_endpoint(sw_carrier *c, sw_endpoint *out);
 
 /* A tensor on a placement its caller checked itself: a language binding
  * that runs the placement checks in its own order and words, or whose

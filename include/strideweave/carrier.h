@@ -400,8 +400,13 @@ typedef enum sw_carrier_refusal {
     SW_CARRIER_REFUSED_OWNED = 0x5704,       /* SW_ESTATE: owned, no owner access here */
     SW_CARRIER_REFUSED_IMMUTABLE = 0x5705,   /* SW_ESTATE: intrinsically immutable */
     SW_CARRIER_REFUSED_RANGE = 0x5706,       /* SW_ERANGE: slot outside [0, size) */
-    SW_CARRIER_REFUSED_SHRINK = 0x5707       /* SW_EINVAL: growth to fewer slots than
+    SW_CARRIER_REFUSED_SHRINK = 0x5707,      /* SW_EINVAL: growth to fewer slots than
                                                 the carrier has */
+    SW_CARRIER_REFUSED_TOKEN = 0x5708,       /* SW_ESTATE: not the owner's token */
+    SW_CARRIER_REFUSED_ACCESS_ELSEWHERE = 0x5709, /* SW_ESTATE: another thread holds
+                                                     owner access */
+    SW_CARRIER_REFUSED_NO_ACCESS = 0x570a    /* SW_ESTATE: this thread holds no owner
+                                                access (an end without a begin) */
 } sw_carrier_refusal;
 
 /* Slot access, checks in this order: released, unavailable (the class's
@@ -477,8 +482,10 @@ SW_API sw_status sw_carrier_check_release(sw_carrier *c, int *released_seen, sw_
 /* Ownership claims. claim: SW_ESTATE when released, owned (with or
  * without owner access) or pending, in that order, err->detail the
  * sw_carrier_refusal (RELEASED, OWNED, PENDING); gives a non-zero token. The token-taking calls fail SW_ESTATE for a
- * wrong token; begin/end are re-entrant and bound to the calling thread
- * (another thread holding access → SW_ESTATE). */
+ * wrong token (err->detail TOKEN); begin/end are re-entrant and bound to
+ * the calling thread, checked after the token: begin while another thread
+ * holds access, end on a thread that holds none → SW_ESTATE (detail
+ * ACCESS_ELSEWHERE, NO_ACCESS). */
 SW_API sw_status sw_carrier_claim(sw_carrier *c, uint64_t *token, sw_error *err);
 SW_API sw_status sw_carrier_relinquish(sw_carrier *c, uint64_t token, sw_error *err);
 SW_API sw_status sw_carrier_begin_owner_access(sw_carrier *c, uint64_t token, sw_error *err);

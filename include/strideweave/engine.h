@@ -1,4 +1,7 @@
 /* Work a binding runs outside the core, counted by the core's one engine.
+ * Binding API, like binding.h (which includes this header): installed, but
+ * not included by strideweave.h, since a C program's own threads need no
+ * core drain to wait for them.
  *
  * A binding that does work on its own threads which the core's drains and
  * process exit should wait for (a copy written in the binding's language,

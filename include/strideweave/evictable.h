@@ -118,7 +118,8 @@ typedef sw_status (*sw_tier_factory)(sw_carrier *prototype, int64_t size, sw_dty
  * for the call (the core's own move blocks). The Evictable's release
  * (sw_carrier_release) runs with its mutex held and calls no hook: it
  * releases the state of a STATE_ONLY tier only, and the binding frees that
- * tier's storage after sw_carrier_release returns.
+ * tier's storage after sw_carrier_release returns (for the tiers
+ * sw_evictable_live_tiers names).
  *
  * With `move` set, check 9 of sw_evictable_new is the binding's (the hook
  * moves what the core cannot); with a STATE_ONLY tier, the dtypes are the
@@ -181,6 +182,17 @@ SW_API sw_carrier *sw_evictable_secondary(sw_carrier *e);
  * tier (owner access then fails SW_ESTATE). SW_ETYPE for another class. */
 SW_API sw_status sw_evictable_tier(sw_carrier *e, int primary, sw_carrier **tier,
                                    uint64_t *token, sw_error *err);
+
+/* Tiers whose storage is live, as bits: SW_EVICTABLE_PRIMARY_LIVE,
+ * SW_EVICTABLE_SECONDARY_LIVE. Both until the first transition, then the
+ * one holding the values (a transition's move released the other),
+ * including in a forked child where fork() finished another thread's
+ * transition ("Fork"). After the Evictable's release: the tiers that
+ * release released, so that a binding whose tiers keep storage of their
+ * own (Binding tiers) frees it for those, once, after sw_carrier_release
+ * returns. 0 for NULL or another class. */
+enum { SW_EVICTABLE_PRIMARY_LIVE = 1, SW_EVICTABLE_SECONDARY_LIVE = 2 };
+SW_API int sw_evictable_live_tiers(sw_carrier *e);
 
 /* A fresh carrier like `prototype` (released or not) for `size` slots of
  * `dtype`, as Evictable transitions make their fresh tiers: CPU -> a CPU

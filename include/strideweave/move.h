@@ -211,7 +211,11 @@ typedef enum sw_move_route {
  *      then take a lock that thread holds already: make it re-entrant, as
  *      PyGILState_Ensure is); when reported with sw_move_transfer_done_here,
  *      on the reporting thread; otherwise on the core's completion thread.
- *      Either way after the carriers' marks are cleared and, on success,
+ *      A destination whose size only the binding knows (STATE_ONLY), or
+ *      that the binding's code may have shrunk, is the binding's to check
+ *      there, in `commit_check`, before the source is released: the core's
+ *      own check at commit skips a STATE_ONLY destination's size.
+ *      on_commit runs after the carriers' marks are cleared and, on success,
  *      the source released (a STATE_ONLY source excepted: its slots are the
  *      binding's, so on_commit releases it with sw_carrier_release_moved
  *      (binding.h), or keeps it live when that release fails); on failure
@@ -258,6 +262,21 @@ typedef void (*sw_move_commit_fn)(sw_move_handle *move, sw_status status, sw_ten
  * caller holds that lock already): on_commit then does what leave would. */
 typedef void (*sw_move_commit_guard_fn)(void *user);
 
+/* Runs once per move at its commit, only when its transfer succeeded: on
+ * the thread that commits, right after commit_enter (so under the lock a
+ * binding takes there), before any core lock is taken and before either
+ * carrier changes. A binding answers here what only it knows about the
+ * destination, which the core's own check at commit cannot see: a
+ * STATE_ONLY one's size (its slots are the binding's), or whether user
+ * code shrank it during the transfer. SW_OK lets the commit go on; any
+ * other status (with `err` filled, else a generic message) fails the move
+ * as a failed transfer does: nothing is published, the source stays live
+ * and unchanged (not released, its version as before), both pending marks
+ * are cleared, a growth the move made is undone, the COMPLETE profiling
+ * event and on_commit carry the failure, and sw_move_wait returns it. It
+ * must not wait for a move nor start one on either carrier. */
+typedef sw_status (*sw_move_commit_check_fn)(sw_move_handle *move, void *user, sw_error *err);
+
 /* A profiling subscriber (see "Profiling hooks" below). */
 struct sw_move_event;
 typedef void (*sw_move_profile_fn)(const struct sw_move_event *event, void *user);
@@ -300,6 +319,17 @@ typedef struct sw_move_options {
                             run here checks, copies and commits in one lock
                             round (see "Where the transfer runs"). A commit
                             on another thread still calls both. */
+    sw_move_commit_check_fn commit_check; /* may be NULL; gets `user` */
+    /* Run just before and just after a transfer the core runs on the
+     * thread that called sw_move_async (a move run on its caller: "Where
+     * the transfer runs"), with no core lock held, never for one run on
+     * the pool; both get `user`, both or neither set. A binding that must
+     * not hold its own lock while a transfer may wait (a Python binding's
+     * GIL around a block device's I/O) lets it go in the first and takes
+     * it back in the second, and keeps it across the rest of the move:
+     * its validation and commit take no lock that waits for I/O. */
+    sw_move_commit_guard_fn transfer_enter;
+    sw_move_commit_guard_fn transfer_leave;
 } sw_move_options;
 
 /* ---- validation ------------------------------------------------------------

@@ -6,7 +6,10 @@
  * (single-owner values: _free/_destroy); pointer arguments are borrowed for
  * the call unless the function's comment says it keeps them.
  * Threads: each header says which of its calls are thread-safe; no core
- * function needs or takes the Python GIL. */
+ * function needs or takes the Python GIL.
+ * Not included here: binding.h and engine.h, installed beside this header
+ * for language bindings (carrier state a binding's own copies drive, work a
+ * binding runs on threads of its own); a C program does not need them. */
 #ifndef STRIDEWEAVE_STRIDEWEAVE_H
 #define STRIDEWEAVE_STRIDEWEAVE_H
 
@@ -30,6 +33,5 @@
 #include "strideweave/evictable.h"
 #include "strideweave/tiled_evictable.h"
 #include "strideweave/tile_set.h"
-#include "strideweave/engine.h"
 
 #endif

@@ -102,6 +102,9 @@ typedef struct sw_te_tile_state {
     int dirty;   /* a primary tile written since it became primary */
     int pending; /* a residency request is copying it */
     int pinned;  /* a projection is reading it */
+    int in_place; /* still held by the tier that was full at construction (never
+                     moved, never materialized): its copies read that tier's
+                     slots where they are, not a tile-sized store of its own */
 } sw_te_tile_state;
 
 /* Which tiles sw_tiled_evictable_tiles lists. */
@@ -385,7 +388,7 @@ SW_API sw_status sw_tiled_evictable_new_like(sw_tiled_evictable *te, const void 
  * no binding hook runs for it (no call is needed, unlike the moves a
  * child inherits): the marks clear, residency and values stay as they
  * were at the fork, and waiting on an inherited handle fails SW_ESTATE
- * (the message says "forked") at once. Storage the parent was filling for
+ * (the message says "forked"; err->detail SW_TE_ENDED_BY_FORK) at once. Storage the parent was filling for
  * that work is left to the parent (never released by the child). New work
  * in the child starts the child's own engine; its drains and its exit
  * wait only for its own work.
@@ -403,6 +406,11 @@ SW_API sw_status sw_tiled_evictable_new_like(sw_tiled_evictable *te, const void 
  * Threads: every function here is thread-safe; only wait and drain block. */
 typedef struct sw_te_work sw_te_work;
 
+/* err->detail of work a forked child inherited and ended (see "Fork"
+ * above), so that a binding tells it from other failures without reading
+ * the message. Clear of carrier.h's and move.h's details. */
+enum { SW_TE_ENDED_BY_FORK = 0x5401 };
+
 SW_API sw_status sw_tiled_evictable_promote_async(sw_tiled_evictable *te, const int64_t *coords,
                                                   int64_t n, sw_te_work **out, sw_error *err);
 SW_API sw_status sw_tiled_evictable_evict_async(sw_tiled_evictable *te, const int64_t *coords,
@@ -414,6 +422,11 @@ SW_API sw_status sw_tiled_evictable_project_async(sw_tiled_evictable *te,
                                                   sw_error *err);
 SW_API sw_status sw_te_work_wait(sw_te_work *w, sw_tensor **result, sw_error *err);
 SW_API int sw_te_work_done(sw_te_work *w);
+/* How many tiles a residency request's work copies (tiles already where
+ * they were asked to go copy nothing), decided with its marks; after a
+ * _start call returned, 0 when the route hook refused it. 0 for a
+ * projection and for NULL. Fixed once the call that made `w` returned. */
+SW_API int64_t sw_te_work_copies(sw_te_work *w);
 SW_API sw_te_work *sw_te_work_ref(sw_te_work *w);
 SW_API void sw_te_work_unref(sw_te_work *w);
 SW_API void sw_tiled_evictable_drain(void);
@@ -601,6 +614,18 @@ typedef struct sw_te_tier_hooks {
      * work item goes (its last reference: drop what is still kept). No core
      * lock held; any thread. */
     void (*work_end)(sw_te_work *w, int to_caller, void *user);
+    /* Optional (NULL: none). Whether tiles may be copied from storage like
+     * the tier `from` into storage like the tier `to` (the prototypes) by
+     * the copy hook, e.g. a binding's movement rules between the two
+     * classes: called once per residency request (a promotion, an
+     * eviction, a write's promotion, a projection's policy moves) whose
+     * tiles, decided under the lock that marked them pending, include one
+     * copied between tile-sized stores of the tiers (neither held in place
+     * nor implicit), before any fresh store is made. A refusal fails the
+     * request with it, nothing changed, no store made. On the thread that
+     * issues the copies (sw_te_work_current names asynchronous work), no
+     * core lock held, the tiles pending. */
+    sw_status (*route)(sw_carrier *from, sw_carrier *to, void *user, sw_error *err);
 } sw_te_tier_hooks;
 
 /* Report the outcome of a copy the copy hook took (exactly once; `err`

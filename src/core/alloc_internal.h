@@ -15,4 +15,9 @@ void sw_alloc_count_live(int64_t delta);
 int64_t sw_alloc_quarantined_blocks(void);
 int64_t sw_alloc_quarantined_bytes(void);
 
+/* Freed blocks of 4 KiB up to 1 MiB waiting in the reuse cache for an
+ * allocation of their exact size (for the C tests; 0 under ASan, which
+ * skips the cache). */
+int64_t sw_alloc_cached_small_blocks(void);
+
 #endif

@@ -666,7 +666,10 @@ sw_status sw_carrier_claim(sw_carrier *c, uint64_t *token, sw_error *err)
 static sw_status check_token_locked(sw_carrier *c, uint64_t token, sw_error *err)
 {
     if (!c->owner_token || token != c->owner_token)
-        return sw_error_set(err, SW_ESTATE, "%s: wrong ownership token", sw_carrier_name(c));
+        return refused(err,
+                       sw_error_set(err, SW_ESTATE, "%s: wrong ownership token",
+                                    sw_carrier_name(c)),
+                       SW_CARRIER_REFUSED_TOKEN);
     return SW_OK;
 }
 
@@ -692,9 +695,11 @@ sw_status sw_carrier_begin_owner_access(sw_carrier *c, uint64_t token, sw_error 
     sw_status st = check_token_locked(c, token, err);
     if (st == SW_OK) {
         if (c->access_depth > 0 && !pthread_equal(c->access_thread, pthread_self()))
-            st = sw_error_set(err, SW_ESTATE,
-                              "%s: another thread holds owner access to the carrier",
-                              sw_carrier_name(c));
+            st = refused(err,
+                         sw_error_set(err, SW_ESTATE,
+                                      "%s: another thread holds owner access to the carrier",
+                                      sw_carrier_name(c)),
+                         SW_CARRIER_REFUSED_ACCESS_ELSEWHERE);
         else {
             c->access_thread = pthread_self();
             c->access_depth++;
@@ -711,8 +716,10 @@ sw_status sw_carrier_end_owner_access(sw_carrier *c, uint64_t token, sw_error *e
     pthread_mutex_lock(&c->lock);
     sw_status st = check_token_locked(c, token, err);
     if (st == SW_OK && !has_access_locked(c))
-        st = sw_error_set(err, SW_ESTATE, "%s: this thread holds no owner access",
-                          sw_carrier_name(c));
+        st = refused(err,
+                     sw_error_set(err, SW_ESTATE, "%s: this thread holds no owner access",
+                                  sw_carrier_name(c)),
+                     SW_CARRIER_REFUSED_NO_ACCESS);
     if (st == SW_OK)
         c->access_depth--;
     pthread_mutex_unlock(&c->lock);

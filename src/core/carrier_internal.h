@@ -112,4 +112,22 @@ void sw_carrier_unlock_pair(sw_carrier *a, sw_carrier *b);
 void sw_carrier_export_begin_locked(sw_carrier *c);
 void sw_carrier_export_end(sw_carrier *c);
 
+/* Where the core's own copy (move_here.c: an elementwise or bulk transfer)
+ * reaches `c`'s slots: 1 with *out set for CPU and Generic
+ * memory (HOST, slot 0), a FileBacked file (FILE, slot 0 at byte 0) and a
+ * BlockDeviceCarrier's extent (FILE: the device's descriptor, out->offset
+ * its first slot); for another class with a storage callback, what that
+ * callback says while the carrier is live. 0 for every other carrier
+ * (STATE_ONLY classes: the binding reaches their slots). out->offset is 0
+ * but for a BlockDeviceCarrier. A released built-in answers 1 with a NULL
+ * host or an fd of -1, which the core's own transfers refuse. Generic answers here
+ * though its class has no storage callback: that callback is what the
+ * core's own move routes and DLPack export look for, and a Generic carrier
+ * is moved slot by slot and never exported by them (as designed), while its
+ * memory is still host memory for such a copy. The answer is good only
+ * while the carrier is pending (or otherwise kept from release): the
+ * pointer or descriptor dies with the storage. Thread-safe. Internal: no
+ * binding copies through it (its copies go through the core's moves). */
+int sw_carrier_endpoint(sw_carrier *c, sw_endpoint *out);
+
 #endif

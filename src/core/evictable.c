@@ -35,6 +35,7 @@ struct ev_impl {
     uint64_t secondary_token;
     int64_t nslots;
     int evicted;
+    int released_live;               /* the tiers the Evictable's release released */
     sw_evictable_options options;
 };
 
@@ -141,12 +142,20 @@ static void relinquish(sw_carrier *tier, uint64_t *token)
     *token = 0;
 }
 
+/* The tiers no move or release has released (sw_evictable_live_tiers). */
+static int live_tiers(ev_impl *e)
+{
+    return (sw_carrier_is_released(e->primary) ? 0 : SW_EVICTABLE_PRIMARY_LIVE) |
+           (sw_carrier_is_released(e->secondary) ? 0 : SW_EVICTABLE_SECONDARY_LIVE);
+}
+
 /* sw_carrier_release (the released flag is set) releases both tiers; the
  * last reference to an unreleased Evictable only relinquishes them. */
 static void ev_release(void *impl)
 {
     ev_impl *e = impl;
     if (e->self->released) {
+        e->released_live = live_tiers(e); /* sw_evictable_live_tiers from now on */
         release_claimed(e->primary, &e->primary_token);
         release_claimed(e->secondary, &e->secondary_token);
     } else {
@@ -774,6 +783,19 @@ int sw_evictable_is_evicted(sw_carrier *c)
     int v = e->evicted;
     pthread_mutex_unlock(&c->lock);
     return v;
+}
+
+/* The Evictable's mutex keeps a transition from installing its result
+ * between the two tiers' answers. */
+int sw_evictable_live_tiers(sw_carrier *c)
+{
+    ev_impl *e = impl_of(c);
+    if (!e)
+        return 0;
+    pthread_mutex_lock(&c->lock);
+    int live = c->released ? e->released_live : live_tiers(e);
+    pthread_mutex_unlock(&c->lock);
+    return live;
 }
 
 static sw_carrier *tier(sw_carrier *c, int primary)

@@ -52,6 +52,8 @@ struct sw_move_handle {
     sw_move_commit_guard_fn enter, leave;
     int guard_held;      /* options->guard_held: a commit on the caller during
                             its call runs without enter/leave */
+    sw_move_commit_check_fn check; /* options->commit_check, or NULL */
+    sw_move_commit_guard_fn transfer_enter, transfer_leave; /* both or neither */
     int64_t *progress;   /* the caller's byte counter, else &progress_own */
     int64_t progress_own; /* bytes copied so far, when the caller gave no counter */
     int caller_waits;    /* the caller waits at once: every helper copies */
@@ -615,6 +617,23 @@ static void release_moved_source(sw_carrier *s, sw_core_thread *th)
         th->defer_large_closes = 0;
 }
 
+/* The options' commit check (move.h), after the commit guard is entered
+ * and before any carrier changes: its refusal is the move's failure, so
+ * the commit then keeps the source live as for a failed transfer. */
+static void check_before_commit(sw_move_handle *m, sw_carrier *d)
+{
+    if (!m->check || m->status != SW_OK)
+        return;
+    sw_error_clear(&m->err);
+    sw_status st = m->check(m, m->user, &m->err);
+    if (st == SW_OK)
+        return;
+    if (m->err.code != st)
+        sw_error_set(&m->err, st, "move: the %s destination cannot take the result",
+                     sw_carrier_name(d));
+    m->status = st;
+}
+
 /* `caller_guard`: the commit runs on the caller of sw_move_async during
  * that call, and the caller holds the commit guard already (guard_held). */
 static void commit_guarded(sw_move_handle *m, int caller_guard)
@@ -626,6 +645,7 @@ static void commit_guarded(sw_move_handle *m, int caller_guard)
     sw_completion_wait(m->reported);
     if (guard)
         m->enter(m->user);
+    check_before_commit(m, d);
     sw_carrier_lock_pair(s, d);
     if (m->status == SW_OK &&
         (d->released || (!SW_CARRIER_STATE_ONLY(d) &&
@@ -987,6 +1007,20 @@ sw_status sw_move_check(sw_carrier *src, sw_carrier *dst, const sw_move_check_ar
     return st;
 }
 
+/* The caller's guard around a transfer run on its own thread (move.h,
+ * transfer_enter): never around one the pool runs. */
+static void transfer_enter(sw_move_handle *m)
+{
+    if (m->transfer_enter)
+        m->transfer_enter(m->user);
+}
+
+static void transfer_leave(sw_move_handle *m)
+{
+    if (m->transfer_leave)
+        m->transfer_leave(m->user);
+}
+
 /* What a handle keeps of the caller's options (both paths). */
 static void take_options(sw_move_handle *m, const sw_move_options *o)
 {
@@ -995,6 +1029,11 @@ static void take_options(sw_move_handle *m, const sw_move_options *o)
     m->enter = o->commit_enter;
     m->leave = o->commit_leave;
     m->guard_held = o->guard_held;
+    m->check = o->commit_check;
+    if (o->transfer_enter && o->transfer_leave) {
+        m->transfer_enter = o->transfer_enter;
+        m->transfer_leave = o->transfer_leave;
+    }
     m->progress = o->progress ? o->progress : &m->progress_own;
     m->caller_waits = o->caller_waits;
     m->profile_tag = o->profile_tag;
@@ -1205,7 +1244,8 @@ static int light_eligible(const sw_carrier *s, const sw_layout *l, const sw_carr
     /* A copy between host classes no bigger than a move that does not wait
      * runs here: short enough to hold the carriers' locks through it when
      * the caller holds the guard (see move_one_round). */
-    r->one_round = o && o->guard_held && span <= HERE_BYTES;
+    r->one_round = o && o->guard_held && span <= HERE_BYTES && !o->commit_check &&
+                   !o->transfer_enter;
     return span <= (waits ? HERE_WAITED_BYTES : HERE_BYTES) &&
            !sw_fault_armed("move_transfer_pause");
 }
@@ -1252,6 +1292,7 @@ static void light_commit(sw_move_handle *m, sw_carrier *s, const sw_layout *l, s
         m->status = SW_ENOMEM;
     if (guard)
         m->enter(m->user);
+    check_before_commit(m, d);
     sw_carrier_lock_pair(s, d);
     if (m->status == SW_OK && (d->released || d->ops->size(d->impl) < l->cosize))
         m->status = sw_error_set(&m->err, SW_ESTATE,
@@ -1465,7 +1506,9 @@ static sw_status move_light(sw_carrier *s, int64_t offset, const sw_layout *l, i
     sw_core_thread *th = &sw_core_thread_state;
     int was = th->engine;
     th->engine = 1;
+    transfer_enter(m);
     light_transfer(m, s, offset, l, d, r);
+    transfer_leave(m);
     light_commit(m, s, l, d, th, m->guard_held);
     th->engine = was;
     *out = m;
@@ -1634,7 +1677,9 @@ static sw_status move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options
          * completion thread would run them. Exit from a hook here does not
          * wait for this move either. */
         int was = engine_thread;
+        transfer_enter(m);
         run_transfer(&m->job);
+        transfer_leave(m);
         commit_guarded(m, m->guard_held);
         engine_thread = was;
     }

@@ -738,6 +738,7 @@ static void tile_state_locked(const sw_tiled_evictable *te, int64_t t, sw_te_til
     out->dirty = r->loc == SW_TE_PRIMARY && r->dirty;
     out->pending = r->pending > 0;
     out->pinned = r->pins > 0;
+    out->in_place = r->full;
 }
 
 sw_status sw_tiled_evictable_tile_state(sw_tiled_evictable *te, const int64_t *coord,
@@ -1007,10 +1008,35 @@ void sw_te_request_await(te_request *q)
     pthread_mutex_unlock(&q->mu);
 }
 
+/* Whether a tile of `q` is copied between tile-sized stores of the tiers
+ * (not held in place by a full tier, not implicit): what the route hook
+ * is asked about. q's notes were taken under the lock that marked it. */
+static int copies_between_stores(const te_request *q)
+{
+    for (int64_t i = 0; i < q->n; i++)
+        if (q->src[i].c && !q->src_full[i] && !q->zero[i])
+            return 1;
+    return 0;
+}
+
+/* The binding's route hook before any fresh store (no lock held, the
+ * tiles pending); a refusal leaves nothing to copy. */
+static sw_status ask_route(sw_tiled_evictable *te, te_request *q)
+{
+    if (!te->hooks.route || q->copies == 0 || !copies_between_stores(q))
+        return SW_OK;
+    const te_store *from = q->evict ? &te->primary : &te->secondary;
+    const te_store *to = q->evict ? &te->secondary : &te->primary;
+    sw_status st = te->hooks.route(from->c, to->c, te->hooks.user, &q->err);
+    if (st != SW_OK)
+        q->copies = 0;
+    return st;
+}
+
 void sw_te_request_issue(sw_tiled_evictable *te, te_request *q)
 {
     sw_error_clear(&q->err);
-    sw_status st = SW_OK;
+    sw_status st = ask_route(te, q);
     const te_store *target = q->evict ? &te->secondary : &te->primary;
     for (int64_t i = 0; st == SW_OK && q->copies > 0 && i < q->n; i++) {
         if (!q->src[i].c && !q->zero[i])

@@ -55,6 +55,7 @@ struct sw_te_work {
     int registered;         /* a callback was given (one per handle) */
     int issued;             /* a _start request: the pool only awaits its copies */
     _Atomic int kept;       /* the binding kept something for it (work_end) */
+    int64_t copies;         /* residency: tiles it copies, set before it is handed out */
 };
 
 /* Guards every handle's callback and its notified flag (short sections
@@ -131,11 +132,13 @@ void sw_te_fork_child(void)
             continue; /* a blocking call of a thread that is not here */
         sw_completion_reset_after_fork(w->done);
         if (!sw_completion_is_done(w->done)) {
-            if (!w->committed)
+            if (!w->committed) {
                 w->status = sw_error_set(&w->err, SW_ESTATE,
                                          "TiledEvictable: the process forked while this work "
                                          "ran in the parent; it did not complete here (tiles "
                                          "and values are as they were)");
+                w->err.detail = SW_TE_ENDED_BY_FORK;
+            }
             sw_completion_signal(w->done);
         }
         if (w->status != SW_OK) {
@@ -230,6 +233,11 @@ static void run_work(sw_engine_job *job)
 }
 
 sw_te_work *sw_te_work_current(void) { return current_work; }
+
+int64_t sw_te_work_copies(sw_te_work *w)
+{
+    return w ? w->copies : 0;
+}
 
 void sw_te_work_note_kept(sw_te_work *w)
 {
@@ -447,6 +455,7 @@ static sw_status residency_begin(sw_tiled_evictable *te, const int64_t *coords, 
         sw_te_work_unref(w);
         return st;
     }
+    w->copies = w->req->copies;
     *out = w;
     return SW_OK;
 }
@@ -516,9 +525,10 @@ static sw_status issue_and_submit(sw_te_work *w, sw_te_work **out, sw_error *err
     w->issued = 1;
     sw_te_work *outer = current_work;
     current_work = w;
-    if (w->req)
+    if (w->req) {
         sw_te_request_issue(w->te, w->req);
-    else
+        w->copies = w->req->copies; /* 0 when the route hook refused */
+    } else
         sw_te_project_issue(w->te, w->pj);
     current_work = outer;
     return submit_issued(w, out, err);

@@ -136,7 +136,7 @@ typedef struct te_request {
     te_store *src;      /* where each moving tile's values are */
     uint8_t *src_full;
     uint8_t *zero;      /* implicit: the fresh storage is the value */
-    int64_t copies;
+    int64_t copies;     /* tiles it copies (0 once the route hook refused it) */
     sw_status status;   /* the staging outcome */
     sw_error err;
     /* copies a binding's hook took, reported by sw_te_copy_done */

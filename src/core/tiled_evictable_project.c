@@ -772,9 +772,12 @@ sw_status sw_te_project_finish(sw_tiled_evictable *te, te_projection *pj, te_tra
                                      pj->plan.n[SW_TE_PLAN_EVICT], NULL);
     if (st != SW_OK && err)
         *err = pj->err;
-    if (forked)
+    if (forked) {
         st = sw_error_set(err, SW_ESTATE, "TiledEvictable: the process forked while this "
                           "projection ran in the parent; it did not complete here");
+        if (err)
+            err->detail = SW_TE_ENDED_BY_FORK;
+    }
     if (pj->token)
         sw_carrier_relinquish(pj->dest, pj->token, NULL);
     if (st == SW_OK && out) { /* a binding's destination: the binding's tensor (NULL) */

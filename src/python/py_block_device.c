@@ -68,7 +68,7 @@ static void bdc_drop(PyObject *self)
     (void)self;
 }
 
-const sw_carrier_ops sw_block_device_carrier_ops = {
+static const sw_carrier_ops sw_block_device_carrier_ops = {
     .name = "BlockDeviceCarrier", .dtype = bdc_dtype, .size = bdc_size, .supports = bdc_supports,
     .drop = bdc_drop, .unavailable = bdc_unavailable, .core_io = 1,
     .core_class = &sw_block_device_carrier_class,

@@ -198,8 +198,8 @@ static void carrier_dealloc(PyObject *self)
      * no object from here on. */
     sw_py_slot_box_forget(CARRIER(self)->slot_box);
     CARRIER(self)->slot_box = NULL;
-    /* A built-in's storage is released by its own dealloc first; the handle
-     * (and with it the state) goes last. */
+    /* The handle (and with it the state) goes last; when it is the last
+     * reference, the core frees storage never released (a built-in's). */
     sw_carrier_unref(CARRIER(self)->core);
     CARRIER(self)->core = NULL;
     Py_TYPE(self)->tp_free(self);
@@ -691,7 +691,7 @@ int sw_py_carrier_setitem(PyObject *carrier, int64_t index, PyObject *value)
 
 /* Check 1 first where parse_index may run __index__ (not an exact int),
  * which may release the carrier: load_value checks again after it. */
-PyObject *sw_carrier_get_checked(PyObject *self, PyObject *index)
+static PyObject *sw_carrier_get_checked(PyObject *self, PyObject *index)
 {
     int64_t i;
     PyObject *shown = NULL;
@@ -716,7 +716,9 @@ static int refuse_write_before_index(PyObject *self)
     return say_slot_refusal(self, &err, 1, 0, NULL, 0);
 }
 
-int sw_carrier_set_checked(PyObject *self, PyObject *index, PyObject *value)
+/* C-5 on a Python index object (set_value of built-ins, __setitem__ of
+ * every carrier). */
+static int sw_carrier_set_checked(PyObject *self, PyObject *index, PyObject *value)
 {
     int64_t i;
     PyObject *shown = NULL;
@@ -1129,8 +1131,7 @@ int sw_py_carrier_release_moved(PyObject *carrier)
 
 void sw_py_carrier_drop_core_released(PyObject *carrier)
 {
-    const sw_carrier_ops *ops = sw_carrier_builtin_ops(carrier);
-    (ops->drop_views ? ops->drop_views : ops->drop)(carrier);
+    sw_carrier_builtin_ops(carrier)->drop(carrier);
 }
 
 static PyObject *carrier_release(PyObject *self, PyObject *unused)
@@ -1286,7 +1287,8 @@ static PyObject *carrier_begin_owner_access(PyObject *self, PyObject *token)
     if (sw_carrier_begin_owner_access(CARRIER(self)->core, (uint64_t)t, &err) == SW_OK)
         Py_RETURN_NONE;
     /* The core checks the token first, then the thread. */
-    return strstr(err.msg, "another thread") ? other_thread_holds(self) : wrong_token(self);
+    return err.detail == SW_CARRIER_REFUSED_ACCESS_ELSEWHERE ? other_thread_holds(self)
+                                                             : wrong_token(self);
 }
 
 static PyObject *no_access_here(PyObject *self)
@@ -1304,7 +1306,8 @@ static PyObject *carrier_end_owner_access(PyObject *self, PyObject *token)
     sw_error err;
     if (sw_carrier_end_owner_access(CARRIER(self)->core, (uint64_t)t, &err) == SW_OK)
         Py_RETURN_NONE;
-    return strstr(err.msg, "no owner access") ? no_access_here(self) : wrong_token(self);
+    return err.detail == SW_CARRIER_REFUSED_NO_ACCESS ? no_access_here(self)
+                                                      : wrong_token(self);
 }
 
 static PyObject *carrier_has_owner_access(PyObject *self, PyObject *unused)

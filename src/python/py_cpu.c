@@ -89,7 +89,6 @@ PyTypeObject SwCPU_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "strideweave.CPU",
     .tp_basicsize = sizeof(SwHostCarrierObject),
-    .tp_dealloc = sw_host_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_doc = "CPU(size, *, mutable=True, dtype=DType.Float32, empty=False)\n--\n\n"
               "Contiguous host memory of size slots of dtype (Float32, Int32 or "

@@ -19,7 +19,6 @@
 #include "strideweave/evictable.h"
 #include "../core/fault_internal.h" /* the fault-injection test hooks */
 
-#include <pthread.h>
 #include <string.h>
 
 #define EV(o) ((SwEvictableObject *)(o))
@@ -33,8 +32,7 @@ typedef struct SwEvictableObject {
     PyObject *dtype;         /* captured at construction */
     PyObject *fresh;         /* during a transition: the factory's carrier */
     PyObject *exc;           /* during a transition: what a hook raised */
-    int live;                /* tiers whose storage is live: 1 primary, 2 secondary */
-    unsigned long forks;     /* fork_count when the tiers last followed the core */
+    int tiers_dropped;       /* ev_drop freed the tiers' binding storage */
 } SwEvictableObject;
 
 PyTypeObject SwEvictable_Type;
@@ -44,22 +42,12 @@ static const char *cname(PyObject *o)
     return _PyType_Name(Py_TYPE(o));
 }
 
-/* ---- after fork (strideweave/evictable.h, "Fork") ------------------------ */
+/* ---- following the core's tiers -------------------------------------------- */
 
-/* Forks this process made (counted in each child). Its own
- * pthread_atfork child handler, not a step of the core's
- * (src/core/fork.c): a counter no core step reads, so its order against
- * them does not matter. */
-static unsigned long fork_count;
-
-static void count_fork(void)
-{
-    fork_count++;
-}
-
-/* The role's tier as the core has it: a transition another thread ran at
- * fork may have been finished by the core in the child, installing the
- * tier the factory hook made (still held as `fresh`). */
+/* The role's tier as the core has it: the core installs the tier the
+ * factory hook made (held as `fresh`) when a transition succeeds, and in
+ * a forked child when fork() finished a transition another thread was
+ * running (strideweave/evictable.h, "Fork"). */
 static void follow_tier(SwEvictableObject *e, PyObject **role, int primary)
 {
     sw_carrier *t = primary ? sw_evictable_primary(CORE(e)) : sw_evictable_secondary(CORE(e));
@@ -70,22 +58,14 @@ static void follow_tier(SwEvictableObject *e, PyObject **role, int primary)
     sw_carrier_unref(t);
 }
 
-/* In a child of fork(), the first use of the Evictable makes the tier
- * objects and live tiers follow the core's state. In the process that ran
- * the transition they always agree: the core installs a tier and the
- * binding swaps its object with the GIL held in between. */
+/* Only the factory's carrier can become a tier behind the binding's back:
+ * with none held the tier objects are the core's tiers. */
 static void follow_core(SwEvictableObject *e)
 {
-    if (e->forks == fork_count)
-        return;
-    e->forks = fork_count;
-    if (!CORE(e) || !e->live)
+    if (!e->fresh)
         return;
     follow_tier(e, &e->primary, 1);
     follow_tier(e, &e->secondary, 0);
-    int evicted = sw_evictable_is_evicted(CORE(e));
-    if (evicted ? e->live != 2 : e->live == 2)
-        e->live = evicted ? 2 : 1; /* the finished move released the tier it read */
 }
 
 /* ---- carrier ops --------------------------------------------------------- */
@@ -161,22 +141,26 @@ static int ev_supports_self(PyObject *self, sw_dtype dtype)
 }
 
 /* E-8: the core's release released both tiers' state (and the storage of
- * core carriers) and relinquished them; their binding storage goes here,
- * once. A tier that refuses is reported, not fatal: the hierarchy is
- * released either way. */
+ * core carriers) and relinquished them; the binding storage of the tiers
+ * that release released (the core's answer) goes here, once. A tier that
+ * refuses is reported, not fatal: the hierarchy is released either way. */
 static void ev_drop(PyObject *self)
 {
     SwEvictableObject *e = EV(self);
     follow_core(e);
-    int live = e->live;
-    e->live = 0;
-    if ((live & 1) && e->primary && sw_py_carrier_drop_storage(e->primary) < 0)
+    if (e->tiers_dropped)
+        return;
+    e->tiers_dropped = 1;
+    int live = sw_evictable_live_tiers(CORE(e));
+    if ((live & SW_EVICTABLE_PRIMARY_LIVE) && e->primary &&
+        sw_py_carrier_drop_storage(e->primary) < 0)
         PyErr_WriteUnraisable(self);
-    if ((live & 2) && e->secondary && sw_py_carrier_drop_storage(e->secondary) < 0)
+    if ((live & SW_EVICTABLE_SECONDARY_LIVE) && e->secondary &&
+        sw_py_carrier_drop_storage(e->secondary) < 0)
         PyErr_WriteUnraisable(self);
 }
 
-const sw_carrier_ops sw_evictable_ops = {
+static const sw_carrier_ops sw_evictable_ops = {
     .name = "Evictable",
     .dtype = ev_dtype,
     .size = ev_size,
@@ -398,8 +382,6 @@ static PyObject *ev_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     e->primary = Py_NewRef(p);
     e->secondary = Py_NewRef(s);
     e->dtype = dtype;
-    e->live = 3;
-    e->forks = fork_count;
     sw_evictable_options o = {
         .factory = hook_factory,
         .user = e,
@@ -423,46 +405,35 @@ static PyObject *ev_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 /* ---- transitions (E-4, E-5, E-6) ------------------------------------------------ */
 
 /* The core decides; the binding installs the Python object of a tier the
- * core replaced (the one its factory hook made) and raises what failed. */
-static int transition_marked(PyObject *self, int evict)
+ * core replaced (the one its factory hook made) and raises what failed.
+ * The core refuses first (owned without owner access, released, pending:
+ * E-4's order), then does nothing when the values are there. A transition
+ * another thread was running when the process forked ends in the child
+ * inside fork() itself (strideweave/evictable.h, "Fork"): the core clears
+ * its pending mark and that thread's access to the tiers; the move inside
+ * it is ended with the inherited moves. */
+static int transition(PyObject *self, int evict)
 {
     SwEvictableObject *e = EV(self);
     follow_core(e);
-    /* The core refuses first (owned without owner access, released,
-     * pending: E-4's order), then does nothing when the values are there. */
-    int there = sw_evictable_is_evicted(CORE(self)) == evict;
     sw_error err;
     sw_status st = evict ? sw_evictable_evict(CORE(self), &err)
                          : sw_evictable_promote(CORE(self), &err);
-    PyObject *fresh = e->fresh, *exc = e->exc;
-    e->fresh = e->exc = NULL;
-    if (st != SW_OK) {
-        Py_XDECREF(fresh);
-        if (exc) {
-            sw_py_restore_exception(exc);
-            return -1;
-        }
-        return sw_py_raise(&err);
-    }
-    Py_XDECREF(exc);
-    if (there) {
-        Py_XDECREF(fresh);
+    if (st == SW_OK)
+        follow_core(e);
+    Py_CLEAR(e->fresh);
+    PyObject *exc = e->exc;
+    e->exc = NULL;
+    if (st == SW_OK) {
+        Py_XDECREF(exc);
         return 0;
     }
-    PyObject **to = evict ? &e->secondary : &e->primary;
-    if (fresh && CARRIER(fresh)->core != CARRIER(*to)->core)
-        Py_SETREF(*to, fresh);
-    else
-        Py_XDECREF(fresh);
-    e->live = evict ? 2 : 1; /* the move released the tier it read */
-    return 0;
+    if (exc) {
+        sw_py_restore_exception(exc);
+        return -1;
+    }
+    return sw_py_raise(&err);
 }
-
-/* A transition another thread was running when the process forked ends in
- * the child inside fork() itself (strideweave/evictable.h, "Fork"): the
- * core clears its pending mark and that thread's access to the tiers; the
- * move inside it is ended with the inherited moves. */
-static int transition(PyObject *self, int evict) { return transition_marked(self, evict); }
 
 static PyObject *ev_evict(PyObject *self, PyObject *unused)
 {
@@ -681,10 +652,6 @@ PyTypeObject SwEvictable_Type = {
 
 int sw_py_evictable_init(PyObject *module)
 {
-    if (pthread_atfork(NULL, NULL, count_fork) != 0) {
-        PyErr_SetString(PyExc_RuntimeError, "Evictable: cannot install the fork handler");
-        return -1;
-    }
     if (sw_carrier_register_builtin(&SwEvictable_Type, &sw_evictable_ops, 1) < 0 ||
         PyType_Ready(&SwEvictable_Type) < 0)
         return -1;

@@ -33,29 +33,18 @@ static int fb_supports(sw_dtype dtype)
     return dtype == SW_DT_FLOAT32 || dtype == SW_DT_INT32;
 }
 
-/* The object's views of the storage only (the core released it). */
-static void fb_drop_views(PyObject *self)
+/* The object's view of the storage, once the core released it (closing
+ * the file and deleting it when this process created it). The handle
+ * stays for the path and the state until the object goes; its last
+ * reference releases a file never released (carrier.h). */
+static void fb_drop(PyObject *self)
 {
     FB(self)->fd = -1;
 }
 
-/* Release the core carrier (release or collection): it closes the file
- * and deletes it when this process created it. The handle stays for the
- * path and the state until deallocation. */
-static void fb_drop(PyObject *self)
-{
-    SwFileBackedObject *f = FB(self);
-    /* The callers checked the guard; the handle (and the state) stays
-     * until the object goes. */
-    if (f->base.core)
-        (void)sw_carrier_release_moved(f->base.core, NULL);
-    fb_drop_views(self);
-}
-
-const sw_carrier_ops sw_file_backed_ops = {
+static const sw_carrier_ops sw_file_backed_ops = {
     .name = "FileBacked", .dtype = fb_dtype, .size = fb_size, .supports = fb_supports,
     .drop = fb_drop, .grows = 1, .core_class = &sw_file_backed_class,
-    .drop_views = fb_drop_views,
 };
 
 /* A FileBacked over a newly created file (`name` NULL → generated), the
@@ -138,7 +127,6 @@ static PyObject *fb_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 static void fb_dealloc(PyObject *self)
 {
     PyObject_GC_UnTrack(self);
-    fb_drop(self);
     Py_CLEAR(FB(self)->path);
     SwCarrier_Type.tp_dealloc(self);
 }

@@ -44,7 +44,6 @@ PyTypeObject SwGeneric_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "strideweave.Generic",
     .tp_basicsize = sizeof(SwHostCarrierObject),
-    .tp_dealloc = sw_host_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_doc = "Generic(values, *, mutable=True, dtype=DType.Float32)\n--\n\n"
               "Host storage holding a copy of `values` (any iterable); its size\n"

@@ -31,8 +31,13 @@ static int host_supports(sw_dtype dtype)
     return dtype == SW_DT_FLOAT32 || dtype == SW_DT_INT32 || dtype == SW_DT_BOOL;
 }
 
-/* The object's views of the storage only (the core released it). */
-static void host_drop_views(PyObject *self)
+/* The object's views of the storage, once the core released it (a
+ * release, a move's source release, an Evictable's evict). The core
+ * carrier keeps the state (version, released, claims, pending marks)
+ * until the object goes; its last reference frees storage never released
+ * (carrier.h). Storage a DLPack export still pins is quarantined by
+ * sw_free, not reused (see alloc.h). */
+static void host_drop(PyObject *self)
 {
     SwHostCarrierObject *h = HOST(self);
     h->data = NULL;
@@ -40,26 +45,13 @@ static void host_drop_views(PyObject *self)
     h->nslots = 0;
 }
 
-/* Every path that frees host storage (release, a move's source release,
- * an Evictable's evict, deallocation) ends here. Storage a DLPack export
- * still pins is quarantined by sw_free, not reused (see alloc.h). */
-static void host_drop(PyObject *self)
-{
-    SwHostCarrierObject *h = HOST(self);
-    /* The core carrier holds the state (version, released, claims, pending
-     * marks) and keeps it after release, until the object goes. */
-    if (h->base.core)
-        (void)sw_carrier_release_moved(h->base.core, NULL);
-    host_drop_views(self);
-}
-
 const sw_carrier_ops sw_cpu_ops = {
     .name = "CPU", .dtype = host_dtype, .size = host_size, .supports = host_supports,
-    .drop = host_drop, .core_class = &sw_cpu_class, .drop_views = host_drop_views,
+    .drop = host_drop, .core_class = &sw_cpu_class,
 };
 const sw_carrier_ops sw_generic_ops = {
     .name = "Generic", .dtype = host_dtype, .size = host_size, .supports = host_supports,
-    .drop = host_drop, .core_class = &sw_generic_class, .drop_views = host_drop_views,
+    .drop = host_drop, .core_class = &sw_generic_class,
 };
 
 /* Bytes of `nslots` slots of `dtype` (at least one, so the address is
@@ -174,12 +166,6 @@ PyObject *sw_host_from_values(PyTypeObject *type, sw_dtype dtype, PyObject *valu
         return NULL;
     }
     return self;
-}
-
-void sw_host_dealloc(PyObject *self)
-{
-    host_drop(self);
-    SwCarrier_Type.tp_dealloc(self);
 }
 
 /* C-10 for Generic and CPU. */

@@ -341,17 +341,11 @@ static PyObject *stride_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 
 /* ---- profile walking ---------------------------------------------------- */
 
-/* Declared in sw_python.h: the binding's mode walks, over the core's. */
-int32_t sw_py_mode_end(const uint8_t *profile, int32_t p, int32_t *nleaves)
-{
-    return sw_layout_mode_end(profile, p, nleaves);
-}
-
 static Py_ssize_t count_children(const uint8_t *profile, int32_t p, int32_t end)
 {
     Py_ssize_t n = 0;
     while (p < end) {
-        p = sw_py_mode_end(profile, p, NULL);
+        p = sw_layout_mode_end(profile, p, NULL);
         n++;
     }
     return n;
@@ -483,7 +477,7 @@ static PyObject *tuple_span(const sw_layout *l, const int64_t *vals, int32_t *p,
             item = PyLong_FromLongLong(vals[(*leaf)++]);
             (*p)++;
         } else {
-            int32_t cend = sw_py_mode_end(l->profile, *p, NULL);
+            int32_t cend = sw_layout_mode_end(l->profile, *p, NULL);
             (*p)++;
             item = tuple_span(l, vals, p, cend - 1, leaf);
             (*p)++;  /* the Pop */
@@ -497,13 +491,17 @@ static PyObject *tuple_span(const sw_layout *l, const int64_t *vals, int32_t *p,
     return t;
 }
 
+PyObject *sw_py_layout_nested(const sw_layout *l, const int64_t *vals)
+{
+    int32_t p = 0, leaf = 0;
+    return tuple_span(l, vals, &p, l->nprofile, &leaf);
+}
+
 static PyObject *get_top_level(PyObject *self, void *closure)
 {
     (void)closure;
     const sw_layout *l = SwLayout_CORE(self);
-    int32_t p = 0, leaf = 0;
-    return tuple_span(l, kind_of(self) == KIND_SHAPE ? l->extents : l->strides,
-                      &p, l->nprofile, &leaf);
+    return sw_py_layout_nested(l, kind_of(self) == KIND_SHAPE ? l->extents : l->strides);
 }
 
 static PyObject *get_depth(PyObject *self, void *closure)
@@ -933,7 +931,7 @@ static int index_child(const sw_layout *l, int32_t *p, int32_t *leaf, PyObject *
         return rc;
     }
     int32_t nl;
-    int32_t cend = sw_py_mode_end(l->profile, *p, &nl);
+    int32_t cend = sw_layout_mode_end(l->profile, *p, &nl);
     if (Py_EnterRecursiveCall(" while indexing a layout")) {
         rc = -1;
     } else {
@@ -1192,7 +1190,8 @@ done:
     return result;
 }
 
-PyObject *sw_py_layout_canonical(PyObject *shape)
+/* Layout.canonical(shape) for a Shape object (L-15). */
+static PyObject *sw_py_layout_canonical(PyObject *shape)
 {
     if (!SwShape_Check(shape)) {
         PyErr_Format(PyExc_TypeError, "canonical expects a Shape, e.g. Shape(4, 6), not %.100s",

@@ -1060,7 +1060,10 @@ OP_TYPE(SwReduceSumOperation_Type, "strideweave.operation.ReduceSumOperation",
         reduce_methods, "ReduceSumOperation()\n--\n\nThe operation behind reduce_sum(tensor, description) on the "
                         "built-in carriers.");
 
-PyTypeObject *sw_py_minimal_op_type(PyObject *name)
+/* The operation type behind add / elementwise_mul / reduce_sum for the
+ * built-in carriers, by dispatch name (a str); NULL, with no exception set,
+ * for any other name. Borrowed. */
+static PyTypeObject *sw_py_minimal_op_type(PyObject *name)
 {
     if (PyUnicode_CompareWithASCIIString(name, "add") == 0)
         return &SwAddOperation_Type;

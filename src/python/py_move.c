@@ -172,7 +172,8 @@ static void untrack(move_request *r)
 }
 
 /* The destination must still be the live carrier the output is bound to,
- * with room for the whole span. */
+ * with room for the whole span (a Python _copy or provider ran user code
+ * on it). NULL when it is, else the exception. */
 static PyObject *validate_result(move_request *r)
 {
     int64_t size = 0;
@@ -194,16 +195,16 @@ static PyObject *validate_result(move_request *r)
 }
 
 /* Publish or fail, exactly once, GIL held. `error` (borrowed) is the
- * failure of the transfer if any; `checked`: the core ran the move and its
- * commit found the destination whole already and released the source's
- * core carrier. The core's commit has changed the carriers already
- * (pending marks cleared, the source's core storage released); this
- * attaches the rest. */
+ * move's failure if any; NULL only from a commit of the core that found
+ * the destination whole (its own check, and for a supplied move this
+ * file's check_destination, before it released the source). `checked`:
+ * the core ran the move itself and released the source's core carrier.
+ * The core's commit has changed the carriers already (pending marks
+ * cleared, on success the source's core storage released); this attaches
+ * the rest. */
 static void finish(move_request *r, PyObject *error, int checked)
 {
     PyObject *err = Py_XNewRef(error);
-    if (!err && !checked)
-        err = validate_result(r);
     untrack(r);
     /* The source goes only after the values are safely in the destination;
      * on failure it stays live with its values and version. */
@@ -223,7 +224,8 @@ static void finish(move_request *r, PyObject *error, int checked)
     Py_XDECREF(err);
 }
 
-/* finish, then free the request. */
+/* finish with `error` (a failure: every move that succeeds commits through
+ * the core), then free the request. */
 static void commit(move_request *r, PyObject *error)
 {
     finish(r, error, 0);
@@ -573,21 +575,18 @@ static void core_committed(sw_py_core_move *cm, const sw_error *err)
     if (cm->forked) { /* inherited by a forked child and ended there */
         sw_py_await_reset_after_fork(r->handle);
         e = sw_py_move_forked_error("move");
-    } else {
+    } else { /* a supplied copy's failure, or check_destination's refusal */
         e = Py_XNewRef(r->copy_error);
     }
-    /* The core's own commit check failed: this file's words for it. */
-    if (!e && err && r->supplied)
-        e = validate_result(r);
-    if (!e && err) {
+    if (!e && err) { /* else the core's own failure, in its words */
         sw_py_raise(err);
         e = sw_py_take_exception();
     }
     /* A move the core ran itself committed only after finding the
-     * destination live and large enough under its lock, and this thread has
-     * held the GIL since (taken by commit_enter, or held through the start
-     * that committed here): no Python code could release or shrink it in
-     * between, so validate_result would find the same. */
+     * destination live and large enough under its lock, a supplied one
+     * after check_destination too, and this thread has held the GIL since
+     * (taken by commit_enter, or held through the start that committed
+     * here): no Python code could release or shrink it since. */
     finish(r, e, !r->supplied && !cm->forked);
     Py_XDECREF(e);
 }
@@ -659,6 +658,20 @@ static void supplied_transfer(sw_py_core_move *cm)
     Py_DECREF(tensor);
 }
 
+/* The core's commit of a supplied move asks this (GIL held, before it
+ * releases the source, strideweave/move.h commit_check): a destination that
+ * fails validate_result fails the move with its exception, the source
+ * staying live and unchanged. */
+static int check_destination(sw_py_core_move *cm)
+{
+    move_request *r = CORE_REQUEST(cm);
+    PyObject *e = validate_result(r);
+    if (!e)
+        return 0;
+    Py_XSETREF(r->copy_error, e);
+    return -1;
+}
+
 /* A move whose copy is Python's (an operation's _copy / _copy_async, the
  * elementwise fallback over carriers written in Python) on the core's
  * engine: it grows an empty FileBacked destination, marks, counts and
@@ -672,6 +685,7 @@ static int submit_supplied(move_request *r, PyObject *op, PyObject *op_type, PyO
     r->core.commit = core_committed;
     r->core.release = core_release;
     r->core.transfer = supplied_transfer;
+    r->core.check = check_destination;
     r->copy_op = Py_XNewRef(op); /* NULL for a TransferRoute */
     r->copy_tensor = Py_NewRef(tensor);
     r->copy_async = !sync && off_caller;
@@ -966,15 +980,16 @@ static int choose_route(PyObject *source, PyObject *destination, PyObject *force
 /* Whether the core's validation at submission may be a move's only check:
  * one Tensor plane of its carrier's dtype, built-in host carriers (their
  * hooks run no Python, the core's route rules never refuse them, and an
- * empty one grows in the core), no forced route, no autograd node (its
- * capture can refuse) and no profiling record (a refused move must leave
- * none). */
+ * empty one grows in the core) or CPU <-> BlockDeviceCarrier (whose route
+ * rules choose_route checks first, issue 19), no forced route, no autograd
+ * node (its capture can refuse) and no profiling record (a refused move
+ * must leave none). */
 static int core_checks_alone(PyObject *tensor, PyObject *destination, PyObject *forced)
 {
     if (forced || !SwTensor_Check(tensor) || TENSOR(tensor)->nsub != 1)
         return 0;
     SwSubtensor *s = &TENSOR(tensor)->subs[0];
-    return sw_py_core_move_host_pair(s->carrier, destination) &&
+    return sw_py_core_move_checked_pair(s->carrier, destination) &&
            SwDType_ID(TENSOR(tensor)->dtype) == sw_carrier_dtype(CARRIER(s->carrier)->core) &&
            !(sw_py_grad_enabled() && TENSOR(tensor)->dtype == sw_py_dtype(SW_DT_FLOAT32)) &&
            !sw_py_profile_records_move(s->carrier, destination);
@@ -1167,7 +1182,10 @@ PyObject *sw_py_move_initiate(PyObject *tensor, PyObject *destination, PyObject 
     return initiate(tensor, destination, forced, 0, 0);
 }
 
-PyObject *sw_py_move_now(PyObject *tensor, PyObject *destination, PyObject *forced)
+/* The same move waited for at once (move(), MoveOperation.forward): a C
+ * transfer runs on the calling thread and commits there. Returns the moved
+ * Tensor (new reference) or NULL with the move's exception. */
+static PyObject *sw_py_move_now(PyObject *tensor, PyObject *destination, PyObject *forced)
 {
     PyObject *handle = initiate(tensor, destination, forced, 1, 0);
     if (!handle)

@@ -2,7 +2,7 @@
  * move(), move_async() and MoveOperation.forward() between CPU, Generic
  * and FileBacked carriers, and between CPU and BlockDeviceCarrier, on a
  * shipped route. A block device move may run on the caller and wait for
- * the device there: it starts with the GIL released. The core validates again,
+ * the device there: the GIL is let go around that transfer. The core validates again,
  * marks both carriers pending, runs the transfer (on its pool, or on the
  * caller for a small one) and commits once; what only the binding knows
  * (the result Tensor, the autograd node, the profiling record, the
@@ -62,9 +62,14 @@ static int block_pair(PyObject *source, PyObject *destination)
            (on_device(source) && Py_TYPE(destination) == &SwCPU_Type);
 }
 
-int sw_py_core_move_host_pair(PyObject *source, PyObject *destination)
+int sw_py_core_move_checked_pair(PyObject *source, PyObject *destination)
 {
-    return core_class(source) && core_class(destination);
+    if (core_class(source) && core_class(destination))
+        return 1;
+    /* Asked before the move's checks: the destination may be any object
+     * (a CPU one needs no look at its core). */
+    return (Py_TYPE(destination) == &SwCPU_Type || SwCarrier_Check(destination)) &&
+           block_pair(source, destination);
 }
 
 int sw_py_core_move_pair(PyObject *source, PyObject *destination, int bulk)
@@ -166,6 +171,23 @@ int sw_py_core_move_committing(void)
     return committing;
 }
 
+/* The thread state of a caller whose block device transfer runs without
+ * the GIL (transfer_unlock to transfer_relock, on that caller). */
+static _Thread_local PyThreadState *transfer_tstate;
+
+static void transfer_unlock(void *user)
+{
+    (void)user;
+    transfer_tstate = PyEval_SaveThread();
+}
+
+static void transfer_relock(void *user)
+{
+    (void)user;
+    PyEval_RestoreThread(transfer_tstate);
+    transfer_tstate = NULL;
+}
+
 /* 0, or the core's refusal raised: -2 when growing the empty destination
  * failed (the caller refuses the request itself with it), else -1. */
 static int refusal(sw_status st, const sw_error *err)
@@ -199,10 +221,17 @@ int sw_py_core_move_start(sw_py_core_move *cm, const SwSubtensor *plane, PyObjec
     sw_tensor *t = plane->core;
     int64_t span = sw_tensor_layout(t)->cosize *
                    (int64_t)sw_dtype_slot_bytes(sw_tensor_dtype(t));
-    /* A block device move the core may run here can wait for the device's
-     * lock or a transfer on its range: never with the GIL held. */
+    /* A block device move the core runs here can wait for the device's
+     * lock, a transfer on its range or the device itself: the GIL is let
+     * go around that transfer only (transfer_unlock), as os.preadv lets it
+     * go around its read; its checks and commit keep it, as a host pair's
+     * do (two fewer GIL round trips a small read, issue 19). */
     int device = block_pair(plane->carrier, destination);
-    if ((caller_waits && span > GIL_HELD_BYTES) || device) {
+    if (device) {
+        o.transfer_enter = transfer_unlock;
+        o.transfer_leave = transfer_relock;
+    }
+    if (caller_waits && span > GIL_HELD_BYTES && !device) {
         Py_BEGIN_ALLOW_THREADS
         st = sw_move_async(t, dst, &o, &m, &err);
         Py_END_ALLOW_THREADS
@@ -231,6 +260,18 @@ void sw_py_core_move_drain(void)
     Py_END_ALLOW_THREADS
 }
 
+/* The core's commit asks, GIL held (commit_enter), before the source is
+ * released; the binding's own exception goes to its `commit`, the core
+ * only learns that the move failed. */
+static sw_status commit_check(sw_move_handle *m, void *user, sw_error *err)
+{
+    (void)m;
+    sw_py_core_move *cm = user;
+    if (cm->check(cm) == 0)
+        return SW_OK;
+    return sw_error_set(err, SW_ESTATE, "move: the destination cannot take the result");
+}
+
 /* The core calls this on the thread that started the move, GIL held. */
 static void supplied_transfer(sw_move_handle *m, void *user)
 {
@@ -251,6 +292,7 @@ int sw_py_core_move_supply(sw_py_core_move *cm, const SwSubtensor *plane,
         .commit_enter = commit_enter,
         .commit_leave = commit_leave,
         .transfer = supplied_transfer,
+        .commit_check = cm->check ? commit_check : NULL,
         .dst_slots = dst_slots,
         .bytes = bytes,
         .profile_tag = cm->profile_tag,

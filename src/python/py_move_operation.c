@@ -749,7 +749,9 @@ static struct {
 } dispatched[DISPATCH_CACHE];
 static unsigned dispatch_next;
 
-PyObject *sw_py_move_dispatch(PyObject *src, PyObject *dst)
+/* The legacy registry's answer for the exact pair: the registered class or
+ * ElementwiseMoveOperation. Borrowed reference. */
+static PyObject *sw_py_move_dispatch(PyObject *src, PyObject *dst)
 {
     /* Read before the lookup: an answer is never filed under a version
      * newer than the entries it saw. */

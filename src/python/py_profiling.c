@@ -573,54 +573,21 @@ struct sw_op_span {
 static _Thread_local sw_op_span *op_top; /* innermost open span */
 static PyObject *event_class;
 
-/* A Shape's extents as nested tuples: Shape(2) -> (2,), Shape([2, [3, 4]])
- * -> (2, (3, 4)). Iterative over the profile. */
-static PyObject *shape_tuple(const sw_layout *L)
+/* A Tensor input's shape as nested tuples, as Shape.top_level gives it
+ * (Shape([2, [3, 4]]) -> (2, (3, 4))); None for any other input. */
+static PyObject *input_shape(PyObject *input)
 {
-    PyObject *stack = PyList_New(0), *cur = PyList_New(0), *out = NULL;
-    int32_t leaf = 0;
-    if (!stack || !cur)
-        goto done;
-    for (int32_t p = 0; p < L->nprofile; p++) {
-        uint8_t m = L->profile[p];
-        if (m == SW_NODE_LEAF) {
-            PyObject *v = PyLong_FromLongLong(L->extents[leaf++]);
-            int rc = v ? PyList_Append(cur, v) : -1;
-            Py_XDECREF(v);
-            if (rc < 0)
-                goto done;
-        } else if (m == SW_NODE_PUSH) {
-            if (PyList_Append(stack, cur) < 0)
-                goto done;
-            Py_SETREF(cur, PyList_New(0));
-            if (!cur)
-                goto done;
-        } else {
-            Py_ssize_t top = PyList_GET_SIZE(stack) - 1;
-            PyObject *t = PyList_AsTuple(cur);
-            if (!t)
-                goto done;
-            Py_SETREF(cur, Py_NewRef(PyList_GET_ITEM(stack, top)));
-            int rc = PyList_Append(cur, t);
-            Py_DECREF(t);
-            if (rc < 0 || PyList_SetSlice(stack, top, top + 1, NULL) < 0)
-                goto done;
-        }
-    }
-    out = PyList_AsTuple(cur);
-done:
-    Py_XDECREF(stack);
-    Py_XDECREF(cur);
-    return out;
+    if (!SwTensor_Check(input))
+        return Py_NewRef(Py_None);
+    const sw_layout *L = SwLayout_CORE(((SwTensorObject *)input)->subs[0].layout);
+    return sw_py_layout_nested(L, L->extents);
 }
 
 static PyObject *input_shapes(PyObject *const *inputs, Py_ssize_t n)
 {
     PyObject *t = PyTuple_New(n);
     for (Py_ssize_t i = 0; t && i < n; i++) {
-        PyObject *e = SwTensor_Check(inputs[i])
-                          ? shape_tuple(SwLayout_CORE(((SwTensorObject *)inputs[i])->subs[0].layout))
-                          : Py_NewRef(Py_None);
+        PyObject *e = input_shape(inputs[i]);
         if (!e)
             Py_CLEAR(t);
         else

@@ -304,7 +304,8 @@ static void line(text *t, const size_t *width, const char *name, size_t name_len
     text_add(t, "\n");
 }
 
-PyObject *sw_py_profiler_table(PyObject *profiler, PyObject *unused)
+/* Profiler.table(). */
+static PyObject *sw_py_profiler_table(PyObject *profiler, PyObject *unused)
 {
     (void)unused;
     rows r;
@@ -492,7 +493,8 @@ fail:
     return NULL;
 }
 
-PyObject *sw_py_profiler_export_chrome_trace(PyObject *profiler, PyObject *path)
+/* Profiler.export_chrome_trace(path). */
+static PyObject *sw_py_profiler_export_chrome_trace(PyObject *profiler, PyObject *path)
 {
     PyObject *fspath = NULL;
     if (!PyUnicode_FSConverter(path, &fspath))

@@ -239,7 +239,7 @@ static int index_level(const sw_layout *L, int32_t pos, int32_t end, int32_t lea
         return index_integer(L, leaf, n, key, path, acc);
     }
     Py_ssize_t nchild = 0;
-    for (int32_t p = pos, nl; p < end; p = sw_py_mode_end(L->profile, p, &nl))
+    for (int32_t p = pos, nl; p < end; p = sw_layout_mode_end(L->profile, p, &nl))
         nchild++;
     if (PySequence_Fast_GET_SIZE(key) != nchild) {
         char label[1024];
@@ -266,7 +266,7 @@ static int index_level(const sw_layout *L, int32_t pos, int32_t end, int32_t lea
     path->depth++;
     for (int32_t p = pos, nl; p < end && rc == 0; c++) {
         PyObject *comp = PyTuple_GET_ITEM(items, c);
-        int32_t q = sw_py_mode_end(L->profile, p, &nl);
+        int32_t q = sw_layout_mode_end(L->profile, p, &nl);
         path->at[path->depth - 1] = (int32_t)c;
         if (L->profile[p] == SW_NODE_LEAF) {
             if (PyTuple_Check(comp) || PyList_Check(comp)) {

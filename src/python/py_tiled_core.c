@@ -68,7 +68,8 @@ static sw_tiled_core *lookup(void *user)
     return PyLong_AsVoidPtr(v);
 }
 
-int sw_tiled_core_addressable(PyObject *obj)
+/* Whether the core reaches `obj`'s slots itself (exact CPU or FileBacked). */
+static int sw_tiled_core_addressable(PyObject *obj)
 {
     return Py_TYPE(obj) == &SwCPU_Type || Py_TYPE(obj) == &SwFileBacked_Type;
 }
@@ -574,6 +575,13 @@ void sw_tiled_core_after_fork(void)
     }
 }
 
+sw_status sw_tiled_core_forked_error(sw_error *err)
+{
+    sw_error_set(err, SW_ESTATE, "TiledEvictable: the process forked");
+    err->detail = SW_TE_ENDED_BY_FORK;
+    return SW_ESTATE;
+}
+
 static void copy_finished(sw_provider_wait *w)
 {
     tile_copy *tc = (tile_copy *)w;
@@ -756,6 +764,24 @@ static sw_status hook_copy(sw_te_copy *job, sw_carrier *from, int from_full, sw_
     return st;
 }
 
+/* X-14 up front for definition-backed tiers (TE-7): a pair with neither a
+ * route nor the fallback both providers allow fails the request before
+ * any storage is allocated or any provider is called. The core asks only
+ * when a tile copies between tile-sized stores (those made like `from` and
+ * `to`); tiles held in place and implicit tiles copy slot by slot. */
+static sw_status hook_route(sw_carrier *from, sw_carrier *to, void *user, sw_error *err)
+{
+    ENTER(c, user);
+    PyObject *src = c ? object_of(c, from) : NULL, *dst = c ? object_of(c, to) : NULL;
+    sw_status st = SW_OK;
+    sw_route route;
+    if (src && dst && (SW_DEFINED(src) || SW_DEFINED(dst)) &&
+        sw_py_route_resolve(Py_TYPE(src), Py_TYPE(dst), &route) < 0)
+        st = hook_failed(c, "route", err);
+    LEAVE();
+    return st;
+}
+
 /* ---- the policy ------------------------------------------------------------- */
 
 /* policy.plan(required, "projection"): a ResidencyPlan bound to the grid. */
@@ -827,6 +853,7 @@ void sw_tiled_core_hooks(sw_tiled_core *c, sw_te_tier_hooks *out)
     out->read_many = hook_read_many;
     out->core_classes = 1; /* the core's own classes need no Python */
     out->work_end = hook_work_end;
+    out->route = hook_route;
     out->user = (void *)c->id;
     out->dtype = SwDType_ID(c->dtype);
 }

@@ -64,14 +64,6 @@ int sw_tiled_tile_counts(PyObject *self, int64_t counts[4], int64_t *pending)
                                                                                           : -1;
 }
 
-/* Whether tile t is still held in place by the tier that was full at
- * construction (its copies then run slot by slot, never a route). */
-static int in_place(PyObject *self, int64_t t, const sw_te_tile_state *st)
-{
-    SwTiledEvictableObject *te = TILED(self);
-    return !te->moved[t] && (int)st->location == te->in_place_loc;
-}
-
 /* ---- residency requests (TE-7, TE-8) -------------------------------------------- */
 
 /* A TileSet from a TileSet or a TileSelection argument. */
@@ -84,37 +76,6 @@ static PyObject *tiles_argument(PyObject *tiles)
     PyErr_Format(PyExc_TypeError, "tiles must be a TileSet or a TileSelection, not %.100s",
                  Py_TYPE(tiles)->tp_name);
     return NULL;
-}
-
-static int needs_copy(int evict, const sw_te_tile_state *st)
-{
-    return evict ? st->location == SW_TE_PRIMARY
-                 : (st->location == SW_TE_SECONDARY || st->location == SW_TE_IMPLICIT);
-}
-
-/* X-14 up front for definition-backed tiers: a pair with neither a route
- * nor the fallback both providers allow fails the request before any
- * storage is allocated or any provider is called. The pair is (the class
- * of the tier the tile's private storage was made like, the target's);
- * tiles held in place and implicit tiles copy slot by slot. */
-static int check_routes(PyObject *self, const int64_t *coords, int64_t n, int evict)
-{
-    SwTiledEvictableObject *te = TILED(self);
-    PyObject *from = evict ? te->primary : te->secondary, *to = evict ? te->secondary
-                                                                     : te->primary;
-    if (!SW_DEFINED(from) && !SW_DEFINED(to))
-        return 0;
-    for (int64_t i = 0; i < n; i++) {
-        const int64_t *c = coords + i * te->geo.rank;
-        sw_te_tile_state st = tile_state(self, c);
-        if (!needs_copy(evict, &st) || st.location == SW_TE_IMPLICIT ||
-            in_place(self, sw_tiles_tile_index(&te->geo, c), &st))
-            continue;
-        sw_route route;
-        if (sw_py_route_resolve(Py_TYPE(from), Py_TYPE(to), &route) < 0)
-            return -1;
-    }
-    return 0;
 }
 
 /* Checks of TE-7, the core's: released first (an empty request, before
@@ -145,7 +106,6 @@ static PyObject *check_request(PyObject *self, PyObject *tiles, int evict)
 typedef struct residency {
     PyObject *self, *handle;
     sw_te_work *work;
-    int64_t n, *moving; /* tiles the request copies (they leave their place) */
     int held;           /* counted in flight for the exit hook */
     uint64_t hold;      /* ... by this engine hold */
     struct residency *prev, *next;
@@ -171,7 +131,6 @@ static void residency_free(residency *q)
         sw_te_work_unref(q->work);
     Py_XDECREF(q->handle);
     Py_XDECREF(q->self);
-    PyMem_Free(q->moving);
     PyMem_Free(q);
 }
 
@@ -180,12 +139,9 @@ static void residency_end(residency *q, sw_status st, const sw_error *err)
 {
     SwTiledEvictableObject *te = TILED(q->self);
     PyObject *exc = NULL;
-    if (st == SW_OK) {
-        for (int64_t i = 0; i < q->n; i++)
-            te->moved[q->moving[i]] = 1;
-    } else {
+    if (st != SW_OK) {
         exc = te->hooks ? sw_tiled_core_take_error(te->hooks, q->work) : NULL;
-        if (!exc && strstr(err->msg, "forked"))
+        if (!exc && err->detail == SW_TE_ENDED_BY_FORK)
             exc = sw_py_move_forked_error("tile transfer");
         if (!exc) {
             sw_py_raise(err);
@@ -230,39 +186,15 @@ static PyObject *residency_async(PyObject *self, PyObject *tiles, int evict)
     int64_t n = set ? ((SwTileSetObject *)set)->n : 0;
     const int64_t *coords = set ? ((SwTileSetObject *)set)->coords : NULL;
     residency *q = set ? PyMem_Calloc(1, sizeof *q) : NULL;
-    if (q)
-        q->moving = PyMem_Malloc((size_t)(n + 1) * sizeof(int64_t));
-    if (!q || !q->moving) {
+    if (!q) {
         if (set)
             PyErr_NoMemory();
-        if (q)
-            PyMem_Free(q->moving);
-        PyMem_Free(q);
         Py_XDECREF(set);
         Py_XDECREF(handle);
         return NULL;
     }
-    if (check_routes(self, coords, n, evict) < 0) {
-        /* The pair cannot copy: the handle's failure, nothing changed. */
-        PyObject *exc = sw_py_take_exception();
-        sw_py_await_complete(handle, NULL, exc);
-        Py_XDECREF(exc);
-        PyMem_Free(q->moving);
-        PyMem_Free(q);
-        Py_DECREF(set);
-        return handle;
-    }
-    int64_t copies = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const int64_t *c = coords + i * te->geo.rank;
-        sw_te_tile_state st = tile_state(self, c);
-        if (needs_copy(evict, &st))
-            q->moving[copies++] = sw_tiles_tile_index(&te->geo, c);
-    }
-    q->n = copies;
     q->self = Py_NewRef(self);
     q->handle = Py_NewRef(handle);
-    sw_py_await_set_total(handle, copies * te->geo.tile_size * (int64_t)elem_bytes(self));
     /* Work that outlives this call keeps exit waiting until it committed. */
     q->held = sw_py_move_hold_inflight(&q->hold) == 0;
     if (!q->held)
@@ -295,6 +227,11 @@ static PyObject *residency_async(PyObject *self, PyObject *tiles, int evict)
         Py_XDECREF(exc);
         return handle;
     }
+    /* The core decided which tiles copy, with its marks; none when the
+     * route check (X-14) refused the request, which is then the handle's
+     * failure with nothing changed. */
+    sw_py_await_set_total(handle, sw_te_work_copies(w) * te->geo.tile_size *
+                                      (int64_t)elem_bytes(self));
     q->work = w;
     q->next = live_head;
     if (live_head)
@@ -352,35 +289,22 @@ static PyObject *te_load(PyObject *self, int64_t index)
     return sw_tiled_core_raise(te->hooks, NULL, &err), NULL;
 }
 
+/* TE-9: the core decides, under its own lock and again right before it
+ * writes: its refusals (busy, invalid), a 0 into an implicit tile
+ * changing nothing, and the promotion of the tile first (whose route
+ * check, X-14, is its route hook). */
 static int te_store(PyObject *self, int64_t index, const void *slot)
 {
     SwTiledEvictableObject *te = TILED(self);
-    int64_t t, w, c[SW_TILES_MAX_RANK];
-    sw_tiles_locate(&te->geo, index, &t, &w);
-    sw_tiles_tile_coord(&te->geo, t, c);
-    sw_te_tile_state st = tile_state(self, c);
-    /* A busy or invalid tile is the core write's refusal (TE-9), which
-     * comes before the shortcut and the route check below. */
-    int refused = st.pending || st.pinned || st.location == SW_TE_INVALID;
-    static const unsigned char zero[16] = {0};
-    if (!refused && st.location == SW_TE_IMPLICIT && memcmp(slot, zero, elem_bytes(self)) == 0)
-        return 0; /* the constant already reads this value */
-    if (!refused && st.location != SW_TE_PRIMARY && check_routes(self, c, 1, 0) < 0)
-        return -1;
     PyObject *stale = sw_tiled_core_take_error(te->hooks, NULL);
     Py_XDECREF(stale);
     sw_error err;
     sw_status s;
-    if (st.location == SW_TE_PRIMARY) {
-        s = sw_tiled_evictable_write(te->te, index, 1, slot, &err);
-    } else {
-        /* The write promotes the tile first: its copy may wait for a
-         * provider's completion, which the waiter threads report. */
-        sw_tiled_evictable *core = te->te;
-        SW_TILED_NOGIL(s = sw_tiled_evictable_write(core, index, 1, slot, &err));
-        if (s == SW_OK)
-            te->moved[t] = 1;
-    }
+    /* Without the GIL: a promotion's copy may wait for a provider's
+     * completion, which the waiter threads report (the hooks take the GIL
+     * back for what they run). */
+    sw_tiled_evictable *core = te->te;
+    SW_TILED_NOGIL(s = sw_tiled_evictable_write(core, index, 1, slot, &err));
     if (s != SW_OK)
         return sw_tiled_core_raise(te->hooks, NULL, &err);
     return 0;
@@ -435,7 +359,7 @@ static void te_drop(PyObject *self)
         PyErr_WriteUnraisable(self);
 }
 
-const sw_carrier_ops sw_tiled_evictable_ops = {
+static const sw_carrier_ops sw_tiled_evictable_ops = {
     .name = "TiledEvictable",
     .dtype = te_dtype,
     .size = te_size,
@@ -524,9 +448,9 @@ static int check_geometry(PyObject *grid, PyObject *tile, sw_tile_geometry *g)
 }
 
 /* Check (7) for one tier: its size is 0 or the logical size; it can hold
- * the dtype. *full says which. */
+ * the dtype. */
 static int check_tier_fit(PyObject *tier, const char *role, PyObject *dtype,
-                          const sw_tile_geometry *g, int *full)
+                          const sw_tile_geometry *g)
 {
     int64_t size;
     if (sw_py_carrier_size(tier, &size) < 0)
@@ -541,7 +465,6 @@ static int check_tier_fit(PyObject *tier, const char *role, PyObject *dtype,
     if (ok == 0)
         PyErr_Format(PyExc_TypeError, "the %s %s carrier does not support storage dtype %s",
                      role, cname(tier), sw_dtype_info_of(SwDType_ID(dtype))->name);
-    *full = size == g->size;
     return ok > 0 ? 0 : -1;
 }
 
@@ -569,14 +492,8 @@ static int build_core(PyObject *self, const unsigned char *implicit)
     SwTiledEvictableObject *te = TILED(self);
     te->hooks = sw_tiled_core_new(te->primary, te->secondary, te->dtype, te->policy,
                                   te->geo.tile_size);
-    te->moved = te->hooks ? PyMem_Calloc((size_t)te->geo.ntiles + 1, 1) : NULL;
-    if (!te->moved) {
-        if (te->hooks)
-            PyErr_NoMemory();
+    if (!te->hooks)
         return -1;
-    }
-    for (int64_t t = 0; implicit && t < te->geo.ntiles; t++)
-        te->moved[t] = implicit[t] != 0;
     sw_te_tier_hooks hooks;
     sw_te_policy policy;
     sw_tiled_core_hooks(te->hooks, &hooks);
@@ -599,12 +516,11 @@ static PyObject *te_make(PyTypeObject *type, PyObject *p, PyObject *s, PyObject 
 {
     PyObject *dtype = NULL;
     sw_tile_geometry g;
-    int pfull = 0, sfull = 0;
     if (check_tiers(p, s) < 0 || sw_py_tiers_dtype(p, s, &dtype) < 0)
         return NULL;
     if (check_geometry(grid, tile, &g) < 0 ||
-        check_tier_fit(p, "primary", dtype, &g, &pfull) < 0 ||
-        check_tier_fit(s, "secondary", dtype, &g, &sfull) < 0 || check_policy(policy) < 0) {
+        check_tier_fit(p, "primary", dtype, &g) < 0 ||
+        check_tier_fit(s, "secondary", dtype, &g) < 0 || check_policy(policy) < 0) {
         Py_DECREF(dtype);
         return NULL;
     }
@@ -626,7 +542,6 @@ static PyObject *te_make(PyTypeObject *type, PyObject *p, PyObject *s, PyObject 
     te->dtype = dtype;
     te->policy = Py_NewRef(policy);
     te->geo = g;
-    te->in_place_loc = pfull ? SW_TILE_PRIMARY : sfull ? SW_TILE_SECONDARY : -1;
     if (build_core(self, implicit) < 0) {
         Py_DECREF(self);
         return NULL;
@@ -929,8 +844,6 @@ static void te_dealloc(PyObject *self)
 {
     PyObject_GC_UnTrack(self);
     te_clear(self);
-    PyMem_Free(TILED(self)->moved);
-    TILED(self)->moved = NULL;
     Py_CLEAR(TILED(self)->dtype);
     if (CARRIER(self)->weakreflist)
         PyObject_ClearWeakRefs(self);
@@ -1160,7 +1073,7 @@ static void fail_inherited(void)
         sw_error_clear(&err);
         sw_status st = sw_te_work_done(q->work)
                            ? sw_te_work_wait(q->work, NULL, &err)
-                           : sw_error_set(&err, SW_ESTATE, "TiledEvictable: the process forked");
+                           : sw_tiled_core_forked_error(&err);
         residency_end(q, st, &err); /* unlinks q */
         if (PyErr_Occurred())
             PyErr_WriteUnraisable(NULL);

@@ -37,7 +37,7 @@
 /* A full Tensor over this carrier: the Python types here, then the core's
  * checks of the carrier and the tensor (released first, then the layout),
  * asked before the selection is looked at, as TE-3's order has it. */
-int sw_tiled_check_tensor(PyObject *self, PyObject *tensor)
+static int sw_tiled_check_tensor(PyObject *self, PyObject *tensor)
 {
     if (!SwTensor_Check(tensor)) {
         PyErr_Format(PyExc_TypeError, "tensor must be a Tensor, not %.100s",
@@ -235,7 +235,7 @@ static void projection_end(projection *p, sw_status st, const sw_error *err)
             exc = sw_py_take_exception();
     } else {
         exc = te->hooks ? sw_tiled_core_take_error(te->hooks, p->work) : NULL;
-        if (!exc && strstr(err->msg, "forked"))
+        if (!exc && err->detail == SW_TE_ENDED_BY_FORK)
             exc = sw_py_move_forked_error("projection");
         if (!exc) {
             sw_py_raise(err);
@@ -391,8 +391,8 @@ static int parse_project(PyObject *const *args, Py_ssize_t nargs, PyObject *kwna
     return 0;
 }
 
-PyObject *sw_tiled_project(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                           PyObject *kwnames)
+static PyObject *sw_tiled_project(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                  PyObject *kwnames)
 {
     PyObject *a[3];
     if (parse_project(args, nargs, kwnames, a) < 0)
@@ -594,7 +594,7 @@ static void end_inherited(void)
         sw_error_clear(&err);
         sw_status st = sw_te_work_done(p->work)
                            ? sw_te_work_wait(p->work, NULL, &err)
-                           : sw_error_set(&err, SW_ESTATE, "TiledEvictable: the process forked");
+                           : sw_tiled_core_forked_error(&err);
         projection_end(p, st, &err); /* unlinks p */
         if (PyErr_Occurred())
             PyErr_WriteUnraisable(NULL);

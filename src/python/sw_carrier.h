@@ -28,7 +28,11 @@ typedef struct sw_carrier_ops {
      * `slot`. Nothing changes on failure. No version. */
     int (*store)(PyObject *self, int64_t index, const void *slot);
     int (*supports)(sw_dtype dtype);        /* C-6 table */
-    void (*drop)(PyObject *self);           /* free storage (C-15) */
+    /* The binding's part of a release (C-15), after the core released:
+     * drop the object's views of the storage (a composite: its tiers'
+     * binding storage). Not at deallocation: the core carrier's last
+     * reference frees storage never released. */
+    void (*drop)(PyObject *self);
     /* Optional. A message when the live carrier cannot reach its slots
      * now, else NULL: for the repr. Reads and writes are refused with the
      * same words by the core (carrier.h: the class's `unavailable`). */
@@ -49,10 +53,6 @@ typedef struct sw_carrier_ops {
      * BlockDeviceCarrier); NULL when its carriers are STATE_ONLY in the
      * core and get the class of sw_py_state_only_class. */
     const sw_carrier_class *core_class;
-    /* Optional. Drop the object's views of storage the core released
-     * itself (a move the core committed); NULL: `drop` has nothing more to
-     * do than that. Saves `drop`'s second call into the core. */
-    void (*drop_views)(PyObject *self);
 } sw_carrier_ops;
 
 /* Whether a slot access on `core` may wait for a move: a block device
@@ -79,10 +79,6 @@ static inline int sw_core_io_waits(sw_carrier *core)
 
 extern const sw_carrier_ops sw_generic_ops;
 extern const sw_carrier_ops sw_cpu_ops;
-extern const sw_carrier_ops sw_file_backed_ops;
-extern const sw_carrier_ops sw_evictable_ops;
-extern const sw_carrier_ops sw_block_device_carrier_ops;
-extern const sw_carrier_ops sw_tiled_evictable_ops;
 extern PyTypeObject SwTiledEvictable_Type;
 
 /* The core class of `type`'s carriers, borrowed (it lives while `type`
@@ -152,11 +148,6 @@ int sw_py_carrier_drop_storage(PyObject *carrier);
  * (C-1). */
 PyObject *sw_carrier_alloc(PyTypeObject *type, int intrinsic_mutable);
 
-/* C-4 / C-5 on a Python index object (get_value/set_value of built-ins,
- * __getitem__/__setitem__ of every carrier). */
-PyObject *sw_carrier_get_checked(PyObject *self, PyObject *index);
-int sw_carrier_set_checked(PyObject *self, PyObject *index, PyObject *value);
-
 /* Methods every built-in carrier lists in its method table; they read the
  * exact built-in's ops. */
 PyObject *sw_carrier_meth_size(PyObject *self, PyObject *unused);
@@ -222,7 +213,6 @@ PyObject *sw_host_new(PyTypeObject *type, sw_dtype dtype, int64_t nslots,
 /* Fresh host carrier of `type` holding the entries of `values` (a tuple). */
 PyObject *sw_host_from_values(PyTypeObject *type, sw_dtype dtype, PyObject *values,
                             int mutable_, int none_is_zero);
-void sw_host_dealloc(PyObject *self);
 PyObject *sw_host_new_like(PyObject *self, PyObject *args, PyObject *kwds);
 PyObject *sw_host_allocate_like(PyObject *self, PyObject *args, PyObject *kwds);
 

@@ -73,10 +73,6 @@ typedef enum sw_route_kind {
 } sw_route_kind;
 sw_route_kind sw_py_move_route_kind(PyTypeObject *op_type);
 
-/* The legacy registry's answer for the exact pair: the registered class or
- * ElementwiseMoveOperation. Borrowed reference. */
-PyObject *sw_py_move_dispatch(PyObject *source_class, PyObject *destination_class);
-
 /* Rows 9 of the validation table for `op_type` on these carriers: pinned
  * classes (TypeError), then an operation that does not implement _copy
  * (NotImplementedError). 0 / -1. */
@@ -114,10 +110,6 @@ int sw_py_block_device_check_route(PyTypeObject *op_type, int direction, PyObjec
  * Returns an AwaitMove (new reference), or NULL with the exception of a
  * failure before submission. */
 PyObject *sw_py_move_initiate(PyObject *tensor, PyObject *destination, PyObject *op);
-/* The same move waited for at once (move(), MoveOperation.forward): a C
- * transfer runs on the calling thread and commits there. Returns the moved
- * Tensor (new reference) or NULL with the move's exception. */
-PyObject *sw_py_move_now(PyObject *tensor, PyObject *destination, PyObject *op);
 int sw_py_move_init(PyObject *module);
 /* Registration from above: py_move.c hands MoveOperation.forward (and the
  * reverse moves of backward) its two entry points at module init, so the

@@ -17,10 +17,13 @@ typedef struct sw_move_handle sw_move_handle;
  * commit). The one place that says which
  * pairs go to the core. */
 int sw_py_core_move_pair(PyObject *source, PyObject *destination, int bulk);
-/* Whether both carriers are of the exact host classes the core runs and
- * checks alone (CPU, Generic, FileBacked: no hook of theirs runs Python,
- * and the core's route rules, row 9, never refuse a pair of them). */
-int sw_py_core_move_host_pair(PyObject *source, PyObject *destination);
+/* Whether a move of the pair may be checked by the core's start alone
+ * (py_move.c, core_checks_alone): both carriers of the exact host classes
+ * the core runs (CPU, Generic, FileBacked: no hook of theirs runs Python,
+ * and the core's route rules, row 9, never refuse a pair of them), or CPU
+ * <-> BlockDeviceCarrier, whose hooks run no Python either and whose
+ * route rules (B-10, B-6) the route choice checks before the start. */
+int sw_py_core_move_checked_pair(PyObject *source, PyObject *destination);
 
 /* The core's transfer of a pair on this thread (strideweave/move.h,
  * sw_move_transfer_span_here): the physical span (`bulk` 1) or the
@@ -56,6 +59,11 @@ typedef struct sw_py_core_move {
      * calls sw_py_core_move_transfer_done. */
     void (*transfer)(struct sw_py_core_move *cm);
     sw_move_handle *move;   /* the core's handle of such a move (one reference) */
+    /* Such a move's check at its commit, GIL held, before the core releases
+     * the source (strideweave/move.h, commit_check): 0 when the destination
+     * can take the result; -1 when not, the binding keeping its exception
+     * for `commit`, which then gets the failure. NULL: no check. */
+    int (*check)(struct sw_py_core_move *cm);
     int forked;             /* set before `commit`: the move was inherited by a
                                forked child and ended there */
     void *profile_tag;      /* the profiling record (sw_profiling.h), or NULL:
@@ -80,7 +88,8 @@ int sw_py_core_move_start(sw_py_core_move *cm, const SwSubtensor *plane, PyObjec
  * carriers whose slots only the binding reaches), GIL held: the core
  * validates again, marks both carriers pending, calls `cm->transfer` here
  * and commits once after sw_py_core_move_transfer_done (here, when that is
- * called inside `cm->transfer`; else on its completion thread). A STATE_ONLY
+ * called inside `cm->transfer`; else on its completion thread), asking
+ * `cm->check` first when set. A STATE_ONLY
  * source is released by the binding's commit. `dst_slots`: the
  * destination's size; `bytes`: what the copy moves. 0 / -1 / -2 as
  * sw_py_core_move_start. */

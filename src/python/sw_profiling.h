@@ -50,13 +50,10 @@ typedef struct sw_op_span sw_op_span;
 sw_op_span *sw_py_profile_op_begin(PyObject *op, PyObject *const *inputs, Py_ssize_t n);
 void sw_py_profile_op_end(sw_op_span *span, int succeeded);
 
-/* The readable reports (py_profiling_report.c): Profiler.table() and
- * Profiler.export_chrome_trace(path), over the records that
- * sw_py_profiler_records lends (borrowed lists; -1 with RuntimeError before
- * the with block has ended). */
+/* The records the readable reports (py_profiling_report.c: Profiler.table()
+ * and Profiler.export_chrome_trace(path)) read: borrowed lists; -1 with
+ * RuntimeError before the with block has ended. */
 int sw_py_profiler_records(PyObject *profiler, PyObject **events, PyObject **move_events);
-PyObject *sw_py_profiler_table(PyObject *profiler, PyObject *unused);
-PyObject *sw_py_profiler_export_chrome_trace(PyObject *profiler, PyObject *path);
 /* The reports register themselves with the Profiler type at module init
  * (sw_py_profiling_report_init), so the profiler never names them. */
 void sw_py_profiler_set_reports(PyObject *(*table)(PyObject *profiler, PyObject *unused),

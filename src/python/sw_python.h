@@ -103,14 +103,12 @@ typedef struct SwLayoutObject {
 /* New Layout object taking ownership of `layout` (freed on
  * failure too). */
 PyObject *sw_py_layout_wrap(sw_layout *layout);
-/* Position just after the mode that starts at profile[p], and its leaf
- * count in *nleaves (may be NULL): the core's sw_layout_mode_end, so Layout,
- * Tensor indexing (py_tensor.c) and the core's views walk modes alike. */
-int32_t sw_py_mode_end(const uint8_t *profile, int32_t p, int32_t *nleaves);
 /* The flat Layout (n):(1) of a whole carrier (n >= 1). */
 PyObject *sw_py_flat_layout(int64_t n);
-/* Layout.canonical(shape) for a Shape object (L-15). */
-PyObject *sw_py_layout_canonical(PyObject *shape);
+/* `vals` (a layout's extents or strides) as nested tuples in the shape of
+ * its profile, as Shape.top_level / Stride.top_level give them:
+ * Shape(2, [3, 4]) -> (2, (3, 4)). New reference, or NULL with an error. */
+PyObject *sw_py_layout_nested(const sw_layout *l, const int64_t *vals);
 
 /* ---- dtypes (py_dtype.c) ------------------------------------------------ */
 
@@ -419,11 +417,6 @@ PyObject *sw_py_grad_buffer_on(PyObject *like, PyObject *layout, const float *va
 PyObject *sw_py_view_broadcast_operation(void);
 
 /* ---- minimal operations (py_minimal_ops.c) ------------------------------ */
-
-/* The operation type behind add / elementwise_mul / reduce_sum for the
- * built-in carriers, by dispatch name (a str); NULL, with no exception set,
- * for any other name. Borrowed. */
-PyTypeObject *sw_py_minimal_op_type(PyObject *name);
 
 /* ---- DLPack (py_dlpack.c), listed in Tensor's method table -------------- */
 

@@ -72,17 +72,11 @@ typedef struct SwTiledEvictableObject {
     sw_tile_geometry geo;
     struct sw_tiled_evictable *te;      /* the core's */
     struct sw_tiled_core *hooks;        /* the hooks' context */
-    uint8_t *moved;                     /* per tile: no longer held in place by a full tier */
-    int in_place_loc;                   /* where in-place tiles live (-1: none) */
     int tiers_dropped;                  /* the binding's part of the tiers' release ran */
 } SwTiledEvictableObject;
 
 #define TILED(o) ((SwTiledEvictableObject *)(o))
 
-extern const sw_carrier_ops sw_tiled_evictable_ops;
-
-/* TE-3 on `tensor` for `self` (the core's checks after the Python types); 0 / -1. */
-int sw_tiled_check_tensor(PyObject *self, PyObject *tensor);
 /* Copy the n-slot private tile carrier `src` into the fresh `dst` through
  * the exact pair's movement (legacy operation, or the definition route),
  * without releasing `src` (py_tile_transfer.c). 0 / -1. On 0, *completion
@@ -142,8 +136,6 @@ int sw_tiled_tile_counts(PyObject *self, int64_t counts[4], int64_t *pending);
         Py_END_ALLOW_THREADS                                                                     \
     } while (0)
 
-PyObject *sw_tiled_project(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                           PyObject *kwnames);
 /* TiledEvictable.project comes from py_tiled_project.c, which registers it
  * at module init (sw_tiled_project_init, after sw_py_tiled_evictable_init). */
 void sw_tiled_set_project(PyObject *(*project)(PyObject *self, PyObject *const *args,

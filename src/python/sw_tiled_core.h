@@ -41,7 +41,9 @@ void sw_tiled_core_forget_store(sw_tiled_core *c, PyObject *dest);
 /* In a forked child (GIL held): drop the marks of the tile copies the
  * parent's waiter threads were finishing. */
 void sw_tiled_core_after_fork(void);
-/* Whether the core reaches `obj`'s slots itself (exact CPU or FileBacked). */
-int sw_tiled_core_addressable(PyObject *obj);
+/* Fill `err` as the core ends work a forked child inherited (SW_ESTATE,
+ * err->detail SW_TE_ENDED_BY_FORK), for a handle the binding ends itself
+ * there. SW_ESTATE. */
+sw_status sw_tiled_core_forked_error(sw_error *err);
 
 #endif

@@ -12,6 +12,7 @@
 #include "check.h"
 #include <strideweave/strideweave.h>
 #include <strideweave/binding.h>
+#include "carrier_internal.h" /* sw_carrier_endpoint is the core's own (move_here.c) */
 #include "fault_internal.h"
 
 static void test_cpu_slots_version_release(void)
@@ -316,6 +317,7 @@ typedef struct access_arg {
     uint64_t token;
     sw_status st;
     int is_mutable;
+    int detail;
 } access_arg;
 
 static void *other_thread_access(void *p)
@@ -324,6 +326,7 @@ static void *other_thread_access(void *p)
     sw_error err;
     a->is_mutable = sw_carrier_is_mutable(a->c);
     a->st = sw_carrier_begin_owner_access(a->c, a->token, &err);
+    a->detail = err.detail;
     return NULL;
 }
 
@@ -345,22 +348,28 @@ static void test_ownership_claims(void)
     CHECK(sw_carrier_release(c, &err) == SW_ESTATE);
     CHECK(!sw_carrier_is_released(c));
     CHECK(sw_carrier_begin_owner_access(c, token + 1, &err) == SW_ESTATE);
+    CHECK(err.detail == SW_CARRIER_REFUSED_TOKEN);
+    CHECK(sw_carrier_end_owner_access(c, token, &err) == SW_ESTATE); /* none held yet */
+    CHECK(err.detail == SW_CARRIER_REFUSED_NO_ACCESS);
     CHECK(sw_carrier_begin_owner_access(c, token, &err) == SW_OK);
     CHECK(sw_carrier_begin_owner_access(c, token, &err) == SW_OK); /* re-entrant */
     CHECK(sw_carrier_has_owner_access(c));
     CHECK(sw_carrier_is_mutable(c));
     /* Thread-bound: another thread sees it immutable and cannot enter. */
-    access_arg a = {c, token, SW_OK, 1};
+    access_arg a = {c, token, SW_OK, 1, 0};
     pthread_t th;
     pthread_create(&th, NULL, other_thread_access, &a);
     pthread_join(th, NULL);
-    CHECK(a.st == SW_ESTATE);
+    CHECK(a.st == SW_ESTATE && a.detail == SW_CARRIER_REFUSED_ACCESS_ELSEWHERE);
     CHECK(a.is_mutable == 0);
     CHECK(sw_carrier_write(c, 0, 1, &one, &err) == SW_OK);
     CHECK_EQ_I64(sw_carrier_version(c), 1);
     CHECK(sw_carrier_end_owner_access(c, token, &err) == SW_OK);
     CHECK(sw_carrier_end_owner_access(c, token, &err) == SW_OK);
     CHECK(sw_carrier_end_owner_access(c, token, &err) == SW_ESTATE);
+    CHECK(err.detail == SW_CARRIER_REFUSED_NO_ACCESS);
+    CHECK(sw_carrier_end_owner_access(c, token + 1, &err) == SW_ESTATE);
+    CHECK(err.detail == SW_CARRIER_REFUSED_TOKEN); /* the token first */
     CHECK(!sw_carrier_is_mutable(c));
     CHECK(sw_carrier_relinquish(c, token + 1, &err) == SW_ESTATE);
     CHECK(sw_carrier_is_owned(c));
@@ -580,7 +589,7 @@ static void test_drop_inherited_access(void)
     uint64_t token;
     CHECK(sw_cpu_new(1, SW_DT_FLOAT32, 0, &c, &err) == SW_OK);
     CHECK(sw_carrier_claim(c, &token, &err) == SW_OK);
-    access_arg a = {c, token, SW_EINVAL, 0};
+    access_arg a = {c, token, SW_EINVAL, 0, 0};
     pthread_t th;
     pthread_create(&th, NULL, take_access, &a);
     pthread_join(th, NULL);

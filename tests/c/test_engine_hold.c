@@ -22,6 +22,7 @@
 
 #include "check.h"
 #include <strideweave/strideweave.h>
+#include <strideweave/engine.h>
 
 #define EXPECT(cond, code)      \
     do {                        \

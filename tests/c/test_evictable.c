@@ -297,6 +297,56 @@ static void test_e4_reuses_big_enough_tier(void)
     sw_carrier_unref(cpu);
 }
 
+/* E-8 for a binding (evictable.h, sw_evictable_live_tiers): the tiers
+ * whose storage is live are both until the first transition, then the one
+ * holding the values; after the release, those the release released. */
+static int live_after_release(int transitions)
+{
+    sw_error err;
+    sw_carrier *cpu = cpu_values(8, 1), *file = file_empty(), *e = NULL;
+    CHECK_EQ_I64(sw_evictable_new(cpu, file, NULL, &e, &err), SW_OK);
+    for (int i = 0; e && i < transitions; i++)
+        CHECK_EQ_I64(i % 2 ? sw_evictable_promote(e, &err) : sw_evictable_evict(e, &err), SW_OK);
+    int before = sw_evictable_live_tiers(e);
+    CHECK_EQ_I64(sw_carrier_release(e, &err), SW_OK);
+    sw_carrier *p = sw_evictable_primary(e), *s = sw_evictable_secondary(e);
+    CHECK(sw_carrier_is_released(p) && sw_carrier_is_released(s));
+    CHECK_EQ_I64(sw_evictable_live_tiers(e), before);
+    CHECK_EQ_I64(sw_carrier_release(e, &err), SW_OK); /* again: the same answer */
+    CHECK_EQ_I64(sw_evictable_live_tiers(e), before);
+    sw_carrier_unref(p);
+    sw_carrier_unref(s);
+    sw_carrier_unref(e);
+    sw_carrier_unref(file);
+    sw_carrier_unref(cpu);
+    return before;
+}
+
+static void test_e8_live_tiers(void)
+{
+    enum { P = SW_EVICTABLE_PRIMARY_LIVE, S = SW_EVICTABLE_SECONDARY_LIVE };
+    sw_error err;
+    sw_carrier *cpu = cpu_values(8, 1), *file = file_empty(), *e = NULL;
+    CHECK_EQ_I64(sw_evictable_live_tiers(NULL), 0);
+    CHECK_EQ_I64(sw_evictable_live_tiers(cpu), 0);
+    CHECK_EQ_I64(sw_evictable_new(cpu, file, NULL, &e, &err), SW_OK);
+    if (!e)
+        return;
+    CHECK_EQ_I64(sw_evictable_live_tiers(e), P | S);
+    CHECK_EQ_I64(sw_evictable_evict(e, &err), SW_OK);
+    CHECK_EQ_I64(sw_evictable_live_tiers(e), S);
+    CHECK_EQ_I64(sw_evictable_evict(e, &err), SW_OK); /* nothing to do */
+    CHECK_EQ_I64(sw_evictable_live_tiers(e), S);
+    CHECK_EQ_I64(sw_evictable_promote(e, &err), SW_OK); /* into a fresh primary */
+    CHECK_EQ_I64(sw_evictable_live_tiers(e), P);
+    sw_carrier_unref(e);
+    sw_carrier_unref(file);
+    sw_carrier_unref(cpu);
+    CHECK_EQ_I64(live_after_release(0), P | S);
+    CHECK_EQ_I64(live_after_release(1), S);
+    CHECK_EQ_I64(live_after_release(2), P);
+}
+
 /* C-13 for the hierarchy: owned by a composite, transitions need the
  * owner's access on this thread. */
 static void test_e4_owned_hierarchy(void)
@@ -566,6 +616,7 @@ int main(void)
     test_e1_construction_refusals();
     test_e4_state_machine();
     test_e4_reuses_big_enough_tier();
+    test_e8_live_tiers();
     test_e4_owned_hierarchy();
     test_e10_nested_evictable_tier();
     test_e4_pending_while_transition_runs();

@@ -11,7 +11,13 @@
  * Every child ends itself by SIGALRM should something hang. Under
  * ThreadSanitizer a child may not start threads after a multi-threaded
  * fork, so there the child's own transitions run without the engine's
- * threads only where a hook moves the values. */
+ * threads only where a hook moves the values.
+ *
+ * A binding keeps objects of its own for the tiers and frees the binding
+ * storage of the live ones at release: in the child it follows the core,
+ * whose tiers are the fresh carrier the binding's factory made when fork()
+ * finished the transition, and whose live tiers (sw_evictable_live_tiers)
+ * are the one holding the values, also after the child's release. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -91,6 +97,24 @@ static sw_status gated_move(sw_carrier *from, sw_carrier *to, int64_t size, void
         return SW_ENOTSUP;
     return copied ? st : copy_values(from, to, size, err);
 }
+
+/* The binding's factory: the core's allocate_like, remembering the fresh
+ * carrier (no reference) as a binding keeps its object. */
+static sw_carrier *made;
+
+static sw_status remembering_factory(sw_carrier *prototype, int64_t size, sw_dtype dtype,
+                                     void *user, sw_carrier **out, sw_error *err)
+{
+    (void)user;
+    sw_status st = sw_tier_allocate_like(prototype, size, dtype, out, err);
+    made = st == SW_OK ? *out : NULL;
+    return st;
+}
+
+enum { P_LIVE = SW_EVICTABLE_PRIMARY_LIVE, S_LIVE = SW_EVICTABLE_SECONDARY_LIVE };
+
+/* The tier holding the values once a transition is done. */
+static int values_tier(int evicted) { return evicted ? S_LIVE : P_LIVE; }
 
 static void gate_wait_entered(void)
 {
@@ -175,14 +199,17 @@ static void fork_mid_transition(int evict, int64_t secondary_size, int copies, i
 {
     sw_error err;
     sw_carrier *p = cpu(N, 1), *s = cpu(secondary_size ? secondary_size : 1, 0); /* 1: too small, a fresh tier */
-    sw_evictable_options o = {.move = gated_move};
+    sw_evictable_options o = {.move = gated_move, .factory = remembering_factory};
     sw_carrier *e = NULL;
     hook_copies = copies;
     late_gate = late;
+    made = NULL;
     CHECK(sw_evictable_new(p, s, &o, &e, &err) == SW_OK);
+    CHECK(sw_evictable_live_tiers(e) == (P_LIVE | S_LIVE));
     if (!evict) {
         CHECK(sw_evictable_evict(e, &err) == SW_OK); /* gate not armed */
         CHECK(sw_evictable_is_evicted(e) == 1);
+        CHECK(sw_evictable_live_tiers(e) == S_LIVE);
     }
     sw_carrier *before_p = sw_evictable_primary(e), *before_s = sw_evictable_secondary(e);
     gate_arm();
@@ -206,6 +233,12 @@ static void fork_mid_transition(int evict, int64_t secondary_size, int copies, i
         int replaced = late && (evict ? !secondary_size : 1);
         EXPECT((evict ? cp == before_p : cs == before_s), 13);
         EXPECT((evict ? cs != before_s : cp != before_p) == replaced, 21);
+        /* The replacing tier is the binding factory's carrier. */
+        EXPECT(!replaced || (evict ? cs : cp) == made, 22);
+        /* Live: the tier holding the values once the move is done, else
+         * as before the transition (both before the first one). */
+        int live_before = evict ? P_LIVE | S_LIVE : S_LIVE;
+        EXPECT(sw_evictable_live_tiers(e) == (late ? values_tier(evict) : live_before), 23);
         EXPECT(pending(cp) == 0 && pending(cs) == 0, 14);
         EXPECT(values_intact(e), 15);
         sw_carrier_unref(cp);
@@ -225,7 +258,17 @@ static void fork_mid_transition(int evict, int64_t secondary_size, int copies, i
             EXPECT((at ? sw_evictable_evict(e, &err) : sw_evictable_promote(e, &err)) == SW_OK,
                    19);
             EXPECT(sw_evictable_is_evicted(e) == at && values_intact(e), 20);
+            EXPECT(sw_evictable_live_tiers(e) == values_tier(at), 24);
         }
+        /* The release in the child: the live tiers are those it released. */
+        int live = sw_evictable_live_tiers(e);
+        EXPECT(sw_carrier_release(e, &err) == SW_OK, 25);
+        EXPECT(sw_evictable_live_tiers(e) == live, 26);
+        cp = sw_evictable_primary(e);
+        cs = sw_evictable_secondary(e);
+        EXPECT(released(cp) && released(cs), 27);
+        sw_carrier_unref(cp);
+        sw_carrier_unref(cs);
         _exit(0);
     }
     CHECK(pid > 0);
@@ -237,9 +280,11 @@ static void fork_mid_transition(int evict, int64_t secondary_size, int copies, i
     CHECK(sw_evictable_is_evicted(e) == evict);
     CHECK(pending(e) == 0);
     CHECK(values_intact(e));
+    CHECK(sw_evictable_live_tiers(e) == values_tier(evict));
     sw_carrier_unref(before_p);
     sw_carrier_unref(before_s);
-    sw_carrier_release(e, NULL);
+    CHECK(sw_carrier_release(e, NULL) == SW_OK);
+    CHECK(sw_evictable_live_tiers(e) == values_tier(evict));
     sw_carrier_unref(e);
     sw_carrier_unref(p);
     sw_carrier_unref(s);

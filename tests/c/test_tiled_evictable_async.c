@@ -592,6 +592,7 @@ static void test_fork_ends_inherited_work(void)
             int bad = 0;
             sw_error err;
             bad |= sw_te_work_wait(w, NULL, &err) != SW_ESTATE || !strstr(err.msg, "forked");
+            bad |= err.detail != SW_TE_ENDED_BY_FORK;
             bad |= !sw_te_work_done(w);
             sw_te_tile_state s;
             for (int64_t t = 0; t < 4; t++) {

@@ -90,6 +90,43 @@ def test_small_block_read_move_async_finishes_on_its_caller(loop_device):  # noq
     dev.close()
 
 
+
+@needs_faults
+@pytest.mark.parametrize("how", ["move", "move_async"])
+def test_small_block_read_lets_other_threads_run_while_its_transfer_waits(loop_device, how):  # noqa: F811
+    # The read runs on its caller and keeps the GIL for its checks and its
+    # commit, but lets it go around the transfer, which may wait for the
+    # device: another Python thread runs meanwhile (here, the one that lets
+    # the paused transfer go on; with the GIL kept, it could not).
+    n = 4 << 10
+    dev = sw.BlockDevice(loop_device)
+    blk = sw.move(flat(filled(n, 8.0)), dev.allocate(n, empty=True)).carrier
+    ran = []
+
+    def let_it_go():
+        _C._fault_wait_paused()
+        ran.append(blk.is_released())
+        _C._fault_resume()
+
+    helper = threading.Thread(target=let_it_go)
+    _C._fault_inject("blockdev_io_pause", 0, 1)
+    try:
+        helper.start()
+        if how == "move":
+            out = sw.move(flat(blk), sw.CPU(n, empty=True))
+        else:
+            out = sw.move_async(flat(blk), sw.CPU(n, empty=True)).wait(timeout=60)
+    finally:
+        _C._fault_clear()
+        _C._fault_resume()
+        helper.join(timeout=60)
+    assert ran == [False]  # it ran inside the transfer, before the commit
+    assert blk.is_released() and not dev.is_faulted()
+    assert np.array_equal(np.from_dlpack(out), expect(n, 8.0))
+    del blk, out
+    gc.collect()
+    dev.close()
+
 def assert_unchanged(src, n, start, version):
     assert not src.is_released() and src.is_mutable()
     assert src.version == version
@@ -193,5 +230,51 @@ def test_b9_many_threads_moving_small_spans_at_once(backing, n):
         raise errors[0]
     assert len(landed) == threads * rounds
     assert not dev.is_faulted()
+    gc.collect()
+    dev.close()
+
+
+@needs_faults
+@pytest.mark.parametrize("n", [1000, 16 << 10, 1 << 20])
+@pytest.mark.parametrize("way", ["cpu->blk", "blk->cpu"])
+@pytest.mark.parametrize("how", ["move", "move_async"])
+def test_a_block_move_is_checked_only_by_its_start(loop_device, how, way, n):  # noqa: F811
+    # CPU <-> BlockDeviceCarrier with no autograd node or profiling record:
+    # the core's start is the move's only check (issue 19), so with the
+    # separate check made to fail the move still goes through, durable.
+    dev = sw.BlockDevice(loop_device)
+    blk = dev.allocate(n, empty=True)
+    if way == "blk->cpu":
+        blk = sw.move(flat(filled(n, 9.0)), blk).carrier
+    src, dst = (flat(filled(n, 9.0)), blk) if way == "cpu->blk" else (flat(blk), sw.CPU(n))
+    _C._fault_inject("move_check", count=-1)
+    try:
+        with sw.no_grad():
+            out = sw.move(src, dst) if how == "move" else sw.move_async(src, dst).wait(timeout=60)
+    finally:
+        _C._fault_clear()
+    assert out.carrier is dst and src.carrier.is_released() and not dev.is_faulted()
+    back = out if way == "blk->cpu" else sw.move(out, sw.CPU(n))
+    assert np.array_equal(np.from_dlpack(back), expect(n, 9.0))
+    del blk, src, dst, out, back
+    gc.collect()
+    dev.close()
+
+
+@needs_faults
+@pytest.mark.parametrize("how", ["move", "move_async"])
+def test_a_block_move_recording_a_node_still_runs_the_separate_check(loop_device, how):  # noqa: F811
+    dev = sw.BlockDevice(loop_device)
+    n = 1000
+    blk = sw.move(flat(filled(n, 2.0)), dev.allocate(n, empty=True)).carrier
+    dst = sw.CPU(n)
+    _C._fault_inject("move_check", count=-1)
+    try:
+        with pytest.raises(OSError, match="injected check failure"):  # autograd on
+            sw.move(flat(blk), dst) if how == "move" else sw.move_async(flat(blk), dst).wait()
+    finally:
+        _C._fault_clear()
+    assert not blk.is_released() and not dst.is_released() and dst.version == 0
+    del blk
     gc.collect()
     dev.close()

@@ -17,6 +17,7 @@ import pytest
 import strideweave as sw
 from strideweave.carriers.move import registered_move_operation
 from moves_for_tests import BIG, D, L, held, state
+from loop_device import loop_device  # noqa: F401
 
 ENTRY = pytest.mark.parametrize("call", ["move", "move_async"])
 
@@ -255,3 +256,90 @@ def test_a_users_operation_for_built_in_carriers_keeps_row9_before_row10(call, r
         c.release()
         with pytest.raises(RuntimeError, match="released"):  # row 2 before row 9
             getattr(sw, call)(t, d)
+
+
+# ---- CPU <-> BlockDeviceCarrier: checked by the core's start alone too --------
+# Each block case builds its carriers on the device `dev`.
+
+def block_tensor(dev, n=4):
+    t, _ = cpu_tensor(n)
+    with sw.no_grad():
+        moved = sw.move(t, dev.allocate(n, empty=True))
+    return moved, moved.carrier
+
+
+def block_source_released(dev):
+    t, c = block_tensor(dev)
+    c.release()
+    d = sw.CPU(4)
+    return t, d, (c, d), contextlib.nullcontext()
+
+
+def block_destination_released(dev):
+    t, c = cpu_tensor()
+    d = dev.allocate(4, empty=True)
+    d.release()
+    return t, d, (c, d), contextlib.nullcontext()
+
+
+def block_destination_immutable(dev):
+    t, c = cpu_tensor()
+    d = dev.allocate(4, empty=True, mutable=False)
+    return t, d, (c, d), contextlib.nullcontext()
+
+
+def block_destination_too_small(dev):
+    t, c = cpu_tensor()
+    d = dev.allocate(3, empty=True)
+    return t, d, (c, d), contextlib.nullcontext()
+
+
+def block_source_dtype_mismatch(dev):
+    t, c = cpu_tensor(dtype=D.Int32)
+    d = dev.allocate(4, empty=True)
+    return t, d, (c, d), contextlib.nullcontext()
+
+
+def block_to_cpu_too_small(dev):
+    t, c = block_tensor(dev)
+    d = sw.CPU(3)
+    return t, d, (c, d), contextlib.nullcontext()
+
+
+def block_to_cpu_destination_released(dev):
+    t, c = block_tensor(dev)
+    d = sw.CPU(4)
+    d.release()
+    return t, d, (c, d), contextlib.nullcontext()
+
+
+def block_to_cpu_dtype_mismatch(dev):
+    t, c = block_tensor(dev)
+    d = sw.CPU(4, dtype=D.Int32)
+    return t, d, (c, d), contextlib.nullcontext()
+
+
+def block_same_carrier(dev):
+    t, c = block_tensor(dev, 8)
+    return sw.Tensor(c, 2, L([3], [1])), c, (c,), contextlib.nullcontext()
+
+
+def block_to_file(dev):
+    t, c = block_tensor(dev)
+    d = allocated_file()
+    return t, d, (c, d), contextlib.nullcontext()
+
+
+BLOCK_CASES = [block_source_released, block_destination_released, block_destination_immutable,
+               block_destination_too_small, block_source_dtype_mismatch, block_to_cpu_too_small,
+               block_to_cpu_destination_released, block_to_cpu_dtype_mismatch,
+               block_same_carrier, block_to_file]
+
+
+@ENTRY
+@pytest.mark.parametrize("case", BLOCK_CASES, ids=[c.__name__ for c in BLOCK_CASES])
+def test_a_block_move_without_python_refuses_as_a_recorded_move_does(loop_device, call, case):  # noqa: F811
+    with sw.BlockDevice(loop_device) as dev:
+        def on_dev():
+            return case(dev)
+        assert refusal(on_dev, call, recording=False) == refusal(on_dev, call, recording=True)

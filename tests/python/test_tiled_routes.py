@@ -198,6 +198,43 @@ def test_te7_refusal_comes_before_any_other_tile_is_copied():
     assert fresh_since(p.sa, start) == []
 
 
+class _Scripted:
+    """A residency policy whose plan() returns `next`."""
+    next = sw.ResidencyPlan()
+
+    def plan(self, required, purpose):
+        return self.next
+
+
+@pytest.mark.parametrize("how", ["promote", "promote_async", "write"])
+def test_x14_refusal_after_a_policy_moved_the_tile_out_of_its_full_tier(how):
+    # Issue 17 regression: tile 0 leaves the full B prototype and comes back
+    # to B storage of its own through the policy's moves inside projections;
+    # bringing it back must still be refused before anything is allocated.
+    p = Pair(routes=("ab",))  # no B->A route, no fallback
+    policy = _Scripted()
+    te = TE(p.A(0, dtype=F), filled(p.B, VALUES), (TILES,), (TILE,), residency_policy=policy)
+    whole = sw.Tensor(te, 0, sw.Layout(sw.Shape([TILES * TILE]), sw.Stride([1])))
+    policy.next = sw.ResidencyPlan(promote=tiles(0))
+    te.project(whole, sw.TileSelection([[1]])).wait()  # slot copy out of the full B
+    policy.next = sw.ResidencyPlan(evict=tiles(0))
+    te.project(whole, sw.TileSelection([[1]])).wait()  # A->B route
+    policy.next = sw.ResidencyPlan()
+    assert locations(te) == ["secondary"] * TILES and p.ab.submit_count == 1
+    before, start = snapshot(te), len(p.sa.carriers("allocate"))
+    with pytest.raises(NotImplementedError, match="element-by-element fallback"):
+        if how == "promote":
+            te.promote(tiles(0))
+        elif how == "write":
+            te[0] = 5.0
+        else:
+            h = te.promote_async(tiles(0))
+            assert h.progress == (0, 0)
+            h.wait()
+    assert snapshot(te) == before and values(te) == VALUES
+    assert fresh_since(p.sa, start) == [] and p.ba.prepare_count == 0
+
+
 def test_te7_definition_free_and_defined_tiers_do_not_mix():
     p = Pair()
     te = TE(filled(p.A, VALUES), CPU(0, dtype=F), (TILES,), (TILE,))

@@ -1,0 +1,157 @@
+/* The reuse cache of freed 4 KiB - 1 MiB blocks (alloc.c, issue 19): a freed
+ * block comes back only to an allocation of its exact size, never while it
+ * is pinned (exported through DLPack), is bounded, goes back to the system
+ * at sw_alloc_trim, and holds under threads (run under TSan too). */
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "check.h"
+#include "strideweave/alloc.h"
+#include "alloc_internal.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define CACHED 0 /* ASan builds skip the cache so it sees every use after free */
+#else
+#define CACHED 1
+#endif
+
+static void test_exact_size_reuse(void)
+{
+    sw_alloc_trim();
+    int64_t live = sw_alloc_live_bytes();
+    unsigned char *a = sw_malloc(16 << 10);
+    CHECK(a != NULL);
+    memset(a, 0xAB, 16 << 10);
+    sw_free(a);
+    CHECK_EQ_I64(sw_alloc_live_bytes(), live); /* cached blocks are not live */
+    CHECK_EQ_I64(sw_alloc_cached_small_blocks(), CACHED);
+    unsigned char *other = sw_malloc(12 << 10); /* another size: not that block */
+    CHECK(other != NULL);
+    CHECK_EQ_I64(sw_alloc_cached_small_blocks(), CACHED);
+    unsigned char *b = sw_malloc(16 << 10);
+    CHECK(b != NULL && b != other);
+    if (CACHED)
+        CHECK(b == a);
+    CHECK_EQ_I64(sw_alloc_cached_small_blocks(), 0);
+    CHECK_EQ_I64(sw_alloc_size(b), 16 << 10);
+    CHECK_EQ_I64(sw_alloc_live_bytes() - live, (16 << 10) + (12 << 10));
+    unsigned char *z = sw_calloc(1, 16 << 10); /* zeroed, from the cache or not */
+    sw_free(b);
+    unsigned char *zc = sw_calloc(1, 16 << 10);
+    int zero = 1;
+    for (int i = 0; i < 16 << 10; i++)
+        zero &= z[i] == 0 && zc[i] == 0;
+    CHECK(zero);
+    sw_free(z);
+    sw_free(zc);
+    sw_free(other);
+    sw_alloc_trim();
+    CHECK_EQ_I64(sw_alloc_cached_small_blocks(), 0);
+    CHECK_EQ_I64(sw_alloc_live_bytes(), live);
+}
+
+/* C-15a: memory still exported is never handed out again. A pinned block
+ * freed by its owner waits in quarantine, not in the cache; only its last
+ * unpin makes it reusable. */
+static void test_pinned_block_not_reused(void)
+{
+    sw_alloc_trim();
+    unsigned char *p = sw_malloc(64 << 10);
+    CHECK(p != NULL);
+    sw_alloc_pin(p);
+    sw_free(p);
+    CHECK_EQ_I64(sw_alloc_cached_small_blocks(), 0);
+    unsigned char *q = sw_malloc(64 << 10);
+    CHECK(q != NULL && q != p);
+    sw_free(q);
+    unsigned char *r = sw_malloc(64 << 10); /* q's block, if cached */
+    CHECK(r != p);
+    sw_alloc_unpin(p); /* the last pin: now free, and cacheable */
+    CHECK_EQ_I64(sw_alloc_cached_small_blocks(), CACHED);
+    unsigned char *s = sw_malloc(64 << 10);
+    if (CACHED)
+        CHECK(s == p);
+    sw_free(r);
+    sw_free(s);
+    sw_alloc_trim();
+}
+
+/* Bounded: past the depth of one size the rest go back to malloc, and a
+ * block too small or too large for it never waits here. */
+static void test_bounded(void)
+{
+    sw_alloc_trim();
+    enum { N = 300 };
+    static void *blocks[N];
+    for (int i = 0; i < N; i++)
+        CHECK((blocks[i] = sw_malloc(4 << 10)) != NULL);
+    for (int i = 0; i < N; i++)
+        sw_free(blocks[i]);
+    CHECK_EQ_I64(sw_alloc_cached_small_blocks(), (CACHED ? 256 : 0));
+    sw_alloc_trim();
+    sw_free(sw_malloc(1000));
+    sw_free(sw_malloc((size_t)2 << 20));
+    CHECK_EQ_I64(sw_alloc_cached_small_blocks(), 0);
+    /* more sizes than stacks: the ninth size is not kept */
+    void *sized[9];
+    for (int i = 0; i < 9; i++)
+        sized[i] = sw_malloc((size_t)(8 + i) << 10);
+    for (int i = 0; i < 9; i++)
+        sw_free(sized[i]);
+    CHECK_EQ_I64(sw_alloc_cached_small_blocks(), (CACHED ? 8 : 0));
+    sw_alloc_trim();
+}
+
+/* Threads allocating and freeing the same sizes: no block is ever handed
+ * to two owners at once (each owner's pattern survives until its free). */
+enum { THREADS = 4, ROUNDS = 3000, HELD = 6 };
+
+static void *churn(void *arg)
+{
+    unsigned char tag = (unsigned char)(uintptr_t)arg;
+    unsigned char *held[HELD] = {0};
+    size_t bytes[HELD] = {0};
+    int bad = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        int k = r % HELD;
+        if (held[k]) {
+            for (size_t i = 0; i < bytes[k]; i += 512)
+                bad |= held[k][i] != tag;
+            sw_free(held[k]);
+        }
+        bytes[k] = (size_t)(4 + (r % 3) * 4) << 10;
+        held[k] = sw_malloc(bytes[k]);
+        if (!held[k])
+            return (void *)1;
+        memset(held[k], tag, bytes[k]);
+    }
+    for (int k = 0; k < HELD; k++)
+        sw_free(held[k]);
+    return (void *)(uintptr_t)bad;
+}
+
+static void test_threads(void)
+{
+    int64_t live = sw_alloc_live_bytes();
+    pthread_t th[THREADS];
+    for (int i = 0; i < THREADS; i++)
+        CHECK(pthread_create(&th[i], NULL, churn, (void *)(uintptr_t)(i + 1)) == 0);
+    for (int i = 0; i < THREADS; i++) {
+        void *bad = NULL;
+        CHECK(pthread_join(th[i], &bad) == 0);
+        CHECK(bad == NULL);
+    }
+    CHECK_EQ_I64(sw_alloc_live_bytes(), live);
+    sw_alloc_trim();
+    CHECK_EQ_I64(sw_alloc_cached_small_blocks(), 0);
+}
+
+int main(void)
+{
+    test_exact_size_reuse();
+    test_pinned_block_not_reused();
+    test_bounded();
+    test_threads();
+    return check_report("alloc_small_cache");
+}
