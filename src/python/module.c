@@ -88,7 +88,7 @@ static const init_fn inits[] = {
     sw_py_tiled_evictable_init,
     sw_py_repr_init,
     sw_py_profiling_report_init,
-    sw_tiled_project_init,
+    sw_py_tiled_project_init,
     sw_py_build_info_init,
     sw_py_fault_pause_init,
     sw_py_signature_init, /* last: it reads every other public name */

@@ -66,7 +66,7 @@ int sw_py_read_float_values(PyObject *tensor, float *out)
     if (L->size == 0)
         return 0;
     sw_error err;
-    if (sw_host_f32_readable(carrier, off, L->cosize))
+    if (sw_py_host_f32_readable(carrier, off, L->cosize))
         return sw_carrier_read_layout(SW_STATE_C(carrier)->core, off, L, out, &err) == SW_OK
                    ? 0
                    : sw_py_raise(&err);
@@ -110,7 +110,7 @@ PyObject *sw_py_grad_buffer_on(PyObject *tc, PyObject *layout, const float *vals
         /* new_like of an exact host carrier, without a list of Python
          * floats: same class, version 0, mutable, zeros in the holes. */
         int flat = sw_layout_is_flat(G) && G->cosize == G->size;
-        carrier = sw_host_new(Py_TYPE(tc), SW_DT_FLOAT32, G->cosize, 1, !flat);
+        carrier = sw_py_host_new(Py_TYPE(tc), SW_DT_FLOAT32, G->cosize, 1, !flat);
         if (!carrier)
             goto done;
         if (G->size > 0 && place_values(G, ((SwHostCarrierObject *)carrier)->data, vals) < 0)
@@ -440,7 +440,7 @@ static int accumulate(graph *g, Py_ssize_t ti, PyObject *c, PyObject *items)
         SwTensorObject *ct = (SwTensorObject *)c;
         const sw_layout *CL = core0(c);
         const float *data =
-            sw_host_f32_readable(ct->subs[0].carrier, SW_SUB_OFFSET(&ct->subs[0]), CL->cosize);
+            sw_py_host_f32_readable(ct->subs[0].carrier, SW_SUB_OFFSET(&ct->subs[0]), CL->cosize);
         if (n > 0 && data && sw_layout_is_flat(CL)) {
             /* float += float straight from host memory */
             data += SW_SUB_OFFSET(&ct->subs[0]);
@@ -533,8 +533,8 @@ static int run_node(graph *g, Py_ssize_t ni, PyObject *c)
                      "%s.backward returned %zd gradient%s for %zd saved input%s; return "
                      "one gradient (or None) per input",
                      _PyType_Name(Py_TYPE(node)), PyTuple_GET_SIZE(items),
-                     sw_msg_s(PyTuple_GET_SIZE(items)), PyTuple_GET_SIZE(inputs),
-                     sw_msg_s(PyTuple_GET_SIZE(inputs)));
+                     sw_py_msg_s(PyTuple_GET_SIZE(items)), PyTuple_GET_SIZE(inputs),
+                     sw_py_msg_s(PyTuple_GET_SIZE(inputs)));
         goto done;
     }
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(items); i++) {
@@ -705,7 +705,7 @@ static int add_in_place(PyObject *grad, const float *vals)
     int64_t off = SW_SUB_OFFSET(&g->subs[0]);
     if (L->size == 0)
         return 0;
-    float *data = sw_host_f32_writable(carrier, off, L->cosize);
+    float *data = sw_py_host_f32_writable(carrier, off, L->cosize);
     if (data) {
         sw_error err;
         if (sw_layout_add_f32(data, off, L, vals, &err) != SW_OK)
@@ -812,8 +812,8 @@ PyObject *sw_py_tensor_backward(PyObject *self, PyObject *const *args, Py_ssize_
     if (parse_backward(args, nargs, kwnames, &gradient, &retain) < 0)
         return NULL;
     if (t->nsub != 1) {
-        sw_msg_raise_planes(t->dtype, t->nsub, "differentiated",
-                            "Float32 tensors on one carrier");
+        sw_py_msg_raise_planes(t->dtype, t->nsub, "differentiated",
+                               "Float32 tensors on one carrier");
         return NULL;
     }
     if (!is_float32(self)) {

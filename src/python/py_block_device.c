@@ -68,7 +68,7 @@ static void bdc_drop(PyObject *self)
     (void)self;
 }
 
-static const sw_carrier_ops sw_block_device_carrier_ops = {
+static const sw_py_carrier_ops sw_py_block_device_carrier_ops = {
     .name = "BlockDeviceCarrier", .dtype = bdc_dtype, .size = bdc_size, .supports = bdc_supports,
     .drop = bdc_drop, .unavailable = bdc_unavailable, .core_io = 1,
     .core_class = &sw_block_device_carrier_class,
@@ -94,7 +94,7 @@ static PyObject *bdc_create(PyObject *device, int64_t nslots, int mutable_, int 
         sw_py_raise(&err);
         return NULL;
     }
-    PyObject *self = sw_carrier_alloc(&SwBlockDeviceCarrier_Type, mutable_);
+    PyObject *self = sw_py_carrier_alloc(&SwBlockDeviceCarrier_Type, mutable_);
     if (!self) {
         sw_carrier_unref(core);
         return NULL;
@@ -120,8 +120,8 @@ static int parse_flag(PyObject *obj, const char *name, int dflt)
 static int parse_float32(PyObject *dtype_obj)
 {
     sw_dtype dtype;
-    return sw_carrier_parse_dtype(dtype_obj, SW_DT_FLOAT32, "BlockDeviceCarrier",
-                                  bd_accepted, 1, &dtype);
+    return sw_py_carrier_parse_dtype(dtype_obj, SW_DT_FLOAT32, "BlockDeviceCarrier",
+                                     bd_accepted, 1, &dtype);
 }
 
 /* allocate(size, *, mutable, dtype, empty) after its own argument parsing:
@@ -131,7 +131,7 @@ static PyObject *allocate_checked(PyObject *device, PyObject *size_obj,
                                   PyObject *empty_obj)
 {
     int64_t size, bytes;
-    if (sw_carrier_parse_size(size_obj, "size", &size) < 0)
+    if (sw_py_carrier_parse_size(size_obj, "size", &size) < 0)
         return NULL;
     if (__builtin_mul_overflow(size, (int64_t)SLOT_BYTES, &bytes)) {
         PyErr_Format(PyExc_OverflowError, "%lld slots do not fit in a block device's "
@@ -151,7 +151,7 @@ static PyObject *bdc_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     (void)args;
     (void)kwds;
-    if (sw_carrier_check_exact(type, &SwBlockDeviceCarrier_Type) < 0)
+    if (sw_py_carrier_check_exact(type, &SwBlockDeviceCarrier_Type) < 0)
         return NULL;
     PyErr_SetString(PyExc_TypeError,
                     "BlockDeviceCarrier cannot be constructed directly; use "
@@ -192,7 +192,7 @@ static PyObject *bdc_new_like(PyObject *self, PyObject *args, PyObject *kwds)
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$OO:new_like", kwlist, &values,
                                      &mutable_obj, &dtype_obj))
         return NULL;
-    PyObject *it = sw_carrier_iter(values, "values");
+    PyObject *it = sw_py_carrier_iter(values, "values");
     if (!it)
         return NULL;
     PyObject *tuple = NULL, *result = NULL;
@@ -208,7 +208,7 @@ static PyObject *bdc_new_like(PyObject *self, PyObject *args, PyObject *kwds)
         goto done;
     }
     /* Every value is normalized before the device is touched (B-9). */
-    if (sw_carrier_fill_slots(SW_DT_FLOAT32, tuple, 1, buf) == 0)
+    if (sw_py_carrier_fill_slots(SW_DT_FLOAT32, tuple, 1, buf) == 0)
         result = bdc_create(BDC(self)->device, n, mutable_, 0, buf);
 done:
     sw_free(buf);
@@ -249,23 +249,23 @@ static PyObject *bdc_get_extent(PyObject *self, void *closure)
 SW_CARRIER_CLOSED_INIT_SUBCLASS(bdc_init_subclass, "BlockDeviceCarrier")
 
 static PyMethodDef bdc_methods[] = {
-    {"size", sw_carrier_meth_size, METH_NOARGS,
+    {"size", sw_py_carrier_meth_size, METH_NOARGS,
      "size($self, /)\n--\n\nNumber of Float32 slots; 0 after release."},
-    {"dtype", sw_carrier_meth_dtype, METH_NOARGS, "dtype($self, /)\n--\n\nStorage DType (Float32)."},
-    {"get_value", sw_carrier_meth_get_value, METH_O,
+    {"dtype", sw_py_carrier_meth_dtype, METH_NOARGS, "dtype($self, /)\n--\n\nStorage DType (Float32)."},
+    {"get_value", sw_py_carrier_meth_get_value, METH_O,
      "get_value($self, index, /)\n--\n\n"
      "Read slot `index` from the device. Raises IndexError for an index out of\n"
      "range, RuntimeError for a released carrier or a faulted device, OSError\n"
      "when the device read fails."},
-    {"set_value", (PyCFunction)(void (*)(void))sw_carrier_meth_set_value, METH_FASTCALL,
+    {"set_value", (PyCFunction)(void (*)(void))sw_py_carrier_meth_set_value, METH_FASTCALL,
      "set_value($self, index, value, /)\n--\n\n"
      "Write `value` (a real number) into slot `index` on the device. Raises\n"
      "IndexError for an index out of range, TypeError for a value that is not a\n"
      "real number, RuntimeError for a released or immutable carrier or a\n"
      "faulted device, OSError when the device write fails."},
-    {"_is_mutable", sw_carrier_meth_intrinsic_mutable, METH_NOARGS,
+    {"_is_mutable", sw_py_carrier_meth_intrinsic_mutable, METH_NOARGS,
      "_is_mutable($self, /)\n--\n\nWhether the carrier was allocated mutable."},
-    {"_supports_storage_dtype", sw_carrier_meth_supports_own, METH_O,
+    {"_supports_storage_dtype", sw_py_carrier_meth_supports_own, METH_O,
      "_supports_storage_dtype($self, dtype, /)\n--\n\n"
      "Whether `dtype` can be stored: True only for Float32."},
     {"new_like", (PyCFunction)(void (*)(void))bdc_new_like, METH_VARARGS | METH_KEYWORDS,
@@ -313,7 +313,7 @@ PyTypeObject SwBlockDeviceCarrier_Type = {
     .tp_methods = bdc_methods,
     .tp_getset = bdc_getset,
     .tp_base = &SwCarrier_Type,
-    .tp_init = sw_carrier_builtin_init,
+    .tp_init = sw_py_carrier_builtin_init,
     .tp_new = bdc_new,
 };
 
@@ -612,7 +612,7 @@ int sw_py_block_device_check_route(PyTypeObject *op_type, int direction, PyObjec
 
 int sw_py_block_device_init(PyObject *module)
 {
-    if (sw_carrier_register_builtin(&SwBlockDeviceCarrier_Type, &sw_block_device_carrier_ops, 1) < 0)
+    if (sw_py_carrier_register_builtin(&SwBlockDeviceCarrier_Type, &sw_py_block_device_carrier_ops, 1) < 0)
         return -1;
     if (PyType_Ready(&SwBlockDevice_Type) < 0 || PyType_Ready(&SwBlockDeviceCarrier_Type) < 0)
         return -1;

@@ -12,7 +12,7 @@
  * only what a Python hook answers (size, `_is_mutable`). Framework-owned methods never consult Python overrides;
  * hooks (size, dtype, get_value, ...) are looked up dynamically on user
  * classes, while exact built-in carriers take C fast paths through their
- * sw_carrier_ops.
+ * sw_py_carrier_ops.
  *
  * May depend on: the construction helpers (py_carrier_args.c), the
  * definition-backed storage (py_defined_carrier.c) and the files outside
@@ -39,7 +39,7 @@ static PyObject *closed_message; /* CLOSED_CARRIER_MESSAGE */
 #define MAX_BUILTINS 8
 static struct {
     PyTypeObject *type;
-    const sw_carrier_ops *ops;
+    const sw_py_carrier_ops *ops;
     int own_core;
 } builtins[MAX_BUILTINS];
 static int nbuiltins;
@@ -51,7 +51,7 @@ static PyObject *(*definition_of)(PyTypeObject *cls);
 static reprfunc carrier_repr_fn;
 static PyObject *(*dispatch_op_fn)(PyObject *self, PyObject *name);
 
-int sw_carrier_register_builtin(PyTypeObject *type, const sw_carrier_ops *ops, int own_core)
+int sw_py_carrier_register_builtin(PyTypeObject *type, const sw_py_carrier_ops *ops, int own_core)
 {
     if (nbuiltins == MAX_BUILTINS) {
         PyErr_SetString(PyExc_SystemError, "too many built-in carrier classes");
@@ -64,24 +64,24 @@ int sw_carrier_register_builtin(PyTypeObject *type, const sw_carrier_ops *ops, i
     return 0;
 }
 
-void sw_carrier_set_definitions(int (*observe)(PyTypeObject *cls),
-                                PyObject *(*definition)(PyTypeObject *cls))
+void sw_py_carrier_set_definitions(int (*observe)(PyTypeObject *cls),
+                                   PyObject *(*definition)(PyTypeObject *cls))
 {
     observe_class = observe;
     definition_of = definition;
 }
 
-void sw_carrier_set_repr(reprfunc repr)
+void sw_py_carrier_set_repr(reprfunc repr)
 {
     carrier_repr_fn = repr;
 }
 
-void sw_carrier_set_dispatch_op(PyObject *(*dispatch)(PyObject *self, PyObject *name))
+void sw_py_carrier_set_dispatch_op(PyObject *(*dispatch)(PyObject *self, PyObject *name))
 {
     dispatch_op_fn = dispatch;
 }
 
-const sw_carrier_ops *sw_carrier_type_ops(PyTypeObject *type)
+const sw_py_carrier_ops *sw_py_carrier_type_ops(PyTypeObject *type)
 {
     for (int i = 0; i < nbuiltins; i++)
         if (builtins[i].type == type)
@@ -89,9 +89,9 @@ const sw_carrier_ops *sw_carrier_type_ops(PyTypeObject *type)
     return NULL;
 }
 
-const sw_carrier_ops *sw_carrier_builtin_ops(PyObject *obj)
+const sw_py_carrier_ops *sw_py_carrier_builtin_ops(PyObject *obj)
 {
-    return sw_carrier_type_ops(Py_TYPE(obj));
+    return sw_py_carrier_type_ops(Py_TYPE(obj));
 }
 
 static int makes_own_core(PyTypeObject *type)
@@ -102,9 +102,9 @@ static int makes_own_core(PyTypeObject *type)
     return 0;
 }
 
-const sw_carrier_class *sw_carrier_core_class(PyTypeObject *type)
+const sw_carrier_class *sw_py_carrier_core_class(PyTypeObject *type)
 {
-    const sw_carrier_ops *ops = sw_carrier_type_ops(type);
+    const sw_py_carrier_ops *ops = sw_py_carrier_type_ops(type);
     if (ops && ops->core_class && makes_own_core(type))
         return ops->core_class;
     return sw_py_state_only_class(type);
@@ -117,7 +117,7 @@ static const char *type_name(PyObject *self)
 
 /* ---- construction (C-1) ------------------------------------------------- */
 
-PyObject *sw_carrier_alloc(PyTypeObject *type, int intrinsic_mutable)
+PyObject *sw_py_carrier_alloc(PyTypeObject *type, int intrinsic_mutable)
 {
     PyObject *self = type->tp_alloc(type, 0);
     if (!self)
@@ -162,7 +162,7 @@ static PyObject *carrier_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
      * the definition found here stays the class's for good. */
     if (observe_class && observe_class(type) < 0)
         return NULL;
-    PyObject *self = sw_carrier_alloc(type, 1);
+    PyObject *self = sw_py_carrier_alloc(type, 1);
     if (self && definition_of)
         CARRIER(self)->definition = Py_XNewRef(definition_of(type));
     return self;
@@ -173,7 +173,7 @@ static int carrier_init(PyObject *self, PyObject *args, PyObject *kwds)
     static char *kwlist[] = {"slots", "dtype", "mutable", NULL};
     PyObject *slots = Py_None, *dtype = Py_None, *mutable_ = Py_True;
     if (SW_DEFINED(self))
-        return sw_defined_init(self, args, kwds);
+        return sw_py_defined_init(self, args, kwds);
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$OO:Carrier", kwlist,
                                      &slots, &dtype, &mutable_))
         return -1;
@@ -293,7 +293,7 @@ static int say_pending_read(PyObject *self)
 
 static int intrinsic_mutable(PyObject *self)
 {
-    if (sw_carrier_builtin_ops(self) || SW_DEFINED(self))
+    if (sw_py_carrier_builtin_ops(self) || SW_DEFINED(self))
         return CARRIER(self)->intrinsic_mutable != 0;
     PyObject *r = PyObject_CallMethodNoArgs(self, str_is_mutable_hook);
     if (!r)
@@ -324,14 +324,14 @@ int sw_py_carrier_is_mutable(PyObject *carrier)
 
 PyObject *sw_py_carrier_dtype(PyObject *carrier)
 {
-    const sw_carrier_ops *ops = sw_carrier_builtin_ops(carrier);
+    const sw_py_carrier_ops *ops = sw_py_carrier_builtin_ops(carrier);
     if (ops) {
         PyObject *d = sw_py_dtype(ops->dtype(carrier));
         Py_XINCREF(d);
         return d;
     }
     if (SW_DEFINED(carrier))
-        return sw_defined_ready(carrier) < 0 ? NULL
+        return sw_py_defined_ready(carrier) < 0 ? NULL
                                              : Py_NewRef(CARRIER(carrier)->storage_dtype);
     PyObject *d = PyObject_CallMethodNoArgs(carrier, str_dtype);
     if (d && !SwDType_Check(d)) {
@@ -344,13 +344,13 @@ PyObject *sw_py_carrier_dtype(PyObject *carrier)
 
 int sw_py_carrier_size(PyObject *carrier, int64_t *out)
 {
-    const sw_carrier_ops *ops = sw_carrier_builtin_ops(carrier);
+    const sw_py_carrier_ops *ops = sw_py_carrier_builtin_ops(carrier);
     if (ops) {
         *out = ops->size(carrier);
         return 0;
     }
     if (SW_DEFINED(carrier))
-        return sw_defined_size(carrier, out);
+        return sw_py_defined_size(carrier, out);
     PyObject *r = PyObject_CallMethodNoArgs(carrier, str_size);
     if (!r)
         return -1;
@@ -592,7 +592,7 @@ static int core_slot_io(PyObject *self, int writing, int64_t index, PyObject *sh
     sw_carrier *core = CARRIER(self)->core;
     sw_error err;
     sw_status st;
-    SW_CORE_CALL(sw_core_io_waits(core),
+    SW_CORE_CALL(sw_py_core_io_waits(core),
                  st = writing ? sw_carrier_write(core, index, 1, slot, &err)
                               : sw_carrier_read(core, index, 1, slot, &err));
     int refused = st == SW_ESTATE || st == SW_ERANGE || st == SW_ENOTSUP;
@@ -606,7 +606,7 @@ static int core_slot_io(PyObject *self, int writing, int64_t index, PyObject *sh
 /* A checked slot read: by the core where it holds the slots, else checked first. */
 static PyObject *load_value(PyObject *self, int64_t index, PyObject *shown)
 {
-    const sw_carrier_ops *ops = sw_carrier_builtin_ops(self);
+    const sw_py_carrier_ops *ops = sw_py_carrier_builtin_ops(self);
     if (ops && !sw_carrier_is_state_only(CARRIER(self)->core)) {
         unsigned char slot[8];
         int rc = core_slot_io(self, 0, index, shown, slot, ops->load != NULL);
@@ -617,7 +617,7 @@ static PyObject *load_value(PyObject *self, int64_t index, PyObject *shown)
     if (ops)
         return ops->load(self, index);
     if (SW_DEFINED(self))
-        return sw_defined_load(self, index);
+        return sw_py_defined_load(self, index);
     PyObject *i = PyLong_FromLongLong(index);
     if (!i)
         return NULL;
@@ -629,7 +629,7 @@ static PyObject *load_value(PyObject *self, int64_t index, PyObject *shown)
 static int store_value(PyObject *self, int64_t index, PyObject *value)
 {
     SwCarrierObject *c = CARRIER(self);
-    const sw_carrier_ops *ops = sw_carrier_builtin_ops(self);
+    const sw_py_carrier_ops *ops = sw_py_carrier_builtin_ops(self);
     if (ops) {
         /* C-5 check 5 first, into a local slot: normalization can run Python
          * code (__index__, __float__, an ABC check) that releases, claims,
@@ -655,8 +655,8 @@ static int store_value(PyObject *self, int64_t index, PyObject *value)
     if (SW_DEFINED(self)) {
         /* The same order for a provider's storage: normalize, re-check,
          * write; a failed write changes no version. */
-        PyObject *v = sw_defined_normalize(self, value);
-        int rc = v && refuse_write_at(self, index, NULL) == 0 ? sw_defined_store(self, index, v)
+        PyObject *v = sw_py_defined_normalize(self, value);
+        int rc = v && refuse_write_at(self, index, NULL) == 0 ? sw_py_defined_store(self, index, v)
                                                               : -1;
         Py_XDECREF(v);
         if (rc == 0 && !has_transfer_access(c))
@@ -691,7 +691,7 @@ int sw_py_carrier_setitem(PyObject *carrier, int64_t index, PyObject *value)
 
 /* Check 1 first where parse_index may run __index__ (not an exact int),
  * which may release the carrier: load_value checks again after it. */
-static PyObject *sw_carrier_get_checked(PyObject *self, PyObject *index)
+static PyObject *sw_py_carrier_get_checked(PyObject *self, PyObject *index)
 {
     int64_t i;
     PyObject *shown = NULL;
@@ -718,7 +718,7 @@ static int refuse_write_before_index(PyObject *self)
 
 /* C-5 on a Python index object (set_value of built-ins, __setitem__ of
  * every carrier). */
-static int sw_carrier_set_checked(PyObject *self, PyObject *index, PyObject *value)
+static int sw_py_carrier_set_checked(PyObject *self, PyObject *index, PyObject *value)
 {
     int64_t i;
     PyObject *shown = NULL;
@@ -736,30 +736,30 @@ static int carrier_ass_subscript(PyObject *self, PyObject *index, PyObject *valu
         PyErr_SetString(PyExc_TypeError, "carrier slots cannot be deleted");
         return -1;
     }
-    return sw_carrier_set_checked(self, index, value);
+    return sw_py_carrier_set_checked(self, index, value);
 }
 
 /* ---- methods shared by the built-ins ------------------------------------ */
 
-PyObject *sw_carrier_meth_size(PyObject *self, PyObject *unused)
+PyObject *sw_py_carrier_meth_size(PyObject *self, PyObject *unused)
 {
     (void)unused;
-    return PyLong_FromLongLong(sw_carrier_builtin_ops(self)->size(self));
+    return PyLong_FromLongLong(sw_py_carrier_builtin_ops(self)->size(self));
 }
 
-PyObject *sw_carrier_meth_dtype(PyObject *self, PyObject *unused)
+PyObject *sw_py_carrier_meth_dtype(PyObject *self, PyObject *unused)
 {
     (void)unused;
     return sw_py_carrier_dtype(self);
 }
 
-PyObject *sw_carrier_meth_get_value(PyObject *self, PyObject *index)
+PyObject *sw_py_carrier_meth_get_value(PyObject *self, PyObject *index)
 {
-    return sw_carrier_get_checked(self, index);
+    return sw_py_carrier_get_checked(self, index);
 }
 
-PyObject *sw_carrier_meth_set_value(PyObject *self, PyObject *const *args,
-                                    Py_ssize_t nargs)
+PyObject *sw_py_carrier_meth_set_value(PyObject *self, PyObject *const *args,
+                                       Py_ssize_t nargs)
 {
     if (nargs != 2) {
         PyErr_Format(PyExc_TypeError,
@@ -767,30 +767,30 @@ PyObject *sw_carrier_meth_set_value(PyObject *self, PyObject *const *args,
                      nargs);
         return NULL;
     }
-    if (sw_carrier_set_checked(self, args[0], args[1]) < 0)
+    if (sw_py_carrier_set_checked(self, args[0], args[1]) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
 
-PyObject *sw_carrier_meth_intrinsic_mutable(PyObject *self, PyObject *unused)
+PyObject *sw_py_carrier_meth_intrinsic_mutable(PyObject *self, PyObject *unused)
 {
     (void)unused;
     return PyBool_FromLong(CARRIER(self)->intrinsic_mutable);
 }
 
-PyObject *sw_carrier_meth_supports_own(PyObject *self, PyObject *dtype)
+PyObject *sw_py_carrier_meth_supports_own(PyObject *self, PyObject *dtype)
 {
     if (!SwDType_Check(dtype)) {
         PyErr_Format(PyExc_TypeError, "dtype must be a DType, not %.100s",
                      Py_TYPE(dtype)->tp_name);
         return NULL;
     }
-    return PyBool_FromLong(sw_carrier_builtin_ops(self)->supports(SwDType_ID(dtype)));
+    return PyBool_FromLong(sw_py_carrier_builtin_ops(self)->supports(SwDType_ID(dtype)));
 }
 
 /* ---- closed carriers (C-18) --------------------------------------------- */
 
-PyObject *sw_carrier_reject_subclass(const char *name)
+PyObject *sw_py_carrier_reject_subclass(const char *name)
 {
     PyObject *msg = NULL, *kwargs = NULL, *fmt = NULL, *empty = NULL;
     kwargs = Py_BuildValue("{s:s}", "name", name);
@@ -806,11 +806,11 @@ PyObject *sw_carrier_reject_subclass(const char *name)
     return NULL;
 }
 
-int sw_carrier_check_exact(PyTypeObject *type, PyTypeObject *closed)
+int sw_py_carrier_check_exact(PyTypeObject *type, PyTypeObject *closed)
 {
     if (type == closed)
         return 0;
-    sw_carrier_reject_subclass(_PyType_Name(closed));
+    sw_py_carrier_reject_subclass(_PyType_Name(closed));
     return -1;
 }
 
@@ -822,7 +822,7 @@ static PyObject *reject_carrier_subclass(PyObject *mod, PyObject *name)
         return NULL;
     const char *cs = PyUnicode_AsUTF8(s);
     if (cs)
-        sw_carrier_reject_subclass(cs);
+        sw_py_carrier_reject_subclass(cs);
     Py_DECREF(s);
     return NULL;
 }
@@ -861,14 +861,14 @@ static PyObject *carrier_get_value(PyObject *self, PyObject *index)
 {
     if (!SW_DEFINED(self))
         return missing_hook(self, "get_value(index)");
-    return sw_carrier_get_checked(self, index);
+    return sw_py_carrier_get_checked(self, index);
 }
 
 static PyObject *carrier_set_value(PyObject *self, PyObject *const *args,
                                    Py_ssize_t nargs)
 {
     if (SW_DEFINED(self))
-        return sw_carrier_meth_set_value(self, args, nargs);
+        return sw_py_carrier_meth_set_value(self, args, nargs);
     PyErr_Format(PyExc_RuntimeError, "%s does not support writing slots (no set_value hook)",
                  type_name(self));
     return NULL;
@@ -877,14 +877,14 @@ static PyObject *carrier_set_value(PyObject *self, PyObject *const *args,
 static PyObject *carrier_new_like(PyObject *self, PyObject *args, PyObject *kwds)
 {
     if (SW_DEFINED(self))
-        return sw_defined_new_like(self, args, kwds);
+        return sw_py_defined_new_like(self, args, kwds);
     return missing_hook(self, "new_like(values, *, mutable=True, dtype=None)");
 }
 
 static PyObject *carrier_allocate_like(PyObject *self, PyObject *args, PyObject *kwds)
 {
     if (SW_DEFINED(self))
-        return sw_defined_allocate_like(self, args, kwds);
+        return sw_py_defined_allocate_like(self, args, kwds);
     return missing_hook(self,
                         "allocate_like(size, *, mutable=True, dtype=None, empty=False)");
 }
@@ -976,13 +976,13 @@ int sw_py_carrier_supports_dtype(PyObject *carrier, PyObject *dtype)
                      Py_TYPE(dtype)->tp_name);
         return -1;
     }
-    const sw_carrier_ops *ops = sw_carrier_builtin_ops(carrier);
+    const sw_py_carrier_ops *ops = sw_py_carrier_builtin_ops(carrier);
     if (ops && ops->supports_self)
         return ops->supports_self(carrier, SwDType_ID(dtype));
     if (ops)
         return ops->supports(SwDType_ID(dtype)) != 0;
     if (SW_DEFINED(carrier))
-        return sw_defined_supports(carrier, dtype);
+        return sw_py_defined_supports(carrier, dtype);
     PyObject *r = PyObject_CallMethodOneArg(carrier, str_supports_hook, dtype);
     if (!r)
         return -1;
@@ -1059,7 +1059,7 @@ static sw_status core_release(sw_carrier *core, int moved, sw_error *err)
 static int release_core(PyObject *carrier, int moved)
 {
     SwCarrierObject *c = CARRIER(carrier);
-    const sw_carrier_ops *ops = sw_carrier_builtin_ops(carrier);
+    const sw_py_carrier_ops *ops = sw_py_carrier_builtin_ops(carrier);
     sw_carrier *core = c->core;
     sw_error err;
     sw_status st;
@@ -1131,7 +1131,7 @@ int sw_py_carrier_release_moved(PyObject *carrier)
 
 void sw_py_carrier_drop_core_released(PyObject *carrier)
 {
-    sw_carrier_builtin_ops(carrier)->drop(carrier);
+    sw_py_carrier_builtin_ops(carrier)->drop(carrier);
 }
 
 static PyObject *carrier_release(PyObject *self, PyObject *unused)
@@ -1153,7 +1153,7 @@ int sw_py_carrier_is_allocatable_empty(PyObject *carrier)
         return 1;
     /* A shipped class that grows (FileBacked): no attribute lookup on
      * every move into one. */
-    const sw_carrier_ops *ops = sw_carrier_builtin_ops(carrier);
+    const sw_py_carrier_ops *ops = sw_py_carrier_builtin_ops(carrier);
     if (ops && ops->grows)
         return 1;
     PyObject *hook = PyObject_GetAttr(carrier, str_allocate_hook);
@@ -1170,7 +1170,7 @@ int sw_py_carrier_is_allocatable_empty(PyObject *carrier)
 int sw_py_carrier_allocate(PyObject *carrier, int64_t nslots)
 {
     if (SW_DEFINED(carrier))
-        return sw_defined_allocate(carrier, nslots);
+        return sw_py_defined_allocate(carrier, nslots);
     PyObject *n = PyLong_FromLongLong(nslots);
     if (!n)
         return -1;
@@ -1449,7 +1449,7 @@ static PyGetSetDef carrier_getset[] = {
 };
 
 static PyMappingMethods carrier_as_mapping = {
-    .mp_subscript = sw_carrier_get_checked,
+    .mp_subscript = sw_py_carrier_get_checked,
     .mp_ass_subscript = carrier_ass_subscript,
 };
 
@@ -1568,13 +1568,13 @@ int sw_py_carrier_init(PyObject *module)
  * composite's core release already released (an Evictable's tiers). */
 int sw_py_carrier_drop_storage(PyObject *carrier)
 {
-    const sw_carrier_ops *ops = sw_carrier_builtin_ops(carrier);
+    const sw_py_carrier_ops *ops = sw_py_carrier_builtin_ops(carrier);
     if (ops) {
         ops->drop(carrier);
         return 0;
     }
     if (SW_DEFINED(carrier))
-        return CARRIER(carrier)->storage_dtype ? sw_defined_release(carrier) : 0;
+        return CARRIER(carrier)->storage_dtype ? sw_py_defined_release(carrier) : 0;
     PyObject *r = PyObject_CallMethodNoArgs(carrier, str_release_hook);
     Py_XDECREF(r);
     return r ? 0 : -1;

@@ -9,7 +9,7 @@
 
 #include <string.h>
 
-int sw_carrier_parse_size(PyObject *obj, const char *what, int64_t *out)
+int sw_py_carrier_parse_size(PyObject *obj, const char *what, int64_t *out)
 {
     if (!sw_py_is_integer(obj)) {
         PyErr_Format(PyExc_TypeError, "%s must be an integer, not %.100s", what,
@@ -32,8 +32,8 @@ int sw_carrier_parse_size(PyObject *obj, const char *what, int64_t *out)
     return 0;
 }
 
-int sw_carrier_parse_dtype(PyObject *obj, sw_dtype dflt, const char *carrier,
-                           const sw_dtype *accepted, int naccepted, sw_dtype *out)
+int sw_py_carrier_parse_dtype(PyObject *obj, sw_dtype dflt, const char *carrier,
+                              const sw_dtype *accepted, int naccepted, sw_dtype *out)
 {
     if (!obj) {
         *out = dflt;
@@ -45,25 +45,25 @@ int sw_carrier_parse_dtype(PyObject *obj, sw_dtype dflt, const char *carrier,
     return 0;
 }
 
-int sw_carrier_truth(PyObject *obj, int dflt)
+int sw_py_carrier_truth(PyObject *obj, int dflt)
 {
     return obj ? PyObject_IsTrue(obj) : dflt;
 }
 
 /* One truth test at a time: a failing __bool__ must not run the next one
  * with its exception pending. */
-int sw_carrier_parse_flags(PyObject *mutable_obj, PyObject *empty_obj, int *mutable_, int *empty)
+int sw_py_carrier_parse_flags(PyObject *mutable_obj, PyObject *empty_obj, int *mutable_, int *empty)
 {
-    if ((*mutable_ = sw_carrier_truth(mutable_obj, 1)) < 0)
+    if ((*mutable_ = sw_py_carrier_truth(mutable_obj, 1)) < 0)
         return -1;
-    if ((*empty = sw_carrier_truth(empty_obj, 0)) < 0)
+    if ((*empty = sw_py_carrier_truth(empty_obj, 0)) < 0)
         return -1;
     return 0;
 }
 
 /* `seq` is a tuple the caller made privately: a conversion hook that runs
  * below cannot shrink it or drop its items. */
-int sw_carrier_fill_slots(sw_dtype dtype, PyObject *seq, int none_is_zero, void *buf)
+int sw_py_carrier_fill_slots(sw_dtype dtype, PyObject *seq, int none_is_zero, void *buf)
 {
     size_t width = sw_dtype_slot_bytes(dtype);
     Py_ssize_t n = PyTuple_GET_SIZE(seq);
@@ -80,7 +80,7 @@ int sw_carrier_fill_slots(sw_dtype dtype, PyObject *seq, int none_is_zero, void 
     return 0;
 }
 
-PyObject *sw_carrier_iter(PyObject *values, const char *what)
+PyObject *sw_py_carrier_iter(PyObject *values, const char *what)
 {
     PyObject *it = PyObject_GetIter(values);
     if (!it && PyErr_ExceptionMatches(PyExc_TypeError)) {
@@ -93,7 +93,7 @@ PyObject *sw_carrier_iter(PyObject *values, const char *what)
 
 /* Construction happens in tp_new; __init__ must not reach Carrier.__init__'s
  * definition-free check. */
-int sw_carrier_builtin_init(PyObject *self, PyObject *args, PyObject *kwds)
+int sw_py_carrier_builtin_init(PyObject *self, PyObject *args, PyObject *kwds)
 {
     (void)self;
     (void)args;

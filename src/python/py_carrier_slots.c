@@ -156,7 +156,7 @@ static int layout_as(PyObject *carrier, int64_t offset, const sw_layout *L, sw_d
     sw_status st = SW_OK;
     int64_t *slots = NULL;
     if (sw_carrier_holds_as(core, as))
-        SW_CORE_CALL(sw_core_io_waits(core),
+        SW_CORE_CALL(sw_py_core_io_waits(core),
                      st = in ? sw_carrier_write_layout_as(core, offset, L, as, in, &err)
                              : sw_carrier_read_layout_as(core, offset, L, as, out, &err));
     else if (!(slots = sw_py_layout_slots(L, offset)))

@@ -13,7 +13,7 @@
 
 PyObject *sw_py_cpu_new(sw_dtype dtype, int64_t nslots, int mutable_, int zero)
 {
-    if (!sw_cpu_ops.supports(dtype)) {
+    if (!sw_py_cpu_ops.supports(dtype)) {
         PyErr_Format(PyExc_ValueError, "CPU does not support storage dtype %s",
                      sw_dtype_info_of(dtype)->name);
         return NULL;
@@ -22,14 +22,14 @@ PyObject *sw_py_cpu_new(sw_dtype dtype, int64_t nslots, int mutable_, int zero)
         PyErr_SetString(PyExc_ValueError, "size must be >= 0");
         return NULL;
     }
-    return sw_host_new(&SwCPU_Type, dtype, nslots, mutable_, zero);
+    return sw_py_host_new(&SwCPU_Type, dtype, nslots, mutable_, zero);
 }
 
 static PyObject *cpu_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"size", "mutable", "dtype", "empty", NULL};
     PyObject *size_obj, *mutable_obj = NULL, *dtype_obj = NULL, *empty_obj = NULL;
-    if (sw_carrier_check_exact(type, &SwCPU_Type) < 0)
+    if (sw_py_carrier_check_exact(type, &SwCPU_Type) < 0)
         return NULL;
     /* There is no `pointer=` argument (C-20): a CPU carrier never adopts
      * memory it did not allocate, so passing one is an unexpected-argument
@@ -39,14 +39,14 @@ static PyObject *cpu_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return NULL;
     int64_t size;
     sw_dtype dtype;
-    if (sw_carrier_parse_size(size_obj, "size", &size) < 0 ||
-        sw_carrier_parse_dtype(dtype_obj, SW_DT_FLOAT32, "CPU", sw_host_accepted,
-                               SW_HOST_NACCEPTED, &dtype) < 0)
+    if (sw_py_carrier_parse_size(size_obj, "size", &size) < 0 ||
+        sw_py_carrier_parse_dtype(dtype_obj, SW_DT_FLOAT32, "CPU", sw_py_host_accepted,
+                                  SW_HOST_NACCEPTED, &dtype) < 0)
         return NULL;
     int mutable_, empty;
-    if (sw_carrier_parse_flags(mutable_obj, empty_obj, &mutable_, &empty) < 0)
+    if (sw_py_carrier_parse_flags(mutable_obj, empty_obj, &mutable_, &empty) < 0)
         return NULL;
-    return sw_host_new(&SwCPU_Type, dtype, size, mutable_, !empty);
+    return sw_py_host_new(&SwCPU_Type, dtype, size, mutable_, !empty);
 }
 
 static PyObject *cpu_pointer(PyObject *self, PyObject *unused)
@@ -100,13 +100,13 @@ PyTypeObject SwCPU_Type = {
               "    CPU(4, dtype=DType.Int32)",
     .tp_methods = cpu_methods,
     .tp_base = &SwCarrier_Type,
-    .tp_init = sw_carrier_builtin_init,
+    .tp_init = sw_py_carrier_builtin_init,
     .tp_new = cpu_new,
 };
 
 int sw_py_cpu_init(PyObject *module)
 {
-    if (sw_carrier_register_builtin(&SwCPU_Type, &sw_cpu_ops, 1) < 0 ||
+    if (sw_py_carrier_register_builtin(&SwCPU_Type, &sw_py_cpu_ops, 1) < 0 ||
         PyType_Ready(&SwCPU_Type) < 0)
         return -1;
     return PyModule_AddObjectRef(module, "CPU", (PyObject *)&SwCPU_Type);

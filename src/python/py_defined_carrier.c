@@ -13,11 +13,6 @@
 
 #define CARRIER(o) ((SwCarrierObject *)(o))
 
-static const char *cname(PyObject *self)
-{
-    return _PyType_Name(Py_TYPE(self));
-}
-
 static PyObject *callback(PyObject *self, int which)
 {
     PyObject *storage = SW_RECORD_FIELD(CARRIER(self)->definition, SW_DEFINITION_STORAGE);
@@ -31,23 +26,23 @@ static int expect_none(PyObject *r, PyObject *self, const char *what)
     int ok = r == Py_None;
     if (!ok)
         PyErr_Format(PyExc_TypeError, "%s's StorageProvider.%s must return None, not %.100s",
-                     cname(self), what, Py_TYPE(r)->tp_name);
+                     sw_py_cname(self), what, Py_TYPE(r)->tp_name);
     Py_DECREF(r);
     return ok ? 0 : -1;
 }
 
-int sw_defined_ready(PyObject *self)
+int sw_py_defined_ready(PyObject *self)
 {
     if (CARRIER(self)->storage_dtype)
         return 0;
     PyErr_Format(PyExc_RuntimeError,
                  "this %s was never constructed: its __init__ must call "
-                 "super().__init__(slots, dtype=...)", cname(self));
+                 "super().__init__(slots, dtype=...)", sw_py_cname(self));
     return -1;
 }
 
 /* supports_dtype(c, dtype), exactly a bool. Answered even after release. */
-int sw_defined_supports(PyObject *self, PyObject *dtype)
+int sw_py_defined_supports(PyObject *self, PyObject *dtype)
 {
     PyObject *r = PyObject_CallFunctionObjArgs(callback(self, SW_STORAGE_SUPPORTS_DTYPE), self,
                                                dtype, NULL);
@@ -57,7 +52,7 @@ int sw_defined_supports(PyObject *self, PyObject *dtype)
     if (!PyBool_Check(r)) {
         PyErr_Format(PyExc_TypeError,
                      "%s's StorageProvider.supports_dtype must return a bool, not %.100s",
-                     cname(self), Py_TYPE(r)->tp_name);
+                     sw_py_cname(self), Py_TYPE(r)->tp_name);
         answer = -1;
     }
     Py_DECREF(r);
@@ -75,17 +70,17 @@ static int provider_size(PyObject *self, int64_t *out)
     if (!PyLong_Check(r) || PyBool_Check(r)) {
         PyErr_Format(PyExc_TypeError,
                      "%s's StorageProvider.physical_size must return an int, not %.100s",
-                     cname(self), Py_TYPE(r)->tp_name);
+                     sw_py_cname(self), Py_TYPE(r)->tp_name);
     } else {
         long long v = PyLong_AsLongLong(r);
         if (v == -1 && PyErr_Occurred()) {
             if (PyErr_ExceptionMatches(PyExc_OverflowError))
                 PyErr_Format(PyExc_ValueError, "%s's physical size does not fit in 64 bits",
-                             cname(self));
+                             sw_py_cname(self));
         } else if (v < 0) {
             PyErr_Format(PyExc_ValueError,
                          "%s's StorageProvider.physical_size returned %lld; sizes are >= 0",
-                         cname(self), v);
+                         sw_py_cname(self), v);
         } else {
             *out = v;
             rc = 0;
@@ -95,19 +90,19 @@ static int provider_size(PyObject *self, int64_t *out)
     return rc;
 }
 
-int sw_defined_size(PyObject *self, int64_t *out)
+int sw_py_defined_size(PyObject *self, int64_t *out)
 {
     if (sw_py_state_released(self)) {
         *out = 0;
         return 0;
     }
-    if (sw_defined_ready(self) < 0)
+    if (sw_py_defined_ready(self) < 0)
         return -1;
     return provider_size(self, out);
 }
 
 /* allocate(c, slots), then the size must be exactly `slots`. */
-int sw_defined_allocate(PyObject *self, int64_t nslots)
+int sw_py_defined_allocate(PyObject *self, int64_t nslots)
 {
     PyObject *n = PyLong_FromLongLong(nslots);
     if (!n)
@@ -121,7 +116,7 @@ int sw_defined_allocate(PyObject *self, int64_t nslots)
     if (size != nslots) {
         PyErr_Format(PyExc_ValueError,
                      "%s's StorageProvider.allocate left %lld slot%s, not the requested "
-                     "physical size %lld", cname(self), (long long)size, sw_msg_s(size),
+                     "physical size %lld", sw_py_cname(self), (long long)size, sw_py_msg_s(size),
                      (long long)nslots);
         return -1;
     }
@@ -152,16 +147,16 @@ static PyObject *normalize(PyObject *self, PyObject *value, const char *what)
     PyObject *v = normalize_as(CARRIER(self)->storage_dtype, value, 0);
     if (!v && what)
         sw_py_reraise_prefixed(PyExc_TypeError, "%s's StorageProvider.%s returned %.100s",
-                               cname(self), what, Py_TYPE(value)->tp_name);
+                               sw_py_cname(self), what, Py_TYPE(value)->tp_name);
     return v;
 }
 
-PyObject *sw_defined_normalize(PyObject *self, PyObject *value)
+PyObject *sw_py_defined_normalize(PyObject *self, PyObject *value)
 {
     return normalize(self, value, NULL);
 }
 
-PyObject *sw_defined_load(PyObject *self, int64_t index)
+PyObject *sw_py_defined_load(PyObject *self, int64_t index)
 {
     PyObject *i = PyLong_FromLongLong(index);
     if (!i)
@@ -175,7 +170,7 @@ PyObject *sw_defined_load(PyObject *self, int64_t index)
     return v;
 }
 
-int sw_defined_store(PyObject *self, int64_t index, PyObject *normalized)
+int sw_py_defined_store(PyObject *self, int64_t index, PyObject *normalized)
 {
     PyObject *i = PyLong_FromLongLong(index);
     if (!i)
@@ -186,7 +181,7 @@ int sw_defined_store(PyObject *self, int64_t index, PyObject *normalized)
     return expect_none(r, self, "write");
 }
 
-int sw_defined_release(PyObject *self)
+int sw_py_defined_release(PyObject *self)
 {
     return expect_none(PyObject_CallOneArg(callback(self, SW_STORAGE_RELEASE), self), self,
                        "release");
@@ -226,14 +221,14 @@ static int check_dtype(PyObject *self, PyObject *dtype)
                      Py_TYPE(dtype)->tp_name);
         return -1;
     }
-    int ok = sw_defined_supports(self, dtype);
+    int ok = sw_py_defined_supports(self, dtype);
     if (ok == 0)
-        PyErr_Format(PyExc_TypeError, "%s does not support storage dtype %s", cname(self),
+        PyErr_Format(PyExc_TypeError, "%s does not support storage dtype %s", sw_py_cname(self),
                      sw_dtype_info_of(SwDType_ID(dtype))->name);
     return ok > 0 ? 0 : -1;
 }
 
-int sw_defined_init(PyObject *self, PyObject *args, PyObject *kwds)
+int sw_py_defined_init(PyObject *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"slots", "dtype", "mutable", NULL};
     PyObject *slots_obj, *dtype = NULL, *mutable_obj = Py_True;
@@ -243,9 +238,9 @@ int sw_defined_init(PyObject *self, PyObject *args, PyObject *kwds)
         (!dtype && !PyErr_Format(PyExc_TypeError, "missing required argument 'dtype'")))
         /* Name the class, which is what the user called. */
         return sw_py_reraise_prefixed(PyExc_TypeError, "%s(slots, *, dtype, mutable=True)",
-                                      cname(self));
+                                      sw_py_cname(self));
     if (c->storage_dtype) {
-        PyErr_Format(PyExc_RuntimeError, "this %s is already constructed", cname(self));
+        PyErr_Format(PyExc_RuntimeError, "this %s is already constructed", sw_py_cname(self));
         return -1;
     }
     int64_t slots;
@@ -255,7 +250,7 @@ int sw_defined_init(PyObject *self, PyObject *args, PyObject *kwds)
     /* allocate() may ask the carrier its dtype: it is known from here. */
     c->storage_dtype = Py_NewRef(dtype);
     c->intrinsic_mutable = mutable_;
-    if (sw_defined_allocate(self, slots) < 0) {
+    if (sw_py_defined_allocate(self, slots) < 0) {
         Py_CLEAR(c->storage_dtype);
         return -1;
     }
@@ -276,8 +271,8 @@ static PyObject *construct_like(PyObject *self, int64_t slots, PyObject *dtype, 
     Py_XDECREF(kwargs);
     Py_XDECREF(args);
     if (made && (Py_TYPE(made) != Py_TYPE(self) || !CARRIER(made)->storage_dtype)) {
-        PyErr_Format(PyExc_TypeError, "%s(...) did not construct a %s carrier", cname(self),
-                     cname(self));
+        PyErr_Format(PyExc_TypeError, "%s(...) did not construct a %s carrier", sw_py_cname(self),
+                     sw_py_cname(self));
         Py_CLEAR(made);
     }
     return made;
@@ -296,18 +291,18 @@ static PyObject *factory_dtype(PyObject *self, PyObject *dtype)
     return dtype;
 }
 
-PyObject *sw_defined_new_like(PyObject *self, PyObject *args, PyObject *kwds)
+PyObject *sw_py_defined_new_like(PyObject *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"values", "mutable", "dtype", NULL};
     PyObject *values, *mutable_obj = NULL, *dtype_obj = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$OO:new_like", kwlist, &values,
                                      &mutable_obj, &dtype_obj) ||
-        sw_defined_ready(self) < 0)
+        sw_py_defined_ready(self) < 0)
         return NULL;
-    PyObject *it = sw_carrier_iter(values, "values");
+    PyObject *it = sw_py_carrier_iter(values, "values");
     if (!it)
         return NULL;
-    int mutable_ = sw_carrier_truth(mutable_obj, 1);
+    int mutable_ = sw_py_carrier_truth(mutable_obj, 1);
     PyObject *dtype = mutable_ < 0 ? NULL : factory_dtype(self, dtype_obj);
     PyObject *raw = dtype ? PySequence_Tuple(it) : NULL;
     Py_DECREF(it);
@@ -329,24 +324,24 @@ PyObject *sw_defined_new_like(PyObject *self, PyObject *args, PyObject *kwds)
     /* The provider's writes, without the framework's mutability check or
      * version: a factory's result starts at version 0. */
     for (Py_ssize_t i = 0; made && i < n; i++)
-        if (sw_defined_store(made, i, PyTuple_GET_ITEM(vals, i)) < 0)
+        if (sw_py_defined_store(made, i, PyTuple_GET_ITEM(vals, i)) < 0)
             Py_CLEAR(made);
     Py_XDECREF(vals);
     return made;
 }
 
-PyObject *sw_defined_allocate_like(PyObject *self, PyObject *args, PyObject *kwds)
+PyObject *sw_py_defined_allocate_like(PyObject *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"size", "mutable", "dtype", "empty", NULL};
     PyObject *size_obj, *mutable_obj = NULL, *dtype_obj = NULL, *empty = Py_False;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$OOO:allocate_like", kwlist, &size_obj,
                                      &mutable_obj, &dtype_obj, &empty) ||
-        sw_defined_ready(self) < 0)
+        sw_py_defined_ready(self) < 0)
         return NULL;
     int64_t size;
-    if (sw_carrier_parse_size(size_obj, "size", &size) < 0)
+    if (sw_py_carrier_parse_size(size_obj, "size", &size) < 0)
         return NULL;
-    int mutable_ = sw_carrier_truth(mutable_obj, 1);
+    int mutable_ = sw_py_carrier_truth(mutable_obj, 1);
     PyObject *dtype = mutable_ < 0 ? NULL : factory_dtype(self, dtype_obj);
     if (!dtype)
         return NULL;

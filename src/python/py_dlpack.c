@@ -411,7 +411,7 @@ static inline int check_one_subtensor(SwTensorObject *t)
                      "DLPack export is not implemented for %s tensors (%s planes); only "
                      "Float32 and Int32 tensors on one carrier can be exported",
                      sw_dtype_info_of(SwDType_ID(t->dtype))->name,
-                     sw_msg_count_word(t->nsub, num, sizeof num));
+                     sw_py_msg_count_word(t->nsub, num, sizeof num));
         return -1;
     }
     return 0;

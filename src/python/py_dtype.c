@@ -544,7 +544,7 @@ static int to_float32(PyObject *value, float *out)
                 d = nextafter(d, INFINITY);
         }
     }
-    *out = sw_round_to_float(d);
+    *out = sw_py_round_to_float(d);
     return 0;
 }
 

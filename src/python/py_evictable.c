@@ -37,11 +37,6 @@ typedef struct SwEvictableObject {
 
 PyTypeObject SwEvictable_Type;
 
-static const char *cname(PyObject *o)
-{
-    return _PyType_Name(Py_TYPE(o));
-}
-
 /* ---- following the core's tiers -------------------------------------------- */
 
 /* The role's tier as the core has it: the core installs the tier the
@@ -160,7 +155,7 @@ static void ev_drop(PyObject *self)
         PyErr_WriteUnraisable(self);
 }
 
-static const sw_carrier_ops sw_evictable_ops = {
+static const sw_py_carrier_ops sw_py_evictable_ops = {
     .name = "Evictable",
     .dtype = ev_dtype,
     .size = ev_size,
@@ -183,7 +178,7 @@ static int is_block_device_carrier(PyObject *tier)
 /* E-10: the exact pair must be able to move a -> b now. */
 static int check_edge(PyObject *a, PyObject *b)
 {
-    sw_route route;
+    sw_py_route route;
     if (sw_py_route_resolve(Py_TYPE(a), Py_TYPE(b), &route) < 0)
         return sw_py_reraise_prefixed(PyExc_NotImplementedError,
                                       "an Evictable needs moves both ways between its tiers");
@@ -191,7 +186,7 @@ static int check_edge(PyObject *a, PyObject *b)
     if (metal && route.op_type == (PyObject *)&SwElementwise_Type) {
         PyErr_Format(PyExc_NotImplementedError,
                      "an Evictable with a Metal tier needs a registered move from %s to %s",
-                     cname(a), cname(b));
+                     sw_py_cname(a), sw_py_cname(b));
         return -1;
     }
     return 0;
@@ -227,7 +222,7 @@ static int check_dtypes_and_size(PyObject *p, PyObject *s, PyObject **dtype, int
     int rc = -1;
     int m = sw_py_carrier_is_mutable(s);
     if (m == 0)
-        PyErr_Format(PyExc_RuntimeError, "the secondary %s carrier is not mutable", cname(s));
+        PyErr_Format(PyExc_RuntimeError, "the secondary %s carrier is not mutable", sw_py_cname(s));
     if (m > 0 && sw_py_carrier_size(p, n) == 0) {
         if (*n == 0)
             PyErr_SetString(PyExc_ValueError, "the primary carrier is empty (size 0)");
@@ -294,7 +289,7 @@ static sw_status hook_factory(sw_carrier *prototype, int64_t size, sw_dtype dtyp
     Py_XDECREF(n);
     if (d && !SwCarrier_Check(d)) {
         PyErr_Format(PyExc_TypeError, "%s.allocate_like returned %.100s, not a Carrier",
-                     cname(target), Py_TYPE(d)->tp_name);
+                     sw_py_cname(target), Py_TYPE(d)->tp_name);
         Py_CLEAR(d);
     }
     if (!d)
@@ -362,7 +357,7 @@ static PyObject *ev_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     static char *kwlist[] = {"primary", "secondary", NULL};
     PyObject *p, *s, *dtype = NULL;
     int64_t n = 0;
-    if (sw_carrier_check_exact(type, &SwEvictable_Type) < 0 ||
+    if (sw_py_carrier_check_exact(type, &SwEvictable_Type) < 0 ||
         !PyArg_ParseTupleAndKeywords(args, kwds, "OO:Evictable", kwlist, &p, &s) ||
         check_tiers(p, s) < 0 || check_dtypes_and_size(p, s, &dtype, &n) < 0)
         return NULL;
@@ -373,7 +368,7 @@ static PyObject *ev_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         Py_DECREF(dtype);
         return NULL;
     }
-    PyObject *self = sw_carrier_alloc(type, mutable_);
+    PyObject *self = sw_py_carrier_alloc(type, mutable_);
     if (!self) {
         Py_DECREF(dtype);
         return NULL;
@@ -577,14 +572,14 @@ static void ev_dealloc(PyObject *self)
 SW_CARRIER_CLOSED_INIT_SUBCLASS(ev_init_subclass, "Evictable")
 
 static PyMethodDef ev_methods[] = {
-    {"size", sw_carrier_meth_size, METH_NOARGS,
+    {"size", sw_py_carrier_meth_size, METH_NOARGS,
      "size($self, /)\n--\n\nNumber of slots (the primary's size when built); 0 after release."},
-    {"dtype", sw_carrier_meth_dtype, METH_NOARGS, "dtype($self, /)\n--\n\nThe DType its slots store (both tiers store it)."},
-    {"get_value", sw_carrier_meth_get_value, METH_O,
+    {"dtype", sw_py_carrier_meth_dtype, METH_NOARGS, "dtype($self, /)\n--\n\nThe DType its slots store (both tiers store it)."},
+    {"get_value", sw_py_carrier_meth_get_value, METH_O,
      "get_value($self, index, /)\n--\n\nRead slot `index`. Raises RuntimeError while evicted."},
-    {"set_value", (PyCFunction)(void (*)(void))sw_carrier_meth_set_value, METH_FASTCALL,
+    {"set_value", (PyCFunction)(void (*)(void))sw_py_carrier_meth_set_value, METH_FASTCALL,
      "set_value($self, index, value, /)\n--\n\nWrite `value` into slot `index`. Raises RuntimeError while evicted."},
-    {"_is_mutable", sw_carrier_meth_intrinsic_mutable, METH_NOARGS,
+    {"_is_mutable", sw_py_carrier_meth_intrinsic_mutable, METH_NOARGS,
      "_is_mutable($self, /)\n--\n\nWhether the primary was mutable when the Evictable was built."},
     {"is_evicted", ev_is_evicted, METH_NOARGS,
      "is_evicted($self, /)\n--\n\nTrue while the values live in the secondary tier."},
@@ -646,13 +641,13 @@ PyTypeObject SwEvictable_Type = {
     .tp_methods = ev_methods,
     .tp_getset = ev_getset,
     .tp_base = &SwDependentCarrier_Type,
-    .tp_init = sw_carrier_builtin_init,
+    .tp_init = sw_py_carrier_builtin_init,
     .tp_new = ev_new,
 };
 
 int sw_py_evictable_init(PyObject *module)
 {
-    if (sw_carrier_register_builtin(&SwEvictable_Type, &sw_evictable_ops, 1) < 0 ||
+    if (sw_py_carrier_register_builtin(&SwEvictable_Type, &sw_py_evictable_ops, 1) < 0 ||
         PyType_Ready(&SwEvictable_Type) < 0)
         return -1;
     return PyModule_AddObjectRef(module, "Evictable", (PyObject *)&SwEvictable_Type);

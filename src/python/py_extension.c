@@ -699,7 +699,7 @@ static int allow_fallback(PyTypeObject *cls, PyObject *definition)
 {
     if (!permits_fallback(definition))
         return 0;
-    const sw_carrier_class *core = sw_carrier_core_class(cls);
+    const sw_carrier_class *core = sw_py_carrier_core_class(cls);
     sw_error err;
     if (!core)
         return -1;
@@ -789,7 +789,7 @@ int sw_py_register_shipped_definition(PyTypeObject *cls)
 /* ---- routes in the core's registry (route.h) ------------------------------------ */
 
 /* The core keys routes by the exact pair of carrier classes: a Carrier
- * class's key is the core class of its carriers (sw_carrier_core_class),
+ * class's key is the core class of its carriers (sw_py_carrier_core_class),
  * a built-in's own or the STATE_ONLY class made for it. Naming a class in
  * a route never observes it (X-13: a definition's routes may name a class
  * that gets its own definition later). */
@@ -805,8 +805,8 @@ static const sw_route_payload_ops py_payload = {payload_incref, payload_decref};
 static int route_keys(PyTypeObject *src, PyTypeObject *dst, const sw_carrier_class **s,
                       const sw_carrier_class **d)
 {
-    *s = sw_carrier_core_class(src);
-    *d = *s ? sw_carrier_core_class(dst) : NULL;
+    *s = sw_py_carrier_core_class(src);
+    *d = *s ? sw_py_carrier_core_class(dst) : NULL;
     return *d ? 0 : -1;
 }
 
@@ -899,7 +899,7 @@ void sw_py_route_set_move_operations(PyObject *(*dispatch)(PyObject *, PyObject 
     route_move_type = route_move;
 }
 
-int sw_py_route_resolve(PyTypeObject *src, PyTypeObject *dst, sw_route *out)
+int sw_py_route_resolve(PyTypeObject *src, PyTypeObject *dst, sw_py_route *out)
 {
     if (sw_py_observe_class(src) < 0 || sw_py_observe_class(dst) < 0)
         return -1;
@@ -926,7 +926,7 @@ int sw_py_route_resolve(PyTypeObject *src, PyTypeObject *dst, sw_route *out)
     return -1;
 }
 
-void sw_py_route_of(PyObject *transfer_route, sw_route *out)
+void sw_py_route_of(PyObject *transfer_route, sw_py_route *out)
 {
     PyTypeObject *src = (PyTypeObject *)SW_RECORD_FIELD(transfer_route, SW_ROUTE_SOURCE_CLASS);
     PyTypeObject *dst =
@@ -992,7 +992,7 @@ int sw_py_extension_init(PyObject *module)
     observed = PyDict_New();
     if (!definitions || !observed || sw_py_provider_wait_init() < 0)
         return -1;
-    sw_carrier_set_definitions(sw_py_observe_class, sw_py_definition_of);
+    sw_py_carrier_set_definitions(sw_py_observe_class, sw_py_definition_of);
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         if (PyType_Ready(types[i]) < 0 ||
             PyModule_AddObjectRef(module, _PyType_Name(types[i]), (PyObject *)types[i]) < 0)

@@ -42,7 +42,7 @@ static void fb_drop(PyObject *self)
     FB(self)->fd = -1;
 }
 
-static const sw_carrier_ops sw_file_backed_ops = {
+static const sw_py_carrier_ops sw_py_file_backed_ops = {
     .name = "FileBacked", .dtype = fb_dtype, .size = fb_size, .supports = fb_supports,
     .drop = fb_drop, .grows = 1, .core_class = &sw_file_backed_class,
 };
@@ -51,7 +51,7 @@ static const sw_carrier_ops sw_file_backed_ops = {
  * same core carrier a C program gets from sw_file_backed_new. */
 static PyObject *fb_create(const char *name, sw_dtype dtype, int mutable_)
 {
-    PyObject *self = sw_carrier_alloc(&SwFileBacked_Type, mutable_);
+    PyObject *self = sw_py_carrier_alloc(&SwFileBacked_Type, mutable_);
     if (!self)
         return NULL;
     SwFileBackedObject *f = FB(self);
@@ -92,14 +92,14 @@ static PyObject *fb_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"filename", "mutable", "dtype", NULL};
     PyObject *filename = Py_None, *mutable_obj = NULL, *dtype_obj = NULL;
-    if (sw_carrier_check_exact(type, &SwFileBacked_Type) < 0)
+    if (sw_py_carrier_check_exact(type, &SwFileBacked_Type) < 0)
         return NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$OO:FileBacked", kwlist, &filename,
                                      &mutable_obj, &dtype_obj))
         return NULL;
     sw_dtype dtype;
-    if (sw_carrier_parse_dtype(dtype_obj, SW_DT_FLOAT32, "FileBacked", fb_accepted,
-                               FB_NACCEPTED, &dtype) < 0)
+    if (sw_py_carrier_parse_dtype(dtype_obj, SW_DT_FLOAT32, "FileBacked", fb_accepted,
+                                  FB_NACCEPTED, &dtype) < 0)
         return NULL;
     const char *name = NULL;
     if (filename != Py_None) {
@@ -118,7 +118,7 @@ static PyObject *fb_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             return NULL;
         }
     }
-    int mutable_ = sw_carrier_truth(mutable_obj, 1);
+    int mutable_ = sw_py_carrier_truth(mutable_obj, 1);
     if (mutable_ < 0)
         return NULL;
     return fb_create(name, dtype, mutable_);
@@ -195,7 +195,7 @@ static int fb_allocate_to(PyObject *self, int64_t size)
 static PyObject *fb_allocate(PyObject *self, PyObject *size_obj)
 {
     int64_t size;
-    if (sw_carrier_parse_size(size_obj, "size", &size) < 0 ||
+    if (sw_py_carrier_parse_size(size_obj, "size", &size) < 0 ||
         fb_allocate_to(self, size) < 0)
         return NULL;
     Py_RETURN_NONE;
@@ -210,16 +210,16 @@ static PyObject *fb_new_like(PyObject *self, PyObject *args, PyObject *kwds)
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$OO:new_like", kwlist, &values,
                                      &mutable_obj, &dtype_obj))
         return NULL;
-    PyObject *it = sw_carrier_iter(values, "values");
+    PyObject *it = sw_py_carrier_iter(values, "values");
     if (!it)
         return NULL;
     PyObject *list = NULL, *result = NULL;
     void *buf = NULL;
     sw_dtype dtype;
-    int mutable_ = sw_carrier_truth(mutable_obj, 1);
+    int mutable_ = sw_py_carrier_truth(mutable_obj, 1);
     if (mutable_ < 0 ||
-        sw_carrier_parse_dtype(dtype_obj == Py_None ? NULL : dtype_obj, FB(self)->dtype,
-                               "FileBacked", fb_accepted, FB_NACCEPTED, &dtype) < 0 ||
+        sw_py_carrier_parse_dtype(dtype_obj == Py_None ? NULL : dtype_obj, FB(self)->dtype,
+                                  "FileBacked", fb_accepted, FB_NACCEPTED, &dtype) < 0 ||
         !(list = PySequence_Tuple(it)))
         goto done;
     int64_t n = PyTuple_GET_SIZE(list);
@@ -228,7 +228,7 @@ static PyObject *fb_new_like(PyObject *self, PyObject *args, PyObject *kwds)
         PyErr_NoMemory();
         goto done;
     }
-    if (sw_carrier_fill_slots(dtype, list, 1, buf) < 0)
+    if (sw_py_carrier_fill_slots(dtype, list, 1, buf) < 0)
         goto done;
     result = fb_create(NULL, dtype, mutable_);
     if (!result || fb_grow(result, n) < 0)
@@ -264,12 +264,12 @@ static PyObject *fb_allocate_like(PyObject *self, PyObject *args, PyObject *kwds
         return NULL;
     int64_t size;
     sw_dtype dtype;
-    if (sw_carrier_parse_size(size_obj, "size", &size) < 0 ||
-        sw_carrier_parse_dtype(dtype_obj == Py_None ? NULL : dtype_obj, FB(self)->dtype,
-                               "FileBacked", fb_accepted, FB_NACCEPTED, &dtype) < 0)
+    if (sw_py_carrier_parse_size(size_obj, "size", &size) < 0 ||
+        sw_py_carrier_parse_dtype(dtype_obj == Py_None ? NULL : dtype_obj, FB(self)->dtype,
+                                  "FileBacked", fb_accepted, FB_NACCEPTED, &dtype) < 0)
         return NULL;
     int mutable_, empty;
-    if (sw_carrier_parse_flags(mutable_obj, empty_obj, &mutable_, &empty) < 0)
+    if (sw_py_carrier_parse_flags(mutable_obj, empty_obj, &mutable_, &empty) < 0)
         return NULL;
     int64_t bytes;
     if (__builtin_mul_overflow(size, (int64_t)SLOT_BYTES, &bytes)) {
@@ -296,18 +296,18 @@ static PyObject *fb_get_path(PyObject *self, void *closure)
 SW_CARRIER_CLOSED_INIT_SUBCLASS(fb_init_subclass, "FileBacked")
 
 static PyMethodDef fb_methods[] = {
-    {"size", sw_carrier_meth_size, METH_NOARGS,
+    {"size", sw_py_carrier_meth_size, METH_NOARGS,
      "size($self, /)\n--\n\nNumber of slots: the file length divided by 4; 0 after release()."},
-    {"dtype", sw_carrier_meth_dtype, METH_NOARGS, "dtype($self, /)\n--\n\nThe DType its slots store."},
-    {"get_value", sw_carrier_meth_get_value, METH_O,
+    {"dtype", sw_py_carrier_meth_dtype, METH_NOARGS, "dtype($self, /)\n--\n\nThe DType its slots store."},
+    {"get_value", sw_py_carrier_meth_get_value, METH_O,
      "get_value($self, index, /)\n--\n\nRead slot `index` from the file. Raises IndexError when out of range."},
-    {"set_value", (PyCFunction)(void (*)(void))sw_carrier_meth_set_value, METH_FASTCALL,
+    {"set_value", (PyCFunction)(void (*)(void))sw_py_carrier_meth_set_value, METH_FASTCALL,
      "set_value($self, index, value, /)\n--\n\n"
      "Write `value` into slot `index` of the file. Raises IndexError when out\n"
      "of range, RuntimeError when the carrier is not mutable."},
-    {"_is_mutable", sw_carrier_meth_intrinsic_mutable, METH_NOARGS,
+    {"_is_mutable", sw_py_carrier_meth_intrinsic_mutable, METH_NOARGS,
      "_is_mutable($self, /)\n--\n\nWhether the storage itself accepts writes."},
-    {"_supports_storage_dtype", sw_carrier_meth_supports_own, METH_O,
+    {"_supports_storage_dtype", sw_py_carrier_meth_supports_own, METH_O,
      "_supports_storage_dtype($self, dtype, /)\n--\n\nWhether FileBacked can store `dtype`: Float32 or Int32."},
     {"_allocate", fb_allocate, METH_O,
      "_allocate($self, size, /)\n--\n\nGrow the file to `size` slots; the new slots read 0."},
@@ -349,7 +349,7 @@ PyTypeObject SwFileBacked_Type = {
     .tp_methods = fb_methods,
     .tp_getset = fb_getset,
     .tp_base = &SwCarrier_Type,
-    .tp_init = sw_carrier_builtin_init,
+    .tp_init = sw_py_carrier_builtin_init,
     .tp_new = fb_new,
 };
 
@@ -362,7 +362,7 @@ int sw_py_file_backed_init(PyObject *module)
     Py_DECREF(pathlib);
     if (!path_class)
         return -1;
-    if (sw_carrier_register_builtin(&SwFileBacked_Type, &sw_file_backed_ops, 1) < 0 ||
+    if (sw_py_carrier_register_builtin(&SwFileBacked_Type, &sw_py_file_backed_ops, 1) < 0 ||
         PyType_Ready(&SwFileBacked_Type) < 0)
         return -1;
     return PyModule_AddObjectRef(module, "FileBacked", (PyObject *)&SwFileBacked_Type);

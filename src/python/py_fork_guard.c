@@ -7,7 +7,7 @@
 #define MAX_INHERITED_ENDS 4
 static void (*inherited_ends[MAX_INHERITED_ENDS])(void);
 
-int sw_fork_register_inherited_end(void (*end)(void))
+int sw_py_fork_register_inherited_end(void (*end)(void))
 {
     for (int i = 0; i < MAX_INHERITED_ENDS; i++) {
         if (!inherited_ends[i]) {
@@ -19,7 +19,7 @@ int sw_fork_register_inherited_end(void (*end)(void))
     return -1;
 }
 
-void sw_fork_end_inherited_work(void)
+void sw_py_fork_end_inherited_work(void)
 {
     for (int i = 0; i < MAX_INHERITED_ENDS && inherited_ends[i]; i++)
         inherited_ends[i]();

@@ -146,7 +146,7 @@ static conv_status convert(const scalar *s, const elem_format *f, sw_dtype dt, v
 {
     if (dt == SW_DT_FLOAT32) {
         /* int64/uint64 -> float is one correctly rounded conversion */
-        float v = f->kind == K_FLOAT ? sw_round_to_float(s->d)
+        float v = f->kind == K_FLOAT ? sw_py_round_to_float(s->d)
                   : s->is_unsigned  ? (float)s->u
                                     : (float)s->i;
         memcpy(slot, &v, 4);
@@ -240,7 +240,7 @@ typedef int64_t (*row_fn)(const char *p, Py_ssize_t stride, int64_t n, void *out
         return -1;                                                              \
     }
 
-ROW_TO_F32(f64_f32, double, sw_round_to_float(v))
+ROW_TO_F32(f64_f32, double, sw_py_round_to_float(v))
 ROW_TO_F32(f32_f32, float, v)
 ROW_TO_F32(i8_f32, int8_t, (float)v)
 ROW_TO_F32(i16_f32, int16_t, (float)v)

@@ -6,23 +6,23 @@ static PyObject *generic_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"values", "mutable", "dtype", NULL};
     PyObject *values, *mutable_obj = NULL, *dtype_obj = NULL;
-    if (sw_carrier_check_exact(type, &SwGeneric_Type) < 0)
+    if (sw_py_carrier_check_exact(type, &SwGeneric_Type) < 0)
         return NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$OO:Generic", kwlist, &values,
                                      &mutable_obj, &dtype_obj))
         return NULL;
-    PyObject *it = sw_carrier_iter(values, "values");
+    PyObject *it = sw_py_carrier_iter(values, "values");
     if (!it)
         return NULL;
     PyObject *list = NULL, *result = NULL;
     sw_dtype dtype;
     int mutable_;
-    if (sw_carrier_parse_dtype(dtype_obj, SW_DT_FLOAT32, "Generic", sw_host_accepted,
-                               SW_HOST_NACCEPTED, &dtype) < 0 ||
-        (mutable_ = sw_carrier_truth(mutable_obj, 1)) < 0 ||
+    if (sw_py_carrier_parse_dtype(dtype_obj, SW_DT_FLOAT32, "Generic", sw_py_host_accepted,
+                                  SW_HOST_NACCEPTED, &dtype) < 0 ||
+        (mutable_ = sw_py_carrier_truth(mutable_obj, 1)) < 0 ||
         !(list = PySequence_Tuple(it)))
         goto done;
-    result = sw_host_from_values(&SwGeneric_Type, dtype, list, mutable_, 0);
+    result = sw_py_host_from_values(&SwGeneric_Type, dtype, list, mutable_, 0);
 done:
     Py_XDECREF(list);
     Py_DECREF(it);
@@ -53,13 +53,13 @@ PyTypeObject SwGeneric_Type = {
               "    Generic([1.0, 2.0, 3.0])",
     .tp_methods = generic_methods,
     .tp_base = &SwCarrier_Type,
-    .tp_init = sw_carrier_builtin_init,
+    .tp_init = sw_py_carrier_builtin_init,
     .tp_new = generic_new,
 };
 
 int sw_py_generic_init(PyObject *module)
 {
-    if (sw_carrier_register_builtin(&SwGeneric_Type, &sw_generic_ops, 1) < 0 ||
+    if (sw_py_carrier_register_builtin(&SwGeneric_Type, &sw_py_generic_ops, 1) < 0 ||
         PyType_Ready(&SwGeneric_Type) < 0)
         return -1;
     return PyModule_AddObjectRef(module, "Generic", (PyObject *)&SwGeneric_Type);

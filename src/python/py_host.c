@@ -1,5 +1,5 @@
 /* The host-memory body CPU and Generic share: their slot storage in a core
- * carrier (carrier.h), the sw_carrier_ops of both classes, construction,
+ * carrier (carrier.h), the sw_py_carrier_ops of both classes, construction,
  * new_like / allocate_like and deallocation. Which of the two an object is
  * comes from the ops the class registered with the carrier base, so this
  * file names neither class.
@@ -12,7 +12,7 @@
 
 #define HOST(o) ((SwHostCarrierObject *)(o))
 
-const sw_dtype sw_host_accepted[] = {SW_DT_FLOAT32, SW_DT_INT32, SW_DT_BOOL};
+const sw_dtype sw_py_host_accepted[] = {SW_DT_FLOAT32, SW_DT_INT32, SW_DT_BOOL};
 
 /* ---- host body (shared with Generic) ------------------------------------ */
 
@@ -45,11 +45,11 @@ static void host_drop(PyObject *self)
     h->nslots = 0;
 }
 
-const sw_carrier_ops sw_cpu_ops = {
+const sw_py_carrier_ops sw_py_cpu_ops = {
     .name = "CPU", .dtype = host_dtype, .size = host_size, .supports = host_supports,
     .drop = host_drop, .core_class = &sw_cpu_class,
 };
-const sw_carrier_ops sw_generic_ops = {
+const sw_py_carrier_ops sw_py_generic_ops = {
     .name = "Generic", .dtype = host_dtype, .size = host_size, .supports = host_supports,
     .drop = host_drop, .core_class = &sw_generic_class,
 };
@@ -84,7 +84,7 @@ static int host_allocate(SwHostCarrierObject *h, sw_dtype dtype, int64_t nslots,
     void *data;
     sw_status st;
     int immutable = h->base.intrinsic_mutable ? 0 : SW_CARRIER_IMMUTABLE;
-    int cpu = sw_carrier_builtin_ops((PyObject *)h) == &sw_cpu_ops;
+    int cpu = sw_py_carrier_builtin_ops((PyObject *)h) == &sw_py_cpu_ops;
     if (cpu) {
         st = sw_cpu_new(nslots, dtype, (zero ? 0 : SW_CARRIER_EMPTY) | immutable, &core, &err);
     } else {
@@ -117,7 +117,7 @@ static int host_allocate(SwHostCarrierObject *h, sw_dtype dtype, int64_t nslots,
 static PyObject *host_new(PyTypeObject *type, sw_dtype dtype, int64_t nslots, int mutable_,
                           int zero, const void *values)
 {
-    PyObject *self = sw_carrier_alloc(type, mutable_);
+    PyObject *self = sw_py_carrier_alloc(type, mutable_);
     if (!self)
         return NULL;
     HOST(self)->data = NULL;
@@ -132,17 +132,17 @@ static PyObject *host_new(PyTypeObject *type, sw_dtype dtype, int64_t nslots, in
     return self;
 }
 
-PyObject *sw_host_new(PyTypeObject *type, sw_dtype dtype, int64_t nslots,
+PyObject *sw_py_host_new(PyTypeObject *type, sw_dtype dtype, int64_t nslots,
                           int mutable_, int zero)
 {
     return host_new(type, dtype, nslots, mutable_, zero, NULL);
 }
 
 /* Fresh host carrier of `type` holding `values` (a private tuple). */
-PyObject *sw_host_from_values(PyTypeObject *type, sw_dtype dtype, PyObject *values,
-                              int mutable_, int none_is_zero)
+PyObject *sw_py_host_from_values(PyTypeObject *type, sw_dtype dtype, PyObject *values,
+                                 int mutable_, int none_is_zero)
 {
-    if (sw_carrier_type_ops(type) == &sw_generic_ops) {
+    if (sw_py_carrier_type_ops(type) == &sw_py_generic_ops) {
         /* A Generic core carrier copies its slots at creation: normalize
          * them into a scratch buffer first. */
         int64_t n = PyTuple_GET_SIZE(values);
@@ -153,15 +153,15 @@ PyObject *sw_host_from_values(PyTypeObject *type, sw_dtype dtype, PyObject *valu
         if (!buf)
             return PyErr_NoMemory();
         PyObject *self = NULL;
-        if (sw_carrier_fill_slots(dtype, values, none_is_zero, buf) == 0)
+        if (sw_py_carrier_fill_slots(dtype, values, none_is_zero, buf) == 0)
             self = host_new(type, dtype, n, mutable_, 1, buf);
         PyMem_Free(buf);
         return self;
     }
-    PyObject *self = sw_host_new(type, dtype, PyTuple_GET_SIZE(values), mutable_, 1);
+    PyObject *self = sw_py_host_new(type, dtype, PyTuple_GET_SIZE(values), mutable_, 1);
     if (!self)
         return NULL;
-    if (sw_carrier_fill_slots(dtype, values, none_is_zero, HOST(self)->data) < 0) {
+    if (sw_py_carrier_fill_slots(dtype, values, none_is_zero, HOST(self)->data) < 0) {
         Py_DECREF(self);
         return NULL;
     }
@@ -169,27 +169,27 @@ PyObject *sw_host_from_values(PyTypeObject *type, sw_dtype dtype, PyObject *valu
 }
 
 /* C-10 for Generic and CPU. */
-PyObject *sw_host_new_like(PyObject *self, PyObject *args, PyObject *kwds)
+PyObject *sw_py_host_new_like(PyObject *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"values", "mutable", "dtype", NULL};
     PyObject *values, *mutable_obj = NULL, *dtype_obj = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$OO:new_like", kwlist, &values,
                                      &mutable_obj, &dtype_obj))
         return NULL;
-    const char *name = sw_carrier_builtin_ops(self)->name;
-    PyObject *it = sw_carrier_iter(values, "values");
+    const char *name = sw_py_carrier_builtin_ops(self)->name;
+    PyObject *it = sw_py_carrier_iter(values, "values");
     if (!it)
         return NULL;
     sw_dtype dtype;
-    int mutable_ = sw_carrier_truth(mutable_obj, 1);
+    int mutable_ = sw_py_carrier_truth(mutable_obj, 1);
     PyObject *list = NULL, *result = NULL;
     if (mutable_ < 0 ||
-        sw_carrier_parse_dtype(dtype_obj == Py_None ? NULL : dtype_obj,
-                               HOST(self)->dtype, name, sw_host_accepted,
-                               SW_HOST_NACCEPTED, &dtype) < 0 ||
+        sw_py_carrier_parse_dtype(dtype_obj == Py_None ? NULL : dtype_obj,
+                                  HOST(self)->dtype, name, sw_py_host_accepted,
+                                  SW_HOST_NACCEPTED, &dtype) < 0 ||
         !(list = PySequence_Tuple(it)))
         goto done;
-    result = sw_host_from_values(Py_TYPE(self), dtype, list, mutable_, 1);
+    result = sw_py_host_from_values(Py_TYPE(self), dtype, list, mutable_, 1);
 done:
     Py_XDECREF(list);
     Py_DECREF(it);
@@ -197,24 +197,24 @@ done:
 }
 
 /* C-11 for Generic and CPU (Generic always zeroes). */
-PyObject *sw_host_allocate_like(PyObject *self, PyObject *args, PyObject *kwds)
+PyObject *sw_py_host_allocate_like(PyObject *self, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"size", "mutable", "dtype", "empty", NULL};
     PyObject *size_obj, *mutable_obj = NULL, *dtype_obj = NULL, *empty_obj = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$OOO:allocate_like", kwlist,
                                      &size_obj, &mutable_obj, &dtype_obj, &empty_obj))
         return NULL;
-    const char *name = sw_carrier_builtin_ops(self)->name;
+    const char *name = sw_py_carrier_builtin_ops(self)->name;
     int64_t size;
     sw_dtype dtype;
-    if (sw_carrier_parse_size(size_obj, "size", &size) < 0 ||
-        sw_carrier_parse_dtype(dtype_obj == Py_None ? NULL : dtype_obj,
-                               HOST(self)->dtype, name, sw_host_accepted,
-                               SW_HOST_NACCEPTED, &dtype) < 0)
+    if (sw_py_carrier_parse_size(size_obj, "size", &size) < 0 ||
+        sw_py_carrier_parse_dtype(dtype_obj == Py_None ? NULL : dtype_obj,
+                                  HOST(self)->dtype, name, sw_py_host_accepted,
+                                  SW_HOST_NACCEPTED, &dtype) < 0)
         return NULL;
     int mutable_, empty;
-    if (sw_carrier_parse_flags(mutable_obj, empty_obj, &mutable_, &empty) < 0)
+    if (sw_py_carrier_parse_flags(mutable_obj, empty_obj, &mutable_, &empty) < 0)
         return NULL;
-    int zero = sw_carrier_builtin_ops(self) == &sw_generic_ops ? 1 : !empty;
-    return sw_host_new(Py_TYPE(self), dtype, size, mutable_, zero);
+    int zero = sw_py_carrier_builtin_ops(self) == &sw_py_generic_ops ? 1 : !empty;
+    return sw_py_host_new(Py_TYPE(self), dtype, size, mutable_, zero);
 }

@@ -364,7 +364,7 @@ static PyObject *layout_item(PyObject *self, Py_ssize_t i)
     enum kind k = kind_of(self);
     if (i < 0 || i >= l->rank) {
         PyErr_Format(PyExc_IndexError, "%s index %zd is out of range: it has %d top-level mode%s",
-                     kind_name(k), i, (int)l->rank, sw_msg_s(l->rank));
+                     kind_name(k), i, (int)l->rank, sw_py_msg_s(l->rank));
         return NULL;
     }
     sw_error err;
@@ -415,7 +415,7 @@ static PyObject *layout_subscript(PyObject *self, PyObject *key)
         Py_ssize_t j = i < 0 ? i + l->rank : i;
         if (j < 0 || j >= l->rank) {
             PyErr_Format(PyExc_IndexError, "%s index %zd is out of range: it has %d top-level "
-                         "mode%s", kind_name(k), i, (int)l->rank, sw_msg_s(l->rank));
+                         "mode%s", kind_name(k), i, (int)l->rank, sw_py_msg_s(l->rank));
             return NULL;
         }
         return layout_item(self, j);
@@ -877,7 +877,7 @@ static PyObject *layout_infix(PyObject *self, PyObject *unused)
 
 /* An integer key component checked against [0, bound), the size of the
  * mode at `path`: its __index__ runs first, then the bound is checked. */
-static int key_int(PyObject *obj, int64_t bound, const sw_mode_path *path, int64_t *out)
+static int key_int(PyObject *obj, int64_t bound, const sw_py_mode_path *path, int64_t *out)
 {
     int overflow;
     long long v;
@@ -885,7 +885,7 @@ static int key_int(PyObject *obj, int64_t bound, const sw_mode_path *path, int64
         return -1;
     if (overflow || v < 0 || v >= bound) {
         char where[1024];
-        sw_msg_mode_name(path, "layout", (long long)bound, where, sizeof where);
+        sw_py_msg_mode_name(path, "layout", (long long)bound, where, sizeof where);
         if (overflow < 0 || (overflow == 0 && v < 0))
             PyErr_Format(PyExc_ValueError,
                          "index %R is out of range for %s: indices run from 0 to %lld and "
@@ -899,12 +899,12 @@ static int key_int(PyObject *obj, int64_t bound, const sw_mode_path *path, int64
 }
 
 static int index_span(const sw_layout *l, int32_t p, int32_t end, int32_t leaf,
-                      PyObject *key, sw_mode_path *path, int64_t *acc);
+                      PyObject *key, sw_py_mode_path *path, int64_t *acc);
 
 /* One child of a nested key: component `comp` for the mode starting at
  * profile position *p (advanced past it), child number `j` of `path`. */
 static int index_child(const sw_layout *l, int32_t *p, int32_t *leaf, PyObject *comp,
-                       sw_mode_path *path, int64_t *acc)
+                       sw_py_mode_path *path, int64_t *acc)
 {
     int rc;
     if (l->profile[*p] == SW_NODE_LEAF) {
@@ -915,7 +915,7 @@ static int index_child(const sw_layout *l, int32_t *p, int32_t *leaf, PyObject *
                 *acc += c * l->strides[*leaf];
         } else if (PyList_Check(comp) || PyTuple_Check(comp)) {
             char label[1024];
-            sw_msg_mode_label(path, "layout", label, sizeof label);
+            sw_py_msg_mode_label(path, "layout", label, sizeof label);
             PyErr_Format(PyExc_ValueError,
                          "%s has no sub-modes, so its index must be an integer, not %R",
                          label, comp);
@@ -946,7 +946,7 @@ static int index_child(const sw_layout *l, int32_t *p, int32_t *leaf, PyObject *
 /* Adds to *acc the index of key over the children in profile span
  * [p, end) whose leaves start at `leaf`; `path` names that span. */
 static int index_span(const sw_layout *l, int32_t p, int32_t end, int32_t leaf,
-                      PyObject *key, sw_mode_path *path, int64_t *acc)
+                      PyObject *key, sw_py_mode_path *path, int64_t *acc)
 {
     if (sw_py_is_integer(key)) {
         int64_t size = 1, k;
@@ -973,12 +973,12 @@ static int index_span(const sw_layout *l, int32_t p, int32_t end, int32_t leaf,
     Py_ssize_t n = count_children(l->profile, p, end);
     if (Py_SIZE(key) != n) {
         char label[1024];
-        sw_msg_mode_label(path, "layout", label, sizeof label);
+        sw_py_msg_mode_label(path, "layout", label, sizeof label);
         PyErr_Format(PyExc_ValueError,
                      "index %R has %zd component%s but %s has %zd %smode%s; give one index "
                      "per %smode, or one integer for the whole %s",
-                     key, Py_SIZE(key), sw_msg_s(Py_SIZE(key)), label, n,
-                     path->depth ? "sub-" : "", sw_msg_s(n), path->depth ? "sub-" : "",
+                     key, Py_SIZE(key), sw_py_msg_s(Py_SIZE(key)), label, n,
+                     path->depth ? "sub-" : "", sw_py_msg_s(n), path->depth ? "sub-" : "",
                      path->depth ? "mode" : "layout");
         return -1;
     }
@@ -1016,7 +1016,7 @@ static int layout_index_of(PyObject *layout, PyObject *key, int64_t *out)
             return 0;
         }
     }
-    sw_mode_path path = {.depth = 0};
+    sw_py_mode_path path = {.depth = 0};
     return index_span(l, 0, l->nprofile, 0, key, &path, out);
 }
 
@@ -1063,7 +1063,7 @@ static PyObject *layout_call_vector(PyObject *self, PyObject *const *args,
     if (nargs != 1) {
         PyErr_Format(PyExc_TypeError,
                      "a Layout call takes exactly one key, e.g. layout(5) or layout((1, 2)), "
-                     "not %zd argument%s", nargs, sw_msg_s(nargs));
+                     "not %zd argument%s", nargs, sw_py_msg_s(nargs));
         return NULL;
     }
     return index_result(self, args[0]);

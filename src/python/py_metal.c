@@ -23,18 +23,18 @@ static PyObject *metal_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"size", "mutable", "dtype", "empty", NULL};
     PyObject *size_obj, *mutable_obj = NULL, *dtype_obj = NULL, *empty_obj = NULL;
-    if (sw_carrier_check_exact(type, &SwMetal_Type) < 0)
+    if (sw_py_carrier_check_exact(type, &SwMetal_Type) < 0)
         return NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$OOO:Metal", kwlist, &size_obj,
                                      &mutable_obj, &dtype_obj, &empty_obj))
         return NULL;
     int64_t size;
     sw_dtype dtype;
-    if (sw_carrier_parse_size(size_obj, "size", &size) < 0 ||
-        sw_carrier_parse_dtype(dtype_obj, SW_DT_FLOAT32, "Metal", metal_accepted,
-                               METAL_NACCEPTED, &dtype) < 0)
+    if (sw_py_carrier_parse_size(size_obj, "size", &size) < 0 ||
+        sw_py_carrier_parse_dtype(dtype_obj, SW_DT_FLOAT32, "Metal", metal_accepted,
+                                  METAL_NACCEPTED, &dtype) < 0)
         return NULL;
-    if (sw_carrier_truth(mutable_obj, 1) < 0 || sw_carrier_truth(empty_obj, 0) < 0)
+    if (sw_py_carrier_truth(mutable_obj, 1) < 0 || sw_py_carrier_truth(empty_obj, 0) < 0)
         return NULL;
     /* Availability comes last (M-2), after every argument check; nothing
      * was allocated, so there is no partial object to undo. */
@@ -92,7 +92,7 @@ PyTypeObject SwMetal_Type = {
               "not support DLPack.",
     .tp_methods = metal_methods,
     .tp_base = &SwCarrier_Type,
-    .tp_init = sw_carrier_builtin_init,
+    .tp_init = sw_py_carrier_builtin_init,
     .tp_new = metal_new,
 };
 

@@ -108,7 +108,7 @@ static PyObject *new_storage(PyObject *carrier, sw_dtype dtype, const double *sl
 {
     if (Py_TYPE(carrier) == &SwCPU_Type || Py_TYPE(carrier) == &SwGeneric_Type) {
         /* What their new_like builds, written directly. */
-        PyObject *c = sw_host_new(Py_TYPE(carrier), dtype, n, 1, 0);
+        PyObject *c = sw_py_host_new(Py_TYPE(carrier), dtype, n, 1, 0);
         if (!c)
             return NULL;
         void *data = ((SwHostCarrierObject *)c)->data;
@@ -166,7 +166,7 @@ static PyObject *tensor_from_values(PyObject *carrier, sw_dtype dtype, PyObject 
             else
                 ((float *)typed)[k] = (float)vals[k];
         }
-        storage = sw_host_new(Py_TYPE(carrier), dtype, n, 1, 1);
+        storage = sw_py_host_new(Py_TYPE(carrier), dtype, n, 1, 1);
         if (storage && sw_layout_scatter(((SwHostCarrierObject *)storage)->data, 0, L, typed,
                                          4, &err) != SW_OK) {
             sw_py_raise(&err);
@@ -205,7 +205,7 @@ static int f32_values(PyObject *tensor, const float **vals, float **owned)
     *owned = NULL;
     if (!is_dtype(tensor, SW_DT_FLOAT32))
         return 0;
-    const float *data = sw_host_f32_readable(t->subs[0].carrier, off, L->size ? L->cosize : 0);
+    const float *data = sw_py_host_f32_readable(t->subs[0].carrier, off, L->size ? L->cosize : 0);
     if (!data)
         return 0;
     if (sw_layout_is_flat(L)) {
@@ -240,7 +240,7 @@ static int sink_open(f32_sink *s, PyTypeObject *type, PyObject *layout)
     int flat = sw_layout_is_flat(L) && (L->size == 0 || L->cosize == L->size);
     s->layout = layout;
     s->scratch = NULL;
-    s->storage = sw_host_new(type, SW_DT_FLOAT32, L->cosize, 1, !flat);
+    s->storage = sw_py_host_new(type, SW_DT_FLOAT32, L->cosize, 1, !flat);
     if (!s->storage)
         return -1;
     if (flat) {
@@ -329,8 +329,8 @@ static int require_one_subtensor(PyObject *tensor, const char *fn, const char *w
         return 0;
     char why[160];
     snprintf(why, sizeof why, "passed to %s as %s", fn, what);
-    return sw_msg_raise_planes(((SwTensorObject *)tensor)->dtype,
-                               ((SwTensorObject *)tensor)->nsub, why, SW_MSG_ONE_PLANE);
+    return sw_py_msg_raise_planes(((SwTensorObject *)tensor)->dtype,
+                                  ((SwTensorObject *)tensor)->nsub, why, SW_MSG_ONE_PLANE);
 }
 
 /* The operand's carrier class must be the one that dispatched this
@@ -428,7 +428,7 @@ static int binary_forward_core(PyObject *lhs, PyObject *rhs, int mul, const char
     const sw_layout *A = core_of(lhs);
     sw_dtype dt = sw_binary_result_dtype(sw_tensor_dtype(plane_of(lhs)),
                                          sw_tensor_dtype(plane_of(rhs)));
-    PyObject *storage = sw_host_new(Py_TYPE(carrier_of(lhs)), dt, A->size, 1, 0);
+    PyObject *storage = sw_py_host_new(Py_TYPE(carrier_of(lhs)), dt, A->size, 1, 0);
     if (!storage)
         return -1;
     sw_error err;
@@ -688,7 +688,7 @@ static PyObject *parse_description(PyObject *description, int32_t rank)
         PyErr_Format(PyExc_ValueError,
                      "reduce_sum: description %R names %zd input mode%s, but the tensor has %d "
                      "top-level mode%s",
-                     description, at, sw_msg_s(at), (int)rank, sw_msg_s(rank));
+                     description, at, sw_py_msg_s(at), (int)rank, sw_py_msg_s(rank));
         goto done;
     }
     Py_ssize_t nr = n - at - 1;
@@ -1091,7 +1091,7 @@ static PyObject *carrier_dispatch_op(PyObject *self, PyObject *name)
     } else {
         PyTypeObject *type = sw_py_minimal_op_type(name);
         /* Arithmetic needs a kernel; definition-backed classes have none. */
-        if (!type || !sw_carrier_builtin_ops(self) || sw_py_definition_of(Py_TYPE(self))) {
+        if (!type || !sw_py_carrier_builtin_ops(self) || sw_py_definition_of(Py_TYPE(self))) {
             PyErr_Format(PyExc_NotImplementedError,
                          "%s carriers do not implement the operation %R",
                          _PyType_Name(Py_TYPE(self)), name);
@@ -1248,6 +1248,6 @@ int sw_py_minimal_ops_init(PyObject *module)
     for (size_t i = 0; i < 3; i++)
         if (PyType_Ready(types[i]) < 0)
             return -1;
-    sw_carrier_set_dispatch_op(carrier_dispatch_op);
+    sw_py_carrier_set_dispatch_op(carrier_dispatch_op);
     return PyModule_AddFunctions(module, minimal_functions);
 }

@@ -72,10 +72,10 @@ typedef struct move_request {
     PyObject *destination;
     PyObject *output;           /* result Tensor, published at commit */
     int64_t cosize;
-    sw_move_trace *trace;       /* profiling record, or NULL */
+    sw_py_move_trace *trace;       /* profiling record, or NULL */
     PyObject *node;             /* the move's autograd node, or NULL */
     PyObject *prepared;         /* a definition route's PreparedTransfer, or NULL */
-    sw_provider_wait wait;      /* its incomplete ProviderCompletion, if any */
+    sw_py_provider_wait wait;      /* its incomplete ProviderCompletion, if any */
     struct move_request *live_prev, *live_next; /* the live list (GIL) */
     int on_core;                /* the core's move engine runs it */
     sw_py_core_move core;       /* its link to the core's commit */
@@ -101,11 +101,6 @@ static int closing;                       /* set at interpreter exit */
  * held. */
 static move_request *live_head;
 static PyObject *str_copy, *str_copy_async;
-
-static const char *cname(PyObject *carrier)
-{
-    return _PyType_Name(Py_TYPE(carrier));
-}
 
 /* ---- requests and the one terminal commit ---------------------------------- */
 
@@ -179,7 +174,7 @@ static PyObject *validate_result(move_request *r)
     int64_t size = 0;
     if (sw_py_state_released(r->destination)) {
         PyErr_Format(PyExc_RuntimeError, "the destination %s carrier was released during "
-                     "the move", cname(r->destination));
+                     "the move", sw_py_cname(r->destination));
         return sw_py_take_exception();
     }
     if (sw_py_carrier_size(r->destination, &size) < 0)
@@ -187,7 +182,7 @@ static PyObject *validate_result(move_request *r)
     if (size < r->cosize) {
         PyErr_Format(PyExc_RuntimeError,
                      "the destination %s carrier shrank to %lld slot%s during the move "
-                     "(needs %lld)", cname(r->destination), (long long)size, sw_msg_s(size),
+                     "(needs %lld)", sw_py_cname(r->destination), (long long)size, sw_py_msg_s(size),
                      (long long)r->cosize);
         return sw_py_take_exception();
     }
@@ -296,7 +291,7 @@ static void report_abandoned(double timeout, int interrupted, int64_t held)
         if (!r->wait.completion && !r->on_worker)
             continue;
         moves++;
-        PyObject *n = PyUnicode_FromFormat("%s -> %s", cname(r->source), cname(r->destination));
+        PyObject *n = PyUnicode_FromFormat("%s -> %s", sw_py_cname(r->source), sw_py_cname(r->destination));
         if (!n || PyList_Append(names, n) < 0)
             Py_CLEAR(names);
         Py_XDECREF(n);
@@ -428,7 +423,7 @@ static PyObject *after_fork_in_child(PyObject *mod, PyObject *unused)
     (void)mod;
     (void)unused;
     sw_py_core_move_end_inherited();
-    sw_fork_end_inherited_work();
+    sw_py_fork_end_inherited_work();
     if (PyErr_Occurred())
         return NULL;
     Py_RETURN_NONE;
@@ -528,7 +523,7 @@ static void run_python_copy_here(move_request *r, PyObject *op, PyObject *tensor
  * return: the exit drain waits for it up to the exit timeout); that count
  * drops only after the request was handed on, so the drain never sees a
  * gap. `r` is not touched once handed on. */
-static void python_copy_run(sw_provider_wait *w)
+static void python_copy_run(sw_py_provider_wait *w)
 {
     move_request *r = (move_request *)((char *)w - offsetof(move_request, wait));
     PyObject *op = r->copy_op, *tensor = r->copy_tensor;
@@ -629,7 +624,7 @@ static int start_on_core(move_request *r, SwSubtensor *s, int elementwise, int s
     return rc;
 }
 
-static int submit_core(move_request *r, PyObject *tensor, sw_route_kind kind, int sync)
+static int submit_core(move_request *r, PyObject *tensor, sw_py_route_kind kind, int sync)
 {
     int rc = start_on_core(r, &TENSOR(tensor)->subs[0], kind == SW_ROUTE_ELEMENTWISE, sync);
     return rc == 0 ? 0 : core_refused(r, rc);
@@ -784,7 +779,7 @@ int sw_py_route_prepare(PyObject *tensor, PyObject *dst, PyObject *route, int ma
         PyErr_Format(PyExc_NotImplementedError,
                      "cannot %s from %s to %s: route %R does not support this request "
                      "(%S), and the two carriers do not both allow the element-by-element "
-                     "fallback", action, cname(src), cname(dst), id, SW_RECORD_FIELD(res, 0));
+                     "fallback", action, sw_py_cname(src), sw_py_cname(dst), id, SW_RECORD_FIELD(res, 0));
     } else {
         PyErr_Format(PyExc_TypeError,
                      "the prepare() of route %R must return a PreparedTransfer or "
@@ -796,7 +791,7 @@ int sw_py_route_prepare(PyObject *tensor, PyObject *dst, PyObject *route, int ma
 
 /* A move's prepare: Unsupported switches `route` to the elementwise
  * fallback where X-14 permits it. */
-static int prepare_route(PyObject *tensor, PyObject *dst, sw_route *route, PyObject **prepared)
+static int prepare_route(PyObject *tensor, PyObject *dst, sw_py_route *route, PyObject **prepared)
 {
     int rc = sw_py_route_prepare(tensor, dst, route->route, route->may_fall_back, "move",
                                  prepared);
@@ -809,7 +804,7 @@ static int prepare_route(PyObject *tensor, PyObject *dst, sw_route *route, PyObj
 
 /* On a waiter thread, GIL held, once the provider's wait() returned: the
  * core commits, on this thread. */
-static void provider_finished(sw_provider_wait *w)
+static void provider_finished(sw_py_provider_wait *w)
 {
     move_request *r = (move_request *)((char *)w - offsetof(move_request, wait));
     uint64_t hold = r->hold;
@@ -912,7 +907,7 @@ static int allocate_and_bind(move_request *r, sw_py_move_check *mc, int grow, Py
     if (grow && sw_py_carrier_size(r->destination, &size) == 0 && size < r->cosize)
         PyErr_Format(PyExc_ValueError,
                      "the destination %s carrier grew to %lld slot%s, not the %lld asked for",
-                     cname(r->destination), (long long)size, sw_msg_s(size),
+                     sw_py_cname(r->destination), (long long)size, sw_py_msg_s(size),
                      (long long)r->cosize);
     if (!PyErr_Occurred())
         r->output = result_tensor(tensor, r->destination);
@@ -926,7 +921,7 @@ static int allocate_and_bind(move_request *r, sw_py_move_check *mc, int grow, Py
  * captured TransferRoute) or resolved by the exact classes (X-14). Row 9
  * for operation routes; a forced TransferRoute must match the pair. */
 static int choose_route_borrowed(PyObject *source, PyObject *destination, PyObject *forced,
-                                 sw_route *route)
+                                 sw_py_route *route)
 {
     if (forced && Py_TYPE(forced) == &SwTransferRoute_Type) {
         sw_py_route_of(forced, route);
@@ -939,7 +934,7 @@ static int choose_route_borrowed(PyObject *source, PyObject *destination, PyObje
                      _PyType_Name((PyTypeObject *)SW_RECORD_FIELD(forced, SW_ROUTE_SOURCE_CLASS)),
                      _PyType_Name((PyTypeObject *)SW_RECORD_FIELD(forced,
                                                                   SW_ROUTE_DESTINATION_CLASS)),
-                     cname(source), cname(destination));
+                     sw_py_cname(source), sw_py_cname(destination));
         return -1;
     }
     if (forced && Py_TYPE(forced) == &SwTransferRouteMove_Type) {
@@ -963,7 +958,7 @@ static int choose_route_borrowed(PyObject *source, PyObject *destination, PyObje
  * the metaclass attribute lookups of row 9, the destination's size hook and
  * everything after may unregister it and collect it. */
 static int choose_route(PyObject *source, PyObject *destination, PyObject *forced,
-                        sw_route *route)
+                        sw_py_route *route)
 {
     int rc = choose_route_borrowed(source, destination, forced, route);
     if (rc <= 0)
@@ -1022,12 +1017,12 @@ static int initiate_core_checked(PyObject *tensor, PyObject *destination, int sy
 {
     SwSubtensor *s = &TENSOR(tensor)->subs[0];
     PyObject *source = s->carrier;
-    sw_route route;
+    sw_py_route route;
     if (choose_route(source, destination, NULL, &route) < 0) {
         PyErr_Clear(); /* initiate raises it again, after the checks it follows */
         return 0;
     }
-    sw_route_kind kind = sw_py_move_route_kind((PyTypeObject *)route.op_type);
+    sw_py_route_kind kind = sw_py_move_route_kind((PyTypeObject *)route.op_type);
     if (route.route || kind == SW_ROUTE_PYTHON ||
         !sw_py_core_move_pair(source, destination, kind == SW_ROUTE_BULK)) {
         Py_DECREF(route.op_type);
@@ -1085,7 +1080,7 @@ static PyObject *initiate(PyObject *tensor, PyObject *destination, PyObject *for
     SwSubtensor *s = &TENSOR(tensor)->subs[0];
     PyObject *source = s->carrier;
     int64_t cosize = SW_SUB_LAYOUT(s)->cosize;
-    sw_route route;
+    sw_py_route route;
     if (choose_route(source, destination, forced, &route) < 0)
         return NULL;
     int grow = sw_py_move_check_size(&mc);
@@ -1137,11 +1132,11 @@ static PyObject *initiate(PyObject *tensor, PyObject *destination, PyObject *for
     r->prepared = prepared;
     prepared = NULL;
     handle = Py_NewRef(r->handle);
-    sw_move_trace *trace =
+    sw_py_move_trace *trace =
         sw_py_profile_move_begin(source, destination, route.op_type, route_id, bytes);
     r->trace = trace;
     r->core.profile_tag = trace;
-    sw_route_kind kind = sw_py_move_route_kind((PyTypeObject *)route.op_type);
+    sw_py_route_kind kind = sw_py_move_route_kind((PyTypeObject *)route.op_type);
     /* Every route the core cannot run itself (a Python-level copy, a
      * TransferRoute's provider) runs on the core too, as a supplied move:
      * the core marks, counts and commits while this file supplies the

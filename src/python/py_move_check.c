@@ -15,11 +15,6 @@
 #define CARRIER(o) ((SwCarrierObject *)(o))
 #define TENSOR(o) ((SwTensorObject *)(o))
 
-static const char *cname(PyObject *carrier)
-{
-    return _PyType_Name(Py_TYPE(carrier));
-}
-
 /* ---- the one table: a refused row, in the words of the Python API --------- */
 
 enum { NAMES_NONE, NAMES_SOURCE, NAMES_DESTINATION };
@@ -81,7 +76,7 @@ static int raise_dtype_mismatch(const sw_py_move_check *mc)
                         : sw_carrier_dtype(CARRIER(mc->destination)->core);
     PyErr_Format(PyExc_TypeError,
                  "dtype mismatch: the destination %s carrier holds %s but the Tensor is %s",
-                 cname(mc->destination), sw_dtype_info_of(held)->name,
+                 sw_py_cname(mc->destination), sw_dtype_info_of(held)->name,
                  sw_dtype_info_of(mc->dtype)->name);
     return -1;
 }
@@ -95,7 +90,7 @@ static int raise_too_small(const sw_py_move_check *mc)
     PyErr_Format(PyExc_ValueError,
                  "the destination %s carrier has %lld slot%s but the Tensor's layout spans "
                  "%lld (its cosize), and it cannot grow; pass a carrier with at least %lld "
-                 "slots", cname(mc->destination), (long long)size, sw_msg_s(size),
+                 "slots", sw_py_cname(mc->destination), (long long)size, sw_py_msg_s(size),
                  (long long)mc->cosize, (long long)mc->cosize);
     return -1;
 }
@@ -118,13 +113,13 @@ static int raise_row(const sw_py_move_check *mc, sw_move_refusal row, const sw_e
     if (late && row_words[row].state) {
         PyErr_Format(PyExc_RuntimeError,
                      "the %s %s carrier was released, claimed or moved while the move was "
-                     "being checked", source ? "source" : "destination", cname(named));
+                     "being checked", source ? "source" : "destination", sw_py_cname(named));
         return -1;
     }
     if (row_words[row].names == NAMES_NONE)
         PyErr_SetString(*row_words[row].type, row_words[row].format);
     else
-        PyErr_Format(*row_words[row].type, row_words[row].format, cname(named));
+        PyErr_Format(*row_words[row].type, row_words[row].format, sw_py_cname(named));
     return -1;
 }
 
@@ -218,8 +213,8 @@ static int core_check(sw_py_move_check *mc, int late, int keep_size)
 static int check_tensor_arg(PyObject *tensor)
 {
     if (SwTensor_Check(tensor) && TENSOR(tensor)->nsub != 1)
-        return sw_msg_raise_planes(TENSOR(tensor)->dtype, TENSOR(tensor)->nsub, "moved",
-                                   SW_MSG_ONE_PLANE);
+        return sw_py_msg_raise_planes(TENSOR(tensor)->dtype, TENSOR(tensor)->nsub, "moved",
+                                      SW_MSG_ONE_PLANE);
     if (SwTensor_Check(tensor))
         return 0;
     if (refuse_sequence(tensor, "Tensor") == 0)

@@ -10,7 +10,7 @@
  * The legacy registry maps an exact (source class, destination class) pair
  * to an operation class. Its entries are binding routes in the core's
  * route registry (strideweave/route.h), keyed by the exact pair of the
- * classes' core classes (sw_carrier_core_class), so a subclass never matches its
+ * classes' core classes (sw_py_carrier_core_class), so a subclass never matches its
  * parent's entry. */
 #include "sw_extension.h"
 #include "sw_move.h"
@@ -206,7 +206,7 @@ static void move_op_dealloc(PyObject *self)
  * pair the legacy registry's answer with its row-9 checks. */
 static int resolve_reverse(PyObject *source, PyObject *destination, PyObject **reverse)
 {
-    sw_route route;
+    sw_py_route route;
     /* B-10: the block pairs are outside the registry; each is the other's
      * way back. */
     if (Py_TYPE(source) == &SwCPU_Type && Py_TYPE(destination) == &SwBlockDeviceCarrier_Type) {
@@ -495,7 +495,7 @@ SHIPPED_OPERATION(SwMetalToMetal_Type, "MetalToMetalMoveOperation", metal_copy,
                   "Moves a Metal Tensor to another Metal carrier (needs Apple's MPS "
                   "device).");
 
-sw_route_kind sw_py_move_route_kind(PyTypeObject *op_type)
+sw_py_route_kind sw_py_move_route_kind(PyTypeObject *op_type)
 {
     if (op_type == &SwElementwise_Type)
         return SW_ROUTE_ELEMENTWISE;

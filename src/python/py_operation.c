@@ -242,7 +242,7 @@ static PyObject *operation_forward(PyObject *self, PyObject *const *args, Py_ssi
 
     /* The computation boundary a profiler times (dispatched operations
      * only): _forward and the result check. */
-    sw_op_span *span = sw_py_profile_op_begin(self, args, nargs);
+    sw_py_op_span *span = sw_py_profile_op_begin(self, args, nargs);
     PyObject *result = call_forward(self, args, nargs);
     sw_py_profile_op_end(span, result != NULL);
     if (!result)

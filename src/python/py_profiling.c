@@ -387,7 +387,7 @@ static PyObject *profiler_key_averages(PyObject *self, PyObject *args, PyObject 
 
 /* ---- move records ------------------------------------------------------------ */
 
-struct sw_move_trace {
+struct sw_py_move_trace {
     int refs;                  /* initiator and committer */
     PyObject *profiler;
     int64_t move_id, request_id;
@@ -433,14 +433,14 @@ int sw_py_profile_records_move(PyObject *source, PyObject *destination)
     return p && selects(p, (PyObject *)Py_TYPE(source), (PyObject *)Py_TYPE(destination));
 }
 
-sw_move_trace *sw_py_profile_move_begin(PyObject *source, PyObject *destination,
-                                        PyObject *op_type, PyObject *route_id, int64_t bytes)
+sw_py_move_trace *sw_py_profile_move_begin(PyObject *source, PyObject *destination,
+                                           PyObject *op_type, PyObject *route_id, int64_t bytes)
 {
     if (!sw_py_profile_records_move(source, destination))
         return NULL;
     PyObject *p = current();
     PyObject *st = (PyObject *)Py_TYPE(source), *dt = (PyObject *)Py_TYPE(destination);
-    sw_move_trace *t = PyMem_Calloc(1, sizeof *t);
+    sw_py_move_trace *t = PyMem_Calloc(1, sizeof *t);
     if (!t)
         return NULL; /* profiling never fails a move */
     t->refs = 2;
@@ -455,7 +455,7 @@ sw_move_trace *sw_py_profile_move_begin(PyObject *source, PyObject *destination,
     return t;
 }
 
-static void trace_drop(sw_move_trace *t)
+static void trace_drop(sw_py_move_trace *t)
 {
     if (--t->refs > 0)
         return;
@@ -467,7 +467,7 @@ static void trace_drop(sw_move_trace *t)
     PyMem_Free(t);
 }
 
-static void emit(sw_move_trace *t, const char *phase, uint64_t end_ns, unsigned long thread,
+static void emit(sw_py_move_trace *t, const char *phase, uint64_t end_ns, unsigned long thread,
                  PyObject *succeeded)
 {
     SwProfilerObject *p = PROF(t->profiler);
@@ -487,12 +487,12 @@ static void emit(sw_move_trace *t, const char *phase, uint64_t end_ns, unsigned 
     PyErr_Restore(saved_type, saved_value, saved_tb);
 }
 
-static void emit_complete(sw_move_trace *t)
+static void emit_complete(sw_py_move_trace *t)
 {
     emit(t, "complete", t->end_ns, t->commit_thread, t->succeeded ? Py_True : Py_False);
 }
 
-void sw_py_profile_move_submitted(sw_move_trace *t)
+void sw_py_profile_move_submitted(sw_py_move_trace *t)
 {
     if (!t)
         return;
@@ -506,7 +506,7 @@ void sw_py_profile_move_submitted(sw_move_trace *t)
     trace_drop(t);
 }
 
-void sw_py_profile_move_completed(sw_move_trace *t, int succeeded)
+void sw_py_profile_move_completed(sw_py_move_trace *t, int succeeded)
 {
     if (!t)
         return;
@@ -524,7 +524,7 @@ void sw_py_profile_move_completed(sw_move_trace *t, int succeeded)
     trace_drop(t);
 }
 
-void sw_py_profile_move_discard(sw_move_trace *t)
+void sw_py_profile_move_discard(sw_py_move_trace *t)
 {
     if (!t)
         return;
@@ -545,7 +545,7 @@ void sw_py_profile_move_discard(sw_move_trace *t)
 void sw_py_profile_core_event(const sw_move_event *ev, void *user)
 {
     (void)user;
-    sw_move_trace *t = ev->tag;
+    sw_py_move_trace *t = ev->tag;
     if (!t)
         return;
     if (ev->kind == SW_MOVE_EVENT_SUBMIT) {
@@ -560,8 +560,8 @@ void sw_py_profile_core_event(const sw_move_event *ev, void *user)
 
 /* ---- operation events -------------------------------------------------------- */
 
-struct sw_op_span {
-    sw_op_span *parent;    /* enclosing execution on this thread */
+struct sw_py_op_span {
+    sw_py_op_span *parent;    /* enclosing execution on this thread */
     PyObject *profiler;    /* strong */
     PyObject *name, *carrier_type, *impl_type, *shapes; /* strong; shapes may be NULL */
     int selected;          /* holds events[id] as a placeholder */
@@ -570,7 +570,7 @@ struct sw_op_span {
     uint64_t child_ns;     /* inclusive time of immediately nested executions */
 };
 
-static _Thread_local sw_op_span *op_top; /* innermost open span */
+static _Thread_local sw_py_op_span *op_top; /* innermost open span */
 static PyObject *event_class;
 
 /* A Tensor input's shape as nested tuples, as Shape.top_level gives it
@@ -596,7 +596,7 @@ static PyObject *input_shapes(PyObject *const *inputs, Py_ssize_t n)
     return t;
 }
 
-static void span_free(sw_op_span *s)
+static void span_free(sw_py_op_span *s)
 {
     Py_DECREF(s->profiler);
     Py_XDECREF(s->name);
@@ -606,13 +606,13 @@ static void span_free(sw_op_span *s)
     PyMem_Free(s);
 }
 
-sw_op_span *sw_py_profile_op_begin(PyObject *op, PyObject *const *inputs, Py_ssize_t n)
+sw_py_op_span *sw_py_profile_op_begin(PyObject *op, PyObject *const *inputs, Py_ssize_t n)
 {
     PyObject *p = current();
     SwOperationObject *o = (SwOperationObject *)op;
     if (!p || !o->operation_name || !o->dispatch_carrier_class)
         return NULL;
-    sw_op_span *s = PyMem_Calloc(1, sizeof *s);
+    sw_py_op_span *s = PyMem_Calloc(1, sizeof *s);
     if (!s)
         return NULL;
     s->profiler = Py_NewRef(p);
@@ -639,7 +639,7 @@ sw_op_span *sw_py_profile_op_begin(PyObject *op, PyObject *const *inputs, Py_ssi
     return s;
 }
 
-void sw_py_profile_op_end(sw_op_span *s, int succeeded)
+void sw_py_profile_op_end(sw_py_op_span *s, int succeeded)
 {
     if (!s)
         return;
@@ -651,7 +651,7 @@ void sw_py_profile_op_end(sw_op_span *s, int succeeded)
     SwProfilerObject *p = PROF(s->profiler);
     if (s->selected && p->state == P_ACTIVE && s->id < PyList_GET_SIZE(p->events)) {
         PyObject *parent_id = Py_None;
-        for (sw_op_span *a = s->parent; a; a = a->parent) {
+        for (sw_py_op_span *a = s->parent; a; a = a->parent) {
             if (a->selected && a->profiler == s->profiler) {
                 parent_id = PyLong_FromSsize_t(a->id);
                 break;
@@ -679,7 +679,7 @@ void sw_py_profile_op_end(sw_op_span *s, int succeeded)
 /* Whether an operation this profiler records is running on this thread. */
 static int in_computation(PyObject *profiler)
 {
-    for (sw_op_span *a = op_top; a; a = a->parent)
+    for (sw_py_op_span *a = op_top; a; a = a->parent)
         if (a->profiler == profiler)
             return 1;
     return 0;

@@ -26,7 +26,7 @@
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t work_ready = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t waiter_left = PTHREAD_COND_INITIALIZER;
-static sw_provider_wait *head, *tail;
+static sw_py_provider_wait *head, *tail;
 static long queued;   /* entries in the queue */
 static int nthreads;  /* started and not yet left */
 static int nbusy;     /* inside a wait() */
@@ -97,7 +97,7 @@ int sw_py_check_provider_completion(PyObject *obj)
 /* ---- one wait ----------------------------------------------------------------- */
 
 /* wait(), then the result must be None and `done` True. */
-static void run_wait(sw_provider_wait *w)
+static void run_wait(sw_py_provider_wait *w)
 {
     PyObject *r = PyObject_CallMethodNoArgs(w->completion, str_wait);
     int done = 0;
@@ -117,7 +117,7 @@ static void run_wait(sw_provider_wait *w)
 
 /* The next completion to wait for; NULL tells the thread to leave (exit,
  * or a surplus thread with nothing to do, already uncounted). */
-static sw_provider_wait *next_wait(int *uncounted)
+static sw_py_provider_wait *next_wait(int *uncounted)
 {
     pthread_mutex_lock(&mu);
     while (!head && !stopping) {
@@ -129,7 +129,7 @@ static sw_provider_wait *next_wait(int *uncounted)
         }
         pthread_cond_wait(&work_ready, &mu);
     }
-    sw_provider_wait *w = head;
+    sw_py_provider_wait *w = head;
     if (w) {
         head = w->next;
         if (!head)
@@ -146,7 +146,7 @@ static void waiter_main(void *arg)
     (void)arg;
     PyGILState_STATE g = PyGILState_Ensure();
     PyThreadState *ts = PyEval_SaveThread();
-    sw_provider_wait *w;
+    sw_py_provider_wait *w;
     int uncounted = 0;
     while ((w = next_wait(&uncounted)) != NULL) {
         PyEval_RestoreThread(ts);
@@ -174,7 +174,7 @@ static void waiter_main(void *arg)
 
 /* ---- the queue ---------------------------------------------------------------- */
 
-int sw_py_provider_wait_submit(sw_provider_wait *w)
+int sw_py_provider_wait_submit(sw_py_provider_wait *w)
 {
     w->next = NULL;
     w->error = NULL;
@@ -197,14 +197,14 @@ int sw_py_provider_wait_submit(sw_provider_wait *w)
     pthread_mutex_lock(&mu);
     int none = --nthreads == 0;
     if (none) { /* nobody will ever take it: take it back */
-        sw_provider_wait **pp = &head;
+        sw_py_provider_wait **pp = &head;
         while (*pp && *pp != w)
             pp = &(*pp)->next;
         if (*pp) {
             *pp = w->next;
             if (tail == w) {
                 tail = NULL;
-                for (sw_provider_wait *q = head; q; q = q->next)
+                for (sw_py_provider_wait *q = head; q; q = q->next)
                     tail = q;
             }
             queued--;

@@ -520,7 +520,7 @@ done:
  * of the user's, whose hooks decide). Reads only C state. */
 static const char *not_now(PyObject *carrier, char *buf, size_t cap)
 {
-    const sw_carrier_ops *ops = sw_carrier_builtin_ops(carrier);
+    const sw_py_carrier_ops *ops = sw_py_carrier_builtin_ops(carrier);
     if (sw_py_state_released(carrier))
         return "released";
     if (sw_py_state_pending(carrier) & SW_PENDING_DESTINATION)
@@ -532,7 +532,7 @@ static const char *not_now(PyObject *carrier, char *buf, size_t cap)
         return Py_IS_TYPE(carrier, &SwEvictable_Type) ? "evicted" : why;
     if (Py_IS_TYPE(carrier, &SwTiledEvictable_Type)) {
         int64_t n[4], moving = 0, ntiles = TILED(carrier)->geo.ntiles;
-        if (sw_tiled_tile_counts(carrier, n, &moving) < 0)
+        if (sw_py_tiled_tile_counts(carrier, n, &moving) < 0)
             return "released";
         int64_t secondary = n[SW_TILE_SECONDARY], invalid = n[SW_TILE_INVALID];
         if (moving)
@@ -665,7 +665,7 @@ static void put_tiled(text *out, PyObject *self)
         put(out, _PyType_Name(Py_TYPE(te->secondary)));
     }
     int64_t n[4];
-    if (sw_tiled_tile_counts(self, n, NULL) < 0)
+    if (sw_py_tiled_tile_counts(self, n, NULL) < 0)
         return;
     snprintf(buf, sizeof buf, ", tiles: %lld primary, %lld secondary, %lld implicit, %lld invalid",
              (long long)n[SW_TILE_PRIMARY], (long long)n[SW_TILE_SECONDARY],
@@ -740,7 +740,7 @@ static int put_specific(text *out, PyObject *self)
 
 static PyObject *carrier_repr(PyObject *self)
 {
-    int builtin = sw_carrier_builtin_ops(self) != NULL;
+    int builtin = sw_py_carrier_builtin_ops(self) != NULL;
     text out = {NULL, 0, 0, 0};
     PyObject *result = NULL;
     int64_t size;
@@ -784,6 +784,6 @@ done:
 int sw_py_repr_init(PyObject *module)
 {
     (void)module;
-    sw_carrier_set_repr(carrier_repr);
+    sw_py_carrier_set_repr(carrier_repr);
     return 0;
 }

@@ -192,7 +192,7 @@ static int key_check_types(PyObject *key)
 /* V-3 step 3: an integer component against the size of the mode it
  * addresses. Its __index__ runs first; the message then names the mode as
  * the user's key reached it. */
-static int key_component(PyObject *obj, int64_t size, const sw_mode_path *path, int64_t *out)
+static int key_component(PyObject *obj, int64_t size, const sw_py_mode_path *path, int64_t *out)
 {
     int sign;
     if (sw_py_integer_value(obj, out, &sign) < 0)
@@ -200,7 +200,7 @@ static int key_component(PyObject *obj, int64_t size, const sw_mode_path *path, 
     if (sign == 0 && *out >= 0 && *out < size)
         return 0;
     char where[1024];
-    sw_msg_mode_name(path, "tensor", (long long)size, where, sizeof where);
+    sw_py_msg_mode_name(path, "tensor", (long long)size, where, sizeof where);
     if (sign < 0 || (sign == 0 && *out < 0))
         PyErr_Format(PyExc_ValueError,
                      "index %S is out of range for %s: indices run from 0 to %lld and do not "
@@ -214,7 +214,7 @@ static int key_component(PyObject *obj, int64_t size, const sw_mode_path *path, 
  * those leaves are consecutive in first-leaf-fastest order, so the key is
  * their ordinal times the product of the extents before them. */
 static int index_integer(const sw_layout *L, int32_t leaf, int32_t n, PyObject *key,
-                         const sw_mode_path *path, int64_t *acc)
+                         const sw_py_mode_path *path, int64_t *acc)
 {
     int64_t k, size = 1, pitch = 1;
     for (int32_t j = 0; j < n; j++)
@@ -230,7 +230,7 @@ static int index_integer(const sw_layout *L, int32_t leaf, int32_t n, PyObject *
 /* L-9/L-10 for one level whose children span profile [pos, end) and whose
  * first leaf is `leaf`; `path` names that level for messages. */
 static int index_level(const sw_layout *L, int32_t pos, int32_t end, int32_t leaf,
-                       PyObject *key, sw_mode_path *path, int64_t *acc)
+                       PyObject *key, sw_py_mode_path *path, int64_t *acc)
 {
     if (!PyTuple_Check(key) && !PyList_Check(key)) {
         int32_t n = 0;
@@ -243,13 +243,13 @@ static int index_level(const sw_layout *L, int32_t pos, int32_t end, int32_t lea
         nchild++;
     if (PySequence_Fast_GET_SIZE(key) != nchild) {
         char label[1024];
-        sw_msg_mode_label(path, "tensor", label, sizeof label);
+        sw_py_msg_mode_label(path, "tensor", label, sizeof label);
         Py_ssize_t got = PySequence_Fast_GET_SIZE(key);
         PyErr_Format(PyExc_ValueError,
                      "index %R has %zd component%s but %s has %zd %smode%s; give one "
                      "index per %smode, or one integer for the whole %s",
-                     key, got, sw_msg_s(got), label, nchild, path->depth ? "sub-" : "",
-                     sw_msg_s(nchild), path->depth ? "sub-" : "",
+                     key, got, sw_py_msg_s(got), label, nchild, path->depth ? "sub-" : "",
+                     sw_py_msg_s(nchild), path->depth ? "sub-" : "",
                      path->depth ? "mode" : "tensor");
         return -1;
     }
@@ -271,7 +271,7 @@ static int index_level(const sw_layout *L, int32_t pos, int32_t end, int32_t lea
         if (L->profile[p] == SW_NODE_LEAF) {
             if (PyTuple_Check(comp) || PyList_Check(comp)) {
                 char label[1024];
-                sw_msg_mode_label(path, "tensor", label, sizeof label);
+                sw_py_msg_mode_label(path, "tensor", label, sizeof label);
                 PyErr_Format(PyExc_ValueError,
                              "%s has no sub-modes, so its index must be an integer, not %R",
                              label, comp);
@@ -298,7 +298,7 @@ static int tensor_key_index(const sw_layout *L, PyObject *key, int64_t *out)
     if (key_check_types(key) < 0)
         return -1;
     *out = 0;
-    sw_mode_path path = {.depth = 0};
+    sw_py_mode_path path = {.depth = 0};
     return index_level(L, 0, L->nprofile, 0, key, &path, out);
 }
 
@@ -306,7 +306,7 @@ static int require_one_subtensor(SwTensorObject *t, const char *operation)
 {
     if (t->nsub == 1)
         return 0;
-    return sw_msg_raise_planes(t->dtype, t->nsub, operation, SW_MSG_ONE_PLANE);
+    return sw_py_msg_raise_planes(t->dtype, t->nsub, operation, SW_MSG_ONE_PLANE);
 }
 
 static PyObject *tensor_subscript(SwTensorObject *self, PyObject *key)

@@ -170,11 +170,11 @@ static int check_fits(PyObject *carrier, int64_t offset, int offset_sign,
             PyErr_Format(PyExc_ValueError,
                          "%soffset + layout.cosize (%lld + %lld) exceeds the carrier size "
                          "(%lld slot%s)", prefix, (long long)offset, (long long)cosize,
-                         (long long)size, sw_msg_s(size));
+                         (long long)size, sw_py_msg_s(size));
         else
             PyErr_Format(PyExc_ValueError,
                          "%soffset + layout.cosize exceeds the carrier size (%lld slot%s)",
-                         prefix, (long long)size, sw_msg_s(size));
+                         prefix, (long long)size, sw_py_msg_s(size));
         return -1;
     }
     return 0;
@@ -334,7 +334,7 @@ static PyObject *tensor_build(PyObject *dtype, Py_ssize_t nsub, PyObject *const 
     if (nadj != nsub - 1) {
         PyErr_Format(PyExc_ValueError,
                      "%zd subtensors need %zd adjacent layout%s, got %zd",
-                     nsub, nsub - 1, sw_msg_s(nsub - 1), nadj);
+                     nsub, nsub - 1, sw_py_msg_s(nsub - 1), nadj);
         return NULL;
     }
 
@@ -478,7 +478,7 @@ int sw_py_parse_required(const char *fn, const char *const *names, Py_ssize_t n,
     }
     if (nargs > n) {
         PyErr_Format(PyExc_TypeError, "%s() takes %zd positional argument%s but %zd %s given",
-                     fn, n, sw_msg_s(n), nargs, nargs == 1 ? "was" : "were");
+                     fn, n, sw_py_msg_s(n), nargs, nargs == 1 ? "was" : "were");
         return -1;
     }
     for (Py_ssize_t i = 0; i < n; i++)

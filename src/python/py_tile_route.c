@@ -23,19 +23,14 @@
 
 static PyObject *str_wait, *str_done;
 
-static const char *cname(PyObject *o)
-{
-    return _PyType_Name(Py_TYPE(o));
-}
-
 /* What a move's commit checks of its destination: still live, still big
  * enough for the span. */
-int sw_tiled_check_fresh(PyObject *dst, int64_t n)
+int sw_py_tiled_check_fresh(PyObject *dst, int64_t n)
 {
     int64_t size = 0;
     if (sw_py_state_released(dst)) {
         PyErr_Format(PyExc_RuntimeError,
-                     "the fresh %s tile storage was released during the tile copy", cname(dst));
+                     "the fresh %s tile storage was released during the tile copy", sw_py_cname(dst));
         return -1;
     }
     if (sw_py_carrier_size(dst, &size) < 0)
@@ -43,7 +38,7 @@ int sw_tiled_check_fresh(PyObject *dst, int64_t n)
     if (size < n) {
         PyErr_Format(PyExc_RuntimeError,
                      "the fresh %s tile storage shrank to %lld slots during the tile copy "
-                     "(needs %lld)", cname(dst), (long long)size, (long long)n);
+                     "(needs %lld)", sw_py_cname(dst), (long long)size, (long long)n);
         return -1;
     }
     return 0;
@@ -52,7 +47,7 @@ int sw_tiled_check_fresh(PyObject *dst, int64_t n)
 /* X-9: prepare(request) with graph construction off. 1 with a
  * PreparedTransfer in *prepared; 0 when Unsupported switched `route` to the
  * elementwise fallback; -1 otherwise. */
-static int prepare(PyObject *tensor, PyObject *dst, sw_route *route, PyObject **prepared)
+static int prepare(PyObject *tensor, PyObject *dst, sw_py_route *route, PyObject **prepared)
 {
     int rc = sw_py_route_prepare(tensor, dst, route->route, route->may_fall_back,
                                  "copy a tile", prepared);
@@ -63,7 +58,7 @@ static int prepare(PyObject *tensor, PyObject *dst, sw_route *route, PyObject **
     return rc;
 }
 
-void sw_tiled_route_unmark(PyObject *src, PyObject *dst)
+void sw_py_tiled_route_unmark(PyObject *src, PyObject *dst)
 {
     sw_py_state_unmark_pending(dst, SW_PENDING_DESTINATION);
     sw_py_state_unmark_pending(src, SW_PENDING_SOURCE);
@@ -81,24 +76,24 @@ static int submit(PyObject *prepared, PyObject *src, PyObject *dst, int64_t n,
         SW_OK) {
         PyErr_Format(PyExc_RuntimeError,
                      "a tile's %s storage was released or became pending while its copy "
-                     "was being prepared", cname(src));
+                     "was being prepared", sw_py_cname(src));
         return -1;
     }
     PyObject *res = PyObject_CallNoArgs(SW_RECORD_FIELD(prepared, 0));
     sw_carrier_pair_end_transfer(&pair);
     if (res && res != Py_None && sw_py_check_provider_completion(res) == 0) {
-        sw_carrier_pair_keep_marks(&pair); /* sw_tiled_route_unmark clears them */
+        sw_carrier_pair_keep_marks(&pair); /* sw_py_tiled_route_unmark clears them */
         *completion = res;
         return 0;
     }
     sw_carrier_pair_end(&pair);
     int ok = res == Py_None;
     Py_XDECREF(res);
-    return ok ? sw_tiled_check_fresh(dst, n) : -1;
+    return ok ? sw_py_tiled_check_fresh(dst, n) : -1;
 }
 
-int sw_tiled_route_tile(PyObject *src, PyObject *dst, int64_t n, sw_route *route,
-                        PyObject **completion)
+int sw_py_tiled_route_tile(PyObject *src, PyObject *dst, int64_t n, sw_py_route *route,
+                           PyObject **completion)
 {
     PyObject *layout = sw_py_flat_layout(n);
     PyObject *tensor = layout ? sw_py_tensor_new1(src, 0, layout) : NULL;
@@ -114,7 +109,7 @@ int sw_tiled_route_tile(PyObject *src, PyObject *dst, int64_t n, sw_route *route
 
 /* A synchronous caller's wait (a write promoting its tile, a projection):
  * the provider's wait() on this thread, then `done` must be True. */
-int sw_tiled_route_wait(PyObject *completion)
+int sw_py_tiled_route_wait(PyObject *completion)
 {
     PyObject *r = PyObject_CallMethodNoArgs(completion, str_wait);
     if (!r)
@@ -136,7 +131,7 @@ int sw_tiled_route_wait(PyObject *completion)
     return bad ? -1 : 0;
 }
 
-int sw_tile_route_init(void)
+int sw_py_tile_route_init(void)
 {
     str_wait = PyUnicode_InternFromString("wait");
     str_done = PyUnicode_InternFromString("done");

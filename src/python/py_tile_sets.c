@@ -231,7 +231,7 @@ static PyObject *tile_set_repr(PyObject *self)
     return r;
 }
 
-int sw_tile_set_bind(PyObject *tile_set, const sw_tile_geometry *g)
+int sw_py_tile_set_bind(PyObject *tile_set, const sw_tile_geometry *g)
 {
     sw_error err;
     return sw_tile_set_check_grid(TSET(tile_set)->set, g, &err) == SW_OK ? 0 : sw_py_raise(&err);
@@ -343,7 +343,7 @@ static void tile_selection_dealloc(PyObject *self)
     Py_TYPE(self)->tp_free(self);
 }
 
-void sw_tile_selection_view(PyObject *selection, sw_tile_selection *out)
+void sw_py_tile_selection_view(PyObject *selection, sw_tile_selection *out)
 {
     sw_tile_sel_view(TSEL(selection)->sel, out);
 }
@@ -371,7 +371,7 @@ static PyObject *tile_selection_coordinates(PyObject *self, void *closure)
     return t;
 }
 
-PyObject *sw_tile_selection_tile_set(PyObject *selection)
+PyObject *sw_py_tile_selection_tile_set(PyObject *selection)
 {
     sw_tile_set *set;
     sw_error err;
@@ -383,7 +383,7 @@ PyObject *sw_tile_selection_tile_set(PyObject *selection)
 static PyObject *tile_selection_get_tile_set(PyObject *self, void *closure)
 {
     (void)closure;
-    return sw_tile_selection_tile_set(self);
+    return sw_py_tile_selection_tile_set(self);
 }
 
 static PyObject *tile_selection_per_axis(PyObject *self, void *closure)
@@ -525,7 +525,7 @@ static PyObject *plan_richcompare(PyObject *self, PyObject *other, int op)
     return PyBool_FromLong(op == Py_EQ ? eq : !eq);
 }
 
-int sw_residency_plan_apply(PyObject *plan, sw_te_plan *out)
+int sw_py_residency_plan_apply(PyObject *plan, sw_te_plan *out)
 {
     sw_error err;
     return sw_te_plan_add_residency(out, PLAN(plan)->plan, &err) == SW_OK ? 0
@@ -565,7 +565,7 @@ PyTypeObject SwResidencyPlan_Type = {
     .tp_new = plan_tp_new,
 };
 
-int sw_tile_sets_init(PyObject *module)
+int sw_py_tile_sets_init(PyObject *module)
 {
     PyTypeObject *types[] = {&SwTileSet_Type, &SwTileSelection_Type, &SwResidencyPlan_Type};
     for (size_t i = 0; i < 3; i++)

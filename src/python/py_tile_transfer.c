@@ -35,17 +35,12 @@ static PyObject *str_copy, *str_copy_async;
 #define SHARE_SOURCE 1
 #define SHARE_DESTINATION 2
 
-static const char *cname(PyObject *o)
-{
-    return _PyType_Name(Py_TYPE(o));
-}
-
 static int is_block(PyObject *c)
 {
     return Py_TYPE(c) == &SwBlockDeviceCarrier_Type;
 }
 
-int sw_tiled_transfer_applies(PyObject *src, PyObject *dst)
+int sw_py_tiled_transfer_applies(PyObject *src, PyObject *dst)
 {
     /* Definition-backed tiers move through their TransferRoutes (or the
      * fallback their providers allow), resolved as a move would (TE-7,
@@ -60,7 +55,7 @@ int sw_tiled_transfer_applies(PyObject *src, PyObject *dst)
 }
 
 /* X-14 for the exact pair. A TransferRoute comes back in route->route. */
-static int resolve_route(PyObject *src, PyObject *dst, sw_route *route)
+static int resolve_route(PyObject *src, PyObject *dst, sw_py_route *route)
 {
     return sw_py_route_resolve(Py_TYPE(src), Py_TYPE(dst), route) < 0 ? -1 : 0;
 }
@@ -80,7 +75,7 @@ static PyObject *checked_operation(PyObject *op_type, PyObject *src, PyObject *d
  * every in-place tile reads) unmarked. An operation with `_copy_async`
  * (py_move.c) starts the copy instead: an incomplete ProviderCompletion
  * comes back in *completion with the marks kept until
- * sw_tiled_route_unmark, so many tiles copy at once. 0 / -1. */
+ * sw_py_tiled_route_unmark, so many tiles copy at once. 0 / -1. */
 static int run_copy(PyObject *op, PyObject *tensor, PyObject *src, PyObject *dst,
                     PyObject *output, PyObject *count, int shared, PyObject **completion)
 {
@@ -97,7 +92,7 @@ static int run_copy(PyObject *op, PyObject *tensor, PyObject *src, PyObject *dst
     if (sw_carrier_pair_begin(SW_STATE_C(src)->core, SW_STATE_C(dst)->core, flags, &pair,
                               &err) != SW_OK) {
         PyErr_Format(PyExc_RuntimeError, "a tile's %s storage %s",
-                     pair.refused == SW_CARRIER_PENDING_DESTINATION ? cname(dst) : cname(src),
+                     pair.refused == SW_CARRIER_PENDING_DESTINATION ? sw_py_cname(dst) : sw_py_cname(src),
                      err.detail == SW_CARRIER_REFUSED_RELEASED ? "was released before its copy"
                                                                : "is pending in another move");
         Py_XDECREF(hook);
@@ -107,7 +102,7 @@ static int run_copy(PyObject *op, PyObject *tensor, PyObject *src, PyObject *dst
                                                dst, output, count, NULL);
     sw_carrier_pair_end_transfer(&pair);
     if (hook && res && res != Py_None && sw_py_check_provider_completion(res) == 0) {
-        sw_carrier_pair_keep_marks(&pair); /* sw_tiled_route_unmark clears them */
+        sw_carrier_pair_keep_marks(&pair); /* sw_py_tiled_route_unmark clears them */
         Py_DECREF(hook);
         *completion = res;
         return 0;
@@ -124,7 +119,7 @@ static int run_copy(PyObject *op, PyObject *tensor, PyObject *src, PyObject *dst
         Py_XDECREF(hook);
         return 0;
     }
-    PyErr_Format(PyExc_TypeError, "%s.%s must return None", cname(op),
+    PyErr_Format(PyExc_TypeError, "%s.%s must return None", sw_py_cname(op),
                  hook ? "_copy_async" : "_copy");
     Py_XDECREF(hook);
     return -1;
@@ -139,7 +134,7 @@ static int run_copy(PyObject *op, PyObject *tensor, PyObject *src, PyObject *dst
 static int run_builtin(PyObject *op_type, PyObject *src, int64_t offset, PyObject *dst,
                        PyObject *layout)
 {
-    sw_route_kind kind = sw_py_move_route_kind((PyTypeObject *)op_type);
+    sw_py_route_kind kind = sw_py_move_route_kind((PyTypeObject *)op_type);
     if (kind == SW_ROUTE_PYTHON || (Py_TYPE(src)->tp_flags & Py_TPFLAGS_HEAPTYPE) ||
         (Py_TYPE(dst)->tp_flags & Py_TPFLAGS_HEAPTYPE))
         return 0; /* Python slot hooks: only _copy reaches them */
@@ -178,10 +173,10 @@ static int run_legacy(PyObject *op_type, PyObject *src, int64_t offset, PyObject
     int rc = -1;
     if (count && !sw_py_state_released(src) &&
         run_copy(op, tensor, src, dst, output, count, shared, completion) == 0)
-        rc = *completion ? 0 : sw_tiled_check_fresh(dst, dst_offset + n);
+        rc = *completion ? 0 : sw_py_tiled_check_fresh(dst, dst_offset + n);
     else if (count && !PyErr_Occurred())
         PyErr_Format(PyExc_RuntimeError, "a tile's %s storage was released before its copy",
-                     cname(src));
+                     sw_py_cname(src));
     Py_XDECREF(count);
     Py_XDECREF(output);
     Py_XDECREF(tensor);
@@ -191,15 +186,15 @@ static int run_legacy(PyObject *op_type, PyObject *src, int64_t offset, PyObject
     return rc;
 }
 
-int sw_tiled_transfer_tile(PyObject *src, PyObject *dst, int64_t n, PyObject **completion)
+int sw_py_tiled_transfer_tile(PyObject *src, PyObject *dst, int64_t n, PyObject **completion)
 {
     *completion = NULL;
     Py_INCREF(src);
     Py_INCREF(dst);
-    sw_route route;
+    sw_py_route route;
     int rc = resolve_route(src, dst, &route);
     if (rc == 0 && route.route)
-        rc = sw_tiled_route_tile(src, dst, n, &route, completion);
+        rc = sw_py_tiled_route_tile(src, dst, n, &route, completion);
     if (rc == 0 && !route.route && !*completion)
         rc = run_legacy(route.op_type, src, 0, dst, 0, n, 0, completion);
     Py_DECREF(dst);
@@ -207,21 +202,21 @@ int sw_tiled_transfer_tile(PyObject *src, PyObject *dst, int64_t n, PyObject **c
     return rc;
 }
 
-int sw_tiled_transfer_span(PyObject *src, int64_t offset, PyObject *dst, int64_t n,
-                           PyObject **completion)
+int sw_py_tiled_transfer_span(PyObject *src, int64_t offset, PyObject *dst, int64_t n,
+                              PyObject **completion)
 {
-    return sw_tiled_transfer_span_into(src, offset, dst, 0, n, 0, completion);
+    return sw_py_tiled_transfer_span_into(src, offset, dst, 0, n, 0, completion);
 }
 
-int sw_tiled_transfer_span_into(PyObject *src, int64_t offset, PyObject *dst,
-                                int64_t dst_offset, int64_t n, int private_dst,
-                                PyObject **completion)
+int sw_py_tiled_transfer_span_into(PyObject *src, int64_t offset, PyObject *dst,
+                                   int64_t dst_offset, int64_t n, int private_dst,
+                                   PyObject **completion)
 {
     int share_dst = private_dst ? SHARE_DESTINATION : 0;
     *completion = NULL;
     Py_INCREF(src);
     Py_INCREF(dst);
-    sw_route route;
+    sw_py_route route;
     int rc = resolve_route(src, dst, &route);
     /* Only an operation driving an engine's own I/O (`_copy_async`) takes
      * the span; the others keep the direct slot copy (TE-7). */
@@ -240,11 +235,11 @@ int sw_tiled_transfer_span_into(PyObject *src, int64_t offset, PyObject *dst,
     return rc;
 }
 
-int sw_tiled_engine_pair(PyObject *src, PyObject *dst)
+int sw_py_tiled_engine_pair(PyObject *src, PyObject *dst)
 {
     if (!(Py_TYPE(src)->tp_flags & Py_TPFLAGS_HEAPTYPE) || SW_DEFINED(src) || SW_DEFINED(dst))
         return 0;
-    sw_route route;
+    sw_py_route route;
     PyObject *hook = NULL;
     if (resolve_route(src, dst, &route) < 0 || route.route ||
         _PyObject_LookupAttr(route.op_type, str_copy_async, &hook) < 0) {
@@ -256,10 +251,10 @@ int sw_tiled_engine_pair(PyObject *src, PyObject *dst)
     return engine;
 }
 
-int sw_tile_transfer_init(PyObject *module)
+int sw_py_tile_transfer_init(PyObject *module)
 {
     (void)module;
     str_copy = PyUnicode_InternFromString("_copy");
     str_copy_async = PyUnicode_InternFromString("_copy_async");
-    return str_copy ? sw_tile_route_init() : -1;
+    return str_copy ? sw_py_tile_route_init() : -1;
 }

@@ -44,17 +44,12 @@
 
 #include <string.h>
 
-static const char *cname(PyObject *o)
-{
-    return _PyType_Name(Py_TYPE(o));
-}
-
 /* ---- the context -------------------------------------------------------- */
 
 static PyObject *registry; /* id -> context address (GIL-protected) */
 static uintptr_t last_id;
 
-static sw_tiled_core *lookup(void *user)
+static sw_py_tiled_core *lookup(void *user)
 {
     if (!registry)
         return NULL;
@@ -69,17 +64,17 @@ static sw_tiled_core *lookup(void *user)
 }
 
 /* Whether the core reaches `obj`'s slots itself (exact CPU or FileBacked). */
-static int sw_tiled_core_addressable(PyObject *obj)
+static int sw_py_tiled_core_addressable(PyObject *obj)
 {
     return Py_TYPE(obj) == &SwCPU_Type || Py_TYPE(obj) == &SwFileBacked_Type;
 }
 
-sw_tiled_core *sw_tiled_core_new(PyObject *primary, PyObject *secondary, PyObject *dtype,
-                                 PyObject *policy, int64_t tile_size)
+sw_py_tiled_core *sw_py_tiled_core_new(PyObject *primary, PyObject *secondary, PyObject *dtype,
+                                       PyObject *policy, int64_t tile_size)
 {
     if (!registry && !(registry = PyDict_New()))
         return NULL;
-    sw_tiled_core *c = PyMem_RawCalloc(1, sizeof *c);
+    sw_py_tiled_core *c = PyMem_RawCalloc(1, sizeof *c);
     if (!c) {
         PyErr_NoMemory();
         return NULL;
@@ -107,7 +102,7 @@ sw_tiled_core *sw_tiled_core_new(PyObject *primary, PyObject *secondary, PyObjec
     return c;
 }
 
-void sw_tiled_core_free(sw_tiled_core *c)
+void sw_py_tiled_core_free(sw_py_tiled_core *c)
 {
     if (!c)
         return;
@@ -143,7 +138,7 @@ static PyObject *carrier_key(sw_carrier *c)
 
 /* The Python object of a core carrier the hooks may see: a tier given at
  * construction or a store a hook made (borrowed), else NULL. */
-static PyObject *object_of(sw_tiled_core *c, sw_carrier *core)
+static PyObject *object_of(sw_py_tiled_core *c, sw_carrier *core)
 {
     if (core == CARRIER_CORE(c->primary))
         return c->primary;
@@ -169,7 +164,7 @@ static PyObject *error_key(void)
     return PyLong_FromUnsignedLong(PyThread_get_thread_ident());
 }
 
-static void keep_error(sw_tiled_core *c, PyObject *key, PyObject *exc)
+static void keep_error(sw_py_tiled_core *c, PyObject *key, PyObject *exc)
 {
     if (!key || !exc || PyDict_Contains(c->errors, key) != 0 ||
         PyDict_SetItem(c->errors, key, exc) < 0)
@@ -177,7 +172,7 @@ static void keep_error(sw_tiled_core *c, PyObject *key, PyObject *exc)
 }
 
 /* The status a failed hook returns; the exception is kept (GIL held). */
-static sw_status hook_failed(sw_tiled_core *c, const char *what, sw_error *err)
+static sw_status hook_failed(sw_py_tiled_core *c, const char *what, sw_error *err)
 {
     PyObject *exc = sw_py_take_exception();
     PyObject *key = error_key();
@@ -187,7 +182,7 @@ static sw_status hook_failed(sw_tiled_core *c, const char *what, sw_error *err)
     return sw_error_set(err, SW_EINVAL, "TiledEvictable: the tier's %s raised", what);
 }
 
-PyObject *sw_tiled_core_take_error(sw_tiled_core *c, sw_te_work *w)
+PyObject *sw_py_tiled_core_take_error(sw_py_tiled_core *c, sw_te_work *w)
 {
     PyObject *key = w ? PyLong_FromVoidPtr(w)
                       : PyLong_FromUnsignedLong(PyThread_get_thread_ident());
@@ -199,9 +194,9 @@ PyObject *sw_tiled_core_take_error(sw_tiled_core *c, sw_te_work *w)
     return exc;
 }
 
-int sw_tiled_core_raise(sw_tiled_core *c, sw_te_work *w, const sw_error *err)
+int sw_py_tiled_core_raise(sw_py_tiled_core *c, sw_te_work *w, const sw_error *err)
 {
-    PyObject *exc = sw_tiled_core_take_error(c, w);
+    PyObject *exc = sw_py_tiled_core_take_error(c, w);
     if (exc) {
         sw_py_restore_exception(exc);
         return -1;
@@ -209,7 +204,7 @@ int sw_tiled_core_raise(sw_tiled_core *c, sw_te_work *w, const sw_error *err)
     return sw_py_raise(err);
 }
 
-int sw_tiled_core_add_store(sw_tiled_core *c, PyObject *dest)
+int sw_py_tiled_core_add_store(sw_py_tiled_core *c, PyObject *dest)
 {
     PyObject *key = carrier_key(CARRIER_CORE(dest));
     int rc = key ? PyDict_SetItem(c->stores, key, dest) : -1;
@@ -217,7 +212,7 @@ int sw_tiled_core_add_store(sw_tiled_core *c, PyObject *dest)
     return rc;
 }
 
-void sw_tiled_core_forget_store(sw_tiled_core *c, PyObject *dest)
+void sw_py_tiled_core_forget_store(sw_py_tiled_core *c, PyObject *dest)
 {
     PyObject *pending = sw_py_take_exception(); /* the caller's, kept */
     PyObject *key = carrier_key(CARRIER_CORE(dest));
@@ -240,7 +235,7 @@ static sw_status unknown_carrier(sw_error *err)
  * Python object went. */
 #define ENTER(c, user)                                                                           \
     PyGILState_STATE gil_ = PyGILState_Ensure();                                               \
-    sw_tiled_core *c = lookup(user)
+    sw_py_tiled_core *c = lookup(user)
 #define LEAVE() PyGILState_Release(gil_)
 
 static sw_status hook_store(sw_carrier *prototype, int secondary, int64_t size, sw_dtype dtype,
@@ -274,7 +269,7 @@ static sw_status hook_store(sw_carrier *prototype, int secondary, int64_t size, 
     if (store && (!SwCarrier_Check(store) || sw_py_carrier_size(store, &n) < 0 || n < size)) {
         if (!PyErr_Occurred())
             PyErr_Format(PyExc_RuntimeError,
-                         "%s.allocate_like did not return a carrier of %lld slots", cname(proto),
+                         "%s.allocate_like did not return a carrier of %lld slots", sw_py_cname(proto),
                          (long long)size);
         Py_CLEAR(store);
     }
@@ -319,7 +314,7 @@ static void hook_discard(sw_carrier *store, void *user)
 
 /* ---- read and write --------------------------------------------------------- */
 
-const unsigned char *sw_tiled_host_base(PyObject *carrier)
+const unsigned char *sw_py_tiled_host_base(PyObject *carrier)
 {
     PyTypeObject *t = Py_TYPE(carrier);
     if ((t != &SwCPU_Type && t != &SwGeneric_Type) || sw_py_state_released(carrier))
@@ -329,16 +324,16 @@ const unsigned char *sw_tiled_host_base(PyObject *carrier)
 
 /* `count` slots from slot `src_at` of `src` into slot `dst_at` of `dst`
  * through the pair's span movement, waited for (`private_dst`: see
- * sw_tiled_transfer_span_into): 0 done, 1 no such movement, -1. */
+ * sw_py_tiled_transfer_span_into): 0 done, 1 no such movement, -1. */
 static int span_waited(PyObject *src, int64_t src_at, PyObject *dst, int64_t dst_at,
                        int64_t count, int private_dst)
 {
     PyObject *completion = NULL;
-    int rc = sw_tiled_transfer_span_into(src, src_at, dst, dst_at, count, private_dst,
-                                         &completion);
+    int rc = sw_py_tiled_transfer_span_into(src, src_at, dst, dst_at, count, private_dst,
+                                            &completion);
     if (rc == 0 && completion) {
-        rc = sw_tiled_route_wait(completion);
-        sw_tiled_route_unmark(src, dst);
+        rc = sw_py_tiled_route_wait(completion);
+        sw_py_tiled_route_unmark(src, dst);
         Py_DECREF(completion);
     }
     return rc;
@@ -369,9 +364,9 @@ static int read_through_engine(PyObject *obj, int64_t at, int64_t count, sw_dtyp
     PyObject *tmp = sw_py_cpu_new(dtype, count, 1, 0);
     if (!tmp)
         return -1;
-    int rc = sw_tiled_engine_pair(obj, tmp) ? span_waited(obj, at, tmp, 0, count, 1) : 1;
+    int rc = sw_py_tiled_engine_pair(obj, tmp) ? span_waited(obj, at, tmp, 0, count, 1) : 1;
     if (rc == 0)
-        memcpy(out, sw_tiled_host_base(tmp), (size_t)count * sw_dtype_slot_bytes(dtype));
+        memcpy(out, sw_py_tiled_host_base(tmp), (size_t)count * sw_dtype_slot_bytes(dtype));
     drop_scratch(tmp);
     return rc == 0 ? 1 : rc == 1 ? 0 : -1;
 }
@@ -388,8 +383,8 @@ static int write_through_engine(PyObject *obj, int64_t at, int64_t count, sw_dty
     PyObject *tmp = sw_py_cpu_new(dtype, count, 1, 0);
     if (!tmp)
         return -1;
-    memcpy((void *)sw_tiled_host_base(tmp), in, (size_t)count * sw_dtype_slot_bytes(dtype));
-    int rc = sw_tiled_transfer_applies(tmp, obj) ? span_waited(tmp, 0, obj, at, count, 0) : 1;
+    memcpy((void *)sw_py_tiled_host_base(tmp), in, (size_t)count * sw_dtype_slot_bytes(dtype));
+    int rc = sw_py_tiled_transfer_applies(tmp, obj) ? span_waited(tmp, 0, obj, at, count, 0) : 1;
     drop_scratch(tmp);
     return rc == 0 ? 1 : rc == 1 ? 0 : -1;
 }
@@ -447,7 +442,7 @@ static sw_status hook_read_many(sw_carrier *const *store, const int64_t *at, con
         objs[i] = object_of(c, store[i]);
         if (!objs[i])
             st = SW_ENOTSUP;
-        else if (python_store(objs[i]) && sw_tiled_engine_pair(objs[i], dobj))
+        else if (python_store(objs[i]) && sw_py_tiled_engine_pair(objs[i], dobj))
             engines += engine[i] = 1;
     }
     if (st == SW_OK && !engines)
@@ -459,8 +454,8 @@ static sw_status hook_read_many(sw_carrier *const *store, const int64_t *at, con
     for (int64_t i = 0; st == SW_OK && !first && i < n; i++) {
         if (!engine[i])
             continue;
-        int rc = sw_tiled_transfer_span_into(objs[i], at[i], dobj, dest_at[i], count[i], 1,
-                                             &waits[i]);
+        int rc = sw_py_tiled_transfer_span_into(objs[i], at[i], dobj, dest_at[i], count[i], 1,
+                                                &waits[i]);
         if (rc == 1) /* no engine movement after all: this one read here */
             rc = read_into(objs[i], at[i], count[i], dtype, base + (size_t)dest_at[i] * eb);
         if (rc < 0)
@@ -473,11 +468,11 @@ static sw_status hook_read_many(sw_carrier *const *store, const int64_t *at, con
     for (int64_t i = 0; st == SW_OK && i < n; i++) {
         if (!waits[i])
             continue;
-        if (sw_tiled_route_wait(waits[i]) < 0 && !first)
+        if (sw_py_tiled_route_wait(waits[i]) < 0 && !first)
             first = sw_py_take_exception();
         else if (PyErr_Occurred())
             PyErr_Clear();
-        sw_tiled_route_unmark(objs[i], dobj);
+        sw_py_tiled_route_unmark(objs[i], dobj);
         Py_DECREF(waits[i]);
     }
     PyMem_Free(waits);
@@ -493,7 +488,7 @@ static sw_status hook_read_many(sw_carrier *const *store, const int64_t *at, con
 
 /* Owner access to a tier given at construction (the TiledEvictable claimed
  * it); none for the stores the store hook made. */
-static int64_t tier_token(sw_tiled_core *c, PyObject *obj)
+static int64_t tier_token(sw_py_tiled_core *c, PyObject *obj)
 {
     uint64_t token = 0;
     sw_error e;
@@ -534,7 +529,7 @@ static sw_status hook_write(sw_carrier *store, int64_t at, int64_t count, const 
 
 /* A tile copy a provider finishes later: the waiter thread reports it. */
 typedef struct tile_copy {
-    sw_provider_wait w; /* first: what the waiter threads see */
+    sw_py_provider_wait w; /* first: what the waiter threads see */
     void *user;
     sw_te_copy *job;
     PyObject *key;      /* who reports a failure */
@@ -558,14 +553,14 @@ static void waiting_unlink(tile_copy *tc)
     tc->prev = tc->next = NULL;
 }
 
-void sw_tiled_core_after_fork(void)
+void sw_py_tiled_core_after_fork(void)
 {
     /* The waiter threads that would finish these copies are not here, and
      * the core ended the work they served: drop their pending marks. */
     while (waiting_head) {
         tile_copy *tc = waiting_head;
         waiting_unlink(tc);
-        sw_tiled_route_unmark(tc->src, tc->dst);
+        sw_py_tiled_route_unmark(tc->src, tc->dst);
         Py_XDECREF(tc->w.completion);
         Py_XDECREF(tc->w.error);
         Py_XDECREF(tc->key);
@@ -575,21 +570,21 @@ void sw_tiled_core_after_fork(void)
     }
 }
 
-sw_status sw_tiled_core_forked_error(sw_error *err)
+sw_status sw_py_tiled_core_forked_error(sw_error *err)
 {
     sw_error_set(err, SW_ESTATE, "TiledEvictable: the process forked");
     err->detail = SW_TE_ENDED_BY_FORK;
     return SW_ESTATE;
 }
 
-static void copy_finished(sw_provider_wait *w)
+static void copy_finished(sw_py_provider_wait *w)
 {
     tile_copy *tc = (tile_copy *)w;
-    sw_tiled_core *c = lookup(tc->user);
+    sw_py_tiled_core *c = lookup(tc->user);
     waiting_unlink(tc);
-    sw_tiled_route_unmark(tc->src, tc->dst);
+    sw_py_tiled_route_unmark(tc->src, tc->dst);
     PyObject *exc = w->error ? Py_NewRef(w->error) : NULL;
-    if (!exc && sw_tiled_check_fresh(tc->dst, tc->n) < 0)
+    if (!exc && sw_py_tiled_check_fresh(tc->dst, tc->n) < 0)
         exc = sw_py_take_exception();
     sw_error err;
     sw_status st = SW_OK;
@@ -615,7 +610,7 @@ static void copy_finished(sw_provider_wait *w)
 
 /* Hand a provider's completion to the waiter threads (counted in flight,
  * so that exit waits for it), or wait for it here when none can take it. */
-static void copy_later(sw_tiled_core *c, void *user, sw_te_copy *job, PyObject *src,
+static void copy_later(sw_py_tiled_core *c, void *user, sw_te_copy *job, PyObject *src,
                        PyObject *dst, PyObject *completion)
 {
     tile_copy *tc = PyMem_RawCalloc(1, sizeof *tc);
@@ -625,9 +620,9 @@ static void copy_later(sw_tiled_core *c, void *user, sw_te_copy *job, PyObject *
         keep_error(c, key, exc);
         Py_XDECREF(exc);
         Py_XDECREF(key);
-        if (sw_tiled_route_wait(completion) < 0)
+        if (sw_py_tiled_route_wait(completion) < 0)
             PyErr_Clear();
-        sw_tiled_route_unmark(src, dst);
+        sw_py_tiled_route_unmark(src, dst);
         Py_DECREF(completion);
         sw_error err;
         sw_te_copy_done(job, sw_error_set(&err, SW_ENOMEM, "TiledEvictable: out of memory"),
@@ -652,7 +647,7 @@ static void copy_later(sw_tiled_core *c, void *user, sw_te_copy *job, PyObject *
             return;
     }
     tc->w.error = sw_py_take_exception();
-    if (sw_tiled_route_wait(completion) < 0)
+    if (sw_py_tiled_route_wait(completion) < 0)
         PyErr_Clear();
     copy_finished(&tc->w);
 }
@@ -685,7 +680,7 @@ static int tile_span(const sw_tile_geometry *g, int64_t t, int64_t *base)
  * exact pair (it then replaces the built-in copy). Never raises. */
 static int user_operation(PyObject *src, PyObject *dst)
 {
-    sw_route route;
+    sw_py_route route;
     if (sw_py_route_resolve(Py_TYPE(src), Py_TYPE(dst), &route) < 0) {
         PyErr_Clear();
         return 0;
@@ -704,30 +699,30 @@ static int injected_copy_fault(void)
 
 /* Start the binding's copy of `src` into `dst`: 1 when the pair is not the
  * binding's (the core copies), else 0 / -1 with *completion as
- * sw_tiled_transfer_tile gives it. */
-static int start_copy(sw_tiled_core *c, PyObject *src, int from_full, PyObject *dst,
+ * sw_py_tiled_transfer_tile gives it. */
+static int start_copy(sw_py_tiled_core *c, PyObject *src, int from_full, PyObject *dst,
                       int64_t tile, PyObject **completion)
 {
     *completion = NULL;
-    if (sw_tiled_core_addressable(src) && sw_tiled_core_addressable(dst) &&
+    if (sw_py_tiled_core_addressable(src) && sw_py_tiled_core_addressable(dst) &&
         (from_full || !user_operation(src, dst)))
         return 1; /* the core's memcpy, pwritev or pread */
     if (!from_full) {
-        if (!sw_tiled_transfer_applies(src, dst))
+        if (!sw_py_tiled_transfer_applies(src, dst))
             return 1;
         if (injected_copy_fault() < 0)
             return -1;
-        return sw_tiled_transfer_tile(src, dst, c->tile_size, completion);
+        return sw_py_tiled_transfer_tile(src, dst, c->tile_size, completion);
     }
     /* A tile held in place by a full tier, with a tier written in Python
      * (TensorStore: whole-chunk I/O) whose footprint is one span. */
     int64_t base;
     if (!c->te || !tile_span(sw_tiled_evictable_geometry(c->te), tile, &base) ||
-        !python_pair(src, dst) || !sw_tiled_transfer_applies(src, dst))
+        !python_pair(src, dst) || !sw_py_tiled_transfer_applies(src, dst))
         return 1;
     if (injected_copy_fault() < 0)
         return -1;
-    return sw_tiled_transfer_span(src, base, dst, c->tile_size, completion);
+    return sw_py_tiled_transfer_span(src, base, dst, c->tile_size, completion);
 }
 
 /* The pairs only the binding copies: a private tile between tiers whose
@@ -774,7 +769,7 @@ static sw_status hook_route(sw_carrier *from, sw_carrier *to, void *user, sw_err
     ENTER(c, user);
     PyObject *src = c ? object_of(c, from) : NULL, *dst = c ? object_of(c, to) : NULL;
     sw_status st = SW_OK;
-    sw_route route;
+    sw_py_route route;
     if (src && dst && (SW_DEFINED(src) || SW_DEFINED(dst)) &&
         sw_py_route_resolve(Py_TYPE(src), Py_TYPE(dst), &route) < 0)
         st = hook_failed(c, "route", err);
@@ -802,7 +797,7 @@ static sw_status policy_plan(const int64_t *required, int64_t n, int32_t rank,
                      "ResidencyPlan", Py_TYPE(r)->tp_name);
         Py_CLEAR(r);
     }
-    if (!r || sw_residency_plan_apply(r, plan) < 0) {
+    if (!r || sw_py_residency_plan_apply(r, plan) < 0) {
         st = hook_failed(c, "plan", err);
         c->plan_failed = 1;
     }
@@ -841,7 +836,7 @@ static void hook_work_end(sw_te_work *w, int to_caller, void *user)
 
 /* ---- the hooks -------------------------------------------------------------- */
 
-void sw_tiled_core_hooks(sw_tiled_core *c, sw_te_tier_hooks *out)
+void sw_py_tiled_core_hooks(sw_py_tiled_core *c, sw_te_tier_hooks *out)
 {
     memset(out, 0, sizeof *out);
     out->store = hook_store;
@@ -858,7 +853,7 @@ void sw_tiled_core_hooks(sw_tiled_core *c, sw_te_tier_hooks *out)
     out->dtype = SwDType_ID(c->dtype);
 }
 
-void sw_tiled_core_policy(sw_tiled_core *c, sw_te_policy *out)
+void sw_py_tiled_core_policy(sw_py_tiled_core *c, sw_te_policy *out)
 {
     out->plan = c->policy == Py_None ? NULL : policy_plan;
     out->user = (void *)c->id;

@@ -32,11 +32,6 @@
 
 static PyObject *str_plan;
 
-static const char *cname(PyObject *o)
-{
-    return _PyType_Name(Py_TYPE(o));
-}
-
 static size_t elem_bytes(PyObject *self)
 {
     return sw_dtype_slot_bytes(SwDType_ID(TILED(self)->dtype));
@@ -57,7 +52,7 @@ static sw_te_tile_state tile_state(PyObject *self, const int64_t *coord)
 }
 
 /* The core's snapshot; -1 (nothing raised) when released. */
-int sw_tiled_tile_counts(PyObject *self, int64_t counts[4], int64_t *pending)
+int sw_py_tiled_tile_counts(PyObject *self, int64_t counts[4], int64_t *pending)
 {
     SwTiledEvictableObject *te = TILED(self);
     return te->te && sw_tiled_evictable_tile_counts(te->te, counts, pending, NULL) == SW_OK ? 0
@@ -72,7 +67,7 @@ static PyObject *tiles_argument(PyObject *tiles)
     if (PyObject_TypeCheck(tiles, &SwTileSet_Type))
         return Py_NewRef(tiles);
     if (PyObject_TypeCheck(tiles, &SwTileSelection_Type))
-        return sw_tile_selection_tile_set(tiles);
+        return sw_py_tile_selection_tile_set(tiles);
     PyErr_Format(PyExc_TypeError, "tiles must be a TileSet or a TileSelection, not %.100s",
                  Py_TYPE(tiles)->tp_name);
     return NULL;
@@ -91,7 +86,7 @@ static PyObject *check_request(PyObject *self, PyObject *tiles, int evict)
     if (!set)
         return NULL;
     SwTileSetObject *ts = (SwTileSetObject *)set;
-    if (sw_tile_set_bind(set, &TILED(self)->geo) < 0) {
+    if (sw_py_tile_set_bind(set, &TILED(self)->geo) < 0) {
         Py_CLEAR(set);
     } else if (sw_tiled_evictable_check_residency(core, ts->coords, ts->n, evict, NULL, &err) !=
                SW_OK) {
@@ -140,7 +135,7 @@ static void residency_end(residency *q, sw_status st, const sw_error *err)
     SwTiledEvictableObject *te = TILED(q->self);
     PyObject *exc = NULL;
     if (st != SW_OK) {
-        exc = te->hooks ? sw_tiled_core_take_error(te->hooks, q->work) : NULL;
+        exc = te->hooks ? sw_py_tiled_core_take_error(te->hooks, q->work) : NULL;
         if (!exc && err->detail == SW_TE_ENDED_BY_FORK)
             exc = sw_py_move_forked_error("tile transfer");
         if (!exc) {
@@ -149,7 +144,7 @@ static void residency_end(residency *q, sw_status st, const sw_error *err)
         }
     }
     if (te->hooks && st == SW_OK) {
-        PyObject *stale = sw_tiled_core_take_error(te->hooks, q->work);
+        PyObject *stale = sw_py_tiled_core_take_error(te->hooks, q->work);
         Py_XDECREF(stale);
     }
     sw_py_await_complete(q->handle, exc ? NULL : Py_None, exc);
@@ -199,7 +194,7 @@ static PyObject *residency_async(PyObject *self, PyObject *tiles, int evict)
     q->held = sw_py_move_hold_inflight(&q->hold) == 0;
     if (!q->held)
         PyErr_Clear();
-    PyObject *stale = sw_tiled_core_take_error(te->hooks, NULL);
+    PyObject *stale = sw_py_tiled_core_take_error(te->hooks, NULL);
     Py_XDECREF(stale);
     sw_error err;
     sw_status st;
@@ -213,7 +208,7 @@ static PyObject *residency_async(PyObject *self, PyObject *tiles, int evict)
         uint64_t hold = q->hold;
         q->held = 0;
         residency_free(q);
-        sw_tiled_core_raise(te->hooks, NULL, &err);
+        sw_py_tiled_core_raise(te->hooks, NULL, &err);
         if (held)
             sw_py_move_drop_inflight(hold);
         if (st != SW_ENOMEM) {
@@ -281,12 +276,12 @@ static PyObject *te_load(PyObject *self, int64_t index)
     SwTiledEvictableObject *te = TILED(self);
     unsigned char slot[16] = {0};
     sw_error err;
-    PyObject *stale = sw_tiled_core_take_error(te->hooks, NULL);
+    PyObject *stale = sw_py_tiled_core_take_error(te->hooks, NULL);
     Py_XDECREF(stale);
     /* Reads copy nothing: the hooks they may run take the GIL back here. */
     if (sw_tiled_evictable_read(te->te, index, 1, slot, &err) == SW_OK)
         return sw_py_load_slot(SwDType_ID(te->dtype), slot);
-    return sw_tiled_core_raise(te->hooks, NULL, &err), NULL;
+    return sw_py_tiled_core_raise(te->hooks, NULL, &err), NULL;
 }
 
 /* TE-9: the core decides, under its own lock and again right before it
@@ -296,7 +291,7 @@ static PyObject *te_load(PyObject *self, int64_t index)
 static int te_store(PyObject *self, int64_t index, const void *slot)
 {
     SwTiledEvictableObject *te = TILED(self);
-    PyObject *stale = sw_tiled_core_take_error(te->hooks, NULL);
+    PyObject *stale = sw_py_tiled_core_take_error(te->hooks, NULL);
     Py_XDECREF(stale);
     sw_error err;
     sw_status s;
@@ -306,7 +301,7 @@ static int te_store(PyObject *self, int64_t index, const void *slot)
     sw_tiled_evictable *core = te->te;
     SW_TILED_NOGIL(s = sw_tiled_evictable_write(core, index, 1, slot, &err));
     if (s != SW_OK)
-        return sw_tiled_core_raise(te->hooks, NULL, &err);
+        return sw_py_tiled_core_raise(te->hooks, NULL, &err);
     return 0;
 }
 
@@ -346,7 +341,7 @@ static void te_drop(PyObject *self)
     sw_tiled_evictable *core = te->te;
     SW_TILED_NOGIL(st = sw_tiled_evictable_release(core, &err));
     if (st != SW_OK) {
-        sw_tiled_core_raise(te->hooks, NULL, &err);
+        sw_py_tiled_core_raise(te->hooks, NULL, &err);
         PyErr_WriteUnraisable(self);
         return;
     }
@@ -359,7 +354,7 @@ static void te_drop(PyObject *self)
         PyErr_WriteUnraisable(self);
 }
 
-static const sw_carrier_ops sw_tiled_evictable_ops = {
+static const sw_py_carrier_ops sw_py_tiled_evictable_ops = {
     .name = "TiledEvictable",
     .dtype = te_dtype,
     .size = te_size,
@@ -464,7 +459,7 @@ static int check_tier_fit(PyObject *tier, const char *role, PyObject *dtype,
     int ok = sw_py_carrier_supports_dtype(tier, dtype);
     if (ok == 0)
         PyErr_Format(PyExc_TypeError, "the %s %s carrier does not support storage dtype %s",
-                     role, cname(tier), sw_dtype_info_of(SwDType_ID(dtype))->name);
+                     role, sw_py_cname(tier), sw_dtype_info_of(SwDType_ID(dtype))->name);
     return ok > 0 ? 0 : -1;
 }
 
@@ -490,14 +485,14 @@ static int check_policy(PyObject *policy)
 static int build_core(PyObject *self, const unsigned char *implicit)
 {
     SwTiledEvictableObject *te = TILED(self);
-    te->hooks = sw_tiled_core_new(te->primary, te->secondary, te->dtype, te->policy,
-                                  te->geo.tile_size);
+    te->hooks = sw_py_tiled_core_new(te->primary, te->secondary, te->dtype, te->policy,
+                                     te->geo.tile_size);
     if (!te->hooks)
         return -1;
     sw_te_tier_hooks hooks;
     sw_te_policy policy;
-    sw_tiled_core_hooks(te->hooks, &hooks);
-    sw_tiled_core_policy(te->hooks, &policy);
+    sw_py_tiled_core_hooks(te->hooks, &hooks);
+    sw_py_tiled_core_policy(te->hooks, &policy);
     sw_error err;
     sw_status st = sw_tiled_evictable_new_placed(CARRIER(te->primary)->core,
                                                  CARRIER(te->secondary)->core, te->geo.rank,
@@ -506,7 +501,7 @@ static int build_core(PyObject *self, const unsigned char *implicit)
     if (st == SW_OK && policy.plan)
         st = sw_tiled_evictable_set_policy(te->te, &policy, &err);
     if (st != SW_OK)
-        return sw_tiled_core_raise(te->hooks, NULL, &err);
+        return sw_py_tiled_core_raise(te->hooks, NULL, &err);
     te->hooks->te = te->te;
     return 0;
 }
@@ -531,7 +526,7 @@ static PyObject *te_make(PyTypeObject *type, PyObject *p, PyObject *s, PyObject 
         Py_DECREF(dtype);
         return NULL;
     }
-    PyObject *self = sw_carrier_alloc(type, mutable_);
+    PyObject *self = sw_py_carrier_alloc(type, mutable_);
     if (!self) {
         Py_DECREF(dtype);
         return NULL;
@@ -554,7 +549,7 @@ static PyObject *te_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     static char *kwlist[] = {"primary", "secondary", "grid_shape", "tile_shape",
                              "residency_policy", NULL};
     PyObject *p, *s, *grid, *tile, *policy = Py_None;
-    if (sw_carrier_check_exact(type, &SwTiledEvictable_Type) < 0 ||
+    if (sw_py_carrier_check_exact(type, &SwTiledEvictable_Type) < 0 ||
         !PyArg_ParseTupleAndKeywords(args, kwds, "OOOO|$O:TiledEvictable", kwlist, &p, &s,
                                      &grid, &tile, &policy))
         return NULL;
@@ -652,7 +647,7 @@ static PyObject *te_tile_state(PyObject *self, PyObject *coord)
     PyObject *row = PyTuple_Pack(1, coord);
     PyObject *set = row ? PyObject_CallOneArg((PyObject *)&SwTileSet_Type, row) : NULL;
     Py_XDECREF(row);
-    if (!set || sw_tile_set_bind(set, &te->geo) < 0) {
+    if (!set || sw_py_tile_set_bind(set, &te->geo) < 0) {
         Py_XDECREF(set);
         return NULL;
     }
@@ -678,11 +673,11 @@ static PyObject *te_release(PyObject *self, PyObject *unused)
         sw_error err;
         sw_status st;
         sw_tiled_evictable *core = te->te;
-        PyObject *stale = sw_tiled_core_take_error(te->hooks, NULL);
+        PyObject *stale = sw_py_tiled_core_take_error(te->hooks, NULL);
         Py_XDECREF(stale);
         SW_TILED_NOGIL(st = sw_tiled_evictable_release(core, &err));
         if (st != SW_OK)
-            return sw_tiled_core_raise(te->hooks, NULL, &err), NULL;
+            return sw_py_tiled_core_raise(te->hooks, NULL, &err), NULL;
     }
     return sw_py_carrier_release(self) < 0 ? NULL : Py_NewRef(Py_None);
 }
@@ -693,7 +688,7 @@ static PyObject *te_release(PyObject *self, PyObject *unused)
 static int tile_is_zero(PyObject *self, PyObject *p, int64_t t)
 {
     const sw_tile_geometry *g = &TILED(self)->geo;
-    const unsigned char *base = sw_tiled_host_base(p);
+    const unsigned char *base = sw_py_tiled_host_base(p);
     if (base)
         return sw_tiles_is_zero_tile(g, base, elem_bytes(self), t);
     for (int64_t w = 0; w < g->tile_size; w++) {
@@ -762,7 +757,7 @@ static PyObject *te_new_like(PyObject *self, PyObject *args, PyObject *kwds)
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|$OO:new_like", kwlist, &values, &mutable_,
                                      &dtype))
         return NULL;
-    PyObject *vals = sw_carrier_iter(values, "values");
+    PyObject *vals = sw_py_carrier_iter(values, "values");
     PyObject *tup = vals ? PySequence_Tuple(vals) : NULL;
     Py_XDECREF(vals);
     if (!tup)
@@ -797,7 +792,7 @@ static PyObject *te_allocate_like(PyObject *self, PyObject *args, PyObject *kwds
                      (long long)TILED(self)->geo.size, size);
         return NULL;
     }
-    int e = sw_carrier_truth(empty, 0);
+    int e = sw_py_carrier_truth(empty, 0);
     if (e < 0)
         return NULL;
     PyObject *zero = PyLong_FromLong(0);
@@ -832,7 +827,7 @@ static int te_clear(PyObject *self)
             te->hooks->te = NULL;
         sw_tiled_evictable_unref(core);
     }
-    sw_tiled_core_free(te->hooks);
+    sw_py_tiled_core_free(te->hooks);
     te->hooks = NULL;
     Py_CLEAR(te->primary);
     Py_CLEAR(te->secondary);
@@ -872,8 +867,8 @@ static PyObject *te_dlpack_info(PyObject *self, PyObject *unused)
 static PyObject *(*project_fn)(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                                PyObject *kwnames);
 
-void sw_tiled_set_project(PyObject *(*project)(PyObject *self, PyObject *const *args,
-                                               Py_ssize_t nargs, PyObject *kwnames))
+void sw_py_tiled_set_project(PyObject *(*project)(PyObject *self, PyObject *const *args,
+                                                  Py_ssize_t nargs, PyObject *kwnames))
 {
     project_fn = project;
 }
@@ -892,20 +887,20 @@ static PyMethodDef te_methods[] = {
     {"dlpack_info", te_dlpack_info, METH_NOARGS,
      "dlpack_info($self, /)\n--\n\nAlways raises BufferError: project tiles into a CPU carrier "
      "to export them."},
-    {"size", sw_carrier_meth_size, METH_NOARGS,
+    {"size", sw_py_carrier_meth_size, METH_NOARGS,
      "size($self, /)\n--\n\nNumber of slots (the product of logical_shape); 0 after release."},
-    {"dtype", sw_carrier_meth_dtype, METH_NOARGS, "dtype($self, /)\n--\n\nStorage DType."},
-    {"get_value", sw_carrier_meth_get_value, METH_O,
+    {"dtype", sw_py_carrier_meth_dtype, METH_NOARGS, "dtype($self, /)\n--\n\nStorage DType."},
+    {"get_value", sw_py_carrier_meth_get_value, METH_O,
      "get_value($self, index, /)\n--\n\n"
      "Read one slot: its stored value, 0 for an implicit tile. Raises IndexError\n"
      "for an index out of range, RuntimeError for an invalid tile."},
-    {"set_value", (PyCFunction)(void (*)(void))sw_carrier_meth_set_value, METH_FASTCALL,
+    {"set_value", (PyCFunction)(void (*)(void))sw_py_carrier_meth_set_value, METH_FASTCALL,
      "set_value($self, index, value, /)\n--\n\n"
      "Write one slot. A secondary tile is promoted first, an implicit tile becomes a\n"
      "primary tile (unless the value is 0). Raises IndexError for an index out of\n"
      "range, TypeError for a value the dtype cannot hold, RuntimeError for an\n"
      "invalid, pending or pinned tile."},
-    {"_is_mutable", sw_carrier_meth_intrinsic_mutable, METH_NOARGS,
+    {"_is_mutable", sw_py_carrier_meth_intrinsic_mutable, METH_NOARGS,
      "_is_mutable($self, /)\n--\n\nWhether the primary was mutable when this was built."},
     {"tile_state", te_tile_state, METH_O,
      "tile_state($self, coord, /)\n--\n\n"
@@ -1010,7 +1005,7 @@ PyTypeObject SwTiledEvictable_Type = {
     .tp_methods = te_methods,
     .tp_getset = te_getset,
     .tp_base = &SwDependentCarrier_Type,
-    .tp_init = sw_carrier_builtin_init,
+    .tp_init = sw_py_carrier_builtin_init,
     .tp_new = te_new,
 };
 
@@ -1042,10 +1037,10 @@ int sw_py_tiled_evictable_init(PyObject *module)
 {
     str_plan = PyUnicode_InternFromString("plan");
     if (!str_plan ||
-        sw_carrier_register_builtin(&SwTiledEvictable_Type, &sw_tiled_evictable_ops, 0) < 0 ||
-        sw_fork_register_inherited_end(fail_inherited) < 0 ||
-        sw_tile_sets_init(module) < 0 ||
-        sw_tile_transfer_init(module) < 0)
+        sw_py_carrier_register_builtin(&SwTiledEvictable_Type, &sw_py_tiled_evictable_ops, 0) < 0 ||
+        sw_py_fork_register_inherited_end(fail_inherited) < 0 ||
+        sw_py_tile_sets_init(module) < 0 ||
+        sw_py_tile_transfer_init(module) < 0)
         return -1;
     PyTypeObject *types[] = {&SwTiledEvictable_Type, &SwAwaitResidency_Type,
                              &SwAwaitProjection_Type};
@@ -1064,7 +1059,7 @@ int sw_py_tiled_evictable_init(PyObject *module)
  * reset. */
 static void fail_inherited(void)
 {
-    sw_tiled_core_after_fork();
+    sw_py_tiled_core_after_fork();
     while (live_head) {
         residency *q = live_head;
         q->held = 0;
@@ -1073,7 +1068,7 @@ static void fail_inherited(void)
         sw_error_clear(&err);
         sw_status st = sw_te_work_done(q->work)
                            ? sw_te_work_wait(q->work, NULL, &err)
-                           : sw_tiled_core_forked_error(&err);
+                           : sw_py_tiled_core_forked_error(&err);
         residency_end(q, st, &err); /* unlinks q */
         if (PyErr_Occurred())
             PyErr_WriteUnraisable(NULL);

@@ -37,7 +37,7 @@
 /* A full Tensor over this carrier: the Python types here, then the core's
  * checks of the carrier and the tensor (released first, then the layout),
  * asked before the selection is looked at, as TE-3's order has it. */
-static int sw_tiled_check_tensor(PyObject *self, PyObject *tensor)
+static int sw_py_tiled_check_tensor(PyObject *self, PyObject *tensor)
 {
     if (!SwTensor_Check(tensor)) {
         PyErr_Format(PyExc_TypeError, "tensor must be a Tensor, not %.100s",
@@ -117,7 +117,7 @@ static int check_destination(PyObject *self, PyObject *d, int64_t n)
  * policy's plan), which project() raises itself; else the handle's error. */
 static int raise_project_error(SwTiledEvictableObject *te, const sw_error *err, int *refused)
 {
-    PyObject *kept = sw_tiled_core_take_error(te->hooks, NULL);
+    PyObject *kept = sw_py_tiled_core_take_error(te->hooks, NULL);
     *refused = te->hooks->plan_failed ||
                (!kept && (err->code == SW_ETYPE || err->code == SW_EINVAL ||
                           err->code == SW_ESTATE || err->code == SW_EOVERFLOW));
@@ -226,7 +226,7 @@ static void projection_end(projection *p, sw_status st, const sw_error *err)
     SwTiledEvictableObject *te = TILED(p->self);
     PyObject *result = NULL, *exc = NULL;
     if (st == SW_OK) {
-        PyObject *stale = te->hooks ? sw_tiled_core_take_error(te->hooks, p->work) : NULL;
+        PyObject *stale = te->hooks ? sw_py_tiled_core_take_error(te->hooks, p->work) : NULL;
         Py_XDECREF(stale);
         result = compact_tensor(p->dest, p->rank, p->shape);
         if (result && p->node && sw_py_operation_attach(p->node, result) < 0)
@@ -234,7 +234,7 @@ static void projection_end(projection *p, sw_status st, const sw_error *err)
         if (!result)
             exc = sw_py_take_exception();
     } else {
-        exc = te->hooks ? sw_tiled_core_take_error(te->hooks, p->work) : NULL;
+        exc = te->hooks ? sw_py_tiled_core_take_error(te->hooks, p->work) : NULL;
         if (!exc && err->detail == SW_TE_ENDED_BY_FORK)
             exc = sw_py_move_forked_error("projection");
         if (!exc) {
@@ -314,7 +314,7 @@ static int start_projection(PyObject *self, PyObject *tensor, PyObject *selectio
     memcpy(p->shape, shape, (size_t)p->rank * sizeof *shape);
     /* reached through the hooks (a made CPU one: the tiles' batch reads) */
     int known = Py_TYPE(dest) != &SwCPU_Type || made;
-    if (known && sw_tiled_core_add_store(te->hooks, dest) < 0)
+    if (known && sw_py_tiled_core_add_store(te->hooks, dest) < 0)
         return projection_abandon(p);
     /* Work that outlives this call keeps exit waiting until it committed. */
     p->held = sw_py_move_hold_inflight(&p->hold) == 0;
@@ -328,13 +328,13 @@ static int start_projection(PyObject *self, PyObject *tensor, PyObject *selectio
     sw_te_work *w = NULL;
     sw_error err;
     sw_status st;
-    PyObject *stale = sw_tiled_core_take_error(te->hooks, NULL);
+    PyObject *stale = sw_py_tiled_core_take_error(te->hooks, NULL);
     Py_XDECREF(stale);
     te->hooks->plan_failed = 0;
     SW_TILED_NOGIL(st = sw_tiled_evictable_project_start(core, L, offset, sel, d, &w, &err));
     /* The gather is over: no hook reaches the destination any more. */
     if (known)
-        sw_tiled_core_forget_store(te->hooks, dest);
+        sw_py_tiled_core_forget_store(te->hooks, dest);
     if (st != SW_OK) {
         raise_project_error(te, &err, refused);
         te->hooks->plan_failed = 0;
@@ -391,15 +391,15 @@ static int parse_project(PyObject *const *args, Py_ssize_t nargs, PyObject *kwna
     return 0;
 }
 
-static PyObject *sw_tiled_project(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                                  PyObject *kwnames)
+static PyObject *sw_py_tiled_project(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                     PyObject *kwnames)
 {
     PyObject *a[3];
     if (parse_project(args, nargs, kwnames, a) < 0)
         return NULL;
     PyObject *tensor = a[0], *selection = a[1], *destination = a[2];
     SwTiledEvictableObject *te = TILED(self);
-    if (sw_tiled_check_tensor(self, tensor) < 0)
+    if (sw_py_tiled_check_tensor(self, tensor) < 0)
         return NULL;
     if (!PyObject_TypeCheck(selection, &SwTileSelection_Type)) {
         PyErr_Format(PyExc_TypeError, "selection must be a TileSelection, not %.100s",
@@ -407,7 +407,7 @@ static PyObject *sw_tiled_project(PyObject *self, PyObject *const *args, Py_ssiz
         return NULL;
     }
     sw_tile_selection sel;
-    sw_tile_selection_view(selection, &sel);
+    sw_py_tile_selection_view(selection, &sel);
     sw_error err;
     int64_t n, shape[SW_TILES_MAX_RANK];
     /* the tensor was checked just above, with no Python code since */
@@ -419,7 +419,7 @@ static PyObject *sw_tiled_project(PyObject *self, PyObject *const *args, Py_ssiz
     PyObject *handle = sw_py_await_new(&SwAwaitProjection_Type);
     if (!handle)
         return NULL;
-    if (sw_tiled_check_tensor(self, tensor) < 0 ||
+    if (sw_py_tiled_check_tensor(self, tensor) < 0 ||
         (destination != Py_None && check_destination(self, destination, n) < 0)) {
         Py_DECREF(handle);
         return NULL;
@@ -494,7 +494,7 @@ static PyObject *gather_backward(PyObject *self, PyObject *g)
     PyObject *carrier = st->subs[0].carrier;
     sw_tile_geometry *geo = &TILED(carrier)->geo;
     sw_tile_selection sel;
-    sw_tile_selection_view(node->selection, &sel);
+    sw_py_tile_selection_view(node->selection, &sel);
     int64_t shape[SW_TILES_MAX_RANK];
     int64_t n = sw_tiles_compact_shape(geo, &sel, shape);
     if (SW_SUB_LAYOUT(&TENSOR(g)->subs[0])->size != n) {
@@ -594,19 +594,19 @@ static void end_inherited(void)
         sw_error_clear(&err);
         sw_status st = sw_te_work_done(p->work)
                            ? sw_te_work_wait(p->work, NULL, &err)
-                           : sw_tiled_core_forked_error(&err);
+                           : sw_py_tiled_core_forked_error(&err);
         projection_end(p, st, &err); /* unlinks p */
         if (PyErr_Occurred())
             PyErr_WriteUnraisable(NULL);
     }
 }
 
-int sw_tiled_project_init(PyObject *module)
+int sw_py_tiled_project_init(PyObject *module)
 {
     (void)module;
     SwTileGather_Type.tp_base = &SwOperation_Type;
-    if (PyType_Ready(&SwTileGather_Type) < 0 || sw_fork_register_inherited_end(end_inherited) < 0)
+    if (PyType_Ready(&SwTileGather_Type) < 0 || sw_py_fork_register_inherited_end(end_inherited) < 0)
         return -1;
-    sw_tiled_set_project(sw_tiled_project);
+    sw_py_tiled_set_project(sw_py_tiled_project);
     return 0;
 }

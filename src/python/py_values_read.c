@@ -19,7 +19,7 @@
 
 /* Host memory reads this much at most with the GIL held. Any other read
  * of many slots lets go (file I/O takes long; a block device waits for a
- * move on its range: sw_core_io_waits). */
+ * move on its range: sw_py_core_io_waits). */
 #define SW_READ_NOGIL_BYTES (64 * 1024)
 
 static int lets_go(sw_carrier *core, const sw_layout *L, sw_dtype dt)
@@ -122,7 +122,7 @@ PyObject *sw_py_tensor_element(PyObject *tensor, int64_t index)
     if (core_slots(carrier, dt)) {
         unsigned char slot[8];
         sw_carrier *core = SW_STATE_C(carrier)->core;
-        SW_CORE_CALL(sw_core_io_waits(core), st = sw_tensor_get(plane, index, slot, &err));
+        SW_CORE_CALL(sw_py_core_io_waits(core), st = sw_tensor_get(plane, index, slot, &err));
         if (st == SW_OK)
             return sw_py_load_slot(dt, slot);
         if (st != SW_ENOTSUP)

@@ -285,7 +285,7 @@ PyObject *sw_py_tensor_slice(PyObject *obj, PyObject *key)
         PyErr_Format(PyExc_ValueError,
                      "slice key has %zd entr%s but the tensor has %d top-level mode%s (rank "
                      "%d); give one integer or slice per mode, e.g. t[0, :]",
-                     n, n == 1 ? "y" : "ies", (int)rank, sw_msg_s(rank), (int)rank);
+                     n, n == 1 ? "y" : "ies", (int)rank, sw_py_msg_s(rank), (int)rank);
         goto done;
     }
     entries = n <= SMALL_KEY ? small : PyMem_Calloc((size_t)n, sizeof *entries);

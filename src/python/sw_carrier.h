@@ -4,7 +4,7 @@
  * py_cpu.c, py_file_backed.c, ...), which register with the base.
  *
  * The framework-owned paths in py_carrier.c (C-4/C-5 checks, release,
- * mutability) use `sw_carrier_ops` for exact built-in carriers instead of
+ * mutability) use `sw_py_carrier_ops` for exact built-in carriers instead of
  * calling their Python-visible hooks; user subclasses go through dynamic
  * attribute lookup. */
 #ifndef STRIDEWEAVE_SW_CARRIER_H
@@ -14,7 +14,7 @@
 
 #include "strideweave/block_device.h"
 
-typedef struct sw_carrier_ops {
+typedef struct sw_py_carrier_ops {
     const char *name;                       /* class name for messages */
     sw_dtype (*dtype)(PyObject *self);
     int64_t (*size)(PyObject *self);        /* 0 after release */
@@ -53,14 +53,14 @@ typedef struct sw_carrier_ops {
      * BlockDeviceCarrier); NULL when its carriers are STATE_ONLY in the
      * core and get the class of sw_py_state_only_class. */
     const sw_carrier_class *core_class;
-} sw_carrier_ops;
+} sw_py_carrier_ops;
 
 /* Whether a slot access on `core` may wait for a move: a block device
  * waits for a move on its range, whose finishing may need the GIL, so it
  * is made without it. No other built-in waits for a move (carrier.h): one
  * slot of host memory, a file or an Evictable's tier is reached with the
  * GIL held. */
-static inline int sw_core_io_waits(sw_carrier *core)
+static inline int sw_py_core_io_waits(sw_carrier *core)
 {
     return sw_carrier_class_of(core) == &sw_block_device_carrier_class;
 }
@@ -77,15 +77,15 @@ static inline int sw_core_io_waits(sw_carrier *core)
         }                                                                                        \
     } while (0)
 
-extern const sw_carrier_ops sw_generic_ops;
-extern const sw_carrier_ops sw_cpu_ops;
+extern const sw_py_carrier_ops sw_py_generic_ops;
+extern const sw_py_carrier_ops sw_py_cpu_ops;
 extern PyTypeObject SwTiledEvictable_Type;
 
 /* The core class of `type`'s carriers, borrowed (it lives while `type`
  * does), or NULL with an exception: a built-in's own class, else the one
  * sw_py_state_only_class makes. A carrier's core class is its class's
  * route key in the core's registry (route.h). */
-const sw_carrier_class *sw_carrier_core_class(PyTypeObject *type);
+const sw_carrier_class *sw_py_carrier_core_class(PyTypeObject *type);
 /* The STATE_ONLY core class of `type` (py_carrier_class.c), made on first
  * use and kept while `type` lives; when `type` is collected its routes
  * are forgotten and the class goes with its last carrier. Borrowed; NULL
@@ -110,22 +110,22 @@ void sw_py_carrier_class_set_slot_hooks(const sw_carrier_class *hooks);
 PyObject *sw_py_weakref_forgetting(PyTypeObject *cls, PyObject *table, PyObject *key);
 
 /* ops for an object whose type is exactly a built-in carrier, else NULL. */
-const sw_carrier_ops *sw_carrier_builtin_ops(PyObject *obj);
+const sw_py_carrier_ops *sw_py_carrier_builtin_ops(PyObject *obj);
 /* The same for a class: the ops of exactly `type`, else NULL. */
-const sw_carrier_ops *sw_carrier_type_ops(PyTypeObject *type);
+const sw_py_carrier_ops *sw_py_carrier_type_ops(PyTypeObject *type);
 
 /* ---- filled from above at module init -----------------------------------
  * The base never names the files above it: each built-in carrier class
  * registers itself from its own init (before its PyType_Ready), with
- * `own_core` when it makes its own core carrier (sw_carrier_alloc then
+ * `own_core` when it makes its own core carrier (sw_py_carrier_alloc then
  * makes none); -1 with SystemError when the table is full. The class
  * definitions (py_extension.c), the repr of every carrier (py_repr.c) and
  * Carrier.dispatch_op (py_minimal_ops.c) are registered the same way. */
-int sw_carrier_register_builtin(PyTypeObject *type, const sw_carrier_ops *ops, int own_core);
-void sw_carrier_set_definitions(int (*observe)(PyTypeObject *cls),
-                                PyObject *(*definition)(PyTypeObject *cls));
-void sw_carrier_set_repr(reprfunc repr);
-void sw_carrier_set_dispatch_op(PyObject *(*dispatch)(PyObject *self, PyObject *name));
+int sw_py_carrier_register_builtin(PyTypeObject *type, const sw_py_carrier_ops *ops, int own_core);
+void sw_py_carrier_set_definitions(int (*observe)(PyTypeObject *cls),
+                                   PyObject *(*definition)(PyTypeObject *cls));
+void sw_py_carrier_set_repr(reprfunc repr);
+void sw_py_carrier_set_dispatch_op(PyObject *(*dispatch)(PyObject *self, PyObject *name));
 
 /* Owner access (C-13) for composites written in C; end does nothing for a
  * wrong token. */
@@ -146,21 +146,21 @@ int sw_py_carrier_drop_storage(PyObject *carrier);
 
 /* A fresh instance of `type` (a Carrier subtype) with framework state set
  * (C-1). */
-PyObject *sw_carrier_alloc(PyTypeObject *type, int intrinsic_mutable);
+PyObject *sw_py_carrier_alloc(PyTypeObject *type, int intrinsic_mutable);
 
 /* Methods every built-in carrier lists in its method table; they read the
  * exact built-in's ops. */
-PyObject *sw_carrier_meth_size(PyObject *self, PyObject *unused);
-PyObject *sw_carrier_meth_dtype(PyObject *self, PyObject *unused);
-PyObject *sw_carrier_meth_get_value(PyObject *self, PyObject *index);
-PyObject *sw_carrier_meth_set_value(PyObject *self, PyObject *const *args,
-                                    Py_ssize_t nargs);
-PyObject *sw_carrier_meth_intrinsic_mutable(PyObject *self, PyObject *unused);
-PyObject *sw_carrier_meth_supports_own(PyObject *self, PyObject *dtype);
+PyObject *sw_py_carrier_meth_size(PyObject *self, PyObject *unused);
+PyObject *sw_py_carrier_meth_dtype(PyObject *self, PyObject *unused);
+PyObject *sw_py_carrier_meth_get_value(PyObject *self, PyObject *index);
+PyObject *sw_py_carrier_meth_set_value(PyObject *self, PyObject *const *args,
+                                       Py_ssize_t nargs);
+PyObject *sw_py_carrier_meth_intrinsic_mutable(PyObject *self, PyObject *unused);
+PyObject *sw_py_carrier_meth_supports_own(PyObject *self, PyObject *dtype);
 
 /* C-18: the TypeError for subclassing the closed carrier `name`. Returns
  * NULL with the exception set. */
-PyObject *sw_carrier_reject_subclass(const char *name);
+PyObject *sw_py_carrier_reject_subclass(const char *name);
 /* Defines `fn`, the __init_subclass__ classmethod of the closed built-in
  * carrier `name` (C-18): one body for CPU, Generic and FileBacked. */
 #define SW_CARRIER_CLOSED_INIT_SUBCLASS(fn, name)                             \
@@ -169,70 +169,70 @@ PyObject *sw_carrier_reject_subclass(const char *name);
         (void)cls;                                                            \
         (void)args;                                                           \
         (void)kwds;                                                           \
-        return sw_carrier_reject_subclass(name);                              \
+        return sw_py_carrier_reject_subclass(name);                           \
     }
 /* tp_new backstop: -1 with TypeError unless `type` is exactly `closed`. */
-int sw_carrier_check_exact(PyTypeObject *type, PyTypeObject *closed);
+int sw_py_carrier_check_exact(PyTypeObject *type, PyTypeObject *closed);
 
 /* Argument helpers shared by the carrier classes (py_carrier_args.c). */
 /* G-2 integer >= 0 named `what`: TypeError / ValueError / OverflowError. */
-int sw_carrier_parse_size(PyObject *obj, const char *what, int64_t *out);
+int sw_py_carrier_parse_size(PyObject *obj, const char *what, int64_t *out);
 /* Resolve a dtype argument (NULL → `dflt`; None is a non-DType, so callers
  * where None means "keep", like new_like, pass NULL) against `accepted`
  * (C-7). */
-int sw_carrier_parse_dtype(PyObject *obj, sw_dtype dflt, const char *carrier,
-                           const sw_dtype *accepted, int naccepted,
-                           sw_dtype *out);
+int sw_py_carrier_parse_dtype(PyObject *obj, sw_dtype dflt, const char *carrier,
+                              const sw_dtype *accepted, int naccepted,
+                              sw_dtype *out);
 /* bool(obj) for mutable/empty flags: 1/0/-1. */
-int sw_carrier_truth(PyObject *obj, int dflt);
+int sw_py_carrier_truth(PyObject *obj, int dflt);
 /* The `mutable` (default true) then `empty` (default false) flags of an
  * allocation call, each tested once in that order: 0, or -1 with the
  * exception set. */
-int sw_carrier_parse_flags(PyObject *mutable_obj, PyObject *empty_obj, int *mutable_, int *empty);
+int sw_py_carrier_parse_flags(PyObject *mutable_obj, PyObject *empty_obj, int *mutable_, int *empty);
 
 /* Normalize every entry of `seq` (a private tuple, None → zero when
  * `none_is_zero`) into `buf` of slots of `dtype`. Values are always taken
  * as a tuple (PySequence_Tuple), never a list: conversion hooks run in the
  * loop and could otherwise empty the container under it. */
-int sw_carrier_fill_slots(sw_dtype dtype, PyObject *seq, int none_is_zero,
-                          void *buf);
+int sw_py_carrier_fill_slots(sw_dtype dtype, PyObject *seq, int none_is_zero,
+                             void *buf);
 /* iter(values); TypeError naming `what` if not iterable. Callers check the
  * other arguments before draining it (PySequence_List), so a failing call
  * leaves the caller's iterator unconsumed. */
-PyObject *sw_carrier_iter(PyObject *values, const char *what);
+PyObject *sw_py_carrier_iter(PyObject *values, const char *what);
 /* tp_init of the built-ins: construction is done in tp_new. */
-int sw_carrier_builtin_init(PyObject *self, PyObject *args, PyObject *kwds);
+int sw_py_carrier_builtin_init(PyObject *self, PyObject *args, PyObject *kwds);
 
 /* ---- host body shared by Generic and CPU (py_host.c) ------------------- */
 
-extern const sw_dtype sw_host_accepted[];
+extern const sw_dtype sw_py_host_accepted[];
 #define SW_HOST_NACCEPTED 3
 /* Fresh carrier of exactly `type` with owned storage (zeroed when `zero`). */
-PyObject *sw_host_new(PyTypeObject *type, sw_dtype dtype, int64_t nslots,
-                      int mutable_, int zero);
+PyObject *sw_py_host_new(PyTypeObject *type, sw_dtype dtype, int64_t nslots,
+                         int mutable_, int zero);
 /* Fresh host carrier of `type` holding the entries of `values` (a tuple). */
-PyObject *sw_host_from_values(PyTypeObject *type, sw_dtype dtype, PyObject *values,
+PyObject *sw_py_host_from_values(PyTypeObject *type, sw_dtype dtype, PyObject *values,
                             int mutable_, int none_is_zero);
-PyObject *sw_host_new_like(PyObject *self, PyObject *args, PyObject *kwds);
-PyObject *sw_host_allocate_like(PyObject *self, PyObject *args, PyObject *kwds);
+PyObject *sw_py_host_new_like(PyObject *self, PyObject *args, PyObject *kwds);
+PyObject *sw_py_host_allocate_like(PyObject *self, PyObject *args, PyObject *kwds);
 
 #define SW_HOST_METHODS                                                              \
-    {"size", sw_carrier_meth_size, METH_NOARGS,                                   \
+    {"size", sw_py_carrier_meth_size, METH_NOARGS,                                \
      "size($self, /)\n--\n\nNumber of slots this carrier holds; 0 after release()."},                          \
-    {"dtype", sw_carrier_meth_dtype, METH_NOARGS, "dtype($self, /)\n--\n\nThe DType its slots store."}, \
-    {"get_value", sw_carrier_meth_get_value, METH_O,                              \
+    {"dtype", sw_py_carrier_meth_dtype, METH_NOARGS, "dtype($self, /)\n--\n\nThe DType its slots store."}, \
+    {"get_value", sw_py_carrier_meth_get_value, METH_O,                           \
      "get_value($self, index, /)\n--\n\nRead slot `index`. Raises IndexError when out of range."},                             \
-    {"set_value", (PyCFunction)(void (*)(void))sw_carrier_meth_set_value,         \
+    {"set_value", (PyCFunction)(void (*)(void))sw_py_carrier_meth_set_value,      \
      METH_FASTCALL, "set_value($self, index, value, /)\n--\n\nWrite `value` into slot `index`. Raises IndexError when out of range,\nRuntimeError when the carrier is not mutable."},      \
-    {"_is_mutable", sw_carrier_meth_intrinsic_mutable, METH_NOARGS,               \
+    {"_is_mutable", sw_py_carrier_meth_intrinsic_mutable, METH_NOARGS,            \
      "_is_mutable($self, /)\n--\n\nWhether the storage itself accepts writes."},                               \
-    {"_supports_storage_dtype", sw_carrier_meth_supports_own, METH_O,             \
+    {"_supports_storage_dtype", sw_py_carrier_meth_supports_own, METH_O,          \
      "_supports_storage_dtype($self, dtype, /)\n--\n\nWhether this carrier class can store `dtype`."},                                   \
-    {"new_like", (PyCFunction)(void (*)(void))sw_host_new_like,                      \
+    {"new_like", (PyCFunction)(void (*)(void))sw_py_host_new_like,                   \
      METH_VARARGS | METH_KEYWORDS,                                                \
      "new_like($self, values, *, mutable=True, dtype=None)\n--\n\n"                     \
      "A new carrier of the same class holding values; None entries are 0."},     \
-    {"allocate_like", (PyCFunction)(void (*)(void))sw_host_allocate_like,            \
+    {"allocate_like", (PyCFunction)(void (*)(void))sw_py_host_allocate_like,         \
      METH_VARARGS | METH_KEYWORDS,                                                \
      "allocate_like($self, size, *, mutable=True, dtype=None, empty=False)\n--\n\n"     \
      "A new carrier of the same class with size slots, zeroed unless empty."}

@@ -50,7 +50,7 @@ int sw_py_register_shipped_definition(PyTypeObject *cls);
 int sw_py_observe_class(PyTypeObject *cls);
 
 /* Binding routes in the core's registry keyed by the core classes of the
- * pair's carriers (sw_carrier_core_class, sw_carrier.h: a route never
+ * pair's carriers (sw_py_carrier_core_class, sw_carrier.h: a route never
  * observes its classes; a Python class's routes are forgotten when it is
  * collected),
  * holding a Python object as payload (GIL held). Add: 0, or -1 with an
@@ -62,14 +62,14 @@ int sw_py_route_payload(PyTypeObject *src, PyTypeObject *dst, PyObject **payload
 int sw_py_route_remove(PyTypeObject *src, PyTypeObject *dst, PyObject **payload);
 
 /* X-14 resolution for the exact classes (src, dst), observing both. */
-typedef struct sw_route {
+typedef struct sw_py_route {
     PyObject *op_type;  /* governing MoveOperation class, borrowed */
     PyObject *route;    /* the TransferRoute, borrowed, or NULL */
     int may_fall_back;  /* both ends defined and both permit the fallback */
-} sw_route;
+} sw_py_route;
 /* 0 with *out filled, or -1 with NotImplementedError naming both classes
  * (or another error). */
-int sw_py_route_resolve(PyTypeObject *src, PyTypeObject *dst, sw_route *out);
+int sw_py_route_resolve(PyTypeObject *src, PyTypeObject *dst, sw_py_route *out);
 /* Registration from above (py_move_operation.c, at module init, before any
  * route resolves): the move registry's dispatch for two undefined classes,
  * and the operation types of the elementwise fallback and of a
@@ -77,7 +77,7 @@ int sw_py_route_resolve(PyTypeObject *src, PyTypeObject *dst, sw_route *out);
 void sw_py_route_set_move_operations(PyObject *(*dispatch)(PyObject *, PyObject *),
                                      PyTypeObject *elementwise, PyTypeObject *route_move);
 /* The route record for a captured TransferRoute. */
-void sw_py_route_of(PyObject *transfer_route, sw_route *out);
+void sw_py_route_of(PyObject *transfer_route, sw_py_route *out);
 /* A fresh TransferRequest for moving `tensor` into `destination`. */
 PyObject *sw_py_transfer_request_new(PyObject *tensor, PyObject *destination);
 
@@ -91,44 +91,44 @@ int sw_py_extension_init(PyObject *module);
 #define SW_DEFINED(o) (((SwCarrierObject *)(o))->definition != NULL)
 
 /* Carrier.__init__(slots, *, dtype, mutable=True) of a defined class. */
-int sw_defined_init(PyObject *self, PyObject *args, PyObject *kwds);
+int sw_py_defined_init(PyObject *self, PyObject *args, PyObject *kwds);
 /* -1 with RuntimeError when construction never finished. */
-int sw_defined_ready(PyObject *self);
-int sw_defined_size(PyObject *self, int64_t *out);            /* 0 after release */
-PyObject *sw_defined_load(PyObject *self, int64_t index);     /* live, in range */
+int sw_py_defined_ready(PyObject *self);
+int sw_py_defined_size(PyObject *self, int64_t *out);            /* 0 after release */
+PyObject *sw_py_defined_load(PyObject *self, int64_t index);     /* live, in range */
 /* Normalize `value` to the storage dtype (new reference to the Python
  * value the provider is given). */
-PyObject *sw_defined_normalize(PyObject *self, PyObject *value);
-int sw_defined_store(PyObject *self, int64_t index, PyObject *normalized);
-int sw_defined_release(PyObject *self);
-int sw_defined_allocate(PyObject *self, int64_t nslots);
-int sw_defined_supports(PyObject *self, PyObject *dtype);     /* 1/0/-1 */
-PyObject *sw_defined_new_like(PyObject *self, PyObject *args, PyObject *kwds);
-PyObject *sw_defined_allocate_like(PyObject *self, PyObject *args, PyObject *kwds);
+PyObject *sw_py_defined_normalize(PyObject *self, PyObject *value);
+int sw_py_defined_store(PyObject *self, int64_t index, PyObject *normalized);
+int sw_py_defined_release(PyObject *self);
+int sw_py_defined_allocate(PyObject *self, int64_t nslots);
+int sw_py_defined_supports(PyObject *self, PyObject *dtype);     /* 1/0/-1 */
+PyObject *sw_py_defined_new_like(PyObject *self, PyObject *args, PyObject *kwds);
+PyObject *sw_py_defined_allocate_like(PyObject *self, PyObject *args, PyObject *kwds);
 
 /* ---- provider completions (py_provider_wait.c) --------------------------- */
 
 /* One incomplete ProviderCompletion to wait for. A waiter thread calls its
  * wait(), stores the outcome in `error` (NULL on success, else an
  * exception instance), then calls `finish` holding the GIL. */
-typedef struct sw_provider_wait sw_provider_wait;
-struct sw_provider_wait {
+typedef struct sw_py_provider_wait sw_py_provider_wait;
+struct sw_py_provider_wait {
     PyObject *completion;
     PyObject *error;
-    void (*finish)(sw_provider_wait *w);
-    sw_provider_wait *next;
+    void (*finish)(sw_py_provider_wait *w);
+    sw_py_provider_wait *next;
     /* Set: the waiter thread calls run(w) with the GIL held instead of
      * waiting for `completion` (a move's Python _copy off the caller's
      * thread); run hands the request on itself and never touches `w` once
      * it has. */
-    void (*run)(sw_provider_wait *w);
+    void (*run)(sw_py_provider_wait *w);
 };
 /* TypeError unless `obj` has the ProviderCompletion shape: a `done` that
  * is exactly a bool, a callable wait(), no __await__. 0 / -1. */
 int sw_py_check_provider_completion(PyObject *obj);
 /* Queue `w` for the waiter threads (GIL held), starting one when none is
  * idle. 0, or -1 with an exception when no thread can run it. */
-int sw_py_provider_wait_submit(sw_provider_wait *w);
+int sw_py_provider_wait_submit(sw_py_provider_wait *w);
 /* At exit, once nothing waits: stop the waiter threads and, with `join`,
  * wait for them (without it, threads stuck in a provider's wait() stay
  * behind). Call without the GIL. */

@@ -7,7 +7,7 @@
 #include <float.h>
 #include <math.h>
 
-static inline float sw_round_to_float(double x)
+static inline float sw_py_round_to_float(double x)
 {
     if (fabs(x) <= FLT_MAX) /* the common case: one conversion */
         return (float)x;

@@ -14,7 +14,7 @@
 /* Float32 host memory of an exact CPU/Generic carrier from which slots
  * [lo, lo + n) may be read directly (what the checked slot read would
  * return), or NULL: use sw_py_carrier_getitem. */
-static inline float *sw_host_f32_readable(PyObject *carrier, int64_t lo, int64_t n)
+static inline float *sw_py_host_f32_readable(PyObject *carrier, int64_t lo, int64_t n)
 {
     if (!Py_IS_TYPE(carrier, &SwCPU_Type) && !Py_IS_TYPE(carrier, &SwGeneric_Type))
         return NULL;
@@ -28,11 +28,11 @@ static inline float *sw_host_f32_readable(PyObject *carrier, int64_t lo, int64_t
     return (float *)h->data;
 }
 
-/* As sw_host_f32_readable, for writing: also mutable now, nothing pending.
+/* As sw_py_host_f32_readable, for writing: also mutable now, nothing pending.
  * A direct write advances no version; the caller advances it once. */
-static inline float *sw_host_f32_writable(PyObject *carrier, int64_t lo, int64_t n)
+static inline float *sw_py_host_f32_writable(PyObject *carrier, int64_t lo, int64_t n)
 {
-    float *data = sw_host_f32_readable(carrier, lo, n);
+    float *data = sw_py_host_f32_readable(carrier, lo, n);
     SwCarrierObject *c = (SwCarrierObject *)carrier;
     if (!data || sw_py_state_pending(carrier) || !c->intrinsic_mutable ||
         sw_py_carrier_owned_elsewhere(carrier))

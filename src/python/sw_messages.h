@@ -12,7 +12,7 @@
 
 /* "" for one, "s" otherwise: "%zd entr%s" needs its own pair, so this is
  * only for nouns that take a plain "s". */
-static inline const char *sw_msg_s(long long n)
+static inline const char *sw_py_msg_s(long long n)
 {
     return n == 1 ? "" : "s";
 }
@@ -20,16 +20,16 @@ static inline const char *sw_msg_s(long long n)
 /* The path of child positions from the top of a layout to the mode a key
  * component addresses: empty for the whole tensor, {0} for top-level mode
  * 0, {1, 0} for the first child of top-level mode 1. */
-typedef struct sw_mode_path {
+typedef struct sw_py_mode_path {
     int depth;
     int32_t at[SW_LAYOUT_MAX_DEPTH + 1];
-} sw_mode_path;
+} sw_py_mode_path;
 
 /* "the tensor", "mode 0", "mode (1, 0)": the mode a key component
  * addresses, as the user's key reached it; `whole` names what the key
  * indexes ("tensor", "layout"). */
-static inline void sw_msg_mode_label(const sw_mode_path *path, const char *whole, char *buf,
-                                     size_t cap)
+static inline void sw_py_msg_mode_label(const sw_py_mode_path *path, const char *whole, char *buf,
+                                        size_t cap)
 {
     if (path->depth == 0) {
         snprintf(buf, cap, "the %s", whole);
@@ -48,13 +48,13 @@ static inline void sw_msg_mode_label(const sw_mode_path *path, const char *whole
 
 /* "a tensor of size 6", "mode 0 of size 2", "mode (1, 0) of size 3": what
  * an index was checked against. */
-static inline void sw_msg_mode_name(const sw_mode_path *path, const char *whole, long long size,
-                                    char *buf, size_t cap)
+static inline void sw_py_msg_mode_name(const sw_py_mode_path *path, const char *whole, long long size,
+                                       char *buf, size_t cap)
 {
     /* The longest label (64 levels deep) is under 900 characters; a label
      * shorter than 1024 - 32 leaves a 1024-byte buf room for the size. */
     char label[1024 - 32];
-    sw_msg_mode_label(path, whole, label, sizeof label);
+    sw_py_msg_mode_label(path, whole, label, sizeof label);
     if (path->depth)
         snprintf(buf, cap, "%s of size %lld", label, size);
     else
@@ -62,7 +62,7 @@ static inline void sw_msg_mode_name(const sw_mode_path *path, const char *whole,
 }
 
 /* "two" for 2 and so on: counts a user reads in a sentence. */
-static inline const char *sw_msg_count_word(Py_ssize_t n, char *buf, size_t cap)
+static inline const char *sw_py_msg_count_word(Py_ssize_t n, char *buf, size_t cap)
 {
     static const char *const words[] = {"no", "one", "two", "three", "four",
                                         "five", "six", "seven", "eight", "nine"};
@@ -76,15 +76,15 @@ static inline const char *sw_msg_count_word(Py_ssize_t n, char *buf, size_t cap)
  * only (T-11), in the user's words: "a ScaledInt32 tensor has two planes
  * and cannot be <cannot>; only <only> can". `dtype` is the tensor's DType
  * object. Returns -1. */
-static inline int sw_msg_raise_planes(PyObject *dtype, Py_ssize_t nplanes, const char *cannot,
-                                      const char *only)
+static inline int sw_py_msg_raise_planes(PyObject *dtype, Py_ssize_t nplanes, const char *cannot,
+                                         const char *only)
 {
     char num[32];
     const char *name = sw_dtype_info_of(SwDType_ID(dtype))->name;
     PyErr_Format(PyExc_NotImplementedError,
                  "a%s %s tensor has %s planes and cannot be %s; only %s can",
                  strchr("AEIOU", name[0]) ? "n" : "", name,
-                 sw_msg_count_word(nplanes, num, sizeof num), cannot, only);
+                 sw_py_msg_count_word(nplanes, num, sizeof num), cannot, only);
     return -1;
 }
 

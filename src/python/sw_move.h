@@ -66,12 +66,12 @@ extern PyTypeObject SwElementwise_Type;
 
 /* How the framework may run an operation class without calling Python:
  * a built-in class whose _copy is the C one. */
-typedef enum sw_route_kind {
+typedef enum sw_py_route_kind {
     SW_ROUTE_PYTHON = 0,     /* call op._copy on the submitting thread */
     SW_ROUTE_ELEMENTWISE = 1,
     SW_ROUTE_BULK = 2
-} sw_route_kind;
-sw_route_kind sw_py_move_route_kind(PyTypeObject *op_type);
+} sw_py_route_kind;
+sw_py_route_kind sw_py_move_route_kind(PyTypeObject *op_type);
 
 /* Rows 9 of the validation table for `op_type` on these carriers: pinned
  * classes (TypeError), then an operation that does not implement _copy

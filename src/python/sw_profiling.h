@@ -20,9 +20,9 @@ extern PyTypeObject SwProfiler_Type;
  * carries the record as its profile tag (sw_py_core_move.profile_tag): the
  * core's profiling hook, set while a profiler is active, stamps the
  * record's end time and committing thread just before the commit. */
-typedef struct sw_move_trace sw_move_trace;
-sw_move_trace *sw_py_profile_move_begin(PyObject *source, PyObject *destination,
-                                        PyObject *op_type, PyObject *route_id, int64_t bytes);
+typedef struct sw_py_move_trace sw_py_move_trace;
+sw_py_move_trace *sw_py_profile_move_begin(PyObject *source, PyObject *destination,
+                                           PyObject *op_type, PyObject *route_id, int64_t bytes);
 /* Whether sw_py_profile_move_begin would make a record for a move between
  * these carriers now (on this thread). */
 int sw_py_profile_records_move(PyObject *source, PyObject *destination);
@@ -30,14 +30,14 @@ int sw_py_profile_records_move(PyObject *source, PyObject *destination);
  * carry a record name it as their tag's owner (profile_tag_hook). */
 struct sw_move_event;
 void sw_py_profile_core_event(const struct sw_move_event *ev, void *user);
-void sw_py_profile_move_submitted(sw_move_trace *trace);
+void sw_py_profile_move_submitted(sw_py_move_trace *trace);
 /* Framework-internal moves (tier transitions) record nothing: +1 before
  * starting one on this thread, -1 after. */
 void sw_py_profile_internal_moves(int delta);
-void sw_py_profile_move_completed(sw_move_trace *trace, int succeeded);
+void sw_py_profile_move_completed(sw_py_move_trace *trace, int succeeded);
 /* Instead of both: the request was refused before the core took it (its
  * destination could not grow), so it records nothing. GIL held. */
-void sw_py_profile_move_discard(sw_move_trace *trace);
+void sw_py_profile_move_discard(sw_py_move_trace *trace);
 
 /* The profiling span of one dispatched operation execution: NULL when no
  * profiler is active on this thread (or the span could not be made:
@@ -46,9 +46,9 @@ void sw_py_profile_move_discard(sw_move_trace *trace);
  * sw_py_profile_op_end exactly once when _forward and the result check are
  * done (succeeded: a Tensor came back). Both with the GIL held, on the same
  * thread; spans nest like calls. */
-typedef struct sw_op_span sw_op_span;
-sw_op_span *sw_py_profile_op_begin(PyObject *op, PyObject *const *inputs, Py_ssize_t n);
-void sw_py_profile_op_end(sw_op_span *span, int succeeded);
+typedef struct sw_py_op_span sw_py_op_span;
+sw_py_op_span *sw_py_profile_op_begin(PyObject *op, PyObject *const *inputs, Py_ssize_t n);
+void sw_py_profile_op_end(sw_py_op_span *span, int succeeded);
 
 /* The records the readable reports (py_profiling_report.c: Profiler.table()
  * and Profiler.export_chrome_trace(path)) read: borrowed lists; -1 with

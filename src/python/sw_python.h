@@ -76,7 +76,7 @@ int sw_py_signature_init(PyObject *module);
 int sw_py_minimal_ops_init(PyObject *module);
 int sw_py_repr_init(PyObject *module);
 int sw_py_profiling_report_init(PyObject *module);
-int sw_tiled_project_init(PyObject *module);
+int sw_py_tiled_project_init(PyObject *module);
 int sw_py_block_device_init(PyObject *module);
 int sw_py_build_info_init(PyObject *module);
 
@@ -183,6 +183,12 @@ typedef struct SwCarrierObject {
 
 /* The state accessors: the core handle's state. `o` is a carrier object. */
 #define SW_STATE_C(o) ((SwCarrierObject *)(o))
+/* A carrier's (or any object's) class name, for messages. */
+static inline const char *sw_py_cname(PyObject *o)
+{
+    return _PyType_Name(Py_TYPE(o));
+}
+
 /* The interpreter is finalizing or gone: code that runs late (a capsule
  * deleter, a hook on a core thread) must then not touch Python objects. */
 static inline int sw_py_interpreter_gone(void)
