@@ -9,7 +9,7 @@
  * sw_free; a pin (sw_alloc_pin) is a count the pinner drops once.
  *
  * Threads: every call is thread-safe. (The fault-injection switchboard the
- * tests use is internal: src/core/fault_internal.h.) */
+ * tests use, which can make allocations fail: strideweave/testing.h.) */
 #ifndef STRIDEWEAVE_ALLOC_H
 #define STRIDEWEAVE_ALLOC_H
 

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 SW_FORK_LINKED;
 

@@ -14,7 +14,7 @@
 
 #include "fork_internal.h"
 #include "strideweave/alloc.h"
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 SW_FORK_LINKED;
 

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "strideweave/alloc.h"
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 typedef struct job_queue {
     sw_job *head;

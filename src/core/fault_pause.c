@@ -4,7 +4,7 @@
  * without sleeping. Armed like any fault: sw_fault_arm(name, skip, count). */
 #include "fork_internal.h"
 #include "strideweave/alloc.h"
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 #include <pthread.h>
 
@@ -37,12 +37,15 @@ void sw_fault_pause(const char *name)
     pthread_mutex_unlock(&pause_mu);
 }
 
-void sw_fault_wait_paused(void)
+sw_status sw_fault_wait_paused(void)
 {
+    if (!sw_fault_enabled()) /* nothing ever pauses: waiting would hang */
+        return SW_ENOTSUP;
     pthread_mutex_lock(&pause_mu);
     while (paused == 0)
         pthread_cond_wait(&pause_cv, &pause_mu);
     pthread_mutex_unlock(&pause_mu);
+    return SW_OK;
 }
 
 void sw_fault_resume(void)

@@ -11,7 +11,7 @@
 #include "filestore_internal.h"
 #include "strideweave/alloc.h"
 #include "strideweave/filestore.h"
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 typedef struct file_impl {
     int fd;         /* -1 once released */

@@ -20,7 +20,7 @@
 #include "fork_internal.h"
 #include "core_thread_internal.h"
 #include "move_exit_internal.h"
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 SW_FORK_LINKED;
 

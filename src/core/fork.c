@@ -48,7 +48,7 @@
 #include <stddef.h>
 
 #include "fork_internal.h"
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 const char sw_fork_coordinator = 0;
 

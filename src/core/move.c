@@ -29,7 +29,7 @@
 #include "strideweave/parallel.h"
 #include "strideweave/tiled_evictable.h"
 #include "tensor_internal.h"
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 SW_FORK_LINKED;
 

@@ -13,7 +13,7 @@
 
 #include "fork_internal.h"
 #include "route_internal.h"
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 SW_FORK_LINKED;
 

@@ -17,7 +17,7 @@
 #include "fork_internal.h"
 #include "strideweave/alloc.h"
 #include "tensor_pool.h"
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 SW_FORK_LINKED;
 

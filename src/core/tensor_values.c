@@ -15,7 +15,7 @@
 #include "strideweave/copy.h"
 #include "strideweave/tensor_walk.h"
 #include "tensor_internal.h"
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 /* Gather `l` at slot `first` of `base` into out. */
 static sw_status gather(const sw_layout *l, const char *base, int64_t first, size_t bytes,

@@ -20,7 +20,7 @@
 #include "strideweave/alloc.h"
 #include "strideweave/filestore.h"
 #include "strideweave/block_device.h"
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 /* ---- storage ---------------------------------------------------------------- */
 

@@ -33,7 +33,7 @@
 #include "strideweave/alloc.h"
 #include "strideweave/executor.h"
 #include "strideweave/move.h"
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 SW_FORK_LINKED;
 

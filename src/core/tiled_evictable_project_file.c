@@ -30,7 +30,7 @@
 
 #include "strideweave/alloc.h"
 #include "strideweave/filestore.h"
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 /* Pieces per pwritev: the system's vector limit (IOV_MAX on Linux). */
 #define FW_IOV 1024

@@ -1,7 +1,7 @@
 /* strideweave._C: module definition, init order, and the test aids
  * (_live_bytes, fault injection) the architecture asks for. */
 #include "sw_python.h"
-#include "../core/fault_internal.h" /* the fault-injection test hooks */
+#include "strideweave/testing.h" /* the fault-injection test hooks */
 
 #ifdef Py_GIL_DISABLED
 #error "strideweave does not support free-threaded CPython builds"

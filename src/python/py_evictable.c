@@ -17,7 +17,7 @@
 #include "sw_tiers.h"
 #include "strideweave/alloc.h"
 #include "strideweave/evictable.h"
-#include "../core/fault_internal.h" /* the fault-injection test hooks */
+#include "strideweave/testing.h" /* the fault-injection test hooks */
 
 #include <string.h>
 

@@ -5,7 +5,7 @@
 #include <Python.h>
 
 #include "strideweave/alloc.h"
-#include "../core/fault_internal.h" /* the fault-injection test hooks */
+#include "strideweave/testing.h" /* the fault-injection test hooks */
 
 int sw_py_fault_pause_init(PyObject *module);
 

@@ -52,7 +52,7 @@
 #include "strideweave/clock.h"
 #include "strideweave/engine.h"
 #include "strideweave/filestore.h"
-#include "../core/fault_internal.h" /* the fault-injection test hooks */
+#include "strideweave/testing.h" /* the fault-injection test hooks */
 
 #include <errno.h>
 #include <pthread.h>

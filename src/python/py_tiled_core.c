@@ -40,7 +40,7 @@
 #include "sw_tiled_core.h"
 
 #include "strideweave/tiled_evictable.h"
-#include "../core/fault_internal.h" /* the fault-injection test hooks */
+#include "strideweave/testing.h" /* the fault-injection test hooks */
 
 #include <string.h>
 

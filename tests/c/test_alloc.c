@@ -7,7 +7,7 @@
 #include "strideweave/alloc.h"
 #include "strideweave/clock.h"
 #include "strideweave/status.h"
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 #include "alloc_internal.h"
 
 static void test_counts_and_alignment(void)

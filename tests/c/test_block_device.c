@@ -19,7 +19,7 @@
 #include "blockdev_internal.h" /* sw_block_device_primitive, sw_blockdev_transfer */
 #include <strideweave/strideweave.h>
 #include <strideweave/binding.h>
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 #define MIB (1LL << 20)
 

@@ -11,7 +11,7 @@
 #include "check.h"
 #include "strideweave/alloc.h"
 #include "blockdev_internal.h" /* the device layer is internal */
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 static void test_round_up(void)
 {

@@ -13,7 +13,7 @@
 #include <strideweave/strideweave.h>
 #include <strideweave/binding.h>
 #include "carrier_internal.h" /* sw_carrier_endpoint is the core's own (move_here.c) */
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 static void test_cpu_slots_version_release(void)
 {

@@ -9,7 +9,7 @@
 
 #include "carrier_internal.h"
 #include "check.h"
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 #include <strideweave/strideweave.h>
 
 static int inside(const sw_carrier *c, const void *p, size_t bytes)

@@ -13,7 +13,7 @@
 #include "fork_child.h"
 #include <strideweave/strideweave.h>
 #include <strideweave/binding.h>
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 static sw_carrier *cpu(int64_t n)
 {

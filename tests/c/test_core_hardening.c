@@ -24,7 +24,7 @@
 static float value_of(int64_t slot) { return (float)slot * 0.25f + 3.0f; }
 
 #include "te_fixture.h"
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 static int session_files(void)
 {

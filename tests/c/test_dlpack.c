@@ -8,7 +8,7 @@
 #include "strideweave/alloc.h"
 #include "strideweave/dlpack.h"
 #include "strideweave/status.h"
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 static int releases;
 static void *released_ctx;

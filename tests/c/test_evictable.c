@@ -10,7 +10,7 @@
 #include "check.h"
 #include "gated.h"
 #include <strideweave/strideweave.h>
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 static sw_carrier *cpu_values(int64_t n, float base)
 {

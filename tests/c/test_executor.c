@@ -14,7 +14,7 @@
 #include "strideweave/alloc.h"
 #include "strideweave/clock.h"
 #include "strideweave/executor.h"
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 

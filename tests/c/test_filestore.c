@@ -12,7 +12,7 @@
 #include "check.h"
 #include "strideweave/alloc.h"
 #include "strideweave/filestore.h"
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 static int is_hex32(const char *s)
 {

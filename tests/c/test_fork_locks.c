@@ -24,7 +24,7 @@
 #include "fork_child.h"
 #include "loop.h"
 #include <strideweave/strideweave.h>
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 #define N 64
 

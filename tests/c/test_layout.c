@@ -8,7 +8,7 @@
 #include "check.h"
 #include "strideweave/alloc.h"
 #include "strideweave/layout.h"
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 /* test_injective_unenumerable asks for a record of ~2^58 bytes and expects
  * the allocation to fail cleanly: a sanitizer must return NULL rather than

@@ -8,7 +8,7 @@
 #include "check.h"
 #include "gated.h"
 #include <strideweave/strideweave.h>
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
 

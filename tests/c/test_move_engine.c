@@ -11,7 +11,7 @@
 
 #include "check.h"
 #include <strideweave/strideweave.h>
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 #define THREADS 8
 #define ROUNDS 20

@@ -22,7 +22,7 @@
 #include "fork_child.h"
 #include <strideweave/strideweave.h>
 #include <strideweave/binding.h>
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 
 #define N 64

@@ -9,7 +9,7 @@
 
 #include "check.h"
 #include <strideweave/strideweave.h>
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 static int submits, completes, failed_completes;
 

@@ -21,7 +21,7 @@
 #include "fork_child.h"
 #include <strideweave/strideweave.h>
 #include <strideweave/binding.h>
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 #define SMALL 1024              /* int32 slots: 4 KiB, one lock round */
 #define WAITED ((1 << 20) / 4)  /* 1 MiB: on the caller only when waited */

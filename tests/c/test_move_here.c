@@ -15,7 +15,7 @@
 #include "loop.h"
 #include <strideweave/strideweave.h>
 #include <strideweave/binding.h>
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 static sw_carrier *cpu_values(int64_t n, float base)
 {

@@ -10,7 +10,7 @@
 
 #include "check.h"
 #include <strideweave/strideweave.h>
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 #define N (1 << 18) /* 1 MiB of Float32: a large file (filestore.h) */
 

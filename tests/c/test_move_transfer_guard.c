@@ -13,7 +13,7 @@
 #include "loop.h"
 #include <strideweave/strideweave.h>
 #include "carrier_internal.h"
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 #define MIB (1024LL * 1024)
 

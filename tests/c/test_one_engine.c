@@ -31,7 +31,7 @@ static float value_of(int64_t slot) { return 0.25f + (float)slot; }
 #define MAXS 1024
 #define MAXT 64
 #include "te_fixture.h"
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 #define EXPECT(cond, code)      \
     do {                        \

@@ -15,7 +15,7 @@ static float value_of(int64_t slot) { return (float)slot * 0.5f + 1.25f; }
 #define MAXS 24
 #define MAXT 6
 #include "te_fixture.h"
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 static sw_tile_set *set_of(int32_t rank, int64_t n, const int64_t *coords)
 {

@@ -23,7 +23,7 @@
 static float value_of(int64_t slot) { return (float)slot * 0.5f + 1.25f; }
 
 #include "te_fixture.h"
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 /* Files in the session directory (FileBacked tiles), to prove none leak. */
 static int session_files(void)

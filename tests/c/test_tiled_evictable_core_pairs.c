@@ -30,7 +30,7 @@ static float value_of(int64_t slot) { return 0.5f + (float)slot; }
 #define MAXS SLOTS
 #define MAXT 4
 #include "te_fixture.h"
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 /* A tier of `kind`: all SLOTS values when `full`, else empty. */
 static sw_carrier *tier(int kind, int full)

@@ -18,7 +18,7 @@ static float value_of(int64_t slot) { return (float)slot * 0.5f + 1.25f; }
 #define MAXS 24
 #define MAXT 6
 #include "te_fixture.h"
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 /* A 3x2 grid of 2x2 tiles (see te_fixture.h). */
 static sw_tiled_evictable *make(int file_secondary)

@@ -22,7 +22,7 @@
 
 #include "check.h"
 #include <strideweave/strideweave.h>
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 static float value_of(int64_t slot) { return 0.5f + (float)slot; }
 

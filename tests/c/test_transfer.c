@@ -13,7 +13,7 @@
 #include "strideweave/alloc.h"
 #include "strideweave/parallel.h"
 #include "transfer_internal.h" /* the kernels are internal */
-#include "fault_internal.h"
+#include "strideweave/testing.h"
 
 /* ---- storage for one endpoint -------------------------------------------- */
 
