@@ -129,7 +129,7 @@ PyObject *sw_py_carrier_alloc(PyTypeObject *type, int intrinsic_mutable)
     c->definition = NULL;
     c->storage_dtype = NULL;
     c->slot_box = NULL;
-    /* CPU, Generic, FileBacked, Evictable and BlockDeviceCarrier make
+    /* CPU, Generic, FileBacked, Evictable, TiledEvictable and BlockDeviceCarrier make
      * their own core carrier next. Every other carrier's core carrier is
      * of its class's STATE_ONLY core class (py_carrier_class.c): the core
      * holds its state only and never calls into Python (carrier.h, the

@@ -312,9 +312,10 @@ static sw_dtype te_dtype(PyObject *self)
     return SwDType_ID(TILED(self)->dtype);
 }
 
+/* The core's carrier answers: the logical size, 0 once released. */
 static int64_t te_size(PyObject *self)
 {
-    return sw_py_state_released(self) ? 0 : TILED(self)->geo.size;
+    return sw_carrier_size(CARRIER(self)->core);
 }
 
 static int te_supports(sw_dtype dtype)
@@ -363,6 +364,7 @@ static const sw_py_carrier_ops sw_py_tiled_evictable_ops = {
     .supports = te_supports,
     .drop = te_drop,
     .supports_self = te_supports_self,
+    .core_class = &sw_tiled_evictable_class,
 };
 
 /* ---- construction (TE-1) ---------------------------------------------------------------- */
@@ -503,6 +505,10 @@ static int build_core(PyObject *self, const unsigned char *implicit)
     if (st != SW_OK)
         return sw_py_tiled_core_raise(te->hooks, NULL, &err);
     te->hooks->te = te->te;
+    /* The object's core carrier is the core's own TiledEvictable carrier,
+     * so the core's state is the only one (released, version, claims). */
+    if (sw_tiled_evictable_carrier(te->te, &CARRIER(self)->core, &err) != SW_OK)
+        return sw_py_raise(&err);
     return 0;
 }
 
@@ -814,21 +820,31 @@ static int te_traverse(PyObject *self, visitproc visit, void *arg)
     return 0;
 }
 
-/* TE-14: collection only relinquishes the tiers (the core's last reference
- * does) and drops the private tile storage. The hooks' context goes after
- * the core's reference: storage the core drops now still reaches it. */
-static int te_clear(PyObject *self)
+/* TE-14: collection only relinquishes the tiers and drops the private tile
+ * storage: the core does both at its last reference, which the object's
+ * core carrier holds (it holds the TiledEvictable). The hooks' context goes
+ * after it: storage the core drops then still reaches it. */
+static void te_drop_core(PyObject *self)
 {
     SwTiledEvictableObject *te = TILED(self);
+    if (te->hooks)
+        te->hooks->te = NULL;
     if (te->te) {
         sw_tiled_evictable *core = te->te;
         te->te = NULL;
-        if (te->hooks)
-            te->hooks->te = NULL;
         sw_tiled_evictable_unref(core);
     }
+    sw_carrier_unref(CARRIER(self)->core); /* the core's TiledEvictable carrier */
+    CARRIER(self)->core = NULL;
     sw_py_tiled_core_free(te->hooks);
     te->hooks = NULL;
+}
+
+/* The hooks' context holds its own references to the tiers, so the core
+ * state stays until dealloc (te_drop_core). */
+static int te_clear(PyObject *self)
+{
+    SwTiledEvictableObject *te = TILED(self);
     Py_CLEAR(te->primary);
     Py_CLEAR(te->secondary);
     Py_CLEAR(te->policy);
@@ -838,14 +854,11 @@ static int te_clear(PyObject *self)
 static void te_dealloc(PyObject *self)
 {
     PyObject_GC_UnTrack(self);
+    te_drop_core(self);
     te_clear(self);
     Py_CLEAR(TILED(self)->dtype);
     if (CARRIER(self)->weakreflist)
         PyObject_ClearWeakRefs(self);
-    sw_py_slot_box_forget(CARRIER(self)->slot_box); /* the handle may outlive it */
-    CARRIER(self)->slot_box = NULL;
-    sw_carrier_unref(CARRIER(self)->core); /* its state handle */
-    CARRIER(self)->core = NULL;
     Py_TYPE(self)->tp_free(self);
 }
 
@@ -1037,7 +1050,7 @@ int sw_py_tiled_evictable_init(PyObject *module)
 {
     str_plan = PyUnicode_InternFromString("plan");
     if (!str_plan ||
-        sw_py_carrier_register_builtin(&SwTiledEvictable_Type, &sw_py_tiled_evictable_ops, 0) < 0 ||
+        sw_py_carrier_register_builtin(&SwTiledEvictable_Type, &sw_py_tiled_evictable_ops, 1) < 0 ||
         sw_py_fork_register_inherited_end(fail_inherited) < 0 ||
         sw_py_tile_sets_init(module) < 0 ||
         sw_py_tile_transfer_init(module) < 0)

@@ -20,7 +20,7 @@ typedef struct sw_py_carrier_ops {
     int64_t (*size)(PyObject *self);        /* 0 after release */
     /* Slot access of a class whose slots the core may not hold: its core
      * carrier is STATE_ONLY, or answers SW_ENOTSUP (an Evictable over a
-     * Python tier). Live carrier, index in range. NULL where the core
+     * Python tier, a TiledEvictable: its tiers are the binding's). Live carrier, index in range. NULL where the core
      * holds the slots (CPU, Generic, FileBacked, BlockDeviceCarrier): their
      * slots are read and written by sw_carrier_read / sw_carrier_write. */
     PyObject *(*load)(PyObject *self, int64_t index);
@@ -49,7 +49,7 @@ typedef struct sw_py_carrier_ops {
      * attribute lookup. */
     int grows;
     /* The core class of the class's carriers when it makes its own core
-     * carrier (own_core below: CPU, Generic, FileBacked, Evictable,
+     * carrier (own_core below: CPU, Generic, FileBacked, Evictable, TiledEvictable,
      * BlockDeviceCarrier); NULL when its carriers are STATE_ONLY in the
      * core and get the class of sw_py_state_only_class. */
     const sw_carrier_class *core_class;

@@ -65,7 +65,7 @@ struct sw_py_tiled_core;
  * which keeps the tile records, residency, pins and commits; the binding's
  * tiers plug in through its hooks (py_tiled_core.c). */
 typedef struct SwTiledEvictableObject {
-    SwCarrierObject base;               /* base.core: the state handle */
+    SwCarrierObject base;               /* base.core: the core's TiledEvictable carrier */
     PyObject *primary, *secondary;      /* the tiers given at construction */
     PyObject *dtype;
     PyObject *policy;                   /* None or an object with plan() */
