@@ -170,6 +170,14 @@ static sw_tiled_evictable *make(binding *b, int primary_full, sw_carrier **carri
     return te;
 }
 
+/* make() with the primary full and tile `evicted` moved to the secondary. */
+static sw_tiled_evictable *make_evicted(binding *b, int64_t evicted, sw_carrier **carrier)
+{
+    sw_tiled_evictable *te = make(b, 1, carrier);
+    CHECK(sw_tiled_evictable_evict(te, &evicted, 1, NULL) == SW_OK);
+    return te;
+}
+
 static void destroy(binding *b, sw_tiled_evictable *te, sw_carrier *c)
 {
     CHECK(sw_tiled_evictable_release(te, NULL) == SW_OK);
@@ -222,6 +230,9 @@ static void test_reads_in_either_tier(int primary_full)
                        : sw_tiled_evictable_promote(te, moved, 2, &err) == SW_OK);
     CHECK(where(te, 1) == (primary_full ? SW_TE_SECONDARY : SW_TE_PRIMARY));
     CHECK(where(te, 0) == (primary_full ? SW_TE_PRIMARY : SW_TE_SECONDARY));
+    int64_t kept = 0;
+    sw_te_tile_state st = {0};
+    CHECK(sw_tiled_evictable_tile_state(te, &kept, &st, NULL) == SW_OK && st.in_place);
     CHECK(reads_back(c, -1, 0));
     sw_layout *L = flat(4, 3); /* slots 2, 5, 8, 11: tiles 0, 1, 2, 2 */
     double d[4] = {0};
@@ -239,10 +250,8 @@ static void test_writes(void)
 {
     binding b;
     sw_carrier *c = NULL;
-    sw_tiled_evictable *te = make(&b, 1, &c);
+    sw_tiled_evictable *te = make_evicted(&b, 2, &c);
     sw_error err;
-    int64_t evicted = 2;
-    CHECK(sw_tiled_evictable_evict(te, &evicted, 1, &err) == SW_OK);
     uint64_t cv = sw_carrier_version(c), tv = sw_tiled_evictable_version(te);
     sw_layout *L = flat(2, 7); /* slots 1 (tile 0, in place) and 8 (tile 2, secondary) */
     const float in[2] = {-1.0f, -2.0f};
@@ -281,11 +290,9 @@ static void test_copies(void)
 {
     binding b;
     sw_carrier *c = NULL, *cpu = NULL;
-    sw_tiled_evictable *te = make(&b, 1, &c);
+    sw_tiled_evictable *te = make_evicted(&b, 1, &c);
     sw_error err;
     sw_copy_stop stop;
-    int64_t evicted = 1;
-    CHECK(sw_tiled_evictable_evict(te, &evicted, 1, &err) == SW_OK);
     CHECK(sw_cpu_new(N, SW_DT_FLOAT32, 0, &cpu, &err) == SW_OK);
     sw_layout *L = flat(N, 1);
     CHECK_EQ_I64(sw_carrier_copy_layout(c, 0, cpu, 0, L, SW_DT_FLOAT32, NULL, NULL, &stop, &err),
@@ -313,10 +320,8 @@ static void test_hook_failure(void)
 {
     binding b;
     sw_carrier *c = NULL;
-    sw_tiled_evictable *te = make(&b, 1, &c);
+    sw_tiled_evictable *te = make_evicted(&b, 3, &c);
     sw_error err;
-    int64_t evicted = 3;
-    CHECK(sw_tiled_evictable_evict(te, &evicted, 1, &err) == SW_OK);
     uint64_t cv = sw_carrier_version(c), tv = sw_tiled_evictable_version(te);
     sw_layout *L = flat(N, 1);
     float in[N], out[N];
