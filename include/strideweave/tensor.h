@@ -137,7 +137,14 @@ SW_API sw_status sw_carrier_read_layout(sw_carrier *c, int64_t offset, const sw_
  *     writes the primary's slots as below under the owner access of its
  *     claim (a write hands the primary the rounded Float32 values), and a
  *     write steps the Evictable's version once for each step the
- *     primary's made;
+ *     primary's made; a TiledEvictable's carrier whose tiers are a
+ *     binding's (tiled_evictable.h), after its checks for the span the
+ *     layout reaches (released, pending, range), reads and writes only the
+ *     slots the layout names through sw_tiled_evictable_read / _write with
+ *     no core lock held (its tier hooks run then): reads by runs of
+ *     consecutive slots, writes one slot at a time in logical order, each
+ *     stepping the carrier's version and the TiledEvictable's once (a
+ *     failing slot stops the write, the slots before it written);
  *   - a SLOTS_UNLOCKED carrier (carrier.h): the state checks of
  *     sw_carrier_read / _write under its mutex, then, the mutex dropped,
  *     one call of its class's read_slots / write_slots with the layout's
@@ -176,8 +183,11 @@ SW_API int sw_carrier_holds_as(sw_carrier *c, sw_dtype as);
  * a carrier the core holds the slots of (its checks, its lock, its
  * version step), or for a SLOTS_UNLOCKED carrier its state checks under
  * its mutex and then its read_slots / write_slots with n = 1 and the mutex
- * dropped (carrier.h's order, version rules and race, per slot). No lock
- * is held while a callback runs, so a callback may use either carrier.
+ * dropped (carrier.h's order, version rules and race, per slot); for a
+ * TiledEvictable's carrier whose tiers are a binding's, its checks under
+ * its mutex and then sw_tiled_evictable_read / _write of the slot with the
+ * mutex dropped (a write steps both versions). No lock is held while a
+ * callback or tier hook runs, so it may use either carrier.
  *
  * `as`: the value kind carried from the read to the write: a dtype with a
  * slot width or SW_DT_FLOAT64 (a binary64), or SW_AS_HANDLE (carrier.h; both

@@ -689,10 +689,14 @@ SW_API sw_status sw_tiled_evictable_tier_token(sw_tiled_evictable *te, int secon
  * TiledEvictable's advance). It has no direct storage: DLPack export is
  * refused. For a TiledEvictable with binding tiers (made by
  * sw_tiled_evictable_new_bound or _new_placed with hooks; not the pairs
- * sw_tiled_evictable_new serves itself), the carrier's slot
- * ops fail SW_ENOTSUP (the core runs class ops with the carrier's mutex
- * held, and the hooks must run with no core lock): the binding reads and
- * writes through sw_tiled_evictable_read/_write instead. Moves: the core
+ * sw_tiled_evictable_new serves itself), the hooks must run with no core
+ * lock held, so the carrier's slot reads and writes (sw_carrier_read,
+ * _write: class ops run with the carrier's mutex held) fail SW_ENOTSUP
+ * after their checks; the core's layout reads and writes
+ * (sw_carrier_read_layout_as, _write_layout_as) and slot copies
+ * (sw_carrier_copy_layout) reach the slots through
+ * sw_tiled_evictable_read/_write with the mutex dropped, as tensor.h says,
+ * as does a caller of those two functions. Moves: the core
  * refuses a move out of or into it (row 9 of move.h's validation:
  * SW_ENOTSUP, before any change; its values stay in its tiers, and a
  * projection copies tiles out); sw_evictable_new refuses it as a tier

@@ -375,18 +375,30 @@ static sw_status check_slots_locked(sw_carrier *c, int writing, int64_t slot, in
     return st;
 }
 
-static sw_status check_slot(sw_carrier *c, int writing, int64_t slot, int64_t *size_seen,
-                            sw_error *err)
+static sw_status check_span(sw_carrier *c, int writing, int64_t slot, int64_t count,
+                            int64_t *size_seen, sw_error *err)
 {
     if (!c)
         return sw_error_set(err, SW_ETYPE, "carrier must not be NULL");
     int64_t size;
     pthread_mutex_lock(&c->lock);
-    sw_status st = check_slots_locked(c, writing, slot, 1, &size, err);
+    sw_status st = check_slots_locked(c, writing, slot, count, &size, err);
     pthread_mutex_unlock(&c->lock);
     if (size_seen)
         *size_seen = size;
     return st;
+}
+
+static sw_status check_slot(sw_carrier *c, int writing, int64_t slot, int64_t *size_seen,
+                            sw_error *err)
+{
+    return check_span(c, writing, slot, 1, size_seen, err);
+}
+
+sw_status sw_carrier_check_slots(sw_carrier *c, int writing, int64_t slot, int64_t count,
+                                 sw_error *err)
+{
+    return check_span(c, writing, slot, count, NULL, err);
 }
 
 sw_status sw_carrier_check_write_slot(sw_carrier *c, int64_t slot, int64_t *size_seen,

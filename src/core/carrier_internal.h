@@ -65,6 +65,16 @@ sw_status sw_carrier_refuse_state_only(sw_carrier *c, const char *what, sw_error
  * SW_ENOTSUP: its binding reaches the slots), that primary (one reference)
  * and the claim token the Evictable holds it by; else NULL. evictable.c. */
 sw_carrier *sw_evictable_binding_primary(sw_carrier *c, uint64_t *token);
+/* When `c` is a TiledEvictable's carrier whose tiers are the binding's
+ * (its slot ops are SW_ENOTSUP: the tier hooks must run with no core lock
+ * held), that TiledEvictable (borrowed); else NULL.
+ * tiled_evictable_carrier.c. */
+struct sw_tiled_evictable *sw_tiled_evictable_bound_of(sw_carrier *c);
+/* carrier.h's checks of a read (writing 0) or write of [slot, slot +
+ * count) under c->lock, as sw_carrier_read/_write run them before the
+ * class's op: for a caller reaching the slots without that op. */
+sw_status sw_carrier_check_slots(sw_carrier *c, int writing, int64_t slot, int64_t count,
+                                 sw_error *err);
 
 /* With c->lock held. */
 /* The read refusals of sw_carrier_read: released, pending destination

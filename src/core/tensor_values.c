@@ -14,6 +14,7 @@
 #include "strideweave/alloc.h"
 #include "strideweave/copy.h"
 #include "strideweave/tensor_walk.h"
+#include "strideweave/tiled_evictable.h"
 #include "tensor_internal.h"
 #include "strideweave/testing.h"
 
@@ -220,6 +221,48 @@ static sw_status layout_through_primary(sw_carrier *c, int64_t offset, const sw_
     return st;
 }
 
+/* Slots [slot, slot + count) of a TiledEvictable carrier whose tiers are
+ * the binding's (sw_tiled_evictable_bound_of), its carrier's checks passed:
+ * the TiledEvictable's own read or write, with no core lock held (its tier
+ * hooks need none held). A write steps the carrier's version as a write to
+ * it does; the TiledEvictable steps its own. */
+static sw_status tile_slots(sw_carrier *c, sw_tiled_evictable *te, int64_t slot, int64_t count,
+                            void *out, const void *in, sw_error *err)
+{
+    sw_status st = in ? sw_tiled_evictable_write(te, slot, count, in, err)
+                      : sw_tiled_evictable_read(te, slot, count, out, err);
+    if (st == SW_OK && in)
+        step_after_write(c);
+    return st;
+}
+
+/* The layout's slots of such a TiledEvictable (values of its dtype): the
+ * carrier's checks once for the span the layout reaches, then only the
+ * slots the layout names (a span's other slots would promote or refuse
+ * tiles it does not reach), in logical order: reads by runs of consecutive
+ * slots, writes slot by slot, each its own write as through the carrier
+ * (a 0 into an implicit tile stays implicit, a tile is promoted when its
+ * first slot is written, a failure stops with the earlier slots written). */
+static sw_status layout_through_tiers(sw_carrier *c, sw_tiled_evictable *te, int64_t offset,
+                                      const sw_layout *layout, void *out, const void *in,
+                                      sw_error *err)
+{
+    sw_status st = sw_carrier_check_slots(c, in != NULL, offset, layout->cosize, err);
+    int64_t *slots = st == SW_OK ? walk_of(c, offset, layout, err) : NULL;
+    if (!slots)
+        return st == SW_OK ? (err ? err->code : SW_ENOMEM) : st;
+    size_t bytes = sw_dtype_slot_bytes(c->dtype);
+    for (int64_t k = 0, run = 1; st == SW_OK && k < layout->size; k += run) {
+        run = 1;
+        while (!in && k + run < layout->size && slots[k + run] == slots[k] + run)
+            run++;
+        st = tile_slots(c, te, slots[k], run, in ? NULL : (char *)out + (size_t)k * bytes,
+                        in ? (const char *)in + (size_t)k * bytes : NULL, err);
+    }
+    sw_free(slots);
+    return st;
+}
+
 /* The slots of a carrier the core holds, as its dtype or (widens) as
  * binary64s: a Float32 slot widened after the read, rounded to nearest
  * before the write, as sw_carrier_copy_layout carries it. An Evictable
@@ -240,8 +283,12 @@ static sw_status held_as(sw_carrier *c, int64_t offset, const sw_layout *layout,
         f[k] = (float)d;
     }
     const void *w = wide ? f : in;
-    sw_status st = in ? write_span(c, offset, layout, w, err)
-                      : sw_carrier_read_layout(c, offset, layout, wide ? (void *)f : out, err);
+    void *r = wide ? (void *)f : out;
+    sw_tiled_evictable *te = sw_tiled_evictable_bound_of(c);
+    sw_status st = te   ? layout_through_tiers(c, te, offset, layout, in ? NULL : r,
+                                               in ? w : NULL, err)
+                   : in ? write_span(c, offset, layout, w, err)
+                        : sw_carrier_read_layout(c, offset, layout, r, err);
     if (st == SW_ENOTSUP)
         st = layout_through_primary(c, offset, layout, in ? c->dtype : as, out, in ? w : NULL,
                                     st, err);
@@ -362,6 +409,19 @@ static sw_status through_primary(sw_carrier *c, int64_t slot, sw_dtype as, void 
     return st;
 }
 
+/* One slot of a carrier the core holds, as its dtype (in NULL: a read):
+ * its checked read or write; for a TiledEvictable over the binding's tiers
+ * the same checks, then the TiledEvictable's own (tile_slots). */
+static sw_status held_slot(sw_carrier *c, int64_t slot, void *out, const void *in,
+                           sw_error *err)
+{
+    sw_tiled_evictable *te = sw_tiled_evictable_bound_of(c);
+    if (!te)
+        return in ? sw_carrier_write(c, slot, 1, in, err) : sw_carrier_read(c, slot, 1, out, err);
+    sw_status st = sw_carrier_check_slots(c, in != NULL, slot, 1, err);
+    return st == SW_OK ? tile_slots(c, te, slot, 1, out, in, err) : st;
+}
+
 /* One slot of `c`: its own checked read/write where the core holds the
  * slots, else its checks under the mutex and its callback without it. */
 static sw_status one_slot(sw_carrier *c, int64_t slot, sw_dtype as, void *out, const void *in,
@@ -377,8 +437,8 @@ static sw_status one_slot(sw_carrier *c, int64_t slot, sw_dtype as, void *out, c
             memcpy(&d, in, sizeof d);
             f = (float)d;
         }
-        sw_status st = in ? sw_carrier_write(c, slot, 1, wide ? &f : in, err)
-                          : sw_carrier_read(c, slot, 1, wide ? &f : out, err);
+        sw_status st = in ? held_slot(c, slot, NULL, wide ? &f : in, err)
+                          : held_slot(c, slot, wide ? &f : out, NULL, err);
         if (st == SW_OK && wide && !in)
             memcpy(out, &(double){f}, sizeof(double));
         return st == SW_ENOTSUP ? through_primary(c, slot, as, out, in, err) : st;

@@ -17,7 +17,8 @@ static int64_t tec_size(void *impl)
 }
 
 /* Binding tiers run hooks that must not run under a carrier mutex (the ops
- * run with it held): their slots go through sw_tiled_evictable_read/_write. */
+ * run with it held): their slots go through sw_tiled_evictable_read/_write
+ * with the mutex dropped (tensor_values.c, sw_tiled_evictable_bound_of). */
 static sw_status refuse_bound(sw_tiled_evictable *te, sw_error *err)
 {
     if (!te->hooked || te->core_only)
@@ -92,6 +93,12 @@ sw_status sw_tiled_evictable_carrier(sw_tiled_evictable *te, sw_carrier **out, s
     c->self = h;
     *out = h;
     return SW_OK;
+}
+
+sw_tiled_evictable *sw_tiled_evictable_bound_of(sw_carrier *c)
+{
+    sw_tiled_evictable *te = sw_tiled_evictable_of(c);
+    return te && te->hooked && !te->core_only ? te : NULL;
 }
 
 sw_tiled_evictable *sw_tiled_evictable_of(sw_carrier *c)

@@ -541,6 +541,12 @@ static int refuse_read_at(PyObject *self, int64_t index, PyObject *shown)
 
 /* ---- slots the core holds ---------------------------------------------- */
 
+PyObject *sw_py_carrier_kept_error(PyObject *carrier)
+{
+    const sw_py_carrier_ops *ops = sw_py_carrier_builtin_ops(carrier);
+    return ops && ops->kept_error ? ops->kept_error(carrier) : NULL;
+}
+
 /* A core slot call's failure at `slot` in the binding's words: a refusal
  * the core named (err->detail) is said as it is, with no second look at
  * the state. A range refusal (whose size the error does not carry), or a
@@ -569,9 +575,14 @@ int sw_py_carrier_raise_core(PyObject *carrier, const sw_error *err, int writing
 
 /* A core copy's failure at one slot (tensor.h: sw_copy_stop) in the
  * binding's words, as a checked read or write of that slot would say it;
- * a hook's own exception stands. -1. */
+ * a hook's own exception stands, also one the class's hooks kept. -1. */
 int sw_py_carrier_raise_slot(PyObject *self, const sw_error *err, int writing, int64_t index)
 {
+    PyObject *kept = sw_py_carrier_kept_error(self);
+    if (kept) {
+        sw_py_restore_exception(kept);
+        return -1;
+    }
     int refused = err->code == SW_ESTATE || err->code == SW_ERANGE || err->code == SW_ENOTSUP;
     if (err->detail == SW_CARRIER_CALLBACK_RAISED || (!writing && !refused))
         return sw_py_raise(err);

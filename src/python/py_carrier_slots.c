@@ -1,6 +1,6 @@
 /* Batch reads and writes of the slots of a carrier the binding keeps the
- * slots of (a Python Carrier subclass, a definition-backed carrier,
- * TiledEvictable): the callbacks the core calls for them (carrier.h,
+ * slots of (a Python Carrier subclass, a definition-backed carrier): the
+ * callbacks the core calls for them (carrier.h,
  * SW_CARRIER_CLASS_SLOTS_UNLOCKED: no lock held), and the one read and
  * the one write of a (carrier, offset, layout) as values of a dtype that
  * the binding's value reads and writes go through.
@@ -26,7 +26,6 @@
  * (py_carrier_class.c), dtype and errors. */
 #include "sw_carrier.h"
 #include "sw_layout_slots.h"
-#include "strideweave/tiled_evictable.h"
 
 #include <string.h>
 
@@ -154,16 +153,14 @@ static int layout_as(PyObject *carrier, int64_t offset, const sw_layout *L, sw_d
         return 0;
     sw_carrier *core = SW_STATE_C(carrier)->core;
     sw_error err;
-    sw_status st = SW_OK;
-    int held = sw_carrier_holds_as(core, as);
-    if (held)
+    sw_status st;
+    if (sw_carrier_holds_as(core, as)) {
+        Py_XDECREF(sw_py_carrier_kept_error(carrier)); /* a stale one is not this call's */
         SW_CORE_CALL(sw_py_core_io_waits(core),
                      st = in ? sw_carrier_write_layout_as(core, offset, L, as, in, &err)
                              : sw_carrier_read_layout_as(core, offset, L, as, out, &err));
-    /* A TiledEvictable's carrier refuses its slot ops before any change
-     * (SW_ENOTSUP) while its tiers are the binding's: slot by slot here. */
-    if (held && !(st == SW_ENOTSUP && sw_tiled_evictable_of(core)))
         return st == SW_OK ? 0 : sw_py_carrier_raise_slot(carrier, &err, in != NULL, offset);
+    }
     int64_t *slots = sw_py_layout_slots(L, offset);
     if (!slots)
         return -1;
@@ -189,53 +186,21 @@ int sw_py_carrier_run_as(PyObject *carrier, int64_t at, int64_t count, sw_dtype 
     return layout_as(carrier, at, &run, as, out, in);
 }
 
-/* Whether the core refused a copy only because a side is a TiledEvictable
- * whose tiers are the binding's: its carrier refuses its slot ops
- * (SW_ENOTSUP) before any slot is written. */
-static int tiled_refused(PyObject *src, PyObject *dst, sw_dtype as, sw_status st,
-                         const sw_copy_stop *stop)
-{
-    return st == SW_ENOTSUP && stop->done == 0 && as != SW_DT_ANY && as != SW_AS_HANDLE &&
-           bytes_of(as) <= sizeof(double) &&
-           (sw_tiled_evictable_of(SW_STATE_C(src)->core) ||
-            sw_tiled_evictable_of(SW_STATE_C(dst)->core));
-}
-
-/* sw_carrier_copy_layout's order (read k, map, write k) slot by slot
- * through the binding's checked reads and writes. 0 / -1. */
-static int copy_through_binding(PyObject *src, int64_t src_offset, PyObject *dst,
-                                int64_t dst_offset, const sw_layout *L, sw_dtype as,
-                                sw_slot_map_fn map, void *user)
-{
-    int64_t *from = sw_py_layout_slots(L, src_offset);
-    int64_t *to = from ? sw_py_layout_slots(L, dst_offset) : NULL;
-    double value; /* room and alignment for one value of any `as` here */
-    int rc = to ? 0 : -1;
-    for (int64_t k = 0; k < L->size && rc == 0; k++) {
-        rc = read_checked(src, &from[k], 1, as, (char *)&value);
-        if (rc == 0 && map)
-            map(user, k, &value);
-        if (rc == 0)
-            rc = write_checked(dst, &to[k], 1, as, (const char *)&value);
-    }
-    PyMem_Free(from);
-    PyMem_Free(to);
-    return rc;
-}
-
 int sw_py_carrier_copy_layout(PyObject *src, int64_t src_offset, PyObject *dst,
                               int64_t dst_offset, const sw_layout *L, sw_dtype as,
                               sw_slot_map_fn map, void *user)
 {
     sw_copy_stop stop;
     sw_error err;
-    sw_status st = sw_carrier_copy_layout(SW_STATE_C(src)->core, src_offset,
-                                          SW_STATE_C(dst)->core, dst_offset, L, as, map, user,
-                                          &stop, &err);
+    sw_status st;
+    sw_carrier *from = SW_STATE_C(src)->core, *to = SW_STATE_C(dst)->core;
+    Py_XDECREF(sw_py_carrier_kept_error(src)); /* stale ones are not this call's */
+    Py_XDECREF(sw_py_carrier_kept_error(dst));
+    SW_CORE_CALL(sw_py_core_io_waits(from) || sw_py_core_io_waits(to),
+                 st = sw_carrier_copy_layout(from, src_offset, to, dst_offset, L, as, map, user,
+                                             &stop, &err));
     if (st == SW_OK)
         return 0;
-    if (tiled_refused(src, dst, as, st, &stop))
-        return copy_through_binding(src, src_offset, dst, dst_offset, L, as, map, user);
     return stop.slot < 0 ? sw_py_raise(&err)
                          : sw_py_carrier_raise_slot(stop.in_write ? dst : src, &err,
                                                     stop.in_write, stop.slot);

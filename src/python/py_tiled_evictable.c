@@ -307,6 +307,15 @@ static int te_store(PyObject *self, int64_t index, const void *slot)
 
 /* ---- carrier ops ---------------------------------------------------------------------- */
 
+/* The exception a tier hook kept for this thread's failed core call (the
+ * core reads and writes the slots through the hooks, which run without
+ * the caller's GIL). */
+static PyObject *te_kept_error(PyObject *self)
+{
+    SwTiledEvictableObject *te = TILED(self);
+    return te->hooks ? sw_py_tiled_core_take_error(te->hooks, NULL) : NULL;
+}
+
 static sw_dtype te_dtype(PyObject *self)
 {
     return SwDType_ID(TILED(self)->dtype);
@@ -365,6 +374,7 @@ static const sw_py_carrier_ops sw_py_tiled_evictable_ops = {
     .drop = te_drop,
     .supports_self = te_supports_self,
     .core_class = &sw_tiled_evictable_class,
+    .kept_error = te_kept_error,
 };
 
 /* ---- construction (TE-1) ---------------------------------------------------------------- */

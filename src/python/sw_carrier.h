@@ -13,6 +13,7 @@
 #include "sw_python.h"
 
 #include "strideweave/block_device.h"
+#include "strideweave/tiled_evictable.h"
 
 typedef struct sw_py_carrier_ops {
     const char *name;                       /* class name for messages */
@@ -53,16 +54,23 @@ typedef struct sw_py_carrier_ops {
      * BlockDeviceCarrier); NULL when its carriers are STATE_ONLY in the
      * core and get the class of sw_py_state_only_class. */
     const sw_carrier_class *core_class;
+    /* Optional. The exception the class's hooks kept for this thread when
+     * a core call they served failed (a TiledEvictable's tier hooks run
+     * without the caller's GIL and keep a tier's exception), taken; NULL
+     * when none. */
+    PyObject *(*kept_error)(PyObject *self);
 } sw_py_carrier_ops;
 
-/* Whether a slot access on `core` may wait for a move: a block device
- * waits for a move on its range, whose finishing may need the GIL, so it
- * is made without it. No other built-in waits for a move (carrier.h): one
- * slot of host memory, a file or an Evictable's tier is reached with the
- * GIL held. */
+/* Whether a slot access on `core` may wait for work whose finishing may
+ * need the GIL, so it is made without it: a block device waits for a move
+ * on its range; a TiledEvictable's write may wait for a tile copy a
+ * provider finishes (its tier hooks take the GIL back). No other built-in
+ * waits (carrier.h): one slot of host memory, a file or an Evictable's
+ * tier is reached with the GIL held. */
 static inline int sw_py_core_io_waits(sw_carrier *core)
 {
-    return sw_carrier_class_of(core) == &sw_block_device_carrier_class;
+    const sw_carrier_class *k = sw_carrier_class_of(core);
+    return k == &sw_block_device_carrier_class || k == &sw_tiled_evictable_class;
 }
 
 /* Run `call` (a core call) without the GIL when `go` (a call that may
@@ -111,6 +119,8 @@ PyObject *sw_py_weakref_forgetting(PyTypeObject *cls, PyObject *table, PyObject 
 
 /* ops for an object whose type is exactly a built-in carrier, else NULL. */
 const sw_py_carrier_ops *sw_py_carrier_builtin_ops(PyObject *obj);
+/* sw_py_carrier_ops.kept_error of the carrier's class: taken, or NULL. */
+PyObject *sw_py_carrier_kept_error(PyObject *carrier);
 /* The same for a class: the ops of exactly `type`, else NULL. */
 const sw_py_carrier_ops *sw_py_carrier_type_ops(PyTypeObject *type);
 
