@@ -237,7 +237,12 @@ static sw_status tile_slots(sw_carrier *c, sw_tiled_evictable *te, int64_t slot,
 }
 
 /* The layout's slots of such a TiledEvictable (values of its dtype): the
- * carrier's checks once for the span the layout reaches, then only the
+ * carrier's checks once for the span the layout reaches (under its lock,
+ * let go before the tier hooks run: safe because a TiledEvictable's carrier
+ * is never a move's pending party (moves from or into it are refused), a
+ * claim racing the write orders after it as any racing claim would, and
+ * sw_tiled_evictable_read/_write re-check a release under the
+ * TiledEvictable's own lock), then only the
  * slots the layout names (a span's other slots would promote or refuse
  * tiles it does not reach), in logical order: reads by runs of consecutive
  * slots, writes slot by slot, each its own write as through the carrier
