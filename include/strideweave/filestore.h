@@ -23,6 +23,10 @@
 
 #include "strideweave/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* "<32 hex>.bin" plus the terminating NUL. */
 #define SW_FILESTORE_NAME_LEN 37
 
@@ -124,5 +128,9 @@ SW_API void sw_filestore_reclaim_wait(void);
  * closed): 0 once sw_filestore_reclaim_wait returned, until the next
  * removal. */
 SW_API int sw_filestore_reclaim_pending(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -13,6 +13,10 @@
 
 #include "strideweave/export.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define SW_PARALLEL_MAX_HELPERS 7
 
 /* How many parts are worth making: helpers that can start, plus the
@@ -22,5 +26,9 @@ SW_API int sw_parallel_width(void);
 /* Run fn(ctx, 0) .. fn(ctx, n - 1), some on helper threads. n <= 1, or no
  * helper at all: everything on the caller. */
 SW_API void sw_parallel_run(int n, void (*fn)(void *ctx, int part), void *ctx);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
