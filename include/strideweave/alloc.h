@@ -20,6 +20,10 @@
 
 #include "strideweave/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define SW_ALIGNMENT 64
 
 /* NULL on failure (or when the "alloc" fault fires). sw_malloc(0) returns a
@@ -59,5 +63,9 @@ SW_API int64_t sw_alloc_live_bytes(void);
  * instructions. NULL is ignored by both. */
 SW_API void sw_alloc_pin(void *p);
 SW_API void sw_alloc_unpin(void *p);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -9,7 +9,15 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Nanoseconds from an arbitrary origin; never goes backwards. */
 SW_API uint64_t sw_clock_ns(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

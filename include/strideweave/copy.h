@@ -22,6 +22,10 @@
 
 #include "strideweave/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* More modes than this is SW_EINVAL (hierarchical layouts flatten to leaves;
  * 64 leaves of extent >= 2 already exceed int64). */
 #define SW_COPY_MAX_DIMS 64
@@ -70,5 +74,9 @@ SW_API int sw_copy_layout_modes(const struct sw_layout *layout, int64_t *extents
 /* Contiguous first-mode-fastest strides for `extents` (out[0] = 1). */
 SW_API sw_status sw_copy_contiguous_strides(const int64_t *extents, int ndim,
                                             int64_t *out, sw_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

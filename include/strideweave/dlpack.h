@@ -24,6 +24,10 @@
 
 #include "strideweave/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #ifndef DLPACK_DLPACK_H_
 #define DLPACK_DLPACK_H_
 
@@ -150,5 +154,9 @@ SW_API sw_status sw_dlpack_pack_versioned(const sw_dlpack_request *req,
 
 /* Bytes the single block of an export of `ndim` modes takes (for tests). */
 SW_API size_t sw_dlpack_block_bytes(int versioned, int32_t ndim);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

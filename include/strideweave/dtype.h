@@ -10,6 +10,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Declaration order is the D-3 order that DType.registered() reports. */
 typedef enum sw_dtype {
     SW_DT_ANY = 0,
@@ -51,5 +55,9 @@ SW_API const sw_dtype_info *sw_dtype_info_of(sw_dtype d);
 SW_API size_t sw_dtype_slot_bytes(sw_dtype d);
 /* Whether `d` is `ancestor` or one of its enclosing categories. */
 SW_API int sw_dtype_is_subtype(sw_dtype d, sw_dtype ancestor);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -28,6 +28,10 @@
 
 #include "strideweave/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Upper bound on pool threads. */
 #define SW_EXECUTOR_MAX_THREADS 64
 /* Environment variable naming the pool size when create gets nthreads <= 0. */
@@ -103,5 +107,9 @@ SW_API int sw_completion_wait_for(sw_completion *c, long long timeout_ns);
 /* In a forked child only: make the lock and condition usable again (a
  * parent thread may have held the lock at fork()); keeps the done flag. */
 SW_API void sw_completion_reset_after_fork(sw_completion *c);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

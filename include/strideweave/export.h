@@ -3,7 +3,8 @@
  * functions and the built-in carrier class tables) is exported from the
  * shared library; everything else in the core (helpers shared between core
  * files) stays internal. tools/check-exports (a meson test) fails when the
- * exported set and the SW_API declarations disagree. */
+ * exported set and the SW_API declarations disagree. Macros only: nothing
+ * here to own, no call to make from any thread. */
 #ifndef STRIDEWEAVE_EXPORT_H
 #define STRIDEWEAVE_EXPORT_H
 

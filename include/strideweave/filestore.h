@@ -11,7 +11,23 @@
  * that was killed is recognized (its lock is free) and removed by the next
  * process that makes FileBacked storage. A slot file is raw native-order
  * data with no header. I/O loops survive EINTR and short transfers and
- * consult fault injection ("open", "pread", "pwrite", "truncate"). */
+ * consult fault injection ("open", "pread", "pwrite", "truncate").
+ *
+ * Ownership: the session directory's path belongs to the store (valid for
+ * the life of the process; never free it). sw_filestore_create and
+ * _create_unique give the caller the open descriptor and `*path`, a string
+ * from sw_malloc: hand both back to sw_filestore_remove (or _remove_sized),
+ * which unlinks the file, sw_frees the path and closes the descriptor; or
+ * close(fd) and sw_free(path) yourself, and the file stays until the
+ * session directory goes at exit. Buffers, iovecs and names passed in are
+ * borrowed for the call.
+ * Threads: every call is thread-safe. The session directory is made once
+ * whichever threads ask first; the I/O calls are positional (pread/pwrite),
+ * so threads may share a descriptor for byte ranges none of them writes
+ * while another reads or writes them; removals queue under a lock;
+ * sw_filestore_defer_large_closes is per thread; sw_filestore_reclaim_abandoned
+ * may race other threads or processes doing the same (each directory is
+ * taken under its flock). */
 #ifndef STRIDEWEAVE_FILESTORE_H
 #define STRIDEWEAVE_FILESTORE_H
 
@@ -22,6 +38,10 @@
 #include <sys/uio.h>
 
 #include "strideweave/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* "<32 hex>.bin" plus the terminating NUL. */
 #define SW_FILESTORE_NAME_LEN 37
@@ -51,7 +71,8 @@ SW_API sw_status sw_filestore_check_name(const char *name, size_t len, sw_error 
 
 /* Create `name` exclusively (O_EXCL) in the session directory, length 0.
  * An existing file → SW_EEXIST and it is left untouched. On success `*fd`
- * is open read-write and `*path` is the sw_malloc'd absolute path. */
+ * is open read-write and `*path` is the sw_malloc'd absolute path, both the
+ * caller's (see Ownership above); on failure neither is set. */
 SW_API sw_status sw_filestore_create(const char *name, int *fd, char **path, sw_error *err);
 /* sw_filestore_create with a generated name (retried on a collision). */
 SW_API sw_status sw_filestore_create_unique(int *fd, char **path, sw_error *err);
@@ -124,5 +145,9 @@ SW_API void sw_filestore_reclaim_wait(void);
  * closed): 0 once sw_filestore_reclaim_wait returned, until the next
  * removal. */
 SW_API int sw_filestore_reclaim_pending(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -23,6 +23,10 @@
 
 #include "strideweave/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Profile markers, same values as the Python Node enum (L-7). */
 enum { SW_NODE_LEAF = 1, SW_NODE_PUSH = 2, SW_NODE_POP = 3 };
 
@@ -101,5 +105,9 @@ SW_API int sw_layout_equal(const sw_layout *a, const sw_layout *b);
 /* 1 when the two layouts have the same profile and extents (strides may
  * differ): the same shape tree. */
 SW_API int sw_layout_same_shape(const sw_layout *a, const sw_layout *b);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

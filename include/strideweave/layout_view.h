@@ -26,6 +26,10 @@
 #include "strideweave/layout.h"
 #include "strideweave/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Which rule refused a view. */
 typedef enum sw_view_reason {
     SW_VIEW_OK = 0,
@@ -154,5 +158,9 @@ SW_API sw_status sw_layout_view_source_ordinals(const sw_layout *source,
                                                 const sw_view_spec *spec, int64_t *ordinals,
                                                 int64_t capacity, int64_t *count,
                                                 sw_view_fault *fault, sw_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

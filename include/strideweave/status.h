@@ -11,6 +11,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum sw_status {
     SW_OK = 0,
     SW_EINVAL,    /* bad argument value (maps to ValueError) */
@@ -41,5 +45,9 @@ SW_API sw_status sw_error_set_errno(sw_error *err, sw_status code, int errnum,
                                     const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 SW_API void sw_error_clear(sw_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

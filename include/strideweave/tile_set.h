@@ -39,6 +39,10 @@
 #include "strideweave/tiled_evictable.h"
 #include "strideweave/tiles.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* ---- tile sets ----------------------------------------------------------- */
 
 typedef struct sw_tile_set sw_tile_set;
@@ -184,5 +188,9 @@ SW_API sw_status sw_tiled_evictable_promote_tiles_start(sw_tiled_evictable *te,
 SW_API sw_status sw_tiled_evictable_evict_tiles_start(sw_tiled_evictable *te,
                                                       const sw_tile_set *tiles,
                                                       sw_te_work **out, sw_error *err);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

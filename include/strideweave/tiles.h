@@ -25,6 +25,10 @@
 #include "strideweave/layout.h"
 #include "strideweave/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* The most grid axes a TiledEvictable may have (our decision: a fixed
  * bound keeps per-call coordinate buffers on the stack). */
 #define SW_TILES_MAX_RANK 32
@@ -152,5 +156,9 @@ typedef struct sw_tile_run {
  * touch merged. `runs` has room for tile_size / tile[0] entries; returns
  * how many were written. Pure arithmetic; safe without the GIL. */
 SW_API int64_t sw_tiles_runs(const sw_tile_geometry *g, int64_t t, sw_tile_run *runs);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

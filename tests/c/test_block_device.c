@@ -16,7 +16,6 @@
 
 #include "check.h"
 #include "loop.h"
-#include "blockdev_internal.h" /* sw_block_device_primitive, sw_blockdev_transfer */
 #include <strideweave/strideweave.h>
 #include <strideweave/binding.h>
 #include "strideweave/testing.h"
@@ -982,37 +981,6 @@ static void test_b9_slot_io_and_release_wait_for_transfers(void)
     sw_block_device_unref(d);
 }
 
-/* For a binding's own move engine: the primitive and the endpoint. */
-static void test_binding_transfer_hooks(void)
-{
-    sw_error err;
-    sw_block_device *d = open_loop();
-    if (!d)
-        return;
-    sw_carrier *a = NULL, *b = NULL, *cpu = cpu_values(4, 0.0f);
-    CHECK_EQ_I64(sw_block_device_allocate(d, 1, SW_DT_FLOAT32, 0, &a, &err), SW_OK);
-    CHECK_EQ_I64(sw_block_device_allocate(d, 8, SW_DT_FLOAT32, 0, &b, &err), SW_OK);
-    CHECK(sw_block_device_primitive(d) != NULL && sw_block_device_primitive(NULL) == NULL);
-    sw_endpoint e = {.kind = SW_ENDPOINT_HOST, .fd = -7, .offset = 99};
-    CHECK(sw_block_device_carrier_endpoint(cpu, &e) == 0);
-    CHECK(e.fd == -7 && e.offset == 99); /* untouched */
-    CHECK(sw_block_device_carrier_endpoint(b, &e) == 1);
-    CHECK(e.kind == SW_ENDPOINT_FILE && e.fd == sw_block_device_primitive(d)->fd);
-    CHECK_EQ_I64(e.offset * 4, sw_block_device_carrier_offset_bytes(b));
-    CHECK(e.offset > 0);
-    /* A transfer through them lands in b's slots. */
-    float *p = sw_cpu_pointer(cpu);
-    sw_transfer t = {.src = {.kind = SW_ENDPOINT_HOST, .host = p, .fd = -1, .offset = 0},
-                     .dst = e, .itemsize = 4, .bulk = 1, .cosize = 4, .ndim = 0};
-    CHECK_EQ_I64(sw_blockdev_transfer(sw_block_device_primitive(d), &t, &err), SW_OK);
-    CHECK(slots_equal(b, 4, 0.0f));
-    sw_carrier_unref(a);
-    sw_carrier_unref(b);
-    sw_carrier_unref(cpu);
-    CHECK_EQ_I64(sw_block_device_close(d, &err), SW_OK);
-    sw_block_device_unref(d);
-}
-
 /* Where a move between CPU and a device runs (move.h, "Where the transfer
  * runs"): a small read out of the device and a waited move up to 16 MiB on
  * the caller, committed before sw_move_async returns; a write the caller
@@ -1107,7 +1075,6 @@ int main(void)
         test_b3_allocate_values();
         test_b5_failed_write_in_transfer_counts_nothing();
         test_b9_slot_io_and_release_wait_for_transfers();
-        test_binding_transfer_hooks();
         test_block_routes_where_they_run();
         loop_detach(&loop);
         test_b11_device_cannot_store_it();

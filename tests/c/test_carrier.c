@@ -12,7 +12,6 @@
 #include "check.h"
 #include <strideweave/strideweave.h>
 #include <strideweave/binding.h>
-#include "carrier_internal.h" /* sw_carrier_endpoint is the core's own (move_here.c) */
 #include "strideweave/testing.h"
 
 static void test_cpu_slots_version_release(void)
@@ -443,46 +442,6 @@ static void test_foreign_ops_table(void)
     CHECK(impl2.released == 1 && impl2.destroyed == 1);
 }
 
-/* sw_carrier_endpoint: CPU and Generic memory, a FileBacked file; a
- * released one answers with no storage; a foreign class without a storage
- * callback and a STATE_ONLY class have none. A Generic carrier's memory is
- * an endpoint although its class has no storage callback. */
-static void test_endpoints(void)
-{
-    sw_error err;
-    sw_endpoint e;
-    sw_carrier *cpu = NULL, *gen = NULL, *file = NULL, *foreign_c = NULL, *state = NULL;
-    float vals[4] = {1, 2, 3, 4};
-    CHECK(sw_cpu_new(4, SW_DT_FLOAT32, 0, &cpu, &err) == SW_OK);
-    CHECK(sw_generic_new(vals, 4, SW_DT_FLOAT32, 0, &gen, &err) == SW_OK);
-    CHECK(sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &file, &err) == SW_OK);
-    CHECK(sw_carrier_allocate(file, 4, &err) == SW_OK);
-    CHECK(sw_carrier_endpoint(cpu, &e) == 1);
-    CHECK(e.kind == SW_ENDPOINT_HOST && e.host == sw_cpu_pointer(cpu) && e.offset == 0);
-    CHECK(sw_carrier_endpoint(gen, &e) == 1);
-    CHECK(e.kind == SW_ENDPOINT_HOST && e.host == sw_generic_pointer(gen) && e.host != NULL);
-    CHECK(e.host && ((float *)e.host)[2] == 3.0f);
-    CHECK(sw_carrier_endpoint(file, &e) == 1);
-    CHECK(e.kind == SW_ENDPOINT_FILE && e.fd == sw_file_backed_fd(file) && e.fd >= 0);
-    foreign impl = {{0}, 0, 0};
-    CHECK(sw_carrier_new(&foreign_ops, &impl, SW_DT_INT32, 0, &foreign_c, &err) == SW_OK);
-    CHECK(sw_carrier_endpoint(foreign_c, &e) == 0);
-    static const sw_carrier_class state_only = {.name = "StateOnly",
-                                                .flags = SW_CARRIER_CLASS_STATE_ONLY};
-    CHECK(sw_carrier_new(&state_only, NULL, SW_DT_ANY, 0, &state, &err) == SW_OK);
-    CHECK(sw_carrier_endpoint(state, &e) == 0);
-    CHECK(sw_carrier_endpoint(NULL, &e) == 0);
-    sw_carrier *all[3] = {cpu, gen, file};
-    for (int i = 0; i < 3; i++) {
-        CHECK(sw_carrier_release(all[i], &err) == SW_OK);
-        CHECK(sw_carrier_endpoint(all[i], &e) == 1);
-        CHECK(e.host == NULL && e.fd == -1);
-        sw_carrier_unref(all[i]);
-    }
-    sw_carrier_unref(foreign_c);
-    sw_carrier_unref(state);
-}
-
 /* A binding's own move engine: pending marks with the guard they bring,
  * transfer access on the destination, the commit's release. */
 typedef struct transfer_arg {
@@ -715,7 +674,6 @@ int main(void)
 #endif
     test_ownership_claims();
     test_foreign_ops_table();
-    test_endpoints();
     test_binding_pending_and_transfer();
     test_drop_inherited_access();
     test_foreign_ops_from_threads();

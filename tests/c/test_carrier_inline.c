@@ -2,11 +2,13 @@
  * CPU and Generic classes): one allocation, the impl's hot bytes in the
  * carrier's second cache line, freed with the carrier and nowhere else;
  * an export keeps the storage past release and the last handle; a failed
- * storage allocation frees the carrier it made. (issue 19) */
+ * storage allocation frees the carrier it made; storage an export pins
+ * waits in quarantine after release. (issue 19) */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "alloc_internal.h" /* sw_alloc_quarantined_blocks */
 #include "carrier_internal.h"
 #include "check.h"
 #include "strideweave/testing.h"
@@ -83,6 +85,34 @@ static void test_export_pins_inline_carrier(void)
     CHECK(sw_alloc_live_bytes() == live0);
 }
 
+/* An export that pins the storage (sw_tensor_to_dlpack_owned) instead of
+ * keeping the carrier: a release meanwhile quarantines the block, not
+ * keeps it live, until the owner's release unpins it. */
+static void unpin(void *ctx, void *pin)
+{
+    (void)ctx;
+    sw_alloc_unpin(pin);
+}
+
+static void test_released_export_is_quarantined(void)
+{
+    sw_carrier *c = NULL;
+    sw_error err;
+    CHECK(sw_cpu_new(4096, SW_DT_FLOAT32, 0, &c, &err) == SW_OK);
+    sw_tensor *t = NULL;
+    CHECK(sw_tensor_new_strided(c, 0, 1, (int64_t[]){4096}, NULL, &t, &err) == SW_OK);
+    sw_dlpack_owner owner = {.versioned = 1, .read_only = -1, .release = unpin};
+    DLManagedTensorVersioned *m = NULL;
+    CHECK(sw_tensor_to_dlpack_owned(t, &owner, (void **)&m, &err) == SW_OK);
+    sw_tensor_unref(t);
+    int64_t quarantined = sw_alloc_quarantined_blocks();
+    CHECK(sw_carrier_release(c, &err) == SW_OK);
+    CHECK_EQ_I64(sw_alloc_quarantined_blocks(), quarantined + 1);
+    sw_carrier_unref(c);
+    m->deleter(m);
+    CHECK_EQ_I64(sw_alloc_quarantined_blocks(), quarantined);
+}
+
 /* The storage allocation failing frees the carrier made before it. */
 static void test_storage_failure_frees_carrier(void)
 {
@@ -118,6 +148,7 @@ int main(void)
     test_cpu_impl_inside_carrier();
     test_release_then_unref();
     test_export_pins_inline_carrier();
+    test_released_export_is_quarantined();
     test_storage_failure_frees_carrier();
     test_inline_too_large();
     return check_report("carrier_inline");
