@@ -27,9 +27,14 @@ static void list_open(sw_blockdev *d);
 #define DIRECT_CHUNK_BYTES ((size_t)8 << 20)
 #define DIRECT_ALIGN ((size_t)4096)
 #define DIRECT_MIN_BYTES ((size_t)1 << 20)
-/* Reads take the direct path from this size on: below it the page cache's
- * read-ahead (requests queued ahead of the copy) measured faster. */
-#define DIRECT_READ_MIN_BYTES ((size_t)4 << 20)
+/* Reads take the direct path from the same size as writes, which is also
+ * where host blocks start page-aligned (alloc.c). Why not from 4 MiB, where
+ * one read at a time into touched memory measured faster buffered: on a loop
+ * device filled by durable moves (direct writes, an fdatasync each), 256
+ * buffered 1 MiB reads in flight ran at 0.1-0.3 GB/s, their device requests
+ * 15-50 ms each, also from a plain os.preadv loop; the same reads direct
+ * took under 1 ms a request, 1-2 GB/s (bench/sweep.py blk->cpu, issue 19). */
+#define DIRECT_READ_MIN_BYTES DIRECT_MIN_BYTES
 
 /* ---- extent allocator ------------------------------------------------------ */
 
@@ -744,14 +749,16 @@ static void *direct_run_main(void *arg)
 }
 
 /* Aligned memory in place, as two halves moved at once (a helper thread
- * takes the first), so the device always has a second request queued and
- * one half's page faults on fresh memory overlap the other half's
- * transfer. */
+ * takes the first) when each half is at least a request, so the device
+ * always has a second request queued and one half's page faults on fresh
+ * memory overlap the other half's transfer. */
 static sw_status direct_in_place(sw_blockdev *d, int writing, char *buf, size_t len,
                                  int64_t pos, int64_t *progress, sw_error *err)
 {
     size_t half = len / 2;
     half -= half % DIRECT_ALIGN; /* a multiple of any logical block size */
+    if (half < DIRECT_CHUNK_BYTES)
+        half = 0; /* no helper for it: two halves in turn would be two requests */
     direct_run a = {writing, d->dfd, buf, half, pos, progress, SW_OK, {0}};
     direct_run b = {writing, d->dfd, buf + half, len - half, pos + (int64_t)half, progress,
                     SW_OK, {0}};

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -537,6 +538,87 @@ static void test_b9_threads(void)
         CHECK(w[i].ok);
     }
     sw_error err;
+    CHECK_EQ_I64(sw_block_device_close(d, &err), SW_OK);
+    sw_block_device_unref(d);
+}
+
+/* The device's own page cache for [off, off + bytes): emptied (after a
+ * flush), or how many of its pages it holds (-1: cannot tell). */
+static int drop_device_cache(int64_t off, int64_t bytes)
+{
+    int fd = open(loop.path, O_RDONLY | O_CLOEXEC);
+    int ok = fd >= 0 && fsync(fd) == 0 &&
+             posix_fadvise(fd, off, bytes, POSIX_FADV_DONTNEED) == 0;
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+static int device_pages_cached(int64_t off, int64_t bytes)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    int64_t start = off - off % page;
+    size_t len = (size_t)(off + bytes - start);
+    int fd = open(loop.path, O_RDONLY | O_CLOEXEC);
+    void *p = fd >= 0 ? mmap(NULL, len, PROT_READ, MAP_SHARED, fd, start) : MAP_FAILED;
+    if (fd >= 0)
+        close(fd);
+    if (p == MAP_FAILED)
+        return -1;
+    size_t pages = (len + (size_t)page - 1) / (size_t)page;
+    unsigned char *vec = malloc(pages);
+    int held = vec && mincore(p, len, vec) == 0 ? 0 : -1;
+    for (size_t i = 0; held >= 0 && i < pages; i++)
+        held += vec[i] & 1;
+    free(vec);
+    munmap(p, len);
+    return held;
+}
+
+/* B-9: reads of the size from which host blocks are page-aligned (1 MiB),
+ * many in flight at once, all land where they belong, and they go to the
+ * device directly: none of their range is left in the device's page cache,
+ * where buffered reads (and their read-ahead) would leave it. */
+static void test_b9_threshold_reads_in_flight(void)
+{
+    sw_error err;
+    sw_block_device *d = open_loop();
+    if (!d)
+        return;
+    enum { N = 24 };
+    const int64_t n = MIB / 4; /* Float32 slots: 1 MiB a carrier */
+    sw_carrier *dev[N] = {0}, *home[N] = {0};
+    sw_tensor *on[N] = {0}, *back[N] = {0};
+    sw_move_handle *m[N] = {0};
+    for (int i = 0; i < N; i++) {
+        sw_carrier *src = cpu_values(n, (float)(i * 1000));
+        sw_tensor *t = flat(src, 0, n);
+        CHECK_EQ_I64(sw_block_device_allocate(d, n, SW_DT_FLOAT32, SW_CARRIER_EMPTY, &dev[i],
+                                              &err), SW_OK);
+        CHECK_EQ_I64(sw_move(t, dev[i], &on[i], &err), SW_OK);
+        CHECK(drop_device_cache(sw_block_device_carrier_offset_bytes(dev[i]), n * 4));
+        sw_tensor_unref(t);
+        sw_carrier_unref(src);
+    }
+    int64_t off[N];
+    for (int i = 0; i < N; i++) {
+        off[i] = sw_block_device_carrier_offset_bytes(dev[i]);
+        CHECK_EQ_I64(sw_cpu_new(n, SW_DT_FLOAT32, SW_CARRIER_EMPTY, &home[i], &err), SW_OK);
+        CHECK_EQ_I64(sw_move_async(on[i], home[i], NULL, &m[i], &err), SW_OK);
+    }
+    for (int i = 0; i < N; i++) {
+        if (m[i]) {
+            CHECK_EQ_I64(sw_move_wait(m[i], &back[i], &err), SW_OK);
+            sw_move_unref(m[i]);
+        }
+        CHECK(sw_carrier_is_released(dev[i]));
+        CHECK(slots_equal(home[i], n, (float)(i * 1000)));
+        CHECK_EQ_I64(device_pages_cached(off[i], n * 4), 0);
+        sw_tensor_unref(back[i]);
+        sw_tensor_unref(on[i]);
+        sw_carrier_unref(home[i]);
+        sw_carrier_unref(dev[i]);
+    }
     CHECK_EQ_I64(sw_block_device_close(d, &err), SW_OK);
     sw_block_device_unref(d);
 }
@@ -1070,6 +1152,7 @@ int main(void)
         test_b10_other_pairs_refused();
         test_b6_faults();
         test_b9_threads();
+        test_b9_threshold_reads_in_flight();
         test_b8_close_right_after_waited_move();
         test_b8_close_when_unused();
         test_b3_allocate_values();
