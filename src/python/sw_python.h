@@ -49,6 +49,11 @@ int sw_py_is_integer(PyObject *obj);
  * (-1/0/+1) rather than raised: the one conversion every integer argument
  * reader shares. 0, or -1 with an exception set. */
 int sw_py_index_ll(PyObject *obj, long long *v, int *overflow);
+/* Add the methods `defs` (NULL-terminated; static: the type keeps pointing
+ * at them) to a type already made ready. A concept that builds on a type's
+ * file gives that type its methods this way at module init, so the type's
+ * file never calls up into it. 0, or -1 with an exception set. */
+int sw_py_type_add_methods(PyTypeObject *type, PyMethodDef *defs);
 
 int sw_py_layout_init(PyObject *module);
 int sw_py_dtype_init(PyObject *module);
