@@ -44,11 +44,11 @@ static struct {
 } builtins[MAX_BUILTINS];
 static int nbuiltins;
 
-/* Class definitions (py_extension.c), the repr of every carrier
- * (py_repr.c) and the operations dispatch_op hands out (py_minimal_ops.c). */
+/* Class definitions (py_extension.c) and the operations dispatch_op hands
+ * out (py_minimal_ops.c). The repr of every carrier is py_repr.c's, which
+ * puts it into Carrier's tp_repr before the type is made ready. */
 static int (*observe_class)(PyTypeObject *cls);
 static PyObject *(*definition_of)(PyTypeObject *cls);
-static reprfunc carrier_repr_fn;
 static PyObject *(*dispatch_op_fn)(PyObject *self, PyObject *name);
 
 int sw_py_carrier_register_builtin(PyTypeObject *type, const sw_py_carrier_ops *ops, int own_core)
@@ -69,11 +69,6 @@ void sw_py_carrier_set_definitions(int (*observe)(PyTypeObject *cls),
 {
     observe_class = observe;
     definition_of = definition;
-}
-
-void sw_py_carrier_set_repr(reprfunc repr)
-{
-    carrier_repr_fn = repr;
 }
 
 void sw_py_carrier_set_dispatch_op(PyObject *(*dispatch)(PyObject *self, PyObject *name))
@@ -955,12 +950,6 @@ static PyObject *carrier_dispatch_op(PyObject *self, PyObject *name)
     return dispatch_op_fn(self, name);
 }
 
-/* The repr every carrier shares (py_repr.c supplies it). */
-static PyObject *carrier_repr(PyObject *self)
-{
-    return carrier_repr_fn ? carrier_repr_fn(self) : PyBaseObject_Type.tp_repr(self);
-}
-
 static PyObject *carrier_is_mutable(PyObject *self, PyObject *unused)
 {
     (void)unused;
@@ -1470,7 +1459,6 @@ PyTypeObject SwCarrier_Type = {
     .tp_basicsize = sizeof(SwCarrierObject),
     .tp_dealloc = carrier_dealloc,
     .tp_as_mapping = &carrier_as_mapping,
-    .tp_repr = carrier_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_doc = "Carrier(slots=None, *, dtype=None, mutable=True)\n--\n\n"
               "A flat run of typed slots; the open base for carriers written in\n"
