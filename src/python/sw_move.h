@@ -64,6 +64,20 @@ int sw_py_await_init(PyObject *module);
 extern PyTypeObject SwMoveOperation_Type;
 extern PyTypeObject SwElementwise_Type;
 
+/* A move operation is an Operation (O-11): same saved-input, token and node
+ * state, inherited allocation, GC and deallocation. */
+typedef struct SwMoveOperationObject {
+    SwOperationObject base;
+    /* Set when the move records a node: the reverse route captured at
+     * initiation and the result's carrier, whose class holds the private
+     * copy of a cotangent on its way back (the carrier, not the result:
+     * the result refers to this node). */
+    PyObject *reverse;
+    PyObject *output;
+} SwMoveOperationObject;
+
+#define MOVEOP(o) ((SwMoveOperationObject *)(o))
+
 /* How the framework may run an operation class without calling Python:
  * a built-in class whose _copy is the C one. */
 typedef enum sw_py_route_kind {
@@ -111,11 +125,10 @@ int sw_py_block_device_check_route(PyTypeObject *op_type, int direction, PyObjec
  * failure before submission. */
 PyObject *sw_py_move_initiate(PyObject *tensor, PyObject *destination, PyObject *op);
 int sw_py_move_init(PyObject *module);
-/* Registration from above: py_move.c hands MoveOperation.forward (and the
- * reverse moves of backward) its two entry points at module init, so the
- * operations file never calls up into the move path. */
-void sw_py_move_operation_set_engine(PyObject *(*initiate)(PyObject *, PyObject *, PyObject *),
-                                     PyObject *(*now)(PyObject *, PyObject *, PyObject *));
+/* MoveOperation.forward and .backward run moves, so they are py_move.c's:
+ * it adds them to the type at module init (sw_py_move_init, after
+ * sw_py_move_operation_init), and the operations file never calls up into
+ * the move path. */
 /* Count a transfer in flight outside move() (a TiledEvictable residency
  * request, a tile copy waiting for a provider's completion) as an engine
  * hold (strideweave/engine.h) so that drains and the exit hook wait for it;
