@@ -1,6 +1,7 @@
 /* The carrier-extension API (contract-carriers X-1 .. X-15): the immutable
- * value types, register_carrier_definition, sealing, and X-14 route
- * resolution.
+ * value types, register_carrier_definition, sealing, and the definitions'
+ * part of X-14 route resolution (the whole of it, with the legacy registry,
+ * is py_move_operation.c's sw_py_route_resolve, above this file).
  *
  * Every value type is a record of object fields with read-only attributes
  * (X-1), one shared set of slots (traverse, clear, dealloc, repr), and its
@@ -863,11 +864,8 @@ static int permits_fallback(PyObject *definition)
                            SW_STORAGE_ELEMENTWISE_FALLBACK) == Py_True;
 }
 
-/* The core's answer for exactly (src, dst): the TransferRoute registered
- * for it (borrowed: the registry keeps it) or NULL, and whether the pair
- * may fall back element by element (both classes allowed it,
- * allow_fallback). 0, or -1 with an exception. */
-static int core_route(PyTypeObject *src, PyTypeObject *dst, PyObject **route, int *may_fall_back)
+int sw_py_route_defined(PyTypeObject *src, PyTypeObject *dst, PyObject **route,
+                        int *may_fall_back)
 {
     const sw_carrier_class *s, *d;
     *route = NULL;
@@ -883,59 +881,6 @@ static int core_route(PyTypeObject *src, PyTypeObject *dst, PyObject **route, in
         *route = e.payload; /* not a move registry entry: a definition's */
     sw_route_entry_release(&e);
     return 0;
-}
-
-/* The move operations' side, registered from above (py_move_operation.c
- * at module init): the registry's dispatch for undefined classes, and the
- * operation types a definition's route or fallback resolves to. */
-static PyObject *(*move_dispatch)(PyObject *, PyObject *);
-static PyTypeObject *elementwise_type, *route_move_type;
-
-void sw_py_route_set_move_operations(PyObject *(*dispatch)(PyObject *, PyObject *),
-                                     PyTypeObject *elementwise, PyTypeObject *route_move)
-{
-    move_dispatch = dispatch;
-    elementwise_type = elementwise;
-    route_move_type = route_move;
-}
-
-int sw_py_route_resolve(PyTypeObject *src, PyTypeObject *dst, sw_py_route *out)
-{
-    if (sw_py_observe_class(src) < 0 || sw_py_observe_class(dst) < 0)
-        return -1;
-    PyObject *sdef = sw_py_definition_of(src), *ddef = sw_py_definition_of(dst);
-    out->route = NULL;
-    out->may_fall_back = 0;
-    if (!sdef && !ddef) {
-        out->op_type = move_dispatch((PyObject *)src, (PyObject *)dst);
-        return out->op_type ? 0 : -1;
-    }
-    /* A TransferRoute from src is src's definition's: none without one. */
-    if (core_route(src, dst, &out->route, &out->may_fall_back) < 0)
-        return -1;
-    out->op_type = out->route ? (PyObject *)route_move_type : (PyObject *)elementwise_type;
-    if (out->route || out->may_fall_back)
-        return 0;
-    const char *why =
-        !sdef ? "a carrier without a CarrierDefinition cannot move into a defined one"
-        : ddef ? "the source's CarrierDefinition has no TransferRoute to it, and the two "
-                 "StorageProviders do not both allow the element-by-element fallback"
-               : "the source's CarrierDefinition has no TransferRoute to it";
-    PyErr_Format(PyExc_NotImplementedError, "cannot move from %s to %s: %s", _PyType_Name(src),
-                 _PyType_Name(dst), why);
-    return -1;
-}
-
-void sw_py_route_of(PyObject *transfer_route, sw_py_route *out)
-{
-    PyTypeObject *src = (PyTypeObject *)SW_RECORD_FIELD(transfer_route, SW_ROUTE_SOURCE_CLASS);
-    PyTypeObject *dst =
-        (PyTypeObject *)SW_RECORD_FIELD(transfer_route, SW_ROUTE_DESTINATION_CLASS);
-    PyObject *route;
-    if (core_route(src, dst, &route, &out->may_fall_back) < 0)
-        PyErr_Clear(); /* the route's classes have their keys: cannot fail */
-    out->route = transfer_route;
-    out->op_type = (PyObject *)route_move_type;
 }
 
 /* _core_route_of(source, destination): test aid. What the core resolves

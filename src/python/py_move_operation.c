@@ -11,7 +11,9 @@
  * to an operation class. Its entries are binding routes in the core's
  * route registry (strideweave/route.h), keyed by the exact pair of the
  * classes' core classes (sw_py_carrier_core_class), so a subclass never matches its
- * parent's entry. */
+ * parent's entry. Route resolution (X-14, sw_py_route_resolve) is here: the
+ * legacy registry for two undefined classes, else the definitions' answer
+ * (py_extension.c). */
 #include "sw_extension.h"
 #include "sw_move.h"
 
@@ -626,6 +628,51 @@ static PyObject *dispatch_lookup(PyObject *src, PyObject *dst)
     return rc < 0 ? NULL : rc ? op : (PyObject *)&SwElementwise_Type;
 }
 
+/* ---- route resolution (X-14) ------------------------------------------------------ */
+
+/* Two undefined classes: the legacy registry above; else the definitions'
+ * answer from the core's route registry (py_extension.c, below this file). */
+int sw_py_route_resolve(PyTypeObject *src, PyTypeObject *dst, sw_py_route *out)
+{
+    if (sw_py_observe_class(src) < 0 || sw_py_observe_class(dst) < 0)
+        return -1;
+    PyObject *sdef = sw_py_definition_of(src), *ddef = sw_py_definition_of(dst);
+    out->route = NULL;
+    out->may_fall_back = 0;
+    if (!sdef && !ddef) {
+        out->op_type = sw_py_move_dispatch((PyObject *)src, (PyObject *)dst);
+        return out->op_type ? 0 : -1;
+    }
+    /* A TransferRoute from src is src's definition's: none without one. */
+    if (sw_py_route_defined(src, dst, &out->route, &out->may_fall_back) < 0)
+        return -1;
+    out->op_type =
+        out->route ? (PyObject *)&SwTransferRouteMove_Type : (PyObject *)&SwElementwise_Type;
+    if (out->route || out->may_fall_back)
+        return 0;
+    const char *why =
+        !sdef ? "a carrier without a CarrierDefinition cannot move into a defined one"
+        : ddef ? "the source's CarrierDefinition has no TransferRoute to it, and the two "
+                 "StorageProviders do not both allow the element-by-element fallback"
+               : "the source's CarrierDefinition has no TransferRoute to it";
+    PyErr_Format(PyExc_NotImplementedError, "cannot move from %s to %s: %s", _PyType_Name(src),
+                 _PyType_Name(dst), why);
+    return -1;
+}
+
+void sw_py_route_of(PyObject *transfer_route, sw_py_route *out)
+{
+    PyTypeObject *src = (PyTypeObject *)SW_RECORD_FIELD(transfer_route, SW_ROUTE_SOURCE_CLASS);
+    PyTypeObject *dst =
+        (PyTypeObject *)SW_RECORD_FIELD(transfer_route, SW_ROUTE_DESTINATION_CLASS);
+    PyObject *route;
+    if (sw_py_route_defined(src, dst, &route, &out->may_fall_back) < 0)
+        PyErr_Clear(); /* the route's classes have their keys: cannot fail */
+    out->route = transfer_route;
+    out->op_type = (PyObject *)&SwTransferRouteMove_Type;
+}
+
+
 static const char *const triple_names[] = {"source_class", "destination_class",
                                            "operation_class"};
 
@@ -822,8 +869,6 @@ static int add_shipped(PyObject *module, PyTypeObject *op, PyTypeObject *src,
 
 int sw_py_move_operation_init(PyObject *module)
 {
-    sw_py_route_set_move_operations(sw_py_move_dispatch, &SwElementwise_Type,
-                                    &SwTransferRouteMove_Type);
     str_source_class = PyUnicode_InternFromString("source_class");
     str_destination_class = PyUnicode_InternFromString("destination_class");
     str_copy = PyUnicode_InternFromString("_copy");

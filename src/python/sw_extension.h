@@ -61,23 +61,14 @@ int sw_py_route_add(PyTypeObject *src, PyTypeObject *dst, PyObject *payload);
 int sw_py_route_payload(PyTypeObject *src, PyTypeObject *dst, PyObject **payload);
 int sw_py_route_remove(PyTypeObject *src, PyTypeObject *dst, PyObject **payload);
 
-/* X-14 resolution for the exact classes (src, dst), observing both. */
-typedef struct sw_py_route {
-    PyObject *op_type;  /* governing MoveOperation class, borrowed */
-    PyObject *route;    /* the TransferRoute, borrowed, or NULL */
-    int may_fall_back;  /* both ends defined and both permit the fallback */
-} sw_py_route;
-/* 0 with *out filled, or -1 with NotImplementedError naming both classes
- * (or another error). */
-int sw_py_route_resolve(PyTypeObject *src, PyTypeObject *dst, sw_py_route *out);
-/* Registration from above (py_move_operation.c, at module init, before any
- * route resolves): the move registry's dispatch for two undefined classes,
- * and the operation types of the elementwise fallback and of a
- * TransferRoute move. */
-void sw_py_route_set_move_operations(PyObject *(*dispatch)(PyObject *, PyObject *),
-                                     PyTypeObject *elementwise, PyTypeObject *route_move);
-/* The route record for a captured TransferRoute. */
-void sw_py_route_of(PyObject *transfer_route, sw_py_route *out);
+/* X-14's answer the definitions give for exactly (src, dst), from the
+ * core's route registry: the TransferRoute registered for it (borrowed: the
+ * registry keeps it) or NULL, and whether the pair may fall back element
+ * by element (both classes allowed it, allow_fallback). 0, or -1 with an
+ * exception. The whole resolution, the move registry's answer for two
+ * undefined classes included, is sw_py_route_resolve (sw_move.h). */
+int sw_py_route_defined(PyTypeObject *src, PyTypeObject *dst, PyObject **route,
+                        int *may_fall_back);
 /* A fresh TransferRequest for moving `tensor` into `destination`. */
 PyObject *sw_py_transfer_request_new(PyObject *tensor, PyObject *destination);
 

@@ -78,6 +78,20 @@ typedef struct SwMoveOperationObject {
 
 #define MOVEOP(o) ((SwMoveOperationObject *)(o))
 
+/* X-14 resolution for the exact classes (src, dst), observing both: the
+ * legacy registry for two undefined classes, else the definitions' route
+ * (sw_py_route_defined, sw_extension.h) or their fallback. */
+typedef struct sw_py_route {
+    PyObject *op_type;  /* governing MoveOperation class, borrowed */
+    PyObject *route;    /* the TransferRoute, borrowed, or NULL */
+    int may_fall_back;  /* both ends defined and both permit the fallback */
+} sw_py_route;
+/* 0 with *out filled, or -1 with NotImplementedError naming both classes
+ * (or another error). */
+int sw_py_route_resolve(PyTypeObject *src, PyTypeObject *dst, sw_py_route *out);
+/* The route record for a captured TransferRoute. */
+void sw_py_route_of(PyObject *transfer_route, sw_py_route *out);
+
 /* How the framework may run an operation class without calling Python:
  * a built-in class whose _copy is the C one. */
 typedef enum sw_py_route_kind {
