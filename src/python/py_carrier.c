@@ -44,11 +44,9 @@ static struct {
 } builtins[MAX_BUILTINS];
 static int nbuiltins;
 
-/* Class definitions (py_extension.c) and the operations dispatch_op hands
- * out (py_minimal_ops.c). The repr of every carrier is py_repr.c's, which
- * puts it into Carrier's tp_repr before the type is made ready. */
-static int (*observe_class)(PyTypeObject *cls);
-static PyObject *(*definition_of)(PyTypeObject *cls);
+/* The operations dispatch_op hands out (py_minimal_ops.c). The repr of
+ * every carrier is py_repr.c's, which puts it into Carrier's tp_repr before
+ * the type is made ready. */
 static PyObject *(*dispatch_op_fn)(PyObject *self, PyObject *name);
 
 int sw_py_carrier_register_builtin(PyTypeObject *type, const sw_py_carrier_ops *ops, int own_core)
@@ -62,13 +60,6 @@ int sw_py_carrier_register_builtin(PyTypeObject *type, const sw_py_carrier_ops *
     builtins[nbuiltins].own_core = own_core;
     nbuiltins++;
     return 0;
-}
-
-void sw_py_carrier_set_definitions(int (*observe)(PyTypeObject *cls),
-                                   PyObject *(*definition)(PyTypeObject *cls))
-{
-    observe_class = observe;
-    definition_of = definition;
 }
 
 void sw_py_carrier_set_dispatch_op(PyObject *(*dispatch)(PyObject *self, PyObject *name))
@@ -155,11 +146,11 @@ static PyObject *carrier_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     (void)kwds;
     /* Making an instance freezes the class's definition status (X-13), so
      * the definition found here stays the class's for good. */
-    if (observe_class && observe_class(type) < 0)
+    if (sw_py_observe_class(type) < 0)
         return NULL;
     PyObject *self = sw_py_carrier_alloc(type, 1);
-    if (self && definition_of)
-        CARRIER(self)->definition = Py_XNewRef(definition_of(type));
+    if (self)
+        CARRIER(self)->definition = Py_XNewRef(sw_py_definition_of(type));
     return self;
 }
 

@@ -7,13 +7,9 @@
  * (X-1), one shared set of slots (traverse, clear, dealloc, repr), and its
  * own constructor that runs the checks in the contract's order.
  *
- * Definitions live in one table keyed by the class's identity; nothing here
- * looks at base classes (X-13). A class is *observed* when an instance is
- * made (Carrier.__new__), when a storage question is answered for it, or
- * when a legacy registry call, dispatch_move, move or move_async names it;
- * from then on its definition status is frozen. The observed set holds weak
- * references, so a class that dies does not keep its entry (and a new class
- * that reuses its address starts unobserved). */
+ * Definitions live in one table keyed by the class's identity, with the
+ * set of observed classes (X-13): py_definitions.c, below Carrier, which
+ * reads it when an instance is made; this file checks and fills it. */
 #include "sw_carrier.h"
 #include "sw_extension.h"
 #include "sw_move.h"
@@ -30,9 +26,6 @@
 #define RECORD_SIZE(n) (offsetof(SwRecordObject, f) + (n) * sizeof(PyObject *))
 #define FIELD(name, i, doc) \
     {name, T_OBJECT, offsetof(SwRecordObject, f) + (i) * sizeof(PyObject *), READONLY, doc}
-
-static PyObject *definitions; /* {id(cls): (cls, definition)} */
-static PyObject *observed;    /* {id(cls): weakref(cls)} */
 
 /* ---- the record slots ------------------------------------------------------ */
 
@@ -535,71 +528,6 @@ RECORD_TYPE(SwCarrierDefinition_Type, "CarrierDefinition", SW_DEFINITION_NFIELDS
 
 /* ---- the definition table and sealing (X-12, X-13) ------------------------------ */
 
-static PyObject *class_key(PyTypeObject *cls)
-{
-    return PyLong_FromVoidPtr(cls);
-}
-
-/* Shipped carriers are the static Carrier types. */
-static int is_shipped(PyTypeObject *cls)
-{
-    return !(cls->tp_flags & Py_TPFLAGS_HEAPTYPE);
-}
-
-/* Shipped C types get a definition only through
- * sw_py_register_shipped_definition: they are answered from this short
- * list, so moves between built-ins never build a dictionary key. */
-#define MAX_SHIPPED_DEFINED 4
-static PyTypeObject *shipped_defined[MAX_SHIPPED_DEFINED];
-static PyObject *shipped_definitions[MAX_SHIPPED_DEFINED];
-
-PyObject *sw_py_definition_of(PyTypeObject *cls)
-{
-    if (is_shipped(cls)) {
-        for (int i = 0; i < MAX_SHIPPED_DEFINED && shipped_defined[i]; i++)
-            if (shipped_defined[i] == cls)
-                return shipped_definitions[i];
-        return NULL;
-    }
-    if (PyDict_GET_SIZE(definitions) == 0)
-        return NULL;
-    PyObject *key = class_key(cls);
-    if (!key) {
-        PyErr_Clear();
-        return NULL;
-    }
-    PyObject *entry = PyDict_GetItem(definitions, key);
-    Py_DECREF(key);
-    return entry ? PyTuple_GET_ITEM(entry, 1) : NULL;
-}
-
-static int is_observed(PyTypeObject *cls)
-{
-    PyObject *key = class_key(cls);
-    if (!key)
-        return -1;
-    int r = PyDict_Contains(observed, key);
-    Py_DECREF(key);
-    return r;
-}
-
-int sw_py_observe_class(PyTypeObject *cls)
-{
-    if (is_shipped(cls)) /* their status never changes */
-        return 0;
-    PyObject *key = class_key(cls);
-    if (!key)
-        return -1;
-    int rc = PyDict_Contains(observed, key);
-    if (rc == 0) {
-        PyObject *ref = sw_py_weakref_forgetting(cls, observed, key);
-        rc = ref ? PyDict_SetItem(observed, key, ref) : -1;
-        Py_XDECREF(ref);
-    }
-    Py_DECREF(key);
-    return rc < 0 ? -1 : 0;
-}
-
 static int check_definition_target(PyObject *cls, PyObject *definition)
 {
     if (!is_concrete_carrier_class(cls)) {
@@ -615,7 +543,7 @@ static int check_definition_target(PyObject *cls, PyObject *definition)
     }
     PyTypeObject *t = (PyTypeObject *)cls;
     const char *name = _PyType_Name(t);
-    if (is_shipped(t) && !sw_py_definition_of(t)) {
+    if (sw_py_class_is_shipped(t) && !sw_py_definition_of(t)) {
         PyErr_Format(PyExc_TypeError,
                      "%s is a definition-free shipped carrier; define a Carrier subclass of "
                      "your own instead", name);
@@ -637,7 +565,7 @@ static int check_definition_target(PyObject *cls, PyObject *definition)
                      sw_py_definition_of(t) ? " (it already has a CarrierDefinition)" : "");
         return -1;
     }
-    int seen = is_observed(t);
+    int seen = sw_py_class_observed(t);
     if (seen != 0) {
         if (seen > 0)
             PyErr_Format(PyExc_TypeError,
@@ -719,22 +647,14 @@ static PyObject *register_carrier_definition(PyObject *mod, PyObject *const *arg
         return NULL;
     /* No Python code runs between the checks and the insertion: the GIL
      * makes the registration atomic. */
-    PyObject *key = class_key((PyTypeObject *)a[0]);
-    PyObject *entry = key ? PyTuple_Pack(2, a[0], a[1]) : NULL;
-    int rc = entry ? register_routes(a[1]) : -1, routed = rc == 0;
-    if (rc == 0 && (rc = PyDict_SetItem(definitions, key, entry)) == 0 &&
-        (rc = allow_fallback((PyTypeObject *)a[0], a[1])) < 0) {
-        PyObject *t, *v, *tb;
-        PyErr_Fetch(&t, &v, &tb);
-        if (PyDict_DelItem(definitions, key) < 0)
-            PyErr_Clear();
-        PyErr_Restore(t, v, tb);
-    }
+    PyTypeObject *cls = (PyTypeObject *)a[0];
+    int rc = register_routes(a[1]), routed = rc == 0;
+    if (rc == 0 && (rc = sw_py_definition_insert(cls, a[1])) == 0 &&
+        (rc = allow_fallback(cls, a[1])) < 0)
+        sw_py_definition_remove(cls);
     if (rc < 0 && routed)
         unregister_routes(SW_RECORD_FIELD(a[1], SW_DEFINITION_TRANSFERS),
                           PyTuple_GET_SIZE(SW_RECORD_FIELD(a[1], SW_DEFINITION_TRANSFERS)));
-    Py_XDECREF(entry);
-    Py_XDECREF(key);
     if (rc < 0)
         return NULL;
     Py_RETURN_NONE;
@@ -769,17 +689,7 @@ int sw_py_register_shipped_definition(PyTypeObject *cls)
         PyObject *v[SW_DEFINITION_NFIELDS] = {storage, Py_None, routes, Py_None, routes};
         def = record_make(&SwCarrierDefinition_Type, v);
     }
-    PyObject *key = def ? class_key(cls) : NULL;
-    PyObject *entry = key ? PyTuple_Pack(2, (PyObject *)cls, def) : NULL;
-    int rc = entry ? PyDict_SetItem(definitions, key, entry) : -1;
-    for (int i = 0; rc == 0 && i < MAX_SHIPPED_DEFINED; i++)
-        if (!shipped_defined[i]) {
-            shipped_defined[i] = cls;
-            shipped_definitions[i] = def; /* the table entry keeps it alive */
-            break;
-        }
-    Py_XDECREF(entry);
-    Py_XDECREF(key);
+    int rc = def ? sw_py_definition_insert(cls, def) : -1;
     Py_XDECREF(def);
     Py_XDECREF(routes);
     Py_XDECREF(storage);
@@ -933,11 +843,8 @@ int sw_py_extension_init(PyObject *module)
                              &SwTransferProvider_Type, &SwTransferRoute_Type,
                              &SwTransferRequest_Type,  &SwPreparedTransfer_Type,
                              &SwCarrierDefinition_Type};
-    definitions = PyDict_New();
-    observed = PyDict_New();
-    if (!definitions || !observed || sw_py_provider_wait_init() < 0)
+    if (sw_py_provider_wait_init() < 0)
         return -1;
-    sw_py_carrier_set_definitions(sw_py_observe_class, sw_py_definition_of);
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         if (PyType_Ready(types[i]) < 0 ||
             PyModule_AddObjectRef(module, _PyType_Name(types[i]), (PyObject *)types[i]) < 0)

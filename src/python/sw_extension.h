@@ -38,15 +38,33 @@ extern PyTypeObject SwTransferRouteMove_Type;
 
 /* ---- definitions and sealing (py_extension.c) ---------------------------- */
 
+/* ---- the definition table (py_definitions.c, below Carrier) ---------------- */
+
+/* Shipped carriers are the static Carrier types. */
+static inline int sw_py_class_is_shipped(PyTypeObject *cls)
+{
+    return !(cls->tp_flags & Py_TPFLAGS_HEAPTYPE);
+}
 /* The CarrierDefinition registered for exactly `cls` (no base-class
  * lookup), borrowed, or NULL (no exception) for a definition-free class. */
 PyObject *sw_py_definition_of(PyTypeObject *cls);
+/* Give exactly `cls` `definition` (the table keeps both alive; the caller
+ * checked it may): 0, or -1 with an exception. Remove takes it back after
+ * a later step failed, leaving that step's exception pending. */
+int sw_py_definition_insert(PyTypeObject *cls, PyObject *definition);
+void sw_py_definition_remove(PyTypeObject *cls);
+/* Whether exactly `cls` was observed: 1/0, -1 with an exception. */
+int sw_py_class_observed(PyTypeObject *cls);
+
+/* ---- the extension API (py_extension.c) ------------------------------------ */
+
 /* Make the shipped C carrier type `cls` definition-backed with no routes
  * and no fallback (TiledEvictable): moves from or into it fail
  * NotImplementedError, legacy registry calls naming it RuntimeError, and
  * registering a definition for it TypeError. Call from its init. */
 int sw_py_register_shipped_definition(PyTypeObject *cls);
-/* freeze the definition status of exactly `cls`. 0 / -1. */
+/* X-13: freeze the definition status of exactly `cls` (py_definitions.c).
+ * 0 / -1. */
 int sw_py_observe_class(PyTypeObject *cls);
 
 /* Binding routes in the core's registry keyed by the core classes of the

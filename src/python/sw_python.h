@@ -73,6 +73,7 @@ int sw_py_await_init(PyObject *module);
 int sw_py_move_operation_init(PyObject *module);
 int sw_py_move_init(PyObject *module);
 int sw_py_extension_init(PyObject *module);
+int sw_py_definitions_init(PyObject *module); /* py_definitions.c */
 int sw_py_evictable_init(PyObject *module);
 int sw_py_tiled_evictable_init(PyObject *module);
 int sw_py_profiling_init(PyObject *module);
