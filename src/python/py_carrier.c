@@ -16,9 +16,10 @@
  *
  * May depend on: the construction helpers (py_carrier_args.c), the
  * definition-backed storage (py_defined_carrier.c) and the files outside
- * the carriers below them (dtype, errors, layout). Everything above (the
- * built-in classes, class definitions, repr, dispatch_op) registers here at
- * module init instead of being named. */
+ * the carriers below them (dtype, errors, layout) and the definition table
+ * (py_definitions.c). Everything above (the built-in classes, repr,
+ * dispatch_op) registers here or fills Carrier at module init instead of
+ * being named. */
 #include "sw_carrier.h"
 #include "sw_extension.h"
 
@@ -44,10 +45,10 @@ static struct {
 } builtins[MAX_BUILTINS];
 static int nbuiltins;
 
-/* The operations dispatch_op hands out (py_minimal_ops.c). The repr of
- * every carrier is py_repr.c's, which puts it into Carrier's tp_repr before
- * the type is made ready. */
-static PyObject *(*dispatch_op_fn)(PyObject *self, PyObject *name);
+/* Two parts of Carrier are defined above it: Carrier.dispatch_op is
+ * py_minimal_ops.c's, which adds it to the type at module init, and the
+ * repr of every carrier is py_repr.c's, which puts it into Carrier's
+ * tp_repr before the type is made ready. */
 
 int sw_py_carrier_register_builtin(PyTypeObject *type, const sw_py_carrier_ops *ops, int own_core)
 {
@@ -60,11 +61,6 @@ int sw_py_carrier_register_builtin(PyTypeObject *type, const sw_py_carrier_ops *
     builtins[nbuiltins].own_core = own_core;
     nbuiltins++;
     return 0;
-}
-
-void sw_py_carrier_set_dispatch_op(PyObject *(*dispatch)(PyObject *self, PyObject *name))
-{
-    dispatch_op_fn = dispatch;
 }
 
 const sw_py_carrier_ops *sw_py_carrier_type_ops(PyTypeObject *type)
@@ -929,18 +925,6 @@ static PyObject *carrier_scatter(PyObject *self, PyObject *args, PyObject *kwds)
     return NULL;
 }
 
-/* F-0 / O-9: the operation implementing `name` for this carrier's exact
- * class (py_minimal_ops.c supplies it). */
-static PyObject *carrier_dispatch_op(PyObject *self, PyObject *name)
-{
-    if (!dispatch_op_fn) {
-        PyErr_Format(PyExc_NotImplementedError,
-                     "%s carriers do not implement the operation %R", type_name(self), name);
-        return NULL;
-    }
-    return dispatch_op_fn(self, name);
-}
-
 static PyObject *carrier_is_mutable(PyObject *self, PyObject *unused)
 {
     (void)unused;
@@ -1407,12 +1391,6 @@ static PyMethodDef carrier_methods[] = {
      "Free the storage. Calling it again does nothing; afterwards size() is 0\n"
      "and reading or writing a slot raises RuntimeError. Raises RuntimeError\n"
      "when a composite carrier holds this one."},
-    {"dispatch_op", carrier_dispatch_op, METH_O,
-     "dispatch_op($self, name, /)\n--\n\n"
-     "A fresh operation that runs `name` for this carrier's class: \"add\",\n"
-     "\"elementwise_mul\" and \"reduce_sum\" on Generic, CPU and FileBacked, and\n"
-     "\"broadcast_to\" on every carrier class. Raises NotImplementedError for\n"
-     "anything else and TypeError when name is not a str."},
     {"_claim_ownership", carrier_claim_ownership, METH_NOARGS,
      "_claim_ownership($self, /)\n--\n\n"
      "Take the carrier over for a composite carrier and return the token\n"

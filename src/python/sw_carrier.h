@@ -129,12 +129,11 @@ const sw_py_carrier_ops *sw_py_carrier_type_ops(PyTypeObject *type);
  * registers itself from its own init (before its PyType_Ready), with
  * `own_core` when it makes its own core carrier (sw_py_carrier_alloc then
  * makes none); -1 with SystemError when the table is full.
- * Carrier.dispatch_op (py_minimal_ops.c) is registered the same way. The
- * repr of every carrier is py_repr.c's, put into Carrier's tp_repr before
- * Carrier is made ready. Class definitions are read from the table below
- * Carrier (py_definitions.c, sw_extension.h). */
+ * Carrier.dispatch_op is py_minimal_ops.c's, added to the type at module
+ * init; the repr of every carrier is py_repr.c's, put into Carrier's
+ * tp_repr before Carrier is made ready. Class definitions are read from
+ * the table below Carrier (py_definitions.c, sw_extension.h). */
 int sw_py_carrier_register_builtin(PyTypeObject *type, const sw_py_carrier_ops *ops, int own_core);
-void sw_py_carrier_set_dispatch_op(PyObject *(*dispatch)(PyObject *self, PyObject *name));
 
 /* Owner access (C-13) for composites written in C; end does nothing for a
  * wrong token. */
