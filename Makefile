@@ -65,7 +65,7 @@ test-c-examples: $(PY)
 test-python: install-test
 	@echo "==> building the test build of the extension ($(TEST_BUILD): debug, fault injection)"
 	@SW_BUILD_DIR=$(TEST_BUILD) tools/dev python -c "import strideweave"
-	@echo "==> checking that the binding's files gain no new circle (tools/check-binding-layers)"
+	@echo "==> checking that the binding's files gain no new circle, open or behind a registration (tools/check-binding-layers)"
 	@NM=nm tools/check-binding-layers $(TEST_BUILD)/_C.*.so.p \
 		--core $(TEST_BUILD)/libstrideweave_core.a.p
 	@echo "==> running the Python tests against $(TEST_BUILD)"

@@ -76,9 +76,12 @@ static struct PyModuleDef module_def = {
 typedef int (*init_fn)(PyObject *);
 int sw_py_fault_pause_init(PyObject *module); /* py_fault_pause.c */
 
-/* Order matters: later concepts use earlier ones' types. */
+/* Order matters: later concepts use earlier ones' types. Repr comes before
+ * the carriers: it fills Carrier's tp_repr before any carrier type is made
+ * ready, so every carrier class inherits it. */
 static const init_fn inits[] = {
-    sw_py_layout_init,  sw_py_dtype_init, sw_py_carrier_slots_init, sw_py_carrier_init,
+    sw_py_layout_init,  sw_py_dtype_init, sw_py_repr_init, sw_py_definitions_init,
+    sw_py_carrier_slots_init, sw_py_carrier_init,
     sw_py_generic_init, sw_py_cpu_init,   sw_py_file_backed_init,
     sw_py_metal_init,   sw_py_evictable_init, sw_py_block_device_init,
     sw_py_tensor_init,  sw_py_view_init,  sw_py_friendly_init,
@@ -86,7 +89,6 @@ static const init_fn inits[] = {
     sw_py_await_init, sw_py_extension_init, sw_py_move_operation_init,
     sw_py_move_init,    sw_py_profiling_init,
     sw_py_tiled_evictable_init,
-    sw_py_repr_init,
     sw_py_profiling_report_init,
     sw_py_tiled_project_init,
     sw_py_build_info_init,

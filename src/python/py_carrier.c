@@ -16,9 +16,10 @@
  *
  * May depend on: the construction helpers (py_carrier_args.c), the
  * definition-backed storage (py_defined_carrier.c) and the files outside
- * the carriers below them (dtype, errors, layout). Everything above (the
- * built-in classes, class definitions, repr, dispatch_op) registers here at
- * module init instead of being named. */
+ * the carriers below them (dtype, errors, layout) and the definition table
+ * (py_definitions.c). Everything above (the built-in classes, repr,
+ * dispatch_op) registers here or fills Carrier at module init instead of
+ * being named. */
 #include "sw_carrier.h"
 #include "sw_extension.h"
 
@@ -44,12 +45,10 @@ static struct {
 } builtins[MAX_BUILTINS];
 static int nbuiltins;
 
-/* Class definitions (py_extension.c), the repr of every carrier
- * (py_repr.c) and the operations dispatch_op hands out (py_minimal_ops.c). */
-static int (*observe_class)(PyTypeObject *cls);
-static PyObject *(*definition_of)(PyTypeObject *cls);
-static reprfunc carrier_repr_fn;
-static PyObject *(*dispatch_op_fn)(PyObject *self, PyObject *name);
+/* Two parts of Carrier are defined above it: Carrier.dispatch_op is
+ * py_minimal_ops.c's, which adds it to the type at module init, and the
+ * repr of every carrier is py_repr.c's, which puts it into Carrier's
+ * tp_repr before the type is made ready. */
 
 int sw_py_carrier_register_builtin(PyTypeObject *type, const sw_py_carrier_ops *ops, int own_core)
 {
@@ -62,23 +61,6 @@ int sw_py_carrier_register_builtin(PyTypeObject *type, const sw_py_carrier_ops *
     builtins[nbuiltins].own_core = own_core;
     nbuiltins++;
     return 0;
-}
-
-void sw_py_carrier_set_definitions(int (*observe)(PyTypeObject *cls),
-                                   PyObject *(*definition)(PyTypeObject *cls))
-{
-    observe_class = observe;
-    definition_of = definition;
-}
-
-void sw_py_carrier_set_repr(reprfunc repr)
-{
-    carrier_repr_fn = repr;
-}
-
-void sw_py_carrier_set_dispatch_op(PyObject *(*dispatch)(PyObject *self, PyObject *name))
-{
-    dispatch_op_fn = dispatch;
 }
 
 const sw_py_carrier_ops *sw_py_carrier_type_ops(PyTypeObject *type)
@@ -160,11 +142,11 @@ static PyObject *carrier_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     (void)kwds;
     /* Making an instance freezes the class's definition status (X-13), so
      * the definition found here stays the class's for good. */
-    if (observe_class && observe_class(type) < 0)
+    if (sw_py_observe_class(type) < 0)
         return NULL;
     PyObject *self = sw_py_carrier_alloc(type, 1);
-    if (self && definition_of)
-        CARRIER(self)->definition = Py_XNewRef(definition_of(type));
+    if (self)
+        CARRIER(self)->definition = Py_XNewRef(sw_py_definition_of(type));
     return self;
 }
 
@@ -943,24 +925,6 @@ static PyObject *carrier_scatter(PyObject *self, PyObject *args, PyObject *kwds)
     return NULL;
 }
 
-/* F-0 / O-9: the operation implementing `name` for this carrier's exact
- * class (py_minimal_ops.c supplies it). */
-static PyObject *carrier_dispatch_op(PyObject *self, PyObject *name)
-{
-    if (!dispatch_op_fn) {
-        PyErr_Format(PyExc_NotImplementedError,
-                     "%s carriers do not implement the operation %R", type_name(self), name);
-        return NULL;
-    }
-    return dispatch_op_fn(self, name);
-}
-
-/* The repr every carrier shares (py_repr.c supplies it). */
-static PyObject *carrier_repr(PyObject *self)
-{
-    return carrier_repr_fn ? carrier_repr_fn(self) : PyBaseObject_Type.tp_repr(self);
-}
-
 static PyObject *carrier_is_mutable(PyObject *self, PyObject *unused)
 {
     (void)unused;
@@ -1427,12 +1391,6 @@ static PyMethodDef carrier_methods[] = {
      "Free the storage. Calling it again does nothing; afterwards size() is 0\n"
      "and reading or writing a slot raises RuntimeError. Raises RuntimeError\n"
      "when a composite carrier holds this one."},
-    {"dispatch_op", carrier_dispatch_op, METH_O,
-     "dispatch_op($self, name, /)\n--\n\n"
-     "A fresh operation that runs `name` for this carrier's class: \"add\",\n"
-     "\"elementwise_mul\" and \"reduce_sum\" on Generic, CPU and FileBacked, and\n"
-     "\"broadcast_to\" on every carrier class. Raises NotImplementedError for\n"
-     "anything else and TypeError when name is not a str."},
     {"_claim_ownership", carrier_claim_ownership, METH_NOARGS,
      "_claim_ownership($self, /)\n--\n\n"
      "Take the carrier over for a composite carrier and return the token\n"
@@ -1470,7 +1428,6 @@ PyTypeObject SwCarrier_Type = {
     .tp_basicsize = sizeof(SwCarrierObject),
     .tp_dealloc = carrier_dealloc,
     .tp_as_mapping = &carrier_as_mapping,
-    .tp_repr = carrier_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
     .tp_doc = "Carrier(slots=None, *, dtype=None, mutable=True)\n--\n\n"
               "A flat run of typed slots; the open base for carriers written in\n"

@@ -55,6 +55,20 @@ int sw_py_index_ll(PyObject *obj, long long *v, int *overflow)
     return *v == -1 && PyErr_Occurred() ? -1 : 0;
 }
 
+int sw_py_type_add_methods(PyTypeObject *type, PyMethodDef *defs)
+{
+    for (PyMethodDef *d = defs; d->ml_name; d++) {
+        PyObject *descr = d->ml_flags & METH_CLASS ? PyDescr_NewClassMethod(type, d)
+                                                   : PyDescr_NewMethod(type, d);
+        int rc = descr ? PyDict_SetItemString(type->tp_dict, d->ml_name, descr) : -1;
+        Py_XDECREF(descr);
+        if (rc < 0)
+            return -1;
+    }
+    PyType_Modified(type);
+    return 0;
+}
+
 PyObject *sw_py_types_attr(const char *name)
 {
     PyObject *mod = PyImport_ImportModule("strideweave._types");

@@ -1,18 +1,15 @@
 /* The carrier-extension API (contract-carriers X-1 .. X-15): the immutable
- * value types, register_carrier_definition, sealing, and X-14 route
- * resolution.
+ * value types, register_carrier_definition, sealing, and the definitions'
+ * part of X-14 route resolution (the whole of it, with the legacy registry,
+ * is py_move_operation.c's sw_py_route_resolve, above this file).
  *
  * Every value type is a record of object fields with read-only attributes
  * (X-1), one shared set of slots (traverse, clear, dealloc, repr), and its
  * own constructor that runs the checks in the contract's order.
  *
- * Definitions live in one table keyed by the class's identity; nothing here
- * looks at base classes (X-13). A class is *observed* when an instance is
- * made (Carrier.__new__), when a storage question is answered for it, or
- * when a legacy registry call, dispatch_move, move or move_async names it;
- * from then on its definition status is frozen. The observed set holds weak
- * references, so a class that dies does not keep its entry (and a new class
- * that reuses its address starts unobserved). */
+ * Definitions live in one table keyed by the class's identity, with the
+ * set of observed classes (X-13): py_definitions.c, below Carrier, which
+ * reads it when an instance is made; this file checks and fills it. */
 #include "sw_carrier.h"
 #include "sw_extension.h"
 #include "sw_move.h"
@@ -29,9 +26,6 @@
 #define RECORD_SIZE(n) (offsetof(SwRecordObject, f) + (n) * sizeof(PyObject *))
 #define FIELD(name, i, doc) \
     {name, T_OBJECT, offsetof(SwRecordObject, f) + (i) * sizeof(PyObject *), READONLY, doc}
-
-static PyObject *definitions; /* {id(cls): (cls, definition)} */
-static PyObject *observed;    /* {id(cls): weakref(cls)} */
 
 /* ---- the record slots ------------------------------------------------------ */
 
@@ -534,71 +528,6 @@ RECORD_TYPE(SwCarrierDefinition_Type, "CarrierDefinition", SW_DEFINITION_NFIELDS
 
 /* ---- the definition table and sealing (X-12, X-13) ------------------------------ */
 
-static PyObject *class_key(PyTypeObject *cls)
-{
-    return PyLong_FromVoidPtr(cls);
-}
-
-/* Shipped carriers are the static Carrier types. */
-static int is_shipped(PyTypeObject *cls)
-{
-    return !(cls->tp_flags & Py_TPFLAGS_HEAPTYPE);
-}
-
-/* Shipped C types get a definition only through
- * sw_py_register_shipped_definition: they are answered from this short
- * list, so moves between built-ins never build a dictionary key. */
-#define MAX_SHIPPED_DEFINED 4
-static PyTypeObject *shipped_defined[MAX_SHIPPED_DEFINED];
-static PyObject *shipped_definitions[MAX_SHIPPED_DEFINED];
-
-PyObject *sw_py_definition_of(PyTypeObject *cls)
-{
-    if (is_shipped(cls)) {
-        for (int i = 0; i < MAX_SHIPPED_DEFINED && shipped_defined[i]; i++)
-            if (shipped_defined[i] == cls)
-                return shipped_definitions[i];
-        return NULL;
-    }
-    if (PyDict_GET_SIZE(definitions) == 0)
-        return NULL;
-    PyObject *key = class_key(cls);
-    if (!key) {
-        PyErr_Clear();
-        return NULL;
-    }
-    PyObject *entry = PyDict_GetItem(definitions, key);
-    Py_DECREF(key);
-    return entry ? PyTuple_GET_ITEM(entry, 1) : NULL;
-}
-
-static int is_observed(PyTypeObject *cls)
-{
-    PyObject *key = class_key(cls);
-    if (!key)
-        return -1;
-    int r = PyDict_Contains(observed, key);
-    Py_DECREF(key);
-    return r;
-}
-
-int sw_py_observe_class(PyTypeObject *cls)
-{
-    if (is_shipped(cls)) /* their status never changes */
-        return 0;
-    PyObject *key = class_key(cls);
-    if (!key)
-        return -1;
-    int rc = PyDict_Contains(observed, key);
-    if (rc == 0) {
-        PyObject *ref = sw_py_weakref_forgetting(cls, observed, key);
-        rc = ref ? PyDict_SetItem(observed, key, ref) : -1;
-        Py_XDECREF(ref);
-    }
-    Py_DECREF(key);
-    return rc < 0 ? -1 : 0;
-}
-
 static int check_definition_target(PyObject *cls, PyObject *definition)
 {
     if (!is_concrete_carrier_class(cls)) {
@@ -614,7 +543,7 @@ static int check_definition_target(PyObject *cls, PyObject *definition)
     }
     PyTypeObject *t = (PyTypeObject *)cls;
     const char *name = _PyType_Name(t);
-    if (is_shipped(t) && !sw_py_definition_of(t)) {
+    if (sw_py_class_is_shipped(t) && !sw_py_definition_of(t)) {
         PyErr_Format(PyExc_TypeError,
                      "%s is a definition-free shipped carrier; define a Carrier subclass of "
                      "your own instead", name);
@@ -636,7 +565,7 @@ static int check_definition_target(PyObject *cls, PyObject *definition)
                      sw_py_definition_of(t) ? " (it already has a CarrierDefinition)" : "");
         return -1;
     }
-    int seen = is_observed(t);
+    int seen = sw_py_class_observed(t);
     if (seen != 0) {
         if (seen > 0)
             PyErr_Format(PyExc_TypeError,
@@ -718,22 +647,14 @@ static PyObject *register_carrier_definition(PyObject *mod, PyObject *const *arg
         return NULL;
     /* No Python code runs between the checks and the insertion: the GIL
      * makes the registration atomic. */
-    PyObject *key = class_key((PyTypeObject *)a[0]);
-    PyObject *entry = key ? PyTuple_Pack(2, a[0], a[1]) : NULL;
-    int rc = entry ? register_routes(a[1]) : -1, routed = rc == 0;
-    if (rc == 0 && (rc = PyDict_SetItem(definitions, key, entry)) == 0 &&
-        (rc = allow_fallback((PyTypeObject *)a[0], a[1])) < 0) {
-        PyObject *t, *v, *tb;
-        PyErr_Fetch(&t, &v, &tb);
-        if (PyDict_DelItem(definitions, key) < 0)
-            PyErr_Clear();
-        PyErr_Restore(t, v, tb);
-    }
+    PyTypeObject *cls = (PyTypeObject *)a[0];
+    int rc = register_routes(a[1]), routed = rc == 0;
+    if (rc == 0 && (rc = sw_py_definition_insert(cls, a[1])) == 0 &&
+        (rc = allow_fallback(cls, a[1])) < 0)
+        sw_py_definition_remove(cls);
     if (rc < 0 && routed)
         unregister_routes(SW_RECORD_FIELD(a[1], SW_DEFINITION_TRANSFERS),
                           PyTuple_GET_SIZE(SW_RECORD_FIELD(a[1], SW_DEFINITION_TRANSFERS)));
-    Py_XDECREF(entry);
-    Py_XDECREF(key);
     if (rc < 0)
         return NULL;
     Py_RETURN_NONE;
@@ -768,17 +689,7 @@ int sw_py_register_shipped_definition(PyTypeObject *cls)
         PyObject *v[SW_DEFINITION_NFIELDS] = {storage, Py_None, routes, Py_None, routes};
         def = record_make(&SwCarrierDefinition_Type, v);
     }
-    PyObject *key = def ? class_key(cls) : NULL;
-    PyObject *entry = key ? PyTuple_Pack(2, (PyObject *)cls, def) : NULL;
-    int rc = entry ? PyDict_SetItem(definitions, key, entry) : -1;
-    for (int i = 0; rc == 0 && i < MAX_SHIPPED_DEFINED; i++)
-        if (!shipped_defined[i]) {
-            shipped_defined[i] = cls;
-            shipped_definitions[i] = def; /* the table entry keeps it alive */
-            break;
-        }
-    Py_XDECREF(entry);
-    Py_XDECREF(key);
+    int rc = def ? sw_py_definition_insert(cls, def) : -1;
     Py_XDECREF(def);
     Py_XDECREF(routes);
     Py_XDECREF(storage);
@@ -863,11 +774,8 @@ static int permits_fallback(PyObject *definition)
                            SW_STORAGE_ELEMENTWISE_FALLBACK) == Py_True;
 }
 
-/* The core's answer for exactly (src, dst): the TransferRoute registered
- * for it (borrowed: the registry keeps it) or NULL, and whether the pair
- * may fall back element by element (both classes allowed it,
- * allow_fallback). 0, or -1 with an exception. */
-static int core_route(PyTypeObject *src, PyTypeObject *dst, PyObject **route, int *may_fall_back)
+int sw_py_route_defined(PyTypeObject *src, PyTypeObject *dst, PyObject **route,
+                        int *may_fall_back)
 {
     const sw_carrier_class *s, *d;
     *route = NULL;
@@ -883,59 +791,6 @@ static int core_route(PyTypeObject *src, PyTypeObject *dst, PyObject **route, in
         *route = e.payload; /* not a move registry entry: a definition's */
     sw_route_entry_release(&e);
     return 0;
-}
-
-/* The move operations' side, registered from above (py_move_operation.c
- * at module init): the registry's dispatch for undefined classes, and the
- * operation types a definition's route or fallback resolves to. */
-static PyObject *(*move_dispatch)(PyObject *, PyObject *);
-static PyTypeObject *elementwise_type, *route_move_type;
-
-void sw_py_route_set_move_operations(PyObject *(*dispatch)(PyObject *, PyObject *),
-                                     PyTypeObject *elementwise, PyTypeObject *route_move)
-{
-    move_dispatch = dispatch;
-    elementwise_type = elementwise;
-    route_move_type = route_move;
-}
-
-int sw_py_route_resolve(PyTypeObject *src, PyTypeObject *dst, sw_py_route *out)
-{
-    if (sw_py_observe_class(src) < 0 || sw_py_observe_class(dst) < 0)
-        return -1;
-    PyObject *sdef = sw_py_definition_of(src), *ddef = sw_py_definition_of(dst);
-    out->route = NULL;
-    out->may_fall_back = 0;
-    if (!sdef && !ddef) {
-        out->op_type = move_dispatch((PyObject *)src, (PyObject *)dst);
-        return out->op_type ? 0 : -1;
-    }
-    /* A TransferRoute from src is src's definition's: none without one. */
-    if (core_route(src, dst, &out->route, &out->may_fall_back) < 0)
-        return -1;
-    out->op_type = out->route ? (PyObject *)route_move_type : (PyObject *)elementwise_type;
-    if (out->route || out->may_fall_back)
-        return 0;
-    const char *why =
-        !sdef ? "a carrier without a CarrierDefinition cannot move into a defined one"
-        : ddef ? "the source's CarrierDefinition has no TransferRoute to it, and the two "
-                 "StorageProviders do not both allow the element-by-element fallback"
-               : "the source's CarrierDefinition has no TransferRoute to it";
-    PyErr_Format(PyExc_NotImplementedError, "cannot move from %s to %s: %s", _PyType_Name(src),
-                 _PyType_Name(dst), why);
-    return -1;
-}
-
-void sw_py_route_of(PyObject *transfer_route, sw_py_route *out)
-{
-    PyTypeObject *src = (PyTypeObject *)SW_RECORD_FIELD(transfer_route, SW_ROUTE_SOURCE_CLASS);
-    PyTypeObject *dst =
-        (PyTypeObject *)SW_RECORD_FIELD(transfer_route, SW_ROUTE_DESTINATION_CLASS);
-    PyObject *route;
-    if (core_route(src, dst, &route, &out->may_fall_back) < 0)
-        PyErr_Clear(); /* the route's classes have their keys: cannot fail */
-    out->route = transfer_route;
-    out->op_type = (PyObject *)route_move_type;
 }
 
 /* _core_route_of(source, destination): test aid. What the core resolves
@@ -988,11 +843,8 @@ int sw_py_extension_init(PyObject *module)
                              &SwTransferProvider_Type, &SwTransferRoute_Type,
                              &SwTransferRequest_Type,  &SwPreparedTransfer_Type,
                              &SwCarrierDefinition_Type};
-    definitions = PyDict_New();
-    observed = PyDict_New();
-    if (!definitions || !observed || sw_py_provider_wait_init() < 0)
+    if (sw_py_provider_wait_init() < 0)
         return -1;
-    sw_py_carrier_set_definitions(sw_py_observe_class, sw_py_definition_of);
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         if (PyType_Ready(types[i]) < 0 ||
             PyModule_AddObjectRef(module, _PyType_Name(types[i]), (PyObject *)types[i]) < 0)

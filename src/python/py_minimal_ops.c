@@ -1074,7 +1074,7 @@ static PyTypeObject *sw_py_minimal_op_type(PyObject *name)
     return NULL;
 }
 
-/* Carrier.dispatch_op (F-0 / O-9), registered with the carrier base at init:
+/* Carrier.dispatch_op (F-0 / O-9), added to the carrier base at init:
  * the operation implementing `name` for this carrier's exact
  * class, with its dispatch metadata set. broadcast_to is the framework's view
  * for every class; the arithmetic operations exist for the built-ins. */
@@ -1232,6 +1232,18 @@ static PyMethodDef minimal_functions[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* Carrier.dispatch_op is this file's: it is added to Carrier (py_carrier.c,
+ * below this file) at module init. */
+static PyMethodDef carrier_methods[] = {
+    {"dispatch_op", carrier_dispatch_op, METH_O,
+     "dispatch_op($self, name, /)\n--\n\n"
+     "A fresh operation that runs `name` for this carrier's class: \"add\",\n"
+     "\"elementwise_mul\" and \"reduce_sum\" on Generic, CPU and FileBacked, and\n"
+     "\"broadcast_to\" on every carrier class. Raises NotImplementedError for\n"
+     "anything else and TypeError when name is not a str."},
+    {NULL, NULL, 0, NULL},
+};
+
 int sw_py_minimal_ops_init(PyObject *module)
 {
     str_new_like = PyUnicode_InternFromString("new_like");
@@ -1248,6 +1260,7 @@ int sw_py_minimal_ops_init(PyObject *module)
     for (size_t i = 0; i < 3; i++)
         if (PyType_Ready(types[i]) < 0)
             return -1;
-    sw_py_carrier_set_dispatch_op(carrier_dispatch_op);
+    if (sw_py_type_add_methods(&SwCarrier_Type, carrier_methods) < 0)
+        return -1;
     return PyModule_AddFunctions(module, minimal_functions);
 }

@@ -1214,6 +1214,144 @@ static PyObject *move(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,
     return sw_py_move_now(a[0], a[1], NULL);
 }
 
+/* ---- MoveOperation.forward and .backward ------------------------------------------ */
+
+/* Both run a move with a given operation: forward the one asked for,
+ * backward the reverse of a recorded move (autograd across a move). This
+ * file adds them to MoveOperation (py_move_operation.c, below it). */
+
+/* The cotangent a move node accepts: a live Tensor of the source's shape
+ * with an injective layout (its layout need not equal the source's). */
+static int check_cotangent(PyObject *g, PyObject *source)
+{
+    if (!SwTensor_Check(g) || ((SwTensorObject *)g)->nsub != 1) {
+        PyErr_Format(PyExc_TypeError, "the gradient of a move must be a Tensor, not %.100s",
+                     Py_TYPE(g)->tp_name);
+        return -1;
+    }
+    SwSubtensor *gs = &((SwTensorObject *)g)->subs[0];
+    if (sw_py_state_released(gs->carrier)) {
+        PyErr_SetString(PyExc_RuntimeError, "the gradient's carrier is released");
+        return -1;
+    }
+    sw_layout *gl = SwLayout_CORE(gs->layout);
+    if (!sw_layout_same_shape(gl, SW_SUB_LAYOUT(&((SwTensorObject *)source)->subs[0]))) {
+        PyErr_SetString(PyExc_ValueError,
+                        "the gradient of a move must have the moved Tensor's shape");
+        return -1;
+    }
+    sw_error err;
+    int inj = sw_layout_is_injective(gl, &err);
+    if (inj < 0)
+        return sw_py_raise(&err);
+    if (!inj) {
+        PyErr_SetString(PyExc_ValueError,
+                        "an injective gradient Layout is required to move a gradient back");
+        return -1;
+    }
+    return 0;
+}
+
+/* The private copy of the cotangent that travels back: its values in the
+ * source's gradient layout, on a new carrier of the result's class. */
+static PyObject *private_copy(PyObject *g, PyObject *source, PyObject *out_carrier)
+{
+    int64_t n = SW_SUB_LAYOUT(&((SwTensorObject *)g)->subs[0])->size;
+    float *vals = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    if (!vals)
+        return PyErr_NoMemory();
+    PyObject *layout = NULL, *copy = NULL;
+    if (sw_py_read_float_values(g, vals) == 0 && (layout = sw_py_grad_layout(source)))
+        copy = sw_py_grad_buffer_on(out_carrier, layout, vals);
+    Py_XDECREF(layout);
+    PyMem_Free(vals);
+    return copy;
+}
+
+/* carrier.allocate_like(nslots, empty=True): fresh storage of the same
+ * class, which the reverse move fills completely. */
+static PyObject *allocate_empty_like(PyObject *carrier, int64_t nslots)
+{
+    PyObject *fn = PyObject_GetAttrString(carrier, "allocate_like");
+    PyObject *args = fn ? Py_BuildValue("(L)", (long long)nslots) : NULL;
+    PyObject *kwargs = args ? Py_BuildValue("{s:O}", "empty", Py_True) : NULL;
+    PyObject *r = kwargs ? PyObject_Call(fn, args, kwargs) : NULL;
+    Py_XDECREF(kwargs);
+    Py_XDECREF(args);
+    Py_XDECREF(fn);
+    return r;
+}
+
+/* backward(gradient): move the cotangent back through the captured route
+ * into fresh storage of the source carrier's exact class, and wait. */
+static PyObject *move_backward(PyObject *self, PyObject *g)
+{
+    SwMoveOperationObject *op = MOVEOP(self);
+    PyObject *saved = op->base.saved;
+    if (!saved || PyTuple_GET_SIZE(saved) != 1 || !op->reverse || !op->output) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "this move recorded no gradient path, or its graph was released "
+                        "(use retain_graph=True to run backward twice)");
+        return NULL;
+    }
+    PyObject *source = PyTuple_GET_ITEM(saved, 0);
+    if (check_cotangent(g, source) < 0)
+        return NULL;
+    SwSubtensor *ss = &((SwTensorObject *)source)->subs[0];
+    PyObject *ptensor = private_copy(g, source, op->output);
+    PyObject *dest = NULL;
+    if (ptensor) {
+        PyObject *playout = ((SwTensorObject *)ptensor)->subs[0].layout;
+        dest = allocate_empty_like(ss->carrier, SwLayout_CORE(playout)->cosize);
+    }
+    /* The captured reverse: a TransferRoute drives the move itself, an
+     * operation class is instantiated. */
+    int is_route = Py_TYPE(op->reverse) == &SwTransferRoute_Type;
+    PyObject *rev_op = !dest ? NULL
+                       : is_route ? Py_NewRef(op->reverse)
+                                  : PyObject_CallNoArgs(op->reverse);
+    PyObject *result = NULL;
+    if (rev_op) {
+        int was = sw_py_grad_enabled();
+        sw_py_set_grad_enabled(0); /* the reverse move records no node */
+        PyObject *handle = sw_py_move_initiate(ptensor, dest, rev_op);
+        sw_py_set_grad_enabled(was);
+        PyObject *moved = handle ? sw_py_await_wait(handle) : NULL;
+        Py_XDECREF(handle);
+        result = moved ? PyTuple_Pack(1, moved) : NULL;
+        Py_XDECREF(moved);
+    }
+    Py_XDECREF(rev_op);
+    Py_XDECREF(dest);
+    Py_XDECREF(ptensor);
+    return result;
+}
+
+static PyObject *operation_forward(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                   PyObject *kwnames)
+{
+    static const char *const names[] = {"tensor", "destination"};
+    PyObject *a[2];
+    if (sw_py_parse_required("forward", names, 2, args, nargs, kwnames, a) < 0)
+        return NULL;
+    return sw_py_move_now(a[0], a[1], self);
+}
+
+static PyMethodDef operation_methods[] = {
+    {"backward", move_backward, METH_O,
+     "backward($self, gradient, /)\n--\n\n"
+     "Gradient of a recorded move: moves `gradient` (a Tensor of the moved\n"
+     "Tensor's shape with an injective layout) back to the source's carrier\n"
+     "class and returns it as a one-element tuple. Called by Tensor.backward."},
+    {"forward", (PyCFunction)(void (*)(void))operation_forward,
+     METH_FASTCALL | METH_KEYWORDS,
+     "forward($self, tensor, destination)\n--\n\n"
+     "Move `tensor` into `destination` with this operation, whatever the\n"
+     "registry would choose, and return the moved Tensor (blocking).\n"
+     "Every check of move() applies; the source carrier is released."},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyMethodDef move_functions[] = {
     {"move_async", (PyCFunction)(void (*)(void))move_async, METH_FASTCALL | METH_KEYWORDS,
      "move_async(tensor, destination)\n--\n\n"
@@ -1283,10 +1421,10 @@ static int register_fork_hook(PyObject *module)
 
 int sw_py_move_init(PyObject *module)
 {
-    sw_py_move_operation_set_engine(sw_py_move_initiate, sw_py_move_now);
     str_copy = PyUnicode_InternFromString("_copy");
     str_copy_async = PyUnicode_InternFromString("_copy_async");
     if (!str_copy || !str_copy_async || PyModule_AddFunctions(module, move_functions) < 0 ||
+        sw_py_type_add_methods(&SwMoveOperation_Type, operation_methods) < 0 ||
         register_exit_hook(module) < 0 || register_fork_hook(module) < 0)
         return -1;
     if (pthread_atfork(NULL, NULL, reset_after_fork) != 0) {

@@ -11,7 +11,9 @@
  * to an operation class. Its entries are binding routes in the core's
  * route registry (strideweave/route.h), keyed by the exact pair of the
  * classes' core classes (sw_py_carrier_core_class), so a subclass never matches its
- * parent's entry. */
+ * parent's entry. Route resolution (X-14, sw_py_route_resolve) is here: the
+ * legacy registry for two undefined classes, else the definitions' answer
+ * (py_extension.c). */
 #include "sw_extension.h"
 #include "sw_move.h"
 
@@ -45,17 +47,6 @@ static int python_class(PyObject *carrier)
 static int block_direction(PyTypeObject *op_type)
 {
     return op_type == &SwCpuToBlockDevice_Type ? 1 : op_type == &SwBlockDeviceToCpu_Type ? -1 : 0;
-}
-
-/* The move path's entry points, registered from above (py_move.c). */
-static PyObject *(*move_initiate)(PyObject *, PyObject *, PyObject *);
-static PyObject *(*move_now)(PyObject *, PyObject *, PyObject *);
-
-void sw_py_move_operation_set_engine(PyObject *(*initiate)(PyObject *, PyObject *, PyObject *),
-                                     PyObject *(*now)(PyObject *, PyObject *, PyObject *))
-{
-    move_initiate = initiate;
-    move_now = now;
 }
 
 /* Logical values slot by slot through the carriers' hooks, by the core
@@ -164,19 +155,6 @@ static PyObject *base_copy_impl(PyObject *self, PyObject *const *args, Py_ssize_
 
 /* ---- MoveOperation -------------------------------------------------------- */
 
-/* A move operation is an Operation (O-11): same saved-input, token and node
- * state, inherited allocation, GC and deallocation. */
-typedef struct SwMoveOperationObject {
-    SwOperationObject base;
-    /* Set when the move records a node: the reverse route captured at
-     * initiation and the result's carrier, whose class holds the private
-     * copy of a cotangent on its way back (the carrier, not the result:
-     * the result refers to this node). */
-    PyObject *reverse;
-    PyObject *output;
-} SwMoveOperationObject;
-
-#define MOVEOP(o) ((SwMoveOperationObject *)(o))
 
 static int move_op_traverse(PyObject *self, visitproc visit, void *arg)
 {
@@ -257,123 +235,6 @@ void sw_py_move_node_attach(PyObject *op, PyObject *output)
     sw_py_operation_attach(op, output);
 }
 
-/* The cotangent a move node accepts: a live Tensor of the source's shape
- * with an injective layout (its layout need not equal the source's). */
-static int check_cotangent(PyObject *g, PyObject *source)
-{
-    if (!SwTensor_Check(g) || ((SwTensorObject *)g)->nsub != 1) {
-        PyErr_Format(PyExc_TypeError, "the gradient of a move must be a Tensor, not %.100s",
-                     Py_TYPE(g)->tp_name);
-        return -1;
-    }
-    SwSubtensor *gs = &((SwTensorObject *)g)->subs[0];
-    if (sw_py_state_released(gs->carrier)) {
-        PyErr_SetString(PyExc_RuntimeError, "the gradient's carrier is released");
-        return -1;
-    }
-    sw_layout *gl = SwLayout_CORE(gs->layout);
-    if (!sw_layout_same_shape(gl, SW_SUB_LAYOUT(&((SwTensorObject *)source)->subs[0]))) {
-        PyErr_SetString(PyExc_ValueError,
-                        "the gradient of a move must have the moved Tensor's shape");
-        return -1;
-    }
-    sw_error err;
-    int inj = sw_layout_is_injective(gl, &err);
-    if (inj < 0)
-        return sw_py_raise(&err);
-    if (!inj) {
-        PyErr_SetString(PyExc_ValueError,
-                        "an injective gradient Layout is required to move a gradient back");
-        return -1;
-    }
-    return 0;
-}
-
-/* The private copy of the cotangent that travels back: its values in the
- * source's gradient layout, on a new carrier of the result's class. */
-static PyObject *private_copy(PyObject *g, PyObject *source, PyObject *out_carrier)
-{
-    int64_t n = SW_SUB_LAYOUT(&((SwTensorObject *)g)->subs[0])->size;
-    float *vals = PyMem_Malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-    if (!vals)
-        return PyErr_NoMemory();
-    PyObject *layout = NULL, *copy = NULL;
-    if (sw_py_read_float_values(g, vals) == 0 && (layout = sw_py_grad_layout(source)))
-        copy = sw_py_grad_buffer_on(out_carrier, layout, vals);
-    Py_XDECREF(layout);
-    PyMem_Free(vals);
-    return copy;
-}
-
-/* carrier.allocate_like(nslots, empty=True): fresh storage of the same
- * class, which the reverse move fills completely. */
-static PyObject *allocate_empty_like(PyObject *carrier, int64_t nslots)
-{
-    PyObject *fn = PyObject_GetAttrString(carrier, "allocate_like");
-    PyObject *args = fn ? Py_BuildValue("(L)", (long long)nslots) : NULL;
-    PyObject *kwargs = args ? Py_BuildValue("{s:O}", "empty", Py_True) : NULL;
-    PyObject *r = kwargs ? PyObject_Call(fn, args, kwargs) : NULL;
-    Py_XDECREF(kwargs);
-    Py_XDECREF(args);
-    Py_XDECREF(fn);
-    return r;
-}
-
-/* backward(gradient): move the cotangent back through the captured route
- * into fresh storage of the source carrier's exact class, and wait. */
-static PyObject *move_backward(PyObject *self, PyObject *g)
-{
-    SwMoveOperationObject *op = MOVEOP(self);
-    PyObject *saved = op->base.saved;
-    if (!saved || PyTuple_GET_SIZE(saved) != 1 || !op->reverse || !op->output) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "this move recorded no gradient path, or its graph was released "
-                        "(use retain_graph=True to run backward twice)");
-        return NULL;
-    }
-    PyObject *source = PyTuple_GET_ITEM(saved, 0);
-    if (check_cotangent(g, source) < 0)
-        return NULL;
-    SwSubtensor *ss = &((SwTensorObject *)source)->subs[0];
-    PyObject *ptensor = private_copy(g, source, op->output);
-    PyObject *dest = NULL;
-    if (ptensor) {
-        PyObject *playout = ((SwTensorObject *)ptensor)->subs[0].layout;
-        dest = allocate_empty_like(ss->carrier, SwLayout_CORE(playout)->cosize);
-    }
-    /* The captured reverse: a TransferRoute drives the move itself, an
-     * operation class is instantiated. */
-    int is_route = Py_TYPE(op->reverse) == &SwTransferRoute_Type;
-    PyObject *rev_op = !dest ? NULL
-                       : is_route ? Py_NewRef(op->reverse)
-                                  : PyObject_CallNoArgs(op->reverse);
-    PyObject *result = NULL;
-    if (rev_op) {
-        int was = sw_py_grad_enabled();
-        sw_py_set_grad_enabled(0); /* the reverse move records no node */
-        PyObject *handle = move_initiate(ptensor, dest, rev_op);
-        sw_py_set_grad_enabled(was);
-        PyObject *moved = handle ? sw_py_await_wait(handle) : NULL;
-        Py_XDECREF(handle);
-        result = moved ? PyTuple_Pack(1, moved) : NULL;
-        Py_XDECREF(moved);
-    }
-    Py_XDECREF(rev_op);
-    Py_XDECREF(dest);
-    Py_XDECREF(ptensor);
-    return result;
-}
-
-static PyObject *operation_forward(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                                   PyObject *kwnames)
-{
-    static const char *const names[] = {"tensor", "destination"};
-    PyObject *a[2];
-    if (sw_py_parse_required("forward", names, 2, args, nargs, kwnames, a) < 0)
-        return NULL;
-    return move_now(a[0], a[1], self);
-}
-
 static int operation_init(PyObject *self, PyObject *args, PyObject *kwds)
 {
     (void)self;
@@ -390,22 +251,11 @@ static int operation_init(PyObject *self, PyObject *args, PyObject *kwds)
     "is the number of storage slots to transfer (the layout's cosize)."
 
 static PyMethodDef operation_methods[] = {
-    {"backward", move_backward, METH_O,
-     "backward($self, gradient, /)\n--\n\n"
-     "Gradient of a recorded move: moves `gradient` (a Tensor of the moved\n"
-     "Tensor's shape with an injective layout) back to the source's carrier\n"
-     "class and returns it as a one-element tuple. Called by Tensor.backward."},
     {"_copy", (PyCFunction)(void (*)(void))base_copy_impl,
      METH_FASTCALL | METH_KEYWORDS,
      COPY_DOC("Transfer the values of `tensor` into `destination`, where `output`\n"
               "is the result Tensor already bound to it. Subclasses implement this;\n"
               "the base class raises NotImplementedError.")},
-    {"forward", (PyCFunction)(void (*)(void))operation_forward,
-     METH_FASTCALL | METH_KEYWORDS,
-     "forward($self, tensor, destination)\n--\n\n"
-     "Move `tensor` into `destination` with this operation, whatever the\n"
-     "registry would choose, and return the moved Tensor (blocking).\n"
-     "Every check of move() applies; the source carrier is released."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -778,6 +628,51 @@ static PyObject *dispatch_lookup(PyObject *src, PyObject *dst)
     return rc < 0 ? NULL : rc ? op : (PyObject *)&SwElementwise_Type;
 }
 
+/* ---- route resolution (X-14) ------------------------------------------------------ */
+
+/* Two undefined classes: the legacy registry above; else the definitions'
+ * answer from the core's route registry (py_extension.c, below this file). */
+int sw_py_route_resolve(PyTypeObject *src, PyTypeObject *dst, sw_py_route *out)
+{
+    if (sw_py_observe_class(src) < 0 || sw_py_observe_class(dst) < 0)
+        return -1;
+    PyObject *sdef = sw_py_definition_of(src), *ddef = sw_py_definition_of(dst);
+    out->route = NULL;
+    out->may_fall_back = 0;
+    if (!sdef && !ddef) {
+        out->op_type = sw_py_move_dispatch((PyObject *)src, (PyObject *)dst);
+        return out->op_type ? 0 : -1;
+    }
+    /* A TransferRoute from src is src's definition's: none without one. */
+    if (sw_py_route_defined(src, dst, &out->route, &out->may_fall_back) < 0)
+        return -1;
+    out->op_type =
+        out->route ? (PyObject *)&SwTransferRouteMove_Type : (PyObject *)&SwElementwise_Type;
+    if (out->route || out->may_fall_back)
+        return 0;
+    const char *why =
+        !sdef ? "a carrier without a CarrierDefinition cannot move into a defined one"
+        : ddef ? "the source's CarrierDefinition has no TransferRoute to it, and the two "
+                 "StorageProviders do not both allow the element-by-element fallback"
+               : "the source's CarrierDefinition has no TransferRoute to it";
+    PyErr_Format(PyExc_NotImplementedError, "cannot move from %s to %s: %s", _PyType_Name(src),
+                 _PyType_Name(dst), why);
+    return -1;
+}
+
+void sw_py_route_of(PyObject *transfer_route, sw_py_route *out)
+{
+    PyTypeObject *src = (PyTypeObject *)SW_RECORD_FIELD(transfer_route, SW_ROUTE_SOURCE_CLASS);
+    PyTypeObject *dst =
+        (PyTypeObject *)SW_RECORD_FIELD(transfer_route, SW_ROUTE_DESTINATION_CLASS);
+    PyObject *route;
+    if (sw_py_route_defined(src, dst, &route, &out->may_fall_back) < 0)
+        PyErr_Clear(); /* the route's classes have their keys: cannot fail */
+    out->route = transfer_route;
+    out->op_type = (PyObject *)&SwTransferRouteMove_Type;
+}
+
+
 static const char *const triple_names[] = {"source_class", "destination_class",
                                            "operation_class"};
 
@@ -974,8 +869,6 @@ static int add_shipped(PyObject *module, PyTypeObject *op, PyTypeObject *src,
 
 int sw_py_move_operation_init(PyObject *module)
 {
-    sw_py_route_set_move_operations(sw_py_move_dispatch, &SwElementwise_Type,
-                                    &SwTransferRouteMove_Type);
     str_source_class = PyUnicode_InternFromString("source_class");
     str_destination_class = PyUnicode_InternFromString("destination_class");
     str_copy = PyUnicode_InternFromString("_copy");

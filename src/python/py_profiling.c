@@ -687,35 +687,6 @@ static int in_computation(PyObject *profiler)
 
 /* ---- type and module ----------------------------------------------------------- */
 
-/* Profiler.table() and Profiler.export_chrome_trace(path) come from the
- * reports file (py_profiling_report.c), which reads this file's records
- * and registers them at module init. */
-static PyObject *(*report_table)(PyObject *profiler, PyObject *unused);
-static PyObject *(*report_chrome_trace)(PyObject *profiler, PyObject *path);
-
-void sw_py_profiler_set_reports(PyObject *(*table)(PyObject *profiler, PyObject *unused),
-                                PyObject *(*chrome_trace)(PyObject *profiler, PyObject *path))
-{
-    report_table = table;
-    report_chrome_trace = chrome_trace;
-}
-
-static PyObject *reports_missing(void)
-{
-    PyErr_SetString(PyExc_RuntimeError, "profiler reports are not available");
-    return NULL;
-}
-
-static PyObject *profiler_table(PyObject *self, PyObject *unused)
-{
-    return report_table ? report_table(self, unused) : reports_missing();
-}
-
-static PyObject *profiler_export_chrome_trace(PyObject *self, PyObject *path)
-{
-    return report_chrome_trace ? report_chrome_trace(self, path) : reports_missing();
-}
-
 static PyMethodDef profiler_methods[] = {
     {"__enter__", profiler_enter, METH_NOARGS,
      "__enter__($self, /)\n--\n\n"
@@ -735,22 +706,6 @@ static PyMethodDef profiler_methods[] = {
      "key_averages($self, *, group_by_input_shape=False)\n--\n\n"
      "Operation events grouped by name and carrier class (and input shapes\n"
      "when asked), as ProfilerAggregate rows sorted by name."},
-    {"table", profiler_table, METH_NOARGS,
-     "table($self, /)\n--\n\n"
-     "A printable summary with one row per kind of event: moves by source\n"
-     "class, destination class and route, operations by name and carrier\n"
-     "class. Columns: how many, total and mean time in microseconds (a move\n"
-     "from submission to completion), bytes moved by the moves that succeeded,\n"
-     "and their throughput in GB/s. Rows by total time, largest first.\n"
-     "Available after the with block has ended.\n\n"
-     "    print(p.table())"},
-    {"export_chrome_trace", profiler_export_chrome_trace, METH_O,
-     "export_chrome_trace($self, path, /)\n--\n\n"
-     "Write the records to `path` as Chrome trace JSON (open it in Perfetto or\n"
-     "chrome://tracing): a traceEvents list with one complete span (\"ph\": \"X\")\n"
-     "per finished move, from submission to completion on the thread that\n"
-     "submitted it, and one per operation execution; ts and dur are in\n"
-     "microseconds. Available after the with block has ended."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -532,9 +532,30 @@ static PyObject *sw_py_profiler_export_chrome_trace(PyObject *profiler, PyObject
     return result;
 }
 
+/* The reports are methods of Profiler: this file owns them and adds them to
+ * the type (made ready by py_profiling.c, below this file) at module init. */
+static PyMethodDef report_methods[] = {
+    {"table", sw_py_profiler_table, METH_NOARGS,
+     "table($self, /)\n--\n\n"
+     "A printable summary with one row per kind of event: moves by source\n"
+     "class, destination class and route, operations by name and carrier\n"
+     "class. Columns: how many, total and mean time in microseconds (a move\n"
+     "from submission to completion), bytes moved by the moves that succeeded,\n"
+     "and their throughput in GB/s. Rows by total time, largest first.\n"
+     "Available after the with block has ended.\n\n"
+     "    print(p.table())"},
+    {"export_chrome_trace", sw_py_profiler_export_chrome_trace, METH_O,
+     "export_chrome_trace($self, path, /)\n--\n\n"
+     "Write the records to `path` as Chrome trace JSON (open it in Perfetto or\n"
+     "chrome://tracing): a traceEvents list with one complete span (\"ph\": \"X\")\n"
+     "per finished move, from submission to completion on the thread that\n"
+     "submitted it, and one per operation execution; ts and dur are in\n"
+     "microseconds. Available after the with block has ended."},
+    {NULL, NULL, 0, NULL},
+};
+
 int sw_py_profiling_report_init(PyObject *module)
 {
     (void)module;
-    sw_py_profiler_set_reports(sw_py_profiler_table, sw_py_profiler_export_chrome_trace);
-    return 0;
+    return sw_py_type_add_methods(&SwProfiler_Type, report_methods);
 }

@@ -781,9 +781,12 @@ done:
     return result;
 }
 
+/* The carriers' repr is this file's: it is put into Carrier's slot before
+ * Carrier and its built-in subclasses are made ready (module.c runs this
+ * init first), so they all inherit it and py_carrier.c never calls up here. */
 int sw_py_repr_init(PyObject *module)
 {
     (void)module;
-    sw_py_carrier_set_repr(carrier_repr);
+    SwCarrier_Type.tp_repr = carrier_repr;
     return 0;
 }

@@ -885,27 +885,6 @@ static PyObject *te_dlpack_info(PyObject *self, PyObject *unused)
     return NULL;
 }
 
-/* TiledEvictable.project: the projection (py_tiled_project.c, above this
- * file) registers itself at module init. */
-static PyObject *(*project_fn)(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                               PyObject *kwnames);
-
-void sw_py_tiled_set_project(PyObject *(*project)(PyObject *self, PyObject *const *args,
-                                                  Py_ssize_t nargs, PyObject *kwnames))
-{
-    project_fn = project;
-}
-
-static PyObject *te_project(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                            PyObject *kwnames)
-{
-    if (!project_fn) {
-        PyErr_SetString(PyExc_NotImplementedError, "TiledEvictable.project is not available");
-        return NULL;
-    }
-    return project_fn(self, args, nargs, kwnames);
-}
-
 static PyMethodDef te_methods[] = {
     {"dlpack_info", te_dlpack_info, METH_NOARGS,
      "dlpack_info($self, /)\n--\n\nAlways raises BufferError: project tiles into a CPU carrier "
@@ -951,16 +930,6 @@ static PyMethodDef te_methods[] = {
      "Bring `tiles` into the primary tier and wait: promote_async(tiles).wait()."},
     {"evict", te_evict, METH_O, "evict($self, tiles, /)\n--\n\n"
      "Move `tiles` to the secondary tier and wait: evict_async(tiles).wait()."},
-    {"project", (PyCFunction)(void (*)(void))te_project, METH_FASTCALL | METH_KEYWORDS,
-     "project($self, tensor, selection, destination=None)\n--\n\n"
-     "Start copying the tiles `selection` picks out of `tensor` (a full Tensor\n"
-     "over this carrier) into a dense Tensor on `destination` (a carrier of the\n"
-     "primary's class; a new one when None). Returns an AwaitProjection whose\n"
-     "wait() gives that Tensor; copies the residency policy's promotion leaves to a\n"
-     "storage provider finish in the background (the handle is done after them).\n"
-     "The source never changes. Raises TypeError for a\n"
-     "wrong argument type, ValueError for a tensor that does not cover the tiles\n"
-     "or a selection outside the grid, RuntimeError for released or busy tiles."},
     {"release", te_release, METH_NOARGS,
      "release($self, /)\n--\n\n"
      "Free every tile and both tiers. Raises RuntimeError while projection or\n"

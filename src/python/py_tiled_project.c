@@ -601,12 +601,27 @@ static void end_inherited(void)
     }
 }
 
+/* TiledEvictable.project: this file owns the projection, so it gives the
+ * type (made ready by py_tiled_evictable.c, below this file) its method. */
+static PyMethodDef te_project_methods[] = {
+    {"project", (PyCFunction)(void (*)(void))sw_py_tiled_project, METH_FASTCALL | METH_KEYWORDS,
+     "project($self, tensor, selection, destination=None)\n--\n\n"
+     "Start copying the tiles `selection` picks out of `tensor` (a full Tensor\n"
+     "over this carrier) into a dense Tensor on `destination` (a carrier of the\n"
+     "primary's class; a new one when None). Returns an AwaitProjection whose\n"
+     "wait() gives that Tensor; copies the residency policy's promotion leaves to a\n"
+     "storage provider finish in the background (the handle is done after them).\n"
+     "The source never changes. Raises TypeError for a\n"
+     "wrong argument type, ValueError for a tensor that does not cover the tiles\n"
+     "or a selection outside the grid, RuntimeError for released or busy tiles."},
+    {NULL, NULL, 0, NULL},
+};
+
 int sw_py_tiled_project_init(PyObject *module)
 {
     (void)module;
     SwTileGather_Type.tp_base = &SwOperation_Type;
     if (PyType_Ready(&SwTileGather_Type) < 0 || sw_py_fork_register_inherited_end(end_inherited) < 0)
         return -1;
-    sw_py_tiled_set_project(sw_py_tiled_project);
-    return 0;
+    return sw_py_type_add_methods(&SwTiledEvictable_Type, te_project_methods);
 }

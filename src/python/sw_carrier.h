@@ -128,14 +128,12 @@ const sw_py_carrier_ops *sw_py_carrier_type_ops(PyTypeObject *type);
  * The base never names the files above it: each built-in carrier class
  * registers itself from its own init (before its PyType_Ready), with
  * `own_core` when it makes its own core carrier (sw_py_carrier_alloc then
- * makes none); -1 with SystemError when the table is full. The class
- * definitions (py_extension.c), the repr of every carrier (py_repr.c) and
- * Carrier.dispatch_op (py_minimal_ops.c) are registered the same way. */
+ * makes none); -1 with SystemError when the table is full.
+ * Carrier.dispatch_op is py_minimal_ops.c's, added to the type at module
+ * init; the repr of every carrier is py_repr.c's, put into Carrier's
+ * tp_repr before Carrier is made ready. Class definitions are read from
+ * the table below Carrier (py_definitions.c, sw_extension.h). */
 int sw_py_carrier_register_builtin(PyTypeObject *type, const sw_py_carrier_ops *ops, int own_core);
-void sw_py_carrier_set_definitions(int (*observe)(PyTypeObject *cls),
-                                   PyObject *(*definition)(PyTypeObject *cls));
-void sw_py_carrier_set_repr(reprfunc repr);
-void sw_py_carrier_set_dispatch_op(PyObject *(*dispatch)(PyObject *self, PyObject *name));
 
 /* Owner access (C-13) for composites written in C; end does nothing for a
  * wrong token. */

@@ -38,15 +38,33 @@ extern PyTypeObject SwTransferRouteMove_Type;
 
 /* ---- definitions and sealing (py_extension.c) ---------------------------- */
 
+/* ---- the definition table (py_definitions.c, below Carrier) ---------------- */
+
+/* Shipped carriers are the static Carrier types. */
+static inline int sw_py_class_is_shipped(PyTypeObject *cls)
+{
+    return !(cls->tp_flags & Py_TPFLAGS_HEAPTYPE);
+}
 /* The CarrierDefinition registered for exactly `cls` (no base-class
  * lookup), borrowed, or NULL (no exception) for a definition-free class. */
 PyObject *sw_py_definition_of(PyTypeObject *cls);
+/* Give exactly `cls` `definition` (the table keeps both alive; the caller
+ * checked it may): 0, or -1 with an exception. Remove takes it back after
+ * a later step failed, leaving that step's exception pending. */
+int sw_py_definition_insert(PyTypeObject *cls, PyObject *definition);
+void sw_py_definition_remove(PyTypeObject *cls);
+/* Whether exactly `cls` was observed: 1/0, -1 with an exception. */
+int sw_py_class_observed(PyTypeObject *cls);
+
+/* ---- the extension API (py_extension.c) ------------------------------------ */
+
 /* Make the shipped C carrier type `cls` definition-backed with no routes
  * and no fallback (TiledEvictable): moves from or into it fail
  * NotImplementedError, legacy registry calls naming it RuntimeError, and
  * registering a definition for it TypeError. Call from its init. */
 int sw_py_register_shipped_definition(PyTypeObject *cls);
-/* freeze the definition status of exactly `cls`. 0 / -1. */
+/* X-13: freeze the definition status of exactly `cls` (py_definitions.c).
+ * 0 / -1. */
 int sw_py_observe_class(PyTypeObject *cls);
 
 /* Binding routes in the core's registry keyed by the core classes of the
@@ -61,23 +79,14 @@ int sw_py_route_add(PyTypeObject *src, PyTypeObject *dst, PyObject *payload);
 int sw_py_route_payload(PyTypeObject *src, PyTypeObject *dst, PyObject **payload);
 int sw_py_route_remove(PyTypeObject *src, PyTypeObject *dst, PyObject **payload);
 
-/* X-14 resolution for the exact classes (src, dst), observing both. */
-typedef struct sw_py_route {
-    PyObject *op_type;  /* governing MoveOperation class, borrowed */
-    PyObject *route;    /* the TransferRoute, borrowed, or NULL */
-    int may_fall_back;  /* both ends defined and both permit the fallback */
-} sw_py_route;
-/* 0 with *out filled, or -1 with NotImplementedError naming both classes
- * (or another error). */
-int sw_py_route_resolve(PyTypeObject *src, PyTypeObject *dst, sw_py_route *out);
-/* Registration from above (py_move_operation.c, at module init, before any
- * route resolves): the move registry's dispatch for two undefined classes,
- * and the operation types of the elementwise fallback and of a
- * TransferRoute move. */
-void sw_py_route_set_move_operations(PyObject *(*dispatch)(PyObject *, PyObject *),
-                                     PyTypeObject *elementwise, PyTypeObject *route_move);
-/* The route record for a captured TransferRoute. */
-void sw_py_route_of(PyObject *transfer_route, sw_py_route *out);
+/* X-14's answer the definitions give for exactly (src, dst), from the
+ * core's route registry: the TransferRoute registered for it (borrowed: the
+ * registry keeps it) or NULL, and whether the pair may fall back element
+ * by element (both classes allowed it, allow_fallback). 0, or -1 with an
+ * exception. The whole resolution, the move registry's answer for two
+ * undefined classes included, is sw_py_route_resolve (sw_move.h). */
+int sw_py_route_defined(PyTypeObject *src, PyTypeObject *dst, PyObject **route,
+                        int *may_fall_back);
 /* A fresh TransferRequest for moving `tensor` into `destination`. */
 PyObject *sw_py_transfer_request_new(PyObject *tensor, PyObject *destination);
 

@@ -64,6 +64,34 @@ int sw_py_await_init(PyObject *module);
 extern PyTypeObject SwMoveOperation_Type;
 extern PyTypeObject SwElementwise_Type;
 
+/* A move operation is an Operation (O-11): same saved-input, token and node
+ * state, inherited allocation, GC and deallocation. */
+typedef struct SwMoveOperationObject {
+    SwOperationObject base;
+    /* Set when the move records a node: the reverse route captured at
+     * initiation and the result's carrier, whose class holds the private
+     * copy of a cotangent on its way back (the carrier, not the result:
+     * the result refers to this node). */
+    PyObject *reverse;
+    PyObject *output;
+} SwMoveOperationObject;
+
+#define MOVEOP(o) ((SwMoveOperationObject *)(o))
+
+/* X-14 resolution for the exact classes (src, dst), observing both: the
+ * legacy registry for two undefined classes, else the definitions' route
+ * (sw_py_route_defined, sw_extension.h) or their fallback. */
+typedef struct sw_py_route {
+    PyObject *op_type;  /* governing MoveOperation class, borrowed */
+    PyObject *route;    /* the TransferRoute, borrowed, or NULL */
+    int may_fall_back;  /* both ends defined and both permit the fallback */
+} sw_py_route;
+/* 0 with *out filled, or -1 with NotImplementedError naming both classes
+ * (or another error). */
+int sw_py_route_resolve(PyTypeObject *src, PyTypeObject *dst, sw_py_route *out);
+/* The route record for a captured TransferRoute. */
+void sw_py_route_of(PyObject *transfer_route, sw_py_route *out);
+
 /* How the framework may run an operation class without calling Python:
  * a built-in class whose _copy is the C one. */
 typedef enum sw_py_route_kind {
@@ -111,11 +139,10 @@ int sw_py_block_device_check_route(PyTypeObject *op_type, int direction, PyObjec
  * failure before submission. */
 PyObject *sw_py_move_initiate(PyObject *tensor, PyObject *destination, PyObject *op);
 int sw_py_move_init(PyObject *module);
-/* Registration from above: py_move.c hands MoveOperation.forward (and the
- * reverse moves of backward) its two entry points at module init, so the
- * operations file never calls up into the move path. */
-void sw_py_move_operation_set_engine(PyObject *(*initiate)(PyObject *, PyObject *, PyObject *),
-                                     PyObject *(*now)(PyObject *, PyObject *, PyObject *));
+/* MoveOperation.forward and .backward run moves, so they are py_move.c's:
+ * it adds them to the type at module init (sw_py_move_init, after
+ * sw_py_move_operation_init), and the operations file never calls up into
+ * the move path. */
 /* Count a transfer in flight outside move() (a TiledEvictable residency
  * request, a tile copy waiting for a provider's completion) as an engine
  * hold (strideweave/engine.h) so that drains and the exit hook wait for it;

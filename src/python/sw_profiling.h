@@ -54,10 +54,9 @@ void sw_py_profile_op_end(sw_py_op_span *span, int succeeded);
  * and Profiler.export_chrome_trace(path)) read: borrowed lists; -1 with
  * RuntimeError before the with block has ended. */
 int sw_py_profiler_records(PyObject *profiler, PyObject **events, PyObject **move_events);
-/* The reports register themselves with the Profiler type at module init
+/* The reports (Profiler.table, Profiler.export_chrome_trace) are added to
+ * the Profiler type by py_profiling_report.c at module init
  * (sw_py_profiling_report_init), so the profiler never names them. */
-void sw_py_profiler_set_reports(PyObject *(*table)(PyObject *profiler, PyObject *unused),
-                                PyObject *(*chrome_trace)(PyObject *profiler, PyObject *path));
 
 int sw_py_profiling_init(PyObject *module);
 

@@ -49,6 +49,11 @@ int sw_py_is_integer(PyObject *obj);
  * (-1/0/+1) rather than raised: the one conversion every integer argument
  * reader shares. 0, or -1 with an exception set. */
 int sw_py_index_ll(PyObject *obj, long long *v, int *overflow);
+/* Add the methods `defs` (NULL-terminated; static: the type keeps pointing
+ * at them) to a type already made ready. A concept that builds on a type's
+ * file gives that type its methods this way at module init, so the type's
+ * file never calls up into it. 0, or -1 with an exception set. */
+int sw_py_type_add_methods(PyTypeObject *type, PyMethodDef *defs);
 
 int sw_py_layout_init(PyObject *module);
 int sw_py_dtype_init(PyObject *module);
@@ -68,6 +73,7 @@ int sw_py_await_init(PyObject *module);
 int sw_py_move_operation_init(PyObject *module);
 int sw_py_move_init(PyObject *module);
 int sw_py_extension_init(PyObject *module);
+int sw_py_definitions_init(PyObject *module); /* py_definitions.c */
 int sw_py_evictable_init(PyObject *module);
 int sw_py_tiled_evictable_init(PyObject *module);
 int sw_py_profiling_init(PyObject *module);

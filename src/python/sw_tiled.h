@@ -136,10 +136,9 @@ int sw_py_tiled_tile_counts(PyObject *self, int64_t counts[4], int64_t *pending)
         Py_END_ALLOW_THREADS                                                                     \
     } while (0)
 
-/* TiledEvictable.project comes from py_tiled_project.c, which registers it
- * at module init (sw_py_tiled_project_init, after sw_py_tiled_evictable_init). */
-void sw_py_tiled_set_project(PyObject *(*project)(PyObject *self, PyObject *const *args,
-                                                  Py_ssize_t nargs, PyObject *kwnames));
+/* TiledEvictable.project comes from py_tiled_project.c, which adds it to
+ * the type at module init (sw_py_tiled_project_init, after
+ * sw_py_tiled_evictable_init). */
 int sw_py_tiled_evictable_init(PyObject *module);
 
 #endif

@@ -77,3 +77,63 @@ def test_a_listed_circle_that_is_gone_is_reported(tmp_path):
     res = run(objdir, baseline)
     assert res.returncode == 0
     assert "is gone" in res.stdout
+
+
+# A circle behind a function pointer: b (above a: it calls a) hands a its
+# function at init, and a calls it later. The objects show only b -> a.
+SETTER_SOURCES = {
+    "a": ("static int (*shown)(int);\n"
+          "void sw_py_a_set_shown(int (*fn)(int)) { shown = fn; }\n"
+          "int a_show(int x) { return shown ? shown(x) : x; }\n"),
+    "b": ("void sw_py_a_set_shown(int (*fn)(int));\n"
+          "static int b_show(int x) { return x + 1; }\n"
+          "void b_init(void) { sw_py_a_set_shown(b_show); }\n"),
+}
+
+
+def run_sources(objdir, baseline, sources):
+    return subprocess.run([sys.executable, str(TOOL), str(objdir), str(baseline),
+                           "--sources", str(sources)], capture_output=True, text=True)
+
+
+def test_a_registration_from_above_fails_and_names_both_files(tmp_path):
+    objdir = build(tmp_path, SETTER_SOURCES)
+    baseline = tmp_path / "baseline"
+    baseline.write_text("# nothing listed\n")
+    res = run_sources(objdir, baseline, tmp_path)
+    assert res.returncode == 1
+    assert "py_a.c takes code from the files above it through sw_py_a_set_shown" in res.stderr
+    assert "called by py_b.c" in res.stderr
+
+
+def test_a_listed_registration_passes(tmp_path):
+    objdir = build(tmp_path, SETTER_SOURCES)
+    baseline = tmp_path / "baseline"
+    baseline.write_text("registration sw_py_a_set_shown  # many providers\n")
+    res = run_sources(objdir, baseline, tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "1 listed registrations, no other" in res.stdout
+
+
+def test_a_pointer_passed_per_call_is_no_registration(tmp_path):
+    # a calls the function it is given and keeps nothing.
+    sources = {
+        "a": "int sw_py_a_apply(int (*fn)(int), int x) { int (*f)(int) = fn; return f(x); }\n",
+        "b": ("int sw_py_a_apply(int (*fn)(int), int x);\n"
+              "static int b_show(int x) { return x + 1; }\n"
+              "int b_use(void) { return sw_py_a_apply(b_show, 1); }\n"),
+    }
+    objdir = build(tmp_path, sources)
+    baseline = tmp_path / "baseline"
+    baseline.write_text("")
+    res = run_sources(objdir, baseline, tmp_path)
+    assert res.returncode == 0, res.stderr
+
+
+def test_a_listed_registration_that_is_gone_is_reported(tmp_path):
+    objdir = build(tmp_path)
+    baseline = tmp_path / "baseline"
+    baseline.write_text("py_a.c py_b.c\nregistration sw_py_gone\n")
+    res = run_sources(objdir, baseline, tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "registration sw_py_gone is gone" in res.stdout
