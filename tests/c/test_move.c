@@ -409,6 +409,66 @@ static void test_dropped_handle(void)
 
 /* ---- failures ----------------------------------------------------------------- */
 
+/* A carrier class of the test's own with storage (not STATE_ONLY): eight
+ * float32 slots that lose their storage (size 0) once a write reaches the
+ * last one, as a device taken away while a move copies into it. */
+typedef struct losing {
+    float slots[8];
+    int64_t size;
+} losing;
+
+static int64_t lose_size(void *impl) { return ((losing *)impl)->size; }
+static sw_status lose_read(void *impl, int64_t slot, int64_t n, void *out, sw_error *err)
+{
+    (void)err;
+    memcpy(out, ((losing *)impl)->slots + slot, (size_t)n * sizeof(float));
+    return SW_OK;
+}
+static sw_status lose_write(void *impl, int64_t slot, int64_t n, const void *in, sw_error *err)
+{
+    (void)err;
+    losing *l = impl;
+    memcpy(l->slots + slot, in, (size_t)n * sizeof(float));
+    if (slot + n == 8)
+        l->size = 0;
+    return SW_OK;
+}
+static void lose_release(void *impl) { (void)impl; }
+static const sw_carrier_class losing_ops = {
+    .name = "Losing", .size = lose_size, .read = lose_read, .write = lose_write,
+    .release = lose_release,
+};
+
+/* The commit checks the destination again (move.h, one commit): one whose
+ * storage went while the transfer ran fails the move, and the source is
+ * not released (no data lost), not pending, its values and version as
+ * they were; on_commit sees the failure once. */
+static void test_destination_lost_during_transfer_keeps_the_source(void)
+{
+    sw_error err;
+    losing impl = {{0}, 8};
+    sw_carrier *src = cpu_filled(8, SW_DT_FLOAT32, 0), *d = NULL;
+    CHECK(sw_carrier_new(&losing_ops, &impl, SW_DT_FLOAT32, 0, &d, &err) == SW_OK);
+    sw_tensor *t = flat_tensor(src, 8), *r = NULL;
+    uint64_t v_src = sw_carrier_version(src);
+    reset_hooks();
+    sw_move_options opts = {.on_commit = on_commit};
+    sw_move_handle *m = NULL;
+    CHECK(sw_move_async(t, d, &opts, &m, &err) == SW_OK);
+    CHECK(sw_move_wait(m, &r, &err) == SW_ESTATE && r == NULL);
+    CHECK_MSG(err, "move: the Losing destination lost its storage before commit");
+    CHECK(commits == 1 && commit_failures == 1 && committed_result == NULL);
+    sw_move_unref(m);
+    CHECK(!sw_carrier_is_released(src) && !sw_carrier_is_pending(src));
+    CHECK(!sw_carrier_is_pending(d));
+    CHECK_EQ_I64(sw_carrier_version(src), v_src);
+    float v = 0;
+    CHECK(sw_carrier_read(src, 7, 1, &v, &err) == SW_OK && v == 7.25f);
+    sw_tensor_unref(t);
+    sw_carrier_unref(src);
+    sw_carrier_unref(d);
+}
+
 static void test_fault_mid_transfer(void)
 {
     sw_error err;
@@ -581,6 +641,7 @@ int main(void)
     test_pending_guard_and_commit_once();
     test_dropped_handle();
     test_fault_mid_transfer();
+    test_destination_lost_during_transfer_keeps_the_source();
     test_failure_before_submit_undoes_growth();
     test_small_spans_copy_their_values();
     return check_report("move");
