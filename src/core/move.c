@@ -634,6 +634,46 @@ static void check_before_commit(sw_move_handle *m, sw_carrier *d)
     m->status = st;
 }
 
+/* The step every commit takes on the carriers, the pair locked (commit_guarded,
+ * light_commit, move_one_round): a move that succeeded releases its source
+ * and its progress ends whole (a transfer that counts coarsely, or not at
+ * all, counts every byte); one that failed (its transfer, commit_check,
+ * the re-check below, a fork) leaves its source live and gives back the
+ * growth it made.
+ * `marked`: the move let go of the locks after its checks, so its pending
+ * marks are cleared here and its destination checked again first (a
+ * destination released or shrunk meanwhile fails the move); a move that
+ * held the locks throughout set no mark and has nothing to check again.
+ * `l` (the move's layout) is read only when the move has not failed.
+ * Inlined, so that each caller's constant `marked` costs no branch. What
+ * differs around it stays with each path: where the result is made or
+ * dropped, the events, on_commit and the guard. */
+static inline __attribute__((always_inline)) void settle_locked(sw_move_handle *m, sw_carrier *s,
+                                                                sw_carrier *d, const sw_layout *l,
+                                                                int marked, sw_core_thread *th)
+{
+    if (marked) {
+        if (m->status == SW_OK &&
+            (d->released ||
+             (!SW_CARRIER_STATE_ONLY(d) && d->ops->size(d->impl) < l->cosize)))
+            m->status = sw_error_set(&m->err, SW_ESTATE,
+                                     "move: the %s destination lost its storage before commit",
+                                     sw_carrier_name(d));
+        s->pending_src = 0;
+        d->pending_dst = 0;
+    }
+    if (m->status != SW_OK) {
+        undo_growth_locked(m, d);
+        return;
+    }
+    /* A STATE_ONLY source's slots are the binding's: its on_commit releases
+     * it (sw_carrier_release_moved), which it may refuse. A light move's
+     * carriers are the core's own classes, never STATE_ONLY. */
+    if (!SW_CARRIER_STATE_ONLY(s))
+        release_moved_source(s, th);
+    __atomic_store_n(m->progress, m->bytes, __ATOMIC_RELAXED);
+}
+
 /* `caller_guard`: the commit runs on the caller of sw_move_async during
  * that call, and the caller holds the commit guard already (guard_held). */
 static void commit_guarded(sw_move_handle *m, int caller_guard)
@@ -647,23 +687,9 @@ static void commit_guarded(sw_move_handle *m, int caller_guard)
         m->enter(m->user);
     check_before_commit(m, d);
     sw_carrier_lock_pair(s, d);
-    if (m->status == SW_OK &&
-        (d->released || (!SW_CARRIER_STATE_ONLY(d) &&
-                         d->ops->size(d->impl) < m->src->layout->cosize)))
-        m->status = sw_error_set(&m->err, SW_ESTATE,
-                                 "move: the %s destination lost its storage before commit",
-                                 sw_carrier_name(d));
-    s->pending_src = 0;
-    d->pending_dst = 0;
-    if (m->status != SW_OK)
-        undo_growth_locked(m, d);
-    /* A STATE_ONLY source's slots are the binding's: its on_commit releases
-     * it (sw_carrier_release_moved), which it may refuse. */
-    if (m->status == SW_OK && !SW_CARRIER_STATE_ONLY(s))
-        release_moved_source(s, &sw_core_thread_state);
+    /* Marked: the transfer ran with the locks let go (pool, supplier). */
+    settle_locked(m, s, d, m->src->layout, 1, &sw_core_thread_state);
     sw_carrier_unlock_pair(s, d);
-    if (m->status == SW_OK) /* a transfer that counts coarsely (or not) ends whole */
-        __atomic_store_n(m->progress, m->bytes, __ATOMIC_RELAXED);
 
     /* Hooks after the carriers changed, before any waiter wakes, with no
      * core lock held: the profiling event first, so that on_commit finds
@@ -1294,22 +1320,13 @@ static void light_commit(sw_move_handle *m, sw_carrier *s, const sw_layout *l, s
         m->enter(m->user);
     check_before_commit(m, d);
     sw_carrier_lock_pair(s, d);
-    if (m->status == SW_OK && (d->released || d->ops->size(d->impl) < l->cosize))
-        m->status = sw_error_set(&m->err, SW_ESTATE,
-                                 "move: the %s destination lost its storage before commit",
-                                 sw_carrier_name(d));
-    s->pending_src = 0;
-    d->pending_dst = 0;
-    if (m->status == SW_OK)
-        release_moved_source(s, th);
-    else
-        undo_growth_locked(m, d);
+    /* Marked: the copy ran between two lock rounds. `l` is NULL for a
+     * move a fork ended (end_inherited): it failed, so it is not read. */
+    settle_locked(m, s, d, l, 1, th);
     sw_carrier_unlock_pair(s, d);
     if (m->status != SW_OK) {
         sw_tensor_unref(result);
         result = NULL;
-    } else {
-        __atomic_store_n(m->progress, m->bytes, __ATOMIC_RELAXED);
     }
     m->result = result;
     profile(m, SW_MOVE_EVENT_COMPLETE, m->status);
@@ -1421,14 +1438,9 @@ static sw_status move_one_round(sw_move_handle *m, sw_carrier *s, int64_t offset
         if (m->status == SW_OK && !m->no_result &&
             !(result = light_result(d, l, &m->err)))
             m->status = SW_ENOMEM;
-        /* Nothing let go of either lock since the rows: the destination
-         * is as they found it, unlike light_commit's. */
-        if (m->status == SW_OK) {
-            release_moved_source(s, th);
-            __atomic_store_n(m->progress, m->bytes, __ATOMIC_RELAXED);
-        } else {
-            undo_growth_locked(m, d);
-        }
+        /* Not marked: nothing let go of either lock since the rows, so
+         * no mark was set and the destination is as they found it. */
+        settle_locked(m, s, d, l, 0, th);
     }
     sw_carrier_unlock_pair(s, d);
     if (st != SW_OK) {

@@ -70,6 +70,25 @@ static inline int values_are(sw_tiled_evictable *te, int64_t changed, float valu
     return 1;
 }
 
+/* Every slot reads value_of(slot). */
+static inline int all_values_exact(sw_tiled_evictable *te) { return values_are(te, -1, 0.0f); }
+
+/* Where the tile at `coord` lives; (sw_te_location)-1 when that cannot be
+ * read. */
+static inline sw_te_location loc_of(sw_tiled_evictable *te, const int64_t *coord)
+{
+    sw_te_tile_state s;
+    if (sw_tiled_evictable_tile_state(te, coord, &s, NULL) != SW_OK)
+        return (sw_te_location)-1;
+    return s.location;
+}
+
+/* The same for the tile (c0, c1) of a two-dimensional grid. */
+static inline sw_te_location loc_at(sw_tiled_evictable *te, int64_t c0, int64_t c1)
+{
+    return loc_of(te, (int64_t[]){c0, c1});
+}
+
 /* How many tiles live at `loc`. */
 static inline int64_t tiles_at(sw_tiled_evictable *te, sw_te_location loc)
 {

@@ -16,33 +16,13 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "helpers.h"
 #include "loop.h"
 #include <strideweave/strideweave.h>
 #include <strideweave/binding.h>
 #include "strideweave/testing.h"
 
 #define MIB (1LL << 20)
-
-static sw_carrier *cpu_values(int64_t n, float base)
-{
-    sw_error err;
-    sw_carrier *c = NULL;
-    if (sw_cpu_new(n, SW_DT_FLOAT32, 0, &c, &err) != SW_OK)
-        return NULL;
-    float *p = sw_cpu_pointer(c);
-    for (int64_t i = 0; i < n; i++)
-        p[i] = base + (float)i;
-    return c;
-}
-
-static sw_tensor *flat(sw_carrier *c, int64_t offset, int64_t n)
-{
-    sw_error err;
-    sw_tensor *t = NULL;
-    int64_t ext[1] = {n};
-    sw_tensor_new_strided(c, offset, 1, ext, NULL, &t, &err);
-    return t;
-}
 
 static int slots_equal(sw_carrier *c, int64_t n, float base)
 {
@@ -202,7 +182,7 @@ static void test_b5_slots_and_flush(void)
     CHECK_EQ_I64(sw_carrier_version(ro), 0);
 
     /* B-10: no DLPack. */
-    sw_tensor *t = flat(c, 0, 8);
+    sw_tensor *t = flat_at(c, 0, 8);
     DLManagedTensorVersioned *dl = NULL;
     CHECK_EQ_I64(sw_tensor_to_dlpack(t, &dl, &err), SW_ENOTSUP);
     sw_tensor_unref(t);
@@ -229,7 +209,7 @@ static void test_b11_move_roundtrip_durable(void)
                  SW_OK);
     int64_t off = sw_block_device_carrier_offset_bytes(dev);
     CHECK(off > 0);
-    sw_tensor *t = flat(src, pad, n), *on_dev = NULL, *back = NULL;
+    sw_tensor *t = flat_at(src, pad, n), *on_dev = NULL, *back = NULL;
     sw_move_handle *m = NULL;
     CHECK_EQ_I64(sw_move_async(t, dev, NULL, &m, &err), SW_OK);
     if (m) {
@@ -303,10 +283,10 @@ static void test_b10_other_pairs_refused(void)
     float vals[16] = {0};
     CHECK_EQ_I64(sw_generic_new(vals, 16, SW_DT_FLOAT32, 0, &gen, &err), SW_OK);
     CHECK_EQ_I64(sw_cpu_new(16, SW_DT_INT32, 0, &ints, &err), SW_OK);
-    sw_tensor *from_dev = flat(dev, 0, 16), *from_gen = flat(gen, 0, 16);
-    sw_tensor *from_ints = flat(ints, 0, 16);
+    sw_tensor *from_dev = flat_at(dev, 0, 16), *from_gen = flat_at(gen, 0, 16);
+    sw_tensor *from_ints = flat_at(ints, 0, 16);
     sw_carrier *cpu = cpu_values(16, 1);
-    sw_tensor *from_cpu = flat(cpu, 0, 16);
+    sw_tensor *from_cpu = flat_at(cpu, 0, 16);
     snap s_dev = take(dev), s_file = take(file), s_gen = take(gen), s_cpu = take(cpu);
     sw_tensor *r = NULL;
 
@@ -359,7 +339,7 @@ static void test_b6_faults(void)
         return;
     sw_carrier *dev = NULL, *src = cpu_values(64, 7);
     CHECK_EQ_I64(sw_block_device_allocate(d, 64, SW_DT_FLOAT32, 0, &dev, &err), SW_OK);
-    sw_tensor *t = flat(src, 0, 64), *r = NULL;
+    sw_tensor *t = flat_at(src, 0, 64), *r = NULL;
     CHECK_EQ_I64(sw_block_device_carrier_check_movable(dev, &err), SW_OK);
     CHECK(sw_block_device_carrier_unavailable(dev) == NULL);
     sw_fault_arm("move_transfer", 0, 1);
@@ -467,7 +447,7 @@ static void test_b11_device_cannot_store_it(void)
     sw_carrier *dev = NULL, *src = cpu_values(n, 0.5f);
     CHECK_EQ_I64(sw_block_device_allocate(d, n, SW_DT_FLOAT32, SW_CARRIER_EMPTY, &dev, &err),
                  SW_OK);
-    sw_tensor *t = flat(src, 0, n), *r = NULL;
+    sw_tensor *t = flat_at(src, 0, n), *r = NULL;
     sw_status st = sw_move(t, dev, &r, &err);
     CHECK_EQ_I64(st, SW_EIO);
     CHECK(err.sys_errno == EIO || err.sys_errno == ENOSPC);
@@ -501,7 +481,7 @@ static void *mover(void *arg)
         int64_t n = 1000 + 37 * w->id + round;
         float base = (float)(w->id * 10000 + round * 100);
         sw_carrier *src = cpu_values(n, base), *dev = NULL, *home = NULL;
-        sw_tensor *t = flat(src, 0, n), *on = NULL, *back = NULL;
+        sw_tensor *t = flat_at(src, 0, n), *on = NULL, *back = NULL;
         int ok = sw_block_device_allocate(w->d, n, SW_DT_FLOAT32, SW_CARRIER_EMPTY, &dev,
                                           &err) == SW_OK &&
                  sw_move(t, dev, &on, &err) == SW_OK &&
@@ -592,7 +572,7 @@ static void test_b9_threshold_reads_in_flight(void)
     sw_move_handle *m[N] = {0};
     for (int i = 0; i < N; i++) {
         sw_carrier *src = cpu_values(n, (float)(i * 1000));
-        sw_tensor *t = flat(src, 0, n);
+        sw_tensor *t = flat_at(src, 0, n);
         CHECK_EQ_I64(sw_block_device_allocate(d, n, SW_DT_FLOAT32, SW_CARRIER_EMPTY, &dev[i],
                                               &err), SW_OK);
         CHECK_EQ_I64(sw_move(t, dev[i], &on[i], &err), SW_OK);
@@ -636,7 +616,7 @@ static int move_in_and_let_go(sw_block_device *d, int64_t n, float base)
 {
     sw_error err;
     sw_carrier *src = cpu_values(n, base), *dev = NULL;
-    sw_tensor *t = flat(src, 0, n), *on = NULL;
+    sw_tensor *t = flat_at(src, 0, n), *on = NULL;
     sw_move_handle *m = NULL;
     int ok = sw_block_device_allocate(d, n, SW_DT_FLOAT32, SW_CARRIER_EMPTY, &dev, &err) ==
                  SW_OK &&
@@ -726,7 +706,7 @@ static void refused_at_exit(void)
 {
     sw_error err;
     sw_carrier *a = cpu_values(4, 0.0f), *b = NULL;
-    sw_tensor *t = flat(a, 0, 4), *r = NULL;
+    sw_tensor *t = flat_at(a, 0, 4), *r = NULL;
     int refused = sw_cpu_new(4, SW_DT_FLOAT32, SW_CARRIER_EMPTY, &b, &err) == SW_OK &&
                   sw_move(t, b, &r, &err) == SW_ESTATE && strstr(err.msg, "exiting");
     sw_tensor_unref(r);
@@ -742,7 +722,7 @@ static void exit_child(int fd, int64_t n)
     sw_error err;
     sw_block_device *d = NULL;
     sw_carrier *src = cpu_values(n, 1.0f), *dev = NULL, *fsrc = cpu_values(n, 2.0f), *fb = NULL;
-    sw_tensor *t = flat(src, 0, n), *ft = flat(fsrc, 0, n);
+    sw_tensor *t = flat_at(src, 0, n), *ft = flat_at(fsrc, 0, n);
     sw_move_handle *m = NULL, *fm = NULL;
     const char *dir = NULL;
     static int commit_fd;
@@ -1017,12 +997,12 @@ static void test_b9_slot_io_and_release_wait_for_transfers(void)
     sw_carrier *x = NULL, *y = NULL, *src = cpu_values(n, 3.0f), *out = NULL;
     CHECK_EQ_I64(sw_block_device_allocate(d, n, SW_DT_FLOAT32, 0, &x, &err), SW_OK);
     CHECK_EQ_I64(sw_block_device_allocate(d, 1, SW_DT_FLOAT32, 0, &y, &err), SW_OK);
-    sw_tensor *t = flat(src, 0, n), *r = NULL;
+    sw_tensor *t = flat_at(src, 0, n), *r = NULL;
     CHECK_EQ_I64(sw_move(t, x, &r, &err), SW_OK);
     sw_tensor_unref(r);
     r = NULL;
     CHECK_EQ_I64(sw_cpu_new(n, SW_DT_FLOAT32, SW_CARRIER_EMPTY, &out, &err), SW_OK);
-    sw_tensor *tx = flat(x, 0, n);
+    sw_tensor *tx = flat_at(x, 0, n);
     sw_move_handle *m = NULL;
     CHECK_EQ_I64(sw_fault_arm("blockdev_io_pause", 0, 1), SW_OK);
     CHECK_EQ_I64(sw_move_async(tx, out, NULL, &m, &err), SW_OK); /* x -> CPU, held */
@@ -1123,7 +1103,7 @@ static void test_block_routes_where_they_run(void)
             sw_carrier *src = cpu_values(n, (float)n), *x = NULL, *out = NULL;
             CHECK_EQ_I64(sw_block_device_allocate(d, n, SW_DT_FLOAT32, 0, &x, &err), SW_OK);
             CHECK_EQ_I64(sw_cpu_new(n, SW_DT_FLOAT32, SW_CARRIER_EMPTY, &out, &err), SW_OK);
-            sw_tensor *t = flat(src, 0, n), *tx = flat(x, 0, n);
+            sw_tensor *t = flat_at(src, 0, n), *tx = flat_at(x, 0, n);
             /* Into the device: on the caller only when it waits. */
             CHECK_EQ_I64(move_ran_here(t, x, n, waits), (waits ? 1 : 0));
             /* Out of it: on the caller when it waits or when small. */

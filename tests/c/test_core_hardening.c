@@ -4,7 +4,6 @@
  * tiles, values, version, live bytes and session files as they were),
  * release and unref while work is in flight, integer overflow in sizes and
  * ranges, NULL and bad arguments. */
-#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -14,6 +13,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "helpers.h"
 #include "strideweave/alloc.h"
 #include "strideweave/filestore.h"
 #include "strideweave/strideweave.h"
@@ -25,21 +25,6 @@ static float value_of(int64_t slot) { return (float)slot * 0.25f + 3.0f; }
 
 #include "te_fixture.h"
 #include "strideweave/testing.h"
-
-static int session_files(void)
-{
-    const char *dir;
-    if (sw_filestore_session_dir(&dir, NULL) != SW_OK)
-        return -1;
-    DIR *d = opendir(dir);
-    int n = 0;
-    for (struct dirent *e; d && (e = readdir(d));)
-        if (e->d_name[0] != '.')
-            n++;
-    if (d)
-        closedir(d);
-    return n;
-}
 
 /* 4x4 slots in 2x2 tiles of 2x2; a full CPU primary of value_of, an empty
  * secondary (FileBacked when `file`). */

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "helpers.h"
 #include <strideweave/strideweave.h>
 #include <strideweave/engine.h>
 
@@ -42,21 +43,6 @@ static int64_t mono_ns(void)
 static _Atomic int exit_began, released;
 static pid_t main_tid;
 static uint64_t exit_token;
-
-/* The main thread's scheduler state ('S': asleep, here in exit's drain). */
-static char state_of(pid_t tid)
-{
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return '?';
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')');
-    return p && p[1] == ' ' ? p[2] : '?';
-}
 
 static void exit_begins(void) { atomic_store(&exit_began, 1); }
 
@@ -80,7 +66,7 @@ static void after_engine_drain(void)
 static void *releaser(void *arg)
 {
     (void)arg;
-    while (!atomic_load(&exit_began) || state_of(main_tid) != 'S')
+    while (!atomic_load(&exit_began) || thread_state(main_tid) != 'S')
         sched_yield();
     atomic_store(&released, 1);
     sw_engine_release(exit_token);

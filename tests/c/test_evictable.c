@@ -8,21 +8,10 @@
 #include <string.h>
 
 #include "check.h"
+#include "helpers.h"
 #include "gated.h"
 #include <strideweave/strideweave.h>
 #include "strideweave/testing.h"
-
-static sw_carrier *cpu_values(int64_t n, float base)
-{
-    sw_error err;
-    sw_carrier *c = NULL;
-    if (sw_cpu_new(n, SW_DT_FLOAT32, 0, &c, &err) != SW_OK)
-        return NULL;
-    float *p = sw_cpu_pointer(c);
-    for (int64_t i = 0; i < n; i++)
-        p[i] = base + (float)i;
-    return c;
-}
 
 static sw_carrier *file_empty(void)
 {

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "helpers.h"
 #include <strideweave/strideweave.h>
 
 /* ---- the stand-in binding ------------------------------------------------ */
@@ -157,18 +158,6 @@ static sw_evictable_options hooks(binding *b)
     sw_evictable_options o = {.factory = b_factory, .user = b, .move = b_move, .size = b_size,
                               .discard = b_discard, .dtype = SW_DT_FLOAT32};
     return o;
-}
-
-static sw_carrier *cpu_values(int64_t n, float base)
-{
-    sw_error err;
-    sw_carrier *c = NULL;
-    if (sw_cpu_new(n, SW_DT_FLOAT32, 0, &c, &err) != SW_OK)
-        return NULL;
-    float *p = sw_cpu_pointer(c);
-    for (int64_t i = 0; i < n; i++)
-        p[i] = base + (float)i;
-    return c;
 }
 
 static int floats_are(const float *v, int64_t n, float base)

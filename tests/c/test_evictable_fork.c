@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "helpers.h"
 #include "fork_child.h"
 #include <strideweave/strideweave.h>
 #include <strideweave/binding.h>
@@ -132,20 +133,6 @@ static void gate_open(void)
     pthread_mutex_unlock(&g.mu);
 }
 
-static int pending(sw_carrier *c)
-{
-    sw_carrier_state s;
-    sw_carrier_get_state(c, &s);
-    return s.pending;
-}
-
-static int released(sw_carrier *c)
-{
-    sw_carrier_state s;
-    sw_carrier_get_state(c, &s);
-    return s.released;
-}
-
 static sw_carrier *cpu(int64_t n, int fill)
 {
     sw_error err;
@@ -217,13 +204,13 @@ static void fork_mid_transition(int evict, int64_t secondary_size, int copies, i
     pthread_t th;
     CHECK(pthread_create(&th, NULL, run_transition, &j) == 0);
     gate_wait_entered();
-    CHECK(pending(e) == 1);
+    CHECK(carrier_pending(e) == 1);
     pid_t pid = fork();
     if (pid == 0) {
         alarm(20);
         sw_move_end_inherited();
-        EXPECT(pending(e) == 0, 10);
-        EXPECT(!released(e), 11);
+        EXPECT(carrier_pending(e) == 0, 10);
+        EXPECT(!carrier_released(e), 11);
         /* Late: the move had completed, so the child sees the transition
          * done (a fresh secondary installed); else nothing moved. */
         EXPECT(sw_evictable_is_evicted(e) == (late ? evict : !evict), 12);
@@ -239,7 +226,7 @@ static void fork_mid_transition(int evict, int64_t secondary_size, int copies, i
          * as before the transition (both before the first one). */
         int live_before = evict ? P_LIVE | S_LIVE : S_LIVE;
         EXPECT(sw_evictable_live_tiers(e) == (late ? values_tier(evict) : live_before), 23);
-        EXPECT(pending(cp) == 0 && pending(cs) == 0, 14);
+        EXPECT(carrier_pending(cp) == 0 && carrier_pending(cs) == 0, 14);
         EXPECT(values_intact(e), 15);
         sw_carrier_unref(cp);
         sw_carrier_unref(cs);
@@ -266,7 +253,7 @@ static void fork_mid_transition(int evict, int64_t secondary_size, int copies, i
         EXPECT(sw_evictable_live_tiers(e) == live, 26);
         cp = sw_evictable_primary(e);
         cs = sw_evictable_secondary(e);
-        EXPECT(released(cp) && released(cs), 27);
+        EXPECT(carrier_released(cp) && carrier_released(cs), 27);
         sw_carrier_unref(cp);
         sw_carrier_unref(cs);
         _exit(0);
@@ -278,7 +265,7 @@ static void fork_mid_transition(int evict, int64_t secondary_size, int copies, i
     /* The parent's transition completed normally. */
     CHECK(j.st == SW_OK);
     CHECK(sw_evictable_is_evicted(e) == evict);
-    CHECK(pending(e) == 0);
+    CHECK(carrier_pending(e) == 0);
     CHECK(values_intact(e));
     CHECK(sw_evictable_live_tiers(e) == values_tier(evict));
     sw_carrier_unref(before_p);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "helpers.h"
 #include "gated.h"
 #include <strideweave/strideweave.h>
 #include "strideweave/testing.h"
@@ -35,15 +36,6 @@ static sw_carrier *cpu_filled(int64_t n, sw_dtype dt, int flags)
         sw_free(buf);
     }
     return c;
-}
-
-static sw_tensor *flat(sw_carrier *c, int64_t n)
-{
-    sw_error err;
-    sw_tensor *t = NULL;
-    int64_t ext[1] = {n};
-    sw_tensor_new_strided(c, 0, 1, ext, NULL, &t, &err);
-    return t;
 }
 
 /* What a refusal must leave alone. */
@@ -144,7 +136,7 @@ static void test_validation_order(void)
     sw_move_set_profile_hook(on_profile, NULL);
     reset_hooks();
     sw_carrier *src = cpu_filled(4, SW_DT_FLOAT32, 0);
-    sw_tensor *t = flat(src, 4);
+    sw_tensor *t = flat_tensor(src, 4);
     sw_carrier *small_int = cpu_filled(1, SW_DT_INT32, SW_CARRIER_IMMUTABLE);
     uint64_t token;
 
@@ -152,7 +144,7 @@ static void test_validation_order(void)
     expect_refused(NULL, small_int, SW_ETYPE, "tensor", __LINE__);
     /* 2: source released (before destination checks) */
     sw_carrier *rel = cpu_filled(4, SW_DT_FLOAT32, 0);
-    sw_tensor *trel = flat(rel, 4);
+    sw_tensor *trel = flat_tensor(rel, 4);
     sw_carrier_release(rel, &err);
     expect_refused(trel, NULL, SW_ESTATE, "released", __LINE__);
     expect_refused(trel, rel, SW_ESTATE, "released", __LINE__);
@@ -183,7 +175,7 @@ static void test_validation_order(void)
     expect_refused(t, small, SW_EINVAL, "cannot allocate", __LINE__);
     /* 10: a FileBacked that is not empty cannot grow */
     sw_carrier *two = cpu_filled(2, SW_DT_FLOAT32, 0), *fb;
-    sw_tensor *ttwo = flat(two, 2), *r;
+    sw_tensor *ttwo = flat_tensor(two, 2), *r;
     CHECK(sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &fb, &err) == SW_OK);
     CHECK(sw_move(ttwo, fb, &r, &err) == SW_OK);
     CHECK_EQ_I64(sw_carrier_size(fb), 2);
@@ -301,7 +293,7 @@ static void test_elementwise_fallback(void)
     float gv[3] = {1, 2, 3};
     sw_carrier *g;
     CHECK(sw_generic_new(gv, 3, SW_DT_FLOAT32, 0, &g, &err) == SW_OK);
-    t = flat(g, 3);
+    t = flat_tensor(g, 3);
     CHECK(sw_cpu_new(3, SW_DT_FLOAT32, 0, &dst, &err) == SW_OK);
     CHECK(sw_move(t, dst, &r, &err) == SW_OK);
     CHECK(((float *)sw_cpu_pointer(dst))[2] == 3.0f);
@@ -320,7 +312,7 @@ static void test_pending_guard_and_commit_once(void)
     gated g;
     gated_init(&g, 4);
     sw_carrier *src = cpu_filled(4, SW_DT_FLOAT32, 0), *dst, *other;
-    sw_tensor *t = flat(src, 4), *r1, *r2;
+    sw_tensor *t = flat_tensor(src, 4), *r1, *r2;
     CHECK(sw_carrier_new(&gated_ops, &g, SW_DT_FLOAT32, 0, &dst, &err) == SW_OK);
     CHECK(sw_cpu_new(4, SW_DT_FLOAT32, 0, &other, &err) == SW_OK);
     reset_hooks();
@@ -350,7 +342,7 @@ static void test_pending_guard_and_commit_once(void)
     sw_move_handle *m2 = NULL;
     CHECK(sw_move_async(t, other, NULL, &m2, &err) == SW_ESTATE); /* another move of it */
     CHECK(strstr(err.msg, "pending") != NULL);
-    sw_tensor *to = flat(other, 4);
+    sw_tensor *to = flat_tensor(other, 4);
     CHECK(sw_move_async(to, dst, NULL, &m2, &err) == SW_ESTATE); /* into the destination */
     CHECK(strstr(err.msg, "pending") != NULL);
     CHECK(m2 == NULL);
@@ -396,7 +388,7 @@ static void test_dropped_handle(void)
     gated_init(&g, 4);
     int64_t live = sw_alloc_live_bytes();
     sw_carrier *src = cpu_filled(4, SW_DT_FLOAT32, 0), *dst;
-    sw_tensor *t = flat(src, 4);
+    sw_tensor *t = flat_tensor(src, 4);
     CHECK(sw_carrier_new(&gated_ops, &g, SW_DT_FLOAT32, 0, &dst, &err) == SW_OK);
     reset_hooks();
     sw_move_options opts = {.on_commit = on_commit};
@@ -417,13 +409,73 @@ static void test_dropped_handle(void)
 
 /* ---- failures ----------------------------------------------------------------- */
 
+/* A carrier class of the test's own with storage (not STATE_ONLY): eight
+ * float32 slots that lose their storage (size 0) once a write reaches the
+ * last one, as a device taken away while a move copies into it. */
+typedef struct losing {
+    float slots[8];
+    int64_t size;
+} losing;
+
+static int64_t lose_size(void *impl) { return ((losing *)impl)->size; }
+static sw_status lose_read(void *impl, int64_t slot, int64_t n, void *out, sw_error *err)
+{
+    (void)err;
+    memcpy(out, ((losing *)impl)->slots + slot, (size_t)n * sizeof(float));
+    return SW_OK;
+}
+static sw_status lose_write(void *impl, int64_t slot, int64_t n, const void *in, sw_error *err)
+{
+    (void)err;
+    losing *l = impl;
+    memcpy(l->slots + slot, in, (size_t)n * sizeof(float));
+    if (slot + n == 8)
+        l->size = 0;
+    return SW_OK;
+}
+static void lose_release(void *impl) { (void)impl; }
+static const sw_carrier_class losing_ops = {
+    .name = "Losing", .size = lose_size, .read = lose_read, .write = lose_write,
+    .release = lose_release,
+};
+
+/* The commit checks the destination again (move.h, one commit): one whose
+ * storage went while the transfer ran fails the move, and the source is
+ * not released (no data lost), not pending, its values and version as
+ * they were; on_commit sees the failure once. */
+static void test_destination_lost_during_transfer_keeps_the_source(void)
+{
+    sw_error err;
+    losing impl = {{0}, 8};
+    sw_carrier *src = cpu_filled(8, SW_DT_FLOAT32, 0), *d = NULL;
+    CHECK(sw_carrier_new(&losing_ops, &impl, SW_DT_FLOAT32, 0, &d, &err) == SW_OK);
+    sw_tensor *t = flat_tensor(src, 8), *r = NULL;
+    uint64_t v_src = sw_carrier_version(src);
+    reset_hooks();
+    sw_move_options opts = {.on_commit = on_commit};
+    sw_move_handle *m = NULL;
+    CHECK(sw_move_async(t, d, &opts, &m, &err) == SW_OK);
+    CHECK(sw_move_wait(m, &r, &err) == SW_ESTATE && r == NULL);
+    CHECK_MSG(err, "move: the Losing destination lost its storage before commit");
+    CHECK(commits == 1 && commit_failures == 1 && committed_result == NULL);
+    sw_move_unref(m);
+    CHECK(!sw_carrier_is_released(src) && !sw_carrier_is_pending(src));
+    CHECK(!sw_carrier_is_pending(d));
+    CHECK_EQ_I64(sw_carrier_version(src), v_src);
+    float v = 0;
+    CHECK(sw_carrier_read(src, 7, 1, &v, &err) == SW_OK && v == 7.25f);
+    sw_tensor_unref(t);
+    sw_carrier_unref(src);
+    sw_carrier_unref(d);
+}
+
 static void test_fault_mid_transfer(void)
 {
     sw_error err;
     /* 20 MiB: three chunks of at most 8 MiB each; the second pwrite fails. */
     const int64_t n = 5 << 20;
     sw_carrier *src = cpu_filled(n, SW_DT_FLOAT32, 0), *fb, *fb2;
-    sw_tensor *t = flat(src, n), *r = NULL;
+    sw_tensor *t = flat_tensor(src, n), *r = NULL;
     uint64_t v_src = sw_carrier_version(src);
     CHECK(sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &fb, &err) == SW_OK);
     reset_hooks();
@@ -465,7 +517,7 @@ static void test_fault_mid_transfer(void)
 
     /* an injected failure of the elementwise kernel: the same rules */
     sw_carrier *c4 = cpu_filled(4, SW_DT_FLOAT32, 0), *d4;
-    sw_tensor *t4 = flat(c4, 4), *r4;
+    sw_tensor *t4 = flat_tensor(c4, 4), *r4;
     CHECK(sw_cpu_new(4, SW_DT_FLOAT32, 0, &d4, &err) == SW_OK);
     CHECK(sw_fault_arm("move_transfer", 0, 1) == SW_OK);
     CHECK(sw_move(t4, d4, &r4, &err) == SW_EIO);
@@ -491,7 +543,7 @@ static void test_failure_before_submit_undoes_growth(void)
 {
     sw_error err;
     sw_carrier *src = cpu_filled(8, SW_DT_FLOAT32, 0), *fb;
-    sw_tensor *t = flat(src, 8);
+    sw_tensor *t = flat_tensor(src, 8);
     CHECK(sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &fb, &err) == SW_OK);
     reset_hooks();
     sw_move_set_profile_hook(on_profile, NULL);
@@ -541,7 +593,7 @@ static void test_small_spans_copy_their_values(void)
                 sw_carrier *src = cpu_filled(N, SW_DT_FLOAT32, 0), *dst = NULL;
                 if (from_file) {
                     sw_carrier *fb;
-                    sw_tensor *all = flat(src, N), *on_file;
+                    sw_tensor *all = flat_tensor(src, N), *on_file;
                     CHECK(sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &fb, &err) == SW_OK);
                     CHECK(sw_move(all, fb, &on_file, &err) == SW_OK);
                     sw_tensor_unref(on_file);
@@ -589,6 +641,7 @@ int main(void)
     test_pending_guard_and_commit_once();
     test_dropped_handle();
     test_fault_mid_transfer();
+    test_destination_lost_during_transfer_keeps_the_source();
     test_failure_before_submit_undoes_growth();
     test_small_spans_copy_their_values();
     return check_report("move");

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "helpers.h"
 #include <strideweave/strideweave.h>
 #include <strideweave/binding.h>
 
@@ -33,14 +34,6 @@ static sw_carrier *immutable(int64_t n, sw_dtype dt)
     sw_carrier *c = NULL;
     sw_generic_new(values, n, dt, SW_CARRIER_IMMUTABLE, &c, NULL);
     return c;
-}
-
-static sw_tensor *flat(sw_carrier *c, int64_t n)
-{
-    sw_tensor *t = NULL;
-    int64_t ext[1] = {n};
-    sw_tensor_new_strided(c, 0, 1, ext, NULL, &t, NULL);
-    return t;
 }
 
 /* What a refusal must leave alone. */
@@ -96,7 +89,7 @@ static void expect_row(sw_carrier *src, sw_carrier *dst, const sw_move_check_arg
     if (!also_async)
         return;
     sw_tensor *t = src && !sw_carrier_is_state_only(src) && !sw_carrier_is_released(src)
-                       ? flat(src, args->cosize)
+                       ? flat_tensor(src, args->cosize)
                        : NULL;
     sw_move_handle *m = NULL;
     int before = submits;
@@ -138,7 +131,7 @@ static void test_rows_in_table_order(void)
     ROW(NULL, bad_dst, &four, SW_ETYPE, SW_MOVE_NO_SOURCE);
     /* row 2: before anything about the destination */
     sw_carrier *rel = cpu(4, SW_DT_FLOAT32);
-    sw_tensor *trel = flat(rel, 4);
+    sw_tensor *trel = flat_tensor(rel, 4);
     sw_carrier_release(rel, &err);
     CHECK_ONLY(rel, NULL, &four, SW_ESTATE, SW_MOVE_SOURCE_RELEASED);
     CHECK_ONLY(rel, bad_dst, &four, SW_ESTATE, SW_MOVE_SOURCE_RELEASED);
@@ -154,7 +147,7 @@ static void test_rows_in_table_order(void)
     CHECK(sw_carrier_relinquish(src, token, &err) == SW_OK);
     /* row 3: pending in another move (held before its transfer) */
     sw_carrier *held_src = cpu(4, SW_DT_FLOAT32), *held_dst = cpu(4, SW_DT_FLOAT32);
-    sw_tensor *theld = flat(held_src, 4);
+    sw_tensor *theld = flat_tensor(held_src, 4);
     sw_move_hold(1);
     CHECK(sw_move_async(theld, held_dst, NULL, &m, &err) == SW_OK);
     ROW(held_src, bad_dst, &four, SW_ESTATE, SW_MOVE_SOURCE_PENDING);
@@ -312,7 +305,7 @@ static void transfer_then_move(sw_move_handle *m, void *user)
 {
     inside *in = user;
     sw_error err = {0};
-    sw_tensor *t = flat(in->other, 4);
+    sw_tensor *t = flat_tensor(in->other, 4);
     sw_carrier_begin_transfer(in->dst);
     in->st = sw_move_async(t, in->dst, NULL, &in->second, &err);
     in->detail = err.detail;
@@ -326,7 +319,7 @@ static void test_destination_pending_on_its_transfer_thread(void)
     sw_error err = {0};
     sw_carrier *src = cpu(4, SW_DT_FLOAT32);
     inside in = {.dst = cpu(4, SW_DT_FLOAT32), .other = cpu(4, SW_DT_FLOAT32)};
-    sw_tensor *t = flat(src, 4);
+    sw_tensor *t = flat_tensor(src, 4);
     sw_move_options o = {.transfer = transfer_then_move, .user = &in, .no_result = 1};
     sw_move_handle *m = NULL;
     CHECK(sw_move_async(t, in.dst, &o, &m, &err) == SW_OK);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "helpers.h"
 #include "fork_child.h"
 #include <strideweave/strideweave.h>
 #include <strideweave/binding.h>
@@ -60,20 +61,6 @@ static sw_carrier *empty_cpu(void)
     return c;
 }
 
-static int pending(sw_carrier *c)
-{
-    sw_carrier_state s;
-    sw_carrier_get_state(c, &s);
-    return s.pending;
-}
-
-static int released(sw_carrier *c)
-{
-    sw_carrier_state s;
-    sw_carrier_get_state(c, &s);
-    return s.released;
-}
-
 static int values_intact(const sw_tensor *t)
 {
     sw_error err;
@@ -97,15 +84,15 @@ static void child_checks_inherited(sw_move_handle *m, sw_tensor *t, sw_carrier *
     EXPECT(sw_move_ended_by_fork(m) == 1 && sw_move_done(m) == 1, 12);
     EXPECT(sw_move_error(m) != NULL && sw_move_error(m)->code == SW_ESTATE, 13);
     EXPECT(atomic_load(&commits_failed) == 1 && atomic_load(&commits_ok) == 0, 14);
-    EXPECT(pending(sw_tensor_carrier(t)) == 0 && pending(d) == 0, 15);
-    EXPECT(!released(sw_tensor_carrier(t)) && !released(d) && values_intact(t), 16);
+    EXPECT(carrier_pending(sw_tensor_carrier(t)) == 0 && carrier_pending(d) == 0, 15);
+    EXPECT(!carrier_released(sw_tensor_carrier(t)) && !carrier_released(d) && values_intact(t), 16);
     /* Ending again changes nothing; the wait gives the same answer. */
     sw_move_end_inherited();
     EXPECT(sw_move_wait(m, NULL, &err) == SW_ESTATE && atomic_load(&commits_failed) == 1, 17);
     sw_move_drain(); /* nothing of the child's in flight */
     if (CHILD_STARTS_THREADS) {
         EXPECT(sw_move(t, d, &r, &err) == SW_OK, 18);
-        EXPECT(released(sw_tensor_carrier(t)) && values_intact(r), 19);
+        EXPECT(carrier_released(sw_tensor_carrier(t)) && values_intact(r), 19);
         sw_tensor_unref(r);
     }
 }
@@ -123,7 +110,7 @@ static void test_held_move_ends_in_child(void)
     atomic_store(&commits_failed, 0);
     sw_move_hold(1);
     CHECK(sw_move_async(t, d, &o, &m, &err) == SW_OK);
-    CHECK(pending(sw_tensor_carrier(t)) == SW_CARRIER_PENDING_SOURCE);
+    CHECK(carrier_pending(sw_tensor_carrier(t)) == SW_CARRIER_PENDING_SOURCE);
     pid_t pid = fork();
     if (pid == 0) {
         alarm(10);
@@ -138,7 +125,7 @@ static void test_held_move_ends_in_child(void)
     sw_move_hold(0);
     sw_tensor *r = NULL;
     CHECK(sw_move_wait(m, &r, &err) == SW_OK && r && values_intact(r));
-    CHECK(sw_move_ended_by_fork(m) == 0 && released(sw_tensor_carrier(t)));
+    CHECK(sw_move_ended_by_fork(m) == 0 && carrier_released(sw_tensor_carrier(t)));
     sw_tensor_unref(r);
     sw_move_unref(m);
     sw_tensor_unref(t);
@@ -194,14 +181,6 @@ static sw_carrier *state_only(void)
     return c;
 }
 
-static sw_layout *flat(int64_t n)
-{
-    sw_error err;
-    uint8_t profile[1] = {SW_NODE_LEAF};
-    int64_t ext[1] = {n};
-    return sw_layout_canonical(1, profile, ext, &err);
-}
-
 /* A binding transfer that never reports in the parent until told. */
 static sw_move_handle *parked;
 
@@ -216,7 +195,7 @@ static void park_transfer(sw_move_handle *m, void *user)
 static void test_supplied_move_ends_in_child(void)
 {
     sw_carrier *s = state_only(), *d = state_only();
-    sw_layout *l = flat(4);
+    sw_layout *l = flat_layout(4);
     sw_move_options o = {.on_commit = count_commit, .transfer = park_transfer, .dst_slots = 4};
     sw_move_handle *m = NULL;
     sw_error err;
@@ -229,7 +208,7 @@ static void test_supplied_move_ends_in_child(void)
         sw_move_end_inherited();
         EXPECT(sw_move_wait(m, NULL, &err) == SW_ESTATE && sw_move_ended_by_fork(m), 30);
         EXPECT(atomic_load(&commits_failed) == 1, 31);
-        EXPECT(pending(s) == 0 && pending(d) == 0 && !released(s), 32);
+        EXPECT(carrier_pending(s) == 0 && carrier_pending(d) == 0 && !carrier_released(s), 32);
         sw_move_transfer_done(m, SW_OK, NULL); /* too late: ignored */
         EXPECT(atomic_load(&commits_ok) == 0 && atomic_load(&commits_failed) == 1, 33);
         _exit(0);
@@ -265,7 +244,7 @@ static void forking_transfer(sw_move_handle *m, void *user)
 static void test_transfer_on_forking_thread_continues_in_child(void)
 {
     sw_carrier *s = state_only(), *d = state_only();
-    sw_layout *l = flat(4);
+    sw_layout *l = flat_layout(4);
     sw_move_options o = {.on_commit = count_commit, .transfer = forking_transfer,
                          .dst_slots = 4};
     sw_move_handle *m = NULL;
@@ -277,7 +256,7 @@ static void test_transfer_on_forking_thread_continues_in_child(void)
         EXPECT(st == SW_OK && !atomic_load(&ended_inside), 40);
         EXPECT(sw_move_wait(m, NULL, &err) == SW_OK && !sw_move_ended_by_fork(m), 41);
         EXPECT(atomic_load(&commits_ok) == 1 && atomic_load(&commits_failed) == 0, 42);
-        EXPECT(pending(s) == 0 && pending(d) == 0, 43);
+        EXPECT(carrier_pending(s) == 0 && carrier_pending(d) == 0, 43);
         _exit(0);
     }
     reap(forked_inside, "transfer on the forking thread");
@@ -299,7 +278,7 @@ static void test_end_inherited_without_fork_is_a_no_op(void)
     sw_move_hold(1);
     CHECK(sw_move_async(t, d, NULL, &m, &err) == SW_OK);
     sw_move_end_inherited();
-    CHECK(!sw_move_done(m) && pending(d) == SW_CARRIER_PENDING_DESTINATION);
+    CHECK(!sw_move_done(m) && carrier_pending(d) == SW_CARRIER_PENDING_DESTINATION);
     sw_move_hold(0);
     CHECK(sw_move_wait(m, NULL, &err) == SW_OK && !sw_move_ended_by_fork(m));
     sw_move_unref(m);
@@ -376,12 +355,12 @@ static void test_light_move_of_another_thread_ends_in_child(void)
     pid_t pid = fork();
     if (pid == 0) {
         alarm(30);
-        EXPECT(pending(sw_tensor_carrier(a.t)) != 0 && pending(a.d) != 0, 20);
+        EXPECT(carrier_pending(sw_tensor_carrier(a.t)) != 0 && carrier_pending(a.d) != 0, 20);
         sw_move_end_inherited();
         EXPECT(atomic_load(&light_fork_ended) == 1 && atomic_load(&commits_failed) == 1, 21);
         EXPECT(atomic_load(&commits_ok) == 0, 22);
-        EXPECT(pending(sw_tensor_carrier(a.t)) == 0 && pending(a.d) == 0, 23);
-        EXPECT(!released(sw_tensor_carrier(a.t)) && values_intact(a.t), 24);
+        EXPECT(carrier_pending(sw_tensor_carrier(a.t)) == 0 && carrier_pending(a.d) == 0, 23);
+        EXPECT(!carrier_released(sw_tensor_carrier(a.t)) && values_intact(a.t), 24);
         sw_move_end_inherited(); /* ending again changes nothing */
         EXPECT(atomic_load(&commits_failed) == 1, 25);
         _exit(0);
@@ -396,7 +375,7 @@ static void test_light_move_of_another_thread_ends_in_child(void)
     /* In the parent the move finished as if nothing happened. */
     CHECK(a.ran_here == 1);
     CHECK(a.st == SW_OK && atomic_load(&commits_ok) == 1 && atomic_load(&commits_failed) == 0);
-    CHECK(released(sw_tensor_carrier(a.t)) && pending(a.d) == 0);
+    CHECK(carrier_released(sw_tensor_carrier(a.t)) && carrier_pending(a.d) == 0);
     sw_tensor_unref(a.t);
     sw_carrier_unref(a.d);
 }
@@ -431,7 +410,9 @@ static void test_many_light_moves_of_other_threads_end_in_child(void)
         EXPECT(atomic_load(&light_fork_ended) == MANY_LIGHT, 40);
         EXPECT(atomic_load(&commits_failed) == MANY_LIGHT && atomic_load(&commits_ok) == 0, 41);
         for (int i = 0; i < MANY_LIGHT; i++)
-            EXPECT(pending(sw_tensor_carrier(a[i].t)) == 0 && pending(a[i].d) == 0, 42);
+            EXPECT(carrier_pending(sw_tensor_carrier(a[i].t)) == 0 &&
+                       carrier_pending(a[i].d) == 0,
+                   42);
         _exit(0);
     }
     pthread_mutex_lock(&light_lock);

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "check.h"
+#include "helpers.h"
 #include <strideweave/strideweave.h>
 #include "strideweave/testing.h"
 
@@ -22,27 +23,6 @@ static void on_profile(const sw_move_event *ev, void *user)
         failed_completes++;
 }
 
-static sw_carrier *cpu_filled(int64_t n)
-{
-    sw_error err;
-    sw_carrier *c = NULL;
-    CHECK(sw_cpu_new(n, SW_DT_FLOAT32, 0, &c, &err) == SW_OK);
-    for (int64_t i = 0; i < n; i++) {
-        float v = (float)i + 0.5f;
-        sw_carrier_write(c, i, 1, &v, &err);
-    }
-    return c;
-}
-
-static sw_tensor *flat(sw_carrier *c, int64_t n)
-{
-    sw_error err;
-    sw_tensor *t = NULL;
-    int64_t ext[1] = {n};
-    CHECK(sw_tensor_new_strided(c, 0, 1, ext, NULL, &t, &err) == SW_OK);
-    return t;
-}
-
 /* A move's parts: a CPU source of n values, a flat tensor on it and an
  * empty FileBacked destination. */
 typedef struct growth {
@@ -53,8 +33,9 @@ typedef struct growth {
 static growth growth_new(int64_t n)
 {
     sw_error err;
-    growth g = {.src = cpu_filled(n)};
-    g.t = flat(g.src, n);
+    growth g = {.src = cpu_values(n, 0.5f)};
+    g.t = flat_tensor(g.src, n);
+    CHECK(g.src && g.t);
     CHECK(sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &g.fb, &err) == SW_OK);
     return g;
 }

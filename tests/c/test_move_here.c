@@ -12,21 +12,11 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "helpers.h"
 #include "loop.h"
 #include <strideweave/strideweave.h>
 #include <strideweave/binding.h>
 #include "strideweave/testing.h"
-
-static sw_carrier *cpu_values(int64_t n, float base)
-{
-    sw_carrier *c = NULL;
-    if (sw_cpu_new(n, SW_DT_FLOAT32, 0, &c, NULL) != SW_OK)
-        return NULL;
-    float *p = sw_cpu_pointer(c);
-    for (int64_t i = 0; i < n; i++)
-        p[i] = base + (float)i;
-    return c;
-}
 
 static sw_carrier *file_of(int64_t n)
 {
@@ -44,8 +34,6 @@ static sw_layout *layout_of(int64_t n, int64_t stride)
     int64_t ext[1] = {n}, str[1] = {stride};
     return sw_layout_new(1, profile, ext, str, NULL);
 }
-
-static sw_layout *flat_layout(int64_t n) { return layout_of(n, 1); }
 
 /* Every other slot (a layout with holes). */
 static sw_layout *strided_layout(int64_t n) { return layout_of(n, 2); }

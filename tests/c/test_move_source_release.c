@@ -9,29 +9,17 @@
 #include <string.h>
 
 #include "check.h"
+#include "helpers.h"
 #include <strideweave/strideweave.h>
 #include "strideweave/testing.h"
 
 #define N (1 << 18) /* 1 MiB of Float32: a large file (filestore.h) */
 
-/* A CPU carrier of N slots 0, 1, 2, ... */
-static sw_carrier *cpu_values(void)
-{
-    sw_error err;
-    sw_carrier *cpu = NULL;
-    if (sw_cpu_new(N, SW_DT_FLOAT32, 0, &cpu, &err) != SW_OK)
-        return NULL;
-    float *p = sw_cpu_pointer(cpu);
-    for (int64_t i = 0; i < N; i++)
-        p[i] = (float)i;
-    return cpu;
-}
-
-/* A FileBacked holding cpu_values(). */
+/* A FileBacked holding cpu_values(N, 0.0f). */
 static sw_carrier *file_values(void)
 {
     sw_error err;
-    sw_carrier *f = NULL, *cpu = cpu_values();
+    sw_carrier *f = NULL, *cpu = cpu_values(N, 0.0f);
     sw_tensor *t = NULL, *r = NULL;
     int64_t ext[1] = {N};
     sw_file_backed_new(NULL, SW_DT_FLOAT32, 0, &f, &err);
@@ -123,7 +111,7 @@ static void test_c23_moved_evictable_source_with_a_file_tier_is_closed_in_the_ba
     sw_error err;
     /* Promoted, its file tier still holding 1 MiB: the move's release of
      * the Evictable removes that file. */
-    sw_carrier *cpu = cpu_values(), *f = file_values(), *e = NULL;
+    sw_carrier *cpu = cpu_values(N, 0.0f), *f = file_values(), *e = NULL;
     CHECK_EQ_I64(sw_evictable_new(cpu, f, NULL, &e, &err), SW_OK);
     if (e)
         CHECK_EQ_I64(closes_left_to_background(e), 1);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "helpers.h"
 #include <strideweave/strideweave.h>
 #include <strideweave/binding.h>
 
@@ -30,14 +31,6 @@ static sw_carrier *state_only(void)
     if (sw_carrier_new(&binding_class, NULL, SW_DT_INT32, 0, &c, &err) != SW_OK)
         return NULL;
     return c;
-}
-
-static sw_layout *flat(int64_t n)
-{
-    sw_error err;
-    uint8_t profile[1] = {SW_NODE_LEAF};
-    int64_t ext[1] = {n};
-    return sw_layout_canonical(1, profile, ext, &err);
 }
 
 /* A gate a worker waits at before it reports. */
@@ -183,7 +176,7 @@ static void test_report_inside_commits_on_caller(void)
     c.to = sw_cpu_pointer(c.dst);
     for (int i = 0; i < 16; i++)
         c.from[i] = 100 + i;
-    sw_layout *l = flat(16);
+    sw_layout *l = flat_layout(16);
     sw_move_options o = options_for(&c, 0);
     sw_move_handle *m = NULL;
     c.caller = pthread_self();
@@ -212,7 +205,7 @@ static void test_state_only_report_from_another_thread(void)
     gate g;
     gate_init(&g);
     ctx c = {.report = SW_OK, .gate = &g, .src = state_only(), .dst = state_only()};
-    sw_layout *l = flat(16);
+    sw_layout *l = flat_layout(16);
     sw_move_options o = options_for(&c, 16);
     sw_move_handle *m = NULL;
     c.caller = pthread_self();
@@ -250,7 +243,7 @@ static void test_report_here_commits_on_reporter(void)
     gate g;
     gate_init(&g);
     ctx c = {.report = SW_OK, .gate = &g, .here = 1, .src = state_only(), .dst = state_only()};
-    sw_layout *l = flat(16);
+    sw_layout *l = flat_layout(16);
     sw_move_options o = options_for(&c, 16);
     sw_move_handle *m = NULL;
     c.caller = pthread_self();
@@ -278,7 +271,7 @@ static void test_failing_transfer(void)
         gate_open(&g);
         ctx c = {.report = SW_EIO, .gate = threaded ? &g : NULL, .src = state_only(),
                  .dst = state_only()};
-        sw_layout *l = flat(8);
+        sw_layout *l = flat_layout(8);
         sw_move_options o = options_for(&c, 8);
         sw_move_handle *m = NULL;
         CHECK(sw_move_span_async(c.src, 0, l, c.dst, &o, &m, &err) == SW_OK);
@@ -309,7 +302,7 @@ static void test_refusals(void)
 {
     sw_error err;
     ctx c = {.report = SW_OK, .src = state_only(), .dst = state_only()};
-    sw_layout *l = flat(8);
+    sw_layout *l = flat_layout(8);
     sw_move_handle *m = NULL;
     sw_move_options plain = {0};
     CHECK(sw_move_span_async(c.src, 0, l, c.dst, &plain, &m, &err) == SW_ENOTSUP);
@@ -347,7 +340,7 @@ static gate many_gate;
 static void *starter_main(void *arg)
 {
     int t = (int)(intptr_t)arg;
-    sw_layout *l = flat(32);
+    sw_layout *l = flat_layout(32);
     for (int i = 0; i < ROUNDS; i++) {
         ctx *c = &many[t][i];
         c->report = (i % 5 == 4) ? SW_EIO : SW_OK;
@@ -398,7 +391,7 @@ static void test_hold(void)
 {
     sw_error err;
     ctx c = {.report = SW_OK, .src = state_only(), .dst = state_only()};
-    sw_layout *l = flat(4);
+    sw_layout *l = flat_layout(4);
     sw_move_options o = options_for(&c, 4);
     sw_move_handle *m = NULL;
     sw_move_hold(1);
@@ -420,7 +413,7 @@ static void test_abandon(void)
     gate g;
     gate_init(&g);
     ctx c = {.report = SW_OK, .gate = &g, .src = state_only(), .dst = state_only()};
-    sw_layout *l = flat(4);
+    sw_layout *l = flat_layout(4);
     sw_move_options o = options_for(&c, 4);
     sw_move_handle *m = NULL;
     CHECK(sw_move_span_async(c.src, 0, l, c.dst, &o, &m, &err) == SW_OK);
@@ -475,7 +468,7 @@ static void test_exit_with_supplied_moves_in_flight(void)
     pid_t pid = fork();
     if (pid == 0) {
         close(exit_pipe[0]);
-        sw_layout *l = flat(4);
+        sw_layout *l = flat_layout(4);
         for (int i = 0; i < 3; i++) {
             sw_carrier *s = state_only(), *d = state_only();
             sw_move_options o = {.on_commit = exit_commit, .transfer = slow_transfer,

@@ -10,6 +10,7 @@
 #include <pthread.h>
 
 #include "check.h"
+#include "helpers.h"
 #include "loop.h"
 #include <strideweave/strideweave.h>
 #include <strideweave/binding.h>
@@ -63,28 +64,6 @@ static void on_commit_enter(void *user)
 
 static void nothing(void *user) { (void)user; }
 
-static sw_carrier *cpu_filled(int64_t n, float start)
-{
-    sw_error err;
-    sw_carrier *c = NULL;
-    CHECK(sw_cpu_new(n, SW_DT_FLOAT32, 0, &c, &err) == SW_OK);
-    float *v = malloc((size_t)n * sizeof *v);
-    for (int64_t i = 0; i < n; i++)
-        v[i] = start + (float)i;
-    CHECK(sw_carrier_write(c, 0, n, v, &err) == SW_OK);
-    free(v);
-    return c;
-}
-
-static sw_tensor *flat(sw_carrier *c, int64_t n)
-{
-    sw_error err;
-    sw_tensor *t = NULL;
-    int64_t ext[1] = {n};
-    CHECK(sw_tensor_new_strided(c, 0, 1, ext, NULL, &t, &err) == SW_OK);
-    return t;
-}
-
 /* Slots 0, n/2 and n-1 of `c` are start + i. */
 static int holds(sw_carrier *c, int64_t n, float start)
 {
@@ -115,7 +94,8 @@ static sw_status guarded_move(sw_carrier *src, sw_carrier *dst, int64_t n, int c
         .transfer_enter = on_enter,
         .transfer_leave = on_leave,
     };
-    sw_tensor *t = flat(src, n);
+    sw_tensor *t = flat_tensor(src, n);
+    CHECK(t != NULL);
     sw_move_handle *m = NULL;
     sw_status st = sw_move_async(t, dst, &o, &m, &err);
     sw_tensor_unref(t);
@@ -138,7 +118,7 @@ static void test_guard_around_a_transfer_on_the_caller(void)
 {
     for (int waits = 0; waits <= 1; waits++) {
         int64_t n = 1024;
-        sw_carrier *src = cpu_filled(n, 1.0f), *dst = NULL;
+        sw_carrier *src = cpu_values(n, 1.0f), *dst = NULL;
         sw_error err;
         CHECK(sw_cpu_new(n, SW_DT_FLOAT32, SW_CARRIER_EMPTY, &dst, &err) == SW_OK);
         guard_log g = {0};
@@ -155,7 +135,7 @@ static void test_guard_around_a_transfer_on_the_caller(void)
 static void test_no_guard_for_a_pool_transfer(void)
 {
     int64_t n = 4 * MIB / 4;
-    sw_carrier *src = cpu_filled(n, 2.0f), *dst = NULL;
+    sw_carrier *src = cpu_values(n, 2.0f), *dst = NULL;
     sw_error err;
     CHECK(sw_cpu_new(n, SW_DT_FLOAT32, SW_CARRIER_EMPTY, &dst, &err) == SW_OK);
     guard_log g = {0};
@@ -171,12 +151,12 @@ static void test_no_guard_for_a_pool_transfer(void)
 static void test_half_a_guard_runs_nothing(void)
 {
     int64_t n = 256;
-    sw_carrier *src = cpu_filled(n, 3.0f), *dst = NULL;
+    sw_carrier *src = cpu_values(n, 3.0f), *dst = NULL;
     sw_error err;
     CHECK(sw_cpu_new(n, SW_DT_FLOAT32, SW_CARRIER_EMPTY, &dst, &err) == SW_OK);
     guard_log g = {.src = src, .dst = dst, .caller = pthread_self()};
     sw_move_options o = {.user = &g, .transfer_enter = on_enter, .caller_waits = 1};
-    sw_tensor *t = flat(src, n), *out = NULL;
+    sw_tensor *t = flat_tensor(src, n), *out = NULL;
     sw_move_handle *m = NULL;
     CHECK(sw_move_async(t, dst, &o, &m, &err) == SW_OK);
     CHECK(m && sw_move_wait(m, &out, &err) == SW_OK);
@@ -194,7 +174,7 @@ static void test_half_a_guard_runs_nothing(void)
 static void test_guard_paired_when_the_transfer_fails(void)
 {
     int64_t n = 1024;
-    sw_carrier *src = cpu_filled(n, 4.0f), *dst = NULL;
+    sw_carrier *src = cpu_values(n, 4.0f), *dst = NULL;
     sw_error err;
     CHECK(sw_cpu_new(n, SW_DT_FLOAT32, 0, &dst, &err) == SW_OK);
     uint64_t sv = sw_carrier_version(src), dv = sw_carrier_version(dst);
@@ -235,7 +215,7 @@ static void test_block_read_inside_the_guard(void)
     }
     for (int fail = 0; fail <= sw_fault_enabled(); fail++) {
         int64_t n = 4096 / 4;
-        sw_carrier *blk = NULL, *cpu = cpu_filled(n, 10.0f + (float)fail), *back = NULL;
+        sw_carrier *blk = NULL, *cpu = cpu_values(n, 10.0f + (float)fail), *back = NULL;
         CHECK(sw_block_device_allocate(d, n, SW_DT_FLOAT32, 0, &blk, &err) ==
               SW_OK);
         guard_log in = {0};

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "helpers.h"
 #include "gated.h"
 #include <strideweave/strideweave.h>
 #include <strideweave/binding.h>
@@ -46,17 +47,6 @@ static float value_of(int64_t slot) { return 0.25f + (float)slot; }
 #endif
 
 static const int64_t GRID[2] = {2, 2}, TILE[2] = {2, 2}; /* 4 tiles of 4 slots */
-
-static int all_values_exact(sw_tiled_evictable *te)
-{
-    float got[16];
-    if (sw_tiled_evictable_read(te, 0, 16, got, NULL) != SW_OK)
-        return 0;
-    for (int64_t i = 0; i < 16; i++)
-        if (got[i] != value_of(i))
-            return 0;
-    return 1;
-}
 
 /* Threads of this process now. */
 static int thread_count(void)
@@ -201,27 +191,12 @@ static void after_engine_drain(void)
 /* Registered after the engine's exit drain, so it runs before it. */
 static void exit_begins(void) { atomic_store(&exit_began, 1); }
 
-/* The main thread's scheduler state ('S': asleep, here in exit's drain). */
-static char state_of(pid_t tid)
-{
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return '?';
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')');
-    return p && p[1] == ' ' ? p[2] : '?';
-}
-
 /* Lets the work go on only once exit began and the main thread sleeps in
  * exit's drain: an exit that does not wait for it never gets that far. */
 static void *releaser(void *arg)
 {
     (void)arg;
-    while (!atomic_load(&exit_began) || state_of(main_tid) != 'S')
+    while (!atomic_load(&exit_began) || thread_state(main_tid) != 'S')
         sched_yield();
     gated_open(&exit_gate);
     sw_fault_resume();

@@ -340,14 +340,6 @@ static void test_out_of_memory_makes_nothing(void)
 
 /* ---- a TiledEvictable in terms of sets ---------------------------------- */
 
-static sw_te_location loc_of(sw_tiled_evictable *te, int64_t c0, int64_t c1)
-{
-    sw_te_tile_state s;
-    if (sw_tiled_evictable_tile_state(te, (int64_t[]){c0, c1}, &s, NULL) != SW_OK)
-        return (sw_te_location)-1;
-    return s.location;
-}
-
 static int same_snap(const snap *a, const snap *b)
 {
     return memcmp(a, b, sizeof *a) == 0;
@@ -370,8 +362,8 @@ static void test_te7_residency_of_sets(void)
         } else {
             CHECK(sw_tiled_evictable_evict_tiles(te, two, NULL) == SW_OK);
         }
-        CHECK(loc_of(te, 1, 1) == SW_TE_SECONDARY && loc_of(te, 2, 0) == SW_TE_SECONDARY);
-        CHECK(loc_of(te, 0, 0) == SW_TE_PRIMARY);
+        CHECK(loc_at(te, 1, 1) == SW_TE_SECONDARY && loc_at(te, 2, 0) == SW_TE_SECONDARY);
+        CHECK(loc_at(te, 0, 0) == SW_TE_PRIMARY);
 
         snap before, after;
         take_tiles(te, &before);
@@ -398,7 +390,7 @@ static void test_te7_residency_of_sets(void)
         } else {
             CHECK(sw_tiled_evictable_promote_tiles(te, two, NULL) == SW_OK);
         }
-        CHECK(loc_of(te, 1, 1) == SW_TE_PRIMARY && loc_of(te, 2, 0) == SW_TE_PRIMARY);
+        CHECK(loc_at(te, 1, 1) == SW_TE_PRIMARY && loc_at(te, 2, 0) == SW_TE_PRIMARY);
         take_tiles(te, &after);
         CHECK(!memcmp(before.values, after.values, sizeof before.values));
 
@@ -460,9 +452,9 @@ static void test_te10_policy_plan_of_sets(void)
     CHECK(out && ((const float *)sw_cpu_pointer(sw_tensor_carrier(out)))[0] ==
                      value_of(sw_tiles_slot(sw_tiled_evictable_geometry(te), 5, 0)));
     sw_tensor_unref(out);
-    CHECK(loc_of(te, 0, 0) == SW_TE_PRIMARY);   /* promoted */
-    CHECK(loc_of(te, 1, 0) == SW_TE_SECONDARY); /* evicted */
-    CHECK(loc_of(te, 2, 1) == SW_TE_SECONDARY); /* selected, evicted once unpinned */
+    CHECK(loc_at(te, 0, 0) == SW_TE_PRIMARY);   /* promoted */
+    CHECK(loc_at(te, 1, 0) == SW_TE_SECONDARY); /* evicted */
+    CHECK(loc_at(te, 2, 1) == SW_TE_SECONDARY); /* selected, evicted once unpinned */
 
     /* a plan of another rank: the projection fails, nothing changed */
     sw_residency_plan_unref(s.plan);
@@ -520,7 +512,7 @@ static void test_te10_plan_of_sets_all_or_none(void)
     sw_tensor *out = NULL;
     CHECK(sw_tiled_evictable_project(te, NULL, 0, &view, NULL, &out, NULL) == SW_OK);
     CHECK(s.extra_status == SW_OK && s.add_status == SW_EINVAL);
-    CHECK(loc_of(te, 0, 1) == SW_TE_SECONDARY); /* the policy's own evict went through */
+    CHECK(loc_at(te, 0, 1) == SW_TE_SECONDARY); /* the policy's own evict went through */
     sw_tensor_unref(out);
     sw_residency_plan_unref(s.plan);
     sw_tile_sel_unref(sel);

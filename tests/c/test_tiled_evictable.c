@@ -3,12 +3,12 @@
  * projection (TE-3, TE-4, TE-10), release (TE-14); refusals change
  * nothing; busy tiles (pending, pinned); faults injected mid-transfer
  * leave everything unchanged; values exact for several grids. */
-#include <dirent.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "check.h"
+#include "helpers.h"
 #include "strideweave/alloc.h"
 #include "strideweave/filestore.h"
 #include "strideweave/strideweave.h"
@@ -25,45 +25,9 @@ static float value_of(int64_t slot) { return (float)slot * 0.5f + 1.25f; }
 #include "te_fixture.h"
 #include "strideweave/testing.h"
 
-/* Files in the session directory (FileBacked tiles), to prove none leak. */
-static int session_files(void)
-{
-    const char *dir;
-    if (sw_filestore_session_dir(&dir, NULL) != SW_OK)
-        return -1;
-    DIR *d = opendir(dir);
-    int n = 0;
-    for (struct dirent *e; d && (e = readdir(d));)
-        if (e->d_name[0] != '.')
-            n++;
-    if (d)
-        closedir(d);
-    return n;
-}
-
 static int same(const snap *a, const snap *b)
 {
     return memcmp(a, b, sizeof *a) == 0;
-}
-
-static int all_values_exact(sw_tiled_evictable *te)
-{
-    const sw_tile_geometry *g = sw_tiled_evictable_geometry(te);
-    float got[MAXS];
-    if (sw_tiled_evictable_read(te, 0, g->size, got, NULL) != SW_OK)
-        return 0;
-    for (int64_t i = 0; i < g->size; i++)
-        if (got[i] != value_of(i))
-            return 0;
-    return 1;
-}
-
-static sw_te_location loc_of(sw_tiled_evictable *te, const int64_t *coord)
-{
-    sw_te_tile_state s;
-    if (sw_tiled_evictable_tile_state(te, coord, &s, NULL) != SW_OK)
-        return (sw_te_location)-1;
-    return s.location;
 }
 
 /* ---- TE-1 ------------------------------------------------------------------- */

@@ -27,25 +27,6 @@ static sw_tiled_evictable *make(int file_secondary)
     return make_grid(2, grid, tile, file_secondary);
 }
 
-static sw_te_location loc_of(sw_tiled_evictable *te, int64_t c0, int64_t c1)
-{
-    sw_te_tile_state s;
-    if (sw_tiled_evictable_tile_state(te, (int64_t[]){c0, c1}, &s, NULL) != SW_OK)
-        return (sw_te_location)-1;
-    return s.location;
-}
-
-static int all_values_exact(sw_tiled_evictable *te)
-{
-    float got[24];
-    if (sw_tiled_evictable_read(te, 0, 24, got, NULL) != SW_OK)
-        return 0;
-    for (int64_t i = 0; i < 24; i++)
-        if (got[i] != value_of(i))
-            return 0;
-    return 1;
-}
-
 /* A scripted policy: records what it was asked, adds its sets. */
 typedef struct script {
     int calls;
@@ -127,11 +108,11 @@ static void test_te10_policy_plan_applied(void)
                   s.required[3] == 1);
             CHECK(out && projection_exact(te, out));
             sw_tensor_unref(out);
-            CHECK(loc_of(te, 0, 0) == SW_TE_PRIMARY);   /* promoted */
-            CHECK(loc_of(te, 1, 0) == SW_TE_SECONDARY); /* untouched */
-            CHECK(loc_of(te, 1, 1) == SW_TE_SECONDARY); /* evicted */
-            CHECK(loc_of(te, 0, 1) == SW_TE_SECONDARY); /* evicted */
-            CHECK(loc_of(te, 2, 0) == SW_TE_PRIMARY);   /* retained */
+            CHECK(loc_at(te, 0, 0) == SW_TE_PRIMARY);   /* promoted */
+            CHECK(loc_at(te, 1, 0) == SW_TE_SECONDARY); /* untouched */
+            CHECK(loc_at(te, 1, 1) == SW_TE_SECONDARY); /* evicted */
+            CHECK(loc_at(te, 0, 1) == SW_TE_SECONDARY); /* evicted */
+            CHECK(loc_at(te, 2, 0) == SW_TE_PRIMARY);   /* retained */
             CHECK(all_values_exact(te));
             CHECK_EQ_I64(sw_tiled_evictable_version(te), 0);
             sw_tiled_evictable_release(te, NULL);
@@ -217,7 +198,7 @@ static void test_te10_policy_refusals_change_nothing(void)
         sw_fault_arm("tile_copy", 0, 1);
         CHECK(sw_tiled_evictable_project(te, NULL, 0, &sel, d, &out, &err) == SW_EIO);
         sw_fault_clear();
-        CHECK(loc_of(te, 0, 0) == SW_TE_SECONDARY && !sw_carrier_is_owned(d));
+        CHECK(loc_at(te, 0, 0) == SW_TE_SECONDARY && !sw_carrier_is_owned(d));
         sw_te_tile_state st;
         sw_tiled_evictable_tile_state(te, (int64_t[]){0, 0}, &st, NULL);
         CHECK(!st.pending && !st.pinned);
@@ -268,8 +249,8 @@ static void test_te13_new_like(void)
         CHECK(sw_tiled_evictable_new_like(te, NULL, 24, 0, &made, &err) == SW_ETYPE);
         CHECK(made == NULL);
         CHECK(sw_tiled_evictable_new_like(te, v, 24, 0, &made, &err) == SW_OK && made);
-        CHECK(loc_of(made, 1, 0) == SW_TE_PRIMARY && loc_of(made, 2, 1) == SW_TE_PRIMARY);
-        CHECK(loc_of(made, 0, 0) == SW_TE_IMPLICIT && loc_of(made, 0, 1) == SW_TE_IMPLICIT);
+        CHECK(loc_at(made, 1, 0) == SW_TE_PRIMARY && loc_at(made, 2, 1) == SW_TE_PRIMARY);
+        CHECK(loc_at(made, 0, 0) == SW_TE_IMPLICIT && loc_at(made, 0, 1) == SW_TE_IMPLICIT);
         int64_t dirty = -1;
         sw_tiled_evictable_tiles(made, SW_TE_TILES_DIRTY, NULL, 0, &dirty, NULL);
         CHECK_EQ_I64(dirty, 0);
