@@ -289,10 +289,7 @@ sw_status sw_carrier_check_readable_locked(sw_carrier *c, sw_error *err)
     case 0:
         return SW_OK;
     case SW_CARRIER_REFUSED_RELEASED:
-        return refused(err,
-                       sw_error_set(err, SW_ESTATE, "%s: the carrier is released",
-                                    sw_carrier_name(c)),
-                       SW_CARRIER_REFUSED_RELEASED);
+        return sw_carrier_refuse_released(c, 0, err);
     default:
         return refused(err,
                        sw_error_set(err, SW_ESTATE,
@@ -331,6 +328,18 @@ static const char *unwritable_words(int why)
     default:
         return "an immutable carrier";
     }
+}
+
+sw_status sw_carrier_refuse_released(sw_carrier *c, int writing, sw_error *err)
+{
+    if (writing)
+        return refused(err,
+                       sw_error_set(err, SW_ESTATE, "%s: cannot write to %s", sw_carrier_name(c),
+                                    unwritable_words(SW_CARRIER_REFUSED_RELEASED)),
+                       SW_CARRIER_REFUSED_RELEASED);
+    return refused(err,
+                   sw_error_set(err, SW_ESTATE, "%s: the carrier is released", sw_carrier_name(c)),
+                   SW_CARRIER_REFUSED_RELEASED);
 }
 
 sw_status sw_carrier_check_writable_locked(sw_carrier *c, const char *what, sw_error *err)

@@ -75,6 +75,10 @@ struct sw_tiled_evictable *sw_tiled_evictable_bound_of(sw_carrier *c);
  * class's op: for a caller reaching the slots without that op. */
 sw_status sw_carrier_check_slots(sw_carrier *c, int writing, int64_t slot, int64_t count,
                                  sw_error *err);
+/* The refusal sw_carrier_read (writing 0) or sw_carrier_write gives a
+ * released carrier, for a carrier whose slots are gone before its own
+ * release flag is set (a TiledEvictable the binding released first). */
+sw_status sw_carrier_refuse_released(sw_carrier *c, int writing, sw_error *err);
 
 /* With c->lock held. */
 /* The read refusals of sw_carrier_read: released, pending destination

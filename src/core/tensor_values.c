@@ -236,6 +236,18 @@ static sw_status tile_slots(sw_carrier *c, sw_tiled_evictable *te, int64_t slot,
     return st;
 }
 
+/* A failure reaching slots of such a TiledEvictable, in the carrier's
+ * words when the TiledEvictable is released: the binding releases it
+ * before its carrier, and in between the carrier's size reads 0, so the
+ * checks would say "out of range" where the truth is "released". */
+static sw_status tiled_failure(sw_carrier *c, sw_tiled_evictable *te, int writing, sw_status st,
+                               sw_error *err)
+{
+    if (st != SW_OK && sw_tiled_evictable_is_released(te))
+        return sw_carrier_refuse_released(c, writing, err);
+    return st;
+}
+
 /* The layout's slots of such a TiledEvictable (values of its dtype): the
  * carrier's checks once for the span the layout reaches (under its lock,
  * let go before the tier hooks run: safe because a TiledEvictable's carrier
@@ -255,7 +267,8 @@ static sw_status layout_through_tiers(sw_carrier *c, sw_tiled_evictable *te, int
     sw_status st = sw_carrier_check_slots(c, in != NULL, offset, layout->cosize, err);
     int64_t *slots = st == SW_OK ? walk_of(c, offset, layout, err) : NULL;
     if (!slots)
-        return st == SW_OK ? (err ? err->code : SW_ENOMEM) : st;
+        return st != SW_OK ? tiled_failure(c, te, in != NULL, st, err)
+                           : (err ? err->code : SW_ENOMEM);
     size_t bytes = sw_dtype_slot_bytes(c->dtype);
     for (int64_t k = 0, run = 1; st == SW_OK && k < layout->size; k += run) {
         run = 1;
@@ -265,7 +278,7 @@ static sw_status layout_through_tiers(sw_carrier *c, sw_tiled_evictable *te, int
                         in ? (const char *)in + (size_t)k * bytes : NULL, err);
     }
     sw_free(slots);
-    return st;
+    return tiled_failure(c, te, in != NULL, st, err);
 }
 
 /* The slots of a carrier the core holds, as its dtype or (widens) as
@@ -424,7 +437,9 @@ static sw_status held_slot(sw_carrier *c, int64_t slot, void *out, const void *i
     if (!te)
         return in ? sw_carrier_write(c, slot, 1, in, err) : sw_carrier_read(c, slot, 1, out, err);
     sw_status st = sw_carrier_check_slots(c, in != NULL, slot, 1, err);
-    return st == SW_OK ? tile_slots(c, te, slot, 1, out, in, err) : st;
+    if (st == SW_OK)
+        st = tile_slots(c, te, slot, 1, out, in, err);
+    return tiled_failure(c, te, in != NULL, st, err);
 }
 
 /* One slot of `c`: its own checked read/write where the core holds the

@@ -346,6 +346,33 @@ static void test_hook_failure(void)
     destroy(&b, te, c);
 }
 
+/* The binding releases the TiledEvictable before its carrier. In between
+ * a read or write through the carrier is refused as released (SW_ESTATE,
+ * the carrier's released words), not as slots out of range of a carrier
+ * whose size now reads 0: for a layout read and write and a copy. */
+static void test_released_before_its_carrier(void)
+{
+    binding b;
+    sw_carrier *c = NULL;
+    sw_tiled_evictable *te = make_evicted(&b, 1, &c);
+    sw_error err;
+    sw_layout *L = flat(N, 1);
+    CHECK(sw_tiled_evictable_release(te, &err) == SW_OK);
+    float v[N] = {0};
+    CHECK_EQ_I64(sw_carrier_read_layout_as(c, 0, L, SW_DT_FLOAT32, v, &err), SW_ESTATE);
+    CHECK_EQ_I64(err.detail, SW_CARRIER_REFUSED_RELEASED);
+    CHECK(strstr(err.msg, "released") != NULL);
+    CHECK_EQ_I64(sw_carrier_write_layout_as(c, 0, L, SW_DT_FLOAT32, v, &err), SW_ESTATE);
+    CHECK_EQ_I64(err.detail, SW_CARRIER_REFUSED_RELEASED);
+    CHECK(strstr(err.msg, "released") != NULL);
+    sw_copy_stop stop;
+    CHECK_EQ_I64(sw_carrier_copy_layout(c, 0, c, 0, L, SW_DT_FLOAT32, NULL, NULL, &stop, &err),
+                 SW_ESTATE);
+    CHECK_EQ_I64(err.detail, SW_CARRIER_REFUSED_RELEASED);
+    sw_layout_free(L);
+    destroy(&b, te, c);
+}
+
 /* Many readers of the whole carrier while one thread evicts and promotes
  * its tiles: every read sees every value (the stores a move replaced are
  * discarded only once the reads reaching them are over). */
@@ -408,6 +435,7 @@ int main(void)
     test_writes();
     test_copies();
     test_hook_failure();
+    test_released_before_its_carrier();
     test_threads();
     return check_report("tiled_evictable_bound_slots");
 }
