@@ -67,7 +67,8 @@
  * lock round instead: the carriers stay locked from the validation through
  * the copy to the commit, no pending mark is set (no other thread can see
  * them in between), another thread touching either carrier waits for that
- * copy, and on_commit runs after the locks are let go. A large span copy is cut into parts run side by side on the
+ * copy, and on_commit runs after the locks are let go. A span copy of 32
+ * MiB or more is cut into parts run side by side on the
  * helper threads of parallel.h: all of them when the caller waits, all
  * but one otherwise (the caller's own thread keeps a CPU). A move between
  * CPU and a BlockDeviceCarrier runs on its caller up to 16 MiB when the

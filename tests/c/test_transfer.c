@@ -734,27 +734,34 @@ static void test_parallel_file_destination_in_order(big *b)
  * destination is written by one thread): with the first read failing,
  * another part still lands whole, at the span's head or at its tail. Read
  * by one thread, the failed first chunk would have stopped it before any
- * byte landed. Needs two threads: on one CPU there are no parts. */
-static void test_parallel_file_source_split(big *b)
+ * byte landed. The span is 40 MiB: spans split from 32 MiB (transfer.c,
+ * PARALLEL_MIN_BYTES). Needs two threads: on one CPU there are no parts. */
+static void test_parallel_file_source_split(void)
 {
     if (sw_parallel_width() < 2)
         return;
+    const int64_t slots = ((int64_t)40 << 20) / 4 + 1001;
+    const size_t bytes = (size_t)slots * 4;
     const size_t probe = (size_t)1 << 20; /* well inside either part */
-    unsigned char *host = malloc(BIG_BYTES);
-    memset(host, FILL, BIG_BYTES);
-    int fd = fresh_file(b->src, BIG_BYTES);
+    unsigned char *src = malloc(bytes), *host = malloc(bytes);
+    for (size_t i = 0; i < bytes; i++)
+        src[i] = src_byte(i);
+    memset(host, FILL, bytes);
+    int fd = fresh_file(src, bytes);
+    int64_t ext[1] = {slots}, str[1] = {1};
     sw_endpoint s = {SW_ENDPOINT_FILE, NULL, fd, 0};
     sw_endpoint d = {SW_ENDPOINT_HOST, host, -1, 0};
-    sw_transfer t = big_transfer(b, s, d, 1, 0);
+    sw_transfer t = {s, d, 4, 1, slots, 1, ext, str, NULL};
     sw_error err;
     CHECK_EQ_I64(sw_fault_arm("pread", 0, 1), SW_OK);
     CHECK_EQ_I64(sw_transfer_run_parallel(&t, 0, &err), SW_EIO);
     sw_fault_clear();
-    int head = memcmp(host, b->src, probe) == 0;
-    int tail = memcmp(host + BIG_BYTES - probe, b->src + BIG_BYTES - probe, probe) == 0;
+    int head = memcmp(host, src, probe) == 0;
+    int tail = memcmp(host + bytes - probe, src + bytes - probe, probe) == 0;
     CHECK(head || tail);
     CHECK(!(head && tail)); /* one part failed, at its first chunk */
     close(fd);
+    free(src);
     free(host);
 }
 
@@ -775,7 +782,7 @@ static void test_big(void)
     test_parallel_many_parts();
     if (sw_fault_enabled()) {
         test_parallel_file_destination_in_order(&b);
-        test_parallel_file_source_split(&b);
+        test_parallel_file_source_split();
         test_pwrite_faults(&b);
         test_pread_faults(&b);
         test_file_to_file_faults(&b);
