@@ -26,15 +26,14 @@ static void list_open(sw_blockdev *d);
  * transfers of at least DIRECT_MIN_BYTES take the direct path. */
 #define DIRECT_CHUNK_BYTES ((size_t)8 << 20)
 #define DIRECT_ALIGN ((size_t)4096)
+/* Reads and writes alike: also where host blocks start page-aligned
+ * (alloc.c). Reads once started at 4 MiB, where one read at a time into
+ * touched memory measured faster buffered; but on a loop device filled by
+ * durable moves (direct writes, an fdatasync each), 256 buffered 1 MiB
+ * reads in flight ran at 0.1-0.3 GB/s, their device requests 15-50 ms
+ * each, also from a plain os.preadv loop; the same reads direct took under
+ * 1 ms a request, 1-2 GB/s (bench/sweep.py blk->cpu, issue 19). */
 #define DIRECT_MIN_BYTES ((size_t)1 << 20)
-/* Reads take the direct path from the same size as writes, which is also
- * where host blocks start page-aligned (alloc.c). Why not from 4 MiB, where
- * one read at a time into touched memory measured faster buffered: on a loop
- * device filled by durable moves (direct writes, an fdatasync each), 256
- * buffered 1 MiB reads in flight ran at 0.1-0.3 GB/s, their device requests
- * 15-50 ms each, also from a plain os.preadv loop; the same reads direct
- * took under 1 ms a request, 1-2 GB/s (bench/sweep.py blk->cpu, issue 19). */
-#define DIRECT_READ_MIN_BYTES DIRECT_MIN_BYTES
 
 /* ---- extent allocator ------------------------------------------------------ */
 
@@ -825,7 +824,7 @@ static int direct_range(sw_blockdev *d, const sw_transfer *t, int writing, char 
         __builtin_mul_overflow(h->offset, (int64_t)t->itemsize, &hpos) ||
         __builtin_mul_overflow(f->offset, (int64_t)t->itemsize, &fpos) ||
         h->offset < 0 || f->offset < 0 ||
-        (size_t)bytes < (writing ? DIRECT_MIN_BYTES : DIRECT_READ_MIN_BYTES) ||
+        (size_t)bytes < DIRECT_MIN_BYTES ||
         fpos % d->logical_block_size != 0)
         return 0;
     *host = (char *)h->host + hpos;
