@@ -10,7 +10,10 @@ forked child's completion thread makes its own.
 """
 
 import os
+import signal
 import threading
+
+import pytest
 
 import strideweave as sw
 from moves_for_tests import BIG, L, held
@@ -54,12 +57,17 @@ def test_done_callbacks_on_the_completion_thread_share_one_thread_state():
     assert max(on_core) > 1
 
 
+@pytest.mark.forks
 def test_a_forked_child_commits_on_its_own_completion_thread():
     for h in moves_on_the_pool(4):  # the parent's completion thread has its state
         h.wait()
     pid = os.fork()
     if pid == 0:
         code = 1
+        # The parent waits without a bound: a child that hangs is ended by
+        # the alarm (and the test fails) rather than hanging the suite.
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        signal.alarm(60)
         try:
             got = [h.wait()[BIG - 1] for h in moves_on_the_pool(4)]
             code = 0 if got == [0.0, 1.0, 2.0, 3.0] else 2

@@ -1000,6 +1000,7 @@ def test_an_unrelated_pending_completion_does_not_delay_another_move(when):
         assert s.wait().tolist() == [float(k)]
 
 
+@pytest.mark.forks
 def test_forked_child_waits_for_provider_completions_with_its_own_waiters():
     # After fork() the child has none of the parent's waiter threads: its
     # provider completions must still be waited for and committed.

@@ -433,6 +433,7 @@ def test_c23_no_directory_without_filebacked(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.forks
 def test_c23_forked_child_exit_keeps_parent_directory(tmp_path):
     out = run_python("""
         import os, sys

@@ -106,6 +106,7 @@ def run_python(*parts):
 @needs_faults
 @needs_proc
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork()")
+@pytest.mark.forks
 def test_c23_released_storage_is_freed_before_fork_returns():
     out = run_python(PRELUDE, RELEASE_WITH_CLOSE_HELD, """
         r, w = os.pipe()

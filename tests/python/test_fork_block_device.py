@@ -17,8 +17,9 @@ from loop_device import loop_device  # noqa: F401
 import child_process
 from child_process import last_json
 
-pytestmark = pytest.mark.skipif(not _C._fault_injection_enabled(),
-                                reason="build without -Dfault_injection=true")
+pytestmark = [pytest.mark.skipif(not _C._fault_injection_enabled(),
+                                 reason="build without -Dfault_injection=true"),
+              pytest.mark.forks]
 
 
 def run_python(code, timeout=120, **extra):

@@ -22,6 +22,7 @@ pytestmark = [
     pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork()"),
     pytest.mark.skipif(not _C._fault_injection_enabled(),
                        reason="build without -Dfault_injection=true"),
+    pytest.mark.forks,
 ]
 
 

@@ -16,7 +16,8 @@ import pytest
 import child_process
 from child_process import last_json
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork()")
+pytestmark = [pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork()"),
+              pytest.mark.forks]
 
 
 def run_python(*parts, timeout=120):

@@ -514,6 +514,7 @@ def test_interpreter_exit_waits_for_moves_in_flight(keep_handle):
                       "last": [1.0, 2.0, 3.0]}
 
 
+@pytest.mark.forks
 def test_forked_child_starts_its_own_workers():
     # After fork() the child has none of the parent's threads: its moves must
     # run on a fresh executor rather than wait on threads that do not exist.

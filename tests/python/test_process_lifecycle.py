@@ -121,6 +121,7 @@ def check_child(child):
 # ---- defect 2: a forked child ends the moves it inherited -------------------------------
 
 
+@pytest.mark.forks
 def test_forked_child_ends_an_inherited_provider_move_with_runtime_error():
     # The provider's completion is gated by an Event only the parent sets: at
     # fork() the move is certainly in flight, and the child has no thread
@@ -147,6 +148,7 @@ def test_forked_child_ends_an_inherited_provider_move_with_runtime_error():
     check_child(report["child"])
 
 
+@pytest.mark.forks
 def test_forked_child_ends_an_inherited_pool_move_and_leaves_the_shared_file_alone():
     # A built-in CPU -> FileBacked move held in the pool queue at fork(). The
     # child's FileBacked destination is the parent's file: failing the move in
@@ -177,6 +179,7 @@ def test_forked_child_ends_an_inherited_pool_move_and_leaves_the_shared_file_alo
     check_child(report["child"])
 
 
+@pytest.mark.forks
 def test_forked_child_ends_an_inherited_python_copy_move():
     # A Python _copy blocked on another thread at fork(): that thread does
     # not exist in the child.
@@ -203,6 +206,7 @@ def test_forked_child_ends_an_inherited_python_copy_move():
     check_child(report["child"])
 
 
+@pytest.mark.forks
 def test_forked_child_ends_an_inherited_tile_transfer():
     # AwaitResidency waiting for a provider completion on the waiter threads.
     report, _ = run_python("""
