@@ -80,6 +80,7 @@ int sw_py_fault_pause_init(PyObject *module); /* py_fault_pause.c */
  * the carriers: it fills Carrier's tp_repr before any carrier type is made
  * ready, so every carrier class inherits it. */
 static const init_fn inits[] = {
+    sw_py_thread_state_init,
     sw_py_layout_init,  sw_py_dtype_init, sw_py_repr_init, sw_py_definitions_init,
     sw_py_carrier_slots_init, sw_py_carrier_init,
     sw_py_generic_init, sw_py_cpu_init,   sw_py_file_backed_init,

@@ -106,7 +106,7 @@ static sw_status slots_cb(void *impl, const int64_t *slots, int64_t n, sw_dtype 
                           const void *in, sw_error *err)
 {
     int kept = PyGILState_Check(); /* the caller holds the GIL: it re-raises */
-    PyGILState_STATE gil = PyGILState_Ensure();
+    sw_py_gil gil = sw_py_gil_ensure();
     PyObject *carrier = Py_XNewRef(((sw_py_slot_box *)impl)->obj);
     sw_status st = SW_OK;
     if (!carrier)
@@ -115,7 +115,7 @@ static sw_status slots_cb(void *impl, const int64_t *slots, int64_t n, sw_dtype 
                  : read_checked(carrier, slots, n, as, out)) < 0)
         st = sw_py_error_to_core(err, kept);
     Py_XDECREF(carrier);
-    PyGILState_Release(gil);
+    sw_py_gil_release(gil);
     return st;
 }
 
@@ -135,10 +135,10 @@ static sw_status write_slots_cb(void *impl, const int64_t *slots, int64_t n, sw_
 static void drop_handles_cb(void *impl, void *const *handles, int64_t n)
 {
     (void)impl;
-    PyGILState_STATE gil = PyGILState_Ensure();
+    sw_py_gil gil = sw_py_gil_ensure();
     for (int64_t k = 0; k < n; k++)
         Py_DECREF((PyObject *)handles[k]);
-    PyGILState_Release(gil);
+    sw_py_gil_release(gil);
 }
 
 /* ---- the binding's read, write and copy ---------------------------------- */

@@ -68,10 +68,10 @@ static void release_tensor(void *ctx, void *pin)
     }
     if (sw_py_interpreter_gone())
         return;
-    PyGILState_STATE gil = PyGILState_Ensure();
+    sw_py_gil gil = sw_py_gil_ensure();
     sw_alloc_unpin(pin);
     drop_keeping_error((PyObject *)ctx);
-    PyGILState_Release(gil);
+    sw_py_gil_release(gil);
 }
 
 /* Capsule destructors: a consumer that renamed the capsule to used_* owns

@@ -120,9 +120,11 @@ static void commit_enter(void *user)
          * keeps the one made here (the state is never released, so it
          * stays this thread's). */
         cm->engine_thread = PyGILState_GetThisThreadState() == NULL;
-        cm->gil = PyGILState_Ensure();
-        if (cm->engine_thread)
+        cm->gil = sw_py_gil_ensure();
+        if (cm->engine_thread) {
             core_tstate = PyThreadState_Get();
+            sw_py_gil_keep(&cm->gil);
+        }
     }
     if (cm->engine_thread)
         committing = 1;
@@ -154,7 +156,7 @@ static void on_commit(sw_move_handle *m, sw_status status, sw_tensor *result, vo
 static void commit_leave(void *user)
 {
     sw_py_core_move *cm = user;
-    PyGILState_STATE gil = cm->gil;
+    sw_py_gil gil = cm->gil;
     int engine_thread = cm->engine_thread;
     commit_done(cm);
     if (engine_thread) {
@@ -163,7 +165,7 @@ static void commit_leave(void *user)
         PyEval_SaveThread(); /* the thread state stays this thread's */
         return;
     }
-    PyGILState_Release(gil);
+    sw_py_gil_release(gil);
 }
 
 int sw_py_core_move_committing(void)

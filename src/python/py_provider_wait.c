@@ -144,7 +144,7 @@ static sw_py_provider_wait *next_wait(int *uncounted)
 static void waiter_main(void *arg)
 {
     (void)arg;
-    PyGILState_STATE g = PyGILState_Ensure();
+    sw_py_gil g = sw_py_gil_ensure();
     PyThreadState *ts = PyEval_SaveThread();
     sw_py_provider_wait *w;
     int uncounted = 0;
@@ -163,7 +163,7 @@ static void waiter_main(void *arg)
         pthread_mutex_unlock(&mu);
     }
     PyEval_RestoreThread(ts);
-    PyGILState_Release(g);
+    sw_py_gil_release(g);
     if (uncounted)
         return;
     pthread_mutex_lock(&mu);

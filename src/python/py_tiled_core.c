@@ -234,9 +234,9 @@ static sw_status unknown_carrier(sw_error *err)
 /* The hooks' context with the GIL taken; NULL (GIL still taken) once the
  * Python object went. */
 #define ENTER(c, user)                                                                           \
-    PyGILState_STATE gil_ = PyGILState_Ensure();                                               \
+    sw_py_gil gil_ = sw_py_gil_ensure();                                                       \
     sw_py_tiled_core *c = lookup(user)
-#define LEAVE() PyGILState_Release(gil_)
+#define LEAVE() sw_py_gil_release(gil_)
 
 static sw_status hook_store(sw_carrier *prototype, int secondary, int64_t size, sw_dtype dtype,
                             int zero, void *user, sw_carrier **out, sw_error *err)

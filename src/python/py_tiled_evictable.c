@@ -160,14 +160,14 @@ static void residency_end(residency *q, sw_status st, const sw_error *err)
 static void residency_done(sw_te_work *w, void *user)
 {
     residency *q = user;
-    PyGILState_STATE g = PyGILState_Ensure();
+    sw_py_gil g = sw_py_gil_ensure();
     sw_error err;
     sw_error_clear(&err);
     sw_status st = sw_te_work_wait(w, NULL, &err);
     residency_end(q, st, &err);
     if (PyErr_Occurred())
         PyErr_WriteUnraisable(NULL);
-    PyGILState_Release(g);
+    sw_py_gil_release(g);
 }
 
 static PyObject *residency_async(PyObject *self, PyObject *tiles, int evict)

@@ -264,14 +264,14 @@ static int projection_abandon(projection *p)
 static void projection_done(sw_te_work *w, void *user)
 {
     projection *p = user;
-    PyGILState_STATE g = PyGILState_Ensure();
+    sw_py_gil g = sw_py_gil_ensure();
     sw_error err;
     sw_error_clear(&err);
     sw_status st = sw_te_work_wait(w, NULL, &err);
     projection_end(p, st, &err);
     if (PyErr_Occurred())
         PyErr_WriteUnraisable(NULL);
-    PyGILState_Release(g);
+    sw_py_gil_release(g);
 }
 
 /* The work after the checks: the destination and the gather node, then the

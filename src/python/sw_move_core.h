@@ -48,7 +48,7 @@ sw_py_here sw_py_transfer_here(PyObject *src, int64_t offset, const sw_layout *l
 typedef struct sw_py_core_move {
     void (*commit)(struct sw_py_core_move *cm, const sw_error *err);
     void (*release)(struct sw_py_core_move *cm);
-    PyGILState_STATE gil;   /* the commit's, taken by the core's commit guard */
+    sw_py_gil gil;          /* the commit's, taken by the core's commit guard */
     int engine_thread;      /* the commit runs on the core's completion thread */
     int entered;            /* the core's commit guard ran (commit_enter): not
                                for a commit on the thread that started the move

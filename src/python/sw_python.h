@@ -17,6 +17,8 @@
 #include "strideweave/status.h"
 #include "strideweave/tensor.h"
 
+#include "sw_thread_state.h" /* the GIL for threads Python did not start */
+
 /* ---- module / errors (module.c, py_errors.c) ---------------------------- */
 
 /* Raise the Python exception for a core status (one mapping, here) and
