@@ -121,10 +121,8 @@ static void commit_enter(void *user)
          * stays this thread's). */
         cm->engine_thread = PyGILState_GetThisThreadState() == NULL;
         cm->gil = sw_py_gil_ensure();
-        if (cm->engine_thread) {
+        if (cm->engine_thread)
             core_tstate = PyThreadState_Get();
-            sw_py_gil_keep(&cm->gil);
-        }
     }
     if (cm->engine_thread)
         committing = 1;

@@ -47,11 +47,6 @@ void sw_py_gil_release(sw_py_gil gil)
     PyThreadState_DeleteCurrent();
 }
 
-void sw_py_gil_keep(sw_py_gil *gil)
-{
-    gil->made = NULL;
-}
-
 int sw_py_thread_state_init(PyObject *module)
 {
     (void)module;

@@ -77,18 +77,24 @@ static void test_pinned_block_not_reused(void)
     sw_alloc_trim();
 }
 
+/* n blocks of `size` allocated, then all freed (the cache sees n frees in
+ * a row); returns how many blocks the cache then holds. */
+static int64_t freed_in_a_row(int n, size_t size)
+{
+    void *blocks[300];
+    for (int i = 0; i < n; i++)
+        CHECK((blocks[i] = sw_malloc(size)) != NULL);
+    for (int i = 0; i < n; i++)
+        sw_free(blocks[i]);
+    return sw_alloc_cached_small_blocks();
+}
+
 /* Bounded: past the depth of one size the rest go back to malloc, and a
  * block too small or too large for it never waits here. */
 static void test_bounded(void)
 {
     sw_alloc_trim();
-    enum { N = 300 };
-    static void *blocks[N];
-    for (int i = 0; i < N; i++)
-        CHECK((blocks[i] = sw_malloc(4 << 10)) != NULL);
-    for (int i = 0; i < N; i++)
-        sw_free(blocks[i]);
-    int64_t kept = sw_alloc_cached_small_blocks();
+    int64_t kept = freed_in_a_row(300, 4 << 10);
     CHECK(CACHED ? kept > 200 && kept <= 256 : kept == 0); /* depth 256, 1 MiB of them */
     sw_alloc_trim();
     sw_free(sw_malloc(1000));
@@ -104,22 +110,16 @@ static void test_bounded(void)
     sw_alloc_trim();
 }
 
-/* The cache keeps at most 1 MiB of blocks under 128 KiB, about what the CPU
- * caches still hold of memory freed a moment ago: 64 freed blocks of 64 KiB (4 MiB) leave at
- * most 16 here and the rest go back to malloc, whose next allocations reuse
+/* The cache keeps at most 1 MiB of blocks under 128 KiB, about what the
+ * CPU caches still hold of memory freed a moment ago: 64 freed blocks of
+ * 64 KiB (4 MiB) leave at most 16 here and the rest go back to malloc, whose next allocations reuse
  * the memory freed last. (With 16 MiB kept, a sweep round's destinations
  * were cold blocks a round old: bench/sweep.py cpu->cpu single 16-64 KiB,
  * issue 19.) */
 static void test_byte_budget(void)
 {
     sw_alloc_trim();
-    enum { N = 64 };
-    static void *blocks[N];
-    for (int i = 0; i < N; i++)
-        CHECK((blocks[i] = sw_malloc(64 << 10)) != NULL);
-    for (int i = 0; i < N; i++)
-        sw_free(blocks[i]);
-    int64_t kept = sw_alloc_cached_small_blocks();
+    int64_t kept = freed_in_a_row(64, 64 << 10);
     CHECK(CACHED ? kept >= 8 && kept * (64 << 10) <= (1 << 20) : kept == 0);
     sw_alloc_trim();
     CHECK_EQ_I64(sw_alloc_cached_small_blocks(), 0);
