@@ -564,7 +564,9 @@ SW_API sw_status sw_move_transfer_span_here(sw_carrier *src, int64_t offset,
  * commit_enter/commit_leave, just before on_commit and before waiters
  * wake; each subscriber in the order it subscribed. A move observes the
  * subscribers of the moment it was submitted, for both its events (one
- * removed meanwhile still gets its COMPLETE). Several may watch at once
+ * removed meanwhile still gets its COMPLETE, so `user` must stay valid
+ * until the moves submitted while it was subscribed are done:
+ * sw_move_drain() waits for them). Several may watch at once
  * (a C host and a binding's profiler): at most
  * SW_MOVE_PROFILE_HOOKS_MAX through sw_move_add_profile_hook (SW_ERANGE
  * past it; SW_EEXIST for a (fn, user) pair subscribed already, SW_ETYPE

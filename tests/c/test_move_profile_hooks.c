@@ -163,6 +163,10 @@ static void test_removed_while_in_flight(void)
 
 static seen steady;
 static int move_failures;
+/* Static, not on the churners' stacks: a move submitted while a churner
+ * was subscribed still reports its COMPLETE to that churner's record after
+ * the churner unsubscribed, and maybe after its thread ended. */
+static seen churned[CHURNERS];
 
 static void *mover(void *arg)
 {
@@ -175,11 +179,10 @@ static void *mover(void *arg)
 
 static void *churner(void *arg)
 {
-    seen mine = {0};
-    (void)arg;
+    seen *mine = arg;
     for (int r = 0; r < ROUNDS; r++) {
-        if (sw_move_add_profile_hook(record, &mine, NULL) != SW_OK ||
-            sw_move_remove_profile_hook(record, &mine, NULL) != SW_OK)
+        if (sw_move_add_profile_hook(record, mine, NULL) != SW_OK ||
+            sw_move_remove_profile_hook(record, mine, NULL) != SW_OK)
             __atomic_fetch_add(&move_failures, 1, __ATOMIC_RELAXED);
     }
     return NULL;
@@ -191,7 +194,8 @@ static void test_threads(void)
     CHECK_EQ_I64(sw_move_add_profile_hook(record_other, &steady, &err), SW_OK);
     pthread_t th[MOVERS + CHURNERS];
     for (int i = 0; i < MOVERS + CHURNERS; i++)
-        pthread_create(&th[i], NULL, i < MOVERS ? mover : churner, NULL);
+        pthread_create(&th[i], NULL, i < MOVERS ? mover : churner,
+                       i < MOVERS ? NULL : &churned[i - MOVERS]);
     for (int i = 0; i < MOVERS + CHURNERS; i++)
         pthread_join(th[i], NULL);
     sw_move_drain();
