@@ -39,7 +39,14 @@ The figure is the median over rounds (after one warm-up round) of the
 throughput of one side; the ratio is anchor time / our time (1.0 = as fast
 as the anchor, more is faster). Targets: >= 0.8x for single moves at every
 size, >= 1.0x with 256 in flight. The anchors have no asynchronous form:
-the in-flight anchor is the same sequence of copies.
+the in-flight anchor is the same sequence of copies. The last line counts
+the cells that met their target and those below.
+
+The target of a FileBacked -> CPU move is judged on the file->cpu* row,
+whose anchor does the same work as the move (the read, then the name
+removed); the plain file->cpu row is printed beside it as a reference
+("ref"): its anchor leaves the name, a syscall that costs more than a
+small read, so the two rows apart show what the unlink itself costs.
 
     meson setup build/bench -Dbuildtype=release -Dfault_injection=false
     SW_BUILD_DIR=build/bench tools/dev python bench/sweep.py
@@ -473,8 +480,13 @@ def counters_text(rounds, k):
 
 
 class Table:
+    # Rows printed for reference, without a verdict: their anchor does
+    # less work than the move (see the module's docstring).
+    REFERENCE = {"file->cpu"}
+
     def __init__(self):
         self.rows = []
+        self.met = self.below = 0
         print(f"{'case':10} {'mode':9} {'size':>8} {'k':>4} {'ours GB/s':>10} "
               f"{'anchor GB/s':>12} {'ratio':>6}  target", flush=True)
 
@@ -486,7 +498,12 @@ class Table:
         target = TARGETS[mode]
         ratio = anchor / ours
         self.rows.append((case, mode, size, total / ours / 1e9, total / anchor / 1e9, ratio))
-        flag = "ok" if ratio >= target else "BELOW"
+        if case in self.REFERENCE:
+            flag = "ref"
+        elif ratio >= target:
+            flag, self.met = "ok", self.met + 1
+        else:
+            flag, self.below = "BELOW", self.below + 1
         print(f"{case:10} {mode:9} {human(size):>8} {k:4d} {total / ours / 1e9:10.2f} "
               f"{total / anchor / 1e9:12.2f} {ratio:6.2f}  >= {target} {flag}", flush=True)
         if COUNTS["on"]:
@@ -582,8 +599,11 @@ def main():
         run_block(block, sizes, rounds, budget, table, directory, modes)
     if "file->cpu*" in wanted:
         print("file->cpu*: the same moves against an anchor that also unlinks each file it "
-              "read,\n            as a move must for the FileBacked source it releases "
-              "(a second reading)")
+              "read,\n            as a move must for the FileBacked source it releases")
+    if "file->cpu" in wanted:
+        print("file->cpu:  a reference (ref), no verdict: its anchor leaves each file's name, "
+              "which a move\n            removes; the file->cpu* row holds the target")
+    print(f"{table.met} cells met their target, {table.below} below")
     if args.plot:
         table.plot(args.plot)
 
