@@ -13,21 +13,13 @@
 #include "strideweave/filestore.h"
 #include "strideweave/testing.h"
 
-/* Inside its carrier (sw_carrier_new_inline), as a host carrier's impl
- * is: a move into or out of a FileBacked read a separate block for it, one
- * more pointer hop and a cache line of its own, cold in bench/sweep.py's
- * small cells (issue 19, callgrind --cache-sim). What a move reads (fd,
- * width, size) lies in the first 16 bytes, in the carrier's second line. */
 typedef struct file_impl {
     int fd;         /* -1 once released */
-    uint32_t width; /* bytes per slot */
-    int64_t size;   /* slots */
-    long creator;   /* sw_filestore_creator_pid() at creation */
     char *path;     /* sw_malloc'd, kept after release */
+    long creator;   /* sw_filestore_creator_pid() at creation */
+    int64_t size;   /* slots */
+    size_t width;
 } file_impl;
-_Static_assert(sizeof(file_impl) <= SW_CARRIER_INLINE_IMPL, "a file impl fits in its carrier");
-_Static_assert(offsetof(file_impl, size) + sizeof(int64_t) <= 16,
-               "a move's fields of a file impl lie in its first 16 bytes");
 
 static int64_t file_size(void *impl)
 {
@@ -105,8 +97,9 @@ static void file_release(void *impl)
 
 static void file_destroy(void *impl)
 {
-    file_impl *f = impl; /* inside the carrier: not freed here */
+    file_impl *f = impl;
     sw_free(f->path);
+    sw_free(f);
 }
 
 const sw_carrier_class sw_file_backed_class = {
@@ -135,27 +128,23 @@ sw_status sw_file_backed_new(const char *filename, sw_dtype dtype, int flags,
     sw_status st;
     if (filename && (st = sw_filestore_check_name(filename, strlen(filename), err)) != SW_OK)
         return st;
-    sw_carrier *c;
-    st = sw_carrier_new_inline(&sw_file_backed_class, sizeof(file_impl), dtype,
-                               flags & ~SW_CARRIER_EMPTY, &c, err);
-    if (st != SW_OK)
-        return st;
-    file_impl *f = c->impl;
-    f->fd = -1; /* released until the file exists: its last unref then removes nothing */
-    f->width = (uint32_t)sw_dtype_slot_bytes(dtype);
-    int fd;
-    char *path;
-    st = filename ? sw_filestore_create(filename, &fd, &path, err)
-                  : sw_filestore_create_unique(&fd, &path, err);
+    file_impl *f = sw_calloc(1, sizeof *f);
+    if (!f)
+        return sw_error_set(err, SW_ENOMEM, "FileBacked: out of memory");
+    f->width = sw_dtype_slot_bytes(dtype);
+    st = filename ? sw_filestore_create(filename, &f->fd, &f->path, err)
+                  : sw_filestore_create_unique(&f->fd, &f->path, err);
     if (st != SW_OK) {
-        sw_carrier_unref(c);
+        sw_free(f);
         return st;
     }
-    f->fd = fd;
-    f->path = path;
     f->creator = sw_filestore_creator_pid();
-    *out = c;
-    return SW_OK;
+    st = sw_carrier_new(&sw_file_backed_class, f, dtype, flags & ~SW_CARRIER_EMPTY, out, err);
+    if (st != SW_OK) {
+        sw_filestore_remove(f->fd, f->path, f->creator);
+        sw_free(f);
+    }
+    return st;
 }
 
 const char *sw_file_backed_path(sw_carrier *c)

@@ -40,9 +40,6 @@ int sw_py_integer_value(PyObject *obj, int64_t *out, int *sign)
 
 /* ---- allocation and GC -------------------------------------------------- */
 
-_Static_assert(offsetof(SwTensorObject, subs[1]) <= 64,
-               "a move's reads of its source Tensor fit in its first 64 bytes");
-
 static SwTensorObject *tensor_alloc(PyObject *dtype, Py_ssize_t nsub)
 {
     SwTensorObject *t = (SwTensorObject *)SwTensor_Type.tp_alloc(&SwTensor_Type, 0);
@@ -258,15 +255,12 @@ PyObject *sw_py_tensor_moved(PyObject *like, PyObject *carrier)
     if (!t)
         return NULL;
     t->subs[0].storage_dtype = Py_NewRef(from->storage_dtype);
-    /* The empty tuple (one plane): not read from `like`, whose last line
-     * the move touches for nothing else (issue 19 cachegrind). */
-    t->adjacent = PyTuple_New(0);
+    t->adjacent = Py_NewRef(((SwTensorObject *)like)->adjacent); /* the empty tuple */
     /* The core tensor copies the layout from the source's core tensor, an
      * equal copy the move has just read, not from the Layout object's own
      * block, one more cold cache line per move (issue 19 cachegrind). */
-    if (!t->adjacent ||
-        plane_bind_copying(&t->subs[0], carrier, 0, from->layout, sw_tensor_layout(from->core)) <
-            0) {
+    if (plane_bind_copying(&t->subs[0], carrier, 0, from->layout, sw_tensor_layout(from->core)) <
+        0) {
         Py_DECREF(t);
         return NULL;
     }

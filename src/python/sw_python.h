@@ -308,17 +308,12 @@ typedef struct SwSubtensor {
 /* No shipped dtype has more planes (sw_dtype_info.planes). */
 #define SW_PY_MAX_PLANES 2
 
-/* What a move reads of its source Tensor (the header, dtype, nsub and
- * plane 0) lies in the object's first 64 bytes: one cache line where the
- * object starts on one (half of the 160-byte pymalloc blocks), where the
- * weak reference list in front put plane 0's core in a second one (issue
- * 19: callgrind --cache-sim of the sweep's small cells). */
 typedef struct SwTensorObject {
     PyObject_HEAD
+    PyObject *weakreflist;
     PyObject *dtype;         /* logical DType */
     Py_ssize_t nsub;
     SwSubtensor subs[SW_PY_MAX_PLANES]; /* nsub used: no allocation of their own */
-    PyObject *weakreflist;
     PyObject *adjacent;      /* tuple of Layouts, nsub - 1 entries */
     PyObject *autograd_ctx;  /* autograd hook points (contract) */
     PyObject *grad;
