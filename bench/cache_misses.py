@@ -35,6 +35,10 @@ import subprocess
 import sys
 import tempfile
 
+from _release_only import require_release_build
+
+require_release_build()
+
 MARKERS_C = r"""
 #include <valgrind/callgrind.h>
 void sw_cg_start(void) { CALLGRIND_ZERO_STATS; }
@@ -52,8 +56,7 @@ def parse_size(text):
 
 def child(args):
     """Inside valgrind: run the cells, a dump per side and round."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import sweep  # release check, numpy, strideweave
+    import sweep  # numpy, strideweave; this script's folder is sys.path[0]
 
     lib = ctypes.CDLL(args.markers)
     lib.sw_cg_stop.argtypes = [ctypes.c_char_p]
