@@ -39,6 +39,8 @@ from _release_only import require_release_build
 
 require_release_build()
 
+import sweep  # the cases, counts() and parse_size(); this script's folder is sys.path[0]
+
 MARKERS_C = r"""
 #include <valgrind/callgrind.h>
 void sw_cg_start(void) { CALLGRIND_ZERO_STATS; }
@@ -48,16 +50,8 @@ void sw_cg_stop(const char *label) { CALLGRIND_DUMP_STATS_AT(label); }
 EVENTS = ("Ir", "D1mr", "D1mw", "DLmr", "DLmw")
 
 
-def parse_size(text):
-    units = {"K": 1 << 10, "M": 1 << 20}
-    text = text.strip().upper().rstrip("IB")
-    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
-
-
 def child(args):
     """Inside valgrind: run the cells, a dump per side and round."""
-    import sweep  # numpy, strideweave; this script's folder is sys.path[0]
-
     lib = ctypes.CDLL(args.markers)
     lib.sw_cg_stop.argtypes = [ctypes.c_char_p]
     label = {"now": ""}
@@ -75,7 +69,7 @@ def child(args):
     directory = tempfile.mkdtemp(prefix="sw-cache-misses-")
     try:
         for name in args.cases.split(","):
-            for size in [parse_size(s) for s in args.sizes.split(",")]:
+            for size in [sweep.parse_size(s) for s in args.sizes.split(",")]:
                 case = cases[name](size // 4, directory)
                 single, inflight = sweep.counts(size, args.budget_mib << 20)
                 for mode, k in (("single", single), ("inflight", inflight)):

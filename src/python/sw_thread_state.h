@@ -9,7 +9,8 @@
  * that moment left the child stuck inside os.fork() for good (1 run in
  * 451 of a fork test whose provider waiters were starting at the fork).
  * A thread that keeps the state it was given (the core's completion
- * thread) never releases the hold, it only saves it (PyEval_SaveThread). Here a thread state is made under a lock of ours that fork() takes
+ * thread) never releases the hold, it only saves it (PyEval_SaveThread).
+ * Here a thread state is made under a lock of ours that fork() takes
  * first (pthread_atfork), so no thread is inside that lock at the fork.
  * Nothing else is taken under it and its holder never waits for the GIL,
  * so the fork cannot wait on a thread that waits for the forking one.

@@ -79,9 +79,14 @@ static void test_pinned_block_not_reused(void)
 
 /* n blocks of `size` allocated, then all freed (the cache sees n frees in
  * a row); returns how many blocks the cache then holds. */
+enum { MOST_IN_A_ROW = 300 };
 static int64_t freed_in_a_row(int n, size_t size)
 {
-    void *blocks[300];
+    void *blocks[MOST_IN_A_ROW];
+    if (n > MOST_IN_A_ROW) {
+        CHECK(n <= MOST_IN_A_ROW);
+        return -1;
+    }
     for (int i = 0; i < n; i++)
         CHECK((blocks[i] = sw_malloc(size)) != NULL);
     for (int i = 0; i < n; i++)
@@ -112,8 +117,8 @@ static void test_bounded(void)
 
 /* The cache keeps at most 1 MiB of blocks under 128 KiB, about what the
  * CPU caches still hold of memory freed a moment ago: 64 freed blocks of
- * 64 KiB (4 MiB) leave at most 16 here and the rest go back to malloc, whose next allocations reuse
- * the memory freed last. (With 16 MiB kept, a sweep round's destinations
+ * 64 KiB (4 MiB) leave at most 16 here and the rest go back to malloc,
+ * whose next allocations reuse the memory freed last. (With 16 MiB kept, a sweep round's destinations
  * were cold blocks a round old: bench/sweep.py cpu->cpu single 16-64 KiB,
  * issue 19.) */
 static void test_byte_budget(void)
