@@ -70,7 +70,11 @@
  * copy, and on_commit runs after the locks are let go. A span copy of 32
  * MiB or more is cut into parts run side by side on the
  * helper threads of parallel.h: all of them when the caller waits, all
- * but one otherwise (the caller's own thread keeps a CPU). A move between
+ * but one otherwise (the caller's own thread keeps a CPU), and a thread
+ * that comes to wait for such a move with no time limit (sw_move_wait,
+ * sw_move_wait_for with timeout_ns < 0, sw_move_wait_helping) runs the
+ * parts nobody has started yet meanwhile, giving that CPU back to the
+ * copy. A move between
  * CPU and a BlockDeviceCarrier runs on its caller up to 16 MiB when the
  * caller waits, and a read out of the device up to 64 KiB always (such a
  * caller may block on the device's lock: a binding lets its own lock go
@@ -446,6 +450,12 @@ SW_API sw_status sw_move_wait(sw_move_handle *m, sw_tensor **result, sw_error *e
  * number of threads may wait on one handle. In a forked child it ends
  * the inherited moves first, as sw_move_wait does. */
 SW_API int sw_move_wait_for(sw_move_handle *m, int64_t timeout_ns);
+/* sw_move_wait_for for a caller with no time limit that waits in slices
+ * (a binding checking its signals between them): meanwhile the calling
+ * thread runs parts of the move's copy that nobody has started (see
+ * "Where the transfer runs"), so a slice may end later than slice_ns, by
+ * at most one part (32 MiB of copying). Returns as sw_move_wait_for. */
+SW_API int sw_move_wait_helping(sw_move_handle *m, int64_t slice_ns);
 /* How much of the move's data its transfer has copied so far: *done of
  * *total bytes (sw_move_bytes). It grows as the transfer goes (chunk by
  * chunk for large copies; some routes jump from 0 to the total) and is

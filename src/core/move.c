@@ -18,6 +18,7 @@
 #include "core_thread_internal.h"
 #include "move_exit_internal.h"
 #include "move_profile_internal.h"
+#include "parallel_internal.h"
 #include "route_internal.h"
 #include "strideweave/alloc.h"
 #include "strideweave/block_device.h"
@@ -26,7 +27,6 @@
 #include "strideweave/executor.h"
 #include "strideweave/filestore.h"
 #include "strideweave/move.h"
-#include "strideweave/parallel.h"
 #include "strideweave/tiled_evictable.h"
 #include "tensor_internal.h"
 #include "strideweave/testing.h"
@@ -84,6 +84,10 @@ struct sw_move_handle {
      * until it returns; in a forked child that caller is gone and never
      * drops them), for the fork rule. */
     sw_carrier *light_src, *light_dst;
+    /* Its copy may be cut into parts that a thread waiting for it runs too
+     * (sw_move_wait_for): set at submission, cleared once the copy is over
+     * or takes one piece. */
+    _Atomic int helpable;
     /* Last: a recycled handle clears everything before err.msg (about half
      * the handle) and only the message's first byte (light_handle_new). */
     sw_error err;
@@ -522,7 +526,7 @@ static int whole_span(const sw_layout *l, sw_move_route route, const copy_modes 
  * checked). */
 static sw_status transfer_span(sw_carrier *s, int64_t offset, const sw_layout *l, sw_carrier *d,
                                sw_move_route route, int caller_waits, int64_t *progress,
-                               const copy_modes *modes, sw_error *err)
+                               const copy_modes *modes, sw_move_handle *owner, sw_error *err)
 {
     sw_carrier_storage ss, ds;
     sw_status st = s->ops->storage(s->impl, &ss, err);
@@ -562,13 +566,18 @@ static sw_status transfer_span(sw_carrier *s, int64_t offset, const sw_layout *l
     int most = caller_waits ? 0 : sw_parallel_width() - 1;
     if (!caller_waits && most < 1)
         most = 1;
-    return sw_transfer_run_parallel(&t, most, err);
+    /* A file destination is written in one piece (sw_transfer_run_parallel):
+     * nothing for a waiter to run. */
+    if (owner && ds.kind == SW_ENDPOINT_FILE)
+        atomic_store(&owner->helpable, 0);
+    return sw_transfer_run_parallel(&t, most, owner && atomic_load(&owner->helpable) ? owner : NULL,
+                                    err);
 }
 
 static sw_status transfer_storage(sw_move_handle *m, sw_error *err)
 {
     return transfer_span(m->src->carrier, m->src->offset, m->src->layout, m->dst, m->route,
-                         m->caller_waits, m->progress, NULL, err);
+                         m->caller_waits, m->progress, NULL, m, err);
 }
 
 static void run_transfer(sw_job *job)
@@ -584,6 +593,7 @@ static void run_transfer(sw_job *job)
                                 m->progress, &m->err);
     else
         m->status = m->slotwise ? transfer_slotwise(m, &m->err) : transfer_storage(m, &m->err);
+    atomic_store(&m->helpable, 0); /* its waiters only wait from here */
 }
 
 /* ---- commit (completion thread) -------------------------------------------- */
@@ -832,19 +842,73 @@ void sw_move_progress(sw_move_handle *m, int64_t *done, int64_t *total)
         *total = all;
 }
 
-int sw_move_wait_for(sw_move_handle *m, int64_t timeout_ns)
+/* How often a waiter looks for parts of a helpable move's copy: before
+ * any turned up (the pool thread has not cut them yet), and once it ran
+ * some (the rest are being run, the last one may take a while). */
+#define HELP_FIRST_POLL_NS ((int64_t)100 * 1000)
+#define HELP_POLL_NS ((int64_t)1000 * 1000)
+
+/* Wait for m up to timeout_ns (< 0: no limit), running the parts of its
+ * copy that nobody started meanwhile: 1 once it committed. A part run
+ * here may end past the deadline. */
+static int wait_helping(sw_move_handle *m, int64_t timeout_ns)
+{
+    uint64_t start = sw_clock_ns();
+    int helped = 0;
+    while (atomic_load(&m->helpable) && !sw_completion_is_done(m->done)) {
+        if (sw_parallel_help(m)) {
+            helped = 1;
+            continue;
+        }
+        int64_t step = helped ? HELP_POLL_NS : HELP_FIRST_POLL_NS;
+        if (timeout_ns >= 0) {
+            int64_t left = timeout_ns - (int64_t)(sw_clock_ns() - start);
+            if (left <= 0)
+                return 0;
+            if (left < step)
+                step = left;
+        }
+        if (sw_completion_wait_for(m->done, step))
+            return 1;
+    }
+    if (timeout_ns < 0) {
+        sw_completion_wait(m->done);
+        return 1;
+    }
+    int64_t left = timeout_ns - (int64_t)(sw_clock_ns() - start);
+    return sw_completion_wait_for(m->done, left > 0 ? left : 0);
+}
+
+/* sw_move_wait_for and sw_move_wait_helping: `help` lets this thread run
+ * parts of the move's copy. */
+static int wait_for(sw_move_handle *m, int64_t timeout_ns, int help)
 {
     /* A light move committed before its caller got the handle. */
     if (!m || m->light)
         return 1;
     /* A forked child's inherited move: nobody here would finish it. */
-    if (m->generation != atomic_load(&engine_generation) && !sw_completion_is_done(m->done))
-        sw_move_end_inherited();
+    if (m->generation != atomic_load(&engine_generation)) {
+        if (!sw_completion_is_done(m->done))
+            sw_move_end_inherited();
+        help = 0; /* its parts were the parent's */
+    }
+    if (help)
+        return wait_helping(m, timeout_ns);
     if (timeout_ns < 0) {
         sw_completion_wait(m->done);
         return 1;
     }
     return sw_completion_wait_for(m->done, timeout_ns);
+}
+
+int sw_move_wait_for(sw_move_handle *m, int64_t timeout_ns)
+{
+    return wait_for(m, timeout_ns, timeout_ns < 0);
+}
+
+int sw_move_wait_helping(sw_move_handle *m, int64_t slice_ns)
+{
+    return wait_for(m, slice_ns, 1);
 }
 
 sw_status sw_move_wait(sw_move_handle *m, sw_tensor **result, sw_error *err)
@@ -1111,6 +1175,12 @@ static sw_status new_move(sw_tensor *t, sw_carrier *d, const sw_move_options *o,
     m->bytes = m->supplied ? (o->bytes > 0 ? o->bytes : 0)
                : (m->route == SW_ROUTE_BULK ? t->layout->cosize : t->layout->size) *
                      (int64_t)width;
+    /* Before the pool can start it: a waiter that comes early polls for
+     * its parts rather than sleep through the copy (sw_move_wait_for). */
+    atomic_store(&m->helpable, !m->supplied && !m->transfer && !m->slotwise &&
+                                   !m->caller_waits &&
+                                   m->bytes >= SW_TRANSFER_PARALLEL_MIN_BYTES &&
+                                   sw_parallel_width() > 1);
     *out = m;
     return SW_OK;
 }
@@ -1396,7 +1466,7 @@ static inline __attribute__((always_inline)) void light_transfer(sw_move_handle 
         m->status = m->transfer(s, offset, d, l, m->progress, &m->err);
     else
         m->status = transfer_span(s, offset, l, d, m->route, m->caller_waits, m->progress,
-                                  &r->modes, &m->err);
+                                  &r->modes, NULL, &m->err);
 }
 
 /* The light path in one lock round (move.h, guard_held): the caller holds

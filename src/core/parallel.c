@@ -1,8 +1,11 @@
 /* Helper threads for sw_parallel_run (see parallel.h). One lock guards the
- * queue of batches and every batch's counters: a helper touches a batch
- * only under it, and the caller returns only once every claimed part has
- * reported, so no helper holds a batch that went away. */
-#include "strideweave/parallel.h"
+ * queue of batches and every batch's counters: a helper (or a waiter of
+ * parallel_internal.h) touches a batch only under it, and the caller
+ * returns only once every claimed part has reported, so nobody holds a
+ * batch that went away. */
+#include "parallel_internal.h"
+
+#include <limits.h>
 
 #include <pthread.h>
 #include <signal.h>
@@ -19,6 +22,9 @@ typedef struct batch {
     int done;       /* parts finished */
     void (*fn)(void *ctx, int part);
     void *ctx;
+    const void *owner; /* whose waiters may run parts (sw_parallel_help), or NULL */
+    int helper_cap;    /* helper threads allowed on its parts at once */
+    int helpers_on;    /* helper threads running its parts now */
     struct batch *next;
 } batch;
 
@@ -28,21 +34,39 @@ static pthread_cond_t finished = PTHREAD_COND_INITIALIZER; /* a part finished */
 static batch *head, *tail;
 static int helpers = -1; /* -1 until first use; then how many run */
 
-/* Under the lock: the next unclaimed part of the oldest batch (unlinking a
- * batch once its last part is out), or -1. */
+/* Under the lock: take b out of the queue (its last part was claimed). */
+static void unlink_batch(batch *b)
+{
+    batch **pp = &head, *prev = NULL;
+    while (*pp != b) {
+        prev = *pp;
+        pp = &(*pp)->next;
+    }
+    *pp = b->next;
+    if (tail == b)
+        tail = prev;
+}
+
+/* Under the lock: claim b's next part (every queued batch has one). */
+static int claim_part(batch *b)
+{
+    int part = b->claimed++;
+    if (b->claimed == b->n)
+        unlink_batch(b);
+    return part;
+}
+
+/* Under the lock: the next part a helper may run, from the oldest batch
+ * that has room for one more helper, or -1. */
 static int claim(batch **out)
 {
-    batch *b = head;
-    if (!b)
-        return -1;
-    int part = b->claimed++;
-    if (b->claimed == b->n) {
-        head = b->next;
-        if (!head)
-            tail = NULL;
-    }
-    *out = b;
-    return part;
+    for (batch *b = head; b; b = b->next)
+        if (b->helpers_on < b->helper_cap) {
+            b->helpers_on++;
+            *out = b;
+            return claim_part(b);
+        }
+    return -1;
 }
 
 static void finish(batch *b)
@@ -65,6 +89,7 @@ static void *helper_main(void *arg)
         pthread_mutex_unlock(&lock);
         b->fn(b->ctx, part);
         pthread_mutex_lock(&lock);
+        b->helpers_on--;
         finish(b);
     }
     return NULL;
@@ -113,7 +138,8 @@ int sw_parallel_width(void)
     return w;
 }
 
-void sw_parallel_run(int n, void (*fn)(void *ctx, int part), void *ctx)
+static void run_batch(const void *owner, int helper_cap, int n, void (*fn)(void *ctx, int part),
+                      void *ctx)
 {
     if (n <= 0)
         return;
@@ -125,27 +151,18 @@ void sw_parallel_run(int n, void (*fn)(void *ctx, int part), void *ctx)
             fn(ctx, i);
         return;
     }
-    batch b = {.n = n, .fn = fn, .ctx = ctx};
+    batch b = {.n = n, .fn = fn, .ctx = ctx, .owner = owner, .helper_cap = helper_cap};
     if (tail)
         tail->next = &b;
     else
         head = &b;
     tail = &b;
-    pthread_cond_broadcast(&work);
+    if (helper_cap > 0)
+        pthread_cond_broadcast(&work);
     /* The caller works through its own parts (and only those: another
      * batch's part may be long). */
     while (b.claimed < b.n) {
-        int part = b.claimed++;
-        if (b.claimed == b.n) { /* unlink b, wherever it sits in the queue */
-            batch **pp = &head, *prev = NULL;
-            while (*pp != &b) {
-                prev = *pp;
-                pp = &(*pp)->next;
-            }
-            *pp = b.next;
-            if (tail == &b)
-                tail = prev;
-        }
+        int part = claim_part(&b);
         pthread_mutex_unlock(&lock);
         fn(ctx, part);
         pthread_mutex_lock(&lock);
@@ -154,4 +171,36 @@ void sw_parallel_run(int n, void (*fn)(void *ctx, int part), void *ctx)
     while (b.done < b.n)
         pthread_cond_wait(&finished, &lock);
     pthread_mutex_unlock(&lock);
+}
+
+void sw_parallel_run(int n, void (*fn)(void *ctx, int part), void *ctx)
+{
+    run_batch(NULL, INT_MAX, n, fn, ctx);
+}
+
+void sw_parallel_run_open(const void *owner, int helpers_at_once, int n,
+                          void (*fn)(void *ctx, int part), void *ctx)
+{
+    run_batch(owner, helpers_at_once > 0 ? helpers_at_once : 0, n, fn, ctx);
+}
+
+int sw_parallel_help(const void *owner)
+{
+    if (!owner)
+        return 0;
+    pthread_mutex_lock(&lock);
+    batch *b = head;
+    while (b && b->owner != owner)
+        b = b->next;
+    if (!b) {
+        pthread_mutex_unlock(&lock);
+        return 0;
+    }
+    int part = claim_part(b);
+    pthread_mutex_unlock(&lock);
+    b->fn(b->ctx, part);
+    pthread_mutex_lock(&lock);
+    finish(b);
+    pthread_mutex_unlock(&lock);
+    return 1;
 }

@@ -14,7 +14,7 @@
 #include "strideweave/alloc.h"
 #include "strideweave/copy.h"
 #include "strideweave/filestore.h"
-#include "strideweave/parallel.h"
+#include "parallel_internal.h"
 
 /* Byte positions of the span in each endpoint, proven to fit in int64. */
 typedef struct span_bytes {
@@ -407,7 +407,7 @@ sw_status sw_transfer_run(const sw_transfer *t, sw_error *err)
  * fresh memory at 0.7-2.0 GB/s against np.copyto's 4-4.9 (bench/sweep.py,
  * 2 CPUs, every run), while the caller alone ran it at 5.2-6.6 GB/s. A
  * span above 16 MiB goes to the pool and splits from 32 MiB. */
-#define PARALLEL_MIN_BYTES ((size_t)32 << 20)
+#define PARALLEL_MIN_BYTES ((size_t)SW_TRANSFER_PARALLEL_MIN_BYTES)
 #define PART_ALIGN ((size_t)2 << 20)
 #define MAX_WIDTH (SW_PARALLEL_MAX_HELPERS + 1)
 /* Parts of at most this size when every thread may take part: whichever
@@ -435,7 +435,8 @@ static void run_part(void *ctx, int i)
     p->st[i] = move_span(p->t, &sb, &p->err[i]);
 }
 
-sw_status sw_transfer_run_parallel(const sw_transfer *t, int max_threads, sw_error *err)
+sw_status sw_transfer_run_parallel(const sw_transfer *t, int max_threads, const void *owner,
+                                   sw_error *err)
 {
     span_bytes sb;
     int work;
@@ -456,10 +457,12 @@ sw_status sw_transfer_run_parallel(const sw_transfer *t, int max_threads, sw_err
     int width = max_threads > 0 && full > max_threads ? max_threads : full;
     if (width > MAX_WIDTH)
         width = MAX_WIDTH;
-    if (width < 2)
+    /* Held back from the helpers, parts still go to the owner's waiter. */
+    int open = owner && width < full;
+    if (width < 2 && !open)
         return move_span(t, &sb, err);
     int parts = width;
-    if (width == full) {
+    if (width == full || open) {
         size_t want = (sb.len + PART_MAX_BYTES - 1) / PART_MAX_BYTES;
         if (want > (size_t)parts)
             parts = want < MAX_PARTS ? (int)want : MAX_PARTS;
@@ -468,7 +471,10 @@ sw_status sw_transfer_run_parallel(const sw_transfer *t, int max_threads, sw_err
     size_t per = (sb.len + (size_t)parts - 1) / (size_t)parts;
     p.part_len = (per + PART_ALIGN - 1) & ~(PART_ALIGN - 1);
     int n = (int)((sb.len + p.part_len - 1) / p.part_len);
-    sw_parallel_run(n, run_part, &p);
+    if (open)
+        sw_parallel_run_open(owner, width - 1, n, run_part, &p);
+    else
+        sw_parallel_run(n, run_part, &p);
     for (int i = 0; i < n; i++)
         if (p.st[i] != SW_OK) {
             *err = p.err[i];

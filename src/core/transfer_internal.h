@@ -70,8 +70,12 @@ sw_status sw_transfer_run(const sw_transfer *t, sw_error *err);
  * other parts may have written their pieces of the destination. A file
  * destination is written by the caller alone, chunk after chunk, as by
  * sw_transfer_run (its file system would run the parts' writes one at a
- * time anyway). */
-sw_status sw_transfer_run_parallel(const sw_transfer *t, int max_threads, sw_error *err);
+ * time anyway). With `owner`, a span held to fewer threads than there are
+ * is still cut into parts, and a thread waiting for the work may run the
+ * parts nobody started (sw_parallel_help(owner), parallel_internal.h). */
+#define SW_TRANSFER_PARALLEL_MIN_BYTES ((int64_t)32 << 20) /* smaller spans: one thread */
+sw_status sw_transfer_run_parallel(const sw_transfer *t, int max_threads, const void *owner,
+                                   sw_error *err);
 
 /* ---- What the move engine (move.c) asks beyond the above ---------------- */
 

@@ -176,14 +176,17 @@ static PyObject *outcome(SwAwaitObject *self)
 /* One blocking step of at most `slice_ns`, GIL released: on the running
  * move's core handle (a reference of its own: the outcome may be recorded,
  * and the handle's reference dropped, meanwhile), else on this handle's
- * completion. 1 when the work finished. */
-static int wait_slice(SwAwaitObject *self, long long slice_ns)
+ * completion. 1 when the work finished. `unlimited`: the wait has no
+ * timeout, so this thread may run parts of a large copy meanwhile (which
+ * can outlast the slice), as the CPU it waits with is otherwise idle. */
+static int wait_slice(SwAwaitObject *self, long long slice_ns, int unlimited)
 {
     int done;
     sw_move_handle *move = sw_py_core_move_ref(self->move);
     Py_BEGIN_ALLOW_THREADS
-    done = move ? sw_py_core_move_wait_for(move, slice_ns)
-                : sw_completion_wait_for(self->completion, slice_ns);
+    done = !move      ? sw_completion_wait_for(self->completion, slice_ns)
+           : unlimited ? sw_py_core_move_wait_helping(move, slice_ns)
+                       : sw_py_core_move_wait_for(move, slice_ns);
     Py_END_ALLOW_THREADS
     sw_py_core_move_unref(move);
     return done;
@@ -222,7 +225,7 @@ static PyObject *wait_for(PyObject *handle, long long timeout_ns, PyObject *time
             if (timeout_ns - spent < slice)
                 slice = timeout_ns - spent;
         }
-        if (!wait_slice(self, slice) && PyErr_CheckSignals() < 0)
+        if (!wait_slice(self, slice, timeout_ns < 0) && PyErr_CheckSignals() < 0)
             return NULL;
     }
     return outcome(self);

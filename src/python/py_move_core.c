@@ -331,6 +331,11 @@ int sw_py_core_move_wait_for(sw_move_handle *move, int64_t timeout_ns)
     return sw_move_wait_for(move, timeout_ns);
 }
 
+int sw_py_core_move_wait_helping(sw_move_handle *move, int64_t slice_ns)
+{
+    return sw_move_wait_helping(move, slice_ns);
+}
+
 void sw_py_core_move_progress(sw_move_handle *move, int64_t *done, int64_t *total)
 {
     sw_move_progress(move, done, total);

@@ -113,6 +113,9 @@ void sw_py_core_move_abandon(sw_py_core_move *cm);
  * limit) with the GIL released by the caller, 1 once the move committed;
  * the bytes copied so far and in all; references. */
 int sw_py_core_move_wait_for(sw_move_handle *move, int64_t timeout_ns);
+/* The same for a wait with no limit, in slices: this thread meanwhile runs
+ * parts of the move's copy nobody started (a slice may run over by one). */
+int sw_py_core_move_wait_helping(sw_move_handle *move, int64_t slice_ns);
 void sw_py_core_move_progress(sw_move_handle *move, int64_t *done, int64_t *total);
 sw_move_handle *sw_py_core_move_ref(sw_move_handle *move);
 void sw_py_core_move_unref(sw_move_handle *move);

@@ -3,7 +3,9 @@
  * do: a timeout changes nothing and the handle stays valid, many threads
  * wait in slices on one handle, a handle dropped by its caller while
  * others wait still commits, and the handle's own byte counter ends at the
- * move's bytes. Run under ThreadSanitizer in CI. */
+ * move's bytes. A large move on the pool is copied by its waiter too
+ * (sw_move_wait, sw_move_wait_helping) and ends whole, while a bounded wait
+ * keeps its bound. Run under ThreadSanitizer in CI. */
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -186,11 +188,75 @@ static void test_many_slicing_waiters_and_a_dropped_handle(void)
     sw_carrier_unref(dst);
 }
 
+/* 40 MiB of Float32 on a CPU carrier, slot i holding i + 0.25. */
+#define LARGE_SLOTS ((int64_t)10 << 20)
+
+static sw_tensor *large_floats(sw_carrier **c)
+{
+    sw_error err;
+    sw_tensor *t = NULL;
+    int64_t ext[1] = {LARGE_SLOTS};
+    CHECK(sw_cpu_new(LARGE_SLOTS, SW_DT_FLOAT32, SW_CARRIER_EMPTY, c, &err) == SW_OK);
+    float *p = sw_cpu_pointer(*c);
+    for (int64_t i = 0; i < LARGE_SLOTS; i++)
+        p[i] = (float)i + 0.25f;
+    CHECK(sw_tensor_new_strided(*c, 0, 1, ext, NULL, &t, &err) == SW_OK);
+    return t;
+}
+
+static int64_t wrong_slots(sw_tensor *r)
+{
+    const float *p = sw_cpu_pointer(sw_tensor_carrier(r));
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < LARGE_SLOTS; i++)
+        wrong += p[i] != (float)i + 0.25f;
+    return wrong;
+}
+
+/* A move large enough to be cut into parts (32 MiB and up), waited for by
+ * each kind of unlimited wait: every slot arrives, once. Held first, so
+ * that the waiter is there before the pool thread cuts the parts; a
+ * bounded wait on it still returns at its bound. */
+static void test_waiters_copy_parts_of_a_large_move(void)
+{
+    for (int how = 0; how < 2; how++) {
+        sw_error err;
+        sw_carrier *src, *dst;
+        sw_tensor *t = large_floats(&src), *r = NULL;
+        CHECK(sw_cpu_new(LARGE_SLOTS, SW_DT_FLOAT32, SW_CARRIER_EMPTY, &dst, &err) == SW_OK);
+        sw_move_hold(1);
+        sw_move_handle *m = NULL;
+        CHECK(sw_move_async(t, dst, NULL, &m, &err) == SW_OK);
+        CHECK(sw_move_wait_helping(m, SLICE_NS) == 0); /* nothing to help with yet */
+        CHECK(sw_move_wait_for(m, SLICE_NS) == 0);
+        sw_move_hold(0);
+        if (how == 0) {
+            CHECK(sw_move_wait(m, &r, &err) == SW_OK);
+        } else {
+            while (!sw_move_wait_helping(m, SLICE_NS))
+                ;
+            CHECK(sw_move_wait(m, &r, &err) == SW_OK);
+        }
+        CHECK(r && sw_tensor_carrier(r) == dst);
+        CHECK_EQ_I64(wrong_slots(r), 0);
+        CHECK(sw_carrier_is_released(src));
+        int64_t done = -1, total = -1;
+        sw_move_progress(m, &done, &total);
+        CHECK_EQ_I64(done, LARGE_SLOTS * 4);
+        sw_move_unref(m);
+        sw_tensor_unref(r);
+        sw_tensor_unref(t);
+        sw_carrier_unref(src);
+        sw_carrier_unref(dst);
+    }
+}
+
 int main(void)
 {
     test_timeout_leaves_the_move_running();
     test_done_at_once();
     test_caller_counter();
     test_many_slicing_waiters_and_a_dropped_handle();
+    test_waiters_copy_parts_of_a_large_move();
     return check_report("move_wait");
 }

@@ -611,7 +611,7 @@ static void test_parallel_spans(big *b)
                              bulk ? b->ext : dense_ext, bulk ? b->str : dense_str, NULL};
             size_t bytes = (size_t)t.cosize * 4;
             memset(host, FILL, BIG_BYTES + 64);
-            CHECK_EQ_I64(sw_transfer_run_parallel(&t, 0, &err), SW_OK);
+            CHECK_EQ_I64(sw_transfer_run_parallel(&t, 0, NULL, &err), SW_OK);
             if (kind == 1)
                 CHECK(read_all(fd, back, bytes, 12) == 0);
             else
@@ -621,7 +621,7 @@ static void test_parallel_spans(big *b)
                 CHECK(all_equal(host, 12, FILL) && all_equal(host + 12 + bytes, 4, FILL));
             if (sw_fault_enabled() && kind != 0) {
                 CHECK_EQ_I64(sw_fault_arm(kind == 1 ? "pwrite" : "pread", 1, 1), SW_OK);
-                CHECK_EQ_I64(sw_transfer_run_parallel(&t, 0, &err), SW_EIO);
+                CHECK_EQ_I64(sw_transfer_run_parallel(&t, 0, NULL, &err), SW_EIO);
                 CHECK(strstr(err.msg, "injected") != NULL);
                 sw_fault_clear();
             }
@@ -651,7 +651,7 @@ static void test_parallel_many_parts(void)
         sw_endpoint hs = {SW_ENDPOINT_HOST, src, -1, 0};
         sw_endpoint hd = {SW_ENDPOINT_HOST, dst, -1, 1};
         sw_transfer t = {hs, hd, 4, 1, slots, 1, ext, str, NULL};
-        CHECK_EQ_I64(sw_transfer_run_parallel(&t, cap, &err), SW_OK);
+        CHECK_EQ_I64(sw_transfer_run_parallel(&t, cap, NULL, &err), SW_OK);
         CHECK(memcmp(dst + 4, src, bytes) == 0);
         CHECK(all_equal(dst, 4, FILL) && all_equal(dst + 4 + bytes, 4, FILL));
     }
@@ -719,7 +719,7 @@ static void test_parallel_file_destination_in_order(big *b)
     t.progress = &done;
     sw_error err;
     CHECK_EQ_I64(sw_fault_arm("pwrite", 1, 1), SW_OK);
-    CHECK_EQ_I64(sw_transfer_run_parallel(&t, 0, &err), SW_EIO);
+    CHECK_EQ_I64(sw_transfer_run_parallel(&t, 0, NULL, &err), SW_EIO);
     sw_fault_clear();
     CHECK_EQ_I64(done, (int64_t)CHUNK);
     CHECK(read_all(fd, back, BIG_BYTES, 0) == 0);
@@ -754,7 +754,7 @@ static void test_parallel_file_source_split(void)
     sw_transfer t = {s, d, 4, 1, slots, 1, ext, str, NULL};
     sw_error err;
     CHECK_EQ_I64(sw_fault_arm("pread", 0, 1), SW_OK);
-    CHECK_EQ_I64(sw_transfer_run_parallel(&t, 0, &err), SW_EIO);
+    CHECK_EQ_I64(sw_transfer_run_parallel(&t, 0, NULL, &err), SW_EIO);
     sw_fault_clear();
     int head = memcmp(host, src, probe) == 0;
     int tail = memcmp(host + bytes - probe, src + bytes - probe, probe) == 0;
