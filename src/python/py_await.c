@@ -417,7 +417,10 @@ static PyMethodDef await_methods[] = {
      "timeout: None waits as long as it takes; a number of seconds (>= 0)\n"
      "raises TimeoutError if the operation has not finished by then. The\n"
      "operation keeps running and the handle stays valid: wait() again later,\n"
-     "as with concurrent.futures.Future.result(timeout)."},
+     "as with concurrent.futures.Future.result(timeout).\n\n"
+     "A large move (32 MiB and up) runs in the background on all CPUs but\n"
+     "one, leaving one to the caller; wait() with no timeout lends that CPU\n"
+     "back, copying parts of the move on the waiting thread."},
     {"add_done_callback", await_add_done_callback, METH_O,
      "add_done_callback($self, fn, /)\n--\n\n"
      "Call fn(handle) once when the operation finishes, successfully or not:\n"
