@@ -842,10 +842,12 @@ void sw_move_progress(sw_move_handle *m, int64_t *done, int64_t *total)
         *total = all;
 }
 
-/* How often a waiter looks for parts of a helpable move's copy: before
- * any turned up (the pool thread has not cut them yet), and once it ran
- * some (the rest are being run, the last one may take a while). */
+/* How often a waiter looks for parts of a helpable move's copy: its first
+ * few looks, for a pool thread that is about to cut them, and later ones
+ * (the move waits behind others in the pool, or its last parts run and
+ * may take a while). */
 #define HELP_FIRST_POLL_NS ((int64_t)100 * 1000)
+#define HELP_FIRST_POLLS 10
 #define HELP_POLL_NS ((int64_t)1000 * 1000)
 
 /* Wait for m up to timeout_ns (< 0: no limit), running the parts of its
@@ -854,13 +856,13 @@ void sw_move_progress(sw_move_handle *m, int64_t *done, int64_t *total)
 static int wait_helping(sw_move_handle *m, int64_t timeout_ns)
 {
     uint64_t start = sw_clock_ns();
-    int helped = 0;
+    int helped = 0, polls = 0;
     while (atomic_load(&m->helpable) && !sw_completion_is_done(m->done)) {
         if (sw_parallel_help(m)) {
             helped = 1;
             continue;
         }
-        int64_t step = helped ? HELP_POLL_NS : HELP_FIRST_POLL_NS;
+        int64_t step = !helped && polls++ < HELP_FIRST_POLLS ? HELP_FIRST_POLL_NS : HELP_POLL_NS;
         if (timeout_ns >= 0) {
             int64_t left = timeout_ns - (int64_t)(sw_clock_ns() - start);
             if (left <= 0)

@@ -6,7 +6,6 @@
 #include "parallel_internal.h"
 
 #include <limits.h>
-
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
