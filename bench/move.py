@@ -43,6 +43,7 @@ import os
 import statistics
 import time
 
+import _idle_blas  # noqa: F401 - before NumPy
 from _fresh_pages import warm
 from _release_only import require_release_build
 

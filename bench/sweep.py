@@ -76,6 +76,7 @@ import sys
 import tempfile
 import time
 
+import _idle_blas  # noqa: F401 - before NumPy
 from _fresh_pages import warm
 from _release_only import require_release_build
 

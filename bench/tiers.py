@@ -78,6 +78,7 @@ import sys
 import tempfile
 import time
 
+import _idle_blas  # noqa: F401 - before NumPy
 from _release_only import require_release_build
 
 require_release_build()
