@@ -568,10 +568,11 @@ static sw_status transfer_span(sw_carrier *s, int64_t offset, const sw_layout *l
         most = 1;
     /* A file destination is written in one piece (sw_transfer_run_parallel):
      * nothing for a waiter to run. */
-    if (owner && ds.kind == SW_ENDPOINT_FILE)
+    if (owner && ds.kind == SW_ENDPOINT_FILE) {
         atomic_store(&owner->helpable, 0);
-    return sw_transfer_run_parallel(&t, most, owner && atomic_load(&owner->helpable) ? owner : NULL,
-                                    err);
+        owner = NULL;
+    }
+    return sw_transfer_run_parallel(&t, most, owner, err);
 }
 
 static sw_status transfer_storage(sw_move_handle *m, sw_error *err)
@@ -850,10 +851,12 @@ void sw_move_progress(sw_move_handle *m, int64_t *done, int64_t *total)
 #define HELP_FIRST_POLLS 10
 #define HELP_POLL_NS ((int64_t)1000 * 1000)
 
-/* Wait for m up to timeout_ns (< 0: no limit), running the parts of its
- * copy that nobody started meanwhile: 1 once it committed. A part run
- * here may end past the deadline. */
-static int wait_helping(sw_move_handle *m, int64_t timeout_ns)
+/* While m's copy may still have parts for a waiter, run those nobody
+ * started, looking again every so often: 1 once m committed, 0 when the
+ * deadline (*timeout_ns >= 0) passed, -1 when nothing is left to run,
+ * with *timeout_ns then what is left of the wait. A part run here may end
+ * past the deadline. */
+static int help_while_waiting(sw_move_handle *m, int64_t *timeout_ns)
 {
     uint64_t start = sw_clock_ns();
     int helped = 0, polls = 0;
@@ -863,8 +866,8 @@ static int wait_helping(sw_move_handle *m, int64_t timeout_ns)
             continue;
         }
         int64_t step = !helped && polls++ < HELP_FIRST_POLLS ? HELP_FIRST_POLL_NS : HELP_POLL_NS;
-        if (timeout_ns >= 0) {
-            int64_t left = timeout_ns - (int64_t)(sw_clock_ns() - start);
+        if (*timeout_ns >= 0) {
+            int64_t left = *timeout_ns - (int64_t)(sw_clock_ns() - start);
             if (left <= 0)
                 return 0;
             if (left < step)
@@ -873,12 +876,11 @@ static int wait_helping(sw_move_handle *m, int64_t timeout_ns)
         if (sw_completion_wait_for(m->done, step))
             return 1;
     }
-    if (timeout_ns < 0) {
-        sw_completion_wait(m->done);
-        return 1;
+    if (*timeout_ns >= 0) {
+        int64_t left = *timeout_ns - (int64_t)(sw_clock_ns() - start);
+        *timeout_ns = left > 0 ? left : 0;
     }
-    int64_t left = timeout_ns - (int64_t)(sw_clock_ns() - start);
-    return sw_completion_wait_for(m->done, left > 0 ? left : 0);
+    return -1;
 }
 
 /* sw_move_wait_for and sw_move_wait_helping: `help` lets this thread run
@@ -894,8 +896,11 @@ static int wait_for(sw_move_handle *m, int64_t timeout_ns, int help)
             sw_move_end_inherited();
         help = 0; /* its parts were the parent's */
     }
-    if (help)
-        return wait_helping(m, timeout_ns);
+    if (help) {
+        int done = help_while_waiting(m, &timeout_ns);
+        if (done >= 0)
+            return done;
+    }
     if (timeout_ns < 0) {
         sw_completion_wait(m->done);
         return 1;
