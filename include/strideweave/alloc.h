@@ -33,9 +33,10 @@ SW_API void *sw_malloc(size_t bytes);
  * cost nothing. Overflow of count*size returns NULL. */
 SW_API void *sw_calloc(size_t count, size_t size);
 SW_API void sw_free(void *p);
-/* Freed blocks of 1 MiB or more are kept (up to 8 blocks, 64 MiB) and
- * reused by later allocations of about the same size, so repeated tensor
- * computations do not fault fresh pages in each time; freed blocks from
+/* Freed blocks of 1 MiB or more are kept (up to 64 blocks, 64 MiB; when it
+ * is full, the oldest blocks of other sizes make room) and reused by later
+ * allocations of about the same size, so repeated tensor computations do
+ * not fault fresh pages in each time; freed blocks from
  * 4 KiB are kept too (up to 16 MiB, 256 blocks of each of 8 sizes) for
  * later allocations of exactly their size. A pinned block is kept only
  * after its last unpin. This returns them all to the system. Cached

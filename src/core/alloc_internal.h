@@ -20,4 +20,8 @@ int64_t sw_alloc_quarantined_bytes(void);
  * skips the cache). */
 int64_t sw_alloc_cached_small_blocks(void);
 
+/* Freed blocks of 1 MiB and more waiting in the reuse cache (for the C
+ * tests; 0 under ASan). */
+int64_t sw_alloc_cached_large_blocks(void);
+
 #endif
