@@ -3,10 +3,9 @@
  * sent to free() paid a heap trim), stays within its budget, follows the
  * sizes in use when it is full, and holds under threads (run under TSan
  * too). */
-#include <pthread.h>
 #include <stdint.h>
-#include <string.h>
 
+#include "alloc_churn.h"
 #include "check.h"
 #include "strideweave/alloc.h"
 #include "alloc_internal.h"
@@ -80,47 +79,11 @@ static void test_follows_sizes_in_use(void)
     sw_alloc_trim();
 }
 
-/* Never handed to two owners at once: threads allocating and freeing 1-3
- * MiB blocks (evictions among them) each find their own pattern intact. */
-enum { THREADS = 4, ROUNDS = 400, HELD = 5 };
-
-static void *churn(void *arg)
-{
-    unsigned char tag = (unsigned char)(uintptr_t)arg;
-    unsigned char *held[HELD] = {0};
-    size_t bytes[HELD] = {0};
-    int bad = 0;
-    for (int r = 0; r < ROUNDS; r++) {
-        int k = r % HELD;
-        if (held[k]) {
-            for (size_t i = 0; i < bytes[k]; i += 4096)
-                bad |= held[k][i] != tag;
-            sw_free(held[k]);
-        }
-        bytes[k] = (size_t)(1 + (r + tag) % 3) * MIB;
-        held[k] = sw_malloc(bytes[k]);
-        if (!held[k])
-            return (void *)1;
-        for (size_t i = 0; i < bytes[k]; i += 4096)
-            held[k][i] = tag;
-    }
-    for (int k = 0; k < HELD; k++)
-        sw_free(held[k]);
-    return (void *)(uintptr_t)bad;
-}
-
+/* Threads allocating and freeing 1-3 MiB blocks (evictions among them): no
+ * block is ever handed to two owners at once. */
 static void test_threads(void)
 {
-    int64_t live = sw_alloc_live_bytes();
-    pthread_t th[THREADS];
-    for (int i = 0; i < THREADS; i++)
-        CHECK(pthread_create(&th[i], NULL, churn, (void *)(uintptr_t)(i + 1)) == 0);
-    for (int i = 0; i < THREADS; i++) {
-        void *bad = NULL;
-        CHECK(pthread_join(th[i], &bad) == 0);
-        CHECK(bad == NULL);
-    }
-    CHECK_EQ_I64(sw_alloc_live_bytes(), live);
+    churn_threads(MIB, 400);
     sw_alloc_trim();
     CHECK_EQ_I64(sw_alloc_cached_large_blocks(), 0);
 }

@@ -2,10 +2,10 @@
  * block comes back only to an allocation of its exact size, never while it
  * is pinned (exported through DLPack), is bounded, goes back to the system
  * at sw_alloc_trim, and holds under threads (run under TSan too). */
-#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "alloc_churn.h"
 #include "check.h"
 #include "strideweave/alloc.h"
 #include "alloc_internal.h"
@@ -130,46 +130,11 @@ static void test_byte_budget(void)
     CHECK_EQ_I64(sw_alloc_cached_small_blocks(), 0);
 }
 
-/* Threads allocating and freeing the same sizes: no block is ever handed
- * to two owners at once (each owner's pattern survives until its free). */
-enum { THREADS = 4, ROUNDS = 3000, HELD = 6 };
-
-static void *churn(void *arg)
-{
-    unsigned char tag = (unsigned char)(uintptr_t)arg;
-    unsigned char *held[HELD] = {0};
-    size_t bytes[HELD] = {0};
-    int bad = 0;
-    for (int r = 0; r < ROUNDS; r++) {
-        int k = r % HELD;
-        if (held[k]) {
-            for (size_t i = 0; i < bytes[k]; i += 512)
-                bad |= held[k][i] != tag;
-            sw_free(held[k]);
-        }
-        bytes[k] = (size_t)(4 + (r % 3) * 4) << 10;
-        held[k] = sw_malloc(bytes[k]);
-        if (!held[k])
-            return (void *)1;
-        memset(held[k], tag, bytes[k]);
-    }
-    for (int k = 0; k < HELD; k++)
-        sw_free(held[k]);
-    return (void *)(uintptr_t)bad;
-}
-
+/* Threads allocating and freeing 4-12 KiB blocks: no block is ever handed
+ * to two owners at once. */
 static void test_threads(void)
 {
-    int64_t live = sw_alloc_live_bytes();
-    pthread_t th[THREADS];
-    for (int i = 0; i < THREADS; i++)
-        CHECK(pthread_create(&th[i], NULL, churn, (void *)(uintptr_t)(i + 1)) == 0);
-    for (int i = 0; i < THREADS; i++) {
-        void *bad = NULL;
-        CHECK(pthread_join(th[i], &bad) == 0);
-        CHECK(bad == NULL);
-    }
-    CHECK_EQ_I64(sw_alloc_live_bytes(), live);
+    churn_threads((size_t)4 << 10, 3000);
     sw_alloc_trim();
     CHECK_EQ_I64(sw_alloc_cached_small_blocks(), 0);
 }
