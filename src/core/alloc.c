@@ -252,25 +252,47 @@ static void *cache_take(size_t total, size_t *got)
     return base;
 }
 
-/* cache_mu held: the oldest cached block that cannot serve an allocation
- * of `total` (nor `total` one of its size), or -1. */
+/* cache_mu held: whether slot i holds a block of another size than
+ * `total`: one that cannot serve an allocation of `total`, nor `total` one
+ * of its size. */
+static int other_size(int i, size_t total)
+{
+    return cache_base[i] && !serves(cache_total[i], total) && !serves(total, cache_total[i]);
+}
+
+/* cache_mu held: whether dropping every block of another size than `total`
+ * would leave a slot and the bytes for it (else none is dropped). */
+static int room_possible(size_t total)
+{
+    size_t kept_bytes = 0;
+    int slot = 0;
+    for (int i = 0; i < CACHE_SLOTS; i++) {
+        if (!cache_base[i] || other_size(i, total))
+            slot = 1;
+        else
+            kept_bytes += cache_total[i];
+    }
+    return slot && kept_bytes + total <= CACHE_MAX_BYTES;
+}
+
+/* cache_mu held: the oldest block of another size than `total`, or -1. */
 static int oldest_other_size(size_t total)
 {
     int oldest = -1;
-    for (int i = 0; i < CACHE_SLOTS; i++) {
-        if (!cache_base[i] || serves(cache_total[i], total) || serves(total, cache_total[i]))
-            continue;
-        if (oldest < 0 || cache_age[i] < cache_age[oldest])
+    for (int i = 0; i < CACHE_SLOTS; i++)
+        if (other_size(i, total) && (oldest < 0 || cache_age[i] < cache_age[oldest]))
             oldest = i;
-    }
     return oldest;
 }
 
-/* cache_mu held: a free slot with room for `total` more bytes, making room
- * by moving the oldest blocks of other sizes to `evicted` (freed by the
- * caller once the lock is dropped); -1 when no room can be made. */
+/* cache_mu held: a free slot with room for `total` more bytes, made by
+ * moving the oldest blocks of other sizes to `evicted` (freed by the caller
+ * once the lock is dropped); -1, with nothing moved, when no room can be
+ * made. */
 static int make_room(size_t total, void **evicted, int *n_evicted)
 {
+    if (!room_possible(total))
+        return -1;
     for (;;) {
         int slot = -1;
         for (int i = 0; i < CACHE_SLOTS && slot < 0; i++)
@@ -280,7 +302,7 @@ static int make_room(size_t total, void **evicted, int *n_evicted)
             return slot;
         int old = oldest_other_size(total);
         if (old < 0)
-            return -1;
+            return -1; /* not reached: room_possible said dropping them makes room */
         evicted[(*n_evicted)++] = cache_base[old];
         cache_bytes -= cache_total[old];
         cache_base[old] = NULL;

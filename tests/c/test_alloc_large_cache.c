@@ -54,7 +54,8 @@ static void test_run_of_one_mib_blocks(void)
  * the oldest 8 MiB blocks, and only as many as it needs: it then holds all
  * 16 freed blocks of the size now in use, and some 8 MiB ones still. (The
  * addresses cannot tell: malloc hands a block it was given back out too.)
- * Full of blocks of one size, a further one of that size is not kept. */
+ * A block is not kept when only blocks of its own size stand in its way,
+ * and then nothing is dropped. */
 static void test_follows_sizes_in_use(void)
 {
     sw_alloc_trim();
@@ -67,6 +68,18 @@ static void test_follows_sizes_in_use(void)
     free_n(small, 16);
     int64_t after = sw_alloc_cached_large_blocks();
     CHECK(CACHED ? after > 16 && after < bigs + 16 : after == 0);
+
+    /* 7 blocks of 8 MiB and one of 1 MiB: another 8 MiB block would need
+     * room that only dropping 8 MiB blocks could make, so it is not kept,
+     * and the 1 MiB block is not dropped for nothing. */
+    sw_alloc_trim();
+    alloc_n(big, 8, 8 * MIB);
+    alloc_n(small, 1, MIB);
+    free_n(big, 7);
+    free_n(small, 1);
+    CHECK_EQ_I64(sw_alloc_cached_large_blocks(), CACHED ? 8 : 0);
+    sw_free(big[7]);
+    CHECK_EQ_I64(sw_alloc_cached_large_blocks(), CACHED ? 8 : 0);
 
     sw_alloc_trim();
     void *run[MOST];
