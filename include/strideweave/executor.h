@@ -8,7 +8,10 @@
  * sw_executor_next_completed and commits it.
  *
  * Threads start lazily on the first submit, up to the bound given at
- * creation. Jobs start in submission order. The executor never frees a
+ * creation; the core's own jobs that wait on a device (a block device's
+ * fdatasync) let a few more threads start meanwhile, so that queued jobs
+ * keep going, while no more than the bound's number of jobs run without
+ * waiting. Jobs start in submission order. The executor never frees a
  * job: ownership goes back to the caller of sw_executor_next_completed.
  *
  * Ownership: sw_executor is single-owner, not refcounted: whoever creates it

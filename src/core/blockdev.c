@@ -12,6 +12,7 @@
 #include <sys/ioctl.h>
 #endif
 
+#include "executor_internal.h"
 #include "fork_internal.h"
 #include "strideweave/alloc.h"
 #include "strideweave/testing.h"
@@ -362,6 +363,7 @@ sw_status sw_blockdev_open(const char *path, sw_blockdev **out, sw_error *err)
     atomic_init(&d->faulted, 0);
     atomic_init(&d->transferring, 0);
     atomic_init(&d->direct_refused, 0);
+    atomic_init(&d->flushes, 0);
     pthread_mutex_init(&d->lock, NULL);
     pthread_cond_init(&d->idle, NULL);
     pthread_mutex_init(&d->flush_lock, NULL);
@@ -573,6 +575,8 @@ sw_status sw_blockdev_write_locked(sw_blockdev *d, const void *buf, size_t bytes
 /* One fdatasync of the device (EINTR retried): 0, or the errno. */
 static int fdatasync_once(sw_blockdev *d)
 {
+    sw_fault_pause("blockdev_fdatasync_pause"); /* tests: hold a flush in progress */
+    atomic_fetch_add(&d->flushes, 1);
     if (sw_fault_hit("blockdev_fdatasync"))
         return EIO;
     int rc, e;
@@ -596,6 +600,7 @@ static int fdatasync_once(sw_blockdev *d)
 static sw_status flush_covering(sw_blockdev *d, sw_error *err)
 {
     int e = 0;
+    sw_executor_blocking_begin(); /* another writer may run meanwhile, and share */
     pthread_mutex_lock(&d->flush_lock);
     uint64_t ticket = ++d->flush_tickets;
     while (d->flush_covered < ticket) {
@@ -622,6 +627,7 @@ static sw_status flush_covering(sw_blockdev *d, sw_error *err)
         pthread_cond_broadcast(&d->flush_cv);
     }
     pthread_mutex_unlock(&d->flush_lock);
+    sw_executor_blocking_end();
     if (!e)
         return SW_OK;
     sw_blockdev_set_faulted(d);

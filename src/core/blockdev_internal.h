@@ -109,13 +109,16 @@ typedef struct sw_blockdev {
     _Atomic int direct_refused; /* the kernel refused a direct request (EINVAL) */
     /* Group flushes (B-11): a writer takes a ticket once its write is done
      * and commits once a fdatasync that started after that covered it;
-     * one fdatasync serves every writer waiting at its start. */
+     * one fdatasync serves every writer waiting at its start. A writer on
+     * the pool frees its place there while it waits (executor_internal.h),
+     * so that more writers can come and share the next fdatasync. */
     pthread_mutex_t flush_lock;
     pthread_cond_t flush_cv;
     uint64_t flush_tickets;  /* tickets handed out */
     uint64_t flush_covered;  /* tickets a successful fdatasync covered */
     int flushing;            /* a fdatasync runs now */
     int flush_errno;         /* the errno of the fdatasync that failed */
+    _Atomic uint64_t flushes; /* fdatasyncs run (the C tests count them) */
     /* Fork safety: every open device is listed, so that a forked child
      * can make each lock usable again (a thread of the parent may have
      * held it at fork()); `transferring` counts the transfers in flight. */

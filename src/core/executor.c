@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "executor_internal.h"
 #include "strideweave/alloc.h"
 #include "strideweave/testing.h"
 
@@ -31,6 +32,7 @@ struct sw_executor {
     long queued;               /* jobs in `pending` */
     long outstanding;          /* submitted and not yet popped */
     int running;               /* jobs inside their `run` right now */
+    int blocked;               /* of those, inside sw_executor_blocking_begin/end */
     int started;               /* threads[0, started) are live or joinable */
     int max_threads;           /* fixed at creation, read without the lock */
     int stopping;              /* shutdown began: submits are refused */
@@ -70,11 +72,22 @@ static int drained(const sw_executor *ex)
 
 /* ---- workers ------------------------------------------------------------ */
 
+/* The pool this thread works for; NULL off the pool. */
+static __thread sw_executor *worker_pool;
+
+/* With the lock held: whether one more job may start now. At most
+ * max_threads jobs run unblocked; a blocked one leaves its place to a
+ * queued one. Once shutdown began, every queued job runs. */
+static int may_start_job(const sw_executor *ex)
+{
+    return ex->pending.head && (ex->running - ex->blocked < ex->max_threads || ex->stopping);
+}
+
 /* With the lock held: wait for the next job; NULL once shutdown began and
  * the queue is empty, which tells the worker to exit. */
 static sw_job *take_job(sw_executor *ex)
 {
-    while (!ex->pending.head && !ex->stopping)
+    while (!may_start_job(ex) && !ex->stopping)
         pthread_cond_wait(&ex->work_ready, &ex->lock);
     sw_job *job = queue_pop(&ex->pending);
     if (job) {
@@ -88,7 +101,7 @@ static sw_job *take_job(sw_executor *ex)
  * all but the one that pops it must now return NULL. */
 static void finish_job(sw_executor *ex, sw_job *job)
 {
-    ex->running--;
+    ex->running--; /* this thread takes the next job itself, if one may start */
     queue_push(&ex->done, job);
     if (drained(ex))
         pthread_cond_broadcast(&ex->done_ready);
@@ -99,6 +112,7 @@ static void finish_job(sw_executor *ex, sw_job *job)
 static void *worker_main(void *arg)
 {
     sw_executor *ex = arg;
+    worker_pool = ex;
     pthread_mutex_lock(&ex->lock);
     sw_job *job;
     while ((job = take_job(ex)) != NULL) {
@@ -202,17 +216,53 @@ int sw_executor_started_threads(sw_executor *ex)
     return n;
 }
 
-/* With the lock held, before queueing one more job: start a thread when the
- * threads not inside a job cannot absorb every queued job plus this one.
- * Returns 0, or the error of a start that left the pool with no thread. */
-static int ensure_worker(sw_executor *ex)
+/* With the lock held: the most threads the pool may have now, its bound
+ * plus one for each blocked job (up to SW_EXECUTOR_BLOCKED_EXTRA). */
+static int thread_bound(const sw_executor *ex)
+{
+    int extra = ex->blocked < SW_EXECUTOR_BLOCKED_EXTRA ? ex->blocked : SW_EXECUTOR_BLOCKED_EXTRA;
+    int bound = ex->max_threads + extra;
+    return bound < SW_EXECUTOR_MAX_THREADS ? bound : SW_EXECUTOR_MAX_THREADS;
+}
+
+/* With the lock held, before queueing `more` jobs (0: none, a job just
+ * blocked): start a thread when the threads not inside a job cannot absorb
+ * every queued job plus those. Returns 0, or the error of a start that left
+ * the pool with no thread. */
+static int ensure_worker(sw_executor *ex, long more)
 {
     long free_threads = ex->started - ex->running;
-    if (ex->queued + 1 <= free_threads || ex->started >= ex->max_threads)
+    if (ex->queued + more <= free_threads || ex->started >= thread_bound(ex))
         return 0;
     int rc = start_thread(ex);
     /* Another thread will get to the job eventually: that is enough. */
     return ex->started > 0 ? 0 : rc;
+}
+
+void sw_executor_blocking_begin(void)
+{
+    sw_executor *ex = worker_pool;
+    if (!ex)
+        return;
+    pthread_mutex_lock(&ex->lock);
+    ex->blocked++;
+    /* One more job may run unblocked now: on an idle thread, or on one
+     * started for it (best effort: the job still runs later without). */
+    if (!ex->stopping)
+        (void)ensure_worker(ex, 0);
+    if (ex->pending.head)
+        pthread_cond_signal(&ex->work_ready);
+    pthread_mutex_unlock(&ex->lock);
+}
+
+void sw_executor_blocking_end(void)
+{
+    sw_executor *ex = worker_pool;
+    if (!ex)
+        return;
+    pthread_mutex_lock(&ex->lock);
+    ex->blocked--;
+    pthread_mutex_unlock(&ex->lock);
 }
 
 sw_status sw_executor_submit(sw_executor *ex, sw_job *job, sw_error *err)
@@ -224,7 +274,7 @@ sw_status sw_executor_submit(sw_executor *ex, sw_job *job, sw_error *err)
         pthread_mutex_unlock(&ex->lock);
         return sw_error_set(err, SW_ESTATE, "executor: shut down, no new jobs");
     }
-    int rc = ensure_worker(ex);
+    int rc = ensure_worker(ex, 1);
     if (rc != 0) {
         pthread_mutex_unlock(&ex->lock);
         return sw_error_set_errno(err, SW_EIO, rc, "executor: cannot start a thread: %s",

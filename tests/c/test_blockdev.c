@@ -10,6 +10,7 @@
 
 #include "check.h"
 #include "strideweave/alloc.h"
+#include "strideweave/executor.h"
 #include "blockdev_internal.h" /* the device layer is internal */
 #include "strideweave/testing.h"
 
@@ -367,6 +368,97 @@ static void test_transfer_flushes(void)
     unlink(path);
 }
 
+/* B-11 under load: writers on the pool share fdatasyncs. A pool of one
+ * thread, the first write's fdatasync held at a pause point: the seven
+ * writes queued behind it run meanwhile (the waiting writer leaves its
+ * place in the pool, executor_internal.h) and take their tickets, and one
+ * more fdatasync covers all seven: 2 in all, not 8. */
+typedef struct write_job {
+    sw_job job; /* first */
+    sw_blockdev *d;
+    sw_transfer t;
+    float value;
+    sw_status st;
+} write_job;
+
+static void write_job_run(sw_job *job)
+{
+    write_job *w = (write_job *)job;
+    sw_error err;
+    w->st = sw_blockdev_transfer(w->d, &w->t, &err);
+}
+
+static uint64_t tickets(sw_blockdev *d)
+{
+    pthread_mutex_lock(&d->flush_lock);
+    uint64_t n = d->flush_tickets;
+    pthread_mutex_unlock(&d->flush_lock);
+    return n;
+}
+
+enum { WRITERS = 8 };
+
+static void test_writers_share_flushes(void)
+{
+    if (!sw_fault_enabled()) {
+        printf("test_writers_share_flushes skipped: it needs the fault-injection build\n");
+        return;
+    }
+    char path[64];
+    int fd = temp_file(path);
+    CHECK(fd >= 0);
+    if (fd < 0)
+        return;
+    sw_blockdev d;
+    memset(&d, 0, sizeof d);
+    d.fd = fd;
+    d.dfd = -1;
+    pthread_mutex_init(&d.lock, NULL);
+    pthread_cond_init(&d.idle, NULL);
+    pthread_mutex_init(&d.flush_lock, NULL);
+    pthread_cond_init(&d.flush_cv, NULL);
+    sw_executor *ex = NULL;
+    sw_error err;
+    CHECK_EQ_I64(sw_executor_create(1, &ex, &err), SW_OK);
+    CHECK_EQ_I64(sw_fault_arm("blockdev_fdatasync_pause", 0, 1), SW_OK);
+    write_job jobs[WRITERS];
+    for (int i = 0; i < WRITERS; i++) {
+        jobs[i] = (write_job){.job.run = write_job_run, .d = &d, .value = (float)i + 0.5f};
+        jobs[i].t.src.kind = SW_ENDPOINT_HOST;
+        jobs[i].t.src.host = &jobs[i].value;
+        jobs[i].t.dst.kind = SW_ENDPOINT_FILE;
+        jobs[i].t.dst.fd = fd;
+        jobs[i].t.dst.offset = 1024 * i; /* distinct ranges: none waits for another */
+        jobs[i].t.itemsize = 4;
+        jobs[i].t.bulk = 1;
+        jobs[i].t.cosize = 1;
+        CHECK_EQ_I64(sw_executor_submit(ex, &jobs[i].job, &err), SW_OK);
+        if (i == 0)
+            CHECK_EQ_I64(sw_fault_wait_paused(), SW_OK); /* the first flush, held */
+    }
+    for (int i = 0; i < 1000 && tickets(&d) < WRITERS; i++)
+        usleep(10 * 1000);
+    CHECK_EQ_I64(tickets(&d), WRITERS); /* all waiting for the held flush */
+    sw_fault_resume();
+    for (int i = 0; i < WRITERS; i++)
+        CHECK(sw_executor_next_completed(ex, 1) != NULL);
+    sw_executor_destroy(ex);
+    sw_fault_clear();
+    CHECK_EQ_I64(atomic_load(&d.flushes), 2);
+    for (int i = 0; i < WRITERS; i++) {
+        float back = 0;
+        CHECK_EQ_I64(jobs[i].st, SW_OK);
+        CHECK_EQ_I64(sw_blockdev_pread(fd, &back, 4, 4096 * i, &err), SW_OK);
+        CHECK(back == jobs[i].value);
+    }
+    pthread_cond_destroy(&d.flush_cv);
+    pthread_mutex_destroy(&d.flush_lock);
+    pthread_cond_destroy(&d.idle);
+    pthread_mutex_destroy(&d.lock);
+    close(fd);
+    unlink(path);
+}
+
 int main(void)
 {
     int64_t live = sw_alloc_live_bytes();
@@ -380,6 +472,7 @@ int main(void)
     test_io_loop();
     test_open_refusals();
     test_transfer_flushes();
+    test_writers_share_flushes();
     CHECK_EQ_I64(sw_alloc_live_bytes(), live);
     return check_report("blockdev");
 }
