@@ -238,6 +238,34 @@ static int temp_file(char *path)
     return fd;
 }
 
+/* A device set up by hand over a regular file (fdatasync works on one
+ * too), for the transfer layer's tests: `fd` from temp_file, or -1 when
+ * it could not be made (the test then stops). */
+static int fake_device(sw_blockdev *d, char *path)
+{
+    int fd = temp_file(path);
+    CHECK(fd >= 0);
+    memset(d, 0, sizeof *d);
+    d->fd = fd;
+    d->dfd = -1;
+    atomic_init(&d->faulted, 0);
+    pthread_mutex_init(&d->lock, NULL);
+    pthread_cond_init(&d->idle, NULL);
+    pthread_mutex_init(&d->flush_lock, NULL);
+    pthread_cond_init(&d->flush_cv, NULL);
+    return fd;
+}
+
+static void fake_device_close(sw_blockdev *d, const char *path)
+{
+    pthread_cond_destroy(&d->flush_cv);
+    pthread_mutex_destroy(&d->flush_lock);
+    pthread_cond_destroy(&d->idle);
+    pthread_mutex_destroy(&d->lock);
+    close(d->fd);
+    unlink(path);
+}
+
 /* B-5: short transfers and EINTR are continued; zero bytes and errors are
  * reported with their own codes. */
 static void test_io_loop(void)
@@ -312,21 +340,14 @@ static void test_open_refusals(void)
 }
 
 /* B-11: a transfer into the device is flushed before it reports success; a
- * failing flush faults the device and keeps the errno. The struct is set up
- * by hand over a regular file (fdatasync works on one too). */
+ * failing flush faults the device and keeps the errno. */
 static void test_transfer_flushes(void)
 {
     char path[64];
-    int fd = temp_file(path);
-    CHECK(fd >= 0);
+    sw_blockdev d;
+    int fd = fake_device(&d, path);
     if (fd < 0)
         return;
-    sw_blockdev d;
-    memset(&d, 0, sizeof d);
-    d.fd = fd;
-    d.dfd = -1;
-    atomic_init(&d.faulted, 0);
-    pthread_mutex_init(&d.lock, NULL);
     float src[4] = {1.0f, 2.0f, 3.0f, 4.0f}, back[4] = {0};
     sw_transfer t;
     memset(&t, 0, sizeof t);
@@ -363,9 +384,7 @@ static void test_transfer_flushes(void)
         CHECK(sw_fault_hit("blockdev_fdatasync")); /* still armed: unused */
         sw_fault_clear();
     }
-    pthread_mutex_destroy(&d.lock);
-    close(fd);
-    unlink(path);
+    fake_device_close(&d, path);
 }
 
 /* B-11 under load: writers on the pool share fdatasyncs. A pool of one
@@ -405,18 +424,10 @@ static void test_writers_share_flushes(void)
         return;
     }
     char path[64];
-    int fd = temp_file(path);
-    CHECK(fd >= 0);
+    sw_blockdev d;
+    int fd = fake_device(&d, path);
     if (fd < 0)
         return;
-    sw_blockdev d;
-    memset(&d, 0, sizeof d);
-    d.fd = fd;
-    d.dfd = -1;
-    pthread_mutex_init(&d.lock, NULL);
-    pthread_cond_init(&d.idle, NULL);
-    pthread_mutex_init(&d.flush_lock, NULL);
-    pthread_cond_init(&d.flush_cv, NULL);
     sw_executor *ex = NULL;
     sw_error err;
     CHECK_EQ_I64(sw_executor_create(1, &ex, &err), SW_OK);
@@ -451,12 +462,7 @@ static void test_writers_share_flushes(void)
         CHECK_EQ_I64(sw_blockdev_pread(fd, &back, 4, 4096 * i, &err), SW_OK);
         CHECK(back == jobs[i].value);
     }
-    pthread_cond_destroy(&d.flush_cv);
-    pthread_mutex_destroy(&d.flush_lock);
-    pthread_cond_destroy(&d.idle);
-    pthread_mutex_destroy(&d.lock);
-    close(fd);
-    unlink(path);
+    fake_device_close(&d, path);
 }
 
 int main(void)
