@@ -8,12 +8,14 @@ live and unchanged, and the device is faulted for what comes after.
 
 Runs on a real loop device (loop_device.py; skips with the reason where
 none can be made). Moves are held in flight at pause points of the
-fault-injection build; nothing sleeps."""
+fault-injection build; only the commits of dropped handles, which nothing
+can wait on, are polled for."""
 
 import errno
 import gc
 import os
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -182,6 +184,50 @@ def test_b11_a_failed_shared_fdatasync_fails_every_writer_it_was_to_cover(dev, l
         assert np.array_equal(values(srcs[i]), expect(sizes[i], 100.0 * i))
     assert failed >= 1
     assert dev.is_faulted()
+
+
+def test_b11_bursts_of_small_durable_writes_in_flight_all_land(dev, loop_device):
+    # 4 threads each put 48 small moves into the device in flight and wait
+    # for every other one, dropping the rest of the handles. Writers waiting
+    # for a flush leave their place in the pool, so many of them pile up
+    # behind one fdatasync and share the next: a move still reports done
+    # only with its bytes on the device, and a dropped one still commits.
+    per, errors, results = 48, [], {}
+    barrier = threading.Barrier(4)
+
+    def worker(w):
+        try:
+            barrier.wait()
+            moves = []
+            for i in range(per):
+                base = 10_000.0 * w + 100.0 * i
+                blk = dev.allocate(SMALL, empty=True)
+                src = filled(SMALL, base)
+                handle = sw.move_async(src, blk)
+                moves.append((base, blk, src, handle if i % 2 else None))
+            for base, blk, src, handle in moves:
+                if handle is not None:
+                    assert handle.wait(timeout=120).carrier is blk
+            results[w] = moves
+        except BaseException as e:  # reported by the main thread
+            errors.append((w, e))
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    moves = [m for w in sorted(results) for m in results[w]]
+    # a dropped handle's move commits on its own: its source is released then
+    for _ in range(12000):
+        if all(src.carrier.is_released() for _, _, src, _ in moves):
+            break
+        time.sleep(0.01)
+    for base, blk, src, _ in moves:
+        assert src.carrier.is_released()
+        assert np.array_equal(on_device(loop_device, blk, SMALL), expect(SMALL, base))
+    assert not dev.is_faulted()
 
 
 def test_b9_many_threads_move_to_and_from_disjoint_extents(dev, loop_device):

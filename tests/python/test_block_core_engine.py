@@ -108,9 +108,11 @@ def test_b11_move_out_of_a_device_runs_on_the_core_engine(dev, loop_device, n, h
 
 @pytest.mark.skipif(loop_device_unavailable() is not None,
                     reason=str(loop_device_unavailable()))
-def test_b11_exit_waits_for_device_moves_in_flight(loop_device):  # noqa: F811
+@pytest.mark.parametrize("n, k", [(1 << 18, 8), (1000, 64)])
+def test_b11_exit_waits_for_device_moves_in_flight(loop_device, n, k):  # noqa: F811
     # Dropped move_async handles into the device, then exit: the hook that
-    # runs after the library's drain sees each one committed and durable.
+    # runs after the library's drain sees each one committed and durable
+    # (1 MiB moves, and a burst of small ones whose writers share flushes).
     script = textwrap.dedent("""
         import atexit, sys
         import numpy as np
@@ -121,14 +123,15 @@ def test_b11_exit_waits_for_device_moves_in_flight(loop_device):  # noqa: F811
         atexit.register(after_drain)
         import strideweave as sw
         dev = sw.BlockDevice(sys.argv[1])
-        n = 1 << 18
-        for k in range(8):
+        n, count = int(sys.argv[2]), int(sys.argv[3])
+        for k in range(count):
             src = sw.CPU(n, empty=True)
             np.from_dlpack(sw.Tensor(src, 0, sw.Layout(sw.Shape(n), sw.Stride(1))))[:] = k
             handles.append(sw.move_async(sw.Tensor(src, 0, sw.Layout(sw.Shape(n), sw.Stride(1))),
                                          dev.allocate(n)))
     """)
-    out = subprocess.run([sys.executable, "-c", script, loop_device], capture_output=True,
+    out = subprocess.run([sys.executable, "-c", script, loop_device, str(n), str(k)],
+                         capture_output=True,
                          text=True, timeout=120, env=dict(os.environ))
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "committed", out.stdout + out.stderr
