@@ -52,9 +52,11 @@
  *
  * Where the transfer runs: on the core's pool, except a transfer between
  * carriers of the built-in storage classes (CPU, Generic, FileBacked)
- * whose physical span is small: up to 64 KiB it runs on the calling
- * thread and commits there before sw_move_async returns (a pool round
- * trip would cost more than the copy), up to 16 MiB when the caller waits
+ * whose physical span is small: up to 64 KiB (32 KiB for a write into a
+ * FileBacked, whose system call the pool overlaps with the caller's next
+ * moves) it runs on the calling thread and commits there before
+ * sw_move_async returns (a pool round trip would cost more than the
+ * copy), up to 16 MiB when the caller waits
  * for it at once (sw_move, or caller_waits in the options). The rules are
  * the same either way (pending marks, one commit, hooks, profiling
  * events). A move run on its caller takes a light path: no completions,

@@ -135,26 +135,33 @@ static void test_commit_guard_from_many_threads(void)
 }
 
 /* Where a move runs: a small one commits on its caller before
- * sw_move_async returns, a waited one up to 16 MiB too, a large unwaited
- * one on the completion thread. */
+ * sw_move_async returns (up to 64 KiB between host memories, 32 KiB into a
+ * FileBacked), a waited one up to 16 MiB too, a larger unwaited one on the
+ * completion thread. */
 static void test_where_moves_run(void)
 {
     sw_error err;
     struct {
         int64_t n;
-        int waits, here;
+        int waits, here, to_file;
     } cases[] = {
-        {1000, 0, 1},        /* 4 KB */
-        {16 << 10, 0, 1},    /* 64 KiB: the bound */
-        {(16 << 10) + 1, 0, 0},
-        {1 << 20, 1, 1},     /* 4 MiB, waited */
-        {1 << 20, 0, 0},
-        {(4 << 20) + 1, 1, 0}, /* past 16 MiB, waited */
+        {1000, 0, 1, 1},        /* 4 KB */
+        {8 << 10, 0, 1, 1},     /* 32 KiB: the bound into a file */
+        {(8 << 10) + 1, 0, 0, 1},
+        {16 << 10, 0, 1, 0},    /* 64 KiB: the bound between host memories */
+        {(16 << 10) + 1, 0, 0, 0},
+        {16 << 10, 1, 1, 1},    /* 64 KiB into a file, waited */
+        {1 << 20, 1, 1, 1},     /* 4 MiB, waited */
+        {1 << 20, 0, 0, 1},
+        {(4 << 20) + 1, 1, 0, 1}, /* past 16 MiB, waited */
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         sw_carrier *cpu, *fb;
         sw_tensor *t = filled(cases[k].n, 7, &cpu), *r = NULL;
-        CHECK(t && sw_file_backed_new(NULL, SW_DT_INT32, 0, &fb, &err) == SW_OK);
+        CHECK(t && (cases[k].to_file
+                        ? sw_file_backed_new(NULL, SW_DT_INT32, 0, &fb, &err)
+                        : sw_cpu_new(cases[k].n, SW_DT_INT32, SW_CARRIER_EMPTY, &fb, &err)) ==
+                       SW_OK);
         ctx c = {.src = cpu, .dst = fb};
         sw_move_options o = {.on_commit = on_commit, .user = &c, .commit_enter = enter,
                              .commit_leave = leave, .caller_waits = cases[k].waits};
