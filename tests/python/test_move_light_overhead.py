@@ -152,6 +152,56 @@ def test_handles_of_a_finished_round_serve_the_next_round_without_new_allocation
         assert len(results) == 64
 
 
+def test_results_of_a_dropped_round_serve_the_next_round_without_new_allocations():
+    # 64 moves in flight whose results are dropped, then the next 64: the
+    # second round's handles and result Tensors are the first round's
+    # memory, so the collector counts no new container per move (a round of
+    # 256 otherwise set off a collection in most rounds).
+    with sw.no_grad():
+        first = [sw.move_async(t, sw.CPU(16, empty=True)) for t in _cpu_tensors(64)]
+        results = [h.wait() for h in first]
+        del first, results
+        srcs, dsts = _cpu_tensors(64, 100), [sw.CPU(16, empty=True) for _ in range(64)]
+        was = gc.isenabled()
+        gc.disable()
+        try:
+            before = gc.get_count()[0]
+            second = [sw.move_async(s, d) for s, d in zip(srcs, dsts)]
+            out = [h.wait() for h in second]
+            counted = gc.get_count()[0] - before
+        finally:
+            if was:
+                gc.enable()
+        assert counted <= 4, counted  # the two lists
+        for i, t in enumerate(out):
+            assert np.from_dlpack(t).tolist() == list(np.arange(16) + 100.0 + i)
+            assert t.carrier is dsts[i]
+
+
+def test_a_recycled_tensor_starts_fresh():
+    # Dropped Tensors that had a gradient, a retained gradient and a weak
+    # reference: the Tensors made next from their memory carry none of them,
+    # and a weak reference to one of them works.
+    t = _cpu_tensors(1)[0]
+    t.grad = _cpu_tensors(1, 5)[0]
+    t.retain_grad()
+    ref = weakref.ref(t)
+    del t
+    gc.collect()
+    assert ref() is None
+    fresh = _cpu_tensors(8, 3)
+    for i, f in enumerate(fresh):
+        assert f.grad is None
+        assert np.from_dlpack(f).tolist() == list(np.arange(16) + 3.0 + i)
+        r = weakref.ref(f)
+        assert r() is f
+    moved = [sw.move(f, sw.FileBacked()) for f in fresh]
+    assert [m.carrier.__class__ for m in moved] == [sw.FileBacked] * 8
+    assert [m[15] for m in moved] == [18.0 + i for i in range(8)]
+    for m in moved:
+        m.carrier.release()
+
+
 def test_a_recycled_handle_starts_fresh():
     # Dropped handles that had a done callback and a weak reference: the
     # next handles made from their memory carry neither.
