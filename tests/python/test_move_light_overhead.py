@@ -128,6 +128,20 @@ def _cpu_tensors(n, first=0):
     return ts
 
 
+def _counting_containers(fn):
+    """(fn(), the new containers the cyclic collector counted while it ran),
+    with collections held off meanwhile."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        before = gc.get_count()[0]
+        out = fn()
+        return out, gc.get_count()[0] - before
+    finally:
+        if was:
+            gc.enable()
+
+
 def test_handles_of_a_finished_round_serve_the_next_round_without_new_allocations():
     # 64 moves in flight, waited and dropped, then the next 64: the second
     # round's handles are the first round's, so the collector counts one new
@@ -137,15 +151,8 @@ def test_handles_of_a_finished_round_serve_the_next_round_without_new_allocation
         results = [h.wait() for h in first]
         del first
         srcs, dsts = _cpu_tensors(64, 100), [sw.CPU(16, empty=True) for _ in range(64)]
-        was = gc.isenabled()
-        gc.disable()
-        try:
-            before = gc.get_count()[0]
-            second = [sw.move_async(s, d) for s, d in zip(srcs, dsts)]
-            counted = gc.get_count()[0] - before
-        finally:
-            if was:
-                gc.enable()
+        second, counted = _counting_containers(
+            lambda: [sw.move_async(s, d) for s, d in zip(srcs, dsts)])
         assert counted <= 64 + 4, counted  # the results, and the list itself
         for i, h in enumerate(second):
             assert np.from_dlpack(h.wait()).tolist() == list(np.arange(16) + 100.0 + i)
@@ -162,16 +169,8 @@ def test_results_of_a_dropped_round_serve_the_next_round_without_new_allocations
         results = [h.wait() for h in first]
         del first, results
         srcs, dsts = _cpu_tensors(64, 100), [sw.CPU(16, empty=True) for _ in range(64)]
-        was = gc.isenabled()
-        gc.disable()
-        try:
-            before = gc.get_count()[0]
-            second = [sw.move_async(s, d) for s, d in zip(srcs, dsts)]
-            out = [h.wait() for h in second]
-            counted = gc.get_count()[0] - before
-        finally:
-            if was:
-                gc.enable()
+        out, counted = _counting_containers(
+            lambda: [h.wait() for h in [sw.move_async(s, d) for s, d in zip(srcs, dsts)]])
         assert counted <= 4, counted  # the two lists
         for i, t in enumerate(out):
             assert np.from_dlpack(t).tolist() == list(np.arange(16) + 100.0 + i)
