@@ -18,6 +18,7 @@
  * running move, else a counter here. */
 #include "sw_move.h"
 #include "sw_move_core.h"
+#include "sw_spare_objects.h"
 #include "strideweave/clock.h"
 
 #include <math.h>
@@ -29,30 +30,21 @@
 /* Timeouts beyond this many seconds (about 31 years) wait forever. */
 #define WAIT_FOREVER_S 1e9
 
-/* AwaitMoves are recycled (GIL held: every handle is made and freed with
- * it), as CPython recycles its tuples: moves started in rounds (256 in
- * flight, waited, dropped, the next 256) then make no allocation for their
- * handles, and none that counts toward the collector's next run. At most
- * SPARE_HANDLES wait here; more go back to the allocator. */
-#define SPARE_HANDLES 256
-static SwAwaitObject *spare_handles[SPARE_HANDLES];
-static int spare_count;
+/* AwaitMoves are recycled (sw_spare_objects.h): moves started in rounds
+ * (256 in flight, waited, dropped, the next 256) then make no allocation
+ * for their handles. */
+SW_PY_SPARES(spare_handles, 256);
 
 static SwAwaitObject *handle_alloc(PyTypeObject *type)
 {
-    if (type != &SwAwaitMove_Type || spare_count == 0)
-        return PyObject_GC_New(SwAwaitObject, type);
-    SwAwaitObject *self = spare_handles[--spare_count];
-    (void)PyObject_Init((PyObject *)self, type); /* a new reference, as allocated */
-    return self;
+    PyObject *o = type == &SwAwaitMove_Type ? sw_py_spare_take(&spare_handles, type) : NULL;
+    return o ? AWAIT(o) : PyObject_GC_New(SwAwaitObject, type);
 }
 
 /* The memory of an untracked, cleared handle: kept for the next move's. */
 static void handle_free(PyObject *self)
 {
-    if (Py_TYPE(self) == &SwAwaitMove_Type && spare_count < SPARE_HANDLES)
-        spare_handles[spare_count++] = AWAIT(self);
-    else
+    if (Py_TYPE(self) != &SwAwaitMove_Type || !sw_py_spare_keep(&spare_handles, self))
         PyObject_GC_Del(self);
 }
 

@@ -12,6 +12,7 @@
  * Tensor type file (py_tensor.c) that assembles the type from them. */
 #include "sw_python.h"
 #include "sw_messages.h"
+#include "sw_spare_objects.h"
 
 #include <string.h>
 
@@ -40,37 +41,21 @@ int sw_py_integer_value(PyObject *obj, int64_t *out, int *sign)
 
 /* ---- allocation and GC -------------------------------------------------- */
 
-/* Tensor objects are recycled (GIL held: every Tensor is made and freed
- * with it), as AwaitMoves are (py_await.c) and CPython recycles its
- * tuples. An allocation of a collected type counts toward the cyclic
- * collector's next run even for a Tensor left out of its lists; a round of
- * 256 moves in flight made 256 results and set off a collection of the
- * young generation in most rounds (bench/sweep.py blk->cpu 4 KiB in
+/* Tensor objects are recycled (sw_spare_objects.h), as AwaitMoves are. A
+ * round of 256 moves in flight made 256 results and set off a collection
+ * of the young generation in most rounds (bench/sweep.py blk->cpu 4 KiB in
  * flight: 0.76-0.82x with it, 0.91-1.00x with collections held off). A
- * recycled Tensor is zeroed and tracked as tp_alloc leaves a new one. At
- * most SPARE_TENSORS wait here; more go back to the allocator. */
-#define SPARE_TENSORS 512
-static SwTensorObject *spare_tensors[SPARE_TENSORS];
-static int spare_tensor_count;
+ * recycled Tensor is zeroed and tracked as tp_alloc leaves a new one. */
+SW_PY_SPARES(spare_tensors, 512);
 
 static SwTensorObject *tensor_object_new(void)
 {
-    if (spare_tensor_count == 0)
+    PyObject *o = sw_py_spare_take(&spare_tensors, &SwTensor_Type);
+    if (!o)
         return (SwTensorObject *)SwTensor_Type.tp_alloc(&SwTensor_Type, 0);
-    SwTensorObject *t = spare_tensors[--spare_tensor_count];
-    memset((char *)t + sizeof(PyObject), 0, sizeof *t - sizeof(PyObject));
-    (void)PyObject_Init((PyObject *)t, &SwTensor_Type); /* a new reference */
-    PyObject_GC_Track(t);
-    return t;
-}
-
-/* The memory of an untracked, cleared Tensor: kept for the next one. */
-static void tensor_object_free(SwTensorObject *t)
-{
-    if (spare_tensor_count < SPARE_TENSORS)
-        spare_tensors[spare_tensor_count++] = t;
-    else
-        SwTensor_Type.tp_free((PyObject *)t);
+    memset((char *)o + sizeof(PyObject), 0, sizeof(SwTensorObject) - sizeof(PyObject));
+    PyObject_GC_Track(o);
+    return (SwTensorObject *)o;
 }
 
 static SwTensorObject *tensor_alloc(PyObject *dtype, Py_ssize_t nsub)
@@ -166,7 +151,9 @@ static void tensor_dealloc(SwTensorObject *self)
     if (self->weakreflist)
         PyObject_ClearWeakRefs((PyObject *)self);
     tensor_clear(self);
-    tensor_object_free(self); /* Tensor has no subclasses: always this type */
+    /* Tensor has no subclasses: every one freed here is of this type. */
+    if (!sw_py_spare_keep(&spare_tensors, (PyObject *)self))
+        SwTensor_Type.tp_free((PyObject *)self);
 }
 
 /* ---- construction (T-1, T-4..T-7) --------------------------------------- */
