@@ -310,10 +310,17 @@ static int make_room(size_t total, void **evicted, int *n_evicted)
 }
 
 /* Keep a freed block for reuse; 0 when the cache has no room for it. */
-static int cache_keep(void *base, size_t total)
+static int cache_keep_cacheable(void *base, size_t total);
+
+/* Inlined: most blocks (a DLPack export's, a layout's) are too small for
+ * the cache, and then this is the whole of it. */
+static inline int cache_keep(void *base, size_t total)
 {
-    if (!CACHE_ENABLED || total < SMALL_MIN)
-        return 0;
+    return CACHE_ENABLED && total >= SMALL_MIN && cache_keep_cacheable(base, total);
+}
+
+static int cache_keep_cacheable(void *base, size_t total)
+{
     if (total < CACHE_MIN)
         return small_keep(base, total);
     if (total > CACHE_MAX_BYTES)
@@ -357,10 +364,17 @@ void sw_alloc_trim(void)
     pthread_mutex_unlock(&cache_mu);
 }
 
+/* A release build has no fault switchboard: no call to ask it. */
+#ifdef SW_FAULT_INJECTION
+#define alloc_fault() sw_fault_hit("alloc")
+#else
+#define alloc_fault() 0
+#endif
+
 void *sw_malloc(size_t bytes)
 {
     size_t total;
-    if (sw_fault_hit("alloc") || !padded(bytes, &total))
+    if (alloc_fault() || !padded(bytes, &total))
         return NULL;
     void *base = cache_take(total, &total);
     if (!base)
@@ -371,7 +385,7 @@ void *sw_malloc(size_t bytes)
 void *sw_calloc(size_t count, size_t size)
 {
     size_t bytes, total;
-    if (sw_fault_hit("alloc") || __builtin_mul_overflow(count, size, &bytes) ||
+    if (alloc_fault() || __builtin_mul_overflow(count, size, &bytes) ||
         !padded(bytes, &total))
         return NULL;
     void *base = cache_take(total, &total);

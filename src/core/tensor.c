@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "carrier_internal.h"
+#include "dlpack_internal.h"
 #include "strideweave/alloc.h"
 #include "strideweave/copy.h"
 #include "layout_internal.h"
@@ -241,8 +242,7 @@ static sw_status export_locked(sw_carrier *c, int64_t offset, const sw_layout *l
         .release = owner->release,
         .pin = plan->pin ? where.host : NULL,
     };
-    st = owner->versioned ? sw_dlpack_pack_versioned(&req, (DLManagedTensorVersioned **)out, err)
-                          : sw_dlpack_pack(&req, (DLManagedTensor **)out, err);
+    st = sw_dlpack_pack_checked(&req, owner->versioned, out, err);
     if (st != SW_OK)
         return st;
     if (plan->pin)
