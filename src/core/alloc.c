@@ -1,4 +1,5 @@
 #include "strideweave/alloc.h"
+#include "fault_internal.h"
 #include "alloc_internal.h"
 #include "fork_internal.h"
 
@@ -354,7 +355,7 @@ int64_t sw_alloc_cached_large_blocks(void)
 void sw_alloc_trim(void)
 {
     pthread_mutex_lock(&cache_mu);
-    sw_fault_pause("alloc_trim_pause"); /* tests: fork with the lock held */
+    SW_FAULT_PAUSE("alloc_trim_pause"); /* tests: fork with the lock held */
     for (int i = 0; i < CACHE_SLOTS; i++) {
         free(cache_base[i]);
         cache_base[i] = NULL;
@@ -364,17 +365,10 @@ void sw_alloc_trim(void)
     pthread_mutex_unlock(&cache_mu);
 }
 
-/* A release build has no fault switchboard: no call to ask it. */
-#ifdef SW_FAULT_INJECTION
-#define alloc_fault() sw_fault_hit("alloc")
-#else
-#define alloc_fault() 0
-#endif
-
 void *sw_malloc(size_t bytes)
 {
     size_t total;
-    if (alloc_fault() || !padded(bytes, &total))
+    if (SW_FAULT_HIT("alloc") || !padded(bytes, &total))
         return NULL;
     void *base = cache_take(total, &total);
     if (!base)
@@ -385,7 +379,7 @@ void *sw_malloc(size_t bytes)
 void *sw_calloc(size_t count, size_t size)
 {
     size_t bytes, total;
-    if (alloc_fault() || __builtin_mul_overflow(count, size, &bytes) ||
+    if (SW_FAULT_HIT("alloc") || __builtin_mul_overflow(count, size, &bytes) ||
         !padded(bytes, &total))
         return NULL;
     void *base = cache_take(total, &total);

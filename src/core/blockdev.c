@@ -1,4 +1,5 @@
 #include "blockdev_internal.h"
+#include "fault_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -178,13 +179,13 @@ sw_status sw_extent_map_free(sw_extent_map *m, int64_t start, sw_error *err)
  * reach EINTR, short and zero-byte completions on demand. */
 static ssize_t io_once(int writing, int fd, void *p, size_t n, int64_t offset)
 {
-    if (sw_fault_hit("blockdev_eintr")) {
+    if (SW_FAULT_HIT("blockdev_eintr")) {
         errno = EINTR;
         return -1;
     }
-    if (sw_fault_hit("blockdev_zero"))
+    if (SW_FAULT_HIT("blockdev_zero"))
         return 0;
-    if (n > 1 && sw_fault_hit("blockdev_short"))
+    if (n > 1 && SW_FAULT_HIT("blockdev_short"))
         n /= 2;
     return writing ? pwrite(fd, p, n, (off_t)offset) : pread(fd, p, n, (off_t)offset);
 }
@@ -193,7 +194,7 @@ static sw_status io_loop(int writing, int fd, char *p, size_t bytes, int64_t off
                          sw_error *err)
 {
     const char *what = writing ? "pwrite" : "pread";
-    if (sw_fault_hit(what))
+    if (SW_FAULT_HIT(what))
         return sw_error_set_errno(err, SW_EIO, EIO, "%s on the block device failed: "
                                   "injected fault", what);
     while (bytes > 0) {
@@ -425,7 +426,7 @@ void sw_blockdev_fork_child(void)
 static void list_open(sw_blockdev *d)
 {
     pthread_mutex_lock(&open_lock);
-    sw_fault_pause("blockdev_open_pause"); /* tests: fork with the lock held */
+    SW_FAULT_PAUSE("blockdev_open_pause"); /* tests: fork with the lock held */
     d->open_prev = NULL;
     d->open_next = open_head;
     if (open_head)
@@ -575,9 +576,9 @@ sw_status sw_blockdev_write_locked(sw_blockdev *d, const void *buf, size_t bytes
 /* One fdatasync of the device (EINTR retried): 0, or the errno. */
 static int fdatasync_once(sw_blockdev *d)
 {
-    sw_fault_pause("blockdev_fdatasync_pause"); /* tests: hold a flush in progress */
+    SW_FAULT_PAUSE("blockdev_fdatasync_pause"); /* tests: hold a flush in progress */
     atomic_fetch_add(&d->flushes, 1);
-    if (sw_fault_hit("blockdev_fdatasync"))
+    if (SW_FAULT_HIT("blockdev_fdatasync"))
         return EIO;
     int rc, e;
     do {
@@ -935,9 +936,9 @@ sw_status sw_blockdev_transfer(sw_blockdev *d, const sw_transfer *t, sw_error *e
     io.next = d->busy;
     d->busy = &io;
     atomic_fetch_add(&d->transferring, 1);
-    sw_fault_pause("blockdev_transfer_pause"); /* tests: stop with the lock held */
+    SW_FAULT_PAUSE("blockdev_transfer_pause"); /* tests: stop with the lock held */
     pthread_mutex_unlock(&d->lock);
-    sw_fault_pause("blockdev_io_pause"); /* tests: stop in flight, without the lock */
+    SW_FAULT_PAUSE("blockdev_io_pause"); /* tests: stop in flight, without the lock */
 
     sw_status st = run_transfer(d, t, writing, err);
     /* B-11: a transfer into the device commits only once it is durable. */

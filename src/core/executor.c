@@ -5,6 +5,7 @@
  * The mutex is never held while a job runs, so a job may submit another job
  * or block for as long as it likes without stalling the pool. */
 #include "strideweave/executor.h"
+#include "fault_internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -131,7 +132,7 @@ static void *worker_main(void *arg)
  * Returns 0 or the pthread_create error. */
 static int start_thread(sw_executor *ex)
 {
-    if (sw_fault_hit("thread"))
+    if (SW_FAULT_HIT("thread"))
         return EAGAIN;
     sigset_t all, old;
     sigfillset(&all);

@@ -3,6 +3,7 @@
  * a move needs (allocatable-empty); a failed move's growth is undone by
  * truncating back to 0. */
 #include <errno.h>
+#include "fault_internal.h"
 #include <string.h>
 #include <unistd.h>
 
@@ -178,7 +179,7 @@ sw_status sw_file_backed_grow_for_write_locked(sw_carrier *c, int64_t slots, sw_
     if (st != SW_OK)
         return st;
     /* The resize's fault site stands for this growth too. */
-    if (sw_fault_hit("truncate"))
+    if (SW_FAULT_HIT("truncate"))
         return sw_error_set_errno(err, SW_EIO, EIO,
                                   "resizing the FileBacked file failed: injected fault");
     f->size = slots;

@@ -1,4 +1,5 @@
 #include "strideweave/filestore.h"
+#include "fault_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -323,7 +324,7 @@ sw_status sw_filestore_session_dir(const char **dir, sw_error *err)
 {
     sw_status st = SW_OK;
     pthread_mutex_lock(&session_lock);
-    sw_fault_pause("file_session_pause"); /* tests: fork with the lock held */
+    SW_FAULT_PAUSE("file_session_pause"); /* tests: fork with the lock held */
     /* A forked child makes a directory of its own: its parent removes its
      * own at exit, and the child's files must outlive that. */
     if (session_pid != this_pid()) {
@@ -475,7 +476,7 @@ sw_status sw_filestore_create(const char *name, int *fd, char **path, sw_error *
         return sw_error_set(err, SW_ENOMEM, "out of memory for a FileBacked path");
     snprintf(full, need, "%s/%s", dir, name);
     sw_filestore_large_closes_wait();
-    if (sw_fault_hit("open")) {
+    if (SW_FAULT_HIT("open")) {
         sw_free(full);
         return sw_error_set_errno(err, SW_EIO, EIO, "cannot create %s: injected fault",
                                   name);
@@ -516,7 +517,7 @@ sw_status sw_filestore_create_unique(int *fd, char **path, sw_error *err)
 sw_status sw_filestore_pread(int fd, void *buf, size_t bytes, int64_t offset,
                              sw_error *err)
 {
-    if (sw_fault_hit("pread"))
+    if (SW_FAULT_HIT("pread"))
         return sw_error_set_errno(err, SW_EIO, EIO, "reading the FileBacked file failed: injected fault");
     char *p = buf;
     while (bytes > 0) {
@@ -550,7 +551,7 @@ static sw_status write_failed(ssize_t r, sw_error *err)
 sw_status sw_filestore_pwrite(int fd, const void *buf, size_t bytes, int64_t offset,
                               sw_error *err)
 {
-    if (sw_fault_hit("pwrite"))
+    if (SW_FAULT_HIT("pwrite"))
         return sw_error_set_errno(err, SW_EIO, EIO, "writing the FileBacked file failed: injected fault");
     if (bytes >= (size_t)REAP_SYNC_BYTES)
         sw_filestore_large_closes_wait();
@@ -599,7 +600,7 @@ static void iov_advance(const struct iovec *iov, int64_t n, size_t done, int64_t
 sw_status sw_filestore_pwritev(int fd, const struct iovec *iov, int64_t n, int64_t offset,
                                sw_error *err)
 {
-    if (sw_fault_hit("pwrite"))
+    if (SW_FAULT_HIT("pwrite"))
         return sw_error_set_errno(err, SW_EIO, EIO, "writing the FileBacked file failed: injected fault");
     sw_filestore_large_closes_wait(); /* a tile set's runs: large as a whole */
     struct iovec batch[IOV_BATCH];
@@ -651,12 +652,12 @@ static int copy_unsupported(int e)
 sw_status sw_filestore_copy_range(int src_fd, int64_t src_offset, int dst_fd,
                                   int64_t dst_offset, int64_t bytes, sw_error *err)
 {
-    if (sw_fault_hit("copy_range"))
+    if (SW_FAULT_HIT("copy_range"))
         return sw_error_set_errno(err, SW_EIO, EIO, "copying between FileBacked files failed: "
                                   "injected fault");
     if (bytes >= REAP_SYNC_BYTES)
         sw_filestore_large_closes_wait();
-    int kernel = !sw_fault_hit("copy_range_unsupported");
+    int kernel = !SW_FAULT_HIT("copy_range_unsupported");
     while (kernel && bytes > 0) {
         loff_t in = (loff_t)src_offset, out = (loff_t)dst_offset;
         ssize_t r = copy_file_range(src_fd, &in, dst_fd, &out, (size_t)bytes, 0);
@@ -682,7 +683,7 @@ sw_status sw_filestore_copy_range(int src_fd, int64_t src_offset, int dst_fd,
 sw_status sw_filestore_preadv(int fd, const struct iovec *iov, int64_t n, int64_t offset,
                               sw_error *err)
 {
-    if (sw_fault_hit("pread"))
+    if (SW_FAULT_HIT("pread"))
         return sw_error_set_errno(err, SW_EIO, EIO, "reading the FileBacked file failed: injected fault");
     struct iovec batch[IOV_BATCH];
     int64_t i = 0;
@@ -713,7 +714,7 @@ sw_status sw_filestore_resize(int fd, int64_t bytes, sw_error *err)
 {
     if (bytes < 0)
         return sw_error_set(err, SW_EINVAL, "file length must be >= 0");
-    if (sw_fault_hit("truncate"))
+    if (SW_FAULT_HIT("truncate"))
         return sw_error_set_errno(err, SW_EIO, EIO, "resizing the FileBacked file failed: injected fault");
     sw_filestore_large_closes_wait();
     while (ftruncate(fd, (off_t)bytes) != 0) {
@@ -780,7 +781,7 @@ static void *reaper_main(void *arg)
         /* Tests stop the reaper here, with descriptors queued and no lock
          * held, to see them still open and fork or exit meanwhile. */
         pthread_mutex_unlock(&reap_lock);
-        sw_fault_pause("file_reclaim_pause");
+        SW_FAULT_PAUSE("file_reclaim_pause");
         pthread_mutex_lock(&reap_lock);
         int n = reap_count, large = reap_large_queued;
         memcpy(batch, reap_fds, (size_t)n * sizeof batch[0]);
@@ -873,7 +874,7 @@ static void close_later(int fd, int64_t bytes)
     /* Deferred (a move's source): in the background, at once, and the
      * next file creation or large file transfer waits for it. */
     pthread_mutex_lock(&reap_lock);
-    sw_fault_pause("file_reap_queue_pause"); /* tests: fork with the lock held */
+    SW_FAULT_PAUSE("file_reap_queue_pause"); /* tests: fork with the lock held */
     if (reap_count < REAP_MAX && reaper_running()) {
         reap_fds[reap_count++] = fd;
         if (large) {

@@ -4,6 +4,7 @@
  * thread. The libuv shape: the pool's job touches only storage the pending
  * guard protects; the completion thread alone publishes. */
 #include <pthread.h>
+#include "fault_internal.h"
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -594,9 +595,9 @@ static void run_transfer(sw_job *job)
 {
     sw_move_handle *m = (sw_move_handle *)job;
     engine_thread = 1;
-    sw_fault_pause("move_transfer_pause"); /* tests: hold a move in flight */
+    SW_FAULT_PAUSE("move_transfer_pause"); /* tests: hold a move in flight */
     sw_error_clear(&m->err);
-    if (sw_fault_hit("move_transfer"))
+    if (SW_FAULT_HIT("move_transfer"))
         m->status = sw_error_set(&m->err, SW_EIO, "move: injected transfer failure");
     else if (m->transfer)
         m->status = m->transfer(m->src->carrier, m->src->offset, m->dst, m->src->layout,
@@ -781,7 +782,7 @@ static sw_move_handle *light_handle_new(void)
     }
     if (!m)
         return sw_calloc(1, sizeof *m);
-    if (sw_fault_hit("alloc")) { /* the same injected failures as sw_calloc */
+    if (SW_FAULT_HIT("alloc")) { /* the same injected failures as sw_calloc */
         light_handle_free(m);
         return NULL;
     }
@@ -1092,7 +1093,7 @@ sw_status sw_move_check(sw_carrier *src, sw_carrier *dst, const sw_move_check_ar
     sw_status st;
     if (!args)
         st = sw_error_set(err, SW_EINVAL, "sw_move_check: args must not be NULL");
-    else if (sw_fault_hit("move_check")) /* tests: which moves check apart from their start */
+    else if (SW_FAULT_HIT("move_check")) /* tests: which moves check apart from their start */
         st = sw_error_set(err, SW_EIO, "move: injected check failure");
     else if (!src)
         st = refused(err, &why, SW_MOVE_NO_SOURCE,
@@ -1484,7 +1485,7 @@ static inline __attribute__((always_inline)) void light_transfer(sw_move_handle 
                            sw_carrier *d, const light_route *r)
 {
     sw_error_clear(&m->err);
-    if (sw_fault_hit("move_transfer"))
+    if (SW_FAULT_HIT("move_transfer"))
         m->status = sw_error_set(&m->err, SW_EIO, "move: injected transfer failure");
     else if (m->transfer)
         m->status = m->transfer(s, offset, d, l, m->progress, &m->err);
@@ -1517,7 +1518,7 @@ static sw_status move_one_round(sw_move_handle *m, sw_carrier *s, int64_t offset
     in_flight_add(1);
     sw_carrier_lock_pair(s, d);
     sw_status st = light_start_locked(m, s, offset, l, span_checks, d, o, &grow, err);
-    if (st == SW_OK && sw_fault_hit("move_submit")) {
+    if (st == SW_OK && SW_FAULT_HIT("move_submit")) {
         if (grow)
             d->ops->unallocate(d->impl, NULL);
         st = sw_error_set(err, SW_EIO, "move: injected submission failure");
@@ -1592,7 +1593,7 @@ static sw_status move_light(sw_carrier *s, int64_t offset, const sw_layout *l, i
     m->supplier = pthread_self();
     m->supplier_in = 1;
     live_add(m);
-    if (sw_fault_hit("move_submit")) {
+    if (SW_FAULT_HIT("move_submit")) {
         live_remove(m);
         sw_carrier_lock_pair(s, d);
         s->pending_src = 0;
@@ -1729,7 +1730,7 @@ static sw_status move_async(sw_tensor *t, sw_carrier *dst, const sw_move_options
     sw_move_ref(m); /* the job's reference, dropped by commit */
     m->queued = 1;
     int here = 0, held = 0;
-    if (sw_fault_hit("move_submit")) {
+    if (SW_FAULT_HIT("move_submit")) {
         st = sw_error_set(err, SW_EIO, "move: injected submission failure");
     } else {
         pthread_mutex_lock(&engine_lock);

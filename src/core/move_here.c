@@ -4,6 +4,7 @@
  * instead of describing transfers themselves, so the pair's route, the
  * checks and the pending marks are the core's in one place. */
 #include "carrier_internal.h"
+#include "fault_internal.h"
 #include "route_internal.h"
 #include "tensor_internal.h"
 
@@ -194,8 +195,8 @@ static sw_status copy_storage(const here_plan *p, int64_t offset, const sw_layou
 static sw_status run_plan(const here_plan *p, sw_carrier *s, int64_t offset, const sw_layout *l,
                           sw_carrier *d, sw_error *err)
 {
-    sw_fault_pause("move_here_transfer_pause"); /* tests: fork during the copy */
-    if (sw_fault_hit("move_here_transfer")) /* tests: a copy failing midway */
+    SW_FAULT_PAUSE("move_here_transfer_pause"); /* tests: fork during the copy */
+    if (SW_FAULT_HIT("move_here_transfer")) /* tests: a copy failing midway */
         return sw_error_set(err, SW_EIO, "transfer: injected transfer failure");
     if (p->transfer)
         return p->transfer(s, offset, d, l, NULL, err);

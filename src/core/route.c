@@ -2,6 +2,7 @@
  * class rules, and the routes bindings register, keyed by the exact pair
  * of class tables. */
 #include "strideweave/route.h"
+#include "fault_internal.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -189,7 +190,7 @@ sw_status sw_route_register(const sw_carrier_class *s, const sw_carrier_class *d
     if (!n->entry.payload)
         n->entry.payload_ops = NULL;
     lock_registry();
-    sw_fault_pause("route_register_pause"); /* tests: fork with the lock held */
+    SW_FAULT_PAUSE("route_register_pause"); /* tests: fork with the lock held */
     node **link = find_locked(s, d);
     if (*link) {
         pthread_mutex_unlock(&lock);

@@ -9,6 +9,7 @@
  * pool only grows to the most handles alive at once. Builds with AddressSanitizer
  * skip the pool, so that it still sees every use after free. */
 #include <pthread.h>
+#include "fault_internal.h"
 #include <sched.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
@@ -86,7 +87,7 @@ void *sw_tensor_block_take(size_t bytes, int *pooled)
     *pooled = POOL_ENABLED && bytes <= BLOCK_BYTES;
     if (!*pooled)
         return sw_malloc(bytes);
-    if (sw_fault_hit("alloc")) /* the fault sw_malloc would have met */
+    if (SW_FAULT_HIT("alloc")) /* the fault sw_malloc would have met */
         return NULL;
     lock();
     void *b = take_locked();

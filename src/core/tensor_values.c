@@ -9,6 +9,7 @@
  * SLOTS_UNLOCKED class, whose binding's batch callbacks run with no lock
  * held (carrier.h gives the order and the race). */
 #include <string.h>
+#include "fault_internal.h"
 
 #include "carrier_internal.h"
 #include "strideweave/alloc.h"
@@ -484,7 +485,7 @@ static sw_status copy_one(sw_carrier *src, int64_t s, sw_carrier *dst, int64_t d
     _Alignas(8) unsigned char value[8];
     stop->in_write = 0;
     stop->slot = s;
-    if (sw_fault_hit("copy_slot"))
+    if (SW_FAULT_HIT("copy_slot"))
         return sw_error_set(err, SW_EIO, "fault injected: slot %lld not copied", (long long)k);
     sw_status st = one_slot(src, s, as, value, NULL, err);
     if (st != SW_OK)

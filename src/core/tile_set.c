@@ -1,6 +1,7 @@
 /* Tile sets, selections and residency plans (tile_set.h; contract-carriers
  * TE-4, TE-5): immutable refcounted values. */
 #include "strideweave/tile_set.h"
+#include "fault_internal.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -14,7 +15,7 @@
  * sw_alloc_live_bytes does not count either. Fault site "tile_set". */
 static void *value_alloc(size_t bytes)
 {
-    return sw_fault_hit("tile_set") ? NULL : malloc(bytes);
+    return SW_FAULT_HIT("tile_set") ? NULL : malloc(bytes);
 }
 
 struct sw_tile_set {

@@ -9,6 +9,7 @@
  * other requests, so the copies never race with a change of the storage
  * they read, and the lock is never held across bulk I/O of a request. */
 #include "tiled_evictable_internal.h"
+#include "fault_internal.h"
 
 #include <stdlib.h>
 #include <errno.h>
@@ -297,7 +298,7 @@ static int64_t read_cached_runs(int fd, const sw_tile_run *runs, int64_t n, size
             want += gap;
             continue;
         }
-        if (sw_fault_hit("pread")) {
+        if (SW_FAULT_HIT("pread")) {
             sw_error_set_errno(err, SW_EIO, EIO, "reading the FileBacked file failed: "
                                "injected fault");
             return -1;
@@ -308,7 +309,7 @@ static int64_t read_cached_runs(int fd, const sw_tile_run *runs, int64_t n, size
         while (r < 0 && errno == EINTR);
         /* Not cached (or an error the plain read reports); tests make a
          * cached group read as not cached. */
-        if (r < 0 || (size_t)r != want || sw_fault_hit("tile_read_uncached"))
+        if (r < 0 || (size_t)r != want || SW_FAULT_HIT("tile_read_uncached"))
             return first;
         first = i + 1;
         k = 0;
@@ -400,10 +401,10 @@ static sw_status copy_bounce(sw_tiled_evictable *te, const te_store *src, const 
 sw_status sw_te_copy_tile(sw_tiled_evictable *te, int64_t t, const te_store *src, int full,
                           const te_store *dst, sw_error *err)
 {
-    if (sw_fault_hit("tile_copy"))
+    if (SW_FAULT_HIT("tile_copy"))
         return sw_error_set_errno(err, SW_EIO, EIO, "TiledEvictable: injected fault: tile copy "
                                   "failed");
-    sw_fault_pause("tile_copy_pause"); /* tests: stop while the tile is pending */
+    SW_FAULT_PAUSE("tile_copy_pause"); /* tests: stop while the tile is pending */
     if (!src)
         return SW_OK; /* implicit: the fresh storage is already zeros */
     const sw_tile_geometry *g = &te->geo;

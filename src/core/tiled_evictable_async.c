@@ -27,6 +27,7 @@
  * released: it may be half made, and FileBacked files belong to the
  * parent's session). */
 #include "engine_internal.h"
+#include "fault_internal.h"
 #include "fork_internal.h"
 #include "tiled_evictable_internal.h"
 
@@ -325,7 +326,7 @@ static void finish_work(sw_te_work *w)
      * the job's reference itself and its waiters never block. */
     sw_completion_signal(w->done);
     notify_done(w); /* before the drain count drops: a drain covers it */
-    sw_fault_pause("tile_commit_pause"); /* tests: fork between the two */
+    SW_FAULT_PAUSE("tile_commit_pause"); /* tests: fork between the two */
     sw_te_track_leave(&w->track);
     sw_te_work_unref(w); /* the job's reference */
 }
@@ -408,7 +409,7 @@ static sw_status submit(sw_te_work *w, sw_te_work **out, sw_error *err)
 {
     sw_te_work_ref(w); /* the job's reference, dropped by commit */
     sw_status st;
-    if (sw_fault_hit("tile_submit"))
+    if (SW_FAULT_HIT("tile_submit"))
         st = sw_error_set(err, SW_EIO, "TiledEvictable: injected fault: submission failed");
     else
         st = sw_engine_submit(&w->ej, "TiledEvictable", err);
@@ -481,7 +482,7 @@ static sw_status submit_issued(sw_te_work *w, sw_te_work **out, sw_error *err)
     sw_status st = SW_OK;
     /* The fault is looked at first: whether copies are still outstanding
      * depends on when the hooks report, and a test needs it to hit. */
-    if (sw_fault_hit("tile_submit"))
+    if (SW_FAULT_HIT("tile_submit"))
         st = sw_error_set(err, SW_EIO, "TiledEvictable: injected fault: submission failed");
     else if (w->req ? sw_te_request_outstanding(w->req) : sw_te_project_outstanding(w->pj)) {
         st = sw_engine_submit(&w->ej, "TiledEvictable", err);

@@ -18,6 +18,7 @@
  * thread (sw_te_project_issue) and awaited (sw_te_project_await) there or,
  * for project_start, on the pool once a binding's copy is still to report. */
 #include "tiled_evictable_internal.h"
+#include "fault_internal.h"
 
 #include <errno.h>
 #include <string.h>
@@ -177,7 +178,7 @@ static sw_status pin_and_note_locked(sw_tiled_evictable *te, const sw_tile_selec
 static sw_status read_in_place(sw_tiled_evictable *te, int64_t t, const sw_tile_selection *sel,
                                const int64_t *shape, int fd, unsigned char *dst, sw_error *err)
 {
-    if (sw_fault_hit("tile_copy"))
+    if (SW_FAULT_HIT("tile_copy"))
         return sw_error_set_errno(err, SW_EIO, EIO, "TiledEvictable: injected fault: tile copy "
                                   "failed");
     const sw_tile_geometry *g = &te->geo;
@@ -311,7 +312,7 @@ static sw_status read_batch(sw_tiled_evictable *te, const sw_tile_selection *sel
         n++;
     }
     for (int64_t i = 0; st == SW_OK && i < n; i++)
-        if (sw_fault_hit("tile_copy"))
+        if (SW_FAULT_HIT("tile_copy"))
             st = injected_tile_fault(err);
     if (st == SW_OK && n > 0) {
         st = te->hooks.read_many(stores, at, count, dest, dest_at, n, te->hooks.user, err);
@@ -330,7 +331,7 @@ static sw_status read_batch(sw_tiled_evictable *te, const sw_tile_selection *sel
         int ok = lands_whole(g, sel, shape, t, full[t], &from, &to);
         if (ok < 0)
             st = sw_error_set(err, SW_ENOMEM, "TiledEvictable: out of memory projecting");
-        else if (ok && sw_fault_hit("tile_copy"))
+        else if (ok && SW_FAULT_HIT("tile_copy"))
             st = injected_tile_fault(err);
         else if (ok)
             st = sw_te_read_run(te, &notes[t], from, g->tile_size, dst + (size_t)to * te->eb,
@@ -347,10 +348,10 @@ static sw_status gather(sw_tiled_evictable *te, const sw_layout *L, int64_t offs
                         const uint8_t *implicit, sw_carrier *dest, unsigned char *dst,
                         sw_error *err)
 {
-    if (sw_fault_hit("tile_gather"))
+    if (SW_FAULT_HIT("tile_gather"))
         return sw_error_set_errno(err, SW_EIO, EIO, "TiledEvictable: injected fault: projection "
                                   "gather failed");
-    sw_fault_pause("tile_gather_pause"); /* tests: stop while the tiles are pinned */
+    SW_FAULT_PAUSE("tile_gather_pause"); /* tests: stop while the tiles are pinned */
     const sw_tile_geometry *g = &te->geo;
     size_t tile_bytes = (size_t)g->tile_size * te->eb;
     sw_tile_source *src = sw_calloc((size_t)g->ntiles, sizeof *src);

@@ -21,6 +21,7 @@
  * buffer. So what is held at once is the tiles the current stretch of the
  * destination crosses, never the projection. */
 #include "tiled_evictable_internal.h"
+#include "fault_internal.h"
 #include "tiles_internal.h"
 
 #include <errno.h>
@@ -368,10 +369,10 @@ sw_status sw_te_gather_file(sw_tiled_evictable *te, const sw_layout *L, int64_t 
                             const sw_tile_selection *sel, const te_store *notes,
                             const uint8_t *full, const uint8_t *implicit, int fd, sw_error *err)
 {
-    if (sw_fault_hit("tile_gather"))
+    if (SW_FAULT_HIT("tile_gather"))
         return sw_error_set_errno(err, SW_EIO, EIO, "TiledEvictable: injected fault: projection "
                                   "gather failed");
-    sw_fault_pause("tile_gather_pause"); /* tests: stop while the tiles are pinned */
+    SW_FAULT_PAUSE("tile_gather_pause"); /* tests: stop while the tiles are pinned */
     const sw_tile_geometry *g = &te->geo;
     fw *w = sw_calloc(1, sizeof *w);
     fw_tiles ts = {.te = te, .notes = notes, .full = full, .implicit = implicit};

@@ -16,10 +16,28 @@ static void making_unlock(void)
     pthread_mutex_unlock(&making);
 }
 
+/* The thread state running now, NULL when none is (no GIL held here). */
+static inline PyThreadState *running_thread_state(void)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    return PyThreadState_GetUnchecked();
+#else
+    return _PyThreadState_UncheckedGet();
+#endif
+}
+
 sw_py_gil sw_py_gil_ensure(void)
 {
-    sw_py_gil gil = {PyGILState_UNLOCKED, NULL};
-    if (PyGILState_GetThisThreadState()) {
+    sw_py_gil gil = {PyGILState_UNLOCKED, NULL, 0};
+    PyThreadState *mine = PyGILState_GetThisThreadState();
+    if (mine && mine == running_thread_state()) {
+        /* This thread runs Python code now, so it holds the GIL: the usual
+         * case for a deleter (a consumer dropping its array) and cheaper
+         * than an Ensure/Release pair, which would only count a level. */
+        gil.held = 1;
+        return gil;
+    }
+    if (mine) {
         gil.state = PyGILState_Ensure();
         return gil;
     }
@@ -37,6 +55,8 @@ sw_py_gil sw_py_gil_ensure(void)
 
 void sw_py_gil_release(sw_py_gil gil)
 {
+    if (gil.held)
+        return;
     if (!gil.made) {
         PyGILState_Release(gil.state);
         return;

@@ -24,6 +24,7 @@
 typedef struct sw_py_gil {
     PyGILState_STATE state; /* when the thread had a thread state */
     PyThreadState *made;    /* else the one made for this hold */
+    int held;               /* the thread held the GIL already: nothing to undo */
 } sw_py_gil;
 
 /* PyGILState_Ensure, any thread; a thread without a Python thread state
