@@ -310,16 +310,7 @@ static int make_room(size_t total, void **evicted, int *n_evicted)
     }
 }
 
-/* Keep a freed block for reuse; 0 when the cache has no room for it. */
-static int cache_keep_cacheable(void *base, size_t total);
-
-/* Inlined: most blocks (a DLPack export's, a layout's) are too small for
- * the cache, and then this is the whole of it. */
-static inline int cache_keep(void *base, size_t total)
-{
-    return CACHE_ENABLED && total >= SMALL_MIN && cache_keep_cacheable(base, total);
-}
-
+/* cache_keep for a block of a cacheable size (SMALL_MIN and up). */
 static int cache_keep_cacheable(void *base, size_t total)
 {
     if (total < CACHE_MIN)
@@ -340,6 +331,14 @@ static int cache_keep_cacheable(void *base, size_t total)
     for (int i = 0; i < n_evicted; i++)
         free(evicted[i]);
     return slot >= 0;
+}
+
+/* Keep a freed block for reuse; 0 when the cache has no room for it.
+ * Inlined: most blocks (a DLPack export's, a layout's) are too small for
+ * the cache, and then this is the whole of it. */
+static inline int cache_keep(void *base, size_t total)
+{
+    return CACHE_ENABLED && total >= SMALL_MIN && cache_keep_cacheable(base, total);
 }
 
 int64_t sw_alloc_cached_large_blocks(void)

@@ -16,7 +16,6 @@
 #include "executor_internal.h"
 #include "fork_internal.h"
 #include "strideweave/alloc.h"
-#include "strideweave/testing.h"
 
 SW_FORK_LINKED;
 
@@ -914,7 +913,7 @@ static void unlist_io(sw_blockdev *d, sw_blockdev_io *io)
 
 int sw_blockdev_transfer_may_pause(void)
 {
-    return sw_fault_armed("blockdev_transfer_pause") || sw_fault_armed("blockdev_io_pause");
+    return SW_FAULT_ARMED("blockdev_transfer_pause") || SW_FAULT_ARMED("blockdev_io_pause");
 }
 
 sw_status sw_blockdev_transfer(sw_blockdev *d, const sw_transfer *t, sw_error *err)

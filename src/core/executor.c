@@ -17,7 +17,6 @@
 
 #include "executor_internal.h"
 #include "strideweave/alloc.h"
-#include "strideweave/testing.h"
 
 typedef struct job_queue {
     sw_job *head;

@@ -12,7 +12,6 @@
 #include "filestore_internal.h"
 #include "strideweave/alloc.h"
 #include "strideweave/filestore.h"
-#include "strideweave/testing.h"
 
 typedef struct file_impl {
     int fd;         /* -1 once released */

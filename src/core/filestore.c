@@ -21,7 +21,6 @@
 #include "fork_internal.h"
 #include "core_thread_internal.h"
 #include "move_exit_internal.h"
-#include "strideweave/testing.h"
 
 SW_FORK_LINKED;
 

@@ -30,7 +30,6 @@
 #include "strideweave/move.h"
 #include "strideweave/tiled_evictable.h"
 #include "tensor_internal.h"
-#include "strideweave/testing.h"
 
 SW_FORK_LINKED;
 
@@ -1217,10 +1216,10 @@ static int64_t here_bytes(const sw_carrier_class *dst, int caller_waits)
 
 static int runs_here(const sw_move_handle *m)
 {
-    if (m->transfer && !m->supplied && !sw_fault_armed("move_transfer_pause"))
+    if (m->transfer && !m->supplied && !SW_FAULT_ARMED("move_transfer_pause"))
         return runs_block_route_here(m);
     if (m->supplied || m->transfer || m->slotwise || !storage_builtin(m->src->carrier->ops) ||
-        !storage_builtin(m->dst->ops) || sw_fault_armed("move_transfer_pause"))
+        !storage_builtin(m->dst->ops) || SW_FAULT_ARMED("move_transfer_pause"))
         return 0;
     int64_t span = m->src->layout->cosize * (int64_t)sw_dtype_slot_bytes(m->src->carrier->dtype);
     return span <= here_bytes(m->dst->ops, m->caller_waits);
@@ -1354,7 +1353,7 @@ static int light_eligible(const sw_carrier *s, const sw_layout *l, const sw_carr
     r->one_round = 0;
     if (r->route == SW_ROUTE_BULK && route_fn)
         return !(o && o->elementwise) && block_route_here(s, l, o && o->caller_waits) &&
-               !sw_fault_armed("move_transfer_pause");
+               !SW_FAULT_ARMED("move_transfer_pause");
     if (!storage_builtin(s->ops) || !storage_builtin(d->ops) || !s->ops->storage ||
         !d->ops->storage)
         return 0;
@@ -1368,7 +1367,7 @@ static int light_eligible(const sw_carrier *s, const sw_layout *l, const sw_carr
      * the caller holds the guard (see move_one_round). */
     r->one_round = o && o->guard_held && span <= HERE_BYTES && !o->commit_check &&
                    !o->transfer_enter;
-    return span <= here_bytes(d->ops, waits) && !sw_fault_armed("move_transfer_pause");
+    return span <= here_bytes(d->ops, waits) && !SW_FAULT_ARMED("move_transfer_pause");
 }
 
 /* sw_tensor_new's checks of a span, for a move of a span without a tensor

@@ -12,7 +12,6 @@
 #include "strideweave/copy.h"
 #include "strideweave/move.h"
 #include "transfer_internal.h"
-#include "strideweave/testing.h"
 
 /* What the checks found, for the copy that follows without a lock. */
 typedef struct here_plan {

@@ -14,7 +14,6 @@
 
 #include "fork_internal.h"
 #include "route_internal.h"
-#include "strideweave/testing.h"
 
 SW_FORK_LINKED;
 

@@ -18,7 +18,6 @@
 #include "fork_internal.h"
 #include "strideweave/alloc.h"
 #include "tensor_pool.h"
-#include "strideweave/testing.h"
 
 SW_FORK_LINKED;
 

@@ -17,7 +17,6 @@
 #include "strideweave/tensor_walk.h"
 #include "strideweave/tiled_evictable.h"
 #include "tensor_internal.h"
-#include "strideweave/testing.h"
 
 /* Gather `l` at slot `first` of `base` into out. */
 static sw_status gather(const sw_layout *l, const char *base, int64_t first, size_t bytes,

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "strideweave/alloc.h"
-#include "strideweave/testing.h"
 
 /* The values live on the C heap, not sw_malloc's counted blocks: a
  * binding keeps them alive as long as its own objects, which

@@ -21,7 +21,6 @@
 #include "strideweave/alloc.h"
 #include "strideweave/filestore.h"
 #include "strideweave/block_device.h"
-#include "strideweave/testing.h"
 
 /* ---- storage ---------------------------------------------------------------- */
 

@@ -34,7 +34,6 @@
 #include "strideweave/alloc.h"
 #include "strideweave/executor.h"
 #include "strideweave/move.h"
-#include "strideweave/testing.h"
 
 SW_FORK_LINKED;
 

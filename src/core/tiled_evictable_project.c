@@ -26,7 +26,6 @@
 
 #include "strideweave/alloc.h"
 #include "strideweave/filestore.h"
-#include "strideweave/testing.h"
 
 /* Check 3 in the Python API's words (a binding raises them as they come). */
 static sw_status check_layout(sw_tiled_evictable *te, const sw_layout *L, int64_t offset,

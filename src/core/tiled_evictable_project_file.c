@@ -31,7 +31,6 @@
 
 #include "strideweave/alloc.h"
 #include "strideweave/filestore.h"
-#include "strideweave/testing.h"
 
 /* Pieces per pwritev: the system's vector limit (IOV_MAX on Linux). */
 #define FW_IOV 1024
