@@ -76,7 +76,12 @@
  * that comes to wait for such a move with no time limit (sw_move_wait,
  * sw_move_wait_for with timeout_ns < 0, sw_move_wait_helping) runs the
  * parts nobody has started yet meanwhile, giving that CPU back to the
- * copy. A move between
+ * copy. A smaller span copy between host memories of 32 KiB or more that
+ * runs on its caller is cut in two, when the core's copy partner thread
+ * is free: the caller copies one half while the partner copies the other
+ * (the partner spins for a moment after each half, so that a run of moves
+ * finds it awake, then sleeps; a copy of 1 MiB or more wakes it). The
+ * caller returns only once both halves are copied. A move between
  * CPU and a BlockDeviceCarrier runs on its caller up to 16 MiB when the
  * caller waits, and a read out of the device up to 64 KiB always (such a
  * caller may block on the device's lock: a binding lets its own lock go

@@ -239,6 +239,8 @@ static int ensure_worker(sw_executor *ex, long more)
     return ex->started > 0 ? 0 : rc;
 }
 
+int sw_executor_on_worker(void) { return worker_pool != NULL; }
+
 void sw_executor_blocking_begin(void)
 {
     sw_executor *ex = worker_pool;

@@ -18,4 +18,9 @@
 void sw_executor_blocking_begin(void);
 void sw_executor_blocking_end(void);
 
+/* 1 on a pool thread (any executor's), else 0: such a thread leaves the
+ * copy partner to its callers (copy_partner_internal.h), since the pool
+ * already keeps every CPU busy when it runs. */
+int sw_executor_on_worker(void);
+
 #endif

@@ -74,6 +74,7 @@ const char sw_fork_coordinator = 0;
 #pragma weak sw_filestore_reap_fork_parent
 #pragma weak sw_filestore_reap_fork_child
 #pragma weak sw_parallel_fork_child
+#pragma weak sw_copy_partner_fork_child
 #pragma weak sw_route_fork_prepare
 #pragma weak sw_route_fork_parent
 #pragma weak sw_route_fork_child
@@ -114,6 +115,8 @@ static const fork_step steps[] = {
      sw_filestore_reap_fork_child},
     /* The parallel helpers: the child starts its own. */
     {NULL, NULL, sw_parallel_fork_child},
+    /* The copy partner: the child starts its own. */
+    {NULL, NULL, sw_copy_partner_fork_child},
     /* Leaves: nothing is taken under these locks. */
     {sw_route_fork_prepare, sw_route_fork_parent, sw_route_fork_child},
     {sw_alloc_fork_prepare, sw_alloc_fork_parent, sw_alloc_fork_child},

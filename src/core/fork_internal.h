@@ -41,6 +41,8 @@ void sw_filestore_reap_fork_parent(void);
 void sw_filestore_reap_fork_child(void);
 /* The parallel helpers (parallel.c): the child starts its own. */
 void sw_parallel_fork_child(void);
+/* The copy partner (copy_partner.c): the child starts its own. */
+void sw_copy_partner_fork_child(void);
 /* The route registry (route.c). */
 void sw_route_fork_prepare(void);
 void sw_route_fork_parent(void);

@@ -14,6 +14,8 @@
 #include "strideweave/alloc.h"
 #include "strideweave/copy.h"
 #include "strideweave/filestore.h"
+#include "copy_partner_internal.h"
+#include "executor_internal.h"
 #include "parallel_internal.h"
 
 /* Byte positions of the span in each endpoint, proven to fit in int64. */
@@ -210,17 +212,23 @@ static sw_status read_chunks(int fd, char *dst, size_t len, int64_t pos, int64_t
     return SW_OK;
 }
 
-/* Host memory to host memory, chunk by chunk only so that progress moves. */
+/* Host memory to host memory, chunk by chunk only so that progress moves.
+ * `share`: the copy partner may take half of each chunk (a span copied by
+ * one thread, off the pool: copy_partner_internal.h). */
 static sw_status copy_host_span(char *dst, const char *src, size_t len, int64_t *progress,
-                                sw_error *err)
+                                int share, sw_error *err)
 {
-    if (!progress)
+    if (!share && !progress)
         return sw_copy_span(dst, src, len, err);
     for (size_t done = 0; done < len;) {
-        size_t n = chunk_of(len - done);
-        sw_status st = sw_copy_span(dst + done, src + done, n, err);
-        if (st != SW_OK)
-            return st;
+        size_t n = progress ? chunk_of(len - done) : len - done;
+        if (share)
+            sw_copy_host(dst + done, src + done, n); /* validate() refused NULL */
+        else {
+            sw_status st = sw_copy_span(dst + done, src + done, n, err);
+            if (st != SW_OK)
+                return st;
+        }
         done += n;
         report(progress, n);
     }
@@ -264,13 +272,17 @@ static char *host_at(const sw_endpoint *e, int64_t pos)
 }
 
 /* The span [offset, offset + cosize) of slots, straight between endpoints:
- * host memory is written to or read from a file in place. */
-static sw_status move_span(const sw_transfer *t, const span_bytes *sb, sw_error *err)
+ * host memory is written to or read from a file in place. `share`: a host
+ * copy may use the copy partner (the span is not one of several parts
+ * that threads copy side by side). */
+static sw_status move_span(const sw_transfer *t, const span_bytes *sb, int share, sw_error *err)
 {
     const sw_endpoint *s = &t->src, *d = &t->dst;
     int64_t *p = t->progress;
     if (s->kind == SW_ENDPOINT_HOST && d->kind == SW_ENDPOINT_HOST)
         return copy_host_span(host_at(d, sb->dst_pos), host_at(s, sb->src_pos), sb->len, p,
+                              share && sb->len >= SW_COPY_PARTNER_MIN_BYTES &&
+                                  !sw_executor_on_worker(),
                               err);
     if (s->kind == SW_ENDPOINT_HOST)
         return write_chunks(d->fd, host_at(s, sb->src_pos), sb->len, sb->dst_pos, p, err);
@@ -329,7 +341,7 @@ static sw_status move_values(const sw_transfer *t, const span_bytes *sb, sw_erro
     else {
         sw_transfer span = *t;
         span.progress = NULL;
-        st = move_span(&span, sb, err);
+        st = move_span(&span, sb, 1, err);
     }
     if (st == SW_OK)
         report(t->progress, (size_t)sw_transfer_bytes(t));
@@ -378,11 +390,16 @@ sw_status sw_transfer_run_whole_span(const sw_transfer *t, sw_error *err)
                      .len = (size_t)t->cosize * t->itemsize};
     if (t->src.kind == SW_ENDPOINT_HOST && t->dst.kind == SW_ENDPOINT_HOST &&
         sb.len <= SW_TRANSFER_CHUNK_BYTES) { /* one chunk: copy_host_span's loop, unrolled */
-        memcpy(host_at(&t->dst, sb.dst_pos), host_at(&t->src, sb.src_pos), sb.len);
+        char *dst = host_at(&t->dst, sb.dst_pos);
+        const char *src = host_at(&t->src, sb.src_pos);
+        if (sb.len >= SW_COPY_PARTNER_MIN_BYTES && !sw_executor_on_worker())
+            sw_copy_host(dst, src, sb.len);
+        else
+            memcpy(dst, src, sb.len);
         report(t->progress, sb.len);
         return SW_OK;
     }
-    return move_span(t, &sb, err);
+    return move_span(t, &sb, 1, err);
 }
 
 sw_status sw_transfer_run(const sw_transfer *t, sw_error *err)
@@ -393,7 +410,7 @@ sw_status sw_transfer_run(const sw_transfer *t, sw_error *err)
     if (!work)
         return st;
     if (t->bulk || covers_span(t))
-        return move_span(t, &sb, err);
+        return move_span(t, &sb, 1, err);
     return move_values(t, &sb, err);
 }
 
@@ -432,7 +449,7 @@ static void run_part(void *ctx, int i)
     span_bytes sb = {.src_pos = p->whole.src_pos + (int64_t)off,
                      .dst_pos = p->whole.dst_pos + (int64_t)off,
                      .len = left < p->part_len ? left : p->part_len};
-    p->st[i] = move_span(p->t, &sb, &p->err[i]);
+    p->st[i] = move_span(p->t, &sb, 0, &p->err[i]); /* threads copy parts side by side */
 }
 
 sw_status sw_transfer_run_parallel(const sw_transfer *t, int max_threads, const void *owner,
@@ -460,7 +477,7 @@ sw_status sw_transfer_run_parallel(const sw_transfer *t, int max_threads, const 
     /* Held back from the helpers, parts still go to the owner's waiter. */
     int open = owner && width < full;
     if (width < 2 && !open)
-        return move_span(t, &sb, err);
+        return move_span(t, &sb, 1, err);
     int parts = width;
     if (width == full || open) {
         size_t want = (sb.len + PART_MAX_BYTES - 1) / PART_MAX_BYTES;
