@@ -76,8 +76,8 @@
  * that comes to wait for such a move with no time limit (sw_move_wait,
  * sw_move_wait_for with timeout_ns < 0, sw_move_wait_helping) runs the
  * parts nobody has started yet meanwhile, giving that CPU back to the
- * copy. A smaller span copy between host memories of 32 KiB or more that
- * runs on its caller is cut in two, when the core's copy partner thread
+ * copy. A span copy between host memories of 32 KiB to 8 MiB that runs
+ * on its caller is cut in two, when the core's copy partner thread
  * is free: the caller copies one half while the partner copies the other
  * (the partner spins for a moment after each half, so that a run of moves
  * finds it awake, then sleeps; a copy of 1 MiB or more wakes it). The

@@ -282,6 +282,7 @@ static sw_status move_span(const sw_transfer *t, const span_bytes *sb, int share
     if (s->kind == SW_ENDPOINT_HOST && d->kind == SW_ENDPOINT_HOST)
         return copy_host_span(host_at(d, sb->dst_pos), host_at(s, sb->src_pos), sb->len, p,
                               share && sb->len >= SW_COPY_PARTNER_MIN_BYTES &&
+                                  sb->len <= SW_COPY_PARTNER_MAX_BYTES &&
                                   !sw_executor_on_worker(),
                               err);
     if (s->kind == SW_ENDPOINT_HOST)
