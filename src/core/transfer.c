@@ -212,9 +212,18 @@ static sw_status read_chunks(int fd, char *dst, size_t len, int64_t pos, int64_t
     return SW_OK;
 }
 
+/* Whether a host span of `len` bytes, copied by one thread, goes through
+ * the copy partner (copy_partner_internal.h): its sizes, and not on the
+ * pool, which already keeps every CPU busy. */
+static int partner_may_share(size_t len)
+{
+    return len >= SW_COPY_PARTNER_MIN_BYTES && len <= SW_COPY_PARTNER_MAX_BYTES &&
+           !sw_executor_on_worker();
+}
+
 /* Host memory to host memory, chunk by chunk only so that progress moves.
- * `share`: the copy partner may take half of each chunk (a span copied by
- * one thread, off the pool: copy_partner_internal.h). */
+ * `share`: the copy partner may take half of each chunk (partner_may_share
+ * said so of the whole span). */
 static sw_status copy_host_span(char *dst, const char *src, size_t len, int64_t *progress,
                                 int share, sw_error *err)
 {
@@ -281,10 +290,7 @@ static sw_status move_span(const sw_transfer *t, const span_bytes *sb, int share
     int64_t *p = t->progress;
     if (s->kind == SW_ENDPOINT_HOST && d->kind == SW_ENDPOINT_HOST)
         return copy_host_span(host_at(d, sb->dst_pos), host_at(s, sb->src_pos), sb->len, p,
-                              share && sb->len >= SW_COPY_PARTNER_MIN_BYTES &&
-                                  sb->len <= SW_COPY_PARTNER_MAX_BYTES &&
-                                  !sw_executor_on_worker(),
-                              err);
+                              share && partner_may_share(sb->len), err);
     if (s->kind == SW_ENDPOINT_HOST)
         return write_chunks(d->fd, host_at(s, sb->src_pos), sb->len, sb->dst_pos, p, err);
     if (d->kind == SW_ENDPOINT_HOST)
@@ -393,7 +399,7 @@ sw_status sw_transfer_run_whole_span(const sw_transfer *t, sw_error *err)
         sb.len <= SW_TRANSFER_CHUNK_BYTES) { /* one chunk: copy_host_span's loop, unrolled */
         char *dst = host_at(&t->dst, sb.dst_pos);
         const char *src = host_at(&t->src, sb.src_pos);
-        if (sb.len >= SW_COPY_PARTNER_MIN_BYTES && !sw_executor_on_worker())
+        if (partner_may_share(sb.len))
             sw_copy_host(dst, src, sb.len);
         else
             memcpy(dst, src, sb.len);
