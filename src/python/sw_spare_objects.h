@@ -9,6 +9,7 @@
 #define SW_SPARE_OBJECTS_H
 
 #include <Python.h>
+#include <stdint.h>
 
 typedef struct sw_py_spares {
     PyObject **slots;
@@ -21,6 +22,21 @@ typedef struct sw_py_spares {
     static PyObject *name##_slots[n];                                         \
     static sw_py_spares name = {name##_slots, n, 0}
 
+/* Start loading, for writing, the cache lines of the object the next take
+ * returns (its collector header and `bytes`). A kept object was freed a
+ * round ago and is cold: a round of moves in flight then paid a miss on
+ * each of its lines, one move after another; loaded here, they arrive
+ * while the caller copies this move's bytes. */
+static inline void sw_py_spare_prefetch_next(const sw_py_spares *s, size_t bytes)
+{
+    if (s->count == 0)
+        return;
+    const size_t gc_head = 2 * sizeof(void *); /* the collector's header, before the object */
+    uintptr_t start = (uintptr_t)s->slots[s->count - 1] - gc_head;
+    for (uintptr_t line = start & ~(uintptr_t)63; line < start + gc_head + bytes; line += 64)
+        __builtin_prefetch((const void *)line, 1);
+}
+
 /* A kept object as a new reference of `type` (its other fields as they
  * were left), or NULL when none is kept. */
 static inline PyObject *sw_py_spare_take(sw_py_spares *s, PyTypeObject *type)
@@ -29,6 +45,7 @@ static inline PyObject *sw_py_spare_take(sw_py_spares *s, PyTypeObject *type)
         return NULL;
     PyObject *o = s->slots[--s->count];
     (void)PyObject_Init(o, type);
+    sw_py_spare_prefetch_next(s, (size_t)type->tp_basicsize);
     return o;
 }
 
