@@ -54,6 +54,7 @@ import time
 
 import _idle_blas  # noqa: F401 - before NumPy
 from _fresh_pages import warm
+from _read_loop import preadv_all
 from _release_only import require_release_build
 
 require_release_build()
@@ -118,16 +119,6 @@ def pwrite_all(fd, buf):
     off = 0
     while off < len(mv):
         off += os.pwrite(fd, mv[off:], off)
-
-
-def preadv_all(fd, buf, base):
-    mv = memoryview(buf).cast("B")
-    off = 0
-    while off < len(mv):
-        got = os.preadv(fd, [mv[off:]], base + off)
-        if not got:
-            raise EOFError("short file")
-        off += got
 
 
 def readinto_all(f, buf):

@@ -83,6 +83,7 @@ import time
 
 import _idle_blas  # noqa: F401 - before NumPy
 from _fresh_pages import warm
+from _read_loop import preadv_all
 from _release_only import require_release_build
 
 require_release_build()
@@ -323,16 +324,6 @@ def drop_cached(path, offsets, nbytes):
             os.posix_fadvise(fd, off, nbytes, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)
-
-
-def preadv_all(fd, buf, base):
-    mv = memoryview(buf).cast("B")
-    off = 0
-    while off < len(mv):
-        got = os.preadv(fd, [mv[off:]], base + off)
-        if not got:
-            raise EOFError("short read")
-        off += got
 
 
 class Block(Case):
