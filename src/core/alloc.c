@@ -1,6 +1,7 @@
 #include "strideweave/alloc.h"
 #include "fault_internal.h"
 #include "alloc_internal.h"
+#include "core_thread_internal.h"
 #include "fork_internal.h"
 
 #include <pthread.h>
@@ -353,6 +354,7 @@ int64_t sw_alloc_cached_large_blocks(void)
 
 void sw_alloc_trim(void)
 {
+    sw_alloc_later_drain();
     pthread_mutex_lock(&cache_mu);
     SW_FAULT_PAUSE("alloc_trim_pause"); /* tests: fork with the lock held */
     for (int i = 0; i < CACHE_SLOTS; i++) {
@@ -391,11 +393,20 @@ void *sw_calloc(size_t count, size_t size)
     return base ? place(base, bytes, total) : NULL;
 }
 
+/* Whether a block the caches refused goes to the background thread: a
+ * moved source's (the thread's defer_frees, set by the move's commit),
+ * below the large cache's sizes (alloc_later.c says why). */
+static int freed_later(void *base, size_t total)
+{
+    return CACHE_ENABLED && total >= SW_ALLOC_LATER_MIN && total < CACHE_MIN &&
+           sw_core_thread_state.defer_frees && sw_alloc_free_later(base, total);
+}
+
 static void release_block(block_header *h)
 {
     atomic_fetch_sub(&live_bytes, (int64_t)h->bytes);
     void *base = h->base;
-    if (!cache_keep(base, h->total))
+    if (!cache_keep(base, h->total) && !freed_later(base, h->total))
         free(base);
 }
 
@@ -583,6 +594,7 @@ int sw_fault_armed(const char *name) { (void)name; return 0; }
  * child's copy is never locked by a thread it lacks. */
 void sw_alloc_fork_prepare(void)
 {
+    sw_alloc_later_fork_prepare();
     pthread_mutex_lock(&cache_mu);
 #ifdef SW_FAULT_INJECTION
     pthread_mutex_lock(&fault_lock);
@@ -595,6 +607,14 @@ void sw_alloc_fork_parent(void)
     pthread_mutex_unlock(&fault_lock);
 #endif
     pthread_mutex_unlock(&cache_mu);
+    sw_alloc_later_fork_parent();
 }
 
-void sw_alloc_fork_child(void) { sw_alloc_fork_parent(); }
+void sw_alloc_fork_child(void)
+{
+#ifdef SW_FAULT_INJECTION
+    pthread_mutex_unlock(&fault_lock);
+#endif
+    pthread_mutex_unlock(&cache_mu);
+    sw_alloc_later_fork_child();
+}

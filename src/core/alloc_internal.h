@@ -3,6 +3,7 @@
 #ifndef SW_ALLOC_INTERNAL_H
 #define SW_ALLOC_INTERNAL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* A pool handed out (delta > 0) or took back (delta < 0) `delta` bytes of
@@ -23,5 +24,26 @@ int64_t sw_alloc_cached_small_blocks(void);
 /* Freed blocks of 1 MiB and more waiting in the reuse cache (for the C
  * tests; 0 under ASan). */
 int64_t sw_alloc_cached_large_blocks(void);
+
+/* ---- freeing a moved source's block in the background (alloc_later.c) ----- */
+
+#define SW_ALLOC_LATER_MIN ((size_t)64 << 10) /* smaller blocks: freed at once */
+
+/* Queue free(base) of a malloc block of `total` bytes for the background
+ * thread; 0 when it was not queued (too small, queue full, no thread), and
+ * then the caller frees it. */
+int sw_alloc_free_later(void *base, size_t total);
+
+/* Free every queued block now, and wait for those the thread is freeing
+ * (sw_alloc_trim). */
+void sw_alloc_later_drain(void);
+
+/* Blocks queued or being freed (for the C tests). */
+int64_t sw_alloc_later_queued_blocks(void);
+
+/* fork(): the queue emptied and its lock held across (sw_alloc_fork_*). */
+void sw_alloc_later_fork_prepare(void);
+void sw_alloc_later_fork_parent(void);
+void sw_alloc_later_fork_child(void);
 
 #endif

@@ -12,6 +12,9 @@ typedef struct sw_core_thread {
     /* Large file closes are deferred to the reaper: a move's source
      * release (sw_filestore_defer_large_closes, filestore.c). */
     int defer_large_closes;
+    /* Host blocks the reuse caches refuse are freed by a background
+     * thread: a move's source release (alloc_later.c). */
+    int defer_frees;
 } sw_core_thread;
 
 extern _Thread_local sw_core_thread sw_core_thread_state __attribute__((visibility("hidden")));

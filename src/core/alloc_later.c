@@ -1,0 +1,197 @@
+/* Freeing a moved source's memory off the mover's path.
+ *
+ * A move releases its source (C-23), so a run of moves from host memory
+ * frees one block per move. glibc's free() of a block that ends next to
+ * the top of its heap merges them and, once the free top passes its trim
+ * threshold, hands the whole run back to the kernel in one brk() call: the
+ * move that frees the last block pays for unmapping all of them (0.5 us a
+ * page here, 0.4-0.8 ms for 64 blocks of 64 KiB: bench/sweep.py cpu->file
+ * single 64 KiB 0.67-0.79x; 1.00x with the trim off, issue 19). Blocks the
+ * reuse caches do not keep (alloc.c) are therefore queued here by the
+ * thread that commits a move, and one background thread frees them, as
+ * filestore.c's reaper closes released files.
+ *
+ * Waking the thread costs a system call, so blocks wait until LATER_WAKE
+ * bytes are queued (or LATER_MAX blocks), or LATER_LINGER_MS have passed:
+ * less memory than that waits, and not for long. (Woken at each mebibyte,
+ * the thread cost a 64 KiB move about 1 us more at the median.) A thread
+ * that freed a batch lingers that long on a timer, so a steady run of
+ * moves wakes it once a batch; one resting after an idle spell is woken
+ * by the first block queued. The queue is emptied by sw_alloc_trim and
+ * before fork() (the child then holds no block that nobody would free). When the thread
+ * cannot start, or the queue is full, the caller frees the block itself.
+ * Only blocks of LATER_MIN bytes or more come here: smaller ones are
+ * mostly kept by the small cache, and cost little to free. Larger blocks
+ * (CACHE_MIN and up, alloc.c) are not queued either: freed late, a large
+ * block was still being unmapped while the next large move faulted its
+ * fresh pages in (filestore.c says the same of large files). */
+#include "alloc_internal.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define LATER_MAX 256
+#define LATER_WAKE ((size_t)4 << 20)
+#define LATER_LINGER_MS 1000
+
+static pthread_mutex_t later_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t later_work = PTHREAD_COND_INITIALIZER; /* the thread: a batch is due */
+static pthread_cond_t later_idle = PTHREAD_COND_INITIALIZER; /* waiters: batch freed */
+static void *later_base[LATER_MAX];
+static int later_count;      /* queued, not yet taken */
+static size_t later_bytes;   /* of the queued blocks */
+static int later_due;        /* the queue is to be freed now */
+static int later_sleeping;   /* the thread waits on later_work */
+static int later_resting;    /* ... with no time limit */
+static int later_busy;       /* the thread is freeing a batch it took */
+static int later_taken;      /* blocks in that batch */
+static int later_started;    /* the thread runs in this process */
+
+/* later_mu held, blocks queued: wait for a signal, or LATER_LINGER_MS;
+ * 1 when the time ran out. */
+static int linger(void)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until); /* the condition variable's clock */
+    until.tv_sec += LATER_LINGER_MS / 1000;
+    until.tv_nsec += (long)(LATER_LINGER_MS % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    return pthread_cond_timedwait(&later_work, &later_mu, &until) == ETIMEDOUT;
+}
+
+static void *later_main(void *arg)
+{
+    (void)arg;
+    void *batch[LATER_MAX];
+    int recent = 0; /* it freed a batch, and the time since has not run out */
+    pthread_mutex_lock(&later_mu);
+    for (;;) {
+        while (!later_due) {
+            later_sleeping = 1;
+            if (later_count == 0 && !recent) {
+                later_resting = 1; /* the next block queued wakes it */
+                pthread_cond_wait(&later_work, &later_mu);
+                later_resting = 0;
+            } else if (linger()) {
+                later_due = later_count > 0; /* what is queued goes now */
+                recent = 0;
+            }
+            later_sleeping = 0;
+        }
+        int n = later_count;
+        memcpy(batch, later_base, (size_t)n * sizeof batch[0]);
+        later_count = 0;
+        later_bytes = 0;
+        later_due = 0;
+        later_busy = 1;
+        later_taken = n;
+        pthread_mutex_unlock(&later_mu);
+        for (int i = 0; i < n; i++)
+            free(batch[i]);
+        pthread_mutex_lock(&later_mu);
+        later_busy = 0;
+        later_taken = 0;
+        recent = 1;
+        pthread_cond_broadcast(&later_idle);
+    }
+    return NULL;
+}
+
+/* later_mu held: 1 when the thread runs (started now if needed). */
+static int later_running(void)
+{
+    if (later_started)
+        return 1;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* signals go to application threads */
+    pthread_t t;
+    pthread_attr_t attr;
+    int rc = pthread_attr_init(&attr);
+    if (rc == 0) {
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        rc = pthread_create(&t, &attr, later_main, NULL);
+        pthread_attr_destroy(&attr);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    later_started = rc == 0;
+    return later_started;
+}
+
+int sw_alloc_free_later(void *base, size_t total)
+{
+    if (total < SW_ALLOC_LATER_MIN)
+        return 0;
+    pthread_mutex_lock(&later_mu);
+    int queued = later_count < LATER_MAX && later_running();
+    if (queued) {
+        later_base[later_count++] = base;
+        later_bytes += total;
+        if (later_bytes >= LATER_WAKE || later_count == LATER_MAX)
+            later_due = 1;
+        if ((later_due && later_sleeping) || later_resting)
+            pthread_cond_signal(&later_work);
+    }
+    pthread_mutex_unlock(&later_mu);
+    return queued;
+}
+
+/* later_mu held: free what is queued here, and wait for a batch the thread
+ * is freeing. */
+static void later_drain_locked(void)
+{
+    while (later_count > 0)
+        free(later_base[--later_count]);
+    later_bytes = 0;
+    later_due = 0;
+    while (later_busy)
+        pthread_cond_wait(&later_idle, &later_mu);
+}
+
+void sw_alloc_later_drain(void)
+{
+    pthread_mutex_lock(&later_mu);
+    later_drain_locked();
+    pthread_mutex_unlock(&later_mu);
+}
+
+int64_t sw_alloc_later_queued_blocks(void)
+{
+    pthread_mutex_lock(&later_mu);
+    int64_t n = later_count + later_taken;
+    pthread_mutex_unlock(&later_mu);
+    return n;
+}
+
+void sw_alloc_later_fork_prepare(void)
+{
+    pthread_mutex_lock(&later_mu);
+    later_drain_locked();
+}
+
+void sw_alloc_later_fork_parent(void)
+{
+    pthread_mutex_unlock(&later_mu);
+}
+
+void sw_alloc_later_fork_child(void)
+{
+    /* The thread is not in the child, and the queue is empty. Its waits
+     * may have left the condition variables counting a waiter the child
+     * lacks: fresh ones, so the child's own thread is woken. */
+    later_started = 0;
+    later_busy = 0;
+    later_taken = 0;
+    later_sleeping = 0;
+    later_resting = 0;
+    pthread_cond_init(&later_work, NULL);
+    pthread_cond_init(&later_idle, NULL);
+    pthread_mutex_unlock(&later_mu);
+}
