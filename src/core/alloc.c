@@ -237,8 +237,10 @@ static void *cache_take(size_t total, size_t *got)
 {
     if (!CACHE_ENABLED || total < SMALL_MIN)
         return NULL;
-    if (total < CACHE_MIN)
-        return small_take(total); /* exact size: *got stays total */
+    if (total < CACHE_MIN) { /* exact size: *got stays total */
+        void *base = small_take(total);
+        return base ? base : sw_alloc_later_take(total);
+    }
     void *base = NULL;
     pthread_mutex_lock(&cache_mu);
     for (int i = 0; i < CACHE_SLOTS; i++) {

@@ -34,6 +34,10 @@ int64_t sw_alloc_cached_large_blocks(void);
  * then the caller frees it. */
 int sw_alloc_free_later(void *base, size_t total);
 
+/* A queued block of exactly `total` malloc bytes, the last queued first,
+ * taken off the queue; NULL when none. */
+void *sw_alloc_later_take(size_t total);
+
 /* Free every queued block now, and wait for those the thread is freeing
  * (sw_alloc_trim). */
 void sw_alloc_later_drain(void);
