@@ -31,9 +31,9 @@
  * block was still being unmapped while the next large move faulted its
  * fresh pages in (filestore.c says the same of large files). */
 #include "alloc_internal.h"
+#include "core_thread_internal.h"
 
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,21 +99,8 @@ static void *later_main(void *arg)
 /* later_mu held: 1 when the thread runs (started now if needed). */
 static int later_running(void)
 {
-    if (later_started)
-        return 1;
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old); /* signals go to application threads */
-    pthread_t t;
-    pthread_attr_t attr;
-    int rc = pthread_attr_init(&attr);
-    if (rc == 0) {
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        rc = pthread_create(&t, &attr, later_main, NULL);
-        pthread_attr_destroy(&attr);
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    later_started = rc == 0;
+    if (!later_started)
+        later_started = sw_thread_start_detached(later_main, NULL) == 0;
     return later_started;
 }
 

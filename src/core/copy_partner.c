@@ -30,12 +30,12 @@
 
 #include <pthread.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "core_thread_internal.h"
 #include "fault_internal.h"
 #include "fork_internal.h"
 #include "strideweave/clock.h"
@@ -145,16 +145,9 @@ static void start_partner(void)
         atomic_store_explicit(&partner.state, OFF, memory_order_release);
         return;
     }
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old); /* signals go to the application's threads */
-    pthread_t t;
-    int rc = pthread_create(&t, NULL, partner_main, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0)
+    if (sw_thread_start_detached(partner_main, NULL) != 0)
         atomic_store_explicit(&partner.state, OFF, memory_order_release);
-    else
-        pthread_detach(t); /* it sets IDLE */
+    /* else it sets IDLE */
 }
 
 /* The whole copy on the caller, the partner being in state `s`. */

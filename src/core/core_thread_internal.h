@@ -19,4 +19,9 @@ typedef struct sw_core_thread {
 
 extern _Thread_local sw_core_thread sw_core_thread_state __attribute__((visibility("hidden")));
 
+/* Start a detached thread running main(arg) with every signal blocked, so
+ * that signals go to the application's threads (core_thread.c); 0, or the
+ * pthread_create error. */
+int sw_thread_start_detached(void *(*main)(void *), void *arg);
+
 #endif

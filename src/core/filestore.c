@@ -7,7 +7,6 @@
 #include <limits.h>
 #include <stdatomic.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -838,21 +837,8 @@ void sw_filestore_reap_fork_child(void)
 /* With reap_lock held: 1 when the reaper runs (started now if needed). */
 static int reaper_running(void)
 {
-    if (reap_started)
-        return 1;
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old); /* signals go to application threads */
-    pthread_t t;
-    pthread_attr_t attr;
-    int rc = pthread_attr_init(&attr);
-    if (rc == 0) {
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        rc = pthread_create(&t, &attr, reaper_main, NULL);
-        pthread_attr_destroy(&attr);
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    reap_started = rc == 0;
+    if (!reap_started)
+        reap_started = sw_thread_start_detached(reaper_main, NULL) == 0;
     return reap_started;
 }
 
