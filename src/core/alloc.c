@@ -138,21 +138,60 @@ static size_t cache_bytes;
  * (carved by malloc from the memory just touched and freed) took 1.7
  * (bench/sweep.py single 16 KiB 0.55-0.85x, 64 KiB 0.54-0.64x; with this
  * budget 0.90-1.03x and 0.86-0.99x; 3 runs each, 2 CPUs shared). Larger
- * blocks keep the 16 MiB budget. */
+ * blocks have 15 MiB of their own. */
 #define SMALL_MIN ((size_t)4 << 10)
 #define SMALL_SIZES 8
 #define SMALL_DEPTH 256
-#define SMALL_MAX_BYTES ((size_t)16 << 20)
 #define SHORT_MAX ((size_t)128 << 10) /* blocks under this: SHORT_MAX_BYTES in all */
 #define SHORT_MAX_BYTES ((size_t)1 << 20)
+#define LONG_MAX_BYTES ((size_t)15 << 20) /* of blocks from SHORT_MAX on */
+
+/* A moved source's block of SW_ALLOC_EXCESS_MIN bytes and up is kept past
+ * those budgets, up to EXCESS_MAX bytes over them, and a background thread
+ * (alloc_excess.c) frees the oldest blocks once EXCESS_WAKE bytes are
+ * over, down to EXCESS_KEEP. Freed by the move instead, a run of such
+ * sources ended in one slow move: glibc's free() of the block next to the
+ * heap top merged the run into the top chunk and, past its trim
+ * threshold, handed it all back to the kernel in one brk() (0.5 us a
+ * page: 0.4-0.8 ms for 64 blocks of 64 KiB; bench/sweep.py cpu->file
+ * single 64 KiB 0.67-0.79x, 1.00x with glibc's trim off). Kept, they also
+ * serve the next carriers of their size, already mapped (sources moved to
+ * files, then as many fresh CPU carriers: 14.5 page faults a 64 KiB carrier
+ * when freed in the background without reuse). The thread is woken only
+ * past EXCESS_WAKE, since waking it costs a system call; under that the
+ * excess waits, with no timer (one that freed it a second later did so in
+ * the middle of whatever ran then: small CPU -> CPU moves measured 0.1x
+ * slower after a run of file moves). Smaller blocks are freed at once: they
+ * cost little to free, and their budget is the one that keeps them warm. */
+#define EXCESS_MAX ((size_t)8 << 20)
+#define EXCESS_WAKE ((size_t)4 << 20)
+#define EXCESS_KEEP ((size_t)2 << 20)
 
 static struct {
     size_t total[SMALL_SIZES]; /* malloc size of the stack's blocks; 0: unused */
     int count[SMALL_SIZES];
-    size_t bytes;
     size_t short_bytes; /* of blocks below SHORT_MAX */
+    size_t long_bytes;  /* of the others */
+    uint64_t keeps;     /* a count of keeps: each block's age */
 } small;
+/* Each stack the oldest first. */
 static void *small_base[SMALL_SIZES][SMALL_DEPTH];
+static uint64_t small_age[SMALL_SIZES][SMALL_DEPTH];
+
+/* cache_mu held: the bytes kept over their budget by blocks of `total`'s
+ * class (short or long), with `extra` more of them. */
+static size_t class_over(size_t total, size_t extra)
+{
+    size_t have = total < SHORT_MAX ? small.short_bytes : small.long_bytes;
+    size_t budget = total < SHORT_MAX ? SHORT_MAX_BYTES : LONG_MAX_BYTES;
+    return have + extra > budget ? have + extra - budget : 0;
+}
+
+/* cache_mu held: the bytes kept over both budgets. */
+static size_t small_excess(void)
+{
+    return class_over(SMALL_MIN, 0) + class_over(SHORT_MAX, 0);
+}
 
 /* The stack of blocks of `total` bytes, or -1; with make, an empty stack
  * becomes it when none is. cache_mu held. */
@@ -170,6 +209,13 @@ static int small_stack(size_t total, int make)
     return make ? free_slot : -1;
 }
 
+/* cache_mu held: count `total` bytes in (sign 1) or out (-1) of the cache. */
+static void small_count(size_t total, int sign)
+{
+    size_t *bytes = total < SHORT_MAX ? &small.short_bytes : &small.long_bytes;
+    *bytes = sign > 0 ? *bytes + total : *bytes - total;
+}
+
 static void *small_take(size_t total)
 {
     void *base = NULL;
@@ -177,30 +223,68 @@ static void *small_take(size_t total)
     int i = small_stack(total, 0);
     if (i >= 0 && small.count[i] > 0) {
         base = small_base[i][--small.count[i]];
-        small.bytes -= total;
-        if (total < SHORT_MAX)
-            small.short_bytes -= total;
+        small_count(total, -1);
     }
     pthread_mutex_unlock(&cache_mu);
     return base;
 }
 
+/* Whether a freed block may exceed the budgets: a moved source's
+ * (the thread's defer_frees, set by the move's commit) of
+ * SW_ALLOC_EXCESS_MIN bytes and up. */
+static int may_exceed(size_t total)
+{
+    return total >= SW_ALLOC_EXCESS_MIN && sw_core_thread_state.defer_frees;
+}
+
 static int small_keep(void *base, size_t total)
 {
-    int kept = 0;
+    int kept = 0, wake = 0;
     pthread_mutex_lock(&cache_mu);
-    int room = small.bytes + total <= SMALL_MAX_BYTES &&
-               (total >= SHORT_MAX || small.short_bytes + total <= SHORT_MAX_BYTES);
+    size_t over = class_over(total, total);
+    int room = over == 0 || (may_exceed(total) && small_excess() + total <= EXCESS_MAX);
     int i = room ? small_stack(total, 1) : -1;
     if (i >= 0 && small.count[i] < SMALL_DEPTH) {
-        small_base[i][small.count[i]++] = base;
-        small.bytes += total;
-        if (total < SHORT_MAX)
-            small.short_bytes += total;
+        small_base[i][small.count[i]] = base;
+        small_age[i][small.count[i]++] = ++small.keeps;
+        small_count(total, 1);
         kept = 1;
+        wake = over > 0 && small_excess() >= EXCESS_WAKE;
     }
     pthread_mutex_unlock(&cache_mu);
+    if (wake)
+        sw_alloc_excess_wake();
     return kept;
+}
+
+/* cache_mu held: the stack whose oldest block is the oldest of a class
+ * kept over its budget, or -1 when neither is. */
+static int oldest_over(void)
+{
+    int oldest = -1;
+    for (int i = 0; i < SMALL_SIZES; i++) {
+        if (small.count[i] == 0 || class_over(small.total[i], 0) == 0)
+            continue;
+        if (oldest < 0 || small_age[i][0] < small_age[oldest][0])
+            oldest = i;
+    }
+    return oldest;
+}
+
+int sw_alloc_take_excess(void **batch, int max)
+{
+    int n = 0;
+    pthread_mutex_lock(&cache_mu);
+    int i;
+    while (n < max && small_excess() > EXCESS_KEEP && (i = oldest_over()) >= 0) {
+        batch[n++] = small_base[i][0];
+        small_count(small.total[i], -1);
+        int left = --small.count[i];
+        memmove(&small_base[i][0], &small_base[i][1], (size_t)left * sizeof small_base[i][0]);
+        memmove(&small_age[i][0], &small_age[i][1], (size_t)left * sizeof small_age[i][0]);
+    }
+    pthread_mutex_unlock(&cache_mu);
+    return n;
 }
 
 int64_t sw_alloc_cached_small_blocks(void)
@@ -213,6 +297,14 @@ int64_t sw_alloc_cached_small_blocks(void)
     return n;
 }
 
+int64_t sw_alloc_small_excess_bytes(void)
+{
+    pthread_mutex_lock(&cache_mu);
+    int64_t e = (int64_t)small_excess();
+    pthread_mutex_unlock(&cache_mu);
+    return e;
+}
+
 /* cache_mu held: every small block back to malloc. */
 static void small_trim_locked(void)
 {
@@ -221,8 +313,8 @@ static void small_trim_locked(void)
             free(small_base[i][--small.count[i]]);
         small.total[i] = 0;
     }
-    small.bytes = 0;
     small.short_bytes = 0;
+    small.long_bytes = 0;
 }
 
 /* Whether a cached block of `cached` bytes may serve an allocation of
@@ -238,8 +330,7 @@ static void *cache_take(size_t total, size_t *got)
     if (!CACHE_ENABLED || total < SMALL_MIN)
         return NULL;
     if (total < CACHE_MIN) { /* exact size: *got stays total */
-        void *base = small_take(total);
-        return base ? base : sw_alloc_later_take(total);
+        return small_take(total);
     }
     void *base = NULL;
     pthread_mutex_lock(&cache_mu);
@@ -356,7 +447,6 @@ int64_t sw_alloc_cached_large_blocks(void)
 
 void sw_alloc_trim(void)
 {
-    sw_alloc_later_drain();
     pthread_mutex_lock(&cache_mu);
     SW_FAULT_PAUSE("alloc_trim_pause"); /* tests: fork with the lock held */
     for (int i = 0; i < CACHE_SLOTS; i++) {
@@ -366,6 +456,7 @@ void sw_alloc_trim(void)
     cache_bytes = 0;
     small_trim_locked();
     pthread_mutex_unlock(&cache_mu);
+    sw_alloc_excess_wait_idle(); /* and the blocks the thread took, freed */
 }
 
 void *sw_malloc(size_t bytes)
@@ -395,20 +486,11 @@ void *sw_calloc(size_t count, size_t size)
     return base ? place(base, bytes, total) : NULL;
 }
 
-/* Whether a block the caches refused goes to the background thread: a
- * moved source's (the thread's defer_frees, set by the move's commit),
- * below the large cache's sizes (alloc_later.c says why). */
-static int freed_later(void *base, size_t total)
-{
-    return CACHE_ENABLED && total >= SW_ALLOC_LATER_MIN && total < CACHE_MIN &&
-           sw_core_thread_state.defer_frees && sw_alloc_free_later(base, total);
-}
-
 static void release_block(block_header *h)
 {
     atomic_fetch_sub(&live_bytes, (int64_t)h->bytes);
     void *base = h->base;
-    if (!cache_keep(base, h->total) && !freed_later(base, h->total))
+    if (!cache_keep(base, h->total))
         free(base);
 }
 
@@ -596,7 +678,7 @@ int sw_fault_armed(const char *name) { (void)name; return 0; }
  * child's copy is never locked by a thread it lacks. */
 void sw_alloc_fork_prepare(void)
 {
-    sw_alloc_later_fork_prepare();
+    sw_alloc_excess_fork_prepare();
     pthread_mutex_lock(&cache_mu);
 #ifdef SW_FAULT_INJECTION
     pthread_mutex_lock(&fault_lock);
@@ -609,7 +691,7 @@ void sw_alloc_fork_parent(void)
     pthread_mutex_unlock(&fault_lock);
 #endif
     pthread_mutex_unlock(&cache_mu);
-    sw_alloc_later_fork_parent();
+    sw_alloc_excess_fork_parent();
 }
 
 void sw_alloc_fork_child(void)
@@ -618,5 +700,5 @@ void sw_alloc_fork_child(void)
     pthread_mutex_unlock(&fault_lock);
 #endif
     pthread_mutex_unlock(&cache_mu);
-    sw_alloc_later_fork_child();
+    sw_alloc_excess_fork_child();
 }

@@ -25,29 +25,33 @@ int64_t sw_alloc_cached_small_blocks(void);
  * tests; 0 under ASan). */
 int64_t sw_alloc_cached_large_blocks(void);
 
-/* ---- freeing a moved source's block in the background (alloc_later.c) ----- */
+/* Bytes the small cache keeps over its budgets (moved sources' blocks; for
+ * the C tests; 0 under ASan). */
+int64_t sw_alloc_small_excess_bytes(void);
 
-#define SW_ALLOC_LATER_MIN ((size_t)64 << 10) /* smaller blocks: freed at once */
+/* ---- the small cache's excess, freed in the background (alloc_excess.c) --- */
 
-/* Queue free(base) of a malloc block of `total` bytes for the background
- * thread; 0 when it was not queued (too small, queue full, no thread), and
- * then the caller frees it. */
-int sw_alloc_free_later(void *base, size_t total);
+/* A moved source's block of this size and up may be kept over the small
+ * cache's budgets (alloc.c); smaller ones are freed at once. */
+#define SW_ALLOC_EXCESS_MIN ((size_t)64 << 10)
 
-/* A queued block of exactly `total` malloc bytes, the last queued first,
- * taken off the queue; NULL when none. */
-void *sw_alloc_later_take(size_t total);
+/* Up to `max` of the oldest small blocks kept over the budgets, taken out
+ * of the cache until at most its keep mark is over (alloc.c); how many.
+ * The caller frees them. */
+int sw_alloc_take_excess(void **batch, int max);
 
-/* Free every queued block now, and wait for those the thread is freeing
- * (sw_alloc_trim). */
-void sw_alloc_later_drain(void);
+/* The cache passed its wake mark: the thread takes and frees the excess
+ * (started now if needed; when it cannot start, the excess stays until
+ * sw_alloc_trim). */
+void sw_alloc_excess_wake(void);
 
-/* Blocks queued or being freed (for the C tests). */
-int64_t sw_alloc_later_queued_blocks(void);
+/* Wait until a batch the thread took is freed (sw_alloc_trim). */
+void sw_alloc_excess_wait_idle(void);
 
-/* fork(): the queue emptied and its lock held across (sw_alloc_fork_*). */
-void sw_alloc_later_fork_prepare(void);
-void sw_alloc_later_fork_parent(void);
-void sw_alloc_later_fork_child(void);
+/* fork(): no batch in the thread's hands, and its lock held across
+ * (sw_alloc_fork_*; taken before the cache's lock). */
+void sw_alloc_excess_fork_prepare(void);
+void sw_alloc_excess_fork_parent(void);
+void sw_alloc_excess_fork_child(void);
 
 #endif

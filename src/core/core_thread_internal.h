@@ -13,7 +13,7 @@ typedef struct sw_core_thread {
      * release (sw_filestore_defer_large_closes, filestore.c). */
     int defer_large_closes;
     /* Host blocks the reuse caches refuse are freed by a background
-     * thread: a move's source release (alloc_later.c). */
+     * thread: a move's source release (alloc_excess.c). */
     int defer_frees;
 } sw_core_thread;
 

@@ -632,7 +632,7 @@ static void release_moved_source(sw_carrier *s, sw_core_thread *th)
     int files = (s->ops->flags & SW_CARRIER_CLASS_RELEASE_REMOVES_FILES) != 0;
     if (files)
         th->defer_large_closes = 1;
-    th->defer_frees = 1; /* its host memory, in the background (alloc_later.c) */
+    th->defer_frees = 1; /* its host memory, in the background (alloc_excess.c) */
     sw_carrier_release_locked(s);
     th->defer_frees = 0;
     if (files)

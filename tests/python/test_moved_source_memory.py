@@ -1,11 +1,11 @@
 """A move releases its source (C-23). The host memory of a released source of
-64 KiB up to 1 MiB that the allocator does not keep for reuse is freed by a
-background thread, not by the move's caller: otherwise the move that freed
-the last block of a run handed the whole run back to the kernel at once
-(0.4-0.8 ms for 64 sources of 64 KiB). The C tests count the queue
-(tests/c/test_alloc_later.c); these check what a user sees with blocks
-waiting in it: the values, many threads, dropped handles, fork() and
-interpreter exit."""
+64 KiB up to 1 MiB is kept for reuse past the allocator's usual budget, and
+a background thread frees the oldest of it, not the move's caller:
+otherwise the move that freed the last block of a run handed the whole run
+back to the kernel at once (0.4-0.8 ms for 64 sources of 64 KiB). The C
+tests count what is kept (tests/c/test_alloc_excess.c); these check what a
+user sees with such blocks waiting: the values, many threads, dropped
+handles, fork() and interpreter exit."""
 
 import os
 import threading
@@ -18,7 +18,7 @@ import strideweave as sw
 from strideweave import CPU, FileBacked, Layout, Shape, Stride, Tensor
 import child_process
 
-N = 1 << 14  # 64 KiB of Float32: a block the background thread frees
+N = 1 << 14  # 64 KiB of Float32: a block the background thread may free
 
 
 def source(n, fill):
@@ -87,9 +87,9 @@ def test_c23_dropped_handles_release_their_64_kib_sources():
             assert d[N - 1] == float(N - 1 + i)
 
 
-# A child interpreter that moves 24 sources of 64 KiB (past what the
-# allocator keeps for reuse, and less than the thread frees at once: some
-# wait in its queue), then does `then`.
+# A child interpreter that moves 24 sources of 64 KiB (past the allocator's
+# usual budget, and less than wakes the thread: some wait over it), then
+# does `then`.
 MOVES = """
     import os
     import numpy as np
