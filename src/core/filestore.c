@@ -826,10 +826,15 @@ void sw_filestore_reap_fork_parent(void)
 
 void sw_filestore_reap_fork_child(void)
 {
-    /* The reaper thread is not in the child; the queue is empty. */
+    /* The reaper thread is not in the child; the queue is empty. The
+     * parent's reaper, asleep on reap_work, is still counted there as a
+     * waiter the child lacks: the child's first wake of its own reaper
+     * then hung in pthread_cond_signal. Fresh condition variables. */
     reap_started = 0;
     reap_busy = 0;
     reap_sleeping = 0;
+    pthread_cond_init(&reap_work, NULL);
+    pthread_cond_init(&reap_idle, NULL);
     atomic_store(&reap_large, 0);
     pthread_mutex_unlock(&reap_lock);
 }

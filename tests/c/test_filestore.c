@@ -364,6 +364,46 @@ static void test_remove_closes_in_background(void)
         sw_free(names[i]);
 }
 
+/* Remove `n` fresh files of 64 KiB (n at most 64), then wait for their
+ * descriptors to be closed; 0, or the step that failed. */
+static int remove_a_batch(int n)
+{
+    int fds[64];
+    char *paths[64];
+    for (int i = 0; i < n; i++)
+        if (sw_filestore_create_unique(&fds[i], &paths[i], NULL) != SW_OK ||
+            sw_filestore_resize(fds[i], 1 << 16, NULL) != SW_OK)
+            return 1;
+    for (int i = 0; i < n; i++)
+        sw_filestore_remove_sized(fds[i], paths[i], (long)getpid(), 1 << 16);
+    sw_filestore_reclaim_wait();
+    return sw_filestore_reclaim_pending() == 0 ? 0 : 2;
+}
+
+__attribute__((unused)) static void child_wakes_its_own_reaper(void)
+{
+    alarm(20); /* a wake that never returns ends the child, not the suite */
+    for (int round = 0; round < 40; round++)
+        if (remove_a_batch(64) != 0)
+            exit(10 + round);
+}
+
+/* A child forked while the parent's background closer sleeps starts its
+ * own, and wakes it batch after batch: the parent's sleeping thread, absent
+ * in the child, must not be counted as a waiter there (a child's wake once
+ * hung in pthread_cond_signal, test_moved_source_memory.py's fork test). */
+static void test_child_reaper_after_fork(void)
+{
+    CHECK_EQ_I64(remove_a_batch(64), 0); /* the parent's thread runs, then sleeps */
+#ifndef __SANITIZE_THREAD__ /* TSan cannot follow a multi-threaded fork */
+    for (int i = 0, status = 0; i < 3 && status == 0; i++) {
+        status = in_child(child_wakes_its_own_reaper);
+        CHECK_EQ_I64(status, 0);
+    }
+#endif
+    CHECK_EQ_I64(remove_a_batch(64), 0); /* and the parent's still works */
+}
+
 int main(void)
 {
     if (!mkdtemp(tmp_root)) {
@@ -394,6 +434,7 @@ int main(void)
     test_preadv_scatters_many_pieces();
     test_faults();
     test_exit_cleanup();
+    test_child_reaper_after_fork();
 
     const char *dir;
     sw_filestore_session_dir(&dir, NULL);
