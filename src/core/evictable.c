@@ -392,13 +392,15 @@ static void register_evictable(ev_impl *e)
 
 static void unregister_evictable(ev_impl *e)
 {
-    if (!e->reg_next)
-        return; /* never registered: its construction failed */
+    /* Its links are read under the lock too: a neighbour unregistering at
+     * the same time rewrites them (a data race under TSan otherwise). */
     pthread_mutex_lock(&reg_lock);
-    e->reg_prev->reg_next = e->reg_next;
-    e->reg_next->reg_prev = e->reg_prev;
+    if (e->reg_next) { /* else never registered: its construction failed */
+        e->reg_prev->reg_next = e->reg_next;
+        e->reg_next->reg_prev = e->reg_prev;
+        e->reg_next = e->reg_prev = NULL;
+    }
     pthread_mutex_unlock(&reg_lock);
-    e->reg_next = e->reg_prev = NULL;
 }
 
 /* The fork prepare step's patience: the first rounds only yield (a
