@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "alloc_internal.h"
 #include "engine_internal.h"
 #include "fork_internal.h"
 #include "carrier_internal.h"
@@ -768,7 +769,13 @@ sw_move_handle *sw_move_ref(sw_move_handle *m)
 /* Handles of light moves are recycled: such a handle holds no completion
  * and no reference once freed, so the next light move takes it back
  * instead of asking the allocator (a move's largest fixed cost after the
- * copy). At most SPARE_HANDLES wait, under spare_lock (declared above). */
+ * copy). At most SPARE_HANDLES wait, under spare_lock (declared above).
+ * Those are not live (sw_alloc_live_bytes), as blocks in the allocator's
+ * own cache are not: a leak check around moves that ran nested or on
+ * several threads at once, the first time in a process, would otherwise
+ * count the handles they left in the list. The one handle in spare_first,
+ * swapped on every light move, stays counted: an atomic add there would
+ * cost every move. */
 
 static void light_handle_free(sw_move_handle *m);
 
@@ -777,8 +784,10 @@ static sw_move_handle *light_handle_new(void)
     sw_move_handle *m = atomic_exchange(&spare_first, NULL);
     if (!m) {
         pthread_mutex_lock(&spare_lock);
-        if (spare_count > 0)
+        if (spare_count > 0) {
             m = spare_handles[--spare_count];
+            sw_alloc_count_live((int64_t)sw_alloc_size(m));
+        }
         pthread_mutex_unlock(&spare_lock);
     }
     if (!m)
@@ -801,8 +810,10 @@ static void light_handle_free(sw_move_handle *m)
         return;
     pthread_mutex_lock(&spare_lock);
     int kept = spare_count < SPARE_HANDLES;
-    if (kept)
+    if (kept) {
         spare_handles[spare_count++] = m;
+        sw_alloc_count_live(-(int64_t)sw_alloc_size(m));
+    }
     pthread_mutex_unlock(&spare_lock);
     if (!kept)
         sw_free(m);

@@ -10,6 +10,7 @@ import pytest
 
 import strideweave as sw
 from loop_device import loop_device  # noqa: F401
+from measure import settled_live_bytes
 from strideweave import CPU, FileBacked, Evictable, Generic, _C
 from strideweave.carriers.extension import (
     CarrierDefinition,
@@ -703,8 +704,8 @@ def test_e5_failing_copy_on_promote_disposes_the_fresh_primary():
         pytest.skip("needs the fault-injection build (make test builds it)")
     e = Evictable(cpu_values([float(i) for i in range(64)]), FileBacked())
     e.evict()
-    gc.collect()
-    before, live = state(e), _C._live_bytes()
+    live = settled_live_bytes()
+    before = state(e)
     _C._fault_inject("pread", 0, 1)
     try:
         with pytest.raises(OSError):
