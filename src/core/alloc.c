@@ -167,30 +167,38 @@ static size_t cache_bytes;
 #define EXCESS_WAKE ((size_t)4 << 20)
 #define EXCESS_KEEP ((size_t)2 << 20)
 
+/* The two classes of kept blocks, each with its own budget: short (under
+ * SHORT_MAX) and long. */
+enum { SHORT_CLASS, LONG_CLASS, CLASSES };
+static const size_t class_budget[CLASSES] = {SHORT_MAX_BYTES, LONG_MAX_BYTES};
+
+static int class_of(size_t total)
+{
+    return total < SHORT_MAX ? SHORT_CLASS : LONG_CLASS;
+}
+
 static struct {
     size_t total[SMALL_SIZES]; /* malloc size of the stack's blocks; 0: unused */
     int count[SMALL_SIZES];
-    size_t short_bytes; /* of blocks below SHORT_MAX */
-    size_t long_bytes;  /* of the others */
-    uint64_t keeps;     /* a count of keeps: each block's age */
+    size_t class_bytes[CLASSES]; /* kept, per class */
+    uint64_t keeps;              /* a count of keeps: each block's age */
 } small;
 /* Each stack the oldest first. */
 static void *small_base[SMALL_SIZES][SMALL_DEPTH];
 static uint64_t small_age[SMALL_SIZES][SMALL_DEPTH];
 
-/* cache_mu held: the bytes kept over their budget by blocks of `total`'s
- * class (short or long), with `extra` more of them. */
-static size_t class_over(size_t total, size_t extra)
+/* cache_mu held: the bytes class c keeps over its budget, with `extra`
+ * more of them. */
+static size_t class_over(int c, size_t extra)
 {
-    size_t have = total < SHORT_MAX ? small.short_bytes : small.long_bytes;
-    size_t budget = total < SHORT_MAX ? SHORT_MAX_BYTES : LONG_MAX_BYTES;
-    return have + extra > budget ? have + extra - budget : 0;
+    size_t have = small.class_bytes[c] + extra;
+    return have > class_budget[c] ? have - class_budget[c] : 0;
 }
 
 /* cache_mu held: the bytes kept over both budgets. */
 static size_t small_excess(void)
 {
-    return class_over(SMALL_MIN, 0) + class_over(SHORT_MAX, 0);
+    return class_over(SHORT_CLASS, 0) + class_over(LONG_CLASS, 0);
 }
 
 /* The stack of blocks of `total` bytes, or -1; with make, an empty stack
@@ -212,7 +220,7 @@ static int small_stack(size_t total, int make)
 /* cache_mu held: count `total` bytes in (sign 1) or out (-1) of the cache. */
 static void small_count(size_t total, int sign)
 {
-    size_t *bytes = total < SHORT_MAX ? &small.short_bytes : &small.long_bytes;
+    size_t *bytes = &small.class_bytes[class_of(total)];
     *bytes = sign > 0 ? *bytes + total : *bytes - total;
 }
 
@@ -241,15 +249,20 @@ static int small_keep(void *base, size_t total)
 {
     int kept = 0, wake = 0;
     pthread_mutex_lock(&cache_mu);
-    size_t over = class_over(total, total);
-    int room = over == 0 || (may_exceed(total) && small_excess() + total <= EXCESS_MAX);
+    size_t before = small_excess();
+    size_t over = class_over(class_of(total), total);
+    int room = over == 0 || (may_exceed(total) && before + total <= EXCESS_MAX);
     int i = room ? small_stack(total, 1) : -1;
     if (i >= 0 && small.count[i] < SMALL_DEPTH) {
         small_base[i][small.count[i]] = base;
         small_age[i][small.count[i]++] = ++small.keeps;
         small_count(total, 1);
         kept = 1;
-        wake = over > 0 && small_excess() >= EXCESS_WAKE;
+        /* Only the keep that reaches the mark wakes the thread: it then
+         * frees down to EXCESS_KEEP, so later keeps need not take its lock
+         * while it works (each keep adds to the excess one block at a
+         * time, so none can pass the mark unseen). */
+        wake = before < EXCESS_WAKE && small_excess() >= EXCESS_WAKE;
     }
     pthread_mutex_unlock(&cache_mu);
     if (wake)
@@ -263,7 +276,7 @@ static int oldest_over(void)
 {
     int oldest = -1;
     for (int i = 0; i < SMALL_SIZES; i++) {
-        if (small.count[i] == 0 || class_over(small.total[i], 0) == 0)
+        if (small.count[i] == 0 || class_over(class_of(small.total[i]), 0) == 0)
             continue;
         if (oldest < 0 || small_age[i][0] < small_age[oldest][0])
             oldest = i;
@@ -313,8 +326,8 @@ static void small_trim_locked(void)
             free(small_base[i][--small.count[i]]);
         small.total[i] = 0;
     }
-    small.short_bytes = 0;
-    small.long_bytes = 0;
+    for (int c = 0; c < CLASSES; c++)
+        small.class_bytes[c] = 0;
 }
 
 /* Whether a cached block of `cached` bytes may serve an allocation of
