@@ -15,6 +15,7 @@
 #include "strideweave/copy.h"
 #include "strideweave/filestore.h"
 #include "copy_partner_internal.h"
+#include "copy_stream_internal.h"
 #include "executor_internal.h"
 #include "parallel_internal.h"
 
@@ -223,16 +224,19 @@ static int partner_may_share(size_t len)
 
 /* Host memory to host memory, chunk by chunk only so that progress moves.
  * `share`: the copy partner may take half of each chunk (partner_may_share
- * said so of the whole span). */
+ * said so of the whole span); `stream`: the stores bypass the caches
+ * (stream_span said so of the whole span). */
 static sw_status copy_host_span(char *dst, const char *src, size_t len, int64_t *progress,
-                                int share, sw_error *err)
+                                int share, int stream, sw_error *err)
 {
-    if (!share && !progress)
+    if (!share && !stream && !progress)
         return sw_copy_span(dst, src, len, err);
     for (size_t done = 0; done < len;) {
         size_t n = progress ? chunk_of(len - done) : len - done;
         if (share)
             sw_copy_host(dst + done, src + done, n); /* validate() refused NULL */
+        else if (stream)
+            sw_copy_stream(dst + done, src + done, n);
         else {
             sw_status st = sw_copy_span(dst + done, src + done, n, err);
             if (st != SW_OK)
@@ -284,13 +288,21 @@ static char *host_at(const sw_endpoint *e, int64_t pos)
  * host memory is written to or read from a file in place. `share`: a host
  * copy may use the copy partner (the span is not one of several parts
  * that threads copy side by side). */
+/* Whether a host span copy of the whole transfer `t` (or of a part of it
+ * run beside others) streams its stores: by the whole span's size, as its
+ * parts are cut from it. */
+static int stream_span(const sw_transfer *t)
+{
+    return (size_t)t->cosize * t->itemsize >= SW_COPY_STREAM_MIN_BYTES;
+}
+
 static sw_status move_span(const sw_transfer *t, const span_bytes *sb, int share, sw_error *err)
 {
     const sw_endpoint *s = &t->src, *d = &t->dst;
     int64_t *p = t->progress;
     if (s->kind == SW_ENDPOINT_HOST && d->kind == SW_ENDPOINT_HOST)
         return copy_host_span(host_at(d, sb->dst_pos), host_at(s, sb->src_pos), sb->len, p,
-                              share && partner_may_share(sb->len), err);
+                              share && partner_may_share(sb->len), stream_span(t), err);
     if (s->kind == SW_ENDPOINT_HOST)
         return write_chunks(d->fd, host_at(s, sb->src_pos), sb->len, sb->dst_pos, p, err);
     if (d->kind == SW_ENDPOINT_HOST)
