@@ -30,7 +30,11 @@ Cases, 256 MiB of Float32 each:
                    memory, whose first-touch faults then run on every CPU
                    too. A 1.5x target over a one-thread anchor needs the
                    bound to be at least that far ahead of it (on the 2-CPU
-                   VMs we measure on, the bound was 1.2-1.5x np.copyto);
+                   VMs we measure on, the bound was 1.1-1.5x np.copyto). A
+                   CPU->CPU move can pass it: its stores bypass the caches
+                   from 16 MiB on, where NumPy's memcpy does so only for
+                   one call past a size glibc derives from the cache size
+                   (48 MiB on those VMs);
   strided CPU->CPU a gapped hierarchical layout moved elementwise vs
                    np.copyto between the equivalent strided views (the source
                    view is np.from_dlpack of the tensor, the destination the
