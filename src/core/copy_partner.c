@@ -35,6 +35,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "copy_stream_internal.h"
 #include "core_thread_internal.h"
 #include "fault_internal.h"
 #include "fork_internal.h"
@@ -70,6 +71,7 @@ static struct {
     char *dst;
     const char *src;
     size_t len;
+    int stream;
     /* When the last medium copy made alone while the partner slept ended. */
     _Alignas(64) _Atomic uint64_t last_solo_end_ns;
     _Atomic long halves; /* copied by the partner (sw_copy_partner_halves) */
@@ -92,6 +94,14 @@ static int state_cas(int from, int to)
     return atomic_compare_exchange_strong_explicit(&partner.state, &from, to,
                                                    memory_order_acq_rel,
                                                    memory_order_relaxed);
+}
+
+static void copy_bytes(char *dst, const char *src, size_t n, int stream)
+{
+    if (stream)
+        sw_copy_stream(dst, src, n);
+    else
+        memcpy(dst, src, n);
 }
 
 /* The partner, ASLEEP: until a caller moved the word on. */
@@ -120,7 +130,7 @@ static void *partner_main(void *arg)
         for (unsigned spins = 1;; spins++) {
             int s = atomic_load_explicit(&partner.state, memory_order_acquire);
             if (s == POSTED && state_cas(POSTED, TAKEN)) {
-                memcpy(partner.dst, partner.src, partner.len);
+                copy_bytes(partner.dst, partner.src, partner.len, partner.stream);
                 atomic_fetch_add_explicit(&partner.halves, 1, memory_order_relaxed);
                 atomic_store_explicit(&partner.state, DONE, memory_order_release);
                 until = sw_clock_ns() + PARTNER_SPIN_NS;
@@ -151,16 +161,16 @@ static void start_partner(void)
 }
 
 /* The whole copy on the caller, the partner being in state `s`. */
-static void copy_alone(char *dst, const char *src, size_t n, int s)
+static void copy_alone(char *dst, const char *src, size_t n, int stream, int s)
 {
     if (s != ASLEEP) {
-        memcpy(dst, src, n);
+        copy_bytes(dst, src, n, stream);
         if (s == NONE)
             start_partner();
         return;
     }
     uint64_t start = sw_clock_ns();
-    memcpy(dst, src, n);
+    copy_bytes(dst, src, n, stream);
     uint64_t last = atomic_exchange_explicit(&partner.last_solo_end_ns, sw_clock_ns(),
                                              memory_order_relaxed);
     if (start - last <= PARTNER_WAKE_WINDOW_NS && state_cas(ASLEEP, IDLE))
@@ -182,36 +192,37 @@ static void wait_partner(void)
 /* The caller holds the word (CLAIMED): it copies the first half, the
  * partner the rest, split on a cache line so that no line is written by
  * both. `woken`: the partner sleeps until the job is posted. */
-static void copy_halves(char *dst, const char *src, size_t n, int woken)
+static void copy_halves(char *dst, const char *src, size_t n, int stream, int woken)
 {
     size_t mine = (n / 2) & ~(size_t)63;
     partner.dst = dst + mine;
     partner.src = src + mine;
     partner.len = n - mine;
+    partner.stream = stream;
     atomic_store_explicit(&partner.state, POSTED, memory_order_release);
     if (woken)
         wake_partner();
-    memcpy(dst, src, mine);
+    copy_bytes(dst, src, mine, stream);
     if (state_cas(POSTED, CLAIMED)) /* not started: the rest here too */
-        memcpy(dst + mine, src + mine, n - mine);
+        copy_bytes(dst + mine, src + mine, n - mine, stream);
     else
         wait_partner();
     atomic_store_explicit(&partner.state, IDLE, memory_order_release);
 }
 
-void sw_copy_host(void *dst, const void *src, size_t n)
+void sw_copy_host(void *dst, const void *src, size_t n, int stream)
 {
     if (n < SW_COPY_PARTNER_MIN_BYTES) {
-        memcpy(dst, src, n);
+        copy_bytes(dst, src, n, stream);
         return;
     }
     int s = atomic_load_explicit(&partner.state, memory_order_relaxed);
     if (s == IDLE && state_cas(IDLE, CLAIMED))
-        copy_halves(dst, src, n, 0);
+        copy_halves(dst, src, n, stream, 0);
     else if (s == ASLEEP && n >= PARTNER_WAKE_BYTES && state_cas(ASLEEP, CLAIMED))
-        copy_halves(dst, src, n, 1);
+        copy_halves(dst, src, n, stream, 1);
     else
-        copy_alone(dst, src, n, s);
+        copy_alone(dst, src, n, stream, s);
 }
 
 long sw_copy_partner_halves(void)

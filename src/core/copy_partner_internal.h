@@ -23,8 +23,8 @@
  * SW_COPY_PARTNER_MAX_BYTES; sw_copy_host splits any size), the second half goes
  * to the core's copy partner thread when it is free and spinning; the
  * caller copies the first half meanwhile. Never blocks on anything but
- * that half. */
-void sw_copy_host(void *dst, const void *src, size_t n);
+ * that half. `stream`: both halves with sw_copy_stream. */
+void sw_copy_host(void *dst, const void *src, size_t n, int stream);
 
 /* How many second halves the partner has copied in this process (a forked
  * child counts from its parent's figure): tests see that copies were shared. */

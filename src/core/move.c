@@ -564,6 +564,7 @@ static sw_status transfer_span(sw_carrier *s, int64_t offset, const sw_layout *l
         .extents = modes->extents,
         .strides = modes->strides,
         .progress = progress,
+        .unwaited = !caller_waits,
     };
     /* The move checked the span against both carriers under their locks
      * before it marked them: a small whole span skips sw_transfer_run's

@@ -225,7 +225,7 @@ static int partner_may_share(size_t len)
 /* Host memory to host memory, chunk by chunk only so that progress moves.
  * `share`: the copy partner may take half of each chunk (partner_may_share
  * said so of the whole span); `stream`: the stores bypass the caches
- * (stream_span said so of the whole span). */
+ * (stream_span said so of the whole span), whoever copies. */
 static sw_status copy_host_span(char *dst, const char *src, size_t len, int64_t *progress,
                                 int share, int stream, sw_error *err)
 {
@@ -234,7 +234,7 @@ static sw_status copy_host_span(char *dst, const char *src, size_t len, int64_t 
     for (size_t done = 0; done < len;) {
         size_t n = progress ? chunk_of(len - done) : len - done;
         if (share)
-            sw_copy_host(dst + done, src + done, n); /* validate() refused NULL */
+            sw_copy_host(dst + done, src + done, n, stream); /* validate() refused NULL */
         else if (stream)
             sw_copy_stream(dst + done, src + done, n);
         else {
@@ -284,18 +284,20 @@ static char *host_at(const sw_endpoint *e, int64_t pos)
     return (char *)e->host + pos;
 }
 
+/* Whether a host span copy of the whole transfer `t` (or of a part of it
+ * run beside others) streams its stores: by the whole span's size, as its
+ * parts are cut from it, and whether anyone waits for it at once. */
+static int stream_span(const sw_transfer *t)
+{
+    size_t bytes = (size_t)t->cosize * t->itemsize;
+    return bytes >= SW_COPY_STREAM_MIN_BYTES ||
+           (t->unwaited && bytes >= SW_COPY_STREAM_UNWAITED_MIN_BYTES);
+}
+
 /* The span [offset, offset + cosize) of slots, straight between endpoints:
  * host memory is written to or read from a file in place. `share`: a host
  * copy may use the copy partner (the span is not one of several parts
  * that threads copy side by side). */
-/* Whether a host span copy of the whole transfer `t` (or of a part of it
- * run beside others) streams its stores: by the whole span's size, as its
- * parts are cut from it. */
-static int stream_span(const sw_transfer *t)
-{
-    return (size_t)t->cosize * t->itemsize >= SW_COPY_STREAM_MIN_BYTES;
-}
-
 static sw_status move_span(const sw_transfer *t, const span_bytes *sb, int share, sw_error *err)
 {
     const sw_endpoint *s = &t->src, *d = &t->dst;
@@ -411,8 +413,11 @@ sw_status sw_transfer_run_whole_span(const sw_transfer *t, sw_error *err)
         sb.len <= SW_TRANSFER_CHUNK_BYTES) { /* one chunk: copy_host_span's loop, unrolled */
         char *dst = host_at(&t->dst, sb.dst_pos);
         const char *src = host_at(&t->src, sb.src_pos);
+        int stream = stream_span(t);
         if (partner_may_share(sb.len))
-            sw_copy_host(dst, src, sb.len);
+            sw_copy_host(dst, src, sb.len, stream);
+        else if (stream)
+            sw_copy_stream(dst, src, sb.len);
         else
             memcpy(dst, src, sb.len);
         report(t->progress, sb.len);

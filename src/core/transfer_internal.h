@@ -43,6 +43,8 @@ typedef struct sw_transfer {
     const int64_t *extents;   /* ndim leaf extents (>= 1) */
     const int64_t *strides;   /* ndim leaf strides (>= 0), shared by both */
     int64_t *progress;        /* NULL, or a byte counter the run adds to */
+    int unwaited;             /* 1: nobody waits for it at once (host copies stream sooner,
+                                 copy_stream_internal.h) */
 } sw_transfer;
 
 /* Progress: when t->progress is not NULL, the run adds the bytes it has

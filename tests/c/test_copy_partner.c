@@ -30,10 +30,11 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* Copy n bytes from src + so to dst + dso with sw_copy_host; 1 when dst
- * holds exactly the source bytes and the guard bytes around it are
- * untouched. `seed` varies the pattern between copies. */
-static int copy_checked(size_t n, size_t so, size_t dso, unsigned seed)
+/* Copy n bytes from src + so to dst + dso with sw_copy_host (stores
+ * streamed or not); 1 when dst holds exactly the source bytes and the
+ * guard bytes around it are untouched. `seed` varies the pattern between
+ * copies. */
+static int copy_checked(size_t n, size_t so, size_t dso, unsigned seed, int stream)
 {
     unsigned char *src = malloc(n + so + 1), *dst = malloc(n + dso + 2 * GUARD);
     if (!src || !dst) {
@@ -44,7 +45,7 @@ static int copy_checked(size_t n, size_t so, size_t dso, unsigned seed)
     for (size_t i = 0; i < n + so + 1; i++)
         src[i] = (unsigned char)(i * 131u + seed * 7u + (i >> 12));
     memset(dst, 0xA5, n + dso + 2 * GUARD);
-    sw_copy_host(dst + GUARD + dso, src + so, n);
+    sw_copy_host(dst + GUARD + dso, src + so, n, stream);
     int ok = memcmp(dst + GUARD + dso, src + so, n) == 0;
     for (size_t i = 0; i < GUARD + dso; i++)
         ok &= dst[i] == 0xA5;
@@ -61,16 +62,17 @@ static void test_every_size_and_alignment(void)
     const size_t sizes[] = {0, 1, 63, 64, 4095, min - 1, min, min + 1, min + 63, 2 * min + 17,
                             (size_t)1 << 20, ((size_t)1 << 20) + 7, (size_t)3 << 20};
     const size_t offsets[][2] = {{0, 0}, {1, 0}, {0, 3}, {17, 45}, {63, 1}};
-    for (int round = 0; round < 3; round++) /* the partner asleep, waking, spinning */
+    for (int round = 0; round < 6; round++) /* the partner asleep, waking, spinning */
         for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
             for (size_t j = 0; j < sizeof offsets / sizeof offsets[0]; j++)
-                CHECK(copy_checked(sizes[i], offsets[j][0], offsets[j][1], (unsigned)(i + j)));
+                CHECK(copy_checked(sizes[i], offsets[j][0], offsets[j][1], (unsigned)(i + j),
+                                   round % 2));
 }
 
 /* Copies of n bytes back to back (a run, as a program's moves come) until
  * the partner has taken a half or `seconds` passed: 1 when every copy was
  * exact and (`want_shared`) one was shared. */
-static int run_of_copies(size_t n, double seconds, int want_shared)
+static int run_of_copies(size_t n, double seconds, int want_shared, int stream)
 {
     unsigned char *src = malloc(n), *dst = malloc(n);
     if (!src || !dst) {
@@ -86,7 +88,7 @@ static int run_of_copies(size_t n, double seconds, int want_shared)
     do {
         for (int k = 0; k < 64; k++) {
             memset(dst, k, 64); /* each copy has something to overwrite */
-            sw_copy_host(dst, src, n);
+            sw_copy_host(dst, src, n, stream);
         }
         ok &= memcmp(dst, src, n) == 0;
     } while (sw_copy_partner_halves() == before && now_s() < give_up);
@@ -104,7 +106,8 @@ static void test_partner_takes_halves_in_a_run(void)
         printf("  skipped test_partner_takes_halves_in_a_run: one CPU, so no partner\n");
         return;
     }
-    CHECK(run_of_copies((size_t)256 << 10, 20, 1));
+    CHECK(run_of_copies((size_t)256 << 10, 20, 1, 0));
+    CHECK(run_of_copies((size_t)256 << 10, 20, 1, 1)); /* halves streamed */
 }
 
 /* After a pause long enough for the partner to sleep, a copy of 1 MiB or
@@ -118,7 +121,7 @@ static void test_large_copy_after_a_pause(void)
     for (int k = 0; k < 50 && !took; k++) {
         sleep_ms(20); /* > the partner's spin: it sleeps */
         long before = sw_copy_partner_halves();
-        CHECK(copy_checked(n, 0, 0, (unsigned)k));
+        CHECK(copy_checked(n, 0, 0, (unsigned)k, k % 2));
         took = sw_copy_partner_halves() > before;
     }
     CHECK(took);
@@ -135,7 +138,7 @@ static void *copier(void *arg)
     for (int k = 0; k < COPIES; k++) {
         seed = seed * 1103515245u + 12345u;
         size_t n = SW_COPY_PARTNER_MIN_BYTES + (seed >> 8) % ((size_t)512 << 10);
-        *bad += !copy_checked(n, (seed >> 3) % 64, (seed >> 5) % 64, seed);
+        *bad += !copy_checked(n, (seed >> 3) % 64, (seed >> 5) % 64, seed, (int)(seed >> 11) & 1);
     }
     return bad;
 }
@@ -165,7 +168,7 @@ static void test_forked_child(void)
     sleep_ms(2);
     pid_t pid = fork();
     if (pid == 0)
-        _exit(run_of_copies((size_t)256 << 10, 20, sysconf(_SC_NPROCESSORS_ONLN) >= 2) ? 0 : 1);
+        _exit(run_of_copies((size_t)256 << 10, 20, sysconf(_SC_NPROCESSORS_ONLN) >= 2, 0) ? 0 : 1);
     int status = 0;
     CHECK(waitpid(pid, &status, 0) == pid);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -189,7 +192,7 @@ static void test_partner_that_cannot_start(void)
         int ok = sw_fault_arm("copy_partner", 0, 1) == SW_OK;
         long before = sw_copy_partner_halves();
         for (unsigned k = 0; k < 200; k++)
-            ok &= copy_checked((size_t)256 << 10, k % 3, k % 2, k);
+            ok &= copy_checked((size_t)256 << 10, k % 3, k % 2, k, 0);
         ok &= sw_copy_partner_halves() == before;
         sw_fault_clear();
         _exit(ok ? 0 : 1);

@@ -58,8 +58,9 @@ static void test_random_lengths(void)
 }
 
 /* A host span of `bytes` (+ 3 odd slots) moved by a transfer, whole or in
- * parallel parts: values, and progress adding up to the span. */
-static void span_transfer(size_t bytes, int parallel)
+ * parallel parts, waited for at once or not (`unwaited`: smaller spans
+ * stream): values, and progress adding up to the span. */
+static void span_transfer(size_t bytes, int parallel, int unwaited)
 {
     size_t n = bytes / 4 + 3;
     uint32_t *src = malloc(n * 4), *dst = malloc((n + 1) * 4);
@@ -73,7 +74,8 @@ static void span_transfer(size_t bytes, int parallel)
                      .itemsize = 4,
                      .bulk = 1,
                      .cosize = (int64_t)n,
-                     .progress = &progress};
+                     .progress = &progress,
+                     .unwaited = unwaited};
     sw_error err;
     sw_status st = parallel ? sw_transfer_run_parallel(&t, 0, NULL, &err) : sw_transfer_run(&t, &err);
     CHECK(st == SW_OK);
@@ -86,10 +88,14 @@ static void span_transfer(size_t bytes, int parallel)
 
 static void test_large_span_transfers(void)
 {
-    span_transfer(SW_COPY_STREAM_MIN_BYTES - 64, 0); /* below: plain copies */
-    span_transfer(SW_COPY_STREAM_MIN_BYTES, 0);
-    span_transfer((size_t)40 << 20, 0);
-    span_transfer((size_t)40 << 20, 1); /* parts on the helpers */
+    span_transfer(SW_COPY_STREAM_MIN_BYTES - 64, 0, 0); /* below: plain copies */
+    span_transfer(SW_COPY_STREAM_MIN_BYTES, 0, 0);
+    span_transfer((size_t)40 << 20, 0, 0);
+    span_transfer((size_t)40 << 20, 1, 0); /* parts on the helpers */
+    span_transfer(SW_COPY_STREAM_UNWAITED_MIN_BYTES - 64, 0, 1);
+    span_transfer(SW_COPY_STREAM_UNWAITED_MIN_BYTES, 0, 1);
+    span_transfer((size_t)1 << 20, 0, 1); /* the partner's sizes */
+    span_transfer((size_t)40 << 20, 1, 1);
 }
 
 int main(void)

@@ -154,7 +154,7 @@ typedef struct case_args {
 static sw_transfer describe(const case_args *a, const store *src, const store *dst)
 {
     sw_transfer t = {endpoint(src, a->soff), endpoint(dst, a->doff), a->item, a->bulk,
-                     a->L->cosize, a->L->ndim, a->L->extents, a->L->strides, NULL};
+                     a->L->cosize, a->L->ndim, a->L->extents, a->L->strides, NULL, 0};
     return t;
 }
 
@@ -238,7 +238,7 @@ static void test_empty_destination_file(void)
     unsigned char src[4] = {1, 2, 3, 4}, got[6];
     int fd = temp_fd();
     sw_transfer t = {{SW_ENDPOINT_HOST, src, -1, 0}, {SW_ENDPOINT_FILE, NULL, fd, 2}, 1, 1, 4,
-                     1, ext, str, NULL};
+                     1, ext, str, NULL, 0};
     CHECK_EQ_I64(sw_transfer_run(&t, NULL), SW_OK);
     CHECK_EQ_I64(lseek(fd, 0, SEEK_END), 6);
     CHECK(read_all(fd, got, 6, 0) == 0);
@@ -252,7 +252,7 @@ static sw_transfer valid_host_to_host(unsigned char *a, unsigned char *b,
                                       const int64_t *ext, const int64_t *str)
 {
     sw_transfer t = {{SW_ENDPOINT_HOST, a, -1, 0}, {SW_ENDPOINT_HOST, b, -1, 0}, 1, 0, 4, 1,
-                     ext, str, NULL};
+                     ext, str, NULL, 0};
     return t;
 }
 
@@ -348,7 +348,7 @@ static void test_malformed(void)
     memset(b, 0, sizeof b);
     for (int bulk = 0; bulk < 2; bulk++) {
         sw_transfer e = {{SW_ENDPOINT_HOST, NULL, -1, 0}, {SW_ENDPOINT_FILE, NULL, -1, 9}, 4,
-                         bulk, 0, 1, zero_ext, str, NULL};
+                         bulk, 0, 1, zero_ext, str, NULL, 0};
         expect_status(&e, SW_OK, NULL);
         e = valid_host_to_host(a, b, ext, str);
         e.cosize = 0;
@@ -361,7 +361,7 @@ static void test_malformed(void)
     CHECK(untouched);
     /* ... but the header fields are still checked */
     sw_transfer e = {{SW_ENDPOINT_HOST, NULL, -1, 0}, {SW_ENDPOINT_HOST, NULL, -1, 0}, 0, 1, 0,
-                     0, NULL, NULL, NULL};
+                     0, NULL, NULL, NULL, 0};
     expect_status(&e, SW_EINVAL, "itemsize");
 }
 
@@ -417,7 +417,7 @@ static void test_file_errors(void)
     for (int bulk = 0; bulk < 2; bulk++) {
         /* reading past the end of the file is an error, not zeros */
         sw_transfer t = {{SW_ENDPOINT_FILE, NULL, fd, 0}, {SW_ENDPOINT_HOST, buf, -1, 0}, 1,
-                         bulk, 16, 1, ext, str, NULL};
+                         bulk, 16, 1, ext, str, NULL, 0};
         CHECK_EQ_I64(sw_transfer_run(&t, &err), SW_EIO);
         CHECK_EQ_I64(err.sys_errno, EIO);
         /* a descriptor that is not open reports the OS error */
@@ -427,11 +427,11 @@ static void test_file_errors(void)
         CHECK_EQ_I64(sw_transfer_run(&t, &err), SW_EIO);
         CHECK_EQ_I64(err.sys_errno, EBADF);
         sw_transfer w = {{SW_ENDPOINT_HOST, buf, -1, 0}, {SW_ENDPOINT_FILE, NULL, closed, 0}, 1,
-                         bulk, 16, 1, ext, str, NULL};
+                         bulk, 16, 1, ext, str, NULL, 0};
         CHECK_EQ_I64(sw_transfer_run(&w, &err), SW_EIO);
         CHECK_EQ_I64(err.sys_errno, EBADF);
         sw_transfer ff = {{SW_ENDPOINT_FILE, NULL, fd, 0}, {SW_ENDPOINT_FILE, NULL, closed, 0}, 1,
-                          bulk, 4, 1, ext, str, NULL};
+                          bulk, 4, 1, ext, str, NULL, 0};
         ext[0] = 4;
         CHECK_EQ_I64(sw_transfer_run(&ff, &err), SW_EIO);
         CHECK_EQ_I64(err.sys_errno, EBADF);
@@ -466,7 +466,7 @@ static int fresh_file(const unsigned char *content, size_t n)
 static sw_transfer big_transfer(big *b, sw_endpoint s, sw_endpoint d, int bulk, int gapped)
 {
     sw_transfer t = {s, d, 4, bulk, BIG_SLOTS, 1, gapped ? b->ext_gapped : b->ext,
-                     gapped ? b->str_gapped : b->str, NULL};
+                     gapped ? b->str_gapped : b->str, NULL, 0};
     return t;
 }
 
@@ -608,7 +608,7 @@ static void test_parallel_spans(big *b)
                 CHECK(write_all(fd, b->src, BIG_BYTES, 0) == 0);
             sw_transfer t = {kind == 2 ? fsrc : hs, kind == 1 ? fdst : hd, 4, bulk,
                              bulk ? BIG_SLOTS : slots, bulk ? 1 : 2,
-                             bulk ? b->ext : dense_ext, bulk ? b->str : dense_str, NULL};
+                             bulk ? b->ext : dense_ext, bulk ? b->str : dense_str, NULL, 0};
             size_t bytes = (size_t)t.cosize * 4;
             memset(host, FILL, BIG_BYTES + 64);
             CHECK_EQ_I64(sw_transfer_run_parallel(&t, 0, NULL, &err), SW_OK);
@@ -650,7 +650,7 @@ static void test_parallel_many_parts(void)
         memset(dst, FILL, bytes + 8);
         sw_endpoint hs = {SW_ENDPOINT_HOST, src, -1, 0};
         sw_endpoint hd = {SW_ENDPOINT_HOST, dst, -1, 1};
-        sw_transfer t = {hs, hd, 4, 1, slots, 1, ext, str, NULL};
+        sw_transfer t = {hs, hd, 4, 1, slots, 1, ext, str, NULL, 0};
         CHECK_EQ_I64(sw_transfer_run_parallel(&t, cap, NULL, &err), SW_OK);
         CHECK(memcmp(dst + 4, src, bytes) == 0);
         CHECK(all_equal(dst, 4, FILL) && all_equal(dst + 4 + bytes, 4, FILL));
@@ -751,7 +751,7 @@ static void test_parallel_file_source_split(void)
     int64_t ext[1] = {slots}, str[1] = {1};
     sw_endpoint s = {SW_ENDPOINT_FILE, NULL, fd, 0};
     sw_endpoint d = {SW_ENDPOINT_HOST, host, -1, 0};
-    sw_transfer t = {s, d, 4, 1, slots, 1, ext, str, NULL};
+    sw_transfer t = {s, d, 4, 1, slots, 1, ext, str, NULL, 0};
     sw_error err;
     CHECK_EQ_I64(sw_fault_arm("pread", 0, 1), SW_OK);
     CHECK_EQ_I64(sw_transfer_run_parallel(&t, 0, NULL, &err), SW_EIO);
@@ -813,7 +813,7 @@ static void test_staging(void)
             if (bulk && staged[i][0]->kind != staged[i][1]->kind)
                 continue; /* bulk host<->file is never staged */
             memset(host, FILL, sizeof host);
-            sw_transfer t = {*staged[i][0], *staged[i][1], 1, bulk, 15, 1, gext, gstr, NULL};
+            sw_transfer t = {*staged[i][0], *staged[i][1], 1, bulk, 15, 1, gext, gstr, NULL, 0};
             CHECK_EQ_I64(sw_fault_arm("alloc", 0, 1), SW_OK);
             CHECK_EQ_I64(sw_transfer_run(&t, &err), SW_ENOMEM);
             CHECK(strstr(err.msg, "staging") != NULL);
@@ -829,14 +829,14 @@ static void test_staging(void)
             /* elementwise with a file side skips staging only when dense */
             int dense = !bulk && direct[i][0]->kind != direct[i][1]->kind;
             sw_transfer t = {*direct[i][0], *direct[i][1], 1, bulk, dense ? 16 : 15,
-                             dense ? 2 : 1, dense ? dext : gext, dense ? dstr : gstr, NULL};
+                             dense ? 2 : 1, dense ? dext : gext, dense ? dstr : gstr, NULL, 0};
             CHECK_EQ_I64(sw_fault_arm("alloc", 0, -1), SW_OK);
             CHECK_EQ_I64(sw_transfer_run(&t, &err), SW_OK);
             sw_fault_clear();
         }
     }
     /* a dense (transposed) layout moved elementwise into a file: no staging */
-    sw_transfer t = {H, FB, 2, 0, 16, 2, dext, dstr, NULL};
+    sw_transfer t = {H, FB, 2, 0, 16, 2, dext, dstr, NULL, 0};
     CHECK_EQ_I64(sw_fault_arm("alloc", 0, -1), SW_OK);
     CHECK_EQ_I64(sw_transfer_run(&t, &err), SW_OK);
     sw_fault_clear();
