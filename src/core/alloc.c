@@ -249,8 +249,9 @@ static int small_keep(void *base, size_t total)
 {
     int kept = 0, wake = 0;
     pthread_mutex_lock(&cache_mu);
-    size_t before = small_excess();
     size_t over = class_over(class_of(total), total);
+    /* A keep within its class's budget leaves the excess as it was. */
+    size_t before = over ? small_excess() : 0;
     int room = over == 0 || (may_exceed(total) && before + total <= EXCESS_MAX);
     int i = room ? small_stack(total, 1) : -1;
     if (i >= 0 && small.count[i] < SMALL_DEPTH) {
@@ -262,7 +263,7 @@ static int small_keep(void *base, size_t total)
          * frees down to EXCESS_KEEP, so later keeps need not take its lock
          * while it works (each keep adds to the excess one block at a
          * time, so none can pass the mark unseen). */
-        wake = before < EXCESS_WAKE && small_excess() >= EXCESS_WAKE;
+        wake = over && before < EXCESS_WAKE && small_excess() >= EXCESS_WAKE;
     }
     pthread_mutex_unlock(&cache_mu);
     if (wake)

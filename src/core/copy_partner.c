@@ -96,14 +96,6 @@ static int state_cas(int from, int to)
                                                    memory_order_relaxed);
 }
 
-static void copy_bytes(char *dst, const char *src, size_t n, int stream)
-{
-    if (stream)
-        sw_copy_stream(dst, src, n);
-    else
-        memcpy(dst, src, n);
-}
-
 /* The partner, ASLEEP: until a caller moved the word on. */
 static void sleep_until_woken(void)
 {
@@ -130,7 +122,7 @@ static void *partner_main(void *arg)
         for (unsigned spins = 1;; spins++) {
             int s = atomic_load_explicit(&partner.state, memory_order_acquire);
             if (s == POSTED && state_cas(POSTED, TAKEN)) {
-                copy_bytes(partner.dst, partner.src, partner.len, partner.stream);
+                sw_copy_stream_if(partner.dst, partner.src, partner.len, partner.stream);
                 atomic_fetch_add_explicit(&partner.halves, 1, memory_order_relaxed);
                 atomic_store_explicit(&partner.state, DONE, memory_order_release);
                 until = sw_clock_ns() + PARTNER_SPIN_NS;
@@ -164,13 +156,13 @@ static void start_partner(void)
 static void copy_alone(char *dst, const char *src, size_t n, int stream, int s)
 {
     if (s != ASLEEP) {
-        copy_bytes(dst, src, n, stream);
+        sw_copy_stream_if(dst, src, n, stream);
         if (s == NONE)
             start_partner();
         return;
     }
     uint64_t start = sw_clock_ns();
-    copy_bytes(dst, src, n, stream);
+    sw_copy_stream_if(dst, src, n, stream);
     uint64_t last = atomic_exchange_explicit(&partner.last_solo_end_ns, sw_clock_ns(),
                                              memory_order_relaxed);
     if (start - last <= PARTNER_WAKE_WINDOW_NS && state_cas(ASLEEP, IDLE))
@@ -202,9 +194,9 @@ static void copy_halves(char *dst, const char *src, size_t n, int stream, int wo
     atomic_store_explicit(&partner.state, POSTED, memory_order_release);
     if (woken)
         wake_partner();
-    copy_bytes(dst, src, mine, stream);
+    sw_copy_stream_if(dst, src, mine, stream);
     if (state_cas(POSTED, CLAIMED)) /* not started: the rest here too */
-        copy_bytes(dst + mine, src + mine, n - mine, stream);
+        sw_copy_stream_if(dst + mine, src + mine, n - mine, stream);
     else
         wait_partner();
     atomic_store_explicit(&partner.state, IDLE, memory_order_release);
@@ -213,7 +205,7 @@ static void copy_halves(char *dst, const char *src, size_t n, int stream, int wo
 void sw_copy_host(void *dst, const void *src, size_t n, int stream)
 {
     if (n < SW_COPY_PARTNER_MIN_BYTES) {
-        copy_bytes(dst, src, n, stream);
+        sw_copy_stream_if(dst, src, n, stream);
         return;
     }
     int s = atomic_load_explicit(&partner.state, memory_order_relaxed);

@@ -3,6 +3,7 @@
 #define SW_COPY_STREAM_INTERNAL_H
 
 #include <stddef.h>
+#include <string.h>
 
 /* A host span copy of this many bytes or more streams its stores
  * (sw_copy_stream): a destination that large does not stay in the caches
@@ -26,5 +27,14 @@
  * once it returns (it ends with a store fence). Plain memcpy where the
  * CPU has no such stores. */
 void sw_copy_stream(void *dst, const void *src, size_t n);
+
+/* sw_copy_stream when `stream`, else memcpy. */
+static inline void sw_copy_stream_if(void *dst, const void *src, size_t n, int stream)
+{
+    if (stream)
+        sw_copy_stream(dst, src, n);
+    else
+        memcpy(dst, src, n);
+}
 
 #endif

@@ -222,6 +222,16 @@ static int partner_may_share(size_t len)
            !sw_executor_on_worker();
 }
 
+/* One piece of a host copy: through the copy partner when `share`, its
+ * stores streamed when `stream`. */
+static void copy_host_piece(char *dst, const char *src, size_t n, int share, int stream)
+{
+    if (share)
+        sw_copy_host(dst, src, n, stream);
+    else
+        sw_copy_stream_if(dst, src, n, stream);
+}
+
 /* Host memory to host memory, chunk by chunk only so that progress moves.
  * `share`: the copy partner may take half of each chunk (partner_may_share
  * said so of the whole span); `stream`: the stores bypass the caches
@@ -233,15 +243,7 @@ static sw_status copy_host_span(char *dst, const char *src, size_t len, int64_t 
         return sw_copy_span(dst, src, len, err);
     for (size_t done = 0; done < len;) {
         size_t n = progress ? chunk_of(len - done) : len - done;
-        if (share)
-            sw_copy_host(dst + done, src + done, n, stream); /* validate() refused NULL */
-        else if (stream)
-            sw_copy_stream(dst + done, src + done, n);
-        else {
-            sw_status st = sw_copy_span(dst + done, src + done, n, err);
-            if (st != SW_OK)
-                return st;
-        }
+        copy_host_piece(dst + done, src + done, n, share, stream); /* validate() refused NULL */
         done += n;
         report(progress, n);
     }
@@ -413,13 +415,7 @@ sw_status sw_transfer_run_whole_span(const sw_transfer *t, sw_error *err)
         sb.len <= SW_TRANSFER_CHUNK_BYTES) { /* one chunk: copy_host_span's loop, unrolled */
         char *dst = host_at(&t->dst, sb.dst_pos);
         const char *src = host_at(&t->src, sb.src_pos);
-        int stream = stream_span(t);
-        if (partner_may_share(sb.len))
-            sw_copy_host(dst, src, sb.len, stream);
-        else if (stream)
-            sw_copy_stream(dst, src, sb.len);
-        else
-            memcpy(dst, src, sb.len);
+        copy_host_piece(dst, src, sb.len, partner_may_share(sb.len), stream_span(t));
         report(t->progress, sb.len);
         return SW_OK;
     }
