@@ -3,6 +3,7 @@
 #define SW_COPY_STREAM_INTERNAL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 /* A host span copy of this many bytes or more streams its stores
@@ -20,6 +21,12 @@
  * move (its caller waits) keeps its destination in the caches for the
  * code that reads it next. */
 #define SW_COPY_STREAM_UNWAITED_MIN_BYTES ((size_t)16 << 10)
+
+/* Whether streaming pays on this machine at all: its last-level cache is
+ * at most SW_COPY_STREAM_MAX_CACHE_BYTES (copy_stream.c says why). Found
+ * once; the size rules above apply only where it does. */
+#define SW_COPY_STREAM_MAX_CACHE_BYTES ((int64_t)32 << 20)
+int sw_copy_stream_pays(void);
 
 /* memcpy(dst, src, n) of non-overlapping host buffers whose stores bypass
  * the CPU caches (non-temporal), so that writing a destination line does

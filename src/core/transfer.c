@@ -288,12 +288,14 @@ static char *host_at(const sw_endpoint *e, int64_t pos)
 
 /* Whether a host span copy of the whole transfer `t` (or of a part of it
  * run beside others) streams its stores: by the whole span's size, as its
- * parts are cut from it, and whether anyone waits for it at once. */
+ * parts are cut from it, whether anyone waits for it at once, and whether
+ * streaming pays on this machine at all. */
 static int stream_span(const sw_transfer *t)
 {
     size_t bytes = (size_t)t->cosize * t->itemsize;
-    return bytes >= SW_COPY_STREAM_MIN_BYTES ||
-           (t->unwaited && bytes >= SW_COPY_STREAM_UNWAITED_MIN_BYTES);
+    return (bytes >= SW_COPY_STREAM_MIN_BYTES ||
+            (t->unwaited && bytes >= SW_COPY_STREAM_UNWAITED_MIN_BYTES)) &&
+           sw_copy_stream_pays();
 }
 
 /* The span [offset, offset + cosize) of slots, straight between endpoints:
