@@ -610,7 +610,9 @@ static void track_dst(sw_carrier *self, ev_track *t, sw_carrier *dst)
 
 /* The tier move: the binding's hook first (SW_ENOTSUP hands it on), then
  * the core's move, with owner access to the claimed tiers on this thread
- * while it is submitted; the core's move is waited for after. */
+ * while it is submitted; the core's move is waited for after, at once, so
+ * it is made as one its caller waits for (a small one copies here, with no
+ * pool round trip, and its stores are not streamed past the caches). */
 static sw_status move_tier(ev_impl *e, sw_carrier *from, uint64_t from_token, sw_carrier *dst,
                            uint64_t dst_token, sw_error *err)
 {
@@ -633,7 +635,7 @@ static sw_status move_tier(ev_impl *e, sw_carrier *from, uint64_t from_token, sw
             st = sw_carrier_refuse_state_only(SW_CARRIER_STATE_ONLY(from) ? from : dst,
                                               "be moved by the core's engine", err);
         else if ((st = sw_tensor_new_strided(from, 0, 1, ext, NULL, &t, err)) == SW_OK)
-            st = sw_move_async(t, dst, NULL, &m, err);
+            st = sw_move_async(t, dst, &(sw_move_options){.caller_waits = 1}, &m, err);
         sw_tensor_unref(t);
     }
     if (dst_token)

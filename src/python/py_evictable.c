@@ -316,11 +316,11 @@ static sw_status hook_move(sw_carrier *from, sw_carrier *to, int64_t n, void *us
         int was = sw_py_grad_enabled();
         sw_py_set_grad_enabled(0);
         sw_py_profile_internal_moves(1);
-        PyObject *handle = sw_py_move_initiate(t, dst, NULL);
+        /* Waited for at once: a small tier move copies on this thread,
+         * with no pool round trip, and keeps its destination cached. */
+        moved = sw_py_move_now(t, dst, NULL);
         sw_py_profile_internal_moves(-1);
         sw_py_set_grad_enabled(was);
-        moved = handle ? sw_py_await_wait(handle) : NULL;
-        Py_XDECREF(handle);
         if (moved && sw_fault_armed("evictable_moved_pause")) {
             /* tests: stop (the GIL let go) once the move has committed and
              * before the core installs its result, so a fork lands there */

@@ -1177,10 +1177,7 @@ PyObject *sw_py_move_initiate(PyObject *tensor, PyObject *destination, PyObject 
     return initiate(tensor, destination, forced, 0, 0);
 }
 
-/* The same move waited for at once (move(), MoveOperation.forward): a C
- * transfer runs on the calling thread and commits there. Returns the moved
- * Tensor (new reference) or NULL with the move's exception. */
-static PyObject *sw_py_move_now(PyObject *tensor, PyObject *destination, PyObject *forced)
+PyObject *sw_py_move_now(PyObject *tensor, PyObject *destination, PyObject *forced)
 {
     PyObject *handle = initiate(tensor, destination, forced, 1, 0);
     if (!handle)

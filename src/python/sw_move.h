@@ -138,6 +138,11 @@ int sw_py_block_device_check_route(PyTypeObject *op_type, int direction, PyObjec
  * Returns an AwaitMove (new reference), or NULL with the exception of a
  * failure before submission. */
 PyObject *sw_py_move_initiate(PyObject *tensor, PyObject *destination, PyObject *op);
+/* The same move waited for at once (move(), MoveOperation.forward, an
+ * Evictable's tier move): a C transfer runs on the calling thread and
+ * commits there. Returns the moved Tensor (new reference) or NULL with the
+ * move's exception. */
+PyObject *sw_py_move_now(PyObject *tensor, PyObject *destination, PyObject *op);
 int sw_py_move_init(PyObject *module);
 /* MoveOperation.forward and .backward run moves, so they are py_move.c's:
  * it adds them to the type at module init (sw_py_move_init, after
