@@ -32,7 +32,7 @@
 #include "copy_stream_internal.h"
 
 #include <inttypes.h>
-#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -86,19 +86,23 @@ static int64_t last_level_cache_bytes(void)
     return best;
 }
 
-static pthread_once_t pays_once = PTHREAD_ONCE_INIT;
-static int pays;
-
-static void find_pays(void)
-{
-    int64_t cache = last_level_cache_bytes();
-    pays = cache <= SW_COPY_STREAM_MAX_CACHE_BYTES; /* unknown: as measured first */
-}
+/* -1 until found; threads that find it at once find the same answer. */
+static _Atomic int pays = -1;
 
 int sw_copy_stream_pays(void)
 {
-    pthread_once(&pays_once, find_pays);
-    return pays;
+    int v = atomic_load_explicit(&pays, memory_order_relaxed);
+    if (v < 0) {
+        /* an unknown cache is taken to be small, as where this was measured first */
+        v = last_level_cache_bytes() <= SW_COPY_STREAM_MAX_CACHE_BYTES;
+        atomic_store_explicit(&pays, v, memory_order_relaxed);
+    }
+    return v;
+}
+
+void sw_copy_stream_set_pays(int v)
+{
+    atomic_store_explicit(&pays, v < 0 ? -1 : v != 0, memory_order_relaxed);
 }
 
 #if defined(__x86_64__)

@@ -27,6 +27,9 @@
  * once; the size rules above apply only where it does. */
 #define SW_COPY_STREAM_MAX_CACHE_BYTES ((int64_t)32 << 20)
 int sw_copy_stream_pays(void);
+/* Tests: take streaming to pay (1) or not (0) whatever the machine, or
+ * find it again (-1). */
+void sw_copy_stream_set_pays(int pays);
 
 /* memcpy(dst, src, n) of non-overlapping host buffers whose stores bypass
  * the CPU caches (non-temporal), so that writing a destination line does

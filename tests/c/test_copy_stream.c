@@ -86,7 +86,7 @@ static void span_transfer(size_t bytes, int parallel, int unwaited)
     free(dst);
 }
 
-static void test_large_span_transfers(void)
+static void large_span_transfers(void)
 {
     span_transfer(SW_COPY_STREAM_MIN_BYTES - 64, 0, 0); /* below: plain copies */
     span_transfer(SW_COPY_STREAM_MIN_BYTES, 0, 0);
@@ -96,6 +96,21 @@ static void test_large_span_transfers(void)
     span_transfer(SW_COPY_STREAM_UNWAITED_MIN_BYTES, 0, 1);
     span_transfer((size_t)1 << 20, 0, 1); /* the partner's sizes */
     span_transfer((size_t)40 << 20, 1, 1);
+}
+
+/* The spans as a machine where streaming pays copies them, and as one
+ * where it does not (copy_stream.c), whichever this one is. */
+static void test_large_span_transfers(void)
+{
+    for (int pays = 1; pays >= 0; pays--) {
+        sw_copy_stream_set_pays(pays);
+        CHECK(sw_copy_stream_pays() == pays);
+        large_span_transfers();
+    }
+    sw_copy_stream_set_pays(-1);
+    int found = sw_copy_stream_pays();
+    CHECK(found == 0 || found == 1);
+    CHECK(sw_copy_stream_pays() == found); /* found once, then kept */
 }
 
 int main(void)
