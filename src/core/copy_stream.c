@@ -40,40 +40,33 @@
 
 /* ---- whether streaming pays here ---------------------------------------- */
 
-/* The size in bytes of sysfs's cache index `i` of CPU 0 and its level, or
- * 0 when there is no such index (or it cannot be read). */
-static int64_t cache_index(int i, int *level)
+/* The number (with its K/M/G suffix applied) in sysfs's file `name` of
+ * CPU 0's cache index `i`, or 0 when there is none. */
+static int64_t cache_value(int i, const char *name)
 {
     char path[96];
-    int64_t size = 0;
-    char unit = 0;
-    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/%s", i, name);
     FILE *f = fopen(path, "r");
+    int64_t v = 0;
+    char unit = 0;
     if (!f)
         return 0;
-    int ok = fscanf(f, "%d", level) == 1;
+    if (fscanf(f, "%" SCNd64 "%c", &v, &unit) < 1)
+        v = 0;
     fclose(f);
-    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
-    if (!ok || !(f = fopen(path, "r")))
-        return 0;
-    ok = fscanf(f, "%" SCNd64 "%c", &size, &unit) >= 1;
-    fclose(f);
-    if (!ok)
-        return 0;
-    return unit == 'K' ? size << 10 : unit == 'M' ? size << 20 : unit == 'G' ? size << 30 : size;
+    return unit == 'K' ? v << 10 : unit == 'M' ? v << 20 : unit == 'G' ? v << 30 : v;
 }
 
-/* The last-level cache's size as sysfs shows it (what lscpu prints), else
- * as the C library finds it, else 0 (unknown). */
+/* The last-level cache's size as sysfs shows it (what lscpu prints): the
+ * largest index of the highest level; else as the C library finds it;
+ * else 0 (unknown). */
 static int64_t last_level_cache_bytes(void)
 {
-    int64_t best = 0;
-    int best_level = 0;
+    int64_t best = 0, best_level = 0;
     for (int i = 0; i < 16; i++) {
-        int level = 0;
-        int64_t size = cache_index(i, &level);
-        if (size > 0 && level >= best_level) {
-            best = level > best_level || size > best ? size : best;
+        int64_t level = cache_value(i, "level"), size = cache_value(i, "size");
+        if (size > 0 && (level > best_level || (level == best_level && size > best))) {
+            best = size;
             best_level = level;
         }
     }
