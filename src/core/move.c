@@ -1497,13 +1497,18 @@ static inline __attribute__((always_inline)) sw_status light_start_locked(sw_mov
 static inline __attribute__((always_inline)) void light_transfer(sw_move_handle *m, sw_carrier *s, int64_t offset, const sw_layout *l,
                            sw_carrier *d, const light_route *r)
 {
+    /* Nobody can read a light move's own counter before it commits (the
+     * caller gets the handle after), and the commit sets it whole: the
+     * transfer counts only into a counter the caller gave. Counting costs
+     * a locked add after each copy, which waits for the copy's stores. */
+    int64_t *progress = m->progress == &m->progress_own ? NULL : m->progress;
     sw_error_clear(&m->err);
     if (SW_FAULT_HIT("move_transfer"))
         m->status = sw_error_set(&m->err, SW_EIO, "move: injected transfer failure");
     else if (m->transfer)
-        m->status = m->transfer(s, offset, d, l, m->progress, &m->err);
+        m->status = m->transfer(s, offset, d, l, progress, &m->err);
     else
-        m->status = transfer_span(s, offset, l, d, m->route, m->caller_waits, m->progress,
+        m->status = transfer_span(s, offset, l, d, m->route, m->caller_waits, progress,
                                   &r->modes, NULL, &m->err);
 }
 

@@ -364,6 +364,33 @@ static void test_remove_closes_in_background(void)
         sw_free(names[i]);
 }
 
+/* A caller that keeps removing files is let go by first (the background
+ * closer pauses while more arrive), but not for ever: files removed in one
+ * burst with no pause, more than the closer's queue holds, are all closed
+ * in the background, with no wait called. */
+static void test_burst_of_removals_is_closed_in_the_background(void)
+{
+    enum { N = 320 };
+    static int fds[N];
+    char *paths[N];
+    sw_error err;
+    sw_filestore_reclaim_wait();
+    for (int i = 0; i < N; i++) {
+        CHECK_EQ_I64(sw_filestore_create_unique(&fds[i], &paths[i], &err), SW_OK);
+        CHECK_EQ_I64(sw_filestore_pwrite(fds[i], "x", 1, 0, &err), SW_OK);
+    }
+    /* Of unknown size: each one makes a batch due at once. */
+    for (int i = 0; i < N; i++)
+        sw_filestore_remove(fds[i], paths[i], (long)getpid());
+    for (int ms = 0; ms < 10000 && sw_filestore_reclaim_pending() > 0; ms++)
+        usleep(1000);
+    CHECK_EQ_I64(sw_filestore_reclaim_pending(), 0);
+    int open_left = 0;
+    for (int i = 0; i < N; i++)
+        open_left += fcntl(fds[i], F_GETFD) != -1;
+    CHECK_EQ_I64(open_left, 0);
+}
+
 /* Remove `n` fresh files of 64 KiB (n at most 64), then wait for their
  * descriptors to be closed; 0, or the step that failed. */
 static int remove_a_batch(int n)
@@ -430,6 +457,7 @@ int main(void)
     test_names();
     test_create_io_remove();
     test_remove_closes_in_background();
+    test_burst_of_removals_is_closed_in_the_background();
     test_pwritev_gathers_many_pieces();
     test_preadv_scatters_many_pieces();
     test_faults();
