@@ -9,11 +9,11 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "strideweave/alloc.h"
@@ -735,7 +735,9 @@ sw_status sw_filestore_resize(int fd, int64_t bytes, sw_error *err)
  * as free() hands memory back. Waking the reaper costs a system call too, so
  * small files are closed in batches: the reaper is woken once the queue
  * holds REAP_BATCH descriptors or REAP_BYTES of storage, or any file of
- * unknown size; until then at most that much small storage waits. Files of
+ * unknown size; until then at most that much small storage waits. Woken
+ * while its caller still releases files, it lets that burst go by first
+ * (reap_let_burst_pass_locked). Files of
  * REAP_SYNC_BYTES or more are closed by the caller (see close_later). The queue
  * is emptied before fork() (the child inherits no released descriptor, so
  * the space is free in both processes) and at exit
