@@ -737,7 +737,7 @@ sw_status sw_filestore_resize(int fd, int64_t bytes, sw_error *err)
  * holds REAP_BATCH descriptors or REAP_BYTES of storage, or any file of
  * unknown size; until then at most that much small storage waits. Woken
  * while its caller still releases files, it lets that burst go by first
- * (reap_let_burst_pass_locked). Files of
+ * (reap_let_burst_pass_locked), with at most REAP_QUIET_BYTES waiting. Files of
  * REAP_SYNC_BYTES or more are closed by the caller (see close_later). The queue
  * is emptied before fork() (the child inherits no released descriptor, so
  * the space is free in both processes) and at exit
@@ -772,17 +772,21 @@ static _Atomic int reap_large;
  * file->cpu* cell). So the reaper lets a burst go by first: it pauses
  * REAP_QUIET_US at a time while descriptors keep arriving, until
  * REAP_QUIET_HIGH wait (room stays for another batch before the caller
- * must close its own); never with a large file queued, whose close a
- * later creation or large write waits for. */
+ * must close its own) or they hold REAP_QUIET_BYTES of storage (the disk
+ * space a burst keeps from other writers stays small); never with a file
+ * of unknown size or a large one queued, whose close a later creation or
+ * large write waits for. */
 #define REAP_QUIET_US 200
 #define REAP_QUIET_HIGH (REAP_MAX - REAP_BATCH)
+#define REAP_QUIET_BYTES ((int64_t)16 << 20)
 
 /* With reap_lock held (let go during each pause). */
 static void reap_let_burst_pass_locked(void)
 {
     for (;;) {
         int before = reap_count;
-        if (before >= REAP_QUIET_HIGH || reap_large_queued > 0)
+        if (before >= REAP_QUIET_HIGH || reap_bytes >= REAP_QUIET_BYTES ||
+            reap_large_queued > 0)
             return;
         pthread_mutex_unlock(&reap_lock);
         struct timespec pause = {0, REAP_QUIET_US * 1000L};
@@ -904,8 +908,9 @@ static void close_later(int fd, int64_t bytes)
             reap_large_queued++;
             atomic_fetch_add(&reap_large, 1);
         }
-        if (bytes < 0 || bytes >= REAP_BYTES - reap_bytes)
-            reap_bytes = REAP_BYTES;
+        /* Counted up to REAP_QUIET_BYTES; unknown counts as that much. */
+        if (bytes < 0 || bytes >= REAP_QUIET_BYTES - reap_bytes)
+            reap_bytes = REAP_QUIET_BYTES;
         else
             reap_bytes += bytes;
         if (reap_bytes >= REAP_BYTES || reap_count >= REAP_BATCH)

@@ -365,9 +365,10 @@ static void test_remove_closes_in_background(void)
 }
 
 /* A caller that keeps removing files is let go by first (the background
- * closer pauses while more arrive), but not for ever: files removed in one
- * burst with no pause, more than the closer's queue holds, are all closed
- * in the background, with no wait called. */
+ * closer pauses while more arrive), but not for ever: small files removed
+ * in one burst with no pause, more than the closer's queue holds, are all
+ * closed in the background once the last one (of unknown size, so its
+ * batch is due at once) is in, with no wait called. */
 static void test_burst_of_removals_is_closed_in_the_background(void)
 {
     enum { N = 320 };
@@ -379,9 +380,9 @@ static void test_burst_of_removals_is_closed_in_the_background(void)
         CHECK_EQ_I64(sw_filestore_create_unique(&fds[i], &paths[i], &err), SW_OK);
         CHECK_EQ_I64(sw_filestore_pwrite(fds[i], "x", 1, 0, &err), SW_OK);
     }
-    /* Of unknown size: each one makes a batch due at once. */
-    for (int i = 0; i < N; i++)
-        sw_filestore_remove(fds[i], paths[i], (long)getpid());
+    for (int i = 0; i < N - 1; i++)
+        sw_filestore_remove_sized(fds[i], paths[i], (long)getpid(), 4096);
+    sw_filestore_remove(fds[N - 1], paths[N - 1], (long)getpid());
     for (int ms = 0; ms < 10000 && sw_filestore_reclaim_pending() > 0; ms++)
         usleep(1000);
     CHECK_EQ_I64(sw_filestore_reclaim_pending(), 0);
