@@ -771,8 +771,8 @@ static _Atomic int reap_large;
  * reaper closing beside them, 4.1 us with it waiting (bench/sweep.py's
  * file->cpu* cell). So the reaper lets a burst go by first: it pauses
  * REAP_QUIET_US at a time while descriptors keep arriving, until
- * REAP_QUIET_HIGH wait (room stays for another batch before the caller
- * must close its own) or they hold REAP_QUIET_BYTES of storage (the disk
+ * REAP_QUIET_HIGH of them wait (room stays for another batch before the
+ * caller must close its own) or they hold REAP_QUIET_BYTES of storage (the disk
  * space a burst keeps from other writers stays small); never with a file
  * of unknown size or a large one queued, whose close a later creation or
  * large write waits for. */
