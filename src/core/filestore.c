@@ -753,7 +753,10 @@ static pthread_cond_t reap_work = PTHREAD_COND_INITIALIZER; /* the reaper: a bat
 static pthread_cond_t reap_idle = PTHREAD_COND_INITIALIZER; /* waiters: batch closed */
 static int reap_fds[REAP_MAX];
 static int reap_count;     /* queued, not yet taken */
-static int64_t reap_bytes; /* storage of the queued files */
+/* Storage of the queued files, counted up to REAP_QUIET_BYTES (a file of
+ * unknown size counts as that much): its batch is due from REAP_BYTES, and
+ * the reaper's burst pause ends at REAP_QUIET_BYTES. */
+static int64_t reap_bytes;
 static int reap_due;       /* the queue is to be closed now */
 static int reap_sleeping;  /* the reaper waits on reap_work */
 static int reap_busy;      /* the reaper is closing a batch it took */
@@ -789,8 +792,7 @@ static void reap_let_burst_pass_locked(void)
             reap_large_queued > 0)
             return;
         pthread_mutex_unlock(&reap_lock);
-        struct timespec pause = {0, REAP_QUIET_US * 1000L};
-        nanosleep(&pause, NULL);
+        nanosleep(&(struct timespec){.tv_nsec = REAP_QUIET_US * 1000L}, NULL);
         pthread_mutex_lock(&reap_lock);
         if (reap_count <= before)
             return; /* quiet, or a waiter closed the queue itself */
@@ -908,7 +910,6 @@ static void close_later(int fd, int64_t bytes)
             reap_large_queued++;
             atomic_fetch_add(&reap_large, 1);
         }
-        /* Counted up to REAP_QUIET_BYTES; unknown counts as that much. */
         if (bytes < 0 || bytes >= REAP_QUIET_BYTES - reap_bytes)
             reap_bytes = REAP_QUIET_BYTES;
         else
